@@ -1,0 +1,133 @@
+"""The error vocabulary of marathon-tf.
+
+Every error carries the process exit code the CLI uses for it and, where we
+know one, a hint the user can act on. Commands only raise; the CLI prints.
+
+    MarathonTFError                  exit 1   base class
+    ├── UsageError                   exit 2   bad arguments (e.g. ``scale workers=-1``)
+    │   └── SpecError                exit 2   job.json is invalid; one line per field
+    ├── MarathonError                exit 1   Marathon answered with an error
+    │   ├── MarathonUnavailable      exit 1   connection errors / 5xx past the retry budget
+    │   ├── MarathonAuthError        exit 1   401 / 403
+    │   ├── MarathonNotFound         exit 1   404
+    │   ├── MarathonConflict         exit 1   409 (locked by a deployment, already exists)
+    │   └── MarathonInvalid          exit 1   400 / 422, with Marathon's ``details``
+    ├── DiscoveryError               exit 1   peers not found before the startup deadline
+    ├── JobFailed                    exit 1   the training job failed
+    └── Timeout                      exit 3   gave up waiting while work is still in progress
+
+    Interrupted (exit 130) is raised by the CLI on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MarathonTFError",
+    "UsageError",
+    "SpecError",
+    "MarathonError",
+    "MarathonUnavailable",
+    "MarathonAuthError",
+    "MarathonNotFound",
+    "MarathonConflict",
+    "MarathonInvalid",
+    "DiscoveryError",
+    "JobFailed",
+    "Timeout",
+    "Interrupted",
+]
+
+
+class MarathonTFError(Exception):
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def lines(self) -> list[str]:
+        """The lines the CLI prints for this error (without the hint)."""
+        return [self.message]
+
+
+class UsageError(MarathonTFError):
+    exit_code = 2
+
+
+class SpecError(UsageError):
+    """job.json is invalid. ``problems`` holds (field path, message) pairs."""
+
+    def __init__(self, source: str, problems: list[tuple[str, str]]):
+        self.source = source
+        self.problems = sorted(problems)
+        first = self.problems[0] if self.problems else ("", "invalid")
+        super().__init__(self._line(*first))
+
+    def _line(self, path: str, msg: str) -> str:
+        return f"{self.source}: {path}: {msg}" if path else f"{self.source}: {msg}"
+
+    def lines(self) -> list[str]:
+        return [self._line(p, m) for p, m in self.problems]
+
+
+class MarathonError(MarathonTFError):
+    def __init__(self, message: str, *, status: int | None = None, body=None,
+                 hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.body = body
+
+
+class MarathonUnavailable(MarathonError):
+    pass
+
+
+class MarathonAuthError(MarathonError):
+    pass
+
+
+class MarathonNotFound(MarathonError):
+    pass
+
+
+class MarathonConflict(MarathonError):
+    @property
+    def deployment_ids(self) -> list[str]:
+        if isinstance(self.body, dict):
+            return [d.get("id") for d in self.body.get("deployments") or [] if d.get("id")]
+        return []
+
+
+class MarathonInvalid(MarathonError):
+    def details(self) -> list[str]:
+        """Marathon's 422/400 ``details`` as ``path: error`` lines."""
+        body = self.body if isinstance(self.body, dict) else {}
+        details = body.get("details")
+        if isinstance(details, str):
+            return [details]
+        out = []
+        for d in details or []:
+            if isinstance(d, dict):
+                for err in d.get("errors") or []:
+                    out.append(f"{d.get('path', '')}: {err}")
+        return out
+
+    def lines(self) -> list[str]:
+        return [self.message] + ["  " + line for line in self.details()]
+
+
+class DiscoveryError(MarathonTFError):
+    pass
+
+
+class JobFailed(MarathonTFError):
+    pass
+
+
+class Timeout(MarathonTFError):
+    exit_code = 3
+
+
+class Interrupted(MarathonTFError):
+    exit_code = 130
