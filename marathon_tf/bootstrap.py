@@ -1,0 +1,320 @@
+"""In the container: rendezvous with the peers, write the spec, run and supervise the trainer.
+
+Usage (the ``cmd`` of every rendered task)::
+
+    marathon-tf bootstrap [--watch-interval S] [--grace S] -- python3 train.py ...
+    python -m marathon_tf.bootstrap -- "python3 train.py --steps 100 && echo done"
+
+One argument after ``--`` that contains spaces or shell syntax runs through ``/bin/sh -c``;
+otherwise the arguments are executed as they are. The settings come from the ``MTF_*``
+environment (:class:`marathon_tf.taskenv.TaskContext`) and Marathon's ``HOST``,
+``PORT_<NAME>``/``PORT0``/``PORT1``; ``MTF_STATUS_BIND`` (default ``0.0.0.0``) is the
+address the status endpoint binds to.
+
+Order of work: start the status endpoint (so health checks pass during rendezvous) ->
+discover every cluster member (deadline ``MTF_STARTUP_TIMEOUT``; exit 1 naming the
+missing peers) -> TF_CONFIG / flags / ``cluster_spec.json`` -> run the program, pass
+its output through -> watch for peers that moved and restart the program with the
+rewritten spec -> on its exit, :class:`marathon_tf.supervisor.ExitPolicy` decides.
+
+Which roles restart when a peer moves: chief, worker and evaluator (they dial their
+peers). A ps does not: it never dials anyone, and restarting it would throw away the
+variables it holds and force every worker to recover; its spec file and status are
+rewritten. Tensorboard is not a cluster member: no discovery, no TF_CONFIG, no flags.
+This module never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Callable, Mapping, Sequence
+
+from marathon_tf import cluster_spec, naming
+from marathon_tf.discovery import Backend, PeerKey, Rendezvous, make_backend
+from marathon_tf.errors import DiscoveryError, UsageError
+from marathon_tf.status_server import StatusServer, TaskStatus
+from marathon_tf.supervisor import ExitPolicy, Trainer
+from marathon_tf.taskenv import TaskContext
+
+__all__ = ["main", "Bootstrap", "parse_args", "shell_command", "own_address", "status_port",
+           "restarts_on_move", "SPEC_FILE"]
+
+SPEC_FILE = "cluster_spec.json"
+SHELL_CHARS = set(" \t\n;&|<>()$`\\\"'*?[]#")
+DEFAULT_WATCH_INTERVAL = 20.0
+DEFAULT_GRACE = 20.0
+
+
+def _log(message: str) -> None:
+    sys.stderr.write(f"marathon-tf bootstrap: {message}\n")
+    sys.stderr.flush()
+
+
+def parse_args(argv: Sequence[str]) -> tuple[dict[str, float], list[str]]:
+    """``[--watch-interval S] [--grace S] -- cmd...`` -> (options, command)."""
+    options = {"watch_interval": DEFAULT_WATCH_INTERVAL, "grace": DEFAULT_GRACE}
+    args = list(argv)
+    if "--" in args:
+        cut = args.index("--")
+        head, command = args[:cut], args[cut + 1:]
+    else:
+        head, command = [], args
+        while command[:1] and command[0] in ("--watch-interval", "--grace"):
+            head, command = head + command[:2], command[2:]
+    it = iter(head)
+    for flag in it:
+        key = flag.lstrip("-").replace("-", "_")
+        if key not in options:
+            raise UsageError(f"unknown bootstrap option {flag!r} (put the training command after '--')")
+        try:
+            options[key] = float(next(it))
+        except (StopIteration, ValueError):
+            raise UsageError(f"{flag} needs a number of seconds") from None
+    if not command:
+        raise UsageError("no training command: use 'marathon-tf bootstrap -- python3 train.py ...'")
+    return options, command
+
+
+def shell_command(command: Sequence[str]) -> bool:
+    """Whether the command is one shell string (exactly one argument with spaces/shell syntax)."""
+    return len(command) == 1 and any(ch in SHELL_CHARS for ch in command[0])
+
+
+def own_address(ctx: TaskContext, environ: Mapping[str, str]) -> str:
+    """This task's TF address: HOST (MESOS_CONTAINER_IP in container networking) and PORT_<TF>."""
+    port = environ.get(f"PORT_{ctx.port_name.upper()}") or environ.get("PORT0")
+    if not port:
+        raise UsageError(f"neither PORT_{ctx.port_name.upper()} nor PORT0 is set: the app needs a port "
+                         f"named {ctx.port_name!r}")
+    host = environ.get("HOST") or socket.gethostname()
+    if ctx.network == "container" and environ.get("MESOS_CONTAINER_IP"):
+        host = environ["MESOS_CONTAINER_IP"]
+    return f"{host}:{port}"
+
+
+def status_port(ctx: TaskContext, environ: Mapping[str, str]) -> int | None:
+    """The status endpoint's port: PORT_<STATUS> or PORT1; None when neither is set."""
+    value = environ.get(f"PORT_{ctx.status_port_name.upper()}") or environ.get("PORT1")
+    return int(value) if value else None
+
+
+def restarts_on_move(role: str) -> bool:
+    """Whether a task of ``role`` restarts its program when a peer moves (see module doc)."""
+    return role in ("chief", "worker", "evaluator")
+
+
+class Bootstrap:
+    """One task's bootstrap. ``run()`` returns the process exit code; ``request_stop`` is what
+    the SIGTERM/SIGINT handlers call (from any thread)."""
+
+    def __init__(self, ctx: TaskContext, environ: Mapping[str, str], command: Sequence[str], *,
+                 backend: Backend | None = None, policy: ExitPolicy | None = None,
+                 watch_interval: float = DEFAULT_WATCH_INTERVAL, grace: float = DEFAULT_GRACE,
+                 clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
+                 tick: float = 0.2, stdout=None, stderr=None):
+        self.ctx, self.environ, self.command = ctx, dict(environ), list(command)
+        self.shell = shell_command(self.command)
+        self._backend = backend
+        self.policy = policy or ExitPolicy(ctx.permanent_exit_codes)
+        self.watch_interval, self.grace, self.clock, self.tick = watch_interval, grace, clock, tick
+        self.rng = rng or random.Random()
+        self.stdout, self.stderr = stdout, stderr
+        self.status = TaskStatus(job=ctx.job, task=ctx.task, role=ctx.role, index=ctx.index)
+        self.server: StatusServer | None = None
+        self._stop = threading.Event()
+        self._signum: int | None = None
+        self.endpoints: dict[PeerKey, str] = {}
+        self.spec: cluster_spec.RenderedSpec | None = None
+
+    # -- control ---------------------------------------------------------------------------
+    def request_stop(self, signum: int = signal.SIGTERM) -> None:
+        if self._signum is None:
+            self._signum = signum
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    # -- the run -----------------------------------------------------------------------------
+    def run(self) -> int:
+        try:
+            self._start_server()
+            if not self._discover():
+                return 128 + (self._signum or signal.SIGTERM)
+            self._render()
+            return self._supervise()
+        except (DiscoveryError, UsageError, ValueError, OSError) as e:
+            message = getattr(e, "message", None) or str(e)
+            self.status.update(phase="failed", last_error=message)
+            self.status.set_healthy(False)
+            _log(f"FAILED: {message}")
+            return getattr(e, "exit_code", 1)
+        finally:
+            if self.server:
+                self.server.close()
+
+    def _start_server(self) -> None:
+        port = status_port(self.ctx, self.environ)
+        if port is None:
+            _log(f"no PORT_{self.ctx.status_port_name.upper()}/PORT1: not serving status")
+            return
+        bind = self.environ.get("MTF_STATUS_BIND") or "0.0.0.0"
+        self.server = StatusServer(self.status, bind, port).start()
+        _log(f"status on http://{bind}:{self.server.port}/status")
+
+    def _members(self) -> tuple[PeerKey | None, list[PeerKey]]:
+        """(this task if it is a member, the peers to discover)."""
+        if self.ctx.role == "tensorboard":
+            return None, []
+        me = (self.ctx.role, self.ctx.index)
+        members = self.ctx.members()
+        return (me if me in members else None), [m for m in members if m != me]
+
+    def _discover(self) -> bool:
+        me, peers = self._members()
+        if me is not None:
+            self.endpoints[me] = own_address(self.ctx, self.environ)
+        if not peers:
+            return True
+        self._backend = self._backend or make_backend(self.ctx, self.environ)
+        self.rendezvous = Rendezvous(self._backend, clock=self.clock, sleep=self._stop.wait, rng=self.rng,
+                                     stop=self._stop.is_set)
+        _log(f"{self.ctx.task} of {self.ctx.job}: discovering {len(peers)} peer(s) via {self.ctx.discovery}")
+
+        def progress(found: dict[PeerKey, str], missing: dict[PeerKey, str]) -> None:
+            self.status.update(peers=self._named({**self.endpoints, **found}), missing=self._named(missing))
+
+        found = self.rendezvous.wait(peers, self.ctx.startup_timeout, on_progress=progress)
+        if found is None:
+            return False
+        self.endpoints.update(found)
+        _log(f"all {len(peers)} peer(s) found after {self.rendezvous.polls} poll(s)")
+        return True
+
+    @staticmethod
+    def _named(mapping: Mapping[PeerKey, str]) -> dict[str, str]:
+        return {naming.task_name(*k): v for k, v in sorted(mapping.items())}
+
+    def _render(self) -> None:
+        user = self.environ.get("TF_CONFIG")
+        self.spec = cluster_spec.render(self.ctx.cluster, self.endpoints, self.ctx.role, self.ctx.index,
+                                        style=self.ctx.spec_style, argv=self.command, shell=self.shell,
+                                        user_tf_config=user)
+        for warning in self.spec.warnings:
+            if warning not in self.status.snapshot()["warnings"]:
+                _log(f"WARNING: {warning}")
+                self.status.warn(warning)
+        self.status.update(cluster=self.spec.cluster, tf_config=self.spec.tf_config,
+                           peers=self._named(self.endpoints), missing={})
+        self._write_spec_file()
+
+    def _write_spec_file(self) -> None:
+        directory = self.environ.get("MESOS_SANDBOX") or os.getcwd()
+        path = os.path.join(directory, SPEC_FILE)
+        tmp = f"{path}.tmp.{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(self.spec.document(self.ctx.role, self.ctx.index), f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+
+    def _child_env(self) -> dict[str, str]:
+        env = dict(self.environ)
+        if self.spec.tf_config_env is not None:
+            env["TF_CONFIG"] = self.spec.tf_config_env
+        elif not env.get("TF_CONFIG"):
+            env.pop("TF_CONFIG", None)  # never an empty TF_CONFIG
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+    def _start_trainer(self) -> Trainer:
+        argv = ["/bin/sh", "-c", self.spec.argv[0]] if self.shell else self.spec.argv
+        trainer = Trainer(argv, self._child_env(), cwd=self.environ.get("MESOS_SANDBOX") or None,
+                          on_step=lambda step: self.status.update(step=step),
+                          stdout=self.stdout, stderr=self.stderr)
+        trainer.start()
+        self.status.update(phase="running", exit_code=None)
+        _log(f"started training program (pid {trainer.pid})")
+        return trainer
+
+    def _next_watch(self) -> float:
+        return self.clock() + self.watch_interval * self.rng.uniform(0.5, 1.5)
+
+    def _supervise(self) -> int:
+        trainer = self._start_trainer()
+        watching = len(self.endpoints) > 1 and self._backend is not None
+        next_watch = self._next_watch()
+        while True:
+            code = trainer.wait(timeout=self.tick)
+            if self._stop.is_set():
+                code = trainer.stop(self.grace, self._signum or signal.SIGTERM)
+                self.status.update(exit_code=code)
+                _log(f"stopped by signal {self._signum}; training program exited with {code}")
+                return code
+            if code is not None:
+                return self._finished(code)
+            if watching and self.clock() >= next_watch:
+                trainer = self._watch(trainer)
+                next_watch = self._next_watch()
+
+    def _watch(self, trainer: Trainer) -> Trainer:
+        """One low-rate watch poll; a moved peer rewrites the spec (and restarts the program)."""
+        me, peers = self._members()
+        moved = self.rendezvous.moved({p: self.endpoints[p] for p in peers})
+        if not moved:
+            return trainer
+        for peer, address in sorted(moved.items()):
+            _log(f"peer {naming.task_name(*peer)} moved: {self.endpoints[peer]} -> {address}")
+        self.endpoints.update(moved)
+        self._render()
+        if not restarts_on_move(self.ctx.role):
+            return trainer
+        code = trainer.stop(self.grace)
+        restarts = self.status.add_restart()
+        _log(f"restarting the training program with the rewritten spec (restart {restarts}; "
+             f"the previous run exited with {code})")
+        return self._start_trainer()
+
+    def _finished(self, code: int) -> int:
+        outcome = self.policy.decide(code)
+        self.status.update(phase=outcome.phase, exit_code=code, last_error=outcome.reason)
+        self.status.set_healthy(outcome.healthy)
+        _log(f"training program exited with {code}: {outcome.phase}"
+             + ("; staying up until stopped" if outcome.stay_up else ""))
+        if outcome.stay_up:
+            self._stop.wait()
+            return outcome.exit_code
+        return outcome.exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``marathon-tf bootstrap`` / ``python -m marathon_tf.bootstrap``.
+
+    ``argv`` is what follows ``bootstrap`` (``["--", "python3", "train.py"]``); default
+    ``sys.argv[1:]``. Returns the exit code; installs SIGTERM/SIGINT handlers while it runs.
+    """
+    try:
+        options, command = parse_args(sys.argv[1:] if argv is None else argv)
+        ctx = TaskContext.from_env(os.environ)
+    except (UsageError, ValueError) as e:
+        _log(f"error: {getattr(e, 'message', e)}")
+        return 2
+    boot = Bootstrap(ctx, os.environ, command, watch_interval=options["watch_interval"], grace=options["grace"])
+    previous = {sig: signal.signal(sig, lambda signum, frame: boot.request_stop(signum))
+                for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return boot.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""The bootstrap's status endpoint on ``PORT_STATUS``.
+
+``GET /health`` -> 200 unless the bootstrap is unhealthy (503);
+``GET /status`` -> the JSON described in docs/architecture.md.
+:class:`TaskStatus` is the thread-safe record the bootstrap updates and the
+server reads.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["TaskStatus", "StatusServer"]
+
+PHASES = ("discovering", "running", "succeeded", "failed")
+
+
+class TaskStatus:
+    """The task's state, as /status shows it. All methods are thread-safe."""
+
+    def __init__(self, *, job: str, task: str, role: str, index: int):
+        self._lock = threading.Lock()
+        self._data: dict[str, Any] = {
+            "job": job, "task": task, "role": role, "index": index, "phase": "discovering",
+            "cluster": {}, "tf_config": None, "peers": {}, "missing": {}, "step": None,
+            "exit_code": None, "restarts": 0, "last_error": None, "warnings": [],
+        }
+        self._healthy = True
+
+    def update(self, **fields: Any) -> None:
+        with self._lock:
+            for key, value in fields.items():
+                if key not in self._data:
+                    raise KeyError(f"unknown status field {key!r}")
+                if key == "phase" and value not in PHASES:
+                    raise ValueError(f"unknown phase {value!r}")
+                self._data[key] = value
+
+    def set_healthy(self, healthy: bool) -> None:
+        with self._lock:
+            self._healthy = bool(healthy)
+
+    def warn(self, message: str) -> None:
+        with self._lock:
+            self._data["warnings"] = self._data["warnings"] + [message]
+
+    def add_restart(self) -> int:
+        with self._lock:
+            self._data["restarts"] += 1
+            return self._data["restarts"]
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return json.loads(json.dumps(self._data))
+
+    @property
+    def healthy(self) -> bool:
+        with self._lock:
+            return self._healthy
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: "_Server"
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server naming)
+        status = self.server.task_status
+        path = self.path.split("?", 1)[0]
+        if path == "/health":
+            healthy = status.healthy
+            self._send(200 if healthy else 503, {"healthy": healthy, "phase": status.snapshot()["phase"]})
+        elif path == "/status":
+            self._send(200, status.snapshot())
+        else:
+            self._send(404, {"message": f"no such path {path!r}; try /health or /status"})
+
+    def _send(self, code: int, body: dict) -> None:
+        data = (json.dumps(body, sort_keys=True) + "\n").encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass  # health checks every 10 s would drown the trainer's output
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    task_status: TaskStatus
+
+
+class StatusServer:
+    """Serve a :class:`TaskStatus` on (host, port) in a background thread."""
+
+    def __init__(self, status: TaskStatus, host: str, port: int):
+        self._server = _Server((host, port), _Handler)
+        self._server.task_status = status
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
+                                        daemon=True, name="status-server")
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    def start(self) -> "StatusServer":
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

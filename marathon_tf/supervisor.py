@@ -1,0 +1,134 @@
+"""Run the training program as a child process and decide what its exit means.
+
+* :class:`Trainer` starts the program in its own process group, passes its
+  stdout/stderr through line by line (one reader thread per stream), remembers the
+  last ``step=<int>``, and stops it: signal -> grace period -> SIGKILL of the group.
+* :class:`ExitPolicy` is the one place that maps the program's exit code to what the
+  bootstrap does next (phase, stay up or exit, health). The job-lifecycle work
+  extends it by subclassing and overriding :meth:`ExitPolicy.decide`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass
+from typing import BinaryIO, Callable, Mapping, Sequence
+
+__all__ = ["STEP_RE", "Trainer", "Outcome", "ExitPolicy", "exit_status"]
+
+STEP_RE = re.compile(r"\bstep[=: ]\s*(\d+)")
+
+
+def exit_status(returncode: int) -> int:
+    """A process exit code as a shell reports it: killed by signal N -> 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class Trainer:
+    """One run of the training program (``start`` it again for a restart)."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], *, cwd: str | None = None,
+                 on_step: Callable[[int], None] = lambda step: None,
+                 stdout: BinaryIO | None = None, stderr: BinaryIO | None = None):
+        import sys
+
+        self.argv, self.env, self.cwd, self.on_step = list(argv), dict(env), cwd, on_step
+        self.stdout = stdout or sys.stdout.buffer
+        self.stderr = stderr or sys.stderr.buffer
+        self.proc: subprocess.Popen | None = None
+        self._readers: list[threading.Thread] = []
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        self._readers = [threading.Thread(target=self._pump, args=(pipe, out), daemon=True, name=name)
+                         for pipe, out, name in ((self.proc.stdout, self.stdout, "trainer-stdout"),
+                                                 (self.proc.stderr, self.stderr, "trainer-stderr"))]
+        for t in self._readers:
+            t.start()
+
+    def _pump(self, pipe: BinaryIO, out: BinaryIO) -> None:
+        for line in iter(pipe.readline, b""):
+            try:
+                out.write(line)
+                out.flush()
+            except (OSError, ValueError):
+                pass
+            steps = STEP_RE.findall(line.decode("utf-8", "replace"))
+            if steps:
+                self.on_step(int(steps[-1]))
+        pipe.close()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The program's exit status (128+N when killed by signal N), or None if still running."""
+        assert self.proc is not None, "not started"
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self._reap_group()
+        for t in self._readers:
+            t.join(timeout=2)
+        return exit_status(code)
+
+    def _signal_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _reap_group(self) -> None:
+        """Kill what the program left behind in its process group."""
+        self._signal_group(signal.SIGKILL)
+
+    def stop(self, grace: float, sig: int = signal.SIGTERM) -> int:
+        """Send ``sig`` to the program's group, SIGKILL it after ``grace`` seconds; its exit status."""
+        assert self.proc is not None, "not started"
+        if self.proc.poll() is None:
+            self._signal_group(sig)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self._signal_group(signal.SIGKILL)
+        return self.wait()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the bootstrap does after the program exited."""
+
+    phase: str              # "succeeded" | "failed"
+    stay_up: bool           # keep serving status until SIGTERM instead of exiting
+    exit_code: int          # the bootstrap's exit code (now, or when it is stopped)
+    healthy: bool           # what GET /health says while staying up
+    reason: str | None = None
+
+
+class ExitPolicy:
+    """The program exited with ``code``: what now?
+
+    * 0: succeeded; stay up (Marathon relaunches any task that exits, even with 0) and
+      exit 0 when stopped on purpose.
+    * a code in ``permanent_exit_codes``: failed for good; stay up (no relaunch loop),
+      and stay *healthy* so Marathon's health check does not kill and relaunch it either.
+    * anything else: failed; exit with the code so Marathon relaunches the task.
+    """
+
+    def __init__(self, permanent_exit_codes: Sequence[int] = ()):
+        self.permanent_exit_codes = frozenset(int(c) for c in permanent_exit_codes)
+
+    def decide(self, code: int) -> Outcome:
+        if code == 0:
+            return Outcome("succeeded", True, 0, True)
+        if code in self.permanent_exit_codes:
+            return Outcome("failed", True, code, True,
+                           f"training program exited with permanent code {code}: not retried")
+        return Outcome("failed", False, code, False, f"training program exited with code {code}")
