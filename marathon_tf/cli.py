@@ -1,0 +1,363 @@
+"""The ``marathon-tf`` command. Parses arguments, calls the modules, prints.
+
+Exit codes: 0 ok, 1 runtime failure, 2 usage or spec error, 3 timed out while
+still in progress, 130 interrupted. Heavy modules are imported inside the
+commands so that ``marathon-tf --help`` starts fast and TensorFlow is never
+imported here.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from . import __version__
+from .errors import Interrupted, MarathonTFError
+
+__all__ = ["main", "cli"]
+
+_CTX = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class _Group(click.Group):
+    """Maps our exceptions to exit codes and one-line messages."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except MarathonTFError as e:
+            from . import output
+
+            output.error(e.lines(), e.hint)
+            ctx.exit(e.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(Interrupted.exit_code)
+
+
+def _marathon_options(f):
+    """--marathon and credentials, each fed by an environment variable."""
+    opts = [
+        click.option("--marathon", "marathon_url", envvar="MARATHON_URL", show_envvar=True, metavar="URL[,URL…]",
+                     help="Marathon base URL; a comma-separated list fails over to the next on errors."),
+        click.option("--user", envvar="MARATHON_USER", show_envvar=True, help="HTTP basic auth user."),
+        click.option("--password", envvar="MARATHON_PASSWORD", show_envvar=True,
+                     help="HTTP basic auth password (prefer the environment variable)."),
+        click.option("--token", envvar="MARATHON_TOKEN", show_envvar=True,
+                     help="DC/OS token, sent as 'Authorization: token=…'."),
+        click.option("--ca-bundle", envvar="MARATHON_CA_BUNDLE", show_envvar=True, type=click.Path(dir_okay=False),
+                     help="CA bundle to verify Marathon's TLS certificate."),
+        click.option("--insecure", is_flag=True, help="Do not verify TLS certificates (not recommended)."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _client(marathon_url, user, password, token, ca_bundle, insecure):
+    from . import config, output
+    from .marathon import Client
+
+    endpoint = config.resolve(url=marathon_url, user=user, password=password, token=token,
+                              ca_bundle=ca_bundle, insecure=insecure)
+    if insecure:
+        output.warn("TLS verification is off (--insecure): the connection to Marathon can be intercepted")
+        import urllib3
+
+        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+    return Client(endpoint.urls, user=endpoint.user, password=endpoint.password, token=endpoint.token,
+                  verify=endpoint.verify)
+
+
+_output_opt = click.option("-o", "--output", "fmt", type=click.Choice(["text", "json"]), default="text",
+                           show_default=True, help="Output format on stdout.")
+_templates_opt = click.option("--templates", "templates_dir", type=click.Path(file_okay=False, exists=True),
+                              envvar="MARATHON_TF_TEMPLATES", show_envvar=True,
+                              help="Directory of Jinja templates overriding app_templates/.")
+
+
+@click.group(cls=_Group, context_settings=_CTX)
+@click.version_option(__version__, prog_name="marathon-tf")
+def cli() -> None:
+    """Run distributed TensorFlow on Apache Mesos through Marathon.
+
+    \b
+    marathon-tf deploy job.json --local       run a job on this machine
+    marathon-tf deploy job.json               run it on Marathon (MARATHON_URL)
+    marathon-tf status / scale workers=8 / delete JOB
+    """
+
+
+# ---------------------------------------------------------------------------- offline verbs
+
+
+@cli.command(context_settings=_CTX)
+@click.argument("job_file", type=click.Path(dir_okay=True))
+@_templates_opt
+def render(job_file: str, templates_dir: str | None) -> None:
+    """Print the Marathon app group JOB_FILE renders to (no network)."""
+    from . import output
+    from .render import render_group
+    from .spec import load_job
+
+    output.emit_json(render_group(load_job(job_file), templates_dir=templates_dir))
+
+
+@cli.command(context_settings=_CTX)
+@click.argument("job_file", type=click.Path(dir_okay=True))
+@_output_opt
+def validate(job_file: str, fmt: str) -> None:
+    """Check JOB_FILE; print a summary, or every problem with its field (exit 2)."""
+    from . import output
+    from .spec import load_job
+
+    spec = load_job(job_file)
+    summary = {"file": job_file, "valid": True, "name": spec.name, "style": spec.style,
+               "counts": spec.counts(), "apps": len(spec.tasks())}
+    if fmt == "json":
+        output.emit_json(summary)
+    else:
+        roles = ", ".join(f"{n} {r}" for r, n in spec.counts().items())
+        click.echo(f"{job_file}: ok — job {spec.name} ({spec.style}): {roles}; {len(spec.tasks())} Marathon apps")
+
+
+@cli.command(context_settings=_CTX)
+def schema() -> None:
+    """Print the job spec as JSON Schema (for editors)."""
+    from . import output
+    from .spec import json_schema
+
+    output.emit_json(json_schema())
+
+
+# ---------------------------------------------------------------------------- deploy
+
+
+@cli.command(context_settings=_CTX)
+@click.argument("job_file", type=click.Path(dir_okay=True))
+@_marathon_options
+@click.option("--local", is_flag=True, help="Run the job on this machine (a built-in Marathon + Mesos-DNS).")
+@click.option("--wait/--detach", default=True, show_default=True,
+              help="Follow the deployment and the job to its end, or return once Marathon accepted it.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=None,
+              help="Give up waiting after this many seconds (exit 3; the job keeps running).")
+@click.option("--force", is_flag=True, help="Override a deployment that locks the job's apps.")
+@click.option("--dry-run", is_flag=True, help="Render, and show Marathon's plan (?dryRun=true); deploy nothing.")
+@_templates_opt
+@_output_opt
+def deploy(job_file, marathon_url, user, password, token, ca_bundle, insecure, local, wait, timeout, force,
+           dry_run, templates_dir, fmt) -> None:
+    """Deploy JOB_FILE as a Marathon group (PUT: re-running it changes only what changed)."""
+    from . import jobs, output
+    from .spec import load_job
+
+    spec = load_job(job_file)  # a bad job file stops here: nothing is sent
+    if local:
+        from .localrun import run_local
+
+        code = run_local(spec, templates_dir=templates_dir, timeout=timeout, fmt=fmt, detach=not wait)
+        sys.exit(code)
+    if dry_run and not marathon_url:
+        from .render import render_group
+
+        output.info("dry run without a Marathon (--marathon / MARATHON_URL): the rendered group follows")
+        output.emit_json(render_group(spec, templates_dir=templates_dir))
+        return
+    client = _client(marathon_url, user, password, token, ca_bundle, insecure)
+    result = jobs.deploy(client, spec, templates_dir=templates_dir, force=force, dry_run=dry_run)
+    if dry_run:
+        if fmt == "json":
+            output.emit_json(result.to_dict())
+        else:
+            click.echo(output.plan_text(result.plan or {}))
+        return
+    output.info(f"deployed {result.group_id} on {client.url}: deployment {result.deployment_id}")
+    final = _follow(client, spec.name, result.deployment_id, wait=wait, timeout=timeout)
+    if fmt == "json":
+        output.emit_json({**result.to_dict(), **({"status": final} if final else {})})
+    if final and final.get("state") == "Failed":
+        sys.exit(1)
+
+
+def _follow(client, job: str, deployment_id: str | None, *, wait: bool, timeout: float | None):
+    """Follow the deployment, then the job, with a progress line on stderr. Ctrl-C leaves it running."""
+    import time
+
+    from . import output, watch
+
+    if not wait:
+        output.info(f"follow it with: marathon-tf status {job} --watch")
+        return None
+    start = time.monotonic()
+    last = [""]
+
+    def show(status):
+        line = output.progress_line(status)
+        if line != last[0]:
+            output.info(line)
+            last[0] = line
+
+    try:
+        with watch.EventStream(client) as stream:
+            watch.wait_deployment(client, deployment_id, job, timeout=timeout, on_progress=show, stream=stream)
+            left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
+            final = watch.wait_job(client, job, timeout=left, on_progress=show, stream=stream)
+    except KeyboardInterrupt:
+        output.info(f"stopped watching; the job keeps running. Watch again with: marathon-tf status {job} --watch")
+        raise Interrupted("interrupted") from None
+    output.info(f"job {job}: {final.get('state')}" + (f" ({final['reason']})" if final.get("reason") else ""))
+    return final
+
+
+# ---------------------------------------------------------------------------- scale / status / list / delete
+
+
+@cli.command(context_settings=_CTX)
+@click.argument("changes", nargs=-1, required=True, metavar="ROLE=N…")
+@click.option("--job", help="The job to scale (default: the only marathon-tf job on Marathon).")
+@_marathon_options
+@click.option("--force", is_flag=True, help="Override a deployment that locks the job's apps.")
+@click.option("--dry-run", is_flag=True, help="Show Marathon's plan and which tasks would restart.")
+@click.option("--wait/--detach", default=False, show_default=True, help="Wait for the deployment to finish.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=None, help="Seconds to wait (exit 3 past it).")
+@_templates_opt
+@_output_opt
+def scale(changes, job, marathon_url, user, password, token, ca_bundle, insecure, force, dry_run, wait, timeout,
+          templates_dir, fmt) -> None:
+    """Change role counts, e.g. `marathon-tf scale workers=8` (or ps=2, workers=+2).
+
+    Every task gets the rewritten cluster spec and the job resumes from its
+    checkpoint; scaling down stops the highest indices.
+    """
+    from . import jobs, output, watch
+
+    parsed = jobs.parse_scale_args(list(changes))  # checked before any request
+    client = _client(marathon_url, user, password, token, ca_bundle, insecure)
+    name = jobs.resolve_job(client, job)
+    plan, result = jobs.scale(client, name, parsed, templates_dir=templates_dir, force=force, dry_run=dry_run)
+    if fmt == "json":
+        output.emit_json({**result.to_dict(), "tasks": plan.to_dict()})
+    else:
+        click.echo(output.scale_plan_text(plan.to_dict()))
+        if dry_run:
+            click.echo(output.plan_text(result.plan or {}))
+    if not dry_run:
+        output.info(f"scaling {result.group_id}: deployment {result.deployment_id}")
+        if wait:
+            watch.wait_deployment(client, result.deployment_id, name, timeout=timeout,
+                                  on_progress=lambda s: output.info(output.progress_line(s)))
+
+
+@cli.command(context_settings=_CTX)
+@click.argument("job", required=False)
+@_marathon_options
+@click.option("--watch", "follow", is_flag=True, help="Keep following the job until it ends (Ctrl-C to stop).")
+@_output_opt
+def status(job, marathon_url, user, password, token, ca_bundle, insecure, follow, fmt) -> None:
+    """Show a job's tasks: role, index, state, host:port, health, phase, step, last failure."""
+    from . import jobs, output
+
+    client = _client(marathon_url, user, password, token, ca_bundle, insecure)
+    name = jobs.resolve_job(client, job)
+    if follow:
+        final = _follow(client, name, None, wait=True, timeout=None)
+        st = final
+    else:
+        st = jobs.job_status(client, name)
+    if fmt == "json":
+        output.emit_json(st)
+    else:
+        output.status_table(st)
+
+
+@cli.command("list", context_settings=_CTX)
+@_marathon_options
+@_output_opt
+def list_jobs(marathon_url, user, password, token, ca_bundle, insecure, fmt) -> None:
+    """List the marathon-tf jobs on Marathon."""
+    from . import jobs, output
+
+    client = _client(marathon_url, user, password, token, ca_bundle, insecure)
+    rows = []
+    for name, apps in jobs.find_jobs(client).items():
+        states = {(a.get("labels") or {}).get(jobs.STATE_LABEL) for a in apps} - {None}
+        rows.append({"job": name, "tasks": len(apps), "running": sum(a.get("tasksRunning", 0) for a in apps),
+                     "state": states.pop() if len(states) == 1 else "Running" if any(
+                         a.get("tasksRunning") for a in apps) else "Starting"})
+    if fmt == "json":
+        output.emit_json(rows)
+    else:
+        output.jobs_table(rows)
+
+
+@cli.command(context_settings=_CTX)
+@click.argument("job")
+@_marathon_options
+@click.option("--force", is_flag=True, help="Delete even while a deployment holds the job.")
+@_output_opt
+def delete(job, marathon_url, user, password, token, ca_bundle, insecure, force, fmt) -> None:
+    """Delete JOB: stop all its tasks and remove its group."""
+    from . import jobs, output
+
+    client = _client(marathon_url, user, password, token, ca_bundle, insecure)
+    body = jobs.delete(client, job.strip("/"), force=force)
+    if fmt == "json":
+        output.emit_json(body or {})
+    else:
+        click.echo(f"deleted {job}" + (f" (deployment {body.get('deploymentId')})" if isinstance(body, dict) else ""))
+
+
+# ---------------------------------------------------------------------------- in the container / locally
+
+
+@cli.command(context_settings={**_CTX, "ignore_unknown_options": True, "allow_interspersed_args": False,
+                               "help_option_names": []})
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def bootstrap(command) -> None:
+    """(In each task) find the peers, write the cluster spec, run COMMAND.
+
+    Usage: marathon-tf bootstrap -- python3 train.py …   (see the README)
+    """
+    from . import bootstrap as boot
+
+    args = list(command)
+    if args and args[0] == "--":
+        args = args[1:]
+    sys.exit(boot.main(["--", *args] if args else ["--help"]))
+
+
+@cli.group(context_settings=_CTX)
+def local() -> None:
+    """The built-in single-machine Marathon + Mesos-DNS."""
+
+
+@local.command("serve", context_settings=_CTX)
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="Marathon API port.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind (only loopback unless you say otherwise).")
+@click.option("--dns-port", type=click.IntRange(0, 65535), default=8053, show_default=True,
+              help="Mesos-DNS DNS port (UDP/TCP).")
+@click.option("--dns-http-port", type=click.IntRange(0, 65535), default=8123, show_default=True,
+              help="Mesos-DNS HTTP API port.")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
+              help="Where task sandboxes go (default: ./.marathon-tf/local).")
+def local_serve(port, host, dns_port, dns_http_port, state_dir) -> None:
+    """Keep a local Marathon running, so that MARATHON_URL=http://127.0.0.1:8080
+    marathon-tf deploy/scale/status/delete work against it across commands."""
+    from . import output
+    from .local import serve
+
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        output.warn(f"binding {host}: anyone who can reach it can run commands on this machine")
+    serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port, state_dir=state_dir,
+          announce=output.info)
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli.main(args=argv, prog_name="marathon-tf")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
