@@ -182,7 +182,8 @@ class Client:
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(policy.attempts if retry else 1)
             | tenacity.stop_after_delay(policy.budget),
-            wait=tenacity.wait_exponential_jitter(initial=policy.initial, max=policy.max_wait, jitter=policy.jitter),
+            wait=tenacity.wait_exponential(multiplier=policy.initial, max=policy.max_wait)
+            + tenacity.wait_random(0, policy.jitter),
             retry=tenacity.retry_if_exception_type(_Retryable),
             sleep=self._sleep,
             reraise=True,
@@ -345,7 +346,7 @@ def _message(body: Any) -> str:
 
 def _short(e: Exception) -> str:
     text = str(e)
-    m = re.search(r"\[Errno -?\d+\] ([^')\]"]+)", text)
+    m = re.search(r"\[Errno -?\d+\] ([^')\]\"]+)", text)
     if m:
         return m.group(1)
     if "Read timed out" in text:

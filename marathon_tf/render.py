@@ -191,6 +191,7 @@ class _Renderer:
             container = {**(container or {"type": "MESOS"}), "portMappings": port_mappings}
         command = role.command if role.command is not None else spec.command
         if role_name == "tensorboard":
+            command = role.command  # the job's command is the trainer's, not TensorBoard's
             if command is None:
                 port_var = "$PORT_HTTP"
                 cmd = (f"tensorboard --logdir {shlex.quote(spec.logdir)} "

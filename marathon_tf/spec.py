@@ -609,6 +609,8 @@ def _lower_first(msg: str) -> str:
         return "unknown key"
     if msg == "Missing data for required field.":
         return "is required"
+    if msg == "Field may not be null.":
+        return "must not be null"
     if msg.startswith("Not a valid") or msg.startswith("Invalid"):
         msg = msg.rstrip(".")
         return msg[0].lower() + msg[1:]
