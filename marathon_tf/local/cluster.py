@@ -1,0 +1,218 @@
+"""``LocalCluster``: the local Marathon + Mesos-DNS on a background event loop.
+
+For the CLI (``marathon-tf deploy --local``, ``marathon-tf local serve`` via
+:func:`serve`) and for tests. Synchronous callers use it as a context manager;
+everything (aiohttp server, DNS server, scheduler, task processes) runs on one
+event loop in a daemon thread. Stopping kills every task process group; an
+``atexit`` hook and the tasks' parent-death signal cover a crashing caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+from aiohttp import web
+
+from .faults import FaultInjector
+from .mesos_dns import MesosDns
+from .server import Runtime, create_app
+
+__all__ = ["LocalCluster", "serve"]
+
+
+class LocalCluster:
+    """A single-machine Marathon (1.8 API) and Mesos-DNS.
+
+    Ports 0 mean "pick a free one". ``dns_refresh`` is Mesos-DNS's
+    ``RefreshSeconds`` (0: records follow the task state live); ``heartbeat`` the
+    SSE heartbeat period; ``kill_grace`` the default SIGTERM->SIGKILL grace when an
+    app sets no ``taskKillGracePeriodSeconds`` (capped at ``kill_grace_cap``);
+    ``shutdown_grace`` the grace tasks get when the cluster stops.
+    """
+
+    def __init__(self, state_dir: Union[str, Path, None] = None, host: str = "127.0.0.1",
+                 marathon_port: int = 0, dns_port: int = 0, dns_http_port: int = 0, dns_refresh: float = 1.0,
+                 dns_ttl: int = 5, heartbeat: float = 10.0, kill_grace: float = 3.0, kill_grace_cap: float = 30.0,
+                 shutdown_grace: float = 2.0) -> None:
+        self._own_dir = state_dir is None
+        self.state_dir = Path(tempfile.mkdtemp(prefix="marathon-tf-local-") if state_dir is None else state_dir)
+        self.host = host
+        self._ports = (marathon_port, dns_port, dns_http_port)
+        self._options = dict(heartbeat=heartbeat, kill_grace=kill_grace, kill_grace_cap=kill_grace_cap,
+                             shutdown_grace=shutdown_grace)
+        self._dns_options = dict(refresh=dns_refresh, ttl=dns_ttl)
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._thread: Optional[threading.Thread] = None
+        self._rt: Optional[Runtime] = None
+        self._dns: Optional[MesosDns] = None
+        self._runners: list[web.AppRunner] = []
+        self._background: list[asyncio.Task] = []
+        self._stopping = False
+        self._done = threading.Event()
+        self.marathon_url = ""
+        self.mesos_dns = ""
+        self.mesos_dns_http = ""
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self) -> "LocalCluster":
+        """Start the servers; returns when they listen."""
+        if self._thread is not None:
+            return self
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="marathon-tf-local", daemon=True)
+        self._thread.start()
+        try:
+            self.call(self._startup())
+        except BaseException:
+            self.stop()
+            raise
+        atexit.register(self._atexit)
+        return self
+
+    async def _startup(self) -> None:
+        marathon_port, dns_port, dns_http_port = self._ports
+        self._rt = Runtime(self.state_dir, self.host, **self._options)
+        self._rt.start()
+        runner = web.AppRunner(create_app(self._rt), access_log=None, handler_cancellation=True)
+        await runner.setup()
+        self._runners.append(runner)
+        await web.TCPSite(runner, self.host, marathon_port).start()
+        port = runner.addresses[0][1]
+        self.marathon_url = self._rt.url = f"http://{self.host}:{port}"
+        self._dns = MesosDns(self._rt.state, host=self.host, **self._dns_options)
+        await self._dns.start_dns(dns_port)
+        http = web.AppRunner(self._dns.http_app(), access_log=None)
+        await http.setup()
+        self._runners.append(http)
+        await web.TCPSite(http, self.host, dns_http_port).start()
+        self._dns.http_port = http.addresses[0][1]
+        self._background.append(asyncio.ensure_future(self._dns.refresher()))
+        self.mesos_dns = f"{self.host}:{self._dns.dns_port}"
+        self.mesos_dns_http = f"http://{self.host}:{self._dns.http_port}"
+
+    async def _shutdown(self) -> None:
+        if self._rt is not None:
+            await self._rt.stop()
+        for task in self._background:
+            task.cancel()
+        for runner in self._runners:
+            await runner.cleanup()
+        if self._dns is not None and self._dns.dns_port:
+            await self._dns.stop_dns()
+
+    def stop(self) -> None:
+        """Stop every task process and the servers (idempotent)."""
+        if self._loop is None:
+            return
+        if self._stopping:
+            self._done.wait(90)
+            return
+        self._stopping = True
+        try:
+            if self._thread and self._thread.is_alive():
+                asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(timeout=60)
+        finally:
+            if self._rt is not None:
+                self._rt.launcher.kill_all_now()
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._thread:
+                self._thread.join(timeout=10)
+            self._loop.close()
+            atexit.unregister(self._atexit)
+            if self._own_dir:
+                shutil.rmtree(self.state_dir, ignore_errors=True)
+            self._done.set()
+
+    def _atexit(self) -> None:
+        if self._rt is not None:
+            self._rt.launcher.kill_all_now()
+
+    def serve_forever(self) -> None:
+        """Block until :meth:`stop` has finished (called from another thread)."""
+        self._done.wait()
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # -- access for tests and the CLI ---------------------------------------------------
+    def call(self, coro_or_fn: Any, timeout: float = 60) -> Any:
+        """Run a coroutine, or a plain function, on the cluster's loop and return its result."""
+        assert self._loop is not None, "cluster not started"
+        if asyncio.iscoroutine(coro_or_fn):
+            return asyncio.run_coroutine_threadsafe(coro_or_fn, self._loop).result(timeout)
+
+        async def run() -> Any:
+            return coro_or_fn()
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)
+
+    @property
+    def faults(self) -> FaultInjector:
+        """Fault rules (``faults.add(path=..., method=..., status=..., times=...)``, ``faults.clear()``)."""
+        assert self._rt is not None, "cluster not started"
+        return self._rt.faults
+
+    def request_log(self) -> list[dict]:
+        """Requests that reached the Marathon API: ``{method, path, query, status, fault, time}``."""
+        return self.faults.requests()
+
+    def kill_task(self, app_id: str, sig: Union[str, int] = "KILL", task_id: Optional[str] = None) -> list[str]:
+        """Signal the process group of an app's running tasks (a crash Marathon did not ask for)."""
+        signum = sig if isinstance(sig, int) else int(getattr(signal, "SIG" + sig.upper().removeprefix("SIG")))
+        assert self._rt is not None, "cluster not started"
+        return self.call(lambda: self._rt.kill_task(app_id, signum, task_id))
+
+    def events(self, event_type: Optional[str] = None) -> list[dict]:
+        """Events published so far (oldest first)."""
+        assert self._rt is not None, "cluster not started"
+        return self._rt.bus.recent(event_type)
+
+    def task_pids(self) -> list[int]:
+        """Process (group) ids of the running tasks."""
+        assert self._rt is not None, "cluster not started"
+        return self.call(lambda: [t.pid for a in self._rt.state.apps.values() for t in a.tasks.values() if t.pid])
+
+
+def serve(port: int = 8080, host: str = "127.0.0.1", state_dir: Union[str, Path, None] = None,
+          dns_port: int = 0, dns_http_port: int = 0, dns_refresh: float = 1.0,
+          on_ready: Optional[Callable[[LocalCluster], None]] = None, **options: Any) -> None:
+    """Run a local cluster until SIGINT/SIGTERM, then stop everything.
+
+    ``on_ready(cluster)`` is called once it listens (default: print the endpoints on stderr).
+    Must be called from the main thread (it installs signal handlers).
+    """
+    cluster = LocalCluster(state_dir=state_dir, host=host, marathon_port=port, dns_port=dns_port,
+                           dns_http_port=dns_http_port, dns_refresh=dns_refresh, **options)
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    interrupted = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        interrupted.set()
+
+    for sig in previous:
+        signal.signal(sig, handler)
+    try:
+        cluster.start()
+        if on_ready is None:
+            print(f"marathon: {cluster.marathon_url}\nmesos-dns: {cluster.mesos_dns} "
+                  f"(http {cluster.mesos_dns_http})\nstate: {cluster.state_dir}", file=sys.stderr, flush=True)
+        else:
+            on_ready(cluster)
+        while not interrupted.wait(0.5):
+            pass
+    finally:
+        cluster.stop()
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -1,0 +1,44 @@
+"""Marathon's API error responses (FACTS §1.5) as exceptions the server turns into JSON."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+__all__ = ["ApiError", "not_valid", "invalid_json", "app_not_found", "group_not_found", "app_locked"]
+
+
+class ApiError(Exception):
+    """An HTTP error with Marathon's JSON body."""
+
+    def __init__(self, status: int, body: Optional[dict[str, Any]], headers: Optional[dict[str, str]] = None):
+        super().__init__(f"{status}: {body}")
+        self.status = status
+        self.body = body
+        self.headers = headers or {}
+
+
+def not_valid(details: list[dict]) -> ApiError:
+    """422 ``Object is not valid``."""
+    return ApiError(422, {"message": "Object is not valid", "details": details})
+
+
+def invalid_json(details: Any) -> ApiError:
+    """400 ``Invalid JSON`` (``details`` is the parser message string, or a list for wrong shapes)."""
+    return ApiError(400, {"message": "Invalid JSON", "details": details})
+
+
+def app_not_found(app_id: str) -> ApiError:
+    return ApiError(404, {"message": f"App '{app_id}' does not exist"})
+
+
+def group_not_found(group_id: str) -> ApiError:
+    return ApiError(404, {"message": f"Group '{group_id}' does not exist"})
+
+
+def app_locked(deployment_ids: list[str]) -> ApiError:
+    """409 AppLocked with the list of blocking deployments."""
+    first = deployment_ids[0] if deployment_ids else ""
+    return ApiError(409, {
+        "message": "App is locked by one or more deployments. Override with the option '?force=true'. "
+                   f"View details at '/v2/deployments/{first}'.",
+        "deployments": [{"id": d} for d in deployment_ids]})

@@ -1,0 +1,240 @@
+"""Runs app instances as local processes, the way a Mesos agent would run the command.
+
+Each task gets a sandbox ``<state>/sandboxes/<task id>/`` (``stdout``/``stderr``
+files, fetched URIs, volume links) as its working directory, Marathon's task
+environment (FACTS §5.5), its own process group, and on Linux a parent-death
+signal so it dies with the runner. Killing sends SIGTERM to the group and
+SIGKILL after the grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ctypes
+import os
+import re
+import shutil
+import signal
+import socket
+import stat
+import sys
+import tarfile
+import time
+import zipfile
+from pathlib import Path
+from typing import Optional
+from urllib.parse import unquote, urlparse
+
+__all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "SECRET_VARS"]
+
+#: Parent variables never passed to tasks.
+SECRET_VARS = ("MARATHON_PASSWORD", "MARATHON_TOKEN")
+
+
+class FetchError(Exception):
+    """A fetch URI could not be provided; the task fails with this message."""
+
+
+class PortAllocator:
+    """Free host ports for ``port: 0``: bind-tested, not reused soon after being handed out."""
+
+    def __init__(self, host: str = "127.0.0.1", quarantine: float = 120.0) -> None:
+        self.host = host
+        self.quarantine = quarantine
+        self._recent: collections.OrderedDict[int, float] = collections.OrderedDict()
+
+    def _free(self, port: int) -> bool:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((self.host, port))
+            except OSError:
+                return False
+        return True
+
+    def allocate(self, n: int) -> list[int]:
+        """``n`` distinct free ports."""
+        now = time.monotonic()
+        while self._recent and next(iter(self._recent.values())) < now - self.quarantine:
+            self._recent.popitem(last=False)
+        ports: list[int] = []
+        for _ in range(1000):
+            if len(ports) == n:
+                break
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((self.host, 0))
+                port = s.getsockname()[1]
+            if port in self._recent or port in ports or not self._free(port):
+                continue
+            ports.append(port)
+            self._recent[port] = now
+        if len(ports) != n:
+            raise OSError("no free ports")
+        return ports
+
+
+def _fmt_double(value: float) -> str:
+    """Scala ``Double.toString`` for the values Marathon puts in env (``1.0``, ``0.5``)."""
+    return repr(float(value))
+
+
+def task_env(app: dict, task_id: str, version: str, ports: list[int], sandbox: str, host: str,
+             base: Optional[dict[str, str]] = None) -> dict[str, str]:
+    """The environment of a task: the parent's (minus secrets, venv first on PATH),
+    Marathon's variables, then the app's own ``env`` (which overrides)."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in SECRET_VARS}
+    bindir = os.path.dirname(sys.executable)
+    env["PATH"] = bindir + os.pathsep + env.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env["MTF_STATUS_BIND"] = "127.0.0.1"
+    definitions = app.get("portDefinitions") or []
+    for i, port in enumerate(ports):
+        env[f"PORT{i}"] = str(port)
+        requested = definitions[i].get("port") if i < len(definitions) else 0
+        env[f"PORT_{requested or port}"] = str(port)
+        name = definitions[i].get("name") if i < len(definitions) else None
+        if name:
+            env[f"PORT_{name.upper()}"] = str(port)
+    if ports:
+        env["PORT"] = str(ports[0])
+        env["PORTS"] = ",".join(str(p) for p in ports)
+    env.update({
+        "HOST": host, "MESOS_TASK_ID": task_id, "MESOS_SANDBOX": sandbox,
+        "MESOS_DIRECTORY": sandbox, "MARATHON_APP_ID": app["id"], "MARATHON_APP_VERSION": version,
+        "MARATHON_APP_RESOURCE_CPUS": _fmt_double(app.get("cpus", 1)),
+        "MARATHON_APP_RESOURCE_MEM": _fmt_double(app.get("mem", 128)),
+        "MARATHON_APP_RESOURCE_DISK": _fmt_double(app.get("disk", 0)),
+        "MARATHON_APP_RESOURCE_GPUS": str(int(app.get("gpus", 0) or 0)),
+    })
+    image = ((app.get("container") or {}).get("docker") or {}).get("image")
+    if image and (app.get("container") or {}).get("type", "DOCKER") == "DOCKER":
+        env["MARATHON_APP_DOCKER_IMAGE"] = image
+    labels = {k: v for k, v in (app.get("labels") or {}).items() if len(k) < 493 and len(str(v)) < 512}
+    env["MARATHON_APP_LABELS"] = " ".join(labels)
+    for key, value in labels.items():
+        env["MARATHON_APP_LABEL_" + re.sub(r"[^a-zA-Z0-9_]+", "_", key).upper()] = str(value)
+    for key, value in (app.get("env") or {}).items():
+        if isinstance(value, str):
+            env[key] = value
+    return env
+
+
+def _pdeathsig() -> None:  # pragma: no cover - runs in the child
+    """Child preexec: die with SIGKILL when the runner's thread goes away (Linux)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class Launcher:
+    """Sandboxes, fetching, volumes, spawning and killing of task processes."""
+
+    def __init__(self, state_dir: Path, host: str = "127.0.0.1", kill_grace_cap: float = 30.0) -> None:
+        self.state_dir = Path(state_dir)
+        self.host = host
+        self.kill_grace_cap = kill_grace_cap
+        self.ports = PortAllocator(host)
+        self.live_groups: set[int] = set()
+
+    def sandbox(self, task_id: str) -> Path:
+        return self.state_dir / "sandboxes" / task_id
+
+    # -- preparing a sandbox ------------------------------------------------------------
+    def prepare(self, app: dict, task_id: str) -> Path:
+        """Create the sandbox, fetch URIs and link volumes; raise FetchError on a bad URI."""
+        box = self.sandbox(task_id)
+        box.mkdir(parents=True, exist_ok=True)
+        (box / "stdout").touch()
+        (box / "stderr").touch()
+        fetches = list(app.get("fetch") or []) + [{"uri": u, "extract": True} for u in app.get("uris") or []]
+        for item in fetches:
+            self._fetch(item, box)
+        for volume in (app.get("container") or {}).get("volumes") or []:
+            self._volume(volume, box)
+        return box
+
+    def _fetch(self, item: dict, box: Path) -> None:
+        uri = item.get("uri", "")
+        parsed = urlparse(uri)
+        if parsed.scheme == "file":
+            source = Path(unquote(parsed.path))
+        elif not parsed.scheme and uri.startswith("/"):
+            source = Path(uri)
+        else:
+            raise FetchError(f"Failed to fetch all URIs for container: the local runner fetches only "
+                             f"file:// URIs and absolute paths, not {uri!r}")
+        if not source.exists():
+            raise FetchError(f"Failed to fetch all URIs for container: {source} does not exist")
+        dest = box / (item.get("destPath") or source.name)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, dest, dirs_exist_ok=True)
+        else:
+            shutil.copy2(source, dest)
+        name = source.name.lower()
+        if item.get("extract", True):
+            if name.endswith((".tar.gz", ".tgz", ".tar", ".tar.bz2", ".txz", ".tar.xz")):
+                with tarfile.open(dest) as tar:
+                    tar.extractall(box, filter="data")
+            elif name.endswith(".zip"):
+                with zipfile.ZipFile(dest) as archive:
+                    archive.extractall(box)
+        if item.get("executable"):
+            dest.chmod(dest.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+    def _volume(self, volume: dict, box: Path) -> None:
+        host_path, container_path = volume.get("hostPath"), volume.get("containerPath", "")
+        if not host_path:
+            return
+        if container_path.startswith("/"):
+            with open(box / "stderr", "a") as err:
+                err.write(f"WARNING: local mode cannot mount {host_path} at the absolute path "
+                          f"{container_path}; use a relative containerPath (inside the sandbox)\n")
+            return
+        Path(host_path).mkdir(parents=True, exist_ok=True)
+        link = box / container_path
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.exists() and not link.is_symlink():
+            link.symlink_to(host_path)
+
+    # -- processes ----------------------------------------------------------------------
+    async def spawn(self, app: dict, env: dict[str, str], box: Path) -> asyncio.subprocess.Process:
+        """Start the command (``/bin/sh -c cmd`` or the ``args`` argv) in its own process group."""
+        argv = ["/bin/sh", "-c", app["cmd"]] if app.get("cmd") is not None else list(app.get("args") or [])
+        if not argv:
+            raise FetchError("local mode runs commands on the host: the app needs 'cmd' or 'args'")
+        with open(box / "stdout", "ab") as out, open(box / "stderr", "ab") as err:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, cwd=str(box), env=env, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err,
+                start_new_session=True, preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None)
+        self.live_groups.add(proc.pid)
+        return proc
+
+    def signal_group(self, pgid: int, sig: int) -> None:
+        """Send ``sig`` to a task's process group (ignoring a group that is gone)."""
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def reap_group(self, pgid: int) -> None:
+        """After the task's main process ended: SIGKILL what is left of its group."""
+        self.signal_group(pgid, signal.SIGKILL)
+        self.live_groups.discard(pgid)
+
+    async def terminate(self, proc: asyncio.subprocess.Process, grace: float) -> None:
+        """SIGTERM the group, SIGKILL after ``grace`` (capped) seconds; returns when it exited."""
+        grace = max(0.0, min(grace, self.kill_grace_cap))
+        self.signal_group(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), grace)
+        except asyncio.TimeoutError:
+            self.signal_group(proc.pid, signal.SIGKILL)
+            await proc.wait()
+        self.reap_group(proc.pid)
+
+    def kill_all_now(self) -> None:
+        """Last resort (atexit): SIGKILL every process group still alive."""
+        for pgid in list(self.live_groups):
+            self.signal_group(pgid, signal.SIGKILL)
+        self.live_groups.clear()

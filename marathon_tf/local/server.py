@@ -1,0 +1,221 @@
+"""The aiohttp application of the local Marathon (emulating Marathon 1.8).
+
+Wires the runtime (state, event bus, launcher, scheduler, deployments, faults)
+and serves: the /v2 resources of ``api.py``, ``/v2/events`` (SSE exactly as
+Jetty's EventSourceServlet: exact ``Accept: text/event-stream`` or 405,
+``event: X\\r\\ndata: {...}\\r\\n\\r\\n`` frames, a bare ``\\r\\n`` heartbeat, close-
+delimited body), ``/v2/info``, ``/v2/leader``, ``/ping``, ``/v2/plugins`` and the
+admin API under ``/_local/`` (faults, request log, killing a task's process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from pathlib import Path
+from typing import Awaitable, Callable
+
+from aiohttp import web
+
+from .api import MarathonApi
+from .deployments import DeploymentManager
+from .errors import ApiError
+from .events import EventBus
+from .faults import FaultInjector
+from .launcher import Launcher
+from .scheduler import Scheduler
+from .state import FRAMEWORK_ID, State, canonical_path, now_ts
+
+__all__ = ["Runtime", "create_app", "MARATHON_VERSION"]
+
+#: The one Marathon version this runner emulates.
+MARATHON_VERSION = "1.8.222"
+
+
+class Runtime:
+    """Everything one local Marathon owns; build it on the event loop that will run it."""
+
+    def __init__(self, state_dir: Path, host: str = "127.0.0.1", heartbeat: float = 10.0,
+                 kill_grace: float = 3.0, kill_grace_cap: float = 30.0, shutdown_grace: float = 2.0) -> None:
+        self.host = host
+        self.heartbeat = heartbeat
+        self.url = ""
+        self.state = State(host)
+        self.bus = EventBus()
+        self.faults = FaultInjector()
+        self.launcher = Launcher(Path(state_dir), host, kill_grace_cap)
+        self.scheduler = Scheduler(self.state, self.launcher, self.bus, kill_grace, shutdown_grace)
+        self.deployments = DeploymentManager(self.state, self.scheduler, self.bus)
+        self.api = MarathonApi(self.state, self.scheduler, self.deployments, self.bus)
+        self._scheduler_task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._scheduler_task = asyncio.ensure_future(self.scheduler.run())
+
+    async def stop(self) -> None:
+        for dep in list(self.deployments.running.values()):
+            if dep.runner:
+                dep.runner.cancel()
+        self.deployments.running.clear()
+        await self.scheduler.shutdown()
+        if self._scheduler_task:
+            self._scheduler_task.cancel()
+
+    def kill_task(self, app_id: str, sig: int = signal.SIGKILL, task_id: str | None = None) -> list[str]:
+        """Signal the processes of an app's tasks (or one task) behind Marathon's back."""
+        app = self.state.apps.get(canonical_path(app_id))
+        if app is None:
+            return []
+        killed = []
+        for task in list(app.active_tasks()):
+            if (task_id is None or task.id == task_id) and self.scheduler.signal_task(task, sig):
+                killed.append(task.id)
+        return killed
+
+
+class _CloseDelimited(web.StreamResponse):
+    """A body ended by closing the connection, without chunked framing (as Jetty sends SSE)."""
+
+    _length_check = False
+
+
+def _signal(name: str | int) -> int:
+    if isinstance(name, int):
+        return name
+    name = name.upper()
+    return int(getattr(signal, name if name.startswith("SIG") else "SIG" + name))
+
+
+def create_app(rt: Runtime) -> web.Application:
+    """The aiohttp application for ``rt``."""
+
+    @web.middleware
+    async def leader_header(request: web.Request, handler: Callable[[web.Request], Awaitable]) -> web.StreamResponse:
+        try:
+            response = await handler(request)
+        except ApiError as exc:
+            response = web.json_response(exc.body, status=exc.status, headers=exc.headers)
+        except web.HTTPException as exc:
+            if exc.status == 404 and exc.text and exc.text.startswith("404"):
+                exc.text = json.dumps({"message": f"Not found: {request.path}"})
+                exc.content_type = "application/json"
+            response = exc
+        if not request.path.startswith("/_local/") and not response.prepared:
+            response.headers["X-Marathon-Leader"] = rt.url
+        if isinstance(response, web.HTTPException):
+            raise response
+        return response
+
+    async def dispatch(request: web.Request) -> web.StreamResponse:
+        parts = [p for p in request.path.split("/") if p]
+        resource, rest = parts[1] if len(parts) > 1 else "", parts[2:]
+        handlers = {"apps": rt.api.apps, "groups": rt.api.groups, "tasks": rt.api.tasks,
+                    "deployments": rt.api.deployments_resource, "queue": rt.api.queue}
+        if resource in handlers:
+            return await handlers[resource](request, rest)
+        if resource == "events" and request.method == "GET" and not rest:
+            return await events(request)
+        if request.method == "GET" and not rest:
+            if resource == "info":
+                return web.json_response(info())
+            if resource == "leader":
+                return web.json_response({"leader": rt.url.split("://", 1)[-1]})
+            if resource == "plugins":
+                return web.json_response({"plugins": []})
+        raise web.HTTPNotFound()
+
+    def info() -> dict:
+        return {"name": "marathon", "version": MARATHON_VERSION, "buildref": "local", "elected": True,
+                "leader": rt.url.split("://", 1)[-1], "frameworkId": FRAMEWORK_ID,
+                "marathon_config": {"framework_name": "marathon", "hostname": rt.host, "ha": False,
+                                    "checkpoint": True, "executor": "//cmd", "features": ["gpu_resources"],
+                                    "local_port_min": 10000, "local_port_max": 20000, "master": "local",
+                                    "mesos_role": "*", "mesos_user": "", "webui_url": rt.url,
+                                    "env_vars_prefix": "", "default_network_name": ""},
+                "zookeeper_config": {"zk": "", "zk_timeout": 10000, "zk_session_timeout": 10000,
+                                     "zk_max_versions": 50},
+                "http_config": {"http_port": int(rt.url.rsplit(":", 1)[-1]) if rt.url else 0, "https_port": 8443}}
+
+    async def events(request: web.Request) -> web.StreamResponse:
+        if "text/event-stream" not in request.headers.getall("Accept", []):
+            return web.Response(status=405, content_type="text/html",
+                                text="<html><body><h2>HTTP ERROR 405</h2><p>Problem accessing /v2/events. "
+                                     "Reason:<pre>    HTTP method GET is not supported by this URL</pre>"
+                                     "</p></body></html>")
+        response = _CloseDelimited(status=200, headers={"Content-Type": "text/event-stream;charset=UTF-8",
+                                                        "Connection": "close",
+                                                        "X-Marathon-Leader": rt.url})
+        response.force_close()
+        types = request.query.getall("event_type", [])
+        queue = rt.bus.subscribe(types or None)
+        await response.prepare(request)
+        try:
+            attached = {"remoteAddress": request.remote or "", "eventType": "event_stream_attached",
+                        "timestamp": now_ts()}
+            if not types or "event_stream_attached" in types:
+                await response.write(_frame(attached))
+            while True:
+                try:
+                    event = await asyncio.wait_for(queue.get(), rt.heartbeat)
+                except asyncio.TimeoutError:
+                    await response.write(b"\r\n")
+                    continue
+                await response.write(_frame(event))
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            rt.bus.unsubscribe(queue)
+        return response
+
+    async def ping(request: web.Request) -> web.Response:
+        return web.Response(text="pong", content_type="text/plain")
+
+    # -- admin --------------------------------------------------------------------------
+    async def add_fault(request: web.Request) -> web.Response:
+        body = await request.json()
+        try:
+            rules = [rt.faults.add(r) for r in (body if isinstance(body, list) else [body])]
+        except ValueError as exc:
+            return web.json_response({"message": str(exc)}, status=422)
+        return web.json_response(rules if isinstance(body, list) else rules[0], status=201)
+
+    async def list_faults(request: web.Request) -> web.Response:
+        return web.json_response(rt.faults.rules())
+
+    async def clear_faults(request: web.Request) -> web.Response:
+        rt.faults.clear()
+        return web.json_response({})
+
+    async def list_requests(request: web.Request) -> web.Response:
+        return web.json_response(rt.faults.requests())
+
+    async def clear_requests(request: web.Request) -> web.Response:
+        rt.faults.clear_requests()
+        return web.json_response({})
+
+    async def kill(request: web.Request) -> web.Response:
+        body = await request.json()
+        try:
+            sig = _signal(body.get("signal", "KILL"))
+        except AttributeError:
+            return web.json_response({"message": f"unknown signal {body.get('signal')!r}"}, status=422)
+        killed = rt.kill_task(body.get("appId", ""), sig, body.get("taskId"))
+        if not killed:
+            return web.json_response({"message": f"no running task of {body.get('appId')!r}"}, status=404)
+        return web.json_response({"killed": killed})
+
+    app = web.Application(middlewares=[rt.faults.middleware, leader_header], client_max_size=64 * 2 ** 20)
+    app.router.add_get("/ping", ping)
+    app.router.add_post("/_local/faults", add_fault)
+    app.router.add_get("/_local/faults", list_faults)
+    app.router.add_delete("/_local/faults", clear_faults)
+    app.router.add_get("/_local/requests", list_requests)
+    app.router.add_delete("/_local/requests", clear_requests)
+    app.router.add_post("/_local/kill", kill)
+    app.router.add_route("*", "/v2{tail:.*}", dispatch)
+    return app
+
+
+def _frame(event: dict) -> bytes:
+    return f"event: {event['eventType']}\r\ndata: {json.dumps(event, separators=(',', ':'))}\r\n\r\n".encode()

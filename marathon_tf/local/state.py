@@ -1,0 +1,331 @@
+"""The local Marathon's in-memory model: apps, groups, tasks and their JSON views.
+
+Marathon JSON stays plain dicts. An app's *definition* is the normalized app
+document the user gave (defaults filled in, server-set fields stripped); its
+*run spec* is the definition the scheduler currently launches, which a
+deployment step switches over (see ``deployments.py``). The JSON views emulate
+Marathon 1.8 (fields the third-party client ``marathon`` 0.13 understands).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterable, Optional
+
+from .. import naming
+
+__all__ = [
+    "now_ts", "canonical_path", "parent_path", "normalize_app", "is_scale_only",
+    "Task", "AppState", "State", "AGENT_ID", "FRAMEWORK_ID", "TERMINAL_STATES",
+]
+
+AGENT_ID = "a1b2c3d4-0000-4000-8000-000000000000-S0"
+FRAMEWORK_ID = "a1b2c3d4-0000-4000-8000-000000000000-0000"
+TERMINAL_STATES = {"TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_ERROR", "TASK_LOST",
+                   "TASK_GONE", "TASK_DROPPED"}
+
+#: Fields the server sets; never part of a definition.
+SERVER_FIELDS = {"version", "versionInfo", "tasksStaged", "tasksRunning", "tasksHealthy",
+                 "tasksUnhealthy", "deployments", "tasks", "lastTaskFailure", "taskStats",
+                 "readinessCheckResults", "ports", "uris_resolved"}
+
+_APP_DEFAULTS: dict[str, Any] = {
+    "instances": 1, "cpus": 1.0, "mem": 128.0, "disk": 0.0, "gpus": 0, "executor": "",
+    "constraints": [], "labels": {}, "env": {}, "fetch": [], "requirePorts": False,
+    "backoffSeconds": 1, "backoffFactor": 1.15, "maxLaunchDelaySeconds": 300,
+    "healthChecks": [], "readinessChecks": [], "dependencies": [],
+    "upgradeStrategy": {"minimumHealthCapacity": 1.0, "maximumOverCapacity": 1.0},
+    "unreachableStrategy": {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0},
+    "killSelection": "YOUNGEST_FIRST", "networks": [{"mode": "host"}],
+}
+_HC_DEFAULTS = {"gracePeriodSeconds": 300, "intervalSeconds": 60, "timeoutSeconds": 20,
+                "maxConsecutiveFailures": 3, "delaySeconds": 15}
+
+
+def now_ts(at: Optional[float] = None) -> str:
+    """Marathon's timestamp format ``yyyy-MM-dd'T'HH:mm:ss.SSS'Z'`` (UTC)."""
+    dt = datetime.fromtimestamp(time.time() if at is None else at, tz=timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def canonical_path(path_id: str, base: str = "/") -> str:
+    """Marathon's ``PathId.canonicalPath``: resolve a relative id against ``base``."""
+    if not path_id.startswith("/"):
+        path_id = base.rstrip("/") + "/" + path_id
+    parts: list[str] = []
+    for seg in path_id.split("/"):
+        if seg in ("", "."):
+            continue
+        if seg == "..":
+            if parts:
+                parts.pop()
+        else:
+            parts.append(seg)
+    return "/" + "/".join(parts)
+
+
+def parent_path(path_id: str) -> str:
+    """``/a/b/c`` -> ``/a/b``; ``/a`` -> ``/``."""
+    head = path_id.rstrip("/").rsplit("/", 1)[0]
+    return head or "/"
+
+
+def normalize_app(raw: dict, app_id: str) -> dict:
+    """A full app definition: ``raw`` without server fields, defaults filled in."""
+    app = copy.deepcopy(_APP_DEFAULTS)
+    for key, value in raw.items():
+        if key not in SERVER_FIELDS:
+            app[key] = copy.deepcopy(value)
+    app["id"] = app_id
+    if "portDefinitions" not in raw:
+        has_mappings = bool((raw.get("container") or {}).get("portMappings"))
+        app["portDefinitions"] = [] if has_mappings else [{"port": 0, "name": "default", "protocol": "tcp"}]
+    app["portDefinitions"] = [{"protocol": "tcp", **pd} for pd in app["portDefinitions"] or []]
+    checks = []
+    for hc in app.get("healthChecks") or []:
+        hc = {**_HC_DEFAULTS, "protocol": "HTTP", **hc}
+        if hc["protocol"] in ("HTTP", "HTTPS", "MESOS_HTTP", "MESOS_HTTPS"):
+            hc.setdefault("path", "/")
+        if hc["protocol"] != "COMMAND" and "port" not in hc:
+            hc.setdefault("portIndex", 0)
+        checks.append(hc)
+    app["healthChecks"] = checks
+    app["fetch"] = [{"extract": True, "executable": False, "cache": False, **f} for f in app.get("fetch") or []]
+    for key in ("cpus", "mem", "disk"):
+        if isinstance(app.get(key), (int, float)) and not isinstance(app.get(key), bool):
+            app[key] = float(app[key])
+    return app
+
+
+def is_scale_only(old: dict, new: dict) -> bool:
+    """True when the two definitions differ in ``instances`` only (Marathon's ``isOnlyScaleChange``)."""
+    return {**old, "instances": 0} == {**new, "instances": 0} and old.get("instances") != new.get("instances")
+
+
+@dataclass
+class Task:
+    """One Marathon task (Mesos task) of an app instance."""
+
+    id: str
+    app_id: str
+    instance_id: str
+    version: str
+    config_version: str
+    ports: list[int]
+    sandbox: str
+    staged_at: str = field(default_factory=now_ts)
+    state: str = "TASK_STAGING"
+    started_at: Optional[str] = None
+    started_mono: Optional[float] = None
+    pid: Optional[int] = None
+    killing: bool = False
+    health: dict[int, dict] = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        """Not in a terminal state."""
+        return self.state not in TERMINAL_STATES
+
+    @property
+    def running(self) -> bool:
+        return self.state == "TASK_RUNNING" and not self.killing
+
+    def healthy(self, n_checks: int) -> Optional[bool]:
+        """True/False once every check has a result; None while any is unknown."""
+        if n_checks == 0:
+            return None
+        results = [self.health.get(i) for i in range(n_checks)]
+        if any(r is None for r in results):
+            return None
+        return all(r["alive"] for r in results)
+
+    def to_json(self, host: str, service_ports: Iterable[int] = ()) -> dict:
+        """The 1.8 task JSON."""
+        return {
+            "id": self.id, "appId": self.app_id, "host": host, "slaveId": AGENT_ID,
+            "state": self.state, "stagedAt": self.staged_at, "startedAt": self.started_at,
+            "version": self.version, "ports": list(self.ports), "servicePorts": list(service_ports),
+            "ipAddresses": [{"ipAddress": host, "protocol": "IPv4"}],
+            "healthCheckResults": [dict(self.health[i]) for i in sorted(self.health)],
+            "localVolumes": [],
+        }
+
+
+@dataclass
+class AppState:
+    """An app of the root group plus its runtime: tasks, backoff, the current run spec."""
+
+    id: str
+    definition: dict
+    version: str
+    last_scaling_at: str
+    last_config_change_at: str
+    service_ports: list[int] = field(default_factory=list)
+    run_def: Optional[dict] = None
+    run_config_version: Optional[str] = None
+    target: int = 0
+    tasks: dict[str, Task] = field(default_factory=dict)
+    backoff: Optional[float] = None
+    launch_after: float = 0.0
+    queued_since: Optional[str] = None
+    last_task_failure: Optional[dict] = None
+    removed: bool = False
+
+    def active_tasks(self) -> list[Task]:
+        return [t for t in self.tasks.values() if t.active]
+
+    def counts(self) -> dict:
+        """``tasksStaged/Running/Healthy/Unhealthy``."""
+        n_checks = len(self.definition.get("healthChecks") or [])
+        active = self.active_tasks()
+        running = [t for t in active if t.state == "TASK_RUNNING"]
+        return {
+            "tasksStaged": sum(1 for t in active if t.state in ("TASK_STAGING", "TASK_STARTING")),
+            "tasksRunning": len(running),
+            "tasksHealthy": sum(1 for t in running if t.healthy(n_checks) is True),
+            "tasksUnhealthy": sum(1 for t in running if t.healthy(n_checks) is False),
+        }
+
+    def reset_backoff(self) -> None:
+        self.backoff = None
+        self.launch_after = 0.0
+
+
+class State:
+    """The root group: groups (id -> dependencies, version) and apps (id -> AppState)."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self.groups: dict[str, dict] = {"/": {"dependencies": [], "version": now_ts()}}
+        self.apps: dict[str, AppState] = {}
+        self._next_service_port = 10000
+
+    # -- queries -------------------------------------------------------------------------
+    def visible_apps(self) -> dict[str, AppState]:
+        """Apps of the current root group (apps being stopped are hidden, as in Marathon)."""
+        return {k: a for k, a in self.apps.items() if not a.removed}
+
+    def definitions(self) -> dict[str, dict]:
+        return {k: a.definition for k, a in self.visible_apps().items()}
+
+    def group_exists(self, gid: str) -> bool:
+        return gid in self.groups
+
+    def task_json(self, task: Task) -> dict:
+        """A task's JSON with its app's service ports."""
+        app = self.apps.get(task.app_id)
+        return task.to_json(self.host, app.service_ports if app else ())
+
+    def find_task(self, task_id: str) -> Optional[Task]:
+        for app in self.apps.values():
+            if task_id in app.tasks:
+                return app.tasks[task_id]
+        return None
+
+    def new_task_id(self, app_id: str) -> tuple[str, str]:
+        """(task id, instance id) in the 1.8+ format ``<safePath>.instance-<uuid>._app.1``."""
+        instance = f"{naming.safe_path(app_id)}.instance-{uuid.uuid1()}"
+        return f"{instance}._app.1", instance
+
+    # -- mutation ------------------------------------------------------------------------
+    def _assign_service_ports(self, definition: dict, previous: Iterable[int]) -> list[int]:
+        prev = list(previous)
+        ports = []
+        for i, pd in enumerate(definition.get("portDefinitions") or []):
+            if pd.get("port"):
+                ports.append(int(pd["port"]))
+            elif i < len(prev):
+                ports.append(prev[i])
+            else:
+                ports.append(self._next_service_port)
+                self._next_service_port = 10000 + (self._next_service_port - 9999) % 10000
+        return ports
+
+    def apply(self, apps: dict[str, dict], groups: dict[str, list], version: str) -> dict[str, str]:
+        """Make ``apps``/``groups`` the root group; return app id -> change kind
+        (``new``, ``scale``, ``restart``, ``removed``; unchanged apps are left out)."""
+        changes: dict[str, str] = {}
+        for app_id, app in list(self.visible_apps().items()):
+            if app_id not in apps:
+                app.removed = True
+                changes[app_id] = "removed"
+        for app_id, definition in apps.items():
+            current = self.apps.get(app_id)
+            if current is None or current.removed:
+                ports = self._assign_service_ports(definition, current.service_ports if current else [])
+                if current is None:
+                    current = AppState(app_id, definition, version, version, version, ports)
+                    self.apps[app_id] = current
+                else:
+                    current.removed = False
+                    current.definition, current.service_ports = definition, ports
+                    current.version = current.last_scaling_at = current.last_config_change_at = version
+                changes[app_id] = "new"
+            elif current.definition == definition:
+                continue
+            elif is_scale_only(current.definition, definition):
+                current.definition = definition
+                current.version = current.last_scaling_at = version
+                changes[app_id] = "scale"
+            else:
+                current.service_ports = self._assign_service_ports(definition, current.service_ports)
+                current.definition = definition
+                current.version = current.last_scaling_at = current.last_config_change_at = version
+                changes[app_id] = "restart"
+        old_groups = self.groups
+        self.groups = {}
+        for gid, deps in groups.items():
+            before = old_groups.get(gid)
+            self.groups[gid] = {"dependencies": list(deps),
+                                "version": before["version"] if before else version}
+        touched = set(changes) | {g for g in groups if old_groups.get(g, {}).get("dependencies") != groups[g]}
+        for path in touched:
+            while True:
+                path = parent_path(path) if path != "/" else "/"
+                if path in self.groups:
+                    self.groups[path]["version"] = version
+                if path == "/":
+                    break
+        return changes
+
+    # -- views ---------------------------------------------------------------------------
+    def app_json(self, app: AppState, deployments: list[dict], embed: Iterable[str] = ()) -> dict:
+        """The 1.8 app JSON; ``embed`` may hold ``tasks``, ``lastTaskFailure``, ``counts``, ``deployments``."""
+        embed = set(embed)
+        out = {"id": app.id, **copy.deepcopy(app.definition)}
+        for pd, port in zip(out.get("portDefinitions") or [], app.service_ports):
+            pd["port"] = port
+        out["version"] = app.version
+        out["versionInfo"] = {"lastScalingAt": app.last_scaling_at,
+                              "lastConfigChangeAt": app.last_config_change_at}
+        out.update(app.counts())
+        out["deployments"] = [{"id": d["id"]} for d in deployments]
+        if "tasks" in embed:
+            out["tasks"] = [t.to_json(self.host, app.service_ports) for t in app.active_tasks()]
+        if "lastTaskFailure" in embed and app.last_task_failure:
+            out["lastTaskFailure"] = dict(app.last_task_failure)
+        return out
+
+    def group_json(self, gid: str, app_view, embed: set[str]) -> dict:
+        """GroupInfo of ``gid``. ``embed`` holds the resolved group-level embeds
+        (``group.groups``, ``group.apps``, ``group.pods``); ``app_view(app)`` renders an app."""
+        out: dict[str, Any] = {"id": gid, "dependencies": list(self.groups[gid]["dependencies"]),
+                               "version": self.groups[gid]["version"]}
+        if "group.apps" in embed:
+            out["apps"] = [app_view(a) for k, a in sorted(self.visible_apps().items()) if parent_path(k) == gid]
+        if "group.groups" in embed:
+            out["groups"] = [self.group_json(g, app_view, embed) for g in sorted(self.groups)
+                             if g != "/" and parent_path(g) == gid]
+        if "group.pods" in embed:
+            out["pods"] = []
+        return out
+
+
+def ceil_scale(instances: int, factor: float) -> int:
+    """``scaleBy`` rounding: multiply and round up."""
+    return int(math.ceil(instances * factor))
