@@ -75,7 +75,8 @@ def status_table(status: dict[str, Any]) -> None:
         table.add_row(t["task"], str(t.get("state", "")), str(t.get("address") or ""), str(t.get("health") or ""),
                       str(t.get("phase") or ""), "" if t.get("step") is None else str(t["step"]),
                       str(t.get("lastFailure") or ""))
-    Console(highlight=False, soft_wrap=True).print(table)
+    # Piped output gets a wide table (rich would fold it at 80 columns).
+    Console(highlight=False, width=None if sys.stdout.isatty() else 200).print(table)
 
 
 def jobs_table(rows: list[dict[str, Any]]) -> None:

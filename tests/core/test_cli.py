@@ -1,0 +1,180 @@
+"""The CLI in-process with CliRunner: help, exit codes, JSON output, no requests on bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from marathon_tf.cli import cli
+from marathon_tf.render import render_group
+from marathon_tf.spec import load_dict
+
+from core_helpers import minimal
+
+VERBS = [["deploy"], ["render"], ["validate"], ["schema"], ["scale"], ["status"], ["list"], ["delete"],
+         ["local"], ["local", "serve"]]
+
+
+@pytest.mark.parametrize("verb", VERBS, ids=[" ".join(v) for v in VERBS])
+def test_help_on_every_verb(verb):
+    r = CliRunner().invoke(cli, [*verb, "--help"])
+    assert r.exit_code == 0, r.output
+    assert "Usage: " in r.stdout
+
+
+@pytest.mark.parametrize("verb", ["deploy", "scale", "status", "list", "delete"])
+def test_help_shows_the_environment_variables(verb):
+    text = CliRunner().invoke(cli, [verb, "--help"]).stdout
+    for var in ("MARATHON_URL", "MARATHON_USER", "MARATHON_PASSWORD", "MARATHON_TOKEN"):
+        assert var in text
+
+
+def test_bootstrap_is_listed_and_version_prints():
+    r = CliRunner().invoke(cli, ["--help"])
+    assert "bootstrap" in r.stdout and "deploy" in r.stdout
+    assert CliRunner().invoke(cli, ["--version"]).stdout.startswith("marathon-tf, version ")
+
+
+def test_render_prints_the_group(write_job):
+    f = write_job(minimal())
+    r = CliRunner().invoke(cli, ["render", str(f)])
+    assert r.exit_code == 0
+    assert json.loads(r.stdout) == render_group(load_dict(minimal()))
+
+
+def test_validate_json_output_parses(write_job):
+    r = CliRunner().invoke(cli, ["validate", str(write_job(minimal())), "-o", "json"])
+    assert r.exit_code == 0
+    assert json.loads(r.stdout) == {"file": r.stdout and json.loads(r.stdout)["file"], "valid": True,
+                                    "name": "mnist", "style": "tf1", "counts": {"ps": 1, "worker": 2}, "apps": 3}
+
+
+def test_bad_job_sends_nothing(write_job, httpserver):
+    f = write_job(minimal(roles={"ps": {"count": 1}, "worker": {"count": 2, "gpus": -1}}))
+    r = CliRunner().invoke(cli, ["deploy", str(f), "--marathon", httpserver.url_for("")])
+    assert r.exit_code == 2
+    assert "roles.worker.gpus: must be >= 0" in r.stderr
+    assert httpserver.log == []
+
+
+@pytest.mark.parametrize("args,message", [
+    (["workers"], "expected ROLE=N"),
+    (["workers=1.5"], "expected ROLE=N"),
+
+    (["workers=abc"], "expected ROLE=N"),
+    (["gpus=2"], "unknown role"),
+    (["workers=2", "worker=3"], "given twice"),
+    (["workers=99999999"], "expected ROLE=N"),
+    (["workers=20000"], "at most 10000"),
+])
+def test_bad_scale_arguments_are_exit_2_before_any_request(httpserver, args, message):
+    r = CliRunner().invoke(cli, ["scale", *args, "--marathon", httpserver.url_for("")])
+    if message is None:  # a valid delta: rejected only once the job's count is known
+        return
+    assert r.exit_code == 2, r.output
+    assert message in r.stderr
+    assert httpserver.log == []
+
+
+def test_no_marathon_url_is_a_usage_error(monkeypatch, tmp_path, write_job):
+    monkeypatch.delenv("MARATHON_URL", raising=False)
+    monkeypatch.setenv("MARATHON_TF_CONFIG", str(tmp_path / "none.json"))
+    r = CliRunner().invoke(cli, ["list"])
+    assert r.exit_code == 2 and "no Marathon URL" in r.stderr and "--local" in r.stderr
+
+
+def test_unreachable_marathon_is_exit_1_with_a_hint(write_job, monkeypatch):
+    monkeypatch.setattr("marathon_tf.marathon.RetryPolicy.__init__.__defaults__", (2, 5.0, 0.01, 0.02, 0.01))
+    r = CliRunner().invoke(cli, ["deploy", str(write_job(minimal())), "--marathon", "http://127.0.0.1:9", "--detach"])
+    assert r.exit_code == 1
+    assert "connection failed" in r.stderr and "hint:" in r.stderr
+
+
+def test_deploy_detach_and_json_output(write_job, httpserver):
+    httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json(
+        {"deploymentId": "d1", "version": "2026-11-21T00:00:00.000Z"}, headers={"Marathon-Deployment-Id": "d1"})
+    r = CliRunner().invoke(cli, ["deploy", str(write_job(minimal())), "--marathon", httpserver.url_for(""),
+                                 "--detach", "-o", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == {"job": "mnist", "groupId": "/mnist", "deploymentId": "d1",
+                                    "version": "2026-11-21T00:00:00.000Z"}
+    sent = json.loads(httpserver.log[0][0].data)
+    assert [a["id"] for a in sent["apps"]] == ["/mnist/ps-0", "/mnist/worker-0", "/mnist/worker-1"]
+
+
+def test_dry_run_shows_marathons_plan(write_job, httpserver):
+    httpserver.expect_request("/v2/groups/mnist", method="PUT", query_string="dryRun=true").respond_with_json(
+        {"steps": [{"actions": [{"action": "StartApplication", "app": "/mnist/ps-0"}]}]})
+    r = CliRunner().invoke(cli, ["deploy", str(write_job(minimal())), "--marathon", httpserver.url_for(""),
+                                 "--dry-run"])
+    assert r.exit_code == 0
+    assert "step 1: StartApplication /mnist/ps-0" in r.stdout
+
+
+def test_dry_run_without_marathon_renders(write_job, monkeypatch, tmp_path):
+    monkeypatch.delenv("MARATHON_URL", raising=False)
+    r = CliRunner().invoke(cli, ["deploy", str(write_job(minimal())), "--dry-run"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["id"] == "/mnist"
+
+
+def test_list_status_and_delete_against_a_marathon(write_job, httpserver):
+    group = render_group(load_dict(minimal()))
+    apps = []
+    for i, app in enumerate(group["apps"]):
+        app = dict(app, tasksRunning=1, deployments=[], tasks=[{
+            "id": f"mnist_{app['id'].rsplit('/', 1)[1]}.instance-x._app.1", "appId": app["id"], "host": "10.0.0.5",
+            "state": "TASK_RUNNING", "ports": [31000 + i, 32000 + i], "stagedAt": "2026-11-21T00:00:00.000Z",
+            "healthCheckResults": [{"alive": True}]}])
+        apps.append(app)
+    httpserver.expect_request("/v2/apps").respond_with_json({"apps": apps})
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json({"id": "/mnist", "apps": apps})
+    httpserver.expect_request("/v2/queue").respond_with_json({"queue": []})
+    httpserver.expect_request("/v2/groups/mnist", method="DELETE").respond_with_json(
+        {"deploymentId": "d9", "version": "v"})
+    url = httpserver.url_for("")
+    r = CliRunner().invoke(cli, ["list", "--marathon", url, "-o", "json"])
+    assert r.exit_code == 0 and json.loads(r.stdout) == [{"job": "mnist", "tasks": 3, "running": 3, "state": "Running"}]
+    r = CliRunner().invoke(cli, ["status", "--marathon", url, "-o", "json"])  # the only job is found by label
+    assert r.exit_code == 0, r.output
+    st = json.loads(r.stdout)
+    assert st["state"] == "Running"
+    assert [(t["task"], t["address"], t["health"]) for t in st["tasks"]] == [
+        ("ps-0", "10.0.0.5:31000", "healthy"), ("worker-0", "10.0.0.5:31001", "healthy"),
+        ("worker-1", "10.0.0.5:31002", "healthy")]
+    r = CliRunner().invoke(cli, ["status", "mnist", "--marathon", url])
+    assert r.exit_code == 0 and "worker-1" in r.stdout and "10.0.0.5:31002" in r.stdout
+    r = CliRunner().invoke(cli, ["delete", "mnist", "--marathon", url, "-o", "json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["deploymentId"] == "d9"
+
+
+def test_scale_with_several_jobs_asks_which(httpserver):
+    httpserver.expect_request("/v2/apps").respond_with_json({"apps": [
+        {"id": "/a/worker-0", "labels": {"marathon-tf/job": "a"}},
+        {"id": "/b/worker-0", "labels": {"marathon-tf/job": "b"}}]})
+    r = CliRunner().invoke(cli, ["scale", "workers=3", "--marathon", httpserver.url_for("")])
+    assert r.exit_code == 2 and "several marathon-tf jobs" in r.stderr and "a, b" in r.stderr
+
+
+def test_scale_renders_the_new_group_from_the_stored_spec(httpserver):
+    group = render_group(load_dict(minimal()))
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json(group)
+    httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json({"deploymentId": "d2", "version": "v"})
+    r = CliRunner().invoke(cli, ["scale", "--job", "mnist", "workers=3", "--marathon", httpserver.url_for(""),
+                                 "-o", "json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["tasks"]["start"] == ["worker-2"] and out["tasks"]["stop"] == []
+    assert sorted(out["tasks"]["restart"]) == ["ps-0", "worker-0", "worker-1"]
+    sent = json.loads([req for req, _ in httpserver.log if req.method == "PUT"][0].data)
+    assert len(sent["apps"]) == 4
+    assert json.loads(sent["apps"][0]["env"]["MTF_CLUSTER"]) == {"ps": 1, "worker": 3}
+
+
+def test_importing_the_cli_does_not_import_tensorflow():
+    code = ("import sys, marathon_tf.cli, marathon_tf.render, marathon_tf.marathon, marathon_tf.jobs; "
+            "bad = [m for m in sys.modules if m == 'tensorflow' or m.startswith('tensorflow.')]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
