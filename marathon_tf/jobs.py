@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 import requests
 
-from . import naming
+from . import labels as L, naming
 from .errors import MarathonNotFound, SpecError, UsageError
 from .marathon import Client
 from .render import LABEL_PREFIX, SPEC_LABEL, render_group, task_apps
@@ -23,11 +23,11 @@ __all__ = [
     "ScalePlan", "plan_scale", "scale", "job_status", "delete", "STATE_LABEL", "group_embeds",
 ]
 
-STATE_LABEL = LABEL_PREFIX + "state"
-FINISHED_LABEL = LABEL_PREFIX + "finished-at"
-STARTED_LABEL = LABEL_PREFIX + "started-at"
-STEP_LABEL = LABEL_PREFIX + "final-step"
-REASON_LABEL = LABEL_PREFIX + "reason"
+STATE_LABEL = L.STATE
+FINISHED_LABEL = L.FINISHED_AT
+STARTED_LABEL = L.PREFIX + "started-at"
+STEP_LABEL = L.FINAL_STEP
+REASON_LABEL = L.REASON
 
 #: Every embed a status view needs (any embed drops Marathon's defaults, so name them all).
 group_embeds = ("group.groups", "group.apps", "group.apps.tasks", "group.apps.counts",

@@ -24,7 +24,7 @@ from typing import Any
 
 import jinja2
 
-from . import __version__, naming
+from . import __version__, labels as L, naming
 from .errors import UsageError
 from .spec import JobSpec
 from .taskenv import TaskContext
@@ -32,8 +32,8 @@ from .taskenv import TaskContext
 __all__ = ["render_group", "render_app", "default_templates_dir", "RenderError", "LABEL_PREFIX",
            "SPEC_LABEL", "task_apps"]
 
-LABEL_PREFIX = "marathon-tf/"
-SPEC_LABEL = LABEL_PREFIX + "spec"
+LABEL_PREFIX = L.PREFIX
+SPEC_LABEL = L.SPEC
 TF_PORT, STATUS_PORT, TB_PORT = "tf", "status", "http"
 # Fixed ports inside the container when the job uses a container network (each task
 # has its own IP there, so fixed container ports cannot collide).
@@ -219,12 +219,7 @@ class _Renderer:
         env = dict(parts["user_env"])
         env.update(_task_context(self.spec, role_name, index).to_env())
         labels = dict(self.spec.labels)
-        labels.update({
-            LABEL_PREFIX + "job": self.spec.name,
-            LABEL_PREFIX + "role": role_name,
-            LABEL_PREFIX + "index": str(index),
-            LABEL_PREFIX + "version": __version__,
-        })
+        labels.update({L.JOB: self.spec.name, L.ROLE: role_name, L.INDEX: str(index), L.VERSION: __version__})
         if role_name == "worker" and index == 0:
             labels[SPEC_LABEL] = self.spec_label
         context = {**self.shared, **parts, "app_id": app_id, "env": env, "labels": labels}
@@ -254,7 +249,7 @@ def task_apps(group: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out = {}
     for app in group.get("apps") or []:
         labels = app.get("labels") or {}
-        role, index = labels.get(LABEL_PREFIX + "role"), labels.get(LABEL_PREFIX + "index")
+        role, index = labels.get(L.ROLE), labels.get(L.INDEX)
         if role is not None and index is not None:
             out[naming.task_name(role, int(index))] = app
     return out
