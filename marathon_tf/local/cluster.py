@@ -106,7 +106,7 @@ class LocalCluster:
             task.cancel()
         for runner in self._runners:
             await runner.cleanup()
-        if self._dns is not None and self._dns.dns_port:
+        if self._dns is not None:
             await self._dns.stop_dns()
 
     def stop(self) -> None:

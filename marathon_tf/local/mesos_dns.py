@@ -98,6 +98,8 @@ class MesosDns:
         self._records = Records()
         self._built = 0.0
         self._serial = int(time.time())
+        self._udp: Optional[asyncio.DatagramTransport] = None
+        self._tcp: Optional[asyncio.AbstractServer] = None
 
     # -- records --------------------------------------------------------------------
     def records(self) -> Records:
@@ -168,29 +170,39 @@ class MesosDns:
                 if out is not None:
                     self.transport.sendto(out, addr)
 
-        self._udp, _ = await loop.create_datagram_endpoint(_Udp, local_addr=(self.host, port))
-        self.dns_port = self._udp.get_extra_info("sockname")[1]
-
-        async def tcp(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for attempt in range(50):
+            self._udp, _ = await loop.create_datagram_endpoint(_Udp, local_addr=(self.host, port))
+            self.dns_port = self._udp.get_extra_info("sockname")[1]
             try:
-                while True:
-                    size = int.from_bytes(await reader.readexactly(2), "big")
-                    out = self.answer(await reader.readexactly(size))
-                    if out is None:
-                        break
-                    writer.write(len(out).to_bytes(2, "big") + out)
-                    await writer.drain()
-            except (asyncio.IncompleteReadError, ConnectionError):
-                pass
-            finally:
-                writer.close()
+                self._tcp = await asyncio.start_server(self._serve_tcp, self.host, self.dns_port)
+                return
+            except OSError:  # the UDP port is taken on TCP: with a fixed port that is fatal
+                self._udp.close()
+                self._udp = None
+                if port or attempt == 49:
+                    raise
 
-        self._tcp = await asyncio.start_server(tcp, self.host, self.dns_port)
+    async def _serve_tcp(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """DNS over TCP: 2-byte length-prefixed messages."""
+        try:
+            while True:
+                size = int.from_bytes(await reader.readexactly(2), "big")
+                out = self.answer(await reader.readexactly(size))
+                if out is None:
+                    break
+                writer.write(len(out).to_bytes(2, "big") + out)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
 
     async def stop_dns(self) -> None:
-        self._udp.close()
-        self._tcp.close()
-        await self._tcp.wait_closed()
+        if self._udp is not None:
+            self._udp.close()
+        if self._tcp is not None:
+            self._tcp.close()
+            await self._tcp.wait_closed()
 
     # -- HTTP API ---------------------------------------------------------------------
     def config(self) -> dict:
