@@ -155,10 +155,8 @@ def deploy(job_file, marathon_url, user, password, token, ca_bundle, insecure, l
 
     spec = load_job(job_file)  # a bad job file stops here: nothing is sent
     if local:
-        from .localrun import run_local
-
-        code = run_local(spec, templates_dir=templates_dir, timeout=timeout, fmt=fmt, detach=not wait)
-        sys.exit(code)
+        sys.exit(_deploy_local(spec, templates_dir=templates_dir, timeout=timeout, fmt=fmt, detach=not wait,
+                               dry_run=dry_run))
     if dry_run and not marathon_url:
         from .render import render_group
 
@@ -179,6 +177,44 @@ def deploy(job_file, marathon_url, user, password, token, ca_bundle, insecure, l
         output.emit_json({**result.to_dict(), **({"status": final} if final else {})})
     if final and final.get("state") == "Failed":
         sys.exit(1)
+
+
+def _deploy_local(spec, *, templates_dir, timeout, fmt, detach, dry_run) -> int:
+    """Run the job on this machine; task output is streamed as ``[worker-1] …``."""
+    from . import localrun, output
+    from .render import render_group
+
+    localrun.check_local_options(detach)
+    if dry_run:
+        output.emit_json(render_group(spec, templates_dir=templates_dir))
+        return 0
+    last = [""]
+    out_err = fmt == "json"  # keep stdout for the JSON result
+
+    def task_line(task: str, stream: str, line: str) -> None:
+        click.echo(f"[{task}] {line}", err=out_err or stream == "stderr")
+
+    def progress(status) -> None:
+        line = output.progress_line(status)
+        if line != last[0]:
+            output.info(line)
+            last[0] = line
+
+    def deployed(result, cluster) -> None:
+        output.info(f"local Marathon {cluster.marathon_url} (Mesos-DNS {cluster.mesos_dns}): "
+                    f"deployed {result.group_id}, deployment {result.deployment_id}")
+
+    run = localrun.run(spec, templates_dir=templates_dir, timeout=timeout, emit_task_line=task_line,
+                       progress=progress, on_deployed=deployed)
+    steps = run.status.get("finalStep", run.status.get("step"))
+    output.info(f"job {spec.name}: {run.state} in {run.seconds:.1f} s"
+                + (f", step {steps}" if steps is not None else "")
+                + (f" ({run.status['reason']})" if run.status.get("reason") else "")
+                + f"; task sandboxes in {run.state_dir}")
+    if fmt == "json":
+        output.emit_json({"job": spec.name, "state": run.state, "seconds": round(run.seconds, 3),
+                          "stateDir": str(run.state_dir), "status": run.status})
+    return run.exit_code
 
 
 def _follow(client, job: str, deployment_id: str | None, *, wait: bool, timeout: float | None):
@@ -351,8 +387,13 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir) -> None:
 
     if host not in ("127.0.0.1", "localhost", "::1"):
         output.warn(f"binding {host}: anyone who can reach it can run commands on this machine")
-    serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port, state_dir=state_dir,
-          announce=output.info)
+    def ready(cluster) -> None:
+        output.info(f"Marathon API  {cluster.marathon_url}   (export MARATHON_URL={cluster.marathon_url})")
+        output.info(f"Mesos-DNS     {cluster.mesos_dns} (DNS), {cluster.mesos_dns_http} (HTTP)")
+        output.info(f"sandboxes     {cluster.state_dir}/sandboxes    — Ctrl-C stops everything")
+
+    serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port,
+          state_dir=state_dir or ".marathon-tf/serve", on_ready=ready)
 
 
 def main(argv: list[str] | None = None) -> None:
