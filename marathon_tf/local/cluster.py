@@ -82,7 +82,8 @@ class LocalCluster:
         marathon_port, dns_port, dns_http_port = self._ports
         self._rt = Runtime(self.state_dir, self.host, **self._options)
         self._rt.start()
-        runner = web.AppRunner(create_app(self._rt), access_log=None, handler_cancellation=True)
+        runner = web.AppRunner(create_app(self._rt), access_log=None, handler_cancellation=True,
+                                shutdown_timeout=2.0)
         await runner.setup()
         self._runners.append(runner)
         await web.TCPSite(runner, self.host, marathon_port).start()

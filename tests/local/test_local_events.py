@@ -52,7 +52,7 @@ def test_event_type_filter_and_deployment_events(api, make_app):
     resp = requests.get(api.base + "/v2/events", params=[("event_type", "deployment_success"),
                                                          ("event_type", "status_update_event")],
                         headers={"Accept": "text/event-stream"}, stream=True, timeout=10)
-    client = sseclient.SSEClient(resp)
+    client = sseclient.SSEClient(resp.iter_content(chunk_size=1))
     r = api.put("/v2/groups/job", json={"apps": [make_app("w")]})
     dep_id = r.json()["deploymentId"]
     seen = []

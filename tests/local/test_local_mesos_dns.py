@@ -1,0 +1,113 @@
+"""Mesos-DNS emulation: A/SRV records over DNS (dnspython), the /v1 HTTP API, refresh lag."""
+
+from __future__ import annotations
+
+import time
+
+import dns.flags
+import dns.message
+import dns.query
+import dns.rcode
+import dns.rdatatype
+import dns.resolver
+import pytest
+import requests
+
+from marathon_tf import naming
+from marathon_tf.local import LocalCluster
+
+
+def _resolver(cluster) -> dns.resolver.Resolver:
+    host, port = cluster.mesos_dns.split(":")
+    res = dns.resolver.Resolver(configure=False)
+    res.nameservers = [host]
+    res.port = int(port)
+    res.lifetime = 3
+    return res
+
+
+def _query(cluster, name: str, rdtype: str) -> dns.message.Message:
+    host, port = cluster.mesos_dns.split(":")
+    return dns.query.udp(dns.message.make_query(name, rdtype), host, port=int(port), timeout=3)
+
+
+SPEC = {"id": "worker-3", "cmd": "sleep 600", "cpus": 0.1,
+        "portDefinitions": [{"port": 0, "name": "tf"}, {"port": 0, "name": "status"}]}
+
+
+def test_a_and_srv_records(api, cluster):
+    api.put("/v2/groups/ml/mnist", json={"apps": [SPEC]})
+    api.wait_deployed()
+    task = api.running("/ml/mnist/worker-3")[0]
+    res = _resolver(cluster)
+    label = naming.mesos_dns_label("/ml/mnist/worker-3")
+    assert label == "worker-3-mnist-ml"
+    for name in (naming.host_name("/ml/mnist/worker-3"), "worker-3.mnist.ml.marathon.mesos.",
+                 f"{label}.marathon.slave.mesos."):
+        assert [r.address for r in res.resolve(name, "A")] == ["127.0.0.1"]
+    srv = res.resolve(naming.srv_name("/ml/mnist/worker-3"), "SRV")
+    assert sorted(r.port for r in srv) == sorted(task["ports"])
+    assert {r.priority for r in srv} == {0} and {r.weight for r in srv} == {1}
+    named = res.resolve(naming.srv_name("/ml/mnist/worker-3", port_name="tf"), "SRV")
+    assert [r.port for r in named] == [task["ports"][0]]
+    target = str(named[0].target)
+    assert target.startswith(f"{label}-") and target.endswith("-s0.marathon.mesos.")
+    assert [r.address for r in res.resolve(target, "A")] == ["127.0.0.1"]
+    legacy = res.resolve("_tf._worker-3.mnist.ml._tcp.marathon.mesos.", "SRV")
+    assert [r.port for r in legacy] == [task["ports"][0]]
+    slave = res.resolve(f"_{label}._udp.marathon.slave.mesos.", "SRV")
+    assert sorted(r.port for r in slave) == sorted(task["ports"])
+    msg = _query(cluster, naming.srv_name("/ml/mnist/worker-3", port_name="tf"), "SRV")
+    assert [str(rr.name) for rr in msg.additional] == [target]
+    assert msg.answer[0].ttl == 5
+
+
+def test_nxdomain(api, cluster):
+    msg = _query(cluster, "nothing.marathon.mesos.", "A")
+    assert msg.rcode() == dns.rcode.NXDOMAIN
+    with pytest.raises(dns.resolver.NXDOMAIN):
+        _resolver(cluster).resolve("_nothing._tcp.marathon.mesos.", "SRV")
+
+
+def test_http_api(api, cluster):
+    base = cluster.mesos_dns_http
+    assert requests.get(base + "/v1/version").json()["Service"] == "Mesos-DNS"
+    config = requests.get(base + "/v1/config").json()
+    assert config["Domain"] == "mesos" and config["RefreshSeconds"] == 0 and "IPSources" in config
+    assert requests.get(base + "/v1/hosts/nope.marathon.mesos").json() == [{"host": "", "ip": ""}]
+    assert requests.get(base + "/v1/services/_nope._tcp.marathon.mesos").json() == [
+        {"service": "", "host": "", "ip": "", "port": ""}]
+    api.put("/v2/groups/ml/mnist", json={"apps": [SPEC]})
+    api.wait_deployed()
+    task = api.running("/ml/mnist/worker-3")[0]
+    hosts = requests.get(base + "/v1/hosts/Worker-3-Mnist-ML.marathon.mesos").json()
+    assert hosts == [{"host": "worker-3-mnist-ml.marathon.mesos.", "ip": "127.0.0.1"}]
+    given = "_tf._worker-3-mnist-ml._tcp.marathon.mesos"
+    services = requests.get(base + f"/v1/services/{given}").json()
+    assert len(services) == 1 and services[0]["service"] == given
+    assert services[0]["port"] == str(task["ports"][0]) and services[0]["ip"] == "127.0.0.1"
+    assert requests.get(base + "/v1/hosts/x/ports").status_code == 501
+
+
+def test_refresh_interval_delays_records(tmp_path):
+    with LocalCluster(state_dir=tmp_path / "s", dns_refresh=1.5, shutdown_grace=0.5) as cluster:
+        requests.put(cluster.marathon_url + "/v2/apps/late", json={"cmd": "sleep 600", "cpus": 0.1}).raise_for_status()
+        started = time.monotonic()
+        while not [t for t in requests.get(cluster.marathon_url + "/v2/apps/late/tasks").json()["tasks"]
+                   if t["state"] == "TASK_RUNNING"]:
+            time.sleep(0.02)
+        running_at = time.monotonic()
+        res = _resolver(cluster)
+        seen_at = None
+        saw_nx = False
+        while time.monotonic() - started < 5:
+            try:
+                res.resolve("late.marathon.mesos.", "A")
+                seen_at = time.monotonic()
+                break
+            except dns.resolver.NXDOMAIN:
+                saw_nx = True
+                time.sleep(0.05)
+        assert seen_at is not None, "record never appeared"
+        assert saw_nx, "record appeared without refresh lag"
+        assert seen_at - running_at <= 1.6
