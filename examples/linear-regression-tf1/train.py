@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Linear regression with classic between-graph replication (TF1 style, through tf.compat.v1).
+
+What it shows: the program shape distributed TensorFlow was born with, unchanged.  Every task
+runs this file with ``--ps_hosts --worker_hosts --job_name --task_index``; the ps tasks hold the
+variables and just ``server.join()``; every worker builds its own copy of the graph under
+``replica_device_setter`` and trains asynchronously on synthetic data y = 2x + 1 + noise.
+Worker 0 is the chief: it initialises or restores the variables from ``--checkpoint_dir`` and
+saves checkpoints there, so a restarted job continues from the saved global step.  Each worker
+exits 0 once the shared global step has reached ``--train_steps``.
+
+Output (stdout, one line per logged step): ``step=<global step> loss=<loss>``, then
+``first_step_time=<unix time>`` after the first step and ``done final_step=<n> loss=<x>`` at the end.
+"""
+
+import argparse
+import sys
+import time
+
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+tf.disable_eager_execution()
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--ps_hosts", default="", help="comma-separated host:port of the ps tasks")
+    p.add_argument("--worker_hosts", default="", help="comma-separated host:port of the workers")
+    p.add_argument("--job_name", default="worker", choices=["ps", "worker"])
+    p.add_argument("--task_index", type=int, default=0)
+    p.add_argument("--train_steps", type=int, default=300, help="stop when the global step reaches this")
+    p.add_argument("--checkpoint_dir", default="ckpt", help="shared checkpoint directory")
+    p.add_argument("--learning_rate", type=float, default=0.1)
+    p.add_argument("--batch_size", type=int, default=32)
+    p.add_argument("--log_every", type=int, default=20, help="print a step= line every N local steps")
+    p.add_argument("--save_checkpoint_steps", type=int, default=100, help="chief saves every N global steps")
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def log(line):
+    print(line, flush=True)
+
+
+class FastWorkerSessionCreator(tf.train.SessionCreator):
+    """Like ``WorkerSessionCreator``, but checks for the chief's initialisation every second.
+
+    ``WorkerSessionCreator`` (used by ``MonitoredTrainingSession`` on non-chief workers) polls
+    every 30 s, so a worker that starts before the chief has initialised the variables idles
+    for half a minute.  ``SessionManager(recovery_wait_secs=1)`` is the same logic, polled faster.
+    """
+
+    def __init__(self, scaffold, master, config, recovery_wait_secs=1, max_wait_secs=30 * 60):
+        self._scaffold, self._master, self._config = scaffold, master, config
+        self._recovery_wait_secs, self._max_wait_secs = recovery_wait_secs, max_wait_secs
+
+    def create_session(self):
+        self._scaffold.finalize()
+        manager = tf.train.SessionManager(
+            local_init_op=self._scaffold.local_init_op,
+            ready_op=self._scaffold.ready_op,
+            ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
+            graph=tf.get_default_graph(),
+            recovery_wait_secs=self._recovery_wait_secs,
+        )
+        return manager.wait_for_session(self._master, config=self._config,
+                                        max_wait_secs=self._max_wait_secs)
+
+
+def build_model(learning_rate):
+    """y_hat = w * x + b, mean squared error, plain SGD that bumps the global step."""
+    x = tf.placeholder(tf.float32, [None], name="x")
+    y = tf.placeholder(tf.float32, [None], name="y")
+    w = tf.get_variable("w", [], initializer=tf.zeros_initializer())
+    b = tf.get_variable("b", [], initializer=tf.zeros_initializer())
+    global_step = tf.train.get_or_create_global_step()
+    loss = tf.reduce_mean(tf.square(w * x + b - y))
+    train_op = tf.train.GradientDescentOptimizer(learning_rate).minimize(loss, global_step=global_step)
+    with tf.control_dependencies([train_op]):
+        step_after = tf.identity(global_step.read_value())  # this update's global step
+    return x, y, w, b, loss, train_op, step_after, global_step
+
+
+def run_worker(args, cluster, server):
+    is_chief = args.task_index == 0
+    rng = np.random.default_rng(args.seed + args.task_index)  # each worker its own data stream
+
+    def batch():
+        xs = rng.uniform(-1.0, 1.0, args.batch_size).astype(np.float32)
+        return xs, (2.0 * xs + 1.0 + rng.normal(0.0, 0.1, args.batch_size)).astype(np.float32)
+
+    with tf.device(tf.train.replica_device_setter(
+            worker_device=f"/job:worker/task:{args.task_index}", cluster=cluster)):
+        x, y, w, b, loss, train_op, step_after, global_step = build_model(args.learning_rate)
+
+    # Talk only to the ps tasks and ourselves: don't wait for (or hang on) the other workers.
+    config = tf.ConfigProto(device_filters=["/job:ps", f"/job:worker/task:{args.task_index}"])
+    scaffold = tf.train.Scaffold(saver=tf.train.Saver(max_to_keep=3))
+    if is_chief:
+        creator = tf.train.ChiefSessionCreator(
+            scaffold=scaffold, master=server.target, config=config, checkpoint_dir=args.checkpoint_dir)
+        hooks = [tf.train.CheckpointSaverHook(
+            args.checkpoint_dir, save_steps=args.save_checkpoint_steps, scaffold=scaffold)]
+    else:
+        creator = FastWorkerSessionCreator(scaffold=scaffold, master=server.target, config=config)
+        hooks = []
+
+    local_steps = 0
+    with tf.train.MonitoredSession(session_creator=creator, hooks=hooks) as sess:
+        # A first run without training: where the job is (maybe restored from a checkpoint,
+        # maybe already done by the other workers).
+        xs, ys = batch()
+        step, loss_value, w_value, b_value = sess.run([global_step, loss, w, b], feed_dict={x: xs, y: ys})
+        log(f"worker:{args.task_index} session ready at global step {step}/{args.train_steps}")
+        while step < args.train_steps and not sess.should_stop():
+            xs, ys = batch()
+            loss_value, step, w_value, b_value = sess.run([loss, step_after, w, b], feed_dict={x: xs, y: ys})
+            local_steps += 1
+            if local_steps == 1:
+                log(f"first_step_time={time.time():.3f}")
+            if local_steps % args.log_every == 0:
+                log(f"step={step} loss={loss_value:.6f}")
+    log(f"step={step} loss={loss_value:.6f}")
+    log(f"done final_step={step} loss={loss_value:.6f} w={w_value:.4f} b={b_value:.4f} local_steps={local_steps}")
+
+def main(argv=None):
+    args = parse_args(argv)
+    cluster = tf.train.ClusterSpec({
+        "ps": [h for h in args.ps_hosts.split(",") if h],
+        "worker": [h for h in args.worker_hosts.split(",") if h],
+    })
+    server = tf.train.Server(cluster, job_name=args.job_name, task_index=args.task_index)
+    if args.job_name == "ps":
+        log(f"ps:{args.task_index} serving on {cluster.task_address('ps', args.task_index)}")
+        server.join()  # never returns: the launcher stops the ps when the workers are done
+        return 0
+    run_worker(args, cluster, server)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
