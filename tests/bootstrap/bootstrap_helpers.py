@@ -210,9 +210,9 @@ class Procs:
         self.procs: list[subprocess.Popen] = []
 
     def start(self, env: dict, command: Iterable[str], *, options: Iterable[str] = (), name: str = "task"):
-        log = open(self.tmp_path / f"{name}.log", "wb")
-        proc = subprocess.Popen([sys.executable, "-m", "marathon_tf.bootstrap", *options, "--", *command],
-                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with open(self.tmp_path / f"{name}.log", "wb") as log:  # the child keeps its own descriptor
+            proc = subprocess.Popen([sys.executable, "-m", "marathon_tf.bootstrap", *options, "--", *command],
+                                    env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         proc.log_path = self.tmp_path / f"{name}.log"
         self.procs.append(proc)
         return proc

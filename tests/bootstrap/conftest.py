@@ -31,6 +31,7 @@ def mesos_dns():
         yield double
     finally:
         double.server.stop()
+        double.server.server.server_close()  # dnslib's stop() leaves the UDP socket open
 
 
 @pytest.fixture
