@@ -240,3 +240,9 @@ def test_main_without_the_task_env_is_a_usage_error():
     proc = subprocess.run([sys.executable, "-m", "marathon_tf.bootstrap", "--", "true"], capture_output=True,
                           text=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
     assert proc.returncode == 2 and "MTF_CLUSTER" in proc.stderr
+
+
+def test_bootstrap_never_imports_tensorflow():
+    code = ("import sys, marathon_tf.bootstrap, marathon_tf.discovery; "
+            "sys.exit(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')) != [])")
+    assert subprocess.run([sys.executable, "-c", code], timeout=30).returncode == 0
