@@ -7,13 +7,16 @@ RestartApplication (any other change). Unchanged apps get no action. The
 ``DeploymentManager`` locks apps (409 unless ``force``, which cancels the other
 deployment with ``deployment_failed``), applies the target to the state at once
 (as Marathon does) and walks the steps: a step is done when its apps have
-exactly their target of tasks running, and healthy when health checks exist.
+exactly their target of tasks running, and healthy when health checks exist
+(without health checks a task counts once it has run for ``settle`` seconds, so
+a command that dies at once keeps the deployment open, like a crash loop).
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
@@ -84,8 +87,10 @@ class Deployment:
 class DeploymentManager:
     """Creates, runs, cancels and lists deployments."""
 
-    def __init__(self, state: State, scheduler: Scheduler, bus: EventBus, poll: float = 0.05) -> None:
+    def __init__(self, state: State, scheduler: Scheduler, bus: EventBus, poll: float = 0.05,
+                 settle: float = 0.15) -> None:
         self.state = state
+        self.settle = settle
         self.scheduler = scheduler
         self.bus = bus
         self.poll = poll
@@ -186,8 +191,9 @@ class DeploymentManager:
         if action["action"] == "StartApplication":
             return True
         n_checks = len((app.run_def or {}).get("healthChecks") or [])
+        settled = time.monotonic() - self.settle
         good = [t for t in active if t.config_version == app.run_config_version and t.running
-                and (n_checks == 0 or t.healthy(n_checks) is True)]
+                and (t.healthy(n_checks) is True if n_checks else (t.started_mono or settled + 1) <= settled)]
         return len(good) == app.target and len(active) == app.target
 
     def _remove(self, app_id: str) -> None:
