@@ -188,3 +188,31 @@ def test_make_backend_needs_the_http_url():
     with pytest.raises(ValueError, match="MTF_MESOS_DNS_HTTP"):
         make_backend(ctx, {}, session=object())
 
+
+
+def test_dns_lookups_run_with_bounded_concurrency():
+    import threading
+    import time
+
+    class SlowDns:
+        def __init__(self):
+            self.in_flight = self.peak = self.calls = 0
+            self.lock = threading.Lock()
+
+        def srv(self, name):
+            with self.lock:
+                self.in_flight += 1
+                self.calls += 1
+                self.peak = max(self.peak, self.in_flight)
+            time.sleep(0.01)
+            with self.lock:
+                self.in_flight -= 1
+            return [SrvRecord("t.", 1, ("10.0.0.1",))]
+
+        def a(self, name):
+            raise AssertionError("not needed")
+
+    dns = SlowDns()
+    result = MesosDnsBackend(dns, job="ml/mnist", concurrency=4).lookup([("worker", i) for i in range(40)])
+    assert len(result) == 40 and dns.calls == 40
+    assert 1 < dns.peak <= 4
