@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""MNIST-shaped classifier with TF2 ParameterServerStrategy and a ClusterCoordinator.
+
+What it shows: the TF2 way of asynchronous parameter-server training, driven by ``TF_CONFIG``
+(chief + ps + workers).  The ps and worker tasks only run a ``tf.distribute.Server`` and
+``join()`` — they never exit by themselves.  The chief is the coordinator: it creates the
+variables (which live on the ps tasks), schedules training steps onto the workers with
+``coordinator.schedule`` in a custom loop, saves checkpoints with ``tf.train.CheckpointManager``
+in ``--checkpoint_dir`` (restored on start, so a restarted job resumes), and exits 0 once the
+global step has reached ``--train_steps``.  A scheduled step may run twice when a worker fails;
+the loop only looks at the global step, so a repeat is harmless.
+
+Data: synthetic 28x28 "digits" — ten fixed random prototype images (seeded) plus noise — so it
+is learnable and needs no download.  The model is a small MLP written with tf.Module (no Keras:
+Keras 3 does not work with this strategy on TF 2.21).
+
+Output (chief's stdout): ``step=<global step> loss=<loss>`` every ``--log_every`` steps,
+``first_step_time=<unix time>`` after the first step, ``done final_step=<n> loss=<x>`` at the end.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+# Let the coordinator see a failed worker at once instead of gRPC retrying underneath it.
+os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
+
+import tensorflow as tf  # noqa: E402
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--train_steps", type=int, default=200, help="stop when the global step reaches this")
+    p.add_argument("--checkpoint_dir", default="ckpt", help="checkpoint directory (restored on start)")
+    p.add_argument("--learning_rate", type=float, default=0.05)
+    p.add_argument("--batch_size", type=int, default=64, help="per worker and step")
+    p.add_argument("--hidden_units", type=int, default=64)
+    p.add_argument("--log_every", type=int, default=20, help="steps scheduled between step= lines")
+    p.add_argument("--save_every", type=int, default=100, help="steps between checkpoints")
+    p.add_argument("--noise", type=float, default=1.0, help="stddev of the pixel noise around the prototypes")
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def log(line):
+    print(line, flush=True)
+
+
+def make_dataset_fn(args):
+    """A per-worker input pipeline: an endless stream of noisy copies of 10 class prototypes."""
+    prototypes = tf.random.stateless_uniform([10, 28, 28], seed=[args.seed, 10])  # fixed per seed
+
+    def dataset_fn(_=None):
+        def example(i):
+            label = tf.cast(i % 10, tf.int32)
+            noise = tf.random.stateless_normal([28, 28], seed=tf.stack([tf.cast(args.seed, tf.int64), i]))
+            return tf.gather(prototypes, label) + args.noise * noise, label
+
+        return (tf.data.Dataset.random(seed=args.seed).map(lambda i: i % 1_000_000)
+                .map(example, num_parallel_calls=2)
+                .batch(args.batch_size, drop_remainder=True)
+                .prefetch(2))
+
+    return dataset_fn
+
+
+class MLP(tf.Module):
+    """784 -> hidden (relu) -> 10 logits."""
+
+    def __init__(self, hidden_units, seed):
+        super().__init__()
+        init = tf.random.stateless_normal
+        self.w1 = tf.Variable(init([784, hidden_units], seed=[seed, 1]) * 0.05, name="w1")
+        self.b1 = tf.Variable(tf.zeros([hidden_units]), name="b1")
+        self.w2 = tf.Variable(init([hidden_units, 10], seed=[seed, 2]) * 0.05, name="w2")
+        self.b2 = tf.Variable(tf.zeros([10]), name="b2")
+
+    def __call__(self, images):
+        x = tf.reshape(images, [-1, 784])
+        return tf.nn.relu(x @ self.w1 + self.b1) @ self.w2 + self.b2
+
+
+def run_server(resolver):
+    """ps and worker tasks: serve the cluster until killed."""
+    server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
+                                  task_index=resolver.task_id, protocol=resolver.rpc_layer or "grpc",
+                                  start=True)
+    log(f"{resolver.task_type}:{resolver.task_id} serving")
+    server.join()
+
+
+def run_coordinator(args, resolver):
+    strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+    coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+
+    with strategy.scope():  # variables are created on the ps tasks
+        model = MLP(args.hidden_units, args.seed)
+        global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+
+    checkpoint = tf.train.Checkpoint(model=model, global_step=global_step)
+    manager = tf.train.CheckpointManager(checkpoint, args.checkpoint_dir, max_to_keep=3)
+    restored = manager.restore_or_initialize()
+    step = int(global_step.numpy())
+    log(f"chief: {'restored ' + restored if restored else 'fresh start'}, "
+        f"global step {step}/{args.train_steps}, {len(resolver.cluster_spec().as_dict().get('worker', []))} workers")
+
+    @tf.function
+    def train_step(iterator):
+        def step_fn(images, labels):
+            with tf.GradientTape() as tape:
+                logits = model(images)
+                loss = tf.reduce_mean(
+                    tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+            grads = tape.gradient(loss, model.trainable_variables)
+            for var, grad in zip(model.trainable_variables, grads):
+                var.assign_sub(args.learning_rate * grad)  # plain SGD, applied on the ps
+            global_step.assign_add(1)
+            return loss
+
+        images, labels = next(iterator)
+        return strategy.run(step_fn, args=(images, labels))
+
+    per_worker_iterator = iter(coordinator.create_per_worker_dataset(make_dataset_fn(args)))
+
+    loss, first, last_saved = float("nan"), True, step
+    while step < args.train_steps:
+        # The first round is a single step, so first_step_time marks the first finished step.
+        n = 1 if first else min(args.log_every, args.train_steps - step)
+        results = [coordinator.schedule(train_step, args=(per_worker_iterator,)) for _ in range(n)]
+        coordinator.join()
+        if first:
+            log(f"first_step_time={time.time():.3f}")
+            first = False
+        loss = float(results[-1].fetch())
+        step = int(global_step.numpy())  # counts every executed step, repeats included
+        log(f"step={step} loss={loss:.6f}")
+        if step - last_saved >= args.save_every:
+            manager.save(checkpoint_number=step)
+            last_saved = step
+    if step != last_saved or restored is None:
+        manager.save(checkpoint_number=step)
+    log(f"done final_step={step} loss={loss:.6f}")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    if resolver.task_type in ("ps", "worker"):
+        run_server(resolver)
+    elif resolver.task_type == "chief":
+        run_coordinator(args, resolver)
+    else:
+        sys.exit(f"TF_CONFIG task type must be chief, ps or worker, not {resolver.task_type!r}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
