@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import tarfile
 import time
 from pathlib import Path
 
-import pytest
 
 from marathon_tf.local import LocalCluster
 

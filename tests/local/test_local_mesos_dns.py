@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import time
 
-import dns.flags
 import dns.message
 import dns.query
 import dns.rcode
-import dns.rdatatype
 import dns.resolver
 import pytest
 import requests
