@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Mapping, Sequence
@@ -21,6 +22,17 @@ from typing import BinaryIO, Callable, Mapping, Sequence
 __all__ = ["STEP_RE", "Trainer", "Outcome", "ExitPolicy", "exit_status"]
 
 STEP_RE = re.compile(r"\bstep[=: ]\s*(\d+)")
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: the program gets SIGKILL if the bootstrap dies (e.g. SIGKILLed by the agent), so a
+    trainer can never outlive its task. Elsewhere a no-op."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def exit_status(returncode: int) -> int:
@@ -48,7 +60,8 @@ class Trainer:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                     preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         self._readers = [threading.Thread(target=self._pump, args=(pipe, out), daemon=True, name=name)
                          for pipe, out, name in ((self.proc.stdout, self.stdout, "trainer-stdout"),
                                                  (self.proc.stderr, self.stderr, "trainer-stderr"))]

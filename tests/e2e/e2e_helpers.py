@@ -1,0 +1,83 @@
+"""Running example jobs through the real CLI with `--local`, and checking nothing is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MARATHON_TF = str(Path(sys.executable).parent / "marathon-tf")
+STEP = re.compile(r"^\[(?P<task>[a-z]+-\d+)\] .*\bstep=(?P<step>\d+) loss=(?P<loss>[0-9.eE+-]+)")
+
+
+def local_job(example: str, tmp_path: Path, job_file: str = "job.json", **changes) -> Path:
+    """A copy of an example's job file with its checkpoint volume in tmp_path and absolute fetch paths."""
+    src = ROOT / "examples" / example / job_file
+    job = json.loads(src.read_text())
+    job["fetch"] = [str((src.parent / f).resolve()) if isinstance(f, str) and "://" not in f else f
+                    for f in job.get("fetch", [])]
+    for v in job.get("volumes", []):
+        v["host_path"] = str(tmp_path / "shared" / v["container_path"])
+    job.update(changes)
+    out = tmp_path / f"{example}.json"
+    out.write_text(json.dumps(job, indent=2))
+    return out
+
+
+def deploy_local(job_path: Path, tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = dict(os.environ, MARATHON_TF_STATE_DIR=str(tmp_path / "state"))
+    env.pop("MARATHON_URL", None)
+    proc = subprocess.Popen([MARATHON_TF, "deploy", str(job_path), "--local", "--timeout", str(timeout - 20), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        raise AssertionError(f"deploy --local did not end in {timeout} s\n{err[-4000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def losses(output: str) -> dict[str, list[tuple[int, float]]]:
+    by_task: dict[str, list[tuple[int, float]]] = {}
+    for line in output.splitlines():
+        m = STEP.match(line)
+        if m:
+            by_task.setdefault(m["task"], []).append((int(m["step"]), float(m["loss"])))
+    return by_task
+
+
+def processes_under(path: Path) -> list[str]:
+    """Live processes whose working directory is inside ``path`` (task sandboxes)."""
+    left = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cwd.startswith(str(path)):
+            left.append(f"{pid} {cmd}")
+    return left
+
+
+def wait_no_processes(path: Path, seconds: float = 10) -> list[str]:
+    deadline = time.monotonic() + seconds
+    while True:
+        left = processes_under(path)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
