@@ -61,15 +61,35 @@ class RunResult:
         return "\n".join(t.describe() for t in self.tasks.values())
 
 
+def collect(procs, codes) -> RunResult:
+    result = RunResult(codes=codes)
+    for p in procs:
+        result.tasks[p.name] = TaskOutput(
+            p.name, p.returncode, Path(p.stdout_path).read_text(errors="replace"),
+            Path(p.stderr_path).read_text(errors="replace"), p.started_at, p.peak_rss_kib)
+    return result
+
+
 @pytest.fixture
-def run_example(tmp_path):
+def launched():
+    """A list to put every started Popen in: teardown stops them all and checks none is left."""
+    procs: List[subprocess.Popen] = []
+    yield procs
+    handlaunch.stop(procs)
+    for p in procs:
+        assert p.poll() is not None, f"{p.name} (pid {p.pid}) still running"
+        with pytest.raises(ProcessLookupError):
+            os.killpg(p.pid, 0)  # nothing left in the task's process group either
+
+
+@pytest.fixture
+def run_example(tmp_path, launched):
     """``run_example(name, ps=, workers=, chief=, args=[...], timeout=, delays=)`` -> RunResult.
 
     Launches by hand through examples/handlaunch.py, waits for the deciding tasks (job.json's
     completion), then stops every task; teardown stops anything still alive and checks that no
     process is left behind.
     """
-    launched: List[subprocess.Popen] = []
     runs = iter(range(1000))
 
     def run(name, ps=1, workers=2, chief=0, args=(), timeout=120.0, delays=None, env=None):
@@ -82,20 +102,9 @@ def run_example(tmp_path):
             codes = handlaunch.wait(procs, completion=handlaunch.completion_of(example), timeout=timeout)
         finally:
             handlaunch.stop(procs)
-        result = RunResult(codes=codes)
-        for p in procs:
-            result.tasks[p.name] = TaskOutput(
-                p.name, p.returncode, Path(p.stdout_path).read_text(errors="replace"),
-                Path(p.stderr_path).read_text(errors="replace"), p.started_at, p.peak_rss_kib)
-        return result
+        return collect(procs, codes)
 
-    yield run
-
-    handlaunch.stop(launched)
-    for p in launched:
-        assert p.poll() is not None, f"{p.name} (pid {p.pid}) still running"
-        with pytest.raises(ProcessLookupError):
-            os.killpg(p.pid, 0)  # nothing left in the task's process group either
+    return run
 
 
 @pytest.fixture

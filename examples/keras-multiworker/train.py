@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Keras model.fit with MultiWorkerMirroredStrategy (synchronous all-reduce across workers).
+
+What it shows: the common TF2 Keras multi-worker program, driven only by ``TF_CONFIG`` (workers
+only, no ps, no chief task: worker 0 is the chief).  Every worker runs the same ``model.fit``;
+gradients are all-reduced each step.  ``BackupAndRestore`` backs the training state up under
+``--checkpoint_dir`` at the end of each epoch, so a job whose workers are all restarted after a
+failure resumes from the last finished epoch.  At the end the trained weights are saved: worker 0
+writes them to ``<checkpoint_dir>/final``, the other workers (every worker must take part in the
+save) to a worker-specific temporary directory that they delete afterwards.  All workers exit 0.
+
+Keras: TF 2.21's Keras 3 does not work with this strategy, so the program uses ``tf_keras``
+(Keras 2) and sets ``TF_USE_LEGACY_KERAS=1`` before TensorFlow is imported.
+
+Data: synthetic 4-class tabular data (class-dependent means plus noise, fixed seed); nothing is
+downloaded.
+
+Output (stdout of every worker): ``step=<global step> loss=<loss>`` every ``--log_every`` steps,
+``first_step_time=<unix time>`` after the first step, ``done final_step=<n> loss=<x>`` at the end.
+"""
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # must precede the TensorFlow import
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import shutil  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tf_keras as keras  # noqa: E402
+
+NUM_FEATURES, NUM_CLASSES = 32, 4
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--steps_per_epoch", type=int, default=40)
+    p.add_argument("--batch_size", type=int, default=64, help="per worker; the global batch is this x workers")
+    p.add_argument("--checkpoint_dir", default="ckpt", help="shared directory for backups and the final weights")
+    p.add_argument("--learning_rate", type=float, default=0.05)
+    p.add_argument("--log_every", type=int, default=10, help="steps between step= lines")
+    p.add_argument("--num_examples", type=int, default=4096)
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def log(line):
+    print(line, flush=True)
+
+
+def task_of_tf_config():
+    """(task type, index) from TF_CONFIG, or (None, None) when running alone."""
+    task = json.loads(os.environ["TF_CONFIG"]).get("task", {}) if os.environ.get("TF_CONFIG") else {}
+    return task.get("type"), task.get("index")
+
+
+def is_chief(task_type, task_id):
+    return task_type in (None, "chief") or (task_type == "worker" and task_id == 0)
+
+
+def write_dir(dirpath, task_type, task_id):
+    """The standard multi-worker save pattern: the chief writes to ``dirpath``, every other
+    worker to its own ``dirpath/workertemp_<i>`` (deleted after the save)."""
+    if not is_chief(task_type, task_id):
+        dirpath = os.path.join(dirpath, f"workertemp_{task_id}")
+    os.makedirs(dirpath, exist_ok=True)
+    return dirpath
+
+
+def make_dataset(args, global_batch_size):
+    """Synthetic 4-class data, the same on every worker; the strategy shards it by element."""
+    rng = np.random.default_rng(args.seed)
+    means = rng.normal(0.0, 1.0, (NUM_CLASSES, NUM_FEATURES)).astype(np.float32)
+    labels = rng.integers(0, NUM_CLASSES, args.num_examples).astype(np.int32)
+    features = means[labels] + rng.normal(0.0, 1.0, (args.num_examples, NUM_FEATURES)).astype(np.float32)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return (tf.data.Dataset.from_tensor_slices((features, labels))
+            .shuffle(args.num_examples, seed=args.seed).repeat()
+            .batch(global_batch_size).prefetch(2).with_options(options))
+
+
+def build_model(learning_rate):
+    model = keras.Sequential([
+        keras.layers.Input(shape=(NUM_FEATURES,)),
+        keras.layers.Dense(64, activation="relu"),
+        keras.layers.Dense(NUM_CLASSES),
+    ])
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=learning_rate, momentum=0.9),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    return model
+
+
+class StepLogger(keras.callbacks.Callback):
+    """Prints ``first_step_time=`` once and ``step=<global step> loss=<loss>`` every N steps."""
+
+    def __init__(self, log_every):
+        super().__init__()
+        self.log_every, self.first_done, self.loss, self.logged = log_every, False, float("nan"), None
+
+    def on_train_begin(self, logs=None):
+        # After BackupAndRestore (listed before this callback) has restored a backup, if any.
+        log(f"training from global step {int(self.model.optimizer.iterations.numpy())}")
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.loss = float((logs or {}).get("loss", float("nan")))
+        if not self.first_done:
+            self.first_done = True
+            log(f"first_step_time={time.time():.3f}")
+        step = int(self.model.optimizer.iterations.numpy())
+        if step % self.log_every == 0:
+            log(f"step={step} loss={self.loss:.6f}")
+            self.logged = step
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    # Create the strategy first: it starts this task's server from TF_CONFIG.
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    task_type, task_id = task_of_tf_config()
+    workers = strategy.num_replicas_in_sync
+    log(f"{task_type}:{task_id} in a group of {workers} replicas")
+
+    with strategy.scope():
+        model = build_model(args.learning_rate)
+
+    logger = StepLogger(args.log_every)
+    callbacks = [
+        # Writes the chief's backup in backup/ and the others' in worker-specific temp dirs itself.
+        keras.callbacks.BackupAndRestore(backup_dir=os.path.join(args.checkpoint_dir, "backup")),
+        logger,
+    ]
+    history = model.fit(make_dataset(args, args.batch_size * workers), epochs=args.epochs,
+                        steps_per_epoch=args.steps_per_epoch, callbacks=callbacks, verbose=0)
+
+    # Every worker takes part in the save; only the chief's copy is kept.
+    final_dir = os.path.join(args.checkpoint_dir, "final")
+    target = write_dir(final_dir, task_type, task_id)
+    model.save_weights(os.path.join(target, "weights"))
+    if not is_chief(task_type, task_id):
+        shutil.rmtree(target, ignore_errors=True)
+
+    step = int(model.optimizer.iterations.numpy())
+    accuracy = history.history.get("accuracy", [float("nan")])[-1] if history.history else float("nan")
+    if logger.logged != step:
+        log(f"step={step} loss={logger.loss:.6f}")
+    log(f"done final_step={step} loss={logger.loss:.6f} accuracy={accuracy:.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
