@@ -345,6 +345,34 @@ def delete(job, marathon_url, user, password, token, ca_bundle, insecure, force,
         click.echo(f"deleted {job}" + (f" (deployment {body.get('deploymentId')})" if isinstance(body, dict) else ""))
 
 
+@cli.command(context_settings=_CTX)
+@click.argument("job")
+@click.argument("task", required=False)
+@_marathon_options
+@click.option("-f", "--follow", "follow_", is_flag=True, help="Keep printing new output (Ctrl-C to stop).")
+@click.option("--stream", type=click.Choice(["stdout", "stderr", "both"]), default="both", show_default=True)
+@click.option("--tail", "tail_bytes", type=click.IntRange(min=0), default=16384, show_default=True,
+              help="Start this many bytes before the end of each log.")
+@click.option("--agent-port", type=click.IntRange(1, 65535), default=5051, show_default=True,
+              envvar="MESOS_AGENT_PORT", show_envvar=True, help="The Mesos agents' HTTP port.")
+@click.option("--agent-url", default=None, help="Read from this agent URL instead of <task host>:<agent port>.")
+def logs(job, task, marathon_url, user, password, token, ca_bundle, insecure, follow_, stream, tail_bytes,
+         agent_port, agent_url) -> None:
+    """Print a job's task output (TASK like worker-1; all tasks if left out), read from the
+    Mesos agents' sandboxes (and from the local runner's)."""
+    from . import logs as tasklogs
+
+    client = _client(marathon_url, user, password, token, ca_bundle, insecure)
+    streams = ("stdout", "stderr") if stream == "both" else (stream,)
+    try:
+        for name, which, text in tasklogs.follow(client, job.strip("/"), task, streams, tail=tail_bytes,
+                                                 follow_=follow_, agent_port=agent_port, agent_url=agent_url):
+            for line in text.splitlines():
+                click.echo(f"[{name}] {line}", err=which == "stderr")
+    except KeyboardInterrupt:
+        return
+
+
 # ---------------------------------------------------------------------------- in the container / locally
 
 

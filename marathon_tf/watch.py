@@ -62,7 +62,7 @@ class EventStream:
             try:
                 self._response = self.client.events(self.event_types, read_timeout=30.0)
                 delay = 0.5
-                for ev in sseclient.SSEClient(self._response).events():
+                for ev in sseclient.SSEClient(_unbuffered(self._response)).events():
                     if self._stop.is_set():
                         return
                     if not ev.data or not ev.data.strip():
@@ -141,6 +141,21 @@ def wait_job(client: Client, job: str, *, timeout: float | None,
             stream.wait(left)
         else:
             _sleep(left)
+
+
+def _unbuffered(response):
+    """The stream's bytes as they arrive. Marathon (Jetty) sends /v2/events without chunked
+    encoding, so requests' buffered iteration would hold events back until a buffer fills."""
+    raw = response.raw
+    read1 = getattr(raw, "read1", None)
+    if read1 is None:  # urllib3 < 2
+        yield from response.iter_content(chunk_size=1)
+        return
+    while True:
+        data = read1(65536)
+        if not data:
+            return
+        yield data
 
 
 def _sleep(seconds: float) -> list:

@@ -23,6 +23,7 @@ from .deployments import DeploymentManager
 from .errors import ApiError
 from .events import EventBus
 from .faults import FaultInjector
+from .agent import add_agent_routes
 from .launcher import Launcher
 from .scheduler import Scheduler
 from .state import FRAMEWORK_ID, State, canonical_path, now_ts
@@ -214,6 +215,7 @@ def create_app(rt: Runtime) -> web.Application:
     app.router.add_delete("/_local/requests", clear_requests)
     app.router.add_post("/_local/kill", kill)
     app.router.add_route("*", "/v2{tail:.*}", dispatch)
+    add_agent_routes(app, rt.launcher.state_dir / "sandboxes", FRAMEWORK_ID)
     return app
 
 

@@ -1,0 +1,119 @@
+"""`logs` through the agent files API (local runner and a fake Mesos agent); watching deployments."""
+
+import json
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from marathon_tf import jobs, logs
+from marathon_tf.cli import cli
+from marathon_tf.errors import Timeout
+from marathon_tf.local import LocalCluster
+from marathon_tf.marathon import Client
+from marathon_tf.watch import EventStream, wait_deployment
+
+LABELS = {"marathon-tf/job": "j", "marathon-tf/role": "worker", "marathon-tf/index": "0"}
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = LocalCluster(state_dir=tmp_path / "state", dns_refresh=0, heartbeat=0.5)
+    c.start()
+    yield c
+    c.stop()
+
+
+def wait_for(predicate, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_logs_reads_the_local_sandboxes(cluster):
+    client = Client(cluster.marathon_url)
+    client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 1, "labels": LABELS,
+                                            "cmd": "echo out-1; echo err-1 >&2; sleep 1; echo out-2; sleep 60"}]})
+    assert wait_for(lambda: any(t == "worker-0" for t, _, x in logs.follow(
+        client, "j", None, ("stdout",), tail=1000, follow_=False, agent_port=5051, agent_url=None) if "out-2" in x))
+    r = CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == ["[worker-0] out-1", "[worker-0] out-2"]
+    assert r.stderr.splitlines() == ["[worker-0] err-1"]
+    r = CliRunner().invoke(cli, ["logs", "j", "worker-9", "--marathon", cluster.marathon_url])
+    assert r.exit_code == 2 and "worker-9" in r.stderr
+
+
+def test_the_agent_file_api_refuses_paths_outside_the_sandboxes(cluster):
+    import requests
+
+    r = requests.get(f"{cluster.marathon_url}/files/read", params={"path": "/etc/passwd", "offset": 0})
+    assert r.status_code == 404
+    r = requests.get(f"{cluster.marathon_url}/files/read",
+                     params={"path": str(cluster.state_dir / "sandboxes" / ".." / ".." / "x"), "offset": 0})
+    assert r.status_code == 404
+
+
+def test_logs_on_a_cluster_go_to_the_tasks_agent(httpserver):
+    """Marathon says where the task runs; the agent's /state says its sandbox; /files/read gives the text."""
+    agent = httpserver.url_for("").rstrip("/")
+    host_port = agent.split("://", 1)[1]
+    host, port = host_port.split(":")
+    task_id = "j_worker-0.instance-1._app.1"
+    httpserver.expect_request("/v2/info").respond_with_json({"name": "marathon", "version": "1.8.222"})
+    httpserver.expect_request("/v2/groups/j").respond_with_json({"id": "/j", "apps": [
+        {"id": "/j/worker-0", "labels": LABELS, "tasks": [{"id": task_id, "host": host, "stagedAt": "t"}]}]})
+    httpserver.expect_request("/state").respond_with_json({"frameworks": [{"executors": [
+        {"id": "other", "directory": "/x", "tasks": [{"id": "other"}]},
+        {"id": task_id, "directory": "/var/lib/mesos/slaves/S1/runs/r1", "tasks": [{"id": task_id}]}]}]})
+    content = "line one\nline two\n"
+
+    def read(request):
+        from werkzeug import Response
+
+        assert request.args["path"] == "/var/lib/mesos/slaves/S1/runs/r1/stdout"
+        offset = int(request.args["offset"])
+        if offset == -1:
+            return Response(json.dumps({"data": "", "offset": len(content)}), content_type="application/json")
+        return Response(json.dumps({"data": content[offset:], "offset": offset}), content_type="application/json")
+
+    httpserver.expect_request("/files/read").respond_with_handler(read)
+    r = CliRunner().invoke(cli, ["logs", "j", "--stream", "stdout", "--marathon", agent, "--agent-port", port])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == ["[worker-0] line one", "[worker-0] line two"]
+
+
+def test_events_arrive_and_wait_deployment_ends_when_tasks_run(cluster):
+    client = Client(cluster.marathon_url)
+    with EventStream(client) as stream, EventStream(client) as probe:
+        time.sleep(0.5)  # both attached
+        body = client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 1, "labels": LABELS,
+                                                       "cmd": "sleep 60"}]})
+        status = wait_deployment(client, body["deploymentId"], "j", timeout=30, stream=stream, poll=5.0)
+        assert body["deploymentId"] not in {d["id"] for d in client.deployments()}
+        assert status["tasks"][0]["state"] == "TASK_RUNNING"
+        types = []
+        assert wait_for(lambda: types.extend(e["eventType"] for e in probe.wait(0.2)) or
+                        {"status_update_event", "deployment_success"} <= set(types), 5), types
+
+
+def test_wait_deployment_times_out_with_exit_code_3(cluster):
+    client = Client(cluster.marathon_url)
+    app = {"id": "/j/worker-0", "instances": 1, "labels": LABELS, "cmd": "sleep 60",
+           "healthChecks": [{"protocol": "COMMAND", "command": {"value": "false"}, "gracePeriodSeconds": 300,
+                             "intervalSeconds": 1, "delaySeconds": 0}]}
+    body = client.put_group({"id": "/j", "apps": [app]})
+    with pytest.raises(Timeout) as e:
+        wait_deployment(client, body["deploymentId"], "j", timeout=1.5, poll=0.5)
+    assert e.value.exit_code == 3 and "still in progress" in e.value.message
+
+
+def test_status_derives_running_and_counts(cluster):
+    client = Client(cluster.marathon_url)
+    client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 1, "labels": LABELS, "cmd": "sleep 60"}]})
+    assert wait_for(lambda: jobs.job_status(client, "j")["state"] == "Running")
+    st = jobs.job_status(client, "j")
+    assert st["counts"]["worker"]["running"] == 1
