@@ -1,0 +1,140 @@
+"""Helpers for the reliability tests: running the real CLI, job files, the local server's log."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pytest
+import requests
+from click.testing import CliRunner, Result
+
+from marathon_tf.cli import cli
+
+MARATHON_TF = str(Path(sys.executable).parent / "marathon-tf")
+
+#: A valid job whose task does nothing interesting (deploys are --detach and deleted afterwards).
+BASE_JOB: dict[str, Any] = {
+    "name": "rel",
+    "command": "sleep 30",
+    "roles": {"worker": {"count": 1, "cpus": 0.1, "mem": 32}},
+}
+
+
+def job(**changes: Any) -> dict[str, Any]:
+    """A copy of BASE_JOB with top-level keys replaced."""
+    return {**json.loads(json.dumps(BASE_JOB)), **changes}
+
+
+def write_job(path: Path, content: Any) -> Path:
+    """Write a dict/list as JSON, bytes as they are, str as UTF-8 text."""
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif isinstance(content, str):
+        path.write_text(content, encoding="utf-8")
+    else:
+        path.write_text(json.dumps(content), encoding="utf-8")
+    return path
+
+
+def run_cli(args: list[str], env: dict[str, str] | None = None) -> Result:
+    """The real click CLI in-process; stdout and stderr apart. Unexpected exceptions fail the test."""
+    base_env = {"MARATHON_URL": None, "MARATHON_USER": None, "MARATHON_PASSWORD": None, "MARATHON_TOKEN": None,
+                "MARATHON_CA_BUNDLE": None, "MARATHON_TF_CONFIG": "/nonexistent/marathon-tf-config.json"}
+    result = CliRunner().invoke(cli, args, env={**base_env, **(env or {})}, catch_exceptions=True)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        import traceback
+
+        tb = "".join(traceback.format_exception(*result.exc_info))
+        raise AssertionError(f"marathon-tf {args} raised instead of exiting cleanly:\n{tb}\nstderr: {result.stderr}")
+    return result
+
+
+def run_subprocess(args: list[str], env: dict[str, str] | None = None, timeout: float = 60,
+                   cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``marathon-tf ARGS`` as a real process (its own session; killed on timeout)."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("MARATHON")}
+    full_env["MARATHON_TF_CONFIG"] = "/nonexistent/marathon-tf-config.json"
+    full_env.update(env or {})
+    proc = subprocess.Popen([MARATHON_TF, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env,
+                            cwd=cwd, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"marathon-tf {args} did not end in {timeout} s: {err.decode(errors='replace')}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.1, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout}s waiting for {what or predicate} (last value {last!r})")
+
+
+def api_requests(log: Iterable[dict]) -> list[dict]:
+    """Entries of the local server's request log (it already leaves out /_local/)."""
+    return [e for e in log if not e["path"].startswith("/_local/")]
+
+
+def puts(log: Iterable[dict], group_path: str) -> list[dict]:
+    return [e for e in log if e["method"] == "PUT" and e["path"] == group_path]
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct ports free for both TCP and UDP (best effort)."""
+    ports: list[int] = []
+    while len(ports) < n:
+        p = free_port()
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+                u.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+        if p not in ports:
+            ports.append(p)
+    return ports
+
+
+def processes_under(path: Path) -> list[str]:
+    """Live processes whose working directory is inside ``path`` (task sandboxes)."""
+    left = []
+    root = str(Path(path).resolve())
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cwd == root or cwd.startswith(root + "/"):
+            left.append(f"{pid} {cmd}")
+    return left
+
+
+def get_json(url: str, **kw: Any) -> tuple[int, Any]:
+    r = requests.get(url, timeout=10, **kw)
+    try:
+        return r.status_code, r.json()
+    except ValueError:
+        return r.status_code, r.text
