@@ -1,5 +1,7 @@
 """The whole path on one machine: render, post, schedule, discover, write the spec, train (real TensorFlow)."""
 
+import json
+
 import pytest
 
 from e2e_helpers import deploy_local, local_job, losses, wait_no_processes
@@ -18,5 +20,56 @@ def test_tf1_between_graph_job_trains_to_completion_with_flags(tmp_path):
     first, last = steps[0], steps[-1]
     assert last[0] >= 300
     assert last[1] < first[1], f"loss did not go down: {first} -> {last}"
+    specs = _spec_files(tmp_path)
+    assert set(specs) == {"ps-0", "worker-0", "worker-1"}
+    for task, spec in specs.items():
+        argv = spec["argv"]
+        role, index = task.rsplit("-", 1)
+        assert f"--job_name={role}" in argv and f"--task_index={index}" in argv
+        assert f"--ps_hosts={spec['cluster']['ps'][0]}" in argv
+        assert f"--worker_hosts={','.join(spec['cluster']['worker'])}" in argv
+        assert "tf_config" not in spec or not spec["tf_config"]  # flags style: no TF_CONFIG
     # the cluster spec reached the program as the classic flags
+    assert wait_no_processes(tmp_path) == []
+
+
+def _assert_tf_config(tmp_path, shape):
+    specs = _spec_files(tmp_path)
+    assert set(specs) == {f"{r}-{i}" for r, n in shape.items() for i in range(n)}
+    for task, spec in specs.items():
+        assert {r: len(v) for r, v in spec["tf_config"]["cluster"].items()} == shape
+        assert spec["tf_config"]["task"] == {"type": task.rsplit("-", 1)[0], "index": int(task.rsplit("-", 1)[1])}
+        assert not any(a.startswith("--ps_hosts") for a in spec["argv"])  # TF_CONFIG only
+    clusters = {json.dumps(s["tf_config"]["cluster"], sort_keys=True) for s in specs.values()}
+    assert len(clusters) == 1, "every task must get the same cluster"
+
+
+def _spec_files(tmp_path):
+    import json
+
+    return {p.parent.name.split(".")[0].rsplit("_", 1)[-1]: json.loads(p.read_text())
+            for p in (tmp_path / "state").glob("*/sandboxes/*/cluster_spec.json")}
+
+
+def test_parameter_server_strategy_job_trains_with_tf_config(tmp_path):
+    job = local_job("mnist-ps-strategy", tmp_path)
+    r = deploy_local(job, tmp_path)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "job mnist-ps-strategy: Succeeded" in r.stderr
+    chief = losses(r.stdout).get("chief-0")
+    assert chief and chief[-1][0] >= 200 and chief[-1][1] < chief[0][1], chief
+    _assert_tf_config(tmp_path, {"chief": 1, "ps": 1, "worker": 2})
+    assert wait_no_processes(tmp_path) == []
+
+
+def test_keras_multiworker_mirrored_job_trains_with_tf_config(tmp_path):
+    job = local_job("keras-multiworker", tmp_path)
+    r = deploy_local(job, tmp_path)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "job keras-multiworker: Succeeded" in r.stderr
+    by_task = losses(r.stdout)
+    assert set(by_task) == {"worker-0", "worker-1"}, by_task.keys()
+    w0 = by_task["worker-0"]
+    assert w0[-1][1] < w0[0][1], w0
+    _assert_tf_config(tmp_path, {"worker": 2})
     assert wait_no_processes(tmp_path) == []
