@@ -254,6 +254,9 @@ def job_status(client: Client, job: str, *, probe: bool = True,
                 row["state"] = f"delayed {delay.get('timeLeftSeconds', 0)}s"
             else:
                 row["state"] = "waiting"
+            why = stall_reason(q)
+            if why and row["state"] != "stopped":
+                row["waitingFor"] = why
         ltf = app.get("lastTaskFailure") or {}
         if ltf:
             row["lastFailure"] = f"{ltf.get('state', '')}: {ltf.get('message', '')}".strip(": ")
@@ -266,6 +269,7 @@ def job_status(client: Client, job: str, *, probe: bool = True,
                     row = next(r for r in tasks if r["task"] == name)
                     row["phase"] = result.get("phase")
                     row["step"] = result.get("step")
+    tb = next((r for r in tasks if r["role"] == "tensorboard" and r.get("state") == "TASK_RUNNING"), None)
     labels = {}
     for app in apps.values():
         labels.update({k: v for k, v in (app.get("labels") or {}).items() if k.startswith(LABEL_PREFIX)})
@@ -280,6 +284,8 @@ def job_status(client: Client, job: str, *, probe: bool = True,
         "tasks": tasks,
         "counts": _counts(tasks),
     }
+    if tb and tb.get("port"):
+        out["tensorboard"] = f"http://{tb['host']}:{tb['port']}"
     if labels.get(STARTED_LABEL):
         out["startedAt"] = labels[STARTED_LABEL]
     if labels.get(FINISHED_LABEL):
@@ -291,6 +297,27 @@ def job_status(client: Client, job: str, *, probe: bool = True,
     if labels.get(REASON_LABEL):
         out["reason"] = labels[REASON_LABEL]
     return out
+
+
+_REASONS = {
+    "InsufficientCpus": "cpus", "InsufficientMemory": "mem", "InsufficientDisk": "disk",
+    "InsufficientGpus": "gpus", "InsufficientPorts": "ports", "UnfulfilledConstraint": "constraints",
+    "UnfulfilledRole": "role", "NoCorrespondingReservationFound": "reservation",
+    "DeclinedScarceResources": "no GPU agents may be used", "AgentMaintenance": "agent maintenance",
+}
+
+
+def stall_reason(queue_entry: dict[str, Any]) -> str | None:
+    """Why Marathon cannot place a task, from ``/v2/queue``'s offer summary (1.3+)."""
+    summary = (queue_entry or {}).get("processedOffersSummary") or {}
+    rejected = [r for r in summary.get("rejectSummaryLastOffers") or [] if r.get("declined")]
+    if rejected:
+        parts = [f"{_REASONS.get(r.get('reason'), r.get('reason'))} ({r['declined']} of "
+                 f"{r.get('processed', r['declined'])} offers declined)" for r in rejected]
+        return "no offer with enough " + ", ".join(parts)
+    if summary.get("processedOffersCount") == 0 and queue_entry.get("since"):
+        return f"no offers received since {queue_entry['since']}"
+    return None
 
 
 def _safe(fn, default):

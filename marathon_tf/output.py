@@ -55,6 +55,11 @@ def progress_line(status: dict[str, Any]) -> str:
                 and t.get("state") != "TASK_RUNNING"]
     if failures:
         parts.append("last failure " + failures[0])
+    stalled = [f"{t['task']} waits: {t['waitingFor']}" for t in status.get("tasks", []) if t.get("waitingFor")]
+    if stalled:
+        parts.append(stalled[0] + (f" (+{len(stalled) - 1} more)" if len(stalled) > 1 else ""))
+    if status.get("tensorboard"):
+        parts.append(f"TensorBoard {status['tensorboard']}")
     return f"{status.get('job')}: {status.get('state')} — " + "; ".join(parts)
 
 
@@ -65,7 +70,7 @@ def status_table(status: dict[str, Any]) -> None:
     head = f"job {status['job']} ({status['groupId']}): {status['state']}"
     extra = []
     for key, label in (("startedAt", "started"), ("finishedAt", "finished"), ("finalStep", "final step"),
-                       ("step", "step"), ("reason", "reason")):
+                       ("step", "step"), ("tensorboard", "TensorBoard"), ("reason", "reason")):
         if status.get(key) is not None:
             extra.append(f"{label} {status[key]}")
     table = Table(title=head + ("  " + ", ".join(extra) if extra else ""), title_justify="left")
@@ -74,7 +79,7 @@ def status_table(status: dict[str, Any]) -> None:
     for t in status["tasks"]:
         table.add_row(t["task"], str(t.get("state", "")), str(t.get("address") or ""), str(t.get("health") or ""),
                       str(t.get("phase") or ""), "" if t.get("step") is None else str(t["step"]),
-                      str(t.get("lastFailure") or ""))
+                      str(t.get("lastFailure") or t.get("waitingFor") or ""))
     # Piped output gets a wide table (rich would fold it at 80 columns).
     Console(highlight=False, width=None if sys.stdout.isatty() else 200).print(table)
 

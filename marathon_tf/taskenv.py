@@ -121,15 +121,17 @@ class TaskContext:
                 raise ValueError(f"{name} is not set (is this task rendered by marathon-tf?)")
             return value
 
+        raw_cluster = need("MTF_CLUSTER")
         try:
-            cluster = json.loads(need("MTF_CLUSTER"))
+            cluster = json.loads(raw_cluster)
             if not isinstance(cluster, dict):
                 raise ValueError
             cluster = {str(k): int(v) for k, v in cluster.items()}
         except (ValueError, TypeError):
             raise ValueError("MTF_CLUSTER must be a JSON object of role counts, e.g. {\"ps\":1,\"worker\":2}")
+        raw_index = need("MTF_INDEX")
         try:
-            index = int(need("MTF_INDEX"))
+            index = int(raw_index)
         except ValueError:
             raise ValueError("MTF_INDEX must be an integer")
         budget = environ.get("MTF_RESTART_BUDGET", "5/600")

@@ -178,3 +178,25 @@ def test_importing_the_cli_does_not_import_tensorflow():
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_status_explains_a_stalled_task_with_marathons_reason(httpserver):
+    group = render_group(load_dict(minimal(roles={"ps": {"count": 1}, "worker": {"count": 1, "gpus": 4}})))
+    apps = [dict(a, tasks=[], deployments=[{"id": "d1"}]) for a in group["apps"]]
+    apps[1]["lastTaskFailure"] = {"state": "TASK_FAILED", "message": "Failed to pull image"}
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json({"id": "/mnist", "apps": apps})
+    httpserver.expect_request("/v2/queue").respond_with_json({"queue": [
+        {"app": {"id": "/mnist/ps-0"}, "count": 1, "delay": {"overdue": True}, "since": "2026-11-21T00:00:00.000Z",
+         "processedOffersSummary": {"processedOffersCount": 0}},
+        {"app": {"id": "/mnist/worker-0"}, "count": 1, "delay": {"overdue": True},
+         "processedOffersSummary": {"processedOffersCount": 3, "rejectSummaryLastOffers": [
+             {"reason": "InsufficientGpus", "declined": 3, "processed": 3},
+             {"reason": "InsufficientCpus", "declined": 0, "processed": 3}]}}]})
+    r = CliRunner().invoke(cli, ["status", "mnist", "--marathon", httpserver.url_for(""), "-o", "json"])
+    assert r.exit_code == 0, r.output
+    st = json.loads(r.stdout)
+    assert st["state"] == "Deploying"
+    ps, worker = st["tasks"]
+    assert ps["waitingFor"] == "no offers received since 2026-11-21T00:00:00.000Z"
+    assert worker["waitingFor"] == "no offer with enough gpus (3 of 3 offers declined)"
+    assert worker["lastFailure"] == "TASK_FAILED: Failed to pull image"
