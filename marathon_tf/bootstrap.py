@@ -15,7 +15,14 @@ Order of work: start the status endpoint (so health checks pass during rendezvou
 discover every cluster member (deadline ``MTF_STARTUP_TIMEOUT``; exit 1 naming the
 missing peers) -> TF_CONFIG / flags / ``cluster_spec.json`` -> run the program, pass
 its output through -> watch for peers that moved and restart the program with the
-rewritten spec -> on its exit, :class:`marathon_tf.supervisor.ExitPolicy` decides.
+rewritten spec -> on its exit, the policy decides (:class:`marathon_tf.lifecycle.JobPolicy`
+in ``main``; see :mod:`marathon_tf.lifecycle` for the table): restart the program in place
+(after a short backoff, with a freshly checked spec), exit for Marathon to relaunch the
+task, stay up, or end the job (wait for the other workers under ``all_workers``, then
+record Succeeded/Failed on every app and scale them to 0, through a
+:class:`~marathon_tf.lifecycle.JobControl`). With a JobControl, a passed startup deadline
+fails the job (naming the missing peers) instead of exiting into a relaunch loop.
+After the job's end the bootstrap stays up and healthy until Marathon stops it.
 
 Which roles restart when a peer moves: chief, worker and evaluator (they dial their
 peers). A ps does not: it never dials anyone, and restarting it would throw away the
@@ -39,17 +46,20 @@ from typing import Callable, Mapping, Sequence
 from marathon_tf import cluster_spec, naming
 from marathon_tf.discovery import Backend, PeerKey, Rendezvous, make_backend
 from marathon_tf.errors import DiscoveryError, UsageError
+from marathon_tf.lifecycle import JobControl, JobPolicy, RestartBudget, client_from_env, failures_path, startup_reason
+from marathon_tf import labels as L
 from marathon_tf.status_server import StatusServer, TaskStatus
-from marathon_tf.supervisor import ExitPolicy, Trainer
+from marathon_tf.supervisor import ExitPolicy, Outcome, Trainer
 from marathon_tf.taskenv import TaskContext
 
-__all__ = ["main", "Bootstrap", "parse_args", "shell_command", "own_address", "status_port",
+__all__ = ["main", "Bootstrap", "job_lifecycle", "parse_args", "shell_command", "own_address", "status_port",
            "restarts_on_move", "SPEC_FILE"]
 
 SPEC_FILE = "cluster_spec.json"
 SHELL_CHARS = set(" \t\n;&|<>()$`\\\"'*?[]#")
 DEFAULT_WATCH_INTERVAL = 20.0
 DEFAULT_GRACE = 20.0
+RESTART_BACKOFF = (1.0, 30.0)  # in-place restarts wait 1, 2, 4 ... s, at most 30 s
 
 
 def _log(message: str) -> None:
@@ -112,10 +122,12 @@ def restarts_on_move(role: str) -> bool:
 
 class Bootstrap:
     """One task's bootstrap. ``run()`` returns the process exit code; ``request_stop`` is what
-    the SIGTERM/SIGINT handlers call (from any thread)."""
+    the SIGTERM/SIGINT handlers call (from any thread). ``control`` (None: nothing is done to
+    the job as a whole) waits for the workers and records the job's end when the policy says so."""
 
     def __init__(self, ctx: TaskContext, environ: Mapping[str, str], command: Sequence[str], *,
                  backend: Backend | None = None, policy: ExitPolicy | None = None,
+                 control: JobControl | None = None, restart_backoff: tuple[float, float] = RESTART_BACKOFF,
                  watch_interval: float = DEFAULT_WATCH_INTERVAL, grace: float = DEFAULT_GRACE,
                  clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
                  tick: float = 0.2, stdout=None, stderr=None):
@@ -123,6 +135,9 @@ class Bootstrap:
         self.shell = shell_command(self.command)
         self._backend = backend
         self.policy = policy or ExitPolicy(ctx.permanent_exit_codes)
+        self.control = control
+        self.restart_backoff = restart_backoff
+        self._in_place_restarts = 0
         self.watch_interval, self.grace, self.clock, self.tick = watch_interval, grace, clock, tick
         self.rng = rng or random.Random()
         self.stdout, self.stderr = stdout, stderr
@@ -156,6 +171,12 @@ class Bootstrap:
             self.status.update(phase="failed", last_error=message)
             self.status.set_healthy(False)
             _log(f"FAILED: {message}")
+            if isinstance(e, DiscoveryError) and self.control is not None:
+                # TensorFlow would wait silently forever; a relaunch would not find the peers either.
+                reason = startup_reason(self.ctx.startup_timeout, self.status.snapshot()["missing"])
+                self.status.set_healthy(True)  # parked: Marathon must not kill and relaunch it
+                self._end_job(L.FAILED, reason)
+                self._stop.wait()
             return getattr(e, "exit_code", 1)
         finally:
             if self.server:
@@ -259,7 +280,14 @@ class Bootstrap:
                 _log(f"stopped by signal {self._signum}; training program exited with {code}")
                 return code
             if code is not None:
-                return self._finished(code)
+                outcome = self.policy.decide(code, stderr_tail=trainer.stderr_tail())
+                if not outcome.restart:
+                    return self._finished(code, outcome)
+                trainer = self._restart_in_place(code, outcome)
+                if trainer is None:
+                    return 128 + (self._signum or signal.SIGTERM)
+                next_watch = self._next_watch()
+                continue
             if watching and self.clock() >= next_watch:
                 trainer = self._watch(trainer)
                 next_watch = self._next_watch()
@@ -282,16 +310,72 @@ class Bootstrap:
              f"the previous run exited with {code})")
         return self._start_trainer()
 
-    def _finished(self, code: int) -> int:
-        outcome = self.policy.decide(code)
+    def _restart_in_place(self, code: int, outcome: Outcome) -> Trainer | None:
+        """Restart the program at the same host:port after a backoff (None: stopped meanwhile).
+        The peers are looked up once first, so a peer that moved meanwhile is in the new spec."""
+        self._in_place_restarts += 1
+        first, cap = self.restart_backoff
+        delay = min(cap, first * 2 ** (self._in_place_restarts - 1))
+        self.status.update(phase="running", exit_code=code, last_error=outcome.reason)
+        _log(f"{outcome.reason}; restarting in {delay:g} s")
+        if self._stop.wait(delay):
+            return None
+        me, peers = self._members()
+        if peers and self._backend is not None and hasattr(self, "rendezvous"):
+            try:
+                moved = self.rendezvous.moved({p: self.endpoints[p] for p in peers})
+            except Exception as e:  # a failing lookup must not stop the restart
+                _log(f"could not re-check the peers before the restart: {e}")
+                moved = {}
+            if moved:
+                self.endpoints.update(moved)
+                self._render()
+        restarts = self.status.add_restart()
+        _log(f"restarting the training program in place (restart {restarts})")
+        return self._start_trainer()
+
+    def _end_job(self, state: str, reason: str) -> None:
+        """Record the job's end through the JobControl (retried until done or stopped)."""
+        if self.control is None:
+            _log(f"job {state} ({reason}), but there is no Marathon to record it in (MTF_MARATHON_URL "
+                 f"is not set): staying up")
+            return
+        self.control.finish(state, reason, self.status.snapshot()["step"], self._stop)
+
+    def _finished(self, code: int, outcome: Outcome) -> int:
         self.status.update(phase=outcome.phase, exit_code=code, last_error=outcome.reason)
         self.status.set_healthy(outcome.healthy)
         _log(f"training program exited with {code}: {outcome.phase}"
+             + (f" ({outcome.reason})" if outcome.reason else "")
              + ("; staying up until stopped" if outcome.stay_up else ""))
+        if outcome.finish:
+            state, reason = outcome.finish, outcome.reason or f"{self.ctx.task} finished"
+            if outcome.await_workers and self.control is not None:
+                _log("waiting for the other workers to finish")
+                waited = self.control.await_workers(self._stop)
+                state, reason = waited if waited else (None, None)
+            elif outcome.finish == L.SUCCEEDED:
+                reason = f"{self.ctx.task} finished"
+            if state == L.FAILED and outcome.finish == L.SUCCEEDED:
+                self.status.update(last_error=reason)
+            if state is not None and not self._stop.is_set():
+                self._end_job(state, reason)
         if outcome.stay_up:
             self._stop.wait()
             return outcome.exit_code
         return outcome.exit_code
+
+
+def job_lifecycle(ctx: TaskContext, environ: Mapping[str, str]) -> dict:
+    """The job-aware ``policy`` and ``control`` for a task (see :mod:`marathon_tf.lifecycle`)."""
+    n, window = ctx.restart_budget
+    path = failures_path(ctx, environ)
+    _log(f"restart budget: {n} failure(s) in {window:g} s, "
+         + (f"job-wide in {path}" if path else "per task (no writable logdir)"))
+    budget = RestartBudget(n, window, task=ctx.task, path=path)
+    client = client_from_env(ctx, environ)
+    control = JobControl(ctx, client, log=_log) if client is not None else None
+    return {"policy": JobPolicy(ctx, budget), "control": control}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -306,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ValueError) as e:
         _log(f"error: {getattr(e, 'message', e)}")
         return 2
-    boot = Bootstrap(ctx, os.environ, command, watch_interval=options["watch_interval"], grace=options["grace"])
+    boot = Bootstrap(ctx, os.environ, command, watch_interval=options["watch_interval"], grace=options["grace"],
+                     **job_lifecycle(ctx, os.environ))
     previous = {sig: signal.signal(sig, lambda signum, frame: boot.request_stop(signum))
                 for sig in (signal.SIGTERM, signal.SIGINT)}
     try:

@@ -2,10 +2,12 @@
 
 * :class:`Trainer` starts the program in its own process group, passes its
   stdout/stderr through line by line (one reader thread per stream), remembers the
-  last ``step=<int>``, and stops it: signal -> grace period -> SIGKILL of the group.
+  last ``step=<int>`` and the last :data:`STDERR_TAIL_LINES` lines of stderr (for the
+  job's failure reason), and stops it: signal -> grace period -> SIGKILL of the group.
 * :class:`ExitPolicy` is the one place that maps the program's exit code to what the
-  bootstrap does next (phase, stay up or exit, health). The job-lifecycle work
-  extends it by subclassing and overriding :meth:`ExitPolicy.decide`.
+  bootstrap does next (phase, stay up, exit or restart in place, health, record the
+  job's end). :class:`marathon_tf.lifecycle.JobPolicy` is the job-aware subclass the
+  bootstrap's ``main`` uses.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ import signal
 import subprocess
 import sys
 import threading
+from collections import deque
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Mapping, Sequence
 
-__all__ = ["STEP_RE", "Trainer", "Outcome", "ExitPolicy", "exit_status"]
+__all__ = ["STEP_RE", "STDERR_TAIL_LINES", "Trainer", "Outcome", "ExitPolicy", "exit_status"]
 
 STEP_RE = re.compile(r"\bstep[=: ]\s*(\d+)")
+STDERR_TAIL_LINES = 20
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -53,6 +57,8 @@ class Trainer:
         self.stderr = stderr or sys.stderr.buffer
         self.proc: subprocess.Popen | None = None
         self._readers: list[threading.Thread] = []
+        self._tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self._tail_lock = threading.Lock()
 
     @property
     def pid(self) -> int | None:
@@ -62,20 +68,31 @@ class Trainer:
         self.proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                                      preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
-        self._readers = [threading.Thread(target=self._pump, args=(pipe, out), daemon=True, name=name)
-                         for pipe, out, name in ((self.proc.stdout, self.stdout, "trainer-stdout"),
-                                                 (self.proc.stderr, self.stderr, "trainer-stderr"))]
+        with self._tail_lock:
+            self._tail.clear()
+        self._readers = [threading.Thread(target=self._pump, args=(pipe, out, tail), daemon=True, name=name)
+                         for pipe, out, tail, name in ((self.proc.stdout, self.stdout, False, "trainer-stdout"),
+                                                       (self.proc.stderr, self.stderr, True, "trainer-stderr"))]
         for t in self._readers:
             t.start()
 
-    def _pump(self, pipe: BinaryIO, out: BinaryIO) -> None:
+    def stderr_tail(self) -> str:
+        """The last :data:`STDERR_TAIL_LINES` lines the program wrote to stderr (this run)."""
+        with self._tail_lock:
+            return "\n".join(self._tail)
+
+    def _pump(self, pipe: BinaryIO, out: BinaryIO, keep_tail: bool) -> None:
         for line in iter(pipe.readline, b""):
             try:
                 out.write(line)
                 out.flush()
             except (OSError, ValueError):
                 pass
-            steps = STEP_RE.findall(line.decode("utf-8", "replace"))
+            text = line.decode("utf-8", "replace")
+            if keep_tail and text.strip():
+                with self._tail_lock:
+                    self._tail.append(text.rstrip("\r\n"))
+            steps = STEP_RE.findall(text)
             if steps:
                 self.on_step(int(steps[-1]))
         pipe.close()
@@ -123,6 +140,9 @@ class Outcome:
     exit_code: int          # the bootstrap's exit code (now, or when it is stopped)
     healthy: bool           # what GET /health says while staying up
     reason: str | None = None
+    restart: bool = False   # restart the program in place (same host:port) instead of exiting
+    finish: str | None = None  # record the job's end (labels.SUCCEEDED | labels.FAILED) and stop it
+    await_workers: bool = False  # before finishing: wait until every other worker succeeded
 
 
 class ExitPolicy:
@@ -138,7 +158,8 @@ class ExitPolicy:
     def __init__(self, permanent_exit_codes: Sequence[int] = ()):
         self.permanent_exit_codes = frozenset(int(c) for c in permanent_exit_codes)
 
-    def decide(self, code: int) -> Outcome:
+    def decide(self, code: int, *, stderr_tail: str = "") -> Outcome:
+        """``stderr_tail``: the program's last stderr lines (this policy does not use them)."""
         if code == 0:
             return Outcome("succeeded", True, 0, True)
         if code in self.permanent_exit_codes:
