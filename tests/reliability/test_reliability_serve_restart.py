@@ -1,0 +1,114 @@
+"""`marathon-tf local serve` stopped with SIGINT mid-job: no task process survives; started again it
+comes up cleanly — and (today) without the old job, because the local runner keeps no state."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from reliability_helpers import (MARATHON_TF, free_ports, job, processes_under, run_subprocess, wait_for,
+                                 write_job)
+
+
+class Serve:
+    def __init__(self, tmp_path: Path, ports: list[int]) -> None:
+        self.state = tmp_path / "serve-state"
+        self.port, self.dns, self.dns_http = ports
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+        self.tmp = tmp_path
+
+    def start(self) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MARATHON")}
+        self.log = open(self.tmp / f"serve-{time.monotonic_ns()}.log", "wb")
+        self.proc = subprocess.Popen(
+            [MARATHON_TF, "local", "serve", "--port", str(self.port), "--dns-port", str(self.dns),
+             "--dns-http-port", str(self.dns_http), "--state-dir", str(self.state)],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=self.tmp, start_new_session=True)
+
+        def up():
+            assert self.proc.poll() is None, self.output()
+            try:
+                return requests.get(self.url + "/ping", timeout=1).status_code == 200
+            except requests.RequestException:
+                return False
+        wait_for(up, timeout=20, what="local serve to answer /ping")
+
+    def output(self) -> str:
+        self.log.flush()
+        return Path(self.log.name).read_text(errors="replace")
+
+    def interrupt(self, timeout: float = 30) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"local serve did not stop within {timeout}s of SIGINT:\n{self.output()}")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def serve(tmp_path):
+    s = Serve(tmp_path, free_ports(3))
+    yield s
+    s.kill()
+    for line in processes_under(s.state):  # nothing may outlive the test, even on failure
+        pid = int(line.split()[0])
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _running(url: str) -> list[dict]:
+    r = requests.get(url + "/v2/apps/rel/worker-0/tasks", timeout=5)
+    return [t for t in r.json().get("tasks", []) if t["state"] == "TASK_RUNNING"] if r.status_code == 200 else []
+
+
+def test_sigint_stops_every_task_and_restart_comes_up_without_the_old_job(serve, tmp_path):
+    serve.start()
+    path = write_job(tmp_path / "job.json", job(command="sleep 600", roles={"worker": {"count": 2, "cpus": 0.1,
+                                                                                       "mem": 32}}))
+    p = run_subprocess(["deploy", str(path), "--detach"], env={"MARATHON_URL": serve.url}, timeout=60)
+    assert p.returncode == 0, p.stderr.decode()
+    wait_for(lambda: _running(serve.url), timeout=20, what="worker-0 running")
+    wait_for(lambda: len(processes_under(serve.state)) >= 2, timeout=20, what="task processes in the sandboxes")
+    before = processes_under(serve.state)
+    assert any("sleep 600" in line or "bootstrap" in line for line in before), before
+
+    code = serve.interrupt()
+    assert code in (0, 130, -signal.SIGINT), (code, serve.output())
+    assert "Traceback" not in serve.output(), serve.output()
+    assert processes_under(serve.state) == [], "task processes survived local serve's SIGINT"
+    with pytest.raises(requests.ConnectionError):
+        requests.get(serve.url + "/ping", timeout=2)
+
+    # the same ports and state dir again: it comes up cleanly...
+    serve.start()
+    assert requests.get(serve.url + "/v2/info", timeout=5).status_code == 200
+    # ...and the old job is gone: the local runner keeps no state across restarts (change this test if it does)
+    assert requests.get(serve.url + "/v2/groups/rel", timeout=5).status_code == 404
+    assert requests.get(serve.url + "/v2/apps", timeout=5).json()["apps"] == []
+    assert requests.get(serve.url + "/v2/deployments", timeout=5).json() == []
+    assert processes_under(serve.state) == []
+    p = run_subprocess(["list"], env={"MARATHON_URL": serve.url})
+    assert p.returncode == 0 and b"no marathon-tf jobs" in p.stderr, p.stderr
+    # the old job's sandboxes are still on disk (kept for post-mortems)
+    assert any((serve.state / "sandboxes").iterdir())
+    # and it is usable: the job deploys again
+    p = run_subprocess(["deploy", str(path), "--detach"], env={"MARATHON_URL": serve.url}, timeout=60)
+    assert p.returncode == 0, p.stderr.decode()
+    wait_for(lambda: _running(serve.url), timeout=20, what="worker-0 running after the restart")
+    assert serve.interrupt() in (0, 130, -signal.SIGINT)
+    assert processes_under(serve.state) == []
