@@ -333,12 +333,36 @@ def missing_message(missing: Mapping[PeerKey, str], timeout: float) -> str:
     return (f"{len(missing)} peer(s) not found within {timeout:g}s: " + "; ".join(shown))
 
 
+#: The polling budget of a whole job: the job's tasks together should not ask Marathon or
+#: Mesos-DNS more than this many times per second once their backoff has reached its cap.
+JOB_POLLS_PER_SECOND = 50.0
+
+
+def poll_schedule(tasks: int) -> tuple[float, float]:
+    """(first delay, cap) of the rendezvous backoff for a job of ``tasks`` tasks.
+
+    Small jobs poll quickly (a 3-task job: 0.25 s doubling to 1 s), so a late peer is seen
+    within a second of appearing; a large job's cap grows with its size so that all its
+    tasks together stay near :data:`JOB_POLLS_PER_SECOND` (1,000 tasks: 2.5 s doubling to 20 s).
+    """
+    n = max(1, tasks)
+    return min(5.0, max(0.25, n / (8 * JOB_POLLS_PER_SECOND))), min(60.0, max(1.0, n / JOB_POLLS_PER_SECOND))
+
+
+def watch_interval(tasks: int, base: float) -> float:
+    """Mean seconds between watch polls once formed: ``base``, longer for large jobs so that
+    the job's watch load stays under a fifth of :data:`JOB_POLLS_PER_SECOND`."""
+    return max(base, max(1, tasks) / (JOB_POLLS_PER_SECOND / 5))
+
+
 class Rendezvous:
-    """Poll a backend until every peer is known (backoff + jitter), then watch for moves."""
+    """Poll a backend until every peer is known (backoff + jitter), then watch for moves.
+    Without explicit delays, the backoff follows :func:`poll_schedule` for the job's size."""
 
     def __init__(self, backend: Backend, *, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
-                 stop: Callable[[], bool] = lambda: False, initial_delay: float = 0.25, max_delay: float = 5.0):
+                 stop: Callable[[], bool] = lambda: False, initial_delay: float | None = None,
+                 max_delay: float | None = None):
         self.backend, self.clock, self.sleep = backend, clock, sleep
         self.rng, self.stop = rng or random.Random(), stop
         self.initial_delay, self.max_delay = initial_delay, max_delay
@@ -352,7 +376,9 @@ class Rendezvous:
         deadline = self.clock() + timeout
         found: dict[PeerKey, str] = {}
         missing = list(peers)
-        delay = self.initial_delay
+        first, cap = poll_schedule(len(peers) + 1)
+        delay = self.initial_delay if self.initial_delay is not None else first
+        max_delay = self.max_delay if self.max_delay is not None else cap
         while True:
             self.polls += 1
             for peer, obs in self.backend.lookup(missing).items():
@@ -375,7 +401,7 @@ class Rendezvous:
             self.sleep(min(remaining, delay * self.rng.uniform(0.5, 1.5)))
             if self.stop():
                 return None
-            delay = min(self.max_delay, delay * 2)
+            delay = min(max_delay, delay * 2)
 
     def moved(self, current: Mapping[PeerKey, str]) -> dict[PeerKey, str]:
         """One watch poll: the peers now seen at an address other than ``current``'s.
