@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -147,3 +148,144 @@ def task_environ(tmp_path):
         return env
 
     return make
+
+
+# --- end-to-end on the local runner (real TensorFlow) --------------------------------------------------
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STEP_LINE = __import__("re").compile(r"\bstep=(\d+) loss=")
+
+
+def processes_under(path) -> list[str]:
+    """Live processes whose working directory is inside ``path`` (task sandboxes)."""
+    left = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cwd.startswith(str(path)):
+            left.append(f"{pid} {cmd}")
+    return left
+
+
+def example_job(example: str, tmp_path, **changes) -> str:
+    """A copy of an example's job.json with its volume in tmp_path, absolute fetch paths and ``changes``."""
+    src = os.path.join(ROOT, "examples", example, "job.json")
+    with open(src) as f:
+        job = json.load(f)
+    job["fetch"] = [os.path.join(os.path.dirname(src), x) if isinstance(x, str) and "://" not in x else x
+                    for x in job.get("fetch", [])]
+    for v in job.get("volumes", []):
+        v["host_path"] = str(tmp_path / "shared" / v["container_path"])
+        os.makedirs(v["host_path"], exist_ok=True)
+    job.update(changes)
+    out = tmp_path / f"{example}.json"
+    out.write_text(json.dumps(job, indent=2))
+    return str(out)
+
+
+class LocalJob:
+    """A job deployed on an in-process LocalCluster, with every task's output lines time-stamped as
+    they appear (``lines``: ``(monotonic time, task, stream, text)``)."""
+
+    def __init__(self, cluster, job_path: str):
+        import dataclasses
+
+        from marathon_tf import jobs, spec as spec_mod
+        from marathon_tf.localrun import SandboxTailer
+
+        self.cluster, self.jobs = cluster, jobs
+        spec = spec_mod.load_job(job_path)
+        self.spec = spec.with_overrides(discovery=dataclasses.replace(
+            spec.discovery, nameserver=cluster.mesos_dns, http_api=cluster.mesos_dns_http,
+            marathon_url=cluster.marathon_url))
+        self.name = spec.name
+        self.client = Client(cluster.marathon_url, retry=RetryPolicy(attempts=5, budget=30, initial=0.2, max_wait=2))
+        self.lines: list[tuple[float, str, str, str]] = []
+        self._lock = threading.Lock()
+        self.tailer = SandboxTailer(cluster.state_dir, self._emit, interval=0.1)
+
+    def _emit(self, task: str, stream: str, line: str) -> None:
+        with self._lock:
+            self.lines.append((time.monotonic(), task, stream, line))
+
+    def deploy(self) -> "LocalJob":
+        self.tailer.start()
+        self.jobs.deploy(self.client, self.spec)
+        return self
+
+    def status(self) -> dict:
+        return self.jobs.job_status(self.client, self.name)
+
+    def steps(self, since: float = 0.0, task: str | None = None) -> list[tuple[float, str, int]]:
+        """``(time, task, step)`` of every ``step=`` line seen after ``since``, in time order."""
+        with self._lock:
+            lines = list(self.lines)
+        out = []
+        for t, name, stream, text in lines:
+            m = STEP_LINE.search(text)
+            if m and t >= since and (task is None or name == task) and stream == "stdout":
+                out.append((t, name, int(m.group(1))))
+        return out
+
+    def max_step(self) -> int:
+        return max((s for _, _, s in self.steps()), default=-1)
+
+    def wait(self, predicate, timeout: float, what: str, interval: float = 0.3):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(interval)
+        tail = "\n".join(f"[{n}:{s}] {x}" for _, n, s, x in self.lines[-60:])
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{tail}")
+
+    def wait_state(self, timeout: float) -> dict:
+        return self.wait(lambda: (lambda s: s if s.get("state") in (L.SUCCEEDED, L.FAILED) else None)(self.status()),
+                         timeout, "the job's record")
+
+    def text(self, task: str | None = None) -> str:
+        with self._lock:
+            return "\n".join(x for _, n, _, x in self.lines if task is None or n == task)
+
+
+@pytest.fixture
+def local_cluster(tmp_path):
+    """A LocalCluster in-process; stopped at teardown, which also checks that no task process is left."""
+    import time as _time
+
+    from marathon_tf.local import LocalCluster
+
+    state = tmp_path / "state"
+    cluster = LocalCluster(state_dir=state, dns_refresh=0.5, kill_grace=2.0)
+    cluster.start()
+    jobs_started: list[LocalJob] = []
+    cluster.jobs_started = jobs_started
+    try:
+        yield cluster
+    finally:
+        for job in jobs_started:
+            job.tailer.stop()
+        cluster.stop()
+        deadline = _time.monotonic() + 10
+        while processes_under(state) and _time.monotonic() < deadline:
+            _time.sleep(0.2)
+        left = processes_under(state)
+        assert left == [], f"processes left behind: {left}"
+
+
+@pytest.fixture
+def local_job(local_cluster):
+    """``local_job(job_path) -> LocalJob`` deployed on the test's cluster."""
+
+    def start(job_path: str) -> LocalJob:
+        job = LocalJob(local_cluster, job_path)
+        local_cluster.jobs_started.append(job)
+        return job.deploy()
+
+    return start

@@ -1,0 +1,83 @@
+"""End to end on the local runner with real TensorFlow: completion, failures, restarts, scaling.
+
+Each job is the TF1 between-graph example (1 ps + 2 workers, flags, checkpoints in a shared
+volume), deployed through ``jobs.deploy`` on an in-process LocalCluster; the tasks' output is
+read from their sandboxes as it appears. Step counts are small: every TF process costs ~0.6 GiB
+and 3-7 s to start on this machine."""
+
+import re
+import sys
+import time
+
+import pytest
+
+from marathon_tf import labels as L
+
+pytestmark = [pytest.mark.tf]
+
+# `marathon-tf bootstrap` cannot pass bootstrap options yet (cli.py puts "--" before them): use the module.
+BOOTSTRAP = f"{sys.executable} -m marathon_tf.bootstrap --watch-interval 2 --grace 5"
+
+
+def linear_job(tmp_path, steps: int, *, save_every: int = 100, log_every: int = 20, **changes) -> str:
+    from conftest import example_job
+
+    command = ["python3", "train.py", "--train_steps", str(steps), "--checkpoint_dir", "ckpt",
+               "--log_every", str(log_every), "--save_checkpoint_steps", str(save_every)]
+    return example_job("linear-regression-tf1", tmp_path, command=command, bootstrap=BOOTSTRAP, **changes)
+
+
+@pytest.mark.timeout(150)
+def test_a_finished_job_is_stopped_and_recorded_succeeded(tmp_path, local_job):
+    job = local_job(linear_job(tmp_path, 400))
+    status = job.wait_state(120)
+    assert status["state"] == L.SUCCEEDED, status
+    assert status["finalStep"] >= 400 and status.get("finishedAt")
+    assert status["reason"] == "all 2 workers finished"
+    time.sleep(3)  # nothing is relaunched
+    status = job.status()
+    assert status["state"] == L.SUCCEEDED
+    assert all(t["instances"] == 0 and t["state"] == "stopped" for t in status["tasks"]), status["tasks"]
+    apps = job.client.list_apps()
+    assert apps and all(a["instances"] == 0 and a.get("tasksRunning", 0) == 0 for a in apps)
+    assert all(L.SPEC in a["labels"] for a in apps if a["id"].endswith("worker-0"))  # the record kept the spec
+
+
+FAILING = ["python3", "-c", "import sys; sys.stderr.write('boom: bad data\\n'); sys.exit(3)"]
+SLEEPING_PS = ["python3", "-c", "import time; time.sleep(600)"]
+
+
+def failing_job(tmp_path) -> str:
+    roles = {"ps": {"count": 1, "cpus": 0.1, "mem": 128, "command": SLEEPING_PS},
+             "worker": {"count": 2, "cpus": 0.1, "mem": 128, "command": FAILING},
+             "tensorboard": {"count": 0}}
+    return linear_job(tmp_path, 10, roles=roles, restart={"max_failures": 2, "window_seconds": 600})
+
+
+@pytest.mark.timeout(90)
+def test_an_always_failing_worker_exhausts_the_budget_and_fails_the_job(tmp_path, local_job):
+    job = local_job(failing_job(tmp_path))
+    status = job.wait_state(60)
+    assert status["state"] == L.FAILED, status
+    reason = status["reason"]
+    assert reason.startswith(("worker-0 failed 3 times in 600 s; last exit 3: ",
+                              "worker-1 failed 3 times in 600 s; last exit 3: ")), reason
+    assert reason.endswith("boom: bad data"), reason
+    time.sleep(2)
+    assert all(t["state"] == "stopped" for t in job.status()["tasks"])
+    lines = (tmp_path / "shared" / "ckpt" / ".marathon-tf" / "failures.jsonl").read_text().splitlines()
+    assert len(lines) == 3  # job-wide: both workers' failures counted together
+
+
+@pytest.mark.timeout(120)
+def test_deploy_local_exits_1_and_prints_the_reason(tmp_path):
+    from conftest import processes_under
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "e2e"))
+    from e2e_helpers import deploy_local
+
+    r = deploy_local(__import__("pathlib").Path(failing_job(tmp_path)), tmp_path, timeout=100)
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert re.search(r"job linear-regression: Failed in [0-9.]+ s \(worker-[01] failed 3 times in 600 s; "
+                     r"last exit 3: boom: bad data\)", r.stderr), r.stderr[-3000:]
+    assert processes_under(tmp_path / "state") == []
