@@ -4,6 +4,7 @@ and short retry waits for in-process CLI runs."""
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 import requests
@@ -32,6 +33,9 @@ def cluster(module_cluster):
         requests.delete(c.marathon_url + "/v2/groups" + g["id"], params={"force": "true"}, timeout=10)
     for a in r.get("apps") or []:
         requests.delete(c.marathon_url + "/v2/apps" + a["id"], params={"force": "true"}, timeout=10)
+    deadline = time.monotonic() + 15
+    while requests.get(c.marathon_url + "/v2/deployments", timeout=10).json() and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 FAST = dict(attempts=6, budget=8.0, initial=0.05, max_wait=0.2, jitter=0.05)

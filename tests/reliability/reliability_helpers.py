@@ -138,3 +138,41 @@ def get_json(url: str, **kw: Any) -> tuple[int, Any]:
         return r.status_code, r.json()
     except ValueError:
         return r.status_code, r.text
+
+
+def listening_addresses(port: int) -> set[str]:
+    """Local addresses (hex IPv4/IPv6 as in /proc/net/*) of TCP listeners and UDP sockets bound to ``port``."""
+    found = set()
+    for table, listen_state in (("tcp", "0A"), ("tcp6", "0A"), ("udp", None), ("udp6", None)):
+        try:
+            rows = Path(f"/proc/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            addr, hexport = cols[1].rsplit(":", 1)
+            if int(hexport, 16) == port and (listen_state is None or cols[3] == listen_state):
+                found.add(f"{table}:{addr}")
+    return found
+
+
+LOOPBACK_V4 = "0100007F"  # 127.0.0.1 as /proc/net/tcp writes it (little-endian hex)
+
+
+def non_loopback_address() -> str | None:
+    """An address of this machine that is not loopback (None if there is none)."""
+    candidates = set()
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))  # no packet is sent
+            candidates.add(s.getsockname()[0])
+    except OSError:
+        pass
+    try:
+        candidates.update(socket.gethostbyname_ex(socket.gethostname())[2])
+    except OSError:
+        pass
+    for a in sorted(candidates):
+        if not a.startswith("127.") and a != "0.0.0.0":
+            return a
+    return None

@@ -17,7 +17,14 @@ DEPLOYED = re.compile(r"deployed /rel on (?P<url>\S+): deployment (?P<id>\S+)")
 
 
 def _deployment_ids(cluster):
-    return {e.get("plan", {}).get("id") for e in cluster.events("deployment_info")}
+    """Deployments that start or change apps (the fixture's cleanup only stops them)."""
+    ids = set()
+    for e in cluster.events("deployment_info"):
+        plan = e.get("plan") or {}
+        actions = [a.get("action") for st in plan.get("steps") or [] for a in st.get("actions") or []]
+        if any(a != "StopApplication" for a in actions):
+            ids.add(plan.get("id"))
+    return ids
 
 
 def _deploy(cluster, tmp_path, *extra):

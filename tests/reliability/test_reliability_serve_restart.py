@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from reliability_helpers import (MARATHON_TF, free_ports, job, processes_under, run_subprocess, wait_for,
-                                 write_job)
+from reliability_helpers import (LOOPBACK_V4, MARATHON_TF, free_ports, job, listening_addresses,
+                                 processes_under, run_subprocess, wait_for, write_job)
 
 
 class Serve:
@@ -78,6 +78,11 @@ def _running(url: str) -> list[dict]:
 
 def test_sigint_stops_every_task_and_restart_comes_up_without_the_old_job(serve, tmp_path):
     serve.start()
+    # `local serve` binds loopback only by default: Marathon API, Mesos-DNS (UDP and TCP) and its HTTP API
+    for port in (serve.port, serve.dns, serve.dns_http):
+        addrs = listening_addresses(port)
+        assert addrs and all(a.split(":", 1)[1] == LOOPBACK_V4 for a in addrs), (port, addrs)
+    assert any(a.startswith("udp:") for a in listening_addresses(serve.dns))
     path = write_job(tmp_path / "job.json", job(command="sleep 600", roles={"worker": {"count": 2, "cpus": 0.1,
                                                                                        "mem": 32}}))
     p = run_subprocess(["deploy", str(path), "--detach"], env={"MARATHON_URL": serve.url}, timeout=60)
