@@ -123,7 +123,7 @@ def parse_scale_args(args: list[str]) -> dict[str, tuple[str, int]]:
         raise UsageError("nothing to scale: give ROLE=N, e.g. workers=8")
     out: dict[str, tuple[str, int]] = {}
     for arg in args:
-        m = _SCALE_ARG.match(arg.strip())
+        m = _SCALE_ARG.fullmatch(arg)
         if not m:
             raise UsageError(f"{arg!r}: expected ROLE=N (e.g. workers=8, ps=2, workers=+2)")
         role = _ROLE_ALIASES.get(m.group("role"))

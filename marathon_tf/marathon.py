@@ -18,7 +18,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import requests
 import tenacity
@@ -101,7 +101,10 @@ class Client:
         self.session.verify = verify
         self.session.headers["User-Agent"] = _USER_AGENT
         self.session.headers["Accept"] = "application/json"
-        self._secrets: list[str] = [s for s in (password, token) if s]
+        self.verify = verify
+        url_passwords = [unquote(urlsplit(u).password) for u in self.urls if urlsplit(u).password]
+        self._secrets: list[str] = [s for s in (password, token, *url_passwords) if s]
+        self._secrets += [quote(s, safe="") for s in self._secrets if quote(s, safe="") != s]
         if token:
             self.session.headers["Authorization"] = f"token={token}"
         elif user is not None and password is not None:
@@ -126,8 +129,10 @@ class Client:
         base = self.urls[self._current]
         shown = f"{method} {redact_url(base)}{path}"
         try:
+            # verify is passed on every request: requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE
+            # override the session's setting, which would silently drop --ca-bundle/--insecure.
             r = self.session.request(method, base + path, params=params, json=json_body,
-                                     timeout=self.timeout, stream=stream)
+                                     timeout=self.timeout, stream=stream, verify=self.verify)
         except requests.exceptions.SSLError as e:
             raise MarathonUnavailable(
                 self._scrub(f"TLS verification failed for {redact_url(base)}: {e}"),
@@ -307,7 +312,7 @@ class Client:
         try:
             r = self.session.get(base + "/v2/events", params=params, stream=True,
                                  headers={"Accept": "text/event-stream"},
-                                 timeout=(self.timeout[0], read_timeout))
+                                 timeout=(self.timeout[0], read_timeout), verify=self.verify)
         except requests.exceptions.RequestException as e:
             self._failover()
             raise MarathonUnavailable(f"GET {redact_url(base)}/v2/events: {self._scrub(_short(e))}") from None

@@ -220,6 +220,19 @@ def _drop_none(d: dict) -> dict:
 # --------------------------------------------------------------------------- fields
 
 
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _check_text(value: str, prefix: str = "") -> None:
+    if not _is_text(value):
+        raise ValidationError(f"{prefix}must be valid Unicode text (no lone surrogates)")
+
+
 class _StrictNumber(fields.Float):
     """A JSON number: rejects strings, booleans, NaN and infinities."""
 
@@ -252,6 +265,7 @@ class _Str(fields.String):
     def _deserialize(self, value, attr, data, **kwargs):
         if not isinstance(value, str):
             raise ValidationError("must be a string")
+        _check_text(value)
         if not value and not self.allow_empty:
             raise ValidationError("must not be empty")
         bad = [c for c in value if ord(c) < 32 and not (self.multiline and c in "\n\t\r")]
@@ -269,6 +283,7 @@ class _Command(fields.Field):
                 raise ValidationError("must not be empty")
             if "\x00" in value:
                 raise ValidationError("must not contain NUL bytes")
+            _check_text(value)
             return value
         if isinstance(value, list):
             if not value:
@@ -278,6 +293,7 @@ class _Command(fields.Field):
                     raise ValidationError(f"item {i} must be a string")
                 if "\x00" in arg:
                     raise ValidationError(f"item {i} must not contain NUL bytes")
+                _check_text(arg, f"item {i} ")
             return tuple(value)
         raise ValidationError("must be a list of strings or a shell command string")
 
@@ -301,6 +317,8 @@ class _StrMap(fields.Field):
                 errors.setdefault(k, []).append("must be a string (quote numbers and booleans)")
             elif "\x00" in v:
                 errors.setdefault(k, []).append("must not contain NUL bytes")
+            elif not _is_text(k) or not _is_text(v):
+                errors.setdefault(k, []).append("must be valid Unicode text (no lone surrogates)")
         if errors:
             raise ValidationError(errors)
         return MappingProxyType(dict(value))
@@ -702,6 +720,8 @@ def parse_json(raw: bytes, source: str) -> Any:
                           parse_constant=lambda c: (_ for _ in ()).throw(ValueError(f"{c} is not valid JSON")))
     except json.JSONDecodeError as e:
         raise SpecError(source, [("", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}")]) from None
+    except RecursionError:
+        raise SpecError(source, [("", "invalid JSON: nested too deeply")]) from None
     except ValueError as e:
         raise SpecError(source, [("", f"invalid JSON: {e}")]) from None
 

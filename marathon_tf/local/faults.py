@@ -136,7 +136,11 @@ class FaultInjector:
                 request.transport.abort()
             raise asyncio.CancelledError()
         if kind == "delay":
-            await asyncio.sleep(float(rule["seconds"]))
+            try:
+                await asyncio.sleep(float(rule["seconds"]))
+            except asyncio.CancelledError:  # the client hung up during the stall: still logged
+                self._record(request, None, kind)
+                raise
         elif kind == "lock":
             err = app_locked([rule.get("deploymentId") or str(uuid.uuid4())])
             self._record(request, err.status, kind)

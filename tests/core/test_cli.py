@@ -62,6 +62,8 @@ def test_bad_job_sends_nothing(write_job, httpserver):
 @pytest.mark.parametrize("args,message", [
     (["workers"], "expected ROLE=N"),
     (["workers=1.5"], "expected ROLE=N"),
+    (["workers=1\n"], "expected ROLE=N"),
+    ([" workers=1"], "expected ROLE=N"),
 
     (["workers=abc"], "expected ROLE=N"),
     (["gpus=2"], "unknown role"),

@@ -69,6 +69,8 @@ MALFORMED = [
     (minimal(env=["A=1"]), "env", "object"),
     (minimal(env={"A": "x\u0000y"}), "env.A", "NUL"),
     (minimal(image=""), "image", "empty"),
+    (minimal(command=["python3", "\ud800"]), "command", "lone surrogates"),
+    (minimal(env={"A": "\udfff"}), "env.A", "lone surrogates"),
     (minimal(image="tf\nlatest"), "image", "control characters"),
     (minimal(constraints=[["hostname", "SOMETIMES"]]), "constraints[0]", "unknown operator"),
     (minimal(constraints=[["hostname", "LIKE"]]), "constraints[0]", "needs a value"),

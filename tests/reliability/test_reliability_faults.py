@@ -108,9 +108,6 @@ def test_read_timeout_on_put_is_retried_to_one_deployment(cluster, tmp_path, fas
     assert _deployment_ids(cluster) - cluster.before == {DEPLOYED.search(result.stderr)["id"]}
 
 
-@pytest.mark.xfail(strict=True, reason="local/faults.py FaultInjector.middleware: a request cancelled during a "
-                                       "'delay' fault (client hung up) is never written to the request log, "
-                                       "although the module promises every request outside /_local/ is logged")
 def test_request_abandoned_during_a_delay_is_logged(cluster, tmp_path, fast_retries, short_read_timeout):
     cluster.faults.add(path=GROUP, method="PUT", kind="delay", seconds=3, times=1)
     result, _ = _deploy(cluster, tmp_path)

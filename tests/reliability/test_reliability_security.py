@@ -107,9 +107,6 @@ def test_credentials_never_printed_by_any_verb(cluster, tmp_path, fast_retries, 
     _assert_clean(outputs)
 
 
-@pytest.mark.xfail(strict=True, reason="marathon.Client._scrub only scrubs password/token given as arguments: a "
-                                       "password embedded in the URL (--marathon http://user:PW@host) is shown "
-                                       "when Marathon echoes it in an error message")
 def test_password_in_url_is_scrubbed_from_marathon_error_messages(cluster):
     cluster.faults.add(path="/v2", status=401, body={"message": f"bad credentials alice:{URLPW}"})
     r = run_cli(["list", "--marathon", _url_with_creds(cluster.marathon_url)])
@@ -199,15 +196,13 @@ def test_self_signed_certificate_is_refused_without_ca_bundle(https_marathon, fa
 
 # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE override a Session's `verify` (psf/requests#3829);
 # both are set on many machines (this CI's too), so the options are checked with and without them.
-CA_ENV_BUG = ("marathon.Client sets only session.verify; requests' merge_environment_settings lets "
-              "REQUESTS_CA_BUNDLE/CURL_CA_BUNDLE override it, so --ca-bundle and --insecure are silently "
-              "ignored when either variable is set (pass verify= per request in Client._once and Client.events)")
+# requests lets REQUESTS_CA_BUNDLE/CURL_CA_BUNDLE override a session's verify; the client passes verify=
+# on every request so that --ca-bundle and --insecure hold whatever the environment says.
 CA_ENVS = [
     pytest.param({"REQUESTS_CA_BUNDLE": None, "CURL_CA_BUNDLE": None}, id="no-ca-env"),
-    pytest.param({"REQUESTS_CA_BUNDLE": SYSTEM_CA}, id="REQUESTS_CA_BUNDLE",
-                 marks=pytest.mark.xfail(strict=True, reason=CA_ENV_BUG)),
+    pytest.param({"REQUESTS_CA_BUNDLE": SYSTEM_CA}, id="REQUESTS_CA_BUNDLE"),
     pytest.param({"CURL_CA_BUNDLE": SYSTEM_CA, "REQUESTS_CA_BUNDLE": None},
-                 id="CURL_CA_BUNDLE", marks=pytest.mark.xfail(strict=True, reason=CA_ENV_BUG)),
+                 id="CURL_CA_BUNDLE"),
 ]
 
 
