@@ -242,7 +242,9 @@ class LocalJob:
             if value:
                 return value
             time.sleep(interval)
-        tail = "\n".join(f"[{n}:{s}] {x}" for _, n, s, x in self.lines[-60:])
+        noise = ("oneDNN", "absl::", "WARNING:tensorflow", "Instructions for", "Use standard", "loss=")
+        kept = [(t, n, s, x) for t, n, s, x in self.lines if not any(w in x for w in noise)]
+        tail = "\n".join(f"{t:.1f} [{n}:{s}] {x}" for t, n, s, x in kept[-80:])
         raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{tail}")
 
     def wait_state(self, timeout: float) -> dict:

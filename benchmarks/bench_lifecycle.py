@@ -1,0 +1,133 @@
+"""Recovery times of a TF1 job on the local runner (real TensorFlow).
+
+* killed worker: SIGKILL ``worker-1``'s task mid-training -> seconds until *every* task that
+  trains (each worker) printed a ``step=`` line after the kill;
+* killed ps: the same after SIGKILL of ``ps-0`` (the job restarts from its checkpoint);
+* scale: ``jobs.scale`` 2 -> 3 workers mid-training -> seconds until every worker (3) printed a
+  ``step=`` line after the scale request.
+
+Medians of 3 runs (1 with ``quick``). Each run deploys the linear-regression example (1 ps +
+2 workers) on a fresh in-process LocalCluster with Mesos-DNS refresh 0.5 s and bootstrap watch
+interval 2 s (``python -m marathon_tf.bootstrap --watch-interval 2``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from .common import ROOT, Row, median
+
+STEP = re.compile(r"\bstep=(\d+) loss=")
+TARGET = 20000  # long enough that the job is still training when it recovers
+
+
+def _job_file(tmp: Path) -> Path:
+    src = ROOT / "examples" / "linear-regression-tf1" / "job.json"
+    job = json.loads(src.read_text())
+    job["fetch"] = [str(src.parent / f) for f in job["fetch"]]
+    for v in job["volumes"]:
+        v["host_path"] = str(tmp / "shared" / v["container_path"])
+        Path(v["host_path"]).mkdir(parents=True, exist_ok=True)
+    job["command"] = ["python3", "train.py", "--train_steps", str(TARGET), "--checkpoint_dir", "ckpt",
+                      "--log_every", "20", "--save_checkpoint_steps", "250"]
+    job["bootstrap"] = f"{sys.executable} -m marathon_tf.bootstrap --watch-interval 2 --grace 5"
+    job["restart"] = {"max_failures": 20, "window_seconds": 600}
+    out = tmp / "job.json"
+    out.write_text(json.dumps(job))
+    return out
+
+
+def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int) -> float:
+    """Deploy, train until step > 500, ``disrupt(cluster, client, job)``, and time until every
+    worker printed a step line after it."""
+    from marathon_tf import jobs, spec as spec_mod
+    from marathon_tf.local import LocalCluster
+    from marathon_tf.localrun import SandboxTailer
+    from marathon_tf.marathon import Client, RetryPolicy
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-lifecycle-"))
+    lines: list[tuple[float, str, int]] = []
+    lock = threading.Lock()
+
+    def emit(task: str, stream: str, line: str) -> None:
+        m = STEP.search(line)
+        if m and stream == "stdout":
+            with lock:
+                lines.append((time.monotonic(), task, int(m.group(1))))
+
+    cluster = LocalCluster(state_dir=tmp / "state", dns_refresh=0.5, kill_grace=2.0)
+    tailer = SandboxTailer(tmp / "state", emit, interval=0.05)
+    try:
+        cluster.start()
+        spec = spec_mod.load_job(str(_job_file(tmp)))
+        spec = spec.with_overrides(discovery=dataclasses.replace(
+            spec.discovery, nameserver=cluster.mesos_dns, http_api=cluster.mesos_dns_http,
+            marathon_url=cluster.marathon_url))
+        client = Client(cluster.marathon_url, retry=RetryPolicy(attempts=5, budget=30, initial=0.2, max_wait=2))
+        tailer.start()
+        jobs.deploy(client, spec)
+        _until(lambda: any(s > 500 for _, _, s in lines), 120, "training")
+        t0 = time.monotonic()
+        disrupt(cluster, client, spec.name)
+        workers = {f"worker-{i}" for i in range(expect_workers)}
+
+        def recovered() -> bool:
+            with lock:
+                return workers <= {task for t, task, _ in lines if t > t0 + 0.5}
+
+        _until(recovered, 90, "every worker's next step")
+        with lock:
+            last = max(min(t for t, task, _ in lines if t > t0 + 0.5 and task == w) for w in workers)
+        return last - t0
+    finally:
+        tailer.stop()
+        cluster.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _kill(app: str) -> Callable[[object, object, str], None]:
+    return lambda cluster, client, job: cluster.kill_task(f"/{job}/{app}", "KILL")
+
+
+def _scale(cluster, client, job) -> None:
+    from marathon_tf import jobs
+
+    jobs.scale(client, job, {"worker": ("=", 3)})
+
+
+def bench_recovery(quick: bool) -> list[Row]:
+    n = 1 if quick else 3
+    cases = [("recovery after a killed worker (local)", _kill("worker-1"), 2),
+             ("recovery after a killed ps (local)", _kill("ps-0"), 2),
+             ("scale 2 -> 3 workers to resumed training (local)", _scale, 3)]
+    rows = []
+    for name, disrupt, workers in cases:
+        try:
+            runs = [_one_run(disrupt, workers) for _ in range(n)]
+        except TimeoutError as e:
+            rows.append(Row(name, "did not recover", "", str(e)))
+            continue
+        rows.append(Row(name, round(median(runs), 1), "s",
+                        f"median of {n}; disruption -> every worker's next step= line; "
+                        f"runs: {', '.join(f'{r:.1f}' for r in runs)}"))
+    return rows
+
+
+BENCHMARKS = {"recovery": bench_recovery}
