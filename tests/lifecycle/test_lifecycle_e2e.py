@@ -5,7 +5,6 @@ volume), deployed through ``jobs.deploy`` on an in-process LocalCluster; the tas
 read from their sandboxes as it appears. Step counts are small: every TF process costs ~0.6 GiB
 and 3-7 s to start on this machine."""
 
-import json
 import re
 import sys
 import time
