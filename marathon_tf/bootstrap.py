@@ -24,10 +24,11 @@ record Succeeded/Failed on every app and scale them to 0, through a
 fails the job (naming the missing peers) instead of exiting into a relaunch loop.
 After the job's end the bootstrap stays up and healthy until Marathon stops it.
 
-Which roles restart when a peer moves: chief, worker and evaluator (they dial their
-peers). A ps does not: it never dials anyone, and restarting it would throw away the
-variables it holds and force every worker to recover; its spec file and status are
-rewritten. Tensorboard is not a cluster member: no discovery, no TF_CONFIG, no flags.
+Which roles restart when a peer moves: every cluster member, the ps included (a TF1 ps
+receives tensors from the workers at the addresses in its own spec: left with a moved
+worker's old address it hangs that worker's first step; measured). The chief restores
+the ps's variables from the last checkpoint. Tensorboard is not a cluster member: no
+discovery, no TF_CONFIG, no flags.
 This module never imports TensorFlow.
 """
 
@@ -116,8 +117,12 @@ def status_port(ctx: TaskContext, environ: Mapping[str, str]) -> int | None:
 
 
 def restarts_on_move(role: str) -> bool:
-    """Whether a task of ``role`` restarts its program when a peer moves (see module doc)."""
-    return role in ("chief", "worker", "evaluator")
+    """Whether a task of ``role`` restarts its program when a peer moves: every cluster member.
+    A ps holds the workers' addresses too: in TF1 between-graph training it receives tensors
+    from a worker at the address in its own cluster spec, so a ps left with a moved worker's old
+    address hangs that worker's first step (measured). Restarting it loses its variables, which
+    the chief restores from the last checkpoint."""
+    return role in ("chief", "ps", "worker", "evaluator")
 
 
 class Bootstrap:

@@ -386,10 +386,12 @@ def bootstrap(command) -> None:
     """
     from . import bootstrap as boot
 
-    args = list(command)
-    if args and args[0] == "--":
-        args = args[1:]
-    sys.exit(boot.main(["--", *args] if args else ["--help"]))
+    args = list(command)  # click has eaten a leading "--", and only that one
+    if not args:
+        args = ["--help"]
+    elif args[0] not in ("--watch-interval", "--grace"):
+        args = ["--", *args]
+    sys.exit(boot.main(args))
 
 
 @cli.group(context_settings=_CTX)

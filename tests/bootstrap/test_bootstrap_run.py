@@ -129,13 +129,16 @@ def test_peer_that_moves_restarts_the_program_with_the_new_spec(tmp_path, runs):
     assert run.stop() == 128 + signal.SIGTERM
 
 
-def test_ps_rewrites_its_spec_but_keeps_running_when_a_peer_moves(tmp_path, runs):
+def test_ps_restarts_with_the_new_spec_when_a_worker_moves(tmp_path, runs):
+    """A TF1 ps receives tensors from workers at the addresses in its own spec: it must not keep
+    a moved worker's old address (the relaunched worker's first step hung when it did)."""
     backend = FakeBackend(PEERS)
     run = runs(env_for(tmp_path, role="ps", SLEEP="60"), backend, watch_interval=0.1)
     wait_for(lambda: run.lines("TFC="), 10, what="first run")
     backend.addresses[("worker", 0)] = "10.0.0.77:1"
-    wait_for(lambda: "10.0.0.77:1" in (tmp_path / "cluster_spec.json").read_text(), 10, what="spec rewrite")
-    assert run.status()["restarts"] == 0 and len(run.lines("TFC=")) == 1
+    wait_for(lambda: len(run.lines("TFC=")) == 2, 10, what="restart with the new spec")
+    assert "10.0.0.77:1" in run.lines("TFC=")[-1] and "10.0.0.77:1" not in run.lines("TFC=")[0]
+    assert run.status()["restarts"] == 1
 
 
 def test_deadline_fails_naming_the_missing_peers(tmp_path, runs):

@@ -202,3 +202,26 @@ def test_status_explains_a_stalled_task_with_marathons_reason(httpserver):
     assert ps["waitingFor"] == "no offers received since 2026-11-21T00:00:00.000Z"
     assert worker["waitingFor"] == "no offer with enough gpus (3 of 3 offers declined)"
     assert worker["lastFailure"] == "TASK_FAILED: Failed to pull image"
+
+
+@pytest.mark.parametrize("argv,options,command", [
+    (["--", "python3", "x.py", "--", "y"], {}, ["python3", "x.py", "--", "y"]),
+    (["--watch-interval", "2", "--", "cmd", "--", "z"], {"watch_interval": 2.0}, ["cmd", "--", "z"]),
+    (["--grace", "5", "--", "cmd"], {"grace": 5.0}, ["cmd"]),
+])
+def test_bootstrap_verb_passes_options_and_the_command_through(monkeypatch, argv, options, command):
+    from marathon_tf import bootstrap
+
+    seen = {}
+
+    def fake_main(args):
+        seen["parsed"] = bootstrap.parse_args(args)
+        return 0
+
+    monkeypatch.setattr(bootstrap, "main", fake_main)
+    r = CliRunner().invoke(cli, ["bootstrap", *argv])
+    assert r.exit_code == 0, r.output
+    opts, cmd = seen["parsed"]
+    assert cmd == command
+    for k, v in options.items():
+        assert opts[k] == v
