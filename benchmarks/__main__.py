@@ -18,11 +18,20 @@ BENCHMARKS = {
 
 def _optional():
     """Benchmarks that need TensorFlow or the local runner are added when importable."""
+    out = {}
     try:
         from . import bench_runtime
+
+        out.update(bench_runtime.BENCHMARKS)
     except ImportError:
-        return {}
-    return bench_runtime.BENCHMARKS
+        pass
+    try:
+        from . import bench_lifecycle
+
+        out.update(bench_lifecycle.BENCHMARKS)
+    except ImportError:
+        pass
+    return out
 
 
 def main(argv=None) -> int:

@@ -45,7 +45,7 @@ import time
 from typing import Callable, Mapping, Sequence
 
 from marathon_tf import cluster_spec, naming
-from marathon_tf.discovery import Backend, PeerKey, Rendezvous, make_backend
+from marathon_tf.discovery import Backend, PeerKey, Rendezvous, make_backend, watch_interval
 from marathon_tf.errors import DiscoveryError, UsageError
 from marathon_tf.lifecycle import JobControl, JobPolicy, RestartBudget, client_from_env, failures_path, startup_reason
 from marathon_tf import labels as L
@@ -271,7 +271,8 @@ class Bootstrap:
         return trainer
 
     def _next_watch(self) -> float:
-        return self.clock() + self.watch_interval * self.rng.uniform(0.5, 1.5)
+        mean = watch_interval(sum(self.ctx.cluster.values()), self.watch_interval)  # longer for big jobs
+        return self.clock() + mean * self.rng.uniform(0.5, 1.5)
 
     def _supervise(self) -> int:
         trainer = self._start_trainer()

@@ -106,22 +106,11 @@ class LocalRun:
         return 0 if self.state == L.SUCCEEDED else 1
 
 
-def _decided(spec: JobSpec, status: dict[str, Any]) -> str | None:
-    """The job's end: its record, or else the deciding tasks' bootstrap phases."""
-    if status.get("state") in (L.SUCCEEDED, L.FAILED):
-        return status["state"]
-    phases = {t["task"]: t.get("phase") for t in status.get("tasks", [])}
-    if spec.completion == "chief":
-        deciders = ["chief-0"]
-    elif spec.completion == "worker0":
-        deciders = ["worker-0"]
-    else:
-        deciders = [naming.task_name("worker", i) for i in range(spec.role("worker").count)]
-    if any(phases.get(d) == "failed" for d in deciders):
-        return L.FAILED
-    if deciders and all(phases.get(d) == "succeeded" for d in deciders):
-        return L.SUCCEEDED
-    return None
+def _decided(status: dict[str, Any]) -> str | None:
+    """The job's end is its record (written by the deciding task's bootstrap, see lifecycle).
+    Bootstrap phases are not used: a task that exits to be relaunched shows ``failed`` briefly."""
+    state = status.get("state")
+    return state if state in (L.SUCCEEDED, L.FAILED) else None
 
 
 def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | None = None,
@@ -148,7 +137,7 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
         while True:
             status = jobs.job_status(client, spec.name)
             progress(status)
-            end = _decided(spec, status)
+            end = _decided(status)
             if end:
                 return LocalRun(end, status, time.monotonic() - start, state_dir)
             if timeout is not None and time.monotonic() - start >= timeout:
