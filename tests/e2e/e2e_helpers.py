@@ -8,8 +8,9 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from leaks import processes_under, wait_no_processes  # noqa: F401 (re-exported for the e2e tests)
 
 ROOT = Path(__file__).resolve().parents[2]
 MARATHON_TF = str(Path(sys.executable).parent / "marathon-tf")
@@ -58,26 +59,3 @@ def losses(output: str) -> dict[str, list[tuple[int, float]]]:
     return by_task
 
 
-def processes_under(path: Path) -> list[str]:
-    """Live processes whose working directory is inside ``path`` (task sandboxes)."""
-    left = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if cwd.startswith(str(path)):
-            left.append(f"{pid} {cmd}")
-    return left
-
-
-def wait_no_processes(path: Path, seconds: float = 10) -> list[str]:
-    deadline = time.monotonic() + seconds
-    while True:
-        left = processes_under(path)
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.2)

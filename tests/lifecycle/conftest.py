@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+
+from leaks import processes_under
 import socket
 import threading
 import time
@@ -154,22 +156,6 @@ def task_environ(tmp_path):
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEP_LINE = __import__("re").compile(r"\bstep=(\d+) loss=")
-
-
-def processes_under(path) -> list[str]:
-    """Live processes whose working directory is inside ``path`` (task sandboxes)."""
-    left = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if cwd.startswith(str(path)):
-            left.append(f"{pid} {cmd}")
-    return left
 
 
 def example_job(example: str, tmp_path, **changes) -> str:

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from leaks import processes_under  # noqa: F401 (used by the tests through this module)
 from typing import Any, Callable, Iterable
 
 import pytest
@@ -113,23 +115,6 @@ def free_ports(n: int) -> list[int]:
         if p not in ports:
             ports.append(p)
     return ports
-
-
-def processes_under(path: Path) -> list[str]:
-    """Live processes whose working directory is inside ``path`` (task sandboxes)."""
-    left = []
-    root = str(Path(path).resolve())
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if cwd == root or cwd.startswith(root + "/"):
-            left.append(f"{pid} {cmd}")
-    return left
 
 
 def get_json(url: str, **kw: Any) -> tuple[int, Any]:
