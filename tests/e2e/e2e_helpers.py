@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jobfiles
 from leaks import processes_under, wait_no_processes  # noqa: F401 (re-exported for the e2e tests)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,16 +20,7 @@ STEP = re.compile(r"^\[(?P<task>[a-z]+-\d+)\] .*\bstep=(?P<step>\d+) loss=(?P<lo
 
 def local_job(example: str, tmp_path: Path, job_file: str = "job.json", **changes) -> Path:
     """A copy of an example's job file with its checkpoint volume in tmp_path and absolute fetch paths."""
-    src = ROOT / "examples" / example / job_file
-    job = json.loads(src.read_text())
-    job["fetch"] = [str((src.parent / f).resolve()) if isinstance(f, str) and "://" not in f else f
-                    for f in job.get("fetch", [])]
-    for v in job.get("volumes", []):
-        v["host_path"] = str(tmp_path / "shared" / v["container_path"])
-    job.update(changes)
-    out = tmp_path / f"{example}.json"
-    out.write_text(json.dumps(job, indent=2))
-    return out
+    return jobfiles.example_job(example, tmp_path, job_file, **changes)
 
 
 def deploy_local(job_path: Path, tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:

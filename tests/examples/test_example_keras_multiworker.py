@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from conftest import EXAMPLES, STEP_RE, collect, handlaunch
+from example_helpers import EXAMPLES, STEP_RE, collect, handlaunch
 
 NAME = "keras-multiworker"
 pytestmark = pytest.mark.tf

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+import jobfiles
 from leaks import processes_under
 import socket
 import threading
@@ -159,19 +160,7 @@ STEP_LINE = __import__("re").compile(r"\bstep=(\d+) loss=")
 
 
 def example_job(example: str, tmp_path, **changes) -> str:
-    """A copy of an example's job.json with its volume in tmp_path, absolute fetch paths and ``changes``."""
-    src = os.path.join(ROOT, "examples", example, "job.json")
-    with open(src) as f:
-        job = json.load(f)
-    job["fetch"] = [os.path.join(os.path.dirname(src), x) if isinstance(x, str) and "://" not in x else x
-                    for x in job.get("fetch", [])]
-    for v in job.get("volumes", []):
-        v["host_path"] = str(tmp_path / "shared" / v["container_path"])
-        os.makedirs(v["host_path"], exist_ok=True)
-    job.update(changes)
-    out = tmp_path / f"{example}.json"
-    out.write_text(json.dumps(job, indent=2))
-    return str(out)
+    return str(jobfiles.example_job(example, tmp_path, **changes))
 
 
 class LocalJob:

@@ -20,7 +20,7 @@ BOOTSTRAP = f"{sys.executable} -m marathon_tf.bootstrap --watch-interval 2 --gra
 
 
 def linear_job(tmp_path, steps: int, *, save_every: int = 100, log_every: int = 20, **changes) -> str:
-    from conftest import example_job
+    from jobfiles import example_job
 
     command = ["python3", "train.py", "--train_steps", str(steps), "--checkpoint_dir", "ckpt",
                "--log_every", str(log_every), "--save_checkpoint_steps", str(save_every)]
@@ -71,7 +71,7 @@ def test_an_always_failing_worker_exhausts_the_budget_and_fails_the_job(tmp_path
 
 @pytest.mark.timeout(120)
 def test_deploy_local_exits_1_and_prints_the_reason(tmp_path):
-    from conftest import processes_under
+    from leaks import processes_under
 
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "e2e"))
     from e2e_helpers import deploy_local
