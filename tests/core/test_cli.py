@@ -45,9 +45,10 @@ def test_render_prints_the_group(write_job):
 
 
 def test_validate_json_output_parses(write_job):
-    r = CliRunner().invoke(cli, ["validate", str(write_job(minimal())), "-o", "json"])
+    f = write_job(minimal())
+    r = CliRunner().invoke(cli, ["validate", str(f), "-o", "json"])
     assert r.exit_code == 0
-    assert json.loads(r.stdout) == {"file": r.stdout and json.loads(r.stdout)["file"], "valid": True,
+    assert json.loads(r.stdout) == {"file": str(f), "valid": True,
                                     "name": "mnist", "style": "tf1", "counts": {"ps": 1, "worker": 2}, "apps": 3}
 
 
