@@ -18,6 +18,7 @@ from typing import Iterable
 from marathon_tf import naming
 from marathon_tf.discovery import LookupFailure, Observation, SrvRecord
 from marathon_tf.taskenv import TaskContext
+from polling import wait_for  # noqa: F401 (used through this module)
 
 JOB = "ml/mnist"
 
@@ -270,11 +271,3 @@ def http_json(url: str, timeout: float = 2.0) -> tuple[int, dict]:
         return e.code, json.loads(e.read())
 
 
-def wait_for(predicate, timeout: float, interval: float = 0.1, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

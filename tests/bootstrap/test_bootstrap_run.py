@@ -41,7 +41,7 @@ class Run:
         return self.boot.status.snapshot()
 
     def wait_phase(self, phase, timeout=10):
-        return wait_for(lambda: self.status()["phase"] == phase, timeout, 0.02, f"phase {phase}")
+        return wait_for(lambda: self.status()["phase"] == phase, timeout, interval=0.02, what=f"phase {phase}")
 
     def stop(self, timeout=10):
         self.boot.request_stop(signal.SIGTERM)

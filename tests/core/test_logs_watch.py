@@ -12,6 +12,7 @@ from marathon_tf.errors import Timeout
 from marathon_tf.local import LocalCluster
 from marathon_tf.marathon import Client
 from marathon_tf.watch import EventStream, wait_deployment
+from polling import wait_for
 
 LABELS = {"marathon-tf/job": "j", "marathon-tf/role": "worker", "marathon-tf/index": "0"}
 
@@ -22,15 +23,6 @@ def cluster(tmp_path):
     c.start()
     yield c
     c.stop()
-
-
-def wait_for(predicate, seconds=10.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_logs_reads_the_local_sandboxes(cluster):

@@ -14,6 +14,7 @@ from marathon_tf import lifecycle as lc
 from marathon_tf.bootstrap import Bootstrap, job_lifecycle
 from marathon_tf.discovery import Observation
 from marathon_tf.taskenv import TaskContext
+from polling import wait_for
 
 PEERS = {("ps", 0): "127.0.0.1:2000", ("worker", 0): "127.0.0.1:2001", ("worker", 1): "127.0.0.1:2002"}
 # Exits with the code in file CODES (one line per run, the last line repeats), printing a step first.
@@ -30,15 +31,6 @@ class Backend:
 
     def lookup(self, peers):
         return {p: Observation(self.addresses.get(p), "ok" if p in self.addresses else "NXDOMAIN") for p in peers}
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Run:
@@ -98,7 +90,7 @@ def test_decider_success_records_the_job_and_stays_up(tmp_path, fake_marathon, m
     job(fake_marathon)
     ctx = context(make_ctx, fake_marathon)
     run = runs(ctx, task_environ(ctx), tmp_path, [0], fake=fake_marathon)
-    wait_for(lambda: fake_marathon.puts(), 10, "the record")
+    wait_for(lambda: fake_marathon.puts(), 10, what="the record")
     labels = fake_marathon.apps["/ml/mnist/ps-0"]["labels"]
     assert (labels[L.STATE], labels[L.FINAL_STEP], labels[L.REASON]) == ("Succeeded", "10", "worker-0 finished")
     assert all(a["instances"] == 0 for a in fake_marathon.apps.values())
@@ -111,7 +103,7 @@ def test_a_worker_restarts_in_place_then_succeeds(tmp_path, fake_marathon, make_
     job(fake_marathon)
     ctx = context(make_ctx, fake_marathon, restart_budget=(3, 600.0))
     run = runs(ctx, task_environ(ctx), tmp_path, [1, 1, 0], fake=fake_marathon)
-    wait_for(lambda: fake_marathon.puts(), 10, "the record")
+    wait_for(lambda: fake_marathon.puts(), 10, what="the record")
     assert run.status()["restarts"] == 2 and fake_marathon.apps["/ml/mnist/worker-0"]["labels"][L.FINAL_STEP] == "30"
     assert run.stop() == 0
 
@@ -132,7 +124,7 @@ def test_budget_is_shared_by_two_bootstraps_through_the_logdir(tmp_path, fake_ma
     assert ps_again.result == 1
     w1 = context(make_ctx, fake_marathon, "worker", 1, **common)
     worker = runs(w1, task_environ(w1, second_box), second_box, [7], fake=fake_marathon)
-    wait_for(lambda: fake_marathon.puts(), 10, "the record")
+    wait_for(lambda: fake_marathon.puts(), 10, what="the record")
     reason = fake_marathon.apps["/ml/mnist/worker-1"]["labels"][L.REASON]
     assert reason == "worker-1 failed 3 times in 600 s; last exit 7: run 1: boom: bad data"
     assert worker.boot.status.healthy and worker.status()["phase"] == "failed"  # parked, not killed
@@ -145,7 +137,7 @@ def test_permanent_failure_fails_the_job_and_parks_healthy(tmp_path, fake_marath
     job(fake_marathon)
     ctx = context(make_ctx, fake_marathon, "worker", 1, permanent_exit_codes=(3,))
     run = runs(ctx, task_environ(ctx), tmp_path, [3], fake=fake_marathon)
-    wait_for(lambda: fake_marathon.puts(), 10, "the record")
+    wait_for(lambda: fake_marathon.puts(), 10, what="the record")
     labels = fake_marathon.apps["/ml/mnist/worker-0"]["labels"]
     assert labels[L.STATE] == "Failed"
     assert labels[L.REASON] == "worker-1 exited with 3 (permanent): run 1: boom: bad data"
@@ -168,7 +160,7 @@ def test_startup_deadline_fails_the_job_naming_the_missing_peers(tmp_path, fake_
     ctx = context(make_ctx, fake_marathon, "worker", 1, startup_timeout=0.3)
     run = runs(ctx, task_environ(ctx), tmp_path, [0], fake=fake_marathon,
                backend=Backend({("worker", 0): "127.0.0.1:2001"}))
-    wait_for(lambda: fake_marathon.puts(), 10, "the record")
+    wait_for(lambda: fake_marathon.puts(), 10, what="the record")
     labels = fake_marathon.apps["/ml/mnist/worker-0"]["labels"]
     assert labels[L.STATE] == "Failed"
     assert labels[L.REASON] == "startup deadline (0.3s) passed; missing: ps-0 (NXDOMAIN)"
@@ -186,11 +178,11 @@ def test_all_workers_decider_waits_for_the_others(tmp_path, fake_marathon, make_
     other.update(phase="running")
     ctx = context(make_ctx, fake_marathon, completion="all_workers")
     run = runs(ctx, task_environ(ctx), tmp_path, [0], fake=fake_marathon)
-    wait_for(lambda: run.status()["phase"] == "succeeded", 10, "worker-0 succeeded")
+    wait_for(lambda: run.status()["phase"] == "succeeded", 10, what="worker-0 succeeded")
     time.sleep(0.3)
     assert fake_marathon.puts() == [] and len(fake_marathon.gets()) >= 2  # polling
     other.update(phase="succeeded")
-    wait_for(lambda: fake_marathon.puts(), 10, "the record")
+    wait_for(lambda: fake_marathon.puts(), 10, what="the record")
     assert fake_marathon.apps["/ml/mnist/worker-1"]["labels"][L.REASON] == "all 2 workers finished"
     assert run.stop() == 0
 
@@ -198,7 +190,7 @@ def test_all_workers_decider_waits_for_the_others(tmp_path, fake_marathon, make_
 def test_without_marathon_the_decider_just_stays_up(tmp_path, make_ctx, task_environ, runs):
     ctx = make_ctx("worker", 0, style="tf1")
     run = runs(ctx, task_environ(ctx), tmp_path, [0], control=False)
-    wait_for(lambda: run.status()["phase"] == "succeeded", 10, "succeeded")
+    wait_for(lambda: run.status()["phase"] == "succeeded", 10, what="succeeded")
     assert run.boot.control is None and run.stop() == 0
 
 

@@ -9,18 +9,7 @@ import pytest
 import requests
 
 from marathon_tf.local import LocalCluster
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05, what: str = "") -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail the test after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout}s waiting for {what or predicate} (last value {last!r})")
+from polling import wait_for
 
 
 class Api:

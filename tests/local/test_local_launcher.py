@@ -11,19 +11,7 @@ from pathlib import Path
 
 
 from marathon_tf.local import LocalCluster
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie still answers kill(0); treat it as dead
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+from polling import alive as _alive
 
 
 def _sandbox(cluster, task_id: str) -> Path:

@@ -11,17 +11,7 @@ from pathlib import Path
 
 import pytest
 import requests
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+from polling import alive as _alive
 
 
 def _start_runner(state: Path) -> tuple[subprocess.Popen, str]:

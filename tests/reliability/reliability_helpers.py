@@ -19,6 +19,7 @@ import requests
 from click.testing import CliRunner, Result
 
 from marathon_tf.cli import cli
+from polling import wait_for  # noqa: F401 (used through this module)
 
 MARATHON_TF = str(Path(sys.executable).parent / "marathon-tf")
 
@@ -74,17 +75,6 @@ def run_subprocess(args: list[str], env: dict[str, str] | None = None, timeout: 
         out, err = proc.communicate()
         raise AssertionError(f"marathon-tf {args} did not end in {timeout} s: {err.decode(errors='replace')}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.1, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout}s waiting for {what or predicate} (last value {last!r})")
 
 
 def api_requests(log: Iterable[dict]) -> list[dict]:
