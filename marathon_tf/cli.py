@@ -179,6 +179,21 @@ def deploy(job_file, marathon_url, user, password, token, ca_bundle, insecure, l
         sys.exit(1)
 
 
+def _progress_printer():
+    """A callback printing a job's progress line on stderr, only when it changed."""
+    from . import output
+
+    last = [""]
+
+    def show(status) -> None:
+        line = output.progress_line(status)
+        if line != last[0]:
+            output.info(line)
+            last[0] = line
+
+    return show
+
+
 def _deploy_local(spec, *, templates_dir, timeout, fmt, detach, dry_run) -> int:
     """Run the job on this machine; task output is streamed as ``[worker-1] …``."""
     from . import localrun, output
@@ -188,24 +203,17 @@ def _deploy_local(spec, *, templates_dir, timeout, fmt, detach, dry_run) -> int:
     if dry_run:
         output.emit_json(render_group(spec, templates_dir=templates_dir))
         return 0
-    last = [""]
     out_err = fmt == "json"  # keep stdout for the JSON result
 
     def task_line(task: str, stream: str, line: str) -> None:
         click.echo(f"[{task}] {line}", err=out_err or stream == "stderr")
-
-    def progress(status) -> None:
-        line = output.progress_line(status)
-        if line != last[0]:
-            output.info(line)
-            last[0] = line
 
     def deployed(result, cluster) -> None:
         output.info(f"local Marathon {cluster.marathon_url} (Mesos-DNS {cluster.mesos_dns}): "
                     f"deployed {result.group_id}, deployment {result.deployment_id}")
 
     run = localrun.run(spec, templates_dir=templates_dir, timeout=timeout, emit_task_line=task_line,
-                       progress=progress, on_deployed=deployed)
+                       progress=_progress_printer(), on_deployed=deployed)
     steps = run.status.get("finalStep", run.status.get("step"))
     output.info(f"job {spec.name}: {run.state} in {run.seconds:.1f} s"
                 + (f", step {steps}" if steps is not None else "")
@@ -227,14 +235,7 @@ def _follow(client, job: str, deployment_id: str | None, *, wait: bool, timeout:
         output.info(f"follow it with: marathon-tf status {job} --watch")
         return None
     start = time.monotonic()
-    last = [""]
-
-    def show(status):
-        line = output.progress_line(status)
-        if line != last[0]:
-            output.info(line)
-            last[0] = line
-
+    show = _progress_printer()
     try:
         with watch.EventStream(client) as stream:
             watch.wait_deployment(client, deployment_id, job, timeout=timeout, on_progress=show, stream=stream)
@@ -283,7 +284,7 @@ def scale(changes, job, marathon_url, user, password, token, ca_bundle, insecure
         output.info(f"scaling {result.group_id}: deployment {result.deployment_id}")
         if wait:
             watch.wait_deployment(client, result.deployment_id, name, timeout=timeout,
-                                  on_progress=lambda s: output.info(output.progress_line(s)))
+                                  on_progress=_progress_printer())
 
 
 @cli.command(context_settings=_CTX)

@@ -56,15 +56,15 @@ class DeployResult:
 def deploy(client: Client, spec: JobSpec, *, templates_dir: str | None = None, force: bool = False,
            dry_run: bool = False) -> DeployResult:
     """PUT the rendered group: creating it, or updating it without restarting unchanged tasks."""
-    group = render_group(spec, templates_dir=templates_dir)
+    return _put(client, spec.name, render_group(spec, templates_dir=templates_dir), force=force, dry_run=dry_run)
+
+
+def _put(client: Client, job: str, group: dict[str, Any], *, force: bool, dry_run: bool) -> DeployResult:
     body = client.put_group(group, force=force, dry_run=dry_run)
-    result = DeployResult(job=spec.name, group_id=group["id"], group=group)
     if dry_run:
-        result.plan = body
-    else:
-        result.deployment_id = body.get("deploymentId")
-        result.version = body.get("version")
-    return result
+        return DeployResult(job=job, group_id=group["id"], plan=body, group=group)
+    return DeployResult(job=job, group_id=group["id"], deployment_id=body.get("deploymentId"),
+                        version=body.get("version"), group=group)
 
 
 # ----------------------------------------------------------------------------- finding jobs
@@ -183,14 +183,7 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
     spec, current = deployed_spec(client, job)
     new_spec = apply_scale(spec, changes)
     new_group = render_group(new_spec, templates_dir=templates_dir)
-    plan = plan_scale(current, new_group)
-    body = client.put_group(new_group, force=force, dry_run=dry_run)
-    result = DeployResult(job=job, group_id=new_group["id"], group=new_group)
-    if dry_run:
-        result.plan = body
-    else:
-        result.deployment_id, result.version = body.get("deploymentId"), body.get("version")
-    return plan, result
+    return plan_scale(current, new_group), _put(client, job, new_group, force=force, dry_run=dry_run)
 
 
 # ----------------------------------------------------------------------------- status
