@@ -105,7 +105,7 @@ def test_tf1_cluster_finds_itself_and_trains(tmp_path, mesos_dns, procs):
 
     for worker in members[1:]:
         try:
-            wait_for(lambda: phase(worker) == "succeeded", 75, 0.5, f"{worker} succeeded")
+            wait_for(lambda: phase(worker) == "succeeded", 75, interval=0.5, what=f"{worker} succeeded")
         except AssertionError:
             raise AssertionError("\n".join(procs.output(p)[-3000:] for p in started.values()))
         status = _get(f"http://127.0.0.1:{ports[worker][1]}/status")
