@@ -410,21 +410,38 @@ def local() -> None:
               help="Mesos-DNS HTTP API port.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Where task sandboxes go (default: ./.marathon-tf/local).")
-def local_serve(port, host, dns_port, dns_http_port, state_dir) -> None:
+@click.option("--auth", metavar="USER:PASSWORD|token=TOKEN|env", default=None,
+              help="Require HTTP basic auth or a token (env: MARATHON_TOKEN or MARATHON_USER/MARATHON_PASSWORD). "
+                   "Needed off loopback.")
+@click.option("--allow-origin", "allow_origins", multiple=True, metavar="URL",
+              help="Also accept browser requests from this origin (e.g. http://localhost:3000); repeatable.")
+@click.option("--ui", "ui_dir", type=click.Path(file_okay=False, exists=True), default=None,
+              help="Serve this Marathon web UI build (mesosphere/marathon-ui) at /ui/.")
+def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir) -> None:
     """Keep a local Marathon running, so that MARATHON_URL=http://127.0.0.1:8080
     marathon-tf deploy/scale/status/delete work against it across commands."""
     from . import output
+    from .errors import UsageError
     from .local import serve
+    from .local.security import Security, parse_auth
+    from .local.ui import check_ui_dir
 
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        output.warn(f"binding {host}: anyone who can reach it can run commands on this machine")
+    try:  # local/security.py: what local serve refuses, and why
+        security = dict(auth=parse_auth(auth) if auth else None, allow_origins=allow_origins,
+                        ui_dir=check_ui_dir(ui_dir) if ui_dir else None)
+        Security(host, allow_origins, security["auth"])
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
     def ready(cluster) -> None:
         output.info(f"Marathon API  {cluster.marathon_url}   (export MARATHON_URL={cluster.marathon_url})")
         output.info(f"Mesos-DNS     {cluster.mesos_dns} (DNS), {cluster.mesos_dns_http} (HTTP)")
         output.info(f"sandboxes     {cluster.state_dir}/sandboxes    — Ctrl-C stops everything")
+        if ui_dir:
+            output.info(f"web UI        {cluster.marathon_url}/ui/")
 
     serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port,
-          state_dir=state_dir or ".marathon-tf/serve", on_ready=ready)
+          state_dir=state_dir or ".marathon-tf/serve", on_ready=ready, **security)
 
 
 def main(argv: list[str] | None = None) -> None:

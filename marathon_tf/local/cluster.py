@@ -23,6 +23,7 @@ from aiohttp import web
 
 from .faults import FaultInjector
 from .mesos_dns import MesosDns
+from .security import Credentials, Security
 from .server import Runtime, create_app
 
 __all__ = ["LocalCluster", "serve"]
@@ -41,7 +42,10 @@ class LocalCluster:
     def __init__(self, state_dir: Union[str, Path, None] = None, host: str = "127.0.0.1",
                  marathon_port: int = 0, dns_port: int = 0, dns_http_port: int = 0, dns_refresh: float = 1.0,
                  dns_ttl: int = 5, heartbeat: float = 10.0, kill_grace: float = 3.0, kill_grace_cap: float = 30.0,
-                 shutdown_grace: float = 2.0) -> None:
+                 shutdown_grace: float = 2.0, auth: Optional[Credentials] = None, allow_origins: tuple = (),
+                 ui_dir: Union[str, Path, None] = None) -> None:
+        self.security = Security(host, allow_origins, auth)  # raises AuthError for an unsafe setup
+        self._ui_dir = ui_dir
         self._own_dir = state_dir is None
         self.state_dir = Path(tempfile.mkdtemp(prefix="marathon-tf-local-") if state_dir is None else state_dir)
         self.host = host
@@ -80,9 +84,9 @@ class LocalCluster:
 
     async def _startup(self) -> None:
         marathon_port, dns_port, dns_http_port = self._ports
-        self._rt = Runtime(self.state_dir, self.host, **self._options)
+        self._rt = Runtime(self.state_dir, self.host, security=self.security, **self._options)
         self._rt.start()
-        runner = web.AppRunner(create_app(self._rt), access_log=None, handler_cancellation=True,
+        runner = web.AppRunner(create_app(self._rt, self._ui_dir), access_log=None, handler_cancellation=True,
                                 shutdown_timeout=2.0)
         await runner.setup()
         self._runners.append(runner)

@@ -43,6 +43,8 @@ class Scheduler:
         self._watchers: dict[str, asyncio.Task] = {}
         self._wake = asyncio.Event()
         self.stopping = False
+        #: Variables every task gets unless its app sets its own credentials (auth of ``local serve``).
+        self.extra_env: dict[str, str] = {}
 
     # -- loop -------------------------------------------------------------------------
     def wake(self) -> None:
@@ -108,6 +110,9 @@ class Scheduler:
         try:
             box = self.launcher.prepare(run_def, task.id)
             env = task_env(run_def, task.id, task.version, task.ports, str(box), self.state.host)
+            own = run_def.get("env") or {}
+            if not {"MARATHON_TOKEN", "MARATHON_USER"} & set(own):
+                env.update(self.extra_env)  # credentials to call the runner back (local/security.py)
             if task.killing or self.stopping:
                 raise FetchError("Task killed before it was started")
             proc = await self.launcher.spawn(run_def, env, box)

@@ -4,8 +4,10 @@ Wires the runtime (state, event bus, launcher, scheduler, deployments, faults)
 and serves: the /v2 resources of ``api.py``, ``/v2/events`` (SSE exactly as
 Jetty's EventSourceServlet: exact ``Accept: text/event-stream`` or 405,
 ``event: X\\r\\ndata: {...}\\r\\n\\r\\n`` frames, a bare ``\\r\\n`` heartbeat, close-
-delimited body), ``/v2/info``, ``/v2/leader``, ``/ping``, ``/v2/plugins`` and the
-admin API under ``/_local/`` (faults, request log, killing a task's process).
+delimited body), ``/v2/info``, ``/v2/leader``, ``/ping``, ``/v2/plugins``, the
+admin API under ``/_local/`` (faults, request log, killing a task's process), the
+Mesos endpoints the UI reads (``mesos_master.py``, ``agent.py``) and optionally
+the UI itself (``ui.py``). ``security.py`` guards every route.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import time
 from pathlib import Path
 from typing import Awaitable, Callable
 
@@ -24,9 +27,12 @@ from .errors import ApiError
 from .events import EventBus
 from .faults import FaultInjector
 from .agent import add_agent_routes
+from .mesos_master import MESOS_PREFIX, add_master_routes
 from .launcher import Launcher
 from .scheduler import Scheduler
-from .state import FRAMEWORK_ID, State, canonical_path, now_ts
+from .security import Security
+from .state import AGENT_ID, FRAMEWORK_ID, State, canonical_path, now_ts
+from .ui import add_ui_routes
 
 __all__ = ["Runtime", "create_app", "MARATHON_VERSION"]
 
@@ -38,8 +44,10 @@ class Runtime:
     """Everything one local Marathon owns; build it on the event loop that will run it."""
 
     def __init__(self, state_dir: Path, host: str = "127.0.0.1", heartbeat: float = 10.0,
-                 kill_grace: float = 3.0, kill_grace_cap: float = 30.0, shutdown_grace: float = 2.0) -> None:
+                 kill_grace: float = 3.0, kill_grace_cap: float = 30.0, shutdown_grace: float = 2.0,
+                 security: Security | None = None) -> None:
         self.host = host
+        self.security = security or Security(host)
         self.heartbeat = heartbeat
         self.url = ""
         self.state = State(host)
@@ -47,6 +55,7 @@ class Runtime:
         self.faults = FaultInjector()
         self.launcher = Launcher(Path(state_dir), host, kill_grace_cap)
         self.scheduler = Scheduler(self.state, self.launcher, self.bus, kill_grace, shutdown_grace)
+        self.scheduler.extra_env = self.security.task_env
         self.deployments = DeploymentManager(self.state, self.scheduler, self.bus)
         self.api = MarathonApi(self.state, self.scheduler, self.deployments, self.bus)
         self._scheduler_task: asyncio.Task | None = None
@@ -88,8 +97,8 @@ def _signal(name: str | int) -> int:
     return int(getattr(signal, name if name.startswith("SIG") else "SIG" + name))
 
 
-def create_app(rt: Runtime) -> web.Application:
-    """The aiohttp application for ``rt``."""
+def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application:
+    """The aiohttp application for ``rt`` (with a Marathon UI build served at ``/ui/`` when given)."""
 
     @web.middleware
     async def leader_header(request: web.Request, handler: Callable[[web.Request], Awaitable]) -> web.StreamResponse:
@@ -119,21 +128,22 @@ def create_app(rt: Runtime) -> web.Application:
             return await events(request)
         if request.method == "GET" and not rest:
             if resource == "info":
-                return web.json_response(info())
+                return web.json_response(info(request))
             if resource == "leader":
                 return web.json_response({"leader": rt.url.split("://", 1)[-1]})
             if resource == "plugins":
                 return web.json_response({"plugins": []})
         raise web.HTTPNotFound()
 
-    def info() -> dict:
+    def info(request: web.Request) -> dict:
         return {"name": "marathon", "version": MARATHON_VERSION, "buildref": "local", "elected": True,
                 "leader": rt.url.split("://", 1)[-1], "frameworkId": FRAMEWORK_ID,
                 "marathon_config": {"framework_name": "marathon", "hostname": rt.host, "ha": False,
                                     "checkpoint": True, "executor": "//cmd", "features": ["gpu_resources"],
                                     "local_port_min": 10000, "local_port_max": 20000, "master": "local",
                                     "mesos_role": "*", "mesos_user": "", "webui_url": rt.url,
-                                    "env_vars_prefix": "", "default_network_name": ""},
+                                    "env_vars_prefix": "", "default_network_name": "",
+                                    "mesos_leader_ui_url": f"http://{request.host}{MESOS_PREFIX}"},
                 "zookeeper_config": {"zk": "", "zk_timeout": 10000, "zk_session_timeout": 10000,
                                      "zk_max_versions": 50},
                 "http_config": {"http_port": int(rt.url.rsplit(":", 1)[-1]) if rt.url else 0, "https_port": 8443}}
@@ -207,6 +217,7 @@ def create_app(rt: Runtime) -> web.Application:
         return web.json_response({"killed": killed})
 
     app = web.Application(middlewares=[rt.faults.middleware, leader_header], client_max_size=64 * 2 ** 20)
+    rt.security.install(app)
     app.router.add_get("/ping", ping)
     app.router.add_post("/_local/faults", add_fault)
     app.router.add_get("/_local/faults", list_faults)
@@ -215,7 +226,11 @@ def create_app(rt: Runtime) -> web.Application:
     app.router.add_delete("/_local/requests", clear_requests)
     app.router.add_post("/_local/kill", kill)
     app.router.add_route("*", "/v2{tail:.*}", dispatch)
-    add_agent_routes(app, rt.launcher.state_dir / "sandboxes", FRAMEWORK_ID)
+    add_agent_routes(app, rt.launcher.state_dir / "sandboxes", FRAMEWORK_ID, AGENT_ID)
+    started = time.time()
+    add_master_routes(app, rt.state, lambda: started)
+    if ui_dir is not None:
+        add_ui_routes(app, ui_dir)
     return app
 
 

@@ -1,0 +1,245 @@
+"""What the local Marathon refuses: the HTTP security boundary of ``local serve``.
+
+The runner executes whatever command a request asks for, so a web page the user
+visits must not be able to reach it. One aiohttp middleware checks, in order:
+
+1. ``Host`` names the address the server listens on (the bind address; plus
+   ``localhost`` for loopback/wildcard binds, this machine's host names for
+   non-loopback binds, and hosts of allowed origins). Anything else is a DNS
+   rebinding attempt: 403.
+2. Cross-origin callers: an ``Origin`` other than the server's own (``http://`` +
+   ``Host``) or an allowed one (``--allow-origin``) gets 403, preflights included.
+   Requests a browser marks ``Sec-Fetch-Site: cross-site``/``same-site`` without
+   an ``Origin`` (``<script>`` JSONP reads of sandboxes, images) get 403 too,
+   except top-level GET navigations. Allowed origins get CORS headers.
+3. Authentication (optional, required off loopback): HTTP basic
+   (``Authorization: Basic ...``) or a DC/OS-style token
+   (``Authorization: token=...``), what ``marathon-tf``'s ``MARATHON_USER``/
+   ``MARATHON_PASSWORD``/``MARATHON_TOKEN`` send. The runner's own tasks get a
+   per-server token in ``MARATHON_TOKEN`` (see :attr:`Security.task_env`),
+   as DC/OS hands tasks a service-account secret.
+4. Bodies of state-changing requests must be ``application/json``: 415
+   ``{"message": "Unsupported Media Type"}`` as Marathon's Jersey resources answer.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import ipaddress
+import json
+import os
+import secrets
+import socket
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable, Iterable, Mapping, Optional
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+__all__ = ["Credentials", "Security", "parse_auth", "is_loopback", "AuthError"]
+
+_UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
+_REALM = 'Basic realm="marathon-tf"'
+_CORS_KEY = web.RequestKey("mtf_cors", str)
+
+
+class AuthError(ValueError):
+    """A bad ``--auth`` value or an unsafe configuration (one line, for the CLI)."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Either ``user``/``password`` (HTTP basic) or ``token``."""
+
+    user: Optional[str] = None
+    password: Optional[str] = None
+    token: Optional[str] = None
+
+    @property
+    def kind(self) -> str:
+        return "token" if self.token else "basic"
+
+
+def parse_auth(value: str, environ: Mapping[str, str] = os.environ) -> Credentials:
+    """``--auth`` value -> credentials: ``USER:PASSWORD``, ``token=TOKEN``, or ``env``
+    (``MARATHON_TOKEN``, else ``MARATHON_USER``/``MARATHON_PASSWORD``, as the CLI reads them;
+    keeps the secret out of the process list)."""
+    value = value.strip()
+    if value == "env":
+        if environ.get("MARATHON_TOKEN"):
+            return Credentials(token=environ["MARATHON_TOKEN"])
+        if environ.get("MARATHON_USER") and environ.get("MARATHON_PASSWORD"):
+            return Credentials(user=environ["MARATHON_USER"], password=environ["MARATHON_PASSWORD"])
+        raise AuthError("--auth env: set MARATHON_TOKEN, or MARATHON_USER and MARATHON_PASSWORD")
+    if value.startswith("token="):
+        if len(value) == len("token="):
+            raise AuthError("--auth token=: the token is empty")
+        return Credentials(token=value[len("token="):])
+    user, sep, password = value.partition(":")
+    if not sep or not user or not password:
+        raise AuthError("--auth takes USER:PASSWORD, token=TOKEN or env")
+    return Credentials(user=user, password=password)
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_wildcard(host: str) -> bool:
+    return host in ("", "0.0.0.0", "::", "[::]")
+
+
+def _hostname(host_header: str) -> str:
+    """``Host`` header -> host name (lower case, no port, no IPv6 brackets)."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else host[1:]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _ip(host: str) -> Optional[ipaddress._BaseAddress]:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
+def _origin(url: str) -> str:
+    """``scheme://host[:port]`` of a URL or Origin value (lower case); '' when it has none."""
+    parts = urlsplit(url.strip())
+    if not parts.scheme or not parts.netloc:
+        return ""
+    return f"{parts.scheme.lower()}://{parts.netloc.lower().rsplit('@', 1)[-1]}"
+
+
+@dataclass
+class Security:
+    """The checks for one server bound to ``host``."""
+
+    host: str = "127.0.0.1"
+    allow_origins: Iterable[str] = ()
+    credentials: Optional[Credentials] = None
+    task_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+
+    def __post_init__(self) -> None:
+        origins = set()
+        for origin in self.allow_origins:
+            normalized = "*" if origin.strip() == "*" else _origin(origin)
+            if not normalized:
+                raise AuthError(f"--allow-origin {origin!r}: give scheme://host[:port], e.g. http://localhost:3000")
+            origins.add(normalized)
+        self.allow_origins = frozenset(origins)
+        if not is_loopback(self.host) and self.credentials is None:
+            raise AuthError(f"binding {self.host or '0.0.0.0'} (not loopback) needs --auth: anyone who can "
+                            "reach it could run commands on this machine")
+        names = {self.host.strip("[]").lower()}
+        if is_loopback(self.host) or _is_wildcard(self.host):
+            names |= {"localhost", "127.0.0.1", "::1"}
+        if not is_loopback(self.host):
+            names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+        names |= {_hostname(urlsplit(o).netloc) for o in self.allow_origins if o != "*"}
+        self._names = frozenset(n for n in names if n)
+
+    # -- the checks ---------------------------------------------------------------------
+    def host_allowed(self, host_header: str) -> bool:
+        """Does ``Host`` name this server? IP literals cannot be DNS-rebound: any is fine on a wildcard bind."""
+        name = _hostname(host_header)
+        if name in self._names:
+            return True
+        ip = _ip(name)
+        if ip is None:
+            return False
+        if _is_wildcard(self.host):
+            return True
+        return is_loopback(self.host) and ip.is_loopback
+
+    def origin_allowed(self, origin: str, own: str) -> bool:
+        origin = _origin(origin) if origin != "null" else "null"
+        return origin == own or "*" in self.allow_origins or origin in self.allow_origins
+
+    def authenticated(self, header: str) -> bool:
+        """Does the ``Authorization`` header carry the configured credentials or the tasks' token?"""
+        header = header.strip()
+        if header.startswith("token="):
+            given = header[len("token="):].encode()
+            return any(hmac.compare_digest(given, t.encode())
+                       for t in (self.task_token, (self.credentials and self.credentials.token) or ""))
+        if header[:6].lower() == "basic " and self.credentials and self.credentials.user:
+            try:
+                user, _, password = base64.b64decode(header[6:].strip(), validate=True).decode().partition(":")
+            except (ValueError, UnicodeDecodeError):
+                return False
+            return (hmac.compare_digest(user.encode(), self.credentials.user.encode())
+                    & hmac.compare_digest(password.encode(), (self.credentials.password or "").encode()))
+        return False
+
+    @property
+    def task_env(self) -> dict[str, str]:
+        """What the runner's tasks get in their environment to call it back (only with auth on)."""
+        return {"MARATHON_TOKEN": self.task_token} if self.credentials else {}
+
+    # -- the middleware -----------------------------------------------------------------
+    @web.middleware
+    async def middleware(self, request: web.Request,
+                         handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        host = request.headers.get("Host", "")
+        if not self.host_allowed(host):
+            return _refuse(403, f"Host {host!r} does not name this server (refused: DNS rebinding protection; "
+                                "use the address it listens on)")
+        own = "http://" + host.lower()
+        origin = request.headers.get("Origin")
+        cors = None
+        if origin is not None and _origin(origin) != own:
+            if not self.origin_allowed(origin, own):
+                return _refuse(403, f"Origin {origin!r} is not allowed (start local serve with --allow-origin "
+                                    f"{origin} to allow it)")
+            cors = origin
+        elif origin is None and request.headers.get("Sec-Fetch-Site") in ("cross-site", "same-site"):
+            navigation = request.method == "GET" and request.headers.get("Sec-Fetch-Mode") == "navigate"
+            referer = _origin(request.headers.get("Referer", ""))
+            if not navigation and not (referer and self.origin_allowed(referer, own)):
+                return _refuse(403, "cross-site request refused (no allowed Origin)")
+        if cors and request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
+            return web.Response(status=204, headers={
+                **_cors_headers(cors), "Access-Control-Max-Age": "600",
+                "Access-Control-Allow-Methods": "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
+                "Access-Control-Allow-Headers": request.headers.get("Access-Control-Request-Headers", "")})
+        if self.credentials is not None and not self.authenticated(request.headers.get("Authorization", "")):
+            headers = {"WWW-Authenticate": _REALM} if self.credentials.kind == "basic" else {}
+            return _refuse(401, "Invalid username or password.", {**headers, **_cors_headers(cors)})
+        if request.method in _UNSAFE and (request.can_read_body or "Content-Type" in request.headers):
+            if request.content_type != "application/json":
+                return _refuse(415, "Unsupported Media Type", _cors_headers(cors))
+        request[_CORS_KEY] = cors or ""
+        return await handler(request)
+
+    async def on_prepare(self, request: web.Request, response: web.StreamResponse) -> None:
+        """``on_response_prepare`` hook: CORS headers for an allowed origin (also on streams like SSE)."""
+        cors = request.get(_CORS_KEY)
+        if cors:
+            response.headers.update(_cors_headers(cors))
+
+    def install(self, app: web.Application) -> None:
+        """Put the checks in front of every route of ``app``."""
+        app.middlewares.insert(0, self.middleware)
+        app.on_response_prepare.append(self.on_prepare)
+
+
+def _cors_headers(origin: Optional[str]) -> dict[str, str]:
+    if not origin:
+        return {}
+    return {"Access-Control-Allow-Origin": origin, "Access-Control-Allow-Credentials": "true",
+            "Access-Control-Expose-Headers": "Marathon-Deployment-Id, X-Marathon-Leader, Location",
+            "Vary": "Origin"}
+
+
+def _refuse(status: int, message: str, headers: Optional[Mapping[str, str]] = None) -> web.Response:
+    return web.Response(status=status, text=json.dumps({"message": message}), content_type="application/json",
+                        headers=dict(headers or {}))

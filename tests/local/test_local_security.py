@@ -1,0 +1,191 @@
+"""What ``local serve`` refuses (local/security.py): cross-origin and non-JSON writes, foreign Host
+headers (DNS rebinding), unauthenticated callers when --auth is on; and that every client still works."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+from urllib.parse import urlsplit
+
+import pytest
+import requests
+from marathon import MarathonClient
+
+from marathon_tf.local import LocalCluster
+from marathon_tf.local.security import AuthError, Credentials, Security, parse_auth
+from marathon_tf.marathon import Client
+from polling import wait_for
+
+EVIL_CMD = "touch pwned; exec sleep 600"
+
+
+def _raw(url: str, method: str, path: str, body: bytes = b"", headers: dict | None = None) -> tuple[int, bytes, dict]:
+    """A request with exactly the headers given (requests would add its own Host)."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    try:
+        conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        for key, value in (headers or {}).items():
+            conn.putheader(key, value)
+        if body or method in ("POST", "PUT", "PATCH"):
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body)
+        r = conn.getresponse()
+        return r.status, r.read(), dict(r.getheaders())
+    finally:
+        conn.close()
+
+
+def _no_app_ran(cluster) -> None:
+    assert requests.get(cluster.marathon_url + "/v2/apps", timeout=10).json()["apps"] == []
+    assert not list(cluster.state_dir.glob("sandboxes/*/pwned"))
+
+
+def test_the_cross_origin_simple_request_from_the_issue_is_refused(cluster):
+    host = urlsplit(cluster.marathon_url).netloc
+    status, body, _ = _raw(cluster.marathon_url, "POST", "/v2/apps",
+                           json.dumps({"id": "/evil", "cmd": EVIL_CMD}).encode(),
+                           {"Host": host, "Origin": "http://evil.example", "Content-Type": "text/plain"})
+    assert status == 403 and b"evil.example" in body
+    _no_app_ran(cluster)
+
+
+def test_non_json_writes_get_415_as_marathon_answers(cluster):
+    host = urlsplit(cluster.marathon_url).netloc
+    for ctype in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
+        status, body, _ = _raw(cluster.marathon_url, "POST", "/v2/apps",
+                               json.dumps({"id": "/evil", "cmd": EVIL_CMD}).encode(),
+                               {"Host": host, "Content-Type": ctype})
+        assert (status, json.loads(body)) == (415, {"message": "Unsupported Media Type"}), ctype
+    status, _, _ = _raw(cluster.marathon_url, "PUT", "/v2/apps/evil", b'{"cmd": "true"}', {"Host": host})
+    assert status == 415  # a body without any Content-Type is not JSON either
+    _no_app_ran(cluster)
+    # the same request as JSON (what every client sends) is accepted, with the charset parameter too
+    r = requests.post(cluster.marathon_url + "/v2/apps", data=json.dumps({"id": "/ok", "cmd": "sleep 600"}),
+                      headers={"Content-Type": "application/json; charset=utf-8"}, timeout=10)
+    assert r.status_code == 201
+
+
+def test_foreign_host_header_is_refused(cluster):
+    port = urlsplit(cluster.marathon_url).port
+    for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}", f"10.1.2.3:{port}"):
+        status, body, _ = _raw(cluster.marathon_url, "GET", "/v2/apps", headers={"Host": host})
+        assert status == 403 and b"DNS rebinding" in body, host
+        status, _, _ = _raw(cluster.marathon_url, "PUT", "/v2/apps/evil", json.dumps({"cmd": EVIL_CMD}).encode(),
+                            {"Host": host, "Content-Type": "application/json"})
+        assert status == 403
+    _no_app_ran(cluster)
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", f"LOCALHOST:{port}"):
+        assert _raw(cluster.marathon_url, "GET", "/v2/apps", headers={"Host": host})[0] == 200, host
+
+
+def test_same_origin_browser_writes_pass_and_cross_site_reads_do_not(cluster):
+    own = cluster.marathon_url
+    r = requests.put(own + "/v2/apps/ok", json={"cmd": "sleep 600"}, headers={"Origin": own}, timeout=10)
+    assert r.status_code == 201
+    # a <script src> JSONP read of a sandbox from another site (no Origin header on such loads)
+    r = requests.get(own + "/state", params={"jsonp": "cb"}, timeout=10,
+                     headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors",
+                              "Referer": "http://evil.example/page"})
+    assert r.status_code == 403
+    # ... while the same load from the server's own page works, and so does following a link to it
+    r = requests.get(own + "/state", params={"jsonp": "cb"}, timeout=10,
+                     headers={"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "no-cors"})
+    assert r.status_code == 200 and r.text.startswith("cb(")
+    r = requests.get(own + "/v2/info", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"},
+                     timeout=10)
+    assert r.status_code == 200
+    assert requests.get(own + "/v2/apps", headers={"Origin": "null"}, timeout=10).status_code == 403
+
+
+def test_allowed_origin_gets_cors(tmp_path):
+    dev = "http://localhost:3000"
+    with LocalCluster(state_dir=tmp_path, allow_origins=(dev,), shutdown_grace=0.5) as c:
+        pre = requests.options(c.marathon_url + "/v2/apps", timeout=10, headers={
+            "Origin": dev, "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type"})
+        assert pre.status_code == 204 and pre.headers["Access-Control-Allow-Origin"] == dev
+        assert "POST" in pre.headers["Access-Control-Allow-Methods"]
+        r = requests.put(c.marathon_url + "/v2/apps/ok", json={"cmd": "sleep 600"}, headers={"Origin": dev},
+                         timeout=10)
+        assert r.status_code == 201 and r.headers["Access-Control-Allow-Origin"] == dev
+        other = requests.options(c.marathon_url + "/v2/apps", timeout=10, headers={
+            "Origin": "http://localhost:4000", "Access-Control-Request-Method": "POST"})
+        assert other.status_code == 403 and "Access-Control-Allow-Origin" not in other.headers
+        with requests.get(c.marathon_url + "/v2/events", stream=True, timeout=10,
+                          headers={"Origin": dev, "Accept": "text/event-stream"}) as sse:
+            assert sse.status_code == 200 and sse.headers["Access-Control-Allow-Origin"] == dev
+
+
+def test_basic_auth_and_the_clients_that_speak_it(tmp_path):
+    with LocalCluster(state_dir=tmp_path, auth=Credentials(user="ml", password="s3cret"),
+                      shutdown_grace=0.5) as c:
+        url = c.marathon_url
+        r = requests.get(url + "/v2/apps", timeout=10)
+        assert r.status_code == 401 and r.headers["WWW-Authenticate"].lower().startswith("basic")
+        assert requests.get(url + "/v2/apps", auth=("ml", "wrong"), timeout=10).status_code == 401
+        assert requests.get(url + "/state", timeout=10).status_code == 401  # the sandboxes too
+        assert requests.put(url + "/v2/apps/x", json={"cmd": EVIL_CMD}, timeout=10).status_code == 401
+        _no_app_ran_auth = requests.get(url + "/v2/apps", auth=("ml", "s3cret"), timeout=10).json()
+        assert _no_app_ran_auth == {"apps": []}
+        # marathon-tf's own client (MARATHON_USER / MARATHON_PASSWORD)
+        client = Client(url, user="ml", password="s3cret")
+        client.put_group({"id": "/job", "apps": [{"id": "/job/a", "cmd": "sleep 600", "cpus": 0.1, "mem": 32}]})
+        assert [a["id"] for a in client.list_apps()] == ["/job/a"]
+        # marathon-python
+        mp = MarathonClient(url, username="ml", password="s3cret")
+        assert [a.id for a in mp.list_apps()] == ["/job/a"]
+        # the event stream
+        with client.events(read_timeout=10) as sse:
+            assert sse.status_code == 200
+            assert next(sse.iter_lines(decode_unicode=True)).startswith("event: event_stream_attached")
+
+
+def test_token_auth_and_tasks_calling_back(tmp_path):
+    with LocalCluster(state_dir=tmp_path, auth=Credentials(token="tok-123"), shutdown_grace=0.5) as c:
+        url = c.marathon_url
+        assert requests.get(url + "/v2/apps", timeout=10).status_code == 401
+        assert requests.get(url + "/v2/apps", headers={"Authorization": "token=nope"}, timeout=10).status_code == 401
+        client = Client(url, token="tok-123")  # MARATHON_TOKEN
+        # a task reads MARATHON_TOKEN from its environment (the bootstrap's Marathon discovery and the
+        # lifecycle record do exactly this) and calls the runner back
+        probe = ("import os, urllib.request\n"
+                 "def get(headers):\n"
+                 "    req = urllib.request.Request(os.environ['URL'] + '/v2/apps', headers=headers)\n"
+                 "    try:\n"
+                 "        return urllib.request.urlopen(req, timeout=10).status\n"
+                 "    except urllib.error.HTTPError as e:\n"
+                 "        return e.code\n"
+                 "t = os.environ['MARATHON_TOKEN']\n"
+                 "open('codes', 'w').write(f\"{get({'Authorization': 'token=' + t})} {get({})} {t != 'tok-123'}\")\n")
+        (tmp_path / "probe.py").write_text(probe)
+        client.put_group({"id": "/job", "apps": [{
+            "id": "/job/probe", "cmd": f"python3 {tmp_path / 'probe.py'}; exec sleep 600", "cpus": 0.1,
+            "mem": 32, "env": {"URL": url}}]})
+        codes = wait_for(lambda: next((p.read_text() for p in tmp_path.glob("sandboxes/*/codes")), None), 30,
+                         what="the task's call back")
+        assert codes == "200 401 True"  # the task's own token works; the user's token is not handed out
+
+
+def test_non_loopback_needs_auth_and_auth_values_parse():
+    with pytest.raises(AuthError, match="needs --auth"):
+        Security("0.0.0.0")
+    with pytest.raises(AuthError, match="needs --auth"):
+        LocalCluster(host="0.0.0.0")
+    wide = Security("0.0.0.0", credentials=Credentials(token="t"))
+    assert wide.host_allowed("192.168.7.7:8080") and wide.host_allowed("localhost:8080")
+    assert not wide.host_allowed("evil.example:8080")
+    assert Security("::1").host_allowed("[::1]:8080") and not Security("::1").host_allowed("[::2]:8080")
+    assert parse_auth("ml:pa:ss") == Credentials(user="ml", password="pa:ss")
+    assert parse_auth("token=abc") == Credentials(token="abc")
+    assert parse_auth("env", {"MARATHON_TOKEN": "t"}) == Credentials(token="t")
+    assert parse_auth("env", {"MARATHON_USER": "u", "MARATHON_PASSWORD": "p"}) == Credentials("u", "p")
+    for bad in ("nopassword", "token=", ":x", "env"):
+        with pytest.raises(AuthError):
+            parse_auth(bad, {})
+    with pytest.raises(AuthError, match="allow-origin"):
+        Security(allow_origins=("localhost",))
+    header = "Basic " + base64.b64encode(b"u:p").decode()
+    assert Security(credentials=Credentials("u", "p")).authenticated(header)
+    assert not Security(credentials=Credentials("u", "p")).authenticated("token=whatever")
