@@ -24,7 +24,7 @@ __all__ = ["MarathonApi", "label_selector"]
 
 _APP_EMBEDS = {"tasks": {"tasks", "deployments"}, "lastTaskFailure": {"lastTaskFailure"},
                "failures": {"tasks", "lastTaskFailure", "deployments"}, "counts": set(),
-               "deployments": set(), "readiness": set(), "taskStats": set()}
+               "deployments": set(), "readiness": {"readiness"}, "taskStats": {"taskStats"}}
 
 
 def _flag(request: web.Request, name: str, default: bool = False) -> bool:
@@ -108,7 +108,14 @@ class MarathonApi:
             dep = self._deploy(request, targets.current(self.state), restart={app.id})
             return _result(dep)
         if rest[-1] == "versions" and method == "GET":
-            return web.json_response({"versions": [self._app("/" + "/".join(rest[:-1])).version]})
+            app = self._app("/" + "/".join(rest[:-1]))
+            return web.json_response({"versions": list(reversed(app.history))})
+        if len(rest) >= 2 and rest[-2] == "versions" and method == "GET":
+            app = self._app("/" + "/".join(rest[:-2]))
+            view = self.state.version_json(app, rest[-1])
+            if view is None:
+                raise ApiError(404, {"message": f"App '{app.id}' does not exist in version {rest[-1]}"})
+            return web.json_response(view)
         app_id = "/" + "/".join(rest)
         if method == "GET":
             if rest[-1] == "*":
@@ -116,7 +123,10 @@ class MarathonApi:
                 apps = [self.app_view(a, {"tasks", "lastTaskFailure"}) for k, a in
                         sorted(self.state.visible_apps().items()) if k.startswith(gid.rstrip("/") + "/")]
                 return web.json_response({"*": apps})
-            return web.json_response({"app": self.app_view(self._app(app_id), {"tasks", "lastTaskFailure"})})
+            embed = {"tasks", "lastTaskFailure"}  # always, as Marathon does for compatibility
+            for value in request.query.getall("embed", []):
+                embed |= _APP_EMBEDS.get(value.replace("app.", "", 1), set())
+            return web.json_response({"app": self.app_view(self._app(app_id), embed)})
         if method in ("PUT", "PATCH"):
             body = await self._body(request)
             if method == "PATCH":

@@ -118,6 +118,7 @@ class DeploymentManager:
         for app_id in restart:
             app = self.state.apps[app_id]
             app.version = app.last_scaling_at = app.last_config_change_at = version
+            app.record_version()
         dep = Deployment(str(uuid.uuid4()), version, steps, original, affected=affected)
         self.running[dep.id] = dep
         self.bus.publish("group_change_success", groupId="/", version=version)

@@ -43,6 +43,7 @@ _APP_DEFAULTS: dict[str, Any] = {
     "unreachableStrategy": {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0},
     "killSelection": "YOUNGEST_FIRST", "networks": [{"mode": "host"}],
 }
+MAX_VERSIONS = 50
 _HC_DEFAULTS = {"gracePeriodSeconds": 300, "intervalSeconds": 60, "timeoutSeconds": 20,
                 "maxConsecutiveFailures": 3, "delaySeconds": 15}
 
@@ -51,6 +52,11 @@ def now_ts(at: Optional[float] = None) -> str:
     """Marathon's timestamp format ``yyyy-MM-dd'T'HH:mm:ss.SSS'Z'`` (UTC)."""
     dt = datetime.fromtimestamp(time.time() if at is None else at, tz=timezone.utc)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def _parse_ts(ts: str) -> float:
+    """Inverse of :func:`now_ts`."""
+    return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
 
 
 def canonical_path(path_id: str, base: str = "/") -> str:
@@ -175,6 +181,17 @@ class AppState:
     queued_since: Optional[str] = None
     last_task_failure: Optional[dict] = None
     removed: bool = False
+    #: version -> the app as it was then (definition, service ports, versionInfo), oldest first.
+    history: dict[str, dict] = field(default_factory=dict)
+
+    def record_version(self) -> None:
+        """Keep the current definition under :attr:`version` (Marathon keeps ``zk_max_versions``: 50)."""
+        self.history[self.version] = {"definition": copy.deepcopy(self.definition),
+                                      "service_ports": list(self.service_ports),
+                                      "versionInfo": {"lastScalingAt": self.last_scaling_at,
+                                                      "lastConfigChangeAt": self.last_config_change_at}}
+        while len(self.history) > MAX_VERSIONS:
+            del self.history[next(iter(self.history))]
 
     def active_tasks(self) -> list[Task]:
         return [t for t in self.tasks.values() if t.active]
@@ -265,6 +282,7 @@ class State:
                     current.removed = False
                     current.definition, current.service_ports = definition, ports
                     current.version = current.last_scaling_at = current.last_config_change_at = version
+                    current.history.clear()
                 changes[app_id] = "new"
             elif current.definition == definition:
                 continue
@@ -277,6 +295,9 @@ class State:
                 current.definition = definition
                 current.version = current.last_scaling_at = current.last_config_change_at = version
                 changes[app_id] = "restart"
+        for app_id in changes:
+            if changes[app_id] != "removed":
+                self.apps[app_id].record_version()
         old_groups = self.groups
         self.groups = {}
         for gid, deps in groups.items():
@@ -294,6 +315,16 @@ class State:
         return changes
 
     # -- views ---------------------------------------------------------------------------
+    def version_json(self, app: AppState, version: str) -> Optional[dict]:
+        """The app as it was at ``version`` (``GET /v2/apps/{id}/versions/{version}``); None if not kept."""
+        kept = app.history.get(version)
+        if kept is None:
+            return None
+        out = {"id": app.id, **copy.deepcopy(kept["definition"])}
+        for pd, port in zip(out.get("portDefinitions") or [], kept["service_ports"]):
+            pd["port"] = port
+        return {**out, "version": version, "versionInfo": dict(kept["versionInfo"])}
+
     def app_json(self, app: AppState, deployments: list[dict], embed: Iterable[str] = ()) -> dict:
         """The 1.8 app JSON; ``embed`` may hold ``tasks``, ``lastTaskFailure``, ``counts``, ``deployments``."""
         embed = set(embed)
@@ -309,7 +340,40 @@ class State:
             out["tasks"] = [t.to_json(self.host, app.service_ports) for t in app.active_tasks()]
         if "lastTaskFailure" in embed and app.last_task_failure:
             out["lastTaskFailure"] = dict(app.last_task_failure)
+        if "taskStats" in embed:
+            out["taskStats"] = self.task_stats(app)
+        if "readiness" in embed:
+            out["readinessCheckResults"] = []  # the local runner does not run readiness checks
         return out
+
+    def task_stats(self, app: AppState, at: Optional[float] = None) -> dict:
+        """Marathon's ``TaskStatsByVersion``: counts and lifetimes of the active tasks, grouped by the
+        app version they run (a group without tasks is left out, as Marathon does)."""
+        now = time.time() if at is None else at
+        n_checks = len(app.definition.get("healthChecks") or [])
+        active = app.active_tasks()
+
+        def stats(tasks: list[Task]) -> Optional[dict]:
+            if not tasks:
+                return None
+            running = [t for t in tasks if t.state == "TASK_RUNNING"]
+            out: dict[str, Any] = {"counts": {
+                "staged": sum(1 for t in tasks if t.state in ("TASK_STAGING", "TASK_STARTING")),
+                "running": len(running),
+                "healthy": sum(1 for t in running if t.healthy(n_checks) is True),
+                "unhealthy": sum(1 for t in running if t.healthy(n_checks) is False)}}
+            lives = sorted(max(0.0, now - _parse_ts(t.started_at)) for t in tasks if t.started_at)
+            if lives:
+                mid = len(lives) // 2
+                median = lives[mid] if len(lives) % 2 else (lives[mid - 1] + lives[mid]) / 2
+                out["lifeTime"] = {"averageSeconds": sum(lives) / len(lives), "medianSeconds": median}
+            return {"stats": out}
+
+        groups = {"startedAfterLastScaling": [t for t in active if t.version >= app.last_scaling_at],
+                  "withLatestConfig": [t for t in active if t.version >= app.last_config_change_at],
+                  "withOutdatedConfig": [t for t in active if t.version < app.last_config_change_at],
+                  "totalSummary": active}
+        return {name: s for name, tasks in groups.items() if (s := stats(tasks)) is not None}
 
     def group_json(self, gid: str, app_view, embed: set[str]) -> dict:
         """GroupInfo of ``gid``. ``embed`` holds the resolved group-level embeds

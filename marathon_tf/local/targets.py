@@ -154,11 +154,16 @@ def put_app(state: State, app_id: str, body: Any, partial: bool = True) -> tuple
     """PUT /v2/apps/{id} (and one item of the bulk PUT): update, or create (then ``True``)."""
     if not isinstance(body, dict):
         raise invalid_json([{"path": "/", "errors": ["error.expected.jsobject"]}])
-    if body.get("version") is not None and set(body) <= {"id", "version"}:
-        raise not_valid([{"path": "/version", "errors": ["rollback to a stored version is not supported by the local runner"]}])
     app_id = canonical_path(app_id)
     apps, groups = current(state)
     existing = apps.get(app_id)
+    if body.get("version") is not None and set(body) <= {"id", "version"}:  # rollback to a kept version
+        if existing is None:
+            raise app_not_found(app_id)
+        kept = state.apps[app_id].history.get(str(body["version"]))
+        if kept is None:
+            raise ApiError(404, {"message": f"App '{app_id}' does not exist in version {body['version']}"})
+        body, partial = kept["definition"], False
     raw = {**existing, **body} if (existing and partial) else dict(body)
     raw["id"] = app_id
     apps[app_id] = prepare_app(raw, app_id, "")
