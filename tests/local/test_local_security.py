@@ -12,6 +12,7 @@ import pytest
 import requests
 from marathon import MarathonClient
 
+from marathon_tf import labels as L
 from marathon_tf.local import LocalCluster
 from marathon_tf.local.security import AuthError, Credentials, Security, parse_auth
 from marathon_tf.marathon import Client
@@ -189,3 +190,33 @@ def test_non_loopback_needs_auth_and_auth_values_parse():
     header = "Basic " + base64.b64encode(b"u:p").decode()
     assert Security(credentials=Credentials("u", "p")).authenticated(header)
     assert not Security(credentials=Credentials("u", "p")).authenticated("token=whatever")
+
+
+@pytest.mark.parametrize("auth", [Credentials(token="tok-9"), Credentials(user="ml", password="pw")])
+def test_bootstrap_discovery_and_lifecycle_record_from_a_task_with_auth_on(tmp_path, auth):
+    """The bootstrap's Marathon discovery backend and the lifecycle record (bulk PUT) run inside a task,
+    as in a job, and reach the runner with the credentials the runner gave the task."""
+    script = tmp_path / "in_task.py"
+    script.write_text(
+        "import json, os\n"
+        "from marathon_tf.discovery import make_backend\n"
+        "from marathon_tf import labels as L\n"
+        "from marathon_tf.lifecycle import client_from_env, finish_job\n"
+        "from marathon_tf.taskenv import TaskContext\n"
+        "ctx = TaskContext(job='aj', role='worker', index=0, cluster={'worker': 1}, discovery='marathon',\n"
+        "                  marathon_url=os.environ['URL'])\n"
+        "found = make_backend(ctx, os.environ).lookup([('worker', 0)])[('worker', 0)]\n"
+        "open('result', 'w').write(json.dumps(found.address))\n"
+        "finish_job(client_from_env(ctx, os.environ), 'aj', L.SUCCEEDED, reason='done', final_step=3)\n"
+        "import time; time.sleep(600)\n")
+    with LocalCluster(state_dir=tmp_path / "state", auth=auth, shutdown_grace=0.5) as c:
+        client = Client(c.marathon_url, token=auth.token, user=auth.user, password=auth.password)
+        client.put_group({"id": "/aj", "apps": [{
+            "id": "/aj/worker-0", "cmd": f"exec python3 {script}", "cpus": 0.1, "mem": 64,
+            "env": {"URL": c.marathon_url}, "portDefinitions": [{"port": 0, "name": "tf"}]}]})
+        result = wait_for(lambda: next((p.read_text() for p in (tmp_path / "state").glob("sandboxes/*/result")),
+                                       None), 60, what="the task's discovery and record")
+        assert json.loads(result).startswith("127.0.0.1:")  # the task found itself through Marathon
+        app = wait_for(lambda: (lambda a: a if a["labels"].get(L.STATE) else None)(client.get_app("/aj/worker-0")),
+                       60, what="the lifecycle record")
+        assert app["labels"][L.STATE] == L.SUCCEEDED and app["instances"] == 0
