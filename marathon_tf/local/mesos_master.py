@@ -21,6 +21,31 @@ __all__ = ["add_master_routes", "MESOS_PREFIX"]
 MESOS_PREFIX = "/mesos"
 
 
+#: Where the UI's "Mesos details" link (``/mesos/#/slaves/<agent>/frameworks/<fw>/executors/<task>``)
+#: lands: no Mesos UI, but the task's sandbox files, read from this server's agent endpoints.
+_LANDING = """<!doctype html><html><head><meta charset="utf-8"><title>Mesos (marathon-tf local)</title><link rel="icon" href="data:,"></head>
+<body style="font-family: sans-serif"><h1>marathon-tf local runner</h1>
+<p>This machine is the only Mesos agent; there is no Mesos web UI. <a href="/ui/">Marathon UI</a></p>
+<div id="box"></div><script>
+(async () => {
+  const m = /executors[/]([^/?#]+)/.exec(location.hash), box = document.getElementById("box");
+  if (!m) { return; }
+  const id = decodeURIComponent(m[1]), state = await (await fetch("/state")).json();
+  const ex = state.frameworks.flatMap(f => f.executors).find(e => e.id === id);
+  if (!ex) { box.textContent = "No sandbox for " + id; return; }
+  const files = await (await fetch("/files/browse?path=" + encodeURIComponent(ex.directory))).json();
+  const h = document.createElement("h2"); h.textContent = "Sandbox of " + id; box.appendChild(h);
+  for (const f of files) {
+    const a = document.createElement("a"), p = document.createElement("p");
+    a.href = "/files/download?path=" + encodeURIComponent(f.path);
+    a.textContent = f.path.split("/").pop() + " (" + f.size + " bytes)";
+    p.appendChild(a); box.appendChild(p);
+  }
+})();
+</script></body></html>
+"""
+
+
 def _task(state: State, task) -> dict:
     definition = state.apps[task.app_id].definition if task.app_id in state.apps else {}
     return {"id": task.id, "name": task.app_id.strip("/").replace("/", "."), "framework_id": FRAMEWORK_ID,
@@ -47,5 +72,9 @@ def add_master_routes(app: web.Application, state: State, started: Callable[[], 
                             "webui_url": f"http://{host}", "tasks": active, "completed_tasks": done}],
             "completed_frameworks": []})
 
+    async def landing(request: web.Request) -> web.Response:
+        return web.Response(text=_LANDING, content_type="text/html")
+
+    app.router.add_get(MESOS_PREFIX + "/", landing)
     app.router.add_get(MESOS_PREFIX + "/version", version)
     app.router.add_get(MESOS_PREFIX + "/master/state", master_state)

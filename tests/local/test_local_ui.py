@@ -125,6 +125,12 @@ def test_the_marathon_ui_works_on_local_serve(served, browser):
                 if "files/download" in (a.get_attribute("href") or "") and "stdout" in a.get_attribute("href"))
     assert requests.get(link, timeout=10).text.startswith("hello from the sandbox")
 
+    # "Mesos details" leads to the task's sandbox too (there is no Mesos UI behind the local runner)
+    mesos = next(a.get_attribute("href") for a in browser.find_elements(By.TAG_NAME, "a")
+                 if "/mesos/#/slaves/" in (a.get_attribute("href") or ""))
+    browser.get(mesos)
+    until(lambda t: "Sandbox of " + task_id in t and "stdout" in t, "the Mesos details page")
+
     seen = _responses(browser, base, seen)
     paths = {path.split("?")[0] for _, path in seen}
     assert {"/v2/apps//demo/sleeper/versions", "/mesos/master/state", "/files/browse"} <= paths, paths
