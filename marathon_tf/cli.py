@@ -432,6 +432,8 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
         Security(host, allow_origins, security["auth"])
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        output.warn(f"binding {host}: reachable from the network over plain HTTP (credentials are not encrypted)")
 
     def ready(cluster) -> None:
         output.info(f"Marathon API  {cluster.marathon_url}   (export MARATHON_URL={cluster.marathon_url})")

@@ -131,7 +131,10 @@ class Security:
     def __post_init__(self) -> None:
         origins = set()
         for origin in self.allow_origins:
-            normalized = "*" if origin.strip() == "*" else _origin(origin)
+            normalized = _origin(origin)
+            if origin.strip() == "*":
+                raise AuthError("--allow-origin '*' is refused: any web page could then act as you; "
+                                "name the origins (scheme://host[:port])")
             if not normalized:
                 raise AuthError(f"--allow-origin {origin!r}: give scheme://host[:port], e.g. http://localhost:3000")
             origins.add(normalized)
@@ -144,7 +147,7 @@ class Security:
             names |= {"localhost", "127.0.0.1", "::1"}
         if not is_loopback(self.host):
             names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
-        names |= {_hostname(urlsplit(o).netloc) for o in self.allow_origins if o != "*"}
+        names |= {_hostname(urlsplit(o).netloc) for o in self.allow_origins}
         self._names = frozenset(n for n in names if n)
 
     # -- the checks ---------------------------------------------------------------------
@@ -162,7 +165,7 @@ class Security:
 
     def origin_allowed(self, origin: str, own: str) -> bool:
         origin = _origin(origin) if origin != "null" else "null"
-        return origin == own or "*" in self.allow_origins or origin in self.allow_origins
+        return origin == own or origin in self.allow_origins
 
     def authenticated(self, header: str) -> bool:
         """Does the ``Authorization`` header carry the configured credentials or the tasks' token?"""

@@ -187,6 +187,8 @@ def test_non_loopback_needs_auth_and_auth_values_parse():
             parse_auth(bad, {})
     with pytest.raises(AuthError, match="allow-origin"):
         Security(allow_origins=("localhost",))
+    with pytest.raises(AuthError, match="any web page"):
+        Security(allow_origins=("*",), credentials=Credentials(token="t"))
     header = "Basic " + base64.b64encode(b"u:p").decode()
     assert Security(credentials=Credentials("u", "p")).authenticated(header)
     assert not Security(credentials=Credentials("u", "p")).authenticated("token=whatever")
