@@ -79,7 +79,10 @@ class MarathonApi:
 
     def app_view(self, app: AppState, embed: set[str]) -> dict:
         deps = [d.to_json() for d in self.deployments.for_app(app.id)]
-        return self.state.app_json(app, deps, embed)
+        view = self.state.app_json(app, deps, embed)
+        if "readiness" in embed:
+            view["readinessCheckResults"] = self.deployments.readiness.results_for(app.id) if deps else []
+        return view
 
     def _deploy(self, request: web.Request, target: targets.Target, restart=()) -> Deployment:
         return self.deployments.deploy(target, force=_flag(request, "force"), restart=restart)

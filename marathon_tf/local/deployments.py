@@ -9,7 +9,8 @@ deployment with ``deployment_failed``), applies the target to the state at once
 (as Marathon does) and walks the steps: a step is done when its apps have
 exactly their target of tasks running, and healthy when health checks exist
 (without health checks a task counts once it has run for ``settle`` seconds, so
-a command that dies at once keeps the deployment open, like a crash loop).
+a command that dies at once keeps the deployment open, like a crash loop), and
+ready when readiness checks exist (``readiness.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Iterable, Optional
 
 from .errors import app_locked
 from .events import EventBus
+from .readiness import Readiness
 from .scheduler import Scheduler
 from .state import AppState, State, is_scale_only, now_ts
 from .targets import Target, current
@@ -70,6 +72,8 @@ class Deployment:
     current_step: int = 0
     runner: Optional[asyncio.Task] = None
     affected: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    readiness: Optional[Readiness] = None
 
     def plan_json(self) -> dict:
         """The light plan of 1.8 events: ``{id, steps, version}``."""
@@ -80,7 +84,9 @@ class Deployment:
         actions = self.steps[self.current_step - 1] if self.current_step else []
         return {"id": self.id, "version": self.version, "affectedApps": list(self.affected),
                 "affectedPods": [], "steps": [{"actions": s} for s in self.steps],
-                "currentActions": [{**a, "readinessCheckResults": []} for a in actions],
+                "currentActions": [{**a, "readinessCheckResults":
+                                    self.readiness.results_for(a["app"]) if self.readiness else []}
+                                   for a in actions],
                 "currentStep": self.current_step, "totalSteps": len(self.steps)}
 
 
@@ -95,6 +101,7 @@ class DeploymentManager:
         self.bus = bus
         self.poll = poll
         self.running: dict[str, Deployment] = {}
+        self.readiness = Readiness(state.host)
 
     def for_app(self, app_id: str) -> list[Deployment]:
         return [d for d in self.running.values() if app_id in d.affected]
@@ -119,7 +126,7 @@ class DeploymentManager:
             app = self.state.apps[app_id]
             app.version = app.last_scaling_at = app.last_config_change_at = version
             app.record_version()
-        dep = Deployment(str(uuid.uuid4()), version, steps, original, affected=affected)
+        dep = Deployment(str(uuid.uuid4()), version, steps, original, affected=affected, readiness=self.readiness)
         self.running[dep.id] = dep
         self.bus.publish("group_change_success", groupId="/", version=version)
         dep.runner = asyncio.ensure_future(self._run(dep))
@@ -131,6 +138,7 @@ class DeploymentManager:
             return
         if dep.runner is not None:
             dep.runner.cancel()
+        self.readiness.forget(set(dep.affected))
         self.bus.publish("deployment_failed", id=dep.id, plan=dep.plan_json(), reason=reason)
 
     def rollback(self, dep: Deployment) -> "Deployment":
@@ -153,13 +161,14 @@ class DeploymentManager:
                 for action in step:
                     self._apply(action)
                 self.scheduler.wake()
-                while not all(self._done(a) for a in step):
+                while not all(self._done(a, dep) for a in step):
                     await asyncio.sleep(self.poll)
                 for action in step:
                     if action["action"] == "StopApplication":
                         self._remove(action["app"])
                 self.bus.publish("deployment_step_success", plan=dep.plan_json(), currentStep={"actions": step})
             if self.running.pop(dep.id, None) is not None:
+                self.readiness.forget(set(dep.affected))
                 self.bus.publish("deployment_success", id=dep.id, plan=dep.plan_json())
         except asyncio.CancelledError:
             raise
@@ -182,7 +191,7 @@ class DeploymentManager:
         app.run_def = app.definition
         app.target = 0 if kind == "StartApplication" else int(app.definition.get("instances", 1))
 
-    def _done(self, action: dict) -> bool:
+    def _done(self, action: dict, dep: Deployment) -> bool:
         app: Optional[AppState] = self.state.apps.get(action["app"])
         if app is None:
             return True
@@ -194,7 +203,8 @@ class DeploymentManager:
         n_checks = len((app.run_def or {}).get("healthChecks") or [])
         settled = time.monotonic() - self.settle
         good = [t for t in active if t.config_version == app.run_config_version and t.running
-                and (t.healthy(n_checks) is True if n_checks else (t.started_mono or settled + 1) <= settled)]
+                and (t.healthy(n_checks) is True if n_checks else (t.started_mono or settled + 1) <= settled)
+                and ((t.started_mono or dep.started) < dep.started or self.readiness.ready(app, t))]
         return len(good) == app.target and len(active) == app.target
 
     def _remove(self, app_id: str) -> None:

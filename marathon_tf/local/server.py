@@ -68,6 +68,7 @@ class Runtime:
             if dep.runner:
                 dep.runner.cancel()
         self.deployments.running.clear()
+        self.deployments.readiness.forget(set(self.state.apps))
         await self.scheduler.shutdown()
         if self._scheduler_task:
             self._scheduler_task.cancel()

@@ -343,7 +343,7 @@ class State:
         if "taskStats" in embed:
             out["taskStats"] = self.task_stats(app)
         if "readiness" in embed:
-            out["readinessCheckResults"] = []  # the local runner does not run readiness checks
+            out["readinessCheckResults"] = []  # while a deployment runs: its results (api.py, readiness.py)
         return out
 
     def task_stats(self, app: AppState, at: Optional[float] = None) -> dict:

@@ -98,3 +98,47 @@ def test_mesos_endpoints_lead_the_ui_to_the_sandbox(api, make_app, wait, cluster
         assert api.get("/files/browse", params={"path": path}).status_code == 404
     assert api.get("/files/download", params={"path": "/etc/passwd"}).status_code == 404
     assert api.get("/state", params={"jsonp": "alert(1)//"}).status_code == 400
+
+
+def test_readiness_checks_hold_the_deployment_and_show_their_results(api, make_app, wait, tmp_path):
+    server = tmp_path / "ready_server.py"
+    server.write_text(
+        "import http.server, os\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        ok = os.path.exists(os.environ['FLAG'])\n"
+        "        body = b'{\"status\": \"%s\"}' % (b'Ready' if ok else b'Waiting')\n"
+        "        self.send_response(200 if ok else 503)\n"
+        "        self.send_header('Content-Type', 'application/json')\n"
+        "        self.send_header('Content-Length', str(len(body)))\n"
+        "        self.end_headers()\n"
+        "        self.wfile.write(body)\n"
+        "    def log_message(self, *a):\n"
+        "        pass\n"
+        "http.server.HTTPServer(('127.0.0.1', int(os.environ['PORT_READY'])), H).serve_forever()\n")
+    flag = tmp_path / "flag"
+    api.put("/v2/apps/r", json=make_app(
+        "/r", cmd=f"exec python3 {server}", env={"FLAG": str(flag)},
+        portDefinitions=[{"port": 0, "name": "ready"}],
+        readinessChecks=[{"name": "warm", "portName": "ready", "path": "/ready", "intervalSeconds": 1,
+                          "timeoutSeconds": 1, "preserveLastResponse": True}])).raise_for_status()
+
+    def waiting():
+        deps = api.deployments()
+        results = deps[0]["currentActions"][0]["readinessCheckResults"] if deps else []
+        return results if results and "lastResponse" in results[0] else None
+
+    results = wait(waiting, 20, what="a readiness result")
+    task = api.running("/r")[0]
+    assert results == [{"name": "warm", "taskId": task["id"], "ready": False, "lastResponse": {
+        "status": 503, "contentType": "application/json", "body": '{"status": "Waiting"}'}}]
+    app = api.get("/v2/apps/r", params={"embed": "app.readiness"}).json()["app"]
+    assert app["readinessCheckResults"][0]["ready"] is False and app["deployments"]
+    flag.write_text("go")
+    api.wait_deployed(20)
+    app = api.get("/v2/apps/r", params={"embed": "app.readiness"}).json()["app"]
+    assert app["readinessCheckResults"] == [] and app["deployments"] == []
+    # a scale-up waits for the new task only; the one already running stays ready
+    api.put("/v2/apps/r", json={"instances": 2}).raise_for_status()
+    api.wait_deployed(20)
+    assert len(api.running("/r")) == 2
