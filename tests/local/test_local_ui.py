@@ -90,6 +90,7 @@ def _text(driver, timeout: float = 30):
 
 
 def test_the_marathon_ui_works_on_local_serve(served, browser):
+    """Apps list, Edit, Debug task statistics, sandbox files, Mesos details, rollback; no failing request."""
     base = served.marathon_url
     app = "#/apps/" + quote("/demo/sleeper", safe="")
     task_id = requests.get(base + "/v2/apps/demo/sleeper/tasks", timeout=10).json()["tasks"][0]["id"]
@@ -130,6 +131,18 @@ def test_the_marathon_ui_works_on_local_serve(served, browser):
                  if "/mesos/#/slaves/" in (a.get_attribute("href") or ""))
     browser.get(mesos)
     until(lambda t: "Sandbox of " + task_id in t and "stdout" in t, "the Mesos details page")
+
+    # a config change keeps the old version; "Apply" on it rolls back
+    requests.put(base + "/v2/apps/demo/sleeper", json={"env": {"CHANGED": "1"}}, timeout=10).raise_for_status()
+    wait_for(lambda: requests.get(base + "/v2/deployments", timeout=10).json() == [], 30, what="the change")
+    browser.get(base + "/ui/" + app + "/configuration")
+    until(lambda t: "Older versions" in t and "CHANGED" in t, "the version list")
+    browser.find_element(By.CSS_SELECTOR, ".panel-heading.clickable time").click()
+    WebDriverWait(browser, 30).until(lambda d: [b for b in d.find_elements(By.TAG_NAME, "button")
+                                                if "Apply" in b.text], message="Apply")[0].click()
+    wait_for(lambda: requests.get(base + "/v2/apps/demo/sleeper", timeout=10).json()["app"]["env"] == {}, 30,
+             what="the rollback")
+    assert len(requests.get(base + "/v2/apps/demo/sleeper/versions", timeout=10).json()["versions"]) == 3
 
     seen = _responses(browser, base, seen)
     paths = {path.split("?")[0] for _, path in seen}
