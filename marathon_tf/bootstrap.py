@@ -50,7 +50,7 @@ from marathon_tf.errors import DiscoveryError, UsageError
 from marathon_tf.lifecycle import JobControl, JobPolicy, RestartBudget, client_from_env, failures_path, startup_reason
 from marathon_tf import labels as L
 from marathon_tf.status_server import StatusServer, TaskStatus
-from marathon_tf.supervisor import ExitPolicy, Outcome, Trainer
+from marathon_tf.supervisor import ExitPolicy, Outcome, Trainer, die_with_parent
 from marathon_tf.taskenv import TaskContext
 
 __all__ = ["main", "Bootstrap", "job_lifecycle", "parse_args", "shell_command", "own_address", "status_port",
@@ -390,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     ``argv`` is what follows ``bootstrap`` (``["--", "python3", "train.py"]``); default
     ``sys.argv[1:]``. Returns the exit code; installs SIGTERM/SIGINT handlers while it runs.
     """
+    die_with_parent()  # the task dies with whatever started it (the local runner's sh, an executor)
     try:
         options, command = parse_args(sys.argv[1:] if argv is None else argv)
         ctx = TaskContext.from_env(os.environ)

@@ -423,8 +423,12 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir) -> None:
         output.info(f"Mesos-DNS     {cluster.mesos_dns} (DNS), {cluster.mesos_dns_http} (HTTP)")
         output.info(f"sandboxes     {cluster.state_dir}/sandboxes    — Ctrl-C stops everything")
 
-    serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port,
-          state_dir=state_dir or ".marathon-tf/serve", on_ready=ready)
+    signum = serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port,
+                   state_dir=state_dir or ".marathon-tf/serve", on_ready=ready)
+    from .stopsignals import signal_name
+
+    output.info(f"stopped by {signal_name(signum)}: every task was stopped")
+    sys.exit(128 + signum)
 
 
 def main(argv: list[str] | None = None) -> None:

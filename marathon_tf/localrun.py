@@ -5,7 +5,10 @@ job's discovery at them, deploys through the ordinary client, streams every
 task's output prefixed with its name (``[worker-1] …``), and returns when the
 job has ended (its record says Succeeded or Failed; before the record exists,
 the deciding task's bootstrap phase is used). Everything it started is stopped
-when it returns, also on Ctrl-C.
+when it returns, also on Ctrl-C, SIGTERM and SIGHUP (:mod:`marathon_tf.stopsignals`:
+raised as :class:`~marathon_tf.errors.Interrupted`, exit 128 + the signal's number);
+when it is killed outright (SIGKILL), the local runner's guardian
+(:mod:`marathon_tf.local.reaper`) kills every task process.
 
 Printing goes through the ``sink`` callbacks the CLI passes in.
 """
@@ -19,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from . import jobs, labels as L, naming
+from . import jobs, labels as L, naming, stopsignals
 from .errors import Interrupted, Timeout, UsageError
 from .marathon import Client, RetryPolicy
 from .spec import JobSpec
@@ -122,7 +125,15 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
     from .local import LocalCluster  # imported on use: aiohttp and dnslib are not needed elsewhere
 
     state_dir = Path(state_dir or default_state_dir(spec.name))
-    cluster = LocalCluster(state_dir=state_dir, dns_refresh=LOCAL_DNS_REFRESH)
+    with stopsignals.converted():
+        return _run(spec, LocalCluster(state_dir=state_dir, dns_refresh=LOCAL_DNS_REFRESH), state_dir,
+                    templates_dir=templates_dir, timeout=timeout, emit_task_line=emit_task_line,
+                    progress=progress, on_deployed=on_deployed, poll=poll)
+
+
+def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | None, timeout: float | None,
+         emit_task_line: Callable[[str, str, str], None], progress: Callable[[dict[str, Any]], None],
+         on_deployed: Callable[[jobs.DeployResult, Any], None], poll: float) -> LocalRun:
     tailer = SandboxTailer(state_dir, emit_task_line)
     start = time.monotonic()
     try:
@@ -145,8 +156,11 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
                               f"{timeout:g} s; it was stopped with the local cluster",
                               hint=f"task output is in {state_dir}/sandboxes")
             time.sleep(poll)
-    except KeyboardInterrupt:
-        raise Interrupted(f"interrupted: the local job {spec.name} was stopped") from None
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", None)
+        how = "interrupted" if signum in (None, 2) else f"stopped by {stopsignals.signal_name(signum)}"
+        raise Interrupted(f"{how}: the local job {spec.name} was stopped (its tasks with their grace period)",
+                          signum=signum) from None
     finally:
         tailer.stop()
         cluster.stop()

@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Mapping, Sequence
 
-__all__ = ["STEP_RE", "STDERR_TAIL_LINES", "Trainer", "Outcome", "ExitPolicy", "exit_status"]
+__all__ = ["STEP_RE", "STDERR_TAIL_LINES", "Trainer", "Outcome", "ExitPolicy", "exit_status", "die_with_parent"]
 
 STEP_RE = re.compile(r"\bstep[=: ]\s*(\d+)")
 STDERR_TAIL_LINES = 20
@@ -37,6 +37,18 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def die_with_parent() -> None:
+    """Linux: this process (the bootstrap) gets SIGKILL when its parent dies, so a chain of parents
+    each carrying the parent-death signal (runner -> ``sh -c`` -> bootstrap -> program) dies with
+    its root. A parent that died before the signal was set (we were re-parented) kills us now."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    _die_with_parent()
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def exit_status(returncode: int) -> int:
