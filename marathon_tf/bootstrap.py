@@ -47,7 +47,8 @@ from typing import Callable, Mapping, Sequence
 from marathon_tf import cluster_spec, naming
 from marathon_tf.discovery import Backend, PeerKey, Rendezvous, make_backend, watch_interval
 from marathon_tf.errors import DiscoveryError, UsageError
-from marathon_tf.lifecycle import JobControl, JobPolicy, RestartBudget, client_from_env, failures_path, startup_reason
+from marathon_tf.lifecycle import (JobControl, JobPolicy, RestartBudget, client_from_env, failures_path,
+                                   logdir_problem, startup_reason)
 from marathon_tf import labels as L
 from marathon_tf.status_server import StatusServer, TaskStatus
 from marathon_tf.supervisor import ExitPolicy, Outcome, Trainer, die_with_parent
@@ -167,6 +168,13 @@ class Bootstrap:
     def run(self) -> int:
         try:
             self._start_server()
+            unusable = logdir_problem(self.ctx, self.environ) if self.ctx.role != "tensorboard" else None
+            if unusable:  # hopeless: fail the job now instead of after N restarts
+                reason = f"{self.ctx.task}: {unusable}"
+                if self.control is None:
+                    _log(f"FAILED: {reason}")
+                    return 1
+                return self._finished(1, Outcome("failed", True, 1, True, reason, finish=L.FAILED))
             if not self._discover():
                 return 128 + (self._signum or signal.SIGTERM)
             self._render()
@@ -267,7 +275,8 @@ class Bootstrap:
                           stdout=self.stdout, stderr=self.stderr)
         trainer.start()
         self.status.update(phase="running", exit_code=None)
-        _log(f"started training program (pid {trainer.pid})")
+        if trainer.pid is not None:
+            _log(f"started training program (pid {trainer.pid})")
         return trainer
 
     def _next_watch(self) -> float:
@@ -381,7 +390,7 @@ def job_lifecycle(ctx: TaskContext, environ: Mapping[str, str]) -> dict:
     budget = RestartBudget(n, window, task=ctx.task, path=path)
     client = client_from_env(ctx, environ)
     control = JobControl(ctx, client, log=_log) if client is not None else None
-    return {"policy": JobPolicy(ctx, budget), "control": control}
+    return {"policy": JobPolicy(ctx, budget, environ), "control": control}
 
 
 def main(argv: list[str] | None = None) -> int:

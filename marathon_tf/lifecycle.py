@@ -13,7 +13,12 @@ Who decides what (:func:`decide` is the whole table, a pure function):
   program's exit 0 ends the job; with ``all_workers`` it first waits (:func:`await_workers`,
   bounded) until every other worker's bootstrap reports ``phase == "succeeded"``. Any other
   task whose program exits 0 just stays up (healthy) until the job is stopped.
-* **A permanent exit code** (``restart.permanent_exit_codes``) fails the job at once.
+* **A permanent exit code** (``restart.permanent_exit_codes``) fails the job at once; so do a
+  program that cannot be executed (:data:`UNEXECUTABLE_CODES`: the shell's 127 "not found" and
+  126 "not executable", also when the bootstrap itself could not spawn it) and a logdir that is
+  not a usable directory (:func:`logdir_problem`: checked at start and after every failure, so a
+  vanished or read-only checkpoint directory fails the job with one line, not after N restarts).
+  Every failure, permanent ones included, is recorded in the restart budget's file.
 * **Any other failure** counts against the restart budget (N failures within a sliding window,
   :class:`RestartBudget`: per task in memory and, when the logdir is writable shared storage,
   job-wide in ``<logdir>/.marathon-tf/failures.jsonl``). More than N fails the job.
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -54,7 +60,7 @@ __all__ = [
     "FINISH", "AWAIT_WORKERS", "STAY", "FAIL_JOB", "RESTART", "EXIT", "ACTIONS",
     "decider_task", "is_decider", "decide", "RestartBudget", "failures_path", "FAILURES_FILE",
     "finish_job", "job_apps", "await_workers", "client_from_env", "JobControl", "JobPolicy",
-    "startup_reason", "GROUP_EMBEDS",
+    "startup_reason", "GROUP_EMBEDS", "UNEXECUTABLE_CODES", "logdir_problem", "hopeless_task_failure",
 ]
 
 # --- the decision table -------------------------------------------------------------------------
@@ -70,6 +76,9 @@ ACTIONS = (FINISH, AWAIT_WORKERS, STAY, FAIL_JOB, RESTART, EXIT)
 _RESTARTS_IN_PLACE = ("chief", "worker", "evaluator")
 GROUP_EMBEDS = ("group.groups", "group.apps", "group.apps.tasks")
 FAILURES_FILE = os.path.join(".marathon-tf", "failures.jsonl")
+#: Exit codes that mean "the command could not be executed" (POSIX shells; the bootstrap uses them
+#: for its own spawn errors too): always permanent, a relaunch cannot fix them.
+UNEXECUTABLE_CODES = (126, 127)
 
 
 def decider_task(completion: str) -> str:
@@ -119,6 +128,44 @@ def failures_path(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
     except OSError:
         return None
     return path
+
+
+_HOPELESS = re.compile(r"exited with status 12[67]\b|Failed to fetch all URIs|hostPath \S+ (is not a directory|"
+                       r"cannot be created)")
+
+
+def hopeless_task_failure(message: str) -> bool:
+    """Whether a task failure message from Marathon (``lastTaskFailure.message``) means a relaunch
+    cannot help: the command could not be executed (exit 126/127), its URIs cannot be fetched, or
+    a volume's host path is unusable (the local runner's words)."""
+    return bool(_HOPELESS.search(message or ""))
+
+
+def logdir_problem(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
+    """Why the job's logdir is unusable (one line), or None: it must be (or be creatable as) a
+    directory this task can create files in. Only local paths are checked (not ``gs://`` etc.);
+    relative ones are inside the sandbox (a volume's container path)."""
+    if not ctx.logdir or "://" in ctx.logdir:
+        return None
+    base = environ.get("MESOS_SANDBOX") or os.getcwd()
+    logdir = ctx.logdir if os.path.isabs(ctx.logdir) else os.path.join(base, ctx.logdir)
+    shown = ctx.logdir if ctx.logdir == logdir else f"{ctx.logdir} ({os.path.realpath(logdir)})"
+    if os.path.islink(logdir) and not os.path.exists(logdir):
+        return f"logdir {shown} is gone: the volume's host path does not exist any more"
+    if os.path.exists(logdir) and not os.path.isdir(logdir):
+        return f"logdir {shown} is not a directory"
+    try:
+        os.makedirs(logdir, exist_ok=True)
+    except OSError as e:
+        return f"logdir {shown} cannot be created: {e.strerror or e}"
+    probe = os.path.join(logdir, f".marathon-tf-write-test.{os.getpid()}")
+    try:
+        with open(probe, "w") as f:
+            f.write("ok")
+        os.unlink(probe)
+    except OSError as e:
+        return f"logdir {shown} is not writable: {e.strerror or e}"
+    return None
 
 
 class RestartBudget:
@@ -373,14 +420,19 @@ class JobPolicy(ExitPolicy):
     (Marathon's health check must not kill and relaunch a parked task).
     """
 
-    def __init__(self, ctx: TaskContext, budget: RestartBudget):
+    def __init__(self, ctx: TaskContext, budget: RestartBudget, environ: Mapping[str, str] | None = None):
         super().__init__(ctx.permanent_exit_codes)
         self.ctx, self.budget = ctx, budget
+        self.environ = environ  # None: the logdir is not re-checked after a failure
 
     def decide(self, code: int, *, stderr_tail: str = "") -> Outcome:
         ctx = self.ctx
-        permanent = code in self.permanent_exit_codes
-        counted = code != 0 and not permanent and ctx.role != "tensorboard"
+        unusable = None
+        if code != 0 and self.environ is not None and ctx.role != "tensorboard":
+            unusable = logdir_problem(ctx, self.environ)
+        unexecutable = code in UNEXECUTABLE_CODES
+        permanent = code in self.permanent_exit_codes or unexecutable or unusable is not None
+        counted = code != 0 and ctx.role != "tensorboard"
         failures = self.budget.record(code, stderr_tail) if counted else 0
         action = decide(style=ctx.style, role=ctx.role, code=code, decider=is_decider(ctx),
                         completion=ctx.completion, permanent=permanent, failures=failures,
@@ -393,7 +445,11 @@ class JobPolicy(ExitPolicy):
         if action == STAY:
             return Outcome("succeeded", True, 0, True)
         if action == FAIL_JOB:
-            if permanent:
+            if unusable:
+                reason = f"{ctx.task} failed (exit {code}): {unusable}"
+            elif unexecutable:
+                reason = f"{ctx.task} could not run its program (exit {code}, permanent): {tail}"
+            elif permanent:
                 reason = f"{ctx.task} exited with {code} (permanent): {tail}"
             else:
                 reason = (f"{ctx.task} failed {failures} times in {self.budget.window:g} s; "

@@ -71,17 +71,39 @@ class Trainer:
         self._readers: list[threading.Thread] = []
         self._tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._tail_lock = threading.Lock()
+        self._spawn_error: int | None = None
 
     @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                     preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        """Start the program. A program that cannot be executed (not found, not executable) does
+        not raise: it "exits" at once with the shell's code (127 not found, 126 otherwise) and the
+        reason as its stderr tail, so the exit policy sees it like any other failure."""
         with self._tail_lock:
             self._tail.clear()
+        self._spawn_error = None
+        try:
+            self.proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                         preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        except OSError as e:
+            self.proc = None
+            code = 127 if isinstance(e, FileNotFoundError) else 126
+            message = f"cannot execute {self.argv[0]!r}: {e.strerror or e}"
+            if isinstance(e, FileNotFoundError) and self.cwd and not os.path.isdir(self.cwd):
+                message = f"cannot start the program in {self.cwd!r}: {e.strerror or e}"
+            self._spawn_error = code
+            with self._tail_lock:
+                self._tail.append(message)
+            try:
+                self.stderr.write(f"{message}\n".encode())
+                self.stderr.flush()
+            except (OSError, ValueError):
+                pass
+            self._readers = []
+            return
         self._readers = [threading.Thread(target=self._pump, args=(pipe, out, tail), daemon=True, name=name)
                          for pipe, out, tail, name in ((self.proc.stdout, self.stdout, False, "trainer-stdout"),
                                                        (self.proc.stderr, self.stderr, True, "trainer-stderr"))]
@@ -111,6 +133,8 @@ class Trainer:
 
     def wait(self, timeout: float | None = None) -> int | None:
         """The program's exit status (128+N when killed by signal N), or None if still running."""
+        if self._spawn_error is not None:
+            return self._spawn_error
         assert self.proc is not None, "not started"
         try:
             code = self.proc.wait(timeout)
@@ -133,6 +157,8 @@ class Trainer:
 
     def stop(self, grace: float, sig: int = signal.SIGTERM) -> int:
         """Send ``sig`` to the program's group, SIGKILL it after ``grace`` seconds; its exit status."""
+        if self._spawn_error is not None:
+            return self._spawn_error
         assert self.proc is not None, "not started"
         if self.proc.poll() is None:
             self._signal_group(sig)

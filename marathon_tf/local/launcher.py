@@ -36,7 +36,8 @@ from urllib.parse import unquote, urlparse
 
 from . import reaper
 
-__all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "SECRET_VARS"]
+__all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "SECRET_VARS", "exec_form", "volume_problem",
+           "last_line"]
 
 #: Parent variables never passed to tasks.
 SECRET_VARS = ("MARATHON_PASSWORD", "MARATHON_TOKEN")
@@ -136,6 +137,29 @@ def _pdeathsig() -> None:  # pragma: no cover - runs in the child
         pass
 
 
+def volume_problem(host_path: str) -> Optional[str]:
+    """Why ``host_path`` cannot back a volume (one line), or None; a missing directory is created."""
+    path = Path(host_path)
+    if path.exists() and not path.is_dir():
+        return f"hostPath {host_path} is not a directory"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return f"hostPath {host_path} cannot be created: {e.strerror or e}"
+    return None
+
+
+def last_line(path: Path, limit: int = 65536) -> str:
+    """The last non-empty line of a file (read from its last ``limit`` bytes), at most 500 chars."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - limit))
+            lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:500] if lines else ""
+
+
 _SHELL_WORDS = {"if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
                 "{", "}", "!", "exec", "cd", "export", "set", "unset", "trap", "eval", ".", "source", "ulimit",
                 "umask", "wait", "read", "shift", "return", "exit", "local", "alias", "function"}
@@ -227,7 +251,9 @@ class Launcher:
                 err.write(f"WARNING: local mode cannot mount {host_path} at the absolute path "
                           f"{container_path}; use a relative containerPath (inside the sandbox)\n")
             return
-        Path(host_path).mkdir(parents=True, exist_ok=True)
+        problem = volume_problem(host_path)
+        if problem:
+            raise FetchError(f"volume {container_path}: {problem}")
         link = box / container_path
         link.parent.mkdir(parents=True, exist_ok=True)
         if not link.exists() and not link.is_symlink():
