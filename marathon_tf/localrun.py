@@ -41,7 +41,16 @@ def default_state_dir(job: str) -> Path:
 
 class SandboxTailer:
     """Follows ``<state>/sandboxes/<task id>/{stdout,stderr}`` of every task, also of relaunched ones,
-    and hands complete lines to ``emit(task_name, stream, line)``."""
+    and hands complete lines to ``emit(task_name, stream, line)``.
+
+    Memory is bounded whatever the output: files are read :data:`READ_CHUNK` bytes at a time, and
+    a line longer than :data:`LINE_LIMIT` bytes is cut there (the rest of it is skipped, and the
+    emitted line says so and where the whole line is)."""
+
+    #: Longest line shown (bytes); the same limit as the bootstrap's pieces.
+    LINE_LIMIT = 64 * 1024
+    #: Bytes read from a file per step.
+    READ_CHUNK = 1024 * 1024
 
     def __init__(self, state_dir: Path, emit: Callable[[str, str, str], None], interval: float = 0.2):
         self.root = Path(state_dir) / "sandboxes"
@@ -49,6 +58,7 @@ class SandboxTailer:
         self.interval = interval
         self._offsets: dict[Path, int] = {}
         self._partial: dict[Path, bytes] = {}
+        self._skipping: set[Path] = set()  # inside a line that was cut: drop bytes up to its newline
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sandbox-tailer", daemon=True)
 
@@ -80,21 +90,43 @@ class SandboxTailer:
                     size = path.stat().st_size
                 except OSError:
                     continue
-                offset = self._offsets.get(path, 0)
-                if size <= offset:
-                    continue
-                with open(path, "rb") as f:
-                    f.seek(offset)
-                    data = self._partial.pop(path, b"") + f.read(size - offset)
-                self._offsets[path] = size
-                *lines, rest = data.split(b"\n")
-                if rest and final:
-                    lines.append(rest)
-                elif rest:
-                    self._partial[path] = rest
                 name = self.task_name(box.name)
-                for line in lines:
-                    self.emit(name, stream, line.decode("utf-8", "replace").rstrip("\r"))
+                while self._offsets.get(path, 0) < size and not (self._stop.is_set() and not final):
+                    offset = self._offsets.get(path, 0)
+                    with open(path, "rb") as f:
+                        f.seek(offset)
+                        chunk = f.read(min(self.READ_CHUNK, size - offset))
+                    if not chunk:
+                        break
+                    self._offsets[path] = offset + len(chunk)
+                    self._feed(path, name, stream, chunk)
+                if final and self._partial.get(path):
+                    self.emit(name, stream, self._partial.pop(path).decode("utf-8", "replace").rstrip("\r"))
+
+    def _feed(self, path: Path, name: str, stream: str, chunk: bytes) -> None:
+        if path in self._skipping:
+            cut = chunk.find(b"\n")
+            if cut < 0:
+                return
+            self._skipping.discard(path)
+            chunk = chunk[cut + 1:]
+        data = self._partial.pop(path, b"") + chunk
+        *lines, rest = data.split(b"\n")
+        for line in lines:
+            self._emit_line(path, name, stream, line)
+        if len(rest) > self.LINE_LIMIT:
+            self._emit_line(path, name, stream, rest)
+            self._skipping.add(path)
+        elif rest:
+            self._partial[path] = rest
+
+    def _emit_line(self, path: Path, name: str, stream: str, line: bytes) -> None:
+        if len(line) > self.LINE_LIMIT:
+            shown = line[: self.LINE_LIMIT].decode("utf-8", "replace")
+            self.emit(name, stream, f"{shown} [marathon-tf: line longer than {self.LINE_LIMIT // 1024} KiB cut "
+                                    f"here; the whole line is in {path}]")
+            return
+        self.emit(name, stream, line.decode("utf-8", "replace").rstrip("\r"))
 
 
 @dataclass

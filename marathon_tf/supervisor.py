@@ -1,7 +1,8 @@
 """Run the training program as a child process and decide what its exit means.
 
 * :class:`Trainer` starts the program in its own process group, passes its
-  stdout/stderr through line by line (one reader thread per stream), remembers the
+  stdout/stderr through line by line (one reader thread per stream; a line longer than
+  :data:`LINE_LIMIT` is read and passed on in pieces, so memory is bounded), remembers the
   last ``step=<int>`` and the last :data:`STDERR_TAIL_LINES` lines of stderr (for the
   job's failure reason), and stops it: signal -> grace period -> SIGKILL of the group.
 * :class:`ExitPolicy` is the one place that maps the program's exit code to what the
@@ -22,10 +23,14 @@ from collections import deque
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Mapping, Sequence
 
-__all__ = ["STEP_RE", "STDERR_TAIL_LINES", "Trainer", "Outcome", "ExitPolicy", "exit_status", "die_with_parent"]
+__all__ = ["STEP_RE", "STDERR_TAIL_LINES", "LINE_LIMIT", "Trainer", "Outcome", "ExitPolicy", "exit_status", "die_with_parent"]
 
 STEP_RE = re.compile(r"\bstep[=: ]\s*(\d+)")
 STDERR_TAIL_LINES = 20
+#: Output is read in pieces of at most this many bytes (a longer line is several pieces).
+LINE_LIMIT = 64 * 1024
+#: A stderr line kept for the failure reason is cut to this many characters.
+TAIL_LINE_CHARS = 2000
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -116,16 +121,24 @@ class Trainer:
             return "\n".join(self._tail)
 
     def _pump(self, pipe: BinaryIO, out: BinaryIO, keep_tail: bool) -> None:
-        for line in iter(pipe.readline, b""):
+        """Pass the program's bytes through unchanged, reading at most :data:`LINE_LIMIT` bytes at
+        a time (memory stays bounded whatever the line length). Steps are read from each piece;
+        the stderr tail keeps the first :data:`TAIL_LINE_CHARS` characters of a line."""
+        continuing = False  # the previous piece ended inside a line
+        for piece in iter(lambda: pipe.readline(LINE_LIMIT), b""):
             try:
-                out.write(line)
+                out.write(piece)
                 out.flush()
             except (OSError, ValueError):
                 pass
-            text = line.decode("utf-8", "replace")
-            if keep_tail and text.strip():
+            text = piece.decode("utf-8", "replace")
+            if keep_tail and not continuing and text.strip():
+                kept = text.rstrip("\r\n")
+                if len(kept) > TAIL_LINE_CHARS or not piece.endswith(b"\n"):
+                    kept = kept[:TAIL_LINE_CHARS] + " [line cut]"
                 with self._tail_lock:
-                    self._tail.append(text.rstrip("\r\n"))
+                    self._tail.append(kept)
+            continuing = not piece.endswith(b"\n")
             steps = STEP_RE.findall(text)
             if steps:
                 self.on_step(int(steps[-1]))
