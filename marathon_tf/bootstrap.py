@@ -53,6 +53,7 @@ from marathon_tf import labels as L
 from marathon_tf.status_server import StatusServer, TaskStatus
 from marathon_tf.supervisor import ExitPolicy, Outcome, Trainer, die_with_parent
 from marathon_tf.taskenv import TaskContext
+from marathon_tf.watchdog import ProgressWatchdog
 
 __all__ = ["main", "Bootstrap", "job_lifecycle", "parse_args", "shell_command", "own_address", "status_port",
            "restarts_on_move", "SPEC_FILE"]
@@ -153,6 +154,7 @@ class Bootstrap:
         self._signum: int | None = None
         self.endpoints: dict[PeerKey, str] = {}
         self.spec: cluster_spec.RenderedSpec | None = None
+        self.watchdog = ProgressWatchdog.for_role(ctx.role, ctx.progress_timeouts, clock=clock)
 
     # -- control ---------------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
@@ -271,13 +273,17 @@ class Bootstrap:
     def _start_trainer(self) -> Trainer:
         argv = ["/bin/sh", "-c", self.spec.argv[0]] if self.shell else self.spec.argv
         trainer = Trainer(argv, self._child_env(), cwd=self.environ.get("MESOS_SANDBOX") or None,
-                          on_step=lambda step: self.status.update(step=step),
-                          stdout=self.stdout, stderr=self.stderr)
+                          on_step=self._on_step, stdout=self.stdout, stderr=self.stderr)
+        self.watchdog.started()
         trainer.start()
         self.status.update(phase="running", exit_code=None)
         if trainer.pid is not None:
             _log(f"started training program (pid {trainer.pid})")
         return trainer
+
+    def _on_step(self, step: int) -> None:
+        self.status.update(step=step)
+        self.watchdog.step(step)
 
     def _next_watch(self) -> float:
         mean = watch_interval(sum(self.ctx.cluster.values()), self.watch_interval)  # longer for big jobs
@@ -294,8 +300,13 @@ class Bootstrap:
                 self.status.update(exit_code=code)
                 _log(f"stopped by signal {self._signum}; training program exited with {code}")
                 return code
+            hung = self.watchdog.overdue() if code is None else None
+            if hung:  # the progress watchdog: a hang is a failure like any other
+                _log(f"{hung}: stopping the training program")
+                code = trainer.stop(self.grace)
             if code is not None:
-                outcome = self.policy.decide(code, stderr_tail=trainer.stderr_tail())
+                tail = trainer.stderr_tail() + (f"\n{hung}" if hung else "")
+                outcome = self.policy.decide(code, stderr_tail=tail)
                 if not outcome.restart:
                     return self._finished(code, outcome)
                 trainer = self._restart_in_place(code, outcome)

@@ -175,6 +175,7 @@ class Trainer:
         assert self.proc is not None, "not started"
         if self.proc.poll() is None:
             self._signal_group(sig)
+            self._signal_group(signal.SIGCONT)  # a stopped (SIGSTOP, hung) program must see it
             try:
                 self.proc.wait(grace)
             except subprocess.TimeoutExpired:
