@@ -47,8 +47,9 @@ from typing import Callable, Mapping, Sequence
 from marathon_tf import cluster_spec, naming
 from marathon_tf.discovery import Backend, PeerKey, Rendezvous, make_backend, watch_interval
 from marathon_tf.errors import DiscoveryError, UsageError
-from marathon_tf.lifecycle import (JobControl, JobPolicy, RestartBudget, client_from_env, failures_path,
-                                   logdir_problem, startup_reason)
+from marathon_tf import joblock
+from marathon_tf.lifecycle import (JobControl, JobPolicy, RestartBudget, client_from_env, failures_path, is_decider,
+                                   logdir_path, logdir_problem, startup_reason)
 from marathon_tf import labels as L
 from marathon_tf.status_server import StatusServer, TaskStatus
 from marathon_tf.supervisor import ExitPolicy, Outcome, Trainer, die_with_parent
@@ -155,6 +156,7 @@ class Bootstrap:
         self.endpoints: dict[PeerKey, str] = {}
         self.spec: cluster_spec.RenderedSpec | None = None
         self.watchdog = ProgressWatchdog.for_role(ctx.role, ctx.progress_timeouts, clock=clock)
+        self._lock: joblock.Lock | None = None
 
     # -- control ---------------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
@@ -171,12 +173,17 @@ class Bootstrap:
         try:
             self._start_server()
             unusable = logdir_problem(self.ctx, self.environ) if self.ctx.role != "tensorboard" else None
+            if not unusable and self.control is not None and is_decider(self.ctx):
+                unusable = self._lock_logdir()  # one run of a job per logdir
             if unusable:  # hopeless: fail the job now instead of after N restarts
                 reason = f"{self.ctx.task}: {unusable}"
+                _log(f"FAILED: {reason}")
+                self.status.update(phase="failed", last_error=reason)
                 if self.control is None:
-                    _log(f"FAILED: {reason}")
                     return 1
-                return self._finished(1, Outcome("failed", True, 1, True, reason, finish=L.FAILED))
+                self._end_job(L.FAILED, reason)  # then parked, healthy, until Marathon stops it
+                self._stop.wait()
+                return 1
             if not self._discover():
                 return 128 + (self._signum or signal.SIGTERM)
             self._render()
@@ -194,8 +201,24 @@ class Bootstrap:
                 self._stop.wait()
             return getattr(e, "exit_code", 1)
         finally:
+            if self._lock is not None:
+                self._lock.release()
             if self.server:
                 self.server.close()
+
+    def _lock_logdir(self) -> str | None:
+        """Take the logdir's lock (:mod:`marathon_tf.joblock`); why not (one line), or None."""
+        path = logdir_path(self.ctx, self.environ)
+        if path is None:
+            return None
+        try:
+            self._lock = joblock.acquire(path, self.ctx.job, joblock.run_id(self.ctx.marathon_url, self.ctx.job))
+        except joblock.LogdirLocked as e:
+            return e.message
+        except OSError as e:
+            return f"cannot lock the logdir {self.ctx.logdir}: {e.strerror or e}"
+        self._lock.keep_alive()
+        return None
 
     def _start_server(self) -> None:
         port = status_port(self.ctx, self.environ)

@@ -60,7 +60,7 @@ __all__ = [
     "FINISH", "AWAIT_WORKERS", "STAY", "FAIL_JOB", "RESTART", "EXIT", "ACTIONS",
     "decider_task", "is_decider", "decide", "RestartBudget", "failures_path", "FAILURES_FILE",
     "finish_job", "job_apps", "await_workers", "client_from_env", "JobControl", "JobPolicy",
-    "startup_reason", "GROUP_EMBEDS", "UNEXECUTABLE_CODES", "logdir_problem", "hopeless_task_failure",
+    "startup_reason", "GROUP_EMBEDS", "UNEXECUTABLE_CODES", "logdir_problem", "logdir_path", "hopeless_task_failure",
 ]
 
 # --- the decision table -------------------------------------------------------------------------
@@ -113,13 +113,21 @@ def decide(*, style: str, role: str, code: int, decider: bool, completion: str,
 
 # --- the restart budget ---------------------------------------------------------------------------
 
+def logdir_path(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
+    """The job's logdir as a local path for this task (relative paths are inside the sandbox);
+    None without a logdir or for a URL (``gs://…``)."""
+    if not ctx.logdir or "://" in ctx.logdir:
+        return None
+    base = environ.get("MESOS_SANDBOX") or os.getcwd()
+    return ctx.logdir if os.path.isabs(ctx.logdir) else os.path.join(base, ctx.logdir)
+
+
 def failures_path(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
     """``<logdir>/.marathon-tf/failures.jsonl`` when the job's logdir (relative paths are inside
     the sandbox) is a directory this task can write; else None (the budget is per task)."""
-    if not ctx.logdir:
+    logdir = logdir_path(ctx, environ)
+    if logdir is None:
         return None
-    base = environ.get("MESOS_SANDBOX") or os.getcwd()
-    logdir = ctx.logdir if os.path.isabs(ctx.logdir) else os.path.join(base, ctx.logdir)
     if not (os.path.isdir(logdir) and os.access(logdir, os.W_OK | os.X_OK)):
         return None
     path = os.path.join(logdir, FAILURES_FILE)
@@ -145,10 +153,9 @@ def logdir_problem(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
     """Why the job's logdir is unusable (one line), or None: it must be (or be creatable as) a
     directory this task can create files in. Only local paths are checked (not ``gs://`` etc.);
     relative ones are inside the sandbox (a volume's container path)."""
-    if not ctx.logdir or "://" in ctx.logdir:
+    logdir = logdir_path(ctx, environ)
+    if logdir is None:
         return None
-    base = environ.get("MESOS_SANDBOX") or os.getcwd()
-    logdir = ctx.logdir if os.path.isabs(ctx.logdir) else os.path.join(base, ctx.logdir)
     shown = ctx.logdir if ctx.logdir == logdir else f"{ctx.logdir} ({os.path.realpath(logdir)})"
     if os.path.islink(logdir) and not os.path.exists(logdir):
         return f"logdir {shown} is gone: the volume's host path does not exist any more"

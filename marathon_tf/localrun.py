@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from . import jobs, labels as L, naming, stopsignals
+from . import jobs, joblock, labels as L, naming, stopsignals
 from .errors import Interrupted, Timeout, UsageError
 from .marathon import Client, RetryPolicy
 from .spec import JobSpec
@@ -178,20 +178,49 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
         problem = volume_problem(volume.host_path)
         if problem:
             raise UsageError(f"volumes[{i}].host_path: {problem.replace('hostPath ', '', 1)}; nothing was started")
+    logdir = logdir_host_path(spec)
+    try:
+        lock = joblock.acquire(logdir, spec.name) if logdir else None  # LogdirLocked: refused, nothing started
+    except OSError as e:
+        raise UsageError(f"logdir: {logdir} cannot be used: {e.strerror or e}; nothing was started") from None
     state_dir = Path(state_dir or default_state_dir(spec.name))
-    with stopsignals.converted():
-        return _run(spec, LocalCluster(state_dir=state_dir, dns_refresh=LOCAL_DNS_REFRESH), state_dir,
-                    templates_dir=templates_dir, timeout=timeout, emit_task_line=emit_task_line,
-                    progress=progress, on_deployed=on_deployed, poll=poll)
+    try:
+        with stopsignals.converted():
+            return _run(spec, LocalCluster(state_dir=state_dir, dns_refresh=LOCAL_DNS_REFRESH), state_dir,
+                        templates_dir=templates_dir, timeout=timeout, emit_task_line=emit_task_line,
+                        progress=progress, on_deployed=on_deployed, poll=poll, lock=lock)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def logdir_host_path(spec: JobSpec) -> str | None:
+    """Where the job's logdir is on this machine: an absolute logdir itself, a relative one inside
+    the volume whose container path holds it; None when it is inside each sandbox (or a URL)."""
+    logdir = spec.logdir
+    if not logdir or "://" in logdir:
+        return None
+    if os.path.isabs(logdir):
+        return logdir
+    norm = os.path.normpath(logdir)
+    for volume in spec.volumes:
+        mount = os.path.normpath(volume.container_path)
+        if norm == mount or norm.startswith(mount + os.sep):
+            return os.path.normpath(os.path.join(volume.host_path, os.path.relpath(norm, mount)))
+    return None
 
 
 def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | None, timeout: float | None,
          emit_task_line: Callable[[str, str, str], None], progress: Callable[[dict[str, Any]], None],
-         on_deployed: Callable[[jobs.DeployResult, Any], None], poll: float) -> LocalRun:
+         on_deployed: Callable[[jobs.DeployResult, Any], None], poll: float,
+         lock: joblock.Lock | None) -> LocalRun:
     tailer = SandboxTailer(state_dir, emit_task_line)
     start = time.monotonic()
     try:
         cluster.start()
+        if lock is not None:  # the deciding task's bootstrap recognises its own run by this
+            lock.update(run=joblock.run_id(cluster.marathon_url, spec.name))
+            lock.keep_alive()
         local_spec = spec.with_overrides(discovery=replace(
             spec.discovery, nameserver=cluster.mesos_dns, http_api=cluster.mesos_dns_http,
             marathon_url=cluster.marathon_url))

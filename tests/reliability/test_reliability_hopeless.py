@@ -102,13 +102,36 @@ def test_the_local_runner_reports_a_file_as_host_path_as_the_task_failure():
         assert wait_for(failure, timeout=20) == f"volume data: hostPath {blocker} is not a directory"
 
 
-def test_a_logdir_that_cannot_be_created_fails_the_job_at_once(tmp_path):
+def test_a_logdir_that_cannot_be_created_is_refused_before_launch(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     r = _deploy_local(tmp_path, _job(tmp_path, logdir=str(blocker / "ckpt"), volumes=[]))
-    assert r.returncode == 1, r.stderr[-3000:]
-    line = _summary(r, "hopeless")
-    assert "Failed" in line and f": logdir {blocker}/ckpt cannot be created: Not a directory)" in line, line
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert r.stderr.strip() == f"error: logdir: {blocker}/ckpt cannot be used: Not a directory; nothing was started"
+
+
+def test_a_task_whose_logdir_cannot_be_created_fails_the_job_at_once(tmp_path):
+    """The bootstrap's own check (what a cluster run gets): here through the local Marathon API."""
+    from marathon_tf import jobs
+    from marathon_tf.local import LocalCluster
+    from marathon_tf.marathon import Client
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with LocalCluster(state_dir=tmp_path / "state", dns_refresh=0, shutdown_grace=0.5) as c:
+        job = _job(tmp_path, logdir=str(blocker / "ckpt"), volumes=[],
+                   discovery={"mode": "mesos-dns", "nameserver": c.mesos_dns, "marathon_url": c.marathon_url})
+        path = tmp_path / "job.json"
+        path.write_text(json.dumps(job))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MARATHON")}
+        env.update(MARATHON_URL=c.marathon_url, MARATHON_TF_CONFIG="/nonexistent")
+        r = subprocess.run([MARATHON_TF, "deploy", str(path), "--detach"], capture_output=True, text=True, env=env,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        status = wait_for(lambda: (s := jobs.job_status(Client(c.marathon_url), "hopeless"))["state"] == "Failed"
+                          and s, timeout=60, what="the job failed")
+        assert status["reason"] in (f"worker-{i}: logdir {blocker}/ckpt cannot be created: Not a directory"
+                                    for i in (0, 1))
 
 
 @pytest.mark.tf
