@@ -442,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     boot = Bootstrap(ctx, os.environ, command, watch_interval=options["watch_interval"], grace=options["grace"],
                      **job_lifecycle(ctx, os.environ))
+    if boot.control is not None and is_decider(ctx):  # tasks that can never start fail the job
+        boot.control.watch_hopeless(boot._stop, lambda: boot.status.snapshot()["step"])
     previous = {sig: signal.signal(sig, lambda signum, frame: boot.request_stop(signum))
                 for sig in (signal.SIGTERM, signal.SIGINT)}
     try:

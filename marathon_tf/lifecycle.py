@@ -60,7 +60,7 @@ __all__ = [
     "FINISH", "AWAIT_WORKERS", "STAY", "FAIL_JOB", "RESTART", "EXIT", "ACTIONS",
     "decider_task", "is_decider", "decide", "RestartBudget", "failures_path", "FAILURES_FILE",
     "finish_job", "job_apps", "await_workers", "client_from_env", "JobControl", "JobPolicy",
-    "startup_reason", "GROUP_EMBEDS", "UNEXECUTABLE_CODES", "logdir_problem", "logdir_path", "hopeless_task_failure",
+    "startup_reason", "GROUP_EMBEDS", "UNEXECUTABLE_CODES", "logdir_problem", "logdir_path", "hopeless_failures", "hopeless_task_failure",
 ]
 
 # --- the decision table -------------------------------------------------------------------------
@@ -112,6 +112,22 @@ def decide(*, style: str, role: str, code: int, decider: bool, completion: str,
 
 
 # --- the restart budget ---------------------------------------------------------------------------
+
+def hopeless_failures(group: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(task, message)`` for every app of the job whose last task failure (of its current
+    version) is hopeless and that has no running task: see :func:`hopeless_task_failure`."""
+    out = []
+    for app_id, app in sorted(job_apps(group).items()):
+        ltf = app.get("lastTaskFailure") or {}
+        message = ltf.get("message") or ""
+        if not hopeless_task_failure(message) or (ltf.get("version") and app.get("version")
+                                                  and ltf["version"] < app["version"]):
+            continue
+        if any(t.get("state") == "TASK_RUNNING" for t in app.get("tasks") or []):
+            continue
+        out.append((app_id.rstrip("/").rsplit("/", 1)[-1], message))
+    return out
+
 
 def logdir_path(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
     """The job's logdir as a local path for this task (relative paths are inside the sandbox);
@@ -392,6 +408,30 @@ class JobControl:
         return await_workers(self.client, self.ctx, timeout=self.await_timeout, interval=self.poll_interval,
                              get_json=self.get_json, clock=self.clock, sleep=stop.wait, stop=stop.is_set,
                              log=self.log)
+
+    def watch_hopeless(self, stop: threading.Event, step: Callable[[], int | None],
+                       interval: float = 10.0) -> threading.Thread:
+        """The deciding task's watch over the other tasks (tensorboard included): a task that can
+        never start (:func:`hopeless_failures`; Marathon relaunches it for ever, and the job would
+        stay deploying) fails the job with its reason. One group GET per ``interval``; stops when
+        ``stop`` is set or the job has its record."""
+        def run() -> None:
+            while not stop.wait(interval):
+                try:
+                    group = self.client.get_group(naming.group_id(self.ctx.job),
+                                                  embed=GROUP_EMBEDS + ("group.apps.lastTaskFailure",))
+                except MarathonError:
+                    continue
+                if any((a.get("labels") or {}).get(L.STATE) for a in job_apps(group).values()):
+                    return
+                hopeless = hopeless_failures(group)
+                if hopeless:
+                    task, message = hopeless[0]
+                    self.finish(L.FAILED, f"{task} cannot run: {message}", step(), stop)
+                    return
+        thread = threading.Thread(target=run, name="hopeless-watch", daemon=True)
+        thread.start()
+        return thread
 
     def finish(self, state: str, reason: str, final_step: int | None, stop: threading.Event) -> bool:
         """Record ``state`` on the job (retrying until done or stopped); whether this task wrote it."""

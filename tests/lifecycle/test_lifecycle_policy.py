@@ -221,3 +221,17 @@ def test_trainer_keeps_the_last_twenty_stderr_lines(tmp_path):
     assert trainer.wait(20) == 2
     assert trainer.stderr_tail().splitlines() == [f"line {i}" for i in range(10, 30)]
     assert b"line 0\n" in err.getvalue() and b"step=5" in out.getvalue()  # still passed through
+
+
+def test_hopeless_failures_of_a_group():
+    group = {"apps": [
+        {"id": "/j/tensorboard-0", "version": "2", "tasks": [],
+         "lastTaskFailure": {"message": "Command exited with status 127", "version": "2"}},
+        {"id": "/j/worker-0", "version": "2", "tasks": [{"state": "TASK_RUNNING"}],
+         "lastTaskFailure": {"message": "Command exited with status 127", "version": "2"}},  # running again
+        {"id": "/j/worker-1", "version": "3", "tasks": [],
+         "lastTaskFailure": {"message": "Command exited with status 127", "version": "2"}},  # an older version's
+        {"id": "/j/ps-0", "version": "2", "tasks": [],
+         "lastTaskFailure": {"message": "Command exited with status 1", "version": "2"}},
+    ]}
+    assert lc.hopeless_failures(group) == [("tensorboard-0", "Command exited with status 127")]

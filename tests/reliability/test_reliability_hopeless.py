@@ -176,3 +176,29 @@ def test_a_checkpoint_directory_that_vanishes_mid_run_fails_the_job_with_one_lin
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         kill_referring_to(tmp_path / "state")
+
+
+def test_on_marathon_the_deciding_task_fails_a_job_whose_tensorboard_cannot_start(tmp_path):
+    """Nobody watching (`deploy --detach` to the local Marathon API): worker-0's bootstrap sees the
+    tensorboard app's hopeless lastTaskFailure and records the job as Failed with it."""
+    from marathon_tf import jobs
+    from marathon_tf.local import LocalCluster
+    from marathon_tf.marathon import Client
+
+    with LocalCluster(state_dir=tmp_path / "state", dns_refresh=0, shutdown_grace=0.5) as c:
+        job = _job(tmp_path, command=["python3", "-c", "import time\nfor i in range(600): print('step=%d' % i, "
+                                                         "flush=True); time.sleep(0.5)"],
+                   discovery={"mode": "mesos-dns", "nameserver": c.mesos_dns, "marathon_url": c.marathon_url})
+        job["roles"]["tensorboard"] = {"count": 1, "command": ["no-such-tensorboard", "--logdir", "ckpt"]}
+        path = tmp_path / "job.json"
+        path.write_text(json.dumps(job))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MARATHON")}
+        env.update(MARATHON_URL=c.marathon_url, MARATHON_TF_CONFIG="/nonexistent")
+        r = subprocess.run([MARATHON_TF, "deploy", str(path), "--detach"], capture_output=True, text=True, env=env,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        status = wait_for(lambda: (s := jobs.job_status(Client(c.marathon_url), "hopeless"))["state"] == "Failed"
+                          and s, timeout=90, what="the job failed")
+        assert status["reason"] == ("tensorboard-0 cannot run: Command exited with status 127: "
+                                    "/bin/sh: 1: exec: no-such-tensorboard: not found")
+    assert wait_none_referring_to(tmp_path / "state") == []
