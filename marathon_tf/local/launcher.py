@@ -268,9 +268,14 @@ class Launcher:
         self.guardian.start()
         env = {**env, reaper.TOKEN_VAR: self.token}
         with open(box / "stdout", "ab") as out, open(box / "stderr", "ab") as err:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, cwd=str(box), env=env, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err,
-                start_new_session=True, preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None)
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv, cwd=str(box), env=env, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err,
+                    start_new_session=True, preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None)
+            except (FileNotFoundError, PermissionError) as e:  # 'args' naming no executable: as a shell says it
+                code = 127 if isinstance(e, FileNotFoundError) else 126
+                raise FetchError(f"Command exited with status {code}: cannot execute {argv[0]!r}: "
+                                 f"{e.strerror or e}") from None
         self.live_groups.add(proc.pid)
         return proc
 

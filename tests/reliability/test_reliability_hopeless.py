@@ -202,3 +202,21 @@ def test_on_marathon_the_deciding_task_fails_a_job_whose_tensorboard_cannot_star
         assert status["reason"] == ("tensorboard-0 cannot run: Command exited with status 127: "
                                     "/bin/sh: 1: exec: no-such-tensorboard: not found")
     assert wait_none_referring_to(tmp_path / "state") == []
+
+
+def test_an_args_app_whose_executable_is_missing_fails_with_a_shell_like_message(tmp_path):
+    from marathon_tf.local import LocalCluster
+    import requests
+
+    with LocalCluster(state_dir=tmp_path / "s", dns_refresh=0) as c:
+        app = {"id": "/a", "args": ["no-such-program-x", "1"], "cpus": 0.1, "mem": 32}
+        requests.post(c.marathon_url + "/v2/apps", json=app, timeout=10).raise_for_status()
+
+        def failure():
+            return (requests.get(c.marathon_url + "/v2/apps/a", timeout=5).json()["app"].get("lastTaskFailure")
+                    or {}).get("message")
+        message = wait_for(failure, timeout=20)
+    assert message == ("Command exited with status 127: cannot execute 'no-such-program-x': "
+                       "No such file or directory")
+    from marathon_tf.lifecycle import hopeless_task_failure
+    assert hopeless_task_failure(message)
