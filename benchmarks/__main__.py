@@ -26,6 +26,12 @@ def _optional():
     except ImportError:
         pass
     try:
+        from . import bench_output
+
+        out.update(bench_output.BENCHMARKS)
+    except ImportError:
+        pass
+    try:
         from . import bench_lifecycle
 
         out.update(bench_lifecycle.BENCHMARKS)

@@ -47,11 +47,14 @@ from typing import Callable, Mapping, Sequence
 from marathon_tf import cluster_spec, naming
 from marathon_tf.discovery import Backend, PeerKey, Rendezvous, make_backend, watch_interval
 from marathon_tf.errors import DiscoveryError, UsageError
-from marathon_tf.lifecycle import JobControl, JobPolicy, RestartBudget, client_from_env, failures_path, startup_reason
+from marathon_tf import joblock
+from marathon_tf.lifecycle import (JobControl, JobPolicy, RestartBudget, client_from_env, failures_path, is_decider,
+                                   logdir_path, logdir_problem, startup_reason)
 from marathon_tf import labels as L
 from marathon_tf.status_server import StatusServer, TaskStatus
-from marathon_tf.supervisor import ExitPolicy, Outcome, Trainer
+from marathon_tf.supervisor import ExitPolicy, Outcome, Trainer, die_with_parent
 from marathon_tf.taskenv import TaskContext
+from marathon_tf.watchdog import ProgressWatchdog
 
 __all__ = ["main", "Bootstrap", "job_lifecycle", "parse_args", "shell_command", "own_address", "status_port",
            "restarts_on_move", "SPEC_FILE"]
@@ -152,6 +155,8 @@ class Bootstrap:
         self._signum: int | None = None
         self.endpoints: dict[PeerKey, str] = {}
         self.spec: cluster_spec.RenderedSpec | None = None
+        self.watchdog = ProgressWatchdog.for_role(ctx.role, ctx.progress_timeouts, clock=clock)
+        self._lock: joblock.Lock | None = None
 
     # -- control ---------------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
@@ -167,6 +172,18 @@ class Bootstrap:
     def run(self) -> int:
         try:
             self._start_server()
+            unusable = logdir_problem(self.ctx, self.environ) if self.ctx.role != "tensorboard" else None
+            if not unusable and self.control is not None and is_decider(self.ctx):
+                unusable = self._lock_logdir()  # one run of a job per logdir
+            if unusable:  # hopeless: fail the job now instead of after N restarts
+                reason = f"{self.ctx.task}: {unusable}"
+                _log(f"FAILED: {reason}")
+                self.status.update(phase="failed", last_error=reason)
+                if self.control is None:
+                    return 1
+                self._end_job(L.FAILED, reason)  # then parked, healthy, until Marathon stops it
+                self._stop.wait()
+                return 1
             if not self._discover():
                 return 128 + (self._signum or signal.SIGTERM)
             self._render()
@@ -184,8 +201,24 @@ class Bootstrap:
                 self._stop.wait()
             return getattr(e, "exit_code", 1)
         finally:
+            if self._lock is not None:
+                self._lock.release()
             if self.server:
                 self.server.close()
+
+    def _lock_logdir(self) -> str | None:
+        """Take the logdir's lock (:mod:`marathon_tf.joblock`); why not (one line), or None."""
+        path = logdir_path(self.ctx, self.environ)
+        if path is None:
+            return None
+        try:
+            self._lock = joblock.acquire(path, self.ctx.job, joblock.run_id(self.ctx.marathon_url, self.ctx.job))
+        except joblock.LogdirLocked as e:
+            return e.message
+        except OSError as e:
+            return f"cannot lock the logdir {self.ctx.logdir}: {e.strerror or e}"
+        self._lock.keep_alive()
+        return None
 
     def _start_server(self) -> None:
         port = status_port(self.ctx, self.environ)
@@ -263,12 +296,17 @@ class Bootstrap:
     def _start_trainer(self) -> Trainer:
         argv = ["/bin/sh", "-c", self.spec.argv[0]] if self.shell else self.spec.argv
         trainer = Trainer(argv, self._child_env(), cwd=self.environ.get("MESOS_SANDBOX") or None,
-                          on_step=lambda step: self.status.update(step=step),
-                          stdout=self.stdout, stderr=self.stderr)
+                          on_step=self._on_step, stdout=self.stdout, stderr=self.stderr)
+        self.watchdog.started()
         trainer.start()
         self.status.update(phase="running", exit_code=None)
-        _log(f"started training program (pid {trainer.pid})")
+        if trainer.pid is not None:
+            _log(f"started training program (pid {trainer.pid})")
         return trainer
+
+    def _on_step(self, step: int) -> None:
+        self.status.update(step=step)
+        self.watchdog.step(step)
 
     def _next_watch(self) -> float:
         mean = watch_interval(sum(self.ctx.cluster.values()), self.watch_interval)  # longer for big jobs
@@ -285,8 +323,13 @@ class Bootstrap:
                 self.status.update(exit_code=code)
                 _log(f"stopped by signal {self._signum}; training program exited with {code}")
                 return code
+            hung = self.watchdog.overdue() if code is None else None
+            if hung:  # the progress watchdog: a hang is a failure like any other
+                _log(f"{hung}: stopping the training program")
+                code = trainer.stop(self.grace)
             if code is not None:
-                outcome = self.policy.decide(code, stderr_tail=trainer.stderr_tail())
+                tail = trainer.stderr_tail() + (f"\n{hung}" if hung else "")
+                outcome = self.policy.decide(code, stderr_tail=tail)
                 if not outcome.restart:
                     return self._finished(code, outcome)
                 trainer = self._restart_in_place(code, outcome)
@@ -381,7 +424,7 @@ def job_lifecycle(ctx: TaskContext, environ: Mapping[str, str]) -> dict:
     budget = RestartBudget(n, window, task=ctx.task, path=path)
     client = client_from_env(ctx, environ)
     control = JobControl(ctx, client, log=_log) if client is not None else None
-    return {"policy": JobPolicy(ctx, budget), "control": control}
+    return {"policy": JobPolicy(ctx, budget, environ), "control": control}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -390,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     ``argv`` is what follows ``bootstrap`` (``["--", "python3", "train.py"]``); default
     ``sys.argv[1:]``. Returns the exit code; installs SIGTERM/SIGINT handlers while it runs.
     """
+    die_with_parent()  # the task dies with whatever started it (the local runner's sh, an executor)
     try:
         options, command = parse_args(sys.argv[1:] if argv is None else argv)
         ctx = TaskContext.from_env(os.environ)
@@ -398,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     boot = Bootstrap(ctx, os.environ, command, watch_interval=options["watch_interval"], grace=options["grace"],
                      **job_lifecycle(ctx, os.environ))
+    if boot.control is not None and is_decider(ctx):  # tasks that can never start fail the job
+        boot.control.watch_hopeless(boot._stop, lambda: boot.status.snapshot()["step"])
     previous = {sig: signal.signal(sig, lambda signum, frame: boot.request_stop(signum))
                 for sig in (signal.SIGTERM, signal.SIGINT)}
     try:

@@ -442,8 +442,12 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
         if ui_dir:
             output.info(f"web UI        {cluster.marathon_url}/ui/")
 
-    serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port,
-          state_dir=state_dir or ".marathon-tf/serve", on_ready=ready, **security)
+    signum = serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port,
+                   state_dir=state_dir or ".marathon-tf/serve", on_ready=ready, **security)
+    from .stopsignals import signal_name
+
+    output.info(f"stopped by {signal_name(signum)}: every task was stopped")
+    sys.exit(128 + signum)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,7 +16,7 @@ know one, a hint the user can act on. Commands only raise; the CLI prints.
     ├── JobFailed                    exit 1   the training job failed
     └── Timeout                      exit 3   gave up waiting while work is still in progress
 
-    Interrupted (exit 130) is raised by the CLI on Ctrl-C.
+    Interrupted (exit 130; 129 for SIGHUP, 143 for SIGTERM) is raised on Ctrl-C or a stop signal.
 """
 
 from __future__ import annotations
@@ -130,4 +130,11 @@ class Timeout(MarathonTFError):
 
 
 class Interrupted(MarathonTFError):
+    """Stopped by a signal: exit 128 + its number (SIGINT 130, SIGHUP 129, SIGTERM 143)."""
+
     exit_code = 130
+
+    def __init__(self, message: str, *, hint: str | None = None, signum: int | None = None):
+        super().__init__(message, hint=hint)
+        if signum is not None:
+            self.exit_code = 128 + int(signum)

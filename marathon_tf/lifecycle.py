@@ -13,7 +13,12 @@ Who decides what (:func:`decide` is the whole table, a pure function):
   program's exit 0 ends the job; with ``all_workers`` it first waits (:func:`await_workers`,
   bounded) until every other worker's bootstrap reports ``phase == "succeeded"``. Any other
   task whose program exits 0 just stays up (healthy) until the job is stopped.
-* **A permanent exit code** (``restart.permanent_exit_codes``) fails the job at once.
+* **A permanent exit code** (``restart.permanent_exit_codes``) fails the job at once; so do a
+  program that cannot be executed (:data:`UNEXECUTABLE_CODES`: the shell's 127 "not found" and
+  126 "not executable", also when the bootstrap itself could not spawn it) and a logdir that is
+  not a usable directory (:func:`logdir_problem`: checked at start and after every failure, so a
+  vanished or read-only checkpoint directory fails the job with one line, not after N restarts).
+  Every failure, permanent ones included, is recorded in the restart budget's file.
 * **Any other failure** counts against the restart budget (N failures within a sliding window,
   :class:`RestartBudget`: per task in memory and, when the logdir is writable shared storage,
   job-wide in ``<logdir>/.marathon-tf/failures.jsonl``). More than N fails the job.
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -54,7 +60,7 @@ __all__ = [
     "FINISH", "AWAIT_WORKERS", "STAY", "FAIL_JOB", "RESTART", "EXIT", "ACTIONS",
     "decider_task", "is_decider", "decide", "RestartBudget", "failures_path", "FAILURES_FILE",
     "finish_job", "job_apps", "await_workers", "client_from_env", "JobControl", "JobPolicy",
-    "startup_reason", "GROUP_EMBEDS",
+    "startup_reason", "GROUP_EMBEDS", "UNEXECUTABLE_CODES", "logdir_problem", "logdir_path", "hopeless_failures", "hopeless_task_failure",
 ]
 
 # --- the decision table -------------------------------------------------------------------------
@@ -70,6 +76,9 @@ ACTIONS = (FINISH, AWAIT_WORKERS, STAY, FAIL_JOB, RESTART, EXIT)
 _RESTARTS_IN_PLACE = ("chief", "worker", "evaluator")
 GROUP_EMBEDS = ("group.groups", "group.apps", "group.apps.tasks")
 FAILURES_FILE = os.path.join(".marathon-tf", "failures.jsonl")
+#: Exit codes that mean "the command could not be executed" (POSIX shells; the bootstrap uses them
+#: for its own spawn errors too): always permanent, a relaunch cannot fix them.
+UNEXECUTABLE_CODES = (126, 127)
 
 
 def decider_task(completion: str) -> str:
@@ -104,13 +113,37 @@ def decide(*, style: str, role: str, code: int, decider: bool, completion: str,
 
 # --- the restart budget ---------------------------------------------------------------------------
 
+def hopeless_failures(group: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(task, message)`` for every app of the job whose last task failure (of its current
+    version) is hopeless and that has no running task: see :func:`hopeless_task_failure`."""
+    out = []
+    for app_id, app in sorted(job_apps(group).items()):
+        ltf = app.get("lastTaskFailure") or {}
+        message = ltf.get("message") or ""
+        if not hopeless_task_failure(message) or (ltf.get("version") and app.get("version")
+                                                  and ltf["version"] < app["version"]):
+            continue
+        if any(t.get("state") == "TASK_RUNNING" for t in app.get("tasks") or []):
+            continue
+        out.append((app_id.rstrip("/").rsplit("/", 1)[-1], message))
+    return out
+
+
+def logdir_path(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
+    """The job's logdir as a local path for this task (relative paths are inside the sandbox);
+    None without a logdir or for a URL (``gs://…``)."""
+    if not ctx.logdir or "://" in ctx.logdir:
+        return None
+    base = environ.get("MESOS_SANDBOX") or os.getcwd()
+    return ctx.logdir if os.path.isabs(ctx.logdir) else os.path.join(base, ctx.logdir)
+
+
 def failures_path(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
     """``<logdir>/.marathon-tf/failures.jsonl`` when the job's logdir (relative paths are inside
     the sandbox) is a directory this task can write; else None (the budget is per task)."""
-    if not ctx.logdir:
+    logdir = logdir_path(ctx, environ)
+    if logdir is None:
         return None
-    base = environ.get("MESOS_SANDBOX") or os.getcwd()
-    logdir = ctx.logdir if os.path.isabs(ctx.logdir) else os.path.join(base, ctx.logdir)
     if not (os.path.isdir(logdir) and os.access(logdir, os.W_OK | os.X_OK)):
         return None
     path = os.path.join(logdir, FAILURES_FILE)
@@ -119,6 +152,43 @@ def failures_path(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
     except OSError:
         return None
     return path
+
+
+_HOPELESS = re.compile(r"exited with status 12[67]\b|Failed to fetch all URIs|hostPath \S+ (is not a directory|"
+                       r"cannot be created)")
+
+
+def hopeless_task_failure(message: str) -> bool:
+    """Whether a task failure message from Marathon (``lastTaskFailure.message``) means a relaunch
+    cannot help: the command could not be executed (exit 126/127), its URIs cannot be fetched, or
+    a volume's host path is unusable (the local runner's words)."""
+    return bool(_HOPELESS.search(message or ""))
+
+
+def logdir_problem(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
+    """Why the job's logdir is unusable (one line), or None: it must be (or be creatable as) a
+    directory this task can create files in. Only local paths are checked (not ``gs://`` etc.);
+    relative ones are inside the sandbox (a volume's container path)."""
+    logdir = logdir_path(ctx, environ)
+    if logdir is None:
+        return None
+    shown = ctx.logdir if ctx.logdir == logdir else f"{ctx.logdir} ({os.path.realpath(logdir)})"
+    if os.path.islink(logdir) and not os.path.exists(logdir):
+        return f"logdir {shown} is gone: the volume's host path does not exist any more"
+    if os.path.exists(logdir) and not os.path.isdir(logdir):
+        return f"logdir {shown} is not a directory"
+    try:
+        os.makedirs(logdir, exist_ok=True)
+    except OSError as e:
+        return f"logdir {shown} cannot be created: {e.strerror or e}"
+    probe = os.path.join(logdir, f".marathon-tf-write-test.{os.getpid()}")
+    try:
+        with open(probe, "w") as f:
+            f.write("ok")
+        os.unlink(probe)
+    except OSError as e:
+        return f"logdir {shown} is not writable: {e.strerror or e}"
+    return None
 
 
 class RestartBudget:
@@ -339,6 +409,30 @@ class JobControl:
                              get_json=self.get_json, clock=self.clock, sleep=stop.wait, stop=stop.is_set,
                              log=self.log)
 
+    def watch_hopeless(self, stop: threading.Event, step: Callable[[], int | None],
+                       interval: float = 10.0) -> threading.Thread:
+        """The deciding task's watch over the other tasks (tensorboard included): a task that can
+        never start (:func:`hopeless_failures`; Marathon relaunches it for ever, and the job would
+        stay deploying) fails the job with its reason. One group GET per ``interval``; stops when
+        ``stop`` is set or the job has its record."""
+        def run() -> None:
+            while not stop.wait(interval):
+                try:
+                    group = self.client.get_group(naming.group_id(self.ctx.job),
+                                                  embed=GROUP_EMBEDS + ("group.apps.lastTaskFailure",))
+                except MarathonError:
+                    continue
+                if any((a.get("labels") or {}).get(L.STATE) for a in job_apps(group).values()):
+                    return
+                hopeless = hopeless_failures(group)
+                if hopeless:
+                    task, message = hopeless[0]
+                    self.finish(L.FAILED, f"{task} cannot run: {message}", step(), stop)
+                    return
+        thread = threading.Thread(target=run, name="hopeless-watch", daemon=True)
+        thread.start()
+        return thread
+
     def finish(self, state: str, reason: str, final_step: int | None, stop: threading.Event) -> bool:
         """Record ``state`` on the job (retrying until done or stopped); whether this task wrote it."""
         while not stop.is_set():
@@ -373,14 +467,19 @@ class JobPolicy(ExitPolicy):
     (Marathon's health check must not kill and relaunch a parked task).
     """
 
-    def __init__(self, ctx: TaskContext, budget: RestartBudget):
+    def __init__(self, ctx: TaskContext, budget: RestartBudget, environ: Mapping[str, str] | None = None):
         super().__init__(ctx.permanent_exit_codes)
         self.ctx, self.budget = ctx, budget
+        self.environ = environ  # None: the logdir is not re-checked after a failure
 
     def decide(self, code: int, *, stderr_tail: str = "") -> Outcome:
         ctx = self.ctx
-        permanent = code in self.permanent_exit_codes
-        counted = code != 0 and not permanent and ctx.role != "tensorboard"
+        unusable = None
+        if code != 0 and self.environ is not None and ctx.role != "tensorboard":
+            unusable = logdir_problem(ctx, self.environ)
+        unexecutable = code in UNEXECUTABLE_CODES
+        permanent = code in self.permanent_exit_codes or unexecutable or unusable is not None
+        counted = code != 0 and ctx.role != "tensorboard"
         failures = self.budget.record(code, stderr_tail) if counted else 0
         action = decide(style=ctx.style, role=ctx.role, code=code, decider=is_decider(ctx),
                         completion=ctx.completion, permanent=permanent, failures=failures,
@@ -393,7 +492,11 @@ class JobPolicy(ExitPolicy):
         if action == STAY:
             return Outcome("succeeded", True, 0, True)
         if action == FAIL_JOB:
-            if permanent:
+            if unusable:
+                reason = f"{ctx.task} failed (exit {code}): {unusable}"
+            elif unexecutable:
+                reason = f"{ctx.task} could not run its program (exit {code}, permanent): {tail}"
+            elif permanent:
                 reason = f"{ctx.task} exited with {code} (permanent): {tail}"
             else:
                 reason = (f"{ctx.task} failed {failures} times in {self.budget.window:g} s; "

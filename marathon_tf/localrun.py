@@ -5,7 +5,10 @@ job's discovery at them, deploys through the ordinary client, streams every
 task's output prefixed with its name (``[worker-1] …``), and returns when the
 job has ended (its record says Succeeded or Failed; before the record exists,
 the deciding task's bootstrap phase is used). Everything it started is stopped
-when it returns, also on Ctrl-C.
+when it returns, also on Ctrl-C, SIGTERM and SIGHUP (:mod:`marathon_tf.stopsignals`:
+raised as :class:`~marathon_tf.errors.Interrupted`, exit 128 + the signal's number);
+when it is killed outright (SIGKILL), the local runner's guardian
+(:mod:`marathon_tf.local.reaper`) kills every task process.
 
 Printing goes through the ``sink`` callbacks the CLI passes in.
 """
@@ -19,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from . import jobs, labels as L, naming
+from . import jobs, joblock, labels as L, naming, stopsignals
 from .errors import Interrupted, Timeout, UsageError
 from .marathon import Client, RetryPolicy
 from .spec import JobSpec
@@ -38,7 +41,16 @@ def default_state_dir(job: str) -> Path:
 
 class SandboxTailer:
     """Follows ``<state>/sandboxes/<task id>/{stdout,stderr}`` of every task, also of relaunched ones,
-    and hands complete lines to ``emit(task_name, stream, line)``."""
+    and hands complete lines to ``emit(task_name, stream, line)``.
+
+    Memory is bounded whatever the output: files are read :data:`READ_CHUNK` bytes at a time, and
+    a line longer than :data:`LINE_LIMIT` bytes is cut there (the rest of it is skipped, and the
+    emitted line says so and where the whole line is)."""
+
+    #: Longest line shown (bytes); the same limit as the bootstrap's pieces.
+    LINE_LIMIT = 64 * 1024
+    #: Bytes read from a file per step.
+    READ_CHUNK = 1024 * 1024
 
     def __init__(self, state_dir: Path, emit: Callable[[str, str, str], None], interval: float = 0.2):
         self.root = Path(state_dir) / "sandboxes"
@@ -46,6 +58,7 @@ class SandboxTailer:
         self.interval = interval
         self._offsets: dict[Path, int] = {}
         self._partial: dict[Path, bytes] = {}
+        self._skipping: set[Path] = set()  # inside a line that was cut: drop bytes up to its newline
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sandbox-tailer", daemon=True)
 
@@ -77,21 +90,43 @@ class SandboxTailer:
                     size = path.stat().st_size
                 except OSError:
                     continue
-                offset = self._offsets.get(path, 0)
-                if size <= offset:
-                    continue
-                with open(path, "rb") as f:
-                    f.seek(offset)
-                    data = self._partial.pop(path, b"") + f.read(size - offset)
-                self._offsets[path] = size
-                *lines, rest = data.split(b"\n")
-                if rest and final:
-                    lines.append(rest)
-                elif rest:
-                    self._partial[path] = rest
                 name = self.task_name(box.name)
-                for line in lines:
-                    self.emit(name, stream, line.decode("utf-8", "replace").rstrip("\r"))
+                while self._offsets.get(path, 0) < size and not (self._stop.is_set() and not final):
+                    offset = self._offsets.get(path, 0)
+                    with open(path, "rb") as f:
+                        f.seek(offset)
+                        chunk = f.read(min(self.READ_CHUNK, size - offset))
+                    if not chunk:
+                        break
+                    self._offsets[path] = offset + len(chunk)
+                    self._feed(path, name, stream, chunk)
+                if final and self._partial.get(path):
+                    self.emit(name, stream, self._partial.pop(path).decode("utf-8", "replace").rstrip("\r"))
+
+    def _feed(self, path: Path, name: str, stream: str, chunk: bytes) -> None:
+        if path in self._skipping:
+            cut = chunk.find(b"\n")
+            if cut < 0:
+                return
+            self._skipping.discard(path)
+            chunk = chunk[cut + 1:]
+        data = self._partial.pop(path, b"") + chunk
+        *lines, rest = data.split(b"\n")
+        for line in lines:
+            self._emit_line(path, name, stream, line)
+        if len(rest) > self.LINE_LIMIT:
+            self._emit_line(path, name, stream, rest)
+            self._skipping.add(path)
+        elif rest:
+            self._partial[path] = rest
+
+    def _emit_line(self, path: Path, name: str, stream: str, line: bytes) -> None:
+        if len(line) > self.LINE_LIMIT:
+            shown = line[: self.LINE_LIMIT].decode("utf-8", "replace")
+            self.emit(name, stream, f"{shown} [marathon-tf: line longer than {self.LINE_LIMIT // 1024} KiB cut "
+                                    f"here; the whole line is in {path}]")
+            return
+        self.emit(name, stream, line.decode("utf-8", "replace").rstrip("\r"))
 
 
 @dataclass
@@ -113,6 +148,22 @@ def _decided(status: dict[str, Any]) -> str | None:
     return state if state in (L.SUCCEEDED, L.FAILED) else None
 
 
+def _fail_if_hopeless(client: Client, job: str, status: dict[str, Any]) -> None:
+    """A task that cannot ever start (its command cannot be executed, a volume's host path is
+    unusable, a URI cannot be fetched: see :func:`lifecycle.hopeless_task_failure`) fails the
+    job with that task's reason, whatever its role (tensorboard included), instead of leaving
+    the job deploying for ever while Marathon relaunches it."""
+    from .lifecycle import finish_job, hopeless_task_failure
+
+    for row in status.get("tasks") or []:
+        failure = row.get("lastFailure") or ""
+        if row.get("state") != "TASK_RUNNING" and hopeless_task_failure(failure):
+            message = failure.split(": ", 1)[-1]
+            finish_job(client, job, L.FAILED, reason=f"{row['task']} cannot run: {message}",
+                       final_step=status.get("step"))
+            return
+
+
 def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | None = None,
         state_dir: Path | None = None, emit_task_line: Callable[[str, str, str], None] = lambda *a: None,
         progress: Callable[[dict[str, Any]], None] = lambda s: None,
@@ -121,12 +172,55 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
     """Run ``spec`` to its end on a fresh local cluster; raises :class:`Timeout` (exit 3)."""
     from .local import LocalCluster  # imported on use: aiohttp and dnslib are not needed elsewhere
 
+    from .local.launcher import volume_problem
+
+    for i, volume in enumerate(spec.volumes):  # hopeless: refuse before anything starts
+        problem = volume_problem(volume.host_path)
+        if problem:
+            raise UsageError(f"volumes[{i}].host_path: {problem.replace('hostPath ', '', 1)}; nothing was started")
+    logdir = logdir_host_path(spec)
+    try:
+        lock = joblock.acquire(logdir, spec.name) if logdir else None  # LogdirLocked: refused, nothing started
+    except OSError as e:
+        raise UsageError(f"logdir: {logdir} cannot be used: {e.strerror or e}; nothing was started") from None
     state_dir = Path(state_dir or default_state_dir(spec.name))
-    cluster = LocalCluster(state_dir=state_dir, dns_refresh=LOCAL_DNS_REFRESH)
+    try:
+        with stopsignals.converted():
+            return _run(spec, LocalCluster(state_dir=state_dir, dns_refresh=LOCAL_DNS_REFRESH), state_dir,
+                        templates_dir=templates_dir, timeout=timeout, emit_task_line=emit_task_line,
+                        progress=progress, on_deployed=on_deployed, poll=poll, lock=lock)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def logdir_host_path(spec: JobSpec) -> str | None:
+    """Where the job's logdir is on this machine: an absolute logdir itself, a relative one inside
+    the volume whose container path holds it; None when it is inside each sandbox (or a URL)."""
+    logdir = spec.logdir
+    if not logdir or "://" in logdir:
+        return None
+    if os.path.isabs(logdir):
+        return logdir
+    norm = os.path.normpath(logdir)
+    for volume in spec.volumes:
+        mount = os.path.normpath(volume.container_path)
+        if norm == mount or norm.startswith(mount + os.sep):
+            return os.path.normpath(os.path.join(volume.host_path, os.path.relpath(norm, mount)))
+    return None
+
+
+def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | None, timeout: float | None,
+         emit_task_line: Callable[[str, str, str], None], progress: Callable[[dict[str, Any]], None],
+         on_deployed: Callable[[jobs.DeployResult, Any], None], poll: float,
+         lock: joblock.Lock | None) -> LocalRun:
     tailer = SandboxTailer(state_dir, emit_task_line)
     start = time.monotonic()
     try:
         cluster.start()
+        if lock is not None:  # the deciding task's bootstrap recognises its own run by this
+            lock.update(run=joblock.run_id(cluster.marathon_url, spec.name))
+            lock.keep_alive()
         local_spec = spec.with_overrides(discovery=replace(
             spec.discovery, nameserver=cluster.mesos_dns, http_api=cluster.mesos_dns_http,
             marathon_url=cluster.marathon_url))
@@ -138,6 +232,8 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
             status = jobs.job_status(client, spec.name)
             progress(status)
             end = _decided(status)
+            if not end:
+                _fail_if_hopeless(client, spec.name, status)
             if end:
                 return LocalRun(end, status, time.monotonic() - start, state_dir)
             if timeout is not None and time.monotonic() - start >= timeout:
@@ -145,8 +241,11 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
                               f"{timeout:g} s; it was stopped with the local cluster",
                               hint=f"task output is in {state_dir}/sandboxes")
             time.sleep(poll)
-    except KeyboardInterrupt:
-        raise Interrupted(f"interrupted: the local job {spec.name} was stopped") from None
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", None)
+        how = "interrupted" if signum in (None, 2) else f"stopped by {stopsignals.signal_name(signum)}"
+        raise Interrupted(f"{how}: the local job {spec.name} was stopped (its tasks with their grace period)",
+                          signum=signum) from None
     finally:
         tailer.stop()
         cluster.stop()

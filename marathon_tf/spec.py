@@ -114,6 +114,8 @@ class Restart:
     backoff_seconds: float = 1.0
     backoff_factor: float = 1.15
     max_launch_delay_seconds: float = 300.0
+    progress_timeout_seconds: float | None = None   # watchdog: no new step for this long = failed
+    first_step_timeout_seconds: float | None = None  # watchdog: no first step this long after start
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,7 @@ class JobSpec:
             "fetch": [_drop_none({"uri": f.uri, "extract": f.extract, "executable": f.executable,
                                   "cache": f.cache, "dest_path": f.dest_path}) for f in self.fetch],
             "discovery": dict(self.discovery.__dict__),
-            "restart": {**self.restart.__dict__,
+            "restart": {**_drop_none(self.restart.__dict__),
                         "permanent_exit_codes": list(self.restart.permanent_exit_codes)},
             "network": _drop_none({"mode": self.network, "name": self.network_name}),
             "roles": {},
@@ -458,6 +460,8 @@ class _RestartSchema(_Base):
     backoff_seconds = _StrictNumber(validate=validate.Range(min=0, max=86400, error="must be between {min} and {max}"))
     backoff_factor = _StrictNumber(validate=validate.Range(min=1, max=100, error="must be between {min} and {max}"))
     max_launch_delay_seconds = _StrictNumber(validate=validate.Range(min=0, max=86400, error="must be between {min} and {max}"))
+    progress_timeout_seconds = _StrictNumber(validate=validate.Range(min=1, error="must be >= {min}"))
+    first_step_timeout_seconds = _StrictNumber(validate=validate.Range(min=1, error="must be >= {min}"))
 
 
 class _NetworkSchema(_Base):
@@ -803,7 +807,9 @@ def json_schema() -> dict[str, Any]:
                 "max_failures": {"type": "integer", "minimum": 0}, "window_seconds": {**num, "minimum": 1},
                 "permanent_exit_codes": {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 127}},
                 "backoff_seconds": {**num, "minimum": 0}, "backoff_factor": {**num, "minimum": 1},
-                "max_launch_delay_seconds": {**num, "minimum": 0}}},
+                "max_launch_delay_seconds": {**num, "minimum": 0},
+                "progress_timeout_seconds": {**num, "minimum": 1},
+                "first_step_timeout_seconds": {**num, "minimum": 1}}},
             "network": {"type": "object", "additionalProperties": False, "properties": {
                 "mode": {"enum": ["host", "container"]}, "name": string}},
             "bootstrap": {**string, "default": "marathon-tf bootstrap"},

@@ -1,7 +1,8 @@
 """Run the training program as a child process and decide what its exit means.
 
 * :class:`Trainer` starts the program in its own process group, passes its
-  stdout/stderr through line by line (one reader thread per stream), remembers the
+  stdout/stderr through line by line (one reader thread per stream; a line longer than
+  :data:`LINE_LIMIT` is read and passed on in pieces, so memory is bounded), remembers the
   last ``step=<int>`` and the last :data:`STDERR_TAIL_LINES` lines of stderr (for the
   job's failure reason), and stops it: signal -> grace period -> SIGKILL of the group.
 * :class:`ExitPolicy` is the one place that maps the program's exit code to what the
@@ -22,10 +23,14 @@ from collections import deque
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Mapping, Sequence
 
-__all__ = ["STEP_RE", "STDERR_TAIL_LINES", "Trainer", "Outcome", "ExitPolicy", "exit_status"]
+__all__ = ["STEP_RE", "STDERR_TAIL_LINES", "LINE_LIMIT", "Trainer", "Outcome", "ExitPolicy", "exit_status", "die_with_parent"]
 
 STEP_RE = re.compile(r"\bstep[=: ]\s*(\d+)")
 STDERR_TAIL_LINES = 20
+#: Output is read in pieces of at most this many bytes (a longer line is several pieces).
+LINE_LIMIT = 64 * 1024
+#: A stderr line kept for the failure reason is cut to this many characters.
+TAIL_LINE_CHARS = 2000
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -37,6 +42,18 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def die_with_parent() -> None:
+    """Linux: this process (the bootstrap) gets SIGKILL when its parent dies, so a chain of parents
+    each carrying the parent-death signal (runner -> ``sh -c`` -> bootstrap -> program) dies with
+    its root. A parent that died before the signal was set (we were re-parented) kills us now."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    _die_with_parent()
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def exit_status(returncode: int) -> int:
@@ -59,17 +76,39 @@ class Trainer:
         self._readers: list[threading.Thread] = []
         self._tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._tail_lock = threading.Lock()
+        self._spawn_error: int | None = None
 
     @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                     preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        """Start the program. A program that cannot be executed (not found, not executable) does
+        not raise: it "exits" at once with the shell's code (127 not found, 126 otherwise) and the
+        reason as its stderr tail, so the exit policy sees it like any other failure."""
         with self._tail_lock:
             self._tail.clear()
+        self._spawn_error = None
+        try:
+            self.proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                         preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        except OSError as e:
+            self.proc = None
+            code = 127 if isinstance(e, FileNotFoundError) else 126
+            message = f"cannot execute {self.argv[0]!r}: {e.strerror or e}"
+            if isinstance(e, FileNotFoundError) and self.cwd and not os.path.isdir(self.cwd):
+                message = f"cannot start the program in {self.cwd!r}: {e.strerror or e}"
+            self._spawn_error = code
+            with self._tail_lock:
+                self._tail.append(message)
+            try:
+                self.stderr.write(f"{message}\n".encode())
+                self.stderr.flush()
+            except (OSError, ValueError):
+                pass
+            self._readers = []
+            return
         self._readers = [threading.Thread(target=self._pump, args=(pipe, out, tail), daemon=True, name=name)
                          for pipe, out, tail, name in ((self.proc.stdout, self.stdout, False, "trainer-stdout"),
                                                        (self.proc.stderr, self.stderr, True, "trainer-stderr"))]
@@ -82,16 +121,24 @@ class Trainer:
             return "\n".join(self._tail)
 
     def _pump(self, pipe: BinaryIO, out: BinaryIO, keep_tail: bool) -> None:
-        for line in iter(pipe.readline, b""):
+        """Pass the program's bytes through unchanged, reading at most :data:`LINE_LIMIT` bytes at
+        a time (memory stays bounded whatever the line length). Steps are read from each piece;
+        the stderr tail keeps the first :data:`TAIL_LINE_CHARS` characters of a line."""
+        continuing = False  # the previous piece ended inside a line
+        for piece in iter(lambda: pipe.readline(LINE_LIMIT), b""):
             try:
-                out.write(line)
+                out.write(piece)
                 out.flush()
             except (OSError, ValueError):
                 pass
-            text = line.decode("utf-8", "replace")
-            if keep_tail and text.strip():
+            text = piece.decode("utf-8", "replace")
+            if keep_tail and not continuing and text.strip():
+                kept = text.rstrip("\r\n")
+                if len(kept) > TAIL_LINE_CHARS or not piece.endswith(b"\n"):
+                    kept = kept[:TAIL_LINE_CHARS] + " [line cut]"
                 with self._tail_lock:
-                    self._tail.append(text.rstrip("\r\n"))
+                    self._tail.append(kept)
+            continuing = not piece.endswith(b"\n")
             steps = STEP_RE.findall(text)
             if steps:
                 self.on_step(int(steps[-1]))
@@ -99,6 +146,8 @@ class Trainer:
 
     def wait(self, timeout: float | None = None) -> int | None:
         """The program's exit status (128+N when killed by signal N), or None if still running."""
+        if self._spawn_error is not None:
+            return self._spawn_error
         assert self.proc is not None, "not started"
         try:
             code = self.proc.wait(timeout)
@@ -121,9 +170,12 @@ class Trainer:
 
     def stop(self, grace: float, sig: int = signal.SIGTERM) -> int:
         """Send ``sig`` to the program's group, SIGKILL it after ``grace`` seconds; its exit status."""
+        if self._spawn_error is not None:
+            return self._spawn_error
         assert self.proc is not None, "not started"
         if self.proc.poll() is None:
             self._signal_group(sig)
+            self._signal_group(signal.SIGCONT)  # a stopped (SIGSTOP, hung) program must see it
             try:
                 self.proc.wait(grace)
             except subprocess.TimeoutExpired:

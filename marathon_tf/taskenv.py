@@ -31,6 +31,7 @@ Variables (all strings, as Marathon requires):
 ``MTF_RESTART_BUDGET``     ``N/SECONDS``: the job fails after N failures within SECONDS
 ``MTF_PERMANENT_EXIT_CODES``  comma-separated trainer exit codes that are not retried
 ``MTF_LOGDIR``             the job's log / checkpoint directory as the task sees it (may be empty)
+``MTF_PROGRESS_TIMEOUT``   ``SECONDS[/FIRST_STEP_SECONDS]``: the progress watchdog (unset: off)
 =========================  ==============================================================
 """
 
@@ -78,6 +79,8 @@ class TaskContext:
     style: str = _DEFAULTS["style"]
     completion: str = _DEFAULTS["completion"]
     restart_budget: tuple[int, float] = (5, 600.0)
+    #: (no new step for, no first step within) seconds; None = that check is off
+    progress_timeouts: tuple[float | None, float | None] = (None, None)
     permanent_exit_codes: tuple[int, ...] = field(default_factory=tuple)
     logdir: str = ""
 
@@ -109,6 +112,8 @@ class TaskContext:
             env["MTF_PERMANENT_EXIT_CODES"] = ",".join(str(c) for c in self.permanent_exit_codes)
         if self.logdir:
             env["MTF_LOGDIR"] = self.logdir
+        if any(t is not None for t in self.progress_timeouts):
+            env["MTF_PROGRESS_TIMEOUT"] = "/".join("" if t is None else _num(t) for t in self.progress_timeouts)
         return env
 
     @classmethod
@@ -149,6 +154,12 @@ class TaskContext:
             timeout = float(environ.get("MTF_STARTUP_TIMEOUT") or _DEFAULTS["startup_timeout"])
         except ValueError:
             raise ValueError("MTF_STARTUP_TIMEOUT must be a number of seconds")
+        try:
+            progress = environ.get("MTF_PROGRESS_TIMEOUT", "").split("/")
+            progress_timeouts = (float(progress[0]) if progress[0] else None,
+                                 float(progress[1]) if len(progress) > 1 and progress[1] else None)
+        except ValueError:
+            raise ValueError("MTF_PROGRESS_TIMEOUT must look like SECONDS[/FIRST_STEP_SECONDS], e.g. 120/600")
         return cls(
             job=need("MTF_JOB"),
             role=need("MTF_ROLE"),
@@ -170,6 +181,7 @@ class TaskContext:
             restart_budget=restart_budget,
             permanent_exit_codes=permanent,
             logdir=environ.get("MTF_LOGDIR", ""),
+            progress_timeouts=progress_timeouts,
         )
 
     @property

@@ -191,19 +191,21 @@ class LocalCluster:
 
 def serve(port: int = 8080, host: str = "127.0.0.1", state_dir: Union[str, Path, None] = None,
           dns_port: int = 0, dns_http_port: int = 0, dns_refresh: float = 1.0,
-          on_ready: Optional[Callable[[LocalCluster], None]] = None, **options: Any) -> None:
-    """Run a local cluster until SIGINT/SIGTERM, then stop everything.
+          on_ready: Optional[Callable[[LocalCluster], None]] = None, **options: Any) -> int:
+    """Run a local cluster until SIGINT/SIGTERM/SIGHUP, then stop everything; returns the signal.
 
     ``on_ready(cluster)`` is called once it listens (default: print the endpoints on stderr).
     Must be called from the main thread (it installs signal handlers).
     """
     cluster = LocalCluster(state_dir=state_dir, host=host, marathon_port=port, dns_port=dns_port,
                            dns_http_port=dns_http_port, dns_refresh=dns_refresh, **options)
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
 
     interrupted = threading.Event()
+    received: list[int] = []
 
     def handler(signum: int, frame: Any) -> None:
+        received.append(signum)
         interrupted.set()
 
     for sig in previous:
@@ -217,6 +219,7 @@ def serve(port: int = 8080, host: str = "127.0.0.1", state_dir: Union[str, Path,
             on_ready(cluster)
         while not interrupted.wait(0.5):
             pass
+        return received[0]
     finally:
         cluster.stop()
         for sig, old in previous.items():

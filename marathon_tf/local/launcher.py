@@ -5,6 +5,13 @@ files, fetched URIs, volume links) as its working directory, Marathon's task
 environment (FACTS §5.5), its own process group, and on Linux a parent-death
 signal so it dies with the runner. Killing sends SIGTERM to the group and
 SIGKILL after the grace period.
+
+Nothing outlives the runner, whatever kills it: a simple ``cmd`` is exec'd by its
+``/bin/sh -c`` wrapper (``exec cmd``: the command itself is the runner's child and
+carries the parent-death signal), and every task carries the runner's token in its
+environment, which the guardian process (:mod:`marathon_tf.local.reaper`) sweeps when
+the runner goes away (SIGKILL included) and :meth:`Launcher.kill_all_now` sweeps on a
+normal stop.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import shutil
 import signal
 import socket
 import stat
+import shlex
 import sys
 import tarfile
 import time
@@ -26,7 +34,10 @@ from pathlib import Path
 from typing import Optional
 from urllib.parse import unquote, urlparse
 
-__all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "SECRET_VARS"]
+from . import reaper
+
+__all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "SECRET_VARS", "exec_form", "volume_problem",
+           "last_line"]
 
 #: Parent variables never passed to tasks.
 SECRET_VARS = ("MARATHON_PASSWORD", "MARATHON_TOKEN")
@@ -126,6 +137,53 @@ def _pdeathsig() -> None:  # pragma: no cover - runs in the child
         pass
 
 
+def volume_problem(host_path: str) -> Optional[str]:
+    """Why ``host_path`` cannot back a volume (one line), or None; a missing directory is created."""
+    path = Path(host_path)
+    if path.exists() and not path.is_dir():
+        return f"hostPath {host_path} is not a directory"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return f"hostPath {host_path} cannot be created: {e.strerror or e}"
+    return None
+
+
+def last_line(path: Path, limit: int = 65536) -> str:
+    """The last non-empty line of a file (read from its last ``limit`` bytes), at most 500 chars."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - limit))
+            lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:500] if lines else ""
+
+
+_SHELL_WORDS = {"if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
+                "{", "}", "!", "exec", "cd", "export", "set", "unset", "trap", "eval", ".", "source", "ulimit",
+                "umask", "wait", "read", "shift", "return", "exit", "local", "alias", "function"}
+
+
+def exec_form(cmd: str) -> str:
+    """``exec <cmd>`` when ``cmd`` is one simple command (so the shell is replaced by it and the
+    parent-death signal applies to the program itself); ``cmd`` unchanged otherwise (lists,
+    pipelines, redirections, substitutions, variable assignments, builtins, several lines)."""
+    if "\n" in cmd or "`" in cmd or "$(" in cmd:
+        return cmd
+    try:
+        lexer = shlex.shlex(cmd, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+    except ValueError:
+        return cmd
+    if not tokens or tokens[0] in _SHELL_WORDS or "=" in tokens[0].split("/")[0]:
+        return cmd
+    if any(t and all(c in "();<>|&" for c in t) for t in tokens):
+        return cmd
+    return f"exec {cmd}"
+
+
 class Launcher:
     """Sandboxes, fetching, volumes, spawning and killing of task processes."""
 
@@ -135,6 +193,8 @@ class Launcher:
         self.kill_grace_cap = kill_grace_cap
         self.ports = PortAllocator(host)
         self.live_groups: set[int] = set()
+        self.token = reaper.new_token()
+        self.guardian = reaper.Guardian(self.token)
 
     def sandbox(self, task_id: str) -> Path:
         return self.state_dir / "sandboxes" / task_id
@@ -191,7 +251,9 @@ class Launcher:
                 err.write(f"WARNING: local mode cannot mount {host_path} at the absolute path "
                           f"{container_path}; use a relative containerPath (inside the sandbox)\n")
             return
-        Path(host_path).mkdir(parents=True, exist_ok=True)
+        problem = volume_problem(host_path)
+        if problem:
+            raise FetchError(f"volume {container_path}: {problem}")
         link = box / container_path
         link.parent.mkdir(parents=True, exist_ok=True)
         if not link.exists() and not link.is_symlink():
@@ -200,13 +262,20 @@ class Launcher:
     # -- processes ----------------------------------------------------------------------
     async def spawn(self, app: dict, env: dict[str, str], box: Path) -> asyncio.subprocess.Process:
         """Start the command (``/bin/sh -c cmd`` or the ``args`` argv) in its own process group."""
-        argv = ["/bin/sh", "-c", app["cmd"]] if app.get("cmd") is not None else list(app.get("args") or [])
+        argv = ["/bin/sh", "-c", exec_form(app["cmd"])] if app.get("cmd") is not None else list(app.get("args") or [])
         if not argv:
             raise FetchError("local mode runs commands on the host: the app needs 'cmd' or 'args'")
+        self.guardian.start()
+        env = {**env, reaper.TOKEN_VAR: self.token}
         with open(box / "stdout", "ab") as out, open(box / "stderr", "ab") as err:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, cwd=str(box), env=env, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err,
-                start_new_session=True, preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None)
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv, cwd=str(box), env=env, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err,
+                    start_new_session=True, preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None)
+            except (FileNotFoundError, PermissionError) as e:  # 'args' naming no executable: as a shell says it
+                code = 127 if isinstance(e, FileNotFoundError) else 126
+                raise FetchError(f"Command exited with status {code}: cannot execute {argv[0]!r}: "
+                                 f"{e.strerror or e}") from None
         self.live_groups.add(proc.pid)
         return proc
 
@@ -234,7 +303,10 @@ class Launcher:
         self.reap_group(proc.pid)
 
     def kill_all_now(self) -> None:
-        """Last resort (atexit): SIGKILL every process group still alive."""
+        """Last resort (stop, atexit): SIGKILL every process group still alive and every process
+        carrying this runner's token (whatever group or session it moved to); stop the guardian."""
         for pgid in list(self.live_groups):
             self.signal_group(pgid, signal.SIGKILL)
         self.live_groups.clear()
+        reaper.sweep(self.token)
+        self.guardian.stop()

@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from pathlib import Path
 from typing import Optional
 
 from .events import EventBus
 from .health import HealthMonitor
-from .launcher import FetchError, Launcher, task_env
+from .launcher import FetchError, Launcher, last_line, task_env
 from .state import AGENT_ID, AppState, State, Task, now_ts
 
 __all__ = ["Scheduler"]
@@ -143,6 +144,9 @@ class Scheduler:
             state, message = "TASK_FAILED", f"Command terminated with signal {signal.strsignal(-code) or -code}"
         else:
             state, message = "TASK_FAILED", f"Command exited with status {code}"
+            if code in (126, 127):  # the command could not be run: say why (the shell's last words)
+                why = last_line(Path(task.sandbox) / "stderr")
+                message += f": {why}" if why else ""
         self._finish(app, task, state, message)
 
     def _finish(self, app: AppState, task: Task, state: str, message: str) -> None:

@@ -147,11 +147,69 @@ def test_job_policy_ps_exits_unhealthy_and_success_outcomes(make_ctx):
     assert other.finish is None and other.stay_up and other.phase == "succeeded"
 
 
-def test_exit_zero_and_permanent_codes_do_not_use_the_budget(make_ctx):
+def test_exit_zero_does_not_use_the_budget_but_every_failure_is_recorded(make_ctx):
     p = policy(make_ctx, max_failures=0)
     p.decide(0)
-    p.decide(3)
     assert p.budget.count() == 0
+    p.decide(3)  # permanent: ends the job, and is still counted (failures.jsonl is the job's trace)
+    p.decide(127)
+    assert p.budget.count() == 2
+
+
+@pytest.mark.parametrize("code", [126, 127])
+def test_a_program_that_cannot_be_executed_is_permanent_whatever_the_configured_codes(make_ctx, code):
+    outcome = policy(make_ctx, max_failures=5).decide(code, stderr_tail="cannot execute 'pythn3': No such file")
+    assert outcome.finish == L.FAILED and not outcome.restart and outcome.stay_up
+    assert outcome.reason == (f"worker-1 could not run its program (exit {code}, permanent): "
+                              "cannot execute 'pythn3': No such file")
+
+
+def test_a_failure_with_an_unusable_logdir_fails_the_job_at_once(make_ctx, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    ctx = make_ctx("worker", 1, style="tf1", logdir=str(blocker / "ckpt"), restart_budget=(5, 600.0))
+    p = lc.JobPolicy(ctx, lc.RestartBudget(5, 600, task=ctx.task, clock=Wall()), {})
+    outcome = p.decide(1, stderr_tail="Traceback | NotFoundError")
+    assert outcome.finish == L.FAILED and not outcome.restart
+    assert outcome.reason == f"worker-1 failed (exit 1): logdir {blocker}/ckpt cannot be created: Not a directory"
+    assert "\n" not in outcome.reason
+
+
+def test_logdir_problem(make_ctx, tmp_path):
+    ok = tmp_path / "ok"
+    assert lc.logdir_problem(make_ctx(logdir=str(ok)), {}) is None and ok.is_dir()  # created
+    assert lc.logdir_problem(make_ctx(logdir="gs://bucket/x"), {}) is None  # not checked
+    (tmp_path / "f").write_text("")
+    assert "is not a directory" in lc.logdir_problem(make_ctx(logdir="f"), {"MESOS_SANDBOX": str(tmp_path)})
+    gone = tmp_path / "box" / "ckpt"
+    gone.parent.mkdir()
+    gone.symlink_to(tmp_path / "vanished")
+    assert lc.logdir_problem(make_ctx(logdir="ckpt"), {"MESOS_SANDBOX": str(gone.parent)}) == (
+        f"logdir ckpt ({tmp_path}/vanished) is gone: the volume's host path does not exist any more")
+
+
+def test_hopeless_task_failures():
+    assert lc.hopeless_task_failure("Command exited with status 127: /bin/sh: 1: exec: tb: not found")
+    assert lc.hopeless_task_failure("Command exited with status 126")
+    assert lc.hopeless_task_failure("volume ckpt: hostPath /x is not a directory")
+    assert not lc.hopeless_task_failure("Command exited with status 1")
+    assert not lc.hopeless_task_failure("Command exited with status 1270")
+    assert not lc.hopeless_task_failure("Command terminated with signal Killed")
+
+
+def test_trainer_spawn_error_is_an_exit_127_with_the_reason(tmp_path):
+    import io
+    err = io.BytesIO()
+    trainer = Trainer(["pythn3-no-such", "train.py"], {"PATH": "/usr/bin:/bin"}, stderr=err)
+    trainer.start()
+    assert trainer.pid is None and trainer.wait(1) == 127 and trainer.stop(1) == 127
+    assert trainer.stderr_tail() == "cannot execute 'pythn3-no-such': No such file or directory"
+    assert b"cannot execute 'pythn3-no-such'" in err.getvalue()
+    script = tmp_path / "x.sh"
+    script.write_text("#!/bin/sh\n")
+    trainer = Trainer([str(script)], {"PATH": "/usr/bin:/bin"}, stderr=io.BytesIO())
+    trainer.start()
+    assert trainer.wait(1) == 126 and "Permission denied" in trainer.stderr_tail()
 
 
 def test_trainer_keeps_the_last_twenty_stderr_lines(tmp_path):
@@ -163,3 +221,17 @@ def test_trainer_keeps_the_last_twenty_stderr_lines(tmp_path):
     assert trainer.wait(20) == 2
     assert trainer.stderr_tail().splitlines() == [f"line {i}" for i in range(10, 30)]
     assert b"line 0\n" in err.getvalue() and b"step=5" in out.getvalue()  # still passed through
+
+
+def test_hopeless_failures_of_a_group():
+    group = {"apps": [
+        {"id": "/j/tensorboard-0", "version": "2", "tasks": [],
+         "lastTaskFailure": {"message": "Command exited with status 127", "version": "2"}},
+        {"id": "/j/worker-0", "version": "2", "tasks": [{"state": "TASK_RUNNING"}],
+         "lastTaskFailure": {"message": "Command exited with status 127", "version": "2"}},  # running again
+        {"id": "/j/worker-1", "version": "3", "tasks": [],
+         "lastTaskFailure": {"message": "Command exited with status 127", "version": "2"}},  # an older version's
+        {"id": "/j/ps-0", "version": "2", "tasks": [],
+         "lastTaskFailure": {"message": "Command exited with status 1", "version": "2"}},
+    ]}
+    assert lc.hopeless_failures(group) == [("tensorboard-0", "Command exited with status 127")]

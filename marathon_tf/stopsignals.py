@@ -1,0 +1,58 @@
+"""SIGTERM and SIGHUP stop a foreground command the way Ctrl-C does.
+
+``timeout``, CI cancellation, ``docker stop`` and a closed terminal send SIGTERM or SIGHUP, not
+SIGINT. Inside :func:`converted`, the first of SIGINT/SIGTERM/SIGHUP raises :class:`Stopped`
+(a :class:`KeyboardInterrupt`, so every ``except KeyboardInterrupt`` clean-up path applies) in the
+main thread; further ones are only remembered until the block is left, so the clean-up itself is
+not interrupted. The caller exits with ``128 + signum`` (130, 143, 129).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from typing import Iterator
+
+__all__ = ["Stopped", "converted", "SIGNALS", "signal_name"]
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(KeyboardInterrupt):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+@contextlib.contextmanager
+def converted() -> Iterator[list[int]]:
+    """Turn the stop signals into :class:`Stopped` within the block (main thread only; elsewhere a
+    no-op). Yields the list of signals received."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def remember(signum: int, frame: object) -> None:
+        received.append(signum)
+
+    def first(signum: int, frame: object) -> None:
+        received.append(signum)
+        for sig in SIGNALS:
+            signal.signal(sig, remember)
+        raise Stopped(signum)
+
+    previous = {sig: signal.signal(sig, first) for sig in SIGNALS}
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,147 @@
+"""Nothing outlives the local runner, whatever kills it (real TensorFlow, TF1 example: 1 ps + 2 workers).
+
+Leftovers are found by scanning /proc for processes whose cwd, command line or environment refers
+to the run's state directory (every task and everything it starts does), never by pids the runner kept.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jobfiles
+import pytest
+import requests
+from leaks import kill_referring_to, processes_referring_to, wait_none_referring_to
+from polling import wait_for
+
+pytestmark = [pytest.mark.tf, pytest.mark.timeout(300)]
+
+MARATHON_TF = str(Path(sys.executable).parent / "marathon-tf")
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MARATHON")}
+    env.update(MARATHON_TF_STATE_DIR=str(tmp_path / "state"), MARATHON_TF_CONFIG="/nonexistent", **extra)
+    return env
+
+
+def _long_job(tmp_path: Path, **changes) -> Path:
+    return jobfiles.example_job("linear-regression-tf1", tmp_path, command=[
+        "python3", "train.py", "--train_steps", "10000000", "--checkpoint_dir", "ckpt", "--log_every", "50"],
+        **changes)
+
+
+def _serve_endpoints(log: Path) -> tuple[str, str] | None:
+    """(Marathon URL, Mesos-DNS host:port) from `local serve`'s banner."""
+    url = dns = None
+    for line in log.read_text(errors="replace").splitlines():
+        if "Marathon API" in line:
+            url = next((w for w in line.split() if w.startswith("http://")), None)
+        if "Mesos-DNS" in line:
+            dns = next((w for w in line.split() if w.startswith("127.0.0.1:")), None)
+    return (url, dns) if url and dns else None
+
+
+def _training(out: Path) -> bool:
+    text = out.read_text(errors="replace") if out.exists() else ""
+    return "[worker-0] step=" in text and "[worker-1] step=" in text
+
+
+def _start_deploy_local(tmp_path: Path) -> tuple[subprocess.Popen, Path, Path]:
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    with open(out, "wb") as o, open(err, "wb") as e:
+        proc = subprocess.Popen([MARATHON_TF, "deploy", str(_long_job(tmp_path)), "--local"], stdout=o, stderr=e,
+                                env=_env(tmp_path), cwd=tmp_path, start_new_session=True)
+    return proc, out, err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGHUP])
+def test_deploy_local_leaves_no_process_when_the_runner_is_signalled(tmp_path, sig):
+    state = tmp_path / "state"
+    proc, out, err = _start_deploy_local(tmp_path)
+    try:
+        wait_for(lambda: _training(out) or proc.poll() is not None, timeout=180, what="both workers training")
+        assert proc.poll() is None, err.read_text()[-3000:]
+        before = processes_referring_to(state)
+        assert len(before) >= 6, before  # 3 bootstraps + 3 training programs at least
+        os.kill(proc.pid, sig)  # the runner alone, not its process group
+        code = proc.wait(timeout=60)
+        left = wait_none_referring_to(state, seconds=20)
+        assert left == [], f"task processes outlived the runner ({signal.Signals(sig).name}): {left}"
+        stderr = err.read_text(errors="replace")
+        if sig == signal.SIGKILL:
+            assert code == -signal.SIGKILL
+        else:
+            assert code == 128 + sig, (code, stderr[-2000:])
+            assert f"stopped by {signal.Signals(sig).name}: the local job linear-regression was stopped" in stderr
+            assert "Traceback" not in stderr, stderr[-3000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        kill_referring_to(state)
+
+
+def test_local_serve_sigkill_leaves_no_process(tmp_path):
+    state = tmp_path / "serve-state"
+    log = tmp_path / "serve.txt"
+    with open(log, "wb") as f:
+        serve = subprocess.Popen([MARATHON_TF, "local", "serve", "--port", "0", "--dns-port", "0",
+                                  "--dns-http-port", "0", "--state-dir", str(state)],
+                                 stdout=f, stderr=subprocess.STDOUT, env=_env(tmp_path), cwd=tmp_path,
+                                 start_new_session=True)
+    try:
+        url, dns = wait_for(lambda: _serve_endpoints(log), timeout=30, what="local serve's endpoints")
+        job = _long_job(tmp_path, discovery={"mode": "mesos-dns", "nameserver": dns, "marathon_url": url})
+        deploy = subprocess.run([MARATHON_TF, "deploy", str(job), "--detach"],
+                                env=_env(tmp_path, MARATHON_URL=url), capture_output=True, text=True, timeout=120)
+        assert deploy.returncode == 0, deploy.stderr
+
+        def trainers() -> bool:
+            outs = [p.read_text(errors="replace") for p in state.glob("sandboxes/*/stdout")]
+            return sum("step=" in o for o in outs) >= 2
+        wait_for(trainers, timeout=180, what="both workers training")
+        assert len(processes_referring_to(state)) >= 6
+        requests.get(url + "/ping", timeout=5).raise_for_status()
+        os.kill(serve.pid, signal.SIGKILL)
+        serve.wait(timeout=30)
+        left = wait_none_referring_to(state, seconds=20)
+        assert left == [], f"task processes outlived a SIGKILLed local serve: {left}"
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait()
+        kill_referring_to(state)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_local_serve_stops_like_ctrl_c_on_sigterm_and_sighup(tmp_path, sig):
+    state = tmp_path / "serve-state"
+    log = tmp_path / "serve.txt"
+    with open(log, "wb") as f:
+        serve = subprocess.Popen([MARATHON_TF, "local", "serve", "--port", "0", "--dns-port", "0",
+                                  "--dns-http-port", "0", "--state-dir", str(state)],
+                                 stdout=f, stderr=subprocess.STDOUT, env=_env(tmp_path), cwd=tmp_path,
+                                 start_new_session=True)
+    try:
+        url, _ = wait_for(lambda: _serve_endpoints(log), timeout=30, what="local serve's endpoints")
+        # a task whose shell forks a child that moves to its own session: still stopped
+        r = requests.put(url + "/v2/apps/t", json={
+            "cmd": "setsid sleep 600 & sleep 600", "cpus": 0.1, "mem": 32}, timeout=10)
+        assert r.status_code in (200, 201), r.text
+        wait_for(lambda: len(processes_referring_to(state)) >= 3, timeout=30, what="task processes")
+        time.sleep(0.5)
+        os.kill(serve.pid, sig)
+        assert serve.wait(timeout=60) == 128 + sig
+        assert f"stopped by {signal.Signals(sig).name}" in log.read_text()
+        assert wait_none_referring_to(state, seconds=10) == []
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait()
+        kill_referring_to(state)
