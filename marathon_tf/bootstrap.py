@@ -260,7 +260,20 @@ class Bootstrap:
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
+    def _announce_checkpoint(self) -> None:
+        """Say when the program will find a checkpoint in the logdir to resume from."""
+        if not self.ctx.logdir or self.ctx.role not in ("chief", "worker"):
+            return
+        from .checkpoints import latest_checkpoint_step
+
+        base = self.environ.get("MESOS_SANDBOX") or os.getcwd()
+        step = latest_checkpoint_step(os.path.join(base, self.ctx.logdir))
+        if step is not None:
+            _log(f"resumed from checkpoint at step {step} (in {self.ctx.logdir})")
+            self.status.update(resumed_from=step)
+
     def _start_trainer(self) -> Trainer:
+        self._announce_checkpoint()
         argv = ["/bin/sh", "-c", self.spec.argv[0]] if self.shell else self.spec.argv
         trainer = Trainer(argv, self._child_env(), cwd=self.environ.get("MESOS_SANDBOX") or None,
                           on_step=lambda step: self.status.update(step=step),

@@ -200,6 +200,9 @@ def _deploy_local(spec, *, templates_dir, timeout, fmt, detach, dry_run) -> int:
     from .render import render_group
 
     localrun.check_local_options(detach)
+    gpus = [f"roles.{r}.gpus: {spec.roles[r].gpus:g}" for r in spec.counts() if spec.roles[r].gpus]
+    if gpus:
+        output.warn(f"{', '.join(gpus)}: {_LOCAL_RESOURCES}")
     if dry_run:
         output.emit_json(render_group(spec, templates_dir=templates_dir))
         return 0
@@ -350,26 +353,34 @@ def delete(job, marathon_url, user, password, token, ca_bundle, insecure, force,
 @click.argument("job")
 @click.argument("task", required=False)
 @_marathon_options
-@click.option("-f", "--follow", "follow_", is_flag=True, help="Keep printing new output (Ctrl-C to stop).")
-@click.option("--stream", type=click.Choice(["stdout", "stderr", "both"]), default="both", show_default=True)
-@click.option("--tail", "tail_bytes", type=click.IntRange(min=0), default=16384, show_default=True,
-              help="Start this many bytes before the end of each log.")
+@click.option("-f", "--follow", "follow_", is_flag=True,
+              help="Keep printing new output, also of relaunched tasks, until the job ends (exit 0).")
+@click.option("-p", "--previous", is_flag=True,
+              help="The task's instance before the current (or last) one: a restarted or earlier run.")
+@click.option("--stream", type=click.Choice(["stdout", "stderr", "both"]), default="both", show_default=True,
+              help="Which of the task's files; both are printed on stdout.")
+@click.option("--tail", "tail_lines", type=click.IntRange(min=-1), default=-1, metavar="N",
+              help="Only the last N lines of each log (default: all).")
 @click.option("--agent-port", type=click.IntRange(1, 65535), default=5051, show_default=True,
               envvar="MESOS_AGENT_PORT", show_envvar=True, help="The Mesos agents' HTTP port.")
 @click.option("--agent-url", default=None, help="Read from this agent URL instead of <task host>:<agent port>.")
-def logs(job, task, marathon_url, user, password, token, ca_bundle, insecure, follow_, stream, tail_bytes,
-         agent_port, agent_url) -> None:
+def logs(job, task, marathon_url, user, password, token, ca_bundle, insecure, follow_, previous, stream,
+         tail_lines, agent_port, agent_url) -> None:
     """Print a job's task output (TASK like worker-1; all tasks if left out), read from the
-    Mesos agents' sandboxes (and from the local runner's)."""
+    Mesos agents' sandboxes (and from the local runner's), also after the task ended.
+
+    Every line is printed on stdout as `[worker-1] …`; errors go to stderr (exit 1).
+    """
     from . import logs as tasklogs
 
     client = _client(marathon_url, user, password, token, ca_bundle, insecure)
     streams = ("stdout", "stderr") if stream == "both" else (stream,)
     try:
-        for name, which, text in tasklogs.follow(client, job.strip("/"), task, streams, tail=tail_bytes,
-                                                 follow_=follow_, agent_port=agent_port, agent_url=agent_url):
+        for name, which, text in tasklogs.follow(client, job.strip("/"), task, streams,
+                                                 tail=None if tail_lines < 0 else tail_lines, follow_=follow_,
+                                                 previous=previous, agent_port=agent_port, agent_url=agent_url):
             for line in text.splitlines():
-                click.echo(f"[{name}] {line}", err=which == "stderr")
+                click.echo(f"[{name}] {line}")
     except KeyboardInterrupt:
         return
 
@@ -409,12 +420,21 @@ def local() -> None:
 @click.option("--dns-http-port", type=click.IntRange(0, 65535), default=8123, show_default=True,
               help="Mesos-DNS HTTP API port.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
-              help="Where task sandboxes go (default: ./.marathon-tf/local).")
+              help="Where task sandboxes and job volumes go (default: $MARATHON_TF_STATE_DIR/serve, else "
+                   "$XDG_STATE_HOME/marathon-tf/serve, else ~/.local/state/marathon-tf/serve).")
 def local_serve(port, host, dns_port, dns_http_port, state_dir) -> None:
     """Keep a local Marathon running, so that MARATHON_URL=http://127.0.0.1:8080
-    marathon-tf deploy/scale/status/delete work against it across commands."""
+    marathon-tf deploy/scale/status/logs/delete work against it across commands.
+
+    Tasks run as processes of this machine: they find this runner's Marathon and Mesos-DNS
+    whatever the job file's discovery says, and cpus/mem/gpus are not enforced."""
+    from pathlib import Path
+
     from . import output
+    from .config import state_home
+    from .errors import UsageError
     from .local import serve
+    from .local.cluster import PortInUse
 
     if host not in ("127.0.0.1", "localhost", "::1"):
         output.warn(f"binding {host}: anyone who can reach it can run commands on this machine")
@@ -422,9 +442,20 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir) -> None:
         output.info(f"Marathon API  {cluster.marathon_url}   (export MARATHON_URL={cluster.marathon_url})")
         output.info(f"Mesos-DNS     {cluster.mesos_dns} (DNS), {cluster.mesos_dns_http} (HTTP)")
         output.info(f"sandboxes     {cluster.state_dir}/sandboxes    — Ctrl-C stops everything")
+        output.warn(_LOCAL_RESOURCES)
 
-    serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port,
-          state_dir=state_dir or ".marathon-tf/serve", on_ready=ready)
+    options = {"Marathon API": "--port", "Mesos-DNS": "--dns-port", "Mesos-DNS HTTP API": "--dns-http-port"}
+    try:
+        serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port,
+              state_dir=Path(state_dir).absolute() if state_dir else state_home() / "serve", on_ready=ready)
+    except PortInUse as e:
+        raise UsageError(f"{e.what} port {e.port} on {e.host} is already in use (another `local serve`?)",
+                         hint=f"stop what holds it, or choose another port with {options[e.what]} PORT "
+                              f"(0 picks a free one)") from None
+
+
+_LOCAL_RESOURCES = ("the local runner does not enforce cpus, mem, disk or gpus: every task sees this machine's "
+                    "CPUs, memory and devices")
 
 
 def main(argv: list[str] | None = None) -> None:

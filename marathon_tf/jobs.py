@@ -262,6 +262,8 @@ def job_status(client: Client, job: str, *, probe: bool = True,
                     row = next(r for r in tasks if r["task"] == name)
                     row["phase"] = result.get("phase")
                     row["step"] = result.get("step")
+                    if result.get("resumed_from") is not None:
+                        row["resumedFrom"] = result["resumed_from"]
     tb = next((r for r in tasks if r["role"] == "tensorboard" and r.get("state") == "TASK_RUNNING"), None)
     labels = {}
     for app in apps.values():
@@ -289,6 +291,9 @@ def job_status(client: Client, job: str, *, probe: bool = True,
         out["step"] = max(steps)
     if labels.get(REASON_LABEL):
         out["reason"] = labels[REASON_LABEL]
+    resumed = [r["resumedFrom"] for r in tasks if isinstance(r.get("resumedFrom"), int)]
+    if resumed:
+        out["resumedFrom"] = max(resumed)
     return out
 
 

@@ -402,8 +402,8 @@ class _VolumeSchema(_Base):
     @validates_schema
     def _paths(self, data, **kwargs):
         errors = {}
-        if not data.get("host_path", "/").startswith("/"):
-            errors["host_path"] = ["must be an absolute path"]
+        if ".." in data.get("host_path", "/").split("/"):
+            errors["host_path"] = ["must not contain '..' (an absolute path, or one relative to the run's state)"]
         if ".." in data.get("container_path", "x").split("/"):
             errors["container_path"] = ["must not contain '..'"]
         if errors:

@@ -33,10 +33,49 @@ def test_logs_reads_the_local_sandboxes(cluster):
         client, "j", None, ("stdout",), tail=1000, follow_=False, agent_port=5051, agent_url=None) if "out-2" in x))
     r = CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url])
     assert r.exit_code == 0, r.output
-    assert r.stdout.splitlines() == ["[worker-0] out-1", "[worker-0] out-2"]
-    assert r.stderr.splitlines() == ["[worker-0] err-1"]
+    # all log text on stdout (so `logs … | grep` sees stderr too), stdout's lines first
+    assert r.stdout.splitlines() == ["[worker-0] out-1", "[worker-0] out-2", "[worker-0] err-1"]
+    assert r.stderr == ""
     r = CliRunner().invoke(cli, ["logs", "j", "worker-9", "--marathon", cluster.marathon_url])
     assert r.exit_code == 2 and "worker-9" in r.stderr
+
+
+def test_logs_of_finished_and_restarted_tasks_tail_in_lines_and_follow_ends_with_the_job(cluster):
+    client = Client(cluster.marathon_url)
+    # every instance prints its run number, then exits 1: Marathon relaunches it
+    cmd = "n=$(ls ../ | wc -l); for i in 1 2 3 4 5; do echo run-$n line-$i; done; echo oops >&2; exit 1"
+    client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 1, "labels": LABELS, "cmd": cmd,
+                                            "backoffSeconds": 0.2, "backoffFactor": 1.0}]})
+    boxes = lambda: sorted((cluster.state_dir / "sandboxes").iterdir(), key=lambda p: p.stat().st_mtime)
+    assert wait_for(lambda: len(boxes()) >= 2 and "line-5" in (boxes()[1] / "stdout").read_text())
+    # the job ends: its record label, instances 0 (what the deciding task's bootstrap writes)
+    client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 0, "cmd": cmd,
+                                            "labels": {**LABELS, "marathon-tf/state": "Succeeded"}}]}, force=True)
+    assert wait_for(lambda: not any(a.get("tasks") for a in client.list_apps(embed=("apps.tasks",))))
+    last, before = boxes()[-1], boxes()[-2]
+    run = lambda *a: CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url, *a])
+    r = run("--tail", "2", "--stream", "stdout")
+    assert r.exit_code == 0, r.output
+    tag = (last / "stdout").read_text().split()[0]
+    assert r.stdout.splitlines() == [f"[worker-0] {tag} line-4", f"[worker-0] {tag} line-5"]
+    r = run("--previous", "--tail", "1")
+    assert r.exit_code == 0, r.output
+    prev = (before / "stdout").read_text().split()[0]
+    assert prev != tag
+    assert r.stdout.splitlines() == [f"[worker-0] {prev} line-5", "[worker-0] oops"]
+    r = run("-f", "--tail", "0")  # the job has ended: -f returns at once, exit 0
+    assert r.exit_code == 0, r.output
+
+
+def test_logs_errors_are_reported_not_swallowed(cluster):
+    client = Client(cluster.marathon_url)
+    client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 1, "labels": LABELS,
+                                            "cmd": "echo hi; sleep 60"}]})
+    assert wait_for(lambda: any(a.get("tasks") for a in client.list_apps(embed=("apps.tasks",))))
+    r = CliRunner().invoke(cli, ["logs", "j", "--marathon", cluster.marathon_url, "--agent-url", "http://127.0.0.1:1"])
+    assert r.exit_code == 1, r.output
+    assert r.stdout == ""
+    assert "http://127.0.0.1:1" in r.stderr and "agent" in r.stderr
 
 
 def test_the_agent_file_api_refuses_paths_outside_the_sandboxes(cluster):
