@@ -58,7 +58,7 @@ def _marathon_options(f):
 
 def _client(marathon_url, user, password, token, ca_bundle, insecure):
     from . import config, output
-    from .marathon import Client
+    from .marathon import CLI_TIMEOUT, Client, RetryPolicy
 
     endpoint = config.resolve(url=marathon_url, user=user, password=password, token=token,
                               ca_bundle=ca_bundle, insecure=insecure)
@@ -67,8 +67,9 @@ def _client(marathon_url, user, password, token, ca_bundle, insecure):
         import urllib3
 
         urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+    # A single unreachable Marathon fails at once (a list fails over; 503 and 409 locks are retried).
     return Client(endpoint.urls, user=endpoint.user, password=endpoint.password, token=endpoint.token,
-                  verify=endpoint.verify)
+                  verify=endpoint.verify, timeout=CLI_TIMEOUT, retry=RetryPolicy(connection_errors=False))
 
 
 _output_opt = click.option("-o", "--output", "fmt", type=click.Choice(["text", "json"]), default="text",
@@ -241,7 +242,9 @@ def _follow(client, job: str, deployment_id: str | None, *, wait: bool, timeout:
     show = _progress_printer()
     try:
         with watch.EventStream(client) as stream:
-            watch.wait_deployment(client, deployment_id, job, timeout=timeout, on_progress=show, stream=stream)
+            if deployment_id is not None:
+                watch.wait_deployment(client, deployment_id, job, timeout=timeout, on_progress=show,
+                                      stream=stream)
             left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
             final = watch.wait_job(client, job, timeout=left, on_progress=show, stream=stream)
     except KeyboardInterrupt:
@@ -302,14 +305,15 @@ def status(job, marathon_url, user, password, token, ca_bundle, insecure, follow
     client = _client(marathon_url, user, password, token, ca_bundle, insecure)
     name = jobs.resolve_job(client, job)
     if follow:
-        final = _follow(client, name, None, wait=True, timeout=None)
-        st = final
+        st = _follow(client, name, None, wait=True, timeout=None)
     else:
         st = jobs.job_status(client, name)
     if fmt == "json":
         output.emit_json(st)
     else:
         output.status_table(st)
+    if follow and st.get("state") == "Failed":
+        sys.exit(1)
 
 
 @cli.command("list", context_settings=_CTX)
