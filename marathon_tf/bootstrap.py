@@ -50,6 +50,7 @@ from marathon_tf.errors import DiscoveryError, UsageError
 from marathon_tf.lifecycle import JobControl, JobPolicy, RestartBudget, client_from_env, failures_path, startup_reason
 from marathon_tf import labels as L
 from marathon_tf.status_server import StatusServer, TaskStatus
+from marathon_tf.progress import StepRate
 from marathon_tf.supervisor import ExitPolicy, Outcome, Trainer
 from marathon_tf.taskenv import TaskContext
 
@@ -152,6 +153,9 @@ class Bootstrap:
         self._signum: int | None = None
         self.endpoints: dict[PeerKey, str] = {}
         self.spec: cluster_spec.RenderedSpec | None = None
+        self._rate = StepRate(clock=clock)
+        self._printed_steps = False
+        self._next_logdir_look = 0.0
 
     # -- control ---------------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
@@ -272,11 +276,30 @@ class Bootstrap:
             _log(f"resumed from checkpoint at step {step} (in {self.ctx.logdir})")
             self.status.update(resumed_from=step)
 
+    def _on_step(self, step: int) -> None:
+        """A ``step=N`` line of the program: the step and its rate (steps/s over the last minute)."""
+        self._printed_steps = True
+        rate = self._rate.add(step)
+        self.status.update(step=step, steps_per_second=None if rate is None else round(rate, 3))
+
+    def _logdir_step(self) -> None:
+        """For programs that print no ``step=N``: the step TensorFlow wrote into the logdir (event files,
+        else the newest checkpoint), looked at every 10 s."""
+        if self._printed_steps or not self.ctx.logdir or self.clock() < self._next_logdir_look:
+            return
+        self._next_logdir_look = self.clock() + 10.0
+        from .checkpoints import training_step
+
+        step = training_step(os.path.join(self.environ.get("MESOS_SANDBOX") or os.getcwd(), self.ctx.logdir))
+        if step is not None and step != self.status.snapshot()["step"]:
+            rate = self._rate.add(step)
+            self.status.update(step=step, steps_per_second=None if rate is None else round(rate, 3))
+
     def _start_trainer(self) -> Trainer:
         self._announce_checkpoint()
         argv = ["/bin/sh", "-c", self.spec.argv[0]] if self.shell else self.spec.argv
         trainer = Trainer(argv, self._child_env(), cwd=self.environ.get("MESOS_SANDBOX") or None,
-                          on_step=lambda step: self.status.update(step=step),
+                          on_step=self._on_step,
                           stdout=self.stdout, stderr=self.stderr)
         trainer.start()
         self.status.update(phase="running", exit_code=None)
@@ -293,6 +316,7 @@ class Bootstrap:
         next_watch = self._next_watch()
         while True:
             code = trainer.wait(timeout=self.tick)
+            self._logdir_step()
             if self._stop.is_set():
                 code = trainer.stop(self.grace, self._signum or signal.SIGTERM)
                 self.status.update(exit_code=code)

@@ -296,10 +296,13 @@ def scale(changes, job, marathon_url, user, password, token, ca_bundle, insecure
 @cli.command(context_settings=_CTX)
 @click.argument("job", required=False)
 @_marathon_options
-@click.option("--watch", "follow", is_flag=True, help="Keep following the job until it ends (Ctrl-C to stop).")
-@_output_opt
+@click.option("--watch", "follow", is_flag=True,
+              help="Follow the job until it ends (Ctrl-C to stop); exit 0 Succeeded, 1 Failed.")
+@click.option("-o", "--output", "fmt", type=click.Choice(["text", "wide", "json"]), default="text",
+              show_default=True, help="text fits 80 columns; wide adds health, phase, rate and task ids.")
 def status(job, marathon_url, user, password, token, ca_bundle, insecure, follow, fmt) -> None:
-    """Show a job's tasks: role, index, state, host:port, health, phase, step, last failure."""
+    """Show a job: state, progress (step S/T, steps/s, ETA), logdir, and per task its state,
+    host:port, step, restarts, age and last failure."""
     from . import jobs, output
 
     client = _client(marathon_url, user, password, token, ca_bundle, insecure)
@@ -311,7 +314,7 @@ def status(job, marathon_url, user, password, token, ca_bundle, insecure, follow
     if fmt == "json":
         output.emit_json(st)
     else:
-        output.status_table(st)
+        output.status_table(st, wide=fmt == "wide")
     if follow and st.get("state") == "Failed":
         sys.exit(1)
 

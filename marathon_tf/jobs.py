@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timezone
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -15,6 +16,7 @@ import requests
 from . import labels as L, naming
 from .errors import MarathonNotFound, SpecError, UsageError
 from .marathon import Client
+from .progress import eta_seconds
 from .render import LABEL_PREFIX, SPEC_LABEL, render_group, task_apps
 from .spec import MAX_COUNT, JobSpec, load_dict
 
@@ -235,6 +237,10 @@ def job_status(client: Client, job: str, *, probe: bool = True,
             row.update(state=t.get("state"), host=t.get("host"), port=port,
                        address=f"{t.get('host')}:{port}" if port else t.get("host"),
                        health=_health(t), taskId=t.get("id"))
+            started = t.get("startedAt") or t.get("stagedAt")
+            age = _age(started)
+            if age is not None:
+                row.update(startedAt=started, ageSeconds=age)
             status_port = _tf_port(app, t, "status")
             if probe and status_port and t.get("state") == "TASK_RUNNING":
                 probes[name] = f"http://{t.get('host')}:{status_port}/status"
@@ -262,6 +268,9 @@ def job_status(client: Client, job: str, *, probe: bool = True,
                     row = next(r for r in tasks if r["task"] == name)
                     row["phase"] = result.get("phase")
                     row["step"] = result.get("step")
+                    row["restarts"] = result.get("restarts") or 0
+                    if result.get("steps_per_second") is not None:
+                        row["stepsPerSecond"] = result["steps_per_second"]
                     if result.get("resumed_from") is not None:
                         row["resumedFrom"] = result["resumed_from"]
     tb = next((r for r in tasks if r["role"] == "tensorboard" and r.get("state") == "TASK_RUNNING"), None)
@@ -270,6 +279,10 @@ def job_status(client: Client, job: str, *, probe: bool = True,
         labels.update({k: v for k, v in (app.get("labels") or {}).items() if k.startswith(LABEL_PREFIX)})
     deployments = [d.get("id") for app in apps.values() for d in app.get("deployments") or []]
     state = labels.get(STATE_LABEL) or _derive_state(tasks, deployments)
+    if state in (L.SUCCEEDED, L.FAILED):
+        for row in tasks:  # stopping a finished job kills its tasks: that is no failure of theirs
+            if str(row.get("lastFailure", "")).startswith("TASK_KILLED"):
+                del row["lastFailure"]
     steps = [r.get("step") for r in tasks if isinstance(r.get("step"), int)]
     out = {
         "job": job,
@@ -294,7 +307,52 @@ def job_status(client: Client, job: str, *, probe: bool = True,
     resumed = [r["resumedFrom"] for r in tasks if isinstance(r.get("resumedFrom"), int)]
     if resumed:
         out["resumedFrom"] = max(resumed)
+    spec = _stored_spec(apps)
+    if spec.get("logdir"):
+        out["logdir"] = spec["logdir"]
+        host = next((v.get("host_path") for v in spec.get("volumes") or []
+                     if v.get("container_path") == spec["logdir"]), None)
+        if host:
+            out["logdirVolume"] = host
+    target = (spec.get("progress") or {}).get("target_step")
+    if target:
+        out["targetStep"] = target
+    if "step" in out:
+        rates = [r["stepsPerSecond"] for r in tasks if r.get("step") == out["step"] and r.get("stepsPerSecond")]
+        rate = max(rates) if rates else None
+        out["progress"] = {"step": out["step"], "targetStep": target, "stepsPerSecond": rate,
+                           "etaSeconds": _round(eta_seconds(out["step"], target, rate))}
     return out
+
+
+def _stored_spec(apps: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """The job file as deployed (the spec label worker-0 carries), or {} if unreadable."""
+    for app in apps.values():
+        raw = (app.get("labels") or {}).get(SPEC_LABEL)
+        if raw:
+            try:
+                spec = json.loads(raw)
+                return spec if isinstance(spec, dict) else {}
+            except ValueError:
+                return {}
+    return {}
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)
+
+
+def _age(timestamp: str | None) -> float | None:
+    """Seconds since a Marathon timestamp (``2026-11-24T06:37:55.582Z``)."""
+    if not timestamp:
+        return None
+    try:
+        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=timezone.utc)
+    return round(max(0.0, (datetime.now(timezone.utc) - then).total_seconds()), 1)
 
 
 _REASONS = {

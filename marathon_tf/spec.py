@@ -140,6 +140,8 @@ class JobSpec:
     network_name: str | None = None
     bootstrap: str = "marathon-tf bootstrap"
     source: str = "job.json"
+    #: ``progress.target_step``: the step at which training is done (for status' ETA), if known.
+    target_step: int | None = None
 
     # -- queries ---------------------------------------------------------------
     def role(self, name: str) -> Role:
@@ -181,6 +183,8 @@ class JobSpec:
         }
         if self.image:
             out["image"] = self.image
+        if self.target_step is not None:
+            out["progress"] = {"target_step": self.target_step}
         if self.command is not None:
             out["command"] = list(self.command) if isinstance(self.command, tuple) else self.command
         for r in naming.ROLES:
@@ -460,6 +464,10 @@ class _RestartSchema(_Base):
     max_launch_delay_seconds = _StrictNumber(validate=validate.Range(min=0, max=86400, error="must be between {min} and {max}"))
 
 
+class _ProgressSchema(_Base):
+    target_step = _StrictInt(validate=validate.Range(min=1, error="must be >= {min}"))
+
+
 class _NetworkSchema(_Base):
     mode = fields.String(load_default="host", validate=validate.OneOf(["host", "container"], error="must be one of {choices}"))
     name = _Str(validate=validate.Regexp(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", error="must be a network name"))
@@ -484,6 +492,7 @@ class _JobSchema(_Base):
     restart = fields.Nested(_RestartSchema)
     network = fields.Nested(_NetworkSchema)
     bootstrap = _Str()
+    progress = fields.Nested(_ProgressSchema)
 
     @pre_load
     def _object(self, data, **kwargs):
@@ -594,6 +603,7 @@ class _JobSchema(_Base):
             network=net.get("mode", "host"),
             network_name=net.get("name"),
             bootstrap=data.get("bootstrap", "marathon-tf bootstrap"),
+            target_step=(data.get("progress") or {}).get("target_step"),
         )
 
 
@@ -807,5 +817,7 @@ def json_schema() -> dict[str, Any]:
             "network": {"type": "object", "additionalProperties": False, "properties": {
                 "mode": {"enum": ["host", "container"]}, "name": string}},
             "bootstrap": {**string, "default": "marathon-tf bootstrap"},
+            "progress": {"type": "object", "additionalProperties": False, "properties": {
+                "target_step": {"type": "integer", "minimum": 1}}},
         },
     }
