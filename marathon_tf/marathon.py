@@ -5,12 +5,13 @@
 * Auth: HTTP basic (``user``/``password``) or a DC/OS token
   (``Authorization: token=<t>``). Credentials never appear in messages.
 * TLS is verified by default (``verify`` may be a CA bundle path, or False).
-* Every request has a timeout. 503 (no leader) and 409 "locked by a deployment"
-  are retried with jittered exponential backoff within a bounded budget
-  (tenacity); so are connection errors and 502/504 when there is another URL to
-  fail over to, or when the policy says so (``connection_errors``: the bootstrap,
-  which must outlive a Marathon restart); a single unreachable Marathon fails at
-  once. 400/401/403/404/422 are never retried.
+* Every request has a timeout. 502/503/504, dropped connections and 409 "locked
+  by a deployment" are retried with jittered exponential backoff within a
+  bounded budget (tenacity). A Marathon that cannot be connected to at all
+  (refused, unknown host, connect timeout) is retried only when there is another
+  URL to fail over to, or when the policy says so (``connection_errors``: the
+  bootstrap, which must outlive a Marathon restart): for the CLI a single
+  unreachable Marathon fails at once. 400/401/403/404/422 are never retried.
 * A server that does not answer like Marathon (an answer that is not Marathon's
   JSON, and ``/v2/info`` without a ``version``) is named as such.
 * Everything returned is a plain dict/list as Marathon sent it; callers read
@@ -61,7 +62,7 @@ class RetryPolicy:
     initial: float = 0.5
     max_wait: float = 10.0
     jitter: float = 1.0
-    #: Retry connection errors and 502/504 also with a single URL (with several, they fail over).
+    #: Retry "cannot connect" also with a single URL (with several, they fail over).
     connection_errors: bool = True
 
 
@@ -177,8 +178,8 @@ class Client:
             kind = "timed out" if isinstance(e, requests.exceptions.Timeout) else "connection failed"
             error = MarathonUnavailable(f"{shown}: {kind}: {self._scrub(_short(e))}",
                                         hint="is Marathon running at that address? (--marathon URL / MARATHON_URL)")
-            if not self._retry_unreachable():
-                raise error from None
+            if _unreachable(e) and not self._retry_unreachable():
+                raise error from None  # nothing listens there: trying again does not help
             raise _Retryable(error, ambiguous=ambiguous) from None
         if stream and r.status_code == 200:
             return _Response(r.status_code, r, dict(r.headers))
@@ -196,11 +197,9 @@ class Client:
         if status in _RETRY_STATUS:
             if status == 503:
                 self._failover()
-            error = MarathonUnavailable(text, status=status, body=body,
-                                        hint="Marathon is unavailable or has no leader; check its /ping and leader election")
-            if status != 503 and not self._retry_unreachable():
-                raise error
-            raise _Retryable(error)
+            raise _Retryable(MarathonUnavailable(
+                text, status=status, body=body,
+                hint="Marathon is unavailable or has no leader; check its /ping and leader election"))
         if status == 409:
             err = MarathonConflict(text, status=status, body=body,
                                    hint="another deployment holds the app; wait for it, or pass --force to override it")
@@ -388,6 +387,17 @@ def _message(body: Any) -> str:
         text = m.group(1) if m else re.sub(r"<[^>]+>", " ", body)
         return " ".join(text.split())[:200]
     return ""
+
+
+def _unreachable(e: Exception) -> bool:
+    """No connection could be made (refused, no route, unknown host, connect timeout); a reset or
+    a read timeout means something answered, and may answer next time."""
+    if isinstance(e, requests.exceptions.ConnectTimeout):
+        return True
+    reason = getattr(e.args[0], "reason", None) if e.args else None
+    import urllib3
+
+    return isinstance(reason, urllib3.exceptions.NewConnectionError)
 
 
 def _short(e: Exception) -> str:
