@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from . import __version__
-from .errors import Interrupted, MarathonTFError
+from .errors import Interrupted, MarathonTFError, UsageError
 
 __all__ = ["main", "cli"]
 
@@ -71,6 +71,24 @@ def _client(marathon_url, user, password, token, ca_bundle, insecure):
     return Client(endpoint.urls, user=endpoint.user, password=endpoint.password, token=endpoint.token,
                   verify=endpoint.verify, timeout=CLI_TIMEOUT, retry=RetryPolicy(connection_errors=False))
 
+
+class _Duration(click.ParamType):
+    """Seconds, or a duration with units: 90, 90s, 5m, 1h30m."""
+
+    name = "DURATION"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (int, float)):
+            return float(value)
+        from .progress import parse_duration
+
+        try:
+            return parse_duration(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+DURATION = _Duration()
 
 _output_opt = click.option("-o", "--output", "fmt", type=click.Choice(["text", "json"]), default="text",
                            show_default=True, help="Output format on stdout.")
@@ -142,8 +160,8 @@ def schema() -> None:
 @click.option("--local", is_flag=True, help="Run the job on this machine (a built-in Marathon + Mesos-DNS).")
 @click.option("--wait/--detach", default=True, show_default=True,
               help="Follow the deployment and the job to its end, or return once Marathon accepted it.")
-@click.option("--timeout", type=click.FloatRange(min=0), default=None,
-              help="Give up waiting after this many seconds (exit 3; the job keeps running).")
+@click.option("--timeout", type=DURATION, default=None,
+              help="Give up waiting after this long, e.g. 600, 90s, 5m, 2h (exit 3; the job keeps running).")
 @click.option("--force", is_flag=True, help="Override a deployment that locks the job's apps.")
 @click.option("--dry-run", is_flag=True, help="Render, and show Marathon's plan (?dryRun=true); deploy nothing.")
 @_templates_opt
@@ -258,30 +276,43 @@ def _follow(client, job: str, deployment_id: str | None, *, wait: bool, timeout:
 
 
 @cli.command(context_settings=_CTX)
-@click.argument("changes", nargs=-1, required=True, metavar="ROLE=N…")
-@click.option("--job", help="The job to scale (default: the only marathon-tf job on Marathon).")
+@click.argument("args", nargs=-1, required=True, metavar="[JOB] ROLE=N…")
+@click.option("--job", hidden=True, help="The job to scale (same as the JOB argument).")
 @_marathon_options
-@click.option("--force", is_flag=True, help="Override a deployment that locks the job's apps.")
+@click.option("--force", is_flag=True,
+              help="Override a deployment that locks the job's apps; start a job that has ended again.")
 @click.option("--dry-run", is_flag=True, help="Show Marathon's plan and which tasks would restart.")
 @click.option("--wait/--detach", default=False, show_default=True, help="Wait for the deployment to finish.")
-@click.option("--timeout", type=click.FloatRange(min=0), default=None, help="Seconds to wait (exit 3 past it).")
+@click.option("--timeout", type=DURATION, default=None, help="How long to wait, e.g. 90, 90s, 5m (exit 3 past it).")
 @_templates_opt
 @_output_opt
-def scale(changes, job, marathon_url, user, password, token, ca_bundle, insecure, force, dry_run, wait, timeout,
+def scale(args, job, marathon_url, user, password, token, ca_bundle, insecure, force, dry_run, wait, timeout,
           templates_dir, fmt) -> None:
-    """Change role counts, e.g. `marathon-tf scale workers=8` (or ps=2, workers=+2).
+    """Change role counts, e.g. `marathon-tf scale mnist workers=8` (or ps=2, workers=+2, workers=-1).
+    JOB may be left out when Marathon runs only one marathon-tf job.
 
     Every task gets the rewritten cluster spec and the job resumes from its
     checkpoint; scaling down stops the highest indices.
     """
     from . import jobs, output, watch
 
-    parsed = jobs.parse_scale_args(list(changes))  # checked before any request
+    args = list(args)
+    if args and "=" not in args[0] and (len(args) > 1 or args[0] not in jobs.ROLE_ALIASES):
+        if job and job != args[0]:
+            raise UsageError(f"two jobs named: {args[0]} and --job {job}")
+        job = args.pop(0)
+    parsed = jobs.parse_scale_args(args)  # checked before any request
     client = _client(marathon_url, user, password, token, ca_bundle, insecure)
-    name = jobs.resolve_job(client, job)
+    name = jobs.resolve_job(client, job, verb="scale")
     plan, result = jobs.scale(client, name, parsed, templates_dir=templates_dir, force=force, dry_run=dry_run)
+    if result is None:
+        if fmt == "json":
+            output.emit_json({"job": name, "changed": False, "tasks": plan.to_dict()})
+        else:
+            click.echo(f"no change: {name} already has {_counts_text(parsed, plan)}")
+        return
     if fmt == "json":
-        output.emit_json({**result.to_dict(), "tasks": plan.to_dict()})
+        output.emit_json({**result.to_dict(), "changed": True, "tasks": plan.to_dict()})
     else:
         click.echo(output.scale_plan_text(plan.to_dict()))
         if dry_run:
@@ -291,6 +322,16 @@ def scale(changes, job, marathon_url, user, password, token, ca_bundle, insecure
         if wait:
             watch.wait_deployment(client, result.deployment_id, name, timeout=timeout,
                                   on_progress=_progress_printer())
+
+
+def _counts_text(parsed, plan) -> str:
+    from .naming import parse_task_name
+
+    counts: dict[str, int] = {}
+    for task in plan.unchanged:
+        role = (parse_task_name(task) or ("?", 0))[0]
+        counts[role] = counts.get(role, 0) + 1
+    return ", ".join(f"{counts.get(role, 0)} {role}" for role in parsed)
 
 
 @cli.command(context_settings=_CTX)

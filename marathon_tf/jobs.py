@@ -82,7 +82,8 @@ def find_jobs(client: Client) -> dict[str, list[dict[str, Any]]]:
     return dict(sorted(jobs.items()))
 
 
-def resolve_job(client: Client, job: str | None) -> str:
+def resolve_job(client: Client, job: str | None, verb: str = "status") -> str:
+    """The job named, or the only marathon-tf job on Marathon."""
     if job:
         return job.strip("/")
     jobs = find_jobs(client)
@@ -90,7 +91,7 @@ def resolve_job(client: Client, job: str | None) -> str:
         raise UsageError(f"no marathon-tf job found on {client.url}", hint="deploy one with: marathon-tf deploy job.json")
     if len(jobs) > 1:
         raise UsageError(f"several marathon-tf jobs on {client.url}: {', '.join(jobs)}",
-                         hint="name one with --job NAME")
+                         hint=f"name one: marathon-tf {verb} {next(iter(jobs))} …")
     return next(iter(jobs))
 
 
@@ -113,7 +114,7 @@ def deployed_spec(client: Client, job: str) -> tuple[JobSpec, dict[str, Any]]:
 
 # ----------------------------------------------------------------------------- scale
 
-_ROLE_ALIASES = {"worker": "worker", "workers": "worker", "ps": "ps", "pss": "ps",
+ROLE_ALIASES = _ROLE_ALIASES = {"worker": "worker", "workers": "worker", "ps": "ps", "pss": "ps",
                  "chief": "chief", "evaluator": "evaluator", "evaluators": "evaluator",
                  "tensorboard": "tensorboard"}
 _SCALE_ARG = re.compile(r"^(?P<role>[a-z]+)=(?P<sign>[+-]?)(?P<n>[0-9]{1,6})$")
@@ -181,11 +182,28 @@ def plan_scale(current_group: dict[str, Any], new_group: dict[str, Any]) -> Scal
 
 
 def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, templates_dir: str | None = None,
-          force: bool = False, dry_run: bool = False) -> tuple[ScalePlan, DeployResult]:
+          force: bool = False, dry_run: bool = False) -> tuple[ScalePlan, DeployResult | None]:
+    """Re-render with the new counts and PUT; ``(plan, None)`` when nothing would change.
+
+    The plan compares our own renderings of the old and the new spec (Marathon's copy carries its
+    defaults, which would make every task look changed). A finished job (its record says
+    Succeeded or Failed) is not started again unless ``force``."""
     spec, current = deployed_spec(client, job)
     new_spec = apply_scale(spec, changes)
+    old_group = render_group(spec, templates_dir=templates_dir)
     new_group = render_group(new_spec, templates_dir=templates_dir)
-    return plan_scale(current, new_group), _put(client, job, new_group, force=force, dry_run=dry_run)
+    plan = plan_scale(old_group, new_group)
+    ended = {(a.get("labels") or {}).get(STATE_LABEL) for a in task_apps(current).values()} & {L.SUCCEEDED, L.FAILED}
+    if ended and not force:
+        raise UsageError(f"job {job} has ended ({ended.pop()}): scaling it would start every task again",
+                         hint=f"to run it again from its checkpoint: marathon-tf scale {job} … --force")
+    if not ended and not (plan.start or plan.stop or plan.restart):
+        return plan, None
+    if ended:  # everything starts again
+        plan = ScalePlan(start=list(task_apps(new_group)), stop=[t for t in task_apps(old_group)
+                                                                  if t not in task_apps(new_group)],
+                         restart=[], unchanged=[])
+    return plan, _put(client, job, new_group, force=force, dry_run=dry_run)
 
 
 # ----------------------------------------------------------------------------- status

@@ -11,7 +11,7 @@ import collections
 import time
 from typing import Callable
 
-__all__ = ["StepRate", "eta_seconds", "describe", "duration"]
+__all__ = ["StepRate", "eta_seconds", "describe", "duration", "parse_duration"]
 
 
 class StepRate:
@@ -66,3 +66,19 @@ def describe(step: int | None, target: int | None = None, rate: float | None = N
     if eta is not None and step < (target or 0):
         parts.append(f"ETA {duration(eta)}")
     return ", ".join(parts)
+
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``5m``, ``1h30m``, ``1.5h`` → seconds; ValueError naming the problem."""
+    import re
+
+    raw = text.strip().lower()
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([smhd]?)", raw)
+    if not raw or re.sub(r"(\d+(?:\.\d+)?)\s*([smhd]?)", "", raw).strip():
+        raise ValueError(f"{text!r} is not a duration (e.g. 90, 90s, 5m, 1h30m)")
+    if len(parts) > 1 and any(unit == "" for _, unit in parts):
+        raise ValueError(f"{text!r}: give every number of a duration its unit (e.g. 1h30m)")
+    return sum(float(n) * _UNITS[unit] for n, unit in parts)
