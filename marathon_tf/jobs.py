@@ -271,7 +271,7 @@ def job_status(client: Client, job: str, *, probe: bool = True,
                 row["state"] = f"delayed {delay.get('timeLeftSeconds', 0)}s"
             else:
                 row["state"] = "waiting"
-            why = stall_reason(q)
+            why = stall_reason(q, local=client.is_local() if q else False)
             if why and row["state"] != "stopped":
                 row["waitingFor"] = why
         ltf = app.get("lastTaskFailure") or {}
@@ -381,8 +381,11 @@ _REASONS = {
 }
 
 
-def stall_reason(queue_entry: dict[str, Any]) -> str | None:
-    """Why Marathon cannot place a task, from ``/v2/queue``'s offer summary (1.3+)."""
+def stall_reason(queue_entry: dict[str, Any], *, local: bool = False) -> str | None:
+    """Why Marathon cannot place a task, from ``/v2/queue``'s offer summary (1.3+). The local
+    runner has no offers: it launches queued tasks itself."""
+    if local:
+        return f"launch by the local runner (queued since {queue_entry['since']})" if queue_entry.get("since") else None
     summary = (queue_entry or {}).get("processedOffersSummary") or {}
     rejected = [r for r in summary.get("rejectSummaryLastOffers") or [] if r.get("declined")]
     if rejected:

@@ -45,20 +45,12 @@ class TaskLog:
     running: bool = True
 
 
-def _is_local(client: Client) -> bool:
-    """The local runner serves the agent API on its Marathon port (it says ``buildref: local``)."""
-    try:
-        return client.info().get("buildref") == "local"
-    except MarathonTFError:
-        return False
-
-
 def agent_base(client: Client, host: str, agent_port: int, agent_url: str | None,
                local: bool | None = None) -> str:
     if agent_url:
         return agent_url.rstrip("/")
     if local is None:
-        local = _is_local(client)
+        local = client.is_local()
     return client.url if local else f"http://{host}:{agent_port}"
 
 
@@ -143,7 +135,7 @@ def find_task_logs(client: Client, job: str, task: str | None, *, agent_port: in
                   if a.get("labels", {}).get(L.STATE) in (L.SUCCEEDED, L.FAILED)), None)
     out: list[TaskLog] = []
     cache: dict[str, dict] = {}
-    local = _is_local(client) if agent_url is None else False
+    local = client.is_local() if agent_url is None else False
     for name, app in apps.items():
         if task and name != task:
             continue

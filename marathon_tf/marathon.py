@@ -260,6 +260,17 @@ class Client:
     def info(self) -> dict[str, Any]:
         return self.request("GET", "/v2/info").body
 
+    def is_local(self) -> bool:
+        """Whether this is marathon-tf's own single-machine runner (``/v2/info`` ``buildref: local``);
+        asked once per client."""
+        if not hasattr(self, "_local"):
+            try:
+                info = self.info()
+                self._local = isinstance(info, dict) and info.get("buildref") == "local"
+            except MarathonError:
+                return False
+        return self._local
+
     def get_group(self, group_id: str, *, embed: Iterable[str] = ("group.groups", "group.apps")) -> dict[str, Any]:
         """A group with the given embeds (pass them all: any embed drops Marathon's defaults)."""
         params = [("embed", e) for e in embed]

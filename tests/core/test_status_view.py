@@ -101,3 +101,20 @@ def test_progress_words():
     assert rate.add(100) == 10.0
     now[0] = 20
     assert rate.add(5) is None  # restarted from an older checkpoint: start over
+
+
+def test_a_task_waiting_on_the_local_runner_does_not_speak_of_offers(httpserver):
+    group = render_group(load_dict(minimal()))
+    apps = [dict(a, tasks=[], deployments=[{"id": "d1"}]) for a in group["apps"]]
+    httpserver.expect_request("/v2/info").respond_with_json({"name": "marathon", "version": "1.8.222",
+                                                             "buildref": "local"})
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json({"id": "/mnist", "apps": apps})
+    httpserver.expect_request("/v2/queue").respond_with_json({"queue": [
+        {"app": {"id": "/mnist/ps-0"}, "count": 1, "delay": {"overdue": True}, "since": "2026-11-21T00:00:00.000Z",
+         "processedOffersSummary": {"processedOffersCount": 0}}]})
+    from marathon_tf.marathon import Client
+
+    st = jobs.job_status(Client(httpserver.url_for("")), "mnist")
+    ps = st["tasks"][0]
+    assert ps["waitingFor"] == "launch by the local runner (queued since 2026-11-21T00:00:00.000Z)"
+    assert "offer" not in output.status_text(st)
