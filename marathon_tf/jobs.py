@@ -55,9 +55,24 @@ class DeployResult:
         return out
 
 
+def check_fetch_paths(client: Client, spec: JobSpec) -> None:
+    """Paths of this machine in ``fetch`` (``train.py``) work only when the tasks run here: a Mesos
+    agent's fetcher would look for ``file:///home/…`` on the agent."""
+    mine = [(i, f) for i, f in enumerate(spec.fetch) if f.client_path]
+    if not mine or client.is_local():
+        return
+    i, f = mine[0]
+    raise UsageError(f"{spec.source}: fetch[{i}] is a file of this machine ({f.uri}); the Mesos agents of "
+                     f"{client.url} would look for it on their own disks",
+                     hint="put it where the agents can fetch it (http(s)://, hdfs://, s3://, or into the image) and "
+                          "name that URI; a file:///… URI is sent as it is (for storage every agent mounts); "
+                          "on this machine use `marathon-tf local serve` or `deploy --local`")
+
+
 def deploy(client: Client, spec: JobSpec, *, templates_dir: str | None = None, force: bool = False,
            dry_run: bool = False) -> DeployResult:
     """PUT the rendered group: creating it, or updating it without restarting unchanged tasks."""
+    check_fetch_paths(client, spec)
     return _put(client, spec.name, render_group(spec, templates_dir=templates_dir), force=force, dry_run=dry_run)
 
 

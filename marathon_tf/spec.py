@@ -93,6 +93,8 @@ class Fetch:
     executable: bool = False
     cache: bool = False
     dest_path: str | None = None
+    #: Given as a path of the job file's machine (``train.py``, ``/home/me/x``), not as a URI.
+    client_path: bool = False
 
 
 @dataclass(frozen=True)
@@ -682,7 +684,7 @@ def _resolve_fetch(spec: JobSpec, base_dir: Path | None) -> tuple[JobSpec, list[
             path = (base_dir / path).resolve()
         if not path.exists():
             problems.append((f"fetch[{i}].uri", f"no such file: {path}"))
-        out.append(replace(f, uri=path.as_uri()))
+        out.append(replace(f, uri=path.as_uri(), client_path=True))
     return replace(spec, fetch=tuple(out)), problems
 
 

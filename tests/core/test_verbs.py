@@ -101,3 +101,25 @@ def test_durations():
         DURATION.convert("soon", None, None)
     r = CliRunner().invoke(cli, ["deploy", "x.json", "--timeout", "soon"])
     assert r.exit_code == 2 and "not a duration" in r.output
+
+
+@pytest.mark.parametrize("buildref,code", [("8f2e5a1", 2), ("local", 0)])
+def test_a_relative_fetch_is_not_sent_to_a_remote_marathon_as_this_machines_path(httpserver, tmp_path,
+                                                                                 buildref, code):
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps(minimal(fetch=["train.py"])))
+    httpserver.expect_request("/v2/info").respond_with_json({"name": "marathon", "version": "1.8.222",
+                                                             "buildref": buildref})
+    httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json({"deploymentId": "d", "version": "v"})
+    r = CliRunner().invoke(cli, ["deploy", str(job), "--detach", "--marathon", httpserver.url_for("")])
+    assert r.exit_code == code, r.output
+    if code:
+        assert "fetch[0] is a file of this machine" in r.stderr and "hint:" in r.stderr
+        assert _puts(httpserver) == []
+    else:
+        assert len(_puts(httpserver)) == 1
+    # an explicit file:// URI is the user's statement that every agent has it: sent as it is
+    job.write_text(json.dumps(minimal(fetch=[(tmp_path / "train.py").as_uri()])))
+    r = CliRunner().invoke(cli, ["deploy", str(job), "--detach", "--marathon", httpserver.url_for("")])
+    assert r.exit_code == 0, r.output
