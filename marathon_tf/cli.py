@@ -99,14 +99,23 @@ _templates_opt = click.option("--templates", "templates_dir", type=click.Path(fi
 
 @click.group(cls=_Group, context_settings=_CTX)
 @click.version_option(__version__, prog_name="marathon-tf")
-def cli() -> None:
+@click.option("-v", "--verbose", count=True, help="Show each request to Marathon and each retry on stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="Only data on stdout and errors on stderr: no progress lines.")
+def cli(verbose: int, quiet: bool) -> None:
     """Run distributed TensorFlow on Apache Mesos through Marathon.
 
     \b
     marathon-tf deploy job.json --local       run a job on this machine
     marathon-tf deploy job.json               run it on Marathon (MARATHON_URL)
-    marathon-tf status / scale workers=8 / delete JOB
+    marathon-tf status JOB / scale JOB workers=8 / logs JOB / delete JOB
+
+    \b
+    Shell completion, e.g. in ~/.bashrc (zsh: zsh_source, fish: fish_source):
+      eval "$(_MARATHON_TF_COMPLETE=bash_source marathon-tf)"
     """
+    from . import output
+
+    output.set_verbosity(-1 if quiet else verbose)
 
 
 # ---------------------------------------------------------------------------- offline verbs

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from .errors import (MarathonAuthError, MarathonConflict, MarathonError, Maratho
                      MarathonNotFound, MarathonUnavailable)
 
 __all__ = ["Client", "RetryPolicy", "redact_url", "DEFAULT_TIMEOUT", "CLI_TIMEOUT"]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds
 #: The CLI's: an unreachable Marathon is reported within 3 s.
@@ -162,6 +165,7 @@ class Client:
     def _once(self, method: str, path: str, params: Any, json_body: Any, stream: bool) -> _Response:
         base = self.urls[self._current]
         shown = f"{method} {redact_url(base)}{path}"
+        log.debug("%s", shown)
         try:
             # verify is passed on every request: requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE
             # override the session's setting, which would silently drop --ca-bundle/--insecure.
@@ -185,6 +189,7 @@ class Client:
             return _Response(r.status_code, r, dict(r.headers))
         body = _body(r)
         status = r.status_code
+        log.debug("%s -> %s (%.0f ms, %d bytes)", shown, status, r.elapsed.total_seconds() * 1000, len(r.content))
         if (path != "/ping" and status not in _RETRY_STATUS and not isinstance(body, (dict, list))
                 and (body is not None or status >= 400)):
             self._require_marathon(base, status, body)
@@ -244,6 +249,7 @@ class Client:
                                 and isinstance(r.error, MarathonConflict)):
                             return on_ambiguous_conflict(r.error)
                         ambiguous = ambiguous or r.ambiguous
+                        log.debug("try %d failed, will retry if the budget allows: %s", attempts, r.error.message)
                         raise
         except _Retryable as r:
             err = r.error

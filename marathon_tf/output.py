@@ -29,12 +29,51 @@ def error(lines: list[str], hint: str | None = None) -> None:
         click.echo(f"hint: {hint}", err=True)
 
 
+def _echo_handler_class():
+    import logging
+
+    class EchoHandler(logging.Handler):
+        def emit(self, record) -> None:
+            click.echo(self.format(record), err=True)
+
+    return EchoHandler
+
+
+def _EchoHandler():  # noqa: N802 (a factory: logging is imported on use)
+    return _echo_handler_class()()
+
+
+#: -q: -1 (errors and data only), default 0, -v: 1 and more (requests to Marathon, retries).
+VERBOSITY = 0
+
+
+def set_verbosity(level: int) -> None:
+    """``-q`` / ``-v``: at 1 and above the ``marathon_tf`` loggers (each request, each retry) go to stderr."""
+    import logging
+
+    global VERBOSITY
+    VERBOSITY = level
+    logger = logging.getLogger("marathon_tf")
+    for h in [h for h in logger.handlers if getattr(h, "_marathon_tf", False)]:
+        logger.removeHandler(h)
+    if level > 0:
+        handler = _EchoHandler()
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        handler._marathon_tf = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+    else:
+        logger.setLevel(logging.NOTSET)
+
+
 def warn(message: str) -> None:
     click.echo(f"warning: {message}", err=True)
 
 
 def info(message: str) -> None:
-    click.echo(message, err=True)
+    """Progress and notes on stderr (not with -q)."""
+    if VERBOSITY >= 0:
+        click.echo(message, err=True)
 
 
 def progress_line(status: dict[str, Any]) -> str:

@@ -123,3 +123,19 @@ def test_a_relative_fetch_is_not_sent_to_a_remote_marathon_as_this_machines_path
     job.write_text(json.dumps(minimal(fetch=[(tmp_path / "train.py").as_uri()])))
     r = CliRunner().invoke(cli, ["deploy", str(job), "--detach", "--marathon", httpserver.url_for("")])
     assert r.exit_code == 0, r.output
+
+
+def test_quiet_and_verbose(httpserver, tmp_path):
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps(minimal()))
+    httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json({"deploymentId": "d", "version": "v"})
+    url = httpserver.url_for("")
+    r = CliRunner().invoke(cli, ["-q", "deploy", str(job), "--detach", "--marathon", url])
+    assert r.exit_code == 0 and r.stderr == "", r.stderr
+    r = CliRunner().invoke(cli, ["deploy", str(job), "--detach", "--marathon", url])
+    assert "deployed /mnist" in r.stderr and "marathon_tf.marathon" not in r.stderr
+    r = CliRunner().invoke(cli, ["-v", "deploy", str(job), "--detach", "--marathon", url])
+    assert r.exit_code == 0
+    assert f"marathon_tf.marathon: PUT {url.rstrip('/')}/v2/groups/mnist -> 200" in r.stderr
+    r = CliRunner().invoke(cli, ["deploy", str(job), "--detach", "--marathon", url])
+    assert "marathon_tf.marathon" not in r.stderr  # -v does not stick
