@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from typing import Any
 
@@ -29,18 +30,11 @@ def error(lines: list[str], hint: str | None = None) -> None:
         click.echo(f"hint: {hint}", err=True)
 
 
-def _echo_handler_class():
-    import logging
+class _EchoHandler(logging.Handler):
+    """Log records on stderr through click (which tests and pipes capture)."""
 
-    class EchoHandler(logging.Handler):
-        def emit(self, record) -> None:
-            click.echo(self.format(record), err=True)
-
-    return EchoHandler
-
-
-def _EchoHandler():  # noqa: N802 (a factory: logging is imported on use)
-    return _echo_handler_class()()
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(self.format(record), err=True)
 
 
 #: -q: -1 (errors and data only), default 0, -v: 1 and more (requests to Marathon, retries).
@@ -49,8 +43,6 @@ VERBOSITY = 0
 
 def set_verbosity(level: int) -> None:
     """``-q`` / ``-v``: at 1 and above the ``marathon_tf`` loggers (each request, each retry) go to stderr."""
-    import logging
-
     global VERBOSITY
     VERBOSITY = level
     logger = logging.getLogger("marathon_tf")
