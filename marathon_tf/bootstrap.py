@@ -52,6 +52,7 @@ from marathon_tf.lifecycle import (JobControl, JobPolicy, RestartBudget, client_
                                    logdir_path, logdir_problem, startup_reason)
 from marathon_tf import labels as L
 from marathon_tf.status_server import StatusServer, TaskStatus
+from marathon_tf.progress import StepRate
 from marathon_tf.supervisor import ExitPolicy, Outcome, Trainer, die_with_parent
 from marathon_tf.taskenv import TaskContext
 from marathon_tf.watchdog import ProgressWatchdog
@@ -157,6 +158,9 @@ class Bootstrap:
         self.spec: cluster_spec.RenderedSpec | None = None
         self.watchdog = ProgressWatchdog.for_role(ctx.role, ctx.progress_timeouts, clock=clock)
         self._lock: joblock.Lock | None = None
+        self._rate = StepRate(clock=clock)
+        self._printed_steps = False
+        self._next_logdir_look = 0.0
 
     # -- control ---------------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
@@ -293,7 +297,41 @@ class Bootstrap:
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
+    def _announce_checkpoint(self) -> None:
+        """Say when the program will find a checkpoint in the logdir to resume from."""
+        if not self.ctx.logdir or self.ctx.role not in ("chief", "worker"):
+            return
+        from .checkpoints import latest_checkpoint_step
+
+        base = self.environ.get("MESOS_SANDBOX") or os.getcwd()
+        step = latest_checkpoint_step(os.path.join(base, self.ctx.logdir))
+        if step is not None:
+            _log(f"resumed from checkpoint at step {step} (in {self.ctx.logdir})")
+            self.status.update(resumed_from=step)
+
+    def _on_step(self, step: int) -> None:
+        """A ``step=N`` line of the program: the step and its rate (steps/s over the last minute)."""
+        self._printed_steps = True
+        rate = self._rate.add(step)
+        self.status.update(step=step, steps_per_second=None if rate is None else round(rate, 3))
+        self.watchdog.step(step)
+
+    def _logdir_step(self) -> None:
+        """For programs that print no ``step=N``: the step TensorFlow wrote into the logdir (event files,
+        else the newest checkpoint), looked at every 10 s."""
+        if self._printed_steps or not self.ctx.logdir or self.clock() < self._next_logdir_look:
+            return
+        self._next_logdir_look = self.clock() + 10.0
+        from .checkpoints import training_step
+
+        step = training_step(os.path.join(self.environ.get("MESOS_SANDBOX") or os.getcwd(), self.ctx.logdir))
+        if step is not None and step != self.status.snapshot()["step"]:
+            rate = self._rate.add(step)
+            self.status.update(step=step, steps_per_second=None if rate is None else round(rate, 3))
+            self.watchdog.step(step)
+
     def _start_trainer(self) -> Trainer:
+        self._announce_checkpoint()
         argv = ["/bin/sh", "-c", self.spec.argv[0]] if self.shell else self.spec.argv
         trainer = Trainer(argv, self._child_env(), cwd=self.environ.get("MESOS_SANDBOX") or None,
                           on_step=self._on_step, stdout=self.stdout, stderr=self.stderr)
@@ -303,10 +341,6 @@ class Bootstrap:
         if trainer.pid is not None:
             _log(f"started training program (pid {trainer.pid})")
         return trainer
-
-    def _on_step(self, step: int) -> None:
-        self.status.update(step=step)
-        self.watchdog.step(step)
 
     def _next_watch(self) -> float:
         mean = watch_interval(sum(self.ctx.cluster.values()), self.watch_interval)  # longer for big jobs
@@ -318,6 +352,7 @@ class Bootstrap:
         next_watch = self._next_watch()
         while True:
             code = trainer.wait(timeout=self.tick)
+            self._logdir_step()
             if self._stop.is_set():
                 code = trainer.stop(self.grace, self._signum or signal.SIGTERM)
                 self.status.update(exit_code=code)

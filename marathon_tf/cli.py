@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from . import __version__
-from .errors import Interrupted, MarathonTFError
+from .errors import Interrupted, MarathonTFError, UsageError
 
 __all__ = ["main", "cli"]
 
@@ -58,7 +58,7 @@ def _marathon_options(f):
 
 def _client(marathon_url, user, password, token, ca_bundle, insecure):
     from . import config, output
-    from .marathon import Client
+    from .marathon import CLI_TIMEOUT, Client, RetryPolicy
 
     endpoint = config.resolve(url=marathon_url, user=user, password=password, token=token,
                               ca_bundle=ca_bundle, insecure=insecure)
@@ -67,9 +67,28 @@ def _client(marathon_url, user, password, token, ca_bundle, insecure):
         import urllib3
 
         urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+    # A single unreachable Marathon fails at once (a list fails over; 503 and 409 locks are retried).
     return Client(endpoint.urls, user=endpoint.user, password=endpoint.password, token=endpoint.token,
-                  verify=endpoint.verify)
+                  verify=endpoint.verify, timeout=CLI_TIMEOUT, retry=RetryPolicy(connection_errors=False))
 
+
+class _Duration(click.ParamType):
+    """Seconds, or a duration with units: 90, 90s, 5m, 1h30m."""
+
+    name = "DURATION"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (int, float)):
+            return float(value)
+        from .progress import parse_duration
+
+        try:
+            return parse_duration(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+DURATION = _Duration()
 
 _output_opt = click.option("-o", "--output", "fmt", type=click.Choice(["text", "json"]), default="text",
                            show_default=True, help="Output format on stdout.")
@@ -80,14 +99,23 @@ _templates_opt = click.option("--templates", "templates_dir", type=click.Path(fi
 
 @click.group(cls=_Group, context_settings=_CTX)
 @click.version_option(__version__, prog_name="marathon-tf")
-def cli() -> None:
+@click.option("-v", "--verbose", count=True, help="Show each request to Marathon and each retry on stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="Only data on stdout and errors on stderr: no progress lines.")
+def cli(verbose: int, quiet: bool) -> None:
     """Run distributed TensorFlow on Apache Mesos through Marathon.
 
     \b
     marathon-tf deploy job.json --local       run a job on this machine
     marathon-tf deploy job.json               run it on Marathon (MARATHON_URL)
-    marathon-tf status / scale workers=8 / delete JOB
+    marathon-tf status JOB / scale JOB workers=8 / logs JOB / delete JOB
+
+    \b
+    Shell completion, e.g. in ~/.bashrc (zsh: zsh_source, fish: fish_source):
+      eval "$(_MARATHON_TF_COMPLETE=bash_source marathon-tf)"
     """
+    from . import output
+
+    output.set_verbosity(-1 if quiet else verbose)
 
 
 # ---------------------------------------------------------------------------- offline verbs
@@ -141,8 +169,8 @@ def schema() -> None:
 @click.option("--local", is_flag=True, help="Run the job on this machine (a built-in Marathon + Mesos-DNS).")
 @click.option("--wait/--detach", default=True, show_default=True,
               help="Follow the deployment and the job to its end, or return once Marathon accepted it.")
-@click.option("--timeout", type=click.FloatRange(min=0), default=None,
-              help="Give up waiting after this many seconds (exit 3; the job keeps running).")
+@click.option("--timeout", type=DURATION, default=None,
+              help="Give up waiting after this long, e.g. 600, 90s, 5m, 2h (exit 3; the job keeps running).")
 @click.option("--force", is_flag=True, help="Override a deployment that locks the job's apps.")
 @click.option("--dry-run", is_flag=True, help="Render, and show Marathon's plan (?dryRun=true); deploy nothing.")
 @_templates_opt
@@ -200,6 +228,9 @@ def _deploy_local(spec, *, templates_dir, timeout, fmt, detach, dry_run) -> int:
     from .render import render_group
 
     localrun.check_local_options(detach)
+    gpus = [f"roles.{r}.gpus: {spec.roles[r].gpus:g}" for r in spec.counts() if spec.roles[r].gpus]
+    if gpus:
+        output.warn(f"{', '.join(gpus)}: {_LOCAL_RESOURCES}")
     if dry_run:
         output.emit_json(render_group(spec, templates_dir=templates_dir))
         return 0
@@ -238,7 +269,9 @@ def _follow(client, job: str, deployment_id: str | None, *, wait: bool, timeout:
     show = _progress_printer()
     try:
         with watch.EventStream(client) as stream:
-            watch.wait_deployment(client, deployment_id, job, timeout=timeout, on_progress=show, stream=stream)
+            if deployment_id is not None:
+                watch.wait_deployment(client, deployment_id, job, timeout=timeout, on_progress=show,
+                                      stream=stream)
             left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
             final = watch.wait_job(client, job, timeout=left, on_progress=show, stream=stream)
     except KeyboardInterrupt:
@@ -252,30 +285,43 @@ def _follow(client, job: str, deployment_id: str | None, *, wait: bool, timeout:
 
 
 @cli.command(context_settings=_CTX)
-@click.argument("changes", nargs=-1, required=True, metavar="ROLE=N…")
-@click.option("--job", help="The job to scale (default: the only marathon-tf job on Marathon).")
+@click.argument("args", nargs=-1, required=True, metavar="[JOB] ROLE=N…")
+@click.option("--job", hidden=True, help="The job to scale (same as the JOB argument).")
 @_marathon_options
-@click.option("--force", is_flag=True, help="Override a deployment that locks the job's apps.")
+@click.option("--force", is_flag=True,
+              help="Override a deployment that locks the job's apps; start a job that has ended again.")
 @click.option("--dry-run", is_flag=True, help="Show Marathon's plan and which tasks would restart.")
 @click.option("--wait/--detach", default=False, show_default=True, help="Wait for the deployment to finish.")
-@click.option("--timeout", type=click.FloatRange(min=0), default=None, help="Seconds to wait (exit 3 past it).")
+@click.option("--timeout", type=DURATION, default=None, help="How long to wait, e.g. 90, 90s, 5m (exit 3 past it).")
 @_templates_opt
 @_output_opt
-def scale(changes, job, marathon_url, user, password, token, ca_bundle, insecure, force, dry_run, wait, timeout,
+def scale(args, job, marathon_url, user, password, token, ca_bundle, insecure, force, dry_run, wait, timeout,
           templates_dir, fmt) -> None:
-    """Change role counts, e.g. `marathon-tf scale workers=8` (or ps=2, workers=+2).
+    """Change role counts, e.g. `marathon-tf scale mnist workers=8` (or ps=2, workers=+2, workers=-1).
+    JOB may be left out when Marathon runs only one marathon-tf job.
 
     Every task gets the rewritten cluster spec and the job resumes from its
     checkpoint; scaling down stops the highest indices.
     """
     from . import jobs, output, watch
 
-    parsed = jobs.parse_scale_args(list(changes))  # checked before any request
+    args = list(args)
+    if args and "=" not in args[0] and (len(args) > 1 or args[0] not in jobs.ROLE_ALIASES):
+        if job and job != args[0]:
+            raise UsageError(f"two jobs named: {args[0]} and --job {job}")
+        job = args.pop(0)
+    parsed = jobs.parse_scale_args(args)  # checked before any request
     client = _client(marathon_url, user, password, token, ca_bundle, insecure)
-    name = jobs.resolve_job(client, job)
+    name = jobs.resolve_job(client, job, verb="scale")
     plan, result = jobs.scale(client, name, parsed, templates_dir=templates_dir, force=force, dry_run=dry_run)
+    if result is None:
+        if fmt == "json":
+            output.emit_json({"job": name, "changed": False, "tasks": plan.to_dict()})
+        else:
+            click.echo(f"no change: {name} already has {_counts_text(parsed, plan)}")
+        return
     if fmt == "json":
-        output.emit_json({**result.to_dict(), "tasks": plan.to_dict()})
+        output.emit_json({**result.to_dict(), "changed": True, "tasks": plan.to_dict()})
     else:
         click.echo(output.scale_plan_text(plan.to_dict()))
         if dry_run:
@@ -287,26 +333,40 @@ def scale(changes, job, marathon_url, user, password, token, ca_bundle, insecure
                                   on_progress=_progress_printer())
 
 
+def _counts_text(parsed, plan) -> str:
+    from .naming import parse_task_name
+
+    counts: dict[str, int] = {}
+    for task in plan.unchanged:
+        role = (parse_task_name(task) or ("?", 0))[0]
+        counts[role] = counts.get(role, 0) + 1
+    return ", ".join(f"{counts.get(role, 0)} {role}" for role in parsed)
+
+
 @cli.command(context_settings=_CTX)
 @click.argument("job", required=False)
 @_marathon_options
-@click.option("--watch", "follow", is_flag=True, help="Keep following the job until it ends (Ctrl-C to stop).")
-@_output_opt
+@click.option("--watch", "follow", is_flag=True,
+              help="Follow the job until it ends (Ctrl-C to stop); exit 0 Succeeded, 1 Failed.")
+@click.option("-o", "--output", "fmt", type=click.Choice(["text", "wide", "json"]), default="text",
+              show_default=True, help="text fits 80 columns; wide adds health, phase, rate and task ids.")
 def status(job, marathon_url, user, password, token, ca_bundle, insecure, follow, fmt) -> None:
-    """Show a job's tasks: role, index, state, host:port, health, phase, step, last failure."""
+    """Show a job: state, progress (step S/T, steps/s, ETA), logdir, and per task its state,
+    host:port, step, restarts, age and last failure."""
     from . import jobs, output
 
     client = _client(marathon_url, user, password, token, ca_bundle, insecure)
     name = jobs.resolve_job(client, job)
     if follow:
-        final = _follow(client, name, None, wait=True, timeout=None)
-        st = final
+        st = _follow(client, name, None, wait=True, timeout=None)
     else:
         st = jobs.job_status(client, name)
     if fmt == "json":
         output.emit_json(st)
     else:
-        output.status_table(st)
+        output.status_table(st, wide=fmt == "wide")
+    if follow and st.get("state") == "Failed":
+        sys.exit(1)
 
 
 @cli.command("list", context_settings=_CTX)
@@ -350,26 +410,34 @@ def delete(job, marathon_url, user, password, token, ca_bundle, insecure, force,
 @click.argument("job")
 @click.argument("task", required=False)
 @_marathon_options
-@click.option("-f", "--follow", "follow_", is_flag=True, help="Keep printing new output (Ctrl-C to stop).")
-@click.option("--stream", type=click.Choice(["stdout", "stderr", "both"]), default="both", show_default=True)
-@click.option("--tail", "tail_bytes", type=click.IntRange(min=0), default=16384, show_default=True,
-              help="Start this many bytes before the end of each log.")
+@click.option("-f", "--follow", "follow_", is_flag=True,
+              help="Keep printing new output, also of relaunched tasks, until the job ends (exit 0).")
+@click.option("-p", "--previous", is_flag=True,
+              help="The task's instance before the current (or last) one: a restarted or earlier run.")
+@click.option("--stream", type=click.Choice(["stdout", "stderr", "both"]), default="both", show_default=True,
+              help="Which of the task's files; both are printed on stdout.")
+@click.option("--tail", "tail_lines", type=click.IntRange(min=-1), default=-1, metavar="N",
+              help="Only the last N lines of each log (default: all).")
 @click.option("--agent-port", type=click.IntRange(1, 65535), default=5051, show_default=True,
               envvar="MESOS_AGENT_PORT", show_envvar=True, help="The Mesos agents' HTTP port.")
 @click.option("--agent-url", default=None, help="Read from this agent URL instead of <task host>:<agent port>.")
-def logs(job, task, marathon_url, user, password, token, ca_bundle, insecure, follow_, stream, tail_bytes,
-         agent_port, agent_url) -> None:
+def logs(job, task, marathon_url, user, password, token, ca_bundle, insecure, follow_, previous, stream,
+         tail_lines, agent_port, agent_url) -> None:
     """Print a job's task output (TASK like worker-1; all tasks if left out), read from the
-    Mesos agents' sandboxes (and from the local runner's)."""
+    Mesos agents' sandboxes (and from the local runner's), also after the task ended.
+
+    Every line is printed on stdout as `[worker-1] …`; errors go to stderr (exit 1).
+    """
     from . import logs as tasklogs
 
     client = _client(marathon_url, user, password, token, ca_bundle, insecure)
     streams = ("stdout", "stderr") if stream == "both" else (stream,)
     try:
-        for name, which, text in tasklogs.follow(client, job.strip("/"), task, streams, tail=tail_bytes,
-                                                 follow_=follow_, agent_port=agent_port, agent_url=agent_url):
+        for name, which, text in tasklogs.follow(client, job.strip("/"), task, streams,
+                                                 tail=None if tail_lines < 0 else tail_lines, follow_=follow_,
+                                                 previous=previous, agent_port=agent_port, agent_url=agent_url):
             for line in text.splitlines():
-                click.echo(f"[{name}] {line}", err=which == "stderr")
+                click.echo(f"[{name}] {line}")
     except KeyboardInterrupt:
         return
 
@@ -409,7 +477,8 @@ def local() -> None:
 @click.option("--dns-http-port", type=click.IntRange(0, 65535), default=8123, show_default=True,
               help="Mesos-DNS HTTP API port.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
-              help="Where task sandboxes go (default: ./.marathon-tf/local).")
+              help="Where task sandboxes and job volumes go (default: $MARATHON_TF_STATE_DIR/serve, else "
+                   "$XDG_STATE_HOME/marathon-tf/serve, else ~/.local/state/marathon-tf/serve).")
 @click.option("--auth", metavar="USER:PASSWORD|token=TOKEN|env", default=None,
               help="Require HTTP basic auth or a token (env: MARATHON_TOKEN or MARATHON_USER/MARATHON_PASSWORD). "
                    "Needed off loopback.")
@@ -419,10 +488,17 @@ def local() -> None:
               help="Serve this Marathon web UI build (mesosphere/marathon-ui) at /ui/.")
 def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir) -> None:
     """Keep a local Marathon running, so that MARATHON_URL=http://127.0.0.1:8080
-    marathon-tf deploy/scale/status/delete work against it across commands."""
+    marathon-tf deploy/scale/status/logs/delete work against it across commands.
+
+    Tasks run as processes of this machine: they find this runner's Marathon and Mesos-DNS
+    whatever the job file's discovery says, and cpus/mem/gpus are not enforced."""
+    from pathlib import Path
+
     from . import output
+    from .config import state_home
     from .errors import UsageError
     from .local import serve
+    from .local.cluster import PortInUse
     from .local.security import Security, parse_auth
     from .local.ui import check_ui_dir
 
@@ -441,13 +517,25 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
         output.info(f"sandboxes     {cluster.state_dir}/sandboxes    — Ctrl-C stops everything")
         if ui_dir:
             output.info(f"web UI        {cluster.marathon_url}/ui/")
+        output.warn(_LOCAL_RESOURCES)
 
-    signum = serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port,
-                   state_dir=state_dir or ".marathon-tf/serve", on_ready=ready, **security)
+    options = {"Marathon API": "--port", "Mesos-DNS": "--dns-port", "Mesos-DNS HTTP API": "--dns-http-port"}
+    try:
+        signum = serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port,
+                       state_dir=Path(state_dir).absolute() if state_dir else state_home() / "serve",
+                       on_ready=ready, **security)
+    except PortInUse as e:
+        raise UsageError(f"{e.what} port {e.port} on {e.host} is already in use (another `local serve`?)",
+                         hint=f"stop what holds it, or choose another port with {options[e.what]} PORT "
+                              f"(0 picks a free one)") from None
     from .stopsignals import signal_name
 
     output.info(f"stopped by {signal_name(signum)}: every task was stopped")
     sys.exit(128 + signum)
+
+
+_LOCAL_RESOURCES = ("the local runner does not enforce cpus, mem, disk or gpus: every task sees this machine's "
+                    "CPUs, memory and devices")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,7 +20,7 @@ from typing import Mapping
 
 from .errors import UsageError
 
-__all__ = ["Endpoint", "resolve", "config_path"]
+__all__ = ["Endpoint", "resolve", "config_path", "state_home"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,15 @@ def config_path(environ: Mapping[str, str] = os.environ) -> Path:
     if environ.get("MARATHON_TF_CONFIG"):
         return Path(environ["MARATHON_TF_CONFIG"])
     return Path(environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "marathon-tf" / "config.json"
+
+
+def state_home(environ: Mapping[str, str] = os.environ) -> Path:
+    """Where local runs keep their state (sandboxes, checkpoints): ``$MARATHON_TF_STATE_DIR``, else
+    ``$XDG_STATE_HOME/marathon-tf``, else ``~/.local/state/marathon-tf``; always absolute."""
+    if environ.get("MARATHON_TF_STATE_DIR"):
+        return Path(environ["MARATHON_TF_STATE_DIR"]).expanduser().absolute()
+    base = environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(base).expanduser().absolute() / "marathon-tf"
 
 
 def _file(environ: Mapping[str, str]) -> dict:
@@ -62,7 +71,8 @@ def resolve(*, url: str | None = None, user: str | None = None, password: str | 
     url = url or cfg.get("marathon_url")
     if not url:
         raise UsageError("no Marathon URL",
-                         hint="pass --marathon URL, set MARATHON_URL, or run on this machine with --local")
+                         hint="pass --marathon URL or set MARATHON_URL; on this machine start `marathon-tf local serve` "
+                              "(or run a job by itself with `marathon-tf deploy job.json --local`)")
     urls = tuple(u.strip() for u in str(url).split(",") if u.strip())
     for u in urls:
         if not u.startswith(("http://", "https://")):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timezone
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -15,6 +16,7 @@ import requests
 from . import labels as L, naming
 from .errors import MarathonNotFound, SpecError, UsageError
 from .marathon import Client
+from .progress import eta_seconds
 from .render import LABEL_PREFIX, SPEC_LABEL, render_group, task_apps
 from .spec import MAX_COUNT, JobSpec, load_dict
 
@@ -53,9 +55,24 @@ class DeployResult:
         return out
 
 
+def check_fetch_paths(client: Client, spec: JobSpec) -> None:
+    """Paths of this machine in ``fetch`` (``train.py``) work only when the tasks run here: a Mesos
+    agent's fetcher would look for ``file:///home/…`` on the agent."""
+    mine = [(i, f) for i, f in enumerate(spec.fetch) if f.client_path]
+    if not mine or client.is_local():
+        return
+    i, f = mine[0]
+    raise UsageError(f"{spec.source}: fetch[{i}] is a file of this machine ({f.uri}); the Mesos agents of "
+                     f"{client.url} would look for it on their own disks",
+                     hint="put it where the agents can fetch it (http(s)://, hdfs://, s3://, or into the image) and "
+                          "name that URI; a file:///… URI is sent as it is (for storage every agent mounts); "
+                          "on this machine use `marathon-tf local serve` or `deploy --local`")
+
+
 def deploy(client: Client, spec: JobSpec, *, templates_dir: str | None = None, force: bool = False,
            dry_run: bool = False) -> DeployResult:
     """PUT the rendered group: creating it, or updating it without restarting unchanged tasks."""
+    check_fetch_paths(client, spec)
     return _put(client, spec.name, render_group(spec, templates_dir=templates_dir), force=force, dry_run=dry_run)
 
 
@@ -80,7 +97,8 @@ def find_jobs(client: Client) -> dict[str, list[dict[str, Any]]]:
     return dict(sorted(jobs.items()))
 
 
-def resolve_job(client: Client, job: str | None) -> str:
+def resolve_job(client: Client, job: str | None, verb: str = "status") -> str:
+    """The job named, or the only marathon-tf job on Marathon."""
     if job:
         return job.strip("/")
     jobs = find_jobs(client)
@@ -88,7 +106,7 @@ def resolve_job(client: Client, job: str | None) -> str:
         raise UsageError(f"no marathon-tf job found on {client.url}", hint="deploy one with: marathon-tf deploy job.json")
     if len(jobs) > 1:
         raise UsageError(f"several marathon-tf jobs on {client.url}: {', '.join(jobs)}",
-                         hint="name one with --job NAME")
+                         hint=f"name one: marathon-tf {verb} {next(iter(jobs))} …")
     return next(iter(jobs))
 
 
@@ -111,7 +129,7 @@ def deployed_spec(client: Client, job: str) -> tuple[JobSpec, dict[str, Any]]:
 
 # ----------------------------------------------------------------------------- scale
 
-_ROLE_ALIASES = {"worker": "worker", "workers": "worker", "ps": "ps", "pss": "ps",
+ROLE_ALIASES = _ROLE_ALIASES = {"worker": "worker", "workers": "worker", "ps": "ps", "pss": "ps",
                  "chief": "chief", "evaluator": "evaluator", "evaluators": "evaluator",
                  "tensorboard": "tensorboard"}
 _SCALE_ARG = re.compile(r"^(?P<role>[a-z]+)=(?P<sign>[+-]?)(?P<n>[0-9]{1,6})$")
@@ -179,11 +197,28 @@ def plan_scale(current_group: dict[str, Any], new_group: dict[str, Any]) -> Scal
 
 
 def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, templates_dir: str | None = None,
-          force: bool = False, dry_run: bool = False) -> tuple[ScalePlan, DeployResult]:
+          force: bool = False, dry_run: bool = False) -> tuple[ScalePlan, DeployResult | None]:
+    """Re-render with the new counts and PUT; ``(plan, None)`` when nothing would change.
+
+    The plan compares our own renderings of the old and the new spec (Marathon's copy carries its
+    defaults, which would make every task look changed). A finished job (its record says
+    Succeeded or Failed) is not started again unless ``force``."""
     spec, current = deployed_spec(client, job)
     new_spec = apply_scale(spec, changes)
+    old_group = render_group(spec, templates_dir=templates_dir)
     new_group = render_group(new_spec, templates_dir=templates_dir)
-    return plan_scale(current, new_group), _put(client, job, new_group, force=force, dry_run=dry_run)
+    plan = plan_scale(old_group, new_group)
+    ended = {(a.get("labels") or {}).get(STATE_LABEL) for a in task_apps(current).values()} & {L.SUCCEEDED, L.FAILED}
+    if ended and not force:
+        raise UsageError(f"job {job} has ended ({ended.pop()}): scaling it would start every task again",
+                         hint=f"to run it again from its checkpoint: marathon-tf scale {job} … --force")
+    if not ended and not (plan.start or plan.stop or plan.restart):
+        return plan, None
+    if ended:  # everything starts again
+        plan = ScalePlan(start=list(task_apps(new_group)), stop=[t for t in task_apps(old_group)
+                                                                  if t not in task_apps(new_group)],
+                         restart=[], unchanged=[])
+    return plan, _put(client, job, new_group, force=force, dry_run=dry_run)
 
 
 # ----------------------------------------------------------------------------- status
@@ -235,6 +270,10 @@ def job_status(client: Client, job: str, *, probe: bool = True,
             row.update(state=t.get("state"), host=t.get("host"), port=port,
                        address=f"{t.get('host')}:{port}" if port else t.get("host"),
                        health=_health(t), taskId=t.get("id"))
+            started = t.get("startedAt") or t.get("stagedAt")
+            age = _age(started)
+            if age is not None:
+                row.update(startedAt=started, ageSeconds=age)
             status_port = _tf_port(app, t, "status")
             if probe and status_port and t.get("state") == "TASK_RUNNING":
                 probes[name] = f"http://{t.get('host')}:{status_port}/status"
@@ -247,7 +286,7 @@ def job_status(client: Client, job: str, *, probe: bool = True,
                 row["state"] = f"delayed {delay.get('timeLeftSeconds', 0)}s"
             else:
                 row["state"] = "waiting"
-            why = stall_reason(q)
+            why = stall_reason(q, local=client.is_local() if q else False)
             if why and row["state"] != "stopped":
                 row["waitingFor"] = why
         ltf = app.get("lastTaskFailure") or {}
@@ -262,12 +301,21 @@ def job_status(client: Client, job: str, *, probe: bool = True,
                     row = next(r for r in tasks if r["task"] == name)
                     row["phase"] = result.get("phase")
                     row["step"] = result.get("step")
+                    row["restarts"] = result.get("restarts") or 0
+                    if result.get("steps_per_second") is not None:
+                        row["stepsPerSecond"] = result["steps_per_second"]
+                    if result.get("resumed_from") is not None:
+                        row["resumedFrom"] = result["resumed_from"]
     tb = next((r for r in tasks if r["role"] == "tensorboard" and r.get("state") == "TASK_RUNNING"), None)
     labels = {}
     for app in apps.values():
         labels.update({k: v for k, v in (app.get("labels") or {}).items() if k.startswith(LABEL_PREFIX)})
     deployments = [d.get("id") for app in apps.values() for d in app.get("deployments") or []]
     state = labels.get(STATE_LABEL) or _derive_state(tasks, deployments)
+    if state in (L.SUCCEEDED, L.FAILED):
+        for row in tasks:  # stopping a finished job kills its tasks: that is no failure of theirs
+            if str(row.get("lastFailure", "")).startswith("TASK_KILLED"):
+                del row["lastFailure"]
     steps = [r.get("step") for r in tasks if isinstance(r.get("step"), int)]
     out = {
         "job": job,
@@ -289,7 +337,55 @@ def job_status(client: Client, job: str, *, probe: bool = True,
         out["step"] = max(steps)
     if labels.get(REASON_LABEL):
         out["reason"] = labels[REASON_LABEL]
+    resumed = [r["resumedFrom"] for r in tasks if isinstance(r.get("resumedFrom"), int)]
+    if resumed:
+        out["resumedFrom"] = max(resumed)
+    spec = _stored_spec(apps)
+    if spec.get("logdir"):
+        out["logdir"] = spec["logdir"]
+        host = next((v.get("host_path") for v in spec.get("volumes") or []
+                     if v.get("container_path") == spec["logdir"]), None)
+        if host:
+            out["logdirVolume"] = host
+    target = (spec.get("progress") or {}).get("target_step")
+    if target:
+        out["targetStep"] = target
+    if "step" in out:
+        rates = [r["stepsPerSecond"] for r in tasks if r.get("step") == out["step"] and r.get("stepsPerSecond")]
+        rate = max(rates) if rates else None
+        out["progress"] = {"step": out["step"], "targetStep": target, "stepsPerSecond": rate,
+                           "etaSeconds": _round(eta_seconds(out["step"], target, rate))}
     return out
+
+
+def _stored_spec(apps: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """The job file as deployed (the spec label worker-0 carries), or {} if unreadable."""
+    for app in apps.values():
+        raw = (app.get("labels") or {}).get(SPEC_LABEL)
+        if raw:
+            try:
+                spec = json.loads(raw)
+                return spec if isinstance(spec, dict) else {}
+            except ValueError:
+                return {}
+    return {}
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)
+
+
+def _age(timestamp: str | None) -> float | None:
+    """Seconds since a Marathon timestamp (``2026-11-24T06:37:55.582Z``)."""
+    if not timestamp:
+        return None
+    try:
+        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=timezone.utc)
+    return round(max(0.0, (datetime.now(timezone.utc) - then).total_seconds()), 1)
 
 
 _REASONS = {
@@ -300,8 +396,11 @@ _REASONS = {
 }
 
 
-def stall_reason(queue_entry: dict[str, Any]) -> str | None:
-    """Why Marathon cannot place a task, from ``/v2/queue``'s offer summary (1.3+)."""
+def stall_reason(queue_entry: dict[str, Any], *, local: bool = False) -> str | None:
+    """Why Marathon cannot place a task, from ``/v2/queue``'s offer summary (1.3+). The local
+    runner has no offers: it launches queued tasks itself."""
+    if local:
+        return f"launch by the local runner (queued since {queue_entry['since']})" if queue_entry.get("since") else None
     summary = (queue_entry or {}).get("processedOffersSummary") or {}
     rejected = [r for r in summary.get("rejectSummaryLastOffers") or [] if r.get("declined")]
     if rejected:

@@ -15,7 +15,6 @@ Printing goes through the ``sink`` callbacks the CLI passes in.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -35,8 +34,10 @@ LOCAL_DNS_REFRESH = 0.25
 
 
 def default_state_dir(job: str) -> Path:
-    base = Path(os.environ.get("MARATHON_TF_STATE_DIR") or Path.cwd() / ".marathon-tf" / "local")
-    return base / f"{job.replace('/', '-')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    """``<state home>/<job>-<time>`` (see :func:`marathon_tf.config.state_home`): one per run."""
+    from .config import state_home
+
+    return state_home() / f"{job.replace('/', '-')}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 class SandboxTailer:

@@ -5,15 +5,22 @@
 * Auth: HTTP basic (``user``/``password``) or a DC/OS token
   (``Authorization: token=<t>``). Credentials never appear in messages.
 * TLS is verified by default (``verify`` may be a CA bundle path, or False).
-* Every request has a timeout. Connection errors, 502/503/504 and 409
-  "locked by a deployment" are retried with jittered exponential backoff within
-  a bounded budget (tenacity); 400/401/403/404/422 never are.
+* Every request has a timeout. 502/503/504, dropped connections and 409 "locked
+  by a deployment" are retried with jittered exponential backoff within a
+  bounded budget (tenacity). A Marathon that cannot be connected to at all
+  (refused, unknown host, connect timeout) is retried only when there is another
+  URL to fail over to, or when the policy says so (``connection_errors``: the
+  bootstrap, which must outlive a Marathon restart): for the CLI a single
+  unreachable Marathon fails at once. 400/401/403/404/422 are never retried.
+* A server that does not answer like Marathon (an answer that is not Marathon's
+  JSON, and ``/v2/info`` without a ``version``) is named as such.
 * Everything returned is a plain dict/list as Marathon sent it; callers read
   the fields they need with ``.get()``.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from dataclasses import dataclass, field
@@ -26,9 +33,13 @@ import tenacity
 from .errors import (MarathonAuthError, MarathonConflict, MarathonError, MarathonInvalid,
                      MarathonNotFound, MarathonUnavailable)
 
-__all__ = ["Client", "RetryPolicy", "redact_url", "DEFAULT_TIMEOUT"]
+__all__ = ["Client", "RetryPolicy", "redact_url", "DEFAULT_TIMEOUT", "CLI_TIMEOUT"]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds
+#: The CLI's: an unreachable Marathon is reported within 3 s.
+CLI_TIMEOUT = (2.5, 30.0)
 _RETRY_STATUS = {502, 503, 504}
 _USER_AGENT = "marathon-tf"
 
@@ -54,6 +65,8 @@ class RetryPolicy:
     initial: float = 0.5
     max_wait: float = 10.0
     jitter: float = 1.0
+    #: Retry "cannot connect" also with a single URL (with several, they fail over).
+    connection_errors: bool = True
 
 
 class _Retryable(Exception):
@@ -94,6 +107,7 @@ class Client:
         if not self.urls:
             raise MarathonError("no Marathon URL given", hint="pass --marathon URL or set MARATHON_URL")
         self._current = 0
+        self._marathon_ok: set[str] = set()
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
@@ -121,6 +135,29 @@ class Client:
             text = text.replace(s, "***")
         return text
 
+    def _retry_unreachable(self) -> bool:
+        return self.retry.connection_errors or len(self.urls) > 1
+
+    def _require_marathon(self, base: str, status: int, body: Any) -> None:
+        """Raise when ``base`` is not Marathon: its answer was not Marathon's JSON and ``/v2/info``
+        has no ``version`` (checked once per URL)."""
+        if base in self._marathon_ok:
+            return
+        try:
+            r = self.session.get(base + "/v2/info", timeout=self.timeout, verify=self.verify)
+            info = r.json() if r.status_code == 200 else None
+        except (requests.RequestException, ValueError):
+            r, info = None, None
+        if isinstance(info, dict) and info.get("version"):
+            self._marathon_ok.add(base)
+            return
+        what = f"HTTP {r.status_code}" + (f" {r.headers.get('Content-Type', '')}".rstrip() if r is not None else "") \
+            if r is not None else "no answer"
+        raise MarathonError(
+            f"{redact_url(base)} does not answer like Marathon (GET /v2/info: {what}; the request got "
+            f"HTTP {status}{': ' + _message(body)[:80] if _message(body) else ''})",
+            hint="check --marathon / MARATHON_URL: Marathon's API answers /v2/info and /ping (usually port 8080)")
+
     def _failover(self) -> None:
         if len(self.urls) > 1:
             self._current = (self._current + 1) % len(self.urls)
@@ -128,6 +165,7 @@ class Client:
     def _once(self, method: str, path: str, params: Any, json_body: Any, stream: bool) -> _Response:
         base = self.urls[self._current]
         shown = f"{method} {redact_url(base)}{path}"
+        log.debug("%s", shown)
         try:
             # verify is passed on every request: requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE
             # override the session's setting, which would silently drop --ca-bundle/--insecure.
@@ -142,14 +180,21 @@ class Client:
             # A request whose bytes may have reached Marathon (read timeout, reset) is ambiguous.
             ambiguous = method != "GET" and not isinstance(e, requests.exceptions.ConnectTimeout)
             kind = "timed out" if isinstance(e, requests.exceptions.Timeout) else "connection failed"
-            raise _Retryable(MarathonUnavailable(
-                f"{shown}: {kind}: {self._scrub(_short(e))}",
-                hint="is Marathon running at that address? (--marathon URL / MARATHON_URL)"),
-                ambiguous=ambiguous) from None
+            error = MarathonUnavailable(f"{shown}: {kind}: {self._scrub(_short(e))}",
+                                        hint="is Marathon running at that address? (--marathon URL / MARATHON_URL)")
+            if _unreachable(e) and not self._retry_unreachable():
+                raise error from None  # nothing listens there: trying again does not help
+            raise _Retryable(error, ambiguous=ambiguous) from None
         if stream and r.status_code == 200:
             return _Response(r.status_code, r, dict(r.headers))
         body = _body(r)
         status = r.status_code
+        log.debug("%s -> %s (%.0f ms, %d bytes)", shown, status, r.elapsed.total_seconds() * 1000, len(r.content))
+        if (path != "/ping" and status not in _RETRY_STATUS and not isinstance(body, (dict, list))
+                and (body is not None or status >= 400)):
+            self._require_marathon(base, status, body)
+        elif status == 404 and not (isinstance(body, dict) and "message" in body):
+            self._require_marathon(base, status, body)
         if status < 400:
             return _Response(status, body, dict(r.headers))
         message = _message(body) or r.reason or ""
@@ -204,6 +249,7 @@ class Client:
                                 and isinstance(r.error, MarathonConflict)):
                             return on_ambiguous_conflict(r.error)
                         ambiguous = ambiguous or r.ambiguous
+                        log.debug("try %d failed, will retry if the budget allows: %s", attempts, r.error.message)
                         raise
         except _Retryable as r:
             err = r.error
@@ -219,6 +265,17 @@ class Client:
 
     def info(self) -> dict[str, Any]:
         return self.request("GET", "/v2/info").body
+
+    def is_local(self) -> bool:
+        """Whether this is marathon-tf's own single-machine runner (``/v2/info`` ``buildref: local``);
+        asked once per client."""
+        if not hasattr(self, "_local"):
+            try:
+                info = self.info()
+                self._local = isinstance(info, dict) and info.get("buildref") == "local"
+            except MarathonError:
+                return False
+        return self._local
 
     def get_group(self, group_id: str, *, embed: Iterable[str] = ("group.groups", "group.apps")) -> dict[str, Any]:
         """A group with the given embeds (pass them all: any embed drops Marathon's defaults)."""
@@ -347,6 +404,17 @@ def _message(body: Any) -> str:
         text = m.group(1) if m else re.sub(r"<[^>]+>", " ", body)
         return " ".join(text.split())[:200]
     return ""
+
+
+def _unreachable(e: Exception) -> bool:
+    """No connection could be made (refused, no route, unknown host, connect timeout); a reset or
+    a read timeout means something answered, and may answer next time."""
+    if isinstance(e, requests.exceptions.ConnectTimeout):
+        return True
+    reason = getattr(e.args[0], "reason", None) if e.args else None
+    import urllib3
+
+    return isinstance(reason, urllib3.exceptions.NewConnectionError)
 
 
 def _short(e: Exception) -> str:

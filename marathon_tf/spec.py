@@ -93,6 +93,8 @@ class Fetch:
     executable: bool = False
     cache: bool = False
     dest_path: str | None = None
+    #: Given as a path of the job file's machine (``train.py``, ``/home/me/x``), not as a URI.
+    client_path: bool = False
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,8 @@ class JobSpec:
     network_name: str | None = None
     bootstrap: str = "marathon-tf bootstrap"
     source: str = "job.json"
+    #: ``progress.target_step``: the step at which training is done (for status' ETA), if known.
+    target_step: int | None = None
 
     # -- queries ---------------------------------------------------------------
     def role(self, name: str) -> Role:
@@ -183,6 +187,8 @@ class JobSpec:
         }
         if self.image:
             out["image"] = self.image
+        if self.target_step is not None:
+            out["progress"] = {"target_step": self.target_step}
         if self.command is not None:
             out["command"] = list(self.command) if isinstance(self.command, tuple) else self.command
         for r in naming.ROLES:
@@ -404,8 +410,8 @@ class _VolumeSchema(_Base):
     @validates_schema
     def _paths(self, data, **kwargs):
         errors = {}
-        if not data.get("host_path", "/").startswith("/"):
-            errors["host_path"] = ["must be an absolute path"]
+        if ".." in data.get("host_path", "/").split("/"):
+            errors["host_path"] = ["must not contain '..' (an absolute path, or one relative to the run's state)"]
         if ".." in data.get("container_path", "x").split("/"):
             errors["container_path"] = ["must not contain '..'"]
         if errors:
@@ -464,6 +470,10 @@ class _RestartSchema(_Base):
     first_step_timeout_seconds = _StrictNumber(validate=validate.Range(min=1, error="must be >= {min}"))
 
 
+class _ProgressSchema(_Base):
+    target_step = _StrictInt(validate=validate.Range(min=1, error="must be >= {min}"))
+
+
 class _NetworkSchema(_Base):
     mode = fields.String(load_default="host", validate=validate.OneOf(["host", "container"], error="must be one of {choices}"))
     name = _Str(validate=validate.Regexp(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", error="must be a network name"))
@@ -488,6 +498,7 @@ class _JobSchema(_Base):
     restart = fields.Nested(_RestartSchema)
     network = fields.Nested(_NetworkSchema)
     bootstrap = _Str()
+    progress = fields.Nested(_ProgressSchema)
 
     @pre_load
     def _object(self, data, **kwargs):
@@ -598,6 +609,7 @@ class _JobSchema(_Base):
             network=net.get("mode", "host"),
             network_name=net.get("name"),
             bootstrap=data.get("bootstrap", "marathon-tf bootstrap"),
+            target_step=(data.get("progress") or {}).get("target_step"),
         )
 
 
@@ -676,7 +688,7 @@ def _resolve_fetch(spec: JobSpec, base_dir: Path | None) -> tuple[JobSpec, list[
             path = (base_dir / path).resolve()
         if not path.exists():
             problems.append((f"fetch[{i}].uri", f"no such file: {path}"))
-        out.append(replace(f, uri=path.as_uri()))
+        out.append(replace(f, uri=path.as_uri(), client_path=True))
     return replace(spec, fetch=tuple(out)), problems
 
 
@@ -813,5 +825,7 @@ def json_schema() -> dict[str, Any]:
             "network": {"type": "object", "additionalProperties": False, "properties": {
                 "mode": {"enum": ["host", "container"]}, "name": string}},
             "bootstrap": {**string, "default": "marathon-tf bootstrap"},
+            "progress": {"type": "object", "additionalProperties": False, "properties": {
+                "target_step": {"type": "integer", "minimum": 1}}},
         },
     }

@@ -27,6 +27,7 @@ class TaskStatus:
             "job": job, "task": task, "role": role, "index": index, "phase": "discovering",
             "cluster": {}, "tf_config": None, "peers": {}, "missing": {}, "step": None,
             "exit_code": None, "restarts": 0, "last_error": None, "warnings": [],
+            "resumed_from": None, "steps_per_second": None,
         }
         self._healthy = True
 

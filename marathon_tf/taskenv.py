@@ -33,6 +33,12 @@ Variables (all strings, as Marathon requires):
 ``MTF_LOGDIR``             the job's log / checkpoint directory as the task sees it (may be empty)
 ``MTF_PROGRESS_TIMEOUT``   ``SECONDS[/FIRST_STEP_SECONDS]``: the progress watchdog (unset: off)
 =========================  ==============================================================
+
+A runner that is its own Marathon + Mesos-DNS (``marathon-tf local serve`` / ``deploy --local``)
+adds ``MTF_RUNNER_MESOS_DNS``, ``MTF_RUNNER_MESOS_DNS_HTTP`` and ``MTF_RUNNER_MARATHON_URL`` to
+every task's environment; they win over ``MESOS_DNS``, ``MTF_MESOS_DNS_HTTP`` and
+``MTF_MARATHON_URL``, so the same rendered app runs on a cluster and on one machine. (A job
+file cannot set ``MTF_*`` variables, so only the runner can.)
 """
 
 from __future__ import annotations
@@ -166,11 +172,11 @@ class TaskContext:
             index=index,
             cluster=cluster,
             discovery=environ.get("MTF_DISCOVERY") or _DEFAULTS["discovery"],
-            mesos_dns=environ.get("MESOS_DNS", ""),
-            mesos_dns_http=environ.get("MTF_MESOS_DNS_HTTP", ""),
+            mesos_dns=environ.get("MTF_RUNNER_MESOS_DNS") or environ.get("MESOS_DNS", ""),
+            mesos_dns_http=environ.get("MTF_RUNNER_MESOS_DNS_HTTP") or environ.get("MTF_MESOS_DNS_HTTP", ""),
             dns_domain=environ.get("MTF_DNS_DOMAIN") or _DEFAULTS["dns_domain"],
             dns_framework=environ.get("MTF_DNS_FRAMEWORK") or _DEFAULTS["dns_framework"],
-            marathon_url=environ.get("MTF_MARATHON_URL", ""),
+            marathon_url=environ.get("MTF_RUNNER_MARATHON_URL") or environ.get("MTF_MARATHON_URL", ""),
             spec_style=environ.get("MTF_SPEC_STYLE") or _DEFAULTS["spec_style"],
             port_name=environ.get("MTF_PORT_NAME") or _DEFAULTS["port_name"],
             status_port_name=environ.get("MTF_STATUS_PORT_NAME") or _DEFAULTS["status_port_name"],

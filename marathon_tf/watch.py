@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import sseclient
 
-from .errors import JobFailed, MarathonError, Timeout
+from .errors import JobFailed, MarathonError, MarathonUnavailable, Timeout
 from .marathon import Client
 from .jobs import job_status
 
@@ -104,9 +104,16 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
     """Wait until the deployment has left ``/v2/deployments`` (every task running and
     healthy). Raises :class:`Timeout` (exit 3) when ``timeout`` passes first."""
     deadline = None if timeout is None else clock() + timeout
+    outage = _Outage(clock)
     while True:
-        active = {d.get("id"): d for d in client.deployments()}
-        status = job_status(client, job, probe=False)
+        try:
+            active = {d.get("id"): d for d in client.deployments()}
+            status = job_status(client, job, probe=False)
+        except MarathonUnavailable as e:
+            outage.tolerate(e)
+            _sleep(poll)
+            continue
+        outage.clear()
         status["deployment"] = active.get(deployment_id)
         on_progress(status)
         if deployment_id is None or deployment_id not in active:
@@ -118,6 +125,11 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
         events = stream.wait(left) if stream is not None and stream.available else _sleep(left)
         for ev in events:
             if ev.get("eventType") == "deployment_failed" and ev.get("id") == deployment_id:
+                # The job's own end (its record, written with ?force=true) overrides the deployment:
+                # that is the job's outcome, not a failed deployment.
+                ended = job_status(client, job, probe=False)
+                if ended.get("state") in FINAL_STATES:
+                    return ended
                 reason = ev.get("reason") or "cancelled or overridden by another deployment"
                 raise JobFailed(f"deployment {deployment_id} of {job} failed: {reason}")
 
@@ -128,8 +140,15 @@ def wait_job(client: Client, job: str, *, timeout: float | None,
              stream: EventStream | None = None) -> dict[str, Any]:
     """Follow a job until its record says Succeeded or Failed; returns the final status."""
     deadline = None if timeout is None else clock() + timeout
+    outage = _Outage(clock)
     while True:
-        status = job_status(client, job)
+        try:
+            status = job_status(client, job)
+        except MarathonUnavailable as e:
+            outage.tolerate(e)
+            _sleep(poll)
+            continue
+        outage.clear()
         on_progress(status)
         if status.get("state") in FINAL_STATES:
             return status
@@ -141,6 +160,23 @@ def wait_job(client: Client, job: str, *, timeout: float | None,
             stream.wait(left)
         else:
             _sleep(left)
+
+
+class _Outage:
+    """While following a job, Marathon may be away for a while (a restart, a leader election):
+    keep polling for ``grace`` seconds before giving up with the last error."""
+
+    def __init__(self, clock: Callable[[], float], grace: float = 60.0):
+        self.clock, self.grace, self.since = clock, grace, None
+
+    def tolerate(self, error: MarathonUnavailable) -> None:
+        now = self.clock()
+        self.since = now if self.since is None else self.since
+        if now - self.since >= self.grace:
+            raise error
+
+    def clear(self) -> None:
+        self.since = None
 
 
 def _unbuffered(response):

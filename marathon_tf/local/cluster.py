@@ -26,7 +26,26 @@ from .mesos_dns import MesosDns
 from .security import Credentials, Security
 from .server import Runtime, create_app
 
-__all__ = ["LocalCluster", "serve"]
+__all__ = ["LocalCluster", "PortInUse", "serve"]
+
+
+class PortInUse(OSError):
+    """One of the runner's ports is taken; ``what`` names it (``Marathon API``, ``Mesos-DNS DNS``…)."""
+
+    def __init__(self, what: str, host: str, port: int) -> None:
+        super().__init__(f"{what} port {host}:{port} is already in use")
+        self.what, self.host, self.port = what, host, port
+
+
+async def _listen(what: str, host: str, port: int, start: Any) -> None:
+    import errno
+
+    try:
+        await start
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise PortInUse(what, host, port) from None
+        raise
 
 
 class LocalCluster:
@@ -90,19 +109,24 @@ class LocalCluster:
                                 shutdown_timeout=2.0)
         await runner.setup()
         self._runners.append(runner)
-        await web.TCPSite(runner, self.host, marathon_port).start()
+        await _listen("Marathon API", self.host, marathon_port, web.TCPSite(runner, self.host, marathon_port).start())
         port = runner.addresses[0][1]
         self.marathon_url = self._rt.url = f"http://{self.host}:{port}"
         self._dns = MesosDns(self._rt.state, host=self.host, **self._dns_options)
-        await self._dns.start_dns(dns_port)
+        await _listen("Mesos-DNS", self.host, dns_port, self._dns.start_dns(dns_port))
         http = web.AppRunner(self._dns.http_app(), access_log=None)
         await http.setup()
         self._runners.append(http)
-        await web.TCPSite(http, self.host, dns_http_port).start()
+        await _listen("Mesos-DNS HTTP API", self.host, dns_http_port,
+                      web.TCPSite(http, self.host, dns_http_port).start())
         self._dns.http_port = http.addresses[0][1]
         self._background.append(asyncio.ensure_future(self._dns.refresher()))
         self.mesos_dns = f"{self.host}:{self._dns.dns_port}"
         self.mesos_dns_http = f"http://{self.host}:{self._dns.http_port}"
+        # Tasks find this runner, not the cluster addresses the app was rendered with.
+        self._rt.launcher.runner_env = {"MTF_RUNNER_MESOS_DNS": self.mesos_dns,
+                                        "MTF_RUNNER_MESOS_DNS_HTTP": self.mesos_dns_http,
+                                        "MTF_RUNNER_MARATHON_URL": self.marathon_url}
 
     async def _shutdown(self) -> None:
         if self._rt is not None:

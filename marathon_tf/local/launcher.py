@@ -195,6 +195,9 @@ class Launcher:
         self.live_groups: set[int] = set()
         self.token = reaper.new_token()
         self.guardian = reaper.Guardian(self.token)
+        #: Variables every task gets on top of its app's environment: the runner's own addresses
+        #: (``MTF_RUNNER_*``, which the bootstrap prefers over the rendered cluster defaults).
+        self.runner_env: dict[str, str] = {}
 
     def sandbox(self, task_id: str) -> Path:
         return self.state_dir / "sandboxes" / task_id
@@ -210,7 +213,7 @@ class Launcher:
         for item in fetches:
             self._fetch(item, box)
         for volume in (app.get("container") or {}).get("volumes") or []:
-            self._volume(volume, box)
+            self._volume(volume, box, app.get("id", ""))
         return box
 
     def _fetch(self, item: dict, box: Path) -> None:
@@ -242,7 +245,7 @@ class Launcher:
         if item.get("executable"):
             dest.chmod(dest.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
-    def _volume(self, volume: dict, box: Path) -> None:
+    def _volume(self, volume: dict, box: Path, app_id: str = "") -> None:
         host_path, container_path = volume.get("hostPath"), volume.get("containerPath", "")
         if not host_path:
             return
@@ -251,13 +254,23 @@ class Launcher:
                 err.write(f"WARNING: local mode cannot mount {host_path} at the absolute path "
                           f"{container_path}; use a relative containerPath (inside the sandbox)\n")
             return
-        problem = volume_problem(host_path)
+        host_path = self.host_volume(app_id, host_path)
+        problem = volume_problem(str(host_path))
         if problem:
             raise FetchError(f"volume {container_path}: {problem}")
         link = box / container_path
         link.parent.mkdir(parents=True, exist_ok=True)
         if not link.exists() and not link.is_symlink():
             link.symlink_to(host_path)
+
+    def host_volume(self, app_id: str, host_path: str) -> Path:
+        """A volume's host directory: an absolute ``hostPath`` as it is; a relative one inside the
+        runner's state, per job (``<state>/volumes/<group>/<hostPath>``), so that every task of the
+        job shares it and every run (state dir) has its own."""
+        if host_path.startswith("/"):
+            return Path(host_path)
+        group = app_id.strip("/").rpartition("/")[0]  # /ml/mnist/worker-1 → ml/mnist
+        return self.state_dir / "volumes" / group / host_path
 
     # -- processes ----------------------------------------------------------------------
     async def spawn(self, app: dict, env: dict[str, str], box: Path) -> asyncio.subprocess.Process:
@@ -266,7 +279,7 @@ class Launcher:
         if not argv:
             raise FetchError("local mode runs commands on the host: the app needs 'cmd' or 'args'")
         self.guardian.start()
-        env = {**env, reaper.TOKEN_VAR: self.token}
+        env = {**env, **self.runner_env, reaper.TOKEN_VAR: self.token}
         with open(box / "stdout", "ab") as out, open(box / "stderr", "ab") as err:
             try:
                 proc = await asyncio.create_subprocess_exec(

@@ -89,7 +89,6 @@ def test_no_marathon_url_is_a_usage_error(monkeypatch, tmp_path, write_job):
 
 
 def test_unreachable_marathon_is_exit_1_with_a_hint(write_job, monkeypatch):
-    monkeypatch.setattr("marathon_tf.marathon.RetryPolicy.__init__.__defaults__", (2, 5.0, 0.01, 0.02, 0.01))
     r = CliRunner().invoke(cli, ["deploy", str(write_job(minimal())), "--marathon", "http://127.0.0.1:9", "--detach"])
     assert r.exit_code == 1
     assert "connection failed" in r.stderr and "hint:" in r.stderr

@@ -33,10 +33,49 @@ def test_logs_reads_the_local_sandboxes(cluster):
         client, "j", None, ("stdout",), tail=1000, follow_=False, agent_port=5051, agent_url=None) if "out-2" in x))
     r = CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url])
     assert r.exit_code == 0, r.output
-    assert r.stdout.splitlines() == ["[worker-0] out-1", "[worker-0] out-2"]
-    assert r.stderr.splitlines() == ["[worker-0] err-1"]
+    # all log text on stdout (so `logs … | grep` sees stderr too), stdout's lines first
+    assert r.stdout.splitlines() == ["[worker-0] out-1", "[worker-0] out-2", "[worker-0] err-1"]
+    assert r.stderr == ""
     r = CliRunner().invoke(cli, ["logs", "j", "worker-9", "--marathon", cluster.marathon_url])
     assert r.exit_code == 2 and "worker-9" in r.stderr
+
+
+def test_logs_of_finished_and_restarted_tasks_tail_in_lines_and_follow_ends_with_the_job(cluster):
+    client = Client(cluster.marathon_url)
+    # every instance prints its run number, then exits 1: Marathon relaunches it
+    cmd = "n=$(ls ../ | wc -l); for i in 1 2 3 4 5; do echo run-$n line-$i; done; echo oops >&2; exit 1"
+    client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 1, "labels": LABELS, "cmd": cmd,
+                                            "backoffSeconds": 0.2, "backoffFactor": 1.0}]})
+    boxes = lambda: sorted((cluster.state_dir / "sandboxes").glob("*"), key=lambda p: p.stat().st_mtime)
+    assert wait_for(lambda: len(boxes()) >= 2 and "line-5" in (boxes()[1] / "stdout").read_text())
+    # the job ends: its record label, instances 0 (what the deciding task's bootstrap writes)
+    client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 0, "cmd": cmd,
+                                            "labels": {**LABELS, "marathon-tf/state": "Succeeded"}}]}, force=True)
+    assert wait_for(lambda: not any(a.get("tasks") for a in client.list_apps(embed=("apps.tasks",))))
+    last, before = boxes()[-1], boxes()[-2]
+    run = lambda *a: CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url, *a])
+    r = run("--tail", "2", "--stream", "stdout")
+    assert r.exit_code == 0, r.output
+    tag = (last / "stdout").read_text().split()[0]
+    assert r.stdout.splitlines() == [f"[worker-0] {tag} line-4", f"[worker-0] {tag} line-5"]
+    r = run("--previous", "--tail", "1")
+    assert r.exit_code == 0, r.output
+    prev = (before / "stdout").read_text().split()[0]
+    assert prev != tag
+    assert r.stdout.splitlines() == [f"[worker-0] {prev} line-5", "[worker-0] oops"]
+    r = run("-f", "--tail", "0")  # the job has ended: -f returns at once, exit 0
+    assert r.exit_code == 0, r.output
+
+
+def test_logs_errors_are_reported_not_swallowed(cluster):
+    client = Client(cluster.marathon_url)
+    client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 1, "labels": LABELS,
+                                            "cmd": "echo hi; sleep 60"}]})
+    assert wait_for(lambda: any(a.get("tasks") for a in client.list_apps(embed=("apps.tasks",))))
+    r = CliRunner().invoke(cli, ["logs", "j", "--marathon", cluster.marathon_url, "--agent-url", "http://127.0.0.1:1"])
+    assert r.exit_code == 1, r.output
+    assert r.stdout == ""
+    assert "http://127.0.0.1:1" in r.stderr and "agent" in r.stderr
 
 
 def test_the_agent_file_api_refuses_paths_outside_the_sandboxes(cluster):
@@ -109,3 +148,83 @@ def test_status_derives_running_and_counts(cluster):
     assert wait_for(lambda: jobs.job_status(client, "j")["state"] == "Running")
     st = jobs.job_status(client, "j")
     assert st["counts"]["worker"]["running"] == 1
+
+
+class _Stream:
+    available = True
+
+    def __init__(self, events):
+        self._events = list(events)
+
+    def wait(self, seconds):
+        out, self._events = self._events, []
+        return out
+
+
+class _Deployments:
+    def __init__(self, ids):
+        self.ids = ids
+
+    def deployments(self):
+        return [{"id": i} for i in self.ids]
+
+
+def test_the_jobs_end_overriding_its_deployment_is_the_jobs_outcome_not_a_failed_deployment(monkeypatch):
+    from marathon_tf import watch
+    from marathon_tf.errors import JobFailed
+
+    states = iter([{"state": "Deploying"}, {"state": "Failed", "reason": "worker-1 exited 3 (permanent)"}])
+    monkeypatch.setattr(watch, "job_status", lambda client, job, probe=True: next(states))
+    event = {"eventType": "deployment_failed", "id": "d1",
+             "reason": "Deployment was forcefully overridden by another deployment"}
+    final = watch.wait_deployment(_Deployments(["d1"]), "d1", "j", timeout=None, stream=_Stream([event]))
+    assert final["state"] == "Failed" and final["reason"] == "worker-1 exited 3 (permanent)"
+    # a deployment that failed while the job has no end: the deployment's own words
+    states = iter([{"state": "Deploying"}, {"state": "Deploying"}])
+    with pytest.raises(JobFailed) as e:
+        watch.wait_deployment(_Deployments(["d1"]), "d1", "j", timeout=None, stream=_Stream([event]))
+    assert "deployment d1 of j failed: Deployment was forcefully overridden" in e.value.message
+
+
+def test_following_survives_a_short_marathon_outage(monkeypatch):
+    from marathon_tf import watch
+    from marathon_tf.errors import MarathonUnavailable
+
+    now = [0.0]
+    answers = iter([MarathonUnavailable("down"), MarathonUnavailable("down"), {"state": "Succeeded"}])
+
+    def status(client, job, probe=True):
+        a = next(answers)
+        if isinstance(a, Exception):
+            raise a
+        return a
+
+    monkeypatch.setattr(watch, "job_status", status)
+    monkeypatch.setattr(watch, "_sleep", lambda s: now.__setitem__(0, now[0] + 10) or [])
+    assert watch.wait_job(None, "j", timeout=None, clock=lambda: now[0])["state"] == "Succeeded"
+    answers = iter([MarathonUnavailable("down")] * 20)
+    with pytest.raises(MarathonUnavailable):
+        watch.wait_job(None, "j", timeout=None, clock=lambda: now[0])
+
+
+@pytest.mark.parametrize("state,code", [("Succeeded", 0), ("Failed", 1)])
+def test_status_watch_exits_with_the_jobs_outcome_and_says_why(monkeypatch, state, code):
+    from marathon_tf import jobs, watch
+
+    final = {"job": "j", "groupId": "/j", "state": state, "tasks": [], "counts": {}, "reason": "the reason"}
+    monkeypatch.setattr(jobs, "job_status", lambda *a, **k: final)
+    monkeypatch.setattr(watch, "job_status", lambda *a, **k: final)
+    monkeypatch.setattr(watch, "EventStream", lambda client: _Ctx())
+    r = CliRunner().invoke(cli, ["status", "j", "--watch", "--marathon", "http://127.0.0.1:1"])
+    assert r.exit_code == code, r.output
+    assert f"job j: {state} (the reason)" in r.stderr
+
+
+class _Ctx:
+    available = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        pass

@@ -218,3 +218,72 @@ def test_lost_answer_then_lock_adopts_our_own_deployment(httpserver):
     body = client(httpserver).put_group(GROUP)
     assert body["deploymentId"] == DEPLOYMENT and body.get("adopted")
     assert calls["n"] == 2
+
+
+def test_a_single_unreachable_marathon_is_not_retried_when_the_policy_says_so(monkeypatch):
+    tries = []
+    real = requests.Session.request
+
+    def record(self, method, url, **kw):
+        tries.append(url)
+        return real(self, method, url, **kw)
+
+    monkeypatch.setattr(requests.Session, "request", record)
+    c = Client("http://127.0.0.1:1", retry=RetryPolicy(connection_errors=False))
+    with pytest.raises(MarathonUnavailable) as e:
+        c.info()
+    assert len(tries) == 1
+    assert "http://127.0.0.1:1/v2/info" in e.value.message and "Connection refused" in e.value.message
+    # a failover list still moves on to the next URL
+    tries.clear()
+    c = Client(["http://127.0.0.1:1", "http://127.0.0.1:2"],
+               retry=RetryPolicy(connection_errors=False, attempts=2, initial=0.001, max_wait=0.01, jitter=0))
+    with pytest.raises(MarathonUnavailable):
+        c.info()
+    assert tries == ["http://127.0.0.1:1/v2/info", "http://127.0.0.1:2/v2/info"]
+
+
+def test_the_cli_fails_fast_naming_the_url(monkeypatch):
+    from click.testing import CliRunner
+
+    from marathon_tf.cli import cli
+
+    sent = []
+    real = requests.Session.request
+
+    def record(self, method, url, **kw):
+        sent.append(kw.get("timeout"))
+        return real(self, method, url, **kw)
+
+    monkeypatch.setattr(requests.Session, "request", record)
+    r = CliRunner().invoke(cli, ["status", "--marathon", "http://127.0.0.1:1"])
+    assert r.exit_code == 1
+    assert "http://127.0.0.1:1" in r.stderr and "gave up" not in r.stderr
+    assert len(sent) == 1 and sent[0][0] <= 3  # one try, connect timeout within 3 s
+
+
+@pytest.mark.parametrize("answer", [
+    Response("<html><body>Not Found</body></html>", status=404, content_type="text/html"),
+    Response("Error response\nError code: 501", status=501, content_type="text/plain"),
+    Response("<html>a web page</html>", status=200, content_type="text/html"),
+])
+def test_a_server_that_is_not_marathon_is_named_as_such(httpserver, answer):
+    from marathon_tf.errors import MarathonError
+
+    httpserver.expect_request("/v2/groups/mnist").respond_with_response(answer)
+    httpserver.expect_request("/v2/info").respond_with_response(answer)
+    with pytest.raises(MarathonError) as e:
+        client(httpserver).get_group("mnist")
+    assert not isinstance(e.value, MarathonNotFound)
+    assert "does not answer like Marathon" in e.value.message
+    assert httpserver.url_for("").rstrip("/") in e.value.message and "/v2/info" in e.value.message
+
+
+def test_marathons_own_404_is_still_not_found_and_checked_once(httpserver):
+    httpserver.expect_request("/v2/groups/nope").respond_with_data("", status=404)
+    httpserver.expect_request("/v2/info").respond_with_json({"name": "marathon", "version": "1.8.222"})
+    c = client(httpserver)
+    for _ in range(2):
+        with pytest.raises(MarathonNotFound):
+            c.get_group("nope")
+    assert count(httpserver, "GET", "/v2/info") == 1

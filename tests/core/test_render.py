@@ -19,7 +19,7 @@ from marathon_tf.taskenv import TaskContext
 from core_helpers import minimal
 
 ROOT = Path(__file__).resolve().parents[2]
-SCHEMAS = ROOT.parent / "shared" / "marathon-api" / "schema"
+SCHEMAS = ROOT / "tests" / "data" / "marathon-schema"  # Marathon's own, see its SOURCE.md
 GOLDEN = Path(__file__).parent / "golden"
 EXAMPLE_JOBS = sorted(ROOT.glob("examples/*/job*.json"))
 
@@ -37,7 +37,7 @@ def schema_errors(group, version="1.7"):
     return [f"{'/'.join(map(str, e.path))}: {e.message[:200]}" for e in marathon_validator(version).iter_errors(group)]
 
 
-needs_schemas = pytest.mark.skipif(not SCHEMAS.is_dir(), reason="shared/marathon-api is not beside the checkout")
+needs_schemas = pytest.mark.skipif(not SCHEMAS.is_dir(), reason="tests/data/marathon-schema is missing")
 
 
 @needs_schemas

@@ -95,6 +95,7 @@ def test_ten_second_stall_is_waited_out_not_retried(cluster, tmp_path, fast_retr
 def short_read_timeout(monkeypatch):
     """Clients built by the CLI time out reading after 1 s (the default is 30 s)."""
     monkeypatch.setitem(marathon.Client.__init__.__kwdefaults__, "timeout", (5.0, 1.0))
+    monkeypatch.setattr(marathon, "CLI_TIMEOUT", (2.5, 1.0))
 
 
 def test_read_timeout_on_put_is_retried_to_one_deployment(cluster, tmp_path, fast_retries, short_read_timeout):

@@ -1,0 +1,103 @@
+"""The README's `local serve` workflow with every example, unchanged: `local serve`, then
+`deploy --detach`, `status`, `logs` as separate commands, to Succeeded (real TensorFlow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from e2e_helpers import MARATHON_TF, ROOT, wait_no_processes
+
+pytestmark = [pytest.mark.tf, pytest.mark.timeout(420)]
+
+EXAMPLES = {"linear-regression-tf1": "linear-regression", "mnist-ps-strategy": "mnist-ps-strategy",
+            "keras-multiworker": "keras-multiworker"}
+
+
+class Serve:
+    """`marathon-tf local serve` on free ports, its state in tmp_path; stopped with SIGINT."""
+
+    def __init__(self, tmp_path: Path):
+        self.tmp_path = tmp_path
+        # the default state dir (no --state-dir): $XDG_STATE_HOME/marathon-tf/serve
+        self.env = {k: v for k, v in os.environ.items() if k not in ("MARATHON_URL", "MARATHON_TF_STATE_DIR")}
+        self.env["XDG_STATE_HOME"] = str(tmp_path / "xdg")
+        self.proc = subprocess.Popen([MARATHON_TF, "local", "serve", "--port", "0", "--dns-port", "0",
+                                      "--dns-http-port", "0"], stderr=subprocess.PIPE, text=True, env=self.env,
+                                     cwd="/", start_new_session=True)
+        first = self.proc.stderr.readline()
+        assert first.startswith("Marathon API  http://127.0.0.1:"), first + self.proc.stderr.read()
+        self.url = first.split()[2]
+        self.env["MARATHON_URL"] = self.url
+        self.state = tmp_path / "xdg" / "marathon-tf" / "serve"
+
+    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run([MARATHON_TF, *args], capture_output=True, text=True, env=self.env, cwd=self.tmp_path,
+                              timeout=timeout)
+
+    def wait_state(self, job: str, timeout: float = 300) -> dict:
+        deadline = time.monotonic() + timeout
+        st: dict = {}
+        while time.monotonic() < deadline:
+            r = self.cli("status", job, "-o", "json")
+            if r.returncode == 0:
+                st = json.loads(r.stdout)
+                if st.get("state") in ("Succeeded", "Failed"):
+                    return st
+            time.sleep(2)
+        raise AssertionError(f"{job} did not end in {timeout} s: {st}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc.stderr.close()
+
+
+@pytest.fixture
+def serve(tmp_path):
+    s = Serve(tmp_path)
+    yield s
+    s.stop()
+    assert wait_no_processes(s.state) == []
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_every_example_runs_unchanged_through_local_serve(serve, example):
+    job = EXAMPLES[example]
+    job_file = ROOT / "examples" / example / "job.json"
+    r = serve.cli("deploy", str(job_file), "--detach")
+    assert r.returncode == 0, r.stderr
+    st = serve.wait_state(job)
+    assert st["state"] == "Succeeded", json.dumps(st, indent=1)
+    assert "resumedFrom" not in st  # a fresh serve: nothing to resume from
+    r = serve.cli("status", job)
+    assert r.returncode == 0 and "Succeeded" in r.stdout, r.stdout + r.stderr
+    r = serve.cli("logs", job)
+    assert r.returncode == 0, r.stderr
+    assert "step=" in r.stdout or "loss" in r.stdout, r.stdout[-3000:]
+    # the checkpoint is in the serve's state, per job: not in a directory shared by every clone
+    assert list((serve.state / "volumes" / job / "ckpt").iterdir())
+
+
+def test_a_second_run_says_it_resumed_from_the_checkpoint(serve):
+    job_file = ROOT / "examples" / "linear-regression-tf1" / "job.json"
+    assert serve.cli("deploy", str(job_file), "--detach").returncode == 0
+    assert serve.wait_state("linear-regression")["state"] == "Succeeded"
+    r = serve.cli("deploy", str(job_file), "--detach")  # again, on the same serve: same volume
+    assert r.returncode == 0, r.stderr
+    st = serve.wait_state("linear-regression")
+    assert st["state"] == "Succeeded", st
+    r = serve.cli("logs", "linear-regression", "worker-0")
+    assert r.returncode == 0, r.stderr
+    assert "resumed from checkpoint at step 30" in r.stdout, r.stdout[-3000:]
