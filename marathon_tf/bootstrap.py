@@ -47,6 +47,7 @@ from typing import Callable, Mapping, Sequence
 from marathon_tf import cluster_spec, naming
 from marathon_tf.discovery import Backend, PeerKey, Rendezvous, make_backend, watch_interval
 from marathon_tf.errors import DiscoveryError, UsageError
+from marathon_tf.prewarm import Prewarmer
 from marathon_tf.lifecycle import JobControl, JobPolicy, RestartBudget, client_from_env, failures_path, startup_reason
 from marathon_tf import labels as L
 from marathon_tf.status_server import StatusServer, TaskStatus
@@ -152,6 +153,8 @@ class Bootstrap:
         self._signum: int | None = None
         self.endpoints: dict[PeerKey, str] = {}
         self.spec: cluster_spec.RenderedSpec | None = None
+        self.prewarmer = None if self.shell or ctx.role == "tensorboard" else Prewarmer.for_command(
+            self.command, ctx.prewarm, self.environ, cwd=self.environ.get("MESOS_SANDBOX") or None, log=_log)
 
     # -- control ---------------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
@@ -166,12 +169,15 @@ class Bootstrap:
     # -- the run -----------------------------------------------------------------------------
     def run(self) -> int:
         try:
+            if self.prewarmer:
+                self.prewarmer.start()  # the import runs while the peers are discovered
             self._start_server()
             if not self._discover():
                 return 128 + (self._signum or signal.SIGTERM)
             self._render()
             return self._supervise()
         except (DiscoveryError, UsageError, ValueError, OSError) as e:
+            self._no_more_starts()
             message = getattr(e, "message", None) or str(e)
             self.status.update(phase="failed", last_error=message)
             self.status.set_healthy(False)
@@ -184,6 +190,7 @@ class Bootstrap:
                 self._stop.wait()
             return getattr(e, "exit_code", 1)
         finally:
+            self._no_more_starts()
             if self.server:
                 self.server.close()
 
@@ -263,12 +270,22 @@ class Bootstrap:
     def _start_trainer(self) -> Trainer:
         argv = ["/bin/sh", "-c", self.spec.argv[0]] if self.shell else self.spec.argv
         trainer = Trainer(argv, self._child_env(), cwd=self.environ.get("MESOS_SANDBOX") or None,
-                          on_step=lambda step: self.status.update(step=step),
-                          stdout=self.stdout, stderr=self.stderr)
+                          on_step=self._on_step, stdout=self.stdout, stderr=self.stderr,
+                          **({"spawn": self.prewarmer.spawn} if self.prewarmer else {}))
         trainer.start()
         self.status.update(phase="running", exit_code=None)
         _log(f"started training program (pid {trainer.pid})")
         return trainer
+
+    def _no_more_starts(self) -> None:
+        """The program will not be started again: stop the pre-warmed interpreter (its memory)."""
+        if self.prewarmer:
+            self.prewarmer.close()
+
+    def _on_step(self, step: int) -> None:
+        self.status.update(step=step)
+        if self.prewarmer:
+            self.prewarmer.note_step()  # past its start: time for the standby interpreter
 
     def _next_watch(self) -> float:
         mean = watch_interval(sum(self.ctx.cluster.values()), self.watch_interval)  # longer for big jobs
@@ -349,6 +366,7 @@ class Bootstrap:
         self.control.finish(state, reason, self.status.snapshot()["step"], self._stop)
 
     def _finished(self, code: int, outcome: Outcome) -> int:
+        self._no_more_starts()
         self.status.update(phase=outcome.phase, exit_code=code, last_error=outcome.reason)
         self.status.set_healthy(outcome.healthy)
         _log(f"training program exited with {code}: {outcome.phase}"

@@ -157,6 +157,7 @@ def _task_context(spec: JobSpec, role: str, index: int) -> TaskContext:
         completion=spec.completion,
         restart_budget=(spec.restart.max_failures, spec.restart.window_seconds),
         permanent_exit_codes=spec.restart.permanent_exit_codes, logdir=spec.logdir,
+        prewarm=spec.prewarm,
     )
 
 

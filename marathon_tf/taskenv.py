@@ -31,6 +31,8 @@ Variables (all strings, as Marathon requires):
 ``MTF_RESTART_BUDGET``     ``N/SECONDS``: the job fails after N failures within SECONDS
 ``MTF_PERMANENT_EXIT_CODES``  comma-separated trainer exit codes that are not retried
 ``MTF_LOGDIR``             the job's log / checkpoint directory as the task sees it (may be empty)
+``MTF_PREWARM``            comma-separated modules a pre-warmed Python trainer imports before the
+                           cluster spec is known, or ``false``; unset: ``tensorflow``
 =========================  ==============================================================
 """
 
@@ -55,6 +57,7 @@ _DEFAULTS = {
     "startup_timeout": 600.0,
     "style": "custom",
     "completion": "worker0",
+    "prewarm": ("tensorflow",),
 }
 
 
@@ -80,6 +83,7 @@ class TaskContext:
     restart_budget: tuple[int, float] = (5, 600.0)
     permanent_exit_codes: tuple[int, ...] = field(default_factory=tuple)
     logdir: str = ""
+    prewarm: tuple[str, ...] = _DEFAULTS["prewarm"]
 
     def to_env(self) -> dict[str, str]:
         env = {
@@ -109,6 +113,8 @@ class TaskContext:
             env["MTF_PERMANENT_EXIT_CODES"] = ",".join(str(c) for c in self.permanent_exit_codes)
         if self.logdir:
             env["MTF_LOGDIR"] = self.logdir
+        if tuple(self.prewarm) != _DEFAULTS["prewarm"]:
+            env["MTF_PREWARM"] = ",".join(self.prewarm) or "false"
         return env
 
     @classmethod
@@ -170,6 +176,7 @@ class TaskContext:
             restart_budget=restart_budget,
             permanent_exit_codes=permanent,
             logdir=environ.get("MTF_LOGDIR", ""),
+            prewarm=_prewarm(environ.get("MTF_PREWARM")),
         )
 
     @property
@@ -182,6 +189,14 @@ class TaskContext:
         for role in ("chief", "ps", "worker"):
             out.extend((role, i) for i in range(int(self.cluster.get(role, 0))))
         return out
+
+
+def _prewarm(raw: str | None) -> tuple[str, ...]:
+    if raw is None:
+        return _DEFAULTS["prewarm"]
+    if raw.strip().lower() in ("", "false", "0", "off", "no"):
+        return ()
+    return tuple(m.strip() for m in raw.split(",") if m.strip())
 
 
 def _num(x: float) -> str:
