@@ -96,13 +96,16 @@ def cli() -> None:
 @cli.command(context_settings=_CTX)
 @click.argument("job_file", type=click.Path(dir_okay=True))
 @_templates_opt
-def render(job_file: str, templates_dir: str | None) -> None:
+@click.option("--pretty/--compact", default=None,
+              help="indented JSON / one compact line (default: indented on a terminal, compact otherwise)")
+def render(job_file: str, templates_dir: str | None, pretty: bool | None) -> None:
     """Print the Marathon app group JOB_FILE renders to (no network)."""
     from . import output
     from .render import render_group
     from .spec import load_job
 
-    output.emit_json(render_group(load_job(job_file), templates_dir=templates_dir))
+    group = render_group(load_job(job_file), templates_dir=templates_dir)
+    output.emit_json(group, compact=not (sys.stdout.isatty() if pretty is None else pretty))
 
 
 @cli.command(context_settings=_CTX)
