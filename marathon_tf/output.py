@@ -18,12 +18,8 @@ def _stderr_console():
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def emit_json(data: Any, *, compact: bool = False) -> None:
-    """``data`` as JSON on stdout: indented, or ``compact`` (one line, no spaces: for programs)."""
-    if compact:
-        click.echo(json.dumps(data, separators=(",", ":"), sort_keys=True, default=str))
-    else:
-        click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
 def error(lines: list[str], hint: str | None = None) -> None:

@@ -29,7 +29,7 @@ from .errors import UsageError
 from .spec import JobSpec
 from .taskenv import TaskContext
 
-__all__ = ["render_group", "render_app", "default_templates_dir", "RenderError", "LABEL_PREFIX",
+__all__ = ["render_group", "render_group_json", "render_app", "default_templates_dir", "RenderError", "LABEL_PREFIX",
            "SPEC_LABEL", "task_apps"]
 
 LABEL_PREFIX = L.PREFIX
@@ -271,14 +271,15 @@ class _Renderer:
         return self._checked(template, app_id, _render_json(
             self.env, template, self._context(role_name, index, app_id, str(index))))
 
-    def apps(self, role_name: str, count: int) -> list[dict[str, Any]]:
-        """Every task's app of a role: the template is rendered once with placeholders for the
-        per-task values (app id, index) and each task's JSON text is stamped from it, so the
-        cost per task is one string replace and one ``json.loads``. The first and the last task
-        are also rendered the full way and must come out the same; if not (a custom template
-        that does more with those values than print them), every task is rendered the full way."""
+    def _plan(self, role_name: str, count: int) -> tuple[dict[int, dict[str, Any]], str | None]:
+        """A role's apps as (index -> app rendered the full way, JSON text with placeholders for
+        every other index, or None). The template is rendered once with placeholders for the
+        per-task values (app id, index); each task is stamped from that text, so the cost per task
+        is a string replace. The first and the last stamped task are also rendered the full way
+        and must come out the same; if not (a custom template that does more with those values
+        than print them), every task is rendered the full way."""
         if count <= 2 or (role_name == "worker" and count <= 3):
-            return [self.app(role_name, i) for i in range(count)]
+            return {i: self.app(role_name, i) for i in range(count)}, None
         template = self._role_parts(role_name)["template"]
         first = 1 if role_name == "worker" else 0  # worker-0 carries the spec label: rendered the full way
         try:
@@ -287,10 +288,26 @@ class _Renderer:
         except Exception:  # placeholders a custom template cannot take: the full way reports real errors
             stamped = None
         if stamped is None or any(stamped[i] != self.app(role_name, i) for i in stamped):
-            return [self.app(role_name, i) for i in range(count)]
-        out = [self.app(role_name, i) for i in range(first)]
-        out += [stamped[i] if i in stamped else self._stamp(template, text, role_name, i) for i in range(first, count)]
-        return out
+            return {i: self.app(role_name, i) for i in range(count)}, None
+        return {**{i: self.app(role_name, i) for i in range(first)}, **stamped}, text
+
+    def apps(self, role_name: str, count: int) -> list[dict[str, Any]]:
+        """Every task's app of a role (see :meth:`_plan`)."""
+        full, text = self._plan(role_name, count)
+        template = self._role_parts(role_name)["template"]
+        return [full[i] if i in full else self._stamp(template, text, role_name, i) for i in range(count)]
+
+    def app_texts(self, role_name: str, count: int) -> tuple[list[str], list[dict[str, Any]]]:
+        """Every task's app of a role as compact JSON text with sorted keys (what
+        ``json.dumps(app, separators=(",", ":"), sort_keys=True)`` gives), stamped from one
+        compact text; and the first two apps as dicts (for checking the group template)."""
+        full, text = self._plan(role_name, count)
+        compact = None if text is None else _compact(json.loads(text))
+        out = [_compact(full[i]) if i in full else compact.replace(
+                   _STAMP_ID_JSON, naming.app_id(self.spec.name, role_name, i)).replace(_STAMP_INDEX_JSON, str(i))
+               for i in range(count)]
+        template = self._role_parts(role_name)["template"]
+        return out, [full[i] if i in full else self._stamp(template, text, role_name, i) for i in range(min(2, count))]
 
     def _stamp(self, template: str, text: str, role_name: str, index: int) -> dict[str, Any]:
         app_id = naming.app_id(self.spec.name, role_name, index)
@@ -311,6 +328,34 @@ def render_group(spec: JobSpec, *, templates_dir: str | None = None) -> dict[str
     if group.get("id") != r.group_id:
         raise RenderError(f"template group.json.j2 must keep the group id {r.group_id!r}")
     return group
+
+
+def render_group_json(spec: JobSpec, *, templates_dir: str | None = None) -> str:
+    """The job's Marathon group as compact JSON text with sorted keys: exactly
+    ``json.dumps(render_group(spec), separators=(",", ":"), sort_keys=True)``, built from the
+    stamped texts without making and serialising a dict per app (what ``marathon-tf render``
+    prints when its output goes to a program)."""
+    r = _Renderer(spec, templates_dir)
+    texts: list[str] = []
+    few: list[dict[str, Any]] = []
+    for role in naming.ROLES:
+        role_texts, role_few = r.app_texts(role, spec.role(role).count)
+        texts += role_texts
+        few += role_few
+    if len(texts) > 2:
+        try:
+            shell = _render_json(r.env, "group.json.j2", {"group_id": r.group_id, "apps": _STAMP_APPS})
+        except Exception:  # a placeholder a custom template cannot take
+            shell = {}
+        keys = [k for k, v in shell.items() if v == _STAMP_APPS]
+        if len(keys) == 1 and shell.get("id") == r.group_id and _render_json(
+                r.env, "group.json.j2", {"group_id": r.group_id, "apps": few[:2]}) == {**shell, keys[0]: few[:2]}:
+            return _compact(shell).replace(_compact(_STAMP_APPS), "[" + ",".join(texts) + "]", 1)
+    return _compact(render_group(spec, templates_dir=templates_dir))
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 def task_apps(group: dict[str, Any]) -> dict[str, dict[str, Any]]:

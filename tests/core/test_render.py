@@ -284,3 +284,29 @@ def test_a_group_template_that_looks_into_apps_is_rendered_the_full_way(tmp_path
     spec = load_dict(minimal(roles={"ps": {"count": 1}, "worker": {"count": 5}}))
     group = render_group(spec, templates_dir=str(tmp_path))
     assert group["x"] == 6 and group["first"] == "/mnist/ps-0" and len(group["apps"]) == 6
+
+
+@pytest.mark.parametrize("roles", [
+    {"ps": {"count": 1}, "worker": {"count": 2}},
+    {"chief": {"count": 1}, "ps": {"count": 3}, "worker": {"count": 40}, "evaluator": {"count": 4},
+     "tensorboard": {"count": 1}},
+])
+def test_the_compact_text_is_exactly_the_group_serialised(roles):
+    from marathon_tf.render import render_group_json
+
+    spec = load_dict(minimal(roles=roles, logdir="ckpt", env={"A": "x\u00e9\"<&>'\u2028"}))
+    assert render_group_json(spec) == json.dumps(render_group(spec), separators=(",", ":"), sort_keys=True)
+
+
+def test_the_compact_text_follows_custom_templates_the_full_way(tmp_path):
+    from marathon_tf.render import render_group_json
+
+    default = (ROOT / "app_templates" / "task.json.j2").read_text()
+    (tmp_path / "task.json.j2").write_text(default.replace('"cpus": {{ role.cpus | tojson }}',
+                                                           '"cpus": {{ (env.MTF_INDEX | int) + 1 }}'))
+    (tmp_path / "group.json.j2").write_text('{"id": {{ group_id | tojson }}, "apps": {{ apps | tojson }},'
+                                            ' "n": {{ apps | length }}}')
+    spec = load_dict(minimal(roles={"ps": {"count": 1}, "worker": {"count": 6}}))
+    text = render_group_json(spec, templates_dir=str(tmp_path))
+    assert json.loads(text)["n"] == 7 and [a["cpus"] for a in json.loads(text)["apps"]] == [1, 1, 2, 3, 4, 5, 6]
+    assert text == json.dumps(render_group(spec, templates_dir=str(tmp_path)), separators=(",", ":"), sort_keys=True)
