@@ -9,7 +9,8 @@ runs the program in place, exactly as a fresh ``python script.py`` would; the pr
 starts without paying for the import. After the program reached its first ``step=`` line
 (or after :data:`STANDBY_AFTER` seconds), a fresh interpreter is pre-warmed as a standby for
 the next in-place restart, if the task's memory (``MARATHON_APP_RESOURCE_MEM``) has room for
-it.
+it; it imports at SCHED_IDLE CPU priority (when it may return to normal priority afterwards:
+CAP_SYS_NICE or RLIMIT_NICE), so it takes no CPU time the running program wants.
 
 Every interpreter is started like :func:`marathon_tf.supervisor.popen` starts a program: its
 own process group, stdout/stderr on pipes (the Trainer pumps them when it becomes the
@@ -131,9 +132,13 @@ class _Warm:
         self.done.set()
 
     def _log_report(self) -> None:
+        if not self.report.get("ready"):
+            self.log(f"pre-warmed interpreter unusable: {self.report.get('error')}")
+            return
         rss = self.report.get("rss_kib")
         self.log(f"pre-warmed {self.label} in {self.report.get('seconds', 0):.1f} s"
-                 + (f" ({rss / 1024:.0f} MiB)" if rss else ""))
+                 + (f" ({rss / 1024:.0f} MiB)" if rss else "")
+                 + (" at idle CPU priority" if self.report.get("idle") else ""))
         for module, error in (self.report.get("failed") or {}).items():
             self.log(f"could not pre-import {module} ({error}): the program starts the ordinary way")
 
@@ -210,14 +215,15 @@ class Prewarmer:
     def _in_spawner(self, fn, *args):
         return self._pool.submit(fn, *args).result()
 
-    def _start_one(self) -> _Warm | None:
+    def _start_one(self, idle: bool = False) -> _Warm | None:
         interpreter = _resolve(self.command.interpreter, self.env, self.cwd)
         if interpreter is None:
             self.log(f"cannot pre-warm: {self.command.interpreter} not found on PATH")
             return None
         read_fd, write_fd = os.pipe()
         try:
-            proc = subprocess.Popen([interpreter, *self.command.options, CHILD, str(write_fd), *self.modules],
+            proc = subprocess.Popen([interpreter, *self.command.options, CHILD, *(["--idle"] if idle else []),
+                                     str(write_fd), *self.modules],
                                     env=self.env, cwd=self.cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, start_new_session=True, pass_fds=(write_fd,),
                                     preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
@@ -229,11 +235,11 @@ class Prewarmer:
             os.close(write_fd)
         return _Warm(proc, read_fd, self.log, f"{self.command.interpreter} with {', '.join(self.modules)}")
 
-    def _replenish(self) -> None:
+    def _replenish(self, idle: bool = False) -> None:
         with self._lock:
             if self._closed or self._warm is not None:
                 return
-        warm = self._start_one()
+        warm = self._start_one(idle)
         with self._lock:
             if self._closed or self._warm is not None:
                 if warm:
@@ -285,7 +291,7 @@ class Prewarmer:
         if not self._room_for_standby(proc.pid):
             return
         try:
-            self._pool.submit(self._replenish)
+            self._pool.submit(self._replenish, True)  # at idle CPU priority: the program runs meanwhile
         except RuntimeError:  # closed meanwhile
             pass
 

@@ -1,9 +1,11 @@
 """The pre-warmed interpreter's side (runs in the *training program's* Python, stdlib only).
 
-The bootstrap starts ``<python> [options] prewarm_child.py STATUS_FD MODULE...`` before the
-cluster spec is known (see :mod:`marathon_tf.prewarm`). This file then
+The bootstrap starts ``<python> [options] prewarm_child.py [--idle] STATUS_FD MODULE...`` before
+the cluster spec is known (see :mod:`marathon_tf.prewarm`). This file then
 
-1. imports every MODULE (an import that fails is reported and forgotten),
+1. imports every MODULE (an import that fails is reported and forgotten); with ``--idle`` (a
+   standby, started while the program runs) at SCHED_IDLE priority, if it may return to its
+   normal priority afterwards, which it does before anything else,
 2. writes one JSON line to the file descriptor STATUS_FD: ``{"ready": true, "seconds": ...,
    "rss_kib": ..., "failed": {"module": "ImportError: ..."}}``,
 3. reads one JSON line from stdin: ``{"argv": [...], "env": {...}, "cwd": "..."}`` (the
@@ -175,13 +177,71 @@ def _runnable_in_place(kind, target):
         return f.read(4) != b"PK\x03\x04"  # a zip application: runpy's business, start it the ordinary way
 
 
+def _may_leave_idle():
+    """Whether this process may switch from SCHED_IDLE back to its normal policy (CAP_SYS_NICE,
+    or an RLIMIT_NICE that allows nice 0); without it the program would stay at idle priority."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_NICE)[0]
+        if limit == resource.RLIM_INFINITY or limit >= 20:
+            return True
+    except (ImportError, AttributeError, OSError, ValueError):
+        pass
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) & (1 << 23))  # CAP_SYS_NICE
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def _threads():
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return [0]
+
+
+def _set_policy(policy, priority=0):
+    """Every thread of this process (threads started meanwhile inherited the idle policy too)."""
+    for tid in _threads():
+        try:
+            os.sched_setscheduler(tid, policy, os.sched_param(priority))
+        except ProcessLookupError:
+            pass
+
+
+def _import_at_idle_priority(modules):
+    """A standby imports at SCHED_IDLE (it must not slow the running program down) when it may
+    return to its normal policy afterwards; then it does, before anything else runs. Returns
+    (failed imports, reason it cannot go on or None, whether it imported at idle priority)."""
+    if not hasattr(os, "SCHED_IDLE") or not _may_leave_idle():
+        return _prewarm(modules), None, False
+    policy, priority = os.sched_getscheduler(0), os.sched_getparam(0).sched_priority
+    _set_policy(os.SCHED_IDLE)
+    failed = _prewarm(modules)
+    try:
+        _set_policy(policy, priority)
+    except OSError as e:
+        return failed, "could not leave idle priority: %s" % e, True
+    return failed, None, True
+
+
 def main():
+    idle = sys.argv[1] == "--idle"
+    if idle:
+        del sys.argv[1]
     status_fd, modules = int(sys.argv[1]), sys.argv[2:]
     started, started_with = time.monotonic(), dict(os.environ)
-    failed = _prewarm(modules)
-    report = {"ready": True, "seconds": round(time.monotonic() - started, 3), "rss_kib": _rss_kib(),
-              "failed": failed}
-    _tell(status_fd, report, close=False)
+    failed, fatal, idle = _import_at_idle_priority(modules) if idle else (_prewarm(modules), None, False)
+    report = {"ready": fatal is None, "seconds": round(time.monotonic() - started, 3), "rss_kib": _rss_kib(),
+              "failed": failed, "idle": idle, "error": fatal}
+    _tell(status_fd, report, close=fatal is not None)
+    if fatal is not None:
+        sys.exit(0)  # unusable (a program must not run at idle priority): the bootstrap starts it the ordinary way
     order = _read_order()
     os.chdir(order.get("cwd") or os.getcwd())
     try:

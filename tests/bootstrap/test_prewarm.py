@@ -300,3 +300,32 @@ def test_prewarm_off_or_not_python_means_no_prewarmer(tmp_path):
     boot = Bootstrap(TaskContext.from_env(task), task, ["python3", "train.py"])
     assert boot.prewarmer is not None and boot.prewarmer.modules == ["tensorflow"]
     boot.prewarmer.close()
+
+
+def test_a_standby_imports_at_idle_priority_and_runs_the_program_at_normal_priority(program, tmp_path):
+    """Where the process may return to its normal policy (CAP_SYS_NICE / RLIMIT_NICE), the standby
+    imports at SCHED_IDLE (so it takes no CPU the running program wants) and the program then runs
+    with the policy every other start gets."""
+    env, cwd = program
+    (tmp_path / "lib" / "mtf_marker.py").write_text(
+        "import os, threading\nPOLICY = os.sched_getscheduler(0)\n"
+        "t = threading.Thread(target=lambda: None); t.start(); t.join()\n")
+    (tmp_path / "prog" / "policy.py").write_text(
+        "import os, sys\nprint(os.sched_getscheduler(0), getattr(sys.modules.get('mtf_marker'), 'POLICY', None))\n")
+    logs = []
+    warmer = Prewarmer([sys.executable, "prog/policy.py"], ["mtf_marker"], env, cwd=cwd, log=logs.append)
+    try:
+        warmer._pool.submit(warmer._replenish, True).result()  # what note_step / the timer do
+        wait_for(lambda: warmer.waiting is not None and any("pre-warmed" in line for line in logs), 30,
+                 what="a standby")
+        code, out, _ = finish(warmer.spawn([sys.executable, "prog/policy.py"], env, cwd))
+    finally:
+        warmer.close()
+    running, at_import = (int(x) for x in out.split())
+    assert code == 0 and running == os.sched_getscheduler(0)
+    from marathon_tf.prewarm_child import _may_leave_idle
+
+    if _may_leave_idle():
+        assert at_import == os.SCHED_IDLE and any("at idle CPU priority" in line for line in logs), logs
+    else:
+        assert at_import == running
