@@ -37,6 +37,12 @@ def _optional():
         out.update(bench_lifecycle.BENCHMARKS)
     except ImportError:
         pass
+    try:
+        from . import bench_prewarm
+
+        out.update(bench_prewarm.BENCHMARKS)
+    except ImportError:
+        pass
     return out
 
 

@@ -30,7 +30,7 @@ STEP = re.compile(r"\bstep=(\d+) loss=")
 TARGET = 20000  # long enough that the job is still training when it recovers
 
 
-def _job_file(tmp: Path) -> Path:
+def _job_file(tmp: Path, **changes) -> Path:
     src = ROOT / "examples" / "linear-regression-tf1" / "job.json"
     job = json.loads(src.read_text())
     job["fetch"] = [str(src.parent / f) for f in job["fetch"]]
@@ -41,14 +41,17 @@ def _job_file(tmp: Path) -> Path:
                       "--log_every", "20", "--save_checkpoint_steps", "250"]
     job["bootstrap"] = f"{sys.executable} -m marathon_tf.bootstrap --watch-interval 2 --grace 5"
     job["restart"] = {"max_failures": 20, "window_seconds": 600}
+    job.update(changes)
     out = tmp / "job.json"
     out.write_text(json.dumps(job))
     return out
 
 
-def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int) -> float:
-    """Deploy, train until step > 500, ``disrupt(cluster, client, job)``, and time until every
-    worker printed a step line after it."""
+def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int,
+             prepare: Callable[[object], None] | None = None, **job_changes) -> float:
+    """Deploy (the job file with ``job_changes``), train until step > 500, ``prepare(cluster)``
+    (untimed), ``disrupt(cluster, client, job)``, and time until every worker printed a step
+    line after it."""
     from marathon_tf import jobs, spec as spec_mod
     from marathon_tf.local import LocalCluster
     from marathon_tf.localrun import SandboxTailer
@@ -68,7 +71,7 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
     tailer = SandboxTailer(tmp / "state", emit, interval=0.05)
     try:
         cluster.start()
-        spec = spec_mod.load_job(str(_job_file(tmp)))
+        spec = spec_mod.load_job(str(_job_file(tmp, **job_changes)))
         spec = spec.with_overrides(discovery=dataclasses.replace(
             spec.discovery, nameserver=cluster.mesos_dns, http_api=cluster.mesos_dns_http,
             marathon_url=cluster.marathon_url))
@@ -76,6 +79,8 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
         tailer.start()
         jobs.deploy(client, spec)
         _until(lambda: any(s > 500 for _, _, s in lines), 120, "training")
+        if prepare is not None:
+            prepare(cluster)
         t0 = time.monotonic()
         disrupt(cluster, client, spec.name)
         workers = {f"worker-{i}" for i in range(expect_workers)}

@@ -1,7 +1,8 @@
 """Runtime benchmarks on this machine (real TensorFlow, the local runner):
 
 * ``deploy --local`` to every task's first training step, vs the same program hand-launched
-  (examples/handlaunch.py: fixed free ports, flags) — ratio, goal ≤ 1.3;
+  (examples/handlaunch.py: fixed free ports, flags) — ratio, goal ≤ 1.0 (pre-warmed trainers
+  import TensorFlow while discovery runs);
 * steady-state training steps/s under marathon-tf vs hand-launched — ratio, goal ≥ 0.97;
 * discovery latency: from the last peer becoming visible (its SRV record, or its task RUNNING in
   Marathon's API) to every bootstrap having written its cluster spec;
@@ -147,8 +148,8 @@ def bench_local_vs_hand(quick: bool) -> list[Row]:
             f"linear-regression-tf1, 1 ps + 2 workers; median of {runs}"),
         Row("time to every worker's first step: `deploy --local`", round(mf, 2), "s",
             f"from the command's start: local Marathon + Mesos-DNS, render, deploy, discovery; median of {runs}"),
-        Row("first-step ratio marathon-tf / hand (goal ≤ 1.3)", round(mf / hf, 2), "×",
-            "met" if mf / hf <= 1.3 else "NOT met"),
+        Row("first-step ratio marathon-tf / hand (goal ≤ 1.0)", round(mf / hf, 2), "×",
+            "met" if mf / hf <= 1.0 else "NOT met"),
     ]
     if hand_sps and mtf_sps:
         hs, ms = median(hand_sps), median(mtf_sps)

@@ -50,6 +50,7 @@ from marathon_tf.errors import DiscoveryError, UsageError
 from marathon_tf import joblock
 from marathon_tf.lifecycle import (JobControl, JobPolicy, RestartBudget, client_from_env, failures_path, is_decider,
                                    logdir_path, logdir_problem, startup_reason)
+from marathon_tf.prewarm import Prewarmer
 from marathon_tf import labels as L
 from marathon_tf.status_server import StatusServer, TaskStatus
 from marathon_tf.progress import StepRate
@@ -161,6 +162,8 @@ class Bootstrap:
         self._rate = StepRate(clock=clock)
         self._printed_steps = False
         self._next_logdir_look = 0.0
+        self.prewarmer = None if self.shell or ctx.role == "tensorboard" else Prewarmer.for_command(
+            self.command, ctx.prewarm, self.environ, cwd=self.environ.get("MESOS_SANDBOX") or None, log=_log)
 
     # -- control ---------------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
@@ -175,6 +178,8 @@ class Bootstrap:
     # -- the run -----------------------------------------------------------------------------
     def run(self) -> int:
         try:
+            if self.prewarmer:
+                self.prewarmer.start()  # the import runs while the peers are discovered
             self._start_server()
             unusable = logdir_problem(self.ctx, self.environ) if self.ctx.role != "tensorboard" else None
             if not unusable and self.control is not None and is_decider(self.ctx):
@@ -193,6 +198,7 @@ class Bootstrap:
             self._render()
             return self._supervise()
         except (DiscoveryError, UsageError, ValueError, OSError) as e:
+            self._no_more_starts()
             message = getattr(e, "message", None) or str(e)
             self.status.update(phase="failed", last_error=message)
             self.status.set_healthy(False)
@@ -207,6 +213,7 @@ class Bootstrap:
         finally:
             if self._lock is not None:
                 self._lock.release()
+            self._no_more_starts()
             if self.server:
                 self.server.close()
 
@@ -315,6 +322,8 @@ class Bootstrap:
         rate = self._rate.add(step)
         self.status.update(step=step, steps_per_second=None if rate is None else round(rate, 3))
         self.watchdog.step(step)
+        if self.prewarmer:
+            self.prewarmer.note_step()  # past its start: time for the standby interpreter
 
     def _logdir_step(self) -> None:
         """For programs that print no ``step=N``: the step TensorFlow wrote into the logdir (event files,
@@ -334,13 +343,19 @@ class Bootstrap:
         self._announce_checkpoint()
         argv = ["/bin/sh", "-c", self.spec.argv[0]] if self.shell else self.spec.argv
         trainer = Trainer(argv, self._child_env(), cwd=self.environ.get("MESOS_SANDBOX") or None,
-                          on_step=self._on_step, stdout=self.stdout, stderr=self.stderr)
+                          on_step=self._on_step, stdout=self.stdout, stderr=self.stderr,
+                          **({"spawn": self.prewarmer.spawn} if self.prewarmer else {}))
         self.watchdog.started()
         trainer.start()
         self.status.update(phase="running", exit_code=None)
         if trainer.pid is not None:
             _log(f"started training program (pid {trainer.pid})")
         return trainer
+
+    def _no_more_starts(self) -> None:
+        """The program will not be started again: stop the pre-warmed interpreter (its memory)."""
+        if self.prewarmer:
+            self.prewarmer.close()
 
     def _next_watch(self) -> float:
         mean = watch_interval(sum(self.ctx.cluster.values()), self.watch_interval)  # longer for big jobs
@@ -427,6 +442,7 @@ class Bootstrap:
         self.control.finish(state, reason, self.status.snapshot()["step"], self._stop)
 
     def _finished(self, code: int, outcome: Outcome) -> int:
+        self._no_more_starts()
         self.status.update(phase=outcome.phase, exit_code=code, last_error=outcome.reason)
         self.status.set_healthy(outcome.healthy)
         _log(f"training program exited with {code}: {outcome.phase}"

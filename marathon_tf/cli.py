@@ -124,13 +124,19 @@ def cli(verbose: int, quiet: bool) -> None:
 @cli.command(context_settings=_CTX)
 @click.argument("job_file", type=click.Path(dir_okay=True))
 @_templates_opt
-def render(job_file: str, templates_dir: str | None) -> None:
+@click.option("--pretty/--compact", default=None,
+              help="indented JSON / one compact line (default: indented on a terminal, compact otherwise)")
+def render(job_file: str, templates_dir: str | None, pretty: bool | None) -> None:
     """Print the Marathon app group JOB_FILE renders to (no network)."""
     from . import output
-    from .render import render_group
+    from .render import render_group, render_group_json
     from .spec import load_job
 
-    output.emit_json(render_group(load_job(job_file), templates_dir=templates_dir))
+    spec = load_job(job_file)
+    if sys.stdout.isatty() if pretty is None else pretty:
+        output.emit_json(render_group(spec, templates_dir=templates_dir))
+    else:  # for programs: one compact line, stamped as text (no dict per app to build and serialise)
+        click.echo(render_group_json(spec, templates_dir=templates_dir))
 
 
 @cli.command(context_settings=_CTX)

@@ -29,7 +29,7 @@ from .errors import UsageError
 from .spec import JobSpec
 from .taskenv import TaskContext
 
-__all__ = ["render_group", "render_app", "default_templates_dir", "RenderError", "LABEL_PREFIX",
+__all__ = ["render_group", "render_group_json", "render_app", "default_templates_dir", "RenderError", "LABEL_PREFIX",
            "SPEC_LABEL", "task_apps"]
 
 LABEL_PREFIX = L.PREFIX
@@ -74,12 +74,46 @@ def _environment(templates_dir: str | None) -> jinja2.Environment:
     return env
 
 
-def _render_json(env: jinja2.Environment, name: str, context: dict[str, Any]) -> dict[str, Any]:
+# Placeholders for the per-task values while a role's template is rendered once: control
+# characters, which no validated job value can contain; in the JSON text tojson writes them as
+# \u0001 escapes (a template that prints them without tojson is rendered the full way).
+_STAMP_ID, _STAMP_INDEX = "\x01mtf-app-id\x01", "\x01mtf-index\x01"
+_STAMP_ID_JSON, _STAMP_INDEX_JSON = (json.dumps(v)[1:-1] for v in (_STAMP_ID, _STAMP_INDEX))
+_STAMP_APPS = "\x01mtf-apps\x01"
+
+
+def _render_text(env: jinja2.Environment, name: str, context: dict[str, Any]) -> str:
     try:
-        text = env.get_template(name).render(**context)
+        return env.get_template(name).render(**context)
     except jinja2.TemplateError as e:
         where = f" line {e.lineno}" if getattr(e, "lineno", None) else ""
         raise RenderError(f"template {name}{where}: {e.message}") from None
+
+
+def _render_json(env: jinja2.Environment, name: str, context: dict[str, Any]) -> dict[str, Any]:
+    return _parse_json(name, _render_text(env, name, context))
+
+
+def _group(env: jinja2.Environment, group_id: str, apps: list[dict[str, Any]]) -> dict[str, Any]:
+    """The group template rendered once with a placeholder for ``apps``, which is then put in
+    as the parsed list (no JSON round trip of every app); checked against a full rendering with
+    the first two apps, else rendered the full way."""
+    if len(apps) <= 2:
+        return _render_json(env, "group.json.j2", {"group_id": group_id, "apps": apps})
+    try:
+        shell = _render_json(env, "group.json.j2", {"group_id": group_id, "apps": _STAMP_APPS})
+    except Exception:  # a placeholder a custom template cannot take: the full way reports real errors
+        shell = {}
+    keys = [k for k, v in shell.items() if v == _STAMP_APPS]
+    few = apps[:2]
+    if len(keys) == 1 and _render_json(env, "group.json.j2", {"group_id": group_id, "apps": few}) == {
+            **shell, keys[0]: few}:
+        shell[keys[0]] = apps
+        return shell
+    return _render_json(env, "group.json.j2", {"group_id": group_id, "apps": apps})
+
+
+def _parse_json(name: str, text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
@@ -158,6 +192,7 @@ def _task_context(spec: JobSpec, role: str, index: int) -> TaskContext:
         restart_budget=(spec.restart.max_failures, spec.restart.window_seconds),
         permanent_exit_codes=spec.restart.permanent_exit_codes, logdir=spec.logdir,
         progress_timeouts=(spec.restart.progress_timeout_seconds, spec.restart.first_step_timeout_seconds),
+        prewarm=spec.prewarm,
     )
 
 
@@ -214,20 +249,71 @@ class _Renderer:
         self._per_role[role_name] = parts
         return parts
 
-    def app(self, role_name: str, index: int) -> dict[str, Any]:
+    def _context(self, role_name: str, index: int, app_id: str, index_text: str) -> dict[str, Any]:
         parts = self._role_parts(role_name)
-        app_id = naming.app_id(self.spec.name, role_name, index)
         env = dict(parts["user_env"])
         env.update(_task_context(self.spec, role_name, index).to_env())
+        env["MTF_INDEX"] = index_text
         labels = dict(self.spec.labels)
-        labels.update({L.JOB: self.spec.name, L.ROLE: role_name, L.INDEX: str(index), L.VERSION: __version__})
+        labels.update({L.JOB: self.spec.name, L.ROLE: role_name, L.INDEX: index_text, L.VERSION: __version__})
         if role_name == "worker" and index == 0:
             labels[SPEC_LABEL] = self.spec_label
-        context = {**self.shared, **parts, "app_id": app_id, "env": env, "labels": labels}
-        app = _render_json(self.env, parts["template"], context)
+        return {**self.shared, **parts, "app_id": app_id, "env": env, "labels": labels}
+
+    def _checked(self, template: str, app_id: str, app: dict[str, Any]) -> dict[str, Any]:
         if app.get("id") != app_id:
-            raise RenderError(f"template {parts['template']} must keep the app id {app_id!r} (got {app.get('id')!r})")
+            raise RenderError(f"template {template} must keep the app id {app_id!r} (got {app.get('id')!r})")
         return app
+
+    def app(self, role_name: str, index: int) -> dict[str, Any]:
+        """One task's app, rendered through its template (the reference :meth:`apps` is checked against)."""
+        app_id = naming.app_id(self.spec.name, role_name, index)
+        template = self._role_parts(role_name)["template"]
+        return self._checked(template, app_id, _render_json(
+            self.env, template, self._context(role_name, index, app_id, str(index))))
+
+    def _plan(self, role_name: str, count: int) -> tuple[dict[int, dict[str, Any]], str | None]:
+        """A role's apps as (index -> app rendered the full way, JSON text with placeholders for
+        every other index, or None). The template is rendered once with placeholders for the
+        per-task values (app id, index); each task is stamped from that text, so the cost per task
+        is a string replace. The first and the last stamped task are also rendered the full way
+        and must come out the same; if not (a custom template that does more with those values
+        than print them), every task is rendered the full way."""
+        if count <= 2 or (role_name == "worker" and count <= 3):
+            return {i: self.app(role_name, i) for i in range(count)}, None
+        template = self._role_parts(role_name)["template"]
+        first = 1 if role_name == "worker" else 0  # worker-0 carries the spec label: rendered the full way
+        try:
+            text = _render_text(self.env, template, self._context(role_name, count - 1, _STAMP_ID, _STAMP_INDEX))
+            stamped = {i: self._stamp(template, text, role_name, i) for i in (first, count - 1)}
+        except Exception:  # placeholders a custom template cannot take: the full way reports real errors
+            stamped = None
+        if stamped is None or any(stamped[i] != self.app(role_name, i) for i in stamped):
+            return {i: self.app(role_name, i) for i in range(count)}, None
+        return {**{i: self.app(role_name, i) for i in range(first)}, **stamped}, text
+
+    def apps(self, role_name: str, count: int) -> list[dict[str, Any]]:
+        """Every task's app of a role (see :meth:`_plan`)."""
+        full, text = self._plan(role_name, count)
+        template = self._role_parts(role_name)["template"]
+        return [full[i] if i in full else self._stamp(template, text, role_name, i) for i in range(count)]
+
+    def app_texts(self, role_name: str, count: int) -> tuple[list[str], list[dict[str, Any]]]:
+        """Every task's app of a role as compact JSON text with sorted keys (what
+        ``json.dumps(app, separators=(",", ":"), sort_keys=True)`` gives), stamped from one
+        compact text; and the first two apps as dicts (for checking the group template)."""
+        full, text = self._plan(role_name, count)
+        compact = None if text is None else _compact(json.loads(text))
+        out = [_compact(full[i]) if i in full else compact.replace(
+                   _STAMP_ID_JSON, naming.app_id(self.spec.name, role_name, i)).replace(_STAMP_INDEX_JSON, str(i))
+               for i in range(count)]
+        template = self._role_parts(role_name)["template"]
+        return out, [full[i] if i in full else self._stamp(template, text, role_name, i) for i in range(min(2, count))]
+
+    def _stamp(self, template: str, text: str, role_name: str, index: int) -> dict[str, Any]:
+        app_id = naming.app_id(self.spec.name, role_name, index)
+        return self._checked(template, app_id, _parse_json(
+            template, text.replace(_STAMP_ID_JSON, app_id).replace(_STAMP_INDEX_JSON, str(index))))
 
 
 def render_app(spec: JobSpec, role: str, index: int, *, templates_dir: str | None = None) -> dict[str, Any]:
@@ -238,11 +324,39 @@ def render_app(spec: JobSpec, role: str, index: int, *, templates_dir: str | Non
 def render_group(spec: JobSpec, *, templates_dir: str | None = None) -> dict[str, Any]:
     """The job's Marathon group: ``{"id": "/<job>", "apps": [...]}``."""
     r = _Renderer(spec, templates_dir)
-    apps = [r.app(role, i) for role, i in spec.tasks()]
-    group = _render_json(r.env, "group.json.j2", {"group_id": r.group_id, "apps": apps})
+    apps = [app for role in naming.ROLES for app in r.apps(role, spec.role(role).count)]
+    group = _group(r.env, r.group_id, apps)
     if group.get("id") != r.group_id:
         raise RenderError(f"template group.json.j2 must keep the group id {r.group_id!r}")
     return group
+
+
+def render_group_json(spec: JobSpec, *, templates_dir: str | None = None) -> str:
+    """The job's Marathon group as compact JSON text with sorted keys: exactly
+    ``json.dumps(render_group(spec), separators=(",", ":"), sort_keys=True)``, built from the
+    stamped texts without making and serialising a dict per app (what ``marathon-tf render``
+    prints when its output goes to a program)."""
+    r = _Renderer(spec, templates_dir)
+    texts: list[str] = []
+    few: list[dict[str, Any]] = []
+    for role in naming.ROLES:
+        role_texts, role_few = r.app_texts(role, spec.role(role).count)
+        texts += role_texts
+        few += role_few
+    if len(texts) > 2:
+        try:
+            shell = _render_json(r.env, "group.json.j2", {"group_id": r.group_id, "apps": _STAMP_APPS})
+        except Exception:  # a placeholder a custom template cannot take
+            shell = {}
+        keys = [k for k, v in shell.items() if v == _STAMP_APPS]
+        if len(keys) == 1 and shell.get("id") == r.group_id and _render_json(
+                r.env, "group.json.j2", {"group_id": r.group_id, "apps": few[:2]}) == {**shell, keys[0]: few[:2]}:
+            return _compact(shell).replace(_compact(_STAMP_APPS), "[" + ",".join(texts) + "]", 1)
+    return _compact(render_group(spec, templates_dir=templates_dir))
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 def task_apps(group: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -59,6 +59,8 @@ _ROLE_DEFAULTS = {
 }
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED_LABEL_PREFIX = "marathon-tf/"
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+DEFAULT_PREWARM = ("tensorflow",)
 _NAMESERVER = re.compile(r"^(?P<host>[A-Za-z0-9.\-:\[\]]+?)(?::(?P<port>[0-9]{1,5}))?$")
 
 
@@ -143,6 +145,7 @@ class JobSpec:
     network: str = "host"
     network_name: str | None = None
     bootstrap: str = "marathon-tf bootstrap"
+    prewarm: tuple[str, ...] = DEFAULT_PREWARM  # () = off
     source: str = "job.json"
     #: ``progress.target_step``: the step at which training is done (for status' ETA), if known.
     target_step: int | None = None
@@ -189,6 +192,8 @@ class JobSpec:
             out["image"] = self.image
         if self.target_step is not None:
             out["progress"] = {"target_step": self.target_step}
+        if self.prewarm != DEFAULT_PREWARM:
+            out["prewarm"] = list(self.prewarm) or False
         if self.command is not None:
             out["command"] = list(self.command) if isinstance(self.command, tuple) else self.command
         for r in naming.ROLES:
@@ -304,6 +309,22 @@ class _Command(fields.Field):
                 _check_text(arg, f"item {i} ")
             return tuple(value)
         raise ValidationError("must be a list of strings or a shell command string")
+
+
+class _Prewarm(fields.Field):
+    """``false``, ``true`` (the default modules) or a non-empty list of module names."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if value is False:
+            return ()
+        if value is True:
+            return DEFAULT_PREWARM
+        if not isinstance(value, list) or not value:
+            raise ValidationError("must be false, true or a non-empty list of module names")
+        for i, name in enumerate(value):
+            if not isinstance(name, str) or not _MODULE.match(name):
+                raise ValidationError(f"item {i} must be a module name like \"tensorflow\" or \"numpy.linalg\"")
+        return tuple(dict.fromkeys(value))
 
 
 class _StrMap(fields.Field):
@@ -499,6 +520,7 @@ class _JobSchema(_Base):
     network = fields.Nested(_NetworkSchema)
     bootstrap = _Str()
     progress = fields.Nested(_ProgressSchema)
+    prewarm = _Prewarm()
 
     @pre_load
     def _object(self, data, **kwargs):
@@ -610,6 +632,7 @@ class _JobSchema(_Base):
             network_name=net.get("name"),
             bootstrap=data.get("bootstrap", "marathon-tf bootstrap"),
             target_step=(data.get("progress") or {}).get("target_step"),
+            prewarm=data.get("prewarm", DEFAULT_PREWARM),
         )
 
 
@@ -827,5 +850,9 @@ def json_schema() -> dict[str, Any]:
             "bootstrap": {**string, "default": "marathon-tf bootstrap"},
             "progress": {"type": "object", "additionalProperties": False, "properties": {
                 "target_step": {"type": "integer", "minimum": 1}}},
+            "prewarm": {"oneOf": [{"type": "boolean"}, {"type": "array", "minItems": 1, "items": {
+                "type": "string", "pattern": _MODULE.pattern}}], "default": list(DEFAULT_PREWARM),
+                "description": "modules a Python trainer imports while its peers are discovered "
+                               "(a pre-warmed interpreter); false: start the program the ordinary way"},
         },
     }

@@ -23,7 +23,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Mapping, Sequence
 
-__all__ = ["STEP_RE", "STDERR_TAIL_LINES", "LINE_LIMIT", "Trainer", "Outcome", "ExitPolicy", "exit_status", "die_with_parent"]
+__all__ = ["STEP_RE", "STDERR_TAIL_LINES", "LINE_LIMIT", "Trainer", "Outcome", "ExitPolicy", "exit_status",
+           "die_with_parent", "popen"]
 
 STEP_RE = re.compile(r"\bstep[=: ]\s*(\d+)")
 STDERR_TAIL_LINES = 20
@@ -56,20 +57,32 @@ def die_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def popen(argv: Sequence[str], env: Mapping[str, str], cwd: str | None) -> subprocess.Popen:
+    """Start the program the ordinary way: its own process group, stdin /dev/null, stdout/stderr
+    on pipes, dies with the bootstrap. (:class:`marathon_tf.prewarm.Prewarmer` has a faster
+    ``spawn`` with the same guarantees.)"""
+    return subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+
+
 def exit_status(returncode: int) -> int:
     """A process exit code as a shell reports it: killed by signal N -> 128 + N."""
     return 128 - returncode if returncode < 0 else returncode
 
 
 class Trainer:
-    """One run of the training program (``start`` it again for a restart)."""
+    """One run of the training program (``start`` it again for a restart). ``spawn`` starts the
+    process (default :func:`popen`; the bootstrap passes :meth:`marathon_tf.prewarm.Prewarmer.spawn`)."""
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str], *, cwd: str | None = None,
                  on_step: Callable[[int], None] = lambda step: None,
-                 stdout: BinaryIO | None = None, stderr: BinaryIO | None = None):
+                 stdout: BinaryIO | None = None, stderr: BinaryIO | None = None,
+                 spawn: Callable[[Sequence[str], Mapping[str, str], str | None], subprocess.Popen] = popen):
         import sys
 
         self.argv, self.env, self.cwd, self.on_step = list(argv), dict(env), cwd, on_step
+        self.spawn = spawn
         self.stdout = stdout or sys.stdout.buffer
         self.stderr = stderr or sys.stderr.buffer
         self.proc: subprocess.Popen | None = None
@@ -90,9 +103,7 @@ class Trainer:
             self._tail.clear()
         self._spawn_error = None
         try:
-            self.proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                         preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+            self.proc = self.spawn(self.argv, self.env, self.cwd)
         except OSError as e:
             self.proc = None
             code = 127 if isinstance(e, FileNotFoundError) else 126

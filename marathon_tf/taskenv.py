@@ -32,6 +32,8 @@ Variables (all strings, as Marathon requires):
 ``MTF_PERMANENT_EXIT_CODES``  comma-separated trainer exit codes that are not retried
 ``MTF_LOGDIR``             the job's log / checkpoint directory as the task sees it (may be empty)
 ``MTF_PROGRESS_TIMEOUT``   ``SECONDS[/FIRST_STEP_SECONDS]``: the progress watchdog (unset: off)
+``MTF_PREWARM``            comma-separated modules a pre-warmed Python trainer imports before the
+                           cluster spec is known, or ``false``; unset: ``tensorflow``
 =========================  ==============================================================
 
 A runner that is its own Marathon + Mesos-DNS (``marathon-tf local serve`` / ``deploy --local``)
@@ -62,6 +64,7 @@ _DEFAULTS = {
     "startup_timeout": 600.0,
     "style": "custom",
     "completion": "worker0",
+    "prewarm": ("tensorflow",),
 }
 
 
@@ -89,6 +92,7 @@ class TaskContext:
     progress_timeouts: tuple[float | None, float | None] = (None, None)
     permanent_exit_codes: tuple[int, ...] = field(default_factory=tuple)
     logdir: str = ""
+    prewarm: tuple[str, ...] = _DEFAULTS["prewarm"]
 
     def to_env(self) -> dict[str, str]:
         env = {
@@ -120,6 +124,8 @@ class TaskContext:
             env["MTF_LOGDIR"] = self.logdir
         if any(t is not None for t in self.progress_timeouts):
             env["MTF_PROGRESS_TIMEOUT"] = "/".join("" if t is None else _num(t) for t in self.progress_timeouts)
+        if tuple(self.prewarm) != _DEFAULTS["prewarm"]:
+            env["MTF_PREWARM"] = ",".join(self.prewarm) or "false"
         return env
 
     @classmethod
@@ -188,6 +194,7 @@ class TaskContext:
             permanent_exit_codes=permanent,
             logdir=environ.get("MTF_LOGDIR", ""),
             progress_timeouts=progress_timeouts,
+            prewarm=_prewarm(environ.get("MTF_PREWARM")),
         )
 
     @property
@@ -200,6 +207,14 @@ class TaskContext:
         for role in ("chief", "ps", "worker"):
             out.extend((role, i) for i in range(int(self.cluster.get(role, 0))))
         return out
+
+
+def _prewarm(raw: str | None) -> tuple[str, ...]:
+    if raw is None:
+        return _DEFAULTS["prewarm"]
+    if raw.strip().lower() in ("", "false", "0", "off", "no"):
+        return ()
+    return tuple(m.strip() for m in raw.split(",") if m.strip())
 
 
 def _num(x: float) -> str:

@@ -44,6 +44,46 @@ def test_render_prints_the_group(write_job):
     assert json.loads(r.stdout) == render_group(load_dict(minimal()))
 
 
+def test_render_is_compact_for_programs_and_indented_when_asked(write_job):
+    f = write_job(minimal())
+    compact = CliRunner().invoke(cli, ["render", str(f)]).stdout  # stdout is not a terminal here
+    pretty = CliRunner().invoke(cli, ["render", str(f), "--pretty"]).stdout
+    assert compact.count("\n") == 1 and ", " not in compact.replace('", "', "")
+    assert pretty.startswith('{\n  "apps": [') and json.loads(pretty) == json.loads(compact)
+    assert CliRunner().invoke(cli, ["render", str(f), "--compact"]).stdout == compact
+
+
+def test_render_on_a_terminal_is_indented(write_job):
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    f = write_job(minimal())
+    main, child = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "marathon_tf.cli", "render", str(f)], stdout=child,
+                              stderr=subprocess.PIPE, timeout=60)
+        os.close(child)
+        child = None
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # EIO: the terminal's other side is closed and drained
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(main)
+        if child is not None:
+            os.close(child)
+    text = b"".join(chunks).decode().replace("\r\n", "\n")
+    assert proc.returncode == 0, proc.stderr
+    assert text.startswith('{\n  "apps": [') and json.loads(text) == render_group(load_dict(minimal()))
+
+
 def test_validate_json_output_parses(write_job):
     f = write_job(minimal())
     r = CliRunner().invoke(cli, ["validate", str(f), "-o", "json"])

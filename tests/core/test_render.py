@@ -227,3 +227,86 @@ def test_many_tasks_each_get_their_own_app():
     group = render_group(spec)
     ids = {a["id"] for a in group["apps"]}
     assert len(ids) == 51 and naming.app_id("mnist", "worker", 49) in ids
+
+
+def _full_way(spec, templates_dir=None):
+    """Every app rendered through its template one by one (what render_group must equal)."""
+    from marathon_tf.render import _Renderer
+
+    r = _Renderer(spec, templates_dir)
+    return [r.app(role, i) for role, i in spec.tasks()]
+
+
+def test_stamped_apps_equal_apps_rendered_one_by_one():
+    spec = load_dict(minimal(roles={"chief": {"count": 1}, "ps": {"count": 3}, "worker": {"count": 40},
+                                    "evaluator": {"count": 4}, "tensorboard": {"count": 1}},
+                             logdir="ckpt", labels={"team": "ml"}, env={"A": "x\u00e9\"<&>'"}))
+    group = render_group(spec)
+    assert group["apps"] == _full_way(spec)
+    assert [a["env"]["MTF_INDEX"] for a in group["apps"] if "/worker-" in a["id"]] == [str(i) for i in range(40)]
+    spec_label = "marathon-tf/spec"
+    assert spec_label in group["apps"][4]["labels"] and spec_label not in group["apps"][5]["labels"]
+
+
+def test_each_role_s_template_is_rendered_a_few_times_not_once_per_task(monkeypatch):
+    import marathon_tf.render as render_mod
+
+    calls = []
+    real = render_mod._render_text
+    monkeypatch.setattr(render_mod, "_render_text", lambda env, name, ctx: calls.append(name) or real(env, name, ctx))
+    render_group(load_dict(minimal(roles={"ps": {"count": 10}, "worker": {"count": 500}})))
+    # per role: one with placeholders + the first and last task the full way (+ worker-0); the group twice
+    assert calls.count("task.json.j2") <= 8 and calls.count("group.json.j2") == 2
+
+
+@pytest.mark.parametrize("change", [
+    ('"cpus": {{ role.cpus | tojson }}', '"cpus": {{ (env.MTF_INDEX | int) + 1 }}'),   # index arithmetic
+    ('"cmd": {{ cmd | tojson }}', '"cmd": "run {{ app_id }} #{{ labels[\'marathon-tf/index\'] }}"'),  # no tojson
+    ('"instances": {{ instances | tojson }}', '"instances": {{ 1 if app_id.endswith("-2") else 1 }}'),
+])
+def test_custom_templates_that_compute_with_per_task_values_are_rendered_the_full_way(tmp_path, change):
+    default = (ROOT / "app_templates" / "task.json.j2").read_text()
+    assert change[0] in default
+    (tmp_path / "task.json.j2").write_text(default.replace(*change))
+    spec = load_dict(minimal(roles={"ps": {"count": 1}, "worker": {"count": 6}}))
+    group = render_group(spec, templates_dir=str(tmp_path))
+    assert group["apps"] == _full_way(spec, str(tmp_path))
+    if "cpus" in change[1]:
+        assert [a["cpus"] for a in group["apps"]] == [1, 1, 2, 3, 4, 5, 6]
+    if "cmd" in change[1]:
+        assert group["apps"][3]["cmd"] == "run /mnist/worker-2 #2"
+
+
+def test_a_group_template_that_looks_into_apps_is_rendered_the_full_way(tmp_path):
+    (tmp_path / "group.json.j2").write_text(
+        '{"id": {{ group_id | tojson }}, "apps": {{ apps | tojson }}, "dependencies": [],'
+        ' "x": {{ apps | length }}, "first": {{ (apps | first).id | tojson }}}')
+    spec = load_dict(minimal(roles={"ps": {"count": 1}, "worker": {"count": 5}}))
+    group = render_group(spec, templates_dir=str(tmp_path))
+    assert group["x"] == 6 and group["first"] == "/mnist/ps-0" and len(group["apps"]) == 6
+
+
+@pytest.mark.parametrize("roles", [
+    {"ps": {"count": 1}, "worker": {"count": 2}},
+    {"chief": {"count": 1}, "ps": {"count": 3}, "worker": {"count": 40}, "evaluator": {"count": 4},
+     "tensorboard": {"count": 1}},
+])
+def test_the_compact_text_is_exactly_the_group_serialised(roles):
+    from marathon_tf.render import render_group_json
+
+    spec = load_dict(minimal(roles=roles, logdir="ckpt", env={"A": "x\u00e9\"<&>'\u2028"}))
+    assert render_group_json(spec) == json.dumps(render_group(spec), separators=(",", ":"), sort_keys=True)
+
+
+def test_the_compact_text_follows_custom_templates_the_full_way(tmp_path):
+    from marathon_tf.render import render_group_json
+
+    default = (ROOT / "app_templates" / "task.json.j2").read_text()
+    (tmp_path / "task.json.j2").write_text(default.replace('"cpus": {{ role.cpus | tojson }}',
+                                                           '"cpus": {{ (env.MTF_INDEX | int) + 1 }}'))
+    (tmp_path / "group.json.j2").write_text('{"id": {{ group_id | tojson }}, "apps": {{ apps | tojson }},'
+                                            ' "n": {{ apps | length }}}')
+    spec = load_dict(minimal(roles={"ps": {"count": 1}, "worker": {"count": 6}}))
+    text = render_group_json(spec, templates_dir=str(tmp_path))
+    assert json.loads(text)["n"] == 7 and [a["cpus"] for a in json.loads(text)["apps"]] == [1, 1, 2, 3, 4, 5, 6]
+    assert text == json.dumps(render_group(spec, templates_dir=str(tmp_path)), separators=(",", ":"), sort_keys=True)

@@ -192,3 +192,35 @@ def test_schema_command_prints_it():
     r = CliRunner().invoke(cli, ["schema"])
     assert r.exit_code == 0
     assert json.loads(r.stdout)["properties"]["roles"]["properties"]["worker"]
+
+
+@pytest.mark.parametrize("value, modules", [
+    (None, ("tensorflow",)), (True, ("tensorflow",)), (False, ()),
+    (["tensorflow", "numpy.linalg", "tensorflow"], ("tensorflow", "numpy.linalg")),
+])
+def test_prewarm_forms(value, modules):
+    from marathon_tf.render import render_group
+    from marathon_tf.taskenv import TaskContext
+
+    job = minimal() if value is None else minimal(prewarm=value)
+    spec = load_dict(job)
+    assert spec.prewarm == modules
+    assert load_dict(spec.to_dict()).prewarm == modules  # kept through scale's re-render
+    env = render_group(spec)["apps"][0]["env"]
+    assert ("MTF_PREWARM" in env) == (modules != ("tensorflow",))  # the default renders as before
+    assert TaskContext.from_env(env).prewarm == modules
+    jsonschema.validate(job, json_schema())
+
+
+@pytest.mark.parametrize("value, message", [
+    ([], "prewarm: must be false, true or a non-empty list of module names"),
+    ("tensorflow", "prewarm: must be false, true or a non-empty list of module names"),
+    (["tensor flow"], "prewarm: item 0 must be a module name"),
+    (["ok", 3], "prewarm: item 1 must be a module name"),
+])
+def test_bad_prewarm_is_named(value, message):
+    with pytest.raises(SpecError) as e:
+        load_dict(minimal(prewarm=value))
+    assert message in str(e.value)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(minimal(prewarm=value), json_schema())

@@ -30,7 +30,30 @@ def test_tf1_between_graph_job_trains_to_completion_with_flags(tmp_path):
         assert f"--worker_hosts={','.join(spec['cluster']['worker'])}" in argv
         assert "tf_config" not in spec or not spec["tf_config"]  # flags style: no TF_CONFIG
     # the cluster spec reached the program as the classic flags
+    assert _prewarmed(tmp_path) == {"ps-0": True, "worker-0": True, "worker-1": True}
     assert wait_no_processes(tmp_path) == []
+
+
+def test_tf1_job_with_prewarm_off_starts_the_program_the_ordinary_way(tmp_path):
+    job = local_job("linear-regression-tf1", tmp_path, prewarm=False)
+    r = deploy_local(job, tmp_path)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "job linear-regression: Succeeded" in r.stderr
+    assert max(s for task in losses(r.stdout).values() for s, _ in task) >= 300
+    assert _prewarmed(tmp_path) == {"ps-0": False, "worker-0": False, "worker-1": False}
+    assert wait_no_processes(tmp_path) == []
+
+
+def _prewarmed(tmp_path):
+    """Per task: did its program run in a pre-warmed interpreter (the bootstrap's log says so)?
+    Without pre-warming the bootstrap never mentions it."""
+    out = {}
+    for box in (tmp_path / "state").glob("*/sandboxes/*"):
+        log = (box / "stderr").read_text(errors="replace")
+        task = box.name.split(".")[0].rsplit("_", 1)[-1]
+        out[task] = "the program runs in the pre-warmed interpreter" in log
+        assert ("pre-warm" in log) == out[task], log[-3000:]
+    return out
 
 
 def _assert_tf_config(tmp_path, shape):
@@ -59,6 +82,7 @@ def test_parameter_server_strategy_job_trains_with_tf_config(tmp_path):
     chief = losses(r.stdout).get("chief-0")
     assert chief and chief[-1][0] >= 200 and chief[-1][1] < chief[0][1], chief
     _assert_tf_config(tmp_path, {"chief": 1, "ps": 1, "worker": 2})
+    assert _prewarmed(tmp_path) == {"chief-0": True, "ps-0": True, "worker-0": True, "worker-1": True}
     assert wait_no_processes(tmp_path) == []
 
 
@@ -72,4 +96,5 @@ def test_keras_multiworker_mirrored_job_trains_with_tf_config(tmp_path):
     w0 = by_task["worker-0"]
     assert w0[-1][1] < w0[0][1], w0
     _assert_tf_config(tmp_path, {"worker": 2})
+    assert _prewarmed(tmp_path) == {"worker-0": True, "worker-1": True}
     assert wait_no_processes(tmp_path) == []

@@ -1,0 +1,331 @@
+"""Pre-warmed trainers: a program run in a pre-warmed interpreter behaves as ``python script.py``.
+
+Each case runs the same probe program twice, the ordinary way (supervisor.popen) and through a
+Prewarmer, and compares what the program saw and did. The pre-warmed module is a tiny marker
+module (``mtf_marker``, on PYTHONPATH), not TensorFlow, so the tests stay fast; the examples'
+e2e tests run TensorFlow itself pre-warmed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from bootstrap_helpers import FakeBackend, task_env, wait_for
+from marathon_tf.bootstrap import Bootstrap
+from marathon_tf.prewarm import PythonCommand, Prewarmer, python_command
+from marathon_tf.supervisor import ExitPolicy, Outcome, Trainer, popen
+from marathon_tf.taskenv import TaskContext
+
+PROBE = textwrap.dedent("""\
+    import json, os, re, sys
+    what = sys.argv[1] if len(sys.argv) > 1 else ""
+    print(json.dumps({"argv": sys.argv, "path0": sys.path[0], "file": globals().get("__file__"),
+                      "name": __name__, "spec": re.sub(" at 0x[0-9a-f]+", "", repr(__spec__)), "loader": type(__loader__).__name__,
+                      "cached": globals().get("__cached__", "<none>"), "package": __package__,
+                      "cwd": os.getcwd(), "tf_config": os.environ.get("TF_CONFIG"), "stdin": sys.stdin.read(),
+                      "main_is_me": sys.modules["__main__"].__dict__ is globals(),
+                      "executable": sys.executable, "flags": list(sys.flags),
+                      "unbuffered": os.environ.get("PYTHONUNBUFFERED")}), flush=True)
+    print("warm=%s" % ("mtf_marker" in sys.modules), file=sys.stderr, flush=True)
+    if what == "raise":
+        def inner():
+            raise ValueError("boom")
+        inner()
+    if what == "exit-code":
+        sys.exit(3)
+    if what == "exit-message":
+        sys.exit("bye")
+    if what == "interrupt":
+        raise KeyboardInterrupt
+    if what == "sleep":
+        import time
+        print("step=1", flush=True)
+        time.sleep(60)
+    """)
+
+
+@pytest.fixture
+def program(tmp_path):
+    """A work dir with the probe as ``prog/probe.py``, a package ``pkg`` (``-m pkg.main``) and
+    the marker module on PYTHONPATH; returns (env, cwd)."""
+    (tmp_path / "prog").mkdir()
+    (tmp_path / "prog" / "probe.py").write_text(PROBE)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "main.py").write_text(PROBE)
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "mtf_marker.py").write_text("import time\ntime.sleep(0.2)\n")
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}
+    env.update(PYTHONPATH=str(tmp_path / "lib"), PYTHONUNBUFFERED="1")
+    return env, str(tmp_path)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[int, str, str]:
+    out, err = [], []
+    readers = [threading.Thread(target=lambda p=p, acc=acc: acc.append(p.read()), daemon=True)
+               for p, acc in ((proc.stdout, out), (proc.stderr, err))]
+    for t in readers:
+        t.start()
+    proc.wait(timeout)
+    for t in readers:
+        t.join(10)
+    return proc.returncode, out[0].decode(), err[0].decode()
+
+
+def both(argv, env, cwd, *, tf_config='{"cluster": {}}'):
+    """(ordinary, pre-warmed) results of the same command; the second also says how it started."""
+    run_env = dict(env, TF_CONFIG=tf_config) if tf_config else dict(env)
+    plain = finish(popen(argv, run_env, cwd))
+    warmer = Prewarmer(argv, ["mtf_marker"], env, cwd=cwd).start()
+    try:
+        wait_for(lambda: warmer.waiting is not None, 30, what="a pre-warmed interpreter")
+        warm = finish(warmer.spawn(argv, run_env, cwd))
+        assert warmer.last.done.wait(10)
+        return plain, warm, warmer.last.started
+    finally:
+        warmer.close()
+
+
+def facts(result):
+    code, out, err = result
+    return code, json.loads(out.splitlines()[0]) if out.strip() else None, err
+
+
+@pytest.mark.parametrize("how", ["script", "module"])
+def test_a_program_sees_what_python_would_give_it(program, how):
+    env, cwd = program
+    argv = ([sys.executable, "prog/probe.py", "--flag", "x y"] if how == "script"
+            else [sys.executable, "-m", "pkg.main", "--flag", "x y"])
+    plain, warm, started = both(argv, env, cwd)
+    assert started == {"started": "in_place", "reason": None}
+    (pc, pfacts, perr), (wc, wfacts, werr) = facts(plain), facts(warm)
+    assert pc == wc == 0
+    assert wfacts == pfacts
+    assert wfacts["tf_config"] == '{"cluster": {}}' and wfacts["name"] == "__main__"
+    assert perr.strip() == "warm=False" and werr.strip() == "warm=True"  # imported before it started
+
+
+@pytest.mark.parametrize("what, code", [("exit-code", 3), ("exit-message", 1), ("raise", 1), ("interrupt", 130)])
+def test_exit_codes_and_tracebacks_are_python_s(program, what, code):
+    env, cwd = program
+    plain, warm, started = both([sys.executable, "prog/probe.py", what], env, cwd)
+    assert started["started"] == "in_place"
+    from marathon_tf.supervisor import exit_status
+
+    assert exit_status(plain[0]) == exit_status(warm[0]) == code
+    assert plain[1] == warm[1]
+    assert warm[2].replace("warm=True", "warm=False") == plain[2]  # the same traceback, line for line
+
+
+def test_a_syntax_error_reads_like_python_s(program):
+    env, cwd = program
+    (__import__("pathlib").Path(cwd) / "prog" / "bad.py").write_text("x = (\n")
+    plain, warm, _ = both([sys.executable, "prog/bad.py"], env, cwd)
+    assert plain[0] == warm[0] == 1 and plain[2] == warm[2] and "SyntaxError" in warm[2]
+
+
+def test_what_cannot_run_in_place_starts_the_ordinary_way(program):
+    env, cwd = program
+    missing = [sys.executable, "prog/nope.py"]
+    plain, warm, started = both(missing, env, cwd)
+    assert started == {"started": "ordinary", "reason": "not a plain source file"}
+    assert plain[0] == warm[0] == 2 and plain[2] == warm[2]  # python's own "can't open file" message
+    changed = dict(env, PYTHONHASHSEED="7")  # read at interpreter start: cannot be changed later
+    warmer = Prewarmer([sys.executable, "prog/probe.py"], ["mtf_marker"], env, cwd=cwd).start()
+    try:
+        wait_for(lambda: warmer.waiting is not None, 30, what="a pre-warmed interpreter")
+        code, out, err = finish(warmer.spawn([sys.executable, "prog/probe.py"], changed, cwd))
+        assert warmer.last.done.wait(10)
+        assert warmer.last.started["reason"] == "the environment differs from the pre-warmed one"
+        assert code == 0 and err.strip() == "warm=False"
+    finally:
+        warmer.close()
+
+
+def test_a_failed_prewarm_import_starts_the_ordinary_way(program):
+    env, cwd = program
+    logs = []
+    warmer = Prewarmer([sys.executable, "prog/probe.py"], ["no_such_module_mtf"], env, cwd=cwd,
+                       log=logs.append).start()
+    try:
+        wait_for(lambda: warmer.waiting is not None, 30, what="a pre-warmed interpreter")
+        code, out, err = finish(warmer.spawn([sys.executable, "prog/probe.py"], env, cwd))
+        assert warmer.last.done.wait(10)
+        assert code == 0 and warmer.last.started["reason"] == "a pre-warm import failed"
+        assert any("could not pre-import no_such_module_mtf" in line for line in logs)
+    finally:
+        warmer.close()
+
+
+def test_the_trainer_stops_a_prewarmed_program_like_any_other(program):
+    env, cwd = program
+    warmer = Prewarmer([sys.executable, "prog/probe.py"], ["mtf_marker"], env, cwd=cwd).start()
+    try:
+        wait_for(lambda: warmer.waiting is not None, 30, what="a pre-warmed interpreter")
+        steps, out = [], io.BytesIO()
+        trainer = Trainer([sys.executable, "prog/probe.py", "sleep"], env, cwd=cwd, on_step=steps.append,
+                          stdout=out, stderr=io.BytesIO(), spawn=warmer.spawn)
+        trainer.start()
+        wait_for(lambda: steps == [1], 30, what="step=1 through the pump")
+        assert trainer.stop(grace=5) == 128 + signal.SIGTERM
+        assert b'"argv": ["prog/probe.py", "sleep"]' in out.getvalue()
+    finally:
+        warmer.close()
+
+
+def test_a_prewarmed_interpreter_dies_with_its_bootstrap(program, tmp_path):
+    """PR_SET_PDEATHSIG: SIGKILL the process that holds the Prewarmer; its interpreter goes too."""
+    env, cwd = program
+    holder = textwrap.dedent(f"""\
+        import sys, time
+        sys.path[:0] = {sys.path!r}
+        from marathon_tf.prewarm import Prewarmer
+        w = Prewarmer([sys.executable, "prog/probe.py"], ["mtf_marker"], {env!r}, cwd={cwd!r}).start()
+        while w.waiting is None:
+            time.sleep(0.05)
+        print(w.waiting.pid, flush=True)
+        time.sleep(120)
+        """)
+    proc = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, cwd=cwd)
+    try:
+        pid = int(proc.stdout.readline())
+        os.kill(pid, 0)
+        proc.kill()
+        proc.wait(10)
+
+        def gone():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    return f.read().split(")")[-1].split()[0] == "Z"
+            except FileNotFoundError:
+                return True
+
+        wait_for(gone, 10, what="the orphaned pre-warmed interpreter to die")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["python3", "train.py", "--steps", "3"], PythonCommand("python3", ())),
+    (["/usr/bin/python3.11", "-u", "-W", "ignore", "-m", "pkg.main"], PythonCommand("/usr/bin/python3.11",
+                                                                                     ("-u", "-W", "ignore"))),
+    (["python", "-mpkg"], PythonCommand("python", ())),
+    (["python3", "-c", "print(1)"], None),
+    (["python3", "-I", "train.py"], None),
+    (["python3", "-"], None),
+    (["python3"], None),
+    (["python3", "-m"], None),
+    (["bash", "train.py"], None),
+    (["pythonista", "train.py"], None),
+])
+def test_which_commands_are_python_programs(argv, expected):
+    assert python_command(argv) == expected
+
+
+class RestartOnce(ExitPolicy):
+    """Restart in place after the first failure; then behave as usual."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def decide(self, code, *, stderr_tail=""):
+        self.calls += 1
+        if self.calls == 1 and code != 0:
+            return Outcome("failed", False, code, False, "first run failed", restart=True)
+        return super().decide(code, stderr_tail=stderr_tail)
+
+
+RESTARTING = textwrap.dedent("""\
+    import os, sys
+    marker = os.path.join(os.environ["MESOS_SANDBOX"], "ran-once")
+    print("pid=%d warm=%s step=5" % (os.getpid(), "mtf_marker" in sys.modules), flush=True)
+    print("TFC=" + os.environ.get("TF_CONFIG", "<unset>"), flush=True)
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        sys.exit(7)
+    """)
+
+
+def test_the_bootstrap_runs_prewarmed_and_restarts_in_a_standby(tmp_path, program, capsys):
+    """The first run and the in-place restart both start in a pre-warmed interpreter (the standby
+    is started once the first run printed a step), with TF_CONFIG and flags as usual."""
+    env, _ = program
+    (tmp_path / "train.py").write_text(RESTARTING)
+    cluster = {"ps": 1, "worker": 2}
+    task = task_env("worker", 1, cluster, sandbox=str(tmp_path), tf_port=2002, spec_style="both",
+                    prewarm=("mtf_marker",))
+    task["PYTHONPATH"] = env["PYTHONPATH"]
+    peers = {("ps", 0): "10.0.0.1:2000", ("worker", 0): "10.0.0.2:2001"}
+    out, err = io.BytesIO(), io.BytesIO()
+    boot = Bootstrap(TaskContext.from_env(task), task, [sys.executable, "train.py", "--x"], backend=FakeBackend(peers),
+                     policy=RestartOnce(), restart_backoff=(0.5, 0.5), stdout=out, stderr=err, tick=0.05)
+    result = []
+    thread = threading.Thread(target=lambda: result.append(boot.run()), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: boot.status.snapshot()["phase"] == "succeeded", 60, what="the restarted run to succeed")
+        lines = out.getvalue().decode().splitlines()
+        runs = [line for line in lines if line.startswith("pid=")]
+        assert len(runs) == 2 and all("warm=True" in r for r in runs), (lines, err.getvalue().decode())
+        assert runs[0].split()[0] != runs[1].split()[0]
+        tfc = [json.loads(line[4:]) for line in lines if line.startswith("TFC=")]
+        assert tfc[0] == tfc[1] and tfc[0]["task"] == {"type": "worker", "index": 1}
+        log = capsys.readouterr().err  # the bootstrap's own log lines
+        assert log.count("the program runs in the pre-warmed interpreter") == 2, log
+        assert boot.status.snapshot()["step"] == 5 and boot.prewarmer.waiting is None  # closed once finished
+    finally:
+        boot.request_stop()
+        thread.join(30)
+    assert result == [0]
+
+
+def test_prewarm_off_or_not_python_means_no_prewarmer(tmp_path):
+    task = task_env("worker", 0, {"worker": 1}, sandbox=str(tmp_path), prewarm=())
+    assert Bootstrap(TaskContext.from_env(task), task, [sys.executable, "train.py"]).prewarmer is None
+    task = task_env("worker", 0, {"worker": 1}, sandbox=str(tmp_path))
+    assert Bootstrap(TaskContext.from_env(task), task, ["sh", "-c", "python3 train.py"]).prewarmer is None
+    assert Bootstrap(TaskContext.from_env(task), task, ["python3 train.py && echo"]).prewarmer is None
+    boot = Bootstrap(TaskContext.from_env(task), task, ["python3", "train.py"])
+    assert boot.prewarmer is not None and boot.prewarmer.modules == ["tensorflow"]
+    boot.prewarmer.close()
+
+
+def test_a_standby_imports_at_idle_priority_and_runs_the_program_at_normal_priority(program, tmp_path):
+    """Where the process may return to its normal policy (CAP_SYS_NICE / RLIMIT_NICE), the standby
+    imports at SCHED_IDLE (so it takes no CPU the running program wants) and the program then runs
+    with the policy every other start gets."""
+    env, cwd = program
+    (tmp_path / "lib" / "mtf_marker.py").write_text(
+        "import os, threading\nPOLICY = os.sched_getscheduler(0)\n"
+        "t = threading.Thread(target=lambda: None); t.start(); t.join()\n")
+    (tmp_path / "prog" / "policy.py").write_text(
+        "import os, sys\nprint(os.sched_getscheduler(0), getattr(sys.modules.get('mtf_marker'), 'POLICY', None))\n")
+    logs = []
+    warmer = Prewarmer([sys.executable, "prog/policy.py"], ["mtf_marker"], env, cwd=cwd, log=logs.append)
+    try:
+        warmer._pool.submit(warmer._replenish, True).result()  # what note_step / the timer do
+        wait_for(lambda: warmer.waiting is not None and any("pre-warmed" in line for line in logs), 30,
+                 what="a standby")
+        code, out, _ = finish(warmer.spawn([sys.executable, "prog/policy.py"], env, cwd))
+    finally:
+        warmer.close()
+    running, at_import = (int(x) for x in out.split())
+    assert code == 0 and running == os.sched_getscheduler(0)
+    from marathon_tf.prewarm_child import _may_leave_idle
+
+    if _may_leave_idle():
+        assert at_import == os.SCHED_IDLE and any("at idle CPU priority" in line for line in logs), logs
+    else:
+        assert at_import == running
