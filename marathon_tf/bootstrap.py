@@ -47,6 +47,7 @@ from typing import Callable, Mapping, Sequence
 from marathon_tf import cluster_spec, naming
 from marathon_tf.discovery import Backend, PeerKey, Rendezvous, make_backend, watch_interval
 from marathon_tf.errors import DiscoveryError, UsageError
+from marathon_tf.leader import make_rendezvous
 from marathon_tf.lifecycle import JobControl, JobPolicy, RestartBudget, client_from_env, failures_path, startup_reason
 from marathon_tf import labels as L
 from marathon_tf.status_server import StatusServer, TaskStatus
@@ -152,6 +153,7 @@ class Bootstrap:
         self._signum: int | None = None
         self.endpoints: dict[PeerKey, str] = {}
         self.spec: cluster_spec.RenderedSpec | None = None
+        self.rendezvous_options: dict = {}  # extra make_rendezvous arguments (tests inject session/events)
 
     # -- control ---------------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
@@ -184,6 +186,8 @@ class Bootstrap:
                 self._stop.wait()
             return getattr(e, "exit_code", 1)
         finally:
+            if hasattr(getattr(self, "rendezvous", None), "close"):
+                self.rendezvous.close()
             if self.server:
                 self.server.close()
 
@@ -211,8 +215,12 @@ class Bootstrap:
         if not peers:
             return True
         self._backend = self._backend or make_backend(self.ctx, self.environ)
-        self.rendezvous = Rendezvous(self._backend, clock=self.clock, sleep=self._stop.wait, rng=self.rng,
-                                     stop=self._stop.is_set)
+        # The job's leader reads the backend for everyone; the others long-poll it (marathon_tf.leader).
+        self.rendezvous = make_rendezvous(
+            self.ctx, self.environ, self._backend, me=me, address=self.endpoints.get(me), server=self.server,
+            stop=self._stop, slow=watch_interval(sum(self.ctx.cluster.values()), self.watch_interval),
+            rng=self.rng, log=_log, **self.rendezvous_options) or Rendezvous(
+            self._backend, clock=self.clock, sleep=self._stop.wait, rng=self.rng, stop=self._stop.is_set)
         _log(f"{self.ctx.task} of {self.ctx.job}: discovering {len(peers)} peer(s) via {self.ctx.discovery}")
 
         def progress(found: dict[PeerKey, str], missing: dict[PeerKey, str]) -> None:
@@ -271,6 +279,9 @@ class Bootstrap:
         return trainer
 
     def _next_watch(self) -> float:
+        every = getattr(getattr(self, "rendezvous", None), "watch_every", None)  # a leader's view is local: check every tick
+        if every is not None:
+            return self.clock() + every
         mean = watch_interval(sum(self.ctx.cluster.values()), self.watch_interval)  # longer for big jobs
         return self.clock() + mean * self.rng.uniform(0.5, 1.5)
 
@@ -328,11 +339,13 @@ class Bootstrap:
             return None
         me, peers = self._members()
         if peers and self._backend is not None and hasattr(self, "rendezvous"):
-            try:
-                moved = self.rendezvous.moved({p: self.endpoints[p] for p in peers})
+            try:  # a peer that is down is waited for: a restart with its stale address would hang
+                moved = self.rendezvous.settle({p: self.endpoints[p] for p in peers}, self.ctx.startup_timeout)
             except Exception as e:  # a failing lookup must not stop the restart
                 _log(f"could not re-check the peers before the restart: {e}")
                 moved = {}
+            if moved is None:
+                return None
             if moved:
                 self.endpoints.update(moved)
                 self._render()

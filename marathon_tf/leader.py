@@ -1,0 +1,471 @@
+"""Leader rendezvous: one task reads where the job's peers are, every other task asks it.
+
+Without it every task of a job reads Marathon (``GET /v2/groups/<job>?embed=group.apps.tasks``,
+~3 MB for 1,000 apps) or Mesos-DNS (one SRV query per peer) on each poll, so the load on them
+grows with tasks x job size. With it:
+
+* **The leader** is the job's deciding task (:func:`marathon_tf.lifecycle.decider_task`:
+  ``chief-0`` or ``worker-0``). Its bootstrap runs :class:`LeaderRendezvous`: a thread that
+  looks up every peer through the ordinary :mod:`~marathon_tf.discovery` backend and publishes
+  the result, with a version, at ``GET /rendezvous`` on its status endpoint::
+
+      {"job", "leader": <id of this bootstrap>, "leader_task": "chief-0", "version": 7,
+       "complete": true, "peers": {"ps-0": "10.0.0.5:31001", ...}, "missing": {"worker-3": "..."}}
+
+  ``?after=<version>&leader=<id>&wait=<s>`` is a long poll: the answer comes when the version
+  (or the leader) differs, or after ``wait`` seconds (at most :data:`MAX_WAIT`).
+  It polls fast (0.25 s doubling to 1 s) while a peer is missing and for :data:`HOT_WINDOW` s
+  after a change or after a Marathon ``status_update_event`` of one of the job's apps
+  (``/v2/events``, followed when ``MTF_MARATHON_URL`` is set), slowly (the watch interval)
+  otherwise. Group GETs are spaced so that the leader reads at most :data:`BYTE_BUDGET`
+  bytes/s from Marathon; DNS polls at most :data:`DNS_QUERIES_PER_SECOND` queries/s.
+* **Every other task** runs :class:`FollowerRendezvous`: it finds the leader's status port
+  with one small request (Mesos-DNS SRV ``_status._<leader label>._tcp.marathon.mesos.``, the
+  Mesos-DNS HTTP API, or ``GET /v2/apps/<job>/<leader>?embed=app.tasks`` in ``marathon``
+  mode), then long-polls it. A leader that cannot be reached is looked up again (backoff
+  scaled to the job); when there is none for :func:`fallback_after` seconds the follower reads
+  the backend itself (the per-task rendezvous of old) until a leader answers again. A
+  relaunched leader is a new leader (new id): followers take its view whole.
+
+Both sides offer the bootstrap what :class:`marathon_tf.discovery.Rendezvous` does
+(``wait``, ``moved``, ``settle``, ``polls``) plus ``close()``; their ``moved`` reads the
+local view (no I/O), so the bootstrap checks it every tick (``watch_every``): a peer's move
+reaches every task within a second. ``moved`` reports nothing while one of the peers is
+missing, so a task never restarts with a stale address mixed in: it waits for the rewritten
+spec. ``MTF_RENDEZVOUS=direct`` turns all of this off (every task reads the backend).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from dataclasses import replace
+from typing import Any, Callable, Mapping, Sequence
+
+from marathon_tf import naming
+from marathon_tf.discovery import (Backend, MarathonBackend, Observation, PeerKey,
+                                   make_backend, missing_message, poll_schedule)
+from marathon_tf.errors import DiscoveryError
+from marathon_tf.lifecycle import decider_task
+from marathon_tf.taskenv import TaskContext
+
+__all__ = ["PATH", "MAX_WAIT", "HOT_WINDOW", "BYTE_BUDGET", "DNS_QUERIES_PER_SECOND", "rendezvous_mode",
+           "leader_of", "fallback_after", "LeaderRendezvous", "FollowerRendezvous", "make_rendezvous"]
+
+PATH = "/rendezvous"
+MAX_WAIT = 30.0          # longest long poll the leader holds
+LONG_POLL = 25.0         # what followers ask for
+HOT_WINDOW = 10.0        # seconds of fast polling after a change or an event of the job
+FAST = (0.25, 1.0)       # fast polling: first delay, cap
+BYTE_BUDGET = 300_000.0  # bytes/s the leader may read from Marathon in group GETs
+DNS_QUERIES_PER_SECOND = 500.0
+
+
+def rendezvous_mode(environ: Mapping[str, str]) -> str:
+    """``MTF_RENDEZVOUS``: ``leader`` (default) or ``direct``."""
+    mode = environ.get("MTF_RENDEZVOUS") or "leader"
+    if mode not in ("leader", "direct"):
+        raise ValueError(f"MTF_RENDEZVOUS must be leader or direct, not {mode!r}")
+    return mode
+
+
+def leader_of(ctx: TaskContext) -> PeerKey | None:
+    """The leading task: the job's deciding task when it is a cluster member, else None."""
+    key = naming.parse_task_name(decider_task(ctx.completion))
+    return key if key in ctx.members() else None
+
+
+def fallback_after(tasks: int) -> float:
+    """Seconds without a reachable leader before a follower reads the backend itself."""
+    return max(10.0, tasks / 10.0)
+
+
+def _names(mapping: Mapping[PeerKey, str]) -> dict[str, str]:
+    return {naming.task_name(*k): v for k, v in sorted(mapping.items())}
+
+
+def _keys(mapping: Any) -> dict[PeerKey, str]:
+    out = {}
+    for name, value in (mapping or {}).items() if isinstance(mapping, dict) else ():
+        key = naming.parse_task_name(str(name))
+        if key is not None and isinstance(value, str):
+            out[key] = value
+    return out
+
+
+class _View:
+    """A versioned view of the peers: present ones with their address, missing ones with why."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.peers: dict[PeerKey, str] = {}
+        self.missing: dict[PeerKey, str] = {}
+        self.version = 0
+
+    def update(self, peers: Mapping[PeerKey, str], missing: Mapping[PeerKey, str]) -> bool:
+        with self.cond:
+            if dict(peers) == self.peers and dict(missing) == self.missing:
+                return False
+            self.peers, self.missing = dict(peers), dict(missing)
+            self.version += 1
+            self.cond.notify_all()
+            return True
+
+
+class _Side:
+    """What the bootstrap uses (the :class:`~marathon_tf.discovery.Rendezvous` interface)."""
+
+    watch_every = 0.0  # moved() is local: check it at every tick
+
+    def __init__(self, *, stop: threading.Event | None, clock: Callable[[], float]):
+        self.view = _View()
+        self.clock = clock
+        self.polls = 0
+        self._stop = stop or threading.Event()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _start(self, target: Callable[[], None], name: str) -> None:
+        self._thread = threading.Thread(target=self._guard(target), name=name, daemon=True)
+        self._thread.start()
+
+    def _guard(self, target):
+        def run():
+            while not self._done():
+                try:
+                    target()
+                except Exception as e:  # a bug or an odd answer must not end discovery for good
+                    import sys
+
+                    sys.stderr.write(f"marathon-tf bootstrap: rendezvous error (retrying): {type(e).__name__}: {e}\n")
+                    self._wait(1.0)
+        return run
+
+    def _done(self) -> bool:
+        return self._stop.is_set() or self._closed.is_set()
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep (woken by stop/close); True when it is time to end."""
+        end = time.monotonic() + max(0.0, seconds)
+        while not self._done():
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            self._closed.wait(min(left, 0.2))
+        return True
+
+    def close(self) -> None:
+        self._closed.set()
+        with self.view.cond:
+            self.view.cond.notify_all()
+
+    def wait(self, peers: Sequence[PeerKey], timeout: float,
+             on_progress: Callable[[dict[PeerKey, str], dict[PeerKey, str]], None] | None = None
+             ) -> dict[PeerKey, str] | None:
+        """Addresses of every peer once the view has them all; None when stopped;
+        DiscoveryError after ``timeout`` seconds naming what is missing."""
+        deadline = self.clock() + timeout
+        seen = -1
+        while True:
+            with self.view.cond:
+                if self.view.version == seen and not self._done():
+                    self.view.cond.wait(0.2)
+                version, present, missing = self.view.version, dict(self.view.peers), dict(self.view.missing)
+            found = {p: present[p] for p in peers if p in present}
+            lacking = {p: missing.get(p, self._unknown()) for p in peers if p not in present}
+            if version != seen and on_progress:
+                on_progress(found, lacking)
+            seen = version
+            if not lacking:
+                return found
+            if self._done():
+                return None
+            if self.clock() >= deadline:
+                raise DiscoveryError(missing_message(lacking, timeout),
+                                     hint="check that every task of the job is running and in Mesos-DNS")
+
+    def _unknown(self) -> str:
+        return "not seen yet"
+
+    def moved(self, current: Mapping[PeerKey, str]) -> dict[PeerKey, str]:
+        """Peers now at another address; nothing while one of them is missing (a task waits
+        for the rewritten spec rather than restart with a stale address mixed in)."""
+        with self.view.cond:
+            present = dict(self.view.peers)
+        if any(p not in present for p in current):
+            return {}
+        return {p: present[p] for p in current if present[p] != current[p]}
+
+    def settle(self, current: Mapping[PeerKey, str], timeout: float) -> dict[PeerKey, str] | None:
+        """Wait until every peer in ``current`` is present, then the ones that moved."""
+        found = self.wait(list(current), timeout)
+        if found is None:
+            return None
+        return {p: a for p, a in found.items() if a != current[p]}
+
+
+# --- the leader ------------------------------------------------------------------------------------
+
+class LeaderRendezvous(_Side):
+    """The leader's side: look the peers up for everyone, publish, serve the long poll.
+
+    ``events``: an object with ``available`` and ``wait(seconds) -> [event dict]`` (a
+    :class:`marathon_tf.watch.EventStream` on ``status_update_event``), or None.
+    ``slow``: mean seconds between polls once formed and calm.
+    """
+
+    def __init__(self, backend: Backend, members: Sequence[PeerKey], me: PeerKey, address: str, *, job: str,
+                 slow: float, events=None, stop: threading.Event | None = None,
+                 clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
+                 fast: tuple[float, float] = FAST, byte_budget: float = BYTE_BUDGET,
+                 dns_qps: float = DNS_QUERIES_PER_SECOND, hot_window: float = HOT_WINDOW):
+        super().__init__(stop=stop, clock=clock)
+        self.backend, self.job, self.me, self.slow, self.events = backend, job, me, slow, events
+        self.others = [m for m in members if m != me]
+        self.rng = rng or random.Random()
+        self.fast, self.byte_budget, self.dns_qps, self.hot_window = fast, byte_budget, dns_qps, hot_window
+        self.leader_id = uuid.uuid4().hex[:16]
+        self.events_seen = 0
+        self._prefix = naming.group_id(job) + "/"
+        self.view.update({me: address}, {p: "not asked yet" for p in self.others})
+
+    def start(self) -> "LeaderRendezvous":
+        self._start(self._loop, "rendezvous-leader")
+        return self
+
+    def close(self) -> None:
+        super().close()
+        if self.events is not None and hasattr(self.events, "close"):
+            self.events.close()
+
+    # -- the published view ---------------------------------------------------------------------
+    def document(self) -> dict[str, Any]:
+        with self.view.cond:
+            return {"job": self.job, "leader": self.leader_id, "leader_task": naming.task_name(*self.me),
+                    "version": self.view.version, "complete": not self.view.missing,
+                    "peers": _names(self.view.peers), "missing": _names(self.view.missing)}
+
+    def handle(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
+        """``GET /rendezvous?job=&after=&leader=&wait=`` (a long poll)."""
+        if query.get("job") not in (None, self.job):
+            return 404, {"message": f"this is the leader of job {self.job!r}, not {query.get('job')!r}"}
+        try:
+            after = int(query.get("after", "-1"))
+            wait = min(MAX_WAIT, max(0.0, float(query.get("wait", "0"))))
+        except ValueError:
+            return 400, {"message": "after must be an integer and wait a number of seconds"}
+        leader = query.get("leader", "")
+        with self.view.cond:
+            self.view.cond.wait_for(lambda: self.view.version != after or leader != self.leader_id
+                                    or self._done(), timeout=wait)
+        return 200, self.document()
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        first, cap = self.fast
+        delay, hot_until = first, 0.0
+        while not self._done():
+            with self.view.cond:
+                present, missing = dict(self.view.peers), dict(self.view.missing)
+            formed_once = getattr(self, "_formed", False)
+            asked = self.others if formed_once or isinstance(self.backend, MarathonBackend) else list(missing)
+            started = time.monotonic()
+            result = self.backend.lookup(asked) if asked else {}
+            self.polls += 1
+            for peer, obs in result.items():
+                if obs.address:
+                    present[peer] = obs.address
+                    missing.pop(peer, None)
+                else:
+                    present.pop(peer, None)
+                    missing[peer] = obs.detail
+            now = self.clock()
+            if self.view.update(present, missing):
+                hot_until, delay = now + self.hot_window, first
+            if not missing:
+                self._formed = True
+            if missing or now < hot_until:
+                pause, delay = delay * self.rng.uniform(0.8, 1.2), min(cap, delay * 2)
+            else:
+                pause, delay = self.slow * self.rng.uniform(0.5, 1.5), first
+            gap = self._gap(len(asked)) - (time.monotonic() - started)
+            if self._pause(max(pause, gap)):
+                hot_until, delay = self.clock() + self.hot_window, first
+                if self._wait(gap - (time.monotonic() - started)):  # never faster than the budget
+                    return
+
+    def _gap(self, asked: int) -> float:
+        """The shortest time between two polls that keeps the leader within its budget."""
+        if isinstance(self.backend, MarathonBackend):
+            return self.backend.last_bytes / self.byte_budget
+        return asked / self.dns_qps
+
+    def _relevant(self, event: Mapping[str, Any]) -> bool:
+        return str(event.get("appId") or "").startswith(self._prefix)
+
+    def _pause(self, seconds: float) -> bool:
+        """Wait ``seconds``; True when a status update of one of the job's apps came first."""
+        end = time.monotonic() + max(0.0, seconds)
+        while not self._done():
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            if self.events is not None and getattr(self.events, "available", False):
+                events = [e for e in self.events.wait(min(left, 0.5)) if self._relevant(e)]
+                if events:
+                    self.events_seen += len(events)
+                    return True
+            else:
+                self._closed.wait(min(left, 0.2))
+        return False
+
+
+# --- a follower --------------------------------------------------------------------------------------
+
+class FollowerRendezvous(_Side):
+    """A follower's side: find the leader (``locate() -> Observation`` of its status address),
+    long-poll it; without a leader for ``fallback`` seconds, read ``direct`` itself."""
+
+    def __init__(self, locate: Callable[[], Observation], direct: Backend, members: Sequence[PeerKey],
+                 me: PeerKey | None, *, job: str, session=None, stop: threading.Event | None = None,
+                 clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
+                 schedule: tuple[float, float] | None = None, fallback: float | None = None,
+                 long_poll: float = LONG_POLL):
+        super().__init__(stop=stop, clock=clock)
+        self.locate, self.direct, self.job, self.me = locate, direct, job, me
+        self.others = [m for m in members if m != me]
+        if session is None:
+            import requests
+
+            session = requests.Session()
+        self.session = session
+        self.rng = rng or random.Random()
+        self.schedule = schedule or poll_schedule(len(members))
+        self.fallback = fallback if fallback is not None else fallback_after(len(members))
+        self.long_poll = long_poll
+        self.leader_address: str | None = None
+        self.leader_id: str | None = None
+        self.leader_detail = "not looked up yet"
+        self.locates = self.long_polls = self.direct_reads = 0
+        self._version = -1
+
+    def start(self) -> "FollowerRendezvous":
+        self._start(self._loop, "rendezvous-follower")
+        return self
+
+    def _unknown(self) -> str:
+        return f"waiting for the leader ({self.leader_detail})"
+
+    def _loop(self) -> None:
+        first, cap = self.schedule
+        delay = first
+        lost_since = self.clock()
+        if self._wait(self.rng.uniform(0, first)):  # a large job's tasks do not all ask at once
+            return
+        while not self._done():
+            if self.leader_address is None:
+                self.locates += 1
+                obs = self.locate()
+                self.leader_address = obs.address
+                self.leader_detail = "leader at " + obs.address if obs.address else "leader: " + obs.detail
+            if self.leader_address is not None and self._poll_leader():
+                lost_since, delay = None, first
+                continue
+            self.leader_address = None
+            if lost_since is None:
+                lost_since = self.clock()
+            if self.clock() - lost_since >= self.fallback:
+                self._read_direct()
+            if self._wait(delay * self.rng.uniform(0.5, 1.5)):
+                return
+            delay = min(cap, delay * 2)
+
+    def _poll_leader(self) -> bool:
+        """One long poll; False when the leader did not answer as a leader of this job."""
+        params = {"job": self.job, "after": str(self._version), "leader": self.leader_id or "",
+                  "wait": f"{self.long_poll:g}"}
+        try:
+            resp = self.session.get(f"http://{self.leader_address}{PATH}", params=params,
+                                    timeout=(3.0, self.long_poll + 10.0))
+            doc = resp.json() if resp.status_code == 200 else None
+        except Exception as e:  # refused / reset / timeout / not JSON: look the leader up again
+            self.leader_detail = f"leader at {self.leader_address} unreachable ({type(e).__name__})"
+            return False
+        self.long_polls += 1
+        self.polls += 1
+        if not isinstance(doc, dict) or doc.get("job") != self.job or not isinstance(doc.get("version"), int):
+            self.leader_detail = f"{self.leader_address} is not this job's leader"
+            return False
+        self.leader_id, self._version = str(doc.get("leader")), doc["version"]
+        self.leader_detail = f"leader {doc.get('leader_task')} at {self.leader_address}"
+        self.view.update(_keys(doc.get("peers")), _keys(doc.get("missing")))
+        return True
+
+    def _read_direct(self) -> None:
+        """No leader for a while: read the backend like a task without a leader would."""
+        self.direct_reads += 1
+        self.polls += 1
+        present, missing = {}, {}
+        for peer, obs in self.direct.lookup(self.others).items():
+            if obs.address:
+                present[peer] = obs.address
+            else:
+                missing[peer] = obs.detail
+        with self.view.cond:
+            mine = {p: a for p, a in self.view.peers.items() if p == self.me}
+        self.view.update({**mine, **present}, missing)
+        self._version = -1  # a leader that comes back answers at once
+
+
+# --- wiring ----------------------------------------------------------------------------------------
+
+def _locator(ctx: TaskContext, environ: Mapping[str, str], leader: PeerKey, session, dns_client):
+    """``() -> Observation`` of the leader's status address: one small request."""
+    status_ctx = replace(ctx, port_name=ctx.status_port_name)
+    backend = make_backend(status_ctx, environ, session=session, dns_client=dns_client)
+    if isinstance(backend, MarathonBackend):
+        return lambda: backend.lookup_app(leader)
+    return lambda: backend.lookup([leader])[leader]
+
+
+def _event_stream(ctx: TaskContext, environ: Mapping[str, str]):
+    """Marathon's ``status_update_event`` stream when ``MTF_MARATHON_URL`` is set, else None."""
+    from marathon_tf.lifecycle import client_from_env
+    from marathon_tf.marathon import RetryPolicy
+    from marathon_tf.watch import EventStream
+
+    client = client_from_env(ctx, environ, retry=RetryPolicy(attempts=1, budget=5.0, initial=0.5, max_wait=1.0))
+    if client is None:
+        return None
+    stream = EventStream(client, ("status_update_event",))
+    stream.__enter__()
+    return stream
+
+
+def make_rendezvous(ctx: TaskContext, environ: Mapping[str, str], backend: Backend, *, me: PeerKey | None,
+                    address: str | None, server, stop: threading.Event, slow: float,
+                    rng: random.Random | None = None, session=None, dns_client=None, events=None,
+                    log: Callable[[str], None] = lambda m: None):
+    """The leader's or a follower's rendezvous for this task, started; None when the job
+    uses direct reads (``MTF_RENDEZVOUS=direct``, no leading task, or the leader has no
+    status endpoint to publish on)."""
+    leader = leader_of(ctx)
+    members = ctx.members()
+    if rendezvous_mode(environ) == "direct" or leader is None or len(members) < 2:
+        return None
+    if me == leader:
+        if server is None or address is None:
+            log("no status endpoint: not leading the rendezvous (the other tasks read the backend)")
+            return None
+        lead = LeaderRendezvous(backend, members, me, address, job=ctx.job, slow=slow, stop=stop, rng=rng,
+                                events=events if events is not None else _event_stream(ctx, environ))
+        server.add_route(PATH, lead.handle)
+        log(f"leading the rendezvous of {len(members)} task(s): GET {PATH} on the status port")
+        return lead.start()
+    follower = FollowerRendezvous(_locator(ctx, environ, leader, session, dns_client), backend, members, me,
+                                  job=ctx.job, session=session, stop=stop, rng=rng)
+    log(f"following the rendezvous leader {naming.task_name(*leader)}")
+    return follower.start()
+
