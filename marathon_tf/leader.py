@@ -17,7 +17,8 @@ grows with tasks x job size. With it:
   It polls fast (0.25 s doubling to 1 s) while a peer is missing and for :data:`HOT_WINDOW` s
   after a change or after a Marathon ``status_update_event`` of one of the job's apps
   (``/v2/events``, followed when ``MTF_MARATHON_URL`` is set), slowly (the watch interval)
-  otherwise. Group GETs are spaced so that the leader reads at most :data:`BYTE_BUDGET`
+  otherwise (DNS backends: about every second for small jobs, at most a tenth of the DNS
+  budget). Group GETs are spaced so that the leader reads at most :data:`BYTE_BUDGET`
   bytes/s from Marathon; DNS polls at most :data:`DNS_QUERIES_PER_SECOND` queries/s.
 * **Every other task** runs :class:`FollowerRendezvous`: it finds the leader's status port
   with one small request (Mesos-DNS SRV ``_status._<leader label>._tcp.marathon.mesos.``, the
@@ -459,6 +460,8 @@ def make_rendezvous(ctx: TaskContext, environ: Mapping[str, str], backend: Backe
         if server is None or address is None:
             log("no status endpoint: not leading the rendezvous (the other tasks read the backend)")
             return None
+        if not isinstance(backend, MarathonBackend):  # DNS is cheap to ask: calm polls every second or so
+            slow = min(slow, max(FAST[1], 10 * len(members) / DNS_QUERIES_PER_SECOND))
         lead = LeaderRendezvous(backend, members, me, address, job=ctx.job, slow=slow, stop=stop, rng=rng,
                                 events=events if events is not None else _event_stream(ctx, environ))
         server.add_route(PATH, lead.handle)
