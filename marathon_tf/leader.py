@@ -14,12 +14,14 @@ grows with tasks x job size. With it:
 
   ``?after=<version>&leader=<id>&wait=<s>`` is a long poll: the answer comes when the version
   (or the leader) differs, or after ``wait`` seconds (at most :data:`MAX_WAIT`).
-  It polls fast (0.25 s doubling to 1 s) while a peer is missing and for :data:`HOT_WINDOW` s
-  after a change or after a Marathon ``status_update_event`` of one of the job's apps
-  (``/v2/events``, followed when ``MTF_MARATHON_URL`` is set), slowly (the watch interval)
-  otherwise (DNS backends: about every second for small jobs, at most a tenth of the DNS
-  budget). Group GETs are spaced so that the leader reads at most :data:`BYTE_BUDGET`
-  bytes/s from Marathon; DNS polls at most :data:`DNS_QUERIES_PER_SECOND` queries/s.
+  It polls fast (0.25 s doubling to 1 s) while a peer is missing, for :data:`AFTER_EVENT` s
+  after a Marathon ``status_update_event`` of one of the job's apps (``/v2/events``, followed
+  when ``MTF_MARATHON_URL`` is set) or, without that stream, for :data:`HOT_WINDOW` s after a
+  change; otherwise slowly: the watch interval, or every :data:`RESYNC` s when events wake it
+  (``marathon`` mode); the DNS backends about every second for small jobs (a tenth of the DNS
+  budget: Mesos-DNS trails Marathon's events by its refresh interval). Group GETs are spaced so
+  that the leader reads at most :data:`BYTE_BUDGET` bytes/s from Marathon; DNS polls at most
+  :data:`DNS_QUERIES_PER_SECOND` queries/s.
 * **Every other task** runs :class:`FollowerRendezvous`: it finds the leader's status port
   with one small request (Mesos-DNS SRV ``_status._<leader label>._tcp.marathon.mesos.``, the
   Mesos-DNS HTTP API, or ``GET /v2/apps/<job>/<leader>?embed=app.tasks`` in ``marathon``
@@ -58,7 +60,9 @@ __all__ = ["PATH", "MAX_WAIT", "HOT_WINDOW", "BYTE_BUDGET", "DNS_QUERIES_PER_SEC
 PATH = "/rendezvous"
 MAX_WAIT = 30.0          # longest long poll the leader holds
 LONG_POLL = 25.0         # what followers ask for
-HOT_WINDOW = 10.0        # seconds of fast polling after a change or an event of the job
+RESYNC = 60.0            # calm re-reads when Marathon's event stream wakes the leader anyway
+HOT_WINDOW = 10.0        # seconds of fast polling after a change (no event stream)
+AFTER_EVENT = 3.0        # ... and after a status update of one of the job's apps
 FAST = (0.25, 1.0)       # fast polling: first delay, cap
 BYTE_BUDGET = 300_000.0  # bytes/s the leader may read from Marathon in group GETs
 DNS_QUERIES_PER_SECOND = 500.0
@@ -229,6 +233,7 @@ class LeaderRendezvous(_Side):
         self.fast, self.byte_budget, self.dns_qps, self.hot_window = fast, byte_budget, dns_qps, hot_window
         self.leader_id = uuid.uuid4().hex[:16]
         self.events_seen = 0
+        self._reconnects = 0
         self._prefix = naming.group_id(job) + "/"
         self.view.update({me: address}, {p: "not asked yet" for p in self.others})
 
@@ -246,7 +251,8 @@ class LeaderRendezvous(_Side):
         with self.view.cond:
             return {"job": self.job, "leader": self.leader_id, "leader_task": naming.task_name(*self.me),
                     "version": self.view.version, "complete": not self.view.missing,
-                    "peers": _names(self.view.peers), "missing": _names(self.view.missing)}
+                    "peers": _names(self.view.peers), "missing": _names(self.view.missing),
+                    "reads": self.polls, "events": self.events_seen, "event_stream": self._streaming()}
 
     def handle(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
         """``GET /rendezvous?job=&after=&leader=&wait=`` (a long poll)."""
@@ -283,17 +289,19 @@ class LeaderRendezvous(_Side):
                     present.pop(peer, None)
                     missing[peer] = obs.detail
             now = self.clock()
-            if self.view.update(present, missing):
-                hot_until, delay = now + self.hot_window, first
+            if self.view.update(present, missing) and not self._streaming():
+                hot_until, delay = now + self.hot_window, first  # no events to wake us: watch closely a while
             if not missing:
                 self._formed = True
             if missing or now < hot_until:
                 pause, delay = delay * self.rng.uniform(0.8, 1.2), min(cap, delay * 2)
-            else:
-                pause, delay = self.slow * self.rng.uniform(0.5, 1.5), first
+            else:  # calm; with an event stream only a slow re-read in case an event was lost
+                marathon = isinstance(self.backend, MarathonBackend)  # Mesos-DNS trails events: keep asking it
+                calm = max(self.slow, RESYNC) if self._streaming() and marathon else self.slow
+                pause, delay = calm * self.rng.uniform(0.5, 1.5), first
             gap = self._gap(len(asked)) - (time.monotonic() - started)
-            if self._pause(max(pause, gap)):
-                hot_until, delay = self.clock() + self.hot_window, first
+            if self._pause(max(pause, gap)):  # Marathon's view may trail its event a little
+                hot_until, delay = self.clock() + min(self.hot_window, AFTER_EVENT), first
                 if self._wait(gap - (time.monotonic() - started)):  # never faster than the budget
                     return
 
@@ -302,6 +310,9 @@ class LeaderRendezvous(_Side):
         if isinstance(self.backend, MarathonBackend):
             return self.backend.last_bytes / self.byte_budget
         return asked / self.dns_qps
+
+    def _streaming(self) -> bool:
+        return self.events is not None and bool(getattr(self.events, "available", False))
 
     def _relevant(self, event: Mapping[str, Any]) -> bool:
         return str(event.get("appId") or "").startswith(self._prefix)
@@ -313,10 +324,12 @@ class LeaderRendezvous(_Side):
             left = end - time.monotonic()
             if left <= 0:
                 return False
-            if self.events is not None and getattr(self.events, "available", False):
+            if self._streaming():
                 events = [e for e in self.events.wait(min(left, 0.5)) if self._relevant(e)]
-                if events:
+                reconnects = getattr(self.events, "reconnects", 0)
+                if events or reconnects != self._reconnects:  # a reconnect may have lost events
                     self.events_seen += len(events)
+                    self._reconnects = reconnects
                     return True
             else:
                 self._closed.wait(min(left, 0.2))
