@@ -222,6 +222,7 @@ class MarathonBackend:
         self.requests = 0       # GETs sent to Marathon, and the bytes of their bodies
         self.bytes_read = 0
         self.last_bytes = 0     # the size of the last answer (the group grows with the job)
+        self.port_indexes: dict[PeerKey, int] = {}  # each app's index of the port named port_name
 
     def _get(self, path: str, params) -> tuple[object | None, str]:
         """GET ``path`` with failover between the URLs: (response, "ok") or (None, why)."""
@@ -317,6 +318,7 @@ class MarathonBackend:
                 key = naming.parse_app_id(self.job, str(app.get("id", "")))
                 if key is not None:
                     apps[key] = app
+                    self.port_indexes[key] = self._port_index(app)
         return {p: self._observe(apps[p]) if p in apps else Observation(None, f"no app {naming.app_id(self.job, *p)}")
                 for p in peers}
 

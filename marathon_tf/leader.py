@@ -18,7 +18,8 @@ grows with tasks x job size. With it:
   after a Marathon ``status_update_event`` of one of the job's apps (``/v2/events``, followed
   when ``MTF_MARATHON_URL`` is set) or, without that stream, for :data:`HOT_WINDOW` s after a
   change; otherwise slowly: the watch interval, or every :data:`RESYNC` s when events wake it
-  (``marathon`` mode); the DNS backends about every second for small jobs (a tenth of the DNS
+  (``marathon`` mode, where the updates themselves carry the task's host and ports and go
+  straight into the view: TASK_RUNNING places a peer, TASK_KILLED & co. make it missing); the DNS backends about every second for small jobs (a tenth of the DNS
   budget: Mesos-DNS trails Marathon's events by its refresh interval). Group GETs are spaced so
   that the leader reads at most :data:`BYTE_BUDGET` bytes/s from Marathon; DNS polls at most
   :data:`DNS_QUERIES_PER_SECOND` queries/s.
@@ -63,6 +64,9 @@ LONG_POLL = 25.0         # what followers ask for
 RESYNC = 60.0            # calm re-reads when Marathon's event stream wakes the leader anyway
 HOT_WINDOW = 10.0        # seconds of fast polling after a change (no event stream)
 AFTER_EVENT = 3.0        # ... and after a status update of one of the job's apps
+EVENT_FORMING = 5.0      # re-reads while forming when the status updates carry the addresses
+GONE = frozenset({"TASK_KILLING", "TASK_KILLED", "TASK_FINISHED", "TASK_FAILED", "TASK_LOST", "TASK_ERROR",
+                  "TASK_GONE", "TASK_GONE_BY_OPERATOR", "TASK_DROPPED", "TASK_UNREACHABLE", "TASK_UNKNOWN"})
 FAST = (0.25, 1.0)       # fast polling: first delay, cap
 BYTE_BUDGET = 300_000.0  # bytes/s the leader may read from Marathon in group GETs
 DNS_QUERIES_PER_SECOND = 500.0
@@ -234,6 +238,8 @@ class LeaderRendezvous(_Side):
         self.leader_id = uuid.uuid4().hex[:16]
         self.events_seen = 0
         self._reconnects = 0
+        self._changed = False
+        self._task_of: dict[PeerKey, Any] = {}  # the task id a status update last placed each peer at
         self._prefix = naming.group_id(job) + "/"
         self.view.update({me: address}, {p: "not asked yet" for p in self.others})
 
@@ -272,38 +278,79 @@ class LeaderRendezvous(_Side):
     # -- the loop ---------------------------------------------------------------------------------
     def _loop(self) -> None:
         first, cap = self.fast
-        delay, hot_until = first, 0.0
+        delay, hot_until, next_read = first, 0.0, 0.0
         while not self._done():
-            with self.view.cond:
-                present, missing = dict(self.view.peers), dict(self.view.missing)
-            formed_once = getattr(self, "_formed", False)
-            asked = self.others if formed_once or isinstance(self.backend, MarathonBackend) else list(missing)
-            started = time.monotonic()
-            result = self.backend.lookup(asked) if asked else {}
-            self.polls += 1
-            for peer, obs in result.items():
-                if obs.address:
-                    present[peer] = obs.address
-                    missing.pop(peer, None)
-                else:
-                    present.pop(peer, None)
-                    missing[peer] = obs.detail
-            now = self.clock()
-            if self.view.update(present, missing) and not self._streaming():
-                hot_until, delay = now + self.hot_window, first  # no events to wake us: watch closely a while
-            if not missing:
-                self._formed = True
-            if missing or now < hot_until:
-                pause, delay = delay * self.rng.uniform(0.8, 1.2), min(cap, delay * 2)
-            else:  # calm; with an event stream only a slow re-read in case an event was lost
-                marathon = isinstance(self.backend, MarathonBackend)  # Mesos-DNS trails events: keep asking it
-                calm = max(self.slow, RESYNC) if self._streaming() and marathon else self.slow
-                pause, delay = calm * self.rng.uniform(0.5, 1.5), first
-            gap = self._gap(len(asked)) - (time.monotonic() - started)
-            if self._pause(max(pause, gap)):  # Marathon's view may trail its event a little
+            if time.monotonic() >= next_read:
+                started = time.monotonic()
+                missing, asked = self._read()
+                now = self.clock()
+                if self._changed and not self._streaming():
+                    hot_until, delay = now + self.hot_window, first  # no events to wake us: watch closely a while
+                if missing and self._events_carry_addresses():
+                    pause = max(delay, EVENT_FORMING)  # the events bring the rest; re-read now and then
+                elif missing or now < hot_until:
+                    pause, delay = delay * self.rng.uniform(0.8, 1.2), min(cap, delay * 2)
+                else:  # calm; with an event stream only a slow re-read in case an event was lost
+                    marathon = isinstance(self.backend, MarathonBackend)  # Mesos-DNS trails events: keep asking it
+                    calm = max(self.slow, RESYNC) if self._streaming() and marathon else self.slow
+                    pause, delay = calm * self.rng.uniform(0.5, 1.5), first
+                last_read, gap = started, self._gap(asked)
+                next_read = started + max(pause, gap)
+            events = self._pause(next_read - time.monotonic())
+            if events is None:
+                continue
+            if events and self._events_carry_addresses():
+                self._apply(events)
+            else:  # a status update (or a reconnect that may have lost some): read again soon
                 hot_until, delay = self.clock() + min(self.hot_window, AFTER_EVENT), first
-                if self._wait(gap - (time.monotonic() - started)):  # never faster than the budget
-                    return
+                next_read = max(time.monotonic(), last_read + gap)  # never faster than the budget
+
+    def _read(self) -> tuple[dict[PeerKey, str], int]:
+        """One lookup through the backend into the view: (missing peers, peers asked)."""
+        with self.view.cond:
+            present, missing = dict(self.view.peers), dict(self.view.missing)
+        formed_once = getattr(self, "_formed", False)
+        asked = self.others if formed_once or isinstance(self.backend, MarathonBackend) else list(missing)
+        result = self.backend.lookup(asked) if asked else {}
+        self.polls += 1
+        for peer, obs in result.items():
+            if obs.address:
+                present[peer] = obs.address
+                missing.pop(peer, None)
+            else:
+                present.pop(peer, None)
+                missing[peer] = obs.detail
+        self._changed = self.view.update(present, missing)
+        if not missing:
+            self._formed = True
+        return missing, len(asked)
+
+    def _events_carry_addresses(self) -> bool:
+        """``marathon`` mode on host networking: a status update says where the task runs."""
+        return (self._streaming() and isinstance(self.backend, MarathonBackend)
+                and getattr(self.backend, "network", "host") == "host")
+
+    def _apply(self, events: Sequence[Mapping[str, Any]]) -> None:
+        """Status updates into the view: TASK_RUNNING puts the task at ``host:ports[i]``; a
+        terminal state (of the task we know, or of any when we know none) makes it missing."""
+        with self.view.cond:
+            present, missing = dict(self.view.peers), dict(self.view.missing)
+        for event in events:
+            key = naming.parse_app_id(self.job, str(event.get("appId") or ""))
+            if key not in self.others:
+                continue
+            state, task = str(event.get("taskStatus") or ""), event.get("taskId")
+            ports, host = event.get("ports") or [], event.get("host")
+            index = self.backend.port_indexes.get(key, 0)
+            if state == "TASK_RUNNING" and host and len(ports) > index and ports[index]:
+                present[key] = f"{host}:{ports[index]}"
+                missing.pop(key, None)
+                self._task_of[key] = task
+            elif state in GONE and self._task_of.get(key) in (None, task):
+                present.pop(key, None)
+                missing[key] = f"task {state}"
+                self._task_of.pop(key, None)
+        self.view.update(present, missing)
 
     def _gap(self, asked: int) -> float:
         """The shortest time between two polls that keeps the leader within its budget."""
@@ -317,23 +364,24 @@ class LeaderRendezvous(_Side):
     def _relevant(self, event: Mapping[str, Any]) -> bool:
         return str(event.get("appId") or "").startswith(self._prefix)
 
-    def _pause(self, seconds: float) -> bool:
-        """Wait ``seconds``; True when a status update of one of the job's apps came first."""
+    def _pause(self, seconds: float) -> list[dict[str, Any]] | None:
+        """Wait up to ``seconds``: the job's status updates that came first ([] after a stream
+        reconnect, which may have lost some), or None when none came."""
         end = time.monotonic() + max(0.0, seconds)
         while not self._done():
             left = end - time.monotonic()
             if left <= 0:
-                return False
+                return None
             if self._streaming():
                 events = [e for e in self.events.wait(min(left, 0.5)) if self._relevant(e)]
                 reconnects = getattr(self.events, "reconnects", 0)
-                if events or reconnects != self._reconnects:  # a reconnect may have lost events
+                if events or reconnects != self._reconnects:
                     self.events_seen += len(events)
                     self._reconnects = reconnects
-                    return True
+                    return events
             else:
                 self._closed.wait(min(left, 0.2))
-        return False
+        return None
 
 
 # --- a follower --------------------------------------------------------------------------------------

@@ -243,3 +243,26 @@ def test_who_leads_and_when_there_is_no_leader():
     assert ld.make_rendezvous(leader_ctx, {}, FakeBackend(), me=W0, address="h:1", server=None, stop=stop,
                               slow=1.0) is None  # nowhere to publish: everyone reads directly
     assert ld.fallback_after(3) == 10.0 and ld.fallback_after(1000) == 100.0
+
+
+def test_in_marathon_mode_status_updates_move_peers_without_reading_the_group(parts):
+    marathon = FakeMarathon()
+    for i, key in enumerate(MEMBERS):
+        marathon.add_running(*key, host="10.0.0.1", port=31000 + 10 * i)
+    backend = MarathonBackend(marathon, "http://m", job=JOB)
+    events = FakeEvents()
+    lead, _ = start_leader(parts, backend, slow=600.0, events=events)
+    wait_for(lambda: lead.document()["complete"], 5, what="formed")
+    reads = len(marathon.requests)
+    events.push(appId="/ml/mnist/ps-0", taskId="ps-0.old", taskStatus="TASK_KILLED", host="10.0.0.1",
+                ports=[31000, 31001])
+    wait_for(lambda: "ps-0" in lead.document()["missing"], 2, interval=0.01, what="ps-0 down")
+    assert lead.document()["missing"]["ps-0"] == "task TASK_KILLED"
+    events.push(appId="/ml/mnist/ps-0", taskId="ps-0.new", taskStatus="TASK_RUNNING", host="10.0.0.2",
+                ports=[32000, 32001])
+    wait_for(lambda: lead.document()["peers"].get("ps-0") == "10.0.0.2:32000", 2, interval=0.01, what="ps-0 back")
+    events.push(appId="/ml/mnist/ps-0", taskId="ps-0.older", taskStatus="TASK_KILLED", ports=[1, 2])  # late, stale
+    events.push(appId="/ml/other/ps-0", taskId="x", taskStatus="TASK_KILLED")
+    time.sleep(0.5)
+    assert lead.document()["complete"] and lead.document()["peers"]["ps-0"] == "10.0.0.2:32000"
+    assert len(marathon.requests) == reads  # the updates carried it all: no group read
