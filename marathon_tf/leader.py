@@ -41,6 +41,8 @@ spec. ``MTF_RENDEZVOUS=direct`` turns all of this off (every task reads the back
 
 from __future__ import annotations
 
+import collections
+import json
 import random
 import threading
 import time
@@ -61,6 +63,7 @@ __all__ = ["PATH", "MAX_WAIT", "HOT_WINDOW", "BYTE_BUDGET", "DNS_QUERIES_PER_SEC
 PATH = "/rendezvous"
 MAX_WAIT = 30.0          # longest long poll the leader holds
 LONG_POLL = 25.0         # what followers ask for
+HISTORY = 1024           # changes the leader keeps to answer with deltas
 RESYNC = 60.0            # calm re-reads when Marathon's event stream wakes the leader anyway
 HOT_WINDOW = 10.0        # seconds of fast polling after a change (no event stream)
 AFTER_EVENT = 3.0        # ... and after a status update of one of the job's apps
@@ -95,6 +98,19 @@ def _names(mapping: Mapping[PeerKey, str]) -> dict[str, str]:
     return {naming.task_name(*k): v for k, v in sorted(mapping.items())}
 
 
+def _patch(current: Mapping[PeerKey, str], delta: Any) -> dict[PeerKey, str]:
+    out = dict(current)
+    for name, value in (delta or {}).items() if isinstance(delta, dict) else ():
+        key = naming.parse_task_name(str(name))
+        if key is None:
+            continue
+        if isinstance(value, str):
+            out[key] = value
+        else:
+            out.pop(key, None)
+    return out
+
+
 def _keys(mapping: Any) -> dict[PeerKey, str]:
     out = {}
     for name, value in (mapping or {}).items() if isinstance(mapping, dict) else ():
@@ -105,22 +121,44 @@ def _keys(mapping: Any) -> dict[PeerKey, str]:
 
 
 class _View:
-    """A versioned view of the peers: present ones with their address, missing ones with why."""
+    """A versioned view of the peers: present ones with their address, missing ones with why.
+    The last :data:`HISTORY` changes are kept as deltas, so a follower gets only what changed."""
 
     def __init__(self):
         self.cond = threading.Condition()
         self.peers: dict[PeerKey, str] = {}
         self.missing: dict[PeerKey, str] = {}
         self.version = 0
+        self.deltas: collections.deque[tuple[int, dict, dict]] = collections.deque(maxlen=HISTORY)
 
     def update(self, peers: Mapping[PeerKey, str], missing: Mapping[PeerKey, str]) -> bool:
         with self.cond:
             if dict(peers) == self.peers and dict(missing) == self.missing:
                 return False
+            self.deltas.append((self.version + 1, _diff(self.peers, peers), _diff(self.missing, missing)))
             self.peers, self.missing = dict(peers), dict(missing)
             self.version += 1
             self.cond.notify_all()
             return True
+
+    def since(self, version: int) -> tuple[dict, dict] | None:
+        """Every change after ``version`` as ({name: address or None}, {name: detail or None});
+        None when the history no longer reaches back that far. Call with ``cond`` held."""
+        if not self.deltas or version < self.deltas[0][0] - 1 or version > self.version:
+            return None
+        peers: dict[str, str | None] = {}
+        missing: dict[str, str | None] = {}
+        for v, dp, dm in self.deltas:
+            if v > version:
+                peers.update(dp)
+                missing.update(dm)
+        return peers, missing
+
+
+def _diff(old: Mapping[PeerKey, str], new: Mapping[PeerKey, str]) -> dict[str, str | None]:
+    out: dict[str, str | None] = {naming.task_name(*k): v for k, v in new.items() if old.get(k) != v}
+    out.update({naming.task_name(*k): None for k in old if k not in new})
+    return out
 
 
 class _Side:
@@ -239,6 +277,7 @@ class LeaderRendezvous(_Side):
         self.events_seen = 0
         self._reconnects = 0
         self._changed = False
+        self._full: tuple[int, bytes] = (-1, b"")
         self._task_of: dict[PeerKey, Any] = {}  # the task id a status update last placed each peer at
         self._prefix = naming.group_id(job) + "/"
         self.view.update({me: address}, {p: "not asked yet" for p in self.others})
@@ -254,14 +293,28 @@ class LeaderRendezvous(_Side):
 
     # -- the published view ---------------------------------------------------------------------
     def document(self) -> dict[str, Any]:
+        """The whole view (what ``GET /rendezvous`` without ``after`` answers)."""
         with self.view.cond:
-            return {"job": self.job, "leader": self.leader_id, "leader_task": naming.task_name(*self.me),
-                    "version": self.view.version, "complete": not self.view.missing,
-                    "peers": _names(self.view.peers), "missing": _names(self.view.missing),
-                    "reads": self.polls, "events": self.events_seen, "event_stream": self._streaming()}
+            return self._document(None)
 
-    def handle(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
-        """``GET /rendezvous?job=&after=&leader=&wait=`` (a long poll)."""
+    def _document(self, delta: tuple[dict, dict] | None) -> dict[str, Any]:
+        view = self.view
+        doc = {"job": self.job, "leader": self.leader_id, "leader_task": naming.task_name(*self.me),
+               "version": view.version, "complete": not view.missing, "delta": delta is not None,
+               "reads": self.polls, "events": self.events_seen, "event_stream": self._streaming()}
+        if delta is None:
+            doc.update(peers=_names(view.peers), missing=_names(view.missing))
+        else:
+            doc.update(peers=delta[0], missing=delta[1])
+        return doc
+
+    def handle(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any] | bytes]:
+        """``GET /rendezvous?job=&after=&leader=&wait=&complete=`` (a long poll).
+
+        Answers when the version differs from ``after`` (with ``complete=1``: once the view is
+        complete), the leader is not ``leader``, or after ``wait`` s. Same leader and ``after``
+        within the history: only the changes since (``"delta": true``, removed entries null);
+        else the whole view."""
         if query.get("job") not in (None, self.job):
             return 404, {"message": f"this is the leader of job {self.job!r}, not {query.get('job')!r}"}
         try:
@@ -269,11 +322,17 @@ class LeaderRendezvous(_Side):
             wait = min(MAX_WAIT, max(0.0, float(query.get("wait", "0"))))
         except ValueError:
             return 400, {"message": "after must be an integer and wait a number of seconds"}
-        leader = query.get("leader", "")
-        with self.view.cond:
-            self.view.cond.wait_for(lambda: self.view.version != after or leader != self.leader_id
-                                    or self._done(), timeout=wait)
-        return 200, self.document()
+        leader, complete = query.get("leader", ""), query.get("complete") in ("1", "true")
+        view = self.view
+        with view.cond:
+            view.cond.wait_for(lambda: leader != self.leader_id or self._done() or (
+                view.version != after and (not complete or not view.missing)), timeout=wait)
+            delta = view.since(after) if leader == self.leader_id else None
+            if delta is not None:
+                return 200, self._document(delta)
+            if self._full[0] != view.version:  # every follower gets the same whole view: encode it once
+                self._full = (view.version, (json.dumps(self._document(None), sort_keys=True) + "\n").encode())
+            return 200, self._full[1]
 
     # -- the loop ---------------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -412,6 +471,7 @@ class FollowerRendezvous(_Side):
         self.leader_detail = "not looked up yet"
         self.locates = self.long_polls = self.direct_reads = 0
         self._version = -1
+        self._formed = False
 
     def start(self) -> "FollowerRendezvous":
         self._start(self._loop, "rendezvous-follower")
@@ -448,6 +508,8 @@ class FollowerRendezvous(_Side):
         """One long poll; False when the leader did not answer as a leader of this job."""
         params = {"job": self.job, "after": str(self._version), "leader": self.leader_id or "",
                   "wait": f"{self.long_poll:g}"}
+        if not self._formed:  # no use for the partial views of a forming job (1,000s of them)
+            params["complete"] = "1"
         try:
             resp = self.session.get(f"http://{self.leader_address}{PATH}", params=params,
                                     timeout=(3.0, self.long_poll + 10.0))
@@ -460,9 +522,17 @@ class FollowerRendezvous(_Side):
         if not isinstance(doc, dict) or doc.get("job") != self.job or not isinstance(doc.get("version"), int):
             self.leader_detail = f"{self.leader_address} is not this job's leader"
             return False
+        peers, missing = _keys(doc.get("peers")), _keys(doc.get("missing"))
+        if doc.get("delta"):
+            if str(doc.get("leader")) != self.leader_id:
+                return False
+            with self.view.cond:
+                peers, missing = _patch(self.view.peers, doc.get("peers")), _patch(self.view.missing, doc.get("missing"))
         self.leader_id, self._version = str(doc.get("leader")), doc["version"]
         self.leader_detail = f"leader {doc.get('leader_task')} at {self.leader_address}"
-        self.view.update(_keys(doc.get("peers")), _keys(doc.get("missing")))
+        self.view.update(peers, missing)
+        if doc.get("complete"):
+            self._formed = True
         return True
 
     def _read_direct(self) -> None:

@@ -3,7 +3,7 @@
 ``GET /health`` -> 200 unless the bootstrap is unhealthy (503);
 ``GET /status`` -> the JSON described in docs/architecture.md;
 extra read-only GET routes (the leader's ``/rendezvous``, :mod:`marathon_tf.leader`) are
-handlers ``query dict -> (code, body)`` given to :class:`StatusServer`.
+handlers ``query dict -> (code, body dict or JSON bytes)`` given to :class:`StatusServer`.
 :class:`TaskStatus` is the thread-safe record the bootstrap updates and the
 server reads.
 """
@@ -82,8 +82,8 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, {"message": f"no such path {path!r}; try /health or /status"})
 
-    def _send(self, code: int, body: dict) -> None:
-        data = (json.dumps(body, sort_keys=True) + "\n").encode()
+    def _send(self, code: int, body: dict | bytes) -> None:
+        data = body if isinstance(body, bytes) else (json.dumps(body, sort_keys=True) + "\n").encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))

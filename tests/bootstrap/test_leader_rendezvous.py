@@ -80,6 +80,10 @@ def test_the_leader_publishes_a_versioned_view_and_long_polls(parts):
     lead, address = start_leader(parts, backend)
     wait_for(lambda: lead.document()["peers"].get("ps-0"), 5, what="ps-0 found")
     code, doc = http_json(f"http://{address}{ld.PATH}?job={JOB}&after=-1")
+    started = time.monotonic()  # a forming follower asks only for the complete view
+    assert http_json(f"http://{address}{ld.PATH}?job={JOB}&after=-1&leader={doc['leader']}&complete=1"
+                     f"&wait=0.5", timeout=5)[1]["complete"] \
+        is False and time.monotonic() - started >= 0.4
     assert code == 200 and doc["job"] == JOB and doc["leader_task"] == "worker-0"
     assert doc["complete"] is False and doc["peers"] == {"ps-0": "10.0.0.1:1", "worker-0": "127.0.0.1:2000"}
     assert doc["missing"] == {"worker-1": "NXDOMAIN"}
@@ -94,7 +98,11 @@ def test_the_leader_publishes_a_versioned_view_and_long_polls(parts):
     poller.join(10)
     code, newer = answers[0]
     assert code == 200 and newer["version"] > doc["version"] and newer["complete"] is True
-    assert newer["peers"]["worker-1"] == "10.0.0.2:2" and newer["missing"] == {}
+    # only what changed since the follower's version (null: no longer missing)
+    assert newer["delta"] is True and newer["peers"] == {"worker-1": "10.0.0.2:2"}
+    assert newer["missing"] == {"worker-1": None}
+    whole = http_json(f"http://{address}{ld.PATH}?job={JOB}&after={doc['version']}&leader=another")[1]
+    assert whole["delta"] is False and whole["missing"] == {} and len(whole["peers"]) == 3
     # unchanged: the long poll times out with the same version
     started = time.monotonic()
     code, same = http_json(f"http://{address}{ld.PATH}?job={JOB}&after={newer['version']}&leader={newer['leader']}"
