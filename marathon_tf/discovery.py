@@ -223,6 +223,9 @@ class MarathonBackend:
         self.bytes_read = 0
         self.last_bytes = 0     # the size of the last answer (the group grows with the job)
         self.port_indexes: dict[PeerKey, int] = {}  # each app's index of the port named port_name
+        self.also_port: str | None = None  # another port whose addresses lookup() records (the leader's hints)
+        self.also_indexes: dict[PeerKey, int] = {}
+        self.also_addresses: dict[PeerKey, str | None] = {}
 
     def _get(self, path: str, params) -> tuple[object | None, str]:
         """GET ``path`` with failover between the URLs: (response, "ok") or (None, why)."""
@@ -277,14 +280,14 @@ class MarathonBackend:
             return Observation(None, "Marathon sent invalid JSON")
         return self._observe(app) if isinstance(app, dict) else Observation(None, "Marathon sent no app")
 
-    def _port_index(self, app: dict) -> int:
+    def _port_index(self, app: dict, port_name: str | None = None) -> int:
         for source in (app.get("portDefinitions"), (app.get("container") or {}).get("portMappings")):
             for i, pd in enumerate(source or []):
-                if isinstance(pd, dict) and pd.get("name") == self.port_name:
+                if isinstance(pd, dict) and pd.get("name") == (port_name or self.port_name):
                     return i
         return 0
 
-    def _observe(self, app: dict) -> Observation:
+    def _observe(self, app: dict, port_name: str | None = None) -> Observation:
         tasks = [t for t in app.get("tasks") or [] if isinstance(t, dict)]
         if not tasks:
             return Observation(None, "no task")
@@ -292,7 +295,7 @@ class MarathonBackend:
         if not running:
             return Observation(None, "task not running: " + ", ".join(sorted({str(t.get("state")) for t in tasks})))
         task = max(running, key=lambda t: str(t.get("startedAt") or ""))
-        index = self._port_index(app)
+        index = self._port_index(app, port_name)
         ports = task.get("ports") or []
         host = task.get("host")
         if self.network == "container":
@@ -302,7 +305,7 @@ class MarathonBackend:
                 mappings = (app.get("container") or {}).get("portMappings") or []
                 ports = [m.get("containerPort") for m in mappings]
         if not host or len(ports) <= index or not ports[index]:
-            return Observation(None, f"running task has no host/port {self.port_name!r}")
+            return Observation(None, f"running task has no host/port {port_name or self.port_name!r}")
         return Observation(f"{host}:{ports[index]}", "ok")
 
     def lookup(self, peers: Sequence[PeerKey]) -> dict[PeerKey, Observation]:
@@ -319,6 +322,9 @@ class MarathonBackend:
                 if key is not None:
                     apps[key] = app
                     self.port_indexes[key] = self._port_index(app)
+                    if self.also_port:
+                        self.also_indexes[key] = self._port_index(app, self.also_port)
+                        self.also_addresses[key] = self._observe(app, self.also_port).address
         return {p: self._observe(apps[p]) if p in apps else Observation(None, f"no app {naming.app_id(self.job, *p)}")
                 for p in peers}
 

@@ -26,7 +26,11 @@ grows with tasks x job size. With it:
 * **Every other task** runs :class:`FollowerRendezvous`: it finds the leader's status port
   with one small request (Mesos-DNS SRV ``_status._<leader label>._tcp.marathon.mesos.``, the
   Mesos-DNS HTTP API, or ``GET /v2/apps/<job>/<leader>?embed=app.tasks`` in ``marathon``
-  mode), then long-polls it. A leader that cannot be reached is looked up again (backoff
+  mode), then long-polls it. In ``marathon`` mode the leader, which reads every task's ports
+  anyway, first tells each follower where it is (``GET /leader?job=&task=&at=`` on the
+  follower's status port, believed only from the leader's own host and checked by asking that
+  address): a follower of a large job waits :func:`hint_wait_for` s for that before it asks
+  Marathon, so forming costs Marathon next to nothing beyond the leader's reads. A leader that cannot be reached is looked up again (backoff
   scaled to the job); when there is none for :func:`fallback_after` seconds the follower reads
   the backend itself (the per-task rendezvous of old) until a leader answers again. A
   relaunched leader is a new leader (new id): followers take its view whole.
@@ -57,10 +61,11 @@ from marathon_tf.errors import DiscoveryError
 from marathon_tf.lifecycle import decider_task
 from marathon_tf.taskenv import TaskContext
 
-__all__ = ["PATH", "MAX_WAIT", "HOT_WINDOW", "BYTE_BUDGET", "DNS_QUERIES_PER_SECOND", "rendezvous_mode",
-           "leader_of", "fallback_after", "LeaderRendezvous", "FollowerRendezvous", "make_rendezvous"]
+__all__ = ["PATH", "HINT_PATH", "MAX_WAIT", "HOT_WINDOW", "BYTE_BUDGET", "DNS_QUERIES_PER_SECOND", "rendezvous_mode",
+           "leader_of", "hint_wait_for", "fallback_after", "LeaderRendezvous", "FollowerRendezvous", "make_rendezvous"]
 
 PATH = "/rendezvous"
+HINT_PATH = "/leader"
 MAX_WAIT = 30.0          # longest long poll the leader holds
 LONG_POLL = 25.0         # what followers ask for
 HISTORY = 1024           # changes the leader keeps to answer with deltas
@@ -87,6 +92,12 @@ def leader_of(ctx: TaskContext) -> PeerKey | None:
     """The leading task: the job's deciding task when it is a cluster member, else None."""
     key = naming.parse_task_name(decider_task(ctx.completion))
     return key if key in ctx.members() else None
+
+
+def hint_wait_for(tasks: int) -> float:
+    """Seconds a starting follower waits for the leader's hint before it asks Marathon itself:
+    nothing to speak of for small jobs, up to 30 s for large ones."""
+    return min(30.0, tasks / 50.0)
 
 
 def fallback_after(tasks: int) -> float:
@@ -253,6 +264,60 @@ class _Side:
         return {p: a for p, a in found.items() if a != current[p]}
 
 
+class _Hints:
+    """The leader tells each follower where it is, so that followers need not ask Marathon:
+    ``GET http://<follower's status address>/leader?job=&task=&at=<leader's status address>``,
+    a few tries each (a task's bootstrap starts its endpoint a moment after TASK_RUNNING)."""
+
+    def __init__(self, job: str, task: str, at: str, session=None, *, workers: int = 16, tries: int = 6,
+                 closed: threading.Event | None = None):
+        from concurrent.futures import ThreadPoolExecutor
+
+        if session is None:
+            import requests
+
+            session = requests.Session()
+        self.job, self.task, self.at, self.session, self.tries = job, task, at, session, tries
+        self.closed = closed or threading.Event()
+        self.sent = 0
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rendezvous-hint")
+        self._pending: dict[PeerKey, str] = {}
+        self._lock = threading.Lock()
+
+    def send(self, targets: Mapping[PeerKey, str | None]) -> None:
+        """Hint every follower at a status address it has not been hinted at yet."""
+        for key, address in targets.items():
+            if not address:
+                continue
+            with self._lock:
+                if self._pending.get(key) == address:
+                    continue
+                self._pending[key] = address
+            self._pool.submit(self._one, key, address)
+
+    def _one(self, key: PeerKey, address: str) -> None:
+        params = {"job": self.job, "task": self.task, "at": self.at}
+        delay = 0.25
+        for _ in range(self.tries):
+            if self.closed.is_set():
+                return
+            try:
+                if self.session.get(f"http://{address}{HINT_PATH}", params=params, timeout=2.0).status_code == 200:
+                    self.sent += 1
+                    return
+            except Exception:
+                pass
+            self.closed.wait(delay)
+            delay *= 2
+        with self._lock:  # given up: a later read of the same address tries again
+            if self._pending.get(key) == address:
+                del self._pending[key]
+
+    def close(self) -> None:
+        self.closed.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
 # --- the leader ------------------------------------------------------------------------------------
 
 class LeaderRendezvous(_Side):
@@ -267,8 +332,11 @@ class LeaderRendezvous(_Side):
                  slow: float, events=None, stop: threading.Event | None = None,
                  clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
                  fast: tuple[float, float] = FAST, byte_budget: float = BYTE_BUDGET,
-                 dns_qps: float = DNS_QUERIES_PER_SECOND, hot_window: float = HOT_WINDOW):
+                 dns_qps: float = DNS_QUERIES_PER_SECOND, hot_window: float = HOT_WINDOW,
+                 hints: _Hints | None = None):
         super().__init__(stop=stop, clock=clock)
+        self.hints = hints
+        self._status_of: dict[PeerKey, str | None] = {}  # followers' status addresses (for hints)
         self.backend, self.job, self.me, self.slow, self.events = backend, job, me, slow, events
         self.others = [m for m in members if m != me]
         self.rng = rng or random.Random()
@@ -290,6 +358,12 @@ class LeaderRendezvous(_Side):
         super().close()
         if self.events is not None and hasattr(self.events, "close"):
             self.events.close()
+        if self.hints is not None:
+            self.hints.close()
+
+    def _hint(self) -> None:
+        if self.hints is not None:
+            self.hints.send(self._status_of)
 
     # -- the published view ---------------------------------------------------------------------
     def document(self) -> dict[str, Any]:
@@ -382,6 +456,8 @@ class LeaderRendezvous(_Side):
         self._changed = self.view.update(present, missing)
         if not missing:
             self._formed = True
+        self._status_of.update(getattr(self.backend, "also_addresses", {}))
+        self._hint()
         return missing, len(asked)
 
     def _events_carry_addresses(self) -> bool:
@@ -405,11 +481,15 @@ class LeaderRendezvous(_Side):
                 present[key] = f"{host}:{ports[index]}"
                 missing.pop(key, None)
                 self._task_of[key] = task
+                status = self.backend.also_indexes.get(key)
+                if status is not None and len(ports) > status:
+                    self._status_of[key] = f"{host}:{ports[status]}"
             elif state in GONE and self._task_of.get(key) in (None, task):
                 present.pop(key, None)
                 missing[key] = f"task {state}"
                 self._task_of.pop(key, None)
         self.view.update(present, missing)
+        self._hint()
 
     def _gap(self, asked: int) -> float:
         """The shortest time between two polls that keeps the leader within its budget."""
@@ -453,8 +533,14 @@ class FollowerRendezvous(_Side):
                  me: PeerKey | None, *, job: str, session=None, stop: threading.Event | None = None,
                  clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
                  schedule: tuple[float, float] | None = None, fallback: float | None = None,
-                 long_poll: float = LONG_POLL):
+                 long_poll: float = LONG_POLL, leader_task: str = "", hint_wait: float | None = None):
         super().__init__(stop=stop, clock=clock)
+        self.leader_task = leader_task
+        self.hint_wait = hint_wait if hint_wait is not None else hint_wait_for(len(members))
+        self.hints = 0
+        self._hinted: str | None = None
+        self._hint_event = threading.Event()
+        self._resolved: dict[str, set[str]] = {}
         self.locate, self.direct, self.job, self.me = locate, direct, job, me
         self.others = [m for m in members if m != me]
         if session is None:
@@ -480,18 +566,59 @@ class FollowerRendezvous(_Side):
     def _unknown(self) -> str:
         return f"waiting for the leader ({self.leader_detail})"
 
+    def hint(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
+        """``GET /leader?job=&task=&at=host:port`` from the leader: where it serves the view.
+        Taken only from the job's leading task, sent from the host it names (the caller's
+        address, which a web page elsewhere cannot take); the follower then checks that the
+        address answers as this job's leader before it believes anything it says."""
+        at = query.get("at") or ""
+        host, _, port = at.rpartition(":")
+        if query.get("job") != self.job or query.get("task") != self.leader_task or not host or not port.isdigit():
+            return 400, {"message": "not a hint from this job's leader"}
+        if query.get("_client") not in self._addresses(host):
+            return 403, {"message": f"a hint for {at} must come from {host}"}
+        self.hints += 1
+        self._hinted = at
+        self._hint_event.set()
+        return 200, {"ok": True}
+
+    def _addresses(self, host: str) -> set[str]:
+        if host not in self._resolved:
+            import socket
+
+            try:
+                self._resolved[host] = {str(a[4][0]) for a in socket.getaddrinfo(host, None)} | {host}
+            except OSError:
+                self._resolved[host] = {host}
+        return self._resolved[host]
+
+    def _await_hint(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for the leader's hint; True when it is time to end."""
+        end = time.monotonic() + max(0.0, seconds)
+        while not self._done() and not self._hint_event.is_set():
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            self._hint_event.wait(min(left, 0.2))
+        return self._done()
+
     def _loop(self) -> None:
         first, cap = self.schedule
         delay = first
         lost_since = self.clock()
-        if self._wait(self.rng.uniform(0, first)):  # a large job's tasks do not all ask at once
+        # a large job's tasks neither ask all at once nor ask Marathon at all if the leader calls first
+        if self._await_hint(max(self.hint_wait, self.rng.uniform(0, first))):
             return
         while not self._done():
             if self.leader_address is None:
-                self.locates += 1
-                obs = self.locate()
-                self.leader_address = obs.address
-                self.leader_detail = "leader at " + obs.address if obs.address else "leader: " + obs.detail
+                if self._hint_event.is_set():
+                    self._hint_event.clear()
+                    self.leader_address, self.leader_detail = self._hinted, f"leader at {self._hinted} (its hint)"
+                else:
+                    self.locates += 1
+                    obs = self.locate()
+                    self.leader_address = obs.address
+                    self.leader_detail = "leader at " + obs.address if obs.address else "leader: " + obs.detail
             if self.leader_address is not None and self._poll_leader():
                 lost_since, delay = None, first
                 continue
@@ -500,7 +627,7 @@ class FollowerRendezvous(_Side):
                 lost_since = self.clock()
             if self.clock() - lost_since >= self.fallback:
                 self._read_direct()
-            if self._wait(delay * self.rng.uniform(0.5, 1.5)):
+            if self._await_hint(delay * self.rng.uniform(0.5, 1.5)):
                 return
             delay = min(cap, delay * 2)
 
@@ -591,15 +718,24 @@ def make_rendezvous(ctx: TaskContext, environ: Mapping[str, str], backend: Backe
         if server is None or address is None:
             log("no status endpoint: not leading the rendezvous (the other tasks read the backend)")
             return None
-        if not isinstance(backend, MarathonBackend):  # DNS is cheap to ask: calm polls every second or so
+        hints = None
+        if isinstance(backend, MarathonBackend):  # it learns the followers' status ports: tell them where it is
+            backend.also_port = ctx.status_port_name
+            at = f"{address.rpartition(':')[0]}:{server.port}"
+            hints = _Hints(ctx.job, naming.task_name(*leader), at, session)
+        else:  # DNS is cheap to ask: calm polls every second or so
             slow = min(slow, max(FAST[1], 10 * len(members) / DNS_QUERIES_PER_SECOND))
         lead = LeaderRendezvous(backend, members, me, address, job=ctx.job, slow=slow, stop=stop, rng=rng,
-                                events=events if events is not None else _event_stream(ctx, environ))
+                                events=events if events is not None else _event_stream(ctx, environ), hints=hints)
         server.add_route(PATH, lead.handle)
         log(f"leading the rendezvous of {len(members)} task(s): GET {PATH} on the status port")
         return lead.start()
     follower = FollowerRendezvous(_locator(ctx, environ, leader, session, dns_client), backend, members, me,
-                                  job=ctx.job, session=session, stop=stop, rng=rng)
+                                  job=ctx.job, session=session, stop=stop, rng=rng,
+                                  leader_task=naming.task_name(*leader),
+                                  hint_wait=hint_wait_for(len(members)) if ctx.discovery == "marathon" else 0.0)
+    if server is not None:
+        server.add_route(HINT_PATH, follower.hint)
     log(f"following the rendezvous leader {naming.task_name(*leader)}")
     return follower.start()
 

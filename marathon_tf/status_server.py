@@ -3,7 +3,7 @@
 ``GET /health`` -> 200 unless the bootstrap is unhealthy (503);
 ``GET /status`` -> the JSON described in docs/architecture.md;
 extra read-only GET routes (the leader's ``/rendezvous``, :mod:`marathon_tf.leader`) are
-handlers ``query dict -> (code, body dict or JSON bytes)`` given to :class:`StatusServer`.
+handlers ``query dict (+ "_client": the caller's IP) -> (code, body dict or JSON bytes)`` given to :class:`StatusServer`.
 :class:`TaskStatus` is the thread-safe record the bootstrap updates and the
 server reads.
 """
@@ -78,6 +78,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, status.snapshot())
         elif path in self.server.routes:
             query = {k: v[-1] for k, v in parse_qs(self.path.partition("?")[2]).items()}
+            query["_client"] = self.client_address[0]  # who asks (set here: a URL cannot forge it)
             self._send(*self.server.routes[path](query))
         else:
             self._send(404, {"message": f"no such path {path!r}; try /health or /status"})

@@ -56,15 +56,18 @@ def parts():
         thing.close()
 
 
-def start_leader(parts, backend, *, slow=60.0, events=None, me=W0, address="127.0.0.1:2000", **kw):
+def start_leader(parts, backend, *, slow=60.0, events=None, me=W0, address="127.0.0.1:2000", hinting=False, **kw):
     stop = threading.Event()
+    server = StatusServer(TaskStatus(job=JOB, task="worker-0", role="worker", index=0), "127.0.0.1", 0).start()
+    at = f"127.0.0.1:{server.port}"
+    if hinting:
+        kw["hints"] = ld._Hints(JOB, "worker-0", at, requests.Session())
     lead = ld.LeaderRendezvous(backend, MEMBERS, me, address, job=JOB, slow=slow, events=events, stop=stop,
                                rng=random.Random(1), fast=(0.02, 0.05), **kw)
-    server = StatusServer(TaskStatus(job=JOB, task="worker-0", role="worker", index=0), "127.0.0.1", 0,
-                          routes={ld.PATH: lead.handle}).start()
+    server.add_route(ld.PATH, lead.handle)
     parts.extend([server, lead])
     lead.start()
-    return lead, f"127.0.0.1:{server.port}"
+    return lead, at
 
 
 def start_follower(parts, locate, direct=None, *, me=W1, fallback=30.0, long_poll=2.0):
@@ -274,3 +277,39 @@ def test_in_marathon_mode_status_updates_move_peers_without_reading_the_group(pa
     time.sleep(0.5)
     assert lead.document()["complete"] and lead.document()["peers"]["ps-0"] == "10.0.0.2:32000"
     assert len(marathon.requests) == reads  # the updates carried it all: no group read
+
+
+def test_the_leader_hints_followers_so_they_need_not_ask_marathon(parts):
+    follower_server = StatusServer(TaskStatus(job=JOB, task="worker-1", role="worker", index=1), "127.0.0.1", 0)
+    parts.append(follower_server)
+    follower_server.start()
+    marathon = FakeMarathon()
+    marathon.add_running(*PS, host="127.0.0.1", port=31000)
+    marathon.add_running(*W1, host="127.0.0.1", port=follower_server.port - 1)  # ports [tf, status]
+    backend = MarathonBackend(marathon, "http://m", job=JOB)
+    backend.also_port = "status"
+    stop = threading.Event()
+    locates = []
+    follower = ld.FollowerRendezvous(lambda: locates.append(1) or Observation(None, "no task"), FakeBackend(),
+                                     MEMBERS, W1, job=JOB, session=requests.Session(), stop=stop,
+                                     schedule=(0.02, 0.1), long_poll=2.0, leader_task="worker-0", hint_wait=20.0)
+    parts.append(follower)
+    follower_server.add_route(ld.HINT_PATH, follower.hint)
+    follower.start()
+    lead, address = start_leader(parts, backend, address="127.0.0.1:2000", hinting=True)
+    found = follower.wait([PS, W0], 10)
+    assert found == {PS: "127.0.0.1:31000", W0: "127.0.0.1:2000"}
+    assert locates == [] and follower.hints == 1 and lead.hints.sent == 1
+
+
+def test_a_hint_is_taken_only_from_the_leader_task_and_its_host():
+    follower = ld.FollowerRendezvous(lambda: Observation(None, "x"), FakeBackend(), MEMBERS, W1, job=JOB,
+                                     session=requests.Session(), leader_task="worker-0")
+    ok = {"job": JOB, "task": "worker-0", "at": "127.0.0.1:4000", "_client": "127.0.0.1"}
+    assert follower.hint({**ok, "task": "ps-0"})[0] == 400
+    assert follower.hint({**ok, "job": "other"})[0] == 400
+    assert follower.hint({**ok, "at": "127.0.0.1"})[0] == 400
+    assert follower.hint({**ok, "_client": "10.9.9.9"})[0] == 403  # e.g. a web page elsewhere
+    assert follower._hinted is None
+    assert follower.hint(ok) == (200, {"ok": True}) and follower._hinted == "127.0.0.1:4000"
+    assert follower.hint({**ok, "at": "localhost:4001"})[0] == 200  # names are resolved
