@@ -51,6 +51,7 @@ from marathon_tf import joblock
 from marathon_tf.lifecycle import (JobControl, JobPolicy, RestartBudget, client_from_env, failures_path, is_decider,
                                    logdir_path, logdir_problem, startup_reason)
 from marathon_tf.prewarm import Prewarmer
+from marathon_tf.leader import make_rendezvous
 from marathon_tf import labels as L
 from marathon_tf.status_server import StatusServer, TaskStatus
 from marathon_tf.progress import StepRate
@@ -164,6 +165,7 @@ class Bootstrap:
         self._next_logdir_look = 0.0
         self.prewarmer = None if self.shell or ctx.role == "tensorboard" else Prewarmer.for_command(
             self.command, ctx.prewarm, self.environ, cwd=self.environ.get("MESOS_SANDBOX") or None, log=_log)
+        self.rendezvous_options: dict = {}  # extra make_rendezvous arguments (tests inject session/events)
 
     # -- control ---------------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
@@ -214,6 +216,8 @@ class Bootstrap:
             if self._lock is not None:
                 self._lock.release()
             self._no_more_starts()
+            if hasattr(getattr(self, "rendezvous", None), "close"):
+                self.rendezvous.close()
             if self.server:
                 self.server.close()
 
@@ -255,8 +259,12 @@ class Bootstrap:
         if not peers:
             return True
         self._backend = self._backend or make_backend(self.ctx, self.environ)
-        self.rendezvous = Rendezvous(self._backend, clock=self.clock, sleep=self._stop.wait, rng=self.rng,
-                                     stop=self._stop.is_set)
+        # The job's leader reads the backend for everyone; the others long-poll it (marathon_tf.leader).
+        self.rendezvous = make_rendezvous(
+            self.ctx, self.environ, self._backend, me=me, address=self.endpoints.get(me), server=self.server,
+            stop=self._stop, slow=watch_interval(sum(self.ctx.cluster.values()), self.watch_interval),
+            rng=self.rng, log=_log, **self.rendezvous_options) or Rendezvous(
+            self._backend, clock=self.clock, sleep=self._stop.wait, rng=self.rng, stop=self._stop.is_set)
         _log(f"{self.ctx.task} of {self.ctx.job}: discovering {len(peers)} peer(s) via {self.ctx.discovery}")
 
         def progress(found: dict[PeerKey, str], missing: dict[PeerKey, str]) -> None:
@@ -358,6 +366,9 @@ class Bootstrap:
             self.prewarmer.close()
 
     def _next_watch(self) -> float:
+        every = getattr(getattr(self, "rendezvous", None), "watch_every", None)  # a leader's view is local: check every tick
+        if every is not None:
+            return self.clock() + every
         mean = watch_interval(sum(self.ctx.cluster.values()), self.watch_interval)  # longer for big jobs
         return self.clock() + mean * self.rng.uniform(0.5, 1.5)
 
@@ -421,11 +432,13 @@ class Bootstrap:
             return None
         me, peers = self._members()
         if peers and self._backend is not None and hasattr(self, "rendezvous"):
-            try:
-                moved = self.rendezvous.moved({p: self.endpoints[p] for p in peers})
+            try:  # a peer that is down is waited for: a restart with its stale address would hang
+                moved = self.rendezvous.settle({p: self.endpoints[p] for p in peers}, self.ctx.startup_timeout)
             except Exception as e:  # a failing lookup must not stop the restart
                 _log(f"could not re-check the peers before the restart: {e}")
                 moved = {}
+            if moved is None:
+                return None
             if moved:
                 self.endpoints.update(moved)
                 self._render()

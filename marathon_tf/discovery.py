@@ -219,40 +219,75 @@ class MarathonBackend:
         self.port_name, self.network = port_name, network
         self.headers, self.timeout = dict(headers or {}), timeout
         self._current = 0
+        self.requests = 0       # GETs sent to Marathon, and the bytes of their bodies
+        self.bytes_read = 0
+        self.last_bytes = 0     # the size of the last answer (the group grows with the job)
+        self.port_indexes: dict[PeerKey, int] = {}  # each app's index of the port named port_name
+        self.also_port: str | None = None  # another port whose addresses lookup() records (the leader's hints)
+        self.also_indexes: dict[PeerKey, int] = {}
+        self.also_addresses: dict[PeerKey, str | None] = {}
 
-    def fetch_group(self) -> tuple[dict | None, str]:
-        """The job's group (apps with tasks), or None and why; fails over between URLs."""
+    def _get(self, path: str, params) -> tuple[object | None, str]:
+        """GET ``path`` with failover between the URLs: (response, "ok") or (None, why)."""
         why = "no Marathon URL"
         for attempt in range(len(self.urls)):
             i = (self._current + attempt) % len(self.urls)
-            url = f"{self.urls[i]}/v2/groups{naming.group_id(self.job)}"
             try:
-                resp = self.session.get(url, params=self.EMBED, headers=self.headers, timeout=self.timeout)
+                resp = self.session.get(f"{self.urls[i]}{path}", params=params, headers=self.headers,
+                                        timeout=self.timeout)
             except Exception as e:  # connection error / timeout: try the next URL
                 why = f"Marathon unreachable ({type(e).__name__})"
                 continue
+            self.requests += 1
+            content = getattr(resp, "content", None)
+            self.last_bytes = len(content) if isinstance(content, (bytes, bytearray)) else 0
+            self.bytes_read += self.last_bytes
             if resp.status_code == 503:
                 why = "Marathon 503 (no leader?)"
                 continue
             self._current = i
-            if resp.status_code == 404:
-                return None, f"no Marathon group {naming.group_id(self.job)}"
-            if resp.status_code != 200:
-                return None, f"Marathon HTTP {resp.status_code}"
-            try:
-                return resp.json(), "ok"
-            except ValueError:
-                return None, "Marathon sent invalid JSON"
+            return resp, "ok"
         return None, why
 
-    def _port_index(self, app: dict) -> int:
+    def fetch_group(self) -> tuple[dict | None, str]:
+        """The job's group (apps with tasks), or None and why; fails over between URLs."""
+        resp, why = self._get(f"/v2/groups{naming.group_id(self.job)}", self.EMBED)
+        if resp is None:
+            return None, why
+        if resp.status_code == 404:
+            return None, f"no Marathon group {naming.group_id(self.job)}"
+        if resp.status_code != 200:
+            return None, f"Marathon HTTP {resp.status_code}"
+        try:
+            return resp.json(), "ok"
+        except ValueError:
+            return None, "Marathon sent invalid JSON"
+
+    def lookup_app(self, peer: PeerKey) -> Observation:
+        """One peer through ``GET /v2/apps/<job>/<task>?embed=app.tasks`` (a few KB, whatever
+        the job's size): how a follower finds its leader."""
+        app_id = naming.app_id(self.job, *peer)
+        resp, why = self._get(f"/v2/apps{app_id}", [("embed", "app.tasks")])
+        if resp is None:
+            return Observation(None, why)
+        if resp.status_code == 404:
+            return Observation(None, f"no app {app_id}")
+        if resp.status_code != 200:
+            return Observation(None, f"Marathon HTTP {resp.status_code}")
+        try:
+            app = resp.json().get("app")
+        except (ValueError, AttributeError):
+            return Observation(None, "Marathon sent invalid JSON")
+        return self._observe(app) if isinstance(app, dict) else Observation(None, "Marathon sent no app")
+
+    def _port_index(self, app: dict, port_name: str | None = None) -> int:
         for source in (app.get("portDefinitions"), (app.get("container") or {}).get("portMappings")):
             for i, pd in enumerate(source or []):
-                if isinstance(pd, dict) and pd.get("name") == self.port_name:
+                if isinstance(pd, dict) and pd.get("name") == (port_name or self.port_name):
                     return i
         return 0
 
-    def _observe(self, app: dict) -> Observation:
+    def _observe(self, app: dict, port_name: str | None = None) -> Observation:
         tasks = [t for t in app.get("tasks") or [] if isinstance(t, dict)]
         if not tasks:
             return Observation(None, "no task")
@@ -260,7 +295,7 @@ class MarathonBackend:
         if not running:
             return Observation(None, "task not running: " + ", ".join(sorted({str(t.get("state")) for t in tasks})))
         task = max(running, key=lambda t: str(t.get("startedAt") or ""))
-        index = self._port_index(app)
+        index = self._port_index(app, port_name)
         ports = task.get("ports") or []
         host = task.get("host")
         if self.network == "container":
@@ -270,7 +305,7 @@ class MarathonBackend:
                 mappings = (app.get("container") or {}).get("portMappings") or []
                 ports = [m.get("containerPort") for m in mappings]
         if not host or len(ports) <= index or not ports[index]:
-            return Observation(None, f"running task has no host/port {self.port_name!r}")
+            return Observation(None, f"running task has no host/port {port_name or self.port_name!r}")
         return Observation(f"{host}:{ports[index]}", "ok")
 
     def lookup(self, peers: Sequence[PeerKey]) -> dict[PeerKey, Observation]:
@@ -286,6 +321,10 @@ class MarathonBackend:
                 key = naming.parse_app_id(self.job, str(app.get("id", "")))
                 if key is not None:
                     apps[key] = app
+                    self.port_indexes[key] = self._port_index(app)
+                    if self.also_port:
+                        self.also_indexes[key] = self._port_index(app, self.also_port)
+                        self.also_addresses[key] = self._observe(app, self.also_port).address
         return {p: self._observe(apps[p]) if p in apps else Observation(None, f"no app {naming.app_id(self.job, *p)}")
                 for p in peers}
 
@@ -402,6 +441,24 @@ class Rendezvous:
             if self.stop():
                 return None
             delay = min(max_delay, delay * 2)
+
+    def settle(self, current: Mapping[PeerKey, str], timeout: float) -> dict[PeerKey, str] | None:
+        """Before an in-place restart: wait until every peer is seen running (a peer that is down
+        is waited for, not left at its stale address), then the peers at a new address.
+        None if ``stop()`` became true; DiscoveryError at the deadline."""
+        self.polls += 1
+        moved, missing = {}, []
+        for peer, obs in self.backend.lookup(list(current)).items():
+            if not obs.address:
+                missing.append(peer)
+            elif obs.address != current.get(peer):
+                moved[peer] = obs.address
+        if missing:
+            found = self.wait(missing, timeout)
+            if found is None:
+                return None
+            moved.update({p: a for p, a in found.items() if a != current.get(p)})
+        return moved
 
     def moved(self, current: Mapping[PeerKey, str]) -> dict[PeerKey, str]:
         """One watch poll: the peers now seen at an address other than ``current``'s.

@@ -1,7 +1,9 @@
 """The bootstrap's status endpoint on ``PORT_STATUS``.
 
 ``GET /health`` -> 200 unless the bootstrap is unhealthy (503);
-``GET /status`` -> the JSON described in docs/architecture.md.
+``GET /status`` -> the JSON described in docs/architecture.md;
+extra read-only GET routes (the leader's ``/rendezvous``, :mod:`marathon_tf.leader`) are
+handlers ``query dict (+ "_client": the caller's IP) -> (code, body dict or JSON bytes)`` given to :class:`StatusServer`.
 :class:`TaskStatus` is the thread-safe record the bootstrap updates and the
 server reads.
 """
@@ -11,7 +13,8 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable, Mapping
+from urllib.parse import parse_qs
 
 __all__ = ["TaskStatus", "StatusServer"]
 
@@ -74,11 +77,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200 if healthy else 503, {"healthy": healthy, "phase": status.snapshot()["phase"]})
         elif path == "/status":
             self._send(200, status.snapshot())
+        elif path in self.server.routes:
+            query = {k: v[-1] for k, v in parse_qs(self.path.partition("?")[2]).items()}
+            query["_client"] = self.client_address[0]  # who asks (set here: a URL cannot forge it)
+            self._send(*self.server.routes[path](query))
         else:
             self._send(404, {"message": f"no such path {path!r}; try /health or /status"})
 
-    def _send(self, code: int, body: dict) -> None:
-        data = (json.dumps(body, sort_keys=True) + "\n").encode()
+    def _send(self, code: int, body: dict | bytes) -> None:
+        data = body if isinstance(body, bytes) else (json.dumps(body, sort_keys=True) + "\n").encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -92,21 +99,29 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 1024  # a leader's followers connect at once
     task_status: TaskStatus
+    routes: Mapping[str, Callable[[dict[str, str]], tuple[int, dict]]]
 
 
 class StatusServer:
     """Serve a :class:`TaskStatus` on (host, port) in a background thread."""
 
-    def __init__(self, status: TaskStatus, host: str, port: int):
+    def __init__(self, status: TaskStatus, host: str, port: int,
+                 routes: Mapping[str, Callable[[dict[str, str]], tuple[int, dict]]] | None = None):
         self._server = _Server((host, port), _Handler)
         self._server.task_status = status
+        self._server.routes = dict(routes or {})
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
                                         daemon=True, name="status-server")
 
     @property
     def port(self) -> int:
         return self._server.server_address[1]
+
+    def add_route(self, path: str, handler: Callable[[dict[str, str]], tuple[int, dict]]) -> None:
+        """Serve ``GET path`` with ``handler(query) -> (code, body)`` (may block: a long poll)."""
+        self._server.routes = {**self._server.routes, path: handler}
 
     def start(self) -> "StatusServer":
         self._thread.start()

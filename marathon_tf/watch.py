@@ -15,7 +15,6 @@ import sseclient
 
 from .errors import JobFailed, MarathonError, MarathonUnavailable, Timeout
 from .marathon import Client
-from .jobs import job_status
 
 __all__ = ["EventStream", "wait_deployment", "wait_job", "FINAL_STATES"]
 
@@ -103,6 +102,8 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
                     stream: EventStream | None = None) -> dict[str, Any]:
     """Wait until the deployment has left ``/v2/deployments`` (every task running and
     healthy). Raises :class:`Timeout` (exit 3) when ``timeout`` passes first."""
+    from .jobs import job_status  # lazily: the bootstrap uses EventStream without jinja2/marshmallow
+
     deadline = None if timeout is None else clock() + timeout
     outage = _Outage(clock)
     while True:
@@ -139,6 +140,8 @@ def wait_job(client: Client, job: str, *, timeout: float | None,
              poll: float = 2.0, clock: Callable[[], float] = time.monotonic,
              stream: EventStream | None = None) -> dict[str, Any]:
     """Follow a job until its record says Succeeded or Failed; returns the final status."""
+    from .jobs import job_status
+
     deadline = None if timeout is None else clock() + timeout
     outage = _Outage(clock)
     while True:

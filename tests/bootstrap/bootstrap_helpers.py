@@ -148,6 +148,9 @@ class FakeMarathon:
             if isinstance(step, Exception):
                 raise step
             return FakeResponse(step, {"message": "scripted"})
+        for app in self.group()["apps"]:
+            if url.endswith("/v2/apps" + app["id"]):
+                return FakeResponse(200, {"app": app})
         if not url.endswith("/v2/groups" + naming.group_id(self.job)):
             return FakeResponse(404, {"message": "Group does not exist"})
         return FakeResponse(200, self.group())
@@ -193,12 +196,16 @@ class MesosDnsDouble:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def set_task(self, role: str, index: int, port: int, ip: str = "127.0.0.1", job: str = JOB) -> None:
+    def set_task(self, role: str, index: int, port: int, ip: str = "127.0.0.1", job: str = JOB,
+                 status_port: int | None = None) -> None:
         app = naming.app_id(job, role, index)
         self.records[naming.srv_name(app, port_name="tf")] = (naming.host_name(app), port, ip)
+        if status_port is not None:
+            self.records[naming.srv_name(app, port_name="status")] = (naming.host_name(app), status_port, ip)
 
     def remove_task(self, role: str, index: int, job: str = JOB) -> None:
-        self.records.pop(naming.srv_name(naming.app_id(job, role, index), port_name="tf"), None)
+        for port_name in ("tf", "status"):
+            self.records.pop(naming.srv_name(naming.app_id(job, role, index), port_name=port_name), None)
 
 
 # --- processes ------------------------------------------------------------------------------------

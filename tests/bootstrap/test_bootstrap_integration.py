@@ -97,8 +97,8 @@ def test_tf1_cluster_finds_itself_and_trains(tmp_path, mesos_dns, procs):
             env, [sys.executable, os.path.join(HERE, "tf1_between_graph.py"), "--steps", "5"],
             options=["--watch-interval", "2"], name=f"{role}-{index}")
         if (role, index) != ("worker", 1):
-            mesos_dns.set_task(role, index, ports[(role, index)][0])
-    mesos_dns.set_task("worker", 1, ports[("worker", 1)][0])
+            mesos_dns.set_task(role, index, ports[(role, index)][0], status_port=ports[(role, index)][1])
+    mesos_dns.set_task("worker", 1, ports[("worker", 1)][0], status_port=ports[("worker", 1)][1])
 
     def phase(member):
         return _get(f"http://127.0.0.1:{ports[member][1]}/status").get("phase")

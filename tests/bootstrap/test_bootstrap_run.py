@@ -71,6 +71,7 @@ def runs():
 def env_for(tmp_path, role="worker", index=0, cluster=CLUSTER, **extra):
     fields = {"spec_style": "both", **{k: v for k, v in extra.items() if k.islower()}}
     env = task_env(role, index, cluster, sandbox=str(tmp_path), tf_port=2001, **fields)
+    env["MTF_RENDEZVOUS"] = "direct"  # each task reads the fake backend; the leader protocol: test_leader_*.py
     env.update({k: v for k, v in extra.items() if k.isupper()})
     return env
 

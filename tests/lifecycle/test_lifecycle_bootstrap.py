@@ -42,6 +42,7 @@ class Run:
         elif not control:
             parts["control"] = None
         self.err = io.BytesIO()
+        env = {**env, "MTF_RENDEZVOUS": "direct"}  # the fake backend is read by every task (tests/bootstrap/test_leader_*)
         self.boot = Bootstrap(ctx, env, [sys.executable, "-c", CHILD], backend=backend or Backend(PEERS),
                               stdout=io.BytesIO(), stderr=self.err, tick=0.02, restart_backoff=(0.01, 0.05),
                               **parts)

@@ -1,0 +1,741 @@
+"""Leader rendezvous: one task reads where the job's peers are, every other task asks it.
+
+Without it every task of a job reads Marathon (``GET /v2/groups/<job>?embed=group.apps.tasks``,
+~3 MB for 1,000 apps) or Mesos-DNS (one SRV query per peer) on each poll, so the load on them
+grows with tasks x job size. With it:
+
+* **The leader** is the job's deciding task (:func:`marathon_tf.lifecycle.decider_task`:
+  ``chief-0`` or ``worker-0``). Its bootstrap runs :class:`LeaderRendezvous`: a thread that
+  looks up every peer through the ordinary :mod:`~marathon_tf.discovery` backend and publishes
+  the result, with a version, at ``GET /rendezvous`` on its status endpoint::
+
+      {"job", "leader": <id of this bootstrap>, "leader_task": "chief-0", "version": 7,
+       "complete": true, "peers": {"ps-0": "10.0.0.5:31001", ...}, "missing": {"worker-3": "..."}}
+
+  ``?after=<version>&leader=<id>&wait=<s>`` is a long poll: the answer comes when the version
+  (or the leader) differs, or after ``wait`` seconds (at most :data:`MAX_WAIT`).
+  It polls fast (0.25 s doubling to 1 s) while a peer is missing, for :data:`AFTER_EVENT` s
+  after a Marathon ``status_update_event`` of one of the job's apps (``/v2/events``, followed
+  when ``MTF_MARATHON_URL`` is set) or, without that stream, for :data:`HOT_WINDOW` s after a
+  change; otherwise slowly: the watch interval, or every :data:`RESYNC` s when events wake it
+  (``marathon`` mode, where the updates themselves carry the task's host and ports and go
+  straight into the view: TASK_RUNNING places a peer, TASK_KILLED & co. make it missing); the DNS backends about every second for small jobs (a tenth of the DNS
+  budget: Mesos-DNS trails Marathon's events by its refresh interval). Group GETs are spaced so
+  that the leader reads at most :data:`BYTE_BUDGET` bytes/s from Marathon; DNS polls at most
+  :data:`DNS_QUERIES_PER_SECOND` queries/s.
+* **Every other task** runs :class:`FollowerRendezvous`: it finds the leader's status port
+  with one small request (Mesos-DNS SRV ``_status._<leader label>._tcp.marathon.mesos.``, the
+  Mesos-DNS HTTP API, or ``GET /v2/apps/<job>/<leader>?embed=app.tasks`` in ``marathon``
+  mode), then long-polls it. In ``marathon`` mode the leader, which reads every task's ports
+  anyway, first tells each follower where it is (``GET /leader?job=&task=&at=`` on the
+  follower's status port, believed only from the leader's own host and checked by asking that
+  address): a follower of a large job waits :func:`hint_wait_for` s for that before it asks
+  Marathon, so forming costs Marathon next to nothing beyond the leader's reads. A leader that cannot be reached is looked up again (backoff
+  scaled to the job); when there is none for :func:`fallback_after` seconds the follower reads
+  the backend itself (the per-task rendezvous of old) until a leader answers again. A
+  relaunched leader is a new leader (new id): followers take its view whole.
+
+Both sides offer the bootstrap what :class:`marathon_tf.discovery.Rendezvous` does
+(``wait``, ``moved``, ``settle``, ``polls``) plus ``close()``; their ``moved`` reads the
+local view (no I/O), so the bootstrap checks it every tick (``watch_every``): a peer's move
+reaches every task within a second. ``moved`` reports nothing while one of the peers is
+missing, so a task never restarts with a stale address mixed in: it waits for the rewritten
+spec. ``MTF_RENDEZVOUS=direct`` turns all of this off (every task reads the backend).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import random
+import threading
+import time
+import uuid
+from dataclasses import replace
+from typing import Any, Callable, Mapping, Sequence
+
+from marathon_tf import naming
+from marathon_tf.discovery import (Backend, MarathonBackend, Observation, PeerKey,
+                                   make_backend, missing_message, poll_schedule)
+from marathon_tf.errors import DiscoveryError
+from marathon_tf.lifecycle import decider_task
+from marathon_tf.taskenv import TaskContext
+
+__all__ = ["PATH", "HINT_PATH", "MAX_WAIT", "HOT_WINDOW", "BYTE_BUDGET", "DNS_QUERIES_PER_SECOND", "rendezvous_mode",
+           "leader_of", "hint_wait_for", "fallback_after", "LeaderRendezvous", "FollowerRendezvous", "make_rendezvous"]
+
+PATH = "/rendezvous"
+HINT_PATH = "/leader"
+MAX_WAIT = 30.0          # longest long poll the leader holds
+LONG_POLL = 25.0         # what followers ask for
+HISTORY = 1024           # changes the leader keeps to answer with deltas
+RESYNC = 60.0            # calm re-reads when Marathon's event stream wakes the leader anyway
+HOT_WINDOW = 10.0        # seconds of fast polling after a change (no event stream)
+AFTER_EVENT = 3.0        # ... and after a status update of one of the job's apps
+EVENT_FORMING = 5.0      # re-reads while forming when the status updates carry the addresses
+GONE = frozenset({"TASK_KILLING", "TASK_KILLED", "TASK_FINISHED", "TASK_FAILED", "TASK_LOST", "TASK_ERROR",
+                  "TASK_GONE", "TASK_GONE_BY_OPERATOR", "TASK_DROPPED", "TASK_UNREACHABLE", "TASK_UNKNOWN"})
+FAST = (0.25, 1.0)       # fast polling: first delay, cap
+BYTE_BUDGET = 300_000.0  # bytes/s the leader may read from Marathon in group GETs
+DNS_QUERIES_PER_SECOND = 500.0
+
+
+def rendezvous_mode(environ: Mapping[str, str]) -> str:
+    """``MTF_RENDEZVOUS``: ``leader`` (default) or ``direct``."""
+    mode = environ.get("MTF_RENDEZVOUS") or "leader"
+    if mode not in ("leader", "direct"):
+        raise ValueError(f"MTF_RENDEZVOUS must be leader or direct, not {mode!r}")
+    return mode
+
+
+def leader_of(ctx: TaskContext) -> PeerKey | None:
+    """The leading task: the job's deciding task when it is a cluster member, else None."""
+    key = naming.parse_task_name(decider_task(ctx.completion))
+    return key if key in ctx.members() else None
+
+
+def hint_wait_for(tasks: int) -> float:
+    """Seconds a starting follower waits for the leader's hint before it asks Marathon itself:
+    nothing to speak of for small jobs, up to 30 s for large ones."""
+    return min(30.0, tasks / 50.0)
+
+
+def fallback_after(tasks: int) -> float:
+    """Seconds without a reachable leader before a follower reads the backend itself."""
+    return max(10.0, tasks / 10.0)
+
+
+def _names(mapping: Mapping[PeerKey, str]) -> dict[str, str]:
+    return {naming.task_name(*k): v for k, v in sorted(mapping.items())}
+
+
+def _patch(current: Mapping[PeerKey, str], delta: Any) -> dict[PeerKey, str]:
+    out = dict(current)
+    for name, value in (delta or {}).items() if isinstance(delta, dict) else ():
+        key = naming.parse_task_name(str(name))
+        if key is None:
+            continue
+        if isinstance(value, str):
+            out[key] = value
+        else:
+            out.pop(key, None)
+    return out
+
+
+def _keys(mapping: Any) -> dict[PeerKey, str]:
+    out = {}
+    for name, value in (mapping or {}).items() if isinstance(mapping, dict) else ():
+        key = naming.parse_task_name(str(name))
+        if key is not None and isinstance(value, str):
+            out[key] = value
+    return out
+
+
+class _View:
+    """A versioned view of the peers: present ones with their address, missing ones with why.
+    The last :data:`HISTORY` changes are kept as deltas, so a follower gets only what changed."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.peers: dict[PeerKey, str] = {}
+        self.missing: dict[PeerKey, str] = {}
+        self.version = 0
+        self.deltas: collections.deque[tuple[int, dict, dict]] = collections.deque(maxlen=HISTORY)
+
+    def update(self, peers: Mapping[PeerKey, str], missing: Mapping[PeerKey, str]) -> bool:
+        with self.cond:
+            if dict(peers) == self.peers and dict(missing) == self.missing:
+                return False
+            self.deltas.append((self.version + 1, _diff(self.peers, peers), _diff(self.missing, missing)))
+            self.peers, self.missing = dict(peers), dict(missing)
+            self.version += 1
+            self.cond.notify_all()
+            return True
+
+    def since(self, version: int) -> tuple[dict, dict] | None:
+        """Every change after ``version`` as ({name: address or None}, {name: detail or None});
+        None when the history no longer reaches back that far. Call with ``cond`` held."""
+        if not self.deltas or version < self.deltas[0][0] - 1 or version > self.version:
+            return None
+        peers: dict[str, str | None] = {}
+        missing: dict[str, str | None] = {}
+        for v, dp, dm in self.deltas:
+            if v > version:
+                peers.update(dp)
+                missing.update(dm)
+        return peers, missing
+
+
+def _diff(old: Mapping[PeerKey, str], new: Mapping[PeerKey, str]) -> dict[str, str | None]:
+    out: dict[str, str | None] = {naming.task_name(*k): v for k, v in new.items() if old.get(k) != v}
+    out.update({naming.task_name(*k): None for k in old if k not in new})
+    return out
+
+
+class _Side:
+    """What the bootstrap uses (the :class:`~marathon_tf.discovery.Rendezvous` interface)."""
+
+    watch_every = 0.0  # moved() is local: check it at every tick
+
+    def __init__(self, *, stop: threading.Event | None, clock: Callable[[], float]):
+        self.view = _View()
+        self.clock = clock
+        self.polls = 0
+        self._stop = stop or threading.Event()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _start(self, target: Callable[[], None], name: str) -> None:
+        self._thread = threading.Thread(target=self._guard(target), name=name, daemon=True)
+        self._thread.start()
+
+    def _guard(self, target):
+        def run():
+            while not self._done():
+                try:
+                    target()
+                except Exception as e:  # a bug or an odd answer must not end discovery for good
+                    import sys
+
+                    sys.stderr.write(f"marathon-tf bootstrap: rendezvous error (retrying): {type(e).__name__}: {e}\n")
+                    self._wait(1.0)
+        return run
+
+    def _done(self) -> bool:
+        return self._stop.is_set() or self._closed.is_set()
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep (woken by stop/close); True when it is time to end."""
+        end = time.monotonic() + max(0.0, seconds)
+        while not self._done():
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            self._closed.wait(min(left, 0.2))
+        return True
+
+    def close(self) -> None:
+        self._closed.set()
+        with self.view.cond:
+            self.view.cond.notify_all()
+
+    def wait(self, peers: Sequence[PeerKey], timeout: float,
+             on_progress: Callable[[dict[PeerKey, str], dict[PeerKey, str]], None] | None = None
+             ) -> dict[PeerKey, str] | None:
+        """Addresses of every peer once the view has them all; None when stopped;
+        DiscoveryError after ``timeout`` seconds naming what is missing."""
+        deadline = self.clock() + timeout
+        seen = -1
+        while True:
+            with self.view.cond:
+                if self.view.version == seen and not self._done():
+                    self.view.cond.wait(0.2)
+                version, present, missing = self.view.version, dict(self.view.peers), dict(self.view.missing)
+            found = {p: present[p] for p in peers if p in present}
+            lacking = {p: missing.get(p, self._unknown()) for p in peers if p not in present}
+            if version != seen and on_progress:
+                on_progress(found, lacking)
+            seen = version
+            if not lacking:
+                return found
+            if self._done():
+                return None
+            if self.clock() >= deadline:
+                raise DiscoveryError(missing_message(lacking, timeout),
+                                     hint="check that every task of the job is running and in Mesos-DNS")
+
+    def _unknown(self) -> str:
+        return "not seen yet"
+
+    def moved(self, current: Mapping[PeerKey, str]) -> dict[PeerKey, str]:
+        """Peers now at another address; nothing while one of them is missing (a task waits
+        for the rewritten spec rather than restart with a stale address mixed in)."""
+        with self.view.cond:
+            present = dict(self.view.peers)
+        if any(p not in present for p in current):
+            return {}
+        return {p: present[p] for p in current if present[p] != current[p]}
+
+    def settle(self, current: Mapping[PeerKey, str], timeout: float) -> dict[PeerKey, str] | None:
+        """Wait until every peer in ``current`` is present, then the ones that moved."""
+        found = self.wait(list(current), timeout)
+        if found is None:
+            return None
+        return {p: a for p, a in found.items() if a != current[p]}
+
+
+class _Hints:
+    """The leader tells each follower where it is, so that followers need not ask Marathon:
+    ``GET http://<follower's status address>/leader?job=&task=&at=<leader's status address>``,
+    a few tries each (a task's bootstrap starts its endpoint a moment after TASK_RUNNING)."""
+
+    def __init__(self, job: str, task: str, at: str, session=None, *, workers: int = 16, tries: int = 6,
+                 closed: threading.Event | None = None):
+        from concurrent.futures import ThreadPoolExecutor
+
+        if session is None:
+            import requests
+
+            session = requests.Session()
+        self.job, self.task, self.at, self.session, self.tries = job, task, at, session, tries
+        self.closed = closed or threading.Event()
+        self.sent = 0
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rendezvous-hint")
+        self._pending: dict[PeerKey, str] = {}
+        self._lock = threading.Lock()
+
+    def send(self, targets: Mapping[PeerKey, str | None]) -> None:
+        """Hint every follower at a status address it has not been hinted at yet."""
+        for key, address in targets.items():
+            if not address:
+                continue
+            with self._lock:
+                if self._pending.get(key) == address:
+                    continue
+                self._pending[key] = address
+            self._pool.submit(self._one, key, address)
+
+    def _one(self, key: PeerKey, address: str) -> None:
+        params = {"job": self.job, "task": self.task, "at": self.at}
+        delay = 0.25
+        for _ in range(self.tries):
+            if self.closed.is_set():
+                return
+            try:
+                if self.session.get(f"http://{address}{HINT_PATH}", params=params, timeout=2.0).status_code == 200:
+                    self.sent += 1
+                    return
+            except Exception:
+                pass
+            self.closed.wait(delay)
+            delay *= 2
+        with self._lock:  # given up: a later read of the same address tries again
+            if self._pending.get(key) == address:
+                del self._pending[key]
+
+    def close(self) -> None:
+        self.closed.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+# --- the leader ------------------------------------------------------------------------------------
+
+class LeaderRendezvous(_Side):
+    """The leader's side: look the peers up for everyone, publish, serve the long poll.
+
+    ``events``: an object with ``available`` and ``wait(seconds) -> [event dict]`` (a
+    :class:`marathon_tf.watch.EventStream` on ``status_update_event``), or None.
+    ``slow``: mean seconds between polls once formed and calm.
+    """
+
+    def __init__(self, backend: Backend, members: Sequence[PeerKey], me: PeerKey, address: str, *, job: str,
+                 slow: float, events=None, stop: threading.Event | None = None,
+                 clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
+                 fast: tuple[float, float] = FAST, byte_budget: float = BYTE_BUDGET,
+                 dns_qps: float = DNS_QUERIES_PER_SECOND, hot_window: float = HOT_WINDOW,
+                 hints: _Hints | None = None):
+        super().__init__(stop=stop, clock=clock)
+        self.hints = hints
+        self._status_of: dict[PeerKey, str | None] = {}  # followers' status addresses (for hints)
+        self.backend, self.job, self.me, self.slow, self.events = backend, job, me, slow, events
+        self.others = [m for m in members if m != me]
+        self.rng = rng or random.Random()
+        self.fast, self.byte_budget, self.dns_qps, self.hot_window = fast, byte_budget, dns_qps, hot_window
+        self.leader_id = uuid.uuid4().hex[:16]
+        self.events_seen = 0
+        self._reconnects = 0
+        self._changed = False
+        self._full: tuple[int, bytes] = (-1, b"")
+        self._task_of: dict[PeerKey, Any] = {}  # the task id a status update last placed each peer at
+        self._prefix = naming.group_id(job) + "/"
+        self.view.update({me: address}, {p: "not asked yet" for p in self.others})
+
+    def start(self) -> "LeaderRendezvous":
+        self._start(self._loop, "rendezvous-leader")
+        return self
+
+    def close(self) -> None:
+        super().close()
+        if self.events is not None and hasattr(self.events, "close"):
+            self.events.close()
+        if self.hints is not None:
+            self.hints.close()
+
+    def _hint(self) -> None:
+        if self.hints is not None:
+            self.hints.send(self._status_of)
+
+    # -- the published view ---------------------------------------------------------------------
+    def document(self) -> dict[str, Any]:
+        """The whole view (what ``GET /rendezvous`` without ``after`` answers)."""
+        with self.view.cond:
+            return self._document(None)
+
+    def _document(self, delta: tuple[dict, dict] | None) -> dict[str, Any]:
+        view = self.view
+        doc = {"job": self.job, "leader": self.leader_id, "leader_task": naming.task_name(*self.me),
+               "version": view.version, "complete": not view.missing, "delta": delta is not None,
+               "reads": self.polls, "events": self.events_seen, "event_stream": self._streaming()}
+        if delta is None:
+            doc.update(peers=_names(view.peers), missing=_names(view.missing))
+        else:
+            doc.update(peers=delta[0], missing=delta[1])
+        return doc
+
+    def handle(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any] | bytes]:
+        """``GET /rendezvous?job=&after=&leader=&wait=&complete=`` (a long poll).
+
+        Answers when the version differs from ``after`` (with ``complete=1``: once the view is
+        complete), the leader is not ``leader``, or after ``wait`` s. Same leader and ``after``
+        within the history: only the changes since (``"delta": true``, removed entries null);
+        else the whole view."""
+        if query.get("job") not in (None, self.job):
+            return 404, {"message": f"this is the leader of job {self.job!r}, not {query.get('job')!r}"}
+        try:
+            after = int(query.get("after", "-1"))
+            wait = min(MAX_WAIT, max(0.0, float(query.get("wait", "0"))))
+        except ValueError:
+            return 400, {"message": "after must be an integer and wait a number of seconds"}
+        leader, complete = query.get("leader", ""), query.get("complete") in ("1", "true")
+        view = self.view
+        with view.cond:
+            view.cond.wait_for(lambda: leader != self.leader_id or self._done() or (
+                view.version != after and (not complete or not view.missing)), timeout=wait)
+            delta = view.since(after) if leader == self.leader_id else None
+            if delta is not None:
+                return 200, self._document(delta)
+            if self._full[0] != view.version:  # every follower gets the same whole view: encode it once
+                self._full = (view.version, (json.dumps(self._document(None), sort_keys=True) + "\n").encode())
+            return 200, self._full[1]
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        first, cap = self.fast
+        delay, hot_until, next_read = first, 0.0, 0.0
+        while not self._done():
+            if time.monotonic() >= next_read:
+                started = time.monotonic()
+                missing, asked = self._read()
+                now = self.clock()
+                if self._changed and not self._streaming():
+                    hot_until, delay = now + self.hot_window, first  # no events to wake us: watch closely a while
+                if missing and self._events_carry_addresses():
+                    pause = max(delay, EVENT_FORMING)  # the events bring the rest; re-read now and then
+                elif missing or now < hot_until:
+                    pause, delay = delay * self.rng.uniform(0.8, 1.2), min(cap, delay * 2)
+                else:  # calm; with an event stream only a slow re-read in case an event was lost
+                    marathon = isinstance(self.backend, MarathonBackend)  # Mesos-DNS trails events: keep asking it
+                    calm = max(self.slow, RESYNC) if self._streaming() and marathon else self.slow
+                    pause, delay = calm * self.rng.uniform(0.5, 1.5), first
+                last_read, gap = started, self._gap(asked)
+                next_read = started + max(pause, gap)
+            events = self._pause(next_read - time.monotonic())
+            if events is None:
+                continue
+            if events and self._events_carry_addresses():
+                self._apply(events)
+            else:  # a status update (or a reconnect that may have lost some): read again soon
+                hot_until, delay = self.clock() + min(self.hot_window, AFTER_EVENT), first
+                next_read = max(time.monotonic(), last_read + gap)  # never faster than the budget
+
+    def _read(self) -> tuple[dict[PeerKey, str], int]:
+        """One lookup through the backend into the view: (missing peers, peers asked)."""
+        with self.view.cond:
+            present, missing = dict(self.view.peers), dict(self.view.missing)
+        formed_once = getattr(self, "_formed", False)
+        asked = self.others if formed_once or isinstance(self.backend, MarathonBackend) else list(missing)
+        result = self.backend.lookup(asked) if asked else {}
+        self.polls += 1
+        for peer, obs in result.items():
+            if obs.address:
+                present[peer] = obs.address
+                missing.pop(peer, None)
+            else:
+                present.pop(peer, None)
+                missing[peer] = obs.detail
+        self._changed = self.view.update(present, missing)
+        if not missing:
+            self._formed = True
+        self._status_of.update(getattr(self.backend, "also_addresses", {}))
+        self._hint()
+        return missing, len(asked)
+
+    def _events_carry_addresses(self) -> bool:
+        """``marathon`` mode on host networking: a status update says where the task runs."""
+        return (self._streaming() and isinstance(self.backend, MarathonBackend)
+                and getattr(self.backend, "network", "host") == "host")
+
+    def _apply(self, events: Sequence[Mapping[str, Any]]) -> None:
+        """Status updates into the view: TASK_RUNNING puts the task at ``host:ports[i]``; a
+        terminal state (of the task we know, or of any when we know none) makes it missing."""
+        with self.view.cond:
+            present, missing = dict(self.view.peers), dict(self.view.missing)
+        for event in events:
+            key = naming.parse_app_id(self.job, str(event.get("appId") or ""))
+            if key not in self.others:
+                continue
+            state, task = str(event.get("taskStatus") or ""), event.get("taskId")
+            ports, host = event.get("ports") or [], event.get("host")
+            index = self.backend.port_indexes.get(key, 0)
+            if state == "TASK_RUNNING" and host and len(ports) > index and ports[index]:
+                present[key] = f"{host}:{ports[index]}"
+                missing.pop(key, None)
+                self._task_of[key] = task
+                status = self.backend.also_indexes.get(key)
+                if status is not None and len(ports) > status:
+                    self._status_of[key] = f"{host}:{ports[status]}"
+            elif state in GONE and self._task_of.get(key) in (None, task):
+                present.pop(key, None)
+                missing[key] = f"task {state}"
+                self._task_of.pop(key, None)
+        self.view.update(present, missing)
+        self._hint()
+
+    def _gap(self, asked: int) -> float:
+        """The shortest time between two polls that keeps the leader within its budget."""
+        if isinstance(self.backend, MarathonBackend):
+            return self.backend.last_bytes / self.byte_budget
+        return asked / self.dns_qps
+
+    def _streaming(self) -> bool:
+        return self.events is not None and bool(getattr(self.events, "available", False))
+
+    def _relevant(self, event: Mapping[str, Any]) -> bool:
+        return str(event.get("appId") or "").startswith(self._prefix)
+
+    def _pause(self, seconds: float) -> list[dict[str, Any]] | None:
+        """Wait up to ``seconds``: the job's status updates that came first ([] after a stream
+        reconnect, which may have lost some), or None when none came."""
+        end = time.monotonic() + max(0.0, seconds)
+        while not self._done():
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            if self._streaming():
+                events = [e for e in self.events.wait(min(left, 0.5)) if self._relevant(e)]
+                reconnects = getattr(self.events, "reconnects", 0)
+                if events or reconnects != self._reconnects:
+                    self.events_seen += len(events)
+                    self._reconnects = reconnects
+                    return events
+            else:
+                self._closed.wait(min(left, 0.2))
+        return None
+
+
+# --- a follower --------------------------------------------------------------------------------------
+
+class FollowerRendezvous(_Side):
+    """A follower's side: find the leader (``locate() -> Observation`` of its status address),
+    long-poll it; without a leader for ``fallback`` seconds, read ``direct`` itself."""
+
+    def __init__(self, locate: Callable[[], Observation], direct: Backend, members: Sequence[PeerKey],
+                 me: PeerKey | None, *, job: str, session=None, stop: threading.Event | None = None,
+                 clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
+                 schedule: tuple[float, float] | None = None, fallback: float | None = None,
+                 long_poll: float = LONG_POLL, leader_task: str = "", hint_wait: float | None = None):
+        super().__init__(stop=stop, clock=clock)
+        self.leader_task = leader_task
+        self.hint_wait = hint_wait if hint_wait is not None else hint_wait_for(len(members))
+        self.hints = 0
+        self._hinted: str | None = None
+        self._hint_event = threading.Event()
+        self._resolved: dict[str, set[str]] = {}
+        self.locate, self.direct, self.job, self.me = locate, direct, job, me
+        self.others = [m for m in members if m != me]
+        if session is None:
+            import requests
+
+            session = requests.Session()
+        self.session = session
+        self.rng = rng or random.Random()
+        self.schedule = schedule or poll_schedule(len(members))
+        self.fallback = fallback if fallback is not None else fallback_after(len(members))
+        self.long_poll = long_poll
+        self.leader_address: str | None = None
+        self.leader_id: str | None = None
+        self.leader_detail = "not looked up yet"
+        self.locates = self.long_polls = self.direct_reads = 0
+        self._version = -1
+        self._formed = False
+
+    def start(self) -> "FollowerRendezvous":
+        self._start(self._loop, "rendezvous-follower")
+        return self
+
+    def _unknown(self) -> str:
+        return f"waiting for the leader ({self.leader_detail})"
+
+    def hint(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
+        """``GET /leader?job=&task=&at=host:port`` from the leader: where it serves the view.
+        Taken only from the job's leading task, sent from the host it names (the caller's
+        address, which a web page elsewhere cannot take); the follower then checks that the
+        address answers as this job's leader before it believes anything it says."""
+        at = query.get("at") or ""
+        host, _, port = at.rpartition(":")
+        if query.get("job") != self.job or query.get("task") != self.leader_task or not host or not port.isdigit():
+            return 400, {"message": "not a hint from this job's leader"}
+        if query.get("_client") not in self._addresses(host):
+            return 403, {"message": f"a hint for {at} must come from {host}"}
+        self.hints += 1
+        self._hinted = at
+        self._hint_event.set()
+        return 200, {"ok": True}
+
+    def _addresses(self, host: str) -> set[str]:
+        if host not in self._resolved:
+            import socket
+
+            try:
+                self._resolved[host] = {str(a[4][0]) for a in socket.getaddrinfo(host, None)} | {host}
+            except OSError:
+                self._resolved[host] = {host}
+        return self._resolved[host]
+
+    def _await_hint(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for the leader's hint; True when it is time to end."""
+        end = time.monotonic() + max(0.0, seconds)
+        while not self._done() and not self._hint_event.is_set():
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            self._hint_event.wait(min(left, 0.2))
+        return self._done()
+
+    def _loop(self) -> None:
+        first, cap = self.schedule
+        delay = first
+        lost_since = self.clock()
+        # a large job's tasks neither ask all at once nor ask Marathon at all if the leader calls first
+        if self._await_hint(max(self.hint_wait, self.rng.uniform(0, first))):
+            return
+        while not self._done():
+            if self.leader_address is None:
+                if self._hint_event.is_set():
+                    self._hint_event.clear()
+                    self.leader_address, self.leader_detail = self._hinted, f"leader at {self._hinted} (its hint)"
+                else:
+                    self.locates += 1
+                    obs = self.locate()
+                    self.leader_address = obs.address
+                    self.leader_detail = "leader at " + obs.address if obs.address else "leader: " + obs.detail
+            if self.leader_address is not None and self._poll_leader():
+                lost_since, delay = None, first
+                continue
+            self.leader_address = None
+            if lost_since is None:
+                lost_since = self.clock()
+            if self.clock() - lost_since >= self.fallback:
+                self._read_direct()
+            if self._await_hint(delay * self.rng.uniform(0.5, 1.5)):
+                return
+            delay = min(cap, delay * 2)
+
+    def _poll_leader(self) -> bool:
+        """One long poll; False when the leader did not answer as a leader of this job."""
+        params = {"job": self.job, "after": str(self._version), "leader": self.leader_id or "",
+                  "wait": f"{self.long_poll:g}"}
+        if not self._formed:  # no use for the partial views of a forming job (1,000s of them)
+            params["complete"] = "1"
+        try:
+            resp = self.session.get(f"http://{self.leader_address}{PATH}", params=params,
+                                    timeout=(3.0, self.long_poll + 10.0))
+            doc = resp.json() if resp.status_code == 200 else None
+        except Exception as e:  # refused / reset / timeout / not JSON: look the leader up again
+            self.leader_detail = f"leader at {self.leader_address} unreachable ({type(e).__name__})"
+            return False
+        self.long_polls += 1
+        self.polls += 1
+        if not isinstance(doc, dict) or doc.get("job") != self.job or not isinstance(doc.get("version"), int):
+            self.leader_detail = f"{self.leader_address} is not this job's leader"
+            return False
+        peers, missing = _keys(doc.get("peers")), _keys(doc.get("missing"))
+        if doc.get("delta"):
+            if str(doc.get("leader")) != self.leader_id:
+                return False
+            with self.view.cond:
+                peers, missing = _patch(self.view.peers, doc.get("peers")), _patch(self.view.missing, doc.get("missing"))
+        self.leader_id, self._version = str(doc.get("leader")), doc["version"]
+        self.leader_detail = f"leader {doc.get('leader_task')} at {self.leader_address}"
+        self.view.update(peers, missing)
+        if doc.get("complete"):
+            self._formed = True
+        return True
+
+    def _read_direct(self) -> None:
+        """No leader for a while: read the backend like a task without a leader would."""
+        self.direct_reads += 1
+        self.polls += 1
+        present, missing = {}, {}
+        for peer, obs in self.direct.lookup(self.others).items():
+            if obs.address:
+                present[peer] = obs.address
+            else:
+                missing[peer] = obs.detail
+        with self.view.cond:
+            mine = {p: a for p, a in self.view.peers.items() if p == self.me}
+        self.view.update({**mine, **present}, missing)
+        self._version = -1  # a leader that comes back answers at once
+
+
+# --- wiring ----------------------------------------------------------------------------------------
+
+def _locator(ctx: TaskContext, environ: Mapping[str, str], leader: PeerKey, session, dns_client):
+    """``() -> Observation`` of the leader's status address: one small request."""
+    status_ctx = replace(ctx, port_name=ctx.status_port_name)
+    backend = make_backend(status_ctx, environ, session=session, dns_client=dns_client)
+    if isinstance(backend, MarathonBackend):
+        return lambda: backend.lookup_app(leader)
+    return lambda: backend.lookup([leader])[leader]
+
+
+def _event_stream(ctx: TaskContext, environ: Mapping[str, str]):
+    """Marathon's ``status_update_event`` stream when ``MTF_MARATHON_URL`` is set, else None."""
+    from marathon_tf.lifecycle import client_from_env
+    from marathon_tf.marathon import RetryPolicy
+    from marathon_tf.watch import EventStream
+
+    client = client_from_env(ctx, environ, retry=RetryPolicy(attempts=1, budget=5.0, initial=0.5, max_wait=1.0))
+    if client is None:
+        return None
+    stream = EventStream(client, ("status_update_event",))
+    stream.__enter__()
+    return stream
+
+
+def make_rendezvous(ctx: TaskContext, environ: Mapping[str, str], backend: Backend, *, me: PeerKey | None,
+                    address: str | None, server, stop: threading.Event, slow: float,
+                    rng: random.Random | None = None, session=None, dns_client=None, events=None,
+                    log: Callable[[str], None] = lambda m: None):
+    """The leader's or a follower's rendezvous for this task, started; None when the job
+    uses direct reads (``MTF_RENDEZVOUS=direct``, no leading task, or the leader has no
+    status endpoint to publish on)."""
+    leader = leader_of(ctx)
+    members = ctx.members()
+    if rendezvous_mode(environ) == "direct" or leader is None or len(members) < 2:
+        return None
+    if me == leader:
+        if server is None or address is None:
+            log("no status endpoint: not leading the rendezvous (the other tasks read the backend)")
+            return None
+        hints = None
+        if isinstance(backend, MarathonBackend):  # it learns the followers' status ports: tell them where it is
+            backend.also_port = ctx.status_port_name
+            at = f"{address.rpartition(':')[0]}:{server.port}"
+            hints = _Hints(ctx.job, naming.task_name(*leader), at, session)
+        else:  # DNS is cheap to ask: calm polls every second or so
+            slow = min(slow, max(FAST[1], 10 * len(members) / DNS_QUERIES_PER_SECOND))
+        lead = LeaderRendezvous(backend, members, me, address, job=ctx.job, slow=slow, stop=stop, rng=rng,
+                                events=events if events is not None else _event_stream(ctx, environ), hints=hints)
+        server.add_route(PATH, lead.handle)
+        log(f"leading the rendezvous of {len(members)} task(s): GET {PATH} on the status port")
+        return lead.start()
+    follower = FollowerRendezvous(_locator(ctx, environ, leader, session, dns_client), backend, members, me,
+                                  job=ctx.job, session=session, stop=stop, rng=rng,
+                                  leader_task=naming.task_name(*leader),
+                                  hint_wait=hint_wait_for(len(members)) if ctx.discovery == "marathon" else 0.0)
+    if server is not None:
+        server.add_route(HINT_PATH, follower.hint)
+    log(f"following the rendezvous leader {naming.task_name(*leader)}")
+    return follower.start()
+
