@@ -174,7 +174,7 @@ def test_the_jobs_end_overriding_its_deployment_is_the_jobs_outcome_not_a_failed
     from marathon_tf.errors import JobFailed
 
     states = iter([{"state": "Deploying"}, {"state": "Failed", "reason": "worker-1 exited 3 (permanent)"}])
-    monkeypatch.setattr(watch, "job_status", lambda client, job, probe=True: next(states))
+    monkeypatch.setattr(jobs, "job_status", lambda client, job, probe=True: next(states))
     event = {"eventType": "deployment_failed", "id": "d1",
              "reason": "Deployment was forcefully overridden by another deployment"}
     final = watch.wait_deployment(_Deployments(["d1"]), "d1", "j", timeout=None, stream=_Stream([event]))
@@ -199,7 +199,7 @@ def test_following_survives_a_short_marathon_outage(monkeypatch):
             raise a
         return a
 
-    monkeypatch.setattr(watch, "job_status", status)
+    monkeypatch.setattr(jobs, "job_status", status)
     monkeypatch.setattr(watch, "_sleep", lambda s: now.__setitem__(0, now[0] + 10) or [])
     assert watch.wait_job(None, "j", timeout=None, clock=lambda: now[0])["state"] == "Succeeded"
     answers = iter([MarathonUnavailable("down")] * 20)
@@ -213,7 +213,7 @@ def test_status_watch_exits_with_the_jobs_outcome_and_says_why(monkeypatch, stat
 
     final = {"job": "j", "groupId": "/j", "state": state, "tasks": [], "counts": {}, "reason": "the reason"}
     monkeypatch.setattr(jobs, "job_status", lambda *a, **k: final)
-    monkeypatch.setattr(watch, "job_status", lambda *a, **k: final)
+    monkeypatch.setattr(jobs, "job_status", lambda *a, **k: final)
     monkeypatch.setattr(watch, "EventStream", lambda client: _Ctx())
     r = CliRunner().invoke(cli, ["status", "j", "--watch", "--marathon", "http://127.0.0.1:1"])
     assert r.exit_code == code, r.output
