@@ -264,7 +264,13 @@ class MarathonApi:
             gid = canonical_path("/".join(rest[:-1]))
             if gid not in self.state.groups:
                 raise group_not_found(gid)
-            return web.json_response([self.state.groups[gid]["version"]])
+            return web.json_response(self.state.group_versions(gid))
+        if len(rest) >= 2 and rest[-2] == "versions" and method == "GET":
+            gid = canonical_path("/".join(rest[:-2]))
+            view = self.state.group_version_json(gid, rest[-1])
+            if view is None:
+                raise ApiError(404, {"message": f"Group '{gid}' does not exist in version {rest[-1]}"})
+            return web.json_response(view)
         gid = canonical_path("/".join(rest))
         if method == "GET":
             if gid not in self.state.groups:

@@ -221,6 +221,9 @@ class State:
         self.groups: dict[str, dict] = {"/": {"dependencies": [], "version": now_ts()}}
         self.apps: dict[str, AppState] = {}
         self._next_service_port = 10000
+        #: root version -> the root group then: {"apps": {id: (definition, version)}, "groups": {id: {...}}}.
+        #: Definitions are shared, not copied: they are replaced on change, never edited in place.
+        self.root_history: dict[str, dict] = {}
 
     # -- queries -------------------------------------------------------------------------
     def visible_apps(self) -> dict[str, AppState]:
@@ -312,7 +315,46 @@ class State:
                     self.groups[path]["version"] = version
                 if path == "/":
                     break
+        if changes or touched or not self.root_history:
+            self.root_history[version] = {
+                "apps": {k: (a.definition, a.version) for k, a in self.visible_apps().items()},
+                "groups": {g: {"dependencies": list(v["dependencies"]), "version": v["version"]}
+                           for g, v in self.groups.items()}}
+            while len(self.root_history) > MAX_VERSIONS:
+                del self.root_history[next(iter(self.root_history))]
         return changes
+
+    def group_versions(self, gid: str) -> list[str]:
+        """The kept versions of group ``gid``, newest first (``GET /v2/groups/{id}/versions``)."""
+        seen = {snap["groups"][gid]["version"] for snap in self.root_history.values() if gid in snap["groups"]}
+        if gid in self.groups:
+            seen.add(self.groups[gid]["version"])
+        return sorted(seen, reverse=True)
+
+    def group_at(self, gid: str, version: str) -> Optional[tuple[dict[str, dict], dict[str, list]]]:
+        """Apps and groups under ``gid`` when it had ``version`` (a target fragment); None if not kept."""
+        for snap in reversed(list(self.root_history.values())):
+            group = snap["groups"].get(gid)
+            if group is not None and group["version"] == version:
+                under = lambda path: gid == "/" or path == gid or path.startswith(gid.rstrip("/") + "/")
+                return ({k: copy.deepcopy(d) for k, (d, _) in snap["apps"].items() if under(k)},
+                        {g: list(v["dependencies"]) for g, v in snap["groups"].items() if under(g)})
+        return None
+
+    def group_version_json(self, gid: str, version: str) -> Optional[dict]:
+        """GroupInfo of ``gid`` as it was at ``version`` (apps as definitions)."""
+        for snap in reversed(list(self.root_history.values())):
+            group = snap["groups"].get(gid)
+            if group is not None and group["version"] == version:
+                return self._snapshot_group(snap, gid)
+        return None
+
+    def _snapshot_group(self, snap: dict, gid: str) -> dict:
+        apps = [{"id": k, **copy.deepcopy(d), "version": v} for k, (d, v) in sorted(snap["apps"].items())
+                if parent_path(k) == gid]
+        groups = [self._snapshot_group(snap, g) for g in sorted(snap["groups"]) if g != "/" and parent_path(g) == gid]
+        return {"id": gid, "dependencies": list(snap["groups"][gid]["dependencies"]),
+                "version": snap["groups"][gid]["version"], "apps": apps, "groups": groups, "pods": []}
 
     # -- views ---------------------------------------------------------------------------
     def version_json(self, app: AppState, version: str) -> Optional[dict]:

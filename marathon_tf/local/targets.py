@@ -115,12 +115,31 @@ def put_group(state: State, url_id: str, body: Any) -> Target:
     if not isinstance(body, dict):
         raise invalid_json([{"path": "/", "errors": ["error.expected.jsobject"]}])
     if body.get("version") is not None:
-        raise not_valid([{"path": "/version", "errors": ["rollback to a stored version is not supported by the local runner"]}])
+        return _group_rollback(state, canonical_path(url_id), body)
     gid = group_path(url_id, body)
     if gid in state.visible_apps():
         raise ApiError(409, {"message": f"An app with the path {gid} already exists."})
     apps, groups = current(state)
     _update_group(apps, groups, gid, body, "")
+    return check_tree((apps, groups))
+
+
+def _group_rollback(state: State, gid: str, body: dict) -> Target:
+    """``{"version": v}``: the group's apps and subgroups as they were at that version."""
+    if set(body) - {"id", "version"}:
+        raise not_valid([{"path": "/version",
+                          "errors": ["The 'version' field may only be combined with the 'id' field."]}])
+    kept = state.group_at(gid, str(body["version"]))
+    if kept is None:
+        raise ApiError(404, {"message": f"Group '{gid}' does not exist in version {body['version']}"})
+    apps, groups = current(state)
+    for a in [a for a in apps if _under(a, gid)]:
+        del apps[a]
+    for g in [g for g in groups if _under(g, gid) and g != gid]:
+        del groups[g]
+    apps.update(kept[0])
+    groups.update(kept[1])
+    _mkdir_p(groups, gid)
     return check_tree((apps, groups))
 
 

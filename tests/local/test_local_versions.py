@@ -142,3 +142,27 @@ def test_readiness_checks_hold_the_deployment_and_show_their_results(api, make_a
     api.put("/v2/apps/r", json={"instances": 2}).raise_for_status()
     api.wait_deployed(20)
     assert len(api.running("/r")) == 2
+
+
+def test_group_versions_and_group_rollback(api, make_app, wait):
+    api.put("/v2/groups/g", json={"apps": [make_app("a", cmd="sleep 601")]}).raise_for_status()
+    api.wait_deployed()
+    v1 = api.get("/v2/groups/g").json()["version"]
+    api.put("/v2/groups/g", json={"apps": [make_app("a", cmd="sleep 602"), make_app("b")]}).raise_for_status()
+    api.wait_deployed()
+    v2 = api.get("/v2/groups/g").json()["version"]
+    assert api.get("/v2/groups/g/versions").json() == [v2, v1]
+    assert v2 in api.get("/v2/groups/versions").json()  # the root group changed too
+    old = api.get(f"/v2/groups/g/versions/{v1}").json()
+    assert old["id"] == "/g" and old["version"] == v1
+    assert [(a["id"], a["cmd"]) for a in old["apps"]] == [("/g/a", "sleep 601")]
+    assert api.get("/v2/groups/g/versions/2001-01-01T00:00:00.000Z").status_code == 404
+    assert api.put("/v2/groups/g", json={"version": v1, "apps": []}).status_code == 422
+    assert api.put("/v2/groups/g", json={"version": "2001-01-01T00:00:00.000Z"}).status_code == 404
+
+    r = api.put("/v2/groups/g", json={"version": v1})
+    assert r.status_code == 200 and r.json()["deploymentId"]
+    api.wait_deployed()
+    now = api.get("/v2/groups/g").json()
+    assert [(a["id"], a["cmd"]) for a in now["apps"]] == [("/g/a", "sleep 601")] and now["version"] > v2
+    wait(lambda: len(api.running("/g/a")) == 1 and not api.tasks("/g/b"), 15, what="b stopped, a back")
