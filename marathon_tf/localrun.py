@@ -15,6 +15,7 @@ Printing goes through the ``sink`` callbacks the CLI passes in.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -173,18 +174,19 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
     """Run ``spec`` to its end on a fresh local cluster; raises :class:`Timeout` (exit 3)."""
     from .local import LocalCluster  # imported on use: aiohttp and dnslib are not needed elsewhere
 
-    from .local.launcher import volume_problem
+    from .local.launcher import host_volume_path, volume_problem
 
-    for i, volume in enumerate(spec.volumes):  # hopeless: refuse before anything starts
-        problem = volume_problem(volume.host_path)
+    state_dir = Path(state_dir or default_state_dir(spec.name))
+    host_paths = [str(host_volume_path(state_dir, spec.name, v.host_path)) for v in spec.volumes]
+    for i, host_path in enumerate(host_paths):  # hopeless: refuse before anything starts
+        problem = volume_problem(host_path)
         if problem:
             raise UsageError(f"volumes[{i}].host_path: {problem.replace('hostPath ', '', 1)}; nothing was started")
-    logdir = logdir_host_path(spec)
+    logdir = logdir_host_path(spec, host_paths)
     try:
         lock = joblock.acquire(logdir, spec.name) if logdir else None  # LogdirLocked: refused, nothing started
     except OSError as e:
         raise UsageError(f"logdir: {logdir} cannot be used: {e.strerror or e}; nothing was started") from None
-    state_dir = Path(state_dir or default_state_dir(spec.name))
     try:
         with stopsignals.converted():
             return _run(spec, LocalCluster(state_dir=state_dir, dns_refresh=LOCAL_DNS_REFRESH), state_dir,
@@ -195,19 +197,20 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
             lock.release()
 
 
-def logdir_host_path(spec: JobSpec) -> str | None:
+def logdir_host_path(spec: JobSpec, host_paths: list[str] | None = None) -> str | None:
     """Where the job's logdir is on this machine: an absolute logdir itself, a relative one inside
-    the volume whose container path holds it; None when it is inside each sandbox (or a URL)."""
+    the volume whose container path holds it (``host_paths``: each volume's host directory as the
+    runner resolves it, default the job file's); None when it is inside each sandbox (or a URL)."""
     logdir = spec.logdir
     if not logdir or "://" in logdir:
         return None
     if os.path.isabs(logdir):
         return logdir
     norm = os.path.normpath(logdir)
-    for volume in spec.volumes:
+    for volume, host_path in zip(spec.volumes, host_paths or [v.host_path for v in spec.volumes]):
         mount = os.path.normpath(volume.container_path)
         if norm == mount or norm.startswith(mount + os.sep):
-            return os.path.normpath(os.path.join(volume.host_path, os.path.relpath(norm, mount)))
+            return os.path.normpath(os.path.join(host_path, os.path.relpath(norm, mount)))
     return None
 
 

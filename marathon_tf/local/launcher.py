@@ -149,6 +149,14 @@ def volume_problem(host_path: str) -> Optional[str]:
     return None
 
 
+def host_volume_path(state_dir: Path, group: str, host_path: str) -> Path:
+    """A volume's host directory on this machine: an absolute ``hostPath`` as it is; a relative one
+    in the runner's state, per job: ``<state>/volumes/<group>/<hostPath>``."""
+    if host_path.startswith("/"):
+        return Path(host_path)
+    return Path(state_dir) / "volumes" / group.strip("/") / host_path
+
+
 def last_line(path: Path, limit: int = 65536) -> str:
     """The last non-empty line of a file (read from its last ``limit`` bytes), at most 500 chars."""
     try:
@@ -267,10 +275,7 @@ class Launcher:
         """A volume's host directory: an absolute ``hostPath`` as it is; a relative one inside the
         runner's state, per job (``<state>/volumes/<group>/<hostPath>``), so that every task of the
         job shares it and every run (state dir) has its own."""
-        if host_path.startswith("/"):
-            return Path(host_path)
-        group = app_id.strip("/").rpartition("/")[0]  # /ml/mnist/worker-1 → ml/mnist
-        return self.state_dir / "volumes" / group / host_path
+        return host_volume_path(self.state_dir, app_id.strip("/").rpartition("/")[0], host_path)  # → ml/mnist
 
     # -- processes ----------------------------------------------------------------------
     async def spawn(self, app: dict, env: dict[str, str], box: Path) -> asyncio.subprocess.Process:
