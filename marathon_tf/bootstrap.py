@@ -160,6 +160,7 @@ class Bootstrap:
         self.spec: cluster_spec.RenderedSpec | None = None
         self.watchdog = ProgressWatchdog.for_role(ctx.role, ctx.progress_timeouts, clock=clock)
         self._lock: joblock.Lock | None = None
+        self._count_earlier_restarts()
         self._rate = StepRate(clock=clock)
         self._printed_steps = False
         self._next_logdir_look = 0.0
@@ -323,6 +324,14 @@ class Bootstrap:
         if step is not None:
             _log(f"resumed from checkpoint at step {step} (in {self.ctx.logdir})")
             self.status.update(resumed_from=step)
+
+    def _count_earlier_restarts(self) -> None:
+        """A relaunched task's restarts so far: its failures in the job-wide record (each one was
+        followed by a restart, in place or by Marathon)."""
+        budget = getattr(self.policy, "budget", None)
+        earlier = sum(1 for r in budget.shared() if r.get("task") == self.ctx.task) if budget is not None else 0
+        if earlier:
+            self.status.update(restarts=earlier)
 
     def _on_step(self, step: int) -> None:
         """A ``step=N`` line of the program: the step and its rate (steps/s over the last minute)."""

@@ -234,9 +234,13 @@ def _deploy_local(spec, *, templates_dir, timeout, fmt, detach, dry_run) -> int:
     from .render import render_group
 
     localrun.check_local_options(detach)
-    gpus = [f"roles.{r}.gpus: {spec.roles[r].gpus:g}" for r in spec.counts() if spec.roles[r].gpus]
-    if gpus:
-        output.warn(f"{', '.join(gpus)}: {_LOCAL_RESOURCES}")
+    import os
+
+    asked = [f"roles.{r}.gpus: {spec.roles[r].gpus:g}" for r in spec.counts() if spec.roles[r].gpus]
+    asked += [f"roles.{r}.cpus: {spec.roles[r].cpus:g}" for r in spec.counts()
+              if spec.roles[r].cpus > (os.cpu_count() or 1)]
+    if asked:
+        output.warn(f"{', '.join(asked)}: {_LOCAL_RESOURCES}")
     if dry_run:
         output.emit_json(render_group(spec, templates_dir=templates_dir))
         return 0

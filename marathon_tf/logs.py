@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import requests
 
 from . import labels as L, naming
-from .errors import MarathonTFError, UsageError
+from .errors import MarathonNotFound, MarathonTFError, UsageError
 from .marathon import Client
 from .render import task_apps
 
@@ -124,8 +124,11 @@ def find_task_logs(client: Client, job: str, task: str | None, *, agent_port: in
     (``Succeeded``/``Failed``, None while it runs)."""
     if task is not None and naming.parse_task_name(task) is None:
         raise UsageError(f"{task!r}: name a task like worker-1, ps-0 or chief-0")
-    group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps", "group.apps.tasks",
-                                                          "group.apps.lastTaskFailure"))
+    try:
+        group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps", "group.apps.tasks",
+                                                              "group.apps.lastTaskFailure"))
+    except MarathonNotFound:
+        raise UsageError(f"job {job!r} does not exist on {client.url}", hint="see the jobs with: marathon-tf list") from None
     session = session or client.session
     apps = task_apps(group)
     if task and task not in apps:
@@ -236,6 +239,9 @@ def follow(client: Client, job: str, task: str | None, streams: tuple[str, ...],
     while True:
         found, ended = find_task_logs(client, job, task, agent_port=agent_port, agent_url=agent_url,
                                       previous=previous, session=session)
+        if not found and not known and (not follow_ or ended):
+            raise UsageError(f"{job}: no task has output to read yet (none has run, or their agents removed "
+                             f"the sandboxes)", hint=f"see the job with: marathon-tf status {job}")
         for log in found:
             known.setdefault(log.task_id, log)
         for log in list(known.values()):

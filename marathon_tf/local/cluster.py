@@ -30,7 +30,7 @@ __all__ = ["LocalCluster", "PortInUse", "serve"]
 
 
 class PortInUse(OSError):
-    """One of the runner's ports is taken; ``what`` names it (``Marathon API``, ``Mesos-DNS DNS``…)."""
+    """One of the runner's ports is taken; ``what`` names it (``Marathon API``, ``Mesos-DNS``, ``Mesos-DNS HTTP API``)."""
 
     def __init__(self, what: str, host: str, port: int) -> None:
         super().__init__(f"{what} port {host}:{port} is already in use")

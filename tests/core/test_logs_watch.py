@@ -228,3 +228,12 @@ class _Ctx:
 
     def __exit__(self, *a):
         pass
+
+
+def test_logs_of_a_job_that_does_not_exist_or_has_no_output_is_an_error(cluster):
+    client = Client(cluster.marathon_url)
+    r = CliRunner().invoke(cli, ["logs", "nope", "--marathon", cluster.marathon_url])
+    assert r.exit_code == 2 and "job 'nope' does not exist" in r.stderr
+    client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 0, "labels": LABELS, "cmd": "true"}]})
+    r = CliRunner().invoke(cli, ["logs", "j", "--marathon", cluster.marathon_url])
+    assert r.exit_code == 2 and "no task has output" in r.stderr and r.stdout == ""

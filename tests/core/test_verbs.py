@@ -139,3 +139,14 @@ def test_quiet_and_verbose(httpserver, tmp_path):
     assert f"marathon_tf.marathon: PUT {url.rstrip('/')}/v2/groups/mnist -> 200" in r.stderr
     r = CliRunner().invoke(cli, ["deploy", str(job), "--detach", "--marathon", url])
     assert "marathon_tf.marathon" not in r.stderr  # -v does not stick
+
+
+def test_deploy_local_warns_that_gpus_and_cpus_are_not_enforced(tmp_path):
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps(minimal(roles={"ps": {"count": 1}, "worker": {"count": 1, "gpus": 1, "cpus": 64}})))
+    r = CliRunner().invoke(cli, ["deploy", str(job), "--local", "--dry-run"])
+    assert r.exit_code == 0, r.output
+    assert "warning: roles.worker.gpus: 1, roles.worker.cpus: 64: the local runner does not enforce" in r.stderr
+    job.write_text(json.dumps(minimal()))
+    r = CliRunner().invoke(cli, ["deploy", str(job), "--local", "--dry-run"])
+    assert "warning" not in r.stderr
