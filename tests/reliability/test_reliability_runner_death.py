@@ -47,6 +47,21 @@ def _serve_endpoints(log: Path) -> tuple[str, str] | None:
     return (url, dns) if url and dns else None
 
 
+def _guardians_of(runner_pid: int) -> list[int]:
+    """Live guardian processes (local/reaper.py) started by the runner ``runner_pid``."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if any(a.endswith("reaper.py") for a in argv) and any(a.startswith(f"{runner_pid}-") for a in argv):
+            out.append(int(pid))
+    return out
+
+
 def _training(out: Path) -> bool:
     text = out.read_text(errors="replace") if out.exists() else ""
     return "[worker-0] step=" in text and "[worker-1] step=" in text
@@ -73,6 +88,7 @@ def test_deploy_local_leaves_no_process_when_the_runner_is_signalled(tmp_path, s
         code = proc.wait(timeout=60)
         left = wait_none_referring_to(state, seconds=20)
         assert left == [], f"task processes outlived the runner ({signal.Signals(sig).name}): {left}"
+        wait_for(lambda: not _guardians_of(proc.pid), timeout=10, what="the guardian to exit")
         stderr = err.read_text(errors="replace")
         if sig == signal.SIGKILL:
             assert code == -signal.SIGKILL
@@ -112,6 +128,7 @@ def test_local_serve_sigkill_leaves_no_process(tmp_path):
         serve.wait(timeout=30)
         left = wait_none_referring_to(state, seconds=20)
         assert left == [], f"task processes outlived a SIGKILLed local serve: {left}"
+        wait_for(lambda: not _guardians_of(serve.pid), timeout=10, what="the guardian to exit")
     finally:
         if serve.poll() is None:
             os.killpg(serve.pid, signal.SIGKILL)
@@ -140,6 +157,7 @@ def test_local_serve_stops_like_ctrl_c_on_sigterm_and_sighup(tmp_path, sig):
         assert serve.wait(timeout=60) == 128 + sig
         assert f"stopped by {signal.Signals(sig).name}" in log.read_text()
         assert wait_none_referring_to(state, seconds=10) == []
+        assert not _guardians_of(serve.pid)  # a normal stop waits for its guardian
     finally:
         if serve.poll() is None:
             os.killpg(serve.pid, signal.SIGKILL)
