@@ -51,6 +51,7 @@ from marathon_tf import joblock
 from marathon_tf.lifecycle import (JobControl, JobPolicy, RestartBudget, client_from_env, failures_path, is_decider,
                                    logdir_path, logdir_problem, startup_reason)
 from marathon_tf import labels as L
+from marathon_tf.shellexec import exec_form
 from marathon_tf.status_server import StatusServer, TaskStatus
 from marathon_tf.supervisor import ExitPolicy, Outcome, Trainer, die_with_parent
 from marathon_tf.taskenv import TaskContext
@@ -294,7 +295,7 @@ class Bootstrap:
         return env
 
     def _start_trainer(self) -> Trainer:
-        argv = ["/bin/sh", "-c", self.spec.argv[0]] if self.shell else self.spec.argv
+        argv = ["/bin/sh", "-c", exec_form(self.spec.argv[0])] if self.shell else self.spec.argv
         trainer = Trainer(argv, self._child_env(), cwd=self.environ.get("MESOS_SANDBOX") or None,
                           on_step=self._on_step, stdout=self.stdout, stderr=self.stderr)
         self.watchdog.started()

@@ -25,7 +25,6 @@ import shutil
 import signal
 import socket
 import stat
-import shlex
 import sys
 import tarfile
 import time
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Optional
 from urllib.parse import unquote, urlparse
 
+from ..shellexec import exec_form
 from . import reaper
 
 __all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "SECRET_VARS", "exec_form", "volume_problem",
@@ -158,30 +158,6 @@ def last_line(path: Path, limit: int = 65536) -> str:
     except OSError:
         return ""
     return lines[-1][:500] if lines else ""
-
-
-_SHELL_WORDS = {"if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
-                "{", "}", "!", "exec", "cd", "export", "set", "unset", "trap", "eval", ".", "source", "ulimit",
-                "umask", "wait", "read", "shift", "return", "exit", "local", "alias", "function"}
-
-
-def exec_form(cmd: str) -> str:
-    """``exec <cmd>`` when ``cmd`` is one simple command (so the shell is replaced by it and the
-    parent-death signal applies to the program itself); ``cmd`` unchanged otherwise (lists,
-    pipelines, redirections, substitutions, variable assignments, builtins, several lines)."""
-    if "\n" in cmd or "`" in cmd or "$(" in cmd:
-        return cmd
-    try:
-        lexer = shlex.shlex(cmd, posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        tokens = list(lexer)
-    except ValueError:
-        return cmd
-    if not tokens or tokens[0] in _SHELL_WORDS or "=" in tokens[0].split("/")[0]:
-        return cmd
-    if any(t and all(c in "();<>|&" for c in t) for t in tokens):
-        return cmd
-    return f"exec {cmd}"
 
 
 class Launcher:
