@@ -267,15 +267,43 @@ class Launcher:
         self.signal_group(pgid, signal.SIGKILL)
         self.live_groups.discard(pgid)
 
+    @staticmethod
+    def group_alive(pgid: int) -> bool:
+        """Whether a live (not zombie) process is left in process group ``pgid``."""
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[-1].split()
+            except OSError:
+                continue
+            if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+                return True
+        return False
+
     async def terminate(self, proc: asyncio.subprocess.Process, grace: float) -> None:
-        """SIGTERM the group, SIGKILL after ``grace`` (capped) seconds; returns when it exited."""
+        """SIGTERM the group, SIGKILL after ``grace`` (capped) seconds; returns when it exited.
+        The whole group gets the grace period, not only its first process: a ``sh -c`` that dies
+        of SIGTERM at once must not cut short the bootstrap it forked, which is stopping its
+        training program."""
         grace = max(0.0, min(grace, self.kill_grace_cap))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
         self.signal_group(proc.pid, signal.SIGTERM)
         try:
             await asyncio.wait_for(proc.wait(), grace)
         except asyncio.TimeoutError:
             self.signal_group(proc.pid, signal.SIGKILL)
             await proc.wait()
+        while loop.time() < deadline and self.group_alive(proc.pid):
+            await asyncio.sleep(0.1)
         self.reap_group(proc.pid)
 
     def kill_all_now(self) -> None:
