@@ -53,6 +53,7 @@ from marathon_tf.lifecycle import (JobControl, JobPolicy, RestartBudget, client_
 from marathon_tf.prewarm import Prewarmer
 from marathon_tf.leader import make_rendezvous
 from marathon_tf import labels as L
+from marathon_tf.shellexec import exec_form
 from marathon_tf.status_server import StatusServer, TaskStatus
 from marathon_tf.progress import StepRate
 from marathon_tf.supervisor import ExitPolicy, Outcome, Trainer, die_with_parent
@@ -358,7 +359,7 @@ class Bootstrap:
 
     def _start_trainer(self) -> Trainer:
         self._announce_checkpoint()
-        argv = ["/bin/sh", "-c", self.spec.argv[0]] if self.shell else self.spec.argv
+        argv = ["/bin/sh", "-c", exec_form(self.spec.argv[0])] if self.shell else self.spec.argv
         trainer = Trainer(argv, self._child_env(), cwd=self.environ.get("MESOS_SANDBOX") or None,
                           on_step=self._on_step, stdout=self.stdout, stderr=self.stderr,
                           **({"spawn": self.prewarmer.spawn} if self.prewarmer else {}))

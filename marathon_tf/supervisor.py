@@ -34,27 +34,29 @@ LINE_LIMIT = 64 * 1024
 TAIL_LINE_CHARS = 2000
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Linux: the program gets SIGKILL if the bootstrap dies (e.g. SIGKILLed by the agent), so a
-    trainer can never outlive its task. Elsewhere a no-op."""
+def _die_with_parent(sig: int = signal.SIGKILL) -> None:  # pragma: no cover - runs in the child
+    """Linux: the program gets ``sig`` (SIGKILL) if the bootstrap dies (e.g. SIGKILLed by the agent),
+    so a trainer can never outlive its task. Elsewhere a no-op."""
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
 
 
 def die_with_parent() -> None:
-    """Linux: this process (the bootstrap) gets SIGKILL when its parent dies, so a chain of parents
-    each carrying the parent-death signal (runner -> ``sh -c`` -> bootstrap -> program) dies with
-    its root. A parent that died before the signal was set (we were re-parented) kills us now."""
+    """Linux: this process (the bootstrap) gets SIGTERM when its parent dies, so a chain of parents
+    each carrying the parent-death signal (runner -> ``sh -c`` -> bootstrap -> program) ends with
+    its root. SIGTERM, not SIGKILL: when a ``sh -c`` parent dies of the SIGTERM that stops the task,
+    the bootstrap still stops its program with the grace period (the program has SIGKILL relative
+    to the bootstrap). A parent that died before the signal was set (re-parented) stops us now."""
     if not sys.platform.startswith("linux"):
         return
     parent = os.getppid()
-    _die_with_parent()
+    _die_with_parent(signal.SIGTERM)
     if os.getppid() != parent:
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def popen(argv: Sequence[str], env: Mapping[str, str], cwd: str | None) -> subprocess.Popen:

@@ -25,7 +25,6 @@ import shutil
 import signal
 import socket
 import stat
-import shlex
 import sys
 import tarfile
 import time
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Optional
 from urllib.parse import unquote, urlparse
 
+from ..shellexec import exec_form
 from . import reaper
 
 __all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "SECRET_VARS", "exec_form", "volume_problem",
@@ -168,30 +168,6 @@ def last_line(path: Path, limit: int = 65536) -> str:
     return lines[-1][:500] if lines else ""
 
 
-_SHELL_WORDS = {"if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
-                "{", "}", "!", "exec", "cd", "export", "set", "unset", "trap", "eval", ".", "source", "ulimit",
-                "umask", "wait", "read", "shift", "return", "exit", "local", "alias", "function"}
-
-
-def exec_form(cmd: str) -> str:
-    """``exec <cmd>`` when ``cmd`` is one simple command (so the shell is replaced by it and the
-    parent-death signal applies to the program itself); ``cmd`` unchanged otherwise (lists,
-    pipelines, redirections, substitutions, variable assignments, builtins, several lines)."""
-    if "\n" in cmd or "`" in cmd or "$(" in cmd:
-        return cmd
-    try:
-        lexer = shlex.shlex(cmd, posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        tokens = list(lexer)
-    except ValueError:
-        return cmd
-    if not tokens or tokens[0] in _SHELL_WORDS or "=" in tokens[0].split("/")[0]:
-        return cmd
-    if any(t and all(c in "();<>|&" for c in t) for t in tokens):
-        return cmd
-    return f"exec {cmd}"
-
-
 class Launcher:
     """Sandboxes, fetching, volumes, spawning and killing of task processes."""
 
@@ -309,15 +285,43 @@ class Launcher:
         self.signal_group(pgid, signal.SIGKILL)
         self.live_groups.discard(pgid)
 
+    @staticmethod
+    def group_alive(pgid: int) -> bool:
+        """Whether a live (not zombie) process is left in process group ``pgid``."""
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[-1].split()
+            except OSError:
+                continue
+            if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+                return True
+        return False
+
     async def terminate(self, proc: asyncio.subprocess.Process, grace: float) -> None:
-        """SIGTERM the group, SIGKILL after ``grace`` (capped) seconds; returns when it exited."""
+        """SIGTERM the group, SIGKILL after ``grace`` (capped) seconds; returns when it exited.
+        The whole group gets the grace period, not only its first process: a ``sh -c`` that dies
+        of SIGTERM at once must not cut short the bootstrap it forked, which is stopping its
+        training program."""
         grace = max(0.0, min(grace, self.kill_grace_cap))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
         self.signal_group(proc.pid, signal.SIGTERM)
         try:
             await asyncio.wait_for(proc.wait(), grace)
         except asyncio.TimeoutError:
             self.signal_group(proc.pid, signal.SIGKILL)
             await proc.wait()
+        while loop.time() < deadline and self.group_alive(proc.pid):
+            await asyncio.sleep(0.1)
         self.reap_group(proc.pid)
 
     def kill_all_now(self) -> None:

@@ -42,6 +42,7 @@ class Scheduler:
         self._procs: dict[str, asyncio.subprocess.Process] = {}
         self._monitors: dict[str, HealthMonitor] = {}
         self._watchers: dict[str, asyncio.Task] = {}
+        self._terminating: dict[str, asyncio.Future] = {}
         self._wake = asyncio.Event()
         self.stopping = False
         #: Variables every task gets unless its app sets its own credentials (auth of ``local serve``).
@@ -134,7 +135,10 @@ class Scheduler:
             self._monitors[task.id] = monitor
             monitor.start()
         code = await proc.wait()
-        self.launcher.reap_group(proc.pid)
+        if task.killing and task.id in self._terminating:
+            await self._terminating[task.id]  # the rest of its group gets the grace period too
+        else:
+            self.launcher.reap_group(proc.pid)
         if task.killing:
             state, message = "TASK_KILLED", "Command terminated with signal Terminated" if code < 0 else \
                 f"Command exited with status {code}"
@@ -207,7 +211,9 @@ class Scheduler:
             spec = (app.run_def or app.definition) if app else {}
             if grace is None:
                 grace = float(spec.get("taskKillGracePeriodSeconds") or self.kill_grace)
-            asyncio.ensure_future(self.launcher.terminate(proc, grace))
+            done = asyncio.ensure_future(self.launcher.terminate(proc, grace))
+            self._terminating[task.id] = done
+            done.add_done_callback(lambda _f, task_id=task.id: self._terminating.pop(task_id, None))
 
     def signal_task(self, task: Task, sig: int) -> bool:
         """Send ``sig`` to a task's process group without Marathon knowing (a simulated crash)."""
@@ -218,13 +224,19 @@ class Scheduler:
         return True
 
     async def shutdown(self) -> None:
-        """Stop every task (short grace) and wait until all are gone."""
+        """Stop every task with its grace period (the app's ``taskKillGracePeriodSeconds``, else the
+        short ``shutdown_grace``; capped by the launcher) and wait until all are gone."""
         self.stopping = True
+        longest = self.shutdown_grace
         for app in self.state.apps.values():
+            spec = app.run_def or app.definition or {}
+            grace = min(float(spec.get("taskKillGracePeriodSeconds") or self.shutdown_grace),
+                        self.launcher.kill_grace_cap)
             for task in list(app.tasks.values()):
                 task.killing = False
-                self.kill(task, "shutdown", grace=self.shutdown_grace)
+                self.kill(task, "shutdown", grace=grace)
+                longest = max(longest, grace)
         watchers = list(self._watchers.values())
         if watchers:
-            await asyncio.wait(watchers, timeout=self.shutdown_grace + 5)
+            await asyncio.wait(watchers, timeout=longest + 5)
         self.launcher.kill_all_now()

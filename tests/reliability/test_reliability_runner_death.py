@@ -6,6 +6,7 @@ to the run's state directory (every task and everything it starts does), never b
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -47,6 +48,21 @@ def _serve_endpoints(log: Path) -> tuple[str, str] | None:
     return (url, dns) if url and dns else None
 
 
+def _guardians_of(runner_pid: int) -> list[int]:
+    """Live guardian processes (local/reaper.py) started by the runner ``runner_pid``."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if any(a.endswith("reaper.py") for a in argv) and any(a.startswith(f"{runner_pid}-") for a in argv):
+            out.append(int(pid))
+    return out
+
+
 def _training(out: Path) -> bool:
     text = out.read_text(errors="replace") if out.exists() else ""
     return "[worker-0] step=" in text and "[worker-1] step=" in text
@@ -73,6 +89,7 @@ def test_deploy_local_leaves_no_process_when_the_runner_is_signalled(tmp_path, s
         code = proc.wait(timeout=60)
         left = wait_none_referring_to(state, seconds=20)
         assert left == [], f"task processes outlived the runner ({signal.Signals(sig).name}): {left}"
+        wait_for(lambda: not _guardians_of(proc.pid), timeout=10, what="the guardian to exit")
         stderr = err.read_text(errors="replace")
         if sig == signal.SIGKILL:
             assert code == -signal.SIGKILL
@@ -112,6 +129,7 @@ def test_local_serve_sigkill_leaves_no_process(tmp_path):
         serve.wait(timeout=30)
         left = wait_none_referring_to(state, seconds=20)
         assert left == [], f"task processes outlived a SIGKILLed local serve: {left}"
+        wait_for(lambda: not _guardians_of(serve.pid), timeout=10, what="the guardian to exit")
     finally:
         if serve.poll() is None:
             os.killpg(serve.pid, signal.SIGKILL)
@@ -140,8 +158,36 @@ def test_local_serve_stops_like_ctrl_c_on_sigterm_and_sighup(tmp_path, sig):
         assert serve.wait(timeout=60) == 128 + sig
         assert f"stopped by {signal.Signals(sig).name}" in log.read_text()
         assert wait_none_referring_to(state, seconds=10) == []
+        assert not _guardians_of(serve.pid)  # a normal stop waits for its guardian
     finally:
         if serve.poll() is None:
             os.killpg(serve.pid, signal.SIGKILL)
             serve.wait()
         kill_referring_to(state)
+
+
+def test_sigterm_gives_the_training_program_its_grace_period(tmp_path):
+    """Like Ctrl-C: the runner stops every task with its grace period, so a program that saves on
+    SIGTERM (here: 3 s of work, then a file) finishes that work before everything is gone."""
+    program = ("import pathlib, signal, sys, time\n"
+               "def stop(*_):\n    time.sleep(3)\n    pathlib.Path('saved-on-sigterm').write_text('ok')\n    sys.exit(0)\n"
+               "signal.signal(signal.SIGTERM, stop)\nprint('step=1', flush=True)\ntime.sleep(600)\n")
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"name": "graceful", "command": ["python3", "-c", program],
+                               "roles": {"worker": {"count": 1, "cpus": 0.1, "mem": 64}}}))
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    with open(out, "wb") as o, open(err, "wb") as e:
+        proc = subprocess.Popen([MARATHON_TF, "deploy", str(job), "--local"], stdout=o, stderr=e,
+                                env=_env(tmp_path), cwd=tmp_path, start_new_session=True)
+    try:
+        wait_for(lambda: "[worker-0] step=1" in out.read_text(errors="replace") or proc.poll() is not None,
+                 timeout=60, what="the program running")
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143, err.read_text()[-2000:]
+        assert [p.read_text() for p in (tmp_path / "state").glob("*/sandboxes/*/saved-on-sigterm")] == ["ok"]
+        assert wait_none_referring_to(tmp_path / "state", seconds=10) == []
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        kill_referring_to(tmp_path / "state")
