@@ -98,6 +98,21 @@ def _json_line(line: bytes) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+def _normal_priority(pid: int) -> None:
+    """Every thread of ``pid`` back to this process's own scheduling policy (a standby that is
+    still importing at SCHED_IDLE when the program must start; it may: it checked before going
+    idle that it can come back, and it has this process's credentials and limits)."""
+    try:
+        policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                os.sched_setscheduler(int(tid), policy, param)
+            except (ProcessLookupError, PermissionError):
+                pass
+    except (OSError, AttributeError):
+        pass
+
+
 def _rss_kib(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -112,8 +127,9 @@ def _rss_kib(pid: int) -> int | None:
 class _Warm:
     """One pre-warmed interpreter waiting for its order."""
 
-    def __init__(self, proc: subprocess.Popen, status_fd: int, log: Callable[[str], None], label: str):
-        self.proc, self.log, self.label = proc, log, label
+    def __init__(self, proc: subprocess.Popen, status_fd: int, log: Callable[[str], None], label: str,
+                 idle: bool = False):
+        self.proc, self.log, self.label, self.idle = proc, log, label, idle
         self.report: dict | None = None   # after the imports: seconds, rss_kib, failed
         self.started: dict | None = None  # after the order: {"started": "in_place"|"ordinary", "reason"}
         self.done = threading.Event()
@@ -233,7 +249,7 @@ class Prewarmer:
             return None
         finally:
             os.close(write_fd)
-        return _Warm(proc, read_fd, self.log, f"{self.command.interpreter} with {', '.join(self.modules)}")
+        return _Warm(proc, read_fd, self.log, f"{self.command.interpreter} with {', '.join(self.modules)}", idle)
 
     def _replenish(self, idle: bool = False) -> None:
         with self._lock:
@@ -271,6 +287,8 @@ class Prewarmer:
         if warm is None:
             proc = popen(argv, env, cwd)
         else:
+            if warm.idle and warm.report is None:
+                _normal_priority(warm.proc.pid)  # still importing at idle priority: it is needed now
             warm.order(argv, env, cwd)
             if warm.report and warm.report.get("rss_kib"):
                 self._estimate_kib = warm.report["rss_kib"]

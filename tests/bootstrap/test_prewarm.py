@@ -329,3 +329,24 @@ def test_a_standby_imports_at_idle_priority_and_runs_the_program_at_normal_prior
         assert at_import == os.SCHED_IDLE and any("at idle CPU priority" in line for line in logs), logs
     else:
         assert at_import == running
+
+
+def test_a_standby_still_importing_when_needed_goes_back_to_normal_priority(program, tmp_path):
+    env, cwd = program
+    (tmp_path / "lib" / "mtf_marker.py").write_text("import time\ntime.sleep(3)\n")  # a slow import
+    (tmp_path / "prog" / "policy.py").write_text("import os\nprint(os.sched_getscheduler(0))\n")
+    warmer = Prewarmer([sys.executable, "prog/policy.py"], ["mtf_marker"], env, cwd=cwd)
+    try:
+        warmer._pool.submit(warmer._replenish, True).result()
+        proc = warmer.waiting
+        from marathon_tf.prewarm_child import _may_leave_idle
+
+        if _may_leave_idle():  # else it imports at the normal policy, and this test checks only the end
+            wait_for(lambda: os.sched_getscheduler(proc.pid) == os.SCHED_IDLE, 10, what="the standby at idle")
+        child = warmer.spawn([sys.executable, "prog/policy.py"], env, cwd)
+        if child.poll() is None:
+            assert os.sched_getscheduler(child.pid) == os.sched_getscheduler(0)  # boosted at once
+        code, out, _ = finish(child)
+        assert code == 0 and int(out) == os.sched_getscheduler(0)
+    finally:
+        warmer.close()
