@@ -271,6 +271,10 @@ class Prewarmer:
 
     def spawn(self, argv: Sequence[str], env: Mapping[str, str], cwd: str | None) -> subprocess.Popen:
         """The Trainer's spawn hook: the pre-warmed interpreter runs ``argv``, or an ordinary start."""
+        with self._lock:
+            closed = self._closed
+        if closed:  # nothing pre-warmed any more: the ordinary start
+            return popen(argv, env, cwd)
         return self._in_spawner(self._spawn, list(argv), dict(env), cwd)
 
     def _spawn(self, argv: list[str], env: dict[str, str], cwd: str | None) -> subprocess.Popen:

@@ -350,3 +350,11 @@ def test_a_standby_still_importing_when_needed_goes_back_to_normal_priority(prog
         assert code == 0 and int(out) == os.sched_getscheduler(0)
     finally:
         warmer.close()
+
+
+def test_after_close_a_start_is_the_ordinary_one(program):
+    env, cwd = program
+    warmer = Prewarmer([sys.executable, "prog/probe.py"], ["mtf_marker"], env, cwd=cwd).start()
+    warmer.close()
+    code, out, err = finish(warmer.spawn([sys.executable, "prog/probe.py"], env, cwd))
+    assert code == 0 and err.strip() == "warm=False" and warmer.waiting is None
