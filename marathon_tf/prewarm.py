@@ -294,8 +294,6 @@ class Prewarmer:
             if warm.idle and warm.report is None:
                 _normal_priority(warm.proc.pid)  # still importing at idle priority: it is needed now
             warm.order(argv, env, cwd)
-            if warm.report and warm.report.get("rss_kib"):
-                self._estimate_kib = warm.report["rss_kib"]
             proc = warm.proc
         threading.Thread(target=self._standby_later, args=(generation, proc), daemon=True,
                          name="prewarm-standby").start()
@@ -318,14 +316,18 @@ class Prewarmer:
             pass
 
     def _room_for_standby(self, pid: int) -> bool:
-        if not self.mem_limit_mib or not self._estimate_kib:
+        if not self.mem_limit_mib:
             return True
+        last = self.last.report if self.last is not None else None
+        if last and last.get("rss_kib"):
+            self._estimate_kib = last["rss_kib"]  # measured just after its imports
         program = _rss_kib(pid) or 0
-        need = (program + self._estimate_kib) / 1024
+        estimate = self._estimate_kib or program  # unknown: the program, which imported the same, is an upper bound
+        need = (program + estimate) / 1024
         if need <= STANDBY_HEADROOM * self.mem_limit_mib:
             return True
         self.log(f"no standby interpreter: the program ({program / 1024:.0f} MiB) and a pre-warmed one "
-                 f"({self._estimate_kib / 1024:.0f} MiB) would not fit in {STANDBY_HEADROOM:.0%} of the "
+                 f"({estimate / 1024:.0f} MiB) would not fit in {STANDBY_HEADROOM:.0%} of the "
                  f"task's {self.mem_limit_mib:g} MiB; a restart imports again")
         return False
 

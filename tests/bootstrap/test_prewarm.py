@@ -358,3 +358,21 @@ def test_after_close_a_start_is_the_ordinary_one(program):
     warmer.close()
     code, out, err = finish(warmer.spawn([sys.executable, "prog/probe.py"], env, cwd))
     assert code == 0 and err.strip() == "warm=False" and warmer.waiting is None
+
+
+def test_no_standby_when_the_task_s_memory_has_no_room_for_it(program, tmp_path):
+    env, cwd = program
+    (tmp_path / "lib" / "mtf_marker.py").write_text("BALLAST = bytearray(64 * 2**20)\n")  # 64 MiB resident
+    logs = []
+    warmer = Prewarmer([sys.executable, "prog/probe.py"], ["mtf_marker"], env, cwd=cwd, log=logs.append,
+                       mem_limit_mib=100).start()  # program (> 64 MiB) + standby (> 64 MiB) > 90 MiB
+    try:
+        wait_for(lambda: warmer.waiting is not None, 30, what="a pre-warmed interpreter")
+        trainer = Trainer([sys.executable, "prog/probe.py", "sleep"], env, cwd=cwd, stdout=io.BytesIO(),
+                          stderr=io.BytesIO(), spawn=warmer.spawn, on_step=lambda s: warmer.note_step())
+        trainer.start()
+        wait_for(lambda: any("no standby interpreter" in line for line in logs), 30, what="the refusal")
+        assert warmer.waiting is None
+        trainer.stop(grace=5)
+    finally:
+        warmer.close()
