@@ -376,3 +376,21 @@ def test_no_standby_when_the_task_s_memory_has_no_room_for_it(program, tmp_path)
         trainer.stop(grace=5)
     finally:
         warmer.close()
+
+
+def test_a_bootstrap_stopped_while_discovering_leaves_no_pre_warmed_interpreter(tmp_path, program):
+    env, _ = program
+    task = task_env("worker", 0, {"ps": 1, "worker": 1}, sandbox=str(tmp_path), prewarm=("mtf_marker",))
+    task["PYTHONPATH"] = env["PYTHONPATH"]
+    boot = Bootstrap(TaskContext.from_env(task), task, [sys.executable, "train.py"], backend=FakeBackend({}),
+                     stdout=io.BytesIO(), stderr=io.BytesIO(), tick=0.05)
+    result = []
+    thread = threading.Thread(target=lambda: result.append(boot.run()), daemon=True)
+    thread.start()
+    wait_for(lambda: boot.prewarmer.waiting is not None, 30, what="the interpreter pre-warming while discovering")
+    pid = boot.prewarmer.waiting.pid
+    boot.request_stop(signal.SIGTERM)
+    thread.join(30)
+    assert result == [128 + signal.SIGTERM]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed and reaped
