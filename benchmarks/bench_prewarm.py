@@ -68,8 +68,11 @@ def bench_inplace_restart(quick: bool) -> list[Row]:
     for i in range(n):
         for prewarm in ((True, False) if i % 2 == 0 else (False, True)):  # alternate: drift hits both alike
             prepare = (lambda cluster: _await_standby(cluster, "worker-1")) if prewarm else None
-            results[prewarm].append(_one_run(_kill_program("worker-1"), 2, prepare=prepare,
-                                             **({} if prewarm else {"prewarm": False})))
+            try:
+                results[prewarm].append(_one_run(_kill_program("worker-1"), 2, prepare=prepare,
+                                                 **({} if prewarm else {"prewarm": False})))
+            except TimeoutError as e:
+                return [Row("in-place restart to next step", "did not complete", "", str(e))]
     on, off = median(results[True]), median(results[False])
     runs = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
     return [

@@ -98,6 +98,21 @@ def _json_line(line: bytes) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+def _normal_priority(pid: int) -> None:
+    """Every thread of ``pid`` back to this process's own scheduling policy (a standby that is
+    still importing at SCHED_IDLE when the program must start; it may: it checked before going
+    idle that it can come back, and it has this process's credentials and limits)."""
+    try:
+        policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                os.sched_setscheduler(int(tid), policy, param)
+            except (ProcessLookupError, PermissionError):
+                pass
+    except (OSError, AttributeError):
+        pass
+
+
 def _rss_kib(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -112,8 +127,9 @@ def _rss_kib(pid: int) -> int | None:
 class _Warm:
     """One pre-warmed interpreter waiting for its order."""
 
-    def __init__(self, proc: subprocess.Popen, status_fd: int, log: Callable[[str], None], label: str):
-        self.proc, self.log, self.label = proc, log, label
+    def __init__(self, proc: subprocess.Popen, status_fd: int, log: Callable[[str], None], label: str,
+                 idle: bool = False):
+        self.proc, self.log, self.label, self.idle = proc, log, label, idle
         self.report: dict | None = None   # after the imports: seconds, rss_kib, failed
         self.started: dict | None = None  # after the order: {"started": "in_place"|"ordinary", "reason"}
         self.done = threading.Event()
@@ -233,7 +249,7 @@ class Prewarmer:
             return None
         finally:
             os.close(write_fd)
-        return _Warm(proc, read_fd, self.log, f"{self.command.interpreter} with {', '.join(self.modules)}")
+        return _Warm(proc, read_fd, self.log, f"{self.command.interpreter} with {', '.join(self.modules)}", idle)
 
     def _replenish(self, idle: bool = False) -> None:
         with self._lock:
@@ -255,6 +271,10 @@ class Prewarmer:
 
     def spawn(self, argv: Sequence[str], env: Mapping[str, str], cwd: str | None) -> subprocess.Popen:
         """The Trainer's spawn hook: the pre-warmed interpreter runs ``argv``, or an ordinary start."""
+        with self._lock:
+            closed = self._closed
+        if closed:  # nothing pre-warmed any more: the ordinary start
+            return popen(argv, env, cwd)
         return self._in_spawner(self._spawn, list(argv), dict(env), cwd)
 
     def _spawn(self, argv: list[str], env: dict[str, str], cwd: str | None) -> subprocess.Popen:
@@ -271,9 +291,9 @@ class Prewarmer:
         if warm is None:
             proc = popen(argv, env, cwd)
         else:
+            if warm.idle and warm.report is None:
+                _normal_priority(warm.proc.pid)  # still importing at idle priority: it is needed now
             warm.order(argv, env, cwd)
-            if warm.report and warm.report.get("rss_kib"):
-                self._estimate_kib = warm.report["rss_kib"]
             proc = warm.proc
         threading.Thread(target=self._standby_later, args=(generation, proc), daemon=True,
                          name="prewarm-standby").start()
@@ -296,14 +316,18 @@ class Prewarmer:
             pass
 
     def _room_for_standby(self, pid: int) -> bool:
-        if not self.mem_limit_mib or not self._estimate_kib:
+        if not self.mem_limit_mib:
             return True
+        last = self.last.report if self.last is not None else None
+        if last and last.get("rss_kib"):
+            self._estimate_kib = last["rss_kib"]  # measured just after its imports
         program = _rss_kib(pid) or 0
-        need = (program + self._estimate_kib) / 1024
+        estimate = self._estimate_kib or program  # unknown: the program, which imported the same, is an upper bound
+        need = (program + estimate) / 1024
         if need <= STANDBY_HEADROOM * self.mem_limit_mib:
             return True
         self.log(f"no standby interpreter: the program ({program / 1024:.0f} MiB) and a pre-warmed one "
-                 f"({self._estimate_kib / 1024:.0f} MiB) would not fit in {STANDBY_HEADROOM:.0%} of the "
+                 f"({estimate / 1024:.0f} MiB) would not fit in {STANDBY_HEADROOM:.0%} of the "
                  f"task's {self.mem_limit_mib:g} MiB; a restart imports again")
         return False
 

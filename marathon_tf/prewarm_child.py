@@ -111,9 +111,14 @@ def _parse(argv):
 
 def _exec(order):
     """The ordinary start: replace this interpreter by the command (same pid, pipes, group)."""
+    import signal
+
     env = order["env"]
     sys.stdout.flush()
     sys.stderr.flush()
+    for name in ("SIGPIPE", "SIGXFSZ"):  # what subprocess restores before an exec (Python ignores them)
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
     os.execvpe(order["argv"][0], order["argv"], env)
 
 

@@ -329,3 +329,68 @@ def test_a_standby_imports_at_idle_priority_and_runs_the_program_at_normal_prior
         assert at_import == os.SCHED_IDLE and any("at idle CPU priority" in line for line in logs), logs
     else:
         assert at_import == running
+
+
+def test_a_standby_still_importing_when_needed_goes_back_to_normal_priority(program, tmp_path):
+    env, cwd = program
+    (tmp_path / "lib" / "mtf_marker.py").write_text("import time\ntime.sleep(3)\n")  # a slow import
+    (tmp_path / "prog" / "policy.py").write_text("import os\nprint(os.sched_getscheduler(0))\n")
+    warmer = Prewarmer([sys.executable, "prog/policy.py"], ["mtf_marker"], env, cwd=cwd)
+    try:
+        warmer._pool.submit(warmer._replenish, True).result()
+        proc = warmer.waiting
+        from marathon_tf.prewarm_child import _may_leave_idle
+
+        if _may_leave_idle():  # else it imports at the normal policy, and this test checks only the end
+            wait_for(lambda: os.sched_getscheduler(proc.pid) == os.SCHED_IDLE, 10, what="the standby at idle")
+        child = warmer.spawn([sys.executable, "prog/policy.py"], env, cwd)
+        if child.poll() is None:
+            assert os.sched_getscheduler(child.pid) == os.sched_getscheduler(0)  # boosted at once
+        code, out, _ = finish(child)
+        assert code == 0 and int(out) == os.sched_getscheduler(0)
+    finally:
+        warmer.close()
+
+
+def test_after_close_a_start_is_the_ordinary_one(program):
+    env, cwd = program
+    warmer = Prewarmer([sys.executable, "prog/probe.py"], ["mtf_marker"], env, cwd=cwd).start()
+    warmer.close()
+    code, out, err = finish(warmer.spawn([sys.executable, "prog/probe.py"], env, cwd))
+    assert code == 0 and err.strip() == "warm=False" and warmer.waiting is None
+
+
+def test_no_standby_when_the_task_s_memory_has_no_room_for_it(program, tmp_path):
+    env, cwd = program
+    (tmp_path / "lib" / "mtf_marker.py").write_text("BALLAST = bytearray(64 * 2**20)\n")  # 64 MiB resident
+    logs = []
+    warmer = Prewarmer([sys.executable, "prog/probe.py"], ["mtf_marker"], env, cwd=cwd, log=logs.append,
+                       mem_limit_mib=100).start()  # program (> 64 MiB) + standby (> 64 MiB) > 90 MiB
+    try:
+        wait_for(lambda: warmer.waiting is not None, 30, what="a pre-warmed interpreter")
+        trainer = Trainer([sys.executable, "prog/probe.py", "sleep"], env, cwd=cwd, stdout=io.BytesIO(),
+                          stderr=io.BytesIO(), spawn=warmer.spawn, on_step=lambda s: warmer.note_step())
+        trainer.start()
+        wait_for(lambda: any("no standby interpreter" in line for line in logs), 30, what="the refusal")
+        assert warmer.waiting is None
+        trainer.stop(grace=5)
+    finally:
+        warmer.close()
+
+
+def test_a_bootstrap_stopped_while_discovering_leaves_no_pre_warmed_interpreter(tmp_path, program):
+    env, _ = program
+    task = task_env("worker", 0, {"ps": 1, "worker": 1}, sandbox=str(tmp_path), prewarm=("mtf_marker",))
+    task["PYTHONPATH"] = env["PYTHONPATH"]
+    boot = Bootstrap(TaskContext.from_env(task), task, [sys.executable, "train.py"], backend=FakeBackend({}),
+                     stdout=io.BytesIO(), stderr=io.BytesIO(), tick=0.05)
+    result = []
+    thread = threading.Thread(target=lambda: result.append(boot.run()), daemon=True)
+    thread.start()
+    wait_for(lambda: boot.prewarmer.waiting is not None, 30, what="the interpreter pre-warming while discovering")
+    pid = boot.prewarmer.waiting.pid
+    boot.request_stop(signal.SIGTERM)
+    thread.join(30)
+    assert result == [128 + signal.SIGTERM]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed and reaped
