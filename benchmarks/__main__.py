@@ -26,6 +26,12 @@ def _optional():
     except ImportError:
         pass
     try:
+        from . import bench_rendezvous
+
+        out.update(bench_rendezvous.BENCHMARKS)
+    except ImportError:
+        pass
+    try:
         from . import bench_lifecycle
 
         out.update(bench_lifecycle.BENCHMARKS)
