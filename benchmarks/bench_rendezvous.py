@@ -159,11 +159,13 @@ class _FakeMarathon:
         return server
 
 
-def _simulate(total: int, simulated: int, watch: float) -> dict:
+def _simulate(total: int, simulated: int, watch: float, direct: bool = False) -> dict:
+    """One simulated job; ``direct``: every task reads Marathon itself (MTF_RENDEZVOUS=direct),
+    the baseline, with the same fake Marathon."""
     import requests
 
     from marathon_tf.bootstrap import DEFAULT_WATCH_INTERVAL
-    from marathon_tf.discovery import MarathonBackend, watch_interval
+    from marathon_tf.discovery import MarathonBackend, Rendezvous, watch_interval
     from marathon_tf.leader import make_rendezvous
     from marathon_tf.status_server import StatusServer, TaskStatus
     from marathon_tf.taskenv import TaskContext
@@ -193,12 +195,19 @@ def _simulate(total: int, simulated: int, watch: float) -> dict:
             session = requests.Session()
             session.headers["X-Sim"] = who
             backend = MarathonBackend(session, url, job=JOB)
-            side = make_rendezvous(ctx(i), {}, backend, me=("worker", i), address=f"127.0.0.1:{31000 + i % 30000}",
-                                   server=status, stop=stop, rng=random.Random(i), session=session,
-                                   slow=watch_interval(total, DEFAULT_WATCH_INTERVAL))
-            sides.append(side)
-            side.wait([m for m in members if m != ("worker", i)], 600)
+            slow = watch_interval(total, DEFAULT_WATCH_INTERVAL)
+            env = {"MTF_RENDEZVOUS": "direct"} if direct else {}
+            side = make_rendezvous(ctx(i), env, backend, me=("worker", i), address=f"127.0.0.1:{31000 + i % 30000}",
+                                   server=status, stop=stop, rng=random.Random(i), session=session, slow=slow)
+            if side is None:  # direct reads, as the bootstrap does them
+                side = Rendezvous(backend, sleep=stop.wait, stop=stop.is_set, rng=random.Random(i))
+            else:
+                sides.append(side)
+            found = side.wait([m for m in members if m != ("worker", i)], 600)
             formed_at[i] = time.monotonic()
+            rng = random.Random(i)
+            while direct and found and not stop.wait(slow * rng.uniform(0.5, 1.5)):
+                side.moved(found)  # the bootstrap's watch poll
         except Exception as e:  # reported in the row
             errors.append(f"worker-{i}: {type(e).__name__}: {e}")
 
@@ -208,7 +217,7 @@ def _simulate(total: int, simulated: int, watch: float) -> dict:
     sink = subprocess.Popen([sys.executable, "-c", _SINK], stdout=subprocess.PIPE, text=True)
     sink_port = int(sink.stdout.readline())
     fake.status_port.update({i: sink_port for i in range(total)})
-    threads = [threading.Thread(target=task, args=(0, "leader"), daemon=True)]
+    threads = [threading.Thread(target=task, args=(0, "follower" if direct else "leader"), daemon=True)]
     threads += [threading.Thread(target=task, args=(i, "follower"), daemon=True) for i in sample]
     for t in threads:
         t.start()
@@ -229,7 +238,7 @@ def _simulate(total: int, simulated: int, watch: float) -> dict:
     server.shutdown()
     server.server_close()
 
-    scale = (total - 1) / len(sample)
+    scale = total / (len(sample) + 1) if direct else (total - 1) / len(sample)
 
     def load(t0, t1):
         req = byt = 0.0
@@ -238,7 +247,7 @@ def _simulate(total: int, simulated: int, watch: float) -> dict:
                 weight = scale if who == "follower" else 1.0
                 byt += n * weight
                 req += weight if what != "events" else 0.0
-        events_streams = 1  # the leader's one stream, counted as one request
+        events_streams = 0 if direct else 1  # the leader's one stream, counted as one request
         return (req + events_streams) / max(1e-9, t1 - t0), byt / max(1e-9, t1 - t0)
 
     by_what: dict[str, int] = {}
@@ -252,6 +261,17 @@ def _simulate(total: int, simulated: int, watch: float) -> dict:
 
 def bench_leader_load(quick: bool) -> list[Row]:
     rows = []
+    base = _simulate(1000, 40 if quick else 100, 60.0 if quick else 120.0, direct=True)
+    (breq, bbytes), (bwreq, bwbytes) = base["forming"], base["formed"]
+    rows += [
+        Row("baseline: Marathon requests/s while a 1,000-task job forms, every task reading (MTF_RENDEZVOUS=direct)",
+            round(breq, 1), "req/s", f"same fake Marathon; {base['simulated']} simulated tasks scaled to 1,000; "
+            f"formed {base['formed_after']:.1f} s after the last task runs"),
+        Row("baseline: Marathon bytes/s while it forms (direct)", round(bbytes / 1e6, 2), "MB/s", ""),
+        Row("baseline: Marathon requests/s once formed (direct)", round(bwreq, 2), "req/s",
+            f"over {base['watch']:.0f} s (watch interval 100 s ± 50% at this size)"),
+        Row("baseline: Marathon bytes/s once formed (direct)", round(bwbytes / 1e6, 3), "MB/s", ""),
+    ]
     for total in (1000, 10000):
         r = _simulate(total, 40 if quick else 100, 30.0 if quick else 60.0)
         n = f"{total:,}"
@@ -273,6 +293,10 @@ def bench_leader_load(quick: bool) -> list[Row]:
             Row(f"{n}-task job formed after its last task runs (goal ≤ 10 s at 1,000)", round(r["formed_after"], 1),
                 "s", "every simulated task has the whole spec"),
         ]
+        if total == 1000:
+            rows.append(Row("leader / direct at 1,000 tasks: requests, bytes while forming; requests once formed",
+                            f"{freq / max(breq, 1e-9):.4f} / {fbytes / max(bbytes, 1e-9):.4f} / "
+                            f"{wreq / max(bwreq, 1e-9):.3f}", "×", "same run, same fake Marathon"))
     return rows
 
 
