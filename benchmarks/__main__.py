@@ -26,10 +26,11 @@ def _optional():
     except ImportError:
         pass
     try:
-        from . import bench_hopeless, bench_output
+        from . import bench_hopeless, bench_output, bench_rendezvous
 
         out.update(bench_output.BENCHMARKS)
         out.update(bench_hopeless.BENCHMARKS)
+        out.update(bench_rendezvous.BENCHMARKS)
     except ImportError:
         pass
     try:

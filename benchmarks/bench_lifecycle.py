@@ -3,8 +3,15 @@
 * killed worker: SIGKILL ``worker-1``'s task mid-training -> seconds until *every* task that
   trains (each worker) printed a ``step=`` line after the kill;
 * killed ps: the same after SIGKILL of ``ps-0`` (the job restarts from its checkpoint);
+* chief + ps: SIGKILL ``worker-0`` (TF1's chief, the rendezvous leader) and ``ps-0`` together;
+  and the same for mnist-ps-strategy's ``chief-0`` + ``ps-0`` (seconds until the chief's next step);
+* two workers: SIGKILL ``worker-0`` and ``worker-1`` together;
 * scale: ``jobs.scale`` 2 -> 3 workers mid-training -> seconds until every worker (3) printed a
   ``step=`` line after the scale request.
+
+Each row also says when the last training program was (re)started with the rewritten spec
+(from the bootstraps' "started training program" lines): the part discovery and the
+bootstrap own; the rest is TensorFlow starting and reconnecting.
 
 Medians of 3 runs (1 with ``quick``). Each run deploys the linear-regression example (1 ps +
 2 workers) on a fresh in-process LocalCluster with Mesos-DNS refresh 0.5 s and bootstrap watch
@@ -47,11 +54,29 @@ def _job_file(tmp: Path, **changes) -> Path:
     return out
 
 
+def _pss_job_file(tmp: Path) -> Path:
+    """mnist-ps-strategy (chief + 1 ps + 2 workers; only the chief prints steps)."""
+    src = ROOT / "examples" / "mnist-ps-strategy" / "job.json"
+    job = json.loads(src.read_text())
+    job["fetch"] = [str(src.parent / f) for f in job["fetch"]]
+    for v in job["volumes"]:
+        v["host_path"] = str(tmp / "shared" / v["container_path"])
+        Path(v["host_path"]).mkdir(parents=True, exist_ok=True)
+    job["command"] = ["python3", "train.py", "--train_steps", str(TARGET), "--checkpoint_dir", "ckpt",
+                      "--log_every", "10", "--save_every", "100"]
+    job["bootstrap"] = f"{sys.executable} -m marathon_tf.bootstrap --watch-interval 2 --grace 5"
+    job["restart"] = {"max_failures": 20, "window_seconds": 600}
+    out = tmp / "job.json"
+    out.write_text(json.dumps(job))
+    return out
+
+
 def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int,
-             prepare: Callable[[object], None] | None = None, **job_changes) -> float:
-    """Deploy (the job file with ``job_changes``), train until step > 500, ``prepare(cluster)``
-    (untimed), ``disrupt(cluster, client, job)``, and time until every worker printed a step
-    line after it."""
+             prepare: Callable[[object], None] | None = None, *, job_file: Callable[[Path], Path] | None = None,
+             trainers: set[str] | None = None, **job_changes) -> float:
+    """Deploy (``job_file(tmp)``, default the TF1 job file with ``job_changes``), train until step > 500,
+    ``prepare(cluster)`` (untimed), ``disrupt(cluster, client, job)``, and time until every worker (or
+    every task in ``trainers``) printed a step line after it."""
     from marathon_tf import jobs, spec as spec_mod
     from marathon_tf.local import LocalCluster
     from marathon_tf.localrun import SandboxTailer
@@ -61,17 +86,22 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
     lines: list[tuple[float, str, int]] = []
     lock = threading.Lock()
 
+    started: list[float] = []  # the bootstraps' "started training program" lines
+
     def emit(task: str, stream: str, line: str) -> None:
         m = STEP.search(line)
         if m and stream == "stdout":
             with lock:
                 lines.append((time.monotonic(), task, int(m.group(1))))
+        elif "marathon-tf bootstrap: started training program" in line:
+            with lock:
+                started.append(time.monotonic())
 
     cluster = LocalCluster(state_dir=tmp / "state", dns_refresh=0.5, kill_grace=2.0)
     tailer = SandboxTailer(tmp / "state", emit, interval=0.05)
     try:
         cluster.start()
-        spec = spec_mod.load_job(str(_job_file(tmp, **job_changes)))
+        spec = spec_mod.load_job(str(job_file(tmp) if job_file else _job_file(tmp, **job_changes)))
         spec = spec.with_overrides(discovery=dataclasses.replace(
             spec.discovery, nameserver=cluster.mesos_dns, http_api=cluster.mesos_dns_http,
             marathon_url=cluster.marathon_url))
@@ -83,7 +113,7 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
             prepare(cluster)
         t0 = time.monotonic()
         disrupt(cluster, client, spec.name)
-        workers = {f"worker-{i}" for i in range(expect_workers)}
+        workers = trainers or {f"worker-{i}" for i in range(expect_workers)}
 
         def recovered() -> bool:
             with lock:
@@ -92,7 +122,8 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
         _until(recovered, 90, "every worker's next step")
         with lock:
             last = max(min(t for t, task, _ in lines if t > t0 + 0.5 and task == w) for w in workers)
-        return last - t0
+            respec = max((t for t in started if t0 < t <= last), default=t0)
+        return last - t0, respec - t0
     finally:
         tailer.stop()
         cluster.stop()
@@ -111,6 +142,13 @@ def _kill(app: str) -> Callable[[object, object, str], None]:
     return lambda cluster, client, job: cluster.kill_task(f"/{job}/{app}", "KILL")
 
 
+def _kill_together(*apps: str) -> Callable[[object, object, str], None]:
+    def disrupt(cluster, client, job):
+        for app in apps:
+            cluster.kill_task(f"/{job}/{app}", "KILL")
+    return disrupt
+
+
 def _scale(cluster, client, job) -> None:
     from marathon_tf import jobs
 
@@ -119,19 +157,27 @@ def _scale(cluster, client, job) -> None:
 
 def bench_recovery(quick: bool) -> list[Row]:
     n = 1 if quick else 3
-    cases = [("recovery after a killed worker (local)", _kill("worker-1"), 2),
-             ("recovery after a killed ps (local)", _kill("ps-0"), 2),
-             ("scale 2 -> 3 workers to resumed training (local)", _scale, 3)]
+    pss = {"job_file": _pss_job_file, "trainers": {"chief-0"}}
+    cases = [("recovery after a killed worker (local)", _kill("worker-1"), 2, {}),
+             ("recovery after a killed ps (local)", _kill("ps-0"), 2, {}),
+             ("recovery after chief + ps killed together (local; TF1: worker-0 is the chief)",
+              _kill_together("worker-0", "ps-0"), 2, {}),
+             ("recovery after two workers killed together (local)", _kill_together("worker-0", "worker-1"), 2, {}),
+             ("recovery after chief + ps killed together (local; mnist-ps-strategy, chief's next step)",
+              _kill_together("chief-0", "ps-0"), 0, pss),
+             ("scale 2 -> 3 workers to resumed training (local)", _scale, 3, {})]
     rows = []
-    for name, disrupt, workers in cases:
+    for name, disrupt, workers, options in cases:
         try:
-            runs = [_one_run(disrupt, workers) for _ in range(n)]
+            pairs = [_one_run(disrupt, workers, **options) for _ in range(n)]
+            runs, respecs = [p[0] for p in pairs], [p[1] for p in pairs]
         except TimeoutError as e:
             rows.append(Row(name, "did not recover", "", str(e)))
             continue
         rows.append(Row(name, round(median(runs), 1), "s",
                         f"median of {n}; disruption -> every worker's next step= line; "
-                        f"runs: {', '.join(f'{r:.1f}' for r in runs)}"))
+                        f"runs: {', '.join(f'{r:.1f}' for r in runs)}; the last program (re)started with the "
+                        f"new spec after {median(respecs):.1f} s (the rest is TensorFlow starting)"))
     return rows
 
 

@@ -13,7 +13,8 @@ address the status endpoint binds to.
 
 Order of work: start the status endpoint (so health checks pass during rendezvous) ->
 discover every cluster member (deadline ``MTF_STARTUP_TIMEOUT``; exit 1 naming the
-missing peers) -> TF_CONFIG / flags / ``cluster_spec.json`` -> run the program, pass
+missing peers; the job's leader reads the backend, the others long-poll it:
+:mod:`marathon_tf.leader`) -> TF_CONFIG / flags / ``cluster_spec.json`` -> run the program, pass
 its output through -> watch for peers that moved and restart the program with the
 rewritten spec -> on its exit, the policy decides (:class:`marathon_tf.lifecycle.JobPolicy`
 in ``main``; see :mod:`marathon_tf.lifecycle` for the table): restart the program in place

@@ -269,15 +269,11 @@ class _Hints:
     ``GET http://<follower's status address>/leader?job=&task=&at=<leader's status address>``,
     a few tries each (a task's bootstrap starts its endpoint a moment after TASK_RUNNING)."""
 
-    def __init__(self, job: str, task: str, at: str, session=None, *, workers: int = 16, tries: int = 6,
+    def __init__(self, job: str, task: str, at: str, *, workers: int = 16, tries: int = 6,
                  closed: threading.Event | None = None):
         from concurrent.futures import ThreadPoolExecutor
 
-        if session is None:
-            import requests
-
-            session = requests.Session()
-        self.job, self.task, self.at, self.session, self.tries = job, task, at, session, tries
+        self.job, self.task, self.at, self.tries = job, task, at, tries
         self.closed = closed or threading.Event()
         self.sent = 0
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rendezvous-hint")
@@ -296,17 +292,25 @@ class _Hints:
             self._pool.submit(self._one, key, address)
 
     def _one(self, key: PeerKey, address: str) -> None:
-        params = {"job": self.job, "task": self.task, "at": self.at}
+        import http.client
+        from urllib.parse import urlencode
+
+        path = f"{HINT_PATH}?{urlencode({'job': self.job, 'task': self.task, 'at': self.at})}"
+        host, _, port = address.rpartition(":")
         delay = 0.25
         for _ in range(self.tries):
             if self.closed.is_set():
                 return
+            conn = http.client.HTTPConnection(host, int(port), timeout=2.0)  # light: thousands of these
             try:
-                if self.session.get(f"http://{address}{HINT_PATH}", params=params, timeout=2.0).status_code == 200:
+                conn.request("GET", path)
+                if conn.getresponse().status == 200:
                     self.sent += 1
                     return
-            except Exception:
+            except (OSError, http.client.HTTPException, ValueError):
                 pass
+            finally:
+                conn.close()
             self.closed.wait(delay)
             delay *= 2
         with self._lock:  # given up: a later read of the same address tries again
@@ -722,7 +726,7 @@ def make_rendezvous(ctx: TaskContext, environ: Mapping[str, str], backend: Backe
         if isinstance(backend, MarathonBackend):  # it learns the followers' status ports: tell them where it is
             backend.also_port = ctx.status_port_name
             at = f"{address.rpartition(':')[0]}:{server.port}"
-            hints = _Hints(ctx.job, naming.task_name(*leader), at, session)
+            hints = _Hints(ctx.job, naming.task_name(*leader), at)
         else:  # DNS is cheap to ask: calm polls every second or so
             slow = min(slow, max(FAST[1], 10 * len(members) / DNS_QUERIES_PER_SECOND))
         lead = LeaderRendezvous(backend, members, me, address, job=ctx.job, slow=slow, stop=stop, rng=rng,

@@ -100,6 +100,12 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 1024  # a leader's followers connect at once
+
+    def handle_error(self, request, client_address) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):  # a caller that left
+            super().handle_error(request, client_address)
     task_status: TaskStatus
     routes: Mapping[str, Callable[[dict[str, str]], tuple[int, dict]]]
 

@@ -61,7 +61,7 @@ def start_leader(parts, backend, *, slow=60.0, events=None, me=W0, address="127.
     server = StatusServer(TaskStatus(job=JOB, task="worker-0", role="worker", index=0), "127.0.0.1", 0).start()
     at = f"127.0.0.1:{server.port}"
     if hinting:
-        kw["hints"] = ld._Hints(JOB, "worker-0", at, requests.Session())
+        kw["hints"] = ld._Hints(JOB, "worker-0", at)
     lead = ld.LeaderRendezvous(backend, MEMBERS, me, address, job=JOB, slow=slow, events=events, stop=stop,
                                rng=random.Random(1), fast=(0.02, 0.05), **kw)
     server.add_route(ld.PATH, lead.handle)

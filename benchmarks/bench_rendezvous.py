@@ -1,0 +1,303 @@
+"""Load on Marathon of the leader rendezvous for a simulated 1,000- and 10,000-task job.
+
+A counting HTTP server plays Marathon for a job of N workers whose tasks turn TASK_RUNNING over
+``RAMP`` seconds (worker-0, the leader, first): ``GET /v2/groups/big`` (the whole group with its
+tasks, ~3 KB per app), ``GET /v2/apps/big/<task>`` (one app) and ``GET /v2/events`` (SSE: one
+``status_update_event`` per task as it turns RUNNING). Every request and every byte it sends is
+counted, by who asked.
+
+The leader is the real thing (:func:`marathon_tf.leader.make_rendezvous` with a
+MarathonBackend, Marathon's event stream and a real status endpoint); so are S simulated
+followers (each with its own status endpoint, started when its task turns RUNNING, asking
+the leader over HTTP). The followers' Marathon requests and bytes are scaled by (N - 1) / S;
+the leader's are counted as they are. "Forming" is from the first task's start until every
+simulated task has the whole spec; "formed" is the ``WATCH`` seconds after that.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from .common import Row
+
+RAMP = 10.0
+JOB = "big"
+_SINK = """
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"{}")
+    def log_message(self, *a): pass
+class S(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024
+s = S(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"""
+
+
+class _FakeMarathon:
+    def __init__(self, total: int, ramp: float):
+        from marathon_tf import naming
+
+        self.total, self.start = total, time.monotonic()
+        self.running_at = [self.start + ramp * i / total for i in range(total)]
+        self.log: list[tuple[float, str, str, int]] = []   # (time, who, what, bytes)
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        ports = [{"port": 0, "name": "tf", "protocol": "tcp"}, {"port": 0, "name": "status", "protocol": "tcp"}]
+        self.status_port: dict[int, int] = {}  # simulated followers' real status ports
+        self._idle = []
+        self._apps = []
+        for i in range(total):
+            app = {"id": naming.app_id(JOB, "worker", i), "instances": 1, "cmd": "marathon-tf bootstrap -- python3 train.py",
+                   "cpus": 1, "mem": 2048, "labels": {"marathon-tf/job": JOB, "marathon-tf/role": "worker",
+                                                      "marathon-tf/index": str(i)},
+                   "portDefinitions": ports, "env": {"MTF_JOB": JOB, "MTF_ROLE": "worker", "MTF_INDEX": str(i)},
+                   "tasksRunning": 0, "tasksStaged": 0, "tasks": []}
+            self._apps.append(app)
+            self._idle.append(json.dumps(app))
+
+    def _task(self, i: int) -> dict:
+        return {"id": f"{JOB}_worker-{i}.instance-{i:08d}._app.1", "appId": f"/{JOB}/worker-{i}", "state": "TASK_RUNNING",
+                "host": "127.0.0.1", "ports": [31000 + i % 30000, self.status_port.get(i, 1)],
+                "startedAt": "2026-11-24T00:00:00.000Z", "stagedAt": "2026-11-24T00:00:00.000Z",
+                "slaveId": "agent-1", "version": "2026-11-24T00:00:00.000Z", "healthCheckResults": []}
+
+    def _app(self, i: int, now: float) -> str:
+        if now < self.running_at[i]:
+            return self._idle[i]
+        return json.dumps({**self._apps[i], "tasksRunning": 1, "tasks": [self._task(i)]})
+
+    def group(self) -> bytes:
+        now = time.monotonic()
+        return ('{"id":"/big","groups":[],"apps":[' + ",".join(self._app(i, now) for i in range(self.total))
+                + "]}").encode()
+
+    def event(self, i: int) -> bytes:
+        task = self._task(i)
+        data = {"slaveId": "agent-1", "taskId": task["id"], "taskStatus": "TASK_RUNNING", "message": "",
+                "appId": task["appId"], "host": task["host"], "ipAddresses": [{"ipAddress": "127.0.0.1", "protocol": "IPv4"}],
+                "ports": task["ports"], "version": task["version"], "eventType": "status_update_event",
+                "timestamp": "2026-11-24T00:00:00.000Z"}
+        return f"event: status_update_event\r\ndata: {json.dumps(data)}\r\n\r\n".encode()
+
+    def count(self, who: str, what: str, n: int) -> None:
+        with self.lock:
+            self.log.append((time.monotonic(), who, what, n))
+
+    def serve(self) -> ThreadingHTTPServer:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):  # noqa: N802
+                who = self.headers.get("X-Sim", "leader")
+                path = self.path.split("?")[0]
+                if path == "/v2/events":
+                    return self._events(who)
+                if path == f"/v2/groups/{JOB}":
+                    body, what = fake.group(), "group"
+                elif path.startswith(f"/v2/apps/{JOB}/worker-"):
+                    i = int(path.rsplit("-", 1)[1])
+                    body, what = ('{"app":' + fake._app(i, time.monotonic()) + "}").encode(), "app"
+                else:
+                    body, what = b'{"message":"not found"}', "other"
+                fake.count(who, what, len(body))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _events(self, who):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                attached = b'event: event_stream_attached\r\ndata: {"remoteAddress":"127.0.0.1"}\r\n\r\n'
+                self.wfile.write(attached)
+                self.wfile.flush()
+                fake.count(who, "events", len(attached))
+                sent = sum(1 for t in fake.running_at if t <= time.monotonic())  # only what happens from now on
+                beat = time.monotonic()
+                try:
+                    while not fake.stopping.is_set():
+                        now = time.monotonic()
+                        chunk = b""
+                        while sent < fake.total and fake.running_at[sent] <= now:
+                            chunk += fake.event(sent)
+                            sent += 1
+                        if not chunk and now - beat > 10:
+                            chunk, beat = b"\r\n", now
+                        if chunk:
+                            self.wfile.write(chunk)
+                            self.wfile.flush()
+                            fake.count(who, "events", len(chunk))
+                        time.sleep(0.05)
+                except OSError:
+                    pass
+
+            def log_message(self, *a):
+                pass
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 1024
+
+        server = Server(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server
+
+
+def _simulate(total: int, simulated: int, watch: float, direct: bool = False) -> dict:
+    """One simulated job; ``direct``: every task reads Marathon itself (MTF_RENDEZVOUS=direct),
+    the baseline, with the same fake Marathon."""
+    import requests
+
+    from marathon_tf.bootstrap import DEFAULT_WATCH_INTERVAL
+    from marathon_tf.discovery import MarathonBackend, Rendezvous, watch_interval
+    from marathon_tf.leader import make_rendezvous
+    from marathon_tf.status_server import StatusServer, TaskStatus
+    from marathon_tf.taskenv import TaskContext
+
+    fake = _FakeMarathon(total, RAMP)
+    server = fake.serve()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    stop = threading.Event()
+    members = [("worker", i) for i in range(total)]
+    sides, servers = [], []
+    formed_at: dict[int, float] = {}
+    errors: list[str] = []
+
+    def ctx(i):
+        return TaskContext(job=JOB, role="worker", index=i, cluster={"worker": total}, discovery="marathon",
+                           marathon_url=url, startup_timeout=600)
+
+    def task(i: int, who: str):
+        try:
+            delay = fake.running_at[i] - time.monotonic()
+            if delay > 0 and stop.wait(delay):
+                return
+            status = StatusServer(TaskStatus(job=JOB, task=f"worker-{i}", role="worker", index=i), "127.0.0.1", 0,
+                                  ).start()
+            servers.append(status)
+            fake.status_port[i] = status.port
+            session = requests.Session()
+            session.headers["X-Sim"] = who
+            backend = MarathonBackend(session, url, job=JOB)
+            slow = watch_interval(total, DEFAULT_WATCH_INTERVAL)
+            env = {"MTF_RENDEZVOUS": "direct"} if direct else {}
+            side = make_rendezvous(ctx(i), env, backend, me=("worker", i), address=f"127.0.0.1:{31000 + i % 30000}",
+                                   server=status, stop=stop, rng=random.Random(i), session=session, slow=slow)
+            if side is None:  # direct reads, as the bootstrap does them
+                side = Rendezvous(backend, sleep=stop.wait, stop=stop.is_set, rng=random.Random(i))
+            else:
+                sides.append(side)
+            found = side.wait([m for m in members if m != ("worker", i)], 600)
+            formed_at[i] = time.monotonic()
+            rng = random.Random(i)
+            while direct and found and not stop.wait(slow * rng.uniform(0.5, 1.5)):
+                side.moved(found)  # the bootstrap's watch poll
+        except Exception as e:  # reported in the row
+            errors.append(f"worker-{i}: {type(e).__name__}: {e}")
+
+    sample = sorted({1 + round(k * (total - 2) / max(1, simulated - 1)) for k in range(simulated)})
+    # the tasks that are not simulated take the leader's hint at one shared endpoint, in another
+    # process (as they would be: this process's CPU is the leader's and the simulated tasks')
+    sink = subprocess.Popen([sys.executable, "-c", _SINK], stdout=subprocess.PIPE, text=True)
+    sink_port = int(sink.stdout.readline())
+    fake.status_port.update({i: sink_port for i in range(total)})
+    threads = [threading.Thread(target=task, args=(0, "follower" if direct else "leader"), daemon=True)]
+    threads += [threading.Thread(target=task, args=(i, "follower"), daemon=True) for i in sample]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + RAMP + 300
+    while len(formed_at) + len(errors) < len(threads) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    formed = max(formed_at.values()) if formed_at else time.monotonic()
+    time.sleep(watch)
+    end = time.monotonic()
+    stop.set()
+    for side in sides:
+        side.close()
+    fake.stopping.set()
+    for s in servers:
+        s.close()
+    sink.terminate()
+    sink.wait(10)
+    server.shutdown()
+    server.server_close()
+
+    scale = total / (len(sample) + 1) if direct else (total - 1) / len(sample)
+
+    def load(t0, t1):
+        req = byt = 0.0
+        for t, who, what, n in fake.log:
+            if t0 <= t < t1:
+                weight = scale if who == "follower" else 1.0
+                byt += n * weight
+                req += weight if what != "events" else 0.0
+        events_streams = 0 if direct else 1  # the leader's one stream, counted as one request
+        return (req + events_streams) / max(1e-9, t1 - t0), byt / max(1e-9, t1 - t0)
+
+    by_what: dict[str, int] = {}
+    for t, who, what, n in fake.log:
+        if t <= formed:
+            by_what[f"{who} {what}"] = by_what.get(f"{who} {what}", 0) + 1
+    return {"forming": load(fake.start, formed), "formed": load(formed, end), "formed_after": formed - fake.running_at[-1],
+            "formed_in": formed - fake.start, "errors": errors, "simulated": len(sample), "watch": end - formed,
+            "requests": by_what, "complete": len(formed_at) == len(threads)}
+
+
+def bench_leader_load(quick: bool) -> list[Row]:
+    rows = []
+    base = _simulate(1000, 40 if quick else 100, 60.0 if quick else 120.0, direct=True)
+    (breq, bbytes), (bwreq, bwbytes) = base["forming"], base["formed"]
+    rows += [
+        Row("baseline: Marathon requests/s while a 1,000-task job forms, every task reading (MTF_RENDEZVOUS=direct)",
+            round(breq, 1), "req/s", f"same fake Marathon; {base['simulated']} simulated tasks scaled to 1,000; "
+            f"formed {base['formed_after']:.1f} s after the last task runs"),
+        Row("baseline: Marathon bytes/s while it forms (direct)", round(bbytes / 1e6, 2), "MB/s", ""),
+        Row("baseline: Marathon requests/s once formed (direct)", round(bwreq, 2), "req/s",
+            f"over {base['watch']:.0f} s (watch interval 100 s ± 50% at this size)"),
+        Row("baseline: Marathon bytes/s once formed (direct)", round(bwbytes / 1e6, 3), "MB/s", ""),
+    ]
+    for total in (1000, 10000):
+        r = _simulate(total, 40 if quick else 100, 30.0 if quick else 60.0)
+        n = f"{total:,}"
+        note = (f"leader rendezvous; {r['simulated']} simulated followers (scaled to {total - 1:,}) + the real leader; "
+                f"tasks RUNNING over {RAMP:g} s; one Python process (GIL) runs the leader, the simulated followers and this fake Marathon; requests while forming: "
+                + ", ".join(f"{k} {v}" for k, v in sorted(r["requests"].items())))
+        if r["errors"] or not r["complete"]:
+            rows.append(Row(f"{n}-task job: leader rendezvous", "did not form", "", "; ".join(r["errors"][:3])))
+            continue
+        (freq, fbytes), (wreq, wbytes) = r["forming"], r["formed"]
+        rows += [
+            Row(f"Marathon requests/s while a {n}-task job forms (goal ≤ 5 at 1,000)", round(freq, 2), "req/s", note),
+            Row(f"Marathon bytes/s while a {n}-task job forms (goal ≤ 1 MB/s at 1,000)", round(fbytes / 1e6, 3), "MB/s",
+                f"over {r['formed_in']:.1f} s"),
+            Row(f"Marathon requests/s once a {n}-task job formed", round(wreq, 3), "req/s",
+                f"over {r['watch']:.0f} s (the leader's event stream counts as 1 request)"),
+            Row(f"Marathon bytes/s once a {n}-task job formed", round(wbytes / 1e3, 2), "kB/s",
+                "event stream heartbeats, and a group re-read every 60 s ± 50% (none may fall in the window)"),
+            Row(f"{n}-task job formed after its last task runs (goal ≤ 10 s at 1,000)", round(r["formed_after"], 1),
+                "s", "every simulated task has the whole spec"),
+        ]
+        if total == 1000:
+            rows.append(Row("leader / direct at 1,000 tasks: requests, bytes while forming; requests once formed",
+                            f"{freq / max(breq, 1e-9):.4f} / {fbytes / max(bbytes, 1e-9):.4f} / "
+                            f"{wreq / max(bwreq, 1e-9):.3f}", "×", "same run, same fake Marathon"))
+    return rows
+
+
+BENCHMARKS = {"leader_load": bench_leader_load}
