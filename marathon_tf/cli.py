@@ -266,8 +266,12 @@ def _deploy_local(spec, *, templates_dir, timeout, fmt, detach, dry_run) -> int:
     return run.exit_code
 
 
-def _follow(client, job: str, deployment_id: str | None, *, wait: bool, timeout: float | None):
-    """Follow the deployment, then the job, with a progress line on stderr. Ctrl-C leaves it running."""
+def _follow(client, job: str, deployment_id: str | None, *, wait: bool, timeout: float | None,
+            decide: bool = True):
+    """Follow the deployment, then the job, with a progress line on stderr. Ctrl-C leaves it running.
+    ``decide`` (deploy, scale): a task that can never start (its command cannot be executed, its
+    URIs cannot be fetched…: :func:`lifecycle.fail_if_hopeless`) fails the job, as the deciding task
+    does, also when the deciding task itself is the one that cannot start."""
     import time
 
     from . import output, watch
@@ -275,8 +279,20 @@ def _follow(client, job: str, deployment_id: str | None, *, wait: bool, timeout:
     if not wait:
         output.info(f"follow it with: marathon-tf status {job} --watch")
         return None
+    from .errors import MarathonError
+    from .lifecycle import fail_if_hopeless
+
     start = time.monotonic()
-    show = _progress_printer()
+    printer = _progress_printer()
+
+    def show(status) -> None:
+        printer(status)
+        if decide and status.get("state") not in ("Succeeded", "Failed"):
+            try:
+                fail_if_hopeless(client, job, final_step=status.get("step"))
+            except MarathonError:
+                pass
+
     try:
         with watch.EventStream(client) as stream:
             if deployment_id is not None:
@@ -368,7 +384,7 @@ def status(job, marathon_url, user, password, token, ca_bundle, insecure, follow
     client = _client(marathon_url, user, password, token, ca_bundle, insecure)
     name = jobs.resolve_job(client, job)
     if follow:
-        st = _follow(client, name, None, wait=True, timeout=None)
+        st = _follow(client, name, None, wait=True, timeout=None, decide=False)
     else:
         st = jobs.job_status(client, name)
     if fmt == "json":

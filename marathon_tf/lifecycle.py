@@ -60,7 +60,7 @@ __all__ = [
     "FINISH", "AWAIT_WORKERS", "STAY", "FAIL_JOB", "RESTART", "EXIT", "ACTIONS",
     "decider_task", "is_decider", "decide", "RestartBudget", "failures_path", "FAILURES_FILE",
     "finish_job", "job_apps", "await_workers", "client_from_env", "JobControl", "JobPolicy",
-    "startup_reason", "GROUP_EMBEDS", "UNEXECUTABLE_CODES", "logdir_problem", "logdir_path", "hopeless_failures", "hopeless_task_failure",
+    "startup_reason", "GROUP_EMBEDS", "UNEXECUTABLE_CODES", "logdir_problem", "logdir_path", "hopeless_failures", "hopeless_task_failure", "hopeless_verdict", "fail_if_hopeless",
 ]
 
 # --- the decision table -------------------------------------------------------------------------
@@ -127,6 +127,25 @@ def hopeless_failures(group: Mapping[str, Any]) -> list[tuple[str, str]]:
             continue
         out.append((app_id.rstrip("/").rsplit("/", 1)[-1], message))
     return out
+
+
+def hopeless_verdict(client: Client, job: str) -> str | None:
+    """One look at the job (a group GET): the reason to fail it when a task can never start
+    (:func:`hopeless_failures`), ``""`` when the job already has its record, else None."""
+    group = client.get_group(naming.group_id(job), embed=GROUP_EMBEDS + ("group.apps.lastTaskFailure",))
+    if any((a.get("labels") or {}).get(L.STATE) for a in job_apps(group).values()):
+        return ""
+    hopeless = hopeless_failures(group)
+    return f"{hopeless[0][0]} cannot run: {hopeless[0][1]}" if hopeless else None
+
+
+def fail_if_hopeless(client: Client, job: str, final_step: int | None = None) -> str | None:
+    """Fail the job (its record, see :func:`finish_job`) when a task can never start; the reason, or
+    None. For whoever follows a job: ``deploy --local`` and a waiting ``deploy``."""
+    verdict = hopeless_verdict(client, job)
+    if verdict:
+        finish_job(client, job, L.FAILED, reason=verdict, final_step=final_step)
+    return verdict or None
 
 
 def logdir_path(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
@@ -418,16 +437,13 @@ class JobControl:
         def run() -> None:
             while not stop.wait(interval):
                 try:
-                    group = self.client.get_group(naming.group_id(self.ctx.job),
-                                                  embed=GROUP_EMBEDS + ("group.apps.lastTaskFailure",))
+                    verdict = hopeless_verdict(self.client, self.ctx.job)
                 except MarathonError:
                     continue
-                if any((a.get("labels") or {}).get(L.STATE) for a in job_apps(group).values()):
+                if verdict == "":
                     return
-                hopeless = hopeless_failures(group)
-                if hopeless:
-                    task, message = hopeless[0]
-                    self.finish(L.FAILED, f"{task} cannot run: {message}", step(), stop)
+                if verdict:
+                    self.finish(L.FAILED, verdict, step(), stop)
                     return
         thread = threading.Thread(target=run, name="hopeless-watch", daemon=True)
         thread.start()

@@ -150,22 +150,6 @@ def _decided(status: dict[str, Any]) -> str | None:
     return state if state in (L.SUCCEEDED, L.FAILED) else None
 
 
-def _fail_if_hopeless(client: Client, job: str, status: dict[str, Any]) -> None:
-    """A task that cannot ever start (its command cannot be executed, a volume's host path is
-    unusable, a URI cannot be fetched: see :func:`lifecycle.hopeless_task_failure`) fails the
-    job with that task's reason, whatever its role (tensorboard included), instead of leaving
-    the job deploying for ever while Marathon relaunches it."""
-    from .lifecycle import finish_job, hopeless_task_failure
-
-    for row in status.get("tasks") or []:
-        failure = row.get("lastFailure") or ""
-        if row.get("state") != "TASK_RUNNING" and hopeless_task_failure(failure):
-            message = failure.split(": ", 1)[-1]
-            finish_job(client, job, L.FAILED, reason=f"{row['task']} cannot run: {message}",
-                       final_step=status.get("step"))
-            return
-
-
 def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | None = None,
         state_dir: Path | None = None, emit_task_line: Callable[[str, str, str], None] = lambda *a: None,
         progress: Callable[[dict[str, Any]], None] = lambda s: None,
@@ -236,8 +220,10 @@ def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | N
             status = jobs.job_status(client, spec.name)
             progress(status)
             end = _decided(status)
-            if not end:
-                _fail_if_hopeless(client, spec.name, status)
+            if not end:  # a task that can never start (tensorboard included) fails the job
+                from .lifecycle import fail_if_hopeless
+
+                fail_if_hopeless(client, spec.name, final_step=status.get("step"))
             if end:
                 return LocalRun(end, status, time.monotonic() - start, state_dir)
             if timeout is not None and time.monotonic() - start >= timeout:

@@ -219,3 +219,28 @@ def test_an_args_app_whose_executable_is_missing_fails_with_a_shell_like_message
                        "No such file or directory")
     from marathon_tf.lifecycle import hopeless_task_failure
     assert hopeless_task_failure(message)
+
+
+def test_a_waiting_deploy_fails_a_job_whose_deciding_task_cannot_start(tmp_path):
+    """No task can decide (the bootstrap itself cannot be executed, so every task exits 127 and
+    Marathon relaunches them for ever): the waiting `deploy` on Marathon's API fails the job with
+    the reason, instead of following a deployment that never ends. `status --watch` only reads."""
+    from marathon_tf import jobs
+    from marathon_tf.local import LocalCluster
+    from marathon_tf.marathon import Client
+
+    with LocalCluster(state_dir=tmp_path / "state", dns_refresh=0, shutdown_grace=0.5) as c:
+        job = _job(tmp_path, bootstrap="no-such-bootstrap",
+                   discovery={"mode": "mesos-dns", "nameserver": c.mesos_dns, "marathon_url": c.marathon_url})
+        path = tmp_path / "job.json"
+        path.write_text(json.dumps(job))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MARATHON")}
+        env.update(MARATHON_URL=c.marathon_url, MARATHON_TF_CONFIG="/nonexistent")
+        r = subprocess.run([MARATHON_TF, "deploy", str(path), "--timeout", "100"], capture_output=True, text=True,
+                           env=env, timeout=120)
+        assert r.returncode == 1, r.stderr[-3000:]
+        line = _summary(r, "hopeless")
+        assert "Failed" in line and "cannot run: Command exited with status 127" in line \
+               and "no-such-bootstrap: not found" in line, line
+        assert jobs.job_status(Client(c.marathon_url), "hopeless")["state"] == "Failed"
+    assert wait_none_referring_to(tmp_path / "state") == []
