@@ -310,4 +310,77 @@ def bench_leader_load(quick: bool) -> list[Row]:
     return rows
 
 
-BENCHMARKS = {"leader_load": bench_leader_load}
+def bench_move_latency(quick: bool) -> list[Row]:
+    """A peer moves -> a follower's view has the new address: the leader (real, with its status
+    endpoint) and one follower (real, long-polling it over HTTP), the backend a dict the bench
+    changes. Woken by a status update (as with Marathon's /v2/events), and without events (the
+    calm DNS poll of a small job, about every second)."""
+    import queue
+    import statistics
+
+    import requests
+
+    from marathon_tf.discovery import Observation
+    from marathon_tf.leader import PATH, FollowerRendezvous, LeaderRendezvous
+    from marathon_tf.status_server import StatusServer, TaskStatus
+
+    class Backend:
+        def __init__(self):
+            self.addresses = {("ps", 0): "10.0.0.1:1", ("worker", 1): "10.0.0.2:2"}
+
+        def lookup(self, peers):
+            return {p: Observation(self.addresses.get(p), "ok") for p in peers}
+
+    class Events:
+        available, reconnects = True, 0
+
+        def __init__(self):
+            self.q = queue.Queue()
+
+        def wait(self, seconds):
+            try:
+                out = [self.q.get(timeout=max(seconds, 0))]
+            except queue.Empty:
+                return []
+            while not self.q.empty():
+                out.append(self.q.get_nowait())
+            return out
+
+        def close(self):
+            pass
+
+    members = [("ps", 0), ("worker", 0), ("worker", 1)]
+    rows = []
+    for label, events in (("woken by a status update", Events()), ("no event stream, calm poll ~1 s", None)):
+        backend, stop = Backend(), threading.Event()
+        lead = LeaderRendezvous(backend, members, ("worker", 0), "10.0.0.3:3", job=JOB, slow=1.0, events=events,
+                                stop=stop, hot_window=0.0)
+        server = StatusServer(TaskStatus(job=JOB, task="worker-0", role="worker", index=0), "127.0.0.1", 0,
+                              routes={PATH: lead.handle}).start()
+        lead.start()
+        at = f"127.0.0.1:{server.port}"
+        follower = FollowerRendezvous(lambda: Observation(at, "ok"), backend, members, ("worker", 1), job=JOB,
+                                      session=requests.Session(), stop=stop).start()
+        current = dict(follower.wait([("ps", 0), ("worker", 0)], 30))
+        time.sleep(2.0)  # calm
+        lat = []
+        for k in range(5 if quick else 20):
+            new = f"10.0.1.{k}:{1000 + k}"
+            t0 = time.monotonic()
+            backend.addresses[("ps", 0)] = new
+            if events is not None:
+                events.q.put({"appId": f"/{JOB}/ps-0", "taskStatus": "TASK_RUNNING"})
+            while follower.moved(current).get(("ps", 0)) != new:
+                time.sleep(0.002)
+            lat.append(time.monotonic() - t0)
+            current[("ps", 0)] = new
+            time.sleep(random.uniform(0.5, 1.5))
+        for x in (follower, lead, server):
+            x.close()
+        stop.set()
+        rows.append(Row(f"peer move -> follower's view ({label})", round(statistics.median(lat), 3), "s",
+                        f"median of {len(lat)}, max {max(lat):.3f} s; leader + follower over HTTP on 127.0.0.1"))
+    return rows
+
+
+BENCHMARKS = {"leader_load": bench_leader_load, "move_latency": bench_move_latency}
