@@ -154,6 +154,9 @@ class _FakeMarathon:
             daemon_threads = True
             request_queue_size = 1024
 
+            def handle_error(self, request, client_address):
+                pass  # a client that timed out and left (counted already)
+
         server = Server(("127.0.0.1", 0), Handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         return server
@@ -188,10 +191,7 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
             delay = fake.running_at[i] - time.monotonic()
             if delay > 0 and stop.wait(delay):
                 return
-            status = StatusServer(TaskStatus(job=JOB, task=f"worker-{i}", role="worker", index=i), "127.0.0.1", 0,
-                                  ).start()
-            servers.append(status)
-            fake.status_port[i] = status.port
+            status = own[i].start()  # its port was Marathon's before the task ran (it is in the events)
             session = requests.Session()
             session.headers["X-Sim"] = who
             backend = MarathonBackend(session, url, job=JOB)
@@ -217,6 +217,10 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
     sink = subprocess.Popen([sys.executable, "-c", _SINK], stdout=subprocess.PIPE, text=True)
     sink_port = int(sink.stdout.readline())
     fake.status_port.update({i: sink_port for i in range(total)})
+    own = {i: StatusServer(TaskStatus(job=JOB, task=f"worker-{i}", role="worker", index=i), "127.0.0.1", 0)
+           for i in [0, *sample]}
+    servers.extend(own.values())
+    fake.status_port.update({i: server.port for i, server in own.items()})
     threads = [threading.Thread(target=task, args=(0, "follower" if direct else "leader"), daemon=True)]
     threads += [threading.Thread(target=task, args=(i, "follower"), daemon=True) for i in sample]
     for t in threads:
@@ -250,13 +254,17 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
         events_streams = 0 if direct else 1  # the leader's one stream, counted as one request
         return (req + events_streams) / max(1e-9, t1 - t0), byt / max(1e-9, t1 - t0)
 
+    group_reads = [n for t, who, what, n in fake.log if who == "leader" and what == "group"]
     by_what: dict[str, int] = {}
     for t, who, what, n in fake.log:
         if t <= formed:
             by_what[f"{who} {what}"] = by_what.get(f"{who} {what}", 0) + 1
     return {"forming": load(fake.start, formed), "formed": load(formed, end), "formed_after": formed - fake.running_at[-1],
             "formed_in": formed - fake.start, "errors": errors, "simulated": len(sample), "watch": end - formed,
-            "requests": by_what, "complete": len(formed_at) == len(threads)}
+            "requests": by_what, "complete": len(formed_at) == len(threads),
+            "group_bytes": max(group_reads, default=0),
+            "hints": (sum(getattr(x, "hints", 0) for x in sides if hasattr(x, "locates")),
+                      sum(getattr(getattr(x, "hints", None), "sent", 0) for x in sides if not hasattr(x, "locates")))}
 
 
 def bench_leader_load(quick: bool) -> list[Row]:
@@ -289,7 +297,9 @@ def bench_leader_load(quick: bool) -> list[Row]:
             Row(f"Marathon requests/s once a {n}-task job formed", round(wreq, 3), "req/s",
                 f"over {r['watch']:.0f} s (the leader's event stream counts as 1 request)"),
             Row(f"Marathon bytes/s once a {n}-task job formed", round(wbytes / 1e3, 2), "kB/s",
-                "event stream heartbeats, and a group re-read every 60 s ± 50% (none may fall in the window)"),
+                f"measured over {r['watch']:.0f} s: event stream heartbeats, and the leader's group re-read every "
+                f"60 s ± 50% (none may fall in the window); on average that re-read is "
+                f"{r['group_bytes'] / 1e6:.1f} MB / 60 s = {r['group_bytes'] / 60e3:.0f} kB/s"),
             Row(f"{n}-task job formed after its last task runs (goal ≤ 10 s at 1,000)", round(r["formed_after"], 1),
                 "s", "every simulated task has the whole spec"),
         ]
@@ -300,4 +310,77 @@ def bench_leader_load(quick: bool) -> list[Row]:
     return rows
 
 
-BENCHMARKS = {"leader_load": bench_leader_load}
+def bench_move_latency(quick: bool) -> list[Row]:
+    """A peer moves -> a follower's view has the new address: the leader (real, with its status
+    endpoint) and one follower (real, long-polling it over HTTP), the backend a dict the bench
+    changes. Woken by a status update (as with Marathon's /v2/events), and without events (the
+    calm DNS poll of a small job, about every second)."""
+    import queue
+    import statistics
+
+    import requests
+
+    from marathon_tf.discovery import Observation
+    from marathon_tf.leader import PATH, FollowerRendezvous, LeaderRendezvous
+    from marathon_tf.status_server import StatusServer, TaskStatus
+
+    class Backend:
+        def __init__(self):
+            self.addresses = {("ps", 0): "10.0.0.1:1", ("worker", 1): "10.0.0.2:2"}
+
+        def lookup(self, peers):
+            return {p: Observation(self.addresses.get(p), "ok") for p in peers}
+
+    class Events:
+        available, reconnects = True, 0
+
+        def __init__(self):
+            self.q = queue.Queue()
+
+        def wait(self, seconds):
+            try:
+                out = [self.q.get(timeout=max(seconds, 0))]
+            except queue.Empty:
+                return []
+            while not self.q.empty():
+                out.append(self.q.get_nowait())
+            return out
+
+        def close(self):
+            pass
+
+    members = [("ps", 0), ("worker", 0), ("worker", 1)]
+    rows = []
+    for label, events in (("woken by a status update", Events()), ("no event stream, calm poll ~1 s", None)):
+        backend, stop = Backend(), threading.Event()
+        lead = LeaderRendezvous(backend, members, ("worker", 0), "10.0.0.3:3", job=JOB, slow=1.0, events=events,
+                                stop=stop, hot_window=0.0)
+        server = StatusServer(TaskStatus(job=JOB, task="worker-0", role="worker", index=0), "127.0.0.1", 0,
+                              routes={PATH: lead.handle}).start()
+        lead.start()
+        at = f"127.0.0.1:{server.port}"
+        follower = FollowerRendezvous(lambda: Observation(at, "ok"), backend, members, ("worker", 1), job=JOB,
+                                      session=requests.Session(), stop=stop).start()
+        current = dict(follower.wait([("ps", 0), ("worker", 0)], 30))
+        time.sleep(2.0)  # calm
+        lat = []
+        for k in range(5 if quick else 20):
+            new = f"10.0.1.{k}:{1000 + k}"
+            t0 = time.monotonic()
+            backend.addresses[("ps", 0)] = new
+            if events is not None:
+                events.q.put({"appId": f"/{JOB}/ps-0", "taskStatus": "TASK_RUNNING"})
+            while follower.moved(current).get(("ps", 0)) != new:
+                time.sleep(0.002)
+            lat.append(time.monotonic() - t0)
+            current[("ps", 0)] = new
+            time.sleep(random.uniform(0.5, 1.5))
+        for x in (follower, lead, server):
+            x.close()
+        stop.set()
+        rows.append(Row(f"peer move -> follower's view ({label})", round(statistics.median(lat), 3), "s",
+                        f"median of {len(lat)}, max {max(lat):.3f} s; leader + follower over HTTP on 127.0.0.1"))
+    return rows
+
+
+BENCHMARKS = {"leader_load": bench_leader_load, "move_latency": bench_move_latency}

@@ -365,9 +365,12 @@ class LeaderRendezvous(_Side):
         if self.hints is not None:
             self.hints.close()
 
-    def _hint(self) -> None:
-        if self.hints is not None:
-            self.hints.send(self._status_of)
+    def _hint(self, status_of: Mapping[PeerKey, str | None]) -> None:
+        """Note followers' status addresses; hint the new ones."""
+        new = {k: a for k, a in status_of.items() if a and self._status_of.get(k) != a}
+        self._status_of.update(new)
+        if self.hints is not None and new:
+            self.hints.send(new)
 
     # -- the published view ---------------------------------------------------------------------
     def document(self) -> dict[str, Any]:
@@ -460,8 +463,7 @@ class LeaderRendezvous(_Side):
         self._changed = self.view.update(present, missing)
         if not missing:
             self._formed = True
-        self._status_of.update(getattr(self.backend, "also_addresses", {}))
-        self._hint()
+        self._hint(getattr(self.backend, "also_addresses", {}))
         return missing, len(asked)
 
     def _events_carry_addresses(self) -> bool:
@@ -474,6 +476,7 @@ class LeaderRendezvous(_Side):
         terminal state (of the task we know, or of any when we know none) makes it missing."""
         with self.view.cond:
             present, missing = dict(self.view.peers), dict(self.view.missing)
+        status_of = {}
         for event in events:
             key = naming.parse_app_id(self.job, str(event.get("appId") or ""))
             if key not in self.others:
@@ -487,13 +490,13 @@ class LeaderRendezvous(_Side):
                 self._task_of[key] = task
                 status = self.backend.also_indexes.get(key)
                 if status is not None and len(ports) > status:
-                    self._status_of[key] = f"{host}:{ports[status]}"
+                    status_of[key] = f"{host}:{ports[status]}"
             elif state in GONE and self._task_of.get(key) in (None, task):
                 present.pop(key, None)
                 missing[key] = f"task {state}"
                 self._task_of.pop(key, None)
         self.view.update(present, missing)
-        self._hint()
+        self._hint(status_of)
 
     def _gap(self, asked: int) -> float:
         """The shortest time between two polls that keeps the leader within its budget."""
@@ -516,7 +519,10 @@ class LeaderRendezvous(_Side):
             if left <= 0:
                 return None
             if self._streaming():
-                events = [e for e in self.events.wait(min(left, 0.5)) if self._relevant(e)]
+                events = self.events.wait(min(left, 0.5))
+                if events:  # a burst (a large job forming) is handled in batches, not one by one
+                    events += self.events.wait(0.05)
+                events = [e for e in events if self._relevant(e)]
                 reconnects = getattr(self.events, "reconnects", 0)
                 if events or reconnects != self._reconnects:
                     self.events_seen += len(events)

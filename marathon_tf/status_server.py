@@ -134,5 +134,6 @@ class StatusServer:
         return self
 
     def close(self) -> None:
-        self._server.shutdown()
+        if self._thread.is_alive():  # shutdown() of a server that never served would wait for ever
+            self._server.shutdown()
         self._server.server_close()

@@ -57,7 +57,6 @@ def test_only_the_leader_reads_the_job_and_a_killed_ps_reaches_everyone(tmp_path
     assert len(calm) <= 4, calm
 
     old_ps = first["worker-1"]["cluster"]["ps"]
-    killed_at = time.monotonic()
     assert job.cluster.kill_task(f"/{job.name}/ps-0", "KILL")
 
     def rewritten():
@@ -66,5 +65,4 @@ def test_only_the_leader_reads_the_job_and_a_killed_ps_reaches_everyone(tmp_path
     job.wait(rewritten, 60, "every task's spec with the relaunched ps")
     latest = {t: configs(job, t)[-1]["cluster"] for t in TASKS}
     assert len({json.dumps(c, sort_keys=True) for c in latest.values()}) == 1, latest
-    assert time.monotonic() - killed_at < 60
 
