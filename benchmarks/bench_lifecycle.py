@@ -37,15 +37,16 @@ STEP = re.compile(r"\bstep=(\d+) loss=")
 TARGET = 20000  # long enough that the job is still training when it recovers
 
 
-def _job_file(tmp: Path, **changes) -> Path:
-    src = ROOT / "examples" / "linear-regression-tf1" / "job.json"
+def _job_file(tmp: Path, example: str = "linear-regression-tf1",
+              flags: tuple[str, ...] = ("--log_every", "20", "--save_checkpoint_steps", "250"), **changes) -> Path:
+    """An example's job file for a long run on the local runner (shared checkpoints under ``tmp``)."""
+    src = ROOT / "examples" / example / "job.json"
     job = json.loads(src.read_text())
     job["fetch"] = [str(src.parent / f) for f in job["fetch"]]
     for v in job["volumes"]:
         v["host_path"] = str(tmp / "shared" / v["container_path"])
         Path(v["host_path"]).mkdir(parents=True, exist_ok=True)
-    job["command"] = ["python3", "train.py", "--train_steps", str(TARGET), "--checkpoint_dir", "ckpt",
-                      "--log_every", "20", "--save_checkpoint_steps", "250"]
+    job["command"] = ["python3", "train.py", "--train_steps", str(TARGET), "--checkpoint_dir", "ckpt", *flags]
     job["bootstrap"] = f"{sys.executable} -m marathon_tf.bootstrap --watch-interval 2 --grace 5"
     job["restart"] = {"max_failures": 20, "window_seconds": 600}
     job.update(changes)
@@ -56,19 +57,7 @@ def _job_file(tmp: Path, **changes) -> Path:
 
 def _pss_job_file(tmp: Path) -> Path:
     """mnist-ps-strategy (chief + 1 ps + 2 workers; only the chief prints steps)."""
-    src = ROOT / "examples" / "mnist-ps-strategy" / "job.json"
-    job = json.loads(src.read_text())
-    job["fetch"] = [str(src.parent / f) for f in job["fetch"]]
-    for v in job["volumes"]:
-        v["host_path"] = str(tmp / "shared" / v["container_path"])
-        Path(v["host_path"]).mkdir(parents=True, exist_ok=True)
-    job["command"] = ["python3", "train.py", "--train_steps", str(TARGET), "--checkpoint_dir", "ckpt",
-                      "--log_every", "10", "--save_every", "100"]
-    job["bootstrap"] = f"{sys.executable} -m marathon_tf.bootstrap --watch-interval 2 --grace 5"
-    job["restart"] = {"max_failures": 20, "window_seconds": 600}
-    out = tmp / "job.json"
-    out.write_text(json.dumps(job))
-    return out
+    return _job_file(tmp, "mnist-ps-strategy", ("--log_every", "10", "--save_every", "100"))
 
 
 def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int,

@@ -25,14 +25,18 @@ def processes_under(path) -> list[str]:
     return left
 
 
-def wait_no_processes(path, seconds: float = 10) -> list[str]:
-    """Wait up to ``seconds`` for every process under ``path`` to be gone; what is left."""
+def _wait_until_none(find, path, seconds: float) -> list[str]:
     deadline = time.monotonic() + seconds
     while True:
-        left = processes_under(path)
+        left = find(path)
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.2)
+
+
+def wait_no_processes(path, seconds: float = 10) -> list[str]:
+    """Wait up to ``seconds`` for every process under ``path`` to be gone; what is left."""
+    return _wait_until_none(processes_under, path, seconds)
 
 
 def processes_referring_to(path) -> list[str]:
@@ -59,12 +63,7 @@ def processes_referring_to(path) -> list[str]:
 
 def wait_none_referring_to(path, seconds: float = 15) -> list[str]:
     """Wait up to ``seconds`` until no process refers to ``path``; what is left."""
-    deadline = time.monotonic() + seconds
-    while True:
-        left = processes_referring_to(path)
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.2)
+    return _wait_until_none(processes_referring_to, path, seconds)
 
 
 def kill_referring_to(path) -> None:
