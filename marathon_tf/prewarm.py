@@ -305,8 +305,8 @@ class Prewarmer:
 
     def _standby_later(self, generation: int, proc: subprocess.Popen) -> None:
         self._stepped.wait(self.standby_after)
-        with self._lock:
-            if self._closed or generation != self._generation or proc.poll() is not None:
+        with self._lock:  # a program that already ended (a crash right after its first step) is the
+            if self._closed or generation != self._generation:  # case a standby is for: keep going
                 return
         if not self._room_for_standby(proc.pid):
             return
