@@ -269,7 +269,7 @@ class _Hints:
     ``GET http://<follower's status address>/leader?job=&task=&at=<leader's status address>``,
     a few tries each (a task's bootstrap starts its endpoint a moment after TASK_RUNNING)."""
 
-    def __init__(self, job: str, task: str, at: str, *, workers: int = 16, tries: int = 6,
+    def __init__(self, job: str, task: str, at: str, *, workers: int = 48, tries: int = 6,
                  closed: threading.Event | None = None):
         from concurrent.futures import ThreadPoolExecutor
 
