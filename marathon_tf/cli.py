@@ -444,24 +444,32 @@ def delete(job, marathon_url, user, password, token, ca_bundle, insecure, force,
               help="Which of the task's files; both are printed on stdout.")
 @click.option("--tail", "tail_lines", type=click.IntRange(min=-1), default=-1, metavar="N",
               help="Only the last N lines of each log (default: all).")
+@click.option("--since", type=DURATION, default=None, metavar="DURATION",
+              help="Only task instances (sandboxes) that wrote output within DURATION (90s, 10m, 2h): Mesos "
+                   "keeps no time per line, so whole instances are chosen; add --tail for their last lines.")
 @click.option("--agent-port", type=click.IntRange(1, 65535), default=5051, show_default=True,
               envvar="MESOS_AGENT_PORT", show_envvar=True, help="The Mesos agents' HTTP port.")
 @click.option("--agent-url", default=None, help="Read from this agent URL instead of <task host>:<agent port>.")
 def logs(job, task, marathon_url, user, password, token, ca_bundle, insecure, follow_, previous, stream,
-         tail_lines, agent_port, agent_url) -> None:
+         tail_lines, since, agent_port, agent_url) -> None:
     """Print a job's task output (TASK like worker-1; all tasks if left out), read from the
     Mesos agents' sandboxes (and from the local runner's), also after the task ended.
 
     Every line is printed on stdout as `[worker-1] …`; errors go to stderr (exit 1).
     """
+    import time
+
     from . import logs as tasklogs
 
+    if since is not None and previous:
+        raise UsageError("--since and --previous choose instances in two ways: give one of them")
     client = _client(marathon_url, user, password, token, ca_bundle, insecure)
     streams = ("stdout", "stderr") if stream == "both" else (stream,)
     try:
         for name, which, text in tasklogs.follow(client, job.strip("/"), task, streams,
                                                  tail=None if tail_lines < 0 else tail_lines, follow_=follow_,
-                                                 previous=previous, agent_port=agent_port, agent_url=agent_url):
+                                                 previous=previous, agent_port=agent_port, agent_url=agent_url,
+                                                 since=None if since is None else time.time() - since):
             for line in text.splitlines():
                 click.echo(f"[{name}] {line}")
     except KeyboardInterrupt:

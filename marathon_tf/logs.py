@@ -118,10 +118,12 @@ def _instances(client: Client, session: requests.Session, name: str, app: dict[s
 
 
 def find_task_logs(client: Client, job: str, task: str | None, *, agent_port: int = 5051,
-                   agent_url: str | None = None, previous: bool = False,
+                   agent_url: str | None = None, previous: bool = False, since: float | None = None,
                    session: requests.Session | None = None) -> tuple[list[TaskLog], str | None]:
     """The job's tasks (or one, ``worker-1``) with where their logs are, and the job's recorded end
-    (``Succeeded``/``Failed``, None while it runs)."""
+    (``Succeeded``/``Failed``, None while it runs). ``since`` (seconds since the epoch): every
+    instance, running or ended, that wrote output since then (Mesos keeps no time per line, so
+    this selects task instances, not lines)."""
     if task is not None and naming.parse_task_name(task) is None:
         raise UsageError(f"{task!r}: name a task like worker-1, ps-0 or chief-0")
     try:
@@ -145,6 +147,9 @@ def find_task_logs(client: Client, job: str, task: str | None, *, agent_port: in
         instances = _instances(client, session, name, app, agent_port=agent_port, agent_url=agent_url, cache=cache,
                                local=local)
         live = [i for i in instances if i.running]
+        if since is not None:
+            out.extend(i for i in instances if (last_written(session, i) or 0) >= since)
+            continue
         if previous:
             latest = live[-1] if live else instances[-1] if instances else None
             before = [i for i in instances if i is not latest]
@@ -153,7 +158,7 @@ def find_task_logs(client: Client, job: str, task: str | None, *, agent_port: in
             out.extend(live)
         else:
             out.extend(instances[-1:])
-    if task and not out:
+    if task and not out and since is None:
         what = "no earlier instance" if previous else "no sandbox left on its agent"
         raise UsageError(f"{job}: task {task} has {what} to read logs from",
                          hint=f"see the job with: marathon-tf status {job}")
@@ -169,6 +174,23 @@ def _directory(session: requests.Session, log: TaskLog, cache: dict[str, dict] |
             log.directory = directory
             return directory
     return None
+
+
+def last_written(session: requests.Session, log: TaskLog) -> float | None:
+    """When the instance last wrote its stdout/stderr (the newest ``mtime`` the agent's
+    ``/files/browse`` gives for them, seconds since the epoch); None if it cannot tell."""
+    directory = _directory(session, log)
+    if directory is None:
+        return None
+    r = _get(session, f"{log.agent}/files/browse", path=directory)
+    if r.status_code != 200:
+        raise LogError(f"{log.task}: the agent {log.agent} cannot list {directory} (HTTP {r.status_code})")
+    try:
+        times = [e.get("mtime") for e in r.json() if str(e.get("path", "")).rsplit("/", 1)[-1] in ("stdout", "stderr")]
+    except (ValueError, AttributeError):
+        raise LogError(f"{log.task}: the agent {log.agent} did not answer /files/browse with a listing") from None
+    times = [t for t in times if isinstance(t, (int, float))]
+    return max(times) if times else None
 
 
 def _read(session: requests.Session, log: TaskLog, path: str, offset: int, length: int) -> str:
@@ -230,7 +252,7 @@ def read_new(session: requests.Session, log: TaskLog, stream: str, *, tail: int 
 
 def follow(client: Client, job: str, task: str | None, streams: tuple[str, ...], *, tail: int | None,
            follow_: bool, agent_port: int, agent_url: str | None, previous: bool = False,
-           session: requests.Session | None = None, interval: float = 1.0,
+           since: float | None = None, session: requests.Session | None = None, interval: float = 1.0,
            sleep: Callable[[float], None] = time.sleep) -> Iterator[tuple[str, str, str]]:
     """Yields ``(task, stream, text)``; with ``follow_`` keeps going (relaunched tasks are picked up)
     until the job's record says it ended, then reads what is left and returns."""
@@ -238,7 +260,10 @@ def follow(client: Client, job: str, task: str | None, streams: tuple[str, ...],
     known: dict[str, TaskLog] = {}
     while True:
         found, ended = find_task_logs(client, job, task, agent_port=agent_port, agent_url=agent_url,
-                                      previous=previous, session=session)
+                                      previous=previous, since=since, session=session)
+        if since is not None and not found and not known and (not follow_ or ended):
+            raise UsageError(f"{job}: no task{' ' + task if task else ''} wrote output in that time",
+                             hint="a longer --since, or leave it out")
         if not found and not known and (not follow_ or ended):
             raise UsageError(f"{job}: no task has output to read yet (none has run, or their agents removed "
                              f"the sandboxes)", hint=f"see the job with: marathon-tf status {job}")

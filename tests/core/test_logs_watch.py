@@ -1,6 +1,7 @@
 """`logs` through the agent files API (local runner and a fake Mesos agent); watching deployments."""
 
 import json
+import os
 import time
 
 import pytest
@@ -65,6 +66,37 @@ def test_logs_of_finished_and_restarted_tasks_tail_in_lines_and_follow_ends_with
     assert r.stdout.splitlines() == [f"[worker-0] {prev} line-5", "[worker-0] oops"]
     r = run("-f", "--tail", "0")  # the job has ended: -f returns at once, exit 0
     assert r.exit_code == 0, r.output
+
+
+def test_logs_since_picks_the_instances_that_wrote_output_in_that_time(cluster):
+    client = Client(cluster.marathon_url)
+    cmd = "n=$(ls ../ | wc -l); echo run-$n; exit 1"
+    client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 1, "labels": LABELS, "cmd": cmd,
+                                            "backoffSeconds": 0.2, "backoffFactor": 1.0}]})
+    boxes = lambda: sorted((cluster.state_dir / "sandboxes").glob("*"), key=lambda p: p.stat().st_mtime)
+    assert wait_for(lambda: len(boxes()) >= 3 and "run-" in (boxes()[2] / "stdout").read_text())
+    client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 0, "cmd": cmd,
+                                            "labels": {**LABELS, "marathon-tf/state": "Failed"}}]}, force=True)
+    assert wait_for(lambda: not any(a.get("tasks") for a in client.list_apps(embed=("apps.tasks",))))
+    *old, recent = boxes()
+    hour_ago = time.time() - 3600
+    for box in old:  # every instance but the last wrote its output an hour ago
+        for name in ("stdout", "stderr"):
+            os.utime(box / name, (hour_ago, hour_ago))
+    run = lambda *a: CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url, *a])
+    r = run("--since", "10m", "--stream", "stdout")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == [f"[worker-0] {(recent / 'stdout').read_text().strip()}"]
+    r = run("--since", "2h", "--stream", "stdout")
+    assert r.exit_code == 0, r.output
+    assert len(r.stdout.splitlines()) == len(old) + 1
+    for box in [recent]:
+        for name in ("stdout", "stderr"):
+            os.utime(box / name, (hour_ago, hour_ago))
+    r = run("--since", "10m")
+    assert r.exit_code == 2 and r.stdout == "" and "no task worker-0 wrote output in that time" in r.stderr, r.output
+    r = run("--since", "10m", "--previous")
+    assert r.exit_code == 2 and "give one of them" in r.stderr
 
 
 def test_logs_errors_are_reported_not_swallowed(cluster):
