@@ -29,6 +29,11 @@ from .server import Runtime, create_app
 __all__ = ["LocalCluster", "PortInUse", "serve"]
 
 
+def _url_host(host: str) -> str:
+    """``::1`` → ``[::1]`` (an IPv6 literal in a URL), other hosts as they are."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 class PortInUse(OSError):
     """One of the runner's ports is taken; ``what`` names it (``Marathon API``, ``Mesos-DNS``, ``Mesos-DNS HTTP API``)."""
 
@@ -111,7 +116,7 @@ class LocalCluster:
         self._runners.append(runner)
         await _listen("Marathon API", self.host, marathon_port, web.TCPSite(runner, self.host, marathon_port).start())
         port = runner.addresses[0][1]
-        self.marathon_url = self._rt.url = f"http://{self.host}:{port}"
+        self.marathon_url = self._rt.url = f"http://{_url_host(self.host)}:{port}"
         self._dns = MesosDns(self._rt.state, host=self.host, **self._dns_options)
         await _listen("Mesos-DNS", self.host, dns_port, self._dns.start_dns(dns_port))
         http = web.AppRunner(self._dns.http_app(), access_log=None)
@@ -122,7 +127,7 @@ class LocalCluster:
         self._dns.http_port = http.addresses[0][1]
         self._background.append(asyncio.ensure_future(self._dns.refresher()))
         self.mesos_dns = f"{self.host}:{self._dns.dns_port}"
-        self.mesos_dns_http = f"http://{self.host}:{self._dns.http_port}"
+        self.mesos_dns_http = f"http://{_url_host(self.host)}:{self._dns.http_port}"
         # Tasks find this runner, not the cluster addresses the app was rendered with.
         self._rt.launcher.runner_env = {"MTF_RUNNER_MESOS_DNS": self.mesos_dns,
                                         "MTF_RUNNER_MESOS_DNS_HTTP": self.mesos_dns_http,

@@ -183,3 +183,23 @@ def test_bulk_put(api, make_app):
     assert r.status_code == 200
     assert api.get("/v2/apps/job/a").json()["app"]["instances"] == 2
     assert api.get("/v2/apps/job/c").json()["app"]["cmd"] == "sleep 5"
+
+
+def test_an_ipv6_loopback_runner_has_bracketed_urls(tmp_path):
+    import socket
+
+    import pytest
+
+    import requests
+
+    from marathon_tf.local import LocalCluster
+
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    try:
+        socket.socket(socket.AF_INET6).bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback on this machine")
+    with LocalCluster(state_dir=tmp_path / "s", host="::1", dns_refresh=0) as c:
+        assert c.marathon_url.startswith("http://[::1]:") and c.mesos_dns_http.startswith("http://[::1]:")
+        assert requests.get(c.marathon_url + "/v2/info", timeout=5).json()["version"]
