@@ -70,7 +70,7 @@ def bench_inplace_restart(quick: bool) -> list[Row]:
             prepare = (lambda cluster: _await_standby(cluster, "worker-1")) if prewarm else None
             try:
                 results[prewarm].append(_one_run(_kill_program("worker-1"), 2, prepare=prepare,
-                                                 **({} if prewarm else {"prewarm": False})))
+                                                 **({} if prewarm else {"prewarm": False}))[0])
             except TimeoutError as e:
                 return [Row("in-place restart to next step", "did not complete", "", str(e))]
     on, off = median(results[True]), median(results[False])
