@@ -41,19 +41,27 @@ def test_logs_reads_the_local_sandboxes(cluster):
     assert r.exit_code == 2 and "worker-9" in r.stderr
 
 
-def test_logs_of_finished_and_restarted_tasks_tail_in_lines_and_follow_ends_with_the_job(cluster):
+def _relaunched_then_ended(cluster, body: str, instances: int, last_words: str, state: str) -> list:
+    """worker-0 of job j runs ``n=<sandbox count>; BODY; exit 1`` until ``instances`` sandboxes exist and the
+    last of those printed ``last_words``; then the job ends with ``state`` (its record, instances 0, as the
+    deciding task's bootstrap writes it). The sandboxes, oldest first."""
     client = Client(cluster.marathon_url)
-    # every instance prints its run number, then exits 1: Marathon relaunches it
-    cmd = "n=$(ls ../ | wc -l); for i in 1 2 3 4 5; do echo run-$n line-$i; done; echo oops >&2; exit 1"
+    cmd = f"n=$(ls ../ | wc -l); {body}; exit 1"
     client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 1, "labels": LABELS, "cmd": cmd,
                                             "backoffSeconds": 0.2, "backoffFactor": 1.0}]})
     boxes = lambda: sorted((cluster.state_dir / "sandboxes").glob("*"), key=lambda p: p.stat().st_mtime)
-    assert wait_for(lambda: len(boxes()) >= 2 and "line-5" in (boxes()[1] / "stdout").read_text())
-    # the job ends: its record label, instances 0 (what the deciding task's bootstrap writes)
+    assert wait_for(lambda: len(boxes()) >= instances and last_words in (boxes()[instances - 1] / "stdout").read_text())
     client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 0, "cmd": cmd,
-                                            "labels": {**LABELS, "marathon-tf/state": "Succeeded"}}]}, force=True)
+                                            "labels": {**LABELS, "marathon-tf/state": state}}]}, force=True)
     assert wait_for(lambda: not any(a.get("tasks") for a in client.list_apps(embed=("apps.tasks",))))
-    last, before = boxes()[-1], boxes()[-2]
+    return boxes()
+
+
+def test_logs_of_finished_and_restarted_tasks_tail_in_lines_and_follow_ends_with_the_job(cluster):
+    # every instance prints its run number, then exits 1: Marathon relaunches it
+    boxes = _relaunched_then_ended(cluster, "for i in 1 2 3 4 5; do echo run-$n line-$i; done; echo oops >&2", 2,
+                                   "line-5", "Succeeded")
+    last, before = boxes[-1], boxes[-2]
     run = lambda *a: CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url, *a])
     r = run("--tail", "2", "--stream", "stdout")
     assert r.exit_code == 0, r.output
@@ -69,16 +77,7 @@ def test_logs_of_finished_and_restarted_tasks_tail_in_lines_and_follow_ends_with
 
 
 def test_logs_since_picks_the_instances_that_wrote_output_in_that_time(cluster):
-    client = Client(cluster.marathon_url)
-    cmd = "n=$(ls ../ | wc -l); echo run-$n; exit 1"
-    client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 1, "labels": LABELS, "cmd": cmd,
-                                            "backoffSeconds": 0.2, "backoffFactor": 1.0}]})
-    boxes = lambda: sorted((cluster.state_dir / "sandboxes").glob("*"), key=lambda p: p.stat().st_mtime)
-    assert wait_for(lambda: len(boxes()) >= 3 and "run-" in (boxes()[2] / "stdout").read_text())
-    client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 0, "cmd": cmd,
-                                            "labels": {**LABELS, "marathon-tf/state": "Failed"}}]}, force=True)
-    assert wait_for(lambda: not any(a.get("tasks") for a in client.list_apps(embed=("apps.tasks",))))
-    *old, recent = boxes()
+    *old, recent = _relaunched_then_ended(cluster, "echo run-$n", 3, "run-", "Failed")
     hour_ago = time.time() - 3600
     for box in old:  # every instance but the last wrote its output an hour ago
         for name in ("stdout", "stderr"):

@@ -36,6 +36,16 @@ def _deploy_local(tmp_path: Path, job: dict | Path, timeout: float = 120) -> sub
         kill_referring_to(tmp_path / "state")
 
 
+def _deploy_to(cluster, tmp_path: Path, job: dict, *args: str, timeout: float) -> subprocess.CompletedProcess:
+    """`marathon-tf deploy job.json ARGS…` against ``cluster``'s Marathon API (not --local)."""
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(job))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MARATHON")}
+    env.update(MARATHON_URL=cluster.marathon_url, MARATHON_TF_CONFIG="/nonexistent")
+    return subprocess.run([MARATHON_TF, "deploy", str(path), *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
 def _summary(r: subprocess.CompletedProcess, job: str) -> str:
     """The `job NAME: Failed in … (reason)` line."""
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith(f"job {job}: ")]
@@ -120,12 +130,7 @@ def test_a_task_whose_logdir_cannot_be_created_fails_the_job_at_once(tmp_path):
     with LocalCluster(state_dir=tmp_path / "state", dns_refresh=0, shutdown_grace=0.5) as c:
         job = _job(tmp_path, logdir=str(blocker / "ckpt"), volumes=[],
                    discovery={"mode": "mesos-dns", "nameserver": c.mesos_dns, "marathon_url": c.marathon_url})
-        path = tmp_path / "job.json"
-        path.write_text(json.dumps(job))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MARATHON")}
-        env.update(MARATHON_URL=c.marathon_url, MARATHON_TF_CONFIG="/nonexistent")
-        r = subprocess.run([MARATHON_TF, "deploy", str(path), "--detach"], capture_output=True, text=True, env=env,
-                           timeout=60)
+        r = _deploy_to(c, tmp_path, job, "--detach", timeout=60)
         assert r.returncode == 0, r.stderr
         status = wait_for(lambda: (s := jobs.job_status(Client(c.marathon_url), "hopeless"))["state"] == "Failed"
                           and s, timeout=60, what="the job failed")
@@ -189,12 +194,7 @@ def test_on_marathon_the_deciding_task_fails_a_job_whose_tensorboard_cannot_star
                                                          "flush=True); time.sleep(0.5)"],
                    discovery={"mode": "mesos-dns", "nameserver": c.mesos_dns, "marathon_url": c.marathon_url})
         job["roles"]["tensorboard"] = {"count": 1, "command": ["no-such-tensorboard", "--logdir", "ckpt"]}
-        path = tmp_path / "job.json"
-        path.write_text(json.dumps(job))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MARATHON")}
-        env.update(MARATHON_URL=c.marathon_url, MARATHON_TF_CONFIG="/nonexistent")
-        r = subprocess.run([MARATHON_TF, "deploy", str(path), "--detach"], capture_output=True, text=True, env=env,
-                           timeout=60)
+        r = _deploy_to(c, tmp_path, job, "--detach", timeout=60)
         assert r.returncode == 0, r.stderr
         status = wait_for(lambda: (s := jobs.job_status(Client(c.marathon_url), "hopeless"))["state"] == "Failed"
                           and s, timeout=90, what="the job failed")
@@ -232,12 +232,7 @@ def test_a_waiting_deploy_fails_a_job_whose_deciding_task_cannot_start(tmp_path)
     with LocalCluster(state_dir=tmp_path / "state", dns_refresh=0, shutdown_grace=0.5) as c:
         job = _job(tmp_path, bootstrap="no-such-bootstrap",
                    discovery={"mode": "mesos-dns", "nameserver": c.mesos_dns, "marathon_url": c.marathon_url})
-        path = tmp_path / "job.json"
-        path.write_text(json.dumps(job))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MARATHON")}
-        env.update(MARATHON_URL=c.marathon_url, MARATHON_TF_CONFIG="/nonexistent")
-        r = subprocess.run([MARATHON_TF, "deploy", str(path), "--timeout", "100"], capture_output=True, text=True,
-                           env=env, timeout=120)
+        r = _deploy_to(c, tmp_path, job, "--timeout", "100", timeout=120)
         assert r.returncode == 1, r.stderr[-3000:]
         line = _summary(r, "hopeless")
         assert "Failed" in line and "cannot run: Command exited with status 127" in line \
