@@ -266,6 +266,10 @@ def _deploy_local(spec, *, templates_dir, timeout, fmt, detach, dry_run) -> int:
     return run.exit_code
 
 
+#: How often a waiting deploy looks for a task that can never start (a group GET each time).
+HOPELESS_EVERY = 10.0
+
+
 def _follow(client, job: str, deployment_id: str | None, *, wait: bool, timeout: float | None,
             decide: bool = True):
     """Follow the deployment, then the job, with a progress line on stderr. Ctrl-C leaves it running.
@@ -284,10 +288,13 @@ def _follow(client, job: str, deployment_id: str | None, *, wait: bool, timeout:
 
     start = time.monotonic()
     printer = _progress_printer()
+    next_look = [start]
 
     def show(status) -> None:
         printer(status)
-        if decide and status.get("state") not in ("Succeeded", "Failed"):
+        # one extra group GET per HOPELESS_EVERY s, not per poll (as the deciding task's watch does)
+        if decide and status.get("state") not in ("Succeeded", "Failed") and time.monotonic() >= next_look[0]:
+            next_look[0] = time.monotonic() + HOPELESS_EVERY
             try:
                 fail_if_hopeless(client, job, final_step=status.get("step"))
             except MarathonError:

@@ -104,14 +104,18 @@ def test_deploy_local_leaves_no_process_when_the_runner_is_signalled(tmp_path, s
         kill_referring_to(state)
 
 
-def test_local_serve_sigkill_leaves_no_process(tmp_path):
-    state = tmp_path / "serve-state"
-    log = tmp_path / "serve.txt"
+def _start_serve(tmp_path: Path, state: Path, log: Path) -> subprocess.Popen:
+    """`marathon-tf local serve` on free ports with ``state`` as its state dir, output to ``log``."""
     with open(log, "wb") as f:
-        serve = subprocess.Popen([MARATHON_TF, "local", "serve", "--port", "0", "--dns-port", "0",
-                                  "--dns-http-port", "0", "--state-dir", str(state)],
-                                 stdout=f, stderr=subprocess.STDOUT, env=_env(tmp_path), cwd=tmp_path,
-                                 start_new_session=True)
+        return subprocess.Popen([MARATHON_TF, "local", "serve", "--port", "0", "--dns-port", "0",
+                                 "--dns-http-port", "0", "--state-dir", str(state)],
+                                stdout=f, stderr=subprocess.STDOUT, env=_env(tmp_path), cwd=tmp_path,
+                                start_new_session=True)
+
+
+def test_local_serve_sigkill_leaves_no_process(tmp_path):
+    state, log = tmp_path / "serve-state", tmp_path / "serve.txt"
+    serve = _start_serve(tmp_path, state, log)
     try:
         url, dns = wait_for(lambda: _serve_endpoints(log), timeout=30, what="local serve's endpoints")
         job = _long_job(tmp_path, discovery={"mode": "mesos-dns", "nameserver": dns, "marathon_url": url})
@@ -139,13 +143,8 @@ def test_local_serve_sigkill_leaves_no_process(tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_local_serve_stops_like_ctrl_c_on_sigterm_and_sighup(tmp_path, sig):
-    state = tmp_path / "serve-state"
-    log = tmp_path / "serve.txt"
-    with open(log, "wb") as f:
-        serve = subprocess.Popen([MARATHON_TF, "local", "serve", "--port", "0", "--dns-port", "0",
-                                  "--dns-http-port", "0", "--state-dir", str(state)],
-                                 stdout=f, stderr=subprocess.STDOUT, env=_env(tmp_path), cwd=tmp_path,
-                                 start_new_session=True)
+    state, log = tmp_path / "serve-state", tmp_path / "serve.txt"
+    serve = _start_serve(tmp_path, state, log)
     try:
         url, _ = wait_for(lambda: _serve_endpoints(log), timeout=30, what="local serve's endpoints")
         # a task whose shell forks a child that moves to its own session: still stopped
