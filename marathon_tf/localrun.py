@@ -205,6 +205,7 @@ def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | N
     tailer = SandboxTailer(state_dir, emit_task_line)
     start = time.monotonic()
     try:
+        _prewarm(cluster, spec, templates_dir)
         cluster.start()
         if lock is not None:  # the deciding task's bootstrap recognises its own run by this
             lock.update(run=joblock.run_id(cluster.marathon_url, spec.name))
@@ -239,6 +240,22 @@ def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | N
     finally:
         tailer.stop()
         cluster.stop()
+
+
+def _prewarm(cluster: Any, spec: JobSpec, templates_dir: str | None) -> None:
+    """Start the job's shared pre-warmed interpreter(s) first, so that importing TensorFlow overlaps
+    the local Marathon's start-up, the deployment and discovery (one app per role is enough: the
+    tasks of a role differ only in per-task variables)."""
+    from .render import render_group, task_apps
+
+    try:
+        apps = task_apps(render_group(spec, templates_dir=templates_dir))
+    except Exception:  # noqa: BLE001 - the deployment renders again and says what is wrong
+        return
+    one_per_role: dict[str, dict] = {}
+    for name, app in apps.items():
+        one_per_role.setdefault((naming.parse_task_name(name) or (name, 0))[0], app)
+    cluster.prewarm(list(one_per_role.values()))
 
 
 def check_local_options(detach: bool) -> None:

@@ -2,33 +2,42 @@
 
 When the training command is a Python program (``python[3[.N]] [options] script.py ...`` or
 ``python -m module ...``), the bootstrap starts that interpreter at once, while discovery
-runs, and has it import the job's ``prewarm`` modules (default ``tensorflow``). Once the
-cluster spec is known, :meth:`Prewarmer.spawn` hands the waiting interpreter the command
-(argv with the spec's flags, the environment with TF_CONFIG, the working directory) and it
-runs the program in place, exactly as a fresh ``python script.py`` would; the program then
-starts without paying for the import. After the program reached its first ``step=`` line
-(or after :data:`STANDBY_AFTER` seconds), a fresh interpreter is pre-warmed as a standby for
-the next in-place restart, if the task's memory (``MARATHON_APP_RESOURCE_MEM``) has room for
-it; it imports at SCHED_IDLE CPU priority (when it may return to normal priority afterwards:
-CAP_SYS_NICE or RLIMIT_NICE), so it takes no CPU time the running program wants.
+runs, as a *fork server* that imports the job's ``prewarm`` modules (default ``tensorflow``)
+once. Once the cluster spec is known, :meth:`Prewarmer.spawn` sends it the command (argv with
+the spec's flags, the environment with TF_CONFIG, the working directory) and the program's
+stdout/stderr pipes; it forks, and the new process runs the program exactly as a fresh
+``python script.py`` would, without paying for the import. Every later start (an in-place
+restart) is another fork: instant, with no second import competing with the running program
+for CPU.
 
-Every interpreter is started like :func:`marathon_tf.supervisor.popen` starts a program: its
-own process group, stdout/stderr on pipes (the Trainer pumps them when it becomes the
-program), PR_SET_PDEATHSIG so it never outlives the bootstrap. The processes are forked from
-one long-lived thread (:class:`Prewarmer`'s spawner): the parent-death signal fires when the
+On one machine the local runner starts one shared server per interpreter, modules and
+environment before it deploys (:mod:`marathon_tf.local.warmpool`) and tells each task where it
+is (``MTF_PREWARM_SOCKET``): the tasks of a job then import once, not once each.
+
+A forked program has the guarantees of :func:`marathon_tf.supervisor.popen`: its own session
+and process group, stdout/stderr on pipes (the Trainer pumps them), and it never outlives the
+bootstrap: the server kills the programs of a bootstrap whose connection closes (however the
+bootstrap ended), and every program has PR_SET_PDEATHSIG relative to the server, which has it
+relative to the bootstrap (or the local runner). The bootstrap's server is started from one
+long-lived thread (:class:`Prewarmer`'s spawner): the parent-death signal fires when the
 *thread* that forked the child ends. Anything unusual (an unknown interpreter option, a
-standby that died) falls back to the ordinary start. This module never imports TensorFlow.
+server that died) falls back to the ordinary start. This module never imports TensorFlow.
 """
 
 from __future__ import annotations
 
+import array
 import json
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,11 +45,13 @@ from typing import Callable, Mapping, Sequence
 
 from marathon_tf.supervisor import _die_with_parent, popen
 
-__all__ = ["PythonCommand", "python_command", "Prewarmer", "CHILD", "STANDBY_AFTER", "STANDBY_HEADROOM"]
+__all__ = ["PythonCommand", "python_command", "Prewarmer", "ForkServer", "ForkedProcess", "CHILD", "SOCKET_VAR",
+           "STANDBY_AFTER", "STANDBY_HEADROOM", "server_argv", "resolve_interpreter"]
 
 CHILD = str(Path(__file__).resolve().with_name("prewarm_child.py"))
-STANDBY_AFTER = 60.0      # seconds after a start with no step= line: start the standby anyway
-STANDBY_HEADROOM = 0.9    # program + standby must fit in this share of the task's mem
+SOCKET_VAR = "MTF_PREWARM_SOCKET"  # a shared fork server's socket (set by the local runner)
+STANDBY_AFTER = 60.0      # seconds after a start with no step= line: look at the memory anyway
+STANDBY_HEADROOM = 0.9    # program + server should fit in this share of the task's mem
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
 _FLAGS = frozenset({"-u", "-O", "-OO", "-B", "-s", "-E", "-b", "-bb", "-q"})  # same meaning at start or later
 _WITH_ARG = frozenset({"-W", "-X"})
@@ -82,7 +93,7 @@ def python_command(argv: Sequence[str]) -> PythonCommand | None:
     return None
 
 
-def _resolve(interpreter: str, env: Mapping[str, str], cwd: str | None) -> str | None:
+def resolve_interpreter(interpreter: str, env: Mapping[str, str], cwd: str | None) -> str | None:
     """The interpreter's path as exec would find it (the program's PATH); None if not found."""
     if os.sep in interpreter:
         path = os.path.join(cwd or os.getcwd(), interpreter)
@@ -90,108 +101,274 @@ def _resolve(interpreter: str, env: Mapping[str, str], cwd: str | None) -> str |
     return shutil.which(interpreter, path=env.get("PATH", os.defpath))
 
 
-def _json_line(line: bytes) -> dict | None:
+def server_argv(interpreter: str, options: Sequence[str], modules: Sequence[str], *, fd: int | None = None,
+                listen: int | None = None, linger: float | None = None) -> list[str]:
+    """The command line of a fork server on a connected socket (``fd``, one client) or a
+    listening one (``listen``, shared; it exits after ``linger`` seconds without clients)."""
+    argv = [interpreter, *options, CHILD]
+    argv += ["--fd", str(fd)] if listen is None else ["--listen", str(listen)]
+    if linger is not None:
+        argv += ["--linger", f"{linger:g}"]
+    return argv + ["--interpreter", interpreter, "--options", json.dumps(list(options)), *modules]
+
+
+def _usage_kib(pid: int, field: str = "VmRSS") -> int | None:
+    """``VmRSS`` from /proc/<pid>/status, or a ``Private_*`` sum from smaps_rollup (field="private")."""
     try:
-        value = json.loads(line) if line.strip() else None
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _normal_priority(pid: int) -> None:
-    """Every thread of ``pid`` back to this process's own scheduling policy (a standby that is
-    still importing at SCHED_IDLE when the program must start; it may: it checked before going
-    idle that it can come back, and it has this process's credentials and limits)."""
-    try:
-        policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                os.sched_setscheduler(int(tid), policy, param)
-            except (ProcessLookupError, PermissionError):
-                pass
-    except (OSError, AttributeError):
-        pass
-
-
-def _rss_kib(pid: int) -> int | None:
-    try:
+        if field == "private":
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                return sum(int(line.split()[1]) for line in f if line.startswith(("Private_Clean:", "Private_Dirty:")))
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
-    except (OSError, ValueError):
+    except (OSError, ValueError, IndexError):
         pass
     return None
 
 
-class _Warm:
-    """One pre-warmed interpreter waiting for its order."""
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
 
-    def __init__(self, proc: subprocess.Popen, status_fd: int, log: Callable[[str], None], label: str,
-                 idle: bool = False):
-        self.proc, self.log, self.label, self.idle = proc, log, label, idle
-        self.report: dict | None = None   # after the imports: seconds, rss_kib, failed
-        self.started: dict | None = None  # after the order: {"started": "in_place"|"ordinary", "reason"}
-        self.done = threading.Event()
-        threading.Thread(target=self._read_status, args=(status_fd,), daemon=True, name="prewarm-status").start()
 
-    def _read_status(self, fd: int) -> None:
-        with os.fdopen(fd, "rb") as f:
-            self.report = _json_line(f.readline())
-            if self.report is not None:
-                self._log_report()
-                self.started = _json_line(f.readline())
-        if self.started:
-            how = self.started.get("started")
-            self.log("the program runs in the pre-warmed interpreter" if how == "in_place" else
-                     f"the program starts the ordinary way ({self.started.get('reason')})")
-        self.done.set()
+class ForkedProcess:
+    """A program a fork server started, as :class:`~marathon_tf.supervisor.Trainer` uses it (the
+    parts of :class:`subprocess.Popen` it needs). ``pid`` is None until the server has forked
+    (it may still be importing); a signal sent meanwhile is delivered once it has, and SIGKILL
+    gives up on the start altogether (``cancel``)."""
 
-    def _log_report(self) -> None:
-        if not self.report.get("ready"):
-            self.log(f"pre-warmed interpreter unusable: {self.report.get('error')}")
+    def __init__(self, args: Sequence[str], stdout, stderr, cancel: Callable[[], None]):
+        self.args, self.stdout, self.stderr, self.stdin = list(args), stdout, stderr, None
+        self.pid: int | None = None
+        self.returncode: int | None = None
+        self.started: dict | None = None  # {"started": "in_place"|"ordinary", "reason": ...}
+        self.forked = threading.Event()
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._pending: list[int] = []
+        self._cancel = cancel
+
+    def _forked(self, pid: int, started: dict) -> None:
+        with self._lock:
+            self.pid, self.started = pid, started
+            pending, self._pending = self._pending, []
+        self.forked.set()
+        for sig in pending:
+            self.signal_group(sig)
+
+    def _exited(self, code: int) -> None:
+        with self._lock:
+            if self.returncode is None:
+                self.returncode = code
+        self.forked.set()
+        self._done.set()
+
+    def _lost(self) -> None:
+        """The server went away without a word: the program dies with it (its parent-death signal,
+        or the server's SIGKILL for a closed connection); wait for that, then say so."""
+        deadline = time.monotonic() + 5
+        while self.pid is not None and not _gone(self.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self._exited(-signal.SIGKILL)
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._done.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return self.returncode
+
+    def signal_group(self, sig: int) -> None:
+        """``sig`` to the program's process group (its own session, like any program the bootstrap
+        starts; after its exit, to what it left behind in its group)."""
+        with self._lock:
+            pid, cancel = self.pid, False
+            if pid is None and self.returncode is None:
+                if sig != signal.SIGKILL:
+                    self._pending.append(sig)
+                    return
+                cancel = True
+        if cancel:  # not even forked yet: give up on it (the server kills what it forks for a closed client)
+            self._cancel()
             return
-        rss = self.report.get("rss_kib")
-        self.log(f"pre-warmed {self.label} in {self.report.get('seconds', 0):.1f} s"
-                 + (f" ({rss / 1024:.0f} MiB)" if rss else "")
-                 + (" at idle CPU priority" if self.report.get("idle") else ""))
-        for module, error in (self.report.get("failed") or {}).items():
-            self.log(f"could not pre-import {module} ({error}): the program starts the ordinary way")
-
-    def order(self, argv: Sequence[str], env: Mapping[str, str], cwd: str | None) -> None:
-        """Send the command (from a thread: a large order must not block the caller while the
-        interpreter is still importing)."""
-        data = (json.dumps({"argv": list(argv), "env": dict(env), "cwd": cwd}) + "\n").encode()
-
-        def write() -> None:
+        if pid is not None:
             try:
-                self.proc.stdin.write(data)
-                self.proc.stdin.close()
-            except (OSError, ValueError):
-                pass  # it died: the Trainer sees its exit
-
-        threading.Thread(target=write, daemon=True, name="prewarm-order").start()
-
-    def discard(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, 9)
+                os.killpg(pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
-        self.proc.wait()
-        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+
+    send_signal = signal_group
+
+    def kill(self) -> None:
+        self.signal_group(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.signal_group(signal.SIGTERM)
+
+
+class ForkServer:
+    """One connection to a fork server: the bootstrap's own (``proc`` is its process) or the local
+    runner's shared one. A reader thread follows the server's messages."""
+
+    def __init__(self, sock: socket.socket, label: str, log: Callable[[str], None],
+                 proc: subprocess.Popen | None = None):
+        self.sock, self.label, self.log, self.proc = sock, label, log, proc
+        self.hello: dict | None = None
+        self.ready = threading.Event()  # the hello arrived, or the server is gone
+        self.dead = False
+        self._lock = threading.Lock()
+        self._pending: deque[ForkedProcess] = deque()
+        self._running: dict[int, ForkedProcess] = {}
+        threading.Thread(target=self._read, daemon=True, name="prewarm-server").start()
+
+    @classmethod
+    def start(cls, interpreter: str, options: Sequence[str], modules: Sequence[str], env: Mapping[str, str],
+              cwd: str | None, label: str, log: Callable[[str], None]) -> "ForkServer | None":
+        """Start a server of our own (its output goes where the bootstrap's goes)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            proc = subprocess.Popen(server_argv(interpreter, options, modules, fd=theirs.fileno()), env=dict(env),
+                                    cwd=cwd, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    pass_fds=(theirs.fileno(),),
+                                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        except OSError as e:
+            ours.close()
+            log(f"cannot pre-warm {interpreter}: {e}")
+            return None
+        finally:
+            theirs.close()
+        return cls(ours, label, log, proc)
+
+    @classmethod
+    def connect(cls, path: str, label: str, log: Callable[[str], None]) -> "ForkServer | None":
+        """Connect to the local runner's shared server (None if it is not there)."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            sock.connect(path)
+        except OSError as e:
+            sock.close()
+            log(f"the local runner's pre-warmed interpreter is not reachable ({e.strerror or e}): pre-warming here")
+            return None
+        return cls(sock, label, log)
+
+    def _read(self) -> None:
+        while True:
             try:
-                pipe.close()
-            except (OSError, ValueError):
-                pass
+                data = self.sock.recv(1 << 16)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            try:
+                message = json.loads(data)
+            except ValueError:
+                continue
+            if "hello" in message:
+                self.hello = message["hello"]
+                self._log_hello()
+                self.ready.set()
+            elif "forked" in message or "error" in message:
+                with self._lock:
+                    child = self._pending.popleft() if self._pending else None
+                if child is None:
+                    continue
+                if "error" in message:
+                    self.log(f"the pre-warmed interpreter could not start the program: {message['error']}")
+                    child._exited(126)
+                    continue
+                self._running[message["forked"]] = child
+                started = {"started": message.get("started"), "reason": message.get("reason")}
+                pid = message["forked"]
+                self.log(f"the program runs in the pre-warmed interpreter (pid {pid})"
+                         if started["started"] == "in_place" else
+                         f"the program starts the ordinary way ({started['reason']}; pid {pid})")
+                child._forked(message["forked"], started)
+            elif "exited" in message:
+                child = self._running.pop(message["exited"], None)
+                if child is not None:
+                    child._exited(int(message.get("code", -signal.SIGKILL)))
+        self.dead = True
+        self.ready.set()
+        with self._lock:
+            orphans = list(self._pending) + list(self._running.values())
+            self._pending.clear()
+            self._running.clear()
+        for child in orphans:
+            child._lost()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def _log_hello(self) -> None:
+        rss = self.hello.get("rss_kib")
+        self.log(f"pre-warmed {self.label} in {self.hello.get('seconds', 0):.1f} s"
+                 + (f" ({rss / 1024:.0f} MiB)" if rss else "")
+                 + ("" if self.proc else " (shared by this machine's tasks)"))
+        for module, error in (self.hello.get("failed") or {}).items():
+            self.log(f"could not pre-import {module} ({error}): the program starts the ordinary way")
+
+    def fork(self, argv: Sequence[str], env: Mapping[str, str], cwd: str | None, *, interpreter: str,
+             options: Sequence[str], modules: Sequence[str]) -> ForkedProcess | None:
+        """Ask for ``argv`` to be started; None if the server cannot take the order (then start it
+        the ordinary way). Returns at once, also while the server is still importing."""
+        order = {"fork": {"argv": list(argv), "env": dict(env), "cwd": cwd, "interpreter": interpreter,
+                          "options": list(options), "modules": list(modules)}}
+        data = json.dumps(order).encode()
+        with self._lock:
+            if self.dead:
+                return None
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
+            try:
+                self.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [out_w, err_w]))])
+            except OSError as e:
+                for fd in (out_r, err_r):
+                    os.close(fd)
+                self.log(f"cannot hand the program to the pre-warmed interpreter ({e.strerror or e}): "
+                         f"it starts the ordinary way")
+                return None
+            finally:
+                os.close(out_w)
+                os.close(err_w)
+            child = ForkedProcess(argv, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"), cancel=self.close)
+            self._pending.append(child)
+        return child
+
+    def private_kib(self) -> int | None:
+        """The server's own memory (pages it does not share with the programs it forked)."""
+        pid = self.proc.pid if self.proc else (self.hello or {}).get("pid")
+        return _usage_kib(pid, "private") if pid else None
+
+    def close(self) -> None:
+        """Disconnect (the server kills any program it still runs for us); stop our own server."""
+        self.dead = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        if self.proc is not None:
+            try:
+                self.proc.wait(2)  # it exits once its programs are reaped
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                self.proc.wait()
 
 
 class Prewarmer:
-    """Keeps one pre-warmed interpreter for the next start of ``command``.
+    """Keeps a fork server for the starts of ``command``.
 
-    ``start()`` pre-warms the first one; :meth:`spawn` is the Trainer's spawn hook (falls back
-    to :func:`~marathon_tf.supervisor.popen`); :meth:`note_step` tells it the program reached a
-    step (time for the standby); ``close()`` stops the standby and the spawner thread.
+    ``start()`` starts (or, locally, connects to) the server; :meth:`spawn` is the Trainer's spawn
+    hook (falls back to :func:`~marathon_tf.supervisor.popen`); :meth:`note_step` tells it the
+    program reached a step (time to look at the memory); ``close()`` stops it.
     """
 
     def __init__(self, command: Sequence[str], modules: Sequence[str], environ: Mapping[str, str], *,
@@ -203,16 +380,18 @@ class Prewarmer:
         self.modules, self.cwd, self.log = list(modules), cwd, log
         self.env = dict(environ)
         self.env.pop("TF_CONFIG", None)  # the one variable that differs at the program's start
+        self.env.pop(SOCKET_VAR, None)
         self.env.setdefault("PYTHONUNBUFFERED", "1")
+        self.socket_path = environ.get(SOCKET_VAR) or None
         self.standby_after, self.mem_limit_mib = standby_after, mem_limit_mib
+        self.interpreter: str | None = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prewarm-spawner")
         self._lock = threading.Lock()
-        self._warm: _Warm | None = None
+        self._server: ForkServer | None = None
         self._stepped = threading.Event()
         self._generation = 0
         self._closed = False
-        self._estimate_kib: int | None = None
-        self.last: _Warm | None = None  # the pre-warmed interpreter that ran the last start, if any
+        self.last: ForkedProcess | None = None  # the forked program of the last start, if any
 
     @classmethod
     def for_command(cls, command: Sequence[str], modules: Sequence[str], environ: Mapping[str, str],
@@ -227,121 +406,94 @@ class Prewarmer:
             pass
         return cls(command, modules, environ, **kw)
 
+    @property
+    def label(self) -> str:
+        return f"{self.command.interpreter} with {', '.join(self.modules)}"
+
     # -- the spawner thread does every fork ---------------------------------------------------
     def _in_spawner(self, fn, *args):
         return self._pool.submit(fn, *args).result()
 
-    def _start_one(self, idle: bool = False) -> _Warm | None:
-        interpreter = _resolve(self.command.interpreter, self.env, self.cwd)
-        if interpreter is None:
+    def _open(self) -> None:
+        self.interpreter = resolve_interpreter(self.command.interpreter, self.env, self.cwd)
+        if self.interpreter is None:
             self.log(f"cannot pre-warm: {self.command.interpreter} not found on PATH")
-            return None
-        read_fd, write_fd = os.pipe()
-        try:
-            proc = subprocess.Popen([interpreter, *self.command.options, CHILD, *(["--idle"] if idle else []),
-                                     str(write_fd), *self.modules],
-                                    env=self.env, cwd=self.cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True, pass_fds=(write_fd,),
-                                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
-        except OSError as e:
-            os.close(read_fd)
-            self.log(f"cannot pre-warm {interpreter}: {e}")
-            return None
-        finally:
-            os.close(write_fd)
-        return _Warm(proc, read_fd, self.log, f"{self.command.interpreter} with {', '.join(self.modules)}", idle)
-
-    def _replenish(self, idle: bool = False) -> None:
+            return
+        server = ForkServer.connect(self.socket_path, self.label, self.log) if self.socket_path else None
+        if server is None:
+            server = ForkServer.start(self.interpreter, self.command.options, self.modules, self.env, self.cwd,
+                                      self.label, self.log)
         with self._lock:
-            if self._closed or self._warm is not None:
-                return
-        warm = self._start_one(idle)
-        with self._lock:
-            if self._closed or self._warm is not None:
-                if warm:
-                    warm.discard()
-                return
-            self._warm = warm
+            if not self._closed:
+                self._server, server = server, None
+        if server is not None:
+            server.close()
 
     # -- the bootstrap's interface ------------------------------------------------------------
     def start(self) -> "Prewarmer":
-        self.log(f"pre-warming {self.command.interpreter} with {', '.join(self.modules)}")
-        self._pool.submit(self._replenish)
+        self.log(f"pre-warming {self.label}" + (" (the local runner's shared interpreter)" if self.socket_path else ""))
+        self._pool.submit(self._open)
         return self
 
-    def spawn(self, argv: Sequence[str], env: Mapping[str, str], cwd: str | None) -> subprocess.Popen:
-        """The Trainer's spawn hook: the pre-warmed interpreter runs ``argv``, or an ordinary start."""
+    @property
+    def server(self) -> ForkServer | None:
+        with self._lock:
+            return self._server
+
+    def spawn(self, argv: Sequence[str], env: Mapping[str, str], cwd: str | None):
+        """The Trainer's spawn hook: the fork server runs ``argv``, or an ordinary start."""
         with self._lock:
             closed = self._closed
         if closed:  # nothing pre-warmed any more: the ordinary start
             return popen(argv, env, cwd)
         return self._in_spawner(self._spawn, list(argv), dict(env), cwd)
 
-    def _spawn(self, argv: list[str], env: dict[str, str], cwd: str | None) -> subprocess.Popen:
+    def _spawn(self, argv: list[str], env: dict[str, str], cwd: str | None):
         with self._lock:
-            warm, self._warm = self._warm, None
+            server = self._server
             self._generation += 1
             generation = self._generation
             self._stepped.clear()
-        if warm is not None and (python_command(argv) != self.command or warm.proc.poll() is not None
-                                 or cwd != self.cwd):
-            warm.discard()
-            warm = None
-        self.last = warm
-        if warm is None:
-            proc = popen(argv, env, cwd)
-        else:
-            if warm.idle and warm.report is None:
-                _normal_priority(warm.proc.pid)  # still importing at idle priority: it is needed now
-            warm.order(argv, env, cwd)
-            proc = warm.proc
-        threading.Thread(target=self._standby_later, args=(generation, proc), daemon=True,
-                         name="prewarm-standby").start()
-        return proc
+        child = None
+        if server is not None and python_command(argv) == self.command:
+            child = server.fork(argv, env, cwd, interpreter=self.interpreter, options=self.command.options,
+                                modules=self.modules)
+        self.last = child
+        if child is None:
+            return popen(argv, env, cwd)
+        if server.proc is not None and self.mem_limit_mib:
+            threading.Thread(target=self._look_at_memory, args=(generation, server, child), daemon=True,
+                             name="prewarm-memory").start()
+        return child
 
     def note_step(self) -> None:
-        """The program printed a step: it is past its start, a standby may be pre-warmed now."""
+        """The program printed a step: it is past its start."""
         self._stepped.set()
 
-    def _standby_later(self, generation: int, proc: subprocess.Popen) -> None:
+    def _look_at_memory(self, generation: int, server: ForkServer, child: ForkedProcess) -> None:
+        """Once past its start: warn when the program and the server's own memory come close to the
+        task's ``mem`` (the server shares most of its pages with the program it forked)."""
         self._stepped.wait(self.standby_after)
-        with self._lock:  # a program that already ended (a crash right after its first step) is the
-            if self._closed or generation != self._generation:  # case a standby is for: keep going
+        with self._lock:
+            if self._closed or generation != self._generation or child.pid is None:
                 return
-        if not self._room_for_standby(proc.pid):
-            return
-        try:
-            self._pool.submit(self._replenish, True)  # at idle CPU priority: the program runs meanwhile
-        except RuntimeError:  # closed meanwhile
-            pass
-
-    def _room_for_standby(self, pid: int) -> bool:
-        if not self.mem_limit_mib:
-            return True
-        last = self.last.report if self.last is not None else None
-        if last and last.get("rss_kib"):
-            self._estimate_kib = last["rss_kib"]  # measured just after its imports
-        program = _rss_kib(pid) or 0
-        estimate = self._estimate_kib or program  # unknown: the program, which imported the same, is an upper bound
-        need = (program + estimate) / 1024
-        if need <= STANDBY_HEADROOM * self.mem_limit_mib:
-            return True
-        self.log(f"no standby interpreter: the program ({program / 1024:.0f} MiB) and a pre-warmed one "
-                 f"({estimate / 1024:.0f} MiB) would not fit in {STANDBY_HEADROOM:.0%} of the "
-                 f"task's {self.mem_limit_mib:g} MiB; a restart imports again")
-        return False
+        program, own = _usage_kib(child.pid) or 0, server.private_kib() or 0
+        if (program + own) / 1024 > STANDBY_HEADROOM * self.mem_limit_mib:
+            self.log(f"warning: the program ({program / 1024:.0f} MiB) and its pre-warmed interpreter's own memory "
+                     f"({own / 1024:.0f} MiB) come close to the task's {self.mem_limit_mib:g} MiB; raise mem or set "
+                     f'"prewarm": false')
 
     @property
     def waiting(self) -> subprocess.Popen | None:
-        """The pre-warmed interpreter waiting for the next start, if any (for tests and status)."""
-        with self._lock:
-            return self._warm.proc if self._warm else None
+        """The bootstrap's own fork server process, once it is ready (for tests and status)."""
+        server = self.server
+        return server.proc if server is not None and server.ready.is_set() and not server.dead else None
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            warm, self._warm = self._warm, None
+            server, self._server = self._server, None
             self._stepped.set()
-        if warm is not None:
-            warm.discard()
+        if server is not None:
+            server.close()
         self._pool.shutdown(wait=True)

@@ -172,6 +172,10 @@ class Trainer:
         return exit_status(code)
 
     def _signal_group(self, sig: int) -> None:
+        signal_group = getattr(self.proc, "signal_group", None)  # a forked program (marathon_tf.prewarm)
+        if signal_group is not None:
+            signal_group(sig)
+            return
         try:
             os.killpg(self.proc.pid, sig)
         except (ProcessLookupError, PermissionError):

@@ -194,7 +194,7 @@ class TaskContext:
             permanent_exit_codes=permanent,
             logdir=environ.get("MTF_LOGDIR", ""),
             progress_timeouts=progress_timeouts,
-            prewarm=_prewarm(environ.get("MTF_PREWARM")),
+            prewarm=prewarm_modules(environ.get("MTF_PREWARM")),
         )
 
     @property
@@ -209,7 +209,8 @@ class TaskContext:
         return out
 
 
-def _prewarm(raw: str | None) -> tuple[str, ...]:
+def prewarm_modules(raw: str | None) -> tuple[str, ...]:
+    """``MTF_PREWARM`` -> the modules a pre-warmed trainer imports (unset: the default; false: none)."""
     if raw is None:
         return _DEFAULTS["prewarm"]
     if raw.strip().lower() in ("", "false", "0", "off", "no"):

@@ -24,6 +24,7 @@ from aiohttp import web
 from .faults import FaultInjector
 from .mesos_dns import MesosDns
 from .security import Credentials, Security
+from .launcher import Launcher
 from .server import Runtime, create_app
 
 __all__ = ["LocalCluster", "PortInUse", "serve"]
@@ -77,6 +78,8 @@ class LocalCluster:
         self._options = dict(heartbeat=heartbeat, kill_grace=kill_grace, kill_grace_cap=kill_grace_cap,
                              shutdown_grace=shutdown_grace)
         self._dns_options = dict(refresh=dns_refresh, ttl=dns_ttl)
+        #: Built before the servers start, so that :meth:`prewarm` can start interpreters first.
+        self.launcher = Launcher(self.state_dir, host, kill_grace_cap)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._thread: Optional[threading.Thread] = None
         self._rt: Optional[Runtime] = None
@@ -108,7 +111,7 @@ class LocalCluster:
 
     async def _startup(self) -> None:
         marathon_port, dns_port, dns_http_port = self._ports
-        self._rt = Runtime(self.state_dir, self.host, security=self.security, **self._options)
+        self._rt = Runtime(self.state_dir, self.host, security=self.security, launcher=self.launcher, **self._options)
         self._rt.start()
         runner = web.AppRunner(create_app(self._rt, self._ui_dir), access_log=None, handler_cancellation=True,
                                 shutdown_timeout=2.0)
@@ -132,6 +135,11 @@ class LocalCluster:
         self._rt.launcher.runner_env = {"MTF_RUNNER_MESOS_DNS": self.mesos_dns,
                                         "MTF_RUNNER_MESOS_DNS_HTTP": self.mesos_dns_http,
                                         "MTF_RUNNER_MARATHON_URL": self.marathon_url}
+
+    def prewarm(self, apps: list[dict]) -> int:
+        """Start the shared pre-warmed interpreters these apps' tasks will use, now (before
+        :meth:`start`: the import overlaps the runner's own start-up); how many apps have one."""
+        return sum(1 for app in apps if self.launcher.prewarm(app))
 
     async def _shutdown(self) -> None:
         if self._rt is not None:

@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import Optional
 from urllib.parse import unquote, urlparse
 
+from ..prewarm import SOCKET_VAR
 from ..shellexec import exec_form
 from . import reaper
+from .warmpool import WarmPool
 
 __all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "SECRET_VARS", "exec_form", "volume_problem",
            "last_line"]
@@ -182,6 +184,8 @@ class Launcher:
         #: Variables every task gets on top of its app's environment: the runner's own addresses
         #: (``MTF_RUNNER_*``, which the bootstrap prefers over the rendered cluster defaults).
         self.runner_env: dict[str, str] = {}
+        #: Shared pre-warmed interpreters (:mod:`marathon_tf.local.warmpool`).
+        self.warm = WarmPool(self.state_dir / "prewarm", before_start=self.guardian.start)
 
     def sandbox(self, task_id: str) -> Path:
         return self.state_dir / "sandboxes" / task_id
@@ -261,6 +265,9 @@ class Launcher:
             raise FetchError("local mode runs commands on the host: the app needs 'cmd' or 'args'")
         self.guardian.start()
         env = {**env, **self.runner_env, reaper.TOKEN_VAR: self.token}
+        warm = self.warm.socket_for(app, env)
+        if warm:
+            env[SOCKET_VAR] = warm
         with open(box / "stdout", "ab") as out, open(box / "stderr", "ab") as err:
             try:
                 proc = await asyncio.create_subprocess_exec(
@@ -324,9 +331,15 @@ class Launcher:
             await asyncio.sleep(0.1)
         self.reap_group(proc.pid)
 
+    def prewarm(self, app: dict) -> Optional[str]:
+        """Start the shared pre-warmed interpreter ``app``'s tasks will use (if any) ahead of them."""
+        env = {**task_env(app, "", "", [], "", self.host), **self.runner_env, reaper.TOKEN_VAR: self.token}
+        return self.warm.prestart(app, env)
+
     def kill_all_now(self) -> None:
         """Last resort (stop, atexit): SIGKILL every process group still alive and every process
         carrying this runner's token (whatever group or session it moved to); stop the guardian."""
+        self.warm.close()
         for pgid in list(self.live_groups):
             self.signal_group(pgid, signal.SIGKILL)
         self.live_groups.clear()

@@ -45,7 +45,7 @@ class Runtime:
 
     def __init__(self, state_dir: Path, host: str = "127.0.0.1", heartbeat: float = 10.0,
                  kill_grace: float = 3.0, kill_grace_cap: float = 30.0, shutdown_grace: float = 2.0,
-                 security: Security | None = None) -> None:
+                 security: Security | None = None, launcher: Launcher | None = None) -> None:
         self.host = host
         self.security = security or Security(host)
         self.heartbeat = heartbeat
@@ -53,7 +53,7 @@ class Runtime:
         self.state = State(host)
         self.bus = EventBus()
         self.faults = FaultInjector()
-        self.launcher = Launcher(Path(state_dir), host, kill_grace_cap)
+        self.launcher = launcher or Launcher(Path(state_dir), host, kill_grace_cap)
         self.scheduler = Scheduler(self.state, self.launcher, self.bus, kill_grace, shutdown_grace)
         self.scheduler.extra_env = self.security.task_env
         self.deployments = DeploymentManager(self.state, self.scheduler, self.bus)

@@ -90,7 +90,7 @@ def both(argv, env, cwd, *, tf_config='{"cluster": {}}'):
     try:
         wait_for(lambda: warmer.waiting is not None, 30, what="a pre-warmed interpreter")
         warm = finish(warmer.spawn(argv, run_env, cwd))
-        assert warmer.last.done.wait(10)
+        assert warmer.last.forked.wait(10)
         return plain, warm, warmer.last.started
     finally:
         warmer.close()
@@ -145,7 +145,7 @@ def test_what_cannot_run_in_place_starts_the_ordinary_way(program):
     try:
         wait_for(lambda: warmer.waiting is not None, 30, what="a pre-warmed interpreter")
         code, out, err = finish(warmer.spawn([sys.executable, "prog/probe.py"], changed, cwd))
-        assert warmer.last.done.wait(10)
+        assert warmer.last.forked.wait(10)
         assert warmer.last.started["reason"] == "the environment differs from the pre-warmed one"
         assert code == 0 and err.strip() == "warm=False"
     finally:
@@ -160,7 +160,7 @@ def test_a_failed_prewarm_import_starts_the_ordinary_way(program):
     try:
         wait_for(lambda: warmer.waiting is not None, 30, what="a pre-warmed interpreter")
         code, out, err = finish(warmer.spawn([sys.executable, "prog/probe.py"], env, cwd))
-        assert warmer.last.done.wait(10)
+        assert warmer.last.forked.wait(10)
         assert code == 0 and warmer.last.started["reason"] == "a pre-warm import failed"
         assert any("could not pre-import no_such_module_mtf" in line for line in logs)
     finally:
@@ -302,56 +302,6 @@ def test_prewarm_off_or_not_python_means_no_prewarmer(tmp_path):
     boot.prewarmer.close()
 
 
-def test_a_standby_imports_at_idle_priority_and_runs_the_program_at_normal_priority(program, tmp_path):
-    """Where the process may return to its normal policy (CAP_SYS_NICE / RLIMIT_NICE), the standby
-    imports at SCHED_IDLE (so it takes no CPU the running program wants) and the program then runs
-    with the policy every other start gets."""
-    env, cwd = program
-    (tmp_path / "lib" / "mtf_marker.py").write_text(
-        "import os, threading\nPOLICY = os.sched_getscheduler(0)\n"
-        "t = threading.Thread(target=lambda: None); t.start(); t.join()\n")
-    (tmp_path / "prog" / "policy.py").write_text(
-        "import os, sys\nprint(os.sched_getscheduler(0), getattr(sys.modules.get('mtf_marker'), 'POLICY', None))\n")
-    logs = []
-    warmer = Prewarmer([sys.executable, "prog/policy.py"], ["mtf_marker"], env, cwd=cwd, log=logs.append)
-    try:
-        warmer._pool.submit(warmer._replenish, True).result()  # what note_step / the timer do
-        wait_for(lambda: warmer.waiting is not None and any("pre-warmed" in line for line in logs), 30,
-                 what="a standby")
-        code, out, _ = finish(warmer.spawn([sys.executable, "prog/policy.py"], env, cwd))
-    finally:
-        warmer.close()
-    running, at_import = (int(x) for x in out.split())
-    assert code == 0 and running == os.sched_getscheduler(0)
-    from marathon_tf.prewarm_child import _may_leave_idle
-
-    if _may_leave_idle():
-        assert at_import == os.SCHED_IDLE and any("at idle CPU priority" in line for line in logs), logs
-    else:
-        assert at_import == running
-
-
-def test_a_standby_still_importing_when_needed_goes_back_to_normal_priority(program, tmp_path):
-    env, cwd = program
-    (tmp_path / "lib" / "mtf_marker.py").write_text("import time\ntime.sleep(3)\n")  # a slow import
-    (tmp_path / "prog" / "policy.py").write_text("import os\nprint(os.sched_getscheduler(0))\n")
-    warmer = Prewarmer([sys.executable, "prog/policy.py"], ["mtf_marker"], env, cwd=cwd)
-    try:
-        warmer._pool.submit(warmer._replenish, True).result()
-        proc = warmer.waiting
-        from marathon_tf.prewarm_child import _may_leave_idle
-
-        if _may_leave_idle():  # else it imports at the normal policy, and this test checks only the end
-            wait_for(lambda: os.sched_getscheduler(proc.pid) == os.SCHED_IDLE, 10, what="the standby at idle")
-        child = warmer.spawn([sys.executable, "prog/policy.py"], env, cwd)
-        if child.poll() is None:
-            assert os.sched_getscheduler(child.pid) == os.sched_getscheduler(0)  # boosted at once
-        code, out, _ = finish(child)
-        assert code == 0 and int(out) == os.sched_getscheduler(0)
-    finally:
-        warmer.close()
-
-
 def test_after_close_a_start_is_the_ordinary_one(program):
     env, cwd = program
     warmer = Prewarmer([sys.executable, "prog/probe.py"], ["mtf_marker"], env, cwd=cwd).start()
@@ -360,22 +310,147 @@ def test_after_close_a_start_is_the_ordinary_one(program):
     assert code == 0 and err.strip() == "warm=False" and warmer.waiting is None
 
 
-def test_no_standby_when_the_task_s_memory_has_no_room_for_it(program, tmp_path):
+def test_a_warning_when_the_program_and_the_server_come_close_to_the_task_s_memory(program, tmp_path):
     env, cwd = program
-    (tmp_path / "lib" / "mtf_marker.py").write_text("BALLAST = bytearray(64 * 2**20)\n")  # 64 MiB resident
+    (tmp_path / "lib" / "mtf_marker.py").write_text("BALLAST = bytearray(64 * 2**20)\n")  # 64 MiB, shared after fork
     logs = []
     warmer = Prewarmer([sys.executable, "prog/probe.py"], ["mtf_marker"], env, cwd=cwd, log=logs.append,
-                       mem_limit_mib=100).start()  # program (> 64 MiB) + standby (> 64 MiB) > 90 MiB
+                       mem_limit_mib=70).start()  # the program alone (> 64 MiB) is more than 90 % of 70 MiB
     try:
         wait_for(lambda: warmer.waiting is not None, 30, what="a pre-warmed interpreter")
         trainer = Trainer([sys.executable, "prog/probe.py", "sleep"], env, cwd=cwd, stdout=io.BytesIO(),
                           stderr=io.BytesIO(), spawn=warmer.spawn, on_step=lambda s: warmer.note_step())
         trainer.start()
-        wait_for(lambda: any("no standby interpreter" in line for line in logs), 30, what="the refusal")
-        assert warmer.waiting is None
-        trainer.stop(grace=5)
+        line = wait_for(lambda: [m for m in logs if m.startswith("warning: the program")], 30, what="the warning")[0]
+        assert "raise mem or set \"prewarm\": false" in line and "70 MiB" in line
+        assert trainer.proc.poll() is None and warmer.waiting is not None  # a warning: nothing is stopped
+        assert trainer.stop(grace=5) == 128 + signal.SIGTERM
     finally:
         warmer.close()
+
+
+def test_every_start_is_a_fork_of_one_import(program, tmp_path):
+    """The server imports once; the first start and every restart are forks of it (no second import)."""
+    env, cwd = program
+    log = tmp_path / "imports.log"
+    (tmp_path / "lib" / "mtf_marker.py").write_text(f"open({str(log)!r}, 'a').write('imported\\n')\n")
+    warmer = Prewarmer([sys.executable, "prog/probe.py"], ["mtf_marker"], env, cwd=cwd).start()
+    try:
+        wait_for(lambda: warmer.waiting is not None, 30, what="a pre-warmed interpreter")
+        pids = set()
+        for _ in range(3):
+            child = warmer.spawn([sys.executable, "prog/probe.py"], env, cwd)
+            code, out, err = finish(child)
+            assert code == 0 and err.strip() == "warm=True" and child.started["started"] == "in_place"
+            pids.add(child.pid)
+        assert len(pids) == 3 and log.read_text() == "imported\n"
+    finally:
+        warmer.close()
+
+
+def test_a_sigkill_before_the_server_is_ready_gives_up_on_the_start(program, tmp_path):
+    """Stopping a program whose server is still importing: SIGTERM waits for the fork, SIGKILL cancels it."""
+    env, cwd = program
+    (tmp_path / "lib" / "mtf_marker.py").write_text("import time\ntime.sleep(30)\n")
+    warmer = Prewarmer([sys.executable, "prog/probe.py"], ["mtf_marker"], env, cwd=cwd).start()
+    try:
+        wait_for(lambda: warmer.server is not None, 30, what="the server to start importing")
+        server = warmer.server.proc
+        trainer = Trainer([sys.executable, "prog/probe.py", "sleep"], env, cwd=cwd, stdout=io.BytesIO(),
+                          stderr=io.BytesIO(), spawn=warmer.spawn)
+        trainer.start()
+        assert trainer.pid is None  # not forked yet
+        assert trainer.stop(grace=0.5) == 128 + signal.SIGKILL
+        wait_for(lambda: server.poll() is not None, 10, what="the bootstrap's server to be gone")
+    finally:
+        warmer.close()
+
+
+def _serving(tmp_path, env, linger=30.0):
+    from marathon_tf.local.warmpool import WarmPool
+
+    return WarmPool(tmp_path / "pool", linger=linger)
+
+
+def _task(env, **extra):
+    """A task's environment as the local runner gives it (its per-task variables differ)."""
+    return {**env, "MTF_ROLE": "worker", "MTF_PREWARM": "mtf_marker", **extra}
+
+
+def test_the_tasks_of_one_machine_share_one_server(program, tmp_path):
+    """Two tasks (different per-task variables) get the same server; it imported once and runs
+    both programs in place; a task whose environment differs otherwise gets its program started
+    the ordinary way by it."""
+    env, cwd = program
+    log = tmp_path / "imports.log"
+    (tmp_path / "lib" / "mtf_marker.py").write_text(f"open({str(log)!r}, 'a').write('imported\\n')\n")
+    app = {"cmd": f"marathon-tf bootstrap -- {sys.executable} prog/probe.py"}
+    pool = _serving(tmp_path, env)
+    try:
+        first = pool.socket_for(app, _task(env, MTF_INDEX="0", PORT0="2000", MESOS_TASK_ID="a"))
+        second = pool.socket_for(app, _task(env, MTF_INDEX="1", PORT0="2001", MESOS_TASK_ID="b", PWD="/x"))
+        assert first and first == second
+        assert pool.socket_for({"cmd": "marathon-tf bootstrap -- 'python3 train.py && echo'"}, _task(env)) is None
+        assert pool.socket_for(app, _task(env, MTF_PREWARM="false")) is None
+        results = []
+        for i, extra in enumerate(({"MTF_INDEX": "0"}, {"MTF_INDEX": "1"}, {"MTF_INDEX": "2", "OMP_NUM_THREADS": "1"})):
+            task = _task(env, MESOS_TASK_ID=f"t{i}", **extra, **{"MTF_PREWARM_SOCKET": first})
+            warmer = Prewarmer([sys.executable, "prog/probe.py"], ["mtf_marker"], task, cwd=cwd).start()
+            try:
+                child = warmer.spawn([sys.executable, "prog/probe.py"], dict(task, TF_CONFIG="{}"), cwd)
+                code, out, err = finish(child)
+                results.append((code, err.strip(), child.started, json.loads(out.splitlines()[0])["tf_config"]))
+                assert warmer.waiting is None  # no server of its own
+            finally:
+                warmer.close()
+        assert results[0] == results[1] == (0, "warm=True", {"started": "in_place", "reason": None}, "{}")
+        assert results[2] == (0, "warm=False", {"started": "ordinary",
+                                                "reason": "the environment differs from the pre-warmed one"}, "{}")
+        assert log.read_text() == "imported\n"
+    finally:
+        pool.close()
+
+
+def test_a_task_that_goes_away_takes_its_program_from_the_shared_server(program, tmp_path):
+    """The shared server outlives a task; the task's program does not (its connection closed)."""
+    env, cwd = program
+    app = {"cmd": f"marathon-tf bootstrap -- {sys.executable} prog/probe.py"}
+    pool = _serving(tmp_path, env)
+    try:
+        path = pool.socket_for(app, _task(env))
+        task = _task(env, MTF_PREWARM_SOCKET=path)
+        holder = textwrap.dedent(f"""\
+            import sys, time
+            sys.path[:0] = {sys.path!r}
+            from marathon_tf.prewarm import Prewarmer
+            w = Prewarmer([sys.executable, "prog/probe.py"], ["mtf_marker"], {task!r}, cwd={cwd!r}).start()
+            child = w.spawn([sys.executable, "prog/probe.py", "sleep"], {task!r}, {cwd!r})
+            child.forked.wait(30)
+            print(child.pid, flush=True)
+            time.sleep(120)
+            """)
+        proc = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, cwd=cwd)
+        try:
+            pid = int(proc.stdout.readline())
+            os.kill(pid, 0)
+            proc.kill()
+            proc.wait(10)
+            wait_for(lambda: _gone(pid), 10, what="the program of a task that went away to die")
+        finally:
+            proc.kill()
+            proc.wait()
+        server = next(iter(pool._servers.values())).proc
+        assert server.poll() is None  # still there for the other tasks
+    finally:
+        pool.close()
+
+
+def _gone(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
 
 
 def test_a_bootstrap_stopped_while_discovering_leaves_no_pre_warmed_interpreter(tmp_path, program):
