@@ -1,8 +1,8 @@
 """Pre-warmed trainers and render speed, as ratios measured in one run.
 
 * in-place restart to the next step: SIGKILL worker-1's *training program* (not its task)
-  mid-training; its bootstrap restarts it in place (after its 1 s restart backoff) in the
-  standby pre-warmed interpreter -> seconds until worker-1 printed its next ``step=`` line.
+  mid-training; its bootstrap restarts it in place (after its 1 s restart backoff), forked by the
+  pre-warmed interpreter (no import) -> seconds until worker-1 printed its next ``step=`` line.
   The same with ``prewarm: false`` (the restart imports TensorFlow again) for the ratio.
 * render of 1 ps + 1,000 / 10,000 workers as a whole process (``marathon-tf render job.json >
   file``) against tensorflow/ecosystem's Marathon template rendered the way its README says
@@ -42,17 +42,6 @@ def _trainer_pid(cluster, task: str) -> tuple[Path, int]:
     return box, int(pids[-1])
 
 
-def _await_standby(cluster, task: str, timeout: float = 90) -> None:
-    """Until ``task``'s bootstrap has its standby interpreter ready (the second 'pre-warmed' line)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        box, _ = _trainer_pid(cluster, task)
-        if (box / "stderr").read_text(errors="replace").count("marathon-tf bootstrap: pre-warmed ") >= 2:
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"{task}: no standby pre-warmed interpreter after {timeout:.0f} s")
-
-
 def _kill_program(task: str):
     def disrupt(cluster, client, job) -> None:
         _, pid = _trainer_pid(cluster, task)
@@ -67,9 +56,8 @@ def bench_inplace_restart(quick: bool) -> list[Row]:
     results: dict[bool, list[float]] = {True: [], False: []}
     for i in range(n):
         for prewarm in ((True, False) if i % 2 == 0 else (False, True)):  # alternate: drift hits both alike
-            prepare = (lambda cluster: _await_standby(cluster, "worker-1")) if prewarm else None
             try:
-                results[prewarm].append(_one_run(_kill_program("worker-1"), 2, prepare=prepare,
+                results[prewarm].append(_one_run(_kill_program("worker-1"), 2,
                                                  **({} if prewarm else {"prewarm": False}))[0])
             except TimeoutError as e:
                 return [Row("in-place restart to next step", "did not complete", "", str(e))]

@@ -284,9 +284,9 @@ class ForkServer:
                 self._running[message["forked"]] = child
                 started = {"started": message.get("started"), "reason": message.get("reason")}
                 pid = message["forked"]
-                self.log(f"the program runs in the pre-warmed interpreter (pid {pid})"
+                self.log(f"started training program (pid {pid}): it runs in the pre-warmed interpreter"
                          if started["started"] == "in_place" else
-                         f"the program starts the ordinary way ({started['reason']}; pid {pid})")
+                         f"started training program (pid {pid}) the ordinary way ({started['reason']})")
                 child._forked(message["forked"], started)
             elif "exited" in message:
                 child = self._running.pop(message["exited"], None)

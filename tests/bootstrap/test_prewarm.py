@@ -283,7 +283,7 @@ def test_the_bootstrap_runs_prewarmed_and_restarts_in_a_standby(tmp_path, progra
         tfc = [json.loads(line[4:]) for line in lines if line.startswith("TFC=")]
         assert tfc[0] == tfc[1] and tfc[0]["task"] == {"type": "worker", "index": 1}
         log = capsys.readouterr().err  # the bootstrap's own log lines
-        assert log.count("the program runs in the pre-warmed interpreter") == 2, log
+        assert log.count("runs in the pre-warmed interpreter") == 2, log
         assert boot.status.snapshot()["step"] == 5 and boot.prewarmer.waiting is None  # closed once finished
     finally:
         boot.request_stop()

@@ -51,7 +51,7 @@ def _prewarmed(tmp_path):
     for box in (tmp_path / "state").glob("*/sandboxes/*"):
         log = (box / "stderr").read_text(errors="replace")
         task = box.name.split(".")[0].rsplit("_", 1)[-1]
-        out[task] = "the program runs in the pre-warmed interpreter" in log
+        out[task] = "runs in the pre-warmed interpreter" in log
         assert ("pre-warm" in log) == out[task], log[-3000:]
     return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -108,25 +109,12 @@ def test_a_program_that_hangs_before_its_first_step_is_failed_by_the_watchdog(tm
 
 
 def _trainer_pid(state: Path, task_index: int) -> int | None:
-    """worker-N's training program: started the ordinary way (``train.py … --task_index=N``) or run in
-    place by its pre-warmed interpreter (``prewarm_child.py``, not the ``--idle`` standby), whose
-    environment is the task's."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if not cwd.startswith(str(state)):
-            continue
-        if b"train.py" in cmd and b"--job_name=worker" in cmd and f"--task_index={task_index}".encode() in cmd:
-            return int(pid)
-        if any(c.endswith(b"prewarm_child.py") for c in cmd) and b"--idle" not in cmd \
-                and b"MTF_ROLE=worker" in env and f"MTF_INDEX={task_index}".encode() in env:
-            return int(pid)
+    """worker-N's training program, as its bootstrap logged it: ``started training program (pid P)``
+    (also when the local runner's shared pre-warmed interpreter forked it)."""
+    for stderr in state.glob(f"*/sandboxes/*_worker-{task_index}.*/stderr"):
+        found = re.findall(r"started training program \(pid (\d+)\)", stderr.read_text(errors="replace"))
+        if found:
+            return int(found[-1])
     return None
 
 
