@@ -33,6 +33,7 @@ from typing import Callable, Mapping, Optional
 
 from ..prewarm import SOCKET_VAR, python_command, resolve_interpreter, server_argv
 from ..prewarm_child import shared_env
+from ..supervisor import _die_with_parent
 from .reaper import TOKEN_VAR
 
 __all__ = ["WarmPool", "LINGER", "bootstrap_command"]
@@ -136,7 +137,7 @@ class WarmPool:
                                                     linger=self.linger),
                                         env=env, cwd=str(self.dir), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                         start_new_session=True, pass_fds=(listener.fileno(),),
-                                        preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None)
+                                        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         except OSError:
             return None
         finally:
@@ -159,8 +160,3 @@ class WarmPool:
             except OSError:
                 pass
 
-
-def _pdeathsig() -> None:  # pragma: no cover - runs in the child
-    from ..supervisor import _die_with_parent
-
-    _die_with_parent()
