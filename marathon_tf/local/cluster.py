@@ -154,6 +154,7 @@ class LocalCluster:
     def stop(self) -> None:
         """Stop every task process and the servers (idempotent)."""
         if self._loop is None:
+            self.launcher.kill_all_now()  # interpreters pre-warmed before a start that never came
             return
         if self._stopping:
             self._done.wait(90)
