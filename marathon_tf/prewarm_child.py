@@ -69,6 +69,22 @@ def shared_env(env):
     return {k: v for k, v in env.items() if not per_task(k)}
 
 
+def _exec_environment():
+    """The environment this process was started with, before the interpreter changed its own
+    (PEP 538 sets LC_CTYPE in a C locale): /proc/self/environ; os.environ where there is none."""
+    try:
+        with open("/proc/self/environ", "rb") as f:
+            data = f.read()
+    except OSError:
+        return dict(os.environ)
+    env = {}
+    for item in data.split(b"\0"):
+        if b"=" in item:
+            key, value = item.split(b"=", 1)
+            env[os.fsdecode(key)] = os.fsdecode(value)
+    return env
+
+
 def _rss_kib():
     try:
         with open("/proc/self/status") as f:
@@ -334,6 +350,7 @@ def _serve(server, listener, client, linger):
                     _send(item, {"error": "fork: %s" % e})
                     continue
                 if pid == 0:  # the program's process
+                    order["interpreter_env"] = server["added"]
                     signal.set_wakeup_fd(-1)
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                     for fd in (wake_r, wake_w):
@@ -380,6 +397,7 @@ def _become(order, fds, server_pid):
         _exec(order)
     os.environ.clear()
     os.environ.update(env)
+    os.environ.update(order.get("interpreter_env") or {})  # what a fresh interpreter would add, too
 
 
 def _options(argv):
@@ -395,7 +413,8 @@ def main():
     import socket
 
     values, modules = _options(sys.argv[1:])
-    started, started_with = time.monotonic(), dict(os.environ)
+    started, started_with = time.monotonic(), _exec_environment()
+    added = {k: v for k, v in os.environ.items() if started_with.get(k) != v}  # by this interpreter itself
     if values["--listen"] is not None:
         listener = socket.socket(fileno=int(values["--listen"]))
         client = None
@@ -404,7 +423,7 @@ def main():
         client = socket.socket(fileno=int(values["--fd"]))
     failed = _prewarm(modules)
     server = {"interpreter": values["--interpreter"], "options": json.loads(values["--options"]),
-              "modules": modules, "failed": failed, "env": started_with,
+              "modules": modules, "failed": failed, "env": started_with, "added": added,
               "hello": {"ready": True, "seconds": round(time.monotonic() - started, 3), "rss_kib": _rss_kib(),
                         "failed": failed, "pid": os.getpid()}}
     import warnings

@@ -115,6 +115,17 @@ def test_a_program_sees_what_python_would_give_it(program, how):
     assert perr.strip() == "warm=False" and werr.strip() == "warm=True"  # imported before it started
 
 
+def test_the_environment_is_what_a_fresh_interpreter_sees_also_in_the_c_locale(program, tmp_path):
+    """Without LANG, Python itself sets LC_CTYPE at start-up (PEP 538): the server compares the
+    environment it was *given* with the order's, and the program gets what a fresh interpreter has."""
+    env, cwd = program
+    env = {k: v for k, v in env.items() if k != "LANG"}
+    (tmp_path / "prog" / "env.py").write_text("import json, os\nprint(json.dumps(dict(os.environ)))\n")
+    plain, warm, started = both([sys.executable, "prog/env.py"], env, cwd)
+    assert started == {"started": "in_place", "reason": None}
+    assert json.loads(warm[1]) == json.loads(plain[1])
+
+
 @pytest.mark.parametrize("what, code", [("exit-code", 3), ("exit-message", 1), ("raise", 1), ("interrupt", 130)])
 def test_exit_codes_and_tracebacks_are_python_s(program, what, code):
     env, cwd = program
