@@ -398,6 +398,20 @@ def _become(order, fds, server_pid):
     os.environ.clear()
     os.environ.update(env)
     os.environ.update(order.get("interpreter_env") or {})  # what a fresh interpreter would add, too
+    _reseed()
+
+
+def _reseed():
+    """Forked processes share their parent's random state; fresh interpreters do not. Python's
+    ``random`` reseeds itself after a fork; NumPy's global generator (seeded from the OS when
+    ``numpy`` is imported) does not: reseed it the same way, or every task would draw the same
+    numbers."""
+    legacy = sys.modules.get("numpy.random")
+    if legacy is not None:
+        try:
+            legacy.seed()
+        except Exception:  # noqa: BLE001 - a numpy without it: nothing to reseed
+            pass
 
 
 def _options(argv):

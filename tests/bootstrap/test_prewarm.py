@@ -359,6 +359,33 @@ def test_every_start_is_a_fork_of_one_import(program, tmp_path):
         warmer.close()
 
 
+def test_forked_programs_do_not_share_random_numbers(program, tmp_path):
+    """Fresh interpreters seed ``random`` and NumPy's global generator from the OS; so do forked
+    ones. NumPy 1.x's global generator does not reseed itself after a fork (2.x does): a stand-in
+    ``numpy.random`` that behaves like 1.x (state drawn once at import, ``seed()`` redraws it)."""
+    env, cwd = program
+    (tmp_path / "lib" / "numpy").mkdir()
+    (tmp_path / "lib" / "numpy" / "__init__.py").write_text("from . import random\n")
+    (tmp_path / "lib" / "numpy" / "random.py").write_text(
+        "import os\n_state = os.urandom(8).hex()\n"
+        "def seed(value=None):\n    global _state\n    _state = os.urandom(8).hex()\n"
+        "def random():\n    return _state\n")
+    (tmp_path / "lib" / "mtf_marker.py").write_text("import random\nimport numpy\n")
+    (tmp_path / "prog" / "draw.py").write_text(
+        "import random, numpy\nprint(random.random(), numpy.random.random(), flush=True)\n")
+    warmer = Prewarmer([sys.executable, "prog/draw.py"], ["mtf_marker"], env, cwd=cwd).start()
+    try:
+        draws = []
+        for _ in range(3):
+            child = warmer.spawn([sys.executable, "prog/draw.py"], env, cwd)
+            code, out, _ = finish(child)
+            assert code == 0 and child.started["started"] == "in_place", out
+            draws.append(out.split())
+        assert len({d[0] for d in draws}) == 3 and len({d[1] for d in draws}) == 3, draws
+    finally:
+        warmer.close()
+
+
 def test_a_sigkill_before_the_server_is_ready_gives_up_on_the_start(program, tmp_path):
     """Stopping a program whose server is still importing: SIGTERM waits for the fork, SIGKILL cancels it."""
     env, cwd = program
