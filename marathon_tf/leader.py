@@ -138,7 +138,11 @@ class _View:
     The last :data:`HISTORY` changes are kept as deltas, so a follower gets only what changed."""
 
     def __init__(self):
-        self.cond = threading.Condition()
+        lock = threading.RLock()
+        self.cond = threading.Condition(lock)
+        # the long polls of a forming job's followers (complete=1) wait here, on the same lock:
+        # woken once it is complete, not by each of its thousands of changes while forming
+        self.formed = threading.Condition(lock)
         self.peers: dict[PeerKey, str] = {}
         self.missing: dict[PeerKey, str] = {}
         self.version = 0
@@ -152,7 +156,15 @@ class _View:
             self.peers, self.missing = dict(peers), dict(missing)
             self.version += 1
             self.cond.notify_all()
+            if not self.missing:
+                self.formed.notify_all()
             return True
+
+    def wake(self) -> None:
+        """Wake every waiter (closing)."""
+        with self.cond:
+            self.cond.notify_all()
+            self.formed.notify_all()
 
     def since(self, version: int) -> tuple[dict, dict] | None:
         """Every change after ``version`` as ({name: address or None}, {name: detail or None});
@@ -218,8 +230,7 @@ class _Side:
 
     def close(self) -> None:
         self._closed.set()
-        with self.view.cond:
-            self.view.cond.notify_all()
+        self.view.wake()
 
     def wait(self, peers: Sequence[PeerKey], timeout: float,
              on_progress: Callable[[dict[PeerKey, str], dict[PeerKey, str]], None] | None = None
@@ -293,13 +304,10 @@ class _Hints:
 
     def send(self, targets: Mapping[PeerKey, str | None]) -> None:
         """Hint every follower at a status address it has not been hinted at yet."""
-        for key, address in targets.items():
-            if not address:
-                continue
-            with self._lock:
-                if self._pending.get(key) == address:
-                    continue
-                self._pending[key] = address
+        with self._lock:  # once per batch: 48 sender threads take this lock too
+            new = [(k, a) for k, a in targets.items() if a and self._pending.get(k) != a]
+            self._pending.update(new)
+        for key, address in new:
             self._submit(key, address, 0)
 
     def _submit(self, key: PeerKey, address: str, attempt: int) -> None:
@@ -312,9 +320,8 @@ class _Hints:
         import http.client
         from urllib.parse import urlencode
 
-        with self._lock:
-            if self.closed.is_set() or self._pending.get(key) != address:
-                return  # closed, or a newer address is being hinted
+        if self.closed.is_set() or self._pending.get(key) != address:
+            return  # closed, or a newer address is being hinted
         path = f"{HINT_PATH}?{urlencode({'job': self.job, 'task': self.task, 'at': self.at})}"
         host, _, port = address.rpartition(":")
         self.tried += 1
@@ -452,7 +459,7 @@ class LeaderRendezvous(_Side):
         leader, complete = query.get("leader", ""), query.get("complete") in ("1", "true")
         view = self.view
         with view.cond:
-            view.cond.wait_for(lambda: leader != self.leader_id or self._done() or (
+            (view.formed if complete else view.cond).wait_for(lambda: leader != self.leader_id or self._done() or (
                 view.version != after and (not complete or not view.missing)), timeout=wait)
             delta = view.since(after) if leader == self.leader_id else None
             if delta is not None:
