@@ -239,16 +239,21 @@ class _Side:
         DiscoveryError after ``timeout`` seconds naming what is missing."""
         deadline = self.clock() + timeout
         seen = -1
+        found: dict[PeerKey, str] = {}
+        lacking: dict[PeerKey, str] = {}
         while True:
             with self.view.cond:
                 if self.view.version == seen and not self._done():
                     self.view.cond.wait(0.2)
-                version, present, missing = self.view.version, dict(self.view.peers), dict(self.view.missing)
-            found = {p: present[p] for p in peers if p in present}
-            lacking = {p: missing.get(p, self._unknown()) for p in peers if p not in present}
-            if version != seen and on_progress:
-                on_progress(found, lacking)
-            seen = version
+                # the view's dicts are replaced, never changed: no copies (10,000 peers, every 0.2 s)
+                version, present, missing = self.view.version, self.view.peers, self.view.missing
+            if version != seen:  # only a new version is worth going through every peer
+                unknown = self._unknown()
+                found = {p: present[p] for p in peers if p in present}
+                lacking = {p: missing.get(p, unknown) for p in peers if p not in present}
+                if on_progress:
+                    on_progress(found, lacking)
+                seen = version
             if not lacking:
                 return found
             if self._done():
@@ -264,7 +269,7 @@ class _Side:
         """Peers now at another address; nothing while one of them is missing (a task waits
         for the rewritten spec rather than restart with a stale address mixed in)."""
         with self.view.cond:
-            present = dict(self.view.peers)
+            present = self.view.peers  # replaced, never changed: no copy at every tick
         if any(p not in present for p in current):
             return {}
         return {p: present[p] for p in current if present[p] != current[p]}
@@ -392,6 +397,7 @@ class LeaderRendezvous(_Side):
         self.others = [m for m in members if m != me]
         self._others = frozenset(self.others)
         self._formed = False
+        self._insurance = False  # the next read is only in case status updates were lost
         self._pool = None  # the thread of group reads that run while status updates go on
         self._stamp: dict[PeerKey, float] = {}  # when a status update last changed each peer
         self.rng = rng or random.Random()
@@ -475,6 +481,11 @@ class LeaderRendezvous(_Side):
         self._await_stream(ATTACH_WAIT)  # read after the stream attached: no status update falls between
         pending = None  # a group read in flight (a 10,000-app group takes seconds): events go on meanwhile
         while not self._done():
+            if (pending is None and time.monotonic() >= next_read and self._insurance
+                    and self._events_carry_addresses() and not self.view.missing):
+                # a re-read in case status updates were lost, but they completed the view: no need
+                self._insurance, self._formed = False, True
+                next_read = max(next_read, last_read + self._calm())
             if pending is None and time.monotonic() >= next_read:
                 started = time.monotonic()
                 if self.polls and self._events_carry_addresses():
@@ -500,16 +511,23 @@ class LeaderRendezvous(_Side):
         now = self.clock()
         if self._changed and not self._streaming():
             self._hot_until, self._delay = now + self.hot_window, first  # no events to wake us: watch closely
-        if missing and self._events_carry_addresses():
+        self._insurance = bool(missing) and self._events_carry_addresses()
+        if self._insurance:
             pause = max(self._delay, EVENT_FORMING)  # the events bring the rest; re-read now and then
         elif missing or now < self._hot_until:
             pause, self._delay = self._delay * self.rng.uniform(0.8, 1.2), min(cap, self._delay * 2)
-        else:  # calm; with an event stream only a slow re-read in case an event was lost
-            marathon = isinstance(self.backend, MarathonBackend)  # Mesos-DNS trails events: keep asking it
-            calm = max(self.slow, RESYNC) if self._streaming() and marathon else self.slow
-            pause, self._delay = calm * self.rng.uniform(0.5, 1.5), first
+        else:
+            pause = self._calm()
         gap = self._gap(asked)
         return started + max(pause, gap), started, gap
+
+    def _calm(self) -> float:
+        """Seconds to the next read once calm; with an event stream only a slow re-read in case
+        an event was lost."""
+        marathon = isinstance(self.backend, MarathonBackend)  # Mesos-DNS trails events: keep asking it
+        calm = max(self.slow, RESYNC) if self._streaming() and marathon else self.slow
+        self._delay = self.fast[0]
+        return calm * self.rng.uniform(0.5, 1.5)
 
     def _reader(self):
         if self._pool is None:
