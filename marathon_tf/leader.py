@@ -658,7 +658,8 @@ class FollowerRendezvous(_Side):
                  me: PeerKey | None, *, job: str, session=None, stop: threading.Event | None = None,
                  clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
                  schedule: tuple[float, float] | None = None, fallback: float | None = None,
-                 long_poll: float = LONG_POLL, leader_task: str = "", hint_wait: float | None = None):
+                 long_poll: float = LONG_POLL, leader_task: str = "", hint_wait: float | None = None,
+                 read_slack: float = 10.0):
         super().__init__(stop=stop, clock=clock)
         self.leader_task = leader_task
         self.hint_wait = hint_wait if hint_wait is not None else hint_wait_for(len(members))
@@ -676,7 +677,7 @@ class FollowerRendezvous(_Side):
         self.rng = rng or random.Random()
         self.schedule = schedule or poll_schedule(len(members))
         self.fallback = fallback if fallback is not None else fallback_after(len(members))
-        self.long_poll = long_poll
+        self.long_poll, self.read_slack = long_poll, read_slack  # a long poll's answer may take this much longer
         self.leader_address: str | None = None
         self.leader_id: str | None = None
         self.leader_detail = "not looked up yet"
@@ -774,7 +775,7 @@ class FollowerRendezvous(_Side):
             params["complete"] = "1"
         try:
             resp = self.session.get(f"http://{self.leader_address}{PATH}", params=params,
-                                    timeout=(10.0 if self.leader_id else 3.0, self.long_poll + 10.0))
+                                    timeout=(10.0 if self.leader_id else 3.0, self.long_poll + self.read_slack))
             doc = resp.json() if resp.status_code == 200 else None
         except Exception as e:  # refused / reset / timeout / not JSON: look the leader up again
             self.leader_detail = f"leader at {self.leader_address} unreachable ({type(e).__name__})"
