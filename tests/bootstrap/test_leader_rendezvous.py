@@ -447,3 +447,21 @@ def test_a_follower_asks_a_busy_leader_again_rather_than_marathon(parts):
     assert follower.wait([PS, W0], 10) == {PS: "10.0.0.1:1", W0: "10.0.0.2:2"}
     wait_for(lambda: len(asked) >= 1 + ld.BUSY_TRIES, 20, what="requests to the busy leader")
     assert asked[:1 + ld.BUSY_TRIES] == [1] * (1 + ld.BUSY_TRIES)  # timeouts did not send it to Marathon
+
+
+def test_a_forming_followers_long_poll_is_answered_once_the_view_is_complete(parts):
+    backend = FakeBackend({PS: "10.0.0.1:1"})
+    lead, address = start_leader(parts, backend)
+    wait_for(lambda: lead.document()["peers"].get("ps-0"), 5, what="ps-0 found")
+    doc = lead.document()
+    answers = []
+    poller = threading.Thread(target=lambda: answers.append(http_json(
+        f"http://{address}{ld.PATH}?job={JOB}&after=-1&leader={doc['leader']}&complete=1&wait=20", timeout=25)))
+    poller.start()
+    polls = lead.polls
+    wait_for(lambda: lead.polls >= polls + 3, 5, what="reads that leave it incomplete")
+    assert answers == []
+    backend.addresses[W1] = "10.0.0.2:2"
+    poller.join(10)
+    code, done = answers[0]
+    assert code == 200 and done["complete"] is True and done["peers"]["worker-1"] == "10.0.0.2:2"
