@@ -22,7 +22,11 @@ grows with tasks x job size. With it:
   straight into the view: TASK_RUNNING places a peer, TASK_KILLED & co. make it missing); the DNS backends about every second for small jobs (a tenth of the DNS
   budget: Mesos-DNS trails Marathon's events by its refresh interval). Group GETs are spaced so
   that the leader reads at most :data:`BYTE_BUDGET` bytes/s from Marathon; DNS polls at most
-  :data:`DNS_QUERIES_PER_SECOND` queries/s.
+  :data:`DNS_QUERIES_PER_SECOND` queries/s. With the event stream, the first read waits for it
+  to attach (:data:`ATTACH_WAIT`), and later group reads run in a thread of their own (a
+  10,000-app group takes Marathon seconds) while status updates keep going into the view; an
+  update newer than a read's start wins over what the read says, and a read that gets no
+  answer at all leaves the known peers alone.
 * **Every other task** runs :class:`FollowerRendezvous`: it finds the leader's status port
   with one small request (Mesos-DNS SRV ``_status._<leader label>._tcp.marathon.mesos.``, the
   Mesos-DNS HTTP API, or ``GET /v2/apps/<job>/<leader>?embed=app.tasks`` in ``marathon``
@@ -30,7 +34,9 @@ grows with tasks x job size. With it:
   anyway, first tells each follower where it is (``GET /leader?job=&task=&at=`` on the
   follower's status port, believed only from the leader's own host and checked by asking that
   address): a follower of a large job waits :func:`hint_wait_for` s for that before it asks
-  Marathon, so forming costs Marathon next to nothing beyond the leader's reads. A leader that cannot be reached is looked up again (backoff
+  Marathon, so forming costs Marathon next to nothing beyond the leader's reads. A leader that
+  answered before and then times out is busy, not gone: it is asked again (:data:`BUSY_TRIES`)
+  before it is looked up again. A leader that cannot be reached is looked up again (backoff
   scaled to the job); when there is none for :func:`fallback_after` seconds the follower reads
   the backend itself (the per-task rendezvous of old) until a leader answers again. A
   relaunched leader is a new leader (new id): followers take its view whole.
