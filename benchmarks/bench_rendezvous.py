@@ -307,6 +307,12 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
     sides, servers = [], []
     formed_at: dict[int, float] = {}
     errors: list[str] = []
+    from_leader = [0, 0]  # what the simulated followers got from the leader: bytes on the wire, answers
+
+    def count_leader(resp, *args, **kwargs):
+        if not resp.url.startswith(url):
+            from_leader[0] += int(resp.headers.get("Content-Length") or 0)
+            from_leader[1] += 1
 
     def ctx(i):
         return TaskContext(job=JOB, role="worker", index=i, cluster={"worker": total}, discovery="marathon",
@@ -320,6 +326,7 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
             status = own[i].start()  # its port was Marathon's before the task ran (it is in the events)
             session = requests.Session()
             session.headers["X-Sim"] = who
+            session.hooks["response"].append(count_leader)
             backend = MarathonBackend(session, url, job=JOB)
             slow = watch_interval(total, DEFAULT_WATCH_INTERVAL)
             env = {"MTF_RENDEZVOUS": "direct"} if direct else {}
@@ -382,6 +389,7 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
             "requests": by_what, "complete": len(formed_at) == len(threads),
             "group_bytes": max(group_reads, default=0),
             "timeline": timeline.summary(fake, formed_at, formed, cpu, direct),
+            "from_leader": (from_leader[0] * scale, from_leader[1] * scale),
             "hints": (sum(getattr(x, "hints", 0) for x in sides if hasattr(x, "locates")),
                       sum(getattr(getattr(x, "hints", None), "sent", 0) for x in sides if not hasattr(x, "locates")))}
 
@@ -422,6 +430,10 @@ def bench_leader_load(quick: bool) -> list[Row]:
                 f"{r['group_bytes'] / 1e6:.1f} MB / 60 s = {r['group_bytes'] / 60e3:.0f} kB/s"),
             Row(f"{n}-task job formed after its last task runs (goal ≤ 10 s at 1,000)", round(r["formed_after"], 1),
                 "s", "every simulated task has the whole spec; " + r["timeline"]),
+            Row(f"what the leader sends its {total - 1:,} followers while a {n}-task job forms",
+                round(r["from_leader"][0] / 1e6, 1), "MB",
+                f"not Marathon's load: the leader's own; {r['from_leader'][1]:,.0f} answers (scaled from the simulated "
+                f"followers' bytes on the wire; a whole view of {n} peers goes gzipped)"),
         ]
         if total == 1000:
             rows.append(Row("leader / direct at 1,000 tasks: requests, bytes while forming; requests once formed",

@@ -79,6 +79,7 @@ RESYNC = 60.0            # calm re-reads when Marathon's event stream wakes the 
 HOT_WINDOW = 10.0        # seconds of fast polling after a change (no event stream)
 AFTER_EVENT = 3.0        # ... and after a status update of one of the job's apps
 EVENT_FORMING = 5.0      # re-reads while forming when the status updates carry the addresses
+GZIP_FROM = 16_384       # whole views this large go gzipped to followers that accept it
 ATTACH_WAIT = 2.0        # the leader's first read waits this long for the event stream to attach
 GONE = frozenset({"TASK_KILLING", "TASK_KILLED", "TASK_FINISHED", "TASK_FAILED", "TASK_LOST", "TASK_ERROR",
                   "TASK_GONE", "TASK_GONE_BY_OPERATOR", "TASK_DROPPED", "TASK_UNREACHABLE", "TASK_UNKNOWN"})
@@ -111,6 +112,12 @@ def hint_wait_for(tasks: int) -> float:
 def fallback_after(tasks: int) -> float:
     """Seconds without a reachable leader before a follower reads the backend itself."""
     return max(10.0, tasks / 10.0)
+
+
+def _gzip(data: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(data, compresslevel=6, mtime=0)
 
 
 def _names(mapping: Mapping[PeerKey, str]) -> dict[str, str]:
@@ -412,7 +419,7 @@ class LeaderRendezvous(_Side):
         self.events_seen = 0
         self._reconnects = 0
         self._changed = False
-        self._full: tuple[int, bytes] = (-1, b"")
+        self._full: tuple[int, bytes, bytes | None] = (-1, b"", None)  # version, JSON, gzipped JSON
         self._task_of: dict[PeerKey, Any] = {}  # the task id a status update last placed each peer at
         self._prefix = naming.group_id(job) + "/"
         self.view.update({me: address}, {p: "not asked yet" for p in self.others})
@@ -454,7 +461,7 @@ class LeaderRendezvous(_Side):
             doc.update(peers=delta[0], missing=delta[1])
         return doc
 
-    def handle(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any] | bytes]:
+    def handle(self, query: Mapping[str, str]) -> tuple:
         """``GET /rendezvous?job=&after=&leader=&wait=&complete=`` (a long poll).
 
         Answers when the version differs from ``after`` (with ``complete=1``: once the view is
@@ -470,15 +477,25 @@ class LeaderRendezvous(_Side):
             return 400, {"message": "after must be an integer and wait a number of seconds"}
         leader, complete = query.get("leader", ""), query.get("complete") in ("1", "true")
         view = self.view
+        gzip_ok = "gzip" in query.get("_accept_encoding", "")
         with view.cond:
-            (view.formed if complete else view.cond).wait_for(lambda: leader != self.leader_id or self._done() or (
-                view.version != after and (not complete or not view.missing)), timeout=wait)
+            # complete=1 (a forming follower, even one that knows no leader yet): only the complete view
+            (view.formed if complete else view.cond).wait_for(lambda: self._done() or (
+                (leader != self.leader_id or view.version != after) and (not complete or not view.missing)),
+                timeout=wait)
             delta = view.since(after) if leader == self.leader_id else None
-            if delta is not None:
-                return 200, self._document(delta)
-            if self._full[0] != view.version:  # every follower gets the same whole view: encode it once
-                self._full = (view.version, (json.dumps(self._document(None), sort_keys=True) + "\n").encode())
-            return 200, self._full[1]
+            if delta is None:
+                if self._full[0] != view.version:  # every follower gets the same whole view: encode it once
+                    body = (json.dumps(self._document(None), sort_keys=True) + "\n").encode()
+                    self._full = (view.version, body, _gzip(body) if len(body) >= GZIP_FROM else None)
+                _, body, packed = self._full
+            else:
+                body, packed = (json.dumps(self._document(delta), sort_keys=True) + "\n").encode(), None
+        if packed is None and gzip_ok and len(body) >= GZIP_FROM:
+            packed = _gzip(body)  # a large delta (a follower far behind)
+        if packed is not None and gzip_ok:
+            return 200, packed, {"Content-Encoding": "gzip"}  # 10,000 peers: ~5x less for each follower
+        return 200, body
 
     # -- the loop ---------------------------------------------------------------------------------
     def _loop(self) -> None:

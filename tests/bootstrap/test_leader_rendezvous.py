@@ -453,10 +453,9 @@ def test_a_forming_followers_long_poll_is_answered_once_the_view_is_complete(par
     backend = FakeBackend({PS: "10.0.0.1:1"})
     lead, address = start_leader(parts, backend)
     wait_for(lambda: lead.document()["peers"].get("ps-0"), 5, what="ps-0 found")
-    doc = lead.document()
     answers = []
     poller = threading.Thread(target=lambda: answers.append(http_json(
-        f"http://{address}{ld.PATH}?job={JOB}&after=-1&leader={doc['leader']}&complete=1&wait=20", timeout=25)))
+        f"http://{address}{ld.PATH}?job={JOB}&after=-1&complete=1&wait=20", timeout=25)))  # no leader known yet
     poller.start()
     polls = lead.polls
     wait_for(lambda: lead.polls >= polls + 3, 5, what="reads that leave it incomplete")
@@ -465,3 +464,15 @@ def test_a_forming_followers_long_poll_is_answered_once_the_view_is_complete(par
     poller.join(10)
     code, done = answers[0]
     assert code == 200 and done["complete"] is True and done["peers"]["worker-1"] == "10.0.0.2:2"
+
+
+def test_a_large_whole_view_goes_gzipped_to_followers_that_accept_it(parts, monkeypatch):
+    monkeypatch.setattr(ld, "GZIP_FROM", 10)  # a 10,000-task view is ~350 kB; this one is small
+    lead, address = start_leader(parts, FakeBackend({PS: "10.0.0.1:1", W1: "10.0.0.2:2"}))
+    wait_for(lambda: lead.document()["complete"], 5, what="formed")
+    url = f"http://{address}{ld.PATH}?job={JOB}&after=-1"
+    packed = requests.get(url, timeout=5)  # requests asks for gzip and unpacks it
+    assert packed.headers["Content-Encoding"] == "gzip"
+    assert int(packed.headers["Content-Length"]) < len(packed.content)
+    code, plain = http_json(url)  # urllib does not ask: plain JSON
+    assert code == 200 and packed.json() == plain and plain["peers"]["worker-1"] == "10.0.0.2:2"
