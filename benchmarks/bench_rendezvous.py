@@ -277,7 +277,8 @@ class _Timeline:
                   if who == "leader" and what == "group" and t <= formed]
         if groups:
             out.append("leader's group reads answered at " + ", ".join(groups))
-        out.append(f"CPU while forming: this process (leader + simulated tasks) {cpu:.1f} s in "
+        who = "the simulated tasks" if direct else "the leader and the simulated followers"
+        out.append(f"CPU while forming: this process ({who}) {cpu:.1f} s in "
                    f"{formed - fake.start:.1f} s, fake Marathon (own process) {fake.cpu:.1f} s in all")
         return "; ".join(out)
 
@@ -307,12 +308,11 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
     sides, servers = [], []
     formed_at: dict[int, float] = {}
     errors: list[str] = []
-    from_leader = [0, 0]  # what the simulated followers got from the leader: bytes on the wire, answers
+    from_leader: list[tuple[float, int]] = []  # what the simulated followers got from the leader (bytes on the wire)
 
     def count_leader(resp, *args, **kwargs):
         if not resp.url.startswith(url):
-            from_leader[0] += int(resp.headers.get("Content-Length") or 0)
-            from_leader[1] += 1
+            from_leader.append((time.monotonic(), int(resp.headers.get("Content-Length") or 0)))
 
     def ctx(i):
         return TaskContext(job=JOB, role="worker", index=i, cluster={"worker": total}, discovery="marathon",
@@ -389,7 +389,8 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
             "requests": by_what, "complete": len(formed_at) == len(threads),
             "group_bytes": max(group_reads, default=0),
             "timeline": timeline.summary(fake, formed_at, formed, cpu, direct),
-            "from_leader": (from_leader[0] * scale, from_leader[1] * scale),
+            "from_leader": (sum(n for t, n in from_leader if t <= formed) * scale,
+                            sum(1 for t, n in from_leader if t <= formed) * scale),
             "hints": (sum(getattr(x, "hints", 0) for x in sides if hasattr(x, "locates")),
                       sum(getattr(getattr(x, "hints", None), "sent", 0) for x in sides if not hasattr(x, "locates")))}
 
