@@ -258,7 +258,7 @@ class _Timeline:
                 elif isinstance(side, FollowerRendezvous) and side.hints and side.me[1] not in self.hinted_at:
                     self.hinted_at[side.me[1]] = now
 
-    def summary(self, fake, formed_at: dict[int, float], formed: float, cpu: float, direct: bool) -> str:
+    def summary(self, fake, formed_at: dict[int, float], formed: float, cpu: tuple[float, float], direct: bool) -> str:
         last = fake.running_at[-1]
 
         def at(t):
@@ -278,8 +278,8 @@ class _Timeline:
         if groups:
             out.append("leader's group reads answered at " + ", ".join(groups))
         who = "the simulated tasks" if direct else "the leader and the simulated followers"
-        out.append(f"CPU while forming: this process ({who}) {cpu:.1f} s in "
-                   f"{formed - fake.start:.1f} s, fake Marathon (own process) {fake.cpu:.1f} s in all")
+        out.append(f"CPU while forming: this process ({who}) {cpu[0]:.1f} s in "
+                   f"{cpu[1]:.1f} s, fake Marathon (own process) {fake.cpu:.1f} s in all")
         return "; ".join(out)
 
 
@@ -355,7 +355,7 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
     while len(formed_at) + len(errors) < len(threads) and time.monotonic() < deadline:
         time.sleep(0.1)
     formed = max(formed_at.values()) if formed_at else time.monotonic()
-    cpu = time.process_time() - cpu0
+    cpu = (time.process_time() - cpu0, time.monotonic() - fake.start)  # CPU, wall (till every task formed)
     time.sleep(watch)
     end = time.monotonic()
     stop.set()
