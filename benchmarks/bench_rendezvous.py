@@ -114,7 +114,9 @@ class _FakeMarathon:
                 if path == "/__log":  # the bench's own: what was counted (not counted)
                     fake.stopping.set()
                     with fake.lock:
-                        body = json.dumps({"log": fake.log, "cpu": time.process_time()}).encode()
+                        log = list(fake.log)
+                    body = json.dumps({"log": log, "cpu": time.process_time(),
+                                       "group": len(fake.group())}).encode()  # its size with every task running
                     self.send_response(200)
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
@@ -213,6 +215,7 @@ class _FakeProcess:
         self.port = int(self.proc.stdout.readline())
         self.log: list[tuple[float, str, str, int]] = []
         self.cpu = 0.0
+        self.group_bytes = 0
 
     def finish(self) -> None:
         """Collect what it counted, then end it."""
@@ -220,7 +223,7 @@ class _FakeProcess:
 
         try:
             doc = requests.get(f"http://127.0.0.1:{self.port}/__log", timeout=60).json()
-            self.log, self.cpu = [tuple(x) for x in doc["log"]], doc["cpu"]
+            self.log, self.cpu, self.group_bytes = [tuple(x) for x in doc["log"]], doc["cpu"], doc["group"]
         finally:
             self.proc.stdin.close()
             try:
@@ -387,7 +390,7 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
     return {"forming": load(fake.start, formed), "formed": load(formed, end), "formed_after": formed - fake.running_at[-1],
             "formed_in": formed - fake.start, "errors": errors, "simulated": len(sample), "watch": end - formed,
             "requests": by_what, "complete": len(formed_at) == len(threads),
-            "group_bytes": max(group_reads, default=0),
+            "group_bytes": max([*group_reads, fake.group_bytes]),
             "timeline": timeline.summary(fake, formed_at, formed, cpu, direct),
             "from_leader": (sum(n for t, n in from_leader if t <= formed) * scale,
                             sum(1 for t, n in from_leader if t <= formed) * scale),
