@@ -476,3 +476,26 @@ def test_a_large_whole_view_goes_gzipped_to_followers_that_accept_it(parts, monk
     assert int(packed.headers["Content-Length"]) < len(packed.content)
     code, plain = http_json(url)  # urllib does not ask: plain JSON
     assert code == 200 and packed.json() == plain and plain["peers"]["worker-1"] == "10.0.0.2:2"
+
+
+def test_a_waiting_task_goes_through_its_peers_only_when_the_view_changes():
+    class Counted(list):  # counts the passes over the peers (10,000 of them in a large job)
+        passes = 0
+
+        def __iter__(self):
+            Counted.passes += 1
+            return super().__iter__()
+
+    follower = ld.FollowerRendezvous(lambda: Observation(None, "x"), FakeBackend(), MEMBERS, W1, job=JOB,
+                                     session=requests.Session())  # not started: the view changes only here
+    follower.view.update({PS: "10.0.0.1:1"}, {W0: "not yet"})
+    done = []
+    waiter = threading.Thread(target=lambda: done.append(follower.wait(Counted([PS, W0]), 30)))
+    waiter.start()
+    wait_for(lambda: Counted.passes >= 2, 5, interval=0.01, what="the first pass")
+    time.sleep(1.0)  # five 0.2 s ticks with the same version
+    assert Counted.passes == 2  # found + lacking, once
+    follower.view.update({PS: "10.0.0.1:1", W0: "10.0.0.2:2"}, {})
+    waiter.join(5)
+    assert done == [{PS: "10.0.0.1:1", W0: "10.0.0.2:2"}] and Counted.passes == 4
+    follower.close()
