@@ -1,7 +1,8 @@
 """Load on Marathon of the leader rendezvous for a simulated 1,000- and 10,000-task job.
 
-A counting HTTP server plays Marathon for a job of N workers whose tasks turn TASK_RUNNING over
-``RAMP`` seconds (worker-0, the leader, first): ``GET /v2/groups/big`` (the whole group with its
+A counting HTTP server in a process of its own (Marathon is another machine: encoding an
+8 MB group must not take the GIL of the code measured) plays Marathon for a job of N workers
+whose tasks turn TASK_RUNNING over ``RAMP`` seconds (worker-0, the leader, first): ``GET /v2/groups/big`` (the whole group with its
 tasks, ~3 KB per app), ``GET /v2/apps/big/<task>`` (one app) and ``GET /v2/events`` (SSE: one
 ``status_update_event`` per task as it turns RUNNING). Every request and every byte it sends is
 counted, by who asked.
@@ -11,7 +12,9 @@ MarathonBackend, Marathon's event stream and a real status endpoint); so are S s
 followers (each with its own status endpoint, started when its task turns RUNNING, asking
 the leader over HTTP). The followers' Marathon requests and bytes are scaled by (N - 1) / S;
 the leader's are counted as they are. "Forming" is from the first task's start until every
-simulated task has the whole spec; "formed" is the ``WATCH`` seconds after that.
+simulated task has the whole spec; "formed" is the ``WATCH`` seconds after that. A timeline
+(when the leader's view was complete, when the followers were hinted and formed, when the
+leader's group reads were answered, CPU time) comes with the formed-after row.
 """
 
 from __future__ import annotations
@@ -43,12 +46,18 @@ s.serve_forever()
 """
 
 
+def _running_at(start: float, total: int, ramp: float) -> list[float]:
+    """When each task turns TASK_RUNNING (time.monotonic(): one clock for every process here)."""
+    return [start + ramp * i / total for i in range(total)]
+
+
 class _FakeMarathon:
-    def __init__(self, total: int, ramp: float):
+    def __init__(self, total: int, ramp: float, start: float | None = None):
         from marathon_tf import naming
 
-        self.total, self.start = total, time.monotonic()
-        self.running_at = [self.start + ramp * i / total for i in range(total)]
+        self.total, self.start = total, time.monotonic() if start is None else start
+        self.running_at = _running_at(self.start, total, ramp)
+        self.default_status_port = 1
         self.log: list[tuple[float, str, str, int]] = []   # (time, who, what, bytes)
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -67,7 +76,7 @@ class _FakeMarathon:
 
     def _task(self, i: int) -> dict:
         return {"id": f"{JOB}_worker-{i}.instance-{i:08d}._app.1", "appId": f"/{JOB}/worker-{i}", "state": "TASK_RUNNING",
-                "host": "127.0.0.1", "ports": [31000 + i % 30000, self.status_port.get(i, 1)],
+                "host": "127.0.0.1", "ports": [31000 + i % 30000, self.status_port.get(i, self.default_status_port)],
                 "startedAt": "2026-11-24T00:00:00.000Z", "stagedAt": "2026-11-24T00:00:00.000Z",
                 "slaveId": "agent-1", "version": "2026-11-24T00:00:00.000Z", "healthCheckResults": []}
 
@@ -102,6 +111,17 @@ class _FakeMarathon:
             def do_GET(self):  # noqa: N802
                 who = self.headers.get("X-Sim", "leader")
                 path = self.path.split("?")[0]
+                if path == "/__log":  # the bench's own: what was counted (not counted)
+                    fake.stopping.set()
+                    with fake.lock:
+                        log = list(fake.log)
+                    body = json.dumps({"log": log, "cpu": time.process_time(),
+                                       "group": len(fake.group())}).encode()  # its size with every task running
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
                 if path == "/v2/events":
                     return self._events(who)
                 if path == f"/v2/groups/{JOB}":
@@ -162,6 +182,110 @@ class _FakeMarathon:
         return server
 
 
+def _serve_fake() -> None:
+    """The fake Marathon in a process of its own (``python -c`` entry): its config as JSON on
+    stdin, its port on stdout; ends with its stdin. Marathon is another machine: its JSON
+    encoding must not take the GIL of the leader and the simulated tasks."""
+    config = json.loads(sys.stdin.readline())
+    fake = _FakeMarathon(config["total"], config["ramp"], config["start"])
+    fake.default_status_port = config["default_status_port"]
+    fake.status_port.update({int(i): p for i, p in config["status_port"].items()})
+    server = fake.serve()
+    print(server.server_address[1], flush=True)
+    sys.stdin.read()  # until the bench closes it (or dies)
+    fake.stopping.set()
+    server.shutdown()
+
+
+class _FakeProcess:
+    """The parent's handle on the fake Marathon's process."""
+
+    def __init__(self, total: int, ramp: float, default_status_port: int, status_port: dict[int, int]):
+        from .common import ROOT
+
+        self.total, self.start = total, time.monotonic() + 0.5  # the first task runs once the fake is up
+        self.running_at = _running_at(self.start, total, ramp)
+        self.proc = subprocess.Popen([sys.executable, "-c", "from benchmarks.bench_rendezvous import _serve_fake; "
+                                      "_serve_fake()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     cwd=str(ROOT))
+        self.proc.stdin.write(json.dumps({"total": total, "ramp": ramp, "start": self.start,
+                                          "default_status_port": default_status_port,
+                                          "status_port": status_port}) + "\n")
+        self.proc.stdin.flush()
+        self.port = int(self.proc.stdout.readline())
+        self.log: list[tuple[float, str, str, int]] = []
+        self.cpu = 0.0
+        self.group_bytes = 0
+
+    def finish(self) -> None:
+        """Collect what it counted, then end it."""
+        import requests
+
+        try:
+            doc = requests.get(f"http://127.0.0.1:{self.port}/__log", timeout=60).json()
+            self.log, self.cpu, self.group_bytes = [tuple(x) for x in doc["log"]], doc["cpu"], doc["group"]
+        finally:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class _Timeline:
+    """When the leader's view became complete, when each simulated follower was hinted (from
+    a thread looking every 20 ms: no hooks in the code measured)."""
+
+    def __init__(self, sides: list, total: int):
+        self.sides, self.total = sides, total
+        self.complete_at: float | None = None
+        self.all_hinted_at: float | None = None
+        self.hinted_at: dict[int, float] = {}
+
+    def start(self, stop: threading.Event) -> "_Timeline":
+        threading.Thread(target=self._run, args=(stop,), daemon=True).start()
+        return self
+
+    def _run(self, stop: threading.Event) -> None:
+        from marathon_tf.leader import FollowerRendezvous, LeaderRendezvous
+
+        while not stop.wait(0.02):
+            now = time.monotonic()
+            for side in list(self.sides):
+                if isinstance(side, LeaderRendezvous):
+                    if self.complete_at is None and not side.view.missing:
+                        self.complete_at = now
+                    if self.all_hinted_at is None and side.hints is not None and side.hints.sent >= self.total - 1:
+                        self.all_hinted_at = now
+                elif isinstance(side, FollowerRendezvous) and side.hints and side.me[1] not in self.hinted_at:
+                    self.hinted_at[side.me[1]] = now
+
+    def summary(self, fake, formed_at: dict[int, float], formed: float, cpu: tuple[float, float], direct: bool) -> str:
+        last = fake.running_at[-1]
+
+        def at(t):
+            return "never" if t is None else f"{t - last:+.1f} s"
+
+        followers = sorted(t for i, t in formed_at.items() if i != 0)
+        out = [f"timeline from the last task RUNNING: every simulated task formed {at(formed)}"]
+        if not direct:
+            hinted = sorted(self.hinted_at.values())
+            out += [f"leader's view complete {at(self.complete_at)}",
+                    f"all {self.total - 1:,} hints delivered {at(self.all_hinted_at)}",
+                    f"simulated followers hinted: median {at(hinted[len(hinted) // 2] if hinted else None)}, "
+                    f"last {at(hinted[-1] if hinted else None)}",
+                    f"formed: median {at(followers[len(followers) // 2] if followers else None)}"]
+        groups = [f"{t - last:+.1f} s ({n / 1e6:.1f} MB)" for t, who, what, n in fake.log
+                  if who == "leader" and what == "group" and t <= formed]
+        if groups:
+            out.append("leader's group reads answered at " + ", ".join(groups))
+        who = "the simulated tasks" if direct else "the leader and the simulated followers"
+        out.append(f"CPU while forming: this process ({who}) {cpu[0]:.1f} s in "
+                   f"{cpu[1]:.1f} s, fake Marathon (own process) {fake.cpu:.1f} s in all")
+        return "; ".join(out)
+
+
 def _simulate(total: int, simulated: int, watch: float, direct: bool = False) -> dict:
     """One simulated job; ``direct``: every task reads Marathon itself (MTF_RENDEZVOUS=direct),
     the baseline, with the same fake Marathon."""
@@ -173,14 +297,25 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
     from marathon_tf.status_server import StatusServer, TaskStatus
     from marathon_tf.taskenv import TaskContext
 
-    fake = _FakeMarathon(total, RAMP)
-    server = fake.serve()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
+    sample = sorted({1 + round(k * (total - 2) / max(1, simulated - 1)) for k in range(simulated)})
+    # the tasks that are not simulated take the leader's hint at one shared endpoint, in another
+    # process (as they would be: this process's CPU is the leader's and the simulated tasks')
+    sink = subprocess.Popen([sys.executable, "-c", _SINK], stdout=subprocess.PIPE, text=True)
+    sink_port = int(sink.stdout.readline())
+    own = {i: StatusServer(TaskStatus(job=JOB, task=f"worker-{i}", role="worker", index=i), "127.0.0.1", 0)
+           for i in [0, *sample]}
+    fake = _FakeProcess(total, RAMP, sink_port, {i: server.port for i, server in own.items()})
+    url = f"http://127.0.0.1:{fake.port}"
     stop = threading.Event()
     members = [("worker", i) for i in range(total)]
     sides, servers = [], []
     formed_at: dict[int, float] = {}
     errors: list[str] = []
+    from_leader: list[tuple[float, int]] = []  # what the simulated followers got from the leader (bytes on the wire)
+
+    def count_leader(resp, *args, **kwargs):
+        if not resp.url.startswith(url):
+            from_leader.append((time.monotonic(), int(resp.headers.get("Content-Length") or 0)))
 
     def ctx(i):
         return TaskContext(job=JOB, role="worker", index=i, cluster={"worker": total}, discovery="marathon",
@@ -194,6 +329,7 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
             status = own[i].start()  # its port was Marathon's before the task ran (it is in the events)
             session = requests.Session()
             session.headers["X-Sim"] = who
+            session.hooks["response"].append(count_leader)
             backend = MarathonBackend(session, url, job=JOB)
             slow = watch_interval(total, DEFAULT_WATCH_INTERVAL)
             env = {"MTF_RENDEZVOUS": "direct"} if direct else {}
@@ -211,16 +347,9 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
         except Exception as e:  # reported in the row
             errors.append(f"worker-{i}: {type(e).__name__}: {e}")
 
-    sample = sorted({1 + round(k * (total - 2) / max(1, simulated - 1)) for k in range(simulated)})
-    # the tasks that are not simulated take the leader's hint at one shared endpoint, in another
-    # process (as they would be: this process's CPU is the leader's and the simulated tasks')
-    sink = subprocess.Popen([sys.executable, "-c", _SINK], stdout=subprocess.PIPE, text=True)
-    sink_port = int(sink.stdout.readline())
-    fake.status_port.update({i: sink_port for i in range(total)})
-    own = {i: StatusServer(TaskStatus(job=JOB, task=f"worker-{i}", role="worker", index=i), "127.0.0.1", 0)
-           for i in [0, *sample]}
     servers.extend(own.values())
-    fake.status_port.update({i: server.port for i, server in own.items()})
+    timeline = _Timeline(sides, total).start(stop)
+    cpu0 = time.process_time()
     threads = [threading.Thread(target=task, args=(0, "follower" if direct else "leader"), daemon=True)]
     threads += [threading.Thread(target=task, args=(i, "follower"), daemon=True) for i in sample]
     for t in threads:
@@ -229,18 +358,17 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
     while len(formed_at) + len(errors) < len(threads) and time.monotonic() < deadline:
         time.sleep(0.1)
     formed = max(formed_at.values()) if formed_at else time.monotonic()
+    cpu = (time.process_time() - cpu0, time.monotonic() - fake.start)  # CPU, wall (till every task formed)
     time.sleep(watch)
     end = time.monotonic()
     stop.set()
     for side in sides:
         side.close()
-    fake.stopping.set()
+    fake.finish()
     for s in servers:
         s.close()
     sink.terminate()
     sink.wait(10)
-    server.shutdown()
-    server.server_close()
 
     scale = total / (len(sample) + 1) if direct else (total - 1) / len(sample)
 
@@ -262,7 +390,10 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
     return {"forming": load(fake.start, formed), "formed": load(formed, end), "formed_after": formed - fake.running_at[-1],
             "formed_in": formed - fake.start, "errors": errors, "simulated": len(sample), "watch": end - formed,
             "requests": by_what, "complete": len(formed_at) == len(threads),
-            "group_bytes": max(group_reads, default=0),
+            "group_bytes": max([*group_reads, fake.group_bytes]),
+            "timeline": timeline.summary(fake, formed_at, formed, cpu, direct),
+            "from_leader": (sum(n for t, n in from_leader if t <= formed) * scale,
+                            sum(1 for t, n in from_leader if t <= formed) * scale),
             "hints": (sum(getattr(x, "hints", 0) for x in sides if hasattr(x, "locates")),
                       sum(getattr(getattr(x, "hints", None), "sent", 0) for x in sides if not hasattr(x, "locates")))}
 
@@ -274,7 +405,7 @@ def bench_leader_load(quick: bool) -> list[Row]:
     rows += [
         Row("baseline: Marathon requests/s while a 1,000-task job forms, every task reading (MTF_RENDEZVOUS=direct)",
             round(breq, 1), "req/s", f"same fake Marathon; {base['simulated']} simulated tasks scaled to 1,000; "
-            f"formed {base['formed_after']:.1f} s after the last task runs"),
+            f"formed {base['formed_after']:.1f} s after the last task runs; {base['timeline']}"),
         Row("baseline: Marathon bytes/s while it forms (direct)", round(bbytes / 1e6, 2), "MB/s", ""),
         Row("baseline: Marathon requests/s once formed (direct)", round(bwreq, 2), "req/s",
             f"over {base['watch']:.0f} s (watch interval 100 s ± 50% at this size)"),
@@ -284,7 +415,8 @@ def bench_leader_load(quick: bool) -> list[Row]:
         r = _simulate(total, 40 if quick else 100, 30.0 if quick else 60.0)
         n = f"{total:,}"
         note = (f"leader rendezvous; {r['simulated']} simulated followers (scaled to {total - 1:,}) + the real leader; "
-                f"tasks RUNNING over {RAMP:g} s; one Python process (GIL) runs the leader, the simulated followers and this fake Marathon; requests while forming: "
+                f"tasks RUNNING over {RAMP:g} s; the fake Marathon runs in a process of its own, the leader and the "
+                f"simulated followers share one (one GIL), the other followers' hint endpoint a third; requests while forming: "
                 + ", ".join(f"{k} {v}" for k, v in sorted(r["requests"].items())))
         if r["errors"] or not r["complete"]:
             rows.append(Row(f"{n}-task job: leader rendezvous", "did not form", "", "; ".join(r["errors"][:3])))
@@ -301,7 +433,11 @@ def bench_leader_load(quick: bool) -> list[Row]:
                 f"60 s ± 50% (none may fall in the window); on average that re-read is "
                 f"{r['group_bytes'] / 1e6:.1f} MB / 60 s = {r['group_bytes'] / 60e3:.0f} kB/s"),
             Row(f"{n}-task job formed after its last task runs (goal ≤ 10 s at 1,000)", round(r["formed_after"], 1),
-                "s", "every simulated task has the whole spec"),
+                "s", "every simulated task has the whole spec; " + r["timeline"]),
+            Row(f"what the leader sends its {total - 1:,} followers while a {n}-task job forms",
+                round(r["from_leader"][0] / 1e6, 1), "MB",
+                f"not Marathon's load: the leader's own; {r['from_leader'][1]:,.0f} answers (scaled from the simulated "
+                f"followers' bytes on the wire; a whole view of {n} peers goes gzipped)"),
         ]
         if total == 1000:
             rows.append(Row("leader / direct at 1,000 tasks: requests, bytes while forming; requests once formed",

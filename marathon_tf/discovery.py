@@ -222,6 +222,7 @@ class MarathonBackend:
         self.requests = 0       # GETs sent to Marathon, and the bytes of their bodies
         self.bytes_read = 0
         self.last_bytes = 0     # the size of the last answer (the group grows with the job)
+        self.last_error: str | None = None  # why the last lookup() got no group at all, else None
         self.port_indexes: dict[PeerKey, int] = {}  # each app's index of the port named port_name
         self.also_port: str | None = None  # another port whose addresses lookup() records (the leader's hints)
         self.also_indexes: dict[PeerKey, int] = {}
@@ -310,6 +311,7 @@ class MarathonBackend:
 
     def lookup(self, peers: Sequence[PeerKey]) -> dict[PeerKey, Observation]:
         group, why = self.fetch_group()
+        self.last_error = None if group is not None else why
         if group is None:
             return {p: Observation(None, why) for p in peers}
         apps: dict[PeerKey, dict] = {}

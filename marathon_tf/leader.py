@@ -22,7 +22,11 @@ grows with tasks x job size. With it:
   straight into the view: TASK_RUNNING places a peer, TASK_KILLED & co. make it missing); the DNS backends about every second for small jobs (a tenth of the DNS
   budget: Mesos-DNS trails Marathon's events by its refresh interval). Group GETs are spaced so
   that the leader reads at most :data:`BYTE_BUDGET` bytes/s from Marathon; DNS polls at most
-  :data:`DNS_QUERIES_PER_SECOND` queries/s.
+  :data:`DNS_QUERIES_PER_SECOND` queries/s. With the event stream, the first read waits for it
+  to attach (:data:`ATTACH_WAIT`), and later group reads run in a thread of their own (a
+  10,000-app group takes Marathon seconds) while status updates keep going into the view; an
+  update newer than a read's start wins over what the read says, and a read that gets no
+  answer at all leaves the known peers alone.
 * **Every other task** runs :class:`FollowerRendezvous`: it finds the leader's status port
   with one small request (Mesos-DNS SRV ``_status._<leader label>._tcp.marathon.mesos.``, the
   Mesos-DNS HTTP API, or ``GET /v2/apps/<job>/<leader>?embed=app.tasks`` in ``marathon``
@@ -30,7 +34,9 @@ grows with tasks x job size. With it:
   anyway, first tells each follower where it is (``GET /leader?job=&task=&at=`` on the
   follower's status port, believed only from the leader's own host and checked by asking that
   address): a follower of a large job waits :func:`hint_wait_for` s for that before it asks
-  Marathon, so forming costs Marathon next to nothing beyond the leader's reads. A leader that cannot be reached is looked up again (backoff
+  Marathon, so forming costs Marathon next to nothing beyond the leader's reads. A leader that
+  answered before and then times out is busy, not gone: it is asked again (:data:`BUSY_TRIES`)
+  before it is looked up again. A leader that cannot be reached is looked up again (backoff
   scaled to the job); when there is none for :func:`fallback_after` seconds the follower reads
   the backend itself (the per-task rendezvous of old) until a leader answers again. A
   relaunched leader is a new leader (new id): followers take its view whole.
@@ -73,9 +79,12 @@ RESYNC = 60.0            # calm re-reads when Marathon's event stream wakes the 
 HOT_WINDOW = 10.0        # seconds of fast polling after a change (no event stream)
 AFTER_EVENT = 3.0        # ... and after a status update of one of the job's apps
 EVENT_FORMING = 5.0      # re-reads while forming when the status updates carry the addresses
+GZIP_FROM = 16_384       # whole views this large go gzipped to followers that accept it
+ATTACH_WAIT = 2.0        # the leader's first read waits this long for the event stream to attach
 GONE = frozenset({"TASK_KILLING", "TASK_KILLED", "TASK_FINISHED", "TASK_FAILED", "TASK_LOST", "TASK_ERROR",
                   "TASK_GONE", "TASK_GONE_BY_OPERATOR", "TASK_DROPPED", "TASK_UNREACHABLE", "TASK_UNKNOWN"})
 FAST = (0.25, 1.0)       # fast polling: first delay, cap
+BUSY_TRIES = 3           # timeouts of a leader that answered before, before a follower looks it up again
 BYTE_BUDGET = 300_000.0  # bytes/s the leader may read from Marathon in group GETs
 DNS_QUERIES_PER_SECOND = 500.0
 
@@ -103,6 +112,12 @@ def hint_wait_for(tasks: int) -> float:
 def fallback_after(tasks: int) -> float:
     """Seconds without a reachable leader before a follower reads the backend itself."""
     return max(10.0, tasks / 10.0)
+
+
+def _gzip(data: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(data, compresslevel=6, mtime=0)
 
 
 def _names(mapping: Mapping[PeerKey, str]) -> dict[str, str]:
@@ -136,7 +151,11 @@ class _View:
     The last :data:`HISTORY` changes are kept as deltas, so a follower gets only what changed."""
 
     def __init__(self):
-        self.cond = threading.Condition()
+        lock = threading.RLock()
+        self.cond = threading.Condition(lock)
+        # the long polls of a forming job's followers (complete=1) wait here, on the same lock:
+        # woken once it is complete, not by each of its thousands of changes while forming
+        self.formed = threading.Condition(lock)
         self.peers: dict[PeerKey, str] = {}
         self.missing: dict[PeerKey, str] = {}
         self.version = 0
@@ -150,7 +169,15 @@ class _View:
             self.peers, self.missing = dict(peers), dict(missing)
             self.version += 1
             self.cond.notify_all()
+            if not self.missing:
+                self.formed.notify_all()
             return True
+
+    def wake(self) -> None:
+        """Wake every waiter (closing)."""
+        with self.cond:
+            self.cond.notify_all()
+            self.formed.notify_all()
 
     def since(self, version: int) -> tuple[dict, dict] | None:
         """Every change after ``version`` as ({name: address or None}, {name: detail or None});
@@ -216,8 +243,7 @@ class _Side:
 
     def close(self) -> None:
         self._closed.set()
-        with self.view.cond:
-            self.view.cond.notify_all()
+        self.view.wake()
 
     def wait(self, peers: Sequence[PeerKey], timeout: float,
              on_progress: Callable[[dict[PeerKey, str], dict[PeerKey, str]], None] | None = None
@@ -226,16 +252,21 @@ class _Side:
         DiscoveryError after ``timeout`` seconds naming what is missing."""
         deadline = self.clock() + timeout
         seen = -1
+        found: dict[PeerKey, str] = {}
+        lacking: dict[PeerKey, str] = {}
         while True:
             with self.view.cond:
                 if self.view.version == seen and not self._done():
                     self.view.cond.wait(0.2)
-                version, present, missing = self.view.version, dict(self.view.peers), dict(self.view.missing)
-            found = {p: present[p] for p in peers if p in present}
-            lacking = {p: missing.get(p, self._unknown()) for p in peers if p not in present}
-            if version != seen and on_progress:
-                on_progress(found, lacking)
-            seen = version
+                # the view's dicts are replaced, never changed: no copies (10,000 peers, every 0.2 s)
+                version, present, missing = self.view.version, self.view.peers, self.view.missing
+            if version != seen:  # only a new version is worth going through every peer
+                unknown = self._unknown()
+                found = {p: present[p] for p in peers if p in present}
+                lacking = {p: missing.get(p, unknown) for p in peers if p not in present}
+                if on_progress:
+                    on_progress(found, lacking)
+                seen = version
             if not lacking:
                 return found
             if self._done():
@@ -251,7 +282,7 @@ class _Side:
         """Peers now at another address; nothing while one of them is missing (a task waits
         for the rewritten spec rather than restart with a stale address mixed in)."""
         with self.view.cond:
-            present = dict(self.view.peers)
+            present = self.view.peers  # replaced, never changed: no copy at every tick
         if any(p not in present for p in current):
             return {}
         return {p: present[p] for p in current if present[p] != current[p]}
@@ -267,58 +298,92 @@ class _Side:
 class _Hints:
     """The leader tells each follower where it is, so that followers need not ask Marathon:
     ``GET http://<follower's status address>/leader?job=&task=&at=<leader's status address>``,
-    a few tries each (a task's bootstrap starts its endpoint a moment after TASK_RUNNING)."""
+    a few tries each (a task's bootstrap starts its endpoint a moment after TASK_RUNNING).
+
+    A try that fails is retried later (0.25 s doubling) from a heap, not by a sender thread
+    sleeping: thousands of followers whose endpoints are not up yet must not hold up the
+    hints of those that are."""
 
     def __init__(self, job: str, task: str, at: str, *, workers: int = 48, tries: int = 6,
-                 closed: threading.Event | None = None):
+                 closed: threading.Event | None = None, first_retry: float = 0.25):
         from concurrent.futures import ThreadPoolExecutor
 
-        self.job, self.task, self.at, self.tries = job, task, at, tries
+        self.job, self.task, self.at, self.tries, self.first_retry = job, task, at, tries, first_retry
         self.closed = closed or threading.Event()
         self.sent = 0
+        self.tried = 0
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rendezvous-hint")
         self._pending: dict[PeerKey, str] = {}
         self._lock = threading.Lock()
+        self._due = threading.Condition(self._lock)
+        self._retries: list[tuple[float, int, PeerKey, str, int]] = []  # heap: (when, seq, key, address, try)
+        self._seq = 0
+        self._retrier: threading.Thread | None = None
 
     def send(self, targets: Mapping[PeerKey, str | None]) -> None:
         """Hint every follower at a status address it has not been hinted at yet."""
-        for key, address in targets.items():
-            if not address:
-                continue
-            with self._lock:
-                if self._pending.get(key) == address:
-                    continue
-                self._pending[key] = address
-            self._pool.submit(self._one, key, address)
+        with self._lock:  # once per batch: 48 sender threads take this lock too
+            new = [(k, a) for k, a in targets.items() if a and self._pending.get(k) != a]
+            self._pending.update(new)
+        for key, address in new:
+            self._submit(key, address, 0)
 
-    def _one(self, key: PeerKey, address: str) -> None:
+    def _submit(self, key: PeerKey, address: str, attempt: int) -> None:
+        try:
+            self._pool.submit(self._one, key, address, attempt)
+        except RuntimeError:  # shut down
+            pass
+
+    def _one(self, key: PeerKey, address: str, attempt: int) -> None:
         import http.client
         from urllib.parse import urlencode
 
+        if self.closed.is_set() or self._pending.get(key) != address:
+            return  # closed, or a newer address is being hinted
         path = f"{HINT_PATH}?{urlencode({'job': self.job, 'task': self.task, 'at': self.at})}"
         host, _, port = address.rpartition(":")
-        delay = 0.25
-        for _ in range(self.tries):
-            if self.closed.is_set():
+        self.tried += 1
+        conn = http.client.HTTPConnection(host, int(port), timeout=2.0)  # light: thousands of these
+        try:
+            conn.request("GET", path)
+            if conn.getresponse().status == 200:
+                self.sent += 1
                 return
-            conn = http.client.HTTPConnection(host, int(port), timeout=2.0)  # light: thousands of these
-            try:
-                conn.request("GET", path)
-                if conn.getresponse().status == 200:
-                    self.sent += 1
+        except (OSError, http.client.HTTPException, ValueError):
+            pass
+        finally:
+            conn.close()
+        import heapq
+
+        with self._lock:
+            if attempt + 1 >= self.tries:  # given up: a later read of the same address tries again
+                if self._pending.get(key) == address:
+                    del self._pending[key]
+                return
+            self._seq += 1
+            heapq.heappush(self._retries, (time.monotonic() + self.first_retry * 2 ** attempt, self._seq, key,
+                                           address, attempt + 1))
+            self._due.notify()
+            if self._retrier is None:
+                self._retrier = threading.Thread(target=self._retry_loop, name="rendezvous-hint-retry", daemon=True)
+                self._retrier.start()
+
+    def _retry_loop(self) -> None:
+        import heapq
+
+        while True:
+            with self._lock:
+                while not self.closed.is_set() and (not self._retries or self._retries[0][0] > time.monotonic()):
+                    self._due.wait(self._retries[0][0] - time.monotonic() if self._retries else None)
+                if self.closed.is_set():
                     return
-            except (OSError, http.client.HTTPException, ValueError):
-                pass
-            finally:
-                conn.close()
-            self.closed.wait(delay)
-            delay *= 2
-        with self._lock:  # given up: a later read of the same address tries again
-            if self._pending.get(key) == address:
-                del self._pending[key]
+                _, _, key, address, attempt = heapq.heappop(self._retries)
+            self._submit(key, address, attempt)
 
     def close(self) -> None:
         self.closed.set()
+        with self._lock:
+            self._due.notify_all()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -343,13 +408,18 @@ class LeaderRendezvous(_Side):
         self._status_of: dict[PeerKey, str | None] = {}  # followers' status addresses (for hints)
         self.backend, self.job, self.me, self.slow, self.events = backend, job, me, slow, events
         self.others = [m for m in members if m != me]
+        self._others = frozenset(self.others)
+        self._formed = False
+        self._insurance = False  # the next read is only in case status updates were lost
+        self._pool = None  # the thread of group reads that run while status updates go on
+        self._stamp: dict[PeerKey, float] = {}  # when a status update last changed each peer
         self.rng = rng or random.Random()
         self.fast, self.byte_budget, self.dns_qps, self.hot_window = fast, byte_budget, dns_qps, hot_window
         self.leader_id = uuid.uuid4().hex[:16]
         self.events_seen = 0
         self._reconnects = 0
         self._changed = False
-        self._full: tuple[int, bytes] = (-1, b"")
+        self._full: tuple[int, bytes, bytes | None] = (-1, b"", None)  # version, JSON, gzipped JSON
         self._task_of: dict[PeerKey, Any] = {}  # the task id a status update last placed each peer at
         self._prefix = naming.group_id(job) + "/"
         self.view.update({me: address}, {p: "not asked yet" for p in self.others})
@@ -364,6 +434,8 @@ class LeaderRendezvous(_Side):
             self.events.close()
         if self.hints is not None:
             self.hints.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _hint(self, status_of: Mapping[PeerKey, str | None]) -> None:
         """Note followers' status addresses; hint the new ones."""
@@ -389,7 +461,7 @@ class LeaderRendezvous(_Side):
             doc.update(peers=delta[0], missing=delta[1])
         return doc
 
-    def handle(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any] | bytes]:
+    def handle(self, query: Mapping[str, str]) -> tuple:
         """``GET /rendezvous?job=&after=&leader=&wait=&complete=`` (a long poll).
 
         Answers when the version differs from ``after`` (with ``complete=1``: once the view is
@@ -405,55 +477,118 @@ class LeaderRendezvous(_Side):
             return 400, {"message": "after must be an integer and wait a number of seconds"}
         leader, complete = query.get("leader", ""), query.get("complete") in ("1", "true")
         view = self.view
+        gzip_ok = "gzip" in query.get("_accept_encoding", "")
         with view.cond:
-            view.cond.wait_for(lambda: leader != self.leader_id or self._done() or (
-                view.version != after and (not complete or not view.missing)), timeout=wait)
+            # complete=1 (a forming follower, even one that knows no leader yet): only the complete view
+            (view.formed if complete else view.cond).wait_for(lambda: self._done() or (
+                (leader != self.leader_id or view.version != after) and (not complete or not view.missing)),
+                timeout=wait)
             delta = view.since(after) if leader == self.leader_id else None
-            if delta is not None:
-                return 200, self._document(delta)
-            if self._full[0] != view.version:  # every follower gets the same whole view: encode it once
-                self._full = (view.version, (json.dumps(self._document(None), sort_keys=True) + "\n").encode())
-            return 200, self._full[1]
+            if delta is None:
+                if self._full[0] != view.version:  # every follower gets the same whole view: encode it once
+                    body = (json.dumps(self._document(None), sort_keys=True) + "\n").encode()
+                    self._full = (view.version, body, _gzip(body) if len(body) >= GZIP_FROM else None)
+                _, body, packed = self._full
+            else:
+                body, packed = (json.dumps(self._document(delta), sort_keys=True) + "\n").encode(), None
+        if packed is None and gzip_ok and len(body) >= GZIP_FROM:
+            packed = _gzip(body)  # a large delta (a follower far behind)
+        if packed is not None and gzip_ok:
+            return 200, packed, {"Content-Encoding": "gzip"}  # 10,000 peers: ~5x less for each follower
+        return 200, body
 
     # -- the loop ---------------------------------------------------------------------------------
     def _loop(self) -> None:
         first, cap = self.fast
-        delay, hot_until, next_read = first, 0.0, 0.0
+        self._delay, self._hot_until, next_read, last_read, gap = first, 0.0, 0.0, 0.0, 0.0
+        self._await_stream(ATTACH_WAIT)  # read after the stream attached: no status update falls between
+        pending = None  # a group read in flight (a 10,000-app group takes seconds): events go on meanwhile
         while not self._done():
-            if time.monotonic() >= next_read:
+            if (pending is None and time.monotonic() >= next_read and self._insurance
+                    and self._events_carry_addresses() and not self.view.missing):
+                # a re-read in case status updates were lost, but they completed the view: no need
+                self._insurance, self._formed = False, True
+                next_read = max(next_read, last_read + self._calm())
+            if pending is None and time.monotonic() >= next_read:
                 started = time.monotonic()
-                missing, asked = self._read()
-                now = self.clock()
-                if self._changed and not self._streaming():
-                    hot_until, delay = now + self.hot_window, first  # no events to wake us: watch closely a while
-                if missing and self._events_carry_addresses():
-                    pause = max(delay, EVENT_FORMING)  # the events bring the rest; re-read now and then
-                elif missing or now < hot_until:
-                    pause, delay = delay * self.rng.uniform(0.8, 1.2), min(cap, delay * 2)
-                else:  # calm; with an event stream only a slow re-read in case an event was lost
-                    marathon = isinstance(self.backend, MarathonBackend)  # Mesos-DNS trails events: keep asking it
-                    calm = max(self.slow, RESYNC) if self._streaming() and marathon else self.slow
-                    pause, delay = calm * self.rng.uniform(0.5, 1.5), first
-                last_read, gap = started, self._gap(asked)
-                next_read = started + max(pause, gap)
-            events = self._pause(next_read - time.monotonic())
+                if self.polls and self._events_carry_addresses():
+                    pending = self._reader().submit(self._lookup)
+                else:  # the first read (status updates wait in the stream's queue), or nothing else to do
+                    next_read, last_read, gap = self._after_read(self._lookup(), started)
+            if pending is not None and pending.done():
+                next_read, last_read, gap = self._after_read(pending.result(), started)
+                pending = None
+            events = self._pause(0.1 if pending is not None else next_read - time.monotonic())
             if events is None:
                 continue
             if events and self._events_carry_addresses():
                 self._apply(events)
             else:  # a status update (or a reconnect that may have lost some): read again soon
-                hot_until, delay = self.clock() + min(self.hot_window, AFTER_EVENT), first
+                self._hot_until, self._delay = self.clock() + min(self.hot_window, AFTER_EVENT), first
                 next_read = max(time.monotonic(), last_read + gap)  # never faster than the budget
 
-    def _read(self) -> tuple[dict[PeerKey, str], int]:
-        """One lookup through the backend into the view: (missing peers, peers asked)."""
+    def _after_read(self, result, started: float) -> tuple[float, float, float]:
+        """Merge a read into the view and plan the next: (next read, this read's start, budget gap)."""
+        first, cap = self.fast
+        missing, asked = self._merge(*result, started)
+        now = self.clock()
+        if self._changed and not self._streaming():
+            self._hot_until, self._delay = now + self.hot_window, first  # no events to wake us: watch closely
+        self._insurance = bool(missing) and self._events_carry_addresses()
+        if self._insurance:
+            pause = max(self._delay, EVENT_FORMING)  # the events bring the rest; re-read now and then
+        elif missing or now < self._hot_until:
+            pause, self._delay = self._delay * self.rng.uniform(0.8, 1.2), min(cap, self._delay * 2)
+        else:
+            pause = self._calm()
+        gap = self._gap(asked)
+        return started + max(pause, gap), started, gap
+
+    def _calm(self) -> float:
+        """Seconds to the next read once calm; with an event stream only a slow re-read in case
+        an event was lost."""
+        marathon = isinstance(self.backend, MarathonBackend)  # Mesos-DNS trails events: keep asking it
+        calm = max(self.slow, RESYNC) if self._streaming() and marathon else self.slow
+        self._delay = self.fast[0]
+        return calm * self.rng.uniform(0.5, 1.5)
+
+    def _reader(self):
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rendezvous-read")
+        return self._pool
+
+    def _await_stream(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for the event stream to attach (``attached``, when it says)."""
+        end = time.monotonic() + seconds
+        while (self._streaming() and not getattr(self.events, "attached", True) and not self._done()
+               and time.monotonic() < end):
+            self._closed.wait(0.02)
+
+    def _lookup(self) -> tuple[dict[PeerKey, Observation], int, str | None]:
+        """One lookup through the backend (no view change): (observations, peers asked, why
+        Marathon gave no answer at all or None)."""
+        with self.view.cond:
+            missing = list(self.view.missing)
+        asked = self.others if self._formed or isinstance(self.backend, MarathonBackend) else missing
+        result = self.backend.lookup(asked) if asked else {}
+        return result, len(asked), getattr(self.backend, "last_error", None)
+
+    def _merge(self, result: Mapping[PeerKey, Observation], asked: int, error: str | None,
+               started: float) -> tuple[dict[PeerKey, str], int]:
+        """A lookup into the view: (missing peers, peers asked). A peer a status update placed
+        or removed after the read began keeps what the update said; when Marathon gave no
+        answer at all, the peers already known stay (the missing ones say why)."""
         with self.view.cond:
             present, missing = dict(self.view.peers), dict(self.view.missing)
-        formed_once = getattr(self, "_formed", False)
-        asked = self.others if formed_once or isinstance(self.backend, MarathonBackend) else list(missing)
-        result = self.backend.lookup(asked) if asked else {}
         self.polls += 1
+        if error is not None:
+            missing = {p: error for p in missing}
+            result = {}
         for peer, obs in result.items():
+            if self._stamp.get(peer, -1.0) >= started:
+                continue
             if obs.address:
                 present[peer] = obs.address
                 missing.pop(peer, None)
@@ -463,8 +598,9 @@ class LeaderRendezvous(_Side):
         self._changed = self.view.update(present, missing)
         if not missing:
             self._formed = True
-        self._hint(getattr(self.backend, "also_addresses", {}))
-        return missing, len(asked)
+        if error is None:
+            self._hint(getattr(self.backend, "also_addresses", {}))
+        return missing, asked
 
     def _events_carry_addresses(self) -> bool:
         """``marathon`` mode on host networking: a status update says where the task runs."""
@@ -479,7 +615,7 @@ class LeaderRendezvous(_Side):
         status_of = {}
         for event in events:
             key = naming.parse_app_id(self.job, str(event.get("appId") or ""))
-            if key not in self.others:
+            if key not in self._others:  # a set: a burst of 10,000 updates is not 10,000 x 10,000 compares
                 continue
             state, task = str(event.get("taskStatus") or ""), event.get("taskId")
             ports, host = event.get("ports") or [], event.get("host")
@@ -488,6 +624,7 @@ class LeaderRendezvous(_Side):
                 present[key] = f"{host}:{ports[index]}"
                 missing.pop(key, None)
                 self._task_of[key] = task
+                self._stamp[key] = time.monotonic()
                 status = self.backend.also_indexes.get(key)
                 if status is not None and len(ports) > status:
                     status_of[key] = f"{host}:{ports[status]}"
@@ -495,6 +632,7 @@ class LeaderRendezvous(_Side):
                 present.pop(key, None)
                 missing[key] = f"task {state}"
                 self._task_of.pop(key, None)
+                self._stamp[key] = time.monotonic()
         self.view.update(present, missing)
         self._hint(status_of)
 
@@ -543,7 +681,8 @@ class FollowerRendezvous(_Side):
                  me: PeerKey | None, *, job: str, session=None, stop: threading.Event | None = None,
                  clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
                  schedule: tuple[float, float] | None = None, fallback: float | None = None,
-                 long_poll: float = LONG_POLL, leader_task: str = "", hint_wait: float | None = None):
+                 long_poll: float = LONG_POLL, leader_task: str = "", hint_wait: float | None = None,
+                 read_slack: float = 10.0):
         super().__init__(stop=stop, clock=clock)
         self.leader_task = leader_task
         self.hint_wait = hint_wait if hint_wait is not None else hint_wait_for(len(members))
@@ -561,7 +700,7 @@ class FollowerRendezvous(_Side):
         self.rng = rng or random.Random()
         self.schedule = schedule or poll_schedule(len(members))
         self.fallback = fallback if fallback is not None else fallback_after(len(members))
-        self.long_poll = long_poll
+        self.long_poll, self.read_slack = long_poll, read_slack  # a long poll's answer may take this much longer
         self.leader_address: str | None = None
         self.leader_id: str | None = None
         self.leader_detail = "not looked up yet"
@@ -614,7 +753,7 @@ class FollowerRendezvous(_Side):
 
     def _loop(self) -> None:
         first, cap = self.schedule
-        delay = first
+        delay, busy = first, 0
         lost_since = self.clock()
         # a large job's tasks neither ask all at once nor ask Marathon at all if the leader calls first
         if self._await_hint(max(self.hint_wait, self.rng.uniform(0, first))):
@@ -629,9 +768,17 @@ class FollowerRendezvous(_Side):
                     obs = self.locate()
                     self.leader_address = obs.address
                     self.leader_detail = "leader at " + obs.address if obs.address else "leader: " + obs.detail
-            if self.leader_address is not None and self._poll_leader():
-                lost_since, delay = None, first
+            answered = self.leader_address is not None and self._poll_leader()
+            if answered is True:
+                lost_since, delay, busy = None, first, 0
                 continue
+            if answered == "busy" and busy < BUSY_TRIES:  # the leader answered before: busy, not gone
+                busy += 1
+                if self._await_hint(delay * self.rng.uniform(0.5, 1.5)):
+                    return
+                delay = min(cap, delay * 2)
+                continue
+            busy = 0
             self.leader_address = None
             if lost_since is None:
                 lost_since = self.clock()
@@ -641,19 +788,21 @@ class FollowerRendezvous(_Side):
                 return
             delay = min(cap, delay * 2)
 
-    def _poll_leader(self) -> bool:
-        """One long poll; False when the leader did not answer as a leader of this job."""
+    def _poll_leader(self) -> bool | str:
+        """One long poll; False when the leader did not answer as a leader of this job,
+        "busy" when a leader that answered before timed out (it is still there: ask it again
+        rather than Marathon)."""
         params = {"job": self.job, "after": str(self._version), "leader": self.leader_id or "",
                   "wait": f"{self.long_poll:g}"}
         if not self._formed:  # no use for the partial views of a forming job (1,000s of them)
             params["complete"] = "1"
         try:
             resp = self.session.get(f"http://{self.leader_address}{PATH}", params=params,
-                                    timeout=(3.0, self.long_poll + 10.0))
+                                    timeout=(10.0 if self.leader_id else 3.0, self.long_poll + self.read_slack))
             doc = resp.json() if resp.status_code == 200 else None
         except Exception as e:  # refused / reset / timeout / not JSON: look the leader up again
             self.leader_detail = f"leader at {self.leader_address} unreachable ({type(e).__name__})"
-            return False
+            return "busy" if self.leader_id and type(e).__name__ == "ReadTimeout" else False
         self.long_polls += 1
         self.polls += 1
         if not isinstance(doc, dict) or doc.get("job") != self.job or not isinstance(doc.get("version"), int):

@@ -3,7 +3,8 @@
 ``GET /health`` -> 200 unless the bootstrap is unhealthy (503);
 ``GET /status`` -> the JSON described in docs/architecture.md;
 extra read-only GET routes (the leader's ``/rendezvous``, :mod:`marathon_tf.leader`) are
-handlers ``query dict (+ "_client": the caller's IP) -> (code, body dict or JSON bytes)`` given to :class:`StatusServer`.
+handlers ``query dict (+ "_client": the caller's IP, "_accept_encoding": its Accept-Encoding)
+-> (code, body dict or JSON bytes[, extra headers])`` given to :class:`StatusServer`.
 :class:`TaskStatus` is the thread-safe record the bootstrap updates and the
 server reads.
 """
@@ -80,13 +81,16 @@ class _Handler(BaseHTTPRequestHandler):
         elif path in self.server.routes:
             query = {k: v[-1] for k, v in parse_qs(self.path.partition("?")[2]).items()}
             query["_client"] = self.client_address[0]  # who asks (set here: a URL cannot forge it)
+            query["_accept_encoding"] = self.headers.get("Accept-Encoding", "")
             self._send(*self.server.routes[path](query))
         else:
             self._send(404, {"message": f"no such path {path!r}; try /health or /status"})
 
-    def _send(self, code: int, body: dict | bytes) -> None:
+    def _send(self, code: int, body: dict | bytes, headers: Mapping[str, str] | None = None) -> None:
         data = body if isinstance(body, bytes) else (json.dumps(body, sort_keys=True) + "\n").encode()
         self.send_response(code)
+        for name, value in (headers or {}).items():  # e.g. Content-Encoding of a pre-encoded body
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

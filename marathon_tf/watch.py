@@ -46,6 +46,11 @@ class EventStream:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    @property
+    def attached(self) -> bool:
+        """Connected once (Marathon sends what happens from then on), or known to have no stream."""
+        return self._response is not None or not self.available
+
     def close(self) -> None:
         self._stop.set()
         r = self._response

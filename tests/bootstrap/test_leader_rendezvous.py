@@ -12,6 +12,7 @@ import requests
 
 from bootstrap_helpers import FakeBackend, FakeMarathon, http_json, wait_for
 from marathon_tf import leader as ld
+from marathon_tf import naming
 from marathon_tf.discovery import MarathonBackend, Observation
 from marathon_tf.errors import DiscoveryError
 from marathon_tf.status_server import StatusServer, TaskStatus
@@ -311,3 +312,190 @@ def test_a_hint_is_taken_only_from_the_leader_task_and_its_host():
     assert follower._hinted is None
     assert follower.hint(ok) == (200, {"ok": True}) and follower._hinted == "127.0.0.1:4000"
     assert follower.hint({**ok, "at": "localhost:4001"})[0] == 200  # names are resolved
+
+
+# --- at scale: reads beside the status updates, lost answers, hints, a busy leader --------------
+
+class SlowGroup:
+    """Wraps a FakeMarathon: a group GET waits until ``release`` is set (a 10,000-app group
+    takes Marathon seconds); ``started`` is set when one is under way."""
+
+    def __init__(self, marathon):
+        self.marathon, self.started, self.release = marathon, threading.Event(), threading.Event()
+        self.slow = False
+
+    def get(self, url, **kw):
+        if self.slow and "/v2/groups" in url:
+            self.started.set()
+            self.release.wait(10)
+        return self.marathon.get(url, **kw)
+
+
+def test_status_updates_go_into_the_view_while_a_group_read_is_under_way(parts, monkeypatch):
+    monkeypatch.setattr(ld, "EVENT_FORMING", 0.0)  # re-read at once while a peer is missing
+    marathon = FakeMarathon()
+    marathon.add_running(*PS, host="10.0.0.1", port=31000)
+    slow = SlowGroup(marathon)
+    backend = MarathonBackend(slow, "http://m", job=JOB)
+    events = FakeEvents()
+    lead, _ = start_leader(parts, backend, events=events)
+    wait_for(lambda: lead.polls == 1, 5, what="the first read")
+    assert list(lead.document()["missing"]) == ["worker-1"]
+    slow.slow = True
+    assert slow.started.wait(5)  # the next read hangs in Marathon ...
+    events.push(appId="/ml/mnist/worker-1", taskId="w1.a", taskStatus="TASK_RUNNING", host="10.0.0.2",
+                ports=[32000, 32001])
+    wait_for(lambda: lead.document()["complete"], 5, interval=0.01, what="the update applied meanwhile")
+    assert lead.polls == 1 and lead.document()["peers"]["worker-1"] == "10.0.0.2:32000"
+    slow.release.set()  # ... and answers from before the update (no worker-1): the update's word stands
+    wait_for(lambda: lead.polls == 2, 5, what="the slow read merged")
+    assert lead.document()["complete"] and lead.document()["peers"]["worker-1"] == "10.0.0.2:32000"
+
+
+def test_a_group_read_that_fails_keeps_the_peers_already_known(parts, monkeypatch):
+    monkeypatch.setattr(ld, "EVENT_FORMING", 0.0)
+    marathon = FakeMarathon()
+    marathon.add_running(*PS, host="10.0.0.1", port=31000)
+    backend = MarathonBackend(marathon, "http://m", job=JOB)
+    lead, _ = start_leader(parts, backend, events=FakeEvents())
+    wait_for(lambda: lead.polls >= 1, 5, what="the first read")
+    marathon.script["http://m"] = [503] * 3 + [requests.ConnectionError("down")] * 3
+    wait_for(lambda: lead.polls >= 4, 10, what="reads that fail")
+    doc = lead.document()
+    assert doc["peers"]["ps-0"] == "10.0.0.1:31000"  # not forgotten because Marathon did not answer
+    assert doc["missing"]["worker-1"] in ("Marathon 503 (no leader?)", "Marathon unreachable (ConnectionError)")
+    assert backend.last_error is not None
+
+
+def test_the_first_read_waits_for_the_event_stream_to_attach(parts):
+    marathon = FakeMarathon()
+    backend = MarathonBackend(marathon, "http://m", job=JOB)
+
+    class Attaching(FakeEvents):
+        attached = False
+
+    events = Attaching()
+    lead, _ = start_leader(parts, backend, events=events)
+    time.sleep(0.3)
+    assert marathon.requests == [] and lead.polls == 0  # a status update now would be in neither
+    events.attached = True
+    wait_for(lambda: lead.polls == 1, 5, what="the first read once attached")
+
+
+def test_a_re_read_for_lost_updates_is_skipped_when_the_updates_completed_the_view(parts, monkeypatch):
+    monkeypatch.setattr(ld, "EVENT_FORMING", 1.0)
+    marathon = FakeMarathon()
+    backend = MarathonBackend(marathon, "http://m", job=JOB)
+    events = FakeEvents()
+    lead, _ = start_leader(parts, backend, events=events)
+    wait_for(lambda: lead.polls == 1, 5, what="the first read")
+    for i, key in enumerate([PS, W1]):
+        events.push(appId=naming.app_id(JOB, *key), taskId=f"t{i}", taskStatus="TASK_RUNNING", host="10.0.0.3",
+                    ports=[33000 + i, 34000 + i])
+    wait_for(lambda: lead.document()["complete"], 5, interval=0.01, what="formed by the updates")
+    time.sleep(2.5)  # past the re-read that was planned while peers were missing
+    assert len(marathon.requests) == 1 and lead.polls == 1
+
+
+def test_hints_to_a_follower_not_up_yet_are_retried_without_holding_up_the_others(parts):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on yet
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    up = StatusServer(TaskStatus(job=JOB, task="worker-1", role="worker", index=1), "127.0.0.1", 0)
+    parts.append(up)
+    got = []
+    up.add_route(ld.HINT_PATH, lambda q: got.append("worker-1") or (200, {"ok": True}))
+    up.start()
+    hints = ld._Hints(JOB, "worker-0", "127.0.0.1:1", workers=1, tries=8, first_retry=0.05)
+    parts.append(hints)
+    hints.send({PS: f"127.0.0.1:{free}"})  # refused: its bootstrap has not started its endpoint
+    wait_for(lambda: hints.tried >= 2, 5, interval=0.01, what="a retry")
+    hints.send({W1: f"127.0.0.1:{up.port}"})  # the one sender thread is not asleep on ps-0's retries
+    wait_for(lambda: got == ["worker-1"], 5, interval=0.01, what="worker-1's hint")
+    assert hints.sent == 1
+    later = StatusServer(TaskStatus(job=JOB, task="ps-0", role="ps", index=0), "127.0.0.1", free)
+    parts.append(later)
+    later.add_route(ld.HINT_PATH, lambda q: got.append("ps-0") or (200, {"ok": True}))
+    later.start()
+    wait_for(lambda: hints.sent == 2, 10, interval=0.01, what="ps-0's hint once it is up")
+    assert got == ["worker-1", "ps-0"]
+
+
+def test_a_follower_asks_a_busy_leader_again_rather_than_marathon(parts):
+    answered, asked = [], []  # asked: how many times the follower had looked the leader up, at each request
+
+    def handler(query):
+        asked.append(len(locates))
+        if answered:  # answered once; now too busy to answer within the follower's timeout
+            time.sleep(1.0)
+        answered.append(1)
+        return 200, {"job": JOB, "leader": "L1", "leader_task": "worker-0", "version": len(answered),
+                     "complete": True, "peers": {"ps-0": "10.0.0.1:1", "worker-0": "10.0.0.2:2"}, "missing": {}}
+
+    server = StatusServer(TaskStatus(job=JOB, task="worker-0", role="worker", index=0), "127.0.0.1", 0,
+                          routes={ld.PATH: handler}).start()
+    parts.append(server)
+    locates = []
+    follower = ld.FollowerRendezvous(lambda: locates.append(1) or Observation(f"127.0.0.1:{server.port}", "ok"),
+                                     FakeBackend(), MEMBERS, W1, job=JOB, session=requests.Session(),
+                                     rng=random.Random(2), schedule=(0.02, 0.1), fallback=60.0, long_poll=0.1,
+                                     read_slack=0.2)
+    parts.append(follower)
+    follower.start()
+    assert follower.wait([PS, W0], 10) == {PS: "10.0.0.1:1", W0: "10.0.0.2:2"}
+    wait_for(lambda: len(asked) >= 1 + ld.BUSY_TRIES, 20, what="requests to the busy leader")
+    assert asked[:1 + ld.BUSY_TRIES] == [1] * (1 + ld.BUSY_TRIES)  # timeouts did not send it to Marathon
+
+
+def test_a_forming_followers_long_poll_is_answered_once_the_view_is_complete(parts):
+    backend = FakeBackend({PS: "10.0.0.1:1"})
+    lead, address = start_leader(parts, backend)
+    wait_for(lambda: lead.document()["peers"].get("ps-0"), 5, what="ps-0 found")
+    answers = []
+    poller = threading.Thread(target=lambda: answers.append(http_json(
+        f"http://{address}{ld.PATH}?job={JOB}&after=-1&complete=1&wait=20", timeout=25)))  # no leader known yet
+    poller.start()
+    polls = lead.polls
+    wait_for(lambda: lead.polls >= polls + 3, 5, what="reads that leave it incomplete")
+    assert answers == []
+    backend.addresses[W1] = "10.0.0.2:2"
+    poller.join(10)
+    code, done = answers[0]
+    assert code == 200 and done["complete"] is True and done["peers"]["worker-1"] == "10.0.0.2:2"
+
+
+def test_a_large_whole_view_goes_gzipped_to_followers_that_accept_it(parts, monkeypatch):
+    monkeypatch.setattr(ld, "GZIP_FROM", 10)  # a 10,000-task view is ~350 kB; this one is small
+    lead, address = start_leader(parts, FakeBackend({PS: "10.0.0.1:1", W1: "10.0.0.2:2"}))
+    wait_for(lambda: lead.document()["complete"], 5, what="formed")
+    url = f"http://{address}{ld.PATH}?job={JOB}&after=-1"
+    packed = requests.get(url, timeout=5)  # requests asks for gzip and unpacks it
+    assert packed.headers["Content-Encoding"] == "gzip"
+    assert int(packed.headers["Content-Length"]) < len(packed.content)
+    code, plain = http_json(url)  # urllib does not ask: plain JSON
+    assert code == 200 and packed.json() == plain and plain["peers"]["worker-1"] == "10.0.0.2:2"
+
+
+def test_a_waiting_task_goes_through_its_peers_only_when_the_view_changes():
+    class Counted(list):  # counts the passes over the peers (10,000 of them in a large job)
+        passes = 0
+
+        def __iter__(self):
+            Counted.passes += 1
+            return super().__iter__()
+
+    follower = ld.FollowerRendezvous(lambda: Observation(None, "x"), FakeBackend(), MEMBERS, W1, job=JOB,
+                                     session=requests.Session())  # not started: the view changes only here
+    follower.view.update({PS: "10.0.0.1:1"}, {W0: "not yet"})
+    done = []
+    waiter = threading.Thread(target=lambda: done.append(follower.wait(Counted([PS, W0]), 30)))
+    waiter.start()
+    wait_for(lambda: Counted.passes >= 2, 5, interval=0.01, what="the first pass")
+    time.sleep(1.0)  # five 0.2 s ticks with the same version
+    assert Counted.passes == 2  # found + lacking, once
+    follower.view.update({PS: "10.0.0.1:1", W0: "10.0.0.2:2"}, {})
+    waiter.join(5)
+    assert done == [{PS: "10.0.0.1:1", W0: "10.0.0.2:2"}] and Counted.passes == 4
+    follower.close()
