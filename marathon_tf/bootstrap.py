@@ -342,7 +342,7 @@ class Bootstrap:
         self.status.update(step=step, steps_per_second=None if rate is None else round(rate, 3))
         self.watchdog.step(step)
         if self.prewarmer:
-            self.prewarmer.note_step()  # past its start: time for the standby interpreter
+            self.prewarmer.note_step()  # past its start: time to look at the pre-warmed interpreter's memory
 
     def _logdir_step(self) -> None:
         """For programs that print no ``step=N``: the step TensorFlow wrote into the logdir (event files,

@@ -46,12 +46,12 @@ from typing import Callable, Mapping, Sequence
 from marathon_tf.supervisor import _die_with_parent, popen
 
 __all__ = ["PythonCommand", "python_command", "Prewarmer", "ForkServer", "ForkedProcess", "CHILD", "SOCKET_VAR",
-           "STANDBY_AFTER", "STANDBY_HEADROOM", "server_argv", "resolve_interpreter"]
+           "MEMORY_LOOK_AFTER", "MEMORY_HEADROOM", "server_argv", "resolve_interpreter"]
 
 CHILD = str(Path(__file__).resolve().with_name("prewarm_child.py"))
 SOCKET_VAR = "MTF_PREWARM_SOCKET"  # a shared fork server's socket (set by the local runner)
-STANDBY_AFTER = 60.0      # seconds after a start with no step= line: look at the memory anyway
-STANDBY_HEADROOM = 0.9    # program + server should fit in this share of the task's mem
+MEMORY_LOOK_AFTER = 60.0      # seconds after a start with no step= line: look at the memory anyway
+MEMORY_HEADROOM = 0.9    # program + server should fit in this share of the task's mem
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
 _FLAGS = frozenset({"-u", "-O", "-OO", "-B", "-s", "-E", "-b", "-bb", "-q"})  # same meaning at start or later
 _WITH_ARG = frozenset({"-W", "-X"})
@@ -373,7 +373,7 @@ class Prewarmer:
 
     def __init__(self, command: Sequence[str], modules: Sequence[str], environ: Mapping[str, str], *,
                  cwd: str | None = None, log: Callable[[str], None] = lambda m: None,
-                 standby_after: float = STANDBY_AFTER, mem_limit_mib: float | None = None):
+                 memory_look_after: float = MEMORY_LOOK_AFTER, mem_limit_mib: float | None = None):
         self.command = python_command(command)
         if self.command is None:
             raise ValueError(f"not a Python program: {list(command)!r}")
@@ -383,7 +383,7 @@ class Prewarmer:
         self.env.pop(SOCKET_VAR, None)
         self.env.setdefault("PYTHONUNBUFFERED", "1")
         self.socket_path = environ.get(SOCKET_VAR) or None
-        self.standby_after, self.mem_limit_mib = standby_after, mem_limit_mib
+        self.memory_look_after, self.mem_limit_mib = memory_look_after, mem_limit_mib
         self.interpreter: str | None = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prewarm-spawner")
         self._lock = threading.Lock()
@@ -473,12 +473,12 @@ class Prewarmer:
     def _look_at_memory(self, generation: int, server: ForkServer, child: ForkedProcess) -> None:
         """Once past its start: warn when the program and the server's own memory come close to the
         task's ``mem`` (the server shares most of its pages with the program it forked)."""
-        self._stepped.wait(self.standby_after)
+        self._stepped.wait(self.memory_look_after)
         with self._lock:
             if self._closed or generation != self._generation or child.pid is None:
                 return
         program, own = _usage_kib(child.pid) or 0, server.private_kib() or 0
-        if (program + own) / 1024 > STANDBY_HEADROOM * self.mem_limit_mib:
+        if (program + own) / 1024 > MEMORY_HEADROOM * self.mem_limit_mib:
             self.log(f"warning: the program ({program / 1024:.0f} MiB) and its pre-warmed interpreter's own memory "
                      f"({own / 1024:.0f} MiB) come close to the task's {self.mem_limit_mib:g} MiB; raise mem or set "
                      f'"prewarm": false')

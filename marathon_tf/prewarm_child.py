@@ -284,7 +284,6 @@ def _serve(server, listener, client, linger):
     process (which then becomes the program), never in the server."""
     import select
     import signal
-    import socket
 
     wake_r, wake_w = os.pipe()
     for fd in (wake_r, wake_w):

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 
 import pytest
 
@@ -269,9 +268,9 @@ RESTARTING = textwrap.dedent("""\
     """)
 
 
-def test_the_bootstrap_runs_prewarmed_and_restarts_in_a_standby(tmp_path, program, capsys):
-    """The first run and the in-place restart both start in a pre-warmed interpreter (the standby
-    is started once the first run printed a step), with TF_CONFIG and flags as usual."""
+def test_the_bootstrap_runs_prewarmed_and_restarts_in_a_fork_of_the_same_server(tmp_path, program, capsys):
+    """The first run and the in-place restart are both forks of the bootstrap's pre-warmed
+    interpreter, with TF_CONFIG and flags as usual."""
     env, _ = program
     (tmp_path / "train.py").write_text(RESTARTING)
     cluster = {"ps": 1, "worker": 2}
