@@ -141,18 +141,27 @@ class ForkedProcess:
     (it may still be importing); a signal sent meanwhile is delivered once it has, and SIGKILL
     gives up on the start altogether (``cancel``)."""
 
-    def __init__(self, args: Sequence[str], stdout, stderr, cancel: Callable[[], None]):
+    def __init__(self, args: Sequence[str], stdout, stderr, cancel: Callable[[], None],
+                 writers: tuple[int, int] = ()):
         self.args, self.stdout, self.stderr, self.stdin = list(args), stdout, stderr, None
         self.pid: int | None = None
         self.returncode: int | None = None
         self.started: dict | None = None  # {"started": "in_place"|"ordinary", "reason": ...}
         self.forked = threading.Event()
+        self.cancelled = False
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._pending: list[int] = []
         self._cancel = cancel
+        self._writers = list(writers)  # our copies of the program's stdout/stderr, until it has started
+
+    def _close_writers(self) -> None:
+        writers, self._writers = self._writers, []
+        for fd in writers:
+            os.close(fd)
 
     def _forked(self, pid: int, started: dict) -> None:
+        self._close_writers()
         with self._lock:
             self.pid, self.started = pid, started
             pending, self._pending = self._pending, []
@@ -160,7 +169,26 @@ class ForkedProcess:
         for sig in pending:
             self.signal_group(sig)
 
+    def _start_ordinary(self, env: Mapping[str, str], cwd: str | None, log: Callable[[str], None]) -> None:
+        """The server went away before it forked (it died while importing, or it was leaving): start
+        the program the ordinary way on the same pipes. Runs on the Prewarmer's spawner thread
+        (the parent-death signal is bound to the thread that forks)."""
+        try:
+            proc = subprocess.Popen(self.args, env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL,
+                                    stdout=self._writers[0], stderr=self._writers[1], start_new_session=True,
+                                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        except OSError as e:
+            os.write(self._writers[1], f"cannot execute {self.args[0]!r}: {e.strerror or e}\n".encode())
+            self._close_writers()
+            self._exited(127 if isinstance(e, FileNotFoundError) else 126)
+            return
+        log(f"started training program (pid {proc.pid}) the ordinary way (the pre-warmed interpreter went away "
+            f"before it started the program)")
+        self._forked(proc.pid, {"started": "ordinary", "reason": "the pre-warmed interpreter went away"})
+        threading.Thread(target=lambda: self._exited(proc.wait()), daemon=True, name="trainer-wait").start()
+
     def _exited(self, code: int) -> None:
+        self._close_writers()
         with self._lock:
             if self.returncode is None:
                 self.returncode = code
@@ -194,6 +222,7 @@ class ForkedProcess:
                     return
                 cancel = True
         if cancel:  # not even forked yet: give up on it (the server kills what it forks for a closed client)
+            self.cancelled = True
             self._cancel()
             return
         if pid is not None:
@@ -216,8 +245,10 @@ class ForkServer:
     runner's shared one. A reader thread follows the server's messages."""
 
     def __init__(self, sock: socket.socket, label: str, log: Callable[[str], None],
-                 proc: subprocess.Popen | None = None):
+                 proc: subprocess.Popen | None = None, submit: Callable | None = None):
         self.sock, self.label, self.log, self.proc = sock, label, log, proc
+        self.submit = submit  # runs a function on the Prewarmer's spawner thread (ordinary starts)
+        self._closing = False
         self.hello: dict | None = None
         self.ready = threading.Event()  # the hello arrived, or the server is gone
         self.dead = False
@@ -274,7 +305,7 @@ class ForkServer:
                 self.ready.set()
             elif "forked" in message or "error" in message:
                 with self._lock:
-                    child = self._pending.popleft() if self._pending else None
+                    child = self._pending.popleft()[0] if self._pending else None
                 if child is None:
                     continue
                 if "error" in message:
@@ -295,10 +326,18 @@ class ForkServer:
         self.dead = True
         self.ready.set()
         with self._lock:
-            orphans = list(self._pending) + list(self._running.values())
+            unstarted, running = list(self._pending), list(self._running.values())
             self._pending.clear()
             self._running.clear()
-        for child in orphans:
+        for child, env, cwd in unstarted:
+            if child.cancelled or self._closing or self.submit is None:
+                child._exited(-signal.SIGKILL)
+            else:  # it never started: start it the ordinary way rather than report a death
+                try:
+                    self.submit(child._start_ordinary, env, cwd, self.log)
+                except RuntimeError:  # the Prewarmer is closing
+                    child._exited(-signal.SIGKILL)
+        for child in running:
             child._lost()
         try:
             self.sock.close()
@@ -328,16 +367,14 @@ class ForkServer:
             try:
                 self.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [out_w, err_w]))])
             except OSError as e:
-                for fd in (out_r, err_r):
+                for fd in (out_r, err_r, out_w, err_w):
                     os.close(fd)
                 self.log(f"cannot hand the program to the pre-warmed interpreter ({e.strerror or e}): "
                          f"it starts the ordinary way")
                 return None
-            finally:
-                os.close(out_w)
-                os.close(err_w)
-            child = ForkedProcess(argv, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"), cancel=self.close)
-            self._pending.append(child)
+            child = ForkedProcess(argv, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"), cancel=self.close,
+                                  writers=(out_w, err_w))
+            self._pending.append((child, dict(env), cwd))
         return child
 
     def private_kib(self) -> int | None:
@@ -347,6 +384,7 @@ class ForkServer:
 
     def close(self) -> None:
         """Disconnect (the server kills any program it still runs for us); stop our own server."""
+        self._closing = True
         self.dead = True
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
@@ -423,6 +461,8 @@ class Prewarmer:
         if server is None:
             server = ForkServer.start(self.interpreter, self.command.options, self.modules, self.env, self.cwd,
                                       self.label, self.log)
+        if server is not None:
+            server.submit = self._pool.submit
         with self._lock:
             if not self._closed:
                 self._server, server = server, None

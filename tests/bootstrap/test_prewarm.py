@@ -403,6 +403,29 @@ def test_a_sigkill_before_the_server_is_ready_gives_up_on_the_start(program, tmp
         warmer.close()
 
 
+def test_a_server_that_dies_before_it_forked_means_an_ordinary_start(program, tmp_path):
+    """The server dies while it imports (OOM-killed, say) with a start waiting: the program starts
+    the ordinary way on the same pipes, instead of being reported dead."""
+    env, cwd = program
+    (tmp_path / "lib" / "mtf_marker.py").write_text("import time\ntime.sleep(30)\n")
+    logs = []
+    warmer = Prewarmer([sys.executable, "prog/probe.py"], ["mtf_marker"], env, cwd=cwd, log=logs.append).start()
+    try:
+        wait_for(lambda: warmer.server is not None, 30, what="the server to start importing")
+        steps, out = [], io.BytesIO()
+        trainer = Trainer([sys.executable, "prog/probe.py", "sleep"], env, cwd=cwd, on_step=steps.append,
+                          stdout=out, stderr=io.BytesIO(), spawn=warmer.spawn)
+        trainer.start()
+        assert trainer.pid is None  # waiting for the server
+        os.killpg(warmer.server.proc.pid, signal.SIGKILL)
+        wait_for(lambda: steps == [1], 30, what="the program started the ordinary way, through the pump")
+        assert trainer.proc.started["started"] == "ordinary" and trainer.pid is not None
+        assert any("the pre-warmed interpreter went away before it started the program" in m for m in logs), logs
+        assert trainer.stop(grace=5) == 128 + signal.SIGTERM
+    finally:
+        warmer.close()
+
+
 def _serving(tmp_path, env, linger=30.0):
     from marathon_tf.local.warmpool import WarmPool
 
