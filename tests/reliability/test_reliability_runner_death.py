@@ -183,7 +183,10 @@ def test_sigterm_gives_the_training_program_its_grace_period(tmp_path):
                  timeout=60, what="the program running")
         os.kill(proc.pid, signal.SIGTERM)
         assert proc.wait(timeout=60) == 143, err.read_text()[-2000:]
-        assert [p.read_text() for p in (tmp_path / "state").glob("*/sandboxes/*/saved-on-sigterm")] == ["ok"]
+        saved = [p.read_text() for p in (tmp_path / "state").glob("*/sandboxes/*/saved-on-sigterm")]
+        assert saved == ["ok"], "\n".join(  # the tasks' own words, to see where the grace period went
+            f"--- {box.name}\n{(box / 'stderr').read_text(errors='replace')[-3000:]}"
+            for box in (tmp_path / "state").glob("*/sandboxes/*")) + "\n--- runner\n" + err.read_text()[-2000:]
         assert wait_none_referring_to(tmp_path / "state", seconds=10) == []
     finally:
         if proc.poll() is None:
