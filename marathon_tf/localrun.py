@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from . import jobs, joblock, labels as L, naming, stopsignals
+from . import jobs, joblock, labels as L, stopsignals
 from .errors import Interrupted, Timeout, UsageError
 from .marathon import Client, RetryPolicy
 from .spec import JobSpec
@@ -246,16 +246,13 @@ def _prewarm(cluster: Any, spec: JobSpec, templates_dir: str | None) -> None:
     """Start the job's shared pre-warmed interpreter(s) first, so that importing TensorFlow overlaps
     the local Marathon's start-up, the deployment and discovery (one app per role is enough: the
     tasks of a role differ only in per-task variables)."""
-    from .render import render_group, task_apps
+    from .render import render_app
 
     try:
-        apps = task_apps(render_group(spec, templates_dir=templates_dir))
+        apps = [render_app(spec, role, 0, templates_dir=templates_dir) for role, r in spec.roles.items() if r.count]
     except Exception:  # noqa: BLE001 - the deployment renders again and says what is wrong
         return
-    one_per_role: dict[str, dict] = {}
-    for name, app in apps.items():
-        one_per_role.setdefault((naming.parse_task_name(name) or (name, 0))[0], app)
-    cluster.prewarm(list(one_per_role.values()))
+    cluster.prewarm(apps)
 
 
 def check_local_options(detach: bool) -> None:

@@ -231,14 +231,6 @@ class ForkedProcess:
             except (ProcessLookupError, PermissionError):
                 pass
 
-    send_signal = signal_group
-
-    def kill(self) -> None:
-        self.signal_group(signal.SIGKILL)
-
-    def terminate(self) -> None:
-        self.signal_group(signal.SIGTERM)
-
 
 class ForkServer:
     """One connection to a fork server: the bootstrap's own (``proc`` is its process) or the local

@@ -7,6 +7,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: linear-regression-tf1 training until it is stopped (for tests that disturb a running job).
+ENDLESS_TF1 = ["python3", "train.py", "--train_steps", "10000000", "--checkpoint_dir", "ckpt", "--log_every", "50"]
+
 
 def example_job(example: str, tmp_path: Path, job_file: str = "job.json", **changes) -> Path:
     """A copy of ``examples/<example>/<job_file>`` with its volumes under ``tmp_path/shared``,

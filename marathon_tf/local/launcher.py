@@ -334,7 +334,7 @@ class Launcher:
     def prewarm(self, app: dict) -> Optional[str]:
         """Start the shared pre-warmed interpreter ``app``'s tasks will use (if any) ahead of them."""
         env = {**task_env(app, "", "", [], "", self.host), **self.runner_env, reaper.TOKEN_VAR: self.token}
-        return self.warm.prestart(app, env)
+        return self.warm.socket_for(app, env)
 
     def kill_all_now(self) -> None:
         """Last resort (stop, atexit): SIGKILL every process group still alive and every process

@@ -7,7 +7,7 @@ one *fork server* (:mod:`marathon_tf.prewarm_child`) per interpreter, options, m
 environment (the tasks' environment without its per-task variables,
 :func:`marathon_tf.prewarm_child.shared_env`), listening on ``<state>/prewarm/<n>.sock``, and
 gives each task that runs a Python program through the bootstrap its address in
-``MTF_PREWARM_SOCKET``. ``deploy --local`` starts them before anything else (:meth:`WarmPool.prestart`),
+``MTF_PREWARM_SOCKET``. ``deploy --local`` starts them before anything else (``LocalCluster.prewarm``),
 so the import overlaps the runner's own start-up; ``local serve`` starts one when the first task
 that needs it is launched, and a server with no task for :data:`LINGER` seconds exits.
 
@@ -113,10 +113,6 @@ class WarmPool:
                     return None
                 self._servers[key] = server
             return str(server.path)
-
-    def prestart(self, app: Mapping, env: Mapping[str, str]) -> Optional[str]:
-        """:meth:`socket_for` ahead of the task (``deploy --local``: before the runner starts)."""
-        return self.socket_for(app, env)
 
     def _start(self, interpreter: str, options, modules: list[str], env: dict[str, str]) -> Optional[_Server]:
         self.dir.mkdir(parents=True, exist_ok=True)

@@ -206,21 +206,18 @@ def test_a_prewarmed_interpreter_dies_with_its_bootstrap(program, tmp_path):
         print(w.waiting.pid, flush=True)
         time.sleep(120)
         """)
+    _killing_the_holder_kills(holder, cwd, "the orphaned pre-warmed interpreter")
+
+
+def _killing_the_holder_kills(holder: str, cwd: str, what: str) -> None:
+    """Run ``holder`` (it prints a pid, then sleeps) as a process of its own, SIGKILL it: that pid dies too."""
     proc = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, cwd=cwd)
     try:
         pid = int(proc.stdout.readline())
         os.kill(pid, 0)
         proc.kill()
         proc.wait(10)
-
-        def gone():
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    return f.read().split(")")[-1].split()[0] == "Z"
-            except FileNotFoundError:
-                return True
-
-        wait_for(gone, 10, what="the orphaned pre-warmed interpreter to die")
+        wait_for(lambda: _gone(pid), 10, what=f"{what} to die")
     finally:
         proc.kill()
         proc.wait()
@@ -489,16 +486,7 @@ def test_a_task_that_goes_away_takes_its_program_from_the_shared_server(program,
             print(child.pid, flush=True)
             time.sleep(120)
             """)
-        proc = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, cwd=cwd)
-        try:
-            pid = int(proc.stdout.readline())
-            os.kill(pid, 0)
-            proc.kill()
-            proc.wait(10)
-            wait_for(lambda: _gone(pid), 10, what="the program of a task that went away to die")
-        finally:
-            proc.kill()
-            proc.wait()
+        _killing_the_holder_kills(holder, cwd, "the program of a task that went away")
         server = next(iter(pool._servers.values())).proc
         assert server.poll() is None  # still there for the other tasks
     finally:

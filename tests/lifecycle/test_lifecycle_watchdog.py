@@ -121,8 +121,7 @@ def _trainer_pid(state: Path, task_index: int) -> int | None:
 @pytest.mark.tf
 @pytest.mark.timeout(300)
 def test_a_frozen_worker_is_failed_by_the_watchdog(tmp_path):
-    job = jobfiles.example_job("linear-regression-tf1", tmp_path, command=[
-        "python3", "train.py", "--train_steps", "10000000", "--checkpoint_dir", "ckpt", "--log_every", "50"])
+    job = jobfiles.example_job("linear-regression-tf1", tmp_path, command=jobfiles.ENDLESS_TF1)
     spec = json.loads(job.read_text())
     spec["restart"] = {"max_failures": 0, "window_seconds": 600, "progress_timeout_seconds": 10,
                        "first_step_timeout_seconds": 200}

@@ -141,8 +141,7 @@ def test_a_task_whose_logdir_cannot_be_created_fails_the_job_at_once(tmp_path):
 @pytest.mark.tf
 @pytest.mark.timeout(300)
 def test_a_missing_tensorboard_binary_fails_the_job_instead_of_deploying_for_ever(tmp_path):
-    job = jobfiles.example_job("linear-regression-tf1", tmp_path, command=[
-        "python3", "train.py", "--train_steps", "10000000", "--checkpoint_dir", "ckpt", "--log_every", "50"])
+    job = jobfiles.example_job("linear-regression-tf1", tmp_path, command=jobfiles.ENDLESS_TF1)
     spec = json.loads(job.read_text())
     spec["roles"]["tensorboard"] = {"count": 1, "command": ["no-such-tensorboard", "--logdir", "ckpt"]}
     job.write_text(json.dumps(spec))
@@ -157,8 +156,7 @@ def test_a_missing_tensorboard_binary_fails_the_job_instead_of_deploying_for_eve
 @pytest.mark.timeout(300)
 def test_a_checkpoint_directory_that_vanishes_mid_run_fails_the_job_with_one_line(tmp_path):
     job = jobfiles.example_job("linear-regression-tf1", tmp_path, command=[
-        "python3", "train.py", "--train_steps", "10000000", "--checkpoint_dir", "ckpt", "--log_every", "50",
-        "--save_checkpoint_steps", "200"])
+        *jobfiles.ENDLESS_TF1, "--save_checkpoint_steps", "200"])
     shared = tmp_path / "shared" / "ckpt"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MARATHON")}
     env.update(MARATHON_TF_STATE_DIR=str(tmp_path / "state"), MARATHON_TF_CONFIG="/nonexistent")

@@ -32,9 +32,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def _long_job(tmp_path: Path, **changes) -> Path:
-    return jobfiles.example_job("linear-regression-tf1", tmp_path, command=[
-        "python3", "train.py", "--train_steps", "10000000", "--checkpoint_dir", "ckpt", "--log_every", "50"],
-        **changes)
+    return jobfiles.example_job("linear-regression-tf1", tmp_path, command=jobfiles.ENDLESS_TF1, **changes)
 
 
 def _serve_endpoints(log: Path) -> tuple[str, str] | None:
