@@ -19,8 +19,8 @@ def _job(workers: int) -> dict:
 
 
 def _validate_and_render(job: dict) -> int:
-    from marathon_tf.render import render_group
-    from marathon_tf.spec import load_dict
+    from marathon_tf.user.render import render_group
+    from marathon_tf.user.spec import load_dict
 
     return len(json.dumps(render_group(load_dict(job))))
 

@@ -66,10 +66,10 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
     """Deploy (``job_file(tmp)``, default the TF1 job file with ``job_changes``), train until step > 500,
     ``prepare(cluster)`` (untimed), ``disrupt(cluster, client, job)``, and time until every worker (or
     every task in ``trainers``) printed a step line after it."""
-    from marathon_tf import jobs, spec as spec_mod
-    from marathon_tf.local import LocalCluster
-    from marathon_tf.localrun import SandboxTailer
-    from marathon_tf.marathon import Client, RetryPolicy
+    from marathon_tf.user import jobs, spec as spec_mod
+    from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
+    from marathon_tf.marathon.client import Client, RetryPolicy
+    from marathon_tf.user.localrun import SandboxTailer
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-lifecycle-"))
     lines: list[tuple[float, str, int]] = []
@@ -139,7 +139,7 @@ def _kill_together(*apps: str) -> Callable[[object, object, str], None]:
 
 
 def _scale(cluster, client, job) -> None:
-    from marathon_tf import jobs
+    from marathon_tf.user import jobs
 
     jobs.scale(client, job, {"worker": ("=", 3)})
 

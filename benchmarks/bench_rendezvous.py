@@ -7,7 +7,7 @@ tasks, ~3 KB per app), ``GET /v2/apps/big/<task>`` (one app) and ``GET /v2/event
 ``status_update_event`` per task as it turns RUNNING). Every request and every byte it sends is
 counted, by who asked.
 
-The leader is the real thing (:func:`marathon_tf.leader.make_rendezvous` with a
+The leader is the real thing (:func:`marathon_tf.task.rendezvous.make_rendezvous` with a
 MarathonBackend, Marathon's event stream and a real status endpoint); so are S simulated
 followers (each with its own status endpoint, started when its task turns RUNNING, asking
 the leader over HTTP). The followers' Marathon requests and bytes are scaled by (N - 1) / S;
@@ -53,7 +53,7 @@ def _running_at(start: float, total: int, ramp: float) -> list[float]:
 
 class _FakeMarathon:
     def __init__(self, total: int, ramp: float, start: float | None = None):
-        from marathon_tf import naming
+        from marathon_tf.contract import naming
 
         self.total, self.start = total, time.monotonic() if start is None else start
         self.running_at = _running_at(self.start, total, ramp)
@@ -248,7 +248,7 @@ class _Timeline:
         return self
 
     def _run(self, stop: threading.Event) -> None:
-        from marathon_tf.leader import FollowerRendezvous, LeaderRendezvous
+        from marathon_tf.task.rendezvous import FollowerRendezvous, LeaderRendezvous
 
         while not stop.wait(0.02):
             now = time.monotonic()
@@ -291,11 +291,11 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
     the baseline, with the same fake Marathon."""
     import requests
 
-    from marathon_tf.bootstrap import DEFAULT_WATCH_INTERVAL
-    from marathon_tf.discovery import MarathonBackend, Rendezvous, watch_interval
-    from marathon_tf.leader import make_rendezvous
-    from marathon_tf.status_server import StatusServer, TaskStatus
-    from marathon_tf.taskenv import TaskContext
+    from marathon_tf.contract.taskenv import TaskContext
+    from marathon_tf.task.bootstrap import DEFAULT_WATCH_INTERVAL
+    from marathon_tf.task.discovery import MarathonBackend, Rendezvous, watch_interval
+    from marathon_tf.task.rendezvous import make_rendezvous
+    from marathon_tf.task.status_server import StatusServer, TaskStatus
 
     sample = sorted({1 + round(k * (total - 2) / max(1, simulated - 1)) for k in range(simulated)})
     # the tasks that are not simulated take the leader's hint at one shared endpoint, in another
@@ -456,9 +456,9 @@ def bench_move_latency(quick: bool) -> list[Row]:
 
     import requests
 
-    from marathon_tf.discovery import Observation
-    from marathon_tf.leader import PATH, FollowerRendezvous, LeaderRendezvous
-    from marathon_tf.status_server import StatusServer, TaskStatus
+    from marathon_tf.task.discovery import Observation
+    from marathon_tf.task.rendezvous import PATH, FollowerRendezvous, LeaderRendezvous
+    from marathon_tf.task.status_server import StatusServer, TaskStatus
 
     class Backend:
         def __init__(self):

@@ -181,10 +181,10 @@ def _discovery_latency(mode: str, refresh: float) -> float:
     import dns.resolver
     import requests
 
-    from marathon_tf import naming
-    from marathon_tf.local import LocalCluster
-    from marathon_tf.render import render_group
-    from marathon_tf.spec import load_dict
+    from marathon_tf.contract import naming
+    from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
+    from marathon_tf.user.render import render_group
+    from marathon_tf.user.spec import load_dict
 
     work = Path(tempfile.mkdtemp(prefix="bench-disc-"))
     cluster = LocalCluster(state_dir=work / "state", dns_refresh=refresh)
@@ -254,9 +254,9 @@ def bench_marathon_load(quick: bool) -> list[Row]:
     counting HTTP server whose group has its tasks turn RUNNING over ``ramp`` seconds."""
     import requests
 
-    from marathon_tf import naming
-    from marathon_tf.bootstrap import DEFAULT_WATCH_INTERVAL
-    from marathon_tf.discovery import MarathonBackend, Rendezvous, watch_interval
+    from marathon_tf.contract import naming
+    from marathon_tf.task.bootstrap import DEFAULT_WATCH_INTERVAL
+    from marathon_tf.task.discovery import MarathonBackend, Rendezvous, watch_interval
 
     total = 1000
     simulated = 40 if quick else 100

@@ -24,7 +24,7 @@ from aiohttp import web
 from .faults import FaultInjector
 from .mesos_dns import MesosDns
 from .security import Credentials, Security
-from .launcher import Launcher
+from .launcher import Launcher, WarmPoolFactory
 from .server import Runtime, create_app
 
 __all__ = ["LocalCluster", "PortInUse", "serve"]
@@ -61,14 +61,16 @@ class LocalCluster:
     ``RefreshSeconds`` (0: records follow the task state live); ``heartbeat`` the
     SSE heartbeat period; ``kill_grace`` the default SIGTERM->SIGKILL grace when an
     app sets no ``taskKillGracePeriodSeconds`` (capped at ``kill_grace_cap``);
-    ``shutdown_grace`` the grace tasks get when the cluster stops.
+    ``shutdown_grace`` the grace tasks get when the cluster stops. ``warm_pool``: a factory of
+    pre-warmed interpreters shared by the tasks (see :class:`~marathon_tf.local.launcher.WarmPool`;
+    marathon-tf's is :class:`marathon_tf.task.warmpool.WarmPool`); None: every task starts cold.
     """
 
     def __init__(self, state_dir: Union[str, Path, None] = None, host: str = "127.0.0.1",
                  marathon_port: int = 0, dns_port: int = 0, dns_http_port: int = 0, dns_refresh: float = 1.0,
                  dns_ttl: int = 5, heartbeat: float = 10.0, kill_grace: float = 3.0, kill_grace_cap: float = 30.0,
                  shutdown_grace: float = 2.0, auth: Optional[Credentials] = None, allow_origins: tuple = (),
-                 ui_dir: Union[str, Path, None] = None) -> None:
+                 ui_dir: Union[str, Path, None] = None, warm_pool: Optional[WarmPoolFactory] = None) -> None:
         self.security = Security(host, allow_origins, auth)  # raises AuthError for an unsafe setup
         self._ui_dir = ui_dir
         self._own_dir = state_dir is None
@@ -79,7 +81,7 @@ class LocalCluster:
                              shutdown_grace=shutdown_grace)
         self._dns_options = dict(refresh=dns_refresh, ttl=dns_ttl)
         #: Built before the servers start, so that :meth:`prewarm` can start interpreters first.
-        self.launcher = Launcher(self.state_dir, host, kill_grace_cap)
+        self.launcher = Launcher(self.state_dir, host, kill_grace_cap, warm_pool=warm_pool)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._thread: Optional[threading.Thread] = None
         self._rt: Optional[Runtime] = None

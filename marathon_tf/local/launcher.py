@@ -30,13 +30,12 @@ import tarfile
 import time
 import zipfile
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Mapping, Optional, Protocol
 from urllib.parse import unquote, urlparse
 
-from ..prewarm import SOCKET_VAR
-from ..shellexec import exec_form
+from marathon_tf.contract.shellexec import exec_form
+from marathon_tf.contract.taskenv import PREWARM_SOCKET_VAR
 from . import reaper
-from .warmpool import WarmPool
 
 __all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "SECRET_VARS", "exec_form", "volume_problem",
            "last_line"]
@@ -170,10 +169,28 @@ def last_line(path: Path, limit: int = 65536) -> str:
     return lines[-1][:500] if lines else ""
 
 
+class WarmPool(Protocol):
+    """Pre-warmed interpreters shared by the tasks (marathon-tf's :class:`marathon_tf.task.warmpool.WarmPool`,
+    handed in by whoever starts the cluster for marathon-tf; the runner itself knows nothing of it)."""
+
+    def socket_for(self, app: Mapping, env: Mapping[str, str]) -> Optional[str]:
+        """The socket a task of ``app`` (whose environment is ``env``) is to use, or None."""
+
+    def close(self) -> None:
+        """Stop every interpreter (and what it started)."""
+
+
+#: ``factory(directory, before_start=..., keep=...)``: a :class:`WarmPool` keeping its state in
+#: ``directory``, calling ``before_start()`` before it starts a process, giving its processes the
+#: runner's variables named in ``keep`` (the token the runner's sweep looks for).
+WarmPoolFactory = Callable[..., WarmPool]
+
+
 class Launcher:
     """Sandboxes, fetching, volumes, spawning and killing of task processes."""
 
-    def __init__(self, state_dir: Path, host: str = "127.0.0.1", kill_grace_cap: float = 30.0) -> None:
+    def __init__(self, state_dir: Path, host: str = "127.0.0.1", kill_grace_cap: float = 30.0,
+                 warm_pool: Optional[WarmPoolFactory] = None) -> None:
         self.state_dir = Path(state_dir)
         self.host = host
         self.kill_grace_cap = kill_grace_cap
@@ -184,8 +201,9 @@ class Launcher:
         #: Variables every task gets on top of its app's environment: the runner's own addresses
         #: (``MTF_RUNNER_*``, which the bootstrap prefers over the rendered cluster defaults).
         self.runner_env: dict[str, str] = {}
-        #: Shared pre-warmed interpreters (:mod:`marathon_tf.local.warmpool`).
-        self.warm = WarmPool(self.state_dir / "prewarm", before_start=self.guardian.start)
+        #: Shared pre-warmed interpreters, when the cluster was given a factory for them.
+        self.warm: Optional[WarmPool] = None if warm_pool is None else warm_pool(
+            self.state_dir / "prewarm", before_start=self.guardian.start, keep=(reaper.TOKEN_VAR,))
 
     def sandbox(self, task_id: str) -> Path:
         return self.state_dir / "sandboxes" / task_id
@@ -265,9 +283,9 @@ class Launcher:
             raise FetchError("local mode runs commands on the host: the app needs 'cmd' or 'args'")
         self.guardian.start()
         env = {**env, **self.runner_env, reaper.TOKEN_VAR: self.token}
-        warm = self.warm.socket_for(app, env)
+        warm = self.warm.socket_for(app, env) if self.warm is not None else None
         if warm:
-            env[SOCKET_VAR] = warm
+            env[PREWARM_SOCKET_VAR] = warm
         with open(box / "stdout", "ab") as out, open(box / "stderr", "ab") as err:
             try:
                 proc = await asyncio.create_subprocess_exec(
@@ -334,12 +352,13 @@ class Launcher:
     def prewarm(self, app: dict) -> Optional[str]:
         """Start the shared pre-warmed interpreter ``app``'s tasks will use (if any) ahead of them."""
         env = {**task_env(app, "", "", [], "", self.host), **self.runner_env, reaper.TOKEN_VAR: self.token}
-        return self.warm.socket_for(app, env)
+        return self.warm.socket_for(app, env) if self.warm is not None else None
 
     def kill_all_now(self) -> None:
         """Last resort (stop, atexit): SIGKILL every process group still alive and every process
         carrying this runner's token (whatever group or session it moved to); stop the guardian."""
-        self.warm.close()
+        if self.warm is not None:
+            self.warm.close()
         for pgid in list(self.live_groups):
             self.signal_group(pgid, signal.SIGKILL)
         self.live_groups.clear()

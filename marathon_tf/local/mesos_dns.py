@@ -23,7 +23,7 @@ from typing import Optional
 from aiohttp import web
 from dnslib import QTYPE, RCODE, RR, SOA, SRV, A, DNSRecord
 
-from .. import naming
+from marathon_tf.contract import naming
 from .state import AGENT_ID, State
 
 __all__ = ["Records", "build_records", "MesosDns", "zbase32_hash"]

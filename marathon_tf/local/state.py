@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, Optional
 
-from .. import naming
+from marathon_tf.contract import naming
 
 __all__ = [
     "now_ts", "canonical_path", "parent_path", "normalize_app", "is_scale_only",

@@ -11,7 +11,7 @@ import dns.resolver
 import pytest
 import requests
 
-from marathon_tf import naming
+from marathon_tf.contract import naming
 from marathon_tf.local import LocalCluster
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import io
 import sys
 
-from marathon_tf.localrun import SandboxTailer
-from marathon_tf.supervisor import LINE_LIMIT, Trainer
+from marathon_tf.task.supervisor import LINE_LIMIT, Trainer
+from marathon_tf.user.localrun import SandboxTailer
 
 
 class _CountingSink(io.RawIOBase):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from marathon_tf import config
-from marathon_tf.cli import cli
-from marathon_tf.taskenv import TaskContext
+from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.user import config
+from marathon_tf.user.cli import cli
 
 
 def test_tasks_get_the_runners_addresses_and_relative_volumes_live_in_its_state(api, make_app, cluster, wait):

@@ -12,10 +12,10 @@ import pytest
 import requests
 from marathon import MarathonClient
 
-from marathon_tf import labels as L
+from marathon_tf.contract import labels as L
 from marathon_tf.local import LocalCluster
 from marathon_tf.local.security import AuthError, Credentials, Security, parse_auth
-from marathon_tf.marathon import Client
+from marathon_tf.marathon.client import Client
 from polling import wait_for
 
 EVIL_CMD = "touch pwned; exec sleep 600"
@@ -201,10 +201,11 @@ def test_bootstrap_discovery_and_lifecycle_record_from_a_task_with_auth_on(tmp_p
     script = tmp_path / "in_task.py"
     script.write_text(
         "import json, os\n"
-        "from marathon_tf.discovery import make_backend\n"
-        "from marathon_tf import labels as L\n"
-        "from marathon_tf.lifecycle import client_from_env, finish_job\n"
-        "from marathon_tf.taskenv import TaskContext\n"
+        "from marathon_tf.task.discovery import make_backend\n"
+        "from marathon_tf.contract import labels as L\n"
+        "from marathon_tf.task.lifecycle import client_from_env\n"
+        "from marathon_tf.marathon.record import finish_job\n"
+        "from marathon_tf.contract.taskenv import TaskContext\n"
         "ctx = TaskContext(job='aj', role='worker', index=0, cluster={'worker': 1}, discovery='marathon',\n"
         "                  marathon_url=os.environ['URL'])\n"
         "found = make_backend(ctx, os.environ).lookup([('worker', 0)])[('worker', 0)]\n"

@@ -13,7 +13,7 @@ import pytest
 import requests
 
 UI_BUILD = Path(__file__).resolve().parents[2].parent / "shared" / "marathon-ui" / "build"
-CLI = [sys.executable, "-m", "marathon_tf.cli"]
+CLI = [sys.executable, "-m", "marathon_tf.user.cli"]
 
 
 def _cli(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -1,0 +1,19 @@
+"""The contract: what the three sides agree on, in one place.
+
+A rendered Marathon app (the user's side) and the bootstrap in its task (the task side) meet only
+through what is here; the local cluster knows marathon-tf through nothing else, as a real Mesos
+agent knows nothing of it. Change anything here and both sides change with it.
+
+=================  ===========================================================================
+``naming``         (job, role, index) → Marathon app ids, task names, Mesos-DNS names; job-name rules
+``taskenv``        the ``MTF_*`` variables a rendered app gives its task (:class:`TaskContext`)
+``labels``         the Marathon labels on every app, and the job's record kept in them
+``errors``         the error tree, each with its exit code and hint
+``cluster_spec``   the peers' endpoints → ``TF_CONFIG`` and the classic flags a program reads
+``joblock``        one run per logdir: the lock both the local runner and the deciding task take
+``progress``       the step rate a task reports and how people read it (``step S/T, R/s, ETA``)
+``shellexec``      how a task's ``cmd`` runs: ``sh -c``, exec'ing a simple command
+=================  ===========================================================================
+
+Nothing here imports any other part of marathon_tf.
+"""

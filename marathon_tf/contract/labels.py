@@ -1,0 +1,25 @@
+"""The Marathon labels marathon-tf puts on every app (they show in the Marathon UI).
+
+Identity (set at render time): ``marathon-tf/job``, ``/role``, ``/index``, ``/version``;
+worker-0 also carries ``marathon-tf/spec``, the normalized job spec, so ``scale``
+can re-render the job without the original file.
+
+The job's record, written when it ends (by the bootstrap that decides, see
+:mod:`marathon_tf.task.lifecycle`), on every app of the job, whose instances are set to 0
+so that Marathon relaunches nothing: ``marathon-tf/state`` (``Succeeded`` | ``Failed``),
+``/finished-at`` (ISO time), ``/final-step``, ``/reason``.
+"""
+
+PREFIX = "marathon-tf/"
+JOB = PREFIX + "job"
+ROLE = PREFIX + "role"
+INDEX = PREFIX + "index"
+VERSION = PREFIX + "version"
+SPEC = PREFIX + "spec"
+STATE = PREFIX + "state"
+FINISHED_AT = PREFIX + "finished-at"
+FINAL_STEP = PREFIX + "final-step"
+REASON = PREFIX + "reason"
+
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"

@@ -1,0 +1,121 @@
+"""The job's record in Marathon: what the whole job's end looks like, whoever writes it.
+
+Marathon relaunches any task that exits, even with 0, so a training job ends only when someone
+says so. The deciding task's bootstrap (:mod:`marathon_tf.task.lifecycle`) does, and so does
+whoever follows a job from the user's side when a task can never start (``deploy --local``, a
+waiting ``deploy``: :func:`fail_if_hopeless`). Both write the same record with
+:func:`finish_job`: the labels of :mod:`marathon_tf.contract.labels` (``marathon-tf/state``,
+``/finished-at``, ``/final-step``, ``/reason``) on every app of the job, whose instances are set
+to 0 in ONE bulk ``PUT /v2/apps?force=true``. Marathon then kills every task and relaunches
+nothing; the apps stay, so ``marathon-tf status`` shows the outcome, when, the final step and
+the reason.
+
+Only :mod:`marathon_tf.marathon.client` talks to Marathon here; the Marathon JSON is read with
+``.get()``, field by field.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Mapping
+
+from marathon_tf.contract import labels as L, naming
+from marathon_tf.marathon.client import Client
+
+__all__ = ["GROUP_EMBEDS", "job_apps", "finish_job", "hopeless_task_failure", "hopeless_failures",
+           "hopeless_verdict", "fail_if_hopeless"]
+
+#: What a look at the job's group embeds: its subgroups, apps and their tasks.
+GROUP_EMBEDS = ("group.groups", "group.apps", "group.apps.tasks")
+
+
+def _walk_apps(group: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
+    yield from group.get("apps") or []
+    for sub in group.get("groups") or []:
+        yield from _walk_apps(sub)
+
+
+def job_apps(group: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every app of the job's group (and its subgroups), by id."""
+    return {a["id"]: a for a in _walk_apps(group) if a.get("id")}
+
+
+def _iso(wall: float) -> str:
+    return datetime.fromtimestamp(wall, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + \
+        f"{int(wall * 1000) % 1000:03d}Z"
+
+
+def finish_job(client: Client, job: str, state: str, *, reason: str, final_step: int | None,
+               now: Callable[[], float] = time.time) -> bool:
+    """Record the job's end on every app of the job and stop it (instances 0), in one request.
+
+    ``GET`` the group, then one bulk ``PUT /v2/apps?force=true`` with, per app,
+    ``{"id", "instances": 0, "labels": {...existing, state, finished-at, final-step, reason}}``
+    (all label values strings; existing labels such as ``marathon-tf/spec`` are kept). Returns
+    False, changing nothing, when the job already carries a record (another task decided first).
+    Transient Marathon errors are retried by the client; others raise :class:`MarathonError`.
+    """
+    if state not in (L.SUCCEEDED, L.FAILED):
+        raise ValueError(f"state must be {L.SUCCEEDED!r} or {L.FAILED!r}, not {state!r}")
+    group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps"))
+    apps = job_apps(group)
+    if any((a.get("labels") or {}).get(L.STATE) for a in apps.values()):
+        return False
+    record = {L.STATE: state, L.FINISHED_AT: _iso(now()), L.REASON: reason[:2000]}
+    if final_step is not None:
+        record[L.FINAL_STEP] = str(final_step)
+    body = [{"id": app_id, "instances": 0,
+             "labels": {**{k: str(v) for k, v in (app.get("labels") or {}).items()}, **record}}
+            for app_id, app in sorted(apps.items())]
+    client.update_apps(body, force=True)
+    return True
+
+
+# --- a task that can never start ----------------------------------------------------------------
+
+_HOPELESS = re.compile(r"exited with status 12[67]\b|Failed to fetch all URIs|hostPath \S+ (is not a directory|"
+                       r"cannot be created)")
+
+
+def hopeless_task_failure(message: str) -> bool:
+    """Whether a task failure message from Marathon (``lastTaskFailure.message``) means a relaunch
+    cannot help: the command could not be executed (exit 126/127), its URIs cannot be fetched, or
+    a volume's host path is unusable (the local runner's words)."""
+    return bool(_HOPELESS.search(message or ""))
+
+
+def hopeless_failures(group: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(task, message)`` for every app of the job whose last task failure (of its current
+    version) is hopeless and that has no running task: see :func:`hopeless_task_failure`."""
+    out = []
+    for app_id, app in sorted(job_apps(group).items()):
+        ltf = app.get("lastTaskFailure") or {}
+        message = ltf.get("message") or ""
+        if not hopeless_task_failure(message) or (ltf.get("version") and app.get("version")
+                                                  and ltf["version"] < app["version"]):
+            continue
+        if any(t.get("state") == "TASK_RUNNING" for t in app.get("tasks") or []):
+            continue
+        out.append((app_id.rstrip("/").rsplit("/", 1)[-1], message))
+    return out
+
+
+def hopeless_verdict(client: Client, job: str) -> str | None:
+    """One look at the job (a group GET): the reason to fail it when a task can never start
+    (:func:`hopeless_failures`), ``""`` when the job already has its record, else None."""
+    group = client.get_group(naming.group_id(job), embed=GROUP_EMBEDS + ("group.apps.lastTaskFailure",))
+    if any((a.get("labels") or {}).get(L.STATE) for a in job_apps(group).values()):
+        return ""
+    hopeless = hopeless_failures(group)
+    return f"{hopeless[0][0]} cannot run: {hopeless[0][1]}" if hopeless else None
+
+
+def fail_if_hopeless(client: Client, job: str, final_step: int | None = None) -> str | None:
+    """Fail the job (its record, see :func:`finish_job`) when a task can never start; the reason, or
+    None. For whoever follows a job: ``deploy --local`` and a waiting ``deploy``."""
+    verdict = hopeless_verdict(client, job)
+    if verdict:
+        finish_job(client, job, L.FAILED, reason=verdict, final_step=final_step)
+    return verdict or None

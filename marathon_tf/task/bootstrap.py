@@ -1,0 +1,530 @@
+"""In the container: rendezvous with the peers, write the spec, run and supervise the trainer.
+
+Usage (the ``cmd`` of every rendered task)::
+
+    marathon-tf bootstrap [--watch-interval S] [--grace S] -- python3 train.py ...
+    python -m marathon_tf.bootstrap -- "python3 train.py --steps 100 && echo done"
+
+One argument after ``--`` that contains spaces or shell syntax runs through ``/bin/sh -c``;
+otherwise the arguments are executed as they are. The settings come from the ``MTF_*``
+environment (:class:`marathon_tf.contract.taskenv.TaskContext`) and Marathon's ``HOST``,
+``PORT_<NAME>``/``PORT0``/``PORT1``; ``MTF_STATUS_BIND`` (default ``0.0.0.0``) is the
+address the status endpoint binds to.
+
+Order of work: start the status endpoint (so health checks pass during rendezvous) ->
+discover every cluster member (deadline ``MTF_STARTUP_TIMEOUT``; exit 1 naming the
+missing peers; the job's leader reads the backend, the others long-poll it:
+:mod:`marathon_tf.task.rendezvous`) -> TF_CONFIG / flags / ``cluster_spec.json`` -> run the program, pass
+its output through -> watch for peers that moved and restart the program with the
+rewritten spec -> on its exit, the policy decides (:class:`marathon_tf.task.lifecycle.JobPolicy`
+in ``main``; see :mod:`marathon_tf.task.lifecycle` for the table): restart the program in place
+(after a short backoff, with a freshly checked spec), exit for Marathon to relaunch the
+task, stay up, or end the job (wait for the other workers under ``all_workers``, then
+record Succeeded/Failed on every app and scale them to 0, through a
+:class:`~marathon_tf.task.lifecycle.JobControl`). With a JobControl, a passed startup deadline
+fails the job (naming the missing peers) instead of exiting into a relaunch loop.
+After the job's end the bootstrap stays up and healthy until Marathon stops it.
+
+Which roles restart when a peer moves: every cluster member, the ps included (a TF1 ps
+receives tensors from the workers at the addresses in its own spec: left with a moved
+worker's old address it hangs that worker's first step; measured). The chief restores
+the ps's variables from the last checkpoint. Tensorboard is not a cluster member: no
+discovery, no TF_CONFIG, no flags.
+This module never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Callable, Mapping, Sequence
+
+from marathon_tf.contract import cluster_spec, naming, joblock, labels as L
+from marathon_tf.contract.errors import DiscoveryError, UsageError
+from marathon_tf.contract.progress import StepRate
+from marathon_tf.contract.shellexec import exec_form
+from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.task.discovery import Backend, PeerKey, Rendezvous, make_backend, watch_interval
+from marathon_tf.task.lifecycle import (JobControl, JobPolicy, RestartBudget, client_from_env, failures_path,
+                                        is_decider, logdir_path, logdir_problem, startup_reason)
+from marathon_tf.task.prewarm import Prewarmer
+from marathon_tf.task.rendezvous import make_rendezvous
+from marathon_tf.task.status_server import StatusServer, TaskStatus
+from marathon_tf.task.supervisor import ExitPolicy, Outcome, Trainer, die_with_parent
+from marathon_tf.task.watchdog import ProgressWatchdog
+
+__all__ = ["main", "Bootstrap", "job_lifecycle", "parse_args", "shell_command", "own_address", "status_port",
+           "restarts_on_move", "SPEC_FILE"]
+
+SPEC_FILE = "cluster_spec.json"
+SHELL_CHARS = set(" \t\n;&|<>()$`\\\"'*?[]#")
+DEFAULT_WATCH_INTERVAL = 20.0
+DEFAULT_GRACE = 20.0
+RESTART_BACKOFF = (1.0, 30.0)  # in-place restarts wait 1, 2, 4 ... s, at most 30 s
+
+
+def _log(message: str) -> None:
+    sys.stderr.write(f"marathon-tf bootstrap: {message}\n")
+    sys.stderr.flush()
+
+
+def parse_args(argv: Sequence[str]) -> tuple[dict[str, float], list[str]]:
+    """``[--watch-interval S] [--grace S] -- cmd...`` -> (options, command)."""
+    options = {"watch_interval": DEFAULT_WATCH_INTERVAL, "grace": DEFAULT_GRACE}
+    args = list(argv)
+    if "--" in args:
+        cut = args.index("--")
+        head, command = args[:cut], args[cut + 1:]
+    else:
+        head, command = [], args
+        while command[:1] and command[0] in ("--watch-interval", "--grace"):
+            head, command = head + command[:2], command[2:]
+    it = iter(head)
+    for flag in it:
+        key = flag.lstrip("-").replace("-", "_")
+        if key not in options:
+            raise UsageError(f"unknown bootstrap option {flag!r} (put the training command after '--')")
+        try:
+            options[key] = float(next(it))
+        except (StopIteration, ValueError):
+            raise UsageError(f"{flag} needs a number of seconds") from None
+    if not command:
+        raise UsageError("no training command: use 'marathon-tf bootstrap -- python3 train.py ...'")
+    return options, command
+
+
+def shell_command(command: Sequence[str]) -> bool:
+    """Whether the command is one shell string (exactly one argument with spaces/shell syntax)."""
+    return len(command) == 1 and any(ch in SHELL_CHARS for ch in command[0])
+
+
+def own_address(ctx: TaskContext, environ: Mapping[str, str]) -> str:
+    """This task's TF address: HOST (MESOS_CONTAINER_IP in container networking) and PORT_<TF>."""
+    port = environ.get(f"PORT_{ctx.port_name.upper()}") or environ.get("PORT0")
+    if not port:
+        raise UsageError(f"neither PORT_{ctx.port_name.upper()} nor PORT0 is set: the app needs a port "
+                         f"named {ctx.port_name!r}")
+    host = environ.get("HOST") or socket.gethostname()
+    if ctx.network == "container" and environ.get("MESOS_CONTAINER_IP"):
+        host = environ["MESOS_CONTAINER_IP"]
+    return f"{host}:{port}"
+
+
+def status_port(ctx: TaskContext, environ: Mapping[str, str]) -> int | None:
+    """The status endpoint's port: PORT_<STATUS> or PORT1; None when neither is set."""
+    value = environ.get(f"PORT_{ctx.status_port_name.upper()}") or environ.get("PORT1")
+    return int(value) if value else None
+
+
+def restarts_on_move(role: str) -> bool:
+    """Whether a task of ``role`` restarts its program when a peer moves: every cluster member.
+    A ps holds the workers' addresses too: in TF1 between-graph training it receives tensors
+    from a worker at the address in its own cluster spec, so a ps left with a moved worker's old
+    address hangs that worker's first step (measured). Restarting it loses its variables, which
+    the chief restores from the last checkpoint."""
+    return role in ("chief", "ps", "worker", "evaluator")
+
+
+class Bootstrap:
+    """One task's bootstrap. ``run()`` returns the process exit code; ``request_stop`` is what
+    the SIGTERM/SIGINT handlers call (from any thread). ``control`` (None: nothing is done to
+    the job as a whole) waits for the workers and records the job's end when the policy says so."""
+
+    def __init__(self, ctx: TaskContext, environ: Mapping[str, str], command: Sequence[str], *,
+                 backend: Backend | None = None, policy: ExitPolicy | None = None,
+                 control: JobControl | None = None, restart_backoff: tuple[float, float] = RESTART_BACKOFF,
+                 watch_interval: float = DEFAULT_WATCH_INTERVAL, grace: float = DEFAULT_GRACE,
+                 clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
+                 tick: float = 0.2, stdout=None, stderr=None):
+        self.ctx, self.environ, self.command = ctx, dict(environ), list(command)
+        self.shell = shell_command(self.command)
+        self._backend = backend
+        self.policy = policy or ExitPolicy(ctx.permanent_exit_codes)
+        self.control = control
+        self.restart_backoff = restart_backoff
+        self._in_place_restarts = 0
+        self.watch_interval, self.grace, self.clock, self.tick = watch_interval, grace, clock, tick
+        self.rng = rng or random.Random()
+        self.stdout, self.stderr = stdout, stderr
+        self.status = TaskStatus(job=ctx.job, task=ctx.task, role=ctx.role, index=ctx.index)
+        self.server: StatusServer | None = None
+        self._stop = threading.Event()
+        self._signum: int | None = None
+        self.endpoints: dict[PeerKey, str] = {}
+        self.spec: cluster_spec.RenderedSpec | None = None
+        self.watchdog = ProgressWatchdog.for_role(ctx.role, ctx.progress_timeouts, clock=clock)
+        self._lock: joblock.Lock | None = None
+        self._count_earlier_restarts()
+        self._rate = StepRate(clock=clock)
+        self._printed_steps = False
+        self._next_logdir_look = 0.0
+        self.prewarmer = None if self.shell or ctx.role == "tensorboard" else Prewarmer.for_command(
+            self.command, ctx.prewarm, self.environ, cwd=self.environ.get("MESOS_SANDBOX") or None, log=_log)
+        self.rendezvous_options: dict = {}  # extra make_rendezvous arguments (tests inject session/events)
+
+    # -- control ---------------------------------------------------------------------------
+    def request_stop(self, signum: int = signal.SIGTERM) -> None:
+        if self._signum is None:
+            self._signum = signum
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    # -- the run -----------------------------------------------------------------------------
+    def run(self) -> int:
+        try:
+            if self.prewarmer:
+                self.prewarmer.start()  # the import runs while the peers are discovered
+            self._start_server()
+            unusable = logdir_problem(self.ctx, self.environ) if self.ctx.role != "tensorboard" else None
+            if not unusable and self.control is not None and is_decider(self.ctx):
+                unusable = self._lock_logdir()  # one run of a job per logdir
+            if unusable:  # hopeless: fail the job now instead of after N restarts
+                reason = f"{self.ctx.task}: {unusable}"
+                _log(f"FAILED: {reason}")
+                self.status.update(phase="failed", last_error=reason)
+                if self.control is None:
+                    return 1
+                self._end_job(L.FAILED, reason)  # then parked, healthy, until Marathon stops it
+                self._stop.wait()
+                return 1
+            if not self._discover():
+                return 128 + (self._signum or signal.SIGTERM)
+            self._render()
+            return self._supervise()
+        except (DiscoveryError, UsageError, ValueError, OSError) as e:
+            self._no_more_starts()
+            message = getattr(e, "message", None) or str(e)
+            self.status.update(phase="failed", last_error=message)
+            self.status.set_healthy(False)
+            _log(f"FAILED: {message}")
+            if isinstance(e, DiscoveryError) and self.control is not None:
+                # TensorFlow would wait silently forever; a relaunch would not find the peers either.
+                reason = startup_reason(self.ctx.startup_timeout, self.status.snapshot()["missing"])
+                self.status.set_healthy(True)  # parked: Marathon must not kill and relaunch it
+                self._end_job(L.FAILED, reason)
+                self._stop.wait()
+            return getattr(e, "exit_code", 1)
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+            self._no_more_starts()
+            if hasattr(getattr(self, "rendezvous", None), "close"):
+                self.rendezvous.close()
+            if self.server:
+                self.server.close()
+
+    def _lock_logdir(self) -> str | None:
+        """Take the logdir's lock (:mod:`marathon_tf.contract.joblock`); why not (one line), or None."""
+        path = logdir_path(self.ctx, self.environ)
+        if path is None:
+            return None
+        try:
+            self._lock = joblock.acquire(path, self.ctx.job, joblock.run_id(self.ctx.marathon_url, self.ctx.job))
+        except joblock.LogdirLocked as e:
+            return e.message
+        except OSError as e:
+            return f"cannot lock the logdir {self.ctx.logdir}: {e.strerror or e}"
+        self._lock.keep_alive()
+        return None
+
+    def _start_server(self) -> None:
+        port = status_port(self.ctx, self.environ)
+        if port is None:
+            _log(f"no PORT_{self.ctx.status_port_name.upper()}/PORT1: not serving status")
+            return
+        bind = self.environ.get("MTF_STATUS_BIND") or "0.0.0.0"
+        self.server = StatusServer(self.status, bind, port).start()
+        _log(f"status on http://{bind}:{self.server.port}/status")
+
+    def _members(self) -> tuple[PeerKey | None, list[PeerKey]]:
+        """(this task if it is a member, the peers to discover)."""
+        if self.ctx.role == "tensorboard":
+            return None, []
+        me = (self.ctx.role, self.ctx.index)
+        members = self.ctx.members()
+        return (me if me in members else None), [m for m in members if m != me]
+
+    def _discover(self) -> bool:
+        me, peers = self._members()
+        if me is not None:
+            self.endpoints[me] = own_address(self.ctx, self.environ)
+        if not peers:
+            return True
+        self._backend = self._backend or make_backend(self.ctx, self.environ)
+        # The job's leader reads the backend for everyone; the others long-poll it (marathon_tf.task.rendezvous).
+        self.rendezvous = make_rendezvous(
+            self.ctx, self.environ, self._backend, me=me, address=self.endpoints.get(me), server=self.server,
+            stop=self._stop, slow=watch_interval(sum(self.ctx.cluster.values()), self.watch_interval),
+            rng=self.rng, log=_log, **self.rendezvous_options) or Rendezvous(
+            self._backend, clock=self.clock, sleep=self._stop.wait, rng=self.rng, stop=self._stop.is_set)
+        _log(f"{self.ctx.task} of {self.ctx.job}: discovering {len(peers)} peer(s) via {self.ctx.discovery}")
+
+        def progress(found: dict[PeerKey, str], missing: dict[PeerKey, str]) -> None:
+            self.status.update(peers=self._named({**self.endpoints, **found}), missing=self._named(missing))
+
+        found = self.rendezvous.wait(peers, self.ctx.startup_timeout, on_progress=progress)
+        if found is None:
+            return False
+        self.endpoints.update(found)
+        _log(f"all {len(peers)} peer(s) found after {self.rendezvous.polls} poll(s)")
+        return True
+
+    @staticmethod
+    def _named(mapping: Mapping[PeerKey, str]) -> dict[str, str]:
+        return {naming.task_name(*k): v for k, v in sorted(mapping.items())}
+
+    def _render(self) -> None:
+        user = self.environ.get("TF_CONFIG")
+        self.spec = cluster_spec.render(self.ctx.cluster, self.endpoints, self.ctx.role, self.ctx.index,
+                                        style=self.ctx.spec_style, argv=self.command, shell=self.shell,
+                                        user_tf_config=user)
+        for warning in self.spec.warnings:
+            if warning not in self.status.snapshot()["warnings"]:
+                _log(f"WARNING: {warning}")
+                self.status.warn(warning)
+        self.status.update(cluster=self.spec.cluster, tf_config=self.spec.tf_config,
+                           peers=self._named(self.endpoints), missing={})
+        self._write_spec_file()
+
+    def _write_spec_file(self) -> None:
+        directory = self.environ.get("MESOS_SANDBOX") or os.getcwd()
+        path = os.path.join(directory, SPEC_FILE)
+        tmp = f"{path}.tmp.{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(self.spec.document(self.ctx.role, self.ctx.index), f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+
+    def _child_env(self) -> dict[str, str]:
+        env = dict(self.environ)
+        if self.spec.tf_config_env is not None:
+            env["TF_CONFIG"] = self.spec.tf_config_env
+        elif not env.get("TF_CONFIG"):
+            env.pop("TF_CONFIG", None)  # never an empty TF_CONFIG
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+    def _announce_checkpoint(self) -> None:
+        """Say when the program will find a checkpoint in the logdir to resume from."""
+        if not self.ctx.logdir or self.ctx.role not in ("chief", "worker"):
+            return
+        from marathon_tf.task.checkpoints import latest_checkpoint_step
+
+        base = self.environ.get("MESOS_SANDBOX") or os.getcwd()
+        step = latest_checkpoint_step(os.path.join(base, self.ctx.logdir))
+        if step is not None:
+            _log(f"resumed from checkpoint at step {step} (in {self.ctx.logdir})")
+            self.status.update(resumed_from=step)
+
+    def _count_earlier_restarts(self) -> None:
+        """A relaunched task's restarts so far: its failures in the job-wide record (each one was
+        followed by a restart, in place or by Marathon)."""
+        budget = getattr(self.policy, "budget", None)
+        earlier = sum(1 for r in budget.shared() if r.get("task") == self.ctx.task) if budget is not None else 0
+        if earlier:
+            self.status.update(restarts=earlier)
+
+    def _on_step(self, step: int) -> None:
+        """A ``step=N`` line of the program: the step and its rate (steps/s over the last minute)."""
+        self._printed_steps = True
+        rate = self._rate.add(step)
+        self.status.update(step=step, steps_per_second=None if rate is None else round(rate, 3))
+        self.watchdog.step(step)
+        if self.prewarmer:
+            self.prewarmer.note_step()  # past its start: time to look at the pre-warmed interpreter's memory
+
+    def _logdir_step(self) -> None:
+        """For programs that print no ``step=N``: the step TensorFlow wrote into the logdir (event files,
+        else the newest checkpoint), looked at every 10 s."""
+        if self._printed_steps or not self.ctx.logdir or self.clock() < self._next_logdir_look:
+            return
+        self._next_logdir_look = self.clock() + 10.0
+        from marathon_tf.task.checkpoints import training_step
+
+        step = training_step(os.path.join(self.environ.get("MESOS_SANDBOX") or os.getcwd(), self.ctx.logdir))
+        if step is not None and step != self.status.snapshot()["step"]:
+            rate = self._rate.add(step)
+            self.status.update(step=step, steps_per_second=None if rate is None else round(rate, 3))
+            self.watchdog.step(step)
+
+    def _start_trainer(self) -> Trainer:
+        self._announce_checkpoint()
+        argv = ["/bin/sh", "-c", exec_form(self.spec.argv[0])] if self.shell else self.spec.argv
+        trainer = Trainer(argv, self._child_env(), cwd=self.environ.get("MESOS_SANDBOX") or None,
+                          on_step=self._on_step, stdout=self.stdout, stderr=self.stderr,
+                          **({"spawn": self.prewarmer.spawn} if self.prewarmer else {}))
+        self.watchdog.started()
+        trainer.start()
+        self.status.update(phase="running", exit_code=None)
+        if trainer.pid is not None:
+            _log(f"started training program (pid {trainer.pid})")
+        return trainer
+
+    def _no_more_starts(self) -> None:
+        """The program will not be started again: stop the pre-warmed interpreter (its memory)."""
+        if self.prewarmer:
+            self.prewarmer.close()
+
+    def _next_watch(self) -> float:
+        every = getattr(getattr(self, "rendezvous", None), "watch_every", None)  # a leader's view is local: check every tick
+        if every is not None:
+            return self.clock() + every
+        mean = watch_interval(sum(self.ctx.cluster.values()), self.watch_interval)  # longer for big jobs
+        return self.clock() + mean * self.rng.uniform(0.5, 1.5)
+
+    def _supervise(self) -> int:
+        trainer = self._start_trainer()
+        watching = len(self.endpoints) > 1 and self._backend is not None
+        next_watch = self._next_watch()
+        while True:
+            code = trainer.wait(timeout=self.tick)
+            self._logdir_step()
+            if self._stop.is_set():
+                code = trainer.stop(self.grace, self._signum or signal.SIGTERM)
+                self.status.update(exit_code=code)
+                _log(f"stopped by signal {self._signum}; training program exited with {code}")
+                return code
+            hung = self.watchdog.overdue() if code is None else None
+            if hung:  # the progress watchdog: a hang is a failure like any other
+                _log(f"{hung}: stopping the training program")
+                code = trainer.stop(self.grace)
+            if code is not None:
+                tail = trainer.stderr_tail() + (f"\n{hung}" if hung else "")
+                outcome = self.policy.decide(code, stderr_tail=tail)
+                if not outcome.restart:
+                    return self._finished(code, outcome)
+                trainer = self._restart_in_place(code, outcome)
+                if trainer is None:
+                    return 128 + (self._signum or signal.SIGTERM)
+                next_watch = self._next_watch()
+                continue
+            if watching and self.clock() >= next_watch:
+                trainer = self._watch(trainer)
+                next_watch = self._next_watch()
+
+    def _watch(self, trainer: Trainer) -> Trainer:
+        """One low-rate watch poll; a moved peer rewrites the spec (and restarts the program)."""
+        me, peers = self._members()
+        moved = self.rendezvous.moved({p: self.endpoints[p] for p in peers})
+        if not moved:
+            return trainer
+        for peer, address in sorted(moved.items()):
+            _log(f"peer {naming.task_name(*peer)} moved: {self.endpoints[peer]} -> {address}")
+        self.endpoints.update(moved)
+        self._render()
+        if not restarts_on_move(self.ctx.role):
+            return trainer
+        code = trainer.stop(self.grace)
+        restarts = self.status.add_restart()
+        _log(f"restarting the training program with the rewritten spec (restart {restarts}; "
+             f"the previous run exited with {code})")
+        return self._start_trainer()
+
+    def _restart_in_place(self, code: int, outcome: Outcome) -> Trainer | None:
+        """Restart the program at the same host:port after a backoff (None: stopped meanwhile).
+        The peers are looked up once first, so a peer that moved meanwhile is in the new spec."""
+        self._in_place_restarts += 1
+        first, cap = self.restart_backoff
+        delay = min(cap, first * 2 ** (self._in_place_restarts - 1))
+        self.status.update(phase="running", exit_code=code, last_error=outcome.reason)
+        _log(f"{outcome.reason}; restarting in {delay:g} s")
+        if self._stop.wait(delay):
+            return None
+        me, peers = self._members()
+        if peers and self._backend is not None and hasattr(self, "rendezvous"):
+            try:  # a peer that is down is waited for: a restart with its stale address would hang
+                moved = self.rendezvous.settle({p: self.endpoints[p] for p in peers}, self.ctx.startup_timeout)
+            except Exception as e:  # a failing lookup must not stop the restart
+                _log(f"could not re-check the peers before the restart: {e}")
+                moved = {}
+            if moved is None:
+                return None
+            if moved:
+                self.endpoints.update(moved)
+                self._render()
+        restarts = self.status.add_restart()
+        _log(f"restarting the training program in place (restart {restarts})")
+        return self._start_trainer()
+
+    def _end_job(self, state: str, reason: str) -> None:
+        """Record the job's end through the JobControl (retried until done or stopped)."""
+        if self.control is None:
+            _log(f"job {state} ({reason}), but there is no Marathon to record it in (MTF_MARATHON_URL "
+                 f"is not set): staying up")
+            return
+        self.control.finish(state, reason, self.status.snapshot()["step"], self._stop)
+
+    def _finished(self, code: int, outcome: Outcome) -> int:
+        self._no_more_starts()
+        self.status.update(phase=outcome.phase, exit_code=code, last_error=outcome.reason)
+        self.status.set_healthy(outcome.healthy)
+        _log(f"training program exited with {code}: {outcome.phase}"
+             + (f" ({outcome.reason})" if outcome.reason else "")
+             + ("; staying up until stopped" if outcome.stay_up else ""))
+        if outcome.finish:
+            state, reason = outcome.finish, outcome.reason or f"{self.ctx.task} finished"
+            if outcome.await_workers and self.control is not None:
+                _log("waiting for the other workers to finish")
+                waited = self.control.await_workers(self._stop)
+                state, reason = waited if waited else (None, None)
+            elif outcome.finish == L.SUCCEEDED:
+                reason = f"{self.ctx.task} finished"
+            if state == L.FAILED and outcome.finish == L.SUCCEEDED:
+                self.status.update(last_error=reason)
+            if state is not None and not self._stop.is_set():
+                self._end_job(state, reason)
+        if outcome.stay_up:
+            self._stop.wait()
+            return outcome.exit_code
+        return outcome.exit_code
+
+
+def job_lifecycle(ctx: TaskContext, environ: Mapping[str, str]) -> dict:
+    """The job-aware ``policy`` and ``control`` for a task (see :mod:`marathon_tf.task.lifecycle`)."""
+    n, window = ctx.restart_budget
+    path = failures_path(ctx, environ)
+    _log(f"restart budget: {n} failure(s) in {window:g} s, "
+         + (f"job-wide in {path}" if path else "per task (no writable logdir)"))
+    budget = RestartBudget(n, window, task=ctx.task, path=path)
+    client = client_from_env(ctx, environ)
+    control = JobControl(ctx, client, log=_log) if client is not None else None
+    return {"policy": JobPolicy(ctx, budget, environ), "control": control}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``marathon-tf bootstrap`` / ``python -m marathon_tf.bootstrap``.
+
+    ``argv`` is what follows ``bootstrap`` (``["--", "python3", "train.py"]``); default
+    ``sys.argv[1:]``. Returns the exit code; installs SIGTERM/SIGINT handlers while it runs.
+    """
+    die_with_parent()  # the task dies with whatever started it (the local runner's sh, an executor)
+    try:
+        options, command = parse_args(sys.argv[1:] if argv is None else argv)
+        ctx = TaskContext.from_env(os.environ)
+    except (UsageError, ValueError) as e:
+        _log(f"error: {getattr(e, 'message', e)}")
+        return 2
+    boot = Bootstrap(ctx, os.environ, command, watch_interval=options["watch_interval"], grace=options["grace"],
+                     **job_lifecycle(ctx, os.environ))
+    if boot.control is not None and is_decider(ctx):  # tasks that can never start fail the job
+        boot.control.watch_hopeless(boot._stop, lambda: boot.status.snapshot()["step"])
+    previous = {sig: signal.signal(sig, lambda signum, frame: boot.request_stop(signum))
+                for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return boot.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,473 @@
+"""Peers' ``host:port`` from Mesos-DNS (SRV or its HTTP API) or Marathon's tasks API.
+
+A :class:`Backend` answers "where is each of these peers now?" with one
+:class:`Observation` per peer: an address, or what was seen instead (NXDOMAIN,
+no task, task not running: TASK_STAGING, ...). :class:`Rendezvous` polls a backend
+with exponential backoff and jitter until every peer is known or the deadline
+passes, and later watches for peers that moved. Everything external (DNS client,
+HTTP session, clock, sleep, random) is passed in.
+
+Scale: the Marathon backend makes ONE request per poll for the whole job; the DNS
+backends ask only for the peers they are given (the rendezvous passes only the
+still-missing ones) with bounded concurrency.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Mapping, Protocol, Sequence
+
+from marathon_tf.contract import naming
+from marathon_tf.contract.errors import DiscoveryError
+from marathon_tf.contract.taskenv import TaskContext
+
+__all__ = [
+    "PeerKey", "Observation", "Backend", "SrvRecord", "LookupFailure", "DnsClient", "DnspythonClient",
+    "MesosDnsBackend", "MesosDnsHttpBackend", "MarathonBackend", "make_backend", "Rendezvous",
+    "missing_message",
+]
+
+PeerKey = tuple[str, int]
+DEFAULT_TIMEOUT = 5.0
+MAX_CONCURRENCY = 16
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a backend saw for one peer: ``address`` ("host:port") or None, and a detail."""
+
+    address: str | None
+    detail: str
+
+
+class Backend(Protocol):
+    def lookup(self, peers: Sequence[PeerKey]) -> dict[PeerKey, Observation]:
+        """One observation for every peer asked about."""
+
+
+def _name(peer: PeerKey) -> str:
+    return naming.task_name(*peer)
+
+
+def _single(addresses: Sequence[str], what: str) -> Observation:
+    distinct = sorted(set(addresses))
+    if not distinct:
+        return Observation(None, f"{what}: no address")
+    if len(distinct) > 1:
+        # Two live records for one task (a relaunch overlapping): wait rather than guess.
+        return Observation(None, f"{what}: {len(distinct)} records ({', '.join(distinct)}), waiting for one")
+    return Observation(distinct[0], "ok")
+
+
+def _parallel(fn: Callable[[PeerKey], Observation], peers: Sequence[PeerKey],
+              workers: int) -> dict[PeerKey, Observation]:
+    if len(peers) <= 1:
+        return {p: fn(p) for p in peers}
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(peers)))) as pool:
+        return dict(zip(peers, pool.map(fn, peers)))
+
+
+# --- Mesos-DNS over DNS -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SrvRecord:
+    target: str
+    port: int
+    addresses: tuple[str, ...] = ()   # A records of the target found in the additional section
+
+
+class LookupFailure(Exception):
+    """A DNS lookup gave no usable answer; ``str()`` says why (NXDOMAIN, timeout, ...)."""
+
+
+class DnsClient(Protocol):
+    def srv(self, name: str) -> list[SrvRecord]: ...
+
+    def a(self, name: str) -> list[str]: ...
+
+
+class DnspythonClient:
+    """:class:`DnsClient` through dnspython, against ``nameserver`` (``ip[:port]``) or the
+    system resolver when it is empty."""
+
+    def __init__(self, nameserver: str = "", *, timeout: float = 3.0):
+        import dns.resolver
+
+        if nameserver:
+            host, _, port = nameserver.rpartition(":") if nameserver.count(":") == 1 else (nameserver, "", "")
+            resolver = dns.resolver.Resolver(configure=False)
+            resolver.nameservers = [host]
+            resolver.port = int(port or 53)
+        else:
+            resolver = dns.resolver.Resolver()
+        resolver.timeout = resolver.lifetime = timeout
+        resolver.cache = None
+        self._resolver = resolver
+
+    def _query(self, name: str, rdtype: str):
+        import dns.exception
+        import dns.resolver
+
+        try:
+            return self._resolver.resolve(name, rdtype, search=False)
+        except dns.resolver.NXDOMAIN:
+            raise LookupFailure("NXDOMAIN") from None
+        except dns.resolver.NoAnswer:
+            raise LookupFailure(f"no {rdtype} record") from None
+        except dns.resolver.NoNameservers:
+            raise LookupFailure("no nameserver answered (SERVFAIL)") from None
+        except dns.exception.Timeout:
+            raise LookupFailure("DNS timeout") from None
+
+    def srv(self, name: str) -> list[SrvRecord]:
+        import dns.rdatatype
+
+        answer = self._query(name, "SRV")
+        extra: dict[str, list[str]] = {}
+        for rrset in answer.response.additional:
+            if rrset.rdtype == dns.rdatatype.A:
+                extra.setdefault(str(rrset.name).lower(), []).extend(r.address for r in rrset)
+        out = []
+        for r in answer:
+            target = str(r.target).lower()
+            out.append(SrvRecord(target, int(r.port), tuple(extra.get(target, ()))))
+        return out
+
+    def a(self, name: str) -> list[str]:
+        return [r.address for r in self._query(name, "A")]
+
+
+class MesosDnsBackend:
+    """SRV ``_<port>._<task label>._tcp.<framework>.<domain>.`` then the target's A record."""
+
+    def __init__(self, client: DnsClient, *, job: str, port_name: str = "tf", framework: str = "marathon",
+                 domain: str = "mesos", concurrency: int = MAX_CONCURRENCY):
+        self.client, self.job, self.port_name = client, job, port_name
+        self.framework, self.domain, self.concurrency = framework, domain, concurrency
+
+    def srv_name(self, peer: PeerKey) -> str:
+        return naming.srv_name(naming.app_id(self.job, *peer), port_name=self.port_name,
+                               framework=self.framework, domain=self.domain)
+
+    def _one(self, peer: PeerKey) -> Observation:
+        name = self.srv_name(peer)
+        try:
+            records = self.client.srv(name)
+            addresses = []
+            for rec in records:
+                ips = list(rec.addresses) or self.client.a(rec.target)
+                addresses.extend(f"{ip}:{rec.port}" for ip in sorted(ips)[:1])
+        except LookupFailure as e:
+            return Observation(None, f"{e} ({name})")
+        return _single(addresses, name)
+
+    def lookup(self, peers: Sequence[PeerKey]) -> dict[PeerKey, Observation]:
+        return _parallel(self._one, peers, self.concurrency)
+
+
+# --- Mesos-DNS HTTP API ---------------------------------------------------------------------
+
+class MesosDnsHttpBackend:
+    """``GET {base}/v1/services/<srv name>``; not found is 200 with one empty record."""
+
+    def __init__(self, session, base_url: str, *, job: str, port_name: str = "tf", framework: str = "marathon",
+                 domain: str = "mesos", timeout: float = DEFAULT_TIMEOUT, concurrency: int = MAX_CONCURRENCY):
+        self.session, self.base = session, base_url.rstrip("/")
+        self.dns = MesosDnsBackend(None, job=job, port_name=port_name, framework=framework, domain=domain)
+        self.timeout, self.concurrency = timeout, concurrency
+
+    def _one(self, peer: PeerKey) -> Observation:
+        name = self.dns.srv_name(peer).rstrip(".")
+        try:
+            resp = self.session.get(f"{self.base}/v1/services/{name}", timeout=self.timeout)
+            if resp.status_code != 200:
+                return Observation(None, f"Mesos-DNS HTTP {resp.status_code} ({name})")
+            entries = resp.json()
+        except ValueError:
+            return Observation(None, f"Mesos-DNS sent invalid JSON ({name})")
+        except Exception as e:  # requests' connection errors, without importing requests here
+            return Observation(None, f"Mesos-DNS unreachable: {type(e).__name__} ({name})")
+        addresses = [f"{e['ip']}:{e['port']}" for e in entries or []
+                     if isinstance(e, dict) and e.get("ip") and e.get("port") and ":" not in str(e["ip"])]
+        if not addresses:
+            return Observation(None, f"not in Mesos-DNS ({name})")
+        return _single(addresses, name)
+
+    def lookup(self, peers: Sequence[PeerKey]) -> dict[PeerKey, Observation]:
+        return _parallel(self._one, peers, self.concurrency)
+
+
+# --- Marathon tasks API ---------------------------------------------------------------------
+
+class MarathonBackend:
+    """One ``GET /v2/groups/<job>?embed=...`` per poll for the whole job; only TASK_RUNNING
+    tasks count, the newest by ``startedAt`` when a relaunch overlaps."""
+
+    EMBED = [("embed", "group.apps"), ("embed", "group.apps.tasks"), ("embed", "group.groups")]
+
+    def __init__(self, session, urls: Sequence[str] | str, *, job: str, port_name: str = "tf",
+                 network: str = "host", headers: Mapping[str, str] | None = None,
+                 timeout: float = DEFAULT_TIMEOUT):
+        if isinstance(urls, str):
+            urls = [u.strip() for u in urls.split(",") if u.strip()]
+        if not urls:
+            raise ValueError("MTF_MARATHON_URL is not set (needed for MTF_DISCOVERY=marathon)")
+        self.session, self.urls, self.job = session, [u.rstrip("/") for u in urls], job
+        self.port_name, self.network = port_name, network
+        self.headers, self.timeout = dict(headers or {}), timeout
+        self._current = 0
+        self.requests = 0       # GETs sent to Marathon, and the bytes of their bodies
+        self.bytes_read = 0
+        self.last_bytes = 0     # the size of the last answer (the group grows with the job)
+        self.last_error: str | None = None  # why the last lookup() got no group at all, else None
+        self.port_indexes: dict[PeerKey, int] = {}  # each app's index of the port named port_name
+        self.also_port: str | None = None  # another port whose addresses lookup() records (the leader's hints)
+        self.also_indexes: dict[PeerKey, int] = {}
+        self.also_addresses: dict[PeerKey, str | None] = {}
+
+    def _get(self, path: str, params) -> tuple[object | None, str]:
+        """GET ``path`` with failover between the URLs: (response, "ok") or (None, why)."""
+        why = "no Marathon URL"
+        for attempt in range(len(self.urls)):
+            i = (self._current + attempt) % len(self.urls)
+            try:
+                resp = self.session.get(f"{self.urls[i]}{path}", params=params, headers=self.headers,
+                                        timeout=self.timeout)
+            except Exception as e:  # connection error / timeout: try the next URL
+                why = f"Marathon unreachable ({type(e).__name__})"
+                continue
+            self.requests += 1
+            content = getattr(resp, "content", None)
+            self.last_bytes = len(content) if isinstance(content, (bytes, bytearray)) else 0
+            self.bytes_read += self.last_bytes
+            if resp.status_code == 503:
+                why = "Marathon 503 (no leader?)"
+                continue
+            self._current = i
+            return resp, "ok"
+        return None, why
+
+    def fetch_group(self) -> tuple[dict | None, str]:
+        """The job's group (apps with tasks), or None and why; fails over between URLs."""
+        resp, why = self._get(f"/v2/groups{naming.group_id(self.job)}", self.EMBED)
+        if resp is None:
+            return None, why
+        if resp.status_code == 404:
+            return None, f"no Marathon group {naming.group_id(self.job)}"
+        if resp.status_code != 200:
+            return None, f"Marathon HTTP {resp.status_code}"
+        try:
+            return resp.json(), "ok"
+        except ValueError:
+            return None, "Marathon sent invalid JSON"
+
+    def lookup_app(self, peer: PeerKey) -> Observation:
+        """One peer through ``GET /v2/apps/<job>/<task>?embed=app.tasks`` (a few KB, whatever
+        the job's size): how a follower finds its leader."""
+        app_id = naming.app_id(self.job, *peer)
+        resp, why = self._get(f"/v2/apps{app_id}", [("embed", "app.tasks")])
+        if resp is None:
+            return Observation(None, why)
+        if resp.status_code == 404:
+            return Observation(None, f"no app {app_id}")
+        if resp.status_code != 200:
+            return Observation(None, f"Marathon HTTP {resp.status_code}")
+        try:
+            app = resp.json().get("app")
+        except (ValueError, AttributeError):
+            return Observation(None, "Marathon sent invalid JSON")
+        return self._observe(app) if isinstance(app, dict) else Observation(None, "Marathon sent no app")
+
+    def _port_index(self, app: dict, port_name: str | None = None) -> int:
+        for source in (app.get("portDefinitions"), (app.get("container") or {}).get("portMappings")):
+            for i, pd in enumerate(source or []):
+                if isinstance(pd, dict) and pd.get("name") == (port_name or self.port_name):
+                    return i
+        return 0
+
+    def _observe(self, app: dict, port_name: str | None = None) -> Observation:
+        tasks = [t for t in app.get("tasks") or [] if isinstance(t, dict)]
+        if not tasks:
+            return Observation(None, "no task")
+        running = [t for t in tasks if t.get("state") == "TASK_RUNNING"]
+        if not running:
+            return Observation(None, "task not running: " + ", ".join(sorted({str(t.get("state")) for t in tasks})))
+        task = max(running, key=lambda t: str(t.get("startedAt") or ""))
+        index = self._port_index(app, port_name)
+        ports = task.get("ports") or []
+        host = task.get("host")
+        if self.network == "container":
+            ips = [a.get("ipAddress") for a in task.get("ipAddresses") or [] if isinstance(a, dict)]
+            host = next((ip for ip in ips if ip), host)
+            if len(ports) <= index:
+                mappings = (app.get("container") or {}).get("portMappings") or []
+                ports = [m.get("containerPort") for m in mappings]
+        if not host or len(ports) <= index or not ports[index]:
+            return Observation(None, f"running task has no host/port {port_name or self.port_name!r}")
+        return Observation(f"{host}:{ports[index]}", "ok")
+
+    def lookup(self, peers: Sequence[PeerKey]) -> dict[PeerKey, Observation]:
+        group, why = self.fetch_group()
+        self.last_error = None if group is not None else why
+        if group is None:
+            return {p: Observation(None, why) for p in peers}
+        apps: dict[PeerKey, dict] = {}
+        stack = [group]
+        while stack:
+            g = stack.pop()
+            stack.extend(x for x in g.get("groups") or [] if isinstance(x, dict))
+            for app in g.get("apps") or []:
+                key = naming.parse_app_id(self.job, str(app.get("id", "")))
+                if key is not None:
+                    apps[key] = app
+                    self.port_indexes[key] = self._port_index(app)
+                    if self.also_port:
+                        self.also_indexes[key] = self._port_index(app, self.also_port)
+                        self.also_addresses[key] = self._observe(app, self.also_port).address
+        return {p: self._observe(apps[p]) if p in apps else Observation(None, f"no app {naming.app_id(self.job, *p)}")
+                for p in peers}
+
+
+def marathon_headers(environ: Mapping[str, str]) -> dict[str, str]:
+    """Auth headers from ``MARATHON_TOKEN`` or ``MARATHON_USER``/``MARATHON_PASSWORD``."""
+    import base64
+
+    if environ.get("MARATHON_TOKEN"):
+        return {"Authorization": f"token={environ['MARATHON_TOKEN']}"}
+    if environ.get("MARATHON_USER"):
+        raw = f"{environ['MARATHON_USER']}:{environ.get('MARATHON_PASSWORD', '')}".encode()
+        return {"Authorization": "Basic " + base64.b64encode(raw).decode()}
+    return {}
+
+
+def make_backend(ctx: TaskContext, environ: Mapping[str, str], *, session=None,
+                 dns_client: DnsClient | None = None) -> Backend:
+    """The backend ``ctx.discovery`` names, built from the task's context and environment."""
+    common = {"job": ctx.job, "port_name": ctx.port_name}
+    if ctx.discovery == "mesos-dns":
+        client = dns_client or DnspythonClient(ctx.mesos_dns)
+        return MesosDnsBackend(client, framework=ctx.dns_framework, domain=ctx.dns_domain, **common)
+    if session is None:
+        import requests
+
+        session = requests.Session()
+    if ctx.discovery == "mesos-dns-http":
+        if not ctx.mesos_dns_http:
+            raise ValueError("MTF_MESOS_DNS_HTTP is not set (needed for MTF_DISCOVERY=mesos-dns-http)")
+        return MesosDnsHttpBackend(session, ctx.mesos_dns_http, framework=ctx.dns_framework,
+                                   domain=ctx.dns_domain, **common)
+    if ctx.discovery == "marathon":
+        return MarathonBackend(session, ctx.marathon_url, network=ctx.network,
+                               headers=marathon_headers(environ), **common)
+    raise ValueError(f"MTF_DISCOVERY must be mesos-dns, mesos-dns-http or marathon, not {ctx.discovery!r}")
+
+
+# --- rendezvous -------------------------------------------------------------------------------
+
+def missing_message(missing: Mapping[PeerKey, str], timeout: float) -> str:
+    """The deadline error: every missing peer and what was last seen for it."""
+    lines = [f"{_name(p)}: {detail}" for p, detail in sorted(missing.items())]
+    shown = lines[:50] + ([f"... and {len(lines) - 50} more"] if len(lines) > 50 else [])
+    return (f"{len(missing)} peer(s) not found within {timeout:g}s: " + "; ".join(shown))
+
+
+#: The polling budget of a whole job: the job's tasks together should not ask Marathon or
+#: Mesos-DNS more than this many times per second once their backoff has reached its cap.
+JOB_POLLS_PER_SECOND = 50.0
+
+
+def poll_schedule(tasks: int) -> tuple[float, float]:
+    """(first delay, cap) of the rendezvous backoff for a job of ``tasks`` tasks.
+
+    Small jobs poll quickly (a 3-task job: 0.25 s doubling to 1 s), so a late peer is seen
+    within a second of appearing; a large job's cap grows with its size so that all its
+    tasks together stay near :data:`JOB_POLLS_PER_SECOND` (1,000 tasks: 2.5 s doubling to 20 s).
+    """
+    n = max(1, tasks)
+    return min(5.0, max(0.25, n / (8 * JOB_POLLS_PER_SECOND))), min(60.0, max(1.0, n / JOB_POLLS_PER_SECOND))
+
+
+def watch_interval(tasks: int, base: float) -> float:
+    """Mean seconds between watch polls once formed: ``base``, longer for large jobs so that
+    the job's watch load stays under a fifth of :data:`JOB_POLLS_PER_SECOND`."""
+    return max(base, max(1, tasks) / (JOB_POLLS_PER_SECOND / 5))
+
+
+class Rendezvous:
+    """Poll a backend until every peer is known (backoff + jitter), then watch for moves.
+    Without explicit delays, the backoff follows :func:`poll_schedule` for the job's size."""
+
+    def __init__(self, backend: Backend, *, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
+                 stop: Callable[[], bool] = lambda: False, initial_delay: float | None = None,
+                 max_delay: float | None = None):
+        self.backend, self.clock, self.sleep = backend, clock, sleep
+        self.rng, self.stop = rng or random.Random(), stop
+        self.initial_delay, self.max_delay = initial_delay, max_delay
+        self.polls = 0
+        self.last_seen: dict[PeerKey, str] = {}
+
+    def wait(self, peers: Sequence[PeerKey], timeout: float,
+             on_progress: Callable[[dict[PeerKey, str], dict[PeerKey, str]], None] | None = None
+             ) -> dict[PeerKey, str] | None:
+        """Addresses of every peer; None if ``stop()`` became true; DiscoveryError at the deadline."""
+        deadline = self.clock() + timeout
+        found: dict[PeerKey, str] = {}
+        missing = list(peers)
+        first, cap = poll_schedule(len(peers) + 1)
+        delay = self.initial_delay if self.initial_delay is not None else first
+        max_delay = self.max_delay if self.max_delay is not None else cap
+        while True:
+            self.polls += 1
+            for peer, obs in self.backend.lookup(missing).items():
+                if obs.address:
+                    found[peer] = obs.address
+                    self.last_seen.pop(peer, None)
+                else:
+                    self.last_seen[peer] = obs.detail
+            missing = [p for p in missing if p not in found]
+            if on_progress:
+                on_progress(dict(found), {p: self.last_seen.get(p, "not asked yet") for p in missing})
+            if not missing:
+                return found
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                raise DiscoveryError(missing_message({p: self.last_seen.get(p, "?") for p in missing}, timeout),
+                                     hint="check that every task of the job is running and in Mesos-DNS")
+            if self.stop():
+                return None
+            self.sleep(min(remaining, delay * self.rng.uniform(0.5, 1.5)))
+            if self.stop():
+                return None
+            delay = min(max_delay, delay * 2)
+
+    def settle(self, current: Mapping[PeerKey, str], timeout: float) -> dict[PeerKey, str] | None:
+        """Before an in-place restart: wait until every peer is seen running (a peer that is down
+        is waited for, not left at its stale address), then the peers at a new address.
+        None if ``stop()`` became true; DiscoveryError at the deadline."""
+        self.polls += 1
+        moved, missing = {}, []
+        for peer, obs in self.backend.lookup(list(current)).items():
+            if not obs.address:
+                missing.append(peer)
+            elif obs.address != current.get(peer):
+                moved[peer] = obs.address
+        if missing:
+            found = self.wait(missing, timeout)
+            if found is None:
+                return None
+            moved.update({p: a for p, a in found.items() if a != current.get(p)})
+        return moved
+
+    def moved(self, current: Mapping[PeerKey, str]) -> dict[PeerKey, str]:
+        """One watch poll: the peers now seen at an address other than ``current``'s.
+        A peer that is missing (relaunching) is not a move: its new address will be."""
+        self.polls += 1
+        out = {}
+        for peer, obs in self.backend.lookup(list(current)).items():
+            if obs.address and obs.address != current.get(peer):
+                out[peer] = obs.address
+        return out

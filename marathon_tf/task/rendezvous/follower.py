@@ -1,0 +1,192 @@
+"""A follower's side of the rendezvous: find the leader (its hint, or one small lookup), long-poll
+its view; without a leader for a while, read the discovery backend itself
+(see :mod:`marathon_tf.task.rendezvous`)."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+from marathon_tf.task.discovery import Backend, Observation, PeerKey, poll_schedule
+from marathon_tf.task.rendezvous.view import LONG_POLL, PATH, Side, keys, patch
+
+__all__ = ["FollowerRendezvous", "hint_wait_for", "fallback_after", "BUSY_TRIES"]
+
+BUSY_TRIES = 3           # timeouts of a leader that answered before, before a follower looks it up again
+
+
+def hint_wait_for(tasks: int) -> float:
+    """Seconds a starting follower waits for the leader's hint before it asks Marathon itself:
+    nothing to speak of for small jobs, up to 30 s for large ones."""
+    return min(30.0, tasks / 50.0)
+
+
+def fallback_after(tasks: int) -> float:
+    """Seconds without a reachable leader before a follower reads the backend itself."""
+    return max(10.0, tasks / 10.0)
+
+
+class FollowerRendezvous(Side):
+    """A follower's side: find the leader (``locate() -> Observation`` of its status address),
+    long-poll it; without a leader for ``fallback`` seconds, read ``direct`` itself."""
+
+    def __init__(self, locate: Callable[[], Observation], direct: Backend, members: Sequence[PeerKey],
+                 me: PeerKey | None, *, job: str, session=None, stop: threading.Event | None = None,
+                 clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
+                 schedule: tuple[float, float] | None = None, fallback: float | None = None,
+                 long_poll: float = LONG_POLL, leader_task: str = "", hint_wait: float | None = None,
+                 read_slack: float = 10.0):
+        super().__init__(stop=stop, clock=clock)
+        self.leader_task = leader_task
+        self.hint_wait = hint_wait if hint_wait is not None else hint_wait_for(len(members))
+        self.hints = 0
+        self._hinted: str | None = None
+        self._hint_event = threading.Event()
+        self._resolved: dict[str, set[str]] = {}
+        self.locate, self.direct, self.job, self.me = locate, direct, job, me
+        self.others = [m for m in members if m != me]
+        if session is None:
+            import requests
+
+            session = requests.Session()
+        self.session = session
+        self.rng = rng or random.Random()
+        self.schedule = schedule or poll_schedule(len(members))
+        self.fallback = fallback if fallback is not None else fallback_after(len(members))
+        self.long_poll, self.read_slack = long_poll, read_slack  # a long poll's answer may take this much longer
+        self.leader_address: str | None = None
+        self.leader_id: str | None = None
+        self.leader_detail = "not looked up yet"
+        self.locates = self.long_polls = self.direct_reads = 0
+        self._version = -1
+        self._formed = False
+
+    def start(self) -> "FollowerRendezvous":
+        self._start(self._loop, "rendezvous-follower")
+        return self
+
+    def _unknown(self) -> str:
+        return f"waiting for the leader ({self.leader_detail})"
+
+    def hint(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
+        """``GET /leader?job=&task=&at=host:port`` from the leader: where it serves the view.
+        Taken only from the job's leading task, sent from the host it names (the caller's
+        address, which a web page elsewhere cannot take); the follower then checks that the
+        address answers as this job's leader before it believes anything it says."""
+        at = query.get("at") or ""
+        host, _, port = at.rpartition(":")
+        if query.get("job") != self.job or query.get("task") != self.leader_task or not host or not port.isdigit():
+            return 400, {"message": "not a hint from this job's leader"}
+        if query.get("_client") not in self._addresses(host):
+            return 403, {"message": f"a hint for {at} must come from {host}"}
+        self.hints += 1
+        self._hinted = at
+        self._hint_event.set()
+        return 200, {"ok": True}
+
+    def _addresses(self, host: str) -> set[str]:
+        if host not in self._resolved:
+            import socket
+
+            try:
+                self._resolved[host] = {str(a[4][0]) for a in socket.getaddrinfo(host, None)} | {host}
+            except OSError:
+                self._resolved[host] = {host}
+        return self._resolved[host]
+
+    def _await_hint(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for the leader's hint; True when it is time to end."""
+        end = time.monotonic() + max(0.0, seconds)
+        while not self._done() and not self._hint_event.is_set():
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            self._hint_event.wait(min(left, 0.2))
+        return self._done()
+
+    def _loop(self) -> None:
+        first, cap = self.schedule
+        delay, busy = first, 0
+        lost_since = self.clock()
+        # a large job's tasks neither ask all at once nor ask Marathon at all if the leader calls first
+        if self._await_hint(max(self.hint_wait, self.rng.uniform(0, first))):
+            return
+        while not self._done():
+            if self.leader_address is None:
+                if self._hint_event.is_set():
+                    self._hint_event.clear()
+                    self.leader_address, self.leader_detail = self._hinted, f"leader at {self._hinted} (its hint)"
+                else:
+                    self.locates += 1
+                    obs = self.locate()
+                    self.leader_address = obs.address
+                    self.leader_detail = "leader at " + obs.address if obs.address else "leader: " + obs.detail
+            answered = self.leader_address is not None and self._poll_leader()
+            if answered is True:
+                lost_since, delay, busy = None, first, 0
+                continue
+            if answered == "busy" and busy < BUSY_TRIES:  # the leader answered before: busy, not gone
+                busy += 1
+                if self._await_hint(delay * self.rng.uniform(0.5, 1.5)):
+                    return
+                delay = min(cap, delay * 2)
+                continue
+            busy = 0
+            self.leader_address = None
+            if lost_since is None:
+                lost_since = self.clock()
+            if self.clock() - lost_since >= self.fallback:
+                self._read_direct()
+            if self._await_hint(delay * self.rng.uniform(0.5, 1.5)):
+                return
+            delay = min(cap, delay * 2)
+
+    def _poll_leader(self) -> bool | str:
+        """One long poll; False when the leader did not answer as a leader of this job,
+        "busy" when a leader that answered before timed out (it is still there: ask it again
+        rather than Marathon)."""
+        params = {"job": self.job, "after": str(self._version), "leader": self.leader_id or "",
+                  "wait": f"{self.long_poll:g}"}
+        if not self._formed:  # no use for the partial views of a forming job (1,000s of them)
+            params["complete"] = "1"
+        try:
+            resp = self.session.get(f"http://{self.leader_address}{PATH}", params=params,
+                                    timeout=(10.0 if self.leader_id else 3.0, self.long_poll + self.read_slack))
+            doc = resp.json() if resp.status_code == 200 else None
+        except Exception as e:  # refused / reset / timeout / not JSON: look the leader up again
+            self.leader_detail = f"leader at {self.leader_address} unreachable ({type(e).__name__})"
+            return "busy" if self.leader_id and type(e).__name__ == "ReadTimeout" else False
+        self.long_polls += 1
+        self.polls += 1
+        if not isinstance(doc, dict) or doc.get("job") != self.job or not isinstance(doc.get("version"), int):
+            self.leader_detail = f"{self.leader_address} is not this job's leader"
+            return False
+        peers, missing = keys(doc.get("peers")), keys(doc.get("missing"))
+        if doc.get("delta"):
+            if str(doc.get("leader")) != self.leader_id:
+                return False
+            with self.view.cond:
+                peers, missing = patch(self.view.peers, doc.get("peers")), patch(self.view.missing, doc.get("missing"))
+        self.leader_id, self._version = str(doc.get("leader")), doc["version"]
+        self.leader_detail = f"leader {doc.get('leader_task')} at {self.leader_address}"
+        self.view.update(peers, missing)
+        if doc.get("complete"):
+            self._formed = True
+        return True
+
+    def _read_direct(self) -> None:
+        """No leader for a while: read the backend like a task without a leader would."""
+        self.direct_reads += 1
+        self.polls += 1
+        present, missing = {}, {}
+        for peer, obs in self.direct.lookup(self.others).items():
+            if obs.address:
+                present[peer] = obs.address
+            else:
+                missing[peer] = obs.detail
+        with self.view.cond:
+            mine = {p: a for p, a in self.view.peers.items() if p == self.me}
+        self.view.update({**mine, **present}, missing)
+        self._version = -1  # a leader that comes back answers at once

@@ -1,0 +1,319 @@
+"""The leader's side of the rendezvous: look the peers up for everyone (through the ordinary
+discovery backend, woken by Marathon's status updates when it can), publish the view, answer the
+followers' long polls at ``GET /rendezvous`` (see :mod:`marathon_tf.task.rendezvous`)."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import uuid
+from typing import Any, Callable, Mapping, Sequence
+
+from marathon_tf.contract import naming
+from marathon_tf.task.discovery import Backend, MarathonBackend, Observation, PeerKey
+from marathon_tf.task.rendezvous.hints import Hints
+from marathon_tf.task.rendezvous.view import MAX_WAIT, Side, names
+
+__all__ = ["LeaderRendezvous", "HOT_WINDOW", "BYTE_BUDGET", "DNS_QUERIES_PER_SECOND", "FAST"]
+
+RESYNC = 60.0            # calm re-reads when Marathon's event stream wakes the leader anyway
+HOT_WINDOW = 10.0        # seconds of fast polling after a change (no event stream)
+AFTER_EVENT = 3.0        # ... and after a status update of one of the job's apps
+EVENT_FORMING = 5.0      # re-reads while forming when the status updates carry the addresses
+GZIP_FROM = 16_384       # whole views this large go gzipped to followers that accept it
+ATTACH_WAIT = 2.0        # the leader's first read waits this long for the event stream to attach
+GONE = frozenset({"TASK_KILLING", "TASK_KILLED", "TASK_FINISHED", "TASK_FAILED", "TASK_LOST", "TASK_ERROR",
+                  "TASK_GONE", "TASK_GONE_BY_OPERATOR", "TASK_DROPPED", "TASK_UNREACHABLE", "TASK_UNKNOWN"})
+FAST = (0.25, 1.0)       # fast polling: first delay, cap
+BYTE_BUDGET = 300_000.0  # bytes/s the leader may read from Marathon in group GETs
+DNS_QUERIES_PER_SECOND = 500.0
+
+
+def _gzip(data: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(data, compresslevel=6, mtime=0)
+
+
+class LeaderRendezvous(Side):
+    """The leader's side: look the peers up for everyone, publish, serve the long poll.
+
+    ``events``: an object with ``available`` and ``wait(seconds) -> [event dict]`` (a
+    :class:`marathon_tf.marathon.events.EventStream` on ``status_update_event``), or None.
+    ``slow``: mean seconds between polls once formed and calm.
+    """
+
+    def __init__(self, backend: Backend, members: Sequence[PeerKey], me: PeerKey, address: str, *, job: str,
+                 slow: float, events=None, stop: threading.Event | None = None,
+                 clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
+                 fast: tuple[float, float] = FAST, byte_budget: float = BYTE_BUDGET,
+                 dns_qps: float = DNS_QUERIES_PER_SECOND, hot_window: float = HOT_WINDOW,
+                 hints: Hints | None = None):
+        super().__init__(stop=stop, clock=clock)
+        self.hints = hints
+        self._status_of: dict[PeerKey, str | None] = {}  # followers' status addresses (for hints)
+        self.backend, self.job, self.me, self.slow, self.events = backend, job, me, slow, events
+        self.others = [m for m in members if m != me]
+        self._others = frozenset(self.others)
+        self._formed = False
+        self._insurance = False  # the next read is only in case status updates were lost
+        self._pool = None  # the thread of group reads that run while status updates go on
+        self._stamp: dict[PeerKey, float] = {}  # when a status update last changed each peer
+        self.rng = rng or random.Random()
+        self.fast, self.byte_budget, self.dns_qps, self.hot_window = fast, byte_budget, dns_qps, hot_window
+        self.leader_id = uuid.uuid4().hex[:16]
+        self.events_seen = 0
+        self._reconnects = 0
+        self._changed = False
+        self._full: tuple[int, bytes, bytes | None] = (-1, b"", None)  # version, JSON, gzipped JSON
+        self._task_of: dict[PeerKey, Any] = {}  # the task id a status update last placed each peer at
+        self._prefix = naming.group_id(job) + "/"
+        self.view.update({me: address}, {p: "not asked yet" for p in self.others})
+
+    def start(self) -> "LeaderRendezvous":
+        self._start(self._loop, "rendezvous-leader")
+        return self
+
+    def close(self) -> None:
+        super().close()
+        if self.events is not None and hasattr(self.events, "close"):
+            self.events.close()
+        if self.hints is not None:
+            self.hints.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _hint(self, status_of: Mapping[PeerKey, str | None]) -> None:
+        """Note followers' status addresses; hint the new ones."""
+        new = {k: a for k, a in status_of.items() if a and self._status_of.get(k) != a}
+        self._status_of.update(new)
+        if self.hints is not None and new:
+            self.hints.send(new)
+
+    # -- the published view ---------------------------------------------------------------------
+    def document(self) -> dict[str, Any]:
+        """The whole view (what ``GET /rendezvous`` without ``after`` answers)."""
+        with self.view.cond:
+            return self._document(None)
+
+    def _document(self, delta: tuple[dict, dict] | None) -> dict[str, Any]:
+        view = self.view
+        doc = {"job": self.job, "leader": self.leader_id, "leader_task": naming.task_name(*self.me),
+               "version": view.version, "complete": not view.missing, "delta": delta is not None,
+               "reads": self.polls, "events": self.events_seen, "event_stream": self._streaming()}
+        if delta is None:
+            doc.update(peers=names(view.peers), missing=names(view.missing))
+        else:
+            doc.update(peers=delta[0], missing=delta[1])
+        return doc
+
+    def handle(self, query: Mapping[str, str]) -> tuple:
+        """``GET /rendezvous?job=&after=&leader=&wait=&complete=`` (a long poll).
+
+        Answers when the version differs from ``after`` (with ``complete=1``: once the view is
+        complete), the leader is not ``leader``, or after ``wait`` s. Same leader and ``after``
+        within the history: only the changes since (``"delta": true``, removed entries null);
+        else the whole view."""
+        if query.get("job") not in (None, self.job):
+            return 404, {"message": f"this is the leader of job {self.job!r}, not {query.get('job')!r}"}
+        try:
+            after = int(query.get("after", "-1"))
+            wait = min(MAX_WAIT, max(0.0, float(query.get("wait", "0"))))
+        except ValueError:
+            return 400, {"message": "after must be an integer and wait a number of seconds"}
+        leader, complete = query.get("leader", ""), query.get("complete") in ("1", "true")
+        view = self.view
+        gzip_ok = "gzip" in query.get("_accept_encoding", "")
+        with view.cond:
+            # complete=1 (a forming follower, even one that knows no leader yet): only the complete view
+            (view.formed if complete else view.cond).wait_for(lambda: self._done() or (
+                (leader != self.leader_id or view.version != after) and (not complete or not view.missing)),
+                timeout=wait)
+            delta = view.since(after) if leader == self.leader_id else None
+            if delta is None:
+                if self._full[0] != view.version:  # every follower gets the same whole view: encode it once
+                    body = (json.dumps(self._document(None), sort_keys=True) + "\n").encode()
+                    self._full = (view.version, body, _gzip(body) if len(body) >= GZIP_FROM else None)
+                _, body, packed = self._full
+            else:
+                body, packed = (json.dumps(self._document(delta), sort_keys=True) + "\n").encode(), None
+        if packed is None and gzip_ok and len(body) >= GZIP_FROM:
+            packed = _gzip(body)  # a large delta (a follower far behind)
+        if packed is not None and gzip_ok:
+            return 200, packed, {"Content-Encoding": "gzip"}  # 10,000 peers: ~5x less for each follower
+        return 200, body
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        first, cap = self.fast
+        self._delay, self._hot_until, next_read, last_read, gap = first, 0.0, 0.0, 0.0, 0.0
+        self._await_stream(ATTACH_WAIT)  # read after the stream attached: no status update falls between
+        pending = None  # a group read in flight (a 10,000-app group takes seconds): events go on meanwhile
+        while not self._done():
+            if (pending is None and time.monotonic() >= next_read and self._insurance
+                    and self._events_carry_addresses() and not self.view.missing):
+                # a re-read in case status updates were lost, but they completed the view: no need
+                self._insurance, self._formed = False, True
+                next_read = max(next_read, last_read + self._calm())
+            if pending is None and time.monotonic() >= next_read:
+                started = time.monotonic()
+                if self.polls and self._events_carry_addresses():
+                    pending = self._reader().submit(self._lookup)
+                else:  # the first read (status updates wait in the stream's queue), or nothing else to do
+                    next_read, last_read, gap = self._after_read(self._lookup(), started)
+            if pending is not None and pending.done():
+                next_read, last_read, gap = self._after_read(pending.result(), started)
+                pending = None
+            events = self._pause(0.1 if pending is not None else next_read - time.monotonic())
+            if events is None:
+                continue
+            if events and self._events_carry_addresses():
+                self._apply(events)
+            else:  # a status update (or a reconnect that may have lost some): read again soon
+                self._hot_until, self._delay = self.clock() + min(self.hot_window, AFTER_EVENT), first
+                next_read = max(time.monotonic(), last_read + gap)  # never faster than the budget
+
+    def _after_read(self, result, started: float) -> tuple[float, float, float]:
+        """Merge a read into the view and plan the next: (next read, this read's start, budget gap)."""
+        first, cap = self.fast
+        missing, asked = self._merge(*result, started)
+        now = self.clock()
+        if self._changed and not self._streaming():
+            self._hot_until, self._delay = now + self.hot_window, first  # no events to wake us: watch closely
+        self._insurance = bool(missing) and self._events_carry_addresses()
+        if self._insurance:
+            pause = max(self._delay, EVENT_FORMING)  # the events bring the rest; re-read now and then
+        elif missing or now < self._hot_until:
+            pause, self._delay = self._delay * self.rng.uniform(0.8, 1.2), min(cap, self._delay * 2)
+        else:
+            pause = self._calm()
+        gap = self._gap(asked)
+        return started + max(pause, gap), started, gap
+
+    def _calm(self) -> float:
+        """Seconds to the next read once calm; with an event stream only a slow re-read in case
+        an event was lost."""
+        marathon = isinstance(self.backend, MarathonBackend)  # Mesos-DNS trails events: keep asking it
+        calm = max(self.slow, RESYNC) if self._streaming() and marathon else self.slow
+        self._delay = self.fast[0]
+        return calm * self.rng.uniform(0.5, 1.5)
+
+    def _reader(self):
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rendezvous-read")
+        return self._pool
+
+    def _await_stream(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for the event stream to attach (``attached``, when it says)."""
+        end = time.monotonic() + seconds
+        while (self._streaming() and not getattr(self.events, "attached", True) and not self._done()
+               and time.monotonic() < end):
+            self._closed.wait(0.02)
+
+    def _lookup(self) -> tuple[dict[PeerKey, Observation], int, str | None]:
+        """One lookup through the backend (no view change): (observations, peers asked, why
+        Marathon gave no answer at all or None)."""
+        with self.view.cond:
+            missing = list(self.view.missing)
+        asked = self.others if self._formed or isinstance(self.backend, MarathonBackend) else missing
+        result = self.backend.lookup(asked) if asked else {}
+        return result, len(asked), getattr(self.backend, "last_error", None)
+
+    def _merge(self, result: Mapping[PeerKey, Observation], asked: int, error: str | None,
+               started: float) -> tuple[dict[PeerKey, str], int]:
+        """A lookup into the view: (missing peers, peers asked). A peer a status update placed
+        or removed after the read began keeps what the update said; when Marathon gave no
+        answer at all, the peers already known stay (the missing ones say why)."""
+        with self.view.cond:
+            present, missing = dict(self.view.peers), dict(self.view.missing)
+        self.polls += 1
+        if error is not None:
+            missing = {p: error for p in missing}
+            result = {}
+        for peer, obs in result.items():
+            if self._stamp.get(peer, -1.0) >= started:
+                continue
+            if obs.address:
+                present[peer] = obs.address
+                missing.pop(peer, None)
+            else:
+                present.pop(peer, None)
+                missing[peer] = obs.detail
+        self._changed = self.view.update(present, missing)
+        if not missing:
+            self._formed = True
+        if error is None:
+            self._hint(getattr(self.backend, "also_addresses", {}))
+        return missing, asked
+
+    def _events_carry_addresses(self) -> bool:
+        """``marathon`` mode on host networking: a status update says where the task runs."""
+        return (self._streaming() and isinstance(self.backend, MarathonBackend)
+                and getattr(self.backend, "network", "host") == "host")
+
+    def _apply(self, events: Sequence[Mapping[str, Any]]) -> None:
+        """Status updates into the view: TASK_RUNNING puts the task at ``host:ports[i]``; a
+        terminal state (of the task we know, or of any when we know none) makes it missing."""
+        with self.view.cond:
+            present, missing = dict(self.view.peers), dict(self.view.missing)
+        status_of = {}
+        for event in events:
+            key = naming.parse_app_id(self.job, str(event.get("appId") or ""))
+            if key not in self._others:  # a set: a burst of 10,000 updates is not 10,000 x 10,000 compares
+                continue
+            state, task = str(event.get("taskStatus") or ""), event.get("taskId")
+            ports, host = event.get("ports") or [], event.get("host")
+            index = self.backend.port_indexes.get(key, 0)
+            if state == "TASK_RUNNING" and host and len(ports) > index and ports[index]:
+                present[key] = f"{host}:{ports[index]}"
+                missing.pop(key, None)
+                self._task_of[key] = task
+                self._stamp[key] = time.monotonic()
+                status = self.backend.also_indexes.get(key)
+                if status is not None and len(ports) > status:
+                    status_of[key] = f"{host}:{ports[status]}"
+            elif state in GONE and self._task_of.get(key) in (None, task):
+                present.pop(key, None)
+                missing[key] = f"task {state}"
+                self._task_of.pop(key, None)
+                self._stamp[key] = time.monotonic()
+        self.view.update(present, missing)
+        self._hint(status_of)
+
+    def _gap(self, asked: int) -> float:
+        """The shortest time between two polls that keeps the leader within its budget."""
+        if isinstance(self.backend, MarathonBackend):
+            return self.backend.last_bytes / self.byte_budget
+        return asked / self.dns_qps
+
+    def _streaming(self) -> bool:
+        return self.events is not None and bool(getattr(self.events, "available", False))
+
+    def _relevant(self, event: Mapping[str, Any]) -> bool:
+        return str(event.get("appId") or "").startswith(self._prefix)
+
+    def _pause(self, seconds: float) -> list[dict[str, Any]] | None:
+        """Wait up to ``seconds``: the job's status updates that came first ([] after a stream
+        reconnect, which may have lost some), or None when none came."""
+        end = time.monotonic() + max(0.0, seconds)
+        while not self._done():
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            if self._streaming():
+                events = self.events.wait(min(left, 0.5))
+                if events:  # a burst (a large job forming) is handled in batches, not one by one
+                    events += self.events.wait(0.05)
+                events = [e for e in events if self._relevant(e)]
+                reconnects = getattr(self.events, "reconnects", 0)
+                if events or reconnects != self._reconnects:
+                    self.events_seen += len(events)
+                    self._reconnects = reconnects
+                    return events
+            else:
+                self._closed.wait(min(left, 0.2))
+        return None

@@ -1,0 +1,200 @@
+"""What both sides of the leader rendezvous keep: a versioned view of the job's peers, and what
+the bootstrap reads of it (:class:`Side`: ``wait``, ``moved``, ``settle``, as
+:class:`marathon_tf.task.discovery.Rendezvous` offers). Also the wire format of ``GET /rendezvous``:
+its path, the long poll's bounds, peers by task name (``{"ps-0": "host:port"}``) and deltas
+(``null`` = removed).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+from marathon_tf.contract import naming
+from marathon_tf.contract.errors import DiscoveryError
+from marathon_tf.task.discovery import PeerKey, missing_message
+
+__all__ = ["PATH", "HINT_PATH", "MAX_WAIT", "LONG_POLL", "HISTORY", "View", "Side", "names", "patch", "keys", "diff"]
+
+PATH = "/rendezvous"
+HINT_PATH = "/leader"
+MAX_WAIT = 30.0          # longest long poll the leader holds
+LONG_POLL = 25.0         # what followers ask for
+HISTORY = 1024           # changes the leader keeps to answer with deltas
+
+
+def names(mapping: Mapping[PeerKey, str]) -> dict[str, str]:
+    return {naming.task_name(*k): v for k, v in sorted(mapping.items())}
+
+
+def patch(current: Mapping[PeerKey, str], delta: Any) -> dict[PeerKey, str]:
+    out = dict(current)
+    for name, value in (delta or {}).items() if isinstance(delta, dict) else ():
+        key = naming.parse_task_name(str(name))
+        if key is None:
+            continue
+        if isinstance(value, str):
+            out[key] = value
+        else:
+            out.pop(key, None)
+    return out
+
+
+def keys(mapping: Any) -> dict[PeerKey, str]:
+    out = {}
+    for name, value in (mapping or {}).items() if isinstance(mapping, dict) else ():
+        key = naming.parse_task_name(str(name))
+        if key is not None and isinstance(value, str):
+            out[key] = value
+    return out
+
+
+class View:
+    """A versioned view of the peers: present ones with their address, missing ones with why.
+    The last :data:`HISTORY` changes are kept as deltas, so a follower gets only what changed."""
+
+    def __init__(self):
+        lock = threading.RLock()
+        self.cond = threading.Condition(lock)
+        # the long polls of a forming job's followers (complete=1) wait here, on the same lock:
+        # woken once it is complete, not by each of its thousands of changes while forming
+        self.formed = threading.Condition(lock)
+        self.peers: dict[PeerKey, str] = {}
+        self.missing: dict[PeerKey, str] = {}
+        self.version = 0
+        self.deltas: collections.deque[tuple[int, dict, dict]] = collections.deque(maxlen=HISTORY)
+
+    def update(self, peers: Mapping[PeerKey, str], missing: Mapping[PeerKey, str]) -> bool:
+        with self.cond:
+            if dict(peers) == self.peers and dict(missing) == self.missing:
+                return False
+            self.deltas.append((self.version + 1, diff(self.peers, peers), diff(self.missing, missing)))
+            self.peers, self.missing = dict(peers), dict(missing)
+            self.version += 1
+            self.cond.notify_all()
+            if not self.missing:
+                self.formed.notify_all()
+            return True
+
+    def wake(self) -> None:
+        """Wake every waiter (closing)."""
+        with self.cond:
+            self.cond.notify_all()
+            self.formed.notify_all()
+
+    def since(self, version: int) -> tuple[dict, dict] | None:
+        """Every change after ``version`` as ({name: address or None}, {name: detail or None});
+        None when the history no longer reaches back that far. Call with ``cond`` held."""
+        if not self.deltas or version < self.deltas[0][0] - 1 or version > self.version:
+            return None
+        peers: dict[str, str | None] = {}
+        missing: dict[str, str | None] = {}
+        for v, dp, dm in self.deltas:
+            if v > version:
+                peers.update(dp)
+                missing.update(dm)
+        return peers, missing
+
+
+def diff(old: Mapping[PeerKey, str], new: Mapping[PeerKey, str]) -> dict[str, str | None]:
+    out: dict[str, str | None] = {naming.task_name(*k): v for k, v in new.items() if old.get(k) != v}
+    out.update({naming.task_name(*k): None for k in old if k not in new})
+    return out
+
+
+class Side:
+    """What the bootstrap uses (the :class:`~marathon_tf.task.discovery.Rendezvous` interface)."""
+
+    watch_every = 0.0  # moved() is local: check it at every tick
+
+    def __init__(self, *, stop: threading.Event | None, clock: Callable[[], float]):
+        self.view = View()
+        self.clock = clock
+        self.polls = 0
+        self._stop = stop or threading.Event()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _start(self, target: Callable[[], None], name: str) -> None:
+        self._thread = threading.Thread(target=self._guard(target), name=name, daemon=True)
+        self._thread.start()
+
+    def _guard(self, target):
+        def run():
+            while not self._done():
+                try:
+                    target()
+                except Exception as e:  # a bug or an odd answer must not end discovery for good
+                    import sys
+
+                    sys.stderr.write(f"marathon-tf bootstrap: rendezvous error (retrying): {type(e).__name__}: {e}\n")
+                    self._wait(1.0)
+        return run
+
+    def _done(self) -> bool:
+        return self._stop.is_set() or self._closed.is_set()
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep (woken by stop/close); True when it is time to end."""
+        end = time.monotonic() + max(0.0, seconds)
+        while not self._done():
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            self._closed.wait(min(left, 0.2))
+        return True
+
+    def close(self) -> None:
+        self._closed.set()
+        self.view.wake()
+
+    def wait(self, peers: Sequence[PeerKey], timeout: float,
+             on_progress: Callable[[dict[PeerKey, str], dict[PeerKey, str]], None] | None = None
+             ) -> dict[PeerKey, str] | None:
+        """Addresses of every peer once the view has them all; None when stopped;
+        DiscoveryError after ``timeout`` seconds naming what is missing."""
+        deadline = self.clock() + timeout
+        seen = -1
+        found: dict[PeerKey, str] = {}
+        lacking: dict[PeerKey, str] = {}
+        while True:
+            with self.view.cond:
+                if self.view.version == seen and not self._done():
+                    self.view.cond.wait(0.2)
+                # the view's dicts are replaced, never changed: no copies (10,000 peers, every 0.2 s)
+                version, present, missing = self.view.version, self.view.peers, self.view.missing
+            if version != seen:  # only a new version is worth going through every peer
+                unknown = self._unknown()
+                found = {p: present[p] for p in peers if p in present}
+                lacking = {p: missing.get(p, unknown) for p in peers if p not in present}
+                if on_progress:
+                    on_progress(found, lacking)
+                seen = version
+            if not lacking:
+                return found
+            if self._done():
+                return None
+            if self.clock() >= deadline:
+                raise DiscoveryError(missing_message(lacking, timeout),
+                                     hint="check that every task of the job is running and in Mesos-DNS")
+
+    def _unknown(self) -> str:
+        return "not seen yet"
+
+    def moved(self, current: Mapping[PeerKey, str]) -> dict[PeerKey, str]:
+        """Peers now at another address; nothing while one of them is missing (a task waits
+        for the rewritten spec rather than restart with a stale address mixed in)."""
+        with self.view.cond:
+            present = self.view.peers  # replaced, never changed: no copy at every tick
+        if any(p not in present for p in current):
+            return {}
+        return {p: present[p] for p in current if present[p] != current[p]}
+
+    def settle(self, current: Mapping[PeerKey, str], timeout: float) -> dict[PeerKey, str] | None:
+        """Wait until every peer in ``current`` is present, then the ones that moved."""
+        found = self.wait(list(current), timeout)
+        if found is None:
+            return None
+        return {p: a for p, a in found.items() if a != current[p]}

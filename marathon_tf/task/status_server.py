@@ -1,0 +1,143 @@
+"""The bootstrap's status endpoint on ``PORT_STATUS``.
+
+``GET /health`` -> 200 unless the bootstrap is unhealthy (503);
+``GET /status`` -> the JSON described in docs/architecture.md;
+extra read-only GET routes (the leader's ``/rendezvous``, :mod:`marathon_tf.task.rendezvous`) are
+handlers ``query dict (+ "_client": the caller's IP, "_accept_encoding": its Accept-Encoding)
+-> (code, body dict or JSON bytes[, extra headers])`` given to :class:`StatusServer`.
+:class:`TaskStatus` is the thread-safe record the bootstrap updates and the
+server reads.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Mapping
+from urllib.parse import parse_qs
+
+__all__ = ["TaskStatus", "StatusServer"]
+
+PHASES = ("discovering", "running", "succeeded", "failed")
+
+
+class TaskStatus:
+    """The task's state, as /status shows it. All methods are thread-safe."""
+
+    def __init__(self, *, job: str, task: str, role: str, index: int):
+        self._lock = threading.Lock()
+        self._data: dict[str, Any] = {
+            "job": job, "task": task, "role": role, "index": index, "phase": "discovering",
+            "cluster": {}, "tf_config": None, "peers": {}, "missing": {}, "step": None,
+            "exit_code": None, "restarts": 0, "last_error": None, "warnings": [],
+            "resumed_from": None, "steps_per_second": None,
+        }
+        self._healthy = True
+
+    def update(self, **fields: Any) -> None:
+        with self._lock:
+            for key, value in fields.items():
+                if key not in self._data:
+                    raise KeyError(f"unknown status field {key!r}")
+                if key == "phase" and value not in PHASES:
+                    raise ValueError(f"unknown phase {value!r}")
+                self._data[key] = value
+
+    def set_healthy(self, healthy: bool) -> None:
+        with self._lock:
+            self._healthy = bool(healthy)
+
+    def warn(self, message: str) -> None:
+        with self._lock:
+            self._data["warnings"] = self._data["warnings"] + [message]
+
+    def add_restart(self) -> int:
+        with self._lock:
+            self._data["restarts"] += 1
+            return self._data["restarts"]
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return json.loads(json.dumps(self._data))
+
+    @property
+    def healthy(self) -> bool:
+        with self._lock:
+            return self._healthy
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: "_Server"
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server naming)
+        status = self.server.task_status
+        path = self.path.split("?", 1)[0]
+        if path == "/health":
+            healthy = status.healthy
+            self._send(200 if healthy else 503, {"healthy": healthy, "phase": status.snapshot()["phase"]})
+        elif path == "/status":
+            self._send(200, status.snapshot())
+        elif path in self.server.routes:
+            query = {k: v[-1] for k, v in parse_qs(self.path.partition("?")[2]).items()}
+            query["_client"] = self.client_address[0]  # who asks (set here: a URL cannot forge it)
+            query["_accept_encoding"] = self.headers.get("Accept-Encoding", "")
+            self._send(*self.server.routes[path](query))
+        else:
+            self._send(404, {"message": f"no such path {path!r}; try /health or /status"})
+
+    def _send(self, code: int, body: dict | bytes, headers: Mapping[str, str] | None = None) -> None:
+        data = body if isinstance(body, bytes) else (json.dumps(body, sort_keys=True) + "\n").encode()
+        self.send_response(code)
+        for name, value in (headers or {}).items():  # e.g. Content-Encoding of a pre-encoded body
+            self.send_header(name, value)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass  # health checks every 10 s would drown the trainer's output
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 1024  # a leader's followers connect at once
+
+    def handle_error(self, request, client_address) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):  # a caller that left
+            super().handle_error(request, client_address)
+    task_status: TaskStatus
+    routes: Mapping[str, Callable[[dict[str, str]], tuple[int, dict]]]
+
+
+class StatusServer:
+    """Serve a :class:`TaskStatus` on (host, port) in a background thread."""
+
+    def __init__(self, status: TaskStatus, host: str, port: int,
+                 routes: Mapping[str, Callable[[dict[str, str]], tuple[int, dict]]] | None = None):
+        self._server = _Server((host, port), _Handler)
+        self._server.task_status = status
+        self._server.routes = dict(routes or {})
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
+                                        daemon=True, name="status-server")
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    def add_route(self, path: str, handler: Callable[[dict[str, str]], tuple[int, dict]]) -> None:
+        """Serve ``GET path`` with ``handler(query) -> (code, body)`` (may block: a long poll)."""
+        self._server.routes = {**self._server.routes, path: handler}
+
+    def start(self) -> "StatusServer":
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        if self._thread.is_alive():  # shutdown() of a server that never served would wait for ever
+            self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,237 @@
+"""Run the training program as a child process and decide what its exit means.
+
+* :class:`Trainer` starts the program in its own process group, passes its
+  stdout/stderr through line by line (one reader thread per stream; a line longer than
+  :data:`LINE_LIMIT` is read and passed on in pieces, so memory is bounded), remembers the
+  last ``step=<int>`` and the last :data:`STDERR_TAIL_LINES` lines of stderr (for the
+  job's failure reason), and stops it: signal -> grace period -> SIGKILL of the group.
+* :class:`ExitPolicy` is the one place that maps the program's exit code to what the
+  bootstrap does next (phase, stay up, exit or restart in place, health, record the
+  job's end). :class:`marathon_tf.task.lifecycle.JobPolicy` is the job-aware subclass the
+  bootstrap's ``main`` uses.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import BinaryIO, Callable, Mapping, Sequence
+
+__all__ = ["STEP_RE", "STDERR_TAIL_LINES", "LINE_LIMIT", "Trainer", "Outcome", "ExitPolicy", "exit_status",
+           "die_with_parent", "popen"]
+
+STEP_RE = re.compile(r"\bstep[=: ]\s*(\d+)")
+STDERR_TAIL_LINES = 20
+#: Output is read in pieces of at most this many bytes (a longer line is several pieces).
+LINE_LIMIT = 64 * 1024
+#: A stderr line kept for the failure reason is cut to this many characters.
+TAIL_LINE_CHARS = 2000
+
+
+def _die_with_parent(sig: int = signal.SIGKILL) -> None:  # pragma: no cover - runs in the child
+    """Linux: the program gets ``sig`` (SIGKILL) if the bootstrap dies (e.g. SIGKILLed by the agent),
+    so a trainer can never outlive its task. Elsewhere a no-op."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def die_with_parent() -> None:
+    """Linux: this process (the bootstrap) gets SIGTERM when its parent dies, so a chain of parents
+    each carrying the parent-death signal (runner -> ``sh -c`` -> bootstrap -> program) ends with
+    its root. SIGTERM, not SIGKILL: when a ``sh -c`` parent dies of the SIGTERM that stops the task,
+    the bootstrap still stops its program with the grace period (the program has SIGKILL relative
+    to the bootstrap). A parent that died before the signal was set (re-parented) stops us now."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    _die_with_parent(signal.SIGTERM)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def popen(argv: Sequence[str], env: Mapping[str, str], cwd: str | None) -> subprocess.Popen:
+    """Start the program the ordinary way: its own process group, stdin /dev/null, stdout/stderr
+    on pipes, dies with the bootstrap. (:class:`marathon_tf.task.prewarm.Prewarmer` has a faster
+    ``spawn`` with the same guarantees.)"""
+    return subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+
+
+def exit_status(returncode: int) -> int:
+    """A process exit code as a shell reports it: killed by signal N -> 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class Trainer:
+    """One run of the training program (``start`` it again for a restart). ``spawn`` starts the
+    process (default :func:`popen`; the bootstrap passes :meth:`marathon_tf.task.prewarm.Prewarmer.spawn`)."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], *, cwd: str | None = None,
+                 on_step: Callable[[int], None] = lambda step: None,
+                 stdout: BinaryIO | None = None, stderr: BinaryIO | None = None,
+                 spawn: Callable[[Sequence[str], Mapping[str, str], str | None], subprocess.Popen] = popen):
+        import sys
+
+        self.argv, self.env, self.cwd, self.on_step = list(argv), dict(env), cwd, on_step
+        self.spawn = spawn
+        self.stdout = stdout or sys.stdout.buffer
+        self.stderr = stderr or sys.stderr.buffer
+        self.proc: subprocess.Popen | None = None
+        self._readers: list[threading.Thread] = []
+        self._tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self._tail_lock = threading.Lock()
+        self._spawn_error: int | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def start(self) -> None:
+        """Start the program. A program that cannot be executed (not found, not executable) does
+        not raise: it "exits" at once with the shell's code (127 not found, 126 otherwise) and the
+        reason as its stderr tail, so the exit policy sees it like any other failure."""
+        with self._tail_lock:
+            self._tail.clear()
+        self._spawn_error = None
+        try:
+            self.proc = self.spawn(self.argv, self.env, self.cwd)
+        except OSError as e:
+            self.proc = None
+            code = 127 if isinstance(e, FileNotFoundError) else 126
+            message = f"cannot execute {self.argv[0]!r}: {e.strerror or e}"
+            if isinstance(e, FileNotFoundError) and self.cwd and not os.path.isdir(self.cwd):
+                message = f"cannot start the program in {self.cwd!r}: {e.strerror or e}"
+            self._spawn_error = code
+            with self._tail_lock:
+                self._tail.append(message)
+            try:
+                self.stderr.write(f"{message}\n".encode())
+                self.stderr.flush()
+            except (OSError, ValueError):
+                pass
+            self._readers = []
+            return
+        self._readers = [threading.Thread(target=self._pump, args=(pipe, out, tail), daemon=True, name=name)
+                         for pipe, out, tail, name in ((self.proc.stdout, self.stdout, False, "trainer-stdout"),
+                                                       (self.proc.stderr, self.stderr, True, "trainer-stderr"))]
+        for t in self._readers:
+            t.start()
+
+    def stderr_tail(self) -> str:
+        """The last :data:`STDERR_TAIL_LINES` lines the program wrote to stderr (this run)."""
+        with self._tail_lock:
+            return "\n".join(self._tail)
+
+    def _pump(self, pipe: BinaryIO, out: BinaryIO, keep_tail: bool) -> None:
+        """Pass the program's bytes through unchanged, reading at most :data:`LINE_LIMIT` bytes at
+        a time (memory stays bounded whatever the line length). Steps are read from each piece;
+        the stderr tail keeps the first :data:`TAIL_LINE_CHARS` characters of a line."""
+        continuing = False  # the previous piece ended inside a line
+        for piece in iter(lambda: pipe.readline(LINE_LIMIT), b""):
+            try:
+                out.write(piece)
+                out.flush()
+            except (OSError, ValueError):
+                pass
+            text = piece.decode("utf-8", "replace")
+            if keep_tail and not continuing and text.strip():
+                kept = text.rstrip("\r\n")
+                if len(kept) > TAIL_LINE_CHARS or not piece.endswith(b"\n"):
+                    kept = kept[:TAIL_LINE_CHARS] + " [line cut]"
+                with self._tail_lock:
+                    self._tail.append(kept)
+            continuing = not piece.endswith(b"\n")
+            steps = STEP_RE.findall(text)
+            if steps:
+                self.on_step(int(steps[-1]))
+        pipe.close()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The program's exit status (128+N when killed by signal N), or None if still running."""
+        if self._spawn_error is not None:
+            return self._spawn_error
+        assert self.proc is not None, "not started"
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self._reap_group()
+        for t in self._readers:
+            t.join(timeout=2)
+        return exit_status(code)
+
+    def _signal_group(self, sig: int) -> None:
+        signal_group = getattr(self.proc, "signal_group", None)  # a forked program (marathon_tf.task.prewarm)
+        if signal_group is not None:
+            signal_group(sig)
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _reap_group(self) -> None:
+        """Kill what the program left behind in its process group."""
+        self._signal_group(signal.SIGKILL)
+
+    def stop(self, grace: float, sig: int = signal.SIGTERM) -> int:
+        """Send ``sig`` to the program's group, SIGKILL it after ``grace`` seconds; its exit status."""
+        if self._spawn_error is not None:
+            return self._spawn_error
+        assert self.proc is not None, "not started"
+        if self.proc.poll() is None:
+            self._signal_group(sig)
+            self._signal_group(signal.SIGCONT)  # a stopped (SIGSTOP, hung) program must see it
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self._signal_group(signal.SIGKILL)
+        return self.wait()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the bootstrap does after the program exited."""
+
+    phase: str              # "succeeded" | "failed"
+    stay_up: bool           # keep serving status until SIGTERM instead of exiting
+    exit_code: int          # the bootstrap's exit code (now, or when it is stopped)
+    healthy: bool           # what GET /health says while staying up
+    reason: str | None = None
+    restart: bool = False   # restart the program in place (same host:port) instead of exiting
+    finish: str | None = None  # record the job's end (labels.SUCCEEDED | labels.FAILED) and stop it
+    await_workers: bool = False  # before finishing: wait until every other worker succeeded
+
+
+class ExitPolicy:
+    """The program exited with ``code``: what now?
+
+    * 0: succeeded; stay up (Marathon relaunches any task that exits, even with 0) and
+      exit 0 when stopped on purpose.
+    * a code in ``permanent_exit_codes``: failed for good; stay up (no relaunch loop),
+      and stay *healthy* so Marathon's health check does not kill and relaunch it either.
+    * anything else: failed; exit with the code so Marathon relaunches the task.
+    """
+
+    def __init__(self, permanent_exit_codes: Sequence[int] = ()):
+        self.permanent_exit_codes = frozenset(int(c) for c in permanent_exit_codes)
+
+    def decide(self, code: int, *, stderr_tail: str = "") -> Outcome:
+        """``stderr_tail``: the program's last stderr lines (this policy does not use them)."""
+        if code == 0:
+            return Outcome("succeeded", True, 0, True)
+        if code in self.permanent_exit_codes:
+            return Outcome("failed", True, code, True,
+                           f"training program exited with permanent code {code}: not retried")
+        return Outcome("failed", False, code, False, f"training program exited with code {code}")

@@ -1,0 +1,451 @@
+"""What the CLI verbs do, on top of the Marathon client: deploy, scale, status,
+list, delete. Returns plain data; never prints (the CLI does).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import requests
+
+from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract.errors import MarathonNotFound, SpecError, UsageError
+from marathon_tf.contract.progress import eta_seconds
+from marathon_tf.marathon.client import Client
+from marathon_tf.user.render import LABEL_PREFIX, SPEC_LABEL, render_group, task_apps
+from marathon_tf.user.spec import MAX_COUNT, JobSpec, load_dict
+
+__all__ = [
+    "DeployResult", "deploy", "find_jobs", "resolve_job", "deployed_spec", "parse_scale_args",
+    "ScalePlan", "plan_scale", "scale", "job_status", "delete", "STATE_LABEL", "group_embeds",
+]
+
+STATE_LABEL = L.STATE
+FINISHED_LABEL = L.FINISHED_AT
+STARTED_LABEL = L.PREFIX + "started-at"
+STEP_LABEL = L.FINAL_STEP
+REASON_LABEL = L.REASON
+
+#: Every embed a status view needs (any embed drops Marathon's defaults, so name them all).
+group_embeds = ("group.groups", "group.apps", "group.apps.tasks", "group.apps.counts",
+                "group.apps.deployments", "group.apps.lastTaskFailure")
+
+
+@dataclass
+class DeployResult:
+    job: str
+    group_id: str
+    deployment_id: str | None = None
+    version: str | None = None
+    plan: dict[str, Any] | None = None  # dry run: Marathon's {"steps": [...]}
+    group: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"job": self.job, "groupId": self.group_id}
+        if self.plan is not None:
+            out["plan"] = self.plan
+        else:
+            out["deploymentId"] = self.deployment_id
+            out["version"] = self.version
+        return out
+
+
+def check_fetch_paths(client: Client, spec: JobSpec) -> None:
+    """Paths of this machine in ``fetch`` (``train.py``) work only when the tasks run here: a Mesos
+    agent's fetcher would look for ``file:///home/…`` on the agent."""
+    mine = [(i, f) for i, f in enumerate(spec.fetch) if f.client_path]
+    if not mine or client.is_local():
+        return
+    i, f = mine[0]
+    raise UsageError(f"{spec.source}: fetch[{i}] is a file of this machine ({f.uri}); the Mesos agents of "
+                     f"{client.url} would look for it on their own disks",
+                     hint="put it where the agents can fetch it (http(s)://, hdfs://, s3://, or into the image) and "
+                          "name that URI; a file:///… URI is sent as it is (for storage every agent mounts); "
+                          "on this machine use `marathon-tf local serve` or `deploy --local`")
+
+
+def deploy(client: Client, spec: JobSpec, *, templates_dir: str | None = None, force: bool = False,
+           dry_run: bool = False) -> DeployResult:
+    """PUT the rendered group: creating it, or updating it without restarting unchanged tasks."""
+    check_fetch_paths(client, spec)
+    return _put(client, spec.name, render_group(spec, templates_dir=templates_dir), force=force, dry_run=dry_run)
+
+
+def _put(client: Client, job: str, group: dict[str, Any], *, force: bool, dry_run: bool) -> DeployResult:
+    body = client.put_group(group, force=force, dry_run=dry_run)
+    if dry_run:
+        return DeployResult(job=job, group_id=group["id"], plan=body, group=group)
+    return DeployResult(job=job, group_id=group["id"], deployment_id=body.get("deploymentId"),
+                        version=body.get("version"), group=group)
+
+
+# ----------------------------------------------------------------------------- finding jobs
+
+
+def find_jobs(client: Client) -> dict[str, list[dict[str, Any]]]:
+    """marathon-tf jobs on this Marathon: job name → its apps (found by label)."""
+    jobs: dict[str, list[dict[str, Any]]] = {}
+    for app in client.list_apps(label=LABEL_PREFIX + "job"):
+        job = (app.get("labels") or {}).get(LABEL_PREFIX + "job")
+        if job:
+            jobs.setdefault(job, []).append(app)
+    return dict(sorted(jobs.items()))
+
+
+def resolve_job(client: Client, job: str | None, verb: str = "status") -> str:
+    """The job named, or the only marathon-tf job on Marathon."""
+    if job:
+        return job.strip("/")
+    jobs = find_jobs(client)
+    if not jobs:
+        raise UsageError(f"no marathon-tf job found on {client.url}", hint="deploy one with: marathon-tf deploy job.json")
+    if len(jobs) > 1:
+        raise UsageError(f"several marathon-tf jobs on {client.url}: {', '.join(jobs)}",
+                         hint=f"name one: marathon-tf {verb} {next(iter(jobs))} …")
+    return next(iter(jobs))
+
+
+def deployed_spec(client: Client, job: str) -> tuple[JobSpec, dict[str, Any]]:
+    """The job spec a job was deployed with (kept in worker-0's label), and its group."""
+    try:
+        group = client.get_group(naming.group_id(job))
+    except MarathonNotFound:
+        raise UsageError(f"job {job!r} does not exist on {client.url}") from None
+    apps = task_apps(group)
+    anchor = apps.get("worker-0")
+    raw = (anchor or {}).get("labels", {}).get(SPEC_LABEL)
+    if not raw:
+        raise UsageError(f"group {naming.group_id(job)} was not deployed by marathon-tf (no {SPEC_LABEL} label on worker-0)")
+    try:
+        return load_dict(json.loads(raw), source=f"{naming.group_id(job)} ({SPEC_LABEL})"), group
+    except (ValueError, SpecError) as e:
+        raise UsageError(f"the job spec stored on {naming.group_id(job)} cannot be read: {e}") from None
+
+
+# ----------------------------------------------------------------------------- scale
+
+ROLE_ALIASES = _ROLE_ALIASES = {"worker": "worker", "workers": "worker", "ps": "ps", "pss": "ps",
+                 "chief": "chief", "evaluator": "evaluator", "evaluators": "evaluator",
+                 "tensorboard": "tensorboard"}
+_SCALE_ARG = re.compile(r"^(?P<role>[a-z]+)=(?P<sign>[+-]?)(?P<n>[0-9]{1,6})$")
+
+
+def parse_scale_args(args: list[str]) -> dict[str, tuple[str, int]]:
+    """``["workers=8", "ps=+1"]`` → ``{"worker": ("=", 8), "ps": ("+", 1)}``; checked before any request."""
+    if not args:
+        raise UsageError("nothing to scale: give ROLE=N, e.g. workers=8")
+    out: dict[str, tuple[str, int]] = {}
+    for arg in args:
+        m = _SCALE_ARG.fullmatch(arg)
+        if not m:
+            raise UsageError(f"{arg!r}: expected ROLE=N (e.g. workers=8, ps=2, workers=+2)")
+        role = _ROLE_ALIASES.get(m.group("role"))
+        if role is None:
+            raise UsageError(f"{arg!r}: unknown role {m.group('role')!r} (workers, ps, chief, evaluator, tensorboard)")
+        if role in out:
+            raise UsageError(f"{arg!r}: {role} is given twice")
+        n = int(m.group("n"))
+        if n > MAX_COUNT:
+            raise UsageError(f"{arg!r}: at most {MAX_COUNT} tasks per role")
+        out[role] = (m.group("sign") or "=", n)
+    return out
+
+
+def apply_scale(spec: JobSpec, changes: Mapping[str, tuple[str, int]]) -> JobSpec:
+    counts = {}
+    for role, (sign, n) in changes.items():
+        cur = spec.role(role).count
+        counts[role] = n if sign == "=" else cur + n if sign == "+" else cur - n
+        if counts[role] < 0:
+            raise UsageError(f"{role}: {cur} - {n} would be negative")
+    try:
+        return spec.with_counts(counts)
+    except SpecError as e:
+        raise UsageError(f"cannot scale to {counts}: {e.lines()[0].split(': ', 1)[-1]}") from None
+
+
+@dataclass
+class ScalePlan:
+    start: list[str]
+    stop: list[str]
+    restart: list[str]
+    unchanged: list[str]
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {"start": self.start, "stop": self.stop, "restart": self.restart, "unchanged": self.unchanged}
+
+
+_COMPARED = ("cmd", "env", "cpus", "mem", "disk", "gpus", "container", "constraints", "fetch", "portDefinitions")
+
+
+def plan_scale(current_group: dict[str, Any], new_group: dict[str, Any]) -> ScalePlan:
+    """Which tasks start, stop and restart when ``new_group`` replaces ``current_group``."""
+    old, new = task_apps(current_group), task_apps(new_group)
+    start = [t for t in new if t not in old]
+    stop = [t for t in old if t not in new]
+    restart, unchanged = [], []
+    for t in new:
+        if t in old:
+            changed = any(old[t].get(k) != new[t].get(k) for k in _COMPARED if k in new[t])
+            (restart if changed else unchanged).append(t)
+    return ScalePlan(start, stop, restart, unchanged)
+
+
+def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, templates_dir: str | None = None,
+          force: bool = False, dry_run: bool = False) -> tuple[ScalePlan, DeployResult | None]:
+    """Re-render with the new counts and PUT; ``(plan, None)`` when nothing would change.
+
+    The plan compares our own renderings of the old and the new spec (Marathon's copy carries its
+    defaults, which would make every task look changed). A finished job (its record says
+    Succeeded or Failed) is not started again unless ``force``."""
+    spec, current = deployed_spec(client, job)
+    new_spec = apply_scale(spec, changes)
+    old_group = render_group(spec, templates_dir=templates_dir)
+    new_group = render_group(new_spec, templates_dir=templates_dir)
+    plan = plan_scale(old_group, new_group)
+    ended = {(a.get("labels") or {}).get(STATE_LABEL) for a in task_apps(current).values()} & {L.SUCCEEDED, L.FAILED}
+    if ended and not force:
+        raise UsageError(f"job {job} has ended ({ended.pop()}): scaling it would start every task again",
+                         hint=f"to run it again from its checkpoint: marathon-tf scale {job} … --force")
+    if not ended and not (plan.start or plan.stop or plan.restart):
+        return plan, None
+    if ended:  # everything starts again
+        plan = ScalePlan(start=list(task_apps(new_group)), stop=[t for t in task_apps(old_group)
+                                                                  if t not in task_apps(new_group)],
+                         restart=[], unchanged=[])
+    return plan, _put(client, job, new_group, force=force, dry_run=dry_run)
+
+
+# ----------------------------------------------------------------------------- status
+
+
+def _tf_port(app: dict[str, Any], task: dict[str, Any], name: str) -> int | None:
+    names = [p.get("name") for p in app.get("portDefinitions") or []]
+    ports = task.get("ports") or []
+    if name in names and names.index(name) < len(ports):
+        return ports[names.index(name)]
+    return None
+
+
+def _health(task: dict[str, Any]) -> str:
+    results = task.get("healthCheckResults") or []
+    if not results:
+        return "unknown"
+    return "healthy" if all(r.get("alive") for r in results) else "unhealthy"
+
+
+def _probe(url: str, session: requests.Session | None) -> dict[str, Any] | None:
+    try:
+        r = (session or requests).get(url, timeout=1.0)
+        return r.json() if r.status_code == 200 else None
+    except (requests.RequestException, ValueError):
+        return None
+
+
+def job_status(client: Client, job: str, *, probe: bool = True,
+               probe_get: Callable[[str], dict[str, Any] | None] | None = None) -> dict[str, Any]:
+    """The job as a table of tasks plus its state (from the record labels, or derived)."""
+    try:
+        group = client.get_group(naming.group_id(job), embed=group_embeds)
+    except MarathonNotFound:
+        raise UsageError(f"job {job!r} does not exist on {client.url}",
+                         hint="see the jobs with: marathon-tf list") from None
+    queue = {q.get("app", {}).get("id"): q for q in _safe(client.queue, [])}
+    apps = task_apps(group)
+    tasks = []
+    probes = {}
+    for name, app in apps.items():
+        role, index = naming.parse_task_name(name) or ("?", 0)
+        running = [t for t in app.get("tasks") or [] if t.get("state")]
+        t = max(running, key=lambda x: x.get("stagedAt") or "", default=None)
+        row: dict[str, Any] = {"task": name, "role": role, "index": index, "appId": app.get("id"),
+                               "instances": app.get("instances", 1)}
+        if t:
+            port = _tf_port(app, t, "tf") or _tf_port(app, t, "http")
+            row.update(state=t.get("state"), host=t.get("host"), port=port,
+                       address=f"{t.get('host')}:{port}" if port else t.get("host"),
+                       health=_health(t), taskId=t.get("id"))
+            started = t.get("startedAt") or t.get("stagedAt")
+            age = _age(started)
+            if age is not None:
+                row.update(startedAt=started, ageSeconds=age)
+            status_port = _tf_port(app, t, "status")
+            if probe and status_port and t.get("state") == "TASK_RUNNING":
+                probes[name] = f"http://{t.get('host')}:{status_port}/status"
+        else:
+            q = queue.get(app.get("id")) or {}
+            delay = q.get("delay") or {}
+            if app.get("instances", 1) == 0:
+                row["state"] = "stopped"
+            elif delay and not delay.get("overdue", True):
+                row["state"] = f"delayed {delay.get('timeLeftSeconds', 0)}s"
+            else:
+                row["state"] = "waiting"
+            why = stall_reason(q, local=client.is_local() if q else False)
+            if why and row["state"] != "stopped":
+                row["waitingFor"] = why
+        ltf = app.get("lastTaskFailure") or {}
+        if ltf:
+            row["lastFailure"] = f"{ltf.get('state', '')}: {ltf.get('message', '')}".strip(": ")
+        tasks.append(row)
+    if probes:
+        get = probe_get or (lambda u: _probe(u, None))
+        with ThreadPoolExecutor(max_workers=min(16, len(probes))) as pool:
+            for name, result in zip(probes, pool.map(get, probes.values())):
+                if result:
+                    row = next(r for r in tasks if r["task"] == name)
+                    row["phase"] = result.get("phase")
+                    row["step"] = result.get("step")
+                    row["restarts"] = result.get("restarts") or 0
+                    if result.get("steps_per_second") is not None:
+                        row["stepsPerSecond"] = result["steps_per_second"]
+                    if result.get("resumed_from") is not None:
+                        row["resumedFrom"] = result["resumed_from"]
+    tb = next((r for r in tasks if r["role"] == "tensorboard" and r.get("state") == "TASK_RUNNING"), None)
+    labels = {}
+    for app in apps.values():
+        labels.update({k: v for k, v in (app.get("labels") or {}).items() if k.startswith(LABEL_PREFIX)})
+    deployments = [d.get("id") for app in apps.values() for d in app.get("deployments") or []]
+    state = labels.get(STATE_LABEL) or _derive_state(tasks, deployments)
+    if state in (L.SUCCEEDED, L.FAILED):
+        for row in tasks:  # stopping a finished job kills its tasks: that is no failure of theirs
+            if str(row.get("lastFailure", "")).startswith("TASK_KILLED"):
+                del row["lastFailure"]
+    steps = [r.get("step") for r in tasks if isinstance(r.get("step"), int)]
+    out = {
+        "job": job,
+        "groupId": naming.group_id(job),
+        "state": state,
+        "deployments": sorted(set(deployments)),
+        "tasks": tasks,
+        "counts": _counts(tasks),
+    }
+    if tb and tb.get("port"):
+        out["tensorboard"] = f"http://{tb['host']}:{tb['port']}"
+    if labels.get(STARTED_LABEL):
+        out["startedAt"] = labels[STARTED_LABEL]
+    if labels.get(FINISHED_LABEL):
+        out["finishedAt"] = labels[FINISHED_LABEL]
+    if labels.get(STEP_LABEL):
+        out["finalStep"] = int(labels[STEP_LABEL]) if labels[STEP_LABEL].isdigit() else labels[STEP_LABEL]
+    elif steps:
+        out["step"] = max(steps)
+    if labels.get(REASON_LABEL):
+        out["reason"] = labels[REASON_LABEL]
+    resumed = [r["resumedFrom"] for r in tasks if isinstance(r.get("resumedFrom"), int)]
+    if resumed:
+        out["resumedFrom"] = max(resumed)
+    spec = _stored_spec(apps)
+    if spec.get("logdir"):
+        out["logdir"] = spec["logdir"]
+        host = next((v.get("host_path") for v in spec.get("volumes") or []
+                     if v.get("container_path") == spec["logdir"]), None)
+        if host:
+            out["logdirVolume"] = host
+    target = (spec.get("progress") or {}).get("target_step")
+    if target:
+        out["targetStep"] = target
+    if "step" in out:
+        rates = [r["stepsPerSecond"] for r in tasks if r.get("step") == out["step"] and r.get("stepsPerSecond")]
+        rate = max(rates) if rates else None
+        out["progress"] = {"step": out["step"], "targetStep": target, "stepsPerSecond": rate,
+                           "etaSeconds": _round(eta_seconds(out["step"], target, rate))}
+    return out
+
+
+def _stored_spec(apps: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """The job file as deployed (the spec label worker-0 carries), or {} if unreadable."""
+    for app in apps.values():
+        raw = (app.get("labels") or {}).get(SPEC_LABEL)
+        if raw:
+            try:
+                spec = json.loads(raw)
+                return spec if isinstance(spec, dict) else {}
+            except ValueError:
+                return {}
+    return {}
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)
+
+
+def _age(timestamp: str | None) -> float | None:
+    """Seconds since a Marathon timestamp (``2026-11-24T06:37:55.582Z``)."""
+    if not timestamp:
+        return None
+    try:
+        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=timezone.utc)
+    return round(max(0.0, (datetime.now(timezone.utc) - then).total_seconds()), 1)
+
+
+_REASONS = {
+    "InsufficientCpus": "cpus", "InsufficientMemory": "mem", "InsufficientDisk": "disk",
+    "InsufficientGpus": "gpus", "InsufficientPorts": "ports", "UnfulfilledConstraint": "constraints",
+    "UnfulfilledRole": "role", "NoCorrespondingReservationFound": "reservation",
+    "DeclinedScarceResources": "no GPU agents may be used", "AgentMaintenance": "agent maintenance",
+}
+
+
+def stall_reason(queue_entry: dict[str, Any], *, local: bool = False) -> str | None:
+    """Why Marathon cannot place a task, from ``/v2/queue``'s offer summary (1.3+). The local
+    runner has no offers: it launches queued tasks itself."""
+    if local:
+        return f"launch by the local runner (queued since {queue_entry['since']})" if queue_entry.get("since") else None
+    summary = (queue_entry or {}).get("processedOffersSummary") or {}
+    rejected = [r for r in summary.get("rejectSummaryLastOffers") or [] if r.get("declined")]
+    if rejected:
+        parts = [f"{_REASONS.get(r.get('reason'), r.get('reason'))} ({r['declined']} of "
+                 f"{r.get('processed', r['declined'])} offers declined)" for r in rejected]
+        return "no offer with enough " + ", ".join(parts)
+    if summary.get("processedOffersCount") == 0 and queue_entry.get("since"):
+        return f"no offers received since {queue_entry['since']}"
+    return None
+
+
+def _safe(fn, default):
+    try:
+        return fn()
+    except Exception:  # the queue is advisory: a Marathon without it still has a status
+        return default
+
+
+def _derive_state(tasks: list[dict[str, Any]], deployments: list[str]) -> str:
+    states = [t.get("state") for t in tasks]
+    if tasks and all(s == "stopped" for s in states):
+        return "Stopped"
+    if tasks and all(s == "TASK_RUNNING" for s in states):
+        return "Running"
+    if deployments:
+        return "Deploying"
+    return "Starting"
+
+
+def _counts(tasks: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    counts: dict[str, dict[str, int]] = {}
+    for t in tasks:
+        c = counts.setdefault(t["role"], {"total": 0, "staged": 0, "running": 0, "healthy": 0})
+        c["total"] += 1
+        if t.get("state") in ("TASK_STAGING", "TASK_STARTING"):
+            c["staged"] += 1
+        elif t.get("state") == "TASK_RUNNING":
+            c["running"] += 1
+        if t.get("health") == "healthy":
+            c["healthy"] += 1
+    return counts
+
+
+def delete(client: Client, job: str, *, force: bool = False) -> dict[str, Any]:
+    try:
+        return client.delete_group(naming.group_id(job), force=force)
+    except MarathonNotFound:
+        raise UsageError(f"job {job!r} does not exist on {client.url}") from None

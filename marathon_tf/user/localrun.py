@@ -1,0 +1,270 @@
+"""``marathon-tf deploy job.json --local``: the same pipeline on one machine.
+
+Starts the built-in Marathon + Mesos-DNS (:mod:`marathon_tf.local`), points the
+job's discovery at them, deploys through the ordinary client, streams every
+task's output prefixed with its name (``[worker-1] …``), and returns when the
+job has ended (its record says Succeeded or Failed; before the record exists,
+the deciding task's bootstrap phase is used). Everything it started is stopped
+when it returns, also on Ctrl-C, SIGTERM and SIGHUP (:mod:`marathon_tf.user.stopsignals`:
+raised as :class:`~marathon_tf.contract.errors.Interrupted`, exit 128 + the signal's number);
+when it is killed outright (SIGKILL), the local runner's guardian
+(:mod:`marathon_tf.local.reaper`) kills every task process.
+
+Printing goes through the ``sink`` callbacks the CLI passes in.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from marathon_tf.contract import joblock, labels as L
+from marathon_tf.contract.errors import Interrupted, Timeout, UsageError
+from marathon_tf.marathon.client import Client, RetryPolicy
+from marathon_tf.user import jobs, stopsignals
+from marathon_tf.user.spec import JobSpec
+
+__all__ = ["LocalRun", "run", "local_cluster", "default_state_dir", "SandboxTailer"]
+
+
+#: Mesos-DNS's refresh in local mode (a cluster's default is 60 s; one machine can afford 0.25 s).
+LOCAL_DNS_REFRESH = 0.25
+
+
+def local_cluster(**options: Any):
+    """A :class:`~marathon_tf.local.LocalCluster` set up for marathon-tf's tasks: the Python programs
+    of its tasks share pre-warmed interpreters (:class:`marathon_tf.task.warmpool.WarmPool`), which
+    the cluster itself, like a Mesos agent, knows nothing of. ``options``: LocalCluster's."""
+    from marathon_tf.local import LocalCluster  # imported on use: aiohttp and dnslib are not needed elsewhere
+    from marathon_tf.task.warmpool import WarmPool
+
+    return LocalCluster(warm_pool=WarmPool, **options)
+
+
+def default_state_dir(job: str) -> Path:
+    """``<state home>/<job>-<time>`` (see :func:`marathon_tf.user.config.state_home`): one per run."""
+    from marathon_tf.user.config import state_home
+
+    return state_home() / f"{job.replace('/', '-')}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+class SandboxTailer:
+    """Follows ``<state>/sandboxes/<task id>/{stdout,stderr}`` of every task, also of relaunched ones,
+    and hands complete lines to ``emit(task_name, stream, line)``.
+
+    Memory is bounded whatever the output: files are read :data:`READ_CHUNK` bytes at a time, and
+    a line longer than :data:`LINE_LIMIT` bytes is cut there (the rest of it is skipped, and the
+    emitted line says so and where the whole line is)."""
+
+    #: Longest line shown (bytes); the same limit as the bootstrap's pieces.
+    LINE_LIMIT = 64 * 1024
+    #: Bytes read from a file per step.
+    READ_CHUNK = 1024 * 1024
+
+    def __init__(self, state_dir: Path, emit: Callable[[str, str, str], None], interval: float = 0.2):
+        self.root = Path(state_dir) / "sandboxes"
+        self.emit = emit
+        self.interval = interval
+        self._offsets: dict[Path, int] = {}
+        self._partial: dict[Path, bytes] = {}
+        self._skipping: set[Path] = set()  # inside a line that was cut: drop bytes up to its newline
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sandbox-tailer", daemon=True)
+
+    @staticmethod
+    def task_name(task_id: str) -> str:
+        """``ml_mnist_worker-1.instance-…`` → ``worker-1`` (job names hold no ``_``)."""
+        return task_id.split(".", 1)[0].rsplit("_", 1)[-1]
+
+    def start(self) -> "SandboxTailer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.poll(final=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.poll()
+
+    def poll(self, final: bool = False) -> None:
+        if not self.root.is_dir():
+            return
+        for box in sorted(self.root.iterdir(), key=lambda p: p.stat().st_mtime):
+            for stream in ("stdout", "stderr"):
+                path = box / stream
+                try:
+                    size = path.stat().st_size
+                except OSError:
+                    continue
+                name = self.task_name(box.name)
+                while self._offsets.get(path, 0) < size and not (self._stop.is_set() and not final):
+                    offset = self._offsets.get(path, 0)
+                    with open(path, "rb") as f:
+                        f.seek(offset)
+                        chunk = f.read(min(self.READ_CHUNK, size - offset))
+                    if not chunk:
+                        break
+                    self._offsets[path] = offset + len(chunk)
+                    self._feed(path, name, stream, chunk)
+                if final and self._partial.get(path):
+                    self.emit(name, stream, self._partial.pop(path).decode("utf-8", "replace").rstrip("\r"))
+
+    def _feed(self, path: Path, name: str, stream: str, chunk: bytes) -> None:
+        if path in self._skipping:
+            cut = chunk.find(b"\n")
+            if cut < 0:
+                return
+            self._skipping.discard(path)
+            chunk = chunk[cut + 1:]
+        data = self._partial.pop(path, b"") + chunk
+        *lines, rest = data.split(b"\n")
+        for line in lines:
+            self._emit_line(path, name, stream, line)
+        if len(rest) > self.LINE_LIMIT:
+            self._emit_line(path, name, stream, rest)
+            self._skipping.add(path)
+        elif rest:
+            self._partial[path] = rest
+
+    def _emit_line(self, path: Path, name: str, stream: str, line: bytes) -> None:
+        if len(line) > self.LINE_LIMIT:
+            shown = line[: self.LINE_LIMIT].decode("utf-8", "replace")
+            self.emit(name, stream, f"{shown} [marathon-tf: line longer than {self.LINE_LIMIT // 1024} KiB cut "
+                                    f"here; the whole line is in {path}]")
+            return
+        self.emit(name, stream, line.decode("utf-8", "replace").rstrip("\r"))
+
+
+@dataclass
+class LocalRun:
+    state: str
+    status: dict[str, Any]
+    seconds: float
+    state_dir: Path
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.state == L.SUCCEEDED else 1
+
+
+def _decided(status: dict[str, Any]) -> str | None:
+    """The job's end is its record (written by the deciding task's bootstrap, see lifecycle).
+    Bootstrap phases are not used: a task that exits to be relaunched shows ``failed`` briefly."""
+    state = status.get("state")
+    return state if state in (L.SUCCEEDED, L.FAILED) else None
+
+
+def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | None = None,
+        state_dir: Path | None = None, emit_task_line: Callable[[str, str, str], None] = lambda *a: None,
+        progress: Callable[[dict[str, Any]], None] = lambda s: None,
+        on_deployed: Callable[[jobs.DeployResult, Any], None] = lambda r, c: None,
+        poll: float = 1.0) -> LocalRun:
+    """Run ``spec`` to its end on a fresh local cluster; raises :class:`Timeout` (exit 3)."""
+    from marathon_tf.local.launcher import host_volume_path, volume_problem
+
+    state_dir = Path(state_dir or default_state_dir(spec.name))
+    host_paths = [str(host_volume_path(state_dir, spec.name, v.host_path)) for v in spec.volumes]
+    for i, host_path in enumerate(host_paths):  # hopeless: refuse before anything starts
+        problem = volume_problem(host_path)
+        if problem:
+            raise UsageError(f"volumes[{i}].host_path: {problem.replace('hostPath ', '', 1)}; nothing was started")
+    logdir = logdir_host_path(spec, host_paths)
+    try:
+        lock = joblock.acquire(logdir, spec.name) if logdir else None  # LogdirLocked: refused, nothing started
+    except OSError as e:
+        raise UsageError(f"logdir: {logdir} cannot be used: {e.strerror or e}; nothing was started") from None
+    try:
+        with stopsignals.converted():
+            return _run(spec, local_cluster(state_dir=state_dir, dns_refresh=LOCAL_DNS_REFRESH), state_dir,
+                        templates_dir=templates_dir, timeout=timeout, emit_task_line=emit_task_line,
+                        progress=progress, on_deployed=on_deployed, poll=poll, lock=lock)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def logdir_host_path(spec: JobSpec, host_paths: list[str] | None = None) -> str | None:
+    """Where the job's logdir is on this machine: an absolute logdir itself, a relative one inside
+    the volume whose container path holds it (``host_paths``: each volume's host directory as the
+    runner resolves it, default the job file's); None when it is inside each sandbox (or a URL)."""
+    logdir = spec.logdir
+    if not logdir or "://" in logdir:
+        return None
+    if os.path.isabs(logdir):
+        return logdir
+    norm = os.path.normpath(logdir)
+    for volume, host_path in zip(spec.volumes, host_paths or [v.host_path for v in spec.volumes]):
+        mount = os.path.normpath(volume.container_path)
+        if norm == mount or norm.startswith(mount + os.sep):
+            return os.path.normpath(os.path.join(host_path, os.path.relpath(norm, mount)))
+    return None
+
+
+def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | None, timeout: float | None,
+         emit_task_line: Callable[[str, str, str], None], progress: Callable[[dict[str, Any]], None],
+         on_deployed: Callable[[jobs.DeployResult, Any], None], poll: float,
+         lock: joblock.Lock | None) -> LocalRun:
+    tailer = SandboxTailer(state_dir, emit_task_line)
+    start = time.monotonic()
+    try:
+        _prewarm(cluster, spec, templates_dir)
+        cluster.start()
+        if lock is not None:  # the deciding task's bootstrap recognises its own run by this
+            lock.update(run=joblock.run_id(cluster.marathon_url, spec.name))
+            lock.keep_alive()
+        local_spec = spec.with_overrides(discovery=replace(
+            spec.discovery, nameserver=cluster.mesos_dns, http_api=cluster.mesos_dns_http,
+            marathon_url=cluster.marathon_url))
+        client = Client(cluster.marathon_url, retry=RetryPolicy(attempts=5, budget=30, initial=0.2, max_wait=2))
+        tailer.start()
+        result = jobs.deploy(client, local_spec, templates_dir=templates_dir)
+        on_deployed(result, cluster)
+        while True:
+            status = jobs.job_status(client, spec.name)
+            progress(status)
+            end = _decided(status)
+            if not end:  # a task that can never start (tensorboard included) fails the job
+                from marathon_tf.marathon.record import fail_if_hopeless
+
+                fail_if_hopeless(client, spec.name, final_step=status.get("step"))
+            if end:
+                return LocalRun(end, status, time.monotonic() - start, state_dir)
+            if timeout is not None and time.monotonic() - start >= timeout:
+                raise Timeout(f"job {spec.name} was still {status.get('state', 'running').lower()} after "
+                              f"{timeout:g} s; it was stopped with the local cluster",
+                              hint=f"task output is in {state_dir}/sandboxes")
+            time.sleep(poll)
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", None)
+        how = "interrupted" if signum in (None, 2) else f"stopped by {stopsignals.signal_name(signum)}"
+        raise Interrupted(f"{how}: the local job {spec.name} was stopped (its tasks with their grace period)",
+                          signum=signum) from None
+    finally:
+        tailer.stop()
+        cluster.stop()
+
+
+def _prewarm(cluster: Any, spec: JobSpec, templates_dir: str | None) -> None:
+    """Start the job's shared pre-warmed interpreter(s) first, so that importing TensorFlow overlaps
+    the local Marathon's start-up, the deployment and discovery (one app per role is enough: the
+    tasks of a role differ only in per-task variables)."""
+    from marathon_tf.user.render import render_app
+
+    try:
+        apps = [render_app(spec, role, 0, templates_dir=templates_dir) for role, r in spec.roles.items() if r.count]
+    except Exception:  # noqa: BLE001 - the deployment renders again and says what is wrong
+        return
+    cluster.prewarm(apps)
+
+
+def check_local_options(detach: bool) -> None:
+    if detach:
+        raise UsageError("--local runs the job in this process, so it cannot --detach",
+                         hint="start `marathon-tf local serve` and deploy with MARATHON_URL=http://127.0.0.1:8080")

@@ -1,0 +1,226 @@
+"""Everything marathon-tf shows a person: data on stdout, progress and errors on stderr."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+import click
+
+__all__ = ["emit_json", "error", "warn", "info", "status_table", "status_text", "table", "jobs_table", "scale_plan_text",
+           "progress_line", "plan_text"]
+
+
+def _stderr_console():
+    from rich.console import Console  # imported on use: keeps `marathon-tf --help` fast
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def error(lines: list[str], hint: str | None = None) -> None:
+    for i, line in enumerate(lines):
+        click.echo(("error: " if i == 0 else "") + line, err=True)
+    if hint:
+        click.echo(f"hint: {hint}", err=True)
+
+
+class _EchoHandler(logging.Handler):
+    """Log records on stderr through click (which tests and pipes capture)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(self.format(record), err=True)
+
+
+#: -q: -1 (errors and data only), default 0, -v: 1 and more (requests to Marathon, retries).
+VERBOSITY = 0
+
+
+def set_verbosity(level: int) -> None:
+    """``-q`` / ``-v``: at 1 and above the ``marathon_tf`` loggers (each request, each retry) go to stderr."""
+    global VERBOSITY
+    VERBOSITY = level
+    logger = logging.getLogger("marathon_tf")
+    for h in [h for h in logger.handlers if getattr(h, "_marathon_tf", False)]:
+        logger.removeHandler(h)
+    if level > 0:
+        handler = _EchoHandler()
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        handler._marathon_tf = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+    else:
+        logger.setLevel(logging.NOTSET)
+
+
+def warn(message: str) -> None:
+    click.echo(f"warning: {message}", err=True)
+
+
+def info(message: str) -> None:
+    """Progress and notes on stderr (not with -q)."""
+    if VERBOSITY >= 0:
+        click.echo(message, err=True)
+
+
+def progress_line(status: dict[str, Any]) -> str:
+    """One line: per-role counts, the deployment step and the training step."""
+    parts = []
+    for role, c in status.get("counts", {}).items():
+        parts.append(f"{role} {c['running']}/{c['total']} running, {c['healthy']} healthy"
+                     + (f", {c['staged']} staged" if c.get("staged") else ""))
+    dep = status.get("deployment")
+    if dep:
+        actions = ", ".join(sorted({a.get("action", "") for a in dep.get("currentActions") or []}))
+        parts.append(f"deployment step {dep.get('currentStep')}/{dep.get('totalSteps')}"
+                     + (f" ({actions})" if actions else ""))
+    progress = status.get("progress") or {}
+    if progress:
+        from marathon_tf.contract.progress import describe
+
+        parts.append(describe(progress.get("step"), progress.get("targetStep"), progress.get("stepsPerSecond")))
+    elif status.get("finalStep") is not None:
+        parts.append(f"final step {status['finalStep']}")
+    if status.get("resumedFrom") is not None:
+        parts.append(f"resumed from checkpoint at step {status['resumedFrom']}")
+    failures = [f"{t['task']}: {t['lastFailure']}" for t in status.get("tasks", []) if t.get("lastFailure")
+                and t.get("state") != "TASK_RUNNING"]
+    if failures:
+        parts.append("last failure " + failures[0])
+    stalled = [f"{t['task']} waits: {t['waitingFor']}" for t in status.get("tasks", []) if t.get("waitingFor")]
+    if stalled:
+        parts.append(stalled[0] + (f" (+{len(stalled) - 1} more)" if len(stalled) > 1 else ""))
+    if status.get("tensorboard"):
+        parts.append(f"TensorBoard {status['tensorboard']}")
+    return f"{status.get('job')}: {status.get('state')} — " + "; ".join(parts)
+
+
+_NARROW = ("TASK", "STATE", "ADDRESS", "STEP", "RESTARTS", "AGE", "LAST FAILURE")
+_WIDE = ("TASK", "STATE", "ADDRESS", "HEALTH", "PHASE", "STEP", "STEPS/S", "RESTARTS", "AGE", "TASK ID",
+         "LAST FAILURE")
+
+
+def _state(value: Any) -> str:
+    text = str(value or "")
+    return text[5:].lower() if text.startswith("TASK_") else text
+
+
+def _short_host(address: str) -> str:
+    """``ip-10-0-0-5.eu-west-1.compute.internal:31001`` → ``ip-10-0-0-5:31001`` (IPs stay whole)."""
+    host, sep, port = address.rpartition(":") if ":" in address else (address, "", "")
+    if not host or host.replace(".", "").isdigit() or host.startswith("["):
+        return address
+    return host.split(".", 1)[0] + sep + port
+
+
+def _cells(t: dict[str, Any], wide: bool = False) -> dict[str, str]:
+    from marathon_tf.contract.progress import duration
+
+    age = t.get("ageSeconds")
+    address = str(t.get("address") or "")
+    return {
+        "TASK": t["task"], "STATE": _state(t.get("state")), "ADDRESS": address if wide else _short_host(address),
+        "HEALTH": str(t.get("health") or ""), "PHASE": str(t.get("phase") or ""),
+        "STEP": "" if t.get("step") is None else str(t["step"]),
+        "STEPS/S": "" if t.get("stepsPerSecond") is None else f"{t['stepsPerSecond']:.3g}",
+        "RESTARTS": "" if t.get("restarts") is None else str(t["restarts"]),
+        "AGE": "" if age is None else duration(age), "TASK ID": str(t.get("taskId") or ""),
+        "LAST FAILURE": str(t.get("lastFailure") or (f"waits: {t['waitingFor']}" if t.get("waitingFor") else "")),
+    }
+
+
+def table(columns: tuple[str, ...], rows: list[dict[str, str]], width: int | None) -> list[str]:
+    """Plain left-aligned columns two spaces apart; the last column is cut (…) to fit ``width``."""
+    sizes = [max([len(c)] + [len(r[c]) for r in rows]) for c in columns]
+    lines = []
+    for r in [dict(zip(columns, columns))] + rows:
+        line = "  ".join(r[c].ljust(n) for c, n in zip(columns[:-1], sizes[:-1]))
+        line = (line + "  " + r[columns[-1]]).rstrip()
+        if width is not None and len(line) > width:
+            line = line[:width - 1] + "…"
+        lines.append(line)
+    return lines
+
+
+def _header(status: dict[str, Any]) -> list[tuple[str, str]]:
+    from marathon_tf.contract.progress import describe
+
+    rows = []
+    progress = status.get("progress") or {}
+    if progress:
+        rows.append(("progress", describe(progress.get("step"), progress.get("targetStep"),
+                                          progress.get("stepsPerSecond"))))
+    if status.get("finalStep") is not None:
+        target = status.get("targetStep")
+        rows.append(("final step", f"{status['finalStep']}" + (f"/{target}" if target else "")))
+    if status.get("resumedFrom") is not None:
+        rows.append(("resumed", f"from checkpoint at step {status['resumedFrom']}"))
+    for key, label in (("startedAt", "started"), ("finishedAt", "finished"), ("reason", "reason"),
+                       ("tensorboard", "TensorBoard")):
+        if status.get(key) is not None:
+            rows.append((label, str(status[key])))
+    if status.get("logdir"):
+        volume = status.get("logdirVolume")
+        rows.append(("logdir", status["logdir"] + (f" (volume {volume})" if volume and volume != status["logdir"]
+                                                   else "")))
+    return rows
+
+
+def status_text(status: dict[str, Any], *, wide: bool = False, width: int | None = 80) -> str:
+    """The status as plain text: a header, then one aligned row per task (fits ``width`` unless wide)."""
+    import textwrap
+
+    limit = None if wide else width
+    lines = [f"job {status['job']} ({status['groupId']}): {status['state']}"]
+    for label, value in _header(status):
+        first = f"  {label:<11}"
+        if limit is None:
+            lines.append(first + value)
+        else:
+            lines.extend(textwrap.wrap(value, width=limit, initial_indent=first, subsequent_indent=" " * len(first),
+                                       break_on_hyphens=False) or [first])
+    rows = [_cells(t, wide) for t in status["tasks"]]
+    lines.append("")
+    lines.extend(table(_WIDE if wide else _NARROW, rows, limit))
+    return "\n".join(lines)
+
+
+def status_table(status: dict[str, Any], *, wide: bool = False) -> None:
+    import shutil
+
+    width = shutil.get_terminal_size((80, 24)).columns if sys.stdout.isatty() else 80
+    click.echo(status_text(status, wide=wide, width=width))
+
+
+def jobs_table(rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        info("no marathon-tf jobs")
+        return
+    width = max(len(r["job"]) for r in rows)
+    click.echo(f"{'JOB'.ljust(width)}  TASKS  RUNNING  STATE")
+    for r in rows:
+        click.echo(f"{r['job'].ljust(width)}  {r['tasks']:>5}  {r['running']:>7}  {r['state']}")
+
+
+def scale_plan_text(plan: dict[str, list[str]]) -> str:
+    lines = []
+    for key, verb in (("start", "start"), ("stop", "stop"), ("restart", "restart with the new cluster spec")):
+        if plan.get(key):
+            lines.append(f"{verb}: {', '.join(plan[key])}")
+    if not lines:
+        lines.append("no change")
+    return "\n".join(lines)
+
+
+def plan_text(plan: dict[str, Any]) -> str:
+    """Marathon's dry-run plan ``{"steps": [{"actions": [...]}]}`` as lines."""
+    lines = []
+    for i, step in enumerate(plan.get("steps") or [], 1):
+        actions = [f"{a.get('action')} {a.get('app') or a.get('pod')}" for a in step.get("actions") or []]
+        lines.append(f"step {i}: " + ", ".join(actions))
+    return "\n".join(lines) or "Marathon plans no change"

@@ -1,0 +1,371 @@
+"""``JobSpec`` → a Marathon app group (a plain dict), through the Jinja templates.
+
+One Marathon app per TF task (``/<job>/<role>-<index>``, ``instances: 1``),
+each with two dynamic ports (``tf`` for the TF server, ``status`` for the
+bootstrap), a Mesos-level HTTP health check on the bootstrap's status port,
+the ``MTF_*`` environment the bootstrap reads (see :mod:`marathon_tf.contract.taskenv`)
+and labels naming job, role and index.
+
+The templates live in ``app_templates/`` (``group.json.j2``, ``task.json.j2``,
+``tensorboard.json.j2``); a directory given with ``templates_dir`` overrides any
+of them. Every value reaches the template through ``tojson``; each rendered
+template is parsed back with ``json.loads`` and checked, so a broken custom
+template is reported instead of sent. No network I/O here.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import shlex
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from marathon_tf import __version__
+from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract.errors import UsageError
+from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.user.spec import JobSpec
+
+__all__ = ["render_group", "render_group_json", "render_app", "default_templates_dir", "RenderError", "LABEL_PREFIX",
+           "SPEC_LABEL", "task_apps"]
+
+LABEL_PREFIX = L.PREFIX
+SPEC_LABEL = L.SPEC
+TF_PORT, STATUS_PORT, TB_PORT = "tf", "status", "http"
+# Fixed ports inside the container when the job uses a container network (each task
+# has its own IP there, so fixed container ports cannot collide).
+_CONTAINER_PORTS = {TF_PORT: 2222, STATUS_PORT: 8090, TB_PORT: 6006}
+
+_HEALTH = {"grace": 300, "interval": 10, "timeout": 5, "max_failures": 3, "delay": 1}
+_KILL_GRACE_SECONDS = 30
+
+
+class RenderError(UsageError):
+    """A template produced something that is not a valid app or group."""
+
+
+def default_templates_dir() -> Path:
+    """``app_templates/`` inside the installed package, or beside it in a source checkout."""
+    package = Path(__file__).resolve().parent.parent  # marathon_tf/
+    for candidate in (package / "app_templates", package.parent / "app_templates"):
+        if (candidate / "task.json.j2").is_file():
+            return candidate
+    raise RenderError("marathon-tf's app_templates/ directory is missing from the installation")
+
+
+@functools.lru_cache(maxsize=8)
+def _environment(templates_dir: str | None) -> jinja2.Environment:
+    loaders: list[jinja2.BaseLoader] = []
+    if templates_dir:
+        if not Path(templates_dir).is_dir():
+            raise RenderError(f"--templates {templates_dir}: not a directory")
+        loaders.append(jinja2.FileSystemLoader(templates_dir))
+    loaders.append(jinja2.FileSystemLoader(str(default_templates_dir())))
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+    )
+    env.policies["json.dumps_kwargs"] = {"sort_keys": True, "ensure_ascii": False}
+    return env
+
+
+# Placeholders for the per-task values while a role's template is rendered once: control
+# characters, which no validated job value can contain; in the JSON text tojson writes them as
+# \u0001 escapes (a template that prints them without tojson is rendered the full way).
+_STAMP_ID, _STAMP_INDEX = "\x01mtf-app-id\x01", "\x01mtf-index\x01"
+_STAMP_ID_JSON, _STAMP_INDEX_JSON = (json.dumps(v)[1:-1] for v in (_STAMP_ID, _STAMP_INDEX))
+_STAMP_APPS = "\x01mtf-apps\x01"
+
+
+def _render_text(env: jinja2.Environment, name: str, context: dict[str, Any]) -> str:
+    try:
+        return env.get_template(name).render(**context)
+    except jinja2.TemplateError as e:
+        where = f" line {e.lineno}" if getattr(e, "lineno", None) else ""
+        raise RenderError(f"template {name}{where}: {e.message}") from None
+
+
+def _render_json(env: jinja2.Environment, name: str, context: dict[str, Any]) -> dict[str, Any]:
+    return _parse_json(name, _render_text(env, name, context))
+
+
+def _group(env: jinja2.Environment, group_id: str, apps: list[dict[str, Any]]) -> dict[str, Any]:
+    """The group template rendered once with a placeholder for ``apps``, which is then put in
+    as the parsed list (no JSON round trip of every app); checked against a full rendering with
+    the first two apps, else rendered the full way."""
+    if len(apps) <= 2:
+        return _render_json(env, "group.json.j2", {"group_id": group_id, "apps": apps})
+    try:
+        shell = _render_json(env, "group.json.j2", {"group_id": group_id, "apps": _STAMP_APPS})
+    except Exception:  # a placeholder a custom template cannot take: the full way reports real errors
+        shell = {}
+    keys = [k for k, v in shell.items() if v == _STAMP_APPS]
+    few = apps[:2]
+    if len(keys) == 1 and _render_json(env, "group.json.j2", {"group_id": group_id, "apps": few}) == {
+            **shell, keys[0]: few}:
+        shell[keys[0]] = apps
+        return shell
+    return _render_json(env, "group.json.j2", {"group_id": group_id, "apps": apps})
+
+
+def _parse_json(name: str, text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RenderError(f"template {name} produced invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    if not isinstance(value, dict):
+        raise RenderError(f"template {name} must produce a JSON object")
+    return value
+
+
+def _shell_command(command: tuple[str, ...] | str) -> str:
+    """The user's command as one shell word list: an argv list is quoted exactly;
+    a shell string is passed as a single argument for the bootstrap to run with sh -c."""
+    if isinstance(command, str):
+        return shlex.quote(command)
+    return shlex.join(command)
+
+
+def _container(spec: JobSpec, image: str | None) -> dict[str, Any] | None:
+    volumes = [{"containerPath": v.container_path, "hostPath": v.host_path, "mode": v.mode}
+               for v in spec.volumes]
+    container: dict[str, Any] = {}
+    if image:
+        container["type"] = "DOCKER" if spec.containerizer == "docker" else "MESOS"
+        container["docker"] = {"image": image}
+    elif volumes or spec.network == "container":
+        container["type"] = "MESOS"
+    if volumes:
+        container["volumes"] = volumes
+    return container or None
+
+
+def _ports(spec: JobSpec, names: tuple[str, ...]) -> tuple[list | None, list | None]:
+    """(portDefinitions, container portMappings) for the job's network mode."""
+    if spec.network == "container":
+        return None, [{"containerPort": _CONTAINER_PORTS[n], "name": n, "protocol": "tcp"} for n in names]
+    return [{"port": 0, "name": n, "protocol": "tcp"} for n in names], None
+
+
+def _networks(spec: JobSpec) -> list[dict[str, str]] | None:
+    if spec.network != "container":
+        return None
+    net = {"mode": "container"}
+    if spec.network_name:
+        net["name"] = spec.network_name
+    return [net]
+
+
+def _fetch(spec: JobSpec) -> list[dict[str, Any]]:
+    out = []
+    for f in spec.fetch:
+        item: dict[str, Any] = {"uri": f.uri, "extract": f.extract, "executable": f.executable, "cache": f.cache}
+        if f.dest_path:
+            item["destPath"] = f.dest_path
+        out.append(item)
+    return out
+
+
+def _restart(spec: JobSpec) -> dict[str, Any]:
+    r = spec.restart
+    return {
+        "backoff_seconds": int(math.ceil(r.backoff_seconds)),
+        "backoff_factor": r.backoff_factor,
+        "max_launch_delay_seconds": int(math.ceil(r.max_launch_delay_seconds)),
+    }
+
+
+def _task_context(spec: JobSpec, role: str, index: int) -> TaskContext:
+    d = spec.discovery
+    return TaskContext(
+        job=spec.name, role=role, index=index, cluster=spec.cluster_counts(),
+        discovery=d.mode, mesos_dns=d.nameserver, mesos_dns_http=d.http_api,
+        dns_domain=d.domain, dns_framework=d.framework, marathon_url=d.marathon_url,
+        spec_style=spec.cluster_spec, port_name=TF_PORT, status_port_name=STATUS_PORT,
+        network=spec.network, startup_timeout=d.startup_timeout, style=spec.style,
+        completion=spec.completion,
+        restart_budget=(spec.restart.max_failures, spec.restart.window_seconds),
+        permanent_exit_codes=spec.restart.permanent_exit_codes, logdir=spec.logdir,
+        progress_timeouts=(spec.restart.progress_timeout_seconds, spec.restart.first_step_timeout_seconds),
+        prewarm=spec.prewarm,
+    )
+
+
+class _Renderer:
+    """Holds what every app of one job shares, so rendering 10,000 tasks stays linear."""
+
+    def __init__(self, spec: JobSpec, templates_dir: str | None):
+        self.spec = spec
+        self.env = _environment(str(templates_dir) if templates_dir else None)
+        self.group_id = naming.group_id(spec.name)
+        self.shared = {
+            "restart": _restart(spec),
+            "health": dict(_HEALTH),
+            "kill_grace_seconds": _KILL_GRACE_SECONDS,
+            "fetch": _fetch(spec),
+            "networks": _networks(spec),
+            "instances": 1,
+        }
+        self.spec_label = json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":"))
+        self._per_role: dict[str, dict[str, Any]] = {}
+
+    def _role_parts(self, role_name: str) -> dict[str, Any]:
+        """What every task of a role shares (command, container, env, constraints)."""
+        if role_name in self._per_role:
+            return self._per_role[role_name]
+        spec, role = self.spec, self.spec.role(role_name)
+        image = role.image or spec.image
+        port_names = (TB_PORT,) if role_name == "tensorboard" else (TF_PORT, STATUS_PORT)
+        port_definitions, port_mappings = _ports(spec, port_names)
+        container = _container(spec, image)
+        if port_mappings:
+            container = {**(container or {"type": "MESOS"}), "portMappings": port_mappings}
+        command = role.command if role.command is not None else spec.command
+        if role_name == "tensorboard":
+            command = role.command  # the job's command is the trainer's, not TensorBoard's
+            if command is None:
+                port_var = "$PORT_HTTP"
+                cmd = (f"tensorboard --logdir {shlex.quote(spec.logdir)} "
+                       f"--port \"{port_var}\" --bind_all")
+            else:
+                cmd = command if isinstance(command, str) else shlex.join(command)
+        else:
+            cmd = f"{spec.bootstrap} -- {_shell_command(command)}"
+        parts = {
+            "role": role,
+            "cmd": cmd,
+            "container": container,
+            "port_definitions": port_definitions,
+            "status_port_index": port_names.index(STATUS_PORT) if STATUS_PORT in port_names else 0,
+            "user_env": {**spec.env, **role.env},
+            "constraints": [list(c) for c in (role.constraints if role.constraints is not None else spec.constraints)],
+            "template": "tensorboard.json.j2" if role_name == "tensorboard" else "task.json.j2",
+        }
+        self._per_role[role_name] = parts
+        return parts
+
+    def _context(self, role_name: str, index: int, app_id: str, index_text: str) -> dict[str, Any]:
+        parts = self._role_parts(role_name)
+        env = dict(parts["user_env"])
+        env.update(_task_context(self.spec, role_name, index).to_env())
+        env["MTF_INDEX"] = index_text
+        labels = dict(self.spec.labels)
+        labels.update({L.JOB: self.spec.name, L.ROLE: role_name, L.INDEX: index_text, L.VERSION: __version__})
+        if role_name == "worker" and index == 0:
+            labels[SPEC_LABEL] = self.spec_label
+        return {**self.shared, **parts, "app_id": app_id, "env": env, "labels": labels}
+
+    def _checked(self, template: str, app_id: str, app: dict[str, Any]) -> dict[str, Any]:
+        if app.get("id") != app_id:
+            raise RenderError(f"template {template} must keep the app id {app_id!r} (got {app.get('id')!r})")
+        return app
+
+    def app(self, role_name: str, index: int) -> dict[str, Any]:
+        """One task's app, rendered through its template (the reference :meth:`apps` is checked against)."""
+        app_id = naming.app_id(self.spec.name, role_name, index)
+        template = self._role_parts(role_name)["template"]
+        return self._checked(template, app_id, _render_json(
+            self.env, template, self._context(role_name, index, app_id, str(index))))
+
+    def _plan(self, role_name: str, count: int) -> tuple[dict[int, dict[str, Any]], str | None]:
+        """A role's apps as (index -> app rendered the full way, JSON text with placeholders for
+        every other index, or None). The template is rendered once with placeholders for the
+        per-task values (app id, index); each task is stamped from that text, so the cost per task
+        is a string replace. The first and the last stamped task are also rendered the full way
+        and must come out the same; if not (a custom template that does more with those values
+        than print them), every task is rendered the full way."""
+        if count <= 2 or (role_name == "worker" and count <= 3):
+            return {i: self.app(role_name, i) for i in range(count)}, None
+        template = self._role_parts(role_name)["template"]
+        first = 1 if role_name == "worker" else 0  # worker-0 carries the spec label: rendered the full way
+        try:
+            text = _render_text(self.env, template, self._context(role_name, count - 1, _STAMP_ID, _STAMP_INDEX))
+            stamped = {i: self._stamp(template, text, role_name, i) for i in (first, count - 1)}
+        except Exception:  # placeholders a custom template cannot take: the full way reports real errors
+            stamped = None
+        if stamped is None or any(stamped[i] != self.app(role_name, i) for i in stamped):
+            return {i: self.app(role_name, i) for i in range(count)}, None
+        return {**{i: self.app(role_name, i) for i in range(first)}, **stamped}, text
+
+    def apps(self, role_name: str, count: int) -> list[dict[str, Any]]:
+        """Every task's app of a role (see :meth:`_plan`)."""
+        full, text = self._plan(role_name, count)
+        template = self._role_parts(role_name)["template"]
+        return [full[i] if i in full else self._stamp(template, text, role_name, i) for i in range(count)]
+
+    def app_texts(self, role_name: str, count: int) -> tuple[list[str], list[dict[str, Any]]]:
+        """Every task's app of a role as compact JSON text with sorted keys (what
+        ``json.dumps(app, separators=(",", ":"), sort_keys=True)`` gives), stamped from one
+        compact text; and the first two apps as dicts (for checking the group template)."""
+        full, text = self._plan(role_name, count)
+        compact = None if text is None else _compact(json.loads(text))
+        out = [_compact(full[i]) if i in full else compact.replace(
+                   _STAMP_ID_JSON, naming.app_id(self.spec.name, role_name, i)).replace(_STAMP_INDEX_JSON, str(i))
+               for i in range(count)]
+        template = self._role_parts(role_name)["template"]
+        return out, [full[i] if i in full else self._stamp(template, text, role_name, i) for i in range(min(2, count))]
+
+    def _stamp(self, template: str, text: str, role_name: str, index: int) -> dict[str, Any]:
+        app_id = naming.app_id(self.spec.name, role_name, index)
+        return self._checked(template, app_id, _parse_json(
+            template, text.replace(_STAMP_ID_JSON, app_id).replace(_STAMP_INDEX_JSON, str(index))))
+
+
+def render_app(spec: JobSpec, role: str, index: int, *, templates_dir: str | None = None) -> dict[str, Any]:
+    """One task's Marathon app."""
+    return _Renderer(spec, templates_dir).app(role, index)
+
+
+def render_group(spec: JobSpec, *, templates_dir: str | None = None) -> dict[str, Any]:
+    """The job's Marathon group: ``{"id": "/<job>", "apps": [...]}``."""
+    r = _Renderer(spec, templates_dir)
+    apps = [app for role in naming.ROLES for app in r.apps(role, spec.role(role).count)]
+    group = _group(r.env, r.group_id, apps)
+    if group.get("id") != r.group_id:
+        raise RenderError(f"template group.json.j2 must keep the group id {r.group_id!r}")
+    return group
+
+
+def render_group_json(spec: JobSpec, *, templates_dir: str | None = None) -> str:
+    """The job's Marathon group as compact JSON text with sorted keys: exactly
+    ``json.dumps(render_group(spec), separators=(",", ":"), sort_keys=True)``, built from the
+    stamped texts without making and serialising a dict per app (what ``marathon-tf render``
+    prints when its output goes to a program)."""
+    r = _Renderer(spec, templates_dir)
+    texts: list[str] = []
+    few: list[dict[str, Any]] = []
+    for role in naming.ROLES:
+        role_texts, role_few = r.app_texts(role, spec.role(role).count)
+        texts += role_texts
+        few += role_few
+    if len(texts) > 2:
+        try:
+            shell = _render_json(r.env, "group.json.j2", {"group_id": r.group_id, "apps": _STAMP_APPS})
+        except Exception:  # a placeholder a custom template cannot take
+            shell = {}
+        keys = [k for k, v in shell.items() if v == _STAMP_APPS]
+        if len(keys) == 1 and shell.get("id") == r.group_id and _render_json(
+                r.env, "group.json.j2", {"group_id": r.group_id, "apps": few[:2]}) == {**shell, keys[0]: few[:2]}:
+            return _compact(shell).replace(_compact(_STAMP_APPS), "[" + ",".join(texts) + "]", 1)
+    return _compact(render_group(spec, templates_dir=templates_dir))
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def task_apps(group: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A group's apps by task name (``worker-3``), for apps rendered by marathon-tf."""
+    out = {}
+    for app in group.get("apps") or []:
+        labels = app.get("labels") or {}
+        role, index = labels.get(L.ROLE), labels.get(L.INDEX)
+        if role is not None and index is not None:
+            out[naming.task_name(role, int(index))] = app
+    return out

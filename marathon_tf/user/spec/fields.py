@@ -1,0 +1,180 @@
+"""The job spec's own marshmallow fields: strict numbers and integers, clean strings, commands,
+string maps with checked keys, Marathon constraints, the ``prewarm`` value. Each raises a
+``ValidationError`` whose message reads well after the field's path.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from types import MappingProxyType
+
+from marshmallow import ValidationError, fields
+
+from marathon_tf.user.spec.model import CONSTRAINT_OPERATORS, DEFAULT_PREWARM
+
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_RESERVED_LABEL_PREFIX = "marathon-tf/"
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _check_text(value: str, prefix: str = "") -> None:
+    if not _is_text(value):
+        raise ValidationError(f"{prefix}must be valid Unicode text (no lone surrogates)")
+
+
+class _StrictNumber(fields.Float):
+    """A JSON number: rejects strings, booleans, NaN and infinities."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValidationError("must be a number")
+        if not math.isfinite(value):
+            raise ValidationError("must be a finite number")
+        return float(value)
+
+
+class _StrictInt(fields.Integer):
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise ValidationError("must be an integer")
+        return value
+
+
+class _Str(fields.String):
+    """A non-empty string without NUL or other control characters (newline/tab allowed
+    only where ``multiline``)."""
+
+    def __init__(self, *a, multiline: bool = False, allow_empty: bool = False, **kw):
+        super().__init__(*a, **kw)
+        self.multiline = multiline
+        self.allow_empty = allow_empty
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, str):
+            raise ValidationError("must be a string")
+        _check_text(value)
+        if not value and not self.allow_empty:
+            raise ValidationError("must not be empty")
+        bad = [c for c in value if ord(c) < 32 and not (self.multiline and c in "\n\t\r")]
+        if bad or "\x7f" in value:
+            raise ValidationError(f"must not contain control characters (found {bad[0] if bad else chr(127)!r})")
+        return value
+
+
+class _Command(fields.Field):
+    """An argv list of strings, or one shell string."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, str):
+            if not value.strip():
+                raise ValidationError("must not be empty")
+            if "\x00" in value:
+                raise ValidationError("must not contain NUL bytes")
+            _check_text(value)
+            return value
+        if isinstance(value, list):
+            if not value:
+                raise ValidationError("must not be an empty list")
+            for i, arg in enumerate(value):
+                if not isinstance(arg, str):
+                    raise ValidationError(f"item {i} must be a string")
+                if "\x00" in arg:
+                    raise ValidationError(f"item {i} must not contain NUL bytes")
+                _check_text(arg, f"item {i} ")
+            return tuple(value)
+        raise ValidationError("must be a list of strings or a shell command string")
+
+
+class _Prewarm(fields.Field):
+    """``false``, ``true`` (the default modules) or a non-empty list of module names."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if value is False:
+            return ()
+        if value is True:
+            return DEFAULT_PREWARM
+        if not isinstance(value, list) or not value:
+            raise ValidationError("must be false, true or a non-empty list of module names")
+        for i, name in enumerate(value):
+            if not isinstance(name, str) or not _MODULE.match(name):
+                raise ValidationError(f"item {i} must be a module name like \"tensorflow\" or \"numpy.linalg\"")
+        return tuple(dict.fromkeys(value))
+
+
+class _StrMap(fields.Field):
+    """A JSON object of string → string, keys checked by ``key_check``."""
+
+    def __init__(self, *a, key_check=None, **kw):
+        super().__init__(*a, **kw)
+        self.key_check = key_check
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, dict):
+            raise ValidationError("must be an object of strings")
+        errors: dict[str, list[str]] = {}
+        for k, v in value.items():
+            problem = self.key_check(k) if self.key_check else None
+            if problem:
+                errors.setdefault(k, []).append(problem)
+            elif not isinstance(v, str):
+                errors.setdefault(k, []).append("must be a string (quote numbers and booleans)")
+            elif "\x00" in v:
+                errors.setdefault(k, []).append("must not contain NUL bytes")
+            elif not _is_text(k) or not _is_text(v):
+                errors.setdefault(k, []).append("must be valid Unicode text (no lone surrogates)")
+        if errors:
+            raise ValidationError(errors)
+        return MappingProxyType(dict(value))
+
+
+def _env_key_problem(key: str) -> str | None:
+    if not _ENV_KEY.match(key):
+        return "is not a valid environment variable name"
+    if key.startswith("MTF_"):
+        return "MTF_* variables are reserved for marathon-tf"
+    return None
+
+
+def _label_key_problem(key: str) -> str | None:
+    if not key or any(ord(c) < 32 for c in key):
+        return "is not a valid label key"
+    if key.startswith(_RESERVED_LABEL_PREFIX):
+        return f"labels starting with {_RESERVED_LABEL_PREFIX!r} are reserved for marathon-tf"
+    return None
+
+
+class _Constraint(fields.Field):
+    """Marathon's ``[field, OPERATOR]`` or ``[field, OPERATOR, value]``."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, list) or len(value) not in (2, 3) or not all(isinstance(x, str) for x in value):
+            raise ValidationError('must be ["field", "OPERATOR"] or ["field", "OPERATOR", "value"]')
+        fld, op = value[0], value[1]
+        if not fld:
+            raise ValidationError("the field must not be empty")
+        if op not in CONSTRAINT_OPERATORS:
+            raise ValidationError(f"unknown operator {op!r} (one of {', '.join(CONSTRAINT_OPERATORS)})")
+        val = value[2] if len(value) == 3 else None
+        if op == "UNIQUE" and val is not None:
+            raise ValidationError("UNIQUE takes no value")
+        if op in ("LIKE", "UNLIKE", "IS", "MAX_PER") and val is None:
+            raise ValidationError(f"{op} needs a value")
+        if op in ("LIKE", "UNLIKE"):
+            try:
+                re.compile(val)
+            except re.error as e:
+                raise ValidationError(f"{op} value is not a valid regular expression: {e}")
+        if op in ("MAX_PER", "GROUP_BY") and val is not None and not re.fullmatch(r"[0-9]+", val):
+            raise ValidationError(f"{op} value must be an integer")
+        return tuple(value)

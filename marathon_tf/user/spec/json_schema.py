@@ -1,0 +1,85 @@
+"""The job spec as JSON Schema (draft 2020-12), for editors (``marathon-tf schema``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from marathon_tf.contract import naming
+from marathon_tf.user.spec.fields import _MODULE
+from marathon_tf.user.spec.model import (COMPLETIONS, CONSTRAINT_OPERATORS, DEFAULT_PREWARM, DISCOVERY_MODES,
+                                         MAX_COUNT, SPEC_STYLES, STYLES)
+
+__all__ = ["json_schema"]
+
+
+def json_schema() -> dict[str, Any]:
+    """The job spec as JSON Schema (draft 2020-12), for editors."""
+    num = {"type": "number"}
+    string = {"type": "string", "minLength": 1}
+    strmap = {"type": "object", "additionalProperties": {"type": "string"}}
+    command = {"oneOf": [string, {"type": "array", "items": {"type": "string"}, "minItems": 1}],
+               "description": "argv list, or one shell command string"}
+    constraint = {"type": "array", "minItems": 2, "maxItems": 3, "items": {"type": "string"},
+                  "description": "Marathon constraint: [field, OPERATOR(, value)]; operators "
+                                 + ", ".join(CONSTRAINT_OPERATORS)}
+    role = {
+        "type": "object", "additionalProperties": False,
+        "properties": {
+            "count": {"type": "integer", "minimum": 0, "maximum": MAX_COUNT},
+            "cpus": {**num, "minimum": 0.001}, "mem": {**num, "minimum": 1, "description": "MiB"},
+            "disk": {**num, "minimum": 0}, "gpus": {"type": "integer", "minimum": 0},
+            "image": string, "command": command, "env": strmap,
+            "constraints": {"type": "array", "items": constraint},
+        },
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://marathon-tf.dev/schema/job.json",
+        "title": "marathon-tf job",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["name", "roles"],
+        "properties": {
+            "name": {**string, "description": "Marathon group id, e.g. 'mnist' or 'ml/mnist'",
+                     "pattern": r"^([a-z0-9]([a-z0-9.\-]*[a-z0-9])?)(/[a-z0-9]([a-z0-9.\-]*[a-z0-9])?)*$"},
+            "image": {**string, "description": "container image (run with the Mesos containerizer, UCR)"},
+            "command": command,
+            "env": strmap,
+            "style": {"enum": list(STYLES), "default": "custom"},
+            "cluster_spec": {"enum": list(SPEC_STYLES)},
+            "completion": {"enum": list(COMPLETIONS)},
+            "containerizer": {"enum": ["mesos", "docker"], "default": "mesos"},
+            "roles": {"type": "object", "additionalProperties": False,
+                      "properties": {r: role for r in naming.ROLES}},
+            "constraints": {"type": "array", "items": constraint},
+            "volumes": {"type": "array", "items": {
+                "type": "object", "additionalProperties": False, "required": ["host_path", "container_path"],
+                "properties": {"host_path": string, "container_path": string, "mode": {"enum": ["RW", "RO"]}}}},
+            "fetch": {"type": "array", "items": {"oneOf": [string, {
+                "type": "object", "additionalProperties": False, "required": ["uri"],
+                "properties": {"uri": string, "extract": {"type": "boolean"}, "executable": {"type": "boolean"},
+                               "cache": {"type": "boolean"}, "dest_path": string}}]}},
+            "labels": strmap,
+            "logdir": {"type": "string"},
+            "discovery": {"type": "object", "additionalProperties": False, "properties": {
+                "mode": {"enum": list(DISCOVERY_MODES)}, "domain": string, "framework": string,
+                "nameserver": {"type": "string"}, "http_api": {"type": "string"},
+                "marathon_url": {"type": "string"}, "startup_timeout": {**num, "minimum": 1}}},
+            "restart": {"type": "object", "additionalProperties": False, "properties": {
+                "max_failures": {"type": "integer", "minimum": 0}, "window_seconds": {**num, "minimum": 1},
+                "permanent_exit_codes": {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 127}},
+                "backoff_seconds": {**num, "minimum": 0}, "backoff_factor": {**num, "minimum": 1},
+                "max_launch_delay_seconds": {**num, "minimum": 0},
+                "progress_timeout_seconds": {**num, "minimum": 1},
+                "first_step_timeout_seconds": {**num, "minimum": 1}}},
+            "network": {"type": "object", "additionalProperties": False, "properties": {
+                "mode": {"enum": ["host", "container"]}, "name": string}},
+            "bootstrap": {**string, "default": "marathon-tf bootstrap"},
+            "progress": {"type": "object", "additionalProperties": False, "properties": {
+                "target_step": {"type": "integer", "minimum": 1}}},
+            "prewarm": {"oneOf": [{"type": "boolean"}, {"type": "array", "minItems": 1, "items": {
+                "type": "string", "pattern": _MODULE.pattern}}], "default": list(DEFAULT_PREWARM),
+                "description": "modules a Python trainer imports while its peers are discovered "
+                               "(a pre-warmed interpreter); false: start the program the ordinary way"},
+        },
+    }

@@ -1,0 +1,200 @@
+"""The job spec's model: immutable dataclasses (:class:`JobSpec` and its parts), the allowed
+values and the defaults. What :mod:`marathon_tf.user.spec.schema` builds from a valid job file,
+and what rendering and the verbs read. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from marathon_tf.contract import naming
+
+__all__ = ["JobSpec", "Role", "Discovery", "Restart", "Volume", "Fetch", "STYLES", "SPEC_STYLES", "COMPLETIONS",
+           "DISCOVERY_MODES", "CONSTRAINT_OPERATORS", "MAX_COUNT", "DEFAULT_PREWARM"]
+
+STYLES = ("tf1", "parameter_server", "multi_worker_mirrored", "custom")
+SPEC_STYLES = ("tf_config", "flags", "both")
+COMPLETIONS = ("chief", "worker0", "all_workers")
+DISCOVERY_MODES = ("mesos-dns", "mesos-dns-http", "marathon")
+CONSTRAINT_OPERATORS = ("UNIQUE", "CLUSTER", "GROUP_BY", "LIKE", "UNLIKE", "MAX_PER", "IS")
+MAX_COUNT = 10_000
+
+_DEFAULT_SPEC_STYLE = {"tf1": "flags", "parameter_server": "tf_config",
+                       "multi_worker_mirrored": "tf_config", "custom": "both"}
+_DEFAULT_COMPLETION = {"tf1": "all_workers", "parameter_server": "chief",
+                       "multi_worker_mirrored": "all_workers", "custom": "worker0"}
+_ROLE_DEFAULTS = {
+    "chief": {"cpus": 1.0, "mem": 2048.0},
+    "ps": {"cpus": 1.0, "mem": 1024.0},
+    "worker": {"cpus": 1.0, "mem": 2048.0},
+    "evaluator": {"cpus": 1.0, "mem": 2048.0},
+    "tensorboard": {"cpus": 0.5, "mem": 512.0},
+}
+DEFAULT_PREWARM = ("tensorflow",)
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    count: int
+    cpus: float
+    mem: float
+    disk: float = 0.0
+    gpus: int = 0
+    image: str | None = None
+    command: tuple[str, ...] | str | None = None
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    constraints: tuple[tuple[str, ...], ...] | None = None
+
+
+@dataclass(frozen=True)
+class Volume:
+    host_path: str
+    container_path: str
+    mode: str = "RW"
+
+
+@dataclass(frozen=True)
+class Fetch:
+    uri: str
+    extract: bool = True
+    executable: bool = False
+    cache: bool = False
+    dest_path: str | None = None
+    #: Given as a path of the job file's machine (``train.py``, ``/home/me/x``), not as a URI.
+    client_path: bool = False
+
+
+@dataclass(frozen=True)
+class Discovery:
+    mode: str = "mesos-dns"
+    domain: str = "mesos"
+    framework: str = "marathon"
+    nameserver: str = ""
+    http_api: str = ""
+    marathon_url: str = "http://marathon.mesos:8080"
+    startup_timeout: float = 600.0
+
+
+@dataclass(frozen=True)
+class Restart:
+    max_failures: int = 5
+    window_seconds: float = 600.0
+    permanent_exit_codes: tuple[int, ...] = ()
+    backoff_seconds: float = 1.0
+    backoff_factor: float = 1.15
+    max_launch_delay_seconds: float = 300.0
+    progress_timeout_seconds: float | None = None   # watchdog: no new step for this long = failed
+    first_step_timeout_seconds: float | None = None  # watchdog: no first step this long after start
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A validated job. ``roles`` always holds all five roles (absent ones with count 0)."""
+
+    name: str
+    command: tuple[str, ...] | str | None
+    roles: Mapping[str, Role]
+    style: str = "custom"
+    cluster_spec: str = "both"
+    completion: str = "worker0"
+    image: str | None = None
+    containerizer: str = "mesos"
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    constraints: tuple[tuple[str, ...], ...] = ()
+    volumes: tuple[Volume, ...] = ()
+    fetch: tuple[Fetch, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    logdir: str = ""
+    discovery: Discovery = Discovery()
+    restart: Restart = Restart()
+    network: str = "host"
+    network_name: str | None = None
+    bootstrap: str = "marathon-tf bootstrap"
+    prewarm: tuple[str, ...] = DEFAULT_PREWARM  # () = off
+    source: str = "job.json"
+    #: ``progress.target_step``: the step at which training is done (for status' ETA), if known.
+    target_step: int | None = None
+
+    # -- queries ---------------------------------------------------------------
+    def role(self, name: str) -> Role:
+        return self.roles[name]
+
+    def counts(self) -> dict[str, int]:
+        return {r: self.roles[r].count for r in naming.ROLES if self.roles[r].count}
+
+    def cluster_counts(self) -> dict[str, int]:
+        """Counts of the TF cluster members (chief, ps, worker)."""
+        return {r: self.roles[r].count for r in naming.CLUSTER_ROLES if self.roles[r].count}
+
+    def tasks(self) -> list[tuple[str, int]]:
+        """Every (role, index) of the job, in render order."""
+        return [(r, i) for r in naming.ROLES for i in range(self.roles[r].count)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The normalized job as job.json (loadable by :func:`load_dict`)."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "style": self.style,
+            "cluster_spec": self.cluster_spec,
+            "completion": self.completion,
+            "containerizer": self.containerizer,
+            "env": dict(self.env),
+            "labels": dict(self.labels),
+            "logdir": self.logdir,
+            "bootstrap": self.bootstrap,
+            "constraints": [list(c) for c in self.constraints],
+            "volumes": [{"host_path": v.host_path, "container_path": v.container_path, "mode": v.mode}
+                        for v in self.volumes],
+            "fetch": [_drop_none({"uri": f.uri, "extract": f.extract, "executable": f.executable,
+                                  "cache": f.cache, "dest_path": f.dest_path}) for f in self.fetch],
+            "discovery": dict(self.discovery.__dict__),
+            "restart": {**_drop_none(self.restart.__dict__),
+                        "permanent_exit_codes": list(self.restart.permanent_exit_codes)},
+            "network": _drop_none({"mode": self.network, "name": self.network_name}),
+            "roles": {},
+        }
+        if self.image:
+            out["image"] = self.image
+        if self.target_step is not None:
+            out["progress"] = {"target_step": self.target_step}
+        if self.prewarm != DEFAULT_PREWARM:
+            out["prewarm"] = list(self.prewarm) or False
+        if self.command is not None:
+            out["command"] = list(self.command) if isinstance(self.command, tuple) else self.command
+        for r in naming.ROLES:
+            role = self.roles[r]
+            if not role.count:
+                continue
+            rd: dict[str, Any] = {"count": role.count, "cpus": role.cpus, "mem": role.mem,
+                                  "disk": role.disk, "gpus": role.gpus}
+            if role.image:
+                rd["image"] = role.image
+            if role.command is not None:
+                rd["command"] = list(role.command) if isinstance(role.command, tuple) else role.command
+            if role.env:
+                rd["env"] = dict(role.env)
+            if role.constraints is not None:
+                rd["constraints"] = [list(c) for c in role.constraints]
+            out["roles"][r] = rd
+        return out
+
+    # -- changes -----------------------------------------------------------------
+    def with_counts(self, counts: Mapping[str, int]) -> "JobSpec":
+        """A copy with new role counts, validated like a fresh job.json."""
+        from marathon_tf.user.spec.load import load_dict  # the schema builds JobSpecs: imported on use
+
+        data = self.to_dict()
+        for role, n in counts.items():
+            rd = data["roles"].setdefault(role, {})
+            rd["count"] = n
+        return load_dict(data, source=self.source)
+
+    def with_overrides(self, **changes: Any) -> "JobSpec":
+        return replace(self, **changes)
+
+
+def _drop_none(d: dict) -> dict:
+    return {k: v for k, v in d.items() if v is not None}

@@ -1,0 +1,259 @@
+"""The job file's marshmallow schemas: the shape of every key (unknown keys are errors), the rules
+across keys (roles a style needs, completion, GPUs and the containerizer…), and the
+:class:`~marathon_tf.user.spec.model.JobSpec` built from a valid document.
+"""
+
+from __future__ import annotations
+
+import re
+from types import MappingProxyType
+from urllib.parse import urlparse
+
+from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_load, validate, validates_schema
+
+from marathon_tf.contract import naming
+from marathon_tf.user.spec.fields import (_Command, _Constraint, _Prewarm, _Str, _StrictInt, _StrictNumber, _StrMap,
+                                          _env_key_problem, _label_key_problem)
+from marathon_tf.user.spec.model import (_DEFAULT_COMPLETION, _DEFAULT_SPEC_STYLE, _ROLE_DEFAULTS, COMPLETIONS,
+                                         DEFAULT_PREWARM, DISCOVERY_MODES, MAX_COUNT, SPEC_STYLES, STYLES, Discovery,
+                                         Fetch, JobSpec, Restart, Role, Volume)
+
+_NAMESERVER = re.compile(r"^(?P<host>[A-Za-z0-9.\-:\[\]]+?)(?::(?P<port>[0-9]{1,5}))?$")
+
+
+class _Base(Schema):
+    class Meta:
+        unknown = RAISE
+
+
+class _RoleSchema(_Base):
+    count = _StrictInt(validate=validate.Range(min=0, max=MAX_COUNT, error="must be between {min} and {max}"))
+    cpus = _StrictNumber(validate=validate.Range(min=0.001, max=4096, error="must be between {min} and {max}"))
+    mem = _StrictNumber(validate=validate.Range(min=1, max=16 * 1024 * 1024, error="must be between {min} and {max} (MiB)"))
+    disk = _StrictNumber(validate=validate.Range(min=0, max=1024 ** 3, error="must be >= {min}"))
+    gpus = _StrictInt(validate=validate.Range(min=0, max=1024, error="must be >= {min}"))
+    image = _Str()
+    command = _Command()
+    env = _StrMap(key_check=_env_key_problem)
+    constraints = fields.List(_Constraint())
+
+
+class _RolesSchema(_Base):
+    chief = fields.Nested(_RoleSchema)
+    ps = fields.Nested(_RoleSchema)
+    worker = fields.Nested(_RoleSchema)
+    evaluator = fields.Nested(_RoleSchema)
+    tensorboard = fields.Nested(_RoleSchema)
+
+
+class _VolumeSchema(_Base):
+    host_path = _Str(required=True)
+    container_path = _Str(required=True)
+    mode = fields.String(load_default="RW", validate=validate.OneOf(["RW", "RO"], error="must be RW or RO"))
+
+    @validates_schema
+    def _paths(self, data, **kwargs):
+        errors = {}
+        if ".." in data.get("host_path", "/").split("/"):
+            errors["host_path"] = ["must not contain '..' (an absolute path, or one relative to the run's state)"]
+        if ".." in data.get("container_path", "x").split("/"):
+            errors["container_path"] = ["must not contain '..'"]
+        if errors:
+            raise ValidationError(errors)
+
+
+class _FetchSchema(_Base):
+    uri = _Str(required=True)
+    extract = fields.Boolean(load_default=True)
+    executable = fields.Boolean(load_default=False)
+    cache = fields.Boolean(load_default=False)
+    dest_path = _Str()
+
+
+class _FetchField(fields.Field):
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, str):
+            value = {"uri": value}
+        if not isinstance(value, dict):
+            raise ValidationError('must be a URI string or {"uri": ...}')
+        return _FetchSchema().load(value)
+
+
+class _DiscoverySchema(_Base):
+    mode = fields.String(validate=validate.OneOf(DISCOVERY_MODES, error="must be one of {choices}"))
+    domain = _Str(validate=validate.Regexp(r"^[a-z0-9]([a-z0-9.\-]*[a-z0-9])?$", error="must be a DNS domain like 'mesos'"))
+    framework = _Str(validate=validate.Regexp(r"^[a-z0-9]([a-z0-9\-]*[a-z0-9])?$", error="must be a DNS label like 'marathon'"))
+    nameserver = _Str(allow_empty=True)
+    http_api = _Str(allow_empty=True)
+    marathon_url = _Str(allow_empty=True)
+    startup_timeout = _StrictNumber(validate=validate.Range(min=1, max=7 * 86400, error="must be between {min} and {max} seconds"))
+
+    @validates_schema
+    def _check(self, data, **kwargs):
+        ns = data.get("nameserver")
+        if ns:
+            m = _NAMESERVER.match(ns)
+            if not m or (m.group("port") and not 0 < int(m.group("port")) < 65536):
+                raise ValidationError("must be ip[:port]", "nameserver")
+        for key in ("http_api", "marathon_url"):
+            url = data.get(key)
+            if url and (urlparse(url).scheme not in ("http", "https") or not urlparse(url).netloc):
+                raise ValidationError("must be an http(s) URL", key)
+        if data.get("mode") == "mesos-dns-http" and not data.get("http_api"):
+            raise ValidationError("mode mesos-dns-http needs discovery.http_api", "http_api")
+
+
+class _RestartSchema(_Base):
+    max_failures = _StrictInt(validate=validate.Range(min=0, max=100_000, error="must be >= {min}"))
+    window_seconds = _StrictNumber(validate=validate.Range(min=1, error="must be >= {min}"))
+    permanent_exit_codes = fields.List(_StrictInt(validate=validate.Range(min=1, max=127, error="must be between {min} and {max}")))
+    backoff_seconds = _StrictNumber(validate=validate.Range(min=0, max=86400, error="must be between {min} and {max}"))
+    backoff_factor = _StrictNumber(validate=validate.Range(min=1, max=100, error="must be between {min} and {max}"))
+    max_launch_delay_seconds = _StrictNumber(validate=validate.Range(min=0, max=86400, error="must be between {min} and {max}"))
+    progress_timeout_seconds = _StrictNumber(validate=validate.Range(min=1, error="must be >= {min}"))
+    first_step_timeout_seconds = _StrictNumber(validate=validate.Range(min=1, error="must be >= {min}"))
+
+
+class _ProgressSchema(_Base):
+    target_step = _StrictInt(validate=validate.Range(min=1, error="must be >= {min}"))
+
+
+class _NetworkSchema(_Base):
+    mode = fields.String(load_default="host", validate=validate.OneOf(["host", "container"], error="must be one of {choices}"))
+    name = _Str(validate=validate.Regexp(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", error="must be a network name"))
+
+
+class _JobSchema(_Base):
+    name = _Str(required=True)
+    image = _Str()
+    command = _Command()
+    env = _StrMap(key_check=_env_key_problem)
+    style = fields.String(load_default="custom", validate=validate.OneOf(STYLES, error="must be one of {choices}"))
+    cluster_spec = fields.String(validate=validate.OneOf(SPEC_STYLES, error="must be one of {choices}"))
+    completion = fields.String(validate=validate.OneOf(COMPLETIONS, error="must be one of {choices}"))
+    containerizer = fields.String(load_default="mesos", validate=validate.OneOf(["mesos", "docker"], error="must be one of {choices}"))
+    roles = fields.Nested(_RolesSchema, required=True)
+    constraints = fields.List(_Constraint())
+    volumes = fields.List(fields.Nested(_VolumeSchema))
+    fetch = fields.List(_FetchField())
+    labels = _StrMap(key_check=_label_key_problem)
+    logdir = _Str(allow_empty=True)
+    discovery = fields.Nested(_DiscoverySchema)
+    restart = fields.Nested(_RestartSchema)
+    network = fields.Nested(_NetworkSchema)
+    bootstrap = _Str()
+    progress = fields.Nested(_ProgressSchema)
+    prewarm = _Prewarm()
+
+    @pre_load
+    def _object(self, data, **kwargs):
+        if not isinstance(data, dict):
+            raise ValidationError("the job must be a JSON object")
+        return data
+
+    @validates_schema
+    def _name(self, data, **kwargs):
+        name = data.get("name")
+        if name is None:
+            return
+        roles = data.get("roles") or {}
+        longest = max(
+            (f"{r}-{max(int((roles.get(r) or {}).get('count', 0)) - 1, 0)}" for r in naming.ROLES),
+            key=len)
+        problems = naming.job_name_problems(name, longest)
+        if problems:
+            raise ValidationError(problems, "name")
+
+    @validates_schema
+    def _cross(self, data, **kwargs):
+        roles = data.get("roles")
+        if roles is None:
+            return
+        count = {r: (roles.get(r) or {}).get("count", 0) for r in naming.ROLES}
+        style = data.get("style", "custom")
+        errors: dict[str, list[str]] = {}
+
+        def err(path, msg):
+            errors.setdefault(path, []).append(msg)
+
+        if count["chief"] > 1:
+            err("roles.chief.count", "a job has at most one chief")
+        if count["tensorboard"] > 1:
+            err("roles.tensorboard.count", "a job has at most one tensorboard")
+        if not any(count[r] for r in naming.CLUSTER_ROLES):
+            err("roles", "the job has no task: give roles.worker a count >= 1")
+        if style in ("tf1", "parameter_server") and count["ps"] < 1:
+            err("roles.ps.count", f"style {style} (parameter-server training) needs at least one ps")
+        if style in ("tf1", "parameter_server", "multi_worker_mirrored") and count["worker"] < 1:
+            err("roles.worker.count", f"style {style} needs at least one worker")
+        if style == "parameter_server" and count["chief"] != 1:
+            err("roles.chief.count", "style parameter_server needs exactly one chief (the coordinator)")
+        if style == "multi_worker_mirrored" and count["ps"]:
+            err("roles.ps.count", "style multi_worker_mirrored has no parameter servers; set roles.ps.count to 0")
+        completion = data.get("completion") or _DEFAULT_COMPLETION[style]
+        if completion == "chief" and count["chief"] != 1:
+            err("completion", "'chief' needs roles.chief.count = 1")
+        if completion in ("worker0", "all_workers") and count["worker"] < 1:
+            err("completion", f"{completion!r} needs at least one worker")
+        if data.get("containerizer") == "docker":
+            for r in naming.ROLES:
+                if (roles.get(r) or {}).get("gpus", 0) > 0:
+                    err(f"roles.{r}.gpus", "GPUs need the Mesos containerizer (UCR): remove \"containerizer\": \"docker\"")
+        for r in naming.ROLES:
+            rd = roles.get(r) or {}
+            if rd.get("count", 0) and r != "tensorboard" and data.get("command") is None and rd.get("command") is None:
+                err(f"roles.{r}.command", "no command: set \"command\" for the job or for this role")
+        if count["tensorboard"] and not data.get("logdir"):
+            err("logdir", "the tensorboard role needs the job's logdir")
+        net = data.get("network") or {}
+        if net.get("name") and net.get("mode", "host") != "container":
+            err("network.name", "a network name needs network.mode 'container'")
+        if errors:
+            raise ValidationError(errors)
+
+    @post_load
+    def _build(self, data, **kwargs) -> JobSpec:
+        style = data.get("style", "custom")
+        roles_in = data["roles"]
+        roles = {}
+        for r in naming.ROLES:
+            rd = dict(roles_in.get(r) or {})
+            defaults = _ROLE_DEFAULTS[r]
+            roles[r] = Role(
+                name=r,
+                count=rd.get("count", 0),
+                cpus=rd.get("cpus", defaults["cpus"]),
+                mem=rd.get("mem", defaults["mem"]),
+                disk=rd.get("disk", 0.0),
+                gpus=rd.get("gpus", 0),
+                image=rd.get("image"),
+                command=rd.get("command"),
+                env=rd.get("env", MappingProxyType({})),
+                constraints=tuple(rd["constraints"]) if "constraints" in rd else None,
+            )
+        disc = data.get("discovery") or {}
+        rst = data.get("restart") or {}
+        net = data.get("network") or {}
+        return JobSpec(
+            name=data["name"],
+            command=data.get("command"),
+            roles=MappingProxyType(roles),
+            style=style,
+            cluster_spec=data.get("cluster_spec") or _DEFAULT_SPEC_STYLE[style],
+            completion=data.get("completion") or _DEFAULT_COMPLETION[style],
+            image=data.get("image"),
+            containerizer=data.get("containerizer", "mesos"),
+            env=data.get("env", MappingProxyType({})),
+            constraints=tuple(data.get("constraints") or ()),
+            volumes=tuple(Volume(**v) for v in data.get("volumes") or ()),
+            fetch=tuple(Fetch(**f) for f in data.get("fetch") or ()),
+            labels=data.get("labels", MappingProxyType({})),
+            logdir=data.get("logdir", ""),
+            discovery=Discovery(**disc),
+            restart=Restart(**{**rst, "permanent_exit_codes": tuple(rst.get("permanent_exit_codes", ()))}),
+            network=net.get("mode", "host"),
+            network_name=net.get("name"),
+            bootstrap=data.get("bootstrap", "marathon-tf bootstrap"),
+            target_step=(data.get("progress") or {}).get("target_step"),
+            prewarm=data.get("prewarm", DEFAULT_PREWARM),
+        )

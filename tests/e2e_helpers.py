@@ -1,0 +1,53 @@
+"""Running example jobs through the real CLI with `--local`, and checking nothing is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import jobfiles
+from leaks import processes_under, wait_no_processes  # noqa: F401 (re-exported for the e2e tests)
+
+ROOT = Path(__file__).resolve().parents[1]
+MARATHON_TF = str(Path(sys.executable).parent / "marathon-tf")
+STEP = re.compile(r"^\[(?P<task>[a-z]+-\d+)\] .*\bstep=(?P<step>\d+) loss=(?P<loss>[0-9.eE+-]+)")
+
+
+def local_job(example: str, tmp_path: Path, job_file: str = "job.json", **changes) -> Path:
+    """A copy of an example's job file with its checkpoint volume in tmp_path and absolute fetch paths."""
+    return jobfiles.example_job(example, tmp_path, job_file, **changes)
+
+
+def deploy_local(job_path: Path, tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = dict(os.environ, MARATHON_TF_STATE_DIR=str(tmp_path / "state"))
+    env.pop("MARATHON_URL", None)
+    proc = subprocess.Popen([MARATHON_TF, "deploy", str(job_path), "--local", "--timeout", str(timeout - 20), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        raise AssertionError(f"deploy --local did not end in {timeout} s\n{err[-4000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def losses(output: str) -> dict[str, list[tuple[int, float]]]:
+    by_task: dict[str, list[tuple[int, float]]] = {}
+    for line in output.splitlines():
+        m = STEP.match(line)
+        if m:
+            by_task.setdefault(m["task"], []).append((int(m["step"]), float(m["loss"])))
+    return by_task
+
+

@@ -1,0 +1,130 @@
+"""Fixtures for the job's life end to end: a LocalCluster in-process and jobs deployed on it with
+every task's output lines time-stamped as they appear (real TensorFlow)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import jobfiles
+import pytest
+from leaks import processes_under
+
+from marathon_tf.contract import labels as L
+from marathon_tf.marathon.client import Client, RetryPolicy
+
+
+# --- end-to-end on the local runner (real TensorFlow) --------------------------------------------------
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+STEP_LINE = __import__("re").compile(r"\bstep=(\d+) loss=")
+
+
+def example_job(example: str, tmp_path, **changes) -> str:
+    return str(jobfiles.example_job(example, tmp_path, **changes))
+
+
+class LocalJob:
+    """A job deployed on an in-process LocalCluster, with every task's output lines time-stamped as
+    they appear (``lines``: ``(monotonic time, task, stream, text)``)."""
+
+    def __init__(self, cluster, job_path: str):
+        import dataclasses
+
+        from marathon_tf.user import jobs, spec as spec_mod
+        from marathon_tf.user.localrun import SandboxTailer
+
+        self.cluster, self.jobs = cluster, jobs
+        spec = spec_mod.load_job(job_path)
+        self.spec = spec.with_overrides(discovery=dataclasses.replace(
+            spec.discovery, nameserver=cluster.mesos_dns, http_api=cluster.mesos_dns_http,
+            marathon_url=cluster.marathon_url))
+        self.name = spec.name
+        self.client = Client(cluster.marathon_url, retry=RetryPolicy(attempts=5, budget=30, initial=0.2, max_wait=2))
+        self.lines: list[tuple[float, str, str, str]] = []
+        self._lock = threading.Lock()
+        self.tailer = SandboxTailer(cluster.state_dir, self._emit, interval=0.1)
+
+    def _emit(self, task: str, stream: str, line: str) -> None:
+        with self._lock:
+            self.lines.append((time.monotonic(), task, stream, line))
+
+    def deploy(self) -> "LocalJob":
+        self.tailer.start()
+        self.jobs.deploy(self.client, self.spec)
+        return self
+
+    def status(self) -> dict:
+        return self.jobs.job_status(self.client, self.name)
+
+    def steps(self, since: float = 0.0, task: str | None = None) -> list[tuple[float, str, int]]:
+        """``(time, task, step)`` of every ``step=`` line seen after ``since``, in time order."""
+        with self._lock:
+            lines = list(self.lines)
+        out = []
+        for t, name, stream, text in lines:
+            m = STEP_LINE.search(text)
+            if m and t >= since and (task is None or name == task) and stream == "stdout":
+                out.append((t, name, int(m.group(1))))
+        return out
+
+    def max_step(self) -> int:
+        return max((s for _, _, s in self.steps()), default=-1)
+
+    def wait(self, predicate, timeout: float, what: str, interval: float = 0.3):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(interval)
+        noise = ("oneDNN", "absl::", "WARNING:tensorflow", "Instructions for", "Use standard", "loss=")
+        kept = [(t, n, s, x) for t, n, s, x in self.lines if not any(w in x for w in noise)]
+        tail = "\n".join(f"{t:.1f} [{n}:{s}] {x}" for t, n, s, x in kept[-80:])
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{tail}")
+
+    def wait_state(self, timeout: float) -> dict:
+        return self.wait(lambda: (lambda s: s if s.get("state") in (L.SUCCEEDED, L.FAILED) else None)(self.status()),
+                         timeout, "the job's record")
+
+    def text(self, task: str | None = None) -> str:
+        with self._lock:
+            return "\n".join(x for _, n, _, x in self.lines if task is None or n == task)
+
+
+@pytest.fixture
+def local_cluster(tmp_path):
+    """A LocalCluster in-process; stopped at teardown, which also checks that no task process is left."""
+    import time as _time
+
+    from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
+
+    state = tmp_path / "state"
+    cluster = LocalCluster(state_dir=state, dns_refresh=0.5, kill_grace=2.0)
+    cluster.start()
+    jobs_started: list[LocalJob] = []
+    cluster.jobs_started = jobs_started
+    try:
+        yield cluster
+    finally:
+        for job in jobs_started:
+            job.tailer.stop()
+        cluster.stop()
+        deadline = _time.monotonic() + 10
+        while processes_under(state) and _time.monotonic() < deadline:
+            _time.sleep(0.2)
+        left = processes_under(state)
+        assert left == [], f"processes left behind: {left}"
+
+
+@pytest.fixture
+def local_job(local_cluster):
+    """``local_job(job_path) -> LocalJob`` deployed on the test's cluster."""
+
+    def start(job_path: str) -> LocalJob:
+        job = LocalJob(local_cluster, job_path)
+        local_cluster.jobs_started.append(job)
+        return job.deploy()
+
+    return start

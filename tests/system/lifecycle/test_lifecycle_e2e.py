@@ -1,0 +1,148 @@
+"""End to end on the local runner with real TensorFlow: completion, failures, restarts, scaling.
+
+Each job is the TF1 between-graph example (1 ps + 2 workers, flags, checkpoints in a shared
+volume), deployed through ``jobs.deploy`` on an in-process LocalCluster; the tasks' output is
+read from their sandboxes as it appears. Step counts are small: every TF process costs ~0.6 GiB
+and 3-7 s to start on this machine."""
+
+import re
+import sys
+import time
+
+import pytest
+
+from marathon_tf.contract import labels as L
+
+pytestmark = [pytest.mark.tf]
+
+# `marathon-tf bootstrap` cannot pass bootstrap options yet (cli.py puts "--" before them): use the module.
+BOOTSTRAP = f"{sys.executable} -m marathon_tf.bootstrap --watch-interval 2 --grace 5"
+
+
+def linear_job(tmp_path, steps: int, *, save_every: int = 100, log_every: int = 20, **changes) -> str:
+    from jobfiles import example_job
+
+    command = ["python3", "train.py", "--train_steps", str(steps), "--checkpoint_dir", "ckpt",
+               "--log_every", str(log_every), "--save_checkpoint_steps", str(save_every)]
+    return example_job("linear-regression-tf1", tmp_path, command=command, bootstrap=BOOTSTRAP, **changes)
+
+
+@pytest.mark.timeout(150)
+def test_a_finished_job_is_stopped_and_recorded_succeeded(tmp_path, local_job):
+    job = local_job(linear_job(tmp_path, 400))
+    status = job.wait_state(120)
+    assert status["state"] == L.SUCCEEDED, status
+    assert status["finalStep"] >= 400 and status.get("finishedAt")
+    assert status["reason"] == "all 2 workers finished"
+    time.sleep(3)  # nothing is relaunched
+    status = job.status()
+    assert status["state"] == L.SUCCEEDED
+    assert all(t["instances"] == 0 and t["state"] == "stopped" for t in status["tasks"]), status["tasks"]
+    apps = job.client.list_apps()
+    assert apps and all(a["instances"] == 0 and a.get("tasksRunning", 0) == 0 for a in apps)
+    assert all(L.SPEC in a["labels"] for a in apps if a["id"].endswith("worker-0"))  # the record kept the spec
+
+
+FAILING = ["python3", "-c", "import sys; sys.stderr.write('boom: bad data\\n'); sys.exit(3)"]
+SLEEPING_PS = ["python3", "-c", "import time; time.sleep(600)"]
+
+
+def failing_job(tmp_path) -> str:
+    roles = {"ps": {"count": 1, "cpus": 0.1, "mem": 128, "command": SLEEPING_PS},
+             "worker": {"count": 2, "cpus": 0.1, "mem": 128, "command": FAILING},
+             "tensorboard": {"count": 0}}
+    return linear_job(tmp_path, 10, roles=roles, restart={"max_failures": 2, "window_seconds": 600})
+
+
+@pytest.mark.timeout(90)
+def test_an_always_failing_worker_exhausts_the_budget_and_fails_the_job(tmp_path, local_job):
+    job = local_job(failing_job(tmp_path))
+    status = job.wait_state(60)
+    assert status["state"] == L.FAILED, status
+    reason = status["reason"]
+    # both workers fail at about the same time: the one that records the 3rd (or a racing 4th) failure decides
+    assert re.match(r"worker-[01] failed [34] times in 600 s; last exit 3: ", reason), reason
+    assert reason.endswith("boom: bad data"), reason
+    time.sleep(2)
+    assert all(t["state"] == "stopped" for t in job.status()["tasks"])
+    lines = (tmp_path / "shared" / "ckpt" / ".marathon-tf" / "failures.jsonl").read_text().splitlines()
+    assert 3 <= len(lines) <= 4  # job-wide: both workers' failures counted together
+
+
+@pytest.mark.timeout(120)
+def test_deploy_local_exits_1_and_prints_the_reason(tmp_path):
+    from leaks import processes_under
+
+    from e2e_helpers import deploy_local
+
+    r = deploy_local(__import__("pathlib").Path(failing_job(tmp_path)), tmp_path, timeout=100)
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert re.search(r"job linear-regression: Failed in [0-9.]+ s \(worker-[01] failed [34] times in 600 s; "
+                     r"last exit 3: boom: bad data\)", r.stderr), r.stderr[-3000:]
+    assert processes_under(tmp_path / "state") == []
+
+
+def checkpoints(tmp_path) -> list[int]:
+    """Global steps of the checkpoints saved so far in the job's shared checkpoint volume."""
+    found = []
+    for p in (tmp_path / "shared" / "ckpt").glob("model.ckpt-*.index"):
+        found.append(int(p.name[len("model.ckpt-"):-len(".index")]))
+    return sorted(found)
+
+
+TARGET = 5000
+SAVE_EVERY = 250
+
+
+def kill_mid_training(tmp_path, local_job, app: str, *, after_step: int = 1200):
+    """Run the TF1 job, SIGKILL ``app``'s task once the step passed ``after_step``; returns
+    (job, kill time, last checkpoint at the kill)."""
+    job = local_job(linear_job(tmp_path, TARGET, save_every=SAVE_EVERY, log_every=50,
+                               restart={"max_failures": 10, "window_seconds": 600}))
+    job.wait(lambda: job.max_step() > after_step and checkpoints(tmp_path), 90, f"step > {after_step}", 0.05)
+    saved = checkpoints(tmp_path)[-1]
+    killed_at = time.monotonic()
+    assert job.cluster.kill_task(f"/{job.name}/{app}", "KILL")
+    return job, killed_at, saved
+
+
+@pytest.mark.timeout(150)
+def test_a_killed_worker_is_relaunched_and_the_job_completes(tmp_path, local_job):
+    job, killed_at, _ = kill_mid_training(tmp_path, local_job, "worker-1")
+    status = job.wait_state(120)
+    assert status["state"] == L.SUCCEEDED, status
+    assert status["finalStep"] >= TARGET
+    assert len(job.steps(since=killed_at, task="worker-1")) > 0 or "done final_step" in job.text("worker-1")
+    relaunched = [line for t, n, s, line in job.lines if t > killed_at and n == "worker-1" and "done final_step" in line]
+    assert relaunched, "the relaunched worker-1 did not finish"
+
+
+@pytest.mark.timeout(150)
+def test_a_killed_ps_restarts_the_job_from_its_checkpoint(tmp_path, local_job):
+    job, killed_at, saved = kill_mid_training(tmp_path, local_job, "ps-0")
+    status = job.wait_state(120)
+    assert status["state"] == L.SUCCEEDED, status
+    assert status["finalStep"] >= TARGET
+    after = job.steps(since=killed_at)
+    assert after, "no step after the kill"
+    assert min(s for _, _, s in after) >= saved, (saved, after[:10])
+    ready = [line for t, n, s, line in job.lines if t > killed_at and "session ready at global step" in line]
+    assert ready and all(int(x.split("global step ")[1].split("/")[0]) >= saved for x in ready), ready
+
+
+@pytest.mark.timeout(150)
+def test_scaling_workers_mid_training_resumes_from_the_checkpoint(tmp_path, local_job):
+    from marathon_tf.user import jobs
+
+    job = local_job(linear_job(tmp_path, TARGET, save_every=SAVE_EVERY, log_every=50))
+    job.wait(lambda: job.max_step() > 1200 and checkpoints(tmp_path), 90, "step > 1200", 0.05)
+    saved = checkpoints(tmp_path)[-1]
+    scaled_at = time.monotonic()
+    jobs.scale(job.client, job.name, {"worker": ("=", 3)})
+    status = job.wait_state(120)
+    assert status["state"] == L.SUCCEEDED, status
+    assert status["finalStep"] >= TARGET and status["reason"] == "all 3 workers finished"
+    assert sorted(t["task"] for t in status["tasks"] if t["role"] == "worker") == ["worker-0", "worker-1", "worker-2"]
+    ready = [line for t, n, s, line in job.lines if t > scaled_at and "session ready at global step" in line]
+    assert any(line.startswith("worker:2 ") for line in ready), ready
+    assert all(int(x.split("global step ")[1].split("/")[0]) >= saved for x in ready), (saved, ready)

@@ -1,0 +1,214 @@
+"""The failure policy as a pure table, the restart budget (memory + job-wide file), JobPolicy's outcomes."""
+
+import json
+import sys
+
+import pytest
+
+from marathon_tf.contract import labels as L
+from marathon_tf.task import lifecycle as lc
+from marathon_tf.task.supervisor import Trainer
+
+
+class Wall:
+    def __init__(self, now=1_000_000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def table(style, role, code, *, decider=False, completion="worker0", permanent=False, failures=1, max_failures=3):
+    return lc.decide(style=style, role=role, code=code, decider=decider, completion=completion,
+                     permanent=permanent, failures=failures, max_failures=max_failures)
+
+
+@pytest.mark.parametrize("style", ["tf1", "parameter_server", "custom"])
+@pytest.mark.parametrize("role,action", [("worker", lc.RESTART), ("chief", lc.RESTART),
+                                         ("evaluator", lc.RESTART), ("ps", lc.EXIT)])
+def test_within_budget_workers_restart_in_place_and_a_ps_exits(style, role, action):
+    assert table(style, role, 1) == action
+    assert table(style, role, 137, failures=3, max_failures=3) == action  # the Nth failure is still allowed
+
+
+@pytest.mark.parametrize("role,action", [("worker", lc.EXIT), ("chief", lc.EXIT), ("evaluator", lc.RESTART)])
+def test_multi_worker_mirrored_has_no_partial_recovery(role, action):
+    assert table("multi_worker_mirrored", role, 1) == action
+
+
+@pytest.mark.parametrize("style", ["tf1", "parameter_server", "multi_worker_mirrored", "custom"])
+@pytest.mark.parametrize("role", ["worker", "chief", "ps", "evaluator"])
+def test_permanent_codes_and_an_exhausted_budget_fail_the_job(style, role):
+    assert table(style, role, 3, permanent=True, failures=0) == lc.FAIL_JOB
+    assert table(style, role, 1, failures=4, max_failures=3) == lc.FAIL_JOB
+    assert table(style, role, 1, failures=1, max_failures=0) == lc.FAIL_JOB  # max_failures 0: no retry
+
+
+@pytest.mark.parametrize("completion,decider,action", [
+    ("chief", True, lc.FINISH), ("worker0", True, lc.FINISH), ("all_workers", True, lc.AWAIT_WORKERS),
+    ("chief", False, lc.STAY), ("worker0", False, lc.STAY), ("all_workers", False, lc.STAY)])
+def test_exit_zero(completion, decider, action):
+    assert table("tf1", "worker", 0, decider=decider, completion=completion, failures=0) == action
+
+
+def test_tensorboard_never_decides_the_job():
+    assert table("tf1", "tensorboard", 0, failures=0) == lc.STAY
+    assert table("tf1", "tensorboard", 3, permanent=True) == lc.EXIT
+    assert table("tf1", "tensorboard", 1, failures=99) == lc.EXIT
+
+
+def test_decider_task(make_ctx):
+    assert lc.decider_task("chief") == "chief-0"
+    assert lc.decider_task("worker0") == lc.decider_task("all_workers") == "worker-0"
+    assert lc.is_decider(make_ctx("chief", 0, completion="chief", cluster={"chief": 1, "ps": 1, "worker": 1}))
+    assert not lc.is_decider(make_ctx("worker", 0, completion="chief", cluster={"chief": 1, "ps": 1, "worker": 1}))
+    assert lc.is_decider(make_ctx("worker", 0, completion="all_workers"))
+    assert not lc.is_decider(make_ctx("worker", 1, completion="worker0"))
+
+
+def test_budget_window_slides():
+    wall = Wall()
+    budget = lc.RestartBudget(2, 60, task="worker-1", clock=wall)
+    assert [budget.record(1) for _ in range(3)] == [1, 2, 3]
+    wall.now += 61
+    assert budget.count() == 0 and budget.record(1) == 1
+
+
+def test_budget_is_job_wide_through_the_shared_file(tmp_path):
+    wall = Wall()
+    path = str(tmp_path / "failures.jsonl")
+    ps, worker = (lc.RestartBudget(2, 600, task=t, path=path, clock=wall) for t in ("ps-0", "worker-1"))
+    assert ps.record(1, "oops") == 1
+    wall.now += 10
+    assert worker.record(137, "Killed") == 2
+    relaunched = lc.RestartBudget(2, 600, task="ps-0", path=path, clock=wall)  # a new process: memory is empty
+    assert relaunched.count() == 2 and relaunched.record(1) == 3
+    records = [json.loads(line) for line in open(path)]
+    assert [(r["task"], r["code"]) for r in records] == [("ps-0", 1), ("worker-1", 137), ("ps-0", 1)]
+    assert records[1]["stderr"] == "Killed" and records[1]["time"] == wall.now
+    wall.now += 595  # the first failure left the window
+    assert relaunched.count() == 2
+
+
+def test_budget_skips_malformed_lines(tmp_path):
+    path = tmp_path / "failures.jsonl"
+    path.write_text('not json\n{"task": "x"}\n{"task": "w", "time": 999999.0, "code": 1}\n')
+    assert lc.RestartBudget(5, 600, task="w", path=str(path), clock=Wall()).count() == 1
+
+
+def test_failures_path_needs_a_writable_logdir(tmp_path, make_ctx):
+    assert lc.failures_path(make_ctx(logdir=""), {}) is None
+    assert lc.failures_path(make_ctx(logdir="ckpt"), {"MESOS_SANDBOX": str(tmp_path)}) is None  # not there
+    (tmp_path / "ckpt").mkdir()
+    path = lc.failures_path(make_ctx(logdir="ckpt"), {"MESOS_SANDBOX": str(tmp_path)})
+    assert path == str(tmp_path / "ckpt" / ".marathon-tf" / "failures.jsonl")
+    assert (tmp_path / "ckpt" / ".marathon-tf").is_dir()
+    assert lc.failures_path(make_ctx(logdir=str(tmp_path / "ckpt")), {}) == path
+    locked = tmp_path / "ro"
+    locked.mkdir(mode=0o500)
+    import os
+    if os.geteuid() != 0:  # root can write anywhere
+        assert lc.failures_path(make_ctx(logdir=str(locked)), {}) is None
+
+
+def policy(make_ctx, role="worker", index=1, max_failures=2, **fields):
+    ctx = make_ctx(role, index, style=fields.pop("style", "tf1"), permanent_exit_codes=(3,),
+                   restart_budget=(max_failures, 600.0), **fields)
+    return lc.JobPolicy(ctx, lc.RestartBudget(max_failures, 600, task=ctx.task, clock=Wall()))
+
+
+def test_job_policy_permanent_failure_names_task_code_and_stderr(make_ctx):
+    outcome = policy(make_ctx).decide(3, stderr_tail="Traceback\n  File x\nValueError: boom: bad data")
+    assert outcome.finish == L.FAILED and outcome.stay_up and outcome.healthy and outcome.phase == "failed"
+    assert outcome.reason == ("worker-1 exited with 3 (permanent): Traceback | File x | "
+                              "ValueError: boom: bad data")
+
+
+def test_job_policy_budget(make_ctx):
+    p = policy(make_ctx)
+    first, second = p.decide(1, stderr_tail="e1"), p.decide(1, stderr_tail="e2")
+    assert first.restart and second.restart and not first.finish and first.healthy
+    assert "failure 2 of at most 2 in 600 s" in second.reason
+    third = p.decide(1, stderr_tail="OOM")
+    assert third.finish == L.FAILED and not third.restart and third.stay_up and third.healthy
+    assert third.reason == "worker-1 failed 3 times in 600 s; last exit 1: OOM"
+
+
+def test_job_policy_ps_exits_unhealthy_and_success_outcomes(make_ctx):
+    ps = policy(make_ctx, "ps", 0).decide(1, stderr_tail="")
+    assert (ps.phase, ps.stay_up, ps.exit_code, ps.healthy, ps.restart, ps.finish) == ("failed", False, 1, False,
+                                                                                       False, None)
+    assert ps.reason.endswith("exiting so Marathon relaunches the task: (no stderr)")
+    done = policy(make_ctx, "worker", 0, completion="all_workers").decide(0)
+    assert done.finish == L.SUCCEEDED and done.await_workers and done.stay_up
+    chief = policy(make_ctx, "chief", 0, completion="chief", cluster={"chief": 1, "ps": 1}).decide(0)
+    assert chief.finish == L.SUCCEEDED and not chief.await_workers
+    other = policy(make_ctx, "worker", 1, completion="worker0").decide(0)
+    assert other.finish is None and other.stay_up and other.phase == "succeeded"
+
+
+def test_exit_zero_does_not_use_the_budget_but_every_failure_is_recorded(make_ctx):
+    p = policy(make_ctx, max_failures=0)
+    p.decide(0)
+    assert p.budget.count() == 0
+    p.decide(3)  # permanent: ends the job, and is still counted (failures.jsonl is the job's trace)
+    p.decide(127)
+    assert p.budget.count() == 2
+
+
+@pytest.mark.parametrize("code", [126, 127])
+def test_a_program_that_cannot_be_executed_is_permanent_whatever_the_configured_codes(make_ctx, code):
+    outcome = policy(make_ctx, max_failures=5).decide(code, stderr_tail="cannot execute 'pythn3': No such file")
+    assert outcome.finish == L.FAILED and not outcome.restart and outcome.stay_up
+    assert outcome.reason == (f"worker-1 could not run its program (exit {code}, permanent): "
+                              "cannot execute 'pythn3': No such file")
+
+
+def test_a_failure_with_an_unusable_logdir_fails_the_job_at_once(make_ctx, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    ctx = make_ctx("worker", 1, style="tf1", logdir=str(blocker / "ckpt"), restart_budget=(5, 600.0))
+    p = lc.JobPolicy(ctx, lc.RestartBudget(5, 600, task=ctx.task, clock=Wall()), {})
+    outcome = p.decide(1, stderr_tail="Traceback | NotFoundError")
+    assert outcome.finish == L.FAILED and not outcome.restart
+    assert outcome.reason == f"worker-1 failed (exit 1): logdir {blocker}/ckpt cannot be created: Not a directory"
+    assert "\n" not in outcome.reason
+
+
+def test_logdir_problem(make_ctx, tmp_path):
+    ok = tmp_path / "ok"
+    assert lc.logdir_problem(make_ctx(logdir=str(ok)), {}) is None and ok.is_dir()  # created
+    assert lc.logdir_problem(make_ctx(logdir="gs://bucket/x"), {}) is None  # not checked
+    (tmp_path / "f").write_text("")
+    assert "is not a directory" in lc.logdir_problem(make_ctx(logdir="f"), {"MESOS_SANDBOX": str(tmp_path)})
+    gone = tmp_path / "box" / "ckpt"
+    gone.parent.mkdir()
+    gone.symlink_to(tmp_path / "vanished")
+    assert lc.logdir_problem(make_ctx(logdir="ckpt"), {"MESOS_SANDBOX": str(gone.parent)}) == (
+        f"logdir ckpt ({tmp_path}/vanished) is gone: the volume's host path does not exist any more")
+
+
+def test_trainer_spawn_error_is_an_exit_127_with_the_reason(tmp_path):
+    import io
+    err = io.BytesIO()
+    trainer = Trainer(["pythn3-no-such", "train.py"], {"PATH": "/usr/bin:/bin"}, stderr=err)
+    trainer.start()
+    assert trainer.pid is None and trainer.wait(1) == 127 and trainer.stop(1) == 127
+    assert trainer.stderr_tail() == "cannot execute 'pythn3-no-such': No such file or directory"
+    assert b"cannot execute 'pythn3-no-such'" in err.getvalue()
+    script = tmp_path / "x.sh"
+    script.write_text("#!/bin/sh\n")
+    trainer = Trainer([str(script)], {"PATH": "/usr/bin:/bin"}, stderr=io.BytesIO())
+    trainer.start()
+    assert trainer.wait(1) == 126 and "Permission denied" in trainer.stderr_tail()
+
+
+def test_trainer_keeps_the_last_twenty_stderr_lines(tmp_path):
+    import io
+    code = "import sys\nfor i in range(30): sys.stderr.write('line %d\\n' % i)\nprint('step=5')\nsys.exit(2)"
+    out, err = io.BytesIO(), io.BytesIO()
+    trainer = Trainer([sys.executable, "-c", code], {"PATH": "/usr/bin:/bin"}, stdout=out, stderr=err)
+    trainer.start()
+    assert trainer.wait(20) == 2
+    assert trainer.stderr_tail().splitlines() == [f"line {i}" for i in range(10, 30)]
+    assert b"line 0\n" in err.getvalue() and b"step=5" in out.getvalue()  # still passed through

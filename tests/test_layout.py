@@ -1,0 +1,146 @@
+"""The package's layout: one subpackage per side, and imports that go one way only.
+
+``marathon_tf/`` is three programs that run in different places (the user's machine, every
+Marathon task, the local cluster), the Marathon client two of them use, and the contract all of
+them share (see ``marathon_tf/__init__.py``). This test reads every module's imports (also those
+inside functions, which run later but still tie the sides together) and holds them to:
+
+* ``contract`` imports nothing else of marathon_tf;
+* ``marathon`` (the REST client, events, the job's record) only ``contract``;
+* ``task`` never imports the user's side (no CLI, no output, no job file in a task) nor the local
+  cluster;
+* ``local`` knows marathon-tf only through ``contract``, as a real Mesos agent knows nothing of it;
+* ``user`` reaches into ``task`` only for the ``bootstrap`` verb and the pre-warmed interpreters it
+  hands the local cluster.
+
+It also keeps modules to one concern: none over 600 lines unless its docstring says why.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "marathon_tf"
+SIDES = ("contract", "marathon", "task", "user", "local")
+
+#: side -> the sides its modules may import (itself included)
+ALLOWED = {
+    "contract": {"contract"},
+    "marathon": {"contract", "marathon"},
+    "task": {"contract", "marathon", "task"},
+    "local": {"contract", "local"},
+    "user": {"contract", "marathon", "local", "user", "task"},
+}
+#: the only task modules the user's side may import
+USER_MAY_USE_OF_TASK = {"marathon_tf.task.bootstrap", "marathon_tf.task.warmpool"}
+MAX_LINES = 600
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(source: str, name: str, is_package: bool) -> list[tuple[int, str]]:
+    """``(line, module)`` for every marathon_tf module the source imports, relative imports resolved;
+    ``from package import module`` names the module."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "marathon_tf"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "marathon_tf":
+                continue
+            for alias in node.names:  # a module of a package, or a name of the target module
+                module = f"{target}.{alias.name}"
+                path = PACKAGE.parent / module.replace(".", "/")
+                out.append((node.lineno, module if path.with_suffix(".py").exists() or path.is_dir() else target))
+    return out
+
+
+def side_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in SIDES else None
+
+
+def violations(name: str, source: str, is_package: bool = False) -> list[str]:
+    """Every import of module ``name`` that goes against the directions above, as one line each."""
+    side = side_of(name)
+    if side is None:
+        return []
+    out = []
+    for line, target in imported_modules(source, name, is_package):
+        other = side_of(target)
+        if target == "marathon_tf":  # the package's face: __version__
+            continue
+        if other is None:
+            out.append(f"{name}:{line} imports {target}, which is no side's (an entry point)")
+            continue
+        if other not in ALLOWED[side]:
+            out.append(f"{name}:{line} ({side}) imports {target} ({other})")
+        elif side == "user" and other == "task" and target not in USER_MAY_USE_OF_TASK \
+                and not any(target.startswith(m + ".") for m in USER_MAY_USE_OF_TASK):
+            out.append(f"{name}:{line} (user) imports {target}: the user's side uses only "
+                       f"{', '.join(sorted(USER_MAY_USE_OF_TASK))} of the task side")
+    return out
+
+
+def modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_the_package_shows_its_sides():
+    top = sorted(p.name for p in PACKAGE.iterdir() if not p.name.startswith(("_", ".")) or p.name == "__init__.py")
+    assert top == ["__init__.py", "bootstrap.py", "contract", "local", "marathon", "task", "user"]
+    for side in SIDES:
+        doc = ast.get_docstring(ast.parse((PACKAGE / side / "__init__.py").read_text()))
+        assert doc, f"marathon_tf/{side}/__init__.py must say what the side is"
+
+
+def test_imports_go_one_way():
+    found = []
+    for path in modules():
+        found += violations(module_name(path), path.read_text(), path.name == "__init__.py")
+    assert found == [], "imports against the layout:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("name, source", [
+    ("marathon_tf.task.supervisor", "def f():\n    from marathon_tf.user import output\n"),
+    ("marathon_tf.task.bootstrap", "from marathon_tf.user.cli import main\n"),
+    ("marathon_tf.task.rendezvous.leader", "from ...user import output\n"),
+    ("marathon_tf.local.launcher", "from marathon_tf.task.prewarm import SOCKET_VAR\n"),
+    ("marathon_tf.local.cluster", "from ..task import warmpool\n"),
+    ("marathon_tf.contract.naming", "import marathon_tf.marathon.client\n"),
+    ("marathon_tf.marathon.client", "from marathon_tf.user import watch\n"),
+    ("marathon_tf.user.jobs", "from marathon_tf.task.lifecycle import decide\n"),
+])
+def test_the_check_catches_an_import_against_the_layout(name, source):
+    assert violations(name, source), f"{name}: {source!r} should have been refused"
+
+
+@pytest.mark.parametrize("name, source", [
+    ("marathon_tf.task.bootstrap", "from marathon_tf.contract import naming\nfrom marathon_tf.marathon.client import Client\n"),
+    ("marathon_tf.local.launcher", "from marathon_tf.contract.taskenv import PREWARM_SOCKET_VAR\nfrom . import reaper\n"),
+    ("marathon_tf.user.cli", "from marathon_tf.task import bootstrap\nfrom marathon_tf.local import LocalCluster\n"),
+])
+def test_the_check_lets_the_allowed_imports_through(name, source):
+    assert violations(name, source) == []
+
+
+def test_no_module_is_long_without_saying_why():
+    long = []
+    for path in modules():
+        source = path.read_text()
+        lines = source.count("\n")
+        if lines > MAX_LINES and f"{MAX_LINES} lines" not in (ast.get_docstring(ast.parse(source)) or ""):
+            long.append(f"{path.relative_to(PACKAGE.parent)}: {lines} lines")
+    assert long == [], "split these along their seams, or say in the docstring why not:\n" + "\n".join(long)

@@ -1,0 +1,120 @@
+"""`status`: plain columns within 80, RESTARTS and AGE (also in JSON), no stale TASK_KILLED after a
+clean finish, the logdir, progress `step S/T, R steps/s, ETA` from the job's progress.target_step."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from click.testing import CliRunner
+
+from user_helpers import minimal
+from marathon_tf.contract.progress import StepRate, describe, duration
+from marathon_tf.user import jobs, output
+from marathon_tf.user.cli import cli
+from marathon_tf.user.render import render_group
+from marathon_tf.user.spec import load_dict
+
+
+def _apps(finished: bool):
+    job = minimal(logdir="ckpt", volumes=[{"host_path": "/shared/mnist", "container_path": "ckpt"}],
+                  progress={"target_step": 1000})
+    group = render_group(load_dict(job))
+    apps = []
+    for i, app in enumerate(group["apps"]):
+        app = dict(app, deployments=[])
+        if finished:
+            app["instances"] = 0
+            app["tasks"] = []
+            app["labels"] = {**app["labels"], "marathon-tf/state": "Succeeded", "marathon-tf/final-step": "1000",
+                             "marathon-tf/reason": "all 2 workers finished"}
+            app["lastTaskFailure"] = {"state": "TASK_KILLED", "message": "Command terminated with signal Terminated"}
+        else:
+            app["tasks"] = [{"id": f"mnist_{app['id'].rsplit('/', 1)[1]}.instance-{'x' * 36}._app.1",
+                             "host": "ip-10-0-0-5.eu-west-1.compute.internal", "state": "TASK_RUNNING",
+                             "ports": [31000 + i, 32000 + i], "stagedAt": "2020-01-01T00:00:00.000Z",
+                             "startedAt": "2020-01-01T00:00:01.000Z"}]
+            if i == 1:
+                app["lastTaskFailure"] = {"state": "TASK_FAILED",
+                                          "message": "Command exited with status 1: " + "a long stderr tail " * 8}
+        apps.append(app)
+    return apps
+
+
+def _serve(httpserver, apps):
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json({"id": "/mnist", "apps": apps})
+    httpserver.expect_request("/v2/queue").respond_with_json({"queue": []})
+
+
+def _probe(url):
+    return {"phase": "running", "step": 400, "restarts": 2 if ":32001" in url else 0, "steps_per_second": 20.0}
+
+
+def test_running_job_progress_restarts_age_and_logdir(httpserver, monkeypatch):
+    _serve(httpserver, _apps(finished=False))
+    from marathon_tf.marathon.client import Client
+
+    st = jobs.job_status(Client(httpserver.url_for("")), "mnist", probe_get=_probe)
+    assert st["progress"] == {"step": 400, "targetStep": 1000, "stepsPerSecond": 20.0, "etaSeconds": 30.0}
+    assert st["logdir"] == "ckpt" and st["logdirVolume"] == "/shared/mnist"
+    w0 = next(t for t in st["tasks"] if t["task"] == "worker-0")
+    assert w0["restarts"] == 2 and w0["ageSeconds"] > 3600 and w0["startedAt"] == "2020-01-01T00:00:01.000Z"
+    text = output.status_text(st)
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    assert "step 400/1000, 20 steps/s, ETA 30s" in text
+    assert "logdir     ckpt (volume /shared/mnist)" in text
+    header = next(line for line in text.splitlines() if line.startswith("TASK"))
+    assert header.split() == ["TASK", "STATE", "ADDRESS", "STEP", "RESTARTS", "AGE", "LAST", "FAILURE"]
+    row = next(line for line in text.splitlines() if line.startswith("worker-0"))
+    assert row.split()[:6] == ["worker-0", "running", "ip-10-0-0-5:31001", "400", "2",
+                               row.split()[5]] and re.fullmatch(r"\d+d\d+h", row.split()[5])  # age in days
+    assert row.endswith("…")  # the long failure is cut to fit
+    wide = output.status_text(st, wide=True)
+    assert ("a long stderr tail " * 8).strip() in wide and "TASK ID" in wide and "STEPS/S" in wide
+    assert "ip-10-0-0-5.eu-west-1.compute.internal:31001" in wide
+
+
+def test_finished_job_shows_no_stale_kill_and_the_cli_json_has_the_columns(httpserver):
+    _serve(httpserver, _apps(finished=True))
+    r = CliRunner().invoke(cli, ["status", "mnist", "--marathon", httpserver.url_for(""), "-o", "json"])
+    assert r.exit_code == 0, r.output
+    st = json.loads(r.stdout)
+    assert st["state"] == "Succeeded" and st["finalStep"] == 1000 and st["targetStep"] == 1000
+    assert not any("lastFailure" in t for t in st["tasks"])
+    r = CliRunner().invoke(cli, ["status", "mnist", "--marathon", httpserver.url_for("")])
+    assert r.exit_code == 0
+    assert "TASK_KILLED" not in r.stdout and "killed" not in r.stdout
+    assert "final step 1000/1000" in r.stdout and "reason     all 2 workers finished" in r.stdout
+    assert "─" not in r.stdout and "┃" not in r.stdout  # plain text, no box drawing
+
+
+def test_progress_words():
+    assert describe(None) == ""
+    assert describe(17625) == "step 17625"
+    assert describe(120, 300, 14.2) == "step 120/300, 14.2 steps/s, ETA 13s"
+    assert describe(300, 300, 14.2) == "step 300/300, 14.2 steps/s"
+    assert [duration(s) for s in (5, 185, 7800, 90000)] == ["5s", "3m05s", "2h10m", "1d1h"]
+    now = [0.0]
+    rate = StepRate(window=60, clock=lambda: now[0])
+    assert rate.add(0) is None
+    now[0] = 10
+    assert rate.add(100) == 10.0
+    now[0] = 20
+    assert rate.add(5) is None  # restarted from an older checkpoint: start over
+
+
+def test_a_task_waiting_on_the_local_runner_does_not_speak_of_offers(httpserver):
+    group = render_group(load_dict(minimal()))
+    apps = [dict(a, tasks=[], deployments=[{"id": "d1"}]) for a in group["apps"]]
+    httpserver.expect_request("/v2/info").respond_with_json({"name": "marathon", "version": "1.8.222",
+                                                             "buildref": "local"})
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json({"id": "/mnist", "apps": apps})
+    httpserver.expect_request("/v2/queue").respond_with_json({"queue": [
+        {"app": {"id": "/mnist/ps-0"}, "count": 1, "delay": {"overdue": True}, "since": "2026-11-21T00:00:00.000Z",
+         "processedOffersSummary": {"processedOffersCount": 0}}]})
+    from marathon_tf.marathon.client import Client
+
+    st = jobs.job_status(Client(httpserver.url_for("")), "mnist")
+    ps = st["tasks"][0]
+    assert ps["waitingFor"] == "launch by the local runner (queued since 2026-11-21T00:00:00.000Z)"
+    assert "offer" not in output.status_text(st)
