@@ -54,6 +54,9 @@ _RETRY_STATUS = {502, 503, 504}
 #: is achieved. Wait for existing deployments to complete or cancel one…": M@1.11:src/main/scala/mesosphere/
 #: marathon/Exception.scala, mapped to 403 by .../api/MarathonExceptionMapper.scala).
 _TOO_MANY_DEPLOYMENTS = "of running deployments is achieved"
+#: The longest wait between tries while Marathon answers "no leader" (an election lasts seconds: Marathon's
+#: --zk_session_timeout, 10 s by default, after a crash; a longer backoff would only answer later).
+ELECTION_POLL = 1.0
 #: How many redirects the event stream follows (a standby names the leader: one is enough).
 _MAX_REDIRECTS = 3
 _USER_AGENT = "marathon-tf"
@@ -85,12 +88,14 @@ class RetryPolicy:
 
 
 class _Retryable(Exception):
-    """A transient fault; carries the error to raise when the budget runs out."""
+    """A transient fault; carries the error to raise when the budget runs out. ``moved_on``: the client
+    failed over to its next URL, which may be tried at once (nothing reached Marathon's state)."""
 
-    def __init__(self, error: MarathonError, ambiguous: bool = False):
+    def __init__(self, error: MarathonError, ambiguous: bool = False, moved_on: bool = False):
         super().__init__(error.message)
         self.error = error
         self.ambiguous = ambiguous
+        self.moved_on = moved_on
 
 
 @dataclass
@@ -216,7 +221,7 @@ class Client:
                                         hint="is Marathon running at that address? (--marathon URL / MARATHON_URL)")
             if _unreachable(e) and not self._retry_unreachable():
                 raise error from None  # nothing listens there: trying again does not help
-            raise _Retryable(error, ambiguous=ambiguous) from None
+            raise _Retryable(error, ambiguous=ambiguous, moved_on=not ambiguous and len(self.urls) > 1) from None
         if stream and r.status_code == 200:
             return _Response(r.status_code, r, dict(r.headers))
         body = _body(r)
@@ -235,7 +240,8 @@ class Client:
             self._failover()
             raise _Retryable(MarathonUnavailable(
                 text, status=status, body=body,
-                hint="Marathon is unavailable or has no leader; check its /ping and leader election"))
+                hint="Marathon is unavailable or has no leader; check its /ping and leader election"),
+                moved_on=status in (502, 503) and len(self.urls) > 1)
         if status == 409:
             err = MarathonConflict(text, status=status, body=body,
                                    hint="another deployment holds the app; wait for it, or pass --force to override it")
@@ -254,6 +260,18 @@ class Client:
             raise MarathonInvalid(text, status=status, body=body)
         raise MarathonError(text, status=status, body=body)
 
+    def _round(self, method: str, path: str, params: Any, json_body: Any, stream: bool) -> _Response:
+        """One try of every URL at most, from the current one on: a URL that cannot be connected to or
+        answers "no leader" (502/503: nothing was applied) hands over to the next one at once, so a
+        dead leader costs no backoff while a standby answers."""
+        for tried in range(1, len(self.urls) + 1):
+            try:
+                return self._once(method, path, params, json_body, stream)
+            except _Retryable as r:
+                if not r.moved_on or tried == len(self.urls):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def request(self, method: str, path: str, *, params: Any = None, json_body: Any = None,
                 stream: bool = False, retry: bool = True,
                 on_ambiguous_conflict: Callable[[MarathonConflict], Any] | None = None) -> _Response:
@@ -263,11 +281,20 @@ class Client:
         ambiguous = False
         attempts = 0
 
+        backoff = tenacity.wait_exponential(multiplier=policy.initial, max=policy.max_wait)
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            """Exponential backoff; at most ``ELECTION_POLL`` while Marathon says it has no leader (502/503)."""
+            seconds = backoff(state)
+            failed = state.outcome.exception() if state.outcome is not None else None
+            if isinstance(failed, _Retryable) and failed.error.status in (502, 503):
+                seconds = min(seconds, ELECTION_POLL)
+            return seconds
+
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(policy.attempts if retry else 1)
             | tenacity.stop_after_delay(policy.budget),
-            wait=tenacity.wait_exponential(multiplier=policy.initial, max=policy.max_wait)
-            + tenacity.wait_random(0, policy.jitter),
+            wait=wait + tenacity.wait_random(0, policy.jitter),
             retry=tenacity.retry_if_exception_type(_Retryable),
             sleep=self._sleep,
             reraise=True,
@@ -277,7 +304,7 @@ class Client:
                 with attempt:
                     attempts += 1
                     try:
-                        return self._once(method, path, params, json_body, stream)
+                        return self._round(method, path, params, json_body, stream)
                     except _Retryable as r:
                         if (ambiguous and on_ambiguous_conflict is not None
                                 and isinstance(r.error, MarathonConflict)):

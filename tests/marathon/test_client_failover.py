@@ -202,3 +202,28 @@ def test_the_event_stream_does_not_follow_a_redirect_from_tls_to_plain_http():
     with pytest.raises(MarathonUnavailable) as e:
         c.events()
     assert "without TLS" in e.value.message and "pw" not in e.value.message
+
+
+def test_a_dead_url_and_a_leaderless_one_are_passed_over_at_once_then_backed_off_as_a_round(httpserver, leader):
+    # One attempt tries every URL (a refused connection or a 502 applied nothing): the dead leader of an
+    # election costs no backoff while another URL answers; the backoff comes between rounds.
+    answers = iter([Response(jetty_page(502, "Could not determine the current leader"), status=502,
+                             content_type="text/html")] * 2 + [Response('{"apps": []}', content_type="application/json")])
+    httpserver.expect_request("/v2/apps").respond_with_handler(lambda request: next(answers))
+    slept = []
+    c = Client(["http://127.0.0.1:9", base(httpserver)], retry=fast(), sleep=slept.append)
+    assert c.list_apps() == []
+    assert len(httpserver.log) == 3 and len(slept) == 2  # rounds: [dead, 502], [dead, 502], [dead, 200]
+
+
+@pytest.mark.parametrize("status, waits", [(502, [1.0, 1.0]), (503, [1.0, 1.0]), (504, [2.0, 4.0])])
+def test_while_there_is_no_leader_the_backoff_stays_short(httpserver, status, waits):
+    # An election lasts about Marathon's --zk_session_timeout (10 s, M@1.8:src/main/scala/mesosphere/marathon/
+    # ZookeeperConf.scala): a backoff growing past a second would only see the new leader later.
+    answers = iter([Response(jetty_page(status, "Could not determine the current leader"), status=status,
+                             content_type="text/html")] * 2 + [Response('{"apps": []}', content_type="application/json")])
+    httpserver.expect_request("/v2/apps").respond_with_handler(lambda request: next(answers))
+    slept = []
+    policy = RetryPolicy(attempts=5, budget=60, initial=2.0, max_wait=10, jitter=0)
+    assert Client(base(httpserver), retry=policy, sleep=slept.append).list_apps() == []
+    assert slept == waits
