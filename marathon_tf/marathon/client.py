@@ -141,14 +141,14 @@ class Client:
         self._secrets += [quote(s, safe="") for s in self._secrets if quote(s, safe="") != s]
         if token:
             self.session.headers["Authorization"] = f"token={token}"
-            self.credentials = "a token (MARATHON_TOKEN)"
+            self._credentials_shown = "a token (MARATHON_TOKEN)"
         elif user is not None and password is not None:
             self.session.auth = (user, password)
-            self.credentials = f"user {user!r} (MARATHON_USER/MARATHON_PASSWORD)"
+            self._credentials_shown = f"user {user!r} (MARATHON_USER/MARATHON_PASSWORD)"
         elif any(urlsplit(u).username for u in self.urls):
-            self.credentials = "the user in the URL"
+            self._credentials_shown = "the user in the URL"
         else:
-            self.credentials = ""
+            self._credentials_shown = ""
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -187,12 +187,13 @@ class Client:
     def _auth_error(self, shown: str, status: int, message: str, body: Any) -> MarathonAuthError:
         """401/403 as one line naming the credentials (Jetty's HTML page included)."""
         what = "refused the credentials" if status == 401 else "denied access"
-        sent = f"{self.credentials} was sent" if self.credentials else "no credentials were sent"
+        sent = f"{self._credentials_shown} was sent" if self._credentials_shown else "no credentials were sent"
         hint = ("set MARATHON_USER and MARATHON_PASSWORD (HTTP basic auth, Marathon's --http_credentials), or "
-                "MARATHON_TOKEN (DC/OS)" if not self.credentials else
+                "MARATHON_TOKEN (DC/OS)" if not self._credentials_shown else
                 "check MARATHON_USER/MARATHON_PASSWORD or MARATHON_TOKEN" if status == 401 else
                 "these credentials lack the permission for this request")
-        return MarathonAuthError(self._scrub(f"{shown}: {status} {message}: Marathon {what}; {sent}".rstrip()),
+        said = f"{status} {message.rstrip('.')}".rstrip()
+        return MarathonAuthError(self._scrub(f"{shown}: {said}: Marathon {what}; {sent}"),
                                  status=status, body=body, hint=hint)
 
     def _failover(self) -> None:
