@@ -528,7 +528,15 @@ def local() -> None:
               help="Also accept browser requests from this origin (e.g. http://localhost:3000); repeatable.")
 @click.option("--ui", "ui_dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="Serve this Marathon web UI build (mesosphere/marathon-ui) at /ui/.")
-def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir) -> None:
+@click.option("--marathon-instances", type=click.IntRange(1, 9), default=1, show_default=True, metavar="N",
+              help="HA Marathon: N API instances over one state on ports PORT, PORT+1, … (all free ones with "
+                   "--port 0), one the leader; standbys proxy to it as Marathon 1.8 does (POST "
+                   "/_local/instances/kill crashes the leader).")
+@click.option("--election-gap", type=click.FloatRange(0, 600), default=3.0, show_default=True, metavar="SECONDS",
+              help="How long after the leader's death (or abdication) another instance is elected; meanwhile "
+                   "the standbys answer 502, as Marathon does until ZooKeeper notices (--zk_session_timeout, 10 s).")
+def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir, marathon_instances,
+                election_gap) -> None:
     """Keep a local Marathon running, so that MARATHON_URL=http://127.0.0.1:8080
     marathon-tf deploy/scale/status/logs/delete work against it across commands.
 
@@ -555,7 +563,8 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
         output.warn(f"binding {host}: reachable from the network over plain HTTP (credentials are not encrypted)")
 
     def ready(cluster) -> None:
-        output.info(f"Marathon API  {cluster.marathon_url}   (export MARATHON_URL={cluster.marathon_url})")
+        urls = ",".join(cluster.marathon_urls)
+        output.info(f"Marathon API  {urls}   (export MARATHON_URL={urls})")
         output.info(f"Mesos-DNS     {cluster.mesos_dns} (DNS), {cluster.mesos_dns_http} (HTTP)")
         output.info(f"sandboxes     {cluster.state_dir}/sandboxes    — Ctrl-C stops everything")
         if ui_dir:
@@ -566,7 +575,8 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
     try:
         signum = serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port,
                        state_dir=Path(state_dir).absolute() if state_dir else state_home() / "serve",
-                       on_ready=ready, warm_pool=WarmPool, **security)
+                       on_ready=ready, warm_pool=WarmPool, marathon_instances=marathon_instances,
+                       election_gap=election_gap, **security)
     except PortInUse as e:
         raise UsageError(f"{e.what} port {e.port} on {e.host} is already in use (another `local serve`?)",
                          hint=f"stop what holds it, or choose another port with {options[e.what]} PORT "
