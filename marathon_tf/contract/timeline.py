@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 __all__ = ["KINDS", "REASONS", "PHASES", "merge", "timeline", "compact", "expand", "iso",
            "TASK_STARTED", "PEERS_FOUND", "PROGRAM_STARTED", "SERVER_UP", "FIRST_STEP", "PROGRAM_EXITED",
            "HANG", "WAITING", "PEER_MOVED", "FINISHED", "PREEMPTED", "SUBMITTED", "DEPLOYED", "ALL_RUNNING",
-           "SCALED", "PLACEMENT_WAIT", "PLACED", "JOB_ENDED", "LABEL_LIMIT"]
+           "SCALED", "PLACEMENT_WAIT", "PLACED", "JOB_ENDED", "TASK_FAILED", "LABEL_LIMIT"]
 
 # a task's events (its bootstrap records them)
 TASK_STARTED = "task_started"        # the bootstrap runs (Marathon's TASK_RUNNING)
@@ -48,6 +48,7 @@ SCALED = "scaled"                    # the job's cluster changed size
 PLACEMENT_WAIT = "placement_wait"    # a task waits to be placed (Marathon's queue says why)
 PLACED = "placed"                    # that task runs now
 JOB_ENDED = "job_ended"              # the job's record was written: Succeeded or Failed
+TASK_FAILED = "task_failed"          # (the user's side, from Marathon's lastTaskFailure) a task died
 
 #: kind → the word ``marathon-tf events`` shows (like kubectl's reasons)
 REASONS = {
@@ -55,14 +56,14 @@ REASONS = {
     PEERS_FOUND: "PeersFound", PROGRAM_STARTED: "ProgramStarted", SERVER_UP: "ServerUp",
     FIRST_STEP: "FirstStep", PROGRAM_EXITED: "ProgramExited", HANG: "Hang", WAITING: "Waiting",
     PEER_MOVED: "PeerMoved", FINISHED: "Finished", PREEMPTED: "Preempted", SCALED: "Scaled",
-    PLACEMENT_WAIT: "PlacementWait", PLACED: "Placed", JOB_ENDED: "JobEnded",
+    PLACEMENT_WAIT: "PlacementWait", PLACED: "Placed", JOB_ENDED: "JobEnded", TASK_FAILED: "TaskFailed",
 }
 KINDS = tuple(REASONS)
 
 #: (name, how it is found) of the start's phases, in their usual order
 PHASES = ("submitted", "deployment done", "every task running", "cluster spec complete",
           "every TF server up", "first step")
-_CAUSES = (PROGRAM_EXITED, HANG, PEER_MOVED, PREEMPTED)
+_CAUSES = (PROGRAM_EXITED, HANG, PEER_MOVED, PREEMPTED, TASK_FAILED)
 _MEMBERS = ("chief", "ps", "worker", "evaluator")
 #: Hosts' clocks differ a little: events this much before ``submitted`` still belong to it (seconds).
 CLOCK_SLACK = 2.0
@@ -133,9 +134,11 @@ def _recoveries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         task, kind = e.get("task", ""), e["kind"]
         current = open_.get(task)
         if kind in _CAUSES:
-            if kind == PROGRAM_EXITED and (e.get("code") == 0 or (current and not current.get("restarted"))):
-                if current and e.get("code") is not None:
-                    current.setdefault("code", e.get("code"))  # the exit a hang or a move caused
+            if kind == PROGRAM_EXITED and e.get("code") == 0:
+                continue
+            if current and "restarted" not in current:  # the same failure, seen again (the exit a hang
+                if e.get("code") is not None:            # caused, Marathon's word on the task that exited)
+                    current.setdefault("code", e.get("code"))
                 continue
             current = {"task": task, "cause": e.get("message") or REASONS[kind], "kind": kind,
                        "at": iso(e["time"]), "time": round(e["time"], 3)}
@@ -175,25 +178,26 @@ _LONG = {v: k for k, v in _SHORT.items()}
 
 
 def compact(events: Iterable[Mapping[str, Any]], limit: int = LABEL_LIMIT) -> str:
-    """Events as one compact JSON text of at most ``limit`` bytes for a Marathon label: the oldest
-    (the start) and the newest are kept; ``{"omitted": N}`` stands where events were left out."""
-    rows = [{_SHORT.get(k, k): (round(v, 3) if k == "time" else v) for k, v in e.items()}
-            for e in merge(events)]
-
+    """Events as one compact JSON text of at most ``limit`` bytes for a Marathon label: when they do
+    not all fit, the oldest (the start) and the newest are kept, half the room each, and
+    ``{"omitted": N}`` stands where events were left out."""
     def text(kept: list) -> str:
-        return json.dumps(kept, separators=(",", ":"), sort_keys=True)
+        return json.dumps(kept, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
-    if len(text(rows).encode()) <= limit:
-        return text(rows)
-    head, tail = rows[: len(rows) // 4], rows[len(rows) // 4:]
-    while tail:
-        tail = tail[max(1, len(tail) // 8):]
-        kept = head + [{"omitted": len(rows) - len(head) - len(tail)}] + tail
-        if len(text(kept).encode()) <= limit:
-            return text(kept)
-    while head and len(text(head + [{"omitted": len(rows) - len(head)}]).encode()) > limit:
-        head = head[: len(head) // 2]
-    return text(head + [{"omitted": len(rows) - len(head)}])
+    rows = [{_SHORT.get(k, k): (round(v, 3) if k == "time" else v) for k, v in e.items()} for e in merge(events)]
+    whole = text(rows)
+    if len(whole.encode()) <= limit:
+        return whole
+    sizes = [len(text(r).encode()) + 1 for r in rows]  # with its comma
+    room = (limit - 2 - len(text([{"omitted": len(rows)}]).encode())) // 2
+    head = tail = used = 0
+    while head < len(rows) and used + sizes[head] <= room:
+        used, head = used + sizes[head], head + 1
+    used = 0
+    while tail < len(rows) - head and used + sizes[len(rows) - 1 - tail] <= room:
+        used, tail = used + sizes[len(rows) - 1 - tail], tail + 1
+    kept = rows[:head] + [{"omitted": len(rows) - head - tail}] + (rows[len(rows) - tail:] if tail else [])
+    return text(kept)
 
 
 def expand(label: str | None) -> tuple[list[dict[str, Any]], int]:

@@ -144,9 +144,10 @@ class JobView:
             "stragglers": sorted(t for t, n in self._slow.items() if n >= STRAGGLER_LOOKS)})
         return None
 
-    def _once(self, kind: str, version: str, message: str, at: float | None, **details: Any) -> None:
-        if (kind, version) not in self._recorded:
-            self._recorded.add((kind, version))
+    def _once(self, kind: str, key: str, message: str, at: float | None, **details: Any) -> None:
+        """Record ``kind`` once per deployment (``key``: its version)."""
+        if (kind, key) not in self._recorded:
+            self._recorded.add((kind, key))
             self.events.record(kind, message, task="job", at=at, **details)
 
     def _deployment(self, apps: Mapping[str, Mapping], running: Mapping[str, tuple]) -> None:
@@ -154,7 +155,7 @@ class JobView:
         version = max((v for v in versions if v), default="")
         if not version:
             return
-        if ("submitted", version) not in self._recorded:
+        if (T.SUBMITTED, version) not in self._recorded:
             earlier = [e for e in self.events.shared() if e.get("kind") == T.SUBMITTED and e.get("version") != version]
             before = (earlier[-1].get("cluster") if earlier else None) or {}
             cluster = {r: int(n) for r, n in self.ctx.cluster.items()}

@@ -39,11 +39,13 @@ import time
 from typing import Any, Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-__all__ = ["PHASES", "metrics_route", "phase_of", "CONTENT_TYPE_LATEST"]
+__all__ = ["PHASES", "metrics_route", "phase_of", "CONTENT_TYPE"]
 
+#: The classic text format every Prometheus reads (the names are all plain ``[a-z_]``).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PHASES = ("waiting_for_peers", "starting", "training", "done", "failed")
 _LABELS = ["job", "role", "index"]
 
@@ -140,6 +142,6 @@ def metrics_route(read: Callable[[], dict[str, Any]]) -> Callable[[dict[str, str
     registry.register(_Collector(read))
 
     def handle(query: dict[str, str]) -> tuple[int, bytes, dict]:
-        return 200, generate_latest(registry), {"Content-Type": CONTENT_TYPE_LATEST}
+        return 200, generate_latest(registry), {"Content-Type": CONTENT_TYPE}
 
     return handle

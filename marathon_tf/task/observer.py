@@ -33,7 +33,7 @@ from marathon_tf.task import peers as P
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.tflog import TFLogWatcher
 from marathon_tf.task.timeline import EVENTS_FILE, TaskEvents
-from marathon_tf.task.watchdog import ProgressWatchdog
+from marathon_tf.task.watchdog import WATCHED_ROLES, ProgressWatchdog
 
 __all__ = ["TaskObserver", "REPORT_WINDOW", "events_path"]
 
@@ -71,6 +71,7 @@ class TaskObserver:
         self._waiting_peer: str | None = None
         self._own_address: str | None = None
         self._server_look: int | None = None  # the run whose TF server is being looked for
+        self._server_up: bool | None = None  # None: no TF server to look for
         status.update(target_step=ctx.target_step)
 
     # -- what happened -------------------------------------------------------------------------
@@ -87,7 +88,8 @@ class TaskObserver:
             self._run_started, self._first_step_seen = self.clock(), False
             self._reports.clear()
         self.tflog.clear()
-        self.status.update(first_step_at=None, waiting_for=None, server_up=False if own_address else None)
+        self._server_up = False if own_address and self.ctx.role != "tensorboard" else None
+        self.status.update(first_step_at=None, waiting_for=None, server_up=self._server_up)
         self.events.record(T.PROGRAM_STARTED, "training program started" + (f" (restart {restarts})" if restarts
                                                                            else ""), restart=restarts)
         if own_address and self.ctx.role != "tensorboard":
@@ -103,6 +105,7 @@ class TaskObserver:
             self._reports.append(now)
         if first:
             self.status.update(first_step_at=round(self.wall(), 3))
+        if first and self.ctx.role in WATCHED_ROLES:  # (a ps's step is the logdir's, not its program's)
             self.events.record(T.FIRST_STEP, f"first step: {step}" + (f" (run {self._run})" if self._run > 1 else ""),
                                step=step)
 
@@ -140,7 +143,8 @@ class TaskObserver:
         fields: dict[str, Any] = {}
         if running:
             stalled, _ = self.watchdog.stalled_for()
-            watched = self.watchdog.enabled or self.ctx.role in ("chief", "worker")
+            # a task waits for a peer once its own TF server is up (before, it is still starting itself)
+            watched = self.ctx.role in WATCHED_ROLES and self._server_up is not False
             fields.update(stall_seconds=round(stalled, 1), progress_limit=self.watchdog.progress_limit(),
                           report_rate=self._report_rate(now))
             self.diagnosis.update(stalled if watched else None, self.watchdog.usual_interval(), peers())
@@ -176,6 +180,7 @@ class TaskObserver:
         while self._server_look == run and self.clock() - started < 3600:
             if self.probe(self._own_address) == P.ANSWERS:
                 if self._server_look == run:
+                    self._server_up = True
                     self.status.update(server_up=True)
                     self.events.record(T.SERVER_UP, f"TF server up at {self._own_address}")
                 return

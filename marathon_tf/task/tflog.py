@@ -23,7 +23,7 @@ TensorFlow 2.21's sources (and its shared libraries' strings):
   tasks to connect.`` + ``Example stragglers:``, each also followed by task names on their own
   lines.
 
-Pure and cheap: a line without ``/job:`` costs a few substring tests (steady-state ``step=``
+Pure and cheap: a line without ``/job:`` costs four substring tests (steady-state ``step=``
 lines pass through untouched).
 """
 
@@ -103,12 +103,12 @@ class TFLogWatcher:
             self._feed_line(line)
 
     def _feed_line(self, line: str) -> None:
+        for header, why in _HEADERS:
+            if header in line:
+                with self._lock:
+                    self._listing = (why, line.strip()[:300], _LISTED)
+                return
         if "/job:" not in line:
-            for header, why in _HEADERS:
-                if header in line:
-                    with self._lock:
-                        self._listing = (why, line.strip()[:300], _LISTED)
-                    return
             if line.strip():
                 with self._lock:
                     self._listing = None
