@@ -130,8 +130,9 @@ class JobView:
             if live:
                 counts["running"] += 1
                 running[task_name] = (app, max(live, key=lambda t: t.get("startedAt") or ""))
-        self._deployment(apps, running)
+        version = self._submitted(apps)
         self._placement(apps, running)
+        self._deployment(apps, running, version)
         rates, watched = self._rates(running)
         for task in list(self._slow):
             if task not in rates:
@@ -150,12 +151,12 @@ class JobView:
             self._recorded.add((kind, key))
             self.events.record(kind, message, task="job", at=at, **details)
 
-    def _deployment(self, apps: Mapping[str, Mapping], running: Mapping[str, tuple]) -> None:
+    def _submitted(self, apps: Mapping[str, Mapping]) -> str:
+        """The deployment's version (the apps' latest config change); ``submitted`` (and ``scaled``, when
+        the cluster differs from the last deployment's in the job's events) recorded once."""
         versions = [(a.get("versionInfo") or {}).get("lastConfigChangeAt") or a.get("version") for a in apps.values()]
         version = max((v for v in versions if v), default="")
-        if not version:
-            return
-        if (T.SUBMITTED, version) not in self._recorded:
+        if version and (T.SUBMITTED, version) not in self._recorded:
             earlier = [e for e in self.events.shared() if e.get("kind") == T.SUBMITTED and e.get("version") != version]
             before = (earlier[-1].get("cluster") if earlier else None) or {}
             cluster = {r: int(n) for r, n in self.ctx.cluster.items()}
@@ -165,6 +166,12 @@ class JobView:
                 self._once(T.SCALED, version, f"scaled: {change}", _wall(version))
             self._once(T.SUBMITTED, version, f"deployed version {version}", _wall(version), version=version,
                        cluster=cluster)
+        return version
+
+    def _deployment(self, apps: Mapping[str, Mapping], running: Mapping[str, tuple], version: str) -> None:
+        """``all_running`` and ``deployed``, once per deployment."""
+        if not version:
+            return
         wanted = [n for n, a in apps.items() if a.get("instances", 1) and naming.parse_task_name(n.rsplit("/", 1)[-1])]
         if len(running) < len(wanted):
             return
