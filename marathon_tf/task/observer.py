@@ -142,12 +142,13 @@ class TaskObserver:
         self._next_update = now + _UPDATE_EVERY
         fields: dict[str, Any] = {}
         if running:
-            stalled, _ = self.watchdog.stalled_for()
+            stalled, step = self.watchdog.stalled_for()
+            limit = self.watchdog.progress_limit() if step is not None else None
             # a task waits for a peer once its own TF server is up (before, it is still starting itself)
             watched = self.ctx.role in WATCHED_ROLES and self._server_up is not False
             fields.update(stall_seconds=round(stalled, 1), progress_limit=self.watchdog.progress_limit(),
                           report_rate=self._report_rate(now))
-            self.diagnosis.update(stalled if watched else None, self.watchdog.usual_interval(), peers())
+            self.diagnosis.update(stalled if watched else None, self.watchdog.usual_interval(), peers(), limit)
             waiting = self.diagnosis.waiting_for()
             fields["waiting_for"] = waiting
             peer = (waiting or {}).get("peer")

@@ -1,7 +1,7 @@
 """Which peer a stalled task waits for: TensorFlow's own words, else a look at the peers' TF servers.
 
 A chief or worker whose step has not moved for a while (:data:`STALL_AFTER`, or 3 × its usual
-interval between steps) is *stalled*. :class:`PeerDiagnosis` then names the peer it waits for:
+interval between steps; at most half the progress watchdog's limit) is *stalled*. :class:`PeerDiagnosis` then names the peer it waits for:
 
 1. a peer TensorFlow named during the stall (:class:`marathon_tf.task.tflog.TFLogWatcher`:
    ``CreateSession still waiting for response from worker: /job:ps/replica:0/task:0``, a gRPC
@@ -85,9 +85,12 @@ class PeerDiagnosis:
         self._stalled_for: float | None = None
 
     def update(self, stalled_for: float | None, usual_interval: float | None,
-               peers: Mapping[str, str]) -> None:
-        """``stalled_for``: seconds since the program's last step (or its start); None: not watched."""
+               peers: Mapping[str, str], limit: float | None = None) -> None:
+        """``stalled_for``: seconds since the program's last step (or its start); None: not watched.
+        ``limit``: the progress watchdog's (a look starts by half of it, so its verdict can name the peer)."""
         threshold = max(self.stall_after, 3 * (usual_interval or 0.0))
+        if limit:
+            threshold = min(threshold, limit / 2)
         with self._lock:
             if stalled_for is None or stalled_for < threshold:
                 self._stalled_for, self._looked = None, {}

@@ -6,10 +6,10 @@ checked against sockets that answer like a gRPC server (a SETTINGS frame), accep
 
 from __future__ import annotations
 
-import socket
 import threading
 
 import pytest
+from task_helpers import GrpcLikeServer
 
 from marathon_tf.task import peers as P
 from marathon_tf.task.tflog import TFLogWatcher, parse_line, task_of
@@ -58,45 +58,8 @@ def test_the_coordination_services_lists_of_tasks_and_the_tasks_own_name():
     assert w.signals() == {}
 
 
-class _Server:
-    """A TCP server on 127.0.0.1 that answers like gRPC (a SETTINGS frame) or accepts and says nothing."""
-
-    def __init__(self, answer: bool):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.answer, self.conns = answer, []
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.sock.getsockname()[1]}"
-
-    def _run(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.conns.append(conn)
-            if self.answer:
-                conn.recv(64)
-                conn.sendall(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
-
-    def close(self) -> None:
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() under way, which holds the socket
-        except OSError:
-            pass
-        self.sock.close()
-        self.thread.join(5)
-        for c in self.conns:
-            c.close()
-
-
 def test_the_probe_tells_an_answering_a_silent_and_a_dead_server_apart():
-    answering, silent = _Server(True), _Server(False)
+    answering, silent = GrpcLikeServer(True), GrpcLikeServer(False)
     address = silent.address
     try:
         assert P.probe(answering.address) == P.ANSWERS
