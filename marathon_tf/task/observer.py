@@ -114,7 +114,10 @@ class TaskObserver:
 
     def program_exited(self, code: int, message: str | None, *, failure: bool = True) -> None:
         self._server_look = None
-        if code != 0 and failure:
+        self.status.update(stall_seconds=None, waiting_for=None, report_rate=None)
+        if code == 0:
+            return  # (its finish is an event of its own)
+        if failure:
             self.status.add("failures")
         self.events.record(T.PROGRAM_EXITED, message or f"training program exited with {code}", code=code)
 

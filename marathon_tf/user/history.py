@@ -108,9 +108,9 @@ def timeline_text(tl: Mapping[str, Any]) -> str:
     lines = ["timeline"]
     if not tl.get("start"):
         lines.append("  (no events yet)")
-    for phase in tl.get("start") or []:
-        lines.append(f"  {phase['phase']:<22}  {phase['at']}  +{_seconds(phase['sinceStart']):<7}"
-                     f"  ({_seconds(phase['seconds'])} after the phase before)")
+    for i, phase in enumerate(tl.get("start") or []):
+        lines.append((f"  {phase['phase']:<22}  {phase['at']}  +{_seconds(phase['sinceStart']):<7}"
+                      + (f"  ({_seconds(phase['seconds'])} after {tl['start'][i - 1]['phase']})" if i else "")).rstrip())
     recoveries = tl.get("recoveries") or []
     if recoveries:
         lines.append("recoveries")

@@ -105,6 +105,14 @@ class Announcer:
         self.answers = answers
         self._said: set[tuple[str, str]] = set()
 
+    def done(self, job: str, tensorboard: bool) -> bool:
+        """Whether everything about ``job`` was said (its TensorBoard too, when it has one)."""
+        return (job, "metrics") in self._said and (not tensorboard or (job, "tensorboard") in self._said)
+
+    def forget(self, jobs: set[str]) -> None:
+        """Forget the jobs not in ``jobs`` (deleted: a new deployment is announced again)."""
+        self._said = {(job, what) for job, what in self._said if job in jobs}
+
     def lines(self, status: Mapping[str, Any]) -> list[str]:
         job, out = status.get("job", ""), []
         tasks = status.get("tasks") or []
@@ -146,14 +154,20 @@ def answers(url: str) -> bool:
 
 def follow_jobs(client, say: Callable[[str], None], stop, interval: float = 2.0) -> None:
     """``local serve``: every ``interval`` s, the :class:`Announcer`'s lines for every marathon-tf job
-    on ``client``'s Marathon, until ``stop`` (a threading.Event) is set."""
+    on ``client``'s Marathon that has not said all it has to say, until ``stop`` (an Event) is set.
+    A job deleted and deployed again is announced again."""
     from marathon_tf.contract.errors import MarathonTFError
     from marathon_tf.user import jobs
 
     announcer = Announcer(answers)
     while not stop.wait(interval):
         try:
-            for name in jobs.find_jobs(client):
+            found = jobs.find_jobs(client)
+            announcer.forget(set(found))
+            for name, apps in found.items():
+                tb = any((a.get("labels") or {}).get("marathon-tf/role") == "tensorboard" for a in apps)
+                if announcer.done(name, tb):
+                    continue
                 status = jobs.job_status(client, name)
                 if status.get("state") not in ("Succeeded", "Failed", "Stopped"):
                     for line in announcer.lines(status):

@@ -187,7 +187,7 @@ def status_text(status: dict[str, Any], *, wide: bool = False, width: int | None
     limit = None if wide else width
     lines = [f"job {status['job']} ({status['groupId']}): {status['state']}"]
     for label, value in _header(status):
-        first = f"  {label:<11}"
+        first = f"  {label:<10} "
         if limit is None:
             lines.append(first + value)
         else:

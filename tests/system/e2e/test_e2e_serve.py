@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -61,7 +62,9 @@ class Serve:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
-        self.proc.stderr.close()
+        if not self.proc.stderr.closed:
+            self.log = self.proc.stderr.read()  # what it printed after its first line
+            self.proc.stderr.close()
 
 
 @pytest.fixture
@@ -101,3 +104,7 @@ def test_a_second_run_says_it_resumed_from_the_checkpoint(serve):
     r = serve.cli("logs", "linear-regression", "worker-0")
     assert r.returncode == 0, r.stderr
     assert "resumed from checkpoint at step 30" in r.stdout, r.stdout[-3000:]
+    serve.stop()  # where to scrape: Prometheus' marathon_sd on this serve, and each task's URL once
+    assert f"marathon_sd_configs servers [{serve.url}]" in serve.log, serve.log
+    assert re.search(r"job linear-regression: metrics at ps-0 http://127\.0\.0\.1:\d+/metrics, worker-0 http://",
+                     serve.log), serve.log
