@@ -53,7 +53,6 @@ from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.discovery import Backend, PeerKey, Rendezvous, make_backend, watch_interval
 from marathon_tf.task.lifecycle import (JobControl, JobPolicy, RestartBudget, client_from_env, failures_path,
                                         is_decider, logdir_path, logdir_problem, startup_reason)
-from marathon_tf.task.jobview import JobView
 from marathon_tf.task.observer import TaskObserver, events_path
 from marathon_tf.task.prewarm import Prewarmer
 from marathon_tf.task.rendezvous import make_rendezvous
@@ -541,6 +540,8 @@ def main(argv: list[str] | None = None) -> int:
                      **job_lifecycle(ctx, os.environ))
     if boot.control is not None and is_decider(ctx):  # tasks that can never start fail the job
         boot.control.watch_hopeless(boot._stop, lambda: boot.status.snapshot()["step"])
+        from marathon_tf.task.jobview import JobView  # the deciding task's only
+
         view = JobView(ctx, boot.control.client, boot.status, boot.observer.events, log=_log)
         view.start(boot._stop)  # the job's view: tasks per role, its start, stragglers (marathon_tf.task.jobview)
         boot.control.extra_labels = view.end_labels

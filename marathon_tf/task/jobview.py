@@ -19,7 +19,6 @@ when Marathon's deployment of such apps ends), ``placement_wait`` / ``placed``.
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,10 +27,12 @@ from typing import Any, Callable, Mapping
 
 from marathon_tf.contract import labels as L, naming, timeline as T
 from marathon_tf.contract.errors import MarathonError
+from marathon_tf.contract.progress import median
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.queue import entries_by_app, placement
 from marathon_tf.marathon.record import GROUP_EMBEDS, job_apps
+from marathon_tf.task.lifecycle import _get_json
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.timeline import TaskEvents
 
@@ -71,19 +72,9 @@ def stragglers(rates: Mapping[str, float | None]) -> set[str]:
     for tasks in by_role.values():
         for task, rate in tasks.items():
             others = [r for t, r in tasks.items() if t != task]
-            if others and statistics.median(others) > 0 and rate < STRAGGLER_RATIO * statistics.median(others):
+            if others and median(others) > 0 and rate < STRAGGLER_RATIO * median(others):
                 out.add(task)
     return out
-
-
-def _get_json(url: str) -> dict[str, Any] | None:
-    import requests
-
-    try:
-        r = requests.get(url, timeout=2.0)
-        return r.json() if r.status_code == 200 else None
-    except (requests.RequestException, ValueError):
-        return None
 
 
 class JobView:

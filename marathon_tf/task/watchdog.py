@@ -29,11 +29,12 @@ and :meth:`overdue`.
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from collections import deque
 from typing import Callable, Optional
+
+from marathon_tf.contract.progress import median
 
 __all__ = ["ProgressWatchdog", "WATCHED_ROLES", "ADAPTIVE_FACTOR", "PROGRESS_FLOOR", "FIRST_STEP_FLOOR"]
 
@@ -98,7 +99,7 @@ class ProgressWatchdog:
             return None
         if self.progress is not None:
             return float(self.progress)
-        median = statistics.median(self._intervals) if self._intervals else 0.0
+        median = median(self._intervals) if self._intervals else 0.0
         return max(ADAPTIVE_FACTOR * median, 2 * self._longest, PROGRESS_FLOOR)
 
     def _first_step_limit(self) -> Optional[float]:
@@ -113,7 +114,7 @@ class ProgressWatchdog:
     def usual_interval(self) -> Optional[float]:
         """The median interval between the program's steps (None before two steps)."""
         with self._lock:
-            return statistics.median(self._intervals) if self._intervals else None
+            return median(self._intervals) if self._intervals else None
 
     def stalled_for(self) -> tuple[float, Optional[int]]:
         """(seconds since the last step, or since the start without one; the last step)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from marathon_tf.contract.progress import duration
+from marathon_tf.contract.progress import duration, median
 from marathon_tf.marathon.queue import placement
 
 __all__ = ["take_probe", "annotate", "Announcer", "announcing", "scrape_hint", "answers", "follow_jobs",
@@ -84,11 +84,9 @@ def annotate(status: dict[str, Any], queue: Mapping[str, Mapping[str, Any]]) -> 
 
 
 def _median_of_others(rates: Mapping[str, Any], task: str) -> float:
-    import statistics
-
     role = task.rsplit("-", 1)[0]
     others = [r for t, r in rates.items() if t != task and t.rsplit("-", 1)[0] == role and r is not None]
-    return statistics.median(others) if others else 0.0
+    return median(others) if others else 0.0
 
 
 def scrape_hint(marathon_url: str) -> str:
