@@ -99,8 +99,8 @@ class ProgressWatchdog:
             return None
         if self.progress is not None:
             return float(self.progress)
-        median = median(self._intervals) if self._intervals else 0.0
-        return max(ADAPTIVE_FACTOR * median, 2 * self._longest, PROGRESS_FLOOR)
+        usual = median(self._intervals) if self._intervals else 0.0
+        return max(ADAPTIVE_FACTOR * usual, 2 * self._longest, PROGRESS_FLOOR)
 
     def _first_step_limit(self) -> Optional[float]:
         if self.first_step == 0:
