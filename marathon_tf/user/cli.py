@@ -563,6 +563,7 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
 
     Tasks run as processes of this machine: they find this runner's Marathon and Mesos-DNS
     whatever the job file's discovery says, and cpus/mem/gpus are not enforced."""
+    import threading
     from pathlib import Path
 
     from marathon_tf.contract.errors import UsageError
@@ -570,8 +571,6 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
     from marathon_tf.local.cluster import PortInUse
     from marathon_tf.local.security import Security, parse_auth
     from marathon_tf.local.ui import check_ui_dir
-    import threading
-
     from marathon_tf.task.warmpool import WarmPool
     from marathon_tf.user import observe, output
     from marathon_tf.user.config import state_home
@@ -589,10 +588,10 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
 
     def ready(cluster) -> None:
         output.info(f"Marathon API  {cluster.marathon_url}   (export MARATHON_URL={cluster.marathon_url})")
-        output.info(observe.scrape_hint(cluster.marathon_url))
-        observe.follow_in_background(cluster.marathon_url, security["auth"], output.info, following)
         output.info(f"Mesos-DNS     {cluster.mesos_dns} (DNS), {cluster.mesos_dns_http} (HTTP)")
         output.info(f"sandboxes     {cluster.state_dir}/sandboxes    — Ctrl-C stops everything")
+        output.info(observe.scrape_hint(cluster.marathon_url))
+        observe.follow_in_background(cluster.marathon_url, security["auth"], output.info, following)
         if ui_dir:
             output.info(f"web UI        {cluster.marathon_url}/ui/")
         output.warn(_LOCAL_RESOURCES)
