@@ -46,6 +46,12 @@ def _optional():
         out.update(bench_prewarm.BENCHMARKS)
     except ImportError:
         pass
+    try:
+        from . import bench_observe
+
+        out.update(bench_observe.BENCHMARKS)
+    except ImportError:
+        pass
     return out
 
 

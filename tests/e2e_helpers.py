@@ -94,4 +94,6 @@ class Serve:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
-        self.proc.stderr.close()
+        if not self.proc.stderr.closed:
+            self.log = self.proc.stderr.read()  # what it printed after its first line
+            self.proc.stderr.close()

@@ -28,8 +28,11 @@ class FakeMarathon:
         self.apps: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[str, str, dict, Any]] = []
         self.fail_puts = 0
+        self.queue: list[dict[str, Any]] = []  # GET /v2/queue's entries
         self._lock = threading.Lock()
         server.expect_request(f"/v2/groups{naming.group_id(job)}", method="GET").respond_with_handler(self._group)
+        server.expect_request("/v2/queue", method="GET").respond_with_handler(
+            lambda request: Response(json.dumps({"queue": self.queue}), 200, content_type="application/json"))
         server.expect_request("/v2/apps", method="PUT").respond_with_handler(self._put_apps)
 
     @property

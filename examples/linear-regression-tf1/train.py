@@ -36,6 +36,10 @@ def parse_args(argv=None):
     p.add_argument("--log_every", type=int, default=20, help="print a step= line every N local steps")
     p.add_argument("--save_checkpoint_steps", type=int, default=100, help="chief saves every N global steps")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--step_sleep", type=float, default=0.0,
+                   help="sleep this many seconds after every local step (a slow worker, for tests)")
+    p.add_argument("--step_sleep_task_index", type=int, default=None,
+                   help="only the worker with this index sleeps (default: every worker)")
     return p.parse_args(argv)
 
 
@@ -107,6 +111,7 @@ def run_worker(args, cluster, server):
         hooks = []
 
     local_steps = 0
+    sleep = args.step_sleep if args.step_sleep_task_index in (None, args.task_index) else 0.0
     with tf.train.MonitoredSession(session_creator=creator, hooks=hooks) as sess:
         # A first run without training: where the job is (maybe restored from a checkpoint,
         # maybe already done by the other workers).
@@ -117,6 +122,8 @@ def run_worker(args, cluster, server):
             xs, ys = batch()
             loss_value, step, w_value, b_value = sess.run([loss, step_after, w, b], feed_dict={x: xs, y: ys})
             local_steps += 1
+            if sleep:
+                time.sleep(sleep)
             if local_steps == 1:
                 log(f"first_step_time={time.time():.3f}")
             if local_steps % args.log_every == 0:

@@ -7,7 +7,9 @@ can re-render the job without the original file.
 The job's record, written when it ends (by the bootstrap that decides, see
 :mod:`marathon_tf.task.lifecycle`), on every app of the job, whose instances are set to 0
 so that Marathon relaunches nothing: ``marathon-tf/state`` (``Succeeded`` | ``Failed``),
-``/finished-at`` (ISO time), ``/final-step``, ``/reason``.
+``/finished-at`` (ISO time), ``/final-step``, ``/reason``; the deciding task's app also gets
+``marathon-tf/events``, the job's events (:func:`marathon_tf.contract.timeline.compact`, at most 32 kB),
+for ``status --timeline`` and ``events`` once the tasks are gone.
 """
 
 PREFIX = "marathon-tf/"
@@ -20,6 +22,7 @@ STATE = PREFIX + "state"
 FINISHED_AT = PREFIX + "finished-at"
 FINAL_STEP = PREFIX + "final-step"
 REASON = PREFIX + "reason"
+EVENTS = PREFIX + "events"
 
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"

@@ -11,7 +11,7 @@ import collections
 import time
 from typing import Callable
 
-__all__ = ["StepRate", "eta_seconds", "describe", "duration", "parse_duration"]
+__all__ = ["StepRate", "eta_seconds", "describe", "duration", "parse_duration", "median"]
 
 
 class StepRate:
@@ -35,6 +35,14 @@ class StepRate:
             return None
         (t0, s0), (t1, s1) = self._seen[0], self._seen[-1]
         return (s1 - s0) / (t1 - t0) if t1 > t0 else None
+
+
+def median(values) -> float:
+    """The median of a non-empty sequence of numbers (``statistics`` costs the bootstrap an import of
+    ``fractions`` and ``decimal``)."""
+    xs = sorted(values)
+    mid = len(xs) // 2
+    return float(xs[mid]) if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
 
 
 def eta_seconds(step: int | None, target: int | None, rate: float | None) -> float | None:

@@ -31,7 +31,9 @@ Variables (all strings, as Marathon requires):
 ``MTF_RESTART_BUDGET``     ``N/SECONDS``: the job fails after N failures within SECONDS
 ``MTF_PERMANENT_EXIT_CODES``  comma-separated trainer exit codes that are not retried
 ``MTF_LOGDIR``             the job's log / checkpoint directory as the task sees it (may be empty)
-``MTF_PROGRESS_TIMEOUT``   ``SECONDS[/FIRST_STEP_SECONDS]``: the progress watchdog (unset: off)
+``MTF_PROGRESS_TIMEOUT``   ``SECONDS[/FIRST_STEP_SECONDS]``: the progress watchdog; each part empty:
+                           adaptive (unset: both adaptive, the default), ``0``: off
+``MTF_TARGET_STEP``        the job's ``progress.target_step`` (the metrics' progress and ETA)
 ``MTF_PREWARM``            comma-separated modules a pre-warmed Python trainer imports before the
                            cluster spec is known, or ``false``; unset: ``tensorflow``
 ``MTF_GPUS``               the GPUs the app asks for (the app's ``gpus``; unset: none): the
@@ -94,8 +96,9 @@ class TaskContext:
     style: str = _DEFAULTS["style"]
     completion: str = _DEFAULTS["completion"]
     restart_budget: tuple[int, float] = (5, 600.0)
-    #: (no new step for, no first step within) seconds; None = that check is off
+    #: (no new step for, no first step within) seconds; None = adaptive (the default), 0 = off
     progress_timeouts: tuple[float | None, float | None] = (None, None)
+    target_step: int | None = None
     permanent_exit_codes: tuple[int, ...] = field(default_factory=tuple)
     logdir: str = ""
     prewarm: tuple[str, ...] = _DEFAULTS["prewarm"]
@@ -131,6 +134,8 @@ class TaskContext:
             env["MTF_LOGDIR"] = self.logdir
         if any(t is not None for t in self.progress_timeouts):
             env["MTF_PROGRESS_TIMEOUT"] = "/".join("" if t is None else _num(t) for t in self.progress_timeouts)
+        if self.target_step:
+            env["MTF_TARGET_STEP"] = str(int(self.target_step))
         if tuple(self.prewarm) != _DEFAULTS["prewarm"]:
             env["MTF_PREWARM"] = ",".join(self.prewarm) or "false"
         if self.gpus:
@@ -185,6 +190,10 @@ class TaskContext:
             gpus = int(environ.get("MTF_GPUS") or 0)
         except ValueError:
             raise ValueError("MTF_GPUS must be a whole number of GPUs")
+        try:
+            target_step = int(environ["MTF_TARGET_STEP"]) if environ.get("MTF_TARGET_STEP") else None
+        except ValueError:
+            raise ValueError("MTF_TARGET_STEP must be an integer")
         return cls(
             job=need("MTF_JOB"),
             role=need("MTF_ROLE"),
@@ -207,6 +216,7 @@ class TaskContext:
             permanent_exit_codes=permanent,
             logdir=environ.get("MTF_LOGDIR", ""),
             progress_timeouts=progress_timeouts,
+            target_step=target_step,
             prewarm=prewarm_modules(environ.get("MTF_PREWARM")),
             gpus=gpus,
         )

@@ -48,12 +48,14 @@ def _iso(wall: float) -> str:
 
 
 def finish_job(client: Client, job: str, state: str, *, reason: str, final_step: int | None,
-               now: Callable[[], float] = time.time) -> bool:
+               now: Callable[[], float] = time.time,
+               extra: Mapping[str, Mapping[str, str]] | None = None) -> bool:
     """Record the job's end on every app of the job and stop it (instances 0), in one request.
 
     ``GET`` the group, then one bulk ``PUT /v2/apps?force=true`` with, per app,
     ``{"id", "instances": 0, "labels": {...existing, state, finished-at, final-step, reason}}``
-    (all label values strings; existing labels such as ``marathon-tf/spec`` are kept). Returns
+    (all label values strings; existing labels such as ``marathon-tf/spec`` are kept; ``extra``: more
+    labels for some apps, by app id, e.g. the job's events on the deciding task's). Returns
     False, changing nothing, when the job already carries a record (another task decided first).
     Transient Marathon errors are retried by the client; others raise :class:`MarathonError`.
     """
@@ -67,7 +69,8 @@ def finish_job(client: Client, job: str, state: str, *, reason: str, final_step:
     if final_step is not None:
         record[L.FINAL_STEP] = str(final_step)
     body = [{"id": app_id, "instances": 0,
-             "labels": {**{k: str(v) for k, v in (app.get("labels") or {}).items()}, **record}}
+             "labels": {**{k: str(v) for k, v in (app.get("labels") or {}).items()}, **record,
+                        **(extra or {}).get(app_id, {})}}
             for app_id, app in sorted(apps.items())]
     client.update_apps(body, force=True)
     return True

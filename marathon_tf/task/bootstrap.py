@@ -56,10 +56,12 @@ from marathon_tf.task.discovery import Backend, PeerKey, Rendezvous, make_backen
 from marathon_tf.task.gpucheck import gpu_problem
 from marathon_tf.task.lifecycle import (JobControl, JobPolicy, RestartBudget, client_from_env, failures_path,
                                         is_decider, logdir_path, logdir_problem, startup_reason)
+from marathon_tf.task.observer import TaskObserver, events_path
 from marathon_tf.task.prewarm import Prewarmer
 from marathon_tf.task.rendezvous import make_rendezvous
 from marathon_tf.task.status_server import StatusServer, TaskStatus
 from marathon_tf.task.supervisor import ExitPolicy, Outcome, Trainer, die_with_parent
+from marathon_tf.task.timeline import TaskEvents
 from marathon_tf.task.watchdog import ProgressWatchdog
 
 __all__ = ["main", "Bootstrap", "job_lifecycle", "parse_args", "shell_command", "own_address", "status_port",
@@ -161,7 +163,11 @@ class Bootstrap:
         self._signum: int | None = None
         self.endpoints: dict[PeerKey, str] = {}
         self.spec: cluster_spec.RenderedSpec | None = None
-        self.watchdog = ProgressWatchdog.for_role(ctx.role, ctx.progress_timeouts, clock=clock)
+        self.watchdog = ProgressWatchdog.for_role(ctx.role, ctx.progress_timeouts, clock=clock, prints_steps=bool(
+            ctx.target_step and (ctx.role == "chief" or ctx.style != "parameter_server")))
+        self.observer = TaskObserver(ctx, self.status, self.watchdog, clock=clock, decider=control is not None and
+                                     is_decider(ctx), logdir=logdir_path(ctx, self.environ),
+                                     events=TaskEvents(ctx.task, events_path(ctx, self.environ)))
         self._lock: joblock.Lock | None = None
         self._count_earlier_restarts()
         self._rate = StepRate(clock=clock)
@@ -188,6 +194,7 @@ class Bootstrap:
             if self.prewarmer:
                 self.prewarmer.start()  # the import runs while the peers are discovered
             self._start_server()
+            self.observer.task_started()
             unusable = logdir_problem(self.ctx, self.environ) if self.ctx.role != "tensorboard" else None
             if not unusable and self.ctx.gpus:  # GPUs it cannot see: the agent's setup, the same on a relaunch
                 unusable = gpu_problem(self.ctx.gpus, self.environ, **self.gpu_check_options)
@@ -248,7 +255,7 @@ class Bootstrap:
             _log(f"no PORT_{self.ctx.status_port_name.upper()}/PORT1: not serving status")
             return
         bind = self.environ.get("MTF_STATUS_BIND") or "0.0.0.0"
-        self.server = StatusServer(self.status, bind, port).start()
+        self.server = StatusServer(self.status, bind, port, routes={"/events": self.observer.events.route}).start()
         _log(f"status on http://{bind}:{self.server.port}/status")
 
     def _members(self) -> tuple[PeerKey | None, list[PeerKey]]:
@@ -277,12 +284,17 @@ class Bootstrap:
         def progress(found: dict[PeerKey, str], missing: dict[PeerKey, str]) -> None:
             self.status.update(peers=self._named({**self.endpoints, **found}), missing=self._named(missing))
 
+        began = self.clock()
         found = self.rendezvous.wait(peers, self.ctx.startup_timeout, on_progress=progress)
         if found is None:
             return False
         self.endpoints.update(found)
+        self.observer.peers_found(len(peers), self.clock() - began)
         _log(f"all {len(peers)} peer(s) found after {self.rendezvous.polls} poll(s)")
         return True
+
+    def _peer_addresses(self) -> dict[str, str]:
+        return {n: a for n, a in self._named(self.endpoints).items() if n != self.ctx.task}
 
     @staticmethod
     def _named(mapping: Mapping[PeerKey, str]) -> dict[str, str]:
@@ -337,14 +349,15 @@ class Bootstrap:
         budget = getattr(self.policy, "budget", None)
         earlier = sum(1 for r in budget.shared() if r.get("task") == self.ctx.task) if budget is not None else 0
         if earlier:
-            self.status.update(restarts=earlier)
+            self.status.update(restarts=earlier, failures=earlier)
 
     def _on_step(self, step: int) -> None:
         """A ``step=N`` line of the program: the step and its rate (steps/s over the last minute)."""
         self._printed_steps = True
         rate = self._rate.add(step)
         self.status.update(step=step, steps_per_second=None if rate is None else round(rate, 3))
-        self.watchdog.step(step)
+        if self.watchdog.step(step):
+            self.observer.on_step(step)
         if self.prewarmer:
             self.prewarmer.note_step()  # past its start: time to look at the pre-warmed interpreter's memory
 
@@ -360,15 +373,18 @@ class Bootstrap:
         if step is not None and step != self.status.snapshot()["step"]:
             rate = self._rate.add(step)
             self.status.update(step=step, steps_per_second=None if rate is None else round(rate, 3))
-            self.watchdog.step(step)
+            if self.watchdog.step(step):
+                self.observer.on_step(step)
 
     def _start_trainer(self) -> Trainer:
         self._announce_checkpoint()
         argv = ["/bin/sh", "-c", exec_form(self.spec.argv[0])] if self.shell else self.spec.argv
         trainer = Trainer(argv, self._child_env(), cwd=self.environ.get("MESOS_SANDBOX") or None,
-                          on_step=self._on_step, stdout=self.stdout, stderr=self.stderr,
+                          on_step=self._on_step, on_text=self.observer.on_text, stdout=self.stdout, stderr=self.stderr,
                           **({"spawn": self.prewarmer.spawn} if self.prewarmer else {}))
         self.watchdog.started()
+        me, _ = self._members()
+        self.observer.program_started(self.status.snapshot()["restarts"], self.endpoints.get(me))
         trainer.start()
         self.status.update(phase="running", exit_code=None)
         if trainer.pid is not None:
@@ -394,6 +410,7 @@ class Bootstrap:
         while True:
             code = trainer.wait(timeout=self.tick)
             self._logdir_step()
+            self.observer.tick(code is None, self._peer_addresses)
             if self._stop.is_set():
                 code = trainer.stop(self.grace, self._signum or signal.SIGTERM)
                 self.status.update(exit_code=code)
@@ -401,11 +418,13 @@ class Bootstrap:
                 return code
             hung = self.watchdog.overdue() if code is None else None
             if hung:  # the progress watchdog: a hang is a failure like any other
+                hung = self.observer.hang(hung)  # names the peer it waits for, when known
                 _log(f"{hung}: stopping the training program")
                 code = trainer.stop(self.grace)
             if code is not None:
                 tail = trainer.stderr_tail() + (f"\n{hung}" if hung else "")
                 outcome = self.policy.decide(code, stderr_tail=tail)
+                self.observer.program_exited(code, outcome.reason)
                 if not outcome.restart:
                     return self._finished(code, outcome)
                 trainer = self._restart_in_place(code, outcome)
@@ -425,11 +444,13 @@ class Bootstrap:
             return trainer
         for peer, address in sorted(moved.items()):
             _log(f"peer {naming.task_name(*peer)} moved: {self.endpoints[peer]} -> {address}")
+            self.observer.peer_moved(naming.task_name(*peer), self.endpoints[peer], address)
         self.endpoints.update(moved)
         self._render()
         if not restarts_on_move(self.ctx.role):
             return trainer
         code = trainer.stop(self.grace)
+        self.observer.program_exited(code, f"stopped for the rewritten cluster spec (exit {code})", failure=False)
         restarts = self.status.add_restart()
         _log(f"restarting the training program with the rewritten spec (restart {restarts}; "
              f"the previous run exited with {code})")
@@ -476,6 +497,8 @@ class Bootstrap:
         _log(f"training program exited with {code}: {outcome.phase}"
              + (f" ({outcome.reason})" if outcome.reason else "")
              + ("; staying up until stopped" if outcome.stay_up else ""))
+        if code == 0:
+            self.observer.finished(f"training program finished (exit 0): {outcome.phase}")
         if outcome.finish:
             state, reason = outcome.finish, outcome.reason or f"{self.ctx.task} finished"
             if outcome.await_workers and self.control is not None:
@@ -523,6 +546,11 @@ def main(argv: list[str] | None = None) -> int:
                      **job_lifecycle(ctx, os.environ))
     if boot.control is not None and is_decider(ctx):  # tasks that can never start fail the job
         boot.control.watch_hopeless(boot._stop, lambda: boot.status.snapshot()["step"])
+        from marathon_tf.task.jobview import JobView  # the deciding task's only
+
+        view = JobView(ctx, boot.control.client, boot.status, boot.observer.events, log=_log)
+        view.start(boot._stop)  # the job's view: tasks per role, its start, stragglers (marathon_tf.task.jobview)
+        boot.control.extra_labels = view.end_labels
     previous = {sig: signal.signal(sig, lambda signum, frame: boot.request_stop(signum))
                 for sig in (signal.SIGTERM, signal.SIGINT)}
     try:

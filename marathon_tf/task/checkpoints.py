@@ -23,7 +23,7 @@ import struct
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["latest_checkpoint_step", "event_file_step", "training_step"]
+__all__ = ["newest_checkpoint", "latest_checkpoint_step", "event_file_step", "training_step"]
 
 _MODEL_PATH = re.compile(r'^model_checkpoint_path:\s*"(?P<path>[^"]*)"', re.M)
 _TRAILING_NUMBER = re.compile(r"-(\d+)$")
@@ -50,19 +50,28 @@ def _walk(root: Path, depth: int = MAX_DEPTH) -> Iterator[Path]:
             stack.extend((Path(e.path), level + 1) for e in reversed(entries) if e.is_dir())
 
 
-def latest_checkpoint_step(logdir: str | os.PathLike) -> int | None:
-    """The step of the newest checkpoint any index under ``logdir`` names (None: no checkpoint)."""
-    best: int | None = None
+def newest_checkpoint(logdir: str | os.PathLike) -> tuple[int, float] | None:
+    """(step, when its index was written: unix time) of the newest checkpoint any index under
+    ``logdir`` names; None: no checkpoint."""
+    best: tuple[int, float] | None = None
     for directory in _walk(Path(logdir)):
+        index = directory / "checkpoint"
         try:
-            text = (directory / "checkpoint").read_text(encoding="utf-8", errors="replace")
+            text = index.read_text(encoding="utf-8", errors="replace")
+            written = index.stat().st_mtime
         except OSError:
             continue
         m = _MODEL_PATH.search(text)
         n = _TRAILING_NUMBER.search(m.group("path")) if m else None
-        if n:
-            best = max(best or 0, int(n.group(1)))
+        if n and (best is None or (int(n.group(1)), written) > best):
+            best = (int(n.group(1)), written)
     return best
+
+
+def latest_checkpoint_step(logdir: str | os.PathLike) -> int | None:
+    """The step of the newest checkpoint any index under ``logdir`` names (None: no checkpoint)."""
+    found = newest_checkpoint(logdir)
+    return found[0] if found else None
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:

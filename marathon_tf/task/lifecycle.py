@@ -12,7 +12,8 @@ Who decides what (:func:`decide` is the whole table, a pure function):
 * **Success** is decided by the *decider* task (:func:`decider_task`: ``chief-0`` when the
   job's completion is ``chief``, else ``worker-0``). With completion ``chief``/``worker0`` its
   program's exit 0 ends the job; with ``all_workers`` it first waits (:func:`await_workers`,
-  bounded) until every other worker's bootstrap reports ``phase == "succeeded"``. Any other
+  bounded: a worker that shows nothing new for :data:`AWAIT_SILENCE` s fails the job, named)
+  until every other worker's bootstrap reports ``phase == "succeeded"``. Any other
   task whose program exits 0 just stays up (healthy) until the job is stopped.
 * **A permanent exit code** (``restart.permanent_exit_codes``) fails the job at once; so do a
   program that cannot be executed (:data:`UNEXECUTABLE_CODES`: the shell's 127 "not found" and
@@ -58,7 +59,7 @@ __all__ = [
     "FINISH", "AWAIT_WORKERS", "STAY", "FAIL_JOB", "RESTART", "EXIT", "ACTIONS",
     "decider_task", "is_decider", "decide", "RestartBudget", "failures_path", "FAILURES_FILE",
     "await_workers", "client_from_env", "JobControl", "JobPolicy", "startup_reason", "UNEXECUTABLE_CODES",
-    "logdir_problem", "logdir_path",
+    "logdir_problem", "logdir_path", "AWAIT_SILENCE",
 ]
 
 # --- the decision table -------------------------------------------------------------------------
@@ -249,7 +250,22 @@ def _get_json(url: str) -> dict[str, Any] | None:
         return None
 
 
-def await_workers(client: Client, ctx: TaskContext, *, timeout: float = 600.0, interval: float = 2.0,
+#: A pending worker that shows nothing new (step, phase, restarts) this long fails the wait (seconds).
+AWAIT_SILENCE = 300.0
+
+
+def _shown(status: Mapping[str, Any] | None, phase: str) -> str:
+    """``running, at step 3990; waiting for ps-0: its TF server does not answer`` (what a worker shows)."""
+    parts = [phase]
+    if status and status.get("step") is not None:
+        parts[0] += f", at step {status['step']}"
+    waiting = (status or {}).get("waiting_for") or {}
+    if waiting.get("peer"):
+        parts.append(f"waiting for {waiting['peer']}: {waiting.get('why')}")
+    return "; ".join(parts)
+
+
+def await_workers(client: Client, ctx: TaskContext, *, timeout: float = AWAIT_SILENCE, interval: float = 2.0,
                   get_json: Callable[[str], dict[str, Any] | None] = _get_json,
                   clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
                   stop: Callable[[], bool] = lambda: False,
@@ -258,13 +274,17 @@ def await_workers(client: Client, ctx: TaskContext, *, timeout: float = 600.0, i
 
     One Marathon request per poll (the group with its apps' tasks) finds each worker's status
     port; then each worker's ``/status`` is read. Returns ``(SUCCEEDED, reason)``, or
-    ``(FAILED, reason)`` when one reports ``failed`` or ``timeout`` seconds pass; None when
-    ``stop()`` became true or the job already carries a record (someone else decided).
+    ``(FAILED, reason)`` when one reports ``failed``, or when one shows nothing new (its phase,
+    step, restarts) for ``timeout`` seconds: a worker that still trains is waited for, a silent one
+    is named with what it last showed (its step, the peer it waits for). None when ``stop()``
+    became true or the job already carries a record (someone else decided).
     """
     others = [naming.task_name("worker", i) for i in range(int(ctx.cluster.get("worker", 0)))
               if not (ctx.role == "worker" and i == ctx.index)]
-    deadline = clock() + timeout
     phases: dict[str, str] = {name: "unknown" for name in others}
+    seen: dict[str, tuple] = {}
+    quiet_since: dict[str, float] = {name: clock() for name in others}
+    shown: dict[str, str] = {name: "unknown" for name in others}
     while True:
         try:
             apps = job_apps(client.get_group(naming.group_id(ctx.job), embed=GROUP_EMBEDS))
@@ -280,16 +300,21 @@ def await_workers(client: Client, ctx: TaskContext, *, timeout: float = 600.0, i
                 status = get_json(url) if url else None
                 if status is None:
                     phases[name] = "unreachable" if app else "no app"
-                    continue
-                phases[name] = str(status.get("phase"))
-                if phases[name] == "failed":
-                    detail = status.get("last_error") or f"exit code {status.get('exit_code')}"
-                    return L.FAILED, f"{name} failed after {ctx.task} finished: {detail}"
+                else:
+                    phases[name] = str(status.get("phase"))
+                    if phases[name] == "failed":
+                        detail = status.get("last_error") or f"exit code {status.get('exit_code')}"
+                        return L.FAILED, f"{name} failed after {ctx.task} finished: {detail}"
+                now = (phases[name], (status or {}).get("step"), (status or {}).get("restarts"))
+                if seen.get(name) != now:
+                    seen[name], quiet_since[name] = now, clock()
+                shown[name] = _shown(status, phases[name])
             if all(phases[n] == "succeeded" for n in others):
                 return L.SUCCEEDED, f"all {len(others) + 1} workers finished"
-        if clock() >= deadline:
-            pending = ", ".join(f"{n} ({phases[n]})" for n in others if phases[n] != "succeeded")
-            return L.FAILED, f"{ctx.task} finished but not every worker did within {timeout:g} s: {pending}"
+        silent = [n for n in others if phases[n] != "succeeded" and clock() - quiet_since[n] >= timeout]
+        if silent:
+            named = ", ".join(f"{n} ({shown[n]})" for n in silent)
+            return L.FAILED, f"{ctx.task} finished but not every worker did: nothing new for {timeout:g} s from {named}"
         if stop():
             return None
         sleep(interval)
@@ -325,7 +350,7 @@ class JobControl:
     keeps serving its phase meanwhile); credentials stay inside the client and are never logged.
     """
 
-    def __init__(self, ctx: TaskContext, client: Client, *, await_timeout: float = 600.0,
+    def __init__(self, ctx: TaskContext, client: Client, *, await_timeout: float = AWAIT_SILENCE,
                  poll_interval: float = 2.0, retry_interval: float = 10.0,
                  get_json: Callable[[str], dict[str, Any] | None] = _get_json,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
@@ -334,6 +359,8 @@ class JobControl:
         self.await_timeout, self.poll_interval, self.retry_interval = await_timeout, poll_interval, retry_interval
         self.get_json, self.clock, self.wall, self.log = get_json, clock, wall, log
         self.finished: tuple[str, str] | None = None
+        #: ``(state, reason) -> {app id: labels}`` added to the record (the bootstrap's: the job's events)
+        self.extra_labels: Callable[[str, str], Mapping[str, Mapping[str, str]]] | None = None
 
     def await_workers(self, stop: threading.Event) -> tuple[str, str] | None:
         return await_workers(self.client, self.ctx, timeout=self.await_timeout, interval=self.poll_interval,
@@ -363,10 +390,11 @@ class JobControl:
 
     def finish(self, state: str, reason: str, final_step: int | None, stop: threading.Event) -> bool:
         """Record ``state`` on the job (retrying until done or stopped); whether this task wrote it."""
+        extra = self.extra_labels(state, reason) if self.extra_labels else None
         while not stop.is_set():
             try:
                 wrote = finish_job(self.client, self.ctx.job, state, reason=reason, final_step=final_step,
-                                   now=self.wall)
+                                   now=self.wall, extra=extra)
             except MarathonError as e:
                 self.log(f"could not record the job as {state} yet ({e.message}); retrying in "
                          f"{self.retry_interval:g} s")

@@ -2,6 +2,7 @@
 
 ``GET /health`` -> 200 unless the bootstrap is unhealthy (503);
 ``GET /status`` -> the JSON described in docs/architecture.md;
+``GET /metrics`` -> Prometheus' text format (:mod:`marathon_tf.task.metrics`, imported on first use);
 extra read-only GET routes (the leader's ``/rendezvous``, :mod:`marathon_tf.task.rendezvous`) are
 handlers ``query dict (+ "_client": the caller's IP, "_accept_encoding": its Accept-Encoding)
 -> (code, body dict or JSON bytes[, extra headers])`` given to :class:`StatusServer`.
@@ -20,6 +21,10 @@ from urllib.parse import parse_qs
 __all__ = ["TaskStatus", "StatusServer"]
 
 PHASES = ("discovering", "running", "succeeded", "failed")
+_HEAVY = ("cluster", "tf_config", "peers", "missing")
+#: ``/progress``: what the deciding task reads of every chief and worker (small: no cluster spec)
+PROGRESS_FIELDS = ("task", "role", "index", "phase", "step", "steps_per_second", "report_rate", "restarts",
+                   "failures", "stall_seconds", "waiting_for", "first_step_at")
 
 
 class TaskStatus:
@@ -32,6 +37,10 @@ class TaskStatus:
             "cluster": {}, "tf_config": None, "peers": {}, "missing": {}, "step": None,
             "exit_code": None, "restarts": 0, "last_error": None, "warnings": [],
             "resumed_from": None, "steps_per_second": None,
+            # what marathon_tf.task.observer keeps up to date (metrics, hangs, stragglers, the job's view)
+            "failures": 0, "preemptions": 0, "target_step": None, "first_step_at": None, "stall_seconds": None,
+            "progress_limit": None, "waiting_for": None, "report_rate": None, "checkpoint": None,
+            "server_up": None, "job_view": None,
         }
         self._healthy = True
 
@@ -61,6 +70,18 @@ class TaskStatus:
         with self._lock:
             return json.loads(json.dumps(self._data))
 
+    def light(self) -> dict[str, Any]:
+        """The fields without the cluster spec and peers (what metrics and ``/progress`` read; the
+        values are replaced, never changed in place, so a shallow copy is a consistent view)."""
+        with self._lock:
+            return {k: v for k, v in self._data.items() if k not in _HEAVY}
+
+    def add(self, field: str, n: int = 1) -> int:
+        """Add ``n`` to a counter field (``restarts``, ``failures``, ``preemptions``)."""
+        with self._lock:
+            self._data[field] += n
+            return self._data[field]
+
     @property
     def healthy(self) -> bool:
         with self._lock:
@@ -78,6 +99,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200 if healthy else 503, {"healthy": healthy, "phase": status.snapshot()["phase"]})
         elif path == "/status":
             self._send(200, status.snapshot())
+        elif path == "/progress":
+            light = status.light()
+            self._send(200, {k: light.get(k) for k in PROGRESS_FIELDS})
+        elif path == "/metrics" and path not in self.server.routes:
+            from marathon_tf.task.metrics import metrics_route  # prometheus_client only when scraped
+
+            self.server.routes = {**self.server.routes, "/metrics": metrics_route(status.light)}
+            self._send(*self.server.routes["/metrics"]({}))
         elif path in self.server.routes:
             query = {k: v[-1] for k, v in parse_qs(self.path.partition("?")[2]).items()}
             query["_client"] = self.client_address[0]  # who asks (set here: a URL cannot forge it)
@@ -89,9 +118,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, code: int, body: dict | bytes, headers: Mapping[str, str] | None = None) -> None:
         data = body if isinstance(body, bytes) else (json.dumps(body, sort_keys=True) + "\n").encode()
         self.send_response(code)
-        for name, value in (headers or {}).items():  # e.g. Content-Encoding of a pre-encoded body
+        headers = dict(headers or {})
+        for name, value in headers.items():  # e.g. Content-Encoding of a pre-encoded body
             self.send_header(name, value)
-        self.send_header("Content-Type", "application/json")
+        if "Content-Type" not in headers:
+            self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)

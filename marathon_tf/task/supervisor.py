@@ -79,11 +79,12 @@ class Trainer:
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str], *, cwd: str | None = None,
                  on_step: Callable[[int], None] = lambda step: None,
+                 on_text: Callable[[str], None] | None = None,
                  stdout: BinaryIO | None = None, stderr: BinaryIO | None = None,
                  spawn: Callable[[Sequence[str], Mapping[str, str], str | None], subprocess.Popen] = popen):
         import sys
 
-        self.argv, self.env, self.cwd, self.on_step = list(argv), dict(env), cwd, on_step
+        self.argv, self.env, self.cwd, self.on_step, self.on_text = list(argv), dict(env), cwd, on_step, on_text
         self.spawn = spawn
         self.stdout = stdout or sys.stdout.buffer
         self.stderr = stderr or sys.stderr.buffer
@@ -152,6 +153,8 @@ class Trainer:
                 with self._tail_lock:
                     self._tail.append(kept)
             continuing = not piece.endswith(b"\n")
+            if self.on_text is not None:
+                self.on_text(text)  # e.g. TensorFlow naming a peer it waits for (marathon_tf.task.tflog)
             steps = STEP_RE.findall(text)
             if steps:
                 self.on_step(int(steps[-1]))

@@ -4,6 +4,9 @@ Exit codes: 0 ok, 1 runtime failure, 2 usage or spec error, 3 timed out while
 still in progress, 130 interrupted. Heavy modules are imported inside the
 commands so that ``marathon-tf --help`` starts fast and TensorFlow is never
 imported here.
+
+It is a little over 600 lines (every verb's options and help live here) until it becomes a thin
+layer over the Python API (issue 23).
 """
 
 from __future__ import annotations
@@ -230,7 +233,7 @@ def _progress_printer():
 
 def _deploy_local(spec, *, templates_dir, timeout, fmt, detach, dry_run) -> int:
     """Run the job on this machine; task output is streamed as ``[worker-1] …``."""
-    from marathon_tf.user import localrun, output
+    from marathon_tf.user import localrun, observe, output
     from marathon_tf.user.render import render_group
 
     localrun.check_local_options(detach)
@@ -252,9 +255,11 @@ def _deploy_local(spec, *, templates_dir, timeout, fmt, detach, dry_run) -> int:
     def deployed(result, cluster) -> None:
         output.info(f"local Marathon {cluster.marathon_url} (Mesos-DNS {cluster.mesos_dns}): "
                     f"deployed {result.group_id}, deployment {result.deployment_id}")
+        output.info(observe.scrape_hint(cluster.marathon_url))
 
+    progress = observe.announcing(_progress_printer(), output.info)  # + metrics URLs, TensorBoard, once
     run = localrun.run(spec, templates_dir=templates_dir, timeout=timeout, emit_task_line=task_line,
-                       progress=_progress_printer(), on_deployed=deployed)
+                       progress=progress, on_deployed=deployed)
     steps = run.status.get("finalStep", run.status.get("step"))
     output.info(f"job {spec.name}: {run.state} in {run.seconds:.1f} s"
                 + (f", step {steps}" if steps is not None else "")
@@ -384,10 +389,12 @@ def _counts_text(parsed, plan) -> str:
               help="Follow the job until it ends (Ctrl-C to stop); exit 0 Succeeded, 1 Failed.")
 @click.option("-o", "--output", "fmt", type=click.Choice(["text", "wide", "json"]), default="text",
               show_default=True, help="text fits 80 columns; wide adds health, phase, rate and task ids.")
-def status(job, marathon_url, user, password, token, ca_bundle, insecure, follow, fmt) -> None:
-    """Show a job: state, progress (step S/T, steps/s, ETA), logdir, and per task its state,
-    host:port, step, restarts, age and last failure."""
-    from marathon_tf.user import jobs, output
+@click.option("--timeline", is_flag=True,
+              help="Add the timeline: the start's phases and every recovery (cause, restart, training again).")
+def status(job, marathon_url, user, password, token, ca_bundle, insecure, follow, fmt, timeline) -> None:
+    """Show a job: state, progress (step S/T, steps/s, ETA), logdir, tasks waiting for a peer,
+    stragglers, and per task its state, host:port, step, restarts, age and last failure."""
+    from marathon_tf.user import history, jobs, output
 
     client = _client(marathon_url, user, password, token, ca_bundle, insecure)
     name = jobs.resolve_job(client, job)
@@ -395,12 +402,34 @@ def status(job, marathon_url, user, password, token, ca_bundle, insecure, follow
         st = _follow(client, name, None, wait=True, timeout=None, decide=False)
     else:
         st = jobs.job_status(client, name)
+    if timeline:
+        st["timeline"] = history.status_timeline(history.job_events(client, name, st))
     if fmt == "json":
         output.emit_json(st)
     else:
         output.status_table(st, wide=fmt == "wide")
+        if timeline:
+            click.echo("\n" + history.timeline_text(st["timeline"]))
     if follow and st.get("state") == "Failed":
         sys.exit(1)
+
+
+@cli.command(context_settings=_CTX)
+@click.argument("job", required=False)
+@_marathon_options
+@_output_opt
+def events(job, marathon_url, user, password, token, ca_bundle, insecure, fmt) -> None:
+    """What happened to JOB, in time order (like kubectl describe): its start, every failure with
+    its whole message, hangs, restarts, preemptions, scale, placement waits, the end."""
+    from marathon_tf.user import history, jobs, output
+
+    client = _client(marathon_url, user, password, token, ca_bundle, insecure)
+    name = jobs.resolve_job(client, job, verb="events")
+    found = history.job_events(client, name, jobs.job_status(client, name))
+    if fmt == "json":
+        output.emit_json({"job": name, **found, "events": history.events_rows(found["events"])})
+    else:
+        click.echo(history.events_text(found["events"], found["omitted"]))
 
 
 @cli.command("list", context_settings=_CTX)
@@ -542,6 +571,7 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
 
     Tasks run as processes of this machine: they find this runner's Marathon and Mesos-DNS
     whatever the job file's discovery says, and cpus/mem/gpus are not enforced."""
+    import threading
     from pathlib import Path
 
     from marathon_tf.contract.errors import UsageError
@@ -550,7 +580,7 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
     from marathon_tf.local.security import Security, parse_auth
     from marathon_tf.local.ui import check_ui_dir
     from marathon_tf.task.warmpool import WarmPool
-    from marathon_tf.user import output
+    from marathon_tf.user import observe, output
     from marathon_tf.user.config import state_home
 
     try:  # local/security.py: what local serve refuses, and why
@@ -562,11 +592,15 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
     if host not in ("127.0.0.1", "localhost", "::1"):
         output.warn(f"binding {host}: reachable from the network over plain HTTP (credentials are not encrypted)")
 
+    following = threading.Event()  # the jobs' metrics URLs and TensorBoard, printed once each
+
     def ready(cluster) -> None:
         urls = ",".join(cluster.marathon_urls)
         output.info(f"Marathon API  {urls}   (export MARATHON_URL={urls})")
         output.info(f"Mesos-DNS     {cluster.mesos_dns} (DNS), {cluster.mesos_dns_http} (HTTP)")
         output.info(f"sandboxes     {cluster.state_dir}/sandboxes    — Ctrl-C stops everything")
+        output.info(observe.scrape_hint(cluster.marathon_url))
+        observe.follow_in_background(cluster.marathon_url, security["auth"], output.info, following)
         if ui_dir:
             output.info(f"web UI        {cluster.marathon_url}/ui/")
         output.warn(_LOCAL_RESOURCES)
@@ -581,6 +615,8 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
         raise UsageError(f"{e.what} port {e.port} on {e.host} is already in use (another `local serve`?)",
                          hint=f"stop what holds it, or choose another port with {options[e.what]} PORT "
                               f"(0 picks a free one)") from None
+    finally:
+        following.set()
     from marathon_tf.user.stopsignals import signal_name
 
     output.info(f"stopped by {signal_name(signum)}: every task was stopped")

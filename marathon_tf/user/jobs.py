@@ -17,6 +17,7 @@ from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonNotFound, SpecError, UsageError
 from marathon_tf.contract.progress import eta_seconds
 from marathon_tf.marathon.client import Client
+from marathon_tf.user import observe
 from marathon_tf.user.render import LABEL_PREFIX, SPEC_LABEL, render_group, task_apps
 from marathon_tf.user.spec import MAX_COUNT, JobSpec, load_dict
 
@@ -314,6 +315,7 @@ def job_status(client: Client, job: str, *, probe: bool = True,
             status_port = _tf_port(app, t, "status")
             if probe and status_port and t.get("state") == "TASK_RUNNING":
                 probes[name] = f"http://{t.get('host')}:{status_port}/status"
+                row["metricsUrl"] = f"http://{t.get('host')}:{status_port}/metrics"
         else:
             q = queue.get(app.get("id")) or {}
             delay = q.get("delay") or {}
@@ -343,6 +345,7 @@ def job_status(client: Client, job: str, *, probe: bool = True,
                         row["stepsPerSecond"] = result["steps_per_second"]
                     if result.get("resumed_from") is not None:
                         row["resumedFrom"] = result["resumed_from"]
+                    observe.take_probe(row, result)  # the peer it waits for, the job's view
     tb = next((r for r in tasks if r["role"] == "tensorboard" and r.get("state") == "TASK_RUNNING"), None)
     labels = {}
     for app in apps.values():
@@ -364,6 +367,7 @@ def job_status(client: Client, job: str, *, probe: bool = True,
     }
     if tb and tb.get("port"):
         out["tensorboard"] = f"http://{tb['host']}:{tb['port']}"
+    observe.annotate(out, queue)  # waits named by the peer (with its state), stragglers
     if labels.get(STARTED_LABEL):
         out["startedAt"] = labels[STARTED_LABEL]
     if labels.get(FINISHED_LABEL):

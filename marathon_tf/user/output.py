@@ -95,6 +95,11 @@ def progress_line(status: dict[str, Any]) -> str:
     stalled = [f"{t['task']} waits: {t['waitingFor']}" for t in status.get("tasks", []) if t.get("waitingFor")]
     if stalled:
         parts.append(stalled[0] + (f" (+{len(stalled) - 1} more)" if len(stalled) > 1 else ""))
+    waits = status.get("waits") or []  # a task waiting for a peer (user/observe.py)
+    if waits:
+        parts.append(waits[0] + (f" (+{len(waits) - 1} more)" if len(waits) > 1 else ""))
+    if status.get("stragglers"):
+        parts.append("straggler " + ", ".join(status["stragglers"]))
     if status.get("tensorboard"):
         parts.append(f"TensorBoard {status['tensorboard']}")
     return f"{status.get('job')}: {status.get('state')} — " + "; ".join(parts)
@@ -164,6 +169,10 @@ def _header(status: dict[str, Any]) -> list[tuple[str, str]]:
                        ("tensorboard", "TensorBoard")):
         if status.get(key) is not None:
             rows.append((label, str(status[key])))
+    for wait in status.get("waits") or []:
+        rows.append(("waiting", wait))
+    for straggler in status.get("stragglers") or []:
+        rows.append(("straggler", straggler))
     if status.get("logdir"):
         volume = status.get("logdirVolume")
         rows.append(("logdir", status["logdir"] + (f" (volume {volume})" if volume and volume != status["logdir"]
@@ -178,7 +187,7 @@ def status_text(status: dict[str, Any], *, wide: bool = False, width: int | None
     limit = None if wide else width
     lines = [f"job {status['job']} ({status['groupId']}): {status['state']}"]
     for label, value in _header(status):
-        first = f"  {label:<11}"
+        first = f"  {label:<10} "
         if limit is None:
             lines.append(first + value)
         else:

@@ -148,9 +148,13 @@ def _container(spec: JobSpec, image: str | None) -> dict[str, Any] | None:
 
 def _ports(spec: JobSpec, names: tuple[str, ...]) -> tuple[list | None, list | None]:
     """(portDefinitions, container portMappings) for the job's network mode."""
+    # the status port says where its metrics are: Prometheus' marathon_sd_configs reads port labels
+    # (__meta_marathon_port_definition_label_metrics / __meta_marathon_port_mapping_label_metrics)
+    labels = {STATUS_PORT: {"labels": {"metrics": "/metrics"}}}
     if spec.network == "container":
-        return None, [{"containerPort": _CONTAINER_PORTS[n], "name": n, "protocol": "tcp"} for n in names]
-    return [{"port": 0, "name": n, "protocol": "tcp"} for n in names], None
+        return None, [{"containerPort": _CONTAINER_PORTS[n], "name": n, "protocol": "tcp", **labels.get(n, {})}
+                      for n in names]
+    return [{"port": 0, "name": n, "protocol": "tcp", **labels.get(n, {})} for n in names], None
 
 
 def _networks(spec: JobSpec) -> list[dict[str, str]] | None:
@@ -193,6 +197,7 @@ def _task_context(spec: JobSpec, role: str, index: int) -> TaskContext:
         restart_budget=(spec.restart.max_failures, spec.restart.window_seconds),
         permanent_exit_codes=spec.restart.permanent_exit_codes, logdir=spec.logdir,
         progress_timeouts=(spec.restart.progress_timeout_seconds, spec.restart.first_step_timeout_seconds),
+        target_step=spec.target_step,
         prewarm=spec.prewarm, gpus=spec.role(role).gpus,
     )
 

@@ -278,3 +278,38 @@ def http_json(url: str, timeout: float = 2.0) -> tuple[int, dict]:
         return e.code, json.loads(e.read())
 
 
+class GrpcLikeServer:
+    """A TCP server on 127.0.0.1 that answers like gRPC (a SETTINGS frame) or accepts and says nothing."""
+
+    def __init__(self, answer: bool):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.answer, self.conns = answer, []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _run(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            if self.answer:
+                conn.recv(64)
+                conn.sendall(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+
+    def close(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() under way, which holds the socket
+        except OSError:
+            pass
+        self.sock.close()
+        self.thread.join(5)
+        for c in self.conns:
+            c.close()

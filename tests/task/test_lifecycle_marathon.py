@@ -81,7 +81,34 @@ def test_await_workers_is_bounded_and_names_the_pending(fake_marathon, status_en
     state, reason = lc.await_workers(fake_marathon.client(), ctx, timeout=10, interval=2, clock=clock,
                                      sleep=clock.sleep)
     assert state == L.FAILED and clock.now == 10
-    assert reason == "worker-0 finished but not every worker did within 10 s: worker-1 (unreachable), worker-2 (running)"
+    assert reason == ("worker-0 finished but not every worker did: nothing new for 10 s from worker-1 (unreachable), "
+                      "worker-2 (running)")
+
+
+def test_await_workers_waits_for_a_worker_that_trains_and_names_one_that_went_silent(fake_marathon, status_endpoint,
+                                                                                    make_ctx):
+    """(issue 24) the wait is bounded by silence, not by a fixed time: a slower worker still training is
+    waited for; a frozen one is named with its last step and the peer it waits for."""
+    statuses = _workers(fake_marathon, status_endpoint)
+    statuses[1].update(phase="running", step=100)
+    statuses[2].update(phase="running", step=100)
+    ctx = make_ctx("worker", 0, cluster={"ps": 1, "worker": 3})
+    clock = FakeClock()
+
+    def sleep(seconds):
+        clock.sleep(seconds)
+        if clock.now < 40:  # worker-1 trains on for 40 s, then freezes waiting for ps-0; worker-2 trains to the end
+            statuses[1].update(step=100 + int(clock.now))
+        else:
+            statuses[1].update(waiting_for={"peer": "ps-0", "why": "its TF server does not answer", "seconds": 9})
+        statuses[2].update(step=100 + int(clock.now))
+        if clock.now >= 80:
+            statuses[2].update(phase="succeeded")
+
+    state, reason = lc.await_workers(fake_marathon.client(), ctx, timeout=30, interval=2, clock=clock, sleep=sleep)
+    assert state == L.FAILED and 68 <= clock.now <= 72, clock.now  # 30 s after worker-1's last new step
+    assert reason == ("worker-0 finished but not every worker did: nothing new for 30 s from worker-1 (running, at "
+                      "step 138; waiting for ps-0: its TF server does not answer)")
 
 
 def test_await_workers_stops_when_the_job_already_has_a_record(fake_marathon, status_endpoint, make_ctx):

@@ -96,7 +96,8 @@ def test_one_app_per_task_with_identity_labels_ports_and_health_check():
     assert w1["labels"]["marathon-tf/job"] == "ml/mnist"
     assert (w1["labels"]["marathon-tf/role"], w1["labels"]["marathon-tf/index"]) == ("worker", "1")
     assert w1["portDefinitions"] == [{"port": 0, "name": "tf", "protocol": "tcp"},
-                                     {"port": 0, "name": "status", "protocol": "tcp"}]
+                                     {"port": 0, "name": "status", "protocol": "tcp",
+                                      "labels": {"metrics": "/metrics"}}]  # Prometheus' marathon_sd
     hc = w1["healthChecks"][0]
     assert (hc["protocol"], hc["portIndex"], hc["path"]) == ("MESOS_HTTP", 1, "/health")
     assert w1["upgradeStrategy"] == {"minimumHealthCapacity": 0, "maximumOverCapacity": 0}
@@ -327,6 +328,10 @@ def test_job_fields_reach_the_task_environment_and_schema():
     assert "MTF_PROGRESS_TIMEOUT" not in json.dumps(render_group(plain))
     assert "progress_timeout_seconds" not in json.dumps(plain.to_dict())
     with pytest.raises(Exception, match="progress_timeout_seconds"):
-        spec_mod.load_dict({**job, "restart": {"progress_timeout_seconds": 0}})
+        spec_mod.load_dict({**job, "restart": {"progress_timeout_seconds": -1}})
+    off = render_group(spec_mod.load_dict({**job, "restart": {"progress_timeout_seconds": 0,  # 0: off (issue 24)
+                                                               "first_step_timeout_seconds": 0}}))
+    off_env = (off.get("apps") or [a for sg in off["groups"] for a in sg["apps"]])[0]["env"]
+    assert off_env["MTF_PROGRESS_TIMEOUT"] == "0/0" and TaskContext.from_env(off_env).progress_timeouts == (0.0, 0.0)
     restart = spec_mod.json_schema()["properties"]["restart"]["properties"]
-    assert restart["progress_timeout_seconds"]["minimum"] == 1 and "first_step_timeout_seconds" in restart
+    assert restart["progress_timeout_seconds"]["minimum"] == 0 and "first_step_timeout_seconds" in restart

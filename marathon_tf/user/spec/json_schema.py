@@ -12,6 +12,10 @@ from marathon_tf.user.spec.model import (COMPLETIONS, CONSTRAINT_OPERATORS, DEFA
 __all__ = ["json_schema"]
 
 
+#: The progress watchdog's limits (marathon_tf.task.watchdog).
+_WATCHDOG = "seconds; not set: adaptive (the default), 0: off"
+
+
 def json_schema() -> dict[str, Any]:
     """The job spec as JSON Schema (draft 2020-12), for editors."""
     num = {"type": "number"}
@@ -70,8 +74,8 @@ def json_schema() -> dict[str, Any]:
                 "permanent_exit_codes": {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 127}},
                 "backoff_seconds": {**num, "minimum": 0}, "backoff_factor": {**num, "minimum": 1},
                 "max_launch_delay_seconds": {**num, "minimum": 0},
-                "progress_timeout_seconds": {**num, "minimum": 1},
-                "first_step_timeout_seconds": {**num, "minimum": 1}}},
+                "progress_timeout_seconds": {**num, "minimum": 0, "description": _WATCHDOG},
+                "first_step_timeout_seconds": {**num, "minimum": 0, "description": _WATCHDOG}}},
             "network": {"type": "object", "additionalProperties": False, "properties": {
                 "mode": {"enum": ["host", "container"]}, "name": string}},
             "bootstrap": {**string, "default": "marathon-tf bootstrap"},

@@ -86,8 +86,8 @@ class Restart:
     backoff_seconds: float = 1.0
     backoff_factor: float = 1.15
     max_launch_delay_seconds: float = 300.0
-    progress_timeout_seconds: float | None = None   # watchdog: no new step for this long = failed
-    first_step_timeout_seconds: float | None = None  # watchdog: no first step this long after start
+    progress_timeout_seconds: float | None = None   # watchdog: no new step for this long = failed (None: adaptive, 0: off)
+    first_step_timeout_seconds: float | None = None  # watchdog: no first step this long after start (None: adaptive, 0: off)
 
 
 @dataclass(frozen=True)

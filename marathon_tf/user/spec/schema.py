@@ -110,8 +110,9 @@ class _RestartSchema(_Base):
     backoff_seconds = _StrictNumber(validate=validate.Range(min=0, max=86400, error="must be between {min} and {max}"))
     backoff_factor = _StrictNumber(validate=validate.Range(min=1, max=100, error="must be between {min} and {max}"))
     max_launch_delay_seconds = _StrictNumber(validate=validate.Range(min=0, max=86400, error="must be between {min} and {max}"))
-    progress_timeout_seconds = _StrictNumber(validate=validate.Range(min=1, error="must be >= {min}"))
-    first_step_timeout_seconds = _StrictNumber(validate=validate.Range(min=1, error="must be >= {min}"))
+    # not set: adaptive (the default); 0: off (marathon_tf.task.watchdog)
+    progress_timeout_seconds = _StrictNumber(validate=validate.Range(min=0, error="must be >= {min} (0: off)"))
+    first_step_timeout_seconds = _StrictNumber(validate=validate.Range(min=0, error="must be >= {min} (0: off)"))
 
 
 class _ProgressSchema(_Base):

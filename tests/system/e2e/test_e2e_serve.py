@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -52,3 +53,7 @@ def test_a_second_run_says_it_resumed_from_the_checkpoint(serve):
     r = serve.cli("logs", "linear-regression", "worker-0")
     assert r.returncode == 0, r.stderr
     assert "resumed from checkpoint at step 30" in r.stdout, r.stdout[-3000:]
+    serve.stop()  # where to scrape: Prometheus' marathon_sd on this serve, and each task's URL once
+    assert f"marathon_sd_configs servers [{serve.url}]" in serve.log, serve.log
+    assert re.search(r"job linear-regression: metrics at ps-0 http://127\.0\.0\.1:\d+/metrics, worker-0 http://",
+                     serve.log), serve.log

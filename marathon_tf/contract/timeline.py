@@ -1,0 +1,215 @@
+"""A job's events, and the timeline of its start and of every recovery built from them (pure).
+
+Every bootstrap records what happens to its task as events (:mod:`marathon_tf.task.timeline`):
+``{"time": <unix seconds>, "task": "worker-1", "kind": <one of KINDS>, "message": "…", …}``; the
+deciding task adds the job's own (submitted, deployed, every task running, scaled, placement waits,
+the end) from what Marathon says. The user's side reads them back (``marathon-tf status
+--timeline``, ``marathon-tf events``) from the running tasks' ``/events``, or from the job's record
+once it has ended (the label :data:`marathon_tf.contract.labels.EVENTS`, see :func:`compact`).
+
+:func:`timeline` turns a list of events into
+
+* ``start``: the phases of the job's start, each with when it happened and how long it took
+  after the phase before it: submitted → deployment done → every task running → cluster spec
+  complete → every TF server up → first step (sorted by time: every duration is ≥ 0);
+* ``recoveries``: for every failure of a program (exit, hang, a peer that moved, preemption):
+  its cause → the program restarted (in place, or the task relaunched) → training again, with
+  the seconds each took.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping
+
+__all__ = ["KINDS", "REASONS", "PHASES", "merge", "timeline", "compact", "expand", "iso",
+           "TASK_STARTED", "PEERS_FOUND", "PROGRAM_STARTED", "SERVER_UP", "FIRST_STEP", "PROGRAM_EXITED",
+           "HANG", "WAITING", "PEER_MOVED", "FINISHED", "PREEMPTED", "SUBMITTED", "DEPLOYED", "ALL_RUNNING",
+           "SCALED", "PLACEMENT_WAIT", "PLACED", "JOB_ENDED", "TASK_FAILED", "LABEL_LIMIT"]
+
+# a task's events (its bootstrap records them)
+TASK_STARTED = "task_started"        # the bootstrap runs (Marathon's TASK_RUNNING)
+PEERS_FOUND = "peers_found"          # every peer's address known: the cluster spec is complete
+PROGRAM_STARTED = "program_started"  # the training program started ("restart": 0 the first time)
+SERVER_UP = "server_up"              # the program's TF server answers
+FIRST_STEP = "first_step"            # the first step of a run of the program
+PROGRAM_EXITED = "program_exited"    # the program exited; "message": what the bootstrap made of it
+HANG = "hang"                        # the progress watchdog stopped the program
+WAITING = "waiting"                  # the task waits for a peer (named)
+PEER_MOVED = "peer_moved"            # a peer came back at a new address: the program restarts
+FINISHED = "finished"                # the program succeeded
+PREEMPTED = "preempted"              # (issue 21: preemptions) the task was preempted
+# the job's events (the deciding task records them)
+SUBMITTED = "submitted"              # the job's apps were (re)deployed: Marathon's version time
+DEPLOYED = "deployed"                # Marathon's deployment is done: every task running and healthy
+ALL_RUNNING = "all_running"          # every task of the job running (Marathon's startedAt)
+SCALED = "scaled"                    # the job's cluster changed size
+PLACEMENT_WAIT = "placement_wait"    # a task waits to be placed (Marathon's queue says why)
+PLACED = "placed"                    # that task runs now
+JOB_ENDED = "job_ended"              # the job's record was written: Succeeded or Failed
+TASK_FAILED = "task_failed"          # (the user's side, from Marathon's lastTaskFailure) a task died
+
+#: kind → the word ``marathon-tf events`` shows (like kubectl's reasons)
+REASONS = {
+    SUBMITTED: "Submitted", DEPLOYED: "Deployed", ALL_RUNNING: "AllRunning", TASK_STARTED: "TaskStarted",
+    PEERS_FOUND: "PeersFound", PROGRAM_STARTED: "ProgramStarted", SERVER_UP: "ServerUp",
+    FIRST_STEP: "FirstStep", PROGRAM_EXITED: "ProgramExited", HANG: "Hang", WAITING: "Waiting",
+    PEER_MOVED: "PeerMoved", FINISHED: "Finished", PREEMPTED: "Preempted", SCALED: "Scaled",
+    PLACEMENT_WAIT: "PlacementWait", PLACED: "Placed", JOB_ENDED: "JobEnded", TASK_FAILED: "TaskFailed",
+}
+KINDS = tuple(REASONS)
+
+#: (name, how it is found) of the start's phases, in their usual order
+PHASES = ("submitted", "deployment done", "every task running", "cluster spec complete",
+          "every TF server up", "first step")
+_CAUSES = (PROGRAM_EXITED, HANG, PEER_MOVED, PREEMPTED, TASK_FAILED)
+_MEMBERS = ("chief", "ps", "worker", "evaluator")
+#: Hosts' clocks differ a little: events this much before ``submitted`` still belong to it (seconds).
+CLOCK_SLACK = 2.0
+#: The most a job's record keeps of its events (bytes of compact JSON).
+LABEL_LIMIT = 32 * 1024
+
+
+def iso(wall: float) -> str:
+    return datetime.fromtimestamp(wall, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + \
+        f"{int(wall * 1000) % 1000:03d}Z"
+
+
+def _key(event: Mapping[str, Any]) -> tuple:
+    return (round(float(event.get("time", 0)), 3), event.get("task", ""), event.get("kind", ""))
+
+
+def merge(*sources: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every event of ``sources`` once (the same task, kind and time is one event), in time order."""
+    seen: dict[tuple, dict[str, Any]] = {}
+    for source in sources:
+        for event in source or []:
+            if isinstance(event, Mapping) and isinstance(event.get("time"), (int, float)) and event.get("kind"):
+                seen.setdefault(_key(event), dict(event))
+    return sorted(seen.values(), key=_key)
+
+
+def _first(events: list[dict[str, Any]], kind: str) -> dict[str, float]:
+    """task → the time of its first event of ``kind``."""
+    out: dict[str, float] = {}
+    for e in events:
+        if e["kind"] == kind and e.get("task") not in out:
+            out[e.get("task", "")] = e["time"]
+    return out
+
+
+def _members(times: Mapping[str, float]) -> dict[str, float]:
+    return {t: v for t, v in times.items() if t.rsplit("-", 1)[0] in _MEMBERS}
+
+
+def _start(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    job = {e["kind"]: e["time"] for e in reversed(events) if e["kind"] in (SUBMITTED, DEPLOYED, ALL_RUNNING)}
+    running = _members(_first(events, TASK_STARTED))
+    spec = _members(_first(events, PEERS_FOUND))
+    servers = _members(_first(events, SERVER_UP))
+    steps = _first(events, FIRST_STEP)
+    found = {
+        "submitted": job.get(SUBMITTED),
+        "deployment done": job.get(DEPLOYED),
+        "every task running": job.get(ALL_RUNNING) or (max(running.values()) if running else None),
+        "cluster spec complete": max(spec.values()) if spec else None,
+        "every TF server up": max(servers.values()) if servers else None,
+        "first step": min(steps.values()) if steps else None,
+    }
+    known = sorted(((t, PHASES.index(name), name) for name, t in found.items() if t is not None))
+    origin = known[0][0] if known else 0.0
+    out, previous = [], None
+    for t, _, name in known:
+        out.append({"phase": name, "at": iso(t), "time": round(t, 3), "sinceStart": round(t - origin, 3),
+                    "seconds": round(t - (previous if previous is not None else t), 3)})
+        previous = t
+    return out
+
+
+def _recoveries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    open_: dict[str, dict[str, Any]] = {}  # task -> the recovery under way
+    for e in events:
+        task, kind = e.get("task", ""), e["kind"]
+        current = open_.get(task)
+        if kind in _CAUSES:
+            if kind == PROGRAM_EXITED and e.get("code") == 0:
+                continue
+            if current and "restarted" not in current:  # the same failure, seen again (the exit a hang
+                if e.get("code") is not None:            # caused, Marathon's word on the task that exited)
+                    current.setdefault("code", e.get("code"))
+                continue
+            current = {"task": task, "cause": e.get("message") or REASONS[kind], "kind": kind,
+                       "at": iso(e["time"]), "time": round(e["time"], 3)}
+            if e.get("code") is not None:
+                current["code"] = e["code"]
+            if e.get("peer"):
+                current["peer"] = e["peer"]
+            open_[task] = current
+            out.append(current)
+        elif current and kind in (PROGRAM_STARTED, TASK_STARTED) and "restarted" not in current:
+            current["restarted"] = iso(e["time"])
+            current["secondsToRestart"] = round(e["time"] - current["time"], 3)
+            current["how"] = "relaunched by Marathon" if kind == TASK_STARTED else "in place"
+            current["_restart_time"] = e["time"]
+        elif current and kind == FIRST_STEP and "_restart_time" in current:
+            current["trainingAgain"] = iso(e["time"])
+            current["secondsToTraining"] = round(e["time"] - current["_restart_time"], 3)
+            current["seconds"] = round(e["time"] - current["time"], 3)
+            open_.pop(task, None)
+    for r in out:
+        r.pop("_restart_time", None)
+    return out
+
+
+def timeline(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{"start": [...], "recoveries": [...]}`` of the job's current deployment (the events since
+    the last ``submitted``; a logdir used by earlier runs of the job holds theirs too)."""
+    merged = merge(events)
+    submitted = [e["time"] for e in merged if e["kind"] == SUBMITTED]
+    if submitted:
+        merged = [e for e in merged if e["time"] >= submitted[-1] - CLOCK_SLACK]
+    return {"start": _start(merged), "recoveries": _recoveries(merged)}
+
+
+_SHORT = {"time": "t", "task": "n", "kind": "k", "message": "m"}
+_LONG = {v: k for k, v in _SHORT.items()}
+
+
+def compact(events: Iterable[Mapping[str, Any]], limit: int = LABEL_LIMIT) -> str:
+    """Events as one compact JSON text of at most ``limit`` bytes for a Marathon label: when they do
+    not all fit, the oldest (the start) and the newest are kept, half the room each, and
+    ``{"omitted": N}`` stands where events were left out."""
+    def text(kept: list) -> str:
+        return json.dumps(kept, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+    rows = [{_SHORT.get(k, k): (round(v, 3) if k == "time" else v) for k, v in e.items()} for e in merge(events)]
+    whole = text(rows)
+    if len(whole.encode()) <= limit:
+        return whole
+    sizes = [len(text(r).encode()) + 1 for r in rows]  # with its comma
+    room = (limit - 2 - len(text([{"omitted": len(rows)}]).encode())) // 2
+    head = tail = used = 0
+    while head < len(rows) and used + sizes[head] <= room:
+        used, head = used + sizes[head], head + 1
+    used = 0
+    while tail < len(rows) - head and used + sizes[len(rows) - 1 - tail] <= room:
+        used, tail = used + sizes[len(rows) - 1 - tail], tail + 1
+    kept = rows[:head] + [{"omitted": len(rows) - head - tail}] + (rows[len(rows) - tail:] if tail else [])
+    return text(kept)
+
+
+def expand(label: str | None) -> tuple[list[dict[str, Any]], int]:
+    """The events a job's record keeps (see :func:`compact`), and how many were left out."""
+    try:
+        rows = json.loads(label or "[]")
+    except ValueError:
+        return [], 0
+    events, omitted = [], 0
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, dict) and "omitted" in row:
+            omitted += int(row.get("omitted") or 0)
+        elif isinstance(row, dict):
+            events.append({_LONG.get(k, k): v for k, v in row.items()})
+    return merge(events), omitted

@@ -1,0 +1,51 @@
+"""Why Marathon has not placed a task, in Marathon's own words (``GET /v2/queue``).
+
+A queue entry (Marathon 1.4–1.11, ``docs/docs/rest-api/public/api/v2/types/queue.raml``; examples in
+``/work/shared/marathon-api/examples/*/queue.json``) is ``{count, delay{timeLeftSeconds, overdue},
+since, app|pod, processedOffersSummary{processedOffersCount, unusedOffersCount,
+rejectSummaryLastOffers?[{reason, declined, processed}], …}, lastUnusedOffers?[{offer, reason[],
+timestamp}]}``. ``rejectSummaryLastOffers`` counts the last offer of every agent, one reason per
+declined offer (the first check that failed: ``UnfulfilledRole``, ``UnfulfilledConstraint``,
+``NoCorrespondingReservationFound``, ``InsufficientCpus``, ``InsufficientMemory``,
+``InsufficientDisk``, ``InsufficientGpus``, ``InsufficientPorts``, …; Marathon's
+``NoOfferMatchReason.scala``); ``lastUnusedOffers`` (``embed=lastUnusedOffers``) lists each unused
+offer's reasons. Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+__all__ = ["entries_by_app", "placement"]
+
+
+def entries_by_app(queue: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """``GET /v2/queue``'s ``queue`` list by app id."""
+    return {(q.get("app") or {}).get("id"): q for q in queue or [] if isinstance(q, Mapping) and q.get("app")}
+
+
+def placement(entry: Mapping[str, Any] | None) -> str | None:
+    """``not placed: InsufficientMemory (15 of 48 offers declined)`` — the reason(s) that declined
+    the most offers; ``delayed 12s (backoff)``; ``not placed: no offers since …``; None when the
+    entry says nothing."""
+    if not entry:
+        return None
+    delay = entry.get("delay") or {}
+    if delay and delay.get("overdue") is False and delay.get("timeLeftSeconds"):
+        return f"delayed {delay['timeLeftSeconds']}s (Marathon's launch backoff)"
+    summary = entry.get("processedOffersSummary") or {}
+    declined = [r for r in summary.get("rejectSummaryLastOffers") or [] if (r.get("declined") or 0) > 0]
+    if declined:
+        top = max(r["declined"] for r in declined)
+        words = [f"{r.get('reason')} ({r['declined']} of {r.get('processed', r['declined'])} offers declined)"
+                 for r in declined if r["declined"] == top]
+        return "not placed: " + ", ".join(words)
+    reasons: dict[str, int] = {}
+    for offer in entry.get("lastUnusedOffers") or []:
+        for reason in offer.get("reason") or []:
+            reasons[reason] = reasons.get(reason, 0) + 1
+    if reasons:
+        return "not placed: " + ", ".join(sorted(reasons, key=lambda r: -reasons[r]))
+    if summary.get("processedOffersCount") == 0 and entry.get("since"):
+        return f"not placed: no offers since {entry['since']}"
+    return None

@@ -1,0 +1,232 @@
+"""The deciding task's view of the whole job: tasks per role, its start, placement waits, stragglers.
+
+Every :data:`INTERVAL` seconds (longer for big jobs: at most :data:`MAX_PER_SECOND` status reads a
+second) :class:`JobView` makes one group ``GET`` (apps and their tasks), reads ``/v2/queue`` when a
+task is not running, and ``GET /progress`` of every running chief and worker. It keeps, in the
+task's status (``job_view``; ``/metrics`` shows it):
+
+* ``roles``: per role, tasks in total and running;
+* ``stragglers``: a chief or worker whose step reports (``report_rate``, see
+  :mod:`marathon_tf.task.observer`) came at less than half the median of the *other* tasks of its
+  role in :data:`STRAGGLER_LOOKS` looks in a row (a role needs two training tasks to compare);
+
+and records the job's own events (:mod:`marathon_tf.contract.timeline`): ``submitted`` (the apps'
+``versionInfo.lastConfigChangeAt``), ``scaled`` (the cluster differs from the last deployment's),
+``all_running`` (the latest ``startedAt`` once every task runs), ``deployed`` (every task running
+and passing its health check: the latest of ``startedAt`` / ``healthCheckResults.firstSuccess``,
+when Marathon's deployment of such apps ends), ``placement_wait`` / ``placed``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any, Callable, Mapping
+
+from marathon_tf.contract import labels as L, naming, timeline as T
+from marathon_tf.contract.errors import MarathonError
+from marathon_tf.contract.progress import median
+from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.marathon.client import Client
+from marathon_tf.marathon.queue import entries_by_app, placement
+from marathon_tf.marathon.record import GROUP_EMBEDS, job_apps
+from marathon_tf.task.lifecycle import _get_json
+from marathon_tf.task.status_server import TaskStatus
+from marathon_tf.task.timeline import TaskEvents
+
+__all__ = ["JobView", "stragglers", "INTERVAL", "STRAGGLER_LOOKS", "status_url"]
+
+INTERVAL = 10.0
+MAX_PER_SECOND = 25.0
+STRAGGLER_LOOKS = 3
+STRAGGLER_RATIO = 0.5
+_COMPARED = ("chief", "worker")
+
+
+def _wall(timestamp: str | None) -> float | None:
+    if not timestamp:
+        return None
+    try:
+        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def status_url(app: Mapping[str, Any], task: Mapping[str, Any], port_name: str, path: str) -> str | None:
+    names = [p.get("name") for p in app.get("portDefinitions") or []]
+    ports = task.get("ports") or []
+    if port_name not in names or names.index(port_name) >= len(ports) or not task.get("host"):
+        return None
+    return f"http://{task['host']}:{ports[names.index(port_name)]}{path}"
+
+
+def stragglers(rates: Mapping[str, float | None]) -> set[str]:
+    """Tasks whose rate is below :data:`STRAGGLER_RATIO` × the median of the others of their role."""
+    out = set()
+    by_role: dict[str, dict[str, float]] = {}
+    for task, rate in rates.items():
+        if rate is not None:
+            by_role.setdefault(task.rsplit("-", 1)[0], {})[task] = rate
+    for tasks in by_role.values():
+        for task, rate in tasks.items():
+            others = [r for t, r in tasks.items() if t != task]
+            if others and median(others) > 0 and rate < STRAGGLER_RATIO * median(others):
+                out.add(task)
+    return out
+
+
+class JobView:
+    def __init__(self, ctx: TaskContext, client: Client, status: TaskStatus, events: TaskEvents, *,
+                 get_json: Callable[[str], dict[str, Any] | None] = _get_json, interval: float = INTERVAL,
+                 log: Callable[[str], None] = lambda m: None):
+        self.ctx, self.client, self.status, self.events = ctx, client, status, events
+        self.get_json, self.log = get_json, log
+        members = sum(int(n) for r, n in ctx.cluster.items() if r in _COMPARED)
+        self.interval = max(interval, members / MAX_PER_SECOND)
+        self._slow: dict[str, int] = {}
+        self._recorded: set[tuple[str, str]] = set()  # (kind, version) recorded once per deployment
+        self._waiting: dict[str, str] = {}
+        self.urls: dict[str, str] = {}  # task -> its status port's base URL (for the end's events)
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        def run() -> None:
+            while not stop.is_set():
+                try:
+                    if self.look() == "ended":
+                        return
+                except MarathonError as e:
+                    self.log(f"job view: Marathon: {e}")
+                stop.wait(self.interval)
+        thread = threading.Thread(target=run, name="job-view", daemon=True)
+        thread.start()
+        return thread
+
+    def look(self) -> str | None:
+        """One look at the job (see the module's docstring); "ended" once the job has its record."""
+        apps = job_apps(self.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS))
+        if any((a.get("labels") or {}).get(L.STATE) for a in apps.values()):
+            return "ended"
+        roles: dict[str, dict[str, int]] = {}
+        running: dict[str, tuple[Mapping, Mapping]] = {}
+        for app_id, app in sorted(apps.items()):
+            task_name = app_id.rstrip("/").rsplit("/", 1)[-1]
+            parsed = naming.parse_task_name(task_name)
+            if parsed is None or app.get("instances", 1) == 0:
+                continue
+            counts = roles.setdefault(parsed[0], {"total": 0, "running": 0})
+            counts["total"] += 1
+            live = [t for t in app.get("tasks") or [] if t.get("state") == "TASK_RUNNING"]
+            if live:
+                counts["running"] += 1
+                running[task_name] = (app, max(live, key=lambda t: t.get("startedAt") or ""))
+        version = self._submitted(apps)
+        self._placement(apps, running)
+        self._deployment(apps, running, version)
+        rates, watched = self._rates(running)
+        for task in list(self._slow):
+            if task not in rates:
+                del self._slow[task]
+        slow = stragglers(rates)
+        for task in rates:
+            self._slow[task] = self._slow.get(task, 0) + 1 if task in slow else 0
+        self.status.update(job_view={
+            "roles": roles, "watched": watched, "rates": rates, "looked_at": round(time.time(), 3),
+            "stragglers": sorted(t for t, n in self._slow.items() if n >= STRAGGLER_LOOKS)})
+        return None
+
+    def _once(self, kind: str, key: str, message: str, at: float | None, **details: Any) -> None:
+        """Record ``kind`` once per deployment (``key``: its version)."""
+        if (kind, key) not in self._recorded:
+            self._recorded.add((kind, key))
+            self.events.record(kind, message, task="job", at=at, **details)
+
+    def _submitted(self, apps: Mapping[str, Mapping]) -> str:
+        """The deployment's version (the apps' latest config change); ``submitted`` (and ``scaled``, when
+        the cluster differs from the last deployment's in the job's events) recorded once."""
+        versions = [(a.get("versionInfo") or {}).get("lastConfigChangeAt") or a.get("version") for a in apps.values()]
+        version = max((v for v in versions if v), default="")
+        if version and (T.SUBMITTED, version) not in self._recorded:
+            earlier = [e for e in self.events.shared() if e.get("kind") == T.SUBMITTED and e.get("version") != version]
+            before = (earlier[-1].get("cluster") if earlier else None) or {}
+            cluster = {r: int(n) for r, n in self.ctx.cluster.items()}
+            if before and before != cluster:
+                change = ", ".join(f"{r} {before.get(r, 0)} → {cluster.get(r, 0)}"
+                                   for r in sorted(set(before) | set(cluster)) if before.get(r, 0) != cluster.get(r, 0))
+                self._once(T.SCALED, version, f"scaled: {change}", _wall(version))
+            self._once(T.SUBMITTED, version, f"deployed version {version}", _wall(version), version=version,
+                       cluster=cluster)
+        return version
+
+    def _deployment(self, apps: Mapping[str, Mapping], running: Mapping[str, tuple], version: str) -> None:
+        """``all_running`` and ``deployed``, once per deployment."""
+        if not version:
+            return
+        wanted = [n for n, a in apps.items() if a.get("instances", 1) and naming.parse_task_name(n.rsplit("/", 1)[-1])]
+        if len(running) < len(wanted):
+            return
+        started = [_wall(t.get("startedAt")) for _, t in running.values()]
+        if all(started):
+            self._once(T.ALL_RUNNING, version, f"all {len(running)} tasks running", max(started))
+        healthy = []
+        for app, task in running.values():
+            results = task.get("healthCheckResults") or []
+            if app.get("healthChecks") and not (results and all(r.get("alive") for r in results)):
+                return
+            healthy.append(max([_wall(task.get("startedAt")) or 0.0] + [_wall(r.get("firstSuccess")) or 0.0
+                                                                        for r in results]))
+        if healthy and not any(a.get("deployments") for a in apps.values()):
+            self._once(T.DEPLOYED, version, "deployment done: every task running and healthy", max(healthy))
+
+    def _placement(self, apps: Mapping[str, Mapping], running: Mapping[str, tuple]) -> None:
+        missing = {a.get("id"): n.rsplit("/", 1)[-1] for n, a in apps.items()
+                   if a.get("instances", 1) and n.rsplit("/", 1)[-1] not in running}
+        for task in [t for t in self._waiting if t not in missing.values()]:
+            self.events.record(T.PLACED, f"{task} runs after waiting to be placed ({self._waiting.pop(task)})",
+                               task=task)
+        if not missing:
+            return
+        try:
+            queue = entries_by_app(self.client.queue())
+        except MarathonError:
+            queue = {}
+        for app_id, task in missing.items():
+            why = placement(queue.get(app_id))
+            if why and self._waiting.get(task) != why:
+                self._waiting[task] = why
+                self.events.record(T.PLACEMENT_WAIT, f"{task} waits to be placed: {why}", task=task)
+
+    def _rates(self, running: Mapping[str, tuple]) -> tuple[dict[str, float | None], list[str]]:
+        """The report rate of every training chief and worker (this task's own from its status)."""
+        urls = {}
+        for task, (app, t) in running.items():
+            base = status_url(app, t, self.ctx.status_port_name, "")
+            if base:
+                self.urls[task] = base
+            if task.rsplit("-", 1)[0] in _COMPARED and task != self.ctx.task and base:
+                urls[task] = base + "/progress"
+        results: dict[str, dict | None] = {}
+        if urls:
+            with ThreadPoolExecutor(max_workers=min(16, len(urls))) as pool:
+                results = dict(zip(urls, pool.map(self.get_json, urls.values())))
+        if self.ctx.role in _COMPARED:
+            results[self.ctx.task] = self.status.light()
+        rates = {task: (p or {}).get("report_rate") for task, p in results.items()
+                 if p and p.get("phase") == "running" and p.get("first_step_at")}
+        return rates, sorted(results)
+
+    def end_labels(self, state: str, reason: str) -> dict[str, dict[str, str]]:
+        """What the job's record adds on this (the deciding) task's app: the job's events
+        (``marathon-tf/events``), with the end itself. Without a shared events file, every running
+        task is asked for its own (``/events``) first: they stop with the record."""
+        self.events.record(T.JOB_ENDED, f"{state}: {reason}", task="job", state=state)
+        events = self.events.shared() or self.events.mine()
+        if not self.events.path:
+            urls = [base + "/events" for task, base in self.urls.items() if task != self.ctx.task]
+            if urls:
+                with ThreadPoolExecutor(max_workers=min(16, len(urls))) as pool:
+                    for body in pool.map(self.get_json, urls):
+                        events += (body or {}).get("events") or []
+        app_id = naming.app_id(self.ctx.job, self.ctx.role, self.ctx.index)
+        return {app_id: {L.EVENTS: T.compact(events)}}

@@ -1,0 +1,191 @@
+"""What the bootstrap watches besides the program's exit: progress, hangs, its TF server, events.
+
+:class:`TaskObserver` is told what happens (the bootstrap calls ``task_started``, ``peers_found``,
+``program_started``, ``on_step``, ``on_text`` for every output line, ``program_exited``,
+``hang``, ``peer_moved``, ``finished``, and ``tick`` from its loop) and keeps the task's
+:class:`~marathon_tf.task.status_server.TaskStatus` up to date with what ``/status``,
+``/progress`` and ``/metrics`` show:
+
+* the rate of step reports (``report_rate``: how often the program printed a new step, per second
+  over the last :data:`REPORT_WINDOW` s; the deciding task compares the workers' to find
+  stragglers: a program that prints the shared global step reports it less often when it is slow);
+* how long since the last step (``stall_seconds``) and the progress watchdog's current limit;
+* the peer a stalled task waits for (``waiting_for``, :class:`marathon_tf.task.peers.PeerDiagnosis`),
+  which the watchdog's verdict names too;
+* whether the program's TF server answers yet (``server_up``: a look at its own port, as at a peer's);
+* the newest checkpoint (the deciding task only: one look at the logdir every 10 s);
+
+and records the task's events (:class:`marathon_tf.task.timeline.TaskEvents`) for the job's
+timeline. Clocks and the probe are injected.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from typing import Any, Callable, Mapping
+
+from marathon_tf.contract import timeline as T
+from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.task import peers as P
+from marathon_tf.task.status_server import TaskStatus
+from marathon_tf.task.tflog import TFLogWatcher
+from marathon_tf.task.timeline import EVENTS_FILE, TaskEvents
+from marathon_tf.task.watchdog import WATCHED_ROLES, ProgressWatchdog
+
+__all__ = ["TaskObserver", "REPORT_WINDOW", "events_path"]
+
+#: Step reports are counted over this many seconds.
+REPORT_WINDOW = 20.0
+_UPDATE_EVERY = 1.0
+_CHECKPOINT_EVERY = 10.0
+
+
+def events_path(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
+    """``<logdir>/.marathon-tf/events.jsonl`` when the job's logdir is a local directory this task
+    can write (the restart budget's rule, :func:`marathon_tf.task.lifecycle.failures_path`)."""
+    from marathon_tf.task.lifecycle import failures_path
+
+    failures = failures_path(ctx, environ)
+    return os.path.join(os.path.dirname(os.path.dirname(failures)), EVENTS_FILE) if failures else None
+
+
+class TaskObserver:
+    def __init__(self, ctx: TaskContext, status: TaskStatus, watchdog: ProgressWatchdog, *,
+                 events: TaskEvents | None = None, logdir: str | None = None, decider: bool = False,
+                 probe: Callable[[str], str] = P.probe, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time):
+        self.ctx, self.status, self.watchdog = ctx, status, watchdog
+        self.events = events or TaskEvents(ctx.task, wall=wall)
+        self.logdir, self.decider, self.probe, self.clock, self.wall = logdir, decider, probe, clock, wall
+        self.tflog = TFLogWatcher(ctx.task, clock=wall)
+        self.diagnosis = P.PeerDiagnosis(self.tflog, probe=probe, clock=clock, wall=wall)
+        self._lock = threading.Lock()
+        self._reports: deque[float] = deque()
+        self._run_started: float | None = None
+        self._first_step_seen = False
+        self._run = 0
+        self._next_update = self._next_checkpoint = 0.0
+        self._waiting_peer: str | None = None
+        self._own_address: str | None = None
+        self._server_look: int | None = None  # the run whose TF server is being looked for
+        self._server_up: bool | None = None  # None: no TF server to look for
+        status.update(target_step=ctx.target_step)
+
+    # -- what happened -------------------------------------------------------------------------
+    def task_started(self) -> None:
+        host = os.environ.get("HOST") or ""
+        self.events.record(T.TASK_STARTED, f"{self.ctx.task} started" + (f" on {host}" if host else ""))
+
+    def peers_found(self, count: int, seconds: float) -> None:
+        self.events.record(T.PEERS_FOUND, f"all {count} peer(s) found in {seconds:.1f} s")
+
+    def program_started(self, restarts: int, own_address: str | None) -> None:
+        with self._lock:
+            self._run += 1
+            self._run_started, self._first_step_seen = self.clock(), False
+            self._reports.clear()
+        self.tflog.clear()
+        self._server_up = False if own_address and self.ctx.role != "tensorboard" else None
+        self.status.update(first_step_at=None, waiting_for=None, server_up=self._server_up)
+        self.events.record(T.PROGRAM_STARTED, "training program started" + (f" (restart {restarts})" if restarts
+                                                                           else ""), restart=restarts)
+        if own_address and self.ctx.role != "tensorboard":
+            self._own_address, self._server_look = own_address, self._run
+            threading.Thread(target=self._await_server, args=(self._run,), name="server-look", daemon=True).start()
+
+    def on_step(self, step: int) -> None:
+        """A new step of the program (the watchdog saw it change)."""
+        now = self.clock()
+        with self._lock:
+            first = not self._first_step_seen
+            self._first_step_seen = True
+            self._reports.append(now)
+        if first:
+            self.status.update(first_step_at=round(self.wall(), 3))
+        if first and self.ctx.role in WATCHED_ROLES:  # (a ps's step is the logdir's, not its program's)
+            self.events.record(T.FIRST_STEP, f"first step: {step}" + (f" (run {self._run})" if self._run > 1 else ""),
+                               step=step)
+
+    def on_text(self, text: str) -> None:
+        self.tflog.feed(text)
+
+    def program_exited(self, code: int, message: str | None, *, failure: bool = True) -> None:
+        self._server_look = None
+        self.status.update(stall_seconds=None, waiting_for=None, report_rate=None)
+        if code == 0:
+            return  # (its finish is an event of its own)
+        if failure:
+            self.status.add("failures")
+        self.events.record(T.PROGRAM_EXITED, message or f"training program exited with {code}", code=code)
+
+    def hang(self, verdict: str) -> str:
+        """The watchdog's verdict, with the peer this task waits for when it is known; recorded."""
+        waiting = self.diagnosis.waiting_for()
+        if waiting:
+            verdict = f"{verdict}; waiting for {waiting['peer']} ({waiting['why']})"
+        self.events.record(T.HANG, verdict, peer=(waiting or {}).get("peer"))
+        return verdict
+
+    def peer_moved(self, peer: str, old: str, new: str) -> None:
+        self.events.record(T.PEER_MOVED, f"peer {peer} moved: {old} -> {new}", peer=peer)
+
+    def finished(self, message: str) -> None:
+        self.events.record(T.FINISHED, message)
+
+    # -- the loop --------------------------------------------------------------------------------
+    def tick(self, running: bool, peers: Callable[[], Mapping[str, str]]) -> None:
+        """From the bootstrap's loop (every few hundred ms): at most once a second, the status.
+        ``peers()``: the other cluster members' TF addresses by task name."""
+        now = self.clock()
+        if now < self._next_update:
+            return
+        self._next_update = now + _UPDATE_EVERY
+        fields: dict[str, Any] = {}
+        if running:
+            stalled, step = self.watchdog.stalled_for()
+            limit = self.watchdog.progress_limit() if step is not None else None
+            # a task waits for a peer once its own TF server is up (before, it is still starting itself)
+            watched = self.ctx.role in WATCHED_ROLES and self._server_up is not False
+            fields.update(stall_seconds=round(stalled, 1), progress_limit=self.watchdog.progress_limit(),
+                          report_rate=self._report_rate(now))
+            self.diagnosis.update(stalled if watched else None, self.watchdog.usual_interval(), peers(), limit)
+            waiting = self.diagnosis.waiting_for()
+            fields["waiting_for"] = waiting
+            peer = (waiting or {}).get("peer")
+            if peer and peer != self._waiting_peer:
+                self.events.record(T.WAITING, f"waiting {waiting['seconds']:.0f}s for {peer}: {waiting['why']}",
+                                   peer=peer)
+            self._waiting_peer = peer
+        else:
+            fields.update(stall_seconds=None, waiting_for=None, report_rate=None)
+        if self.decider and self.logdir and now >= self._next_checkpoint:
+            self._next_checkpoint = now + _CHECKPOINT_EVERY
+            from marathon_tf.task.checkpoints import newest_checkpoint
+
+            found = newest_checkpoint(self.logdir)
+            fields["checkpoint"] = {"step": found[0], "written_at": round(found[1], 3)} if found else None
+        self.status.update(**fields)
+
+    def _report_rate(self, now: float) -> float | None:
+        with self._lock:
+            while self._reports and self._reports[0] < now - REPORT_WINDOW:
+                self._reports.popleft()
+            if not self._first_step_seen or self._run_started is None:
+                return None
+            span = min(REPORT_WINDOW, now - self._run_started)
+            return round(len(self._reports) / span, 3) if span > 0 else None
+
+    def _await_server(self, run: int) -> None:
+        """Look at the program's own TF server until it answers (every 0.5 s, then every 5 s)."""
+        started = self.clock()
+        while self._server_look == run and self.clock() - started < 3600:
+            if self.probe(self._own_address) == P.ANSWERS:
+                if self._server_look == run:
+                    self._server_up = True
+                    self.status.update(server_up=True)
+                    self.events.record(T.SERVER_UP, f"TF server up at {self._own_address}")
+                return
+            time.sleep(0.5 if self.clock() - started < 30 else 5.0)

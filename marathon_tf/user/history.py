@@ -1,0 +1,155 @@
+"""A job's events and timeline on the user's side (``status --timeline``, ``marathon-tf events``).
+
+Where they come from (:mod:`marathon_tf.contract.timeline`):
+
+* a job that has ended: its record, the deciding task's label ``marathon-tf/events``;
+* a running job: the deciding task's ``/events?shared=1`` (every task's events, when the job's
+  logdir is shared storage: ``<logdir>/.marathon-tf/events.jsonl``), else every running task's
+  ``/events``;
+* and Marathon itself: every app's ``lastTaskFailure`` (a task that died: its bootstrap could not
+  say so) and, for a task that is not placed, ``/v2/queue``'s reason now.
+
+Returns data and text; never prints.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any, Callable, Mapping
+
+from marathon_tf.contract import labels as L, timeline as T
+from marathon_tf.contract.errors import MarathonError
+from marathon_tf.contract.progress import duration
+from marathon_tf.marathon.queue import entries_by_app, placement
+
+__all__ = ["job_events", "status_timeline", "timeline_text", "events_text", "events_rows"]
+
+
+def _get(url: str) -> dict[str, Any] | None:
+    import requests
+
+    try:
+        r = requests.get(url, timeout=2.0)
+        return r.json() if r.status_code == 200 else None
+    except (requests.RequestException, ValueError):
+        return None
+
+
+def _wall(timestamp: str | None) -> float | None:
+    try:
+        return datetime.fromisoformat(str(timestamp).replace("Z", "+00:00")).timestamp() if timestamp else None
+    except ValueError:
+        return None
+
+
+def job_events(client, job: str, status: Mapping[str, Any], *,
+               get: Callable[[str], dict[str, Any] | None] = _get) -> dict[str, Any]:
+    """``{"events": [...], "omitted": N, "source": "record"|"tasks"}`` for a job (``status``: its
+    :func:`marathon_tf.user.jobs.job_status`)."""
+    from marathon_tf.contract import naming
+    from marathon_tf.user.render import task_apps
+
+    group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps", "group.apps.lastTaskFailure"))
+    apps = task_apps(group)
+    events: list[dict[str, Any]] = []
+    omitted, source = 0, "tasks"
+    recorded = [(a.get("labels") or {}).get(L.EVENTS) for a in apps.values()]
+    if any(recorded):
+        for label in recorded:
+            found, skipped = T.expand(label)
+            events += found
+            omitted += skipped
+        source = "record"
+    else:
+        rows = [r for r in status.get("tasks") or [] if r.get("metricsUrl")]
+        bases = {r["task"]: r["metricsUrl"][: -len("/metrics")] for r in rows}
+        decider = next((t for t in ("chief-0", "worker-0") if t in bases), None)
+        shared = get(bases[decider] + "/events?shared=1") if decider else None
+        if shared and shared.get("shared") is not None:
+            events += shared["shared"] + (shared.get("events") or [])
+        elif bases:
+            with ThreadPoolExecutor(max_workers=min(16, len(bases))) as pool:
+                for body in pool.map(get, [b + "/events" for b in bases.values()]):
+                    events += (body or {}).get("events") or []
+    for name, app in apps.items():  # what Marathon saw: a task that died
+        ltf = app.get("lastTaskFailure") or {}
+        when = _wall(ltf.get("timestamp"))
+        if when and not (status.get("state") in (L.SUCCEEDED, L.FAILED) and ltf.get("state") == "TASK_KILLED"):
+            events.append({"time": when, "task": name, "kind": T.TASK_FAILED,
+                           "message": f"Marathon: {ltf.get('state', '')} {ltf.get('message', '')}".rstrip()})
+    try:  # a task not placed now: Marathon's queue says why
+        queue = entries_by_app(client.queue())
+    except MarathonError:
+        queue = {}
+    for name, app in apps.items():
+        entry = queue.get(app.get("id"))
+        why, since = placement(entry), _wall((entry or {}).get("since"))
+        if why and since:
+            events.append({"time": since, "task": name, "kind": T.PLACEMENT_WAIT,
+                           "message": f"{name} waits to be placed: {why}"})
+    return {"events": T.merge(events), "omitted": omitted, "source": source}
+
+
+def status_timeline(found: Mapping[str, Any]) -> dict[str, Any]:
+    """The timeline (:func:`marathon_tf.contract.timeline.timeline`) of :func:`job_events`' result."""
+    out = T.timeline(found["events"])
+    if found.get("omitted"):
+        out["omittedEvents"] = found["omitted"]
+    return out
+
+
+def _seconds(x: float | None) -> str:
+    return "" if x is None else (f"{x:.1f}s" if x < 60 else duration(x))
+
+
+def timeline_text(tl: Mapping[str, Any]) -> str:
+    """The start's phases and each recovery, as lines."""
+    lines = ["timeline"]
+    if not tl.get("start"):
+        lines.append("  (no events yet)")
+    for i, phase in enumerate(tl.get("start") or []):
+        lines.append((f"  {phase['phase']:<22}  {phase['at']}  +{_seconds(phase['sinceStart']):<7}"
+                      + (f"  ({_seconds(phase['seconds'])} after {tl['start'][i - 1]['phase']})" if i else "")).rstrip())
+    recoveries = tl.get("recoveries") or []
+    if recoveries:
+        lines.append("recoveries")
+    for r in recoveries:
+        steps = [f"{r['at']}  {r['task']}: {r['cause']}"]
+        if r.get("restarted"):
+            steps.append(f"    → restarted ({r.get('how')}) after {_seconds(r.get('secondsToRestart'))}")
+        if r.get("trainingAgain"):
+            steps.append(f"    → training again after {_seconds(r.get('secondsToTraining'))} "
+                         f"({_seconds(r.get('seconds'))} in all)")
+        elif r.get("restarted"):
+            steps.append("    → not training yet")
+        lines.extend("  " + s for s in steps)
+    if tl.get("omittedEvents"):
+        lines.append(f"  ({tl['omittedEvents']} events were left out of the job's record)")
+    return "\n".join(lines)
+
+
+def events_rows(events: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Events for ``-o json``: time (ISO), task, reason, message, the details."""
+    out = []
+    for e in events:
+        row = {"time": T.iso(e["time"]), "task": e.get("task", ""), "reason": T.REASONS.get(e["kind"], e["kind"]),
+               "message": e.get("message", "")}
+        row.update({k: v for k, v in e.items() if k not in ("time", "task", "kind", "message")})
+        out.append(row)
+    return out
+
+
+def events_text(events: list[Mapping[str, Any]], omitted: int = 0) -> str:
+    """``TIME  TASK  EVENT  MESSAGE``, one line per event, the whole message (like kubectl describe)."""
+    if not events:
+        return "no events"
+    rows = events_rows(events)
+    wt, wr = max(len(r["task"]) for r in rows), max(len(r["reason"]) for r in rows)
+    lines = [f"{'TIME':<24}  {'TASK':<{wt}}  {'EVENT':<{wr}}  MESSAGE"]
+    for r in rows:
+        lines.append(f"{r['time']:<24}  {r['task']:<{wt}}  {r['reason']:<{wr}}  {r['message']}")
+    if omitted:
+        lines.append(f"({omitted} events were left out of the job's record)")
+    return "\n".join(lines)
+

@@ -1,0 +1,102 @@
+"""The deciding task's view of the job (task/jobview) against a fake Marathon and real status endpoints:
+tasks per role, the start's events from Marathon's times, placement waits with /v2/queue's reason,
+stragglers after three looks in a row, the job's events in its record."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from marathon_tf.contract import labels as L, timeline as T
+from marathon_tf.task.jobview import JobView, stragglers
+from marathon_tf.task.status_server import TaskStatus
+from marathon_tf.task.timeline import TaskEvents
+
+QUEUE_EXAMPLE = Path("/work/shared/marathon-api/examples/1.11/queue.json")
+
+
+def test_stragglers_are_below_half_the_median_of_the_others_of_their_role():
+    assert stragglers({"worker-0": 2.0, "worker-1": 0.9, "worker-2": 2.2}) == {"worker-1"}
+    assert stragglers({"worker-0": 2.0, "worker-1": 1.1}) == set()  # 1.1 >= 0.5 x 2.0
+    assert stragglers({"worker-0": 2.0, "worker-1": 0.5, "chief-0": 0.1}) == {"worker-1"}  # chief: alone in its role
+    assert stragglers({"worker-0": 0.0, "worker-1": 0.0}) == set() and stragglers({"worker-0": None}) == set()
+
+
+def _view(fake_marathon, status_endpoint, make_ctx, tmp_path):
+    workers = {}
+    for i in range(3):
+        status, port = status_endpoint("worker", i)
+        app = fake_marathon.add_app("worker", i, status_port=port)
+        app["versionInfo"] = {"lastConfigChangeAt": "2026-01-01T10:00:00.000Z"}
+        app["tasks"][0].update(startedAt=f"2026-01-01T10:00:0{5 + i}.000Z", healthCheckResults=[
+            {"alive": True, "firstSuccess": f"2026-01-01T10:00:1{i}.000Z"}])
+        app["healthChecks"] = [{"protocol": "MESOS_HTTP"}]
+        status.update(phase="running", first_step_at=1.0, report_rate=2.0)
+        workers[i] = status
+    ps = fake_marathon.add_app("ps", 0)
+    ps["versionInfo"] = {"lastConfigChangeAt": "2026-01-01T10:00:00.000Z"}
+    ctx = make_ctx("worker", 0, cluster={"ps": 1, "worker": 3})
+    own = TaskStatus(job=ctx.job, task="worker-0", role="worker", index=0)
+    own.update(phase="running", first_step_at=1.0, report_rate=2.0)
+    events = TaskEvents("worker-0", str(tmp_path / "events.jsonl"))
+    return JobView(ctx, fake_marathon.client(), own, events), workers, ps, own
+
+
+def test_the_job_view_counts_tasks_records_the_start_and_a_placement_wait(fake_marathon, status_endpoint, make_ctx,
+                                                                          tmp_path):
+    view, workers, ps, own = _view(fake_marathon, status_endpoint, make_ctx, tmp_path)
+    fake_marathon.queue = [{**json.loads(QUEUE_EXAMPLE.read_text())["queue"][1], "app": {"id": ps["id"]}}]
+    view.look()
+    job = own.light()["job_view"]
+    assert job["roles"] == {"ps": {"total": 1, "running": 0}, "worker": {"total": 3, "running": 3}}
+    kinds = [(e["kind"], e["task"]) for e in view.events.mine()]
+    assert kinds == [(T.SUBMITTED, "job"), (T.PLACEMENT_WAIT, "ps-0")]  # not every task runs yet
+    wait = view.events.mine()[-1]["message"]
+    assert wait == "ps-0 waits to be placed: not placed: InsufficientCpus (75 of 123 offers declined)"
+    ps["tasks"] = [{"id": "ps.1", "state": "TASK_RUNNING", "host": "h", "ports": [1, 2],
+                    "startedAt": "2026-01-01T10:00:20.000Z"}]
+    view.look()
+    view.look()  # recorded once per deployment
+    kinds = [e["kind"] for e in view.events.mine()]
+    assert kinds == [T.SUBMITTED, T.PLACEMENT_WAIT, T.PLACED, T.ALL_RUNNING, T.DEPLOYED]
+    times = {e["kind"]: e["time"] for e in view.events.mine()}
+    assert times[T.SUBMITTED] == 1767261600.0 and times[T.ALL_RUNNING] == 1767261620.0
+    assert times[T.DEPLOYED] == 1767261620.0  # ps-0 started last (it has no health check)
+    assert [e["kind"] for e in view.events.shared()] == kinds  # also in the job's shared file
+
+
+def test_a_slow_worker_is_a_straggler_after_three_looks_in_a_row(fake_marathon, status_endpoint, make_ctx, tmp_path):
+    view, workers, _, own = _view(fake_marathon, status_endpoint, make_ctx, tmp_path)
+    workers[2].update(report_rate=0.5)
+    view.look()
+    view.look()
+    assert own.light()["job_view"]["stragglers"] == []
+    view.look()
+    job = own.light()["job_view"]
+    assert job["stragglers"] == ["worker-2"] and job["rates"]["worker-2"] == 0.5
+    workers[2].update(report_rate=1.9)  # caught up: no longer flagged
+    view.look()
+    assert own.light()["job_view"]["stragglers"] == []
+
+
+def test_the_end_puts_the_jobs_events_into_the_deciding_tasks_labels(fake_marathon, status_endpoint, make_ctx,
+                                                                      tmp_path):
+    view, workers, _, _ = _view(fake_marathon, status_endpoint, make_ctx, tmp_path)
+    view.events.path = None  # no shared logdir: the others are asked for theirs
+    view.look()
+    worker1 = TaskEvents("worker-1")
+    worker1.record(T.FIRST_STEP, "first step: 3", step=3, at=time.time() - 5)
+    from marathon_tf.task.status_server import StatusServer
+
+    server = StatusServer(workers[1], "127.0.0.1", 0, routes={"/events": worker1.route}).start()
+    try:
+        view.urls["worker-1"] = f"http://127.0.0.1:{server.port}"
+        labels = view.end_labels(L.SUCCEEDED, "all 3 workers finished")
+    finally:
+        server.close()
+    assert list(labels) == ["/ml/mnist/worker-0"]
+    events, omitted = T.expand(labels["/ml/mnist/worker-0"][L.EVENTS])
+    assert omitted == 0 and [(e["task"], e["kind"]) for e in events][-2:] == [("worker-1", T.FIRST_STEP),
+                                                                             ("job", T.JOB_ENDED)]
+    assert events[-1]["message"] == "Succeeded: all 3 workers finished"

@@ -1,0 +1,95 @@
+"""TensorFlow's words about a peer (task/tflog) and the peer a stalled task waits for (task/peers).
+
+The lines are TensorFlow 2.21's own texts (sources named in marathon_tf/task/tflog.py); the probe is
+checked against sockets that answer like a gRPC server (a SETTINGS frame), accept and stay silent
+(a stopped process: the kernel accepts for it), or refuse."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from task_helpers import GrpcLikeServer
+
+from marathon_tf.task import peers as P
+from marathon_tf.task.tflog import TFLogWatcher, parse_line, task_of
+
+
+@pytest.mark.parametrize("line, task, why", [
+    ("2017-11-07 13:04:58.438432: I tensorflow/core/distributed_runtime/master.cc:221] CreateSession still "
+     "waiting for response from worker: /job:ps/replica:0/task:0", "ps-0", "does not answer"),
+    ("tensorflow.python.framework.errors_impl.UnavailableError: From /job:ps/replica:0/task:1:", "ps-1",
+     "unavailable"),
+    ("Additional GRPC error information from remote target /job:worker/replica:0/task:3:", "worker-3", "unavailable"),
+    ("WARNING:tensorflow:/job:worker/replica:0/task:2 seems down, retrying 1/3", "worker-2", "seems down"),
+    ("ERROR:tensorflow:Cluster check alive failed, /job:worker/replica:0/task:0 is down, aborting collectives: "
+     "Deadline Exceeded", "worker-0", "is down"),
+    ("UNAVAILABLE: Task /job:chief/replica:0/task:0 heartbeat timeout. This indicates that the remote task has "
+     "failed, got preempted, or crashed unexpectedly.", "chief-0", "stopped sending heartbeats"),
+    ("DeadlineExceeded: RPC to /job:ps/replica:0/task:0/device:CPU:0 timed out", "ps-0", "deadline exceeded"),
+])
+def test_tensorflows_lines_name_the_marathon_tf_task(line, task, why):
+    signal = parse_line(line)
+    assert signal is not None and (signal.task, signal.why) == (task, why)
+
+
+def test_lines_that_name_no_peer_and_the_task_names():
+    assert parse_line("step=100 loss=0.5") is None
+    assert parse_line("I0000 grpc_server_lib.cc:467] Started server with target: grpc://127.0.0.1:2222") is None
+    assert task_of("/job:localhost/replica:0/task:0") is None
+    assert task_of("/job:evaluator/replica:0/task:0/device:CPU:0") == "evaluator-0"
+
+
+def test_the_coordination_services_lists_of_tasks_and_the_tasks_own_name():
+    now = [100.0]
+    w = TFLogWatcher("worker-0", clock=lambda: now[0])
+    w.feed("E0000 coordination_service_agent.cc] UNAVAILABLE: The following tasks are unhealthy (stopped sending "
+           "heartbeats):\n/job:worker/replica:0/task:1\n/job:worker/replica:0/task:0\nThe tasks have crashed. "
+           "Check the task logs for an earlier error.\n/job:ps/replica:0/task:0\n")
+    seen = w.signals()
+    assert set(seen) == {"worker-1"}  # itself is no peer; a name after the list's end is not in it
+    assert seen["worker-1"][1] == "stopped sending heartbeats"
+    w.feed("Barrier timed out. Id: x. # of tasks that reached the barrier: 1/2.\nThe first task at the barrier: "
+           "/job:worker/replica:0/task:0. Some timed out task names:\n/job:chief/replica:0/task:0\n")
+    assert w.signals()["chief-0"][1] == "did not reach a barrier"
+    now[0] = 200.0
+    assert w.signals(since=150.0) == {}
+    w.clear()
+    assert w.signals() == {}
+
+
+def test_the_probe_tells_an_answering_a_silent_and_a_dead_server_apart():
+    answering, silent = GrpcLikeServer(True), GrpcLikeServer(False)
+    address = silent.address
+    try:
+        assert P.probe(answering.address) == P.ANSWERS
+        assert P.probe(address, timeout=0.5) == P.SILENT
+    finally:
+        answering.close()
+        silent.close()
+    assert P.probe(address) == P.REFUSED  # closed: nothing listens any more
+    assert P.probe("not-a-host.invalid:1") == "unreachable"
+
+
+def test_a_stalled_task_names_the_peer_that_does_not_answer_and_prefers_tensorflows_word(monkeypatch):
+    now = [1000.0]
+    looked = {"ps-0": P.SILENT, "worker-1": P.ANSWERS, "chief-0": P.REFUSED}
+    tflog = TFLogWatcher("worker-0", clock=lambda: now[0])
+    d = P.PeerDiagnosis(tflog, probe=lambda address: looked[address], clock=lambda: now[0], wall=lambda: now[0])
+    peers = {name: name for name in looked}  # the fake probe looks the "address" up
+    d.update(5.0, None, peers)  # not stalled yet (10 s)
+    assert d.waiting_for() is None
+    d.update(12.0, None, peers)
+    for thread in [t for t in threading.enumerate() if t.name == "peer-look"]:
+        thread.join(5)
+    assert d.waiting_for() == {"peer": "ps-0", "why": "its TF server does not answer", "seconds": 12.0,
+                               "others": ["chief-0"]}  # ps first, then chief
+    tflog.feed("CreateSession still waiting for response from worker: /job:chief/replica:0/task:0")
+    waiting = d.waiting_for()
+    assert waiting["peer"] == "chief-0" and waiting["why"] == ("TensorFlow: does not answer; its TF server refuses "
+                                                               "connections")
+    d.update(0.5, None, peers)  # a new step: no longer stalled
+    assert d.waiting_for() is None
+    d.update(12.0, 2.0, peers)  # usual interval 2 s: stalled after 3 x 2 = 6 s ... (12 s here) ...
+    d.update(20.0, 30.0, peers)  # ... but a job with 30 s between steps is not stalled at 20 s
+    assert d.waiting_for() is None

@@ -1,0 +1,154 @@
+"""What `status` adds from the tasks' own view (user/observe): a wait named by the peer with the peer's
+state from Marathon (staging, not placed with /v2/queue's reason, running), stragglers; the lines
+`deploy --local` / `local serve` print once; `events` and `status --timeline` (user/history)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from user_helpers import minimal
+from marathon_tf.contract import labels as L, timeline as T
+from marathon_tf.marathon.client import Client
+from marathon_tf.user import history, jobs, observe, output
+from marathon_tf.user.cli import cli
+from marathon_tf.user.render import render_group
+from marathon_tf.user.spec import load_dict
+
+QUEUE = json.loads(Path("/work/shared/marathon-api/examples/1.11/queue.json").read_text())["queue"]
+
+
+def _apps(ps_state: str | None):
+    group = render_group(load_dict(minimal(roles={"ps": {"count": 1}, "worker": {"count": 2}})))
+    apps = []
+    for i, app in enumerate(group["apps"]):
+        app = dict(app, deployments=[])
+        state = ps_state if app["id"].endswith("ps-0") else "TASK_RUNNING"
+        app["tasks"] = [] if state is None else [
+            {"id": f"t{i}", "host": f"agent-{i}", "state": state, "ports": [31000 + i, 32000 + i],
+             "stagedAt": "2020-01-01T00:00:00.000Z"}]
+        apps.append(app)
+    return apps
+
+
+def _probe(url):
+    if ":32001" in url:  # worker-0 (the deciding task): stalled on ps-0, and the job's view
+        return {"phase": "running", "step": 40, "waiting_for": {"peer": "ps-0", "seconds": 45.0,
+                                                                "why": "its TF server does not answer"},
+                "job_view": {"roles": {}, "stragglers": ["worker-1"], "rates": {"worker-0": 2.0, "worker-1": 0.4}}}
+    return {"phase": "running", "step": 40}
+
+
+def _status(httpserver, ps_state, queue=()):
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json({"id": "/mnist",
+                                                                                   "apps": _apps(ps_state)})
+    httpserver.expect_request("/v2/queue").respond_with_json({"queue": list(queue)})
+    return jobs.job_status(Client(httpserver.url_for("")), "mnist", probe_get=_probe)
+
+
+def test_a_wait_names_the_peer_and_its_state_from_marathon(httpserver):
+    st = _status(httpserver, "TASK_RUNNING")
+    assert st["waits"] == ["worker-0 waiting 45s for ps-0 (ps-0: running on agent-0; its TF server does not answer)"]
+    httpserver.clear()
+    st = _status(httpserver, "TASK_STAGING")
+    assert st["waits"] == ["worker-0 waiting 45s for ps-0 (ps-0: Staging on agent-0)"]
+    httpserver.clear()
+    st = _status(httpserver, None, [{**QUEUE[1], "app": {"id": "/mnist/ps-0"}}])
+    assert st["waits"] == ["worker-0 waiting 45s for ps-0 (ps-0: not placed: InsufficientCpus (75 of 123 offers "
+                           "declined))"]
+    text = output.status_text(st)
+    assert "waiting    worker-0 waiting 45s for ps-0 (ps-0: not placed: InsufficientCpus" in text
+    assert "worker-0 waiting 45s for ps-0" in output.progress_line(st)
+
+
+def test_stragglers_come_from_the_deciding_tasks_view(httpserver):
+    st = _status(httpserver, "TASK_RUNNING")
+    assert [t["task"] for t in st["tasks"] if t.get("straggler")] == ["worker-1"]
+    assert st["stragglers"] == ["worker-1 (0.4 step reports/s; its role's median 2)"]
+    assert "straggler  worker-1 (0.4 step reports/s" in output.status_text(st)
+    assert st["tasks"][1]["metricsUrl"] == "http://agent-1:32001/metrics"
+
+
+def test_metrics_urls_once_every_task_runs_and_tensorboard_once_it_answers():
+    answers = {"http://h:6006": False}
+    announcer = observe.Announcer(lambda url: answers[url])
+    tasks = [{"task": "ps-0", "role": "ps", "state": "TASK_RUNNING", "metricsUrl": "http://h:1/metrics"},
+             {"task": "worker-0", "role": "worker", "state": "TASK_STAGING"},
+             {"task": "tensorboard-0", "role": "tensorboard", "state": "TASK_RUNNING"}]
+    status = {"job": "j", "tasks": tasks, "tensorboard": "http://h:6006"}
+    assert announcer.lines(status) == []
+    tasks[1].update(state="TASK_RUNNING", metricsUrl="http://h:2/metrics")
+    assert announcer.lines(status) == ["job j: metrics at ps-0 http://h:1/metrics, worker-0 http://h:2/metrics"]
+    answers["http://h:6006"] = True
+    assert announcer.lines(status) == ["job j: TensorBoard http://h:6006"]
+    assert announcer.lines(status) == []  # once each
+
+
+EVENTS = [
+    {"time": 100.0, "task": "job", "kind": T.SUBMITTED, "message": "deployed version v1"},
+    {"time": 101.0, "task": "worker-1", "kind": T.TASK_STARTED, "message": "worker-1 started on h"},
+    {"time": 105.0, "task": "worker-1", "kind": T.FIRST_STEP, "message": "first step: 0"},
+    {"time": 200.0, "task": "worker-1", "kind": T.PROGRAM_EXITED, "code": 137,
+     "message": "training program exited with 137 (failure 1 of at most 5 in 600 s); restarting it in place: " +
+                "a long tail " * 20},
+    {"time": 201.0, "task": "worker-1", "kind": T.PROGRAM_STARTED, "message": "training program started (restart 1)"},
+    {"time": 204.5, "task": "worker-1", "kind": T.FIRST_STEP, "message": "first step: 900 (run 2)"},
+]
+
+
+def test_events_and_the_timeline_from_the_jobs_record(httpserver):
+    apps = _apps("TASK_RUNNING")
+    for app in apps:
+        app.update(instances=0, tasks=[], labels={**app["labels"], L.STATE: "Succeeded"})
+        if app["id"].endswith("worker-0"):
+            app["labels"][L.EVENTS] = T.compact(EVENTS)
+    apps[2]["lastTaskFailure"] = {"state": "TASK_KILLED", "message": "killed", "timestamp": "2020-01-01T00:00:00Z"}
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json({"id": "/mnist", "apps": apps})
+    httpserver.expect_request("/v2/queue").respond_with_json({"queue": []})
+    url = httpserver.url_for("")
+    r = CliRunner().invoke(cli, ["events", "mnist", "--marathon", url])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["TIME", "TASK", "EVENT", "MESSAGE"] and len(lines) == 1 + len(EVENTS)
+    assert lines[4].split()[1:3] == ["worker-1", "ProgramExited"] and lines[4].endswith(EVENTS[3]["message"])
+    assert lines[1].startswith("1970-01-01T00:01:40.000Z  job       Submitted")
+    r = CliRunner().invoke(cli, ["events", "mnist", "--marathon", url, "-o", "json"])
+    found = json.loads(r.stdout)
+    assert found["source"] == "record" and found["events"][3]["code"] == 137
+    r = CliRunner().invoke(cli, ["status", "mnist", "--marathon", url, "--timeline", "-o", "json"])
+    timeline = json.loads(r.stdout)["timeline"]
+    assert [p["phase"] for p in timeline["start"]] == ["submitted", "every task running", "first step"]
+    assert timeline["recoveries"][0]["secondsToTraining"] == 3.5
+    text = CliRunner().invoke(cli, ["status", "mnist", "--marathon", url, "--timeline"]).stdout
+    assert "→ restarted (in place) after 1.0s" in text and "→ training again after 3.5s (4.5s in all)" in text
+
+
+def test_a_running_jobs_events_come_from_the_deciding_tasks_shared_file_or_from_every_task():
+    class FakeClient:
+        def get_group(self, *a, **kw):
+            return {"id": "/j", "apps": [{"id": "/j/worker-0", "labels": {}}, {"id": "/j/worker-1", "labels": {}}]}
+
+        def queue(self):
+            return []
+
+    status = {"tasks": [{"task": "worker-0", "metricsUrl": "http://a/metrics"},
+                        {"task": "worker-1", "metricsUrl": "http://b/metrics"}]}
+    asked = []
+
+    def shared(url):
+        asked.append(url)
+        return {"events": EVENTS[:1], "shared": EVENTS[1:]}
+
+    found = history.job_events(FakeClient(), "j", status, get=shared)
+    assert asked == ["http://a/events?shared=1"] and len(found["events"]) == len(EVENTS)
+    asked.clear()
+
+    def own(url):
+        asked.append(url)
+        return {"events": [e for e in EVENTS if (e["task"] == "worker-1") == url.startswith("http://b")]}
+
+    found = history.job_events(FakeClient(), "j", status, get=own)
+    assert sorted(asked) == ["http://a/events", "http://a/events?shared=1", "http://b/events"]  # no shared file
+    assert [e["kind"] for e in found["events"]] == [e["kind"] for e in EVENTS] and found["source"] == "tasks"
