@@ -15,7 +15,6 @@ Printing goes through the ``sink`` callbacks the CLI passes in.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -25,7 +24,7 @@ from typing import Any, Callable
 from marathon_tf.contract import joblock, labels as L
 from marathon_tf.contract.errors import Interrupted, Timeout, UsageError
 from marathon_tf.marathon.client import Client, RetryPolicy
-from marathon_tf.user import jobs, stopsignals
+from marathon_tf.user import jobs, localstate, stopsignals
 from marathon_tf.user.spec import JobSpec
 
 __all__ = ["LocalRun", "run", "local_cluster", "default_state_dir", "SandboxTailer"]
@@ -181,30 +180,30 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
     except OSError as e:
         raise UsageError(f"logdir: {logdir} cannot be used: {e.strerror or e}; nothing was started") from None
     try:
+        runner = localstate.hold(state_dir, spec.name)  # `local clean` leaves a run alone while it is held
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    try:
         with stopsignals.converted():
             return _run(spec, local_cluster(state_dir=state_dir, dns_refresh=LOCAL_DNS_REFRESH), state_dir,
                         templates_dir=templates_dir, timeout=timeout, emit_task_line=emit_task_line,
                         progress=progress, on_deployed=on_deployed, poll=poll, lock=lock)
     finally:
+        runner.release()
         if lock is not None:
             lock.release()
 
 
 def logdir_host_path(spec: JobSpec, host_paths: list[str] | None = None) -> str | None:
-    """Where the job's logdir is on this machine: an absolute logdir itself, a relative one inside
-    the volume whose container path holds it (``host_paths``: each volume's host directory as the
-    runner resolves it, default the job file's); None when it is inside each sandbox (or a URL)."""
-    logdir = spec.logdir
-    if not logdir or "://" in logdir:
-        return None
-    if os.path.isabs(logdir):
-        return logdir
-    norm = os.path.normpath(logdir)
-    for volume, host_path in zip(spec.volumes, host_paths or [v.host_path for v in spec.volumes]):
-        mount = os.path.normpath(volume.container_path)
-        if norm == mount or norm.startswith(mount + os.sep):
-            return os.path.normpath(os.path.join(host_path, os.path.relpath(norm, mount)))
-    return None
+    """Where the job's logdir is on this machine (:func:`marathon_tf.user.localstate.logdir_host_path`);
+    ``host_paths``: each volume's host directory as the runner resolves it (default the job file's)."""
+    from marathon_tf.user.localstate import logdir_host_path as on_host
+
+    hosts = host_paths or [v.host_path for v in spec.volumes]
+    return on_host(spec.logdir, [(v.container_path, h) for v, h in zip(spec.volumes, hosts)])
+
 
 
 def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | None, timeout: float | None,
