@@ -17,6 +17,7 @@ from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonNotFound, SpecError, UsageError
 from marathon_tf.contract.progress import eta_seconds
 from marathon_tf.marathon.client import Client
+from marathon_tf.user import localstate
 from marathon_tf.user.render import LABEL_PREFIX, SPEC_LABEL, render_group, task_apps
 from marathon_tf.user.spec import MAX_COUNT, JobSpec, load_dict
 
@@ -347,6 +348,10 @@ def job_status(client: Client, job: str, *, probe: bool = True,
                      if v.get("container_path") == spec["logdir"]), None)
         if host:
             out["logdirVolume"] = host
+        work = localstate.work_dir(client)
+        path = localstate.deployed_logdir(spec, work, job)
+        if path:  # on this machine for the local runner, else on the agents
+            out.update(logdirPath=path, logdirOnThisMachine=work is not None)
     target = (spec.get("progress") or {}).get("target_step")
     if target:
         out["targetStep"] = target

@@ -30,7 +30,7 @@ from typing import Any, Iterable, Optional
 from marathon_tf.contract import joblock
 from marathon_tf.contract.errors import UsageError
 
-__all__ = ["hold", "work_dir", "volumes_dir", "logdir_host_path", "Run", "runs", "clean", "purge_volumes",
+__all__ = ["hold", "work_dir", "volumes_dir", "logdir_host_path", "deployed_logdir", "Run", "runs", "clean", "purge_volumes",
            "UI_DIR"]
 
 #: The web UI build's folder in the state home.
@@ -50,16 +50,20 @@ def hold(state_dir: Path, what: str) -> joblock.Lock:
 
 
 def work_dir(client: Any) -> Optional[Path]:
-    """The local runner's state directory, from its Mesos agent ``/state`` (``flags.work_dir``);
-    None for a real Marathon, or when it cannot be read."""
+    """The local runner's state directory, from its Mesos agent ``/state`` (``flags.work_dir``, as a
+    Mesos agent names its own); None for a real Marathon, or when it cannot be read. Asked once per client."""
     if not client.is_local():
         return None
-    try:
-        r = client.session.get(f"{client.url}/state", timeout=5)
-        flags = r.json().get("flags") or {} if r.status_code == 200 else {}
-    except Exception:  # noqa: BLE001 - the path is a convenience: status works without it
-        return None
-    return Path(flags["work_dir"]) if isinstance(flags.get("work_dir"), str) else None
+    if getattr(client, "_mtf_work_dir", None) is None:
+        try:
+            r = client.session.get(f"{client.url}/state", timeout=5)
+            flags = (r.json().get("flags") or {}) if r.status_code == 200 else {}
+        except Exception:  # noqa: BLE001 - the path is a convenience: status works without it
+            return None
+        if not isinstance(flags.get("work_dir"), str):
+            return None
+        client._mtf_work_dir = Path(flags["work_dir"])
+    return client._mtf_work_dir
 
 
 def volumes_dir(state_dir: Path, job: str) -> Path:
@@ -82,6 +86,19 @@ def logdir_host_path(logdir: str, mounts: Iterable[tuple[str, str]]) -> Optional
         if norm == mount or norm.startswith(mount + os.sep):
             return os.path.normpath(os.path.join(host_path, os.path.relpath(norm, mount)))
     return None
+
+
+def deployed_logdir(spec: dict[str, Any], work: Optional[Path], job: str) -> Optional[str]:
+    """Where a deployed job's logdir is (``spec``: the job file as deployed): for the local runner
+    (its state directory ``work``) on this machine; else an absolute volume path or logdir, on the
+    agents; None when it is inside each sandbox."""
+    mounts = []
+    for v in spec.get("volumes") or []:
+        host = str(v.get("host_path", ""))
+        if work is not None and not host.startswith("/"):
+            host = str(volumes_dir(work, job) / host)
+        mounts.append((str(v.get("container_path", "")), host))
+    return logdir_host_path(str(spec.get("logdir") or ""), mounts)
 
 
 @dataclass

@@ -165,9 +165,12 @@ def _header(status: dict[str, Any]) -> list[tuple[str, str]]:
         if status.get(key) is not None:
             rows.append((label, str(status[key])))
     if status.get("logdir"):
-        volume = status.get("logdirVolume")
-        rows.append(("logdir", status["logdir"] + (f" (volume {volume})" if volume and volume != status["logdir"]
-                                                   else "")))
+        volume, path = status.get("logdirVolume"), status.get("logdirPath")
+        if path and status.get("logdirOnThisMachine"):
+            rows.append(("logdir", f"{path} (the tasks' {status['logdir']})" if path != status["logdir"] else path))
+        else:
+            rows.append(("logdir", status["logdir"] + (f" (volume {volume})" if volume and volume != status["logdir"]
+                                                       else "")))
     return rows
 
 
