@@ -107,7 +107,7 @@ def cli(verbose: int, quiet: bool) -> None:
     \b
     marathon-tf deploy job.json --local       run a job on this machine
     marathon-tf deploy job.json               run it on Marathon (MARATHON_URL)
-    marathon-tf status JOB / scale JOB workers=8 / logs JOB / delete JOB
+    marathon-tf status JOB / scale JOB worker=8 / logs JOB / delete JOB
 
     \b
     Shell completion, e.g. in ~/.bashrc (zsh: zsh_source, fish: fish_source):
@@ -314,8 +314,9 @@ def _follow(marathon, job: str, deployment_id: str | None, *, wait: bool, timeou
 @_output_opt
 def scale(args, job, marathon_url, user, password, token, ca_bundle, insecure, force, dry_run, wait, timeout,
           templates_dir, fmt) -> None:
-    """Change role counts, e.g. `marathon-tf scale mnist workers=8` (or ps=2, workers=+2, workers=-1).
-    JOB may be left out when Marathon runs only one marathon-tf job.
+    """Change role counts, e.g. `marathon-tf scale mnist worker=8` (or ps=2, worker=+2, worker=-1),
+    roles named as in the job file; plurals (workers=8) are taken as aliases. JOB may be left out
+    when Marathon runs only one marathon-tf job.
 
     Every task gets the rewritten cluster spec and the job resumes from its
     checkpoint; scaling down stops the highest indices.
@@ -482,7 +483,7 @@ def bootstrap(command) -> None:
     args = list(command)  # click has eaten a leading "--", and only that one
     if not args:
         args = ["--help"]
-    elif args[0] not in ("--watch-interval", "--grace"):
+    elif args[0] not in ("--watch-interval", "--grace", "-h", "--help"):
         args = ["--", *args]
     sys.exit(boot.main(args))
 
@@ -524,8 +525,9 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
     from marathon_tf.local.security import Security, parse_auth
     from marathon_tf.local.ui import check_ui_dir
     from marathon_tf.task.warmpool import WarmPool
-    from marathon_tf.user import output
+    from marathon_tf.user import localstate, output
     from marathon_tf.user.config import state_home
+    from marathon_tf.user.localrun import ports_in_use
 
     try:  # local/security.py: what local serve refuses, and why
         security = dict(auth=parse_auth(auth) if auth else None, allow_origins=allow_origins,
@@ -545,18 +547,50 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
         output.warn(_LOCAL_RESOURCES)
 
     options = {"Marathon API": "--port", "Mesos-DNS": "--dns-port", "Mesos-DNS HTTP API": "--dns-http-port"}
+    state = Path(state_dir).absolute() if state_dir else state_home() / "serve"
+    runner = localstate.hold(state, "local serve")  # `local clean` leaves it alone while it runs
     try:
-        signum = serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port,
-                       state_dir=Path(state_dir).absolute() if state_dir else state_home() / "serve",
+        signum = serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port, state_dir=state,
                        on_ready=ready, warm_pool=WarmPool, **security)
-    except PortInUse as e:
-        raise UsageError(f"{e.what} port {e.port} on {e.host} is already in use (another `local serve`?)",
-                         hint=f"stop what holds it, or choose another port with {options[e.what]} PORT "
-                              f"(0 picks a free one)") from None
+    except PortInUse as e:  # every busy port, in one line, before anything started
+        raise ports_in_use(e, options) from None
+    finally:
+        runner.release()
     from marathon_tf.user.stopsignals import signal_name
 
     output.info(f"stopped by {signal_name(signum)}: every task was stopped")
     sys.exit(128 + signum)
+
+
+@local.command("clean", context_settings=_CTX)
+@click.option("--older-than", type=DURATION, default=None, metavar="DURATION",
+              help="Only runs idle for at least this long, e.g. 7d, 12h (default: every ended run).")
+@click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+@_output_opt
+def local_clean(older_than, dry_run, fmt) -> None:
+    """Remove the folders of ended local runs (`deploy --local` runs, a stopped `local serve`):
+    their sandboxes and volumes (checkpoints), in the state directory ($MARATHON_TF_STATE_DIR, else
+    $XDG_STATE_HOME/marathon-tf, else ~/.local/state/marathon-tf). A run whose runner is alive is
+    never touched (its lock says so); the web UI build is kept."""
+    from marathon_tf.contract.progress import duration
+    from marathon_tf.user import localstate, output
+    from marathon_tf.user.config import state_home
+
+    home = state_home()
+    removed, kept = localstate.clean(home, older_than=older_than, dry_run=dry_run)
+    if fmt == "json":
+        output.emit_json({"stateDir": str(home), "dryRun": dry_run, "removed": [r.to_dict() for r in removed],
+                          "kept": [r.to_dict() for r in kept]})
+        return
+    import time
+
+    for run in removed:
+        click.echo(f"{'would remove' if dry_run else 'removed'} {run.path} (idle {duration(time.time() - run.last_active)})")
+    for run in kept:
+        output.info(f"kept {run.path}: " + (f"running, {run.running}" if run.running else
+                                            f"idle only {duration(time.time() - run.last_active)}"))
+    if not removed:
+        output.info(f"no ended run to remove in {home}")
 
 
 _LOCAL_RESOURCES = ("the local runner does not enforce cpus, mem, disk or gpus: every task sees this machine's "

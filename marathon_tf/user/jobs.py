@@ -20,6 +20,7 @@ from marathon_tf.marathon.client import Client
 from marathon_tf.user import localstate
 from marathon_tf.user.render import LABEL_PREFIX, SPEC_LABEL, render_group, task_apps
 from marathon_tf.user.spec import MAX_COUNT, JobSpec, load_dict
+from marathon_tf.user.spec.hints import closest
 
 __all__ = [
     "DeployResult", "deploy", "find_jobs", "resolve_job", "deployed_spec", "parse_scale_args",
@@ -130,24 +131,27 @@ def deployed_spec(client: Client, job: str) -> tuple[JobSpec, dict[str, Any]]:
 
 # ----------------------------------------------------------------------------- scale
 
-ROLE_ALIASES = _ROLE_ALIASES = {"worker": "worker", "workers": "worker", "ps": "ps", "pss": "ps",
-                 "chief": "chief", "evaluator": "evaluator", "evaluators": "evaluator",
-                 "tensorboard": "tensorboard"}
+#: Role names as the job file spells them (``worker=8``), and their plurals as aliases (``workers=8``).
+ROLE_ALIASES = {**{r: r for r in naming.ROLES}, **{r + "s": r for r in naming.ROLES}}
 _SCALE_ARG = re.compile(r"^(?P<role>[a-z]+)=(?P<sign>[+-]?)(?P<n>[0-9]{1,6})$")
 
 
 def parse_scale_args(args: list[str]) -> dict[str, tuple[str, int]]:
-    """``["workers=8", "ps=+1"]`` → ``{"worker": ("=", 8), "ps": ("+", 1)}``; checked before any request."""
+    """``["worker=8", "ps=+1"]`` → ``{"worker": ("=", 8), "ps": ("+", 1)}`` (``workers=8`` too); checked
+    before any request."""
     if not args:
-        raise UsageError("nothing to scale: give ROLE=N, e.g. workers=8")
+        raise UsageError("nothing to scale: give ROLE=N, e.g. worker=8")
     out: dict[str, tuple[str, int]] = {}
     for arg in args:
         m = _SCALE_ARG.fullmatch(arg)
         if not m:
-            raise UsageError(f"{arg!r}: expected ROLE=N (e.g. workers=8, ps=2, workers=+2)")
-        role = _ROLE_ALIASES.get(m.group("role"))
+            raise UsageError(f"{arg!r}: expected ROLE=N (e.g. worker=8, ps=2, worker=+2)")
+        role = ROLE_ALIASES.get(m.group("role"))
         if role is None:
-            raise UsageError(f"{arg!r}: unknown role {m.group('role')!r} (workers, ps, chief, evaluator, tensorboard)")
+            guess = closest(m.group("role"), ROLE_ALIASES)
+            raise UsageError(f"{arg!r}: unknown role {m.group('role')!r}"
+                             + (f"; did you mean {ROLE_ALIASES[guess]}?" if guess else "")
+                             + f" (roles: {', '.join(naming.ROLES)}; a plural such as workers is taken too)")
         if role in out:
             raise UsageError(f"{arg!r}: {role} is given twice")
         n = int(m.group("n"))
@@ -444,8 +448,8 @@ def _counts(tasks: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
             c["staged"] += 1
         elif t.get("state") == "TASK_RUNNING":
             c["running"] += 1
-        if t.get("health") == "healthy":
-            c["healthy"] += 1
+            if t.get("health") == "healthy":  # healthy among the running (a task that ended keeps its last result)
+                c["healthy"] += 1
     return counts
 
 

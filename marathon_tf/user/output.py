@@ -156,8 +156,10 @@ def _header(status: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("progress", describe(progress.get("step"), progress.get("targetStep"),
                                           progress.get("stepsPerSecond"))))
     if status.get("finalStep") is not None:
-        target = status.get("targetStep")
-        rows.append(("final step", f"{status['finalStep']}" + (f"/{target}" if target else "")))
+        target, final = status.get("targetStep"), status["finalStep"]
+        reached = isinstance(final, int) and target and final > target
+        rows.append(("final step", f"{final}" + ((f" (target {target} reached)" if reached else f"/{target}")
+                                                  if target else "")))
     if status.get("resumedFrom") is not None:
         rows.append(("resumed", f"from checkpoint at step {status['resumedFrom']}"))
     for key, label in (("startedAt", "started"), ("finishedAt", "finished"), ("reason", "reason"),

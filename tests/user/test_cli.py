@@ -7,6 +7,8 @@ import sys
 import pytest
 from click.testing import CliRunner
 
+from marathon_tf.contract.errors import UsageError
+from marathon_tf.user import jobs
 from marathon_tf.user.cli import cli
 from marathon_tf.user.render import render_group
 from marathon_tf.user.spec import load_dict
@@ -268,3 +270,21 @@ def test_bootstrap_verb_passes_options_and_the_command_through(monkeypatch, argv
     assert cmd == command
     for k, v in options.items():
         assert opts[k] == v
+
+
+def test_scale_takes_the_job_files_role_names_and_their_plurals():
+    assert jobs.parse_scale_args(["worker=3", "ps=+1", "evaluators=1"]) == {
+        "worker": ("=", 3), "ps": ("+", 1), "evaluator": ("=", 1)}
+    assert jobs.parse_scale_args(["workers=3"]) == jobs.parse_scale_args(["worker=3"])
+    with pytest.raises(UsageError) as e:
+        jobs.parse_scale_args(["wokrer=3"])
+    assert "unknown role 'wokrer'; did you mean worker?" in e.value.message
+
+
+def test_bootstrap_help_prints_help_not_an_environment_error():
+    r = CliRunner().invoke(cli, ["bootstrap", "--help"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("Usage: marathon-tf bootstrap") and "MTF_CLUSTER is not set" not in r.output
+    r = subprocess.run([sys.executable, "-m", "marathon_tf.bootstrap", "-h"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("Usage: marathon-tf bootstrap") and r.stderr == ""
