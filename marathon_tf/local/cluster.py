@@ -23,6 +23,7 @@ from aiohttp import web
 
 from .faults import FaultInjector
 from .mesos_dns import MesosDns
+from .ports import PortInUse, busy_ports, runner_ports
 from .security import Credentials, Security
 from .launcher import Launcher, WarmPoolFactory
 from .server import Runtime, create_app
@@ -33,42 +34,6 @@ __all__ = ["LocalCluster", "PortInUse", "busy_ports", "serve"]
 def _url_host(host: str) -> str:
     """``::1`` → ``[::1]`` (an IPv6 literal in a URL), other hosts as they are."""
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-class PortInUse(OSError):
-    """The runner's ports that are taken: ``busy`` lists every one as ``(what, port)``, ``what`` naming
-    it (``Marathon API``, ``Mesos-DNS``, ``Mesos-DNS HTTP API``); ``what``/``port`` are the first."""
-
-    def __init__(self, what: str, host: str, port: int, busy: Optional[list[tuple[str, int]]] = None) -> None:
-        self.busy = busy or [(what, port)]
-        super().__init__(", ".join(f"{w} port {host}:{p}" for w, p in self.busy) + " already in use")
-        self.what, self.host, self.port = what, host, port
-
-
-def busy_ports(host: str, wanted: list[tuple[str, int, tuple[int, ...]]]) -> list[tuple[str, int]]:
-    """``(what, port)`` of every fixed port in ``wanted`` (``(what, port, socket types)``; port 0 is
-    skipped) that cannot be bound on ``host`` now, each tried once and let go: the runner reports
-    them all in one line before it starts anything."""
-    import errno
-    import socket
-
-    busy = []
-    for what, port, kinds in wanted:
-        if not port:
-            continue
-        for kind in kinds:
-            family = socket.getaddrinfo(host, port, type=kind)[0][0]
-            with socket.socket(family, kind) as sock:
-                if kind == socket.SOCK_STREAM:  # as asyncio's servers do: a port in TIME_WAIT is free
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                try:
-                    sock.bind((host, port))
-                except OSError as e:
-                    if e.errno != errno.EADDRINUSE:
-                        raise
-                    busy.append((what, port))
-                    break
-    return busy
 
 
 async def _listen(what: str, host: str, port: int, start: Any) -> None:
@@ -127,12 +92,7 @@ class LocalCluster:
         """Start the servers; returns when they listen."""
         if self._thread is not None:
             return self
-        import socket
-
-        marathon_port, dns_port, dns_http_port = self._ports
-        busy = busy_ports(self.host, [("Marathon API", marathon_port, (socket.SOCK_STREAM,)),
-                                      ("Mesos-DNS", dns_port, (socket.SOCK_DGRAM, socket.SOCK_STREAM)),
-                                      ("Mesos-DNS HTTP API", dns_http_port, (socket.SOCK_STREAM,))])
+        busy = busy_ports(self.host, runner_ports(*self._ports))  # all of them, before anything starts
         if busy:
             raise PortInUse(busy[0][0], self.host, busy[0][1], busy)
         self.state_dir.mkdir(parents=True, exist_ok=True)

@@ -370,10 +370,10 @@ class LocalCluster(Marathon):
         """Start the servers; returns once they listen (:class:`UsageError` for a busy port)."""
         if self._cluster is not None:
             return self
-        from marathon_tf.local.cluster import PortInUse
+        from marathon_tf.local.ports import PortInUse
         from marathon_tf.marathon.client import Client, RetryPolicy
         from marathon_tf.user import localstate
-        from marathon_tf.user.localrun import LOCAL_DNS_REFRESH, local_cluster, ports_in_use
+        from marathon_tf.user.localrun import LOCAL_DNS_REFRESH, local_cluster
 
         self._lock = localstate.hold(self.state_dir, "LocalCluster")
         cluster = local_cluster(state_dir=self.state_dir, dns_refresh=LOCAL_DNS_REFRESH, **self._options)
@@ -381,7 +381,7 @@ class LocalCluster(Marathon):
             cluster.start()
         except PortInUse as e:
             self._lock.release()
-            raise ports_in_use(e) from None
+            raise UsageError(*e.describe()[:1], hint=e.describe()[1]) from None
         except BaseException:
             self._lock.release()
             raise

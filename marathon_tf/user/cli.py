@@ -509,26 +509,46 @@ def local() -> None:
                    "Needed off loopback.")
 @click.option("--allow-origin", "allow_origins", multiple=True, metavar="URL",
               help="Also accept browser requests from this origin (e.g. http://localhost:3000); repeatable.")
-@click.option("--ui", "ui_dir", type=click.Path(file_okay=False, exists=True), default=None,
-              help="Serve this Marathon web UI build (mesosphere/marathon-ui) at /ui/.")
+@click.option("--ui", "ui_dir", type=click.Path(file_okay=False), is_flag=False, flag_value="", default=None,
+              metavar="[DIR]", help="Serve the Marathon web UI at /ui/: the build `marathon-tf local ui-install` "
+                                    "made (--ui alone), or the mesosphere/marathon-ui build in DIR.")
 def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir) -> None:
     """Keep a local Marathon running, so that MARATHON_URL=http://127.0.0.1:8080
     marathon-tf deploy/scale/status/logs/delete work against it across commands.
 
     Tasks run as processes of this machine: they find this runner's Marathon and Mesos-DNS
     whatever the job file's discovery says, and cpus/mem/gpus are not enforced."""
+    from marathon_tf.contract.errors import UsageError
+    from marathon_tf.local.ports import PortInUse, busy_ports, runner_ports
+
+    options = {"Marathon API": "--port", "Mesos-DNS": "--dns-port", "Mesos-DNS HTTP API": "--dns-http-port"}
+    busy = busy_ports(host, runner_ports(port, dns_port, dns_http_port))  # before the servers are even imported
+    try:
+        if busy:
+            raise PortInUse(busy[0][0], host, busy[0][1], busy)
+        _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir)
+    except PortInUse as e:  # every busy port, in one line, before anything started
+        message, hint = e.describe(options)
+        raise UsageError(message, hint=hint) from None
+
+
+def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir) -> None:
     from pathlib import Path
 
     from marathon_tf.contract.errors import UsageError
     from marathon_tf.local import serve
-    from marathon_tf.local.cluster import PortInUse
     from marathon_tf.local.security import Security, parse_auth
     from marathon_tf.local.ui import check_ui_dir
     from marathon_tf.task.warmpool import WarmPool
     from marathon_tf.user import localstate, output
     from marathon_tf.user.config import state_home
-    from marathon_tf.user.localrun import ports_in_use
 
+    if ui_dir == "":  # --ui alone: the build `local ui-install` made
+        ui_dir = str(state_home() / localstate.UI_DIR / "build")
+        if not (Path(ui_dir) / "index.html").is_file():
+            raise UsageError(f"--ui: no web UI build in {ui_dir}",
+                             hint="build it once with `marathon-tf local ui-install` (needs the internet and "
+                                  "node/npm), or give --ui DIR")
     try:  # local/security.py: what local serve refuses, and why
         security = dict(auth=parse_auth(auth) if auth else None, allow_origins=allow_origins,
                         ui_dir=check_ui_dir(ui_dir) if ui_dir else None)
@@ -546,14 +566,11 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
             output.info(f"web UI        {cluster.marathon_url}/ui/")
         output.warn(_LOCAL_RESOURCES)
 
-    options = {"Marathon API": "--port", "Mesos-DNS": "--dns-port", "Mesos-DNS HTTP API": "--dns-http-port"}
     state = Path(state_dir).absolute() if state_dir else state_home() / "serve"
     runner = localstate.hold(state, "local serve")  # `local clean` leaves it alone while it runs
     try:
         signum = serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port, state_dir=state,
                        on_ready=ready, warm_pool=WarmPool, **security)
-    except PortInUse as e:  # every busy port, in one line, before anything started
-        raise ports_in_use(e, options) from None
     finally:
         runner.release()
     from marathon_tf.user.stopsignals import signal_name

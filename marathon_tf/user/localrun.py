@@ -27,7 +27,7 @@ from marathon_tf.marathon.client import Client, RetryPolicy
 from marathon_tf.user import jobs, localstate, stopsignals
 from marathon_tf.user.spec import JobSpec
 
-__all__ = ["LocalRun", "run", "local_cluster", "default_state_dir", "SandboxTailer", "ports_in_use"]
+__all__ = ["LocalRun", "run", "local_cluster", "default_state_dir", "SandboxTailer"]
 
 
 #: Mesos-DNS's refresh in local mode (a cluster's default is 60 s; one machine can afford 0.25 s).
@@ -264,25 +264,6 @@ def _prewarm(cluster: Any, spec: JobSpec, templates_dir: str | None) -> None:
     except Exception:  # noqa: BLE001 - the deployment renders again and says what is wrong
         return
     cluster.prewarm(apps)
-
-
-def ports_in_use(error: Any, options: dict[str, str] | None = None) -> UsageError:
-    """The local runner's busy ports (:class:`marathon_tf.local.cluster.PortInUse`) as one line;
-    ``options``: the option that sets each port (``{"Marathon API": "--port", …}``) for the hint."""
-    busy = error.busy
-    how = {what: f" ({options[what]})" for what, _ in busy} if options else {}
-    if len(busy) == 1:
-        what, port = busy[0]
-        message = f"{what} port {port} on {error.host} is already in use (another `local serve`?)"
-    else:
-        message = (f"ports in use on {error.host}: " + ", ".join(f"{what} {port}{how.get(what, '')}" for what, port in busy)
-                   + " (another `local serve`?)")
-    hint = "stop what holds them, or choose other ports (0 picks a free one)"
-    if options:
-        named = " / ".join(options[what] for what, _ in busy)
-        hint = (f"stop what holds {'it' if len(busy) == 1 else 'them'}, or choose another port with {named} PORT "
-                f"(0 picks a free one)")
-    return UsageError(message, hint=hint)
 
 
 def check_local_options(detach: bool) -> None:

@@ -188,7 +188,7 @@ def status_text(status: dict[str, Any], *, wide: bool = False, width: int | None
             lines.append(first + value)
         else:
             lines.extend(textwrap.wrap(value, width=limit, initial_indent=first, subsequent_indent=" " * len(first),
-                                       break_on_hyphens=False) or [first])
+                                       break_on_hyphens=False, break_long_words=False) or [first])
     rows = [_cells(t, wide) for t in status["tasks"]]
     lines.append("")
     lines.extend(table(_WIDE if wide else _NARROW, rows, limit))

@@ -168,15 +168,15 @@ class _JobSchema(_Base):
                 errors.setdefault(path, []).extend([msg] if isinstance(msg, str) else msg)
 
         roles = data.get("roles")
-        if isinstance(roles, dict):
+        name = data.get("name")
+        if name is not None:  # the longest task name counts only when every count is known
             counts = [f"roles.{r}.count" for r in naming.ROLES]
-            name = data.get("name")
-            if name is not None:  # the longest task name counts only when every count is known
-                longest = "ps-0" if blocked(failed, counts) else max(
-                    (f"{r}-{max(int((roles.get(r) or {}).get('count', 0)) - 1, 0)}" for r in naming.ROLES), key=len)
-                problems = naming.job_name_problems(name, longest)
-                if problems:
-                    err("name", problems)
+            longest = "ps-0" if not isinstance(roles, dict) or blocked(failed, counts) else max(
+                (f"{r}-{max(int((roles.get(r) or {}).get('count', 0)) - 1, 0)}" for r in naming.ROLES), key=len)
+            problems = naming.job_name_problems(name, longest)
+            if problems:
+                err("name", problems)
+        if isinstance(roles, dict):
             self._cross(data, roles, err)
         net = data.get("network") or {}
         if net.get("name") and net.get("mode", "host") != "container":
