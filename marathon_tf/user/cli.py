@@ -1,9 +1,13 @@
-"""The ``marathon-tf`` command. Parses arguments, calls the modules, prints.
+"""The ``marathon-tf`` command. Parses arguments, calls the Python API (:mod:`marathon_tf.user.api`),
+prints.
 
 Exit codes: 0 ok, 1 runtime failure, 2 usage or spec error, 3 timed out while
 still in progress, 130 interrupted. Heavy modules are imported inside the
 commands so that ``marathon-tf --help`` starts fast and TensorFlow is never
 imported here.
+
+Over 600 lines: every command's options and help are declared here, as this is the one module
+besides ``output`` that parses arguments and prints; what the commands do is in the API.
 """
 
 from __future__ import annotations
@@ -242,17 +246,12 @@ def _progress_printer():
 
 def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run) -> int:
     """Run the job on this machine; task output is streamed as ``[worker-1] …``."""
-    import os
-
     from marathon_tf.user import localrun, output
 
     localrun.check_local_options(detach)
-    spec = job.spec
-    asked = [f"roles.{r}.gpus: {spec.roles[r].gpus:g}" for r in spec.counts() if spec.roles[r].gpus]
-    asked += [f"roles.{r}.cpus: {spec.roles[r].cpus:g}" for r in spec.counts()
-              if spec.roles[r].cpus > (os.cpu_count() or 1)]
+    asked = localrun.unenforced(job.spec)
     if asked:
-        output.warn(f"{', '.join(asked)}: {_LOCAL_RESOURCES}")
+        output.warn(f"{', '.join(asked)}: {localrun.LOCAL_RESOURCES}")
     if dry_run:
         output.emit_json(job.render(templates_dir))
         return 0
@@ -334,7 +333,7 @@ def scale(args, job, marathon_url, user, password, token, ca_bundle, insecure, f
     if fmt == "json":
         output.emit_json(result.to_dict())
     elif not result.changed:
-        click.echo(f"no change: {result.job} already has {_counts_text(jobs.parse_scale_args(args), result)}")
+        click.echo(output.scale_no_change(result, jobs.parse_scale_args(args)))
     else:
         click.echo(output.scale_plan_text(result.to_dict()["tasks"]))
         if dry_run:
@@ -346,16 +345,6 @@ def scale(args, job, marathon_url, user, password, token, ca_bundle, insecure, f
 
             watch.wait_deployment(marathon.client, result.deployment_id, result.job, timeout=timeout,
                                   on_progress=_progress_printer())
-
-
-def _counts_text(parsed, result) -> str:
-    from marathon_tf.contract.naming import parse_task_name
-
-    counts: dict[str, int] = {}
-    for task in result.unchanged:
-        role = (parse_task_name(task) or ("?", 0))[0]
-        counts[role] = counts.get(role, 0) + 1
-    return ", ".join(f"{counts.get(role, 0)} {role}" for role in parsed)
 
 
 @cli.command(context_settings=_CTX)
@@ -456,15 +445,10 @@ def logs(job, task, marathon_url, user, password, token, ca_bundle, insecure, fo
                                   agent_url=agent_url):
             if not noted and first.setdefault(line.task, line.stream) != line.stream:
                 noted = True
-                output.info(_TWO_FILES)
+                output.info(output.TWO_FILES)
             click.echo(f"[{line.task}] {line.text}")
     except KeyboardInterrupt:
         return
-
-
-_TWO_FILES = ("note: a task's stdout is printed before its stderr, not interleaved by time: the agent keeps them "
-              "as two files with no time per line (as Mesos does); --stream chooses one, and -f prints new lines "
-              "in the order they are read, about every second")
 
 
 # ---------------------------------------------------------------------------- in the container / locally
@@ -542,6 +526,7 @@ def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_ori
     from marathon_tf.task.warmpool import WarmPool
     from marathon_tf.user import localstate, output
     from marathon_tf.user.config import state_home
+    from marathon_tf.user.localrun import LOCAL_RESOURCES
 
     if ui_dir == "":  # --ui alone: the build `local ui-install` made
         ui_dir = str(state_home() / localstate.UI_DIR / "build")
@@ -564,7 +549,7 @@ def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_ori
         output.info(f"sandboxes     {cluster.state_dir}/sandboxes    — Ctrl-C stops everything")
         if ui_dir:
             output.info(f"web UI        {cluster.marathon_url}/ui/")
-        output.warn(_LOCAL_RESOURCES)
+        output.warn(LOCAL_RESOURCES)
 
     state = Path(state_dir).absolute() if state_dir else state_home() / "serve"
     runner = localstate.hold(state, "local serve")  # `local clean` leaves it alone while it runs
@@ -579,6 +564,24 @@ def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_ori
     sys.exit(128 + signum)
 
 
+@local.command("ui-install", context_settings=_CTX)
+@click.option("--from-tarball", "tarball", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Build from this copy of the source release (marathon-ui-1.3.1.tar.gz) instead of downloading it.")
+def local_ui_install(tarball) -> None:
+    """Build the Marathon web UI (mesosphere/marathon-ui 1.3.1) from its source release into the state
+    directory, where `local serve --ui` finds it. Needs node and npm, and the internet once (the source
+    from GitHub, its dependencies from the npm registry); takes minutes. Prints the build's folder."""
+    from pathlib import Path
+
+    from marathon_tf.user import localstate, output, uibuild
+    from marathon_tf.user.config import state_home
+
+    build = uibuild.install(state_home() / localstate.UI_DIR, tarball=Path(tarball) if tarball else None,
+                            log=output.info)
+    click.echo(str(build))
+    output.info("serve it with: marathon-tf local serve --ui   (then open the Marathon URL it prints)")
+
+
 @local.command("clean", context_settings=_CTX)
 @click.option("--older-than", type=DURATION, default=None, metavar="DURATION",
               help="Only runs idle for at least this long, e.g. 7d, 12h (default: every ended run).")
@@ -589,7 +592,6 @@ def local_clean(older_than, dry_run, fmt) -> None:
     their sandboxes and volumes (checkpoints), in the state directory ($MARATHON_TF_STATE_DIR, else
     $XDG_STATE_HOME/marathon-tf, else ~/.local/state/marathon-tf). A run whose runner is alive is
     never touched (its lock says so); the web UI build is kept."""
-    from marathon_tf.contract.progress import duration
     from marathon_tf.user import localstate, output
     from marathon_tf.user.config import state_home
 
@@ -598,20 +600,8 @@ def local_clean(older_than, dry_run, fmt) -> None:
     if fmt == "json":
         output.emit_json({"stateDir": str(home), "dryRun": dry_run, "removed": [r.to_dict() for r in removed],
                           "kept": [r.to_dict() for r in kept]})
-        return
-    import time
-
-    for run in removed:
-        click.echo(f"{'would remove' if dry_run else 'removed'} {run.path} (idle {duration(time.time() - run.last_active)})")
-    for run in kept:
-        output.info(f"kept {run.path}: " + (f"running, {run.running}" if run.running else
-                                            f"idle only {duration(time.time() - run.last_active)}"))
-    if not removed:
-        output.info(f"no ended run to remove in {home}")
-
-
-_LOCAL_RESOURCES = ("the local runner does not enforce cpus, mem, disk or gpus: every task sees this machine's "
-                    "CPUs, memory and devices")
+    else:
+        output.clean_report(home, removed, kept, dry_run=dry_run)
 
 
 def main(argv: list[str] | None = None) -> None:

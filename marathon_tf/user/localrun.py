@@ -15,6 +15,7 @@ Printing goes through the ``sink`` callbacks the CLI passes in.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -264,6 +265,17 @@ def _prewarm(cluster: Any, spec: JobSpec, templates_dir: str | None) -> None:
     except Exception:  # noqa: BLE001 - the deployment renders again and says what is wrong
         return
     cluster.prewarm(apps)
+
+
+LOCAL_RESOURCES = ("the local runner does not enforce cpus, mem, disk or gpus: every task sees this machine's "
+                   "CPUs, memory and devices")
+
+
+def unenforced(spec: JobSpec) -> list[str]:
+    """What the job asks for that this machine's runner will not give it (gpus; more cpus than it has)."""
+    asked = [f"roles.{r}.gpus: {spec.roles[r].gpus:g}" for r in spec.counts() if spec.roles[r].gpus]
+    return asked + [f"roles.{r}.cpus: {spec.roles[r].cpus:g}" for r in spec.counts()
+                    if spec.roles[r].cpus > (os.cpu_count() or 1)]
 
 
 def check_local_options(detach: bool) -> None:

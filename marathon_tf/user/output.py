@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 __all__ = ["emit_json", "error", "warn", "info", "status_table", "status_text", "table", "jobs_table", "scale_plan_text",
-           "progress_line", "plan_text"]
+           "progress_line", "plan_text", "scale_no_change", "clean_report", "TWO_FILES"]
 
 
 def _stderr_console():
@@ -229,3 +229,35 @@ def plan_text(plan: dict[str, Any]) -> str:
         actions = [f"{a.get('action')} {a.get('app') or a.get('pod')}" for a in step.get("actions") or []]
         lines.append(f"step {i}: " + ", ".join(actions))
     return "\n".join(lines) or "Marathon plans no change"
+
+
+def scale_no_change(result, parsed) -> str:
+    """``no change: mnist already has 3 worker`` (a scale that changes nothing)."""
+    from marathon_tf.contract.naming import parse_task_name
+
+    counts: dict[str, int] = {}
+    for task in result.unchanged:
+        role = (parse_task_name(task) or ("?", 0))[0]
+        counts[role] = counts.get(role, 0) + 1
+    return f"no change: {result.job} already has " + ", ".join(f"{counts.get(role, 0)} {role}" for role in parsed)
+
+
+#: What ``logs`` says when it prints a task's two streams.
+TWO_FILES = ("note: a task's stdout is printed before its stderr, not interleaved by time: the agent keeps them "
+              "as two files with no time per line (as Mesos does); --stream chooses one, and -f prints new lines "
+              "in the order they are read, about every second")
+
+
+def clean_report(home, removed: list, kept: list, *, dry_run: bool) -> None:
+    """What ``local clean`` removed (stdout, one run a line) and kept (stderr)."""
+    import time
+
+    from marathon_tf.contract.progress import duration
+
+    for run in removed:
+        click.echo(f"{'would remove' if dry_run else 'removed'} {run.path} (idle {duration(time.time() - run.last_active)})")
+    for run in kept:
+        info(f"kept {run.path}: " + (f"running, {run.running}" if run.running
+                                     else f"idle only {duration(time.time() - run.last_active)}"))
+    if not removed:
+        info(f"no ended run to remove in {home}")

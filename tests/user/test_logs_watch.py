@@ -12,7 +12,7 @@ from marathon_tf.local import LocalCluster
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.events import EventStream
 from marathon_tf.user import jobs, logs
-from marathon_tf.user import cli as cli_module
+from marathon_tf.user import output
 from marathon_tf.user.cli import cli
 from marathon_tf.user.watch import wait_deployment
 from polling import wait_for
@@ -39,7 +39,7 @@ def test_logs_reads_the_local_sandboxes(cluster):
     # all log text on stdout (so `logs … | grep` sees stderr too), stdout's lines first, and a note saying
     # why they are not in time order (two files without times: no order can be made)
     assert r.stdout.splitlines() == ["[worker-0] out-1", "[worker-0] out-2", "[worker-0] err-1"]
-    assert r.stderr.splitlines() == [cli_module._TWO_FILES]
+    assert r.stderr.splitlines() == [output.TWO_FILES]
     r = CliRunner().invoke(cli, ["logs", "j", "worker-0", "--stream", "stdout", "--marathon", cluster.marathon_url])
     assert r.exit_code == 0 and r.stderr == ""  # one stream: nothing to say
     r = CliRunner().invoke(cli, ["logs", "j", "worker-9", "--marathon", cluster.marathon_url])
