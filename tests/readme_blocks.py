@@ -1,8 +1,9 @@
 """The README's command blocks, as tests run them (tests/test_readme.py).
 
 Every fenced block is found wherever it is (blocks may be added, moved or rewritten): a ``bash``/``sh``/
-``shell`` block is run, a ``json`` block holding a job file (it has ``"roles"``) is validated; other
-blocks (diagrams, output) are left alone. A block is known by its first command, not its place.
+``shell`` block is run, a ``json`` block holding a job file (it has ``"roles"``) is validated, a
+``python`` block is compiled and what it imports from marathon_tf must exist; other blocks
+(diagrams, output) are left alone. A block is known by its first command, not its place.
 
 How a shell block runs: in a fresh ``bash -eo pipefail`` with this checkout's ``marathon-tf`` first on
 PATH, in a scratch folder that links every top-level entry of the repository (so ``examples/…``

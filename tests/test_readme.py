@@ -46,6 +46,7 @@ set -eo pipefail
 ALL = blocks(README.read_text(encoding="utf-8"))
 SHELL = [(b, plan(b, ALL[:i])) for i, b in enumerate(ALL) if b.lang in ("bash", "sh", "shell")]
 JOBS = [b for b in ALL if job_file(b) is not None]
+PYTHON = [b for b in ALL if b.lang == "python"]
 
 
 def _free_ports(n: int) -> list[int]:
@@ -123,3 +124,16 @@ def test_readme_job_files_are_valid(block, tmp_path):
             (tmp_path / uri).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / uri).write_text("")
     Job.from_dict(data, base_dir=tmp_path, source=f"README.md line {block.line}")
+
+
+@pytest.mark.parametrize("block", PYTHON, ids=[f"line{b.line}" for b in PYTHON])
+def test_readme_python_blocks_compile_and_import_what_exists(block):
+    import ast
+    import importlib
+
+    tree = ast.parse(block.text, filename=f"README.md line {block.line}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                assert hasattr(module, alias.name), f"README line {block.line}: {node.module} has no {alias.name}"
