@@ -5,13 +5,13 @@ A block that deploys trains real TensorFlow (marked ``tf``)."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from e2e_helpers import communicate_or_stop
 from leaks import wait_no_processes
 from readme_blocks import PORTS, blocks, job_file, plan
 
@@ -95,15 +95,8 @@ def test_readme_block_runs(block, how, tmp_path):
                 "XDG_STATE_HOME": str(tmp_path / "xdg"), **{f"MTF_PORT_{p}": str(v) for p, v in ports.items()}})
     proc = subprocess.Popen(["bash", "-c", PRELUDE + how.script], cwd=work, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        output, _ = proc.communicate(timeout=how.timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            output, _ = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
+    output, _, ended = communicate_or_stop(proc, how.timeout, grace=60)
+    if not ended:
         pytest.fail(f"README line {block.line} ({block.name}) ran past {how.timeout:g} s:\n{output[-4000:]}")
     notes = "".join(f"\n  ({note})" for note in how.notes)
     assert proc.returncode == 0, f"README line {block.line} ({block.name}) exited {proc.returncode}{notes}:\n" \

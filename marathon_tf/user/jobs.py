@@ -345,7 +345,7 @@ def job_status(client: Client, job: str, *, probe: bool = True,
     resumed = [r["resumedFrom"] for r in tasks if isinstance(r.get("resumedFrom"), int)]
     if resumed:
         out["resumedFrom"] = max(resumed)
-    spec = _stored_spec(apps)
+    spec = stored_spec(apps)
     if spec.get("logdir"):
         out["logdir"] = spec["logdir"]
         host = next((v.get("host_path") for v in spec.get("volumes") or []
@@ -367,7 +367,7 @@ def job_status(client: Client, job: str, *, probe: bool = True,
     return out
 
 
-def _stored_spec(apps: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+def stored_spec(apps: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     """The job file as deployed (the spec label worker-0 carries), or {} if unreadable."""
     for app in apps.values():
         raw = (app.get("labels") or {}).get(SPEC_LABEL)

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,8 @@ from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonNotFound, UsageError
 from marathon_tf.marathon.client import Client
 from marathon_tf.user import localstate
-from marathon_tf.user.render import SPEC_LABEL, render_group, task_apps
+from marathon_tf.user.jobs import stored_spec
+from marathon_tf.user.render import render_group, task_apps
 from marathon_tf.user.spec import JobSpec
 
 __all__ = ["Previous", "previous_run", "unchanged", "start_fresh", "purge_deleted"]
@@ -53,18 +53,6 @@ def _group(client: Client, job: str) -> Optional[dict[str, Any]]:
         return None
 
 
-def _stored_spec(group: dict[str, Any]) -> dict[str, Any]:
-    for app in task_apps(group).values():
-        raw = (app.get("labels") or {}).get(SPEC_LABEL)
-        if raw:
-            try:
-                data = json.loads(raw)
-                return data if isinstance(data, dict) else {}
-            except ValueError:
-                return {}
-    return {}
-
-
 def _has_files(path: Path) -> bool:
     return path.is_dir() and any(p.is_file() for p in path.rglob("*"))
 
@@ -84,7 +72,7 @@ def previous_run(client: Client, spec: JobSpec) -> tuple[Optional[Previous], Opt
     state = labels.get(L.STATE)
     if state not in (L.SUCCEEDED, L.FAILED):
         return None, group
-    return Previous(state, labels.get(L.FINISHED_AT), localstate.deployed_logdir(_stored_spec(group) or spec.to_dict(), work,
+    return Previous(state, labels.get(L.FINISHED_AT), localstate.deployed_logdir(stored_spec(task_apps(group)) or spec.to_dict(), work,
                                                                         spec.name),
                     work, group), group
 
@@ -94,7 +82,7 @@ def unchanged(group: dict[str, Any], spec: JobSpec, templates_dir: Optional[str]
     Marathon's copy carries its defaults)."""
     from marathon_tf.user.spec import load_dict
 
-    stored = _stored_spec(group)
+    stored = stored_spec(task_apps(group))
     if not stored:
         return False
     try:
