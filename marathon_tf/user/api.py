@@ -342,14 +342,19 @@ class LocalCluster(Marathon):
     """A single-machine Marathon + Mesos-DNS (what ``marathon-tf local serve`` runs), for the same API:
     ``with LocalCluster() as cluster: cluster.deploy(job).wait()``. Its tasks are processes of this
     machine; everything stops with it. ``state_dir``: where sandboxes and volumes go (default a new
-    ``<state home>/local-<time>``, kept for its logs and checkpoints; ``marathon-tf local clean``
+    ``<state home>/local-<time>-<random>``, kept for its logs and checkpoints; ``marathon-tf local clean``
     removes it). Ports 0 pick free ones."""
 
     def __init__(self, state_dir: Union[str, os.PathLike, None] = None, *, port: int = 0, host: str = "127.0.0.1",
                  dns_port: int = 0, dns_http_port: int = 0, ui_dir: Union[str, os.PathLike, None] = None):
-        from marathon_tf.user.localrun import default_state_dir
+        import tempfile
 
-        self.state_dir = Path(state_dir).absolute() if state_dir else default_state_dir("local")
+        from marathon_tf.user.config import state_home
+
+        if state_dir is None:  # unique, also for two clusters started within one second
+            state_home().mkdir(parents=True, exist_ok=True)
+            state_dir = tempfile.mkdtemp(prefix=time.strftime("local-%Y%m%d-%H%M%S-"), dir=state_home())
+        self.state_dir = Path(state_dir).absolute()
         self._options = dict(host=host, marathon_port=port, dns_port=dns_port, dns_http_port=dns_http_port,
                              ui_dir=ui_dir)
         self._cluster: Any = None
