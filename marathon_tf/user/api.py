@@ -188,7 +188,8 @@ class Marathon:
         previous, group = redeploy.previous_run(self.client, spec)
         if previous is not None and resume is None:
             raise previous.question(spec.name)
-        if previous is None and group is not None and not dry_run and redeploy.unchanged(group, spec, templates_dir):
+        if (group is not None and not dry_run and redeploy.ended(group) is None
+                and redeploy.unchanged(group, spec, templates_dir)):
             from marathon_tf.contract import naming
 
             return JobHandle(self, spec.name, Deployment(spec.name, naming.group_id(spec.name), changed=False,

@@ -23,7 +23,7 @@ from marathon_tf.user.jobs import stored_spec
 from marathon_tf.user.render import render_group, task_apps
 from marathon_tf.user.spec import JobSpec
 
-__all__ = ["Previous", "previous_run", "unchanged", "start_fresh", "purge_deleted"]
+__all__ = ["Previous", "ended", "previous_run", "unchanged", "start_fresh", "purge_deleted"]
 
 
 @dataclass
@@ -57,8 +57,16 @@ def _has_files(path: Path) -> bool:
     return path.is_dir() and any(p.is_file() for p in path.rglob("*"))
 
 
+def ended(group: dict[str, Any]) -> Optional[str]:
+    """The job's recorded end (``Succeeded`` / ``Failed``), None while it has none."""
+    states = {(app.get("labels") or {}).get(L.STATE) for app in task_apps(group).values()}
+    return next((s for s in (L.SUCCEEDED, L.FAILED) if s in states), None)
+
+
 def previous_run(client: Client, spec: JobSpec) -> tuple[Optional[Previous], Optional[dict[str, Any]]]:
-    """``(what an earlier, ended run left or None, the job's group as Marathon has it or None)``."""
+    """``(what an earlier, ended run left or None, the job's group as Marathon has it or None)``: an
+    ended job counts when its logdir outlives its tasks (a volume, an absolute path); one whose
+    logdir was inside each sandbox has nothing to resume from."""
     group = _group(client, spec.name)
     work = localstate.work_dir(client)
     if group is None:
@@ -66,15 +74,15 @@ def previous_run(client: Client, spec: JobSpec) -> tuple[Optional[Previous], Opt
             return Previous("deleted", checkpoints=localstate.deployed_logdir(spec.to_dict(), work, spec.name),
                             work_dir=work), None
         return None, None
-    labels: dict[str, str] = {}
-    for app in task_apps(group).values():
-        labels.update(app.get("labels") or {})
-    state = labels.get(L.STATE)
-    if state not in (L.SUCCEEDED, L.FAILED):
+    state = ended(group)
+    if state is None:
         return None, group
-    return Previous(state, labels.get(L.FINISHED_AT), localstate.deployed_logdir(stored_spec(task_apps(group)) or spec.to_dict(), work,
-                                                                        spec.name),
-                    work, group), group
+    checkpoints = localstate.deployed_logdir(stored_spec(task_apps(group)) or spec.to_dict(), work, spec.name)
+    if checkpoints is None:  # its logdir was inside each sandbox (or none): nothing to resume from
+        return None, group
+    finished = next(((a.get("labels") or {}).get(L.FINISHED_AT) for a in task_apps(group).values()
+                     if (a.get("labels") or {}).get(L.FINISHED_AT)), None)
+    return Previous(state, finished, checkpoints, work, group), group
 
 
 def unchanged(group: dict[str, Any], spec: JobSpec, templates_dir: Optional[str]) -> bool:

@@ -120,3 +120,13 @@ def test_purge_is_refused_for_a_real_marathon_before_anything_is_deleted(httpser
     assert "cannot reach from here; nothing was deleted" in e.value.message
     assert [req.path for req, _ in httpserver.log] == ["/v2/info"]
 
+
+
+def test_an_ended_job_without_a_lasting_logdir_is_deployed_again_without_asking(cluster):
+    data = {k: v for k, v in job_dict(command=["python3", "-c", "print('step=1')"], name="stateless").items()
+            if k not in ("volumes", "logdir")}
+    job = Job.from_dict(data)
+    assert cluster.deploy(job).wait(timeout=120).state == "Succeeded"
+    again = cluster.deploy(job)  # nothing to resume from: neither asked, nor "no change" (it must run again)
+    assert again.deployment.changed and again.deployment.resumed is None
+    assert again.wait(timeout=120).state == "Succeeded"
