@@ -35,9 +35,10 @@ def _optional():
     except ImportError:
         pass
     try:
-        from . import bench_lifecycle
+        from . import bench_failover, bench_lifecycle
 
         out.update(bench_lifecycle.BENCHMARKS)
+        out.update(bench_failover.BENCHMARKS)
     except ImportError:
         pass
     try:

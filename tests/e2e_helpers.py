@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jobfiles
@@ -60,3 +61,46 @@ def losses(output: str) -> dict[str, list[tuple[int, float]]]:
     return by_task
 
 
+class Serve:
+    """`marathon-tf local serve` on free ports (plus ``extra`` options), its state in tmp_path; stopped
+    with SIGINT. ``url``: what its banner says to export as MARATHON_URL (every instance's URL)."""
+
+    def __init__(self, tmp_path: Path, *extra: str):
+        self.tmp_path = tmp_path
+        # the default state dir (no --state-dir): $XDG_STATE_HOME/marathon-tf/serve
+        self.env = {k: v for k, v in os.environ.items() if k not in ("MARATHON_URL", "MARATHON_TF_STATE_DIR")}
+        self.env["XDG_STATE_HOME"] = str(tmp_path / "xdg")
+        self.proc = subprocess.Popen([MARATHON_TF, "local", "serve", "--port", "0", "--dns-port", "0",
+                                      "--dns-http-port", "0", *extra], stderr=subprocess.PIPE, text=True, env=self.env,
+                                     cwd="/", start_new_session=True)
+        first = self.proc.stderr.readline()
+        assert first.startswith("Marathon API  http://127.0.0.1:"), first + self.proc.stderr.read()
+        self.url = first.split()[2]
+        self.env["MARATHON_URL"] = self.url
+        self.state = tmp_path / "xdg" / "marathon-tf" / "serve"
+
+    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run([MARATHON_TF, *args], capture_output=True, text=True, env=self.env, cwd=self.tmp_path,
+                              timeout=timeout)
+
+    def wait_state(self, job: str, timeout: float = 300) -> dict:
+        deadline = time.monotonic() + timeout
+        st: dict = {}
+        while time.monotonic() < deadline:
+            r = self.cli("status", job, "-o", "json")
+            if r.returncode == 0:
+                st = json.loads(r.stdout)
+                if st.get("state") in ("Succeeded", "Failed"):
+                    return st
+            time.sleep(2)
+        raise AssertionError(f"{job} did not end in {timeout} s: {st}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc.stderr.close()

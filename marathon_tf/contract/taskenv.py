@@ -34,6 +34,8 @@ Variables (all strings, as Marathon requires):
 ``MTF_PROGRESS_TIMEOUT``   ``SECONDS[/FIRST_STEP_SECONDS]``: the progress watchdog (unset: off)
 ``MTF_PREWARM``            comma-separated modules a pre-warmed Python trainer imports before the
                            cluster spec is known, or ``false``; unset: ``tensorflow``
+``MTF_GPUS``               the GPUs the app asks for (the app's ``gpus``; unset: none): the
+                           bootstrap checks at start that the task can see that many
 =========================  ==============================================================
 
 A runner that is its own Marathon + Mesos-DNS (``marathon-tf local serve`` / ``deploy --local``)
@@ -97,6 +99,7 @@ class TaskContext:
     permanent_exit_codes: tuple[int, ...] = field(default_factory=tuple)
     logdir: str = ""
     prewarm: tuple[str, ...] = _DEFAULTS["prewarm"]
+    gpus: int = 0
 
     def to_env(self) -> dict[str, str]:
         env = {
@@ -130,6 +133,8 @@ class TaskContext:
             env["MTF_PROGRESS_TIMEOUT"] = "/".join("" if t is None else _num(t) for t in self.progress_timeouts)
         if tuple(self.prewarm) != _DEFAULTS["prewarm"]:
             env["MTF_PREWARM"] = ",".join(self.prewarm) or "false"
+        if self.gpus:
+            env["MTF_GPUS"] = str(self.gpus)
         return env
 
     @classmethod
@@ -176,6 +181,10 @@ class TaskContext:
                                  float(progress[1]) if len(progress) > 1 and progress[1] else None)
         except ValueError:
             raise ValueError("MTF_PROGRESS_TIMEOUT must look like SECONDS[/FIRST_STEP_SECONDS], e.g. 120/600")
+        try:
+            gpus = int(environ.get("MTF_GPUS") or 0)
+        except ValueError:
+            raise ValueError("MTF_GPUS must be a whole number of GPUs")
         return cls(
             job=need("MTF_JOB"),
             role=need("MTF_ROLE"),
@@ -199,6 +208,7 @@ class TaskContext:
             logdir=environ.get("MTF_LOGDIR", ""),
             progress_timeouts=progress_timeouts,
             prewarm=prewarm_modules(environ.get("MTF_PREWARM")),
+            gpus=gpus,
         )
 
     @property

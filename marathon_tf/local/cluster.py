@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional, Union
 from aiohttp import web
 
 from .faults import FaultInjector
+from .leadership import Leadership
 from .mesos_dns import MesosDns
 from .ports import PortInUse, busy_ports, runner_ports
 from .security import Credentials, Security
@@ -57,19 +58,28 @@ class LocalCluster:
     ``shutdown_grace`` the grace tasks get when the cluster stops. ``warm_pool``: a factory of
     pre-warmed interpreters shared by the tasks (see :class:`~marathon_tf.local.launcher.WarmPool`;
     marathon-tf's is :class:`marathon_tf.task.warmpool.WarmPool`); None: every task starts cold.
+    ``marathon_instances``: HA Marathon, that many API instances over the one state (ports
+    ``marathon_port``, ``+1``, …; all free ones for 0), the first one elected; a killed leader
+    (:meth:`kill_leader`) is replaced ``election_gap`` seconds later (see
+    :mod:`marathon_tf.local.leadership`).
     """
 
     def __init__(self, state_dir: Union[str, Path, None] = None, host: str = "127.0.0.1",
                  marathon_port: int = 0, dns_port: int = 0, dns_http_port: int = 0, dns_refresh: float = 1.0,
                  dns_ttl: int = 5, heartbeat: float = 10.0, kill_grace: float = 3.0, kill_grace_cap: float = 30.0,
                  shutdown_grace: float = 2.0, auth: Optional[Credentials] = None, allow_origins: tuple = (),
-                 ui_dir: Union[str, Path, None] = None, warm_pool: Optional[WarmPoolFactory] = None) -> None:
+                 ui_dir: Union[str, Path, None] = None, warm_pool: Optional[WarmPoolFactory] = None,
+                 marathon_instances: int = 1, election_gap: float = 3.0) -> None:
+        if marathon_instances < 1:
+            raise ValueError("marathon_instances must be at least 1")
         self.security = Security(host, allow_origins, auth)  # raises AuthError for an unsafe setup
         self._ui_dir = ui_dir
         self._own_dir = state_dir is None
         self.state_dir = Path(tempfile.mkdtemp(prefix="marathon-tf-local-") if state_dir is None else state_dir)
         self.host = host
         self._ports = (marathon_port, dns_port, dns_http_port)
+        self._ha = dict(instances=marathon_instances, election_gap=election_gap)
+        self._leadership: Optional[Leadership] = None
         self._options = dict(heartbeat=heartbeat, kill_grace=kill_grace, kill_grace_cap=kill_grace_cap,
                              shutdown_grace=shutdown_grace)
         self._dns_options = dict(refresh=dns_refresh, ttl=dns_ttl)
@@ -84,6 +94,8 @@ class LocalCluster:
         self._stopping = False
         self._done = threading.Event()
         self.marathon_url = ""
+        #: Every Marathon instance's URL (one unless ``marathon_instances`` > 1).
+        self.marathon_urls: list[str] = []
         self.mesos_dns = ""
         self.mesos_dns_http = ""
 
@@ -92,7 +104,7 @@ class LocalCluster:
         """Start the servers; returns when they listen."""
         if self._thread is not None:
             return self
-        busy = busy_ports(self.host, runner_ports(*self._ports))  # all of them, before anything starts
+        busy = busy_ports(self.host, runner_ports(*self._ports, instances=self._ha["instances"]))  # all, first
         if busy:
             raise PortInUse(busy[0][0], self.host, busy[0][1], busy)
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -111,13 +123,18 @@ class LocalCluster:
         marathon_port, dns_port, dns_http_port = self._ports
         self._rt = Runtime(self.state_dir, self.host, security=self.security, launcher=self.launcher, **self._options)
         self._rt.start()
-        runner = web.AppRunner(create_app(self._rt, self._ui_dir), access_log=None, handler_cancellation=True,
-                                shutdown_timeout=2.0)
-        await runner.setup()
-        self._runners.append(runner)
-        await _listen("Marathon API", self.host, marathon_port, web.TCPSite(runner, self.host, marathon_port).start())
-        port = runner.addresses[0][1]
-        self.marathon_url = self._rt.url = f"http://{_url_host(self.host)}:{port}"
+        n = self._ha["instances"]
+        ports = [marathon_port + i if marathon_port else 0 for i in range(n)]
+
+        def elected(url: str) -> None:
+            self._rt.url = url
+
+        self._leadership = Leadership(lambda: create_app(self._rt, self._ui_dir), self.host, _url_host(self.host),
+                                      ports, on_elected=elected, listen=_listen,
+                                      election_gap=self._ha["election_gap"])
+        await self._leadership.start()
+        self.marathon_urls = [i.url for i in self._leadership.instances]
+        self.marathon_url = self.marathon_urls[0]
         self._dns = MesosDns(self._rt.state, host=self.host, **self._dns_options)
         await _listen("Mesos-DNS", self.host, dns_port, self._dns.start_dns(dns_port))
         http = web.AppRunner(self._dns.http_app(), access_log=None)
@@ -132,7 +149,7 @@ class LocalCluster:
         # Tasks find this runner, not the cluster addresses the app was rendered with.
         self._rt.launcher.runner_env = {"MTF_RUNNER_MESOS_DNS": self.mesos_dns,
                                         "MTF_RUNNER_MESOS_DNS_HTTP": self.mesos_dns_http,
-                                        "MTF_RUNNER_MARATHON_URL": self.marathon_url}
+                                        "MTF_RUNNER_MARATHON_URL": ",".join(self.marathon_urls)}
 
     def prewarm(self, apps: list[dict]) -> int:
         """Start the shared pre-warmed interpreters these apps' tasks will use, now (before
@@ -144,6 +161,8 @@ class LocalCluster:
             await self._rt.stop()
         for task in self._background:
             task.cancel()
+        if self._leadership is not None:
+            await self._leadership.stop()
         for runner in self._runners:
             await runner.cleanup()
         if self._dns is not None:
@@ -214,6 +233,35 @@ class LocalCluster:
         assert self._rt is not None, "cluster not started"
         return self.call(lambda: self._rt.kill_task(app_id, signum, task_id))
 
+    # -- HA Marathon (marathon_instances > 1) ------------------------------------------------
+    @property
+    def leader_url(self) -> Optional[str]:
+        """The elected leader's URL; None during an election."""
+        assert self._leadership is not None, "cluster not started"
+        return self.call(lambda: (self._leadership.leader.url if self._leadership.leader else None))
+
+    def kill_leader(self) -> str:
+        """Crash the leader instance (it stops answering at once); returns its URL. Another is elected
+        ``election_gap`` seconds later; the tasks run on."""
+        return self.kill_instance(None)
+
+    def kill_instance(self, url: Optional[str]) -> str:
+        """Crash the instance at ``url`` (None: the leader); returns its URL."""
+        assert self._leadership is not None, "cluster not started"
+        inst = self.call(lambda: self._leadership.find(url))
+        if inst is None or not inst.alive:
+            raise ValueError(f"no live Marathon instance {url or '(leader)'}")
+        self.call(self._leadership.kill(inst))
+        return inst.url
+
+    def start_instance(self, url: str) -> None:
+        """Start a killed instance again, on its port, as a standby."""
+        assert self._leadership is not None, "cluster not started"
+        inst = self.call(lambda: self._leadership.find(url))
+        if inst is None:
+            raise ValueError(f"no Marathon instance {url}")
+        self.call(self._leadership.start_instance(inst))
+
     def events(self, event_type: Optional[str] = None) -> list[dict]:
         """Events published so far (oldest first)."""
         assert self._rt is not None, "cluster not started"
@@ -249,7 +297,7 @@ def serve(port: int = 8080, host: str = "127.0.0.1", state_dir: Union[str, Path,
     try:
         cluster.start()
         if on_ready is None:
-            print(f"marathon: {cluster.marathon_url}\nmesos-dns: {cluster.mesos_dns} "
+            print(f"marathon: {','.join(cluster.marathon_urls)}\nmesos-dns: {cluster.mesos_dns} "
                   f"(http {cluster.mesos_dns_http})\nstate: {cluster.state_dir}", file=sys.stderr, flush=True)
         else:
             on_ready(cluster)

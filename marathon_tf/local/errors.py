@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
-__all__ = ["ApiError", "not_valid", "invalid_json", "app_not_found", "group_not_found", "app_locked"]
+from aiohttp import web
+
+__all__ = ["ApiError", "not_valid", "invalid_json", "app_not_found", "group_not_found", "app_locked",
+           "jetty_error"]
 
 
 class ApiError(Exception):
@@ -42,3 +45,20 @@ def app_locked(deployment_ids: list[str]) -> ApiError:
         "message": "App is locked by one or more deployments. Override with the option '?force=true'. "
                    f"View details at '/v2/deployments/{first}'.",
         "deployments": [{"id": d} for d in deployment_ids]})
+
+
+def jetty_error(status: int, reason: str, path: str, headers: Optional[Mapping[str, str]] = None) -> web.Response:
+    """What Jetty 9.4 (Marathon 1.4–1.11's server) answers for ``sendError(status, reason)``: its HTML
+    error page. No leader (503 in 1.4–1.6, 502 since), basic auth's 401 ``Unauthorized``, a refused
+    proxy (502)."""
+    reason, path = _html(reason), _html(path)
+    page = ("<html>\n<head>\n<meta http-equiv=\"Content-Type\" content=\"text/html;charset=ISO-8859-1\"/>\n"
+            f"<title>Error {status} {reason}</title>\n</head>\n<body><h2>HTTP ERROR {status}</h2>\n"
+            f"<p>Problem accessing {path}. Reason:\n<pre>    {reason}</pre></p><hr>"
+            "<a href=\"http://eclipse.org/jetty\">Powered by Jetty:// 9.4.8.v20171121</a><hr/>\n</body>\n</html>\n")
+    return web.Response(status=status, text=page, content_type="text/html", charset="ISO-8859-1",
+                        headers=dict(headers or {}))
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -27,24 +27,12 @@ from typing import Any, Awaitable, Callable, Optional
 
 from aiohttp import web
 
-from .errors import app_locked
+from .errors import app_locked, jetty_error
 
-__all__ = ["FaultInjector", "NO_LEADER_HTML", "ADMIN_PREFIX"]
+__all__ = ["FaultInjector", "ADMIN_PREFIX"]
 
 ADMIN_PREFIX = "/_local/"
 KINDS = ("status", "reset", "delay", "lock")
-
-NO_LEADER_HTML = """<html>
-<head>
-<meta http-equiv="Content-Type" content="text/html;charset=ISO-8859-1"/>
-<title>Error 503 Could not determine the current leader</title>
-</head>
-<body><h2>HTTP ERROR 503</h2>
-<p>Problem accessing {path}. Reason:
-<pre>    Could not determine the current leader</pre></p><hr><a href="http://eclipse.org/jetty">Powered by Jetty:// 9.4.8.v20171121</a><hr/>
-</body>
-</html>
-"""
 
 
 def _norm(path: str) -> str:
@@ -148,8 +136,7 @@ class FaultInjector:
         elif kind == "status":
             self._record(request, rule["status"], kind)
             if rule["status"] == 503 and "body" not in rule:
-                return web.Response(status=503, text=NO_LEADER_HTML.format(path=request.path),
-                                    content_type="text/html", charset="ISO-8859-1")
+                return jetty_error(503, "Could not determine the current leader", request.path)
             body = rule.get("body", {"message": "Injected fault"})
             return web.Response(status=rule["status"], text=json.dumps(body), content_type="application/json")
         entry_status: Optional[int] = None

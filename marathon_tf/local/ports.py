@@ -29,17 +29,19 @@ class PortInUse(OSError):
             line = f"ports in use on {self.host}: " + ", ".join(
                 f"{what} {port}" + (f" ({options[what]})" if options else "") for what, port in self.busy)
         them = "it" if len(self.busy) == 1 else "them"
-        how = (f"choose another port with {' / '.join(options[w] for w, _ in self.busy)} PORT" if options
+        how = (f"choose another port with {' / '.join(dict.fromkeys(options[w] for w, _ in self.busy))} PORT" if options
                else "choose other ports")
         return f"{line} (another `local serve`?)", f"stop what holds {them}, or {how} (0 picks a free one)"
 
 
-def runner_ports(marathon_port: int, dns_port: int, dns_http_port: int) -> list[tuple[str, int, tuple[int, ...]]]:
-    """The runner's ports as :func:`busy_ports` takes them: the Marathon API (TCP), Mesos-DNS (UDP and
-    TCP on one port), its HTTP API (TCP)."""
-    return [("Marathon API", marathon_port, (socket.SOCK_STREAM,)),
-            ("Mesos-DNS", dns_port, (socket.SOCK_DGRAM, socket.SOCK_STREAM)),
-            ("Mesos-DNS HTTP API", dns_http_port, (socket.SOCK_STREAM,))]
+def runner_ports(marathon_port: int, dns_port: int, dns_http_port: int,
+                 instances: int = 1) -> list[tuple[str, int, tuple[int, ...]]]:
+    """The runner's ports as :func:`busy_ports` takes them: the Marathon API (TCP; ``instances`` of
+    them from ``marathon_port`` on, for an HA Marathon), Mesos-DNS (UDP and TCP on one port), its
+    HTTP API (TCP)."""
+    api = [("Marathon API", marathon_port + i if marathon_port else 0, (socket.SOCK_STREAM,)) for i in range(instances)]
+    return api + [("Mesos-DNS", dns_port, (socket.SOCK_DGRAM, socket.SOCK_STREAM)),
+                  ("Mesos-DNS HTTP API", dns_http_port, (socket.SOCK_STREAM,))]
 
 
 def busy_ports(host: str, wanted: list[tuple[str, int, tuple[int, ...]]]) -> list[tuple[str, int]]:

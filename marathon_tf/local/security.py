@@ -17,7 +17,12 @@ visits must not be able to reach it. One aiohttp middleware checks, in order:
    (``Authorization: token=...``), what ``marathon-tf``'s ``MARATHON_USER``/
    ``MARATHON_PASSWORD``/``MARATHON_TOKEN`` send. The runner's own tasks get a
    per-server token in ``MARATHON_TOKEN`` (see :attr:`Security.task_env`),
-   as DC/OS hands tasks a service-account secret.
+   as DC/OS hands tasks a service-account secret. Refused basic auth is answered
+   as Marathon's ``--http_credentials`` does: Jetty's ``BasicAuthenticator``
+   (``ConstraintSecurityHandler`` on ``/*``, ``M@1.8:src/main/scala/mesosphere/
+   marathon/api/HttpModule.scala``) sends 401, ``WWW-Authenticate: basic
+   realm="Mesosphere"`` (``--http_realm``'s default, ``HttpConf.scala``) and its
+   HTML error page; a token is refused with JSON, as DC/OS's auth plugin does.
 4. Bodies of state-changing requests must be ``application/json``: 415
    ``{"message": "Unsupported Media Type"}`` as Marathon's Jersey resources answer.
 """
@@ -37,10 +42,14 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from .errors import jetty_error
+
 __all__ = ["Credentials", "Security", "parse_auth", "is_loopback", "AuthError"]
 
 _UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
-_REALM = 'Basic realm="marathon-tf"'
+#: jetty/jetty.project jetty-security/.../authentication/BasicAuthenticator.java (9.4):
+#: ``"basic realm=\"" + _loginService.getName() + "\""`` (a charset only when one is configured)
+_REALM = 'basic realm="Mesosphere"'
 _CORS_KEY = web.RequestKey("mtf_cors", str)
 
 
@@ -215,8 +224,10 @@ class Security:
                 "Access-Control-Allow-Methods": "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
                 "Access-Control-Allow-Headers": request.headers.get("Access-Control-Request-Headers", "")})
         if self.credentials is not None and not self.authenticated(request.headers.get("Authorization", "")):
-            headers = {"WWW-Authenticate": _REALM} if self.credentials.kind == "basic" else {}
-            return _refuse(401, "Invalid username or password.", {**headers, **_cors_headers(cors)})
+            if self.credentials.kind == "basic":
+                return jetty_error(401, "Unauthorized", request.path, {"WWW-Authenticate": _REALM,
+                                                                        **_cors_headers(cors)})
+            return _refuse(401, "Invalid username or password.", _cors_headers(cors))
         if request.method in _UNSAFE and (request.can_read_body or "Content-Type" in request.headers):
             if request.content_type != "application/json":
                 return _refuse(415, "Unsupported Media Type", _cors_headers(cors))

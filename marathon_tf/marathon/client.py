@@ -1,7 +1,10 @@
 """Marathon's REST API: one ``requests.Session``, retries, auth, TLS, errors.
 
 * Base URL(s): a comma-separated list means failover to the next one on a
-  connection error or a 503 "no leader".
+  connection error or a 502/503/504: Marathon 1.7–1.11 answer "Could not determine
+  the current leader" with 502, 1.4–1.6 with 503 (``LeaderProxyFilter.scala``), and
+  a standby that cannot reach the leader it forwards to answers 502 (1.7+) or
+  503/504 (1.4–1.6).
 * Auth: HTTP basic (``user``/``password``) or a DC/OS token
   (``Authorization: token=<t>``). Credentials never appear in messages.
 * TLS is verified by default (``verify`` may be a CA bundle path, or False).
@@ -13,7 +16,13 @@
   bootstrap, which must outlive a Marathon restart): for the CLI a single
   unreachable Marathon fails at once. 400/401/403/404/422 are never retried.
 * A server that does not answer like Marathon (an answer that is not Marathon's
-  JSON, and ``/v2/info`` without a ``version``) is named as such.
+  JSON, and ``/v2/info`` without a ``version``) is named as such. A 401/403 is an
+  auth error naming the credentials sent, also with Jetty's HTML page (what
+  ``--http_credentials`` answers), except Marathon 1.5+'s 403 for too many running
+  deployments.
+* The event stream (:meth:`Client.events`) follows a standby's 302 to the leader
+  itself, keeping the credentials (``requests`` drops ``Authorization`` when a
+  redirect changes host or port).
 * Everything returned is a plain dict/list as Marathon sent it; callers read
   the fields they need with ``.get()``.
 """
@@ -25,7 +34,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
 import requests
 import tenacity
@@ -41,6 +50,15 @@ DEFAULT_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds
 #: The CLI's: an unreachable Marathon is reported within 3 s.
 CLI_TIMEOUT = (2.5, 30.0)
 _RETRY_STATUS = {502, 503, 504}
+#: Marathon 1.5+'s 403 for ``TooManyRunningDeploymentsException`` ("Max number (100) of running deployments
+#: is achieved. Wait for existing deployments to complete or cancel one…": M@1.11:src/main/scala/mesosphere/
+#: marathon/Exception.scala, mapped to 403 by .../api/MarathonExceptionMapper.scala).
+_TOO_MANY_DEPLOYMENTS = "of running deployments is achieved"
+#: The longest wait between tries while Marathon answers "no leader" (an election lasts seconds: Marathon's
+#: --zk_session_timeout, 10 s by default, after a crash; a longer backoff would only answer later).
+ELECTION_POLL = 1.0
+#: How many redirects the event stream follows (a standby names the leader: one is enough).
+_MAX_REDIRECTS = 3
 _USER_AGENT = "marathon-tf"
 
 
@@ -70,12 +88,14 @@ class RetryPolicy:
 
 
 class _Retryable(Exception):
-    """A transient fault; carries the error to raise when the budget runs out."""
+    """A transient fault; carries the error to raise when the budget runs out. ``moved_on``: the client
+    failed over to its next URL, which may be tried at once (nothing reached Marathon's state)."""
 
-    def __init__(self, error: MarathonError, ambiguous: bool = False):
+    def __init__(self, error: MarathonError, ambiguous: bool = False, moved_on: bool = False):
         super().__init__(error.message)
         self.error = error
         self.ambiguous = ambiguous
+        self.moved_on = moved_on
 
 
 @dataclass
@@ -121,8 +141,14 @@ class Client:
         self._secrets += [quote(s, safe="") for s in self._secrets if quote(s, safe="") != s]
         if token:
             self.session.headers["Authorization"] = f"token={token}"
+            self._credentials_shown = "a token (MARATHON_TOKEN)"
         elif user is not None and password is not None:
             self.session.auth = (user, password)
+            self._credentials_shown = f"user {user!r} (MARATHON_USER/MARATHON_PASSWORD)"
+        elif any(urlsplit(u).username for u in self.urls):
+            self._credentials_shown = "the user in the URL"
+        else:
+            self._credentials_shown = ""
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -158,6 +184,18 @@ class Client:
             f"HTTP {status}{': ' + _message(body)[:80] if _message(body) else ''})",
             hint="check --marathon / MARATHON_URL: Marathon's API answers /v2/info and /ping (usually port 8080)")
 
+    def _auth_error(self, shown: str, status: int, message: str, body: Any) -> MarathonAuthError:
+        """401/403 as one line naming the credentials (Jetty's HTML page included)."""
+        what = "refused the credentials" if status == 401 else "denied access"
+        sent = f"{self._credentials_shown} was sent" if self._credentials_shown else "no credentials were sent"
+        hint = ("set MARATHON_USER and MARATHON_PASSWORD (HTTP basic auth, Marathon's --http_credentials), or "
+                "MARATHON_TOKEN (DC/OS)" if not self._credentials_shown else
+                "check MARATHON_USER/MARATHON_PASSWORD or MARATHON_TOKEN" if status == 401 else
+                "these credentials lack the permission for this request")
+        said = f"{status} {message.rstrip('.')}".rstrip()
+        return MarathonAuthError(self._scrub(f"{shown}: {said}: Marathon {what}; {sent}"),
+                                 status=status, body=body, hint=hint)
+
     def _failover(self) -> None:
         if len(self.urls) > 1:
             self._current = (self._current + 1) % len(self.urls)
@@ -184,14 +222,14 @@ class Client:
                                         hint="is Marathon running at that address? (--marathon URL / MARATHON_URL)")
             if _unreachable(e) and not self._retry_unreachable():
                 raise error from None  # nothing listens there: trying again does not help
-            raise _Retryable(error, ambiguous=ambiguous) from None
+            raise _Retryable(error, ambiguous=ambiguous, moved_on=not ambiguous and len(self.urls) > 1) from None
         if stream and r.status_code == 200:
             return _Response(r.status_code, r, dict(r.headers))
         body = _body(r)
         status = r.status_code
         log.debug("%s -> %s (%.0f ms, %d bytes)", shown, status, r.elapsed.total_seconds() * 1000, len(r.content))
-        if (path != "/ping" and status not in _RETRY_STATUS and not isinstance(body, (dict, list))
-                and (body is not None or status >= 400)):
+        if (path != "/ping" and status not in _RETRY_STATUS and status not in (401, 403)
+                and not isinstance(body, (dict, list)) and (body is not None or status >= 400)):
             self._require_marathon(base, status, body)
         elif status == 404 and not (isinstance(body, dict) and "message" in body):
             self._require_marathon(base, status, body)
@@ -200,25 +238,40 @@ class Client:
         message = _message(body) or r.reason or ""
         text = self._scrub(f"{shown}: {status} {message}".rstrip())
         if status in _RETRY_STATUS:
-            if status == 503:
-                self._failover()
+            self._failover()
             raise _Retryable(MarathonUnavailable(
                 text, status=status, body=body,
-                hint="Marathon is unavailable or has no leader; check its /ping and leader election"))
+                hint="Marathon is unavailable or has no leader; check its /ping and leader election"),
+                moved_on=status in (502, 503) and len(self.urls) > 1)
         if status == 409:
             err = MarathonConflict(text, status=status, body=body,
                                    hint="another deployment holds the app; wait for it, or pass --force to override it")
             if "locked" in message.lower():
                 raise _Retryable(err)
             raise err
+        if status == 403 and _TOO_MANY_DEPLOYMENTS in message:
+            raise MarathonError(text, status=status, body=body,
+                                hint="Marathon runs as many deployments as its --max_running_deployments allows: "
+                                     "wait for some to finish, or cancel one")
         if status in (401, 403):
-            raise MarathonAuthError(text, status=status, body=body,
-                                    hint="set MARATHON_USER and MARATHON_PASSWORD, or MARATHON_TOKEN")
+            raise self._auth_error(shown, status, message, body)
         if status == 404:
             raise MarathonNotFound(self._scrub(message) or text, status=status, body=body)
         if status in (400, 422):
             raise MarathonInvalid(text, status=status, body=body)
         raise MarathonError(text, status=status, body=body)
+
+    def _round(self, method: str, path: str, params: Any, json_body: Any, stream: bool) -> _Response:
+        """One try of every URL at most, from the current one on: a URL that cannot be connected to or
+        answers "no leader" (502/503: nothing was applied) hands over to the next one at once, so a
+        dead leader costs no backoff while a standby answers."""
+        for tried in range(1, len(self.urls) + 1):
+            try:
+                return self._once(method, path, params, json_body, stream)
+            except _Retryable as r:
+                if not r.moved_on or tried == len(self.urls):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def request(self, method: str, path: str, *, params: Any = None, json_body: Any = None,
                 stream: bool = False, retry: bool = True,
@@ -229,11 +282,20 @@ class Client:
         ambiguous = False
         attempts = 0
 
+        backoff = tenacity.wait_exponential(multiplier=policy.initial, max=policy.max_wait)
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            """Exponential backoff; at most ``ELECTION_POLL`` while Marathon says it has no leader (502/503)."""
+            seconds = backoff(state)
+            failed = state.outcome.exception() if state.outcome is not None else None
+            if isinstance(failed, _Retryable) and failed.error.status in (502, 503):
+                seconds = min(seconds, ELECTION_POLL)
+            return seconds
+
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(policy.attempts if retry else 1)
             | tenacity.stop_after_delay(policy.budget),
-            wait=tenacity.wait_exponential(multiplier=policy.initial, max=policy.max_wait)
-            + tenacity.wait_random(0, policy.jitter),
+            wait=wait + tenacity.wait_random(0, policy.jitter),
             retry=tenacity.retry_if_exception_type(_Retryable),
             sleep=self._sleep,
             reraise=True,
@@ -243,7 +305,7 @@ class Client:
                 with attempt:
                     attempts += 1
                     try:
-                        return self._once(method, path, params, json_body, stream)
+                        return self._round(method, path, params, json_body, stream)
                     except _Retryable as r:
                         if (ambiguous and on_ambiguous_conflict is not None
                                 and isinstance(r.error, MarathonConflict)):
@@ -363,22 +425,49 @@ class Client:
 
     def events(self, event_types: Iterable[str] = (), *, read_timeout: float = 60.0) -> requests.Response:
         """Open ``/v2/events`` (SSE). Marathon wants ``Accept`` exactly ``text/event-stream``.
-        The caller reads the stream (see :mod:`marathon_tf.marathon.events`) and closes it."""
-        base = self.urls[self._current]
-        params = [("event_type", t) for t in event_types]
-        try:
-            r = self.session.get(base + "/v2/events", params=params, stream=True,
-                                 headers={"Accept": "text/event-stream"},
-                                 timeout=(self.timeout[0], read_timeout), verify=self.verify)
-        except requests.exceptions.RequestException as e:
-            self._failover()
-            raise MarathonUnavailable(f"GET {redact_url(base)}/v2/events: {self._scrub(_short(e))}") from None
-        if r.status_code != 200:
-            body = _body(r)
+        The caller reads the stream (see :mod:`marathon_tf.marathon.events`) and closes it.
+
+        ``plan-format=light``: deployment events without the whole original and target groups;
+        1.5–1.7 read it, 1.4 and 1.8+ read only ``event_type`` and ignore it (1.8+ always send light
+        plans): ``M@1.x:src/main/scala/mesosphere/marathon/core/event/impl/stream/HttpEventStreamServlet.scala``.
+        A standby's 302 to the leader (1.7+) is followed here, with the credentials; a 401/403 from
+        where it led is a :class:`MarathonUnavailable` (the leader may change again), not an auth error.
+        """
+        url = self.urls[self._current] + "/v2/events"
+        params: Any = [("event_type", t) for t in event_types] + [("plan-format", "light")]
+        for hop in range(_MAX_REDIRECTS + 1):
+            shown = f"GET {redact_url(url)}"
+            try:
+                r = self.session.get(url, params=params, stream=True, headers={"Accept": "text/event-stream"},
+                                     timeout=(self.timeout[0], read_timeout), verify=self.verify,
+                                     allow_redirects=False)
+            except requests.exceptions.RequestException as e:
+                if not hop:
+                    self._failover()
+                raise MarathonUnavailable(f"{shown}: {self._scrub(_short(e))}") from None
+            if r.status_code == 200:
+                return r
+            location = r.headers.get("Location") if r.is_redirect else None
+            if location is None:
+                break
             r.close()
-            raise MarathonError(self._scrub(f"GET {redact_url(base)}/v2/events: {r.status_code} {_message(body)}"),
-                                status=r.status_code, body=body)
-        return r
+            target = urljoin(url, location)
+            if urlsplit(url).scheme == "https" and urlsplit(target).scheme != "https":
+                raise MarathonUnavailable(f"{shown}: redirected to {redact_url(target)}: not following it "
+                                          f"without TLS (the credentials would travel in clear)")
+            url, params = target, None  # the Location carries the query
+        else:
+            raise MarathonUnavailable(f"GET {redact_url(url)}: more than {_MAX_REDIRECTS} redirects")
+        body = _body(r)
+        r.close()
+        if r.status_code in _RETRY_STATUS and not hop:
+            self._failover()
+        message = f"{shown}: {r.status_code} {_message(body)}".rstrip()
+        if r.status_code in (401, 403) and not hop:
+            raise self._auth_error(shown, r.status_code, _message(body), body)
+        if r.status_code in (401, 403) or r.status_code in _RETRY_STATUS:
+            raise MarathonUnavailable(self._scrub(message), status=r.status_code, body=body)
+        raise MarathonError(self._scrub(message), status=r.status_code, body=body)
 
 
 def _path(marathon_id: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 import sseclient
 
-from marathon_tf.contract.errors import MarathonError
+from marathon_tf.contract.errors import MarathonError, MarathonUnavailable
 from marathon_tf.marathon.client import Client
 
 __all__ = ["EventStream", "INTERESTING"]
@@ -25,8 +25,9 @@ INTERESTING = ("deployment_info", "deployment_step_success", "deployment_step_fa
 
 
 class EventStream:
-    """Reads ``/v2/events`` in a daemon thread into a queue; reconnects with backoff.
-    ``available`` turns False when the server has no event stream (e.g. 405/404)."""
+    """Reads ``/v2/events`` in a daemon thread into a queue; reconnects with backoff (also after
+    a standby's redirect led to a leader that was not up, or refused). ``available`` turns False
+    when the server has no event stream (405/404) or refuses the credentials (401/403)."""
 
     def __init__(self, client: Client, event_types=INTERESTING, *, reconnect_max: float = 10.0):
         self.client = client
@@ -77,6 +78,8 @@ class EventStream:
                         continue
                     data.setdefault("eventType", ev.event)
                     self.events.put(data)
+            except MarathonUnavailable:
+                pass  # e.g. the leader it was sent to is not up (yet): reconnect below
             except MarathonError as e:
                 if e.status in (404, 405, 401, 403):
                     self.available = False

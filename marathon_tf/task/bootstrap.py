@@ -11,7 +11,9 @@ environment (:class:`marathon_tf.contract.taskenv.TaskContext`) and Marathon's `
 ``PORT_<NAME>``/``PORT0``/``PORT1``; ``MTF_STATUS_BIND`` (default ``0.0.0.0``) is the
 address the status endpoint binds to.
 
-Order of work: start the status endpoint (so health checks pass during rendezvous) ->
+Order of work: start the status endpoint (so health checks pass during rendezvous) -> check that the
+logdir is usable and that a task given GPUs (``MTF_GPUS``) sees them (:mod:`marathon_tf.task.gpucheck`;
+either failing fails the job at once, with one line) ->
 discover every cluster member (deadline ``MTF_STARTUP_TIMEOUT``; exit 1 naming the
 missing peers; the job's leader reads the backend, the others long-poll it:
 :mod:`marathon_tf.task.rendezvous`) -> TF_CONFIG / flags / ``cluster_spec.json`` -> run the program, pass
@@ -51,6 +53,7 @@ from marathon_tf.contract.progress import StepRate
 from marathon_tf.contract.shellexec import exec_form
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.discovery import Backend, PeerKey, Rendezvous, make_backend, watch_interval
+from marathon_tf.task.gpucheck import gpu_problem
 from marathon_tf.task.lifecycle import (JobControl, JobPolicy, RestartBudget, client_from_env, failures_path,
                                         is_decider, logdir_path, logdir_problem, startup_reason)
 from marathon_tf.task.prewarm import Prewarmer
@@ -186,6 +189,7 @@ class Bootstrap:
         self.prewarmer = None if self.shell or ctx.role == "tensorboard" else Prewarmer.for_command(
             self.command, ctx.prewarm, self.environ, cwd=self.environ.get("MESOS_SANDBOX") or None, log=_log)
         self.rendezvous_options: dict = {}  # extra make_rendezvous arguments (tests inject session/events)
+        self.gpu_check_options: dict = {}  # extra gpu_problem arguments (tests inject dev_dir/which/run)
 
     # -- control ---------------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
@@ -204,6 +208,8 @@ class Bootstrap:
                 self.prewarmer.start()  # the import runs while the peers are discovered
             self._start_server()
             unusable = logdir_problem(self.ctx, self.environ) if self.ctx.role != "tensorboard" else None
+            if not unusable and self.ctx.gpus:  # GPUs it cannot see: the agent's setup, the same on a relaunch
+                unusable = gpu_problem(self.ctx.gpus, self.environ, **self.gpu_check_options)
             if not unusable and self.control is not None and is_decider(self.ctx):
                 unusable = self._lock_logdir()  # one run of a job per logdir
             if unusable:  # hopeless: fail the job now instead of after N restarts

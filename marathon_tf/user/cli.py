@@ -496,7 +496,15 @@ def local() -> None:
 @click.option("--ui", "ui_dir", type=click.Path(file_okay=False), is_flag=False, flag_value="", default=None,
               metavar="[DIR]", help="Serve the Marathon web UI at /ui/: the build `marathon-tf local ui-install` "
                                     "made (--ui alone), or the mesosphere/marathon-ui build in DIR.")
-def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir) -> None:
+@click.option("--marathon-instances", type=click.IntRange(1, 9), default=1, show_default=True, metavar="N",
+              help="HA Marathon: N API instances over one state on ports PORT, PORT+1, … (all free ones with "
+                   "--port 0), one the leader; standbys proxy to it as Marathon 1.8 does (POST "
+                   "/_local/instances/kill crashes the leader).")
+@click.option("--election-gap", type=click.FloatRange(0, 600), default=3.0, show_default=True, metavar="SECONDS",
+              help="How long after the leader's death (or abdication) another instance is elected; meanwhile "
+                   "the standbys answer 502, as Marathon does until ZooKeeper notices (--zk_session_timeout, 10 s).")
+def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir, marathon_instances,
+                election_gap) -> None:
     """Keep a local Marathon running, so that MARATHON_URL=http://127.0.0.1:8080
     marathon-tf deploy/scale/status/logs/delete work against it across commands.
 
@@ -506,17 +514,18 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
     from marathon_tf.local.ports import PortInUse, busy_ports, runner_ports
 
     options = {"Marathon API": "--port", "Mesos-DNS": "--dns-port", "Mesos-DNS HTTP API": "--dns-http-port"}
-    busy = busy_ports(host, runner_ports(port, dns_port, dns_http_port))  # before the servers are even imported
+    busy = busy_ports(host, runner_ports(port, dns_port, dns_http_port, instances=marathon_instances))  # first
     try:
         if busy:
             raise PortInUse(busy[0][0], host, busy[0][1], busy)
-        _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir)
+        _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir,
+                     dict(marathon_instances=marathon_instances, election_gap=election_gap))
     except PortInUse as e:  # every busy port, in one line, before anything started
         message, hint = e.describe(options)
         raise UsageError(message, hint=hint) from None
 
 
-def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir) -> None:
+def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir, ha) -> None:
     from pathlib import Path
 
     from marathon_tf.contract.errors import UsageError
@@ -544,7 +553,8 @@ def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_ori
         output.warn(f"binding {host}: reachable from the network over plain HTTP (credentials are not encrypted)")
 
     def ready(cluster) -> None:
-        output.info(f"Marathon API  {cluster.marathon_url}   (export MARATHON_URL={cluster.marathon_url})")
+        urls = ",".join(cluster.marathon_urls)
+        output.info(f"Marathon API  {urls}   (export MARATHON_URL={urls})")
         output.info(f"Mesos-DNS     {cluster.mesos_dns} (DNS), {cluster.mesos_dns_http} (HTTP)")
         output.info(f"sandboxes     {cluster.state_dir}/sandboxes    — Ctrl-C stops everything")
         if ui_dir:
@@ -555,7 +565,7 @@ def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_ori
     runner = localstate.hold(state, "local serve")  # `local clean` leaves it alone while it runs
     try:
         signum = serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port, state_dir=state,
-                       on_ready=ready, warm_pool=WarmPool, **security)
+                       on_ready=ready, warm_pool=WarmPool, **ha, **security)
     finally:
         runner.release()
     from marathon_tf.user.stopsignals import signal_name

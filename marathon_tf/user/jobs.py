@@ -71,10 +71,46 @@ def check_fetch_paths(client: Client, spec: JobSpec) -> None:
                           "on this machine use `marathon-tf local serve` or `deploy --local`")
 
 
+def check_volume_paths(client: Client, spec: JobSpec) -> None:
+    """A relative volume ``host_path`` (the examples' ``ckpt``) is kept per run by the local runner;
+    Mesos puts it in each task's own sandbox (relative to the container's work directory: apache/mesos
+    ``include/mesos/mesos.proto`` ``Volume.host_path``), so on a cluster no task would see another's
+    checkpoints and a relaunched task would start from an empty one. Refused, like a local fetch path."""
+    relative = [(i, v) for i, v in enumerate(spec.volumes) if not v.host_path.startswith("/")]
+    if not relative or client.is_local():
+        return
+    i, v = relative[0]
+    raise UsageError(f"{spec.source}: volumes[{i}].host_path {v.host_path!r} is relative: on {client.url} every "
+                     f"task would get its own empty copy in its sandbox (no shared checkpoints, none kept "
+                     f"across a relaunch)",
+                     hint="set an absolute path of storage every agent mounts (NFS, …), e.g. "
+                          f"/mnt/shared/{spec.name}/{v.host_path}")
+
+
+def check_gpu_feature(client: Client, spec: JobSpec, source: str) -> None:
+    """GPU apps get 422 unless Marathon runs with ``--enable_features gpu_resources``; its ``/v2/info``
+    lists the enabled ones in ``marathon_config.features`` (``M@1.4..1.11:src/main/scala/mesosphere/
+    marathon/api/v2/InfoResource.scala``). Refused before anything is sent; nothing is said when
+    Marathon does not list its features."""
+    asked = [r for r, n in spec.counts().items() if spec.role(r).gpus]
+    if not asked:
+        return
+    features = ((client.info() or {}).get("marathon_config") or {}).get("features")
+    if not isinstance(features, list) or "gpu_resources" in features:
+        return
+    role = asked[0]
+    raise UsageError(f"{source}: roles.{role}.gpus is {spec.role(role).gpus}, but Marathon at {client.url} runs "
+                     f"without the gpu_resources feature (its features: {', '.join(features) or 'none'}); it "
+                     f"would refuse the job",
+                     hint="start Marathon with --enable_features gpu_resources, or run the job with gpus 0")
+
+
 def deploy(client: Client, spec: JobSpec, *, templates_dir: str | None = None, force: bool = False,
            dry_run: bool = False) -> DeployResult:
     """PUT the rendered group: creating it, or updating it without restarting unchanged tasks."""
     check_fetch_paths(client, spec)
+    check_volume_paths(client, spec)
+    check_gpu_feature(client, spec, spec.source)
     return _put(client, spec.name, render_group(spec, templates_dir=templates_dir), force=force, dry_run=dry_run)
 
 
@@ -219,6 +255,7 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
                          hint=f"to run it again from its checkpoint: marathon-tf scale {job} … --force")
     if not ended and not (plan.start or plan.stop or plan.restart):
         return plan, None
+    check_gpu_feature(client, new_spec, f"job {job}")
     if ended:  # everything starts again
         plan = ScalePlan(start=list(task_apps(new_group)), stop=[t for t in task_apps(old_group)
                                                                   if t not in task_apps(new_group)],

@@ -9,6 +9,10 @@ Marathon port and keeps every sandbox, so one code path reads both.
 
 Which instance: the running one; when none runs (the job ended, or the task waits to
 be relaunched) the newest one the agent kept; ``previous`` the one before that.
+
+The agents get none of Marathon's credentials (:class:`AgentSession`): they have their own HTTP
+authentication (usually none). Only the local runner, whose agent API is served on Marathon's own
+port(s), gets them.
 """
 
 from __future__ import annotations
@@ -25,15 +29,42 @@ from marathon_tf.contract.errors import MarathonNotFound, MarathonTFError, Usage
 from marathon_tf.marathon.client import Client
 from marathon_tf.user.render import task_apps
 
-__all__ = ["TaskLog", "LogError", "find_task_logs", "read_new", "follow", "agent_base"]
+__all__ = ["TaskLog", "LogError", "AgentSession", "find_task_logs", "read_new", "follow", "agent_base"]
 
+#: How long ``logs -f`` keeps looking for an agent it cannot reach.
+AGENT_OUTAGE = 60.0
 _CHUNK = 1 << 20
 _TAIL_BLOCK = 1 << 16
 
 
 class LogError(MarathonTFError):
     """There is nothing to read where it was asked for, or an agent could not be read (exit 1: a runtime
-    failure; a job or task that does not exist is a usage error, exit 2): never an empty output."""
+    failure; a job or task that does not exist is a usage error, exit 2): never an empty output.
+    ``transient``: the agent could not be reached (it may be back, or at its new address, on the next look)."""
+
+    transient = False
+
+
+class AgentSession(requests.Session):
+    """Requests to the Mesos agents, without Marathon's credentials (``Authorization``, basic auth,
+    a token), except to Marathon's own addresses: there the local runner serves the agent API."""
+
+    def __init__(self, client: Client):
+        super().__init__()
+        self.verify = client.verify
+        self.headers["User-Agent"] = client.session.headers.get("User-Agent", "marathon-tf")
+        self._client = client
+        self._marathon = {_origin(u) for u in client.urls}
+
+    def request(self, method, url, *args, **kwargs):  # type: ignore[override]
+        if _origin(url) in self._marathon:
+            return self._client.session.request(method, url, *args, **kwargs)
+        return super().request(method, url, *args, **kwargs)
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.netloc.rsplit("@", 1)[-1]
 
 
 @dataclass
@@ -62,8 +93,10 @@ def _get(session: requests.Session, url: str, **params: Any) -> requests.Respons
         parts = urlsplit(url)
         why = ("timed out" if isinstance(e, requests.Timeout) else "cannot connect"
                if isinstance(e, requests.ConnectionError) else type(e).__name__)
-        raise LogError(f"cannot read task logs from the Mesos agent at {parts.scheme}://{parts.netloc}: {why}",
-                       hint="the agents' HTTP port is --agent-port (default 5051); --agent-url names one") from None
+        error = LogError(f"cannot read task logs from the Mesos agent at {parts.scheme}://{parts.netloc}: {why}",
+                         hint="the agents' HTTP port is --agent-port (default 5051); --agent-url names one")
+        error.transient = True
+        raise error from None
 
 
 def _agent_state(session: requests.Session, agent: str, cache: dict[str, dict]) -> dict:
@@ -132,7 +165,7 @@ def find_task_logs(client: Client, job: str, task: str | None, *, agent_port: in
                                                               "group.apps.lastTaskFailure"))
     except MarathonNotFound:
         raise UsageError(f"job {job!r} does not exist on {client.url}", hint="see the jobs with: marathon-tf list") from None
-    session = session or client.session
+    session = session or AgentSession(client)
     apps = task_apps(group)
     if task and task not in apps:
         raise UsageError(f"{job} has no task {task} (it has {', '.join(apps) or 'none'})",
@@ -256,9 +289,11 @@ def follow(client: Client, job: str, task: str | None, streams: tuple[str, ...],
            since: float | None = None, session: requests.Session | None = None, interval: float = 1.0,
            sleep: Callable[[float], None] = time.sleep) -> Iterator[tuple[str, str, str]]:
     """Yields ``(task, stream, text)``; with ``follow_`` keeps going (relaunched tasks are picked up)
-    until the job's record says it ended, then reads what is left and returns."""
-    session = session or client.session
+    until the job's record says it ended, then reads what is left and returns. While following, an
+    agent that cannot be reached is looked at again next time, for up to ``AGENT_OUTAGE`` seconds."""
+    session = session or AgentSession(client)
     known: dict[str, TaskLog] = {}
+    unreachable_since: float | None = None
     while True:
         found, ended = find_task_logs(client, job, task, agent_port=agent_port, agent_url=agent_url,
                                       previous=previous, since=since, session=session)
@@ -269,12 +304,20 @@ def follow(client: Client, job: str, task: str | None, streams: tuple[str, ...],
             raise LogError(f"{job}: no task has output to read yet (none has run, or their agents removed "
                              f"the sandboxes)", hint=f"see the job with: marathon-tf status {job}")
         for log in found:
-            known.setdefault(log.task_id, log)
-        for log in list(known.values()):
-            for stream in streams:
-                text = read_new(session, log, stream, tail=tail)
-                if text:
-                    yield log.task, stream, text
+            known.setdefault(log.task_id, log).agent = log.agent  # (the local runner's agent moves with Marathon)
+        try:
+            for log in list(known.values()):
+                for stream in streams:
+                    text = read_new(session, log, stream, tail=tail)
+                    if text:
+                        yield log.task, stream, text
+            unreachable_since = None
+        except LogError as e:
+            if not (follow_ and e.transient and not ended):
+                raise
+            unreachable_since = time.monotonic() if unreachable_since is None else unreachable_since
+            if time.monotonic() - unreachable_since > AGENT_OUTAGE:
+                raise
         if not follow_ or ended or previous:
             return
         sleep(interval)

@@ -193,7 +193,7 @@ def _task_context(spec: JobSpec, role: str, index: int) -> TaskContext:
         restart_budget=(spec.restart.max_failures, spec.restart.window_seconds),
         permanent_exit_codes=spec.restart.permanent_exit_codes, logdir=spec.logdir,
         progress_timeouts=(spec.restart.progress_timeout_seconds, spec.restart.first_step_timeout_seconds),
-        prewarm=spec.prewarm,
+        prewarm=spec.prewarm, gpus=spec.role(role).gpus,
     )
 
 

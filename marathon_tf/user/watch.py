@@ -9,25 +9,39 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from marathon_tf.contract.errors import JobFailed, MarathonUnavailable, Timeout
+from marathon_tf.contract import naming
+from marathon_tf.contract.errors import JobFailed, MarathonError, MarathonUnavailable, Timeout
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.events import EventStream
 
-__all__ = ["wait_deployment", "wait_job", "FINAL_STATES"]
+__all__ = ["wait_deployment", "wait_job", "FINAL_STATES", "NOT_LISTED_GRACE"]
 
 FINAL_STATES = ("Succeeded", "Failed")
+#: How long a deployment id Marathon returned may stay out of ``/v2/deployments`` before "not
+#: listed" is read as "finished" (when neither the event stream nor the group could tell).
+NOT_LISTED_GRACE = 30.0
 
 
 def wait_deployment(client: Client, deployment_id: str | None, job: str, *, timeout: float | None,
                     on_progress: Callable[[dict[str, Any]], None] = lambda s: None,
                     poll: float = 2.0, clock: Callable[[], float] = time.monotonic,
-                    stream: EventStream | None = None) -> dict[str, Any]:
+                    stream: EventStream | None = None, grace: float = NOT_LISTED_GRACE) -> dict[str, Any]:
     """Wait until the deployment has left ``/v2/deployments`` (every task running and
-    healthy). Raises :class:`Timeout` (exit 3) when ``timeout`` passes first."""
+    healthy). Raises :class:`Timeout` (exit 3) when ``timeout`` passes first.
+
+    Marathon answers with the deployment's id before it lists it: 1.11 sends ``DeploymentStarted``
+    before ``LaunchDeployment`` adds the plan (``M@1.11:src/main/scala/mesosphere/marathon/core/
+    deployment/impl/DeploymentManagerActor.scala``), 1.4 lists a plan only once its first step is
+    reported (``M@1.4:.../upgrade/DeploymentManager.scala``). So an id not listed yet is finished only
+    once it has been listed, or the event stream said ``deployment_success`` for it, or the job's
+    apps show it done (no app names a deployment and each runs its instance count of tasks of its
+    current configuration), or ``grace`` seconds passed."""
     from marathon_tf.user.jobs import job_status  # lazily: the bootstrap uses EventStream without jinja2/marshmallow
 
     deadline = None if timeout is None else clock() + timeout
     outage = _Outage(clock)
+    seen = succeeded = False
+    unlisted_since = None
     while True:
         try:
             active = {d.get("id"): d for d in client.deployments()}
@@ -39,14 +53,24 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
         outage.clear()
         status["deployment"] = active.get(deployment_id)
         on_progress(status)
-        if deployment_id is None or deployment_id not in active:
+        if deployment_id is None:
             return status
+        if deployment_id in active:
+            seen = True
+        elif seen or succeeded:
+            return status
+        else:
+            unlisted_since = clock() if unlisted_since is None else unlisted_since
+            if clock() - unlisted_since >= grace or _converged(client, job):
+                return status
         if deadline is not None and clock() >= deadline:
             raise Timeout(f"deployment {deployment_id} of {job} is still in progress after {timeout:g} s",
                           hint=f"follow it with: marathon-tf status {job} --watch")
         left = poll if deadline is None else max(0.0, min(poll, deadline - clock()))
         events = stream.wait(left) if stream is not None and stream.available else _sleep(left)
         for ev in events:
+            if ev.get("eventType") == "deployment_success" and ev.get("id") == deployment_id:
+                succeeded = True
             if ev.get("eventType") == "deployment_failed" and ev.get("id") == deployment_id:
                 # The job's own end (its record, written with ?force=true) overrides the deployment:
                 # that is the job's outcome, not a failed deployment.
@@ -85,6 +109,28 @@ def wait_job(client: Client, job: str, *, timeout: float | None,
             stream.wait(left)
         else:
             _sleep(left)
+
+
+def _converged(client: Client, job: str) -> bool:
+    """Whether the job's apps show no deployment left to do: none names a deployment, and each runs
+    exactly its ``instances`` tasks launched at or after its ``versionInfo.lastConfigChangeAt``."""
+    from marathon_tf.user.render import task_apps
+
+    try:
+        group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps", "group.apps.tasks",
+                                                              "group.apps.deployments"))
+    except MarathonError:
+        return False
+    apps = task_apps(group)
+    for app in apps.values():
+        if app.get("deployments"):
+            return False
+        changed = (app.get("versionInfo") or {}).get("lastConfigChangeAt") or app.get("version") or ""
+        current = [t for t in app.get("tasks") or []
+                   if t.get("state") == "TASK_RUNNING" and (t.get("version") or "") >= changed]
+        if len(current) != app.get("instances", 1):
+            return False
+    return bool(apps)
 
 
 class _Outage:

@@ -234,13 +234,13 @@ def test_a_single_unreachable_marathon_is_not_retried_when_the_policy_says_so(mo
         c.info()
     assert len(tries) == 1
     assert "http://127.0.0.1:1/v2/info" in e.value.message and "Connection refused" in e.value.message
-    # a failover list still moves on to the next URL
+    # a failover list still moves on to the next URL: each of the 2 attempts tries every URL once
     tries.clear()
     c = Client(["http://127.0.0.1:1", "http://127.0.0.1:2"],
                retry=RetryPolicy(connection_errors=False, attempts=2, initial=0.001, max_wait=0.01, jitter=0))
     with pytest.raises(MarathonUnavailable):
         c.info()
-    assert tries == ["http://127.0.0.1:1/v2/info", "http://127.0.0.1:2/v2/info"]
+    assert tries == ["http://127.0.0.1:1/v2/info", "http://127.0.0.1:2/v2/info"] * 2
 
 
 def test_the_cli_fails_fast_naming_the_url(monkeypatch):

@@ -46,3 +46,11 @@ def test_no_entrypoint_swallows_marathons_cmd(kind):
     assert [i for i, _ in steps if i == "ENTRYPOINT"] == []
     assert parser.cmd == '["marathon-tf", "--help"]'
     assert parser.envs.get("PYTHONUNBUFFERED") == "1"
+
+
+def test_the_gpu_image_asks_old_mesos_agents_for_the_nvidia_driver_volume():
+    # apache/mesos src/slave/containerizer/mesos/isolators/gpu/volume.cpp, NvidiaVolume::shouldInject: agents
+    # before 1.8 mount the driver volume only into images with the com.nvidia.volumes.needed label.
+    parser, _ = parse("gpu")
+    assert parser.labels.get("com.nvidia.volumes.needed") == "nvidia_driver"
+    assert "com.nvidia.volumes.needed" not in parse("cpu")[0].labels

@@ -1,0 +1,77 @@
+"""Can a task given GPUs see them? Checked by the bootstrap before anything starts, without TensorFlow.
+
+A task whose app asks for ``gpus`` (``MTF_GPUS``) needs, inside its container:
+
+* the device files ``/dev/nvidia0``, ``/dev/nvidia1``, … — the Mesos containerizer's GPU isolator
+  (agent ``--isolation=…,gpu/nvidia``) makes the task's GPUs visible; a task run without it (another
+  containerizer, an agent without the isolator) sees none;
+* the NVIDIA driver's user-space side (``nvidia-smi``, ``libcuda.so``), which no image carries: the agent
+  mounts its driver volume at ``/usr/local/nvidia`` only into images that ask for it — Mesos before 1.8
+  only when the image is labelled ``com.nvidia.volumes.needed`` (apache/mesos
+  ``src/slave/containerizer/mesos/isolators/gpu/volume.cpp``, ``NvidiaVolume::shouldInject``; since 1.8
+  also when its environment sets ``NVIDIA_VISIBLE_DEVICES``).
+
+When ``nvidia-smi`` is there, ``nvidia-smi -L`` must list the GPUs; else ``libcuda.so`` must be found.
+What cannot work is one line naming the likely cause (:func:`gpu_problem`); the bootstrap fails the job
+with it at once (a relaunch would meet the same agent setup), instead of TensorFlow silently training
+on the CPU or failing in every restart.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import glob
+import os
+import re
+import shutil
+import subprocess
+from typing import Callable, Mapping, Optional
+
+__all__ = ["gpu_problem", "DRIVER_DIR"]
+
+#: Where Mesos's GPU isolator mounts the driver volume (``CONTAINER_VOLUME_PATH`` in volume.cpp).
+DRIVER_DIR = "/usr/local/nvidia"
+_DEVICE = re.compile(r"^nvidia\d+$")
+_CONTAINERIZER = ("is it run by the Mesos containerizer with the GPU isolator (agent --isolation=…,gpu/nvidia) "
+                  "on an agent that has GPUs?")
+_DRIVER = ("the NVIDIA driver volume is missing: the agent mounts it at /usr/local/nvidia only into images "
+           "labelled com.nvidia.volumes.needed=\"nvidia_driver\" (Mesos < 1.8) or setting NVIDIA_VISIBLE_DEVICES")
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+
+
+def gpu_problem(gpus: int, environ: Mapping[str, str], *, dev_dir: str = "/dev",
+                which: Callable[..., Optional[str]] = shutil.which,
+                run: Callable[[list[str]], subprocess.CompletedProcess] = _run,
+                find_library: Callable[[str], Optional[str]] = ctypes.util.find_library) -> Optional[str]:
+    """Why a task given ``gpus`` GPUs cannot use them (one line), or None when it can (or was given none).
+    ``dev_dir``, ``which``, ``run`` and ``find_library`` are injectable for tests."""
+    if gpus <= 0:
+        return None
+    devices = sorted(os.path.basename(p) for p in glob.glob(os.path.join(dev_dir, "nvidia*"))
+                     if _DEVICE.match(os.path.basename(p)))
+    given = f"given {gpus} GPU{'s' if gpus != 1 else ''}"
+    if not devices:
+        return f"{given} but no GPU device ({dev_dir}/nvidia0, …) is visible: {_CONTAINERIZER}"
+    if len(devices) < gpus:
+        return f"{given} but only {len(devices)} GPU device(s) are visible ({', '.join(devices)}): {_CONTAINERIZER}"
+    path = os.pathsep.join(filter(None, [environ.get("PATH", ""), os.path.join(DRIVER_DIR, "bin")]))
+    smi = which("nvidia-smi", path=path)
+    if smi is None:
+        libs = [os.path.join(DRIVER_DIR, d) for d in ("lib64", "lib")]
+        if find_library("cuda") or any(glob.glob(os.path.join(d, "libcuda.so*")) for d in libs):
+            return None
+        return f"{given} and {len(devices)} device(s) are visible, but neither nvidia-smi nor libcuda.so: {_DRIVER}"
+    try:
+        done = run([smi, "-L"])
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"{given} but `nvidia-smi -L` could not run ({e}): {_DRIVER}"
+    listed = [line for line in (done.stdout or "").splitlines() if line.startswith("GPU ")]
+    if done.returncode != 0:
+        said = " ".join(((done.stdout or "") + " " + (done.stderr or "")).split())[:200]
+        return f"{given} but `nvidia-smi -L` failed (exit {done.returncode}: {said}): {_DRIVER}"
+    if len(listed) < gpus:
+        return f"{given} but `nvidia-smi -L` lists {len(listed)}: {_CONTAINERIZER}"
+    return None
