@@ -184,7 +184,7 @@ class Marathon:
         from marathon_tf.user import jobs, redeploy
 
         spec = job.spec if isinstance(job, Job) else job
-        jobs.check_fetch_paths(self.client, spec)
+        jobs.check_deployable(self.client, spec)  # refused before anything is removed (--fresh) or sent
         previous, group = redeploy.previous_run(self.client, spec)
         if previous is not None and resume is None:
             raise previous.question(spec.name)

@@ -105,12 +105,17 @@ def check_gpu_feature(client: Client, spec: JobSpec, source: str) -> None:
                      hint="start Marathon with --enable_features gpu_resources, or run the job with gpus 0")
 
 
-def deploy(client: Client, spec: JobSpec, *, templates_dir: str | None = None, force: bool = False,
-           dry_run: bool = False) -> DeployResult:
-    """PUT the rendered group: creating it, or updating it without restarting unchanged tasks."""
+def check_deployable(client: Client, spec: JobSpec) -> None:
+    """What this Marathon refuses of the job, said before anything is sent (or removed)."""
     check_fetch_paths(client, spec)
     check_volume_paths(client, spec)
     check_gpu_feature(client, spec, spec.source)
+
+
+def deploy(client: Client, spec: JobSpec, *, templates_dir: str | None = None, force: bool = False,
+           dry_run: bool = False) -> DeployResult:
+    """PUT the rendered group: creating it, or updating it without restarting unchanged tasks."""
+    check_deployable(client, spec)
     return _put(client, spec.name, render_group(spec, templates_dir=templates_dir), force=force, dry_run=dry_run)
 
 
