@@ -170,8 +170,9 @@ def plan(block: Block, earlier: list[Block] = ()) -> Plan:
             return out
         before, out.serves = prior.script + "\n", prior.serves
         out.notes += prior.notes
+    code = "\n".join(re.sub(r"(^|\s)#.*$", "", line) for line in text.splitlines())  # comments say nothing
     for pattern, why in SKIPPED:
-        if pattern.search(text):
+        if pattern.search(code):
             out.skip = why
             return out
     lines = []

@@ -31,7 +31,7 @@ MARATHON_URL=http://marathon.example:8080 marathon-tf deploy job.json
 ```
 
 ```bash
-marathon-tf local ui-install
+marathon-tf local ui-install          # downloads the source, npm install, builds
 ```
 
 <!-- readme-test: skip: shows a failure on purpose -->
