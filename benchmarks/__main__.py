@@ -13,6 +13,7 @@ from .common import Row, machine
 BENCHMARKS = {
     "cli": bench_core.bench_cli,
     "render": bench_core.bench_render,
+    "busy_ports": bench_core.bench_busy_ports,
 }
 
 

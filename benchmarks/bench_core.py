@@ -1,4 +1,5 @@
-"""CLI start time; validate + render for 1 ps + N workers (time, peak Python memory, cost per task)."""
+"""CLI start time; validate + render for 1 ps + N workers (time, peak Python memory, cost per task); `local serve`'s
+answer when its ports are busy."""
 
 from __future__ import annotations
 
@@ -59,3 +60,30 @@ def bench_render(quick: bool) -> list[Row]:
     ratio = per_task[sizes[1]] / per_task[sizes[0]]
     rows.append(Row("render cost per task, 10k vs 1k (1.0 = linear)", round(ratio, 2), "×"))
     return rows
+
+
+def bench_busy_ports(quick: bool) -> list[Row]:
+    """`local serve` with all three of its ports taken: the time to its one-line error (every busy port),
+    against `marathon-tf --help` in the same run (the CLI's own start)."""
+    import socket
+    import tempfile
+
+    n = 5 if quick else 11
+    exe = str(BIN / "marathon-tf")
+    holders = [socket.socket(), socket.socket(socket.AF_INET, socket.SOCK_DGRAM), socket.socket()]
+    try:
+        for sock in holders:
+            sock.bind(("127.0.0.1", 0))
+            if sock.type == socket.SOCK_STREAM:
+                sock.listen()
+        api, dns, http = (str(sock.getsockname()[1]) for sock in holders)
+        with tempfile.TemporaryDirectory() as state:
+            cmd = [exe, "local", "serve", "--port", api, "--dns-port", dns, "--dns-http-port", http, "--state-dir", state]
+            busy_s = median(timed(lambda: subprocess.run(cmd, capture_output=True, timeout=120), n))  # exits 2
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stderr.splitlines()[0]
+    finally:
+        for sock in holders:
+            sock.close()
+    help_s = median(run_seconds([exe, "--help"], n))
+    return [Row("`local serve` with its 3 ports busy: to the error", round(busy_s * 1000, 1), "ms",
+                f"{busy_s / help_s:.2f}× `marathon-tf --help` ({help_s * 1000:.0f} ms); says: {out[:60]}…")]

@@ -17,8 +17,43 @@ marathon_tf; ``marathon`` only ``contract``; ``task`` never imports ``user`` or 
 
 Importing this package is cheap: it never imports TensorFlow, and the heavy
 modules (the CLI, the local runner) are imported only when used.
+
+The Python API (:mod:`marathon_tf.user.api`) is here, imported on first use::
+
+    from marathon_tf import Job, Marathon, LocalCluster
+
+    job = Job.from_file("job.json")
+    with LocalCluster() as cluster:
+        print(cluster.deploy(job).wait().state)
 """
+
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+#: The API's names, and the module each is imported from on first use (PEP 562).
+_API = {"Job": "marathon_tf.user.api", "Marathon": "marathon_tf.user.api", "LocalCluster": "marathon_tf.user.api",
+        "JobHandle": "marathon_tf.user.api", "JobStatus": "marathon_tf.user.results",
+        "TaskStatus": "marathon_tf.user.results", "Deployment": "marathon_tf.user.results",
+        "ScaleResult": "marathon_tf.user.results", "LogLine": "marathon_tf.user.results",
+        "JobSummary": "marathon_tf.user.results", "LocalRunResult": "marathon_tf.user.results",
+        **{name: "marathon_tf.contract.errors" for name in (
+            "MarathonTFError", "UsageError", "SpecError", "MarathonError", "MarathonUnavailable", "MarathonAuthError",
+            "MarathonNotFound", "MarathonConflict", "MarathonInvalid", "JobFailed", "Timeout", "Interrupted")}}
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str) -> Any:
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'marathon_tf' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_API))

@@ -30,17 +30,26 @@ def deploy_local(job_path: Path, tmp_path: Path, *args: str, timeout: float = 24
     proc = subprocess.Popen([MARATHON_TF, "deploy", str(job_path), "--local", "--timeout", str(timeout - 20), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
                             start_new_session=True)
+    out, err, ended = communicate_or_stop(proc, timeout)
+    if not ended:
+        raise AssertionError(f"deploy --local did not end in {timeout} s\n{err[-4000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def communicate_or_stop(proc: subprocess.Popen, timeout: float, grace: float = 20) -> tuple[str, str, bool]:
+    """``(stdout, stderr, ended in time)`` of a process started in its own session: past ``timeout``
+    its group gets SIGINT (Ctrl-C), then SIGKILL after ``grace`` seconds."""
     try:
         out, err = proc.communicate(timeout=timeout)
+        return out, err, True
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGINT)
         try:
-            out, err = proc.communicate(timeout=20)
+            out, err = proc.communicate(timeout=grace)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
-        raise AssertionError(f"deploy --local did not end in {timeout} s\n{err[-4000:]}")
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        return out, err, False
 
 
 def losses(output: str) -> dict[str, list[tuple[int, float]]]:

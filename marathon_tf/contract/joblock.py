@@ -30,7 +30,7 @@ from typing import Any, Optional
 
 from marathon_tf.contract.errors import MarathonTFError
 
-__all__ = ["LOCK_FILE", "HEARTBEAT", "STALE_AFTER", "LogdirLocked", "Lock", "acquire", "describe", "run_id"]
+__all__ = ["LOCK_FILE", "HEARTBEAT", "STALE_AFTER", "LogdirLocked", "Lock", "acquire", "describe", "run_id", "holder"]
 
 LOCK_FILE = os.path.join(".marathon-tf", "lock")
 HEARTBEAT = 10.0
@@ -87,6 +87,14 @@ def _read(path: str) -> Optional[dict[str, Any]]:
     except (OSError, ValueError):
         return {}  # unreadable / torn: treated as stale (no heartbeat)
     return data if isinstance(data, dict) else {}
+
+
+def holder(logdir: str) -> Optional[dict[str, Any]]:
+    """The live holder of ``<logdir>/.marathon-tf/lock``; None when nobody (alive) holds it."""
+    current = _read(os.path.join(logdir, LOCK_FILE))
+    if not current or _stale(current, socket.gethostname(), time.time()):
+        return None
+    return current
 
 
 class Lock:

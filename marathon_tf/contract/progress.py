@@ -64,9 +64,12 @@ def duration(seconds: float) -> str:
 
 
 def describe(step: int | None, target: int | None = None, rate: float | None = None) -> str:
-    """``step 120/300, 14.2 steps/s, ETA 13s`` (the parts that are known)."""
+    """``step 120/300, 14.2 steps/s, ETA 13s`` (the parts that are known); a step past the target is
+    ``step 301, target 300 reached`` (never ``301/300``)."""
     if step is None:
         return ""
+    if target and step > target:
+        return f"step {step}, target {target} reached"
     parts = [f"step {step}/{target}" if target else f"step {step}"]
     if rate is not None:
         parts.append(f"{rate:.3g} steps/s")

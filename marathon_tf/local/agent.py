@@ -1,5 +1,6 @@
 """The Mesos agent endpoints for task sandboxes: ``GET /state`` (which executor
-directory holds which task), ``GET /files/read`` (``path``, ``offset``, ``length`` →
+directory holds which task; ``flags.work_dir``, as a Mesos agent names its own: the runner's
+state directory), ``GET /files/read`` (``path``, ``offset``, ``length`` →
 ``{"data", "offset"}``; ``offset=-1`` gives the size), ``GET /files/browse``
 (``path`` → the directory's entries, as ``ls -l``) and ``GET /files/download``.
 ``marathon-tf logs`` uses the first two; the Marathon web UI all of them, as JSONP
@@ -75,6 +76,7 @@ def add_agent_routes(app: web.Application, sandboxes: Path, framework_id: str, a
         host = request.host
         return mesos_json(request, {"id": agent_id, "hostname": host.rsplit(":", 1)[0],
                                     "pid": f"slave(1)@{host}", "version": MESOS_VERSION,
+                                    "flags": {"work_dir": str(root.parent)},  # the runner's state directory
                                     "frameworks": [{"id": framework_id, "name": "marathon",
                                                     "executors": executors, "completed_executors": []}],
                                     "completed_frameworks": []})

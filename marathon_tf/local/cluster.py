@@ -24,24 +24,17 @@ from aiohttp import web
 from .faults import FaultInjector
 from .leadership import Leadership
 from .mesos_dns import MesosDns
+from .ports import PortInUse, busy_ports, runner_ports
 from .security import Credentials, Security
 from .launcher import Launcher, WarmPoolFactory
 from .server import Runtime, create_app
 
-__all__ = ["LocalCluster", "PortInUse", "serve"]
+__all__ = ["LocalCluster", "PortInUse", "busy_ports", "serve"]
 
 
 def _url_host(host: str) -> str:
     """``::1`` → ``[::1]`` (an IPv6 literal in a URL), other hosts as they are."""
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-class PortInUse(OSError):
-    """One of the runner's ports is taken; ``what`` names it (``Marathon API``, ``Mesos-DNS``, ``Mesos-DNS HTTP API``)."""
-
-    def __init__(self, what: str, host: str, port: int) -> None:
-        super().__init__(f"{what} port {host}:{port} is already in use")
-        self.what, self.host, self.port = what, host, port
 
 
 async def _listen(what: str, host: str, port: int, start: Any) -> None:
@@ -111,6 +104,9 @@ class LocalCluster:
         """Start the servers; returns when they listen."""
         if self._thread is not None:
             return self
+        busy = busy_ports(self.host, runner_ports(*self._ports, instances=self._ha["instances"]))  # all, first
+        if busy:
+            raise PortInUse(busy[0][0], self.host, busy[0][1], busy)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="marathon-tf-local", daemon=True)

@@ -74,6 +74,25 @@ DEFAULT_GRACE = 20.0
 RESTART_BACKOFF = (1.0, 30.0)  # in-place restarts wait 1, 2, 4 ... s, at most 30 s
 
 
+USAGE = """\
+Usage: marathon-tf bootstrap [--watch-interval S] [--grace S] -- COMMAND...
+       python -m marathon_tf.bootstrap [options] -- COMMAND...
+
+What runs inside every Marathon task of a marathon-tf job (the rendered app's cmd): finds every
+peer's host:port (Mesos-DNS or Marathon), writes the cluster spec (TF_CONFIG and/or flags), runs
+COMMAND and supervises it, serves /health and /status on the task's status port, and records the
+job's end. One argument after -- with spaces or shell syntax runs through /bin/sh -c.
+
+Options:
+  --watch-interval S  mean seconds between looks for peers that moved (default 20)
+  --grace S           seconds the program gets between SIGTERM and SIGKILL (default 20)
+  -h, --help          show this message
+
+Settings come from the task's environment: MTF_* (set by the rendered app), HOST, PORT_TF/PORT0,
+PORT_STATUS/PORT1, MESOS_SANDBOX. Outside a task it has nothing to do.
+"""
+
+
 def _log(message: str) -> None:
     sys.stderr.write(f"marathon-tf bootstrap: {message}\n")
     sys.stderr.flush()
@@ -535,9 +554,13 @@ def main(argv: list[str] | None = None) -> int:
     ``argv`` is what follows ``bootstrap`` (``["--", "python3", "train.py"]``); default
     ``sys.argv[1:]``. Returns the exit code; installs SIGTERM/SIGINT handlers while it runs.
     """
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        sys.stdout.write(USAGE)
+        return 0
     die_with_parent()  # the task dies with whatever started it (the local runner's sh, an executor)
     try:
-        options, command = parse_args(sys.argv[1:] if argv is None else argv)
+        options, command = parse_args(args)
         ctx = TaskContext.from_env(os.environ)
     except (UsageError, ValueError) as e:
         _log(f"error: {getattr(e, 'message', e)}")

@@ -19,7 +19,9 @@ Who decides what (:func:`decide` is the whole table, a pure function):
   program that cannot be executed (:data:`UNEXECUTABLE_CODES`: the shell's 127 "not found" and
   126 "not executable", also when the bootstrap itself could not spawn it) and a logdir that is
   not a usable directory (:func:`logdir_problem`: checked at start and after every failure, so a
-  vanished or read-only checkpoint directory fails the job with one line, not after N restarts).
+  vanished or read-only checkpoint directory fails the job with one line, not after N restarts),
+  and Keras 3's ``model.fit`` failing under a multi-worker strategy (:func:`marathon_tf.contract.keras3.runtime_failure`:
+  the reason is one line with the fix, ``TF_USE_LEGACY_KERAS=1`` + tf_keras).
   Every failure, permanent ones included, is recorded in the restart budget's file.
 * **Any other failure** counts against the restart budget (N failures within a sliding window,
   :class:`RestartBudget`: per task in memory and, when the logdir is writable shared storage,
@@ -48,7 +50,7 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
-from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract import keras3, labels as L, naming
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon.client import Client, RetryPolicy
@@ -434,13 +436,14 @@ class JobPolicy(ExitPolicy):
         if code != 0 and self.environ is not None and ctx.role != "tensorboard":
             unusable = logdir_problem(ctx, self.environ)
         unexecutable = code in UNEXECUTABLE_CODES
-        permanent = code in self.permanent_exit_codes or unexecutable or unusable is not None
+        keras = keras3.runtime_failure(stderr_tail) if code != 0 else None  # no relaunch fixes it
+        permanent = code in self.permanent_exit_codes or unexecutable or unusable is not None or keras is not None
         counted = code != 0 and ctx.role != "tensorboard"
         failures = self.budget.record(code, stderr_tail) if counted else 0
         action = decide(style=ctx.style, role=ctx.role, code=code, decider=is_decider(ctx),
                         completion=ctx.completion, permanent=permanent, failures=failures,
                         max_failures=self.budget.max_failures)
-        tail = _tail_for_reason(stderr_tail)
+        tail = keras or _tail_for_reason(stderr_tail)
         if action == FINISH:
             return Outcome("succeeded", True, 0, True, None, finish=L.SUCCEEDED)
         if action == AWAIT_WORKERS:

@@ -1,12 +1,13 @@
-"""The ``marathon-tf`` command. Parses arguments, calls the modules, prints.
+"""The ``marathon-tf`` command. Parses arguments, calls the Python API (:mod:`marathon_tf.user.api`),
+prints.
 
 Exit codes: 0 ok, 1 runtime failure, 2 usage or spec error, 3 timed out while
 still in progress, 130 interrupted. Heavy modules are imported inside the
 commands so that ``marathon-tf --help`` starts fast and TensorFlow is never
 imported here.
 
-It is a little over 600 lines (every verb's options and help live here) until it becomes a thin
-layer over the Python API (issue 23).
+Over 600 lines: every command's options and help are declared here, as this is the one module
+besides ``output`` that parses arguments and prints; what the commands do is in the API.
 """
 
 from __future__ import annotations
@@ -60,19 +61,19 @@ def _marathon_options(f):
 
 
 def _client(marathon_url, user, password, token, ca_bundle, insecure):
-    from marathon_tf.marathon.client import CLI_TIMEOUT, Client, RetryPolicy
-    from marathon_tf.user import config, output
+    from marathon_tf.user import output
+    from marathon_tf.user.api import connect
 
-    endpoint = config.resolve(url=marathon_url, user=user, password=password, token=token,
-                              ca_bundle=ca_bundle, insecure=insecure)
     if insecure:
         output.warn("TLS verification is off (--insecure): the connection to Marathon can be intercepted")
-        import urllib3
+    return connect(marathon_url, user=user, password=password, token=token, ca_bundle=ca_bundle, insecure=insecure)
 
-        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-    # A single unreachable Marathon fails at once (a list fails over; 503 and 409 locks are retried).
-    return Client(endpoint.urls, user=endpoint.user, password=endpoint.password, token=endpoint.token,
-                  verify=endpoint.verify, timeout=CLI_TIMEOUT, retry=RetryPolicy(connection_errors=False))
+
+def _marathon(*options):
+    """The API's :class:`~marathon_tf.user.api.Marathon` for the connection options."""
+    from marathon_tf.user.api import Marathon
+
+    return Marathon(client=_client(*options))
 
 
 class _Duration(click.ParamType):
@@ -110,7 +111,7 @@ def cli(verbose: int, quiet: bool) -> None:
     \b
     marathon-tf deploy job.json --local       run a job on this machine
     marathon-tf deploy job.json               run it on Marathon (MARATHON_URL)
-    marathon-tf status JOB / scale JOB workers=8 / logs JOB / delete JOB
+    marathon-tf status JOB / scale JOB worker=8 / logs JOB / delete JOB
 
     \b
     Shell completion, e.g. in ~/.bashrc (zsh: zsh_source, fish: fish_source):
@@ -132,32 +133,35 @@ def cli(verbose: int, quiet: bool) -> None:
 def render(job_file: str, templates_dir: str | None, pretty: bool | None) -> None:
     """Print the Marathon app group JOB_FILE renders to (no network)."""
     from marathon_tf.user import output
-    from marathon_tf.user.render import render_group, render_group_json
-    from marathon_tf.user.spec import load_job
+    from marathon_tf.user.api import Job
+    from marathon_tf.user.render import render_group_json
 
-    spec = load_job(job_file)
+    job = Job.from_file(job_file)
     if sys.stdout.isatty() if pretty is None else pretty:
-        output.emit_json(render_group(spec, templates_dir=templates_dir))
+        output.emit_json(job.render(templates_dir))
     else:  # for programs: one compact line, stamped as text (no dict per app to build and serialise)
-        click.echo(render_group_json(spec, templates_dir=templates_dir))
+        click.echo(render_group_json(job.spec, templates_dir=templates_dir))
 
 
 @cli.command(context_settings=_CTX)
 @click.argument("job_file", type=click.Path(dir_okay=True))
 @_output_opt
 def validate(job_file: str, fmt: str) -> None:
-    """Check JOB_FILE; print a summary, or every problem with its field (exit 2)."""
+    """Check JOB_FILE; print a summary, or every problem with its field, all at once (exit 2).
+    Warns (stderr, exit 0) about what will likely fail at run time, e.g. Keras 3 under a multi-worker
+    strategy."""
     from marathon_tf.user import output
-    from marathon_tf.user.spec import load_job
+    from marathon_tf.user.api import Job
 
-    spec = load_job(job_file)
-    summary = {"file": job_file, "valid": True, "name": spec.name, "style": spec.style,
-               "counts": spec.counts(), "apps": len(spec.tasks())}
+    job = Job.from_file(job_file)
+    summary = job.summary()
+    for line in summary["warnings"]:
+        output.warn(line)
     if fmt == "json":
         output.emit_json(summary)
     else:
-        roles = ", ".join(f"{n} {r}" for r, n in spec.counts().items())
-        click.echo(f"{job_file}: ok — job {spec.name} ({spec.style}): {roles}; {len(spec.tasks())} Marathon apps")
+        roles = ", ".join(f"{n} {r}" for r, n in summary["counts"].items())
+        click.echo(f"{job_file}: ok — job {job.name} ({job.spec.style}): {roles}; {summary['apps']} Marathon apps")
 
 
 @cli.command(context_settings=_CTX)
@@ -184,35 +188,44 @@ def schema() -> None:
 @click.option("--dry-run", is_flag=True, help="Render, and show Marathon's plan (?dryRun=true); deploy nothing.")
 @_templates_opt
 @_output_opt
+@click.option("--resume/--fresh", default=None,
+              help="For a job that has ended (or, on `local serve`, left its volumes): go on from its checkpoints, "
+                   "or remove the local runner's volumes first and start from scratch. Asked for, not guessed.")
 def deploy(job_file, marathon_url, user, password, token, ca_bundle, insecure, local, wait, timeout, force,
-           dry_run, templates_dir, fmt) -> None:
-    """Deploy JOB_FILE as a Marathon group (PUT: re-running it changes only what changed)."""
-    from marathon_tf.user import jobs, output
-    from marathon_tf.user.spec import load_job
+           dry_run, templates_dir, fmt, resume) -> None:
+    """Deploy JOB_FILE as a Marathon group (PUT: re-running it changes only what changed; a job that
+    already runs this way is left alone: `no change`)."""
+    from marathon_tf.user import output
+    from marathon_tf.user.api import Job
 
-    spec = load_job(job_file)  # a bad job file stops here: nothing is sent
+    job = Job.from_file(job_file)  # a bad job file stops here: nothing is sent
+    for line in job.warnings:
+        output.warn(line)
     if local:
-        sys.exit(_deploy_local(spec, templates_dir=templates_dir, timeout=timeout, fmt=fmt, detach=not wait,
+        sys.exit(_deploy_local(job, templates_dir=templates_dir, timeout=timeout, fmt=fmt, detach=not wait,
                                dry_run=dry_run))
     if dry_run and not marathon_url:
-        from marathon_tf.user.render import render_group
-
         output.info("dry run without a Marathon (--marathon / MARATHON_URL): the rendered group follows")
-        output.emit_json(render_group(spec, templates_dir=templates_dir))
+        output.emit_json(job.render(templates_dir))
         return
-    client = _client(marathon_url, user, password, token, ca_bundle, insecure)
-    result = jobs.deploy(client, spec, templates_dir=templates_dir, force=force, dry_run=dry_run)
+    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure)
+    dep = marathon.deploy(job, resume=resume, force=force, dry_run=dry_run, templates_dir=templates_dir).deployment
     if dry_run:
         if fmt == "json":
-            output.emit_json(result.to_dict())
+            output.emit_json(dep.to_dict())
         else:
-            click.echo(output.plan_text(result.plan or {}))
+            click.echo(output.plan_text(dep.plan or {}))
         return
-    output.info(f"deployed {result.group_id} on {client.url}: deployment {result.deployment_id}")
-    final = _follow(client, spec.name, result.deployment_id, wait=wait, timeout=timeout)
+    if dep.note:
+        output.warn(dep.note)
+    if dep.changed:
+        output.info(f"deployed {dep.group_id} on {marathon.url}: deployment {dep.deployment_id}")
+    else:
+        output.info(f"no change: {job.name} already runs as {job_file} renders it on {marathon.url}; nothing was sent")
+    final = _follow(marathon, job.name, dep.deployment_id if dep.changed else None, wait=wait, timeout=timeout)
     if fmt == "json":
-        output.emit_json({**result.to_dict(), **({"status": final} if final else {})})
-    if final and final.get("state") == "Failed":
+        output.emit_json({**dep.to_dict(), **({"status": final.to_dict()} if final else {})})
+    if final and final.state == "Failed":
         sys.exit(1)
 
 
@@ -222,8 +235,8 @@ def _progress_printer():
 
     last = [""]
 
-    def show(status) -> None:
-        line = output.progress_line(status)
+    def show(status) -> None:  # a JobStatus, or its dict
+        line = output.progress_line(status.to_dict() if hasattr(status, "to_dict") else status)
         if line != last[0]:
             output.info(line)
             last[0] = line
@@ -231,92 +244,58 @@ def _progress_printer():
     return show
 
 
-def _deploy_local(spec, *, templates_dir, timeout, fmt, detach, dry_run) -> int:
+def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run) -> int:
     """Run the job on this machine; task output is streamed as ``[worker-1] …``."""
     from marathon_tf.user import localrun, observe, output
-    from marathon_tf.user.render import render_group
 
     localrun.check_local_options(detach)
-    import os
-
-    asked = [f"roles.{r}.gpus: {spec.roles[r].gpus:g}" for r in spec.counts() if spec.roles[r].gpus]
-    asked += [f"roles.{r}.cpus: {spec.roles[r].cpus:g}" for r in spec.counts()
-              if spec.roles[r].cpus > (os.cpu_count() or 1)]
+    asked = localrun.unenforced(job.spec)
     if asked:
-        output.warn(f"{', '.join(asked)}: {_LOCAL_RESOURCES}")
+        output.warn(f"{', '.join(asked)}: {localrun.LOCAL_RESOURCES}")
     if dry_run:
-        output.emit_json(render_group(spec, templates_dir=templates_dir))
+        output.emit_json(job.render(templates_dir))
         return 0
     out_err = fmt == "json"  # keep stdout for the JSON result
 
-    def task_line(task: str, stream: str, line: str) -> None:
-        click.echo(f"[{task}] {line}", err=out_err or stream == "stderr")
+    def task_line(line) -> None:
+        click.echo(f"[{line.task}] {line.text}", err=out_err or line.stream == "stderr")
 
-    def deployed(result, cluster) -> None:
-        output.info(f"local Marathon {cluster.marathon_url} (Mesos-DNS {cluster.mesos_dns}): "
-                    f"deployed {result.group_id}, deployment {result.deployment_id}")
-        output.info(observe.scrape_hint(cluster.marathon_url))
+    def deployed(dep) -> None:
+        output.info(f"local Marathon {dep.marathon_url} (Mesos-DNS {dep.mesos_dns}): deployed {dep.group_id}, "
+                    f"deployment {dep.deployment_id}")
+        output.info(observe.scrape_hint(dep.marathon_url))
 
     progress = observe.announcing(_progress_printer(), output.info)  # + metrics URLs, TensorBoard, once
-    run = localrun.run(spec, templates_dir=templates_dir, timeout=timeout, emit_task_line=task_line,
-                       progress=progress, on_deployed=deployed)
-    steps = run.status.get("finalStep", run.status.get("step"))
-    output.info(f"job {spec.name}: {run.state} in {run.seconds:.1f} s"
+    run = job.run_local(templates_dir=templates_dir, timeout=timeout, on_output=task_line,
+                        on_progress=lambda st: progress(st.to_dict()), on_deployed=deployed)
+    status = run.status.to_dict()
+    steps = status.get("finalStep", status.get("step"))
+    output.info(f"job {job.name}: {run.state} in {run.seconds:.1f} s"
                 + (f", step {steps}" if steps is not None else "")
-                + (f" ({run.status['reason']})" if run.status.get("reason") else "")
-                + f"; task sandboxes in {run.state_dir}")
+                + (f" ({status['reason']})" if status.get("reason") else "")
+                + f"; task sandboxes in {run.state_dir}"
+                + (f"; logdir {run.logdir_path}" if run.logdir_path else ""))
     if fmt == "json":
-        output.emit_json({"job": spec.name, "state": run.state, "seconds": round(run.seconds, 3),
-                          "stateDir": str(run.state_dir), "status": run.status})
-    return run.exit_code
+        output.emit_json(run.to_dict())
+    return 0 if run.succeeded else 1
 
 
-#: How often a waiting deploy looks for a task that can never start (a group GET each time).
-HOPELESS_EVERY = 10.0
-
-
-def _follow(client, job: str, deployment_id: str | None, *, wait: bool, timeout: float | None,
+def _follow(marathon, job: str, deployment_id: str | None, *, wait: bool, timeout: float | None,
             decide: bool = True):
-    """Follow the deployment, then the job, with a progress line on stderr. Ctrl-C leaves it running.
-    ``decide`` (deploy, scale): a task that can never start (its command cannot be executed, its
-    URIs cannot be fetched…: :func:`marathon_tf.marathon.record.fail_if_hopeless`) fails the job, as the deciding task
-    does, also when the deciding task itself is the one that cannot start."""
-    import time
-
-    from marathon_tf.user import output, watch
+    """Follow the deployment, then the job, with a progress line on stderr (:meth:`Marathon.wait`).
+    Ctrl-C leaves it running. ``decide`` (deploy, scale): a task that can never start fails the job."""
+    from marathon_tf.user import output
 
     if not wait:
         output.info(f"follow it with: marathon-tf status {job} --watch")
         return None
-    from marathon_tf.contract.errors import MarathonError
-    from marathon_tf.marathon.events import EventStream
-    from marathon_tf.marathon.record import fail_if_hopeless
-
-    start = time.monotonic()
-    printer = _progress_printer()
-    next_look = [start]
-
-    def show(status) -> None:
-        printer(status)
-        # one extra group GET per HOPELESS_EVERY s, not per poll (as the deciding task's watch does)
-        if decide and status.get("state") not in ("Succeeded", "Failed") and time.monotonic() >= next_look[0]:
-            next_look[0] = time.monotonic() + HOPELESS_EVERY
-            try:
-                fail_if_hopeless(client, job, final_step=status.get("step"))
-            except MarathonError:
-                pass
-
     try:
-        with EventStream(client) as stream:
-            if deployment_id is not None:
-                watch.wait_deployment(client, deployment_id, job, timeout=timeout, on_progress=show,
-                                      stream=stream)
-            left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
-            final = watch.wait_job(client, job, timeout=left, on_progress=show, stream=stream)
+        final = marathon.wait(job, deployment_id=deployment_id, timeout=timeout, on_progress=_progress_printer(),
+                              decide=decide)
     except KeyboardInterrupt:
         output.info(f"stopped watching; the job keeps running. Watch again with: marathon-tf status {job} --watch")
         raise Interrupted("interrupted") from None
-    output.info(f"job {job}: {final.get('state')}" + (f" ({final['reason']})" if final.get("reason") else ""))
+    output.info(f"job {job}: {final.state}" + (f" ({final.reason})" if final.reason else ""))
     return final
 
 
@@ -336,50 +315,38 @@ def _follow(client, job: str, deployment_id: str | None, *, wait: bool, timeout:
 @_output_opt
 def scale(args, job, marathon_url, user, password, token, ca_bundle, insecure, force, dry_run, wait, timeout,
           templates_dir, fmt) -> None:
-    """Change role counts, e.g. `marathon-tf scale mnist workers=8` (or ps=2, workers=+2, workers=-1).
-    JOB may be left out when Marathon runs only one marathon-tf job.
+    """Change role counts, e.g. `marathon-tf scale mnist worker=8` (or ps=2, worker=+2, worker=-1),
+    roles named as in the job file; plurals (workers=8) are taken as aliases. JOB may be left out
+    when Marathon runs only one marathon-tf job.
 
     Every task gets the rewritten cluster spec and the job resumes from its
     checkpoint; scaling down stops the highest indices.
     """
-    from marathon_tf.user import jobs, output, watch
+    from marathon_tf.user import jobs, output
 
     args = list(args)
     if args and "=" not in args[0] and (len(args) > 1 or args[0] not in jobs.ROLE_ALIASES):
         if job and job != args[0]:
             raise UsageError(f"two jobs named: {args[0]} and --job {job}")
         job = args.pop(0)
-    parsed = jobs.parse_scale_args(args)  # checked before any request
-    client = _client(marathon_url, user, password, token, ca_bundle, insecure)
-    name = jobs.resolve_job(client, job, verb="scale")
-    plan, result = jobs.scale(client, name, parsed, templates_dir=templates_dir, force=force, dry_run=dry_run)
-    if result is None:
-        if fmt == "json":
-            output.emit_json({"job": name, "changed": False, "tasks": plan.to_dict()})
-        else:
-            click.echo(f"no change: {name} already has {_counts_text(parsed, plan)}")
-        return
+    jobs.parse_scale_args(args)  # checked before any request
+    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure)
+    result = marathon.scale(job, *args, templates_dir=templates_dir, force=force, dry_run=dry_run)
     if fmt == "json":
-        output.emit_json({**result.to_dict(), "changed": True, "tasks": plan.to_dict()})
+        output.emit_json(result.to_dict())
+    elif not result.changed:
+        click.echo(output.scale_no_change(result, jobs.parse_scale_args(args)))
     else:
-        click.echo(output.scale_plan_text(plan.to_dict()))
+        click.echo(output.scale_plan_text(result.to_dict()["tasks"]))
         if dry_run:
             click.echo(output.plan_text(result.plan or {}))
-    if not dry_run:
+    if result.changed and not dry_run:
         output.info(f"scaling {result.group_id}: deployment {result.deployment_id}")
         if wait:
-            watch.wait_deployment(client, result.deployment_id, name, timeout=timeout,
+            from marathon_tf.user import watch
+
+            watch.wait_deployment(marathon.client, result.deployment_id, result.job, timeout=timeout,
                                   on_progress=_progress_printer())
-
-
-def _counts_text(parsed, plan) -> str:
-    from marathon_tf.contract.naming import parse_task_name
-
-    counts: dict[str, int] = {}
-    for task in plan.unchanged:
-        role = (parse_task_name(task) or ("?", 0))[0]
-        counts[role] = counts.get(role, 0) + 1
-    return ", ".join(f"{counts.get(role, 0)} {role}" for role in parsed)
 
 
 @cli.command(context_settings=_CTX)
@@ -394,23 +361,21 @@ def _counts_text(parsed, plan) -> str:
 def status(job, marathon_url, user, password, token, ca_bundle, insecure, follow, fmt, timeline) -> None:
     """Show a job: state, progress (step S/T, steps/s, ETA), logdir, tasks waiting for a peer,
     stragglers, and per task its state, host:port, step, restarts, age and last failure."""
-    from marathon_tf.user import history, jobs, output
+    from marathon_tf.user import history, output
 
-    client = _client(marathon_url, user, password, token, ca_bundle, insecure)
-    name = jobs.resolve_job(client, job)
-    if follow:
-        st = _follow(client, name, None, wait=True, timeout=None, decide=False)
-    else:
-        st = jobs.job_status(client, name)
+    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure)
+    name = marathon.resolve(job)
+    st = _follow(marathon, name, None, wait=True, timeout=None, decide=False) if follow else marathon.status(name)
+    shown = st.to_dict()
     if timeline:
-        st["timeline"] = history.status_timeline(history.job_events(client, name, st))
+        shown["timeline"] = history.status_timeline(history.job_events(marathon.client, name, shown))
     if fmt == "json":
-        output.emit_json(st)
+        output.emit_json(shown)
     else:
-        output.status_table(st, wide=fmt == "wide")
+        output.status_table(shown, wide=fmt == "wide")
         if timeline:
-            click.echo("\n" + history.timeline_text(st["timeline"]))
-    if follow and st.get("state") == "Failed":
+            click.echo("\n" + history.timeline_text(shown["timeline"]))
+    if follow and st.state == "Failed":
         sys.exit(1)
 
 
@@ -437,15 +402,9 @@ def events(job, marathon_url, user, password, token, ca_bundle, insecure, fmt) -
 @_output_opt
 def list_jobs(marathon_url, user, password, token, ca_bundle, insecure, fmt) -> None:
     """List the marathon-tf jobs on Marathon."""
-    from marathon_tf.user import jobs, output
+    from marathon_tf.user import output
 
-    client = _client(marathon_url, user, password, token, ca_bundle, insecure)
-    rows = []
-    for name, apps in jobs.find_jobs(client).items():
-        states = {(a.get("labels") or {}).get(jobs.STATE_LABEL) for a in apps} - {None}
-        rows.append({"job": name, "tasks": len(apps), "running": sum(a.get("tasksRunning", 0) for a in apps),
-                     "state": states.pop() if len(states) == 1 else "Running" if any(
-                         a.get("tasksRunning") for a in apps) else "Starting"})
+    rows = [row.to_dict() for row in _marathon(marathon_url, user, password, token, ca_bundle, insecure).jobs()]
     if fmt == "json":
         output.emit_json(rows)
     else:
@@ -457,16 +416,20 @@ def list_jobs(marathon_url, user, password, token, ca_bundle, insecure, fmt) -> 
 @_marathon_options
 @click.option("--force", is_flag=True, help="Delete even while a deployment holds the job.")
 @_output_opt
-def delete(job, marathon_url, user, password, token, ca_bundle, insecure, force, fmt) -> None:
-    """Delete JOB: stop all its tasks and remove its group."""
-    from marathon_tf.user import jobs, output
+@click.option("--purge", is_flag=True,
+              help="Also remove the job's volumes (its checkpoints), once its tasks stopped: local jobs only "
+                   "(`local serve`); a cluster's are on the agents.")
+def delete(job, marathon_url, user, password, token, ca_bundle, insecure, force, fmt, purge) -> None:
+    """Delete JOB: stop all its tasks and remove its group (and, with --purge, its local volumes)."""
+    from marathon_tf.user import output
 
-    client = _client(marathon_url, user, password, token, ca_bundle, insecure)
-    body = jobs.delete(client, job.strip("/"), force=force)
+    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure)
+    body = marathon.delete(job, force=force, purge=purge)
     if fmt == "json":
-        output.emit_json(body or {})
+        output.emit_json(body)
     else:
-        click.echo(f"deleted {job}" + (f" (deployment {body.get('deploymentId')})" if isinstance(body, dict) else ""))
+        click.echo(f"deleted {job}" + (f" (deployment {body.get('deploymentId')})" if body.get("deploymentId") else "")
+                   + (f"; removed {body['purged']}" if body.get("purged") else "; it had no volumes" if purge else ""))
 
 
 @cli.command(context_settings=_CTX)
@@ -492,23 +455,25 @@ def logs(job, task, marathon_url, user, password, token, ca_bundle, insecure, fo
     """Print a job's task output (TASK like worker-1; all tasks if left out), read from the
     Mesos agents' sandboxes (and from the local runner's), also after the task ended.
 
-    Every line is printed on stdout as `[worker-1] …`; errors go to stderr (exit 1).
+    Every line is printed on stdout as `[worker-1] …`; errors go to stderr (exit 1: a task or instance
+    that has no output to read; exit 2: a job or task that does not exist, conflicting options).
+    A task's stdout comes before its stderr (two files without times: see the note it prints).
     """
-    import time
-
-    from marathon_tf.user import logs as tasklogs
+    from marathon_tf.user import output
 
     if since is not None and previous:
         raise UsageError("--since and --previous choose instances in two ways: give one of them")
-    client = _client(marathon_url, user, password, token, ca_bundle, insecure)
-    streams = ("stdout", "stderr") if stream == "both" else (stream,)
+    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure)
+    first: dict[str, str] = {}  # task -> the stream it printed first
+    noted = False
     try:
-        for name, which, text in tasklogs.follow(client, job.strip("/"), task, streams,
-                                                 tail=None if tail_lines < 0 else tail_lines, follow_=follow_,
-                                                 previous=previous, agent_port=agent_port, agent_url=agent_url,
-                                                 since=None if since is None else time.time() - since):
-            for line in text.splitlines():
-                click.echo(f"[{name}] {line}")
+        for line in marathon.logs(job, task, stream=stream, tail=None if tail_lines < 0 else tail_lines,
+                                  follow=follow_, previous=previous, since=since, agent_port=agent_port,
+                                  agent_url=agent_url):
+            if not noted and first.setdefault(line.task, line.stream) != line.stream:
+                noted = True
+                output.info(output.TWO_FILES)
+            click.echo(f"[{line.task}] {line.text}")
     except KeyboardInterrupt:
         return
 
@@ -529,7 +494,7 @@ def bootstrap(command) -> None:
     args = list(command)  # click has eaten a leading "--", and only that one
     if not args:
         args = ["--help"]
-    elif args[0] not in ("--watch-interval", "--grace"):
+    elif args[0] not in ("--watch-interval", "--grace", "-h", "--help"):
         args = ["--", *args]
     sys.exit(boot.main(args))
 
@@ -555,8 +520,9 @@ def local() -> None:
                    "Needed off loopback.")
 @click.option("--allow-origin", "allow_origins", multiple=True, metavar="URL",
               help="Also accept browser requests from this origin (e.g. http://localhost:3000); repeatable.")
-@click.option("--ui", "ui_dir", type=click.Path(file_okay=False, exists=True), default=None,
-              help="Serve this Marathon web UI build (mesosphere/marathon-ui) at /ui/.")
+@click.option("--ui", "ui_dir", type=click.Path(file_okay=False), is_flag=False, flag_value="", default=None,
+              metavar="[DIR]", help="Serve the Marathon web UI at /ui/: the build `marathon-tf local ui-install` "
+                                    "made (--ui alone), or the mesosphere/marathon-ui build in DIR.")
 @click.option("--marathon-instances", type=click.IntRange(1, 9), default=1, show_default=True, metavar="N",
               help="HA Marathon: N API instances over one state on ports PORT, PORT+1, … (all free ones with "
                    "--port 0), one the leader; standbys proxy to it as Marathon 1.8 does (POST "
@@ -571,18 +537,40 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
 
     Tasks run as processes of this machine: they find this runner's Marathon and Mesos-DNS
     whatever the job file's discovery says, and cpus/mem/gpus are not enforced."""
+    from marathon_tf.contract.errors import UsageError
+    from marathon_tf.local.ports import PortInUse, busy_ports, runner_ports
+
+    options = {"Marathon API": "--port", "Mesos-DNS": "--dns-port", "Mesos-DNS HTTP API": "--dns-http-port"}
+    busy = busy_ports(host, runner_ports(port, dns_port, dns_http_port, instances=marathon_instances))  # first
+    try:
+        if busy:
+            raise PortInUse(busy[0][0], host, busy[0][1], busy)
+        _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir,
+                     dict(marathon_instances=marathon_instances, election_gap=election_gap))
+    except PortInUse as e:  # every busy port, in one line, before anything started
+        message, hint = e.describe(options)
+        raise UsageError(message, hint=hint) from None
+
+
+def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir, ha) -> None:
     import threading
     from pathlib import Path
 
     from marathon_tf.contract.errors import UsageError
     from marathon_tf.local import serve
-    from marathon_tf.local.cluster import PortInUse
     from marathon_tf.local.security import Security, parse_auth
     from marathon_tf.local.ui import check_ui_dir
     from marathon_tf.task.warmpool import WarmPool
-    from marathon_tf.user import observe, output
+    from marathon_tf.user import localstate, observe, output
     from marathon_tf.user.config import state_home
+    from marathon_tf.user.localrun import LOCAL_RESOURCES
 
+    if ui_dir == "":  # --ui alone: the build `local ui-install` made
+        ui_dir = str(state_home() / localstate.UI_DIR / "build")
+        if not (Path(ui_dir) / "index.html").is_file():
+            raise UsageError(f"--ui: no web UI build in {ui_dir}",
+                             hint="build it once with `marathon-tf local ui-install` (needs the internet and "
+                                  "node/npm), or give --ui DIR")
     try:  # local/security.py: what local serve refuses, and why
         security = dict(auth=parse_auth(auth) if auth else None, allow_origins=allow_origins,
                         ui_dir=check_ui_dir(ui_dir) if ui_dir else None)
@@ -603,28 +591,60 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
         observe.follow_in_background(cluster.marathon_url, security["auth"], output.info, following)
         if ui_dir:
             output.info(f"web UI        {cluster.marathon_url}/ui/")
-        output.warn(_LOCAL_RESOURCES)
+        output.warn(LOCAL_RESOURCES)
 
-    options = {"Marathon API": "--port", "Mesos-DNS": "--dns-port", "Mesos-DNS HTTP API": "--dns-http-port"}
+    state = Path(state_dir).absolute() if state_dir else state_home() / "serve"
+    runner = localstate.hold(state, "local serve")  # `local clean` leaves it alone while it runs
     try:
-        signum = serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port,
-                       state_dir=Path(state_dir).absolute() if state_dir else state_home() / "serve",
-                       on_ready=ready, warm_pool=WarmPool, marathon_instances=marathon_instances,
-                       election_gap=election_gap, **security)
-    except PortInUse as e:
-        raise UsageError(f"{e.what} port {e.port} on {e.host} is already in use (another `local serve`?)",
-                         hint=f"stop what holds it, or choose another port with {options[e.what]} PORT "
-                              f"(0 picks a free one)") from None
+        signum = serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port, state_dir=state,
+                       on_ready=ready, warm_pool=WarmPool, **ha, **security)
     finally:
         following.set()
+        runner.release()
     from marathon_tf.user.stopsignals import signal_name
 
     output.info(f"stopped by {signal_name(signum)}: every task was stopped")
     sys.exit(128 + signum)
 
 
-_LOCAL_RESOURCES = ("the local runner does not enforce cpus, mem, disk or gpus: every task sees this machine's "
-                    "CPUs, memory and devices")
+@local.command("ui-install", context_settings=_CTX)
+@click.option("--from-tarball", "tarball", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Build from this copy of the source release (marathon-ui-1.3.1.tar.gz) instead of downloading it.")
+def local_ui_install(tarball) -> None:
+    """Build the Marathon web UI (mesosphere/marathon-ui 1.3.1) from its source release into the state
+    directory, where `local serve --ui` finds it. Needs node and npm, and the internet once (the source
+    from GitHub, its dependencies from the npm registry); takes minutes. Prints the build's folder."""
+    from pathlib import Path
+
+    from marathon_tf.user import localstate, output, uibuild
+    from marathon_tf.user.config import state_home
+
+    build = uibuild.install(state_home() / localstate.UI_DIR, tarball=Path(tarball) if tarball else None,
+                            log=output.info)
+    click.echo(str(build))
+    output.info("serve it with: marathon-tf local serve --ui   (then open the Marathon URL it prints)")
+
+
+@local.command("clean", context_settings=_CTX)
+@click.option("--older-than", type=DURATION, default=None, metavar="DURATION",
+              help="Only runs idle for at least this long, e.g. 7d, 12h (default: every ended run).")
+@click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+@_output_opt
+def local_clean(older_than, dry_run, fmt) -> None:
+    """Remove the folders of ended local runs (`deploy --local` runs, a stopped `local serve`):
+    their sandboxes and volumes (checkpoints), in the state directory ($MARATHON_TF_STATE_DIR, else
+    $XDG_STATE_HOME/marathon-tf, else ~/.local/state/marathon-tf). A run whose runner is alive is
+    never touched (its lock says so); the web UI build is kept."""
+    from marathon_tf.user import localstate, output
+    from marathon_tf.user.config import state_home
+
+    home = state_home()
+    removed, kept = localstate.clean(home, older_than=older_than, dry_run=dry_run)
+    if fmt == "json":
+        output.emit_json({"stateDir": str(home), "dryRun": dry_run, "removed": [r.to_dict() for r in removed],
+                          "kept": [r.to_dict() for r in kept]})
+    else:
+        output.clean_report(home, removed, kept, dry_run=dry_run)
 
 
 def main(argv: list[str] | None = None) -> None:

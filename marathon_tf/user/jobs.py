@@ -17,9 +17,10 @@ from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonNotFound, SpecError, UsageError
 from marathon_tf.contract.progress import eta_seconds
 from marathon_tf.marathon.client import Client
-from marathon_tf.user import observe
+from marathon_tf.user import localstate, observe
 from marathon_tf.user.render import LABEL_PREFIX, SPEC_LABEL, render_group, task_apps
 from marathon_tf.user.spec import MAX_COUNT, JobSpec, load_dict
+from marathon_tf.user.spec.hints import closest
 
 __all__ = [
     "DeployResult", "deploy", "find_jobs", "resolve_job", "deployed_spec", "parse_scale_args",
@@ -104,12 +105,17 @@ def check_gpu_feature(client: Client, spec: JobSpec, source: str) -> None:
                      hint="start Marathon with --enable_features gpu_resources, or run the job with gpus 0")
 
 
-def deploy(client: Client, spec: JobSpec, *, templates_dir: str | None = None, force: bool = False,
-           dry_run: bool = False) -> DeployResult:
-    """PUT the rendered group: creating it, or updating it without restarting unchanged tasks."""
+def check_deployable(client: Client, spec: JobSpec) -> None:
+    """What this Marathon refuses of the job, said before anything is sent (or removed)."""
     check_fetch_paths(client, spec)
     check_volume_paths(client, spec)
     check_gpu_feature(client, spec, spec.source)
+
+
+def deploy(client: Client, spec: JobSpec, *, templates_dir: str | None = None, force: bool = False,
+           dry_run: bool = False) -> DeployResult:
+    """PUT the rendered group: creating it, or updating it without restarting unchanged tasks."""
+    check_deployable(client, spec)
     return _put(client, spec.name, render_group(spec, templates_dir=templates_dir), force=force, dry_run=dry_run)
 
 
@@ -166,24 +172,27 @@ def deployed_spec(client: Client, job: str) -> tuple[JobSpec, dict[str, Any]]:
 
 # ----------------------------------------------------------------------------- scale
 
-ROLE_ALIASES = _ROLE_ALIASES = {"worker": "worker", "workers": "worker", "ps": "ps", "pss": "ps",
-                 "chief": "chief", "evaluator": "evaluator", "evaluators": "evaluator",
-                 "tensorboard": "tensorboard"}
+#: Role names as the job file spells them (``worker=8``), and their plurals as aliases (``workers=8``).
+ROLE_ALIASES = {**{r: r for r in naming.ROLES}, **{r + "s": r for r in naming.ROLES}}
 _SCALE_ARG = re.compile(r"^(?P<role>[a-z]+)=(?P<sign>[+-]?)(?P<n>[0-9]{1,6})$")
 
 
 def parse_scale_args(args: list[str]) -> dict[str, tuple[str, int]]:
-    """``["workers=8", "ps=+1"]`` → ``{"worker": ("=", 8), "ps": ("+", 1)}``; checked before any request."""
+    """``["worker=8", "ps=+1"]`` → ``{"worker": ("=", 8), "ps": ("+", 1)}`` (``workers=8`` too); checked
+    before any request."""
     if not args:
-        raise UsageError("nothing to scale: give ROLE=N, e.g. workers=8")
+        raise UsageError("nothing to scale: give ROLE=N, e.g. worker=8")
     out: dict[str, tuple[str, int]] = {}
     for arg in args:
         m = _SCALE_ARG.fullmatch(arg)
         if not m:
-            raise UsageError(f"{arg!r}: expected ROLE=N (e.g. workers=8, ps=2, workers=+2)")
-        role = _ROLE_ALIASES.get(m.group("role"))
+            raise UsageError(f"{arg!r}: expected ROLE=N (e.g. worker=8, ps=2, worker=+2)")
+        role = ROLE_ALIASES.get(m.group("role"))
         if role is None:
-            raise UsageError(f"{arg!r}: unknown role {m.group('role')!r} (workers, ps, chief, evaluator, tensorboard)")
+            guess = closest(m.group("role"), ROLE_ALIASES)
+            raise UsageError(f"{arg!r}: unknown role {m.group('role')!r}"
+                             + (f"; did you mean {ROLE_ALIASES[guess]}?" if guess else "")
+                             + f" (roles: {', '.join(naming.ROLES)}; a plural such as workers is taken too)")
         if role in out:
             raise UsageError(f"{arg!r}: {role} is given twice")
         n = int(m.group("n"))
@@ -381,13 +390,17 @@ def job_status(client: Client, job: str, *, probe: bool = True,
     resumed = [r["resumedFrom"] for r in tasks if isinstance(r.get("resumedFrom"), int)]
     if resumed:
         out["resumedFrom"] = max(resumed)
-    spec = _stored_spec(apps)
+    spec = stored_spec(apps)
     if spec.get("logdir"):
         out["logdir"] = spec["logdir"]
         host = next((v.get("host_path") for v in spec.get("volumes") or []
                      if v.get("container_path") == spec["logdir"]), None)
         if host:
             out["logdirVolume"] = host
+        work = localstate.work_dir(client)
+        path = localstate.deployed_logdir(spec, work, job)
+        if path:  # on this machine for the local runner, else on the agents
+            out.update(logdirPath=path, logdirOnThisMachine=work is not None)
     target = (spec.get("progress") or {}).get("target_step")
     if target:
         out["targetStep"] = target
@@ -399,7 +412,7 @@ def job_status(client: Client, job: str, *, probe: bool = True,
     return out
 
 
-def _stored_spec(apps: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+def stored_spec(apps: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     """The job file as deployed (the spec label worker-0 carries), or {} if unreadable."""
     for app in apps.values():
         raw = (app.get("labels") or {}).get(SPEC_LABEL)
@@ -480,8 +493,8 @@ def _counts(tasks: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
             c["staged"] += 1
         elif t.get("state") == "TASK_RUNNING":
             c["running"] += 1
-        if t.get("health") == "healthy":
-            c["healthy"] += 1
+            if t.get("health") == "healthy":  # healthy among the running (a task that ended keeps its last result)
+                c["healthy"] += 1
     return counts
 
 

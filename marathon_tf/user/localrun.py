@@ -25,7 +25,7 @@ from typing import Any, Callable
 from marathon_tf.contract import joblock, labels as L
 from marathon_tf.contract.errors import Interrupted, Timeout, UsageError
 from marathon_tf.marathon.client import Client, RetryPolicy
-from marathon_tf.user import jobs, stopsignals
+from marathon_tf.user import jobs, localstate, stopsignals
 from marathon_tf.user.spec import JobSpec
 
 __all__ = ["LocalRun", "run", "local_cluster", "default_state_dir", "SandboxTailer"]
@@ -148,6 +148,7 @@ class LocalRun:
     status: dict[str, Any]
     seconds: float
     state_dir: Path
+    logdir: str | None = None  # where the job's logdir is on this machine
 
     @property
     def exit_code(self) -> int:
@@ -181,30 +182,32 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
     except OSError as e:
         raise UsageError(f"logdir: {logdir} cannot be used: {e.strerror or e}; nothing was started") from None
     try:
+        runner = localstate.hold(state_dir, spec.name)  # `local clean` leaves a run alone while it is held
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    try:
         with stopsignals.converted():
-            return _run(spec, local_cluster(state_dir=state_dir, dns_refresh=LOCAL_DNS_REFRESH), state_dir,
-                        templates_dir=templates_dir, timeout=timeout, emit_task_line=emit_task_line,
-                        progress=progress, on_deployed=on_deployed, poll=poll, lock=lock)
+            result = _run(spec, local_cluster(state_dir=state_dir, dns_refresh=LOCAL_DNS_REFRESH), state_dir,
+                          templates_dir=templates_dir, timeout=timeout, emit_task_line=emit_task_line,
+                          progress=progress, on_deployed=on_deployed, poll=poll, lock=lock)
+        result.logdir = logdir
+        return result
     finally:
+        runner.release()
         if lock is not None:
             lock.release()
 
 
 def logdir_host_path(spec: JobSpec, host_paths: list[str] | None = None) -> str | None:
-    """Where the job's logdir is on this machine: an absolute logdir itself, a relative one inside
-    the volume whose container path holds it (``host_paths``: each volume's host directory as the
-    runner resolves it, default the job file's); None when it is inside each sandbox (or a URL)."""
-    logdir = spec.logdir
-    if not logdir or "://" in logdir:
-        return None
-    if os.path.isabs(logdir):
-        return logdir
-    norm = os.path.normpath(logdir)
-    for volume, host_path in zip(spec.volumes, host_paths or [v.host_path for v in spec.volumes]):
-        mount = os.path.normpath(volume.container_path)
-        if norm == mount or norm.startswith(mount + os.sep):
-            return os.path.normpath(os.path.join(host_path, os.path.relpath(norm, mount)))
-    return None
+    """Where the job's logdir is on this machine (:func:`marathon_tf.user.localstate.logdir_host_path`);
+    ``host_paths``: each volume's host directory as the runner resolves it (default the job file's)."""
+    from marathon_tf.user.localstate import logdir_host_path as on_host
+
+    hosts = host_paths or [v.host_path for v in spec.volumes]
+    return on_host(spec.logdir, [(v.container_path, h) for v, h in zip(spec.volumes, hosts)])
+
 
 
 def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | None, timeout: float | None,
@@ -262,6 +265,17 @@ def _prewarm(cluster: Any, spec: JobSpec, templates_dir: str | None) -> None:
     except Exception:  # noqa: BLE001 - the deployment renders again and says what is wrong
         return
     cluster.prewarm(apps)
+
+
+LOCAL_RESOURCES = ("the local runner does not enforce cpus, mem, disk or gpus: every task sees this machine's "
+                   "CPUs, memory and devices")
+
+
+def unenforced(spec: JobSpec) -> list[str]:
+    """What the job asks for that this machine's runner will not give it (gpus; more cpus than it has)."""
+    asked = [f"roles.{r}.gpus: {spec.roles[r].gpus:g}" for r in spec.counts() if spec.roles[r].gpus]
+    return asked + [f"roles.{r}.cpus: {spec.roles[r].cpus:g}" for r in spec.counts()
+                    if spec.roles[r].cpus > (os.cpu_count() or 1)]
 
 
 def check_local_options(detach: bool) -> None:

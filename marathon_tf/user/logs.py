@@ -38,8 +38,9 @@ _TAIL_BLOCK = 1 << 16
 
 
 class LogError(MarathonTFError):
-    """An agent could not be read: never an empty output on failure. ``transient``: it could not be
-    reached (it may be back, or at its new address, on the next look)."""
+    """There is nothing to read where it was asked for, or an agent could not be read (exit 1: a runtime
+    failure; a job or task that does not exist is a usage error, exit 2): never an empty output.
+    ``transient``: the agent could not be reached (it may be back, or at its new address, on the next look)."""
 
     transient = False
 
@@ -193,7 +194,7 @@ def find_task_logs(client: Client, job: str, task: str | None, *, agent_port: in
             out.extend(instances[-1:])
     if task and not out and since is None:
         what = "no earlier instance" if previous else "no sandbox left on its agent"
-        raise UsageError(f"{job}: task {task} has {what} to read logs from",
+        raise LogError(f"{job}: task {task} has {what} to read logs from",
                          hint=f"see the job with: marathon-tf status {job}")
     return out, ended
 
@@ -297,10 +298,10 @@ def follow(client: Client, job: str, task: str | None, streams: tuple[str, ...],
         found, ended = find_task_logs(client, job, task, agent_port=agent_port, agent_url=agent_url,
                                       previous=previous, since=since, session=session)
         if since is not None and not found and not known and (not follow_ or ended):
-            raise UsageError(f"{job}: no task{' ' + task if task else ''} wrote output in that time",
+            raise LogError(f"{job}: no task{' ' + task if task else ''} wrote output in that time",
                              hint="a longer --since, or leave it out")
         if not found and not known and (not follow_ or ended):
-            raise UsageError(f"{job}: no task has output to read yet (none has run, or their agents removed "
+            raise LogError(f"{job}: no task has output to read yet (none has run, or their agents removed "
                              f"the sandboxes)", hint=f"see the job with: marathon-tf status {job}")
         for log in found:
             known.setdefault(log.task_id, log).agent = log.agent  # (the local runner's agent moves with Marathon)

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 __all__ = ["emit_json", "error", "warn", "info", "status_table", "status_text", "table", "jobs_table", "scale_plan_text",
-           "progress_line", "plan_text"]
+           "progress_line", "plan_text", "scale_no_change", "clean_report", "TWO_FILES"]
 
 
 def _stderr_console():
@@ -161,8 +161,10 @@ def _header(status: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("progress", describe(progress.get("step"), progress.get("targetStep"),
                                           progress.get("stepsPerSecond"))))
     if status.get("finalStep") is not None:
-        target = status.get("targetStep")
-        rows.append(("final step", f"{status['finalStep']}" + (f"/{target}" if target else "")))
+        target, final = status.get("targetStep"), status["finalStep"]
+        reached = isinstance(final, int) and target and final > target
+        rows.append(("final step", f"{final}" + ((f" (target {target} reached)" if reached else f"/{target}")
+                                                  if target else "")))
     if status.get("resumedFrom") is not None:
         rows.append(("resumed", f"from checkpoint at step {status['resumedFrom']}"))
     for key, label in (("startedAt", "started"), ("finishedAt", "finished"), ("reason", "reason"),
@@ -174,9 +176,12 @@ def _header(status: dict[str, Any]) -> list[tuple[str, str]]:
     for straggler in status.get("stragglers") or []:
         rows.append(("straggler", straggler))
     if status.get("logdir"):
-        volume = status.get("logdirVolume")
-        rows.append(("logdir", status["logdir"] + (f" (volume {volume})" if volume and volume != status["logdir"]
-                                                   else "")))
+        volume, path = status.get("logdirVolume"), status.get("logdirPath")
+        if path and status.get("logdirOnThisMachine"):
+            rows.append(("logdir", f"{path} (the tasks' {status['logdir']})" if path != status["logdir"] else path))
+        else:
+            rows.append(("logdir", status["logdir"] + (f" (volume {volume})" if volume and volume != status["logdir"]
+                                                       else "")))
     return rows
 
 
@@ -192,7 +197,7 @@ def status_text(status: dict[str, Any], *, wide: bool = False, width: int | None
             lines.append(first + value)
         else:
             lines.extend(textwrap.wrap(value, width=limit, initial_indent=first, subsequent_indent=" " * len(first),
-                                       break_on_hyphens=False) or [first])
+                                       break_on_hyphens=False, break_long_words=False) or [first])
     rows = [_cells(t, wide) for t in status["tasks"]]
     lines.append("")
     lines.extend(table(_WIDE if wide else _NARROW, rows, limit))
@@ -233,3 +238,35 @@ def plan_text(plan: dict[str, Any]) -> str:
         actions = [f"{a.get('action')} {a.get('app') or a.get('pod')}" for a in step.get("actions") or []]
         lines.append(f"step {i}: " + ", ".join(actions))
     return "\n".join(lines) or "Marathon plans no change"
+
+
+def scale_no_change(result, parsed) -> str:
+    """``no change: mnist already has 3 worker`` (a scale that changes nothing)."""
+    from marathon_tf.contract.naming import parse_task_name
+
+    counts: dict[str, int] = {}
+    for task in result.unchanged:
+        role = (parse_task_name(task) or ("?", 0))[0]
+        counts[role] = counts.get(role, 0) + 1
+    return f"no change: {result.job} already has " + ", ".join(f"{counts.get(role, 0)} {role}" for role in parsed)
+
+
+#: What ``logs`` says when it prints a task's two streams.
+TWO_FILES = ("note: a task's stdout is printed before its stderr, not interleaved by time: the agent keeps them "
+              "as two files with no time per line (as Mesos does); --stream chooses one, and -f prints new lines "
+              "in the order they are read, about every second")
+
+
+def clean_report(home, removed: list, kept: list, *, dry_run: bool) -> None:
+    """What ``local clean`` removed (stdout, one run a line) and kept (stderr)."""
+    import time
+
+    from marathon_tf.contract.progress import duration
+
+    for run in removed:
+        click.echo(f"{'would remove' if dry_run else 'removed'} {run.path} (idle {duration(time.time() - run.last_active)})")
+    for run in kept:
+        info(f"kept {run.path}: " + (f"running, {run.running}" if run.running
+                                     else f"idle only {duration(time.time() - run.last_active)}"))
+    if not removed:
+        info(f"no ended run to remove in {home}")

@@ -11,7 +11,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from marathon_tf.contract import joblock
 from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.local.ports import busy_ports
 from marathon_tf.user import config
 from marathon_tf.user.cli import cli
 
@@ -83,3 +85,36 @@ def test_local_serve_on_a_busy_port_is_one_line_naming_the_port_and_the_option(t
         r = CliRunner().invoke(cli, ["local", "serve", "--port", "0", "--dns-port", "0",
                                      "--dns-http-port", str(port), "--state-dir", str(tmp_path)])
     assert r.exit_code == 2 and f"Mesos-DNS HTTP API port {port}" in r.stderr and "--dns-http-port" in r.stderr
+
+
+def test_local_serve_reports_every_busy_port_in_one_line_before_starting_anything(tmp_path):
+    # was: the first busy port, after starting the runner and stopping it again (3-5 s), then the next…
+    holders = [socket.socket(), socket.socket(socket.AF_INET, socket.SOCK_DGRAM), socket.socket()]
+    try:
+        for s in holders:
+            s.bind(("127.0.0.1", 0))
+            if s.type == socket.SOCK_STREAM:
+                s.listen()
+        api, dns, http = (s.getsockname()[1] for s in holders)
+        state = tmp_path / "state"
+        r = CliRunner().invoke(cli, ["local", "serve", "--port", str(api), "--dns-port", str(dns),
+                                     "--dns-http-port", str(http), "--state-dir", str(state)])
+    finally:
+        for s in holders:
+            s.close()
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.splitlines()
+    assert lines[0] == (f"error: ports in use on 127.0.0.1: Marathon API {api} (--port), Mesos-DNS {dns} "
+                        f"(--dns-port), Mesos-DNS HTTP API {http} (--dns-http-port) (another `local serve`?)")
+    assert lines[1].startswith("hint:") and "--port / --dns-port / --dns-http-port" in lines[1] and len(lines) == 2
+    # nothing was started: no sandbox, no runner left holding the state directory
+    assert not (state / "sandboxes").exists() and joblock.holder(str(state)) is None
+
+
+def test_busy_ports_checks_udp_and_tcp_of_the_dns_port():
+    with socket.socket() as tcp:  # the DNS port taken on TCP only is busy too (Mesos-DNS serves both)
+        tcp.bind(("127.0.0.1", 0))
+        tcp.listen()
+        port = tcp.getsockname()[1]
+        assert busy_ports("127.0.0.1", [("Mesos-DNS", port, (socket.SOCK_DGRAM, socket.SOCK_STREAM)),
+                                        ("unused", 0, (socket.SOCK_STREAM,))]) == [("Mesos-DNS", port)]

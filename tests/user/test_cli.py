@@ -7,11 +7,13 @@ import sys
 import pytest
 from click.testing import CliRunner
 
+from marathon_tf.contract.errors import UsageError
+from marathon_tf.user import jobs
 from marathon_tf.user.cli import cli
 from marathon_tf.user.render import render_group
 from marathon_tf.user.spec import load_dict
 
-from user_helpers import minimal
+from user_helpers import minimal, no_job_yet
 
 VERBS = [["deploy"], ["render"], ["validate"], ["schema"], ["scale"], ["status"], ["list"], ["delete"],
          ["local"], ["local", "serve"]]
@@ -89,7 +91,8 @@ def test_validate_json_output_parses(write_job):
     r = CliRunner().invoke(cli, ["validate", str(f), "-o", "json"])
     assert r.exit_code == 0
     assert json.loads(r.stdout) == {"file": str(f), "valid": True,
-                                    "name": "mnist", "style": "tf1", "counts": {"ps": 1, "worker": 2}, "apps": 3}
+                                    "name": "mnist", "style": "tf1", "counts": {"ps": 1, "worker": 2}, "apps": 3,
+                                    "warnings": []}
 
 
 def test_bad_job_sends_nothing(write_job, httpserver):
@@ -135,18 +138,20 @@ def test_unreachable_marathon_is_exit_1_with_a_hint(write_job, monkeypatch):
 
 
 def test_deploy_detach_and_json_output(write_job, httpserver):
+    no_job_yet(httpserver)
     httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json(
         {"deploymentId": "d1", "version": "2026-11-21T00:00:00.000Z"}, headers={"Marathon-Deployment-Id": "d1"})
     r = CliRunner().invoke(cli, ["deploy", str(write_job(minimal())), "--marathon", httpserver.url_for(""),
                                  "--detach", "-o", "json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout) == {"job": "mnist", "groupId": "/mnist", "deploymentId": "d1",
+    assert json.loads(r.stdout) == {"job": "mnist", "groupId": "/mnist", "deploymentId": "d1", "changed": True,
                                     "version": "2026-11-21T00:00:00.000Z"}
-    sent = json.loads(httpserver.log[0][0].data)
+    sent = json.loads([req for req, _ in httpserver.log if req.method == "PUT"][0].data)
     assert [a["id"] for a in sent["apps"]] == ["/mnist/ps-0", "/mnist/worker-0", "/mnist/worker-1"]
 
 
 def test_dry_run_shows_marathons_plan(write_job, httpserver):
+    no_job_yet(httpserver)
     httpserver.expect_request("/v2/groups/mnist", method="PUT", query_string="dryRun=true").respond_with_json(
         {"steps": [{"actions": [{"action": "StartApplication", "app": "/mnist/ps-0"}]}]})
     r = CliRunner().invoke(cli, ["deploy", str(write_job(minimal())), "--marathon", httpserver.url_for(""),
@@ -265,3 +270,21 @@ def test_bootstrap_verb_passes_options_and_the_command_through(monkeypatch, argv
     assert cmd == command
     for k, v in options.items():
         assert opts[k] == v
+
+
+def test_scale_takes_the_job_files_role_names_and_their_plurals():
+    assert jobs.parse_scale_args(["worker=3", "ps=+1", "evaluators=1"]) == {
+        "worker": ("=", 3), "ps": ("+", 1), "evaluator": ("=", 1)}
+    assert jobs.parse_scale_args(["workers=3"]) == jobs.parse_scale_args(["worker=3"])
+    with pytest.raises(UsageError) as e:
+        jobs.parse_scale_args(["wokrer=3"])
+    assert "unknown role 'wokrer'; did you mean worker?" in e.value.message
+
+
+def test_bootstrap_help_prints_help_not_an_environment_error():
+    r = CliRunner().invoke(cli, ["bootstrap", "--help"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("Usage: marathon-tf bootstrap") and "MTF_CLUSTER is not set" not in r.output
+    r = subprocess.run([sys.executable, "-m", "marathon_tf.bootstrap", "-h"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("Usage: marathon-tf bootstrap") and r.stderr == ""

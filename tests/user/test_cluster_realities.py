@@ -21,7 +21,7 @@ from marathon_tf.user import jobs, watch
 from marathon_tf.user.cli import cli
 from marathon_tf.user.render import render_group
 from marathon_tf.user.spec import load_dict
-from user_helpers import minimal
+from user_helpers import minimal, no_job_yet
 
 LABELS = {"marathon-tf/job": "j", "marathon-tf/role": "worker", "marathon-tf/index": "0"}
 INFO = {"name": "marathon", "version": "1.8.222", "marathon_config": {"features": ["vips", "task_killing"]}}
@@ -131,6 +131,7 @@ def test_deploy_of_a_gpu_job_is_refused_when_marathon_lacks_gpu_resources(httpse
 def test_deploy_of_a_gpu_job_goes_ahead_with_gpu_resources(httpserver, write_job):
     httpserver.expect_request("/v2/info").respond_with_json(
         {**INFO, "marathon_config": {"features": ["gpu_resources"]}})
+    no_job_yet(httpserver)
     httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json({"deploymentId": "d", "version": "v"})
     r = CliRunner().invoke(cli, ["deploy", str(_gpu_job(write_job)), "--detach", "--marathon", httpserver.url_for("")])
     assert r.exit_code == 0, r.output

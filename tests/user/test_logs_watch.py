@@ -12,6 +12,7 @@ from marathon_tf.local import LocalCluster
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.events import EventStream
 from marathon_tf.user import jobs, logs
+from marathon_tf.user import output
 from marathon_tf.user.cli import cli
 from marathon_tf.user.watch import wait_deployment
 from polling import wait_for
@@ -35,11 +36,25 @@ def test_logs_reads_the_local_sandboxes(cluster):
         client, "j", None, ("stdout",), tail=1000, follow_=False, agent_port=5051, agent_url=None) if "out-2" in x))
     r = CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url])
     assert r.exit_code == 0, r.output
-    # all log text on stdout (so `logs … | grep` sees stderr too), stdout's lines first
+    # all log text on stdout (so `logs … | grep` sees stderr too), stdout's lines first, and a note saying
+    # why they are not in time order (two files without times: no order can be made)
     assert r.stdout.splitlines() == ["[worker-0] out-1", "[worker-0] out-2", "[worker-0] err-1"]
-    assert r.stderr == ""
+    assert r.stderr.splitlines() == [output.TWO_FILES]
+    r = CliRunner().invoke(cli, ["logs", "j", "worker-0", "--stream", "stdout", "--marathon", cluster.marathon_url])
+    assert r.exit_code == 0 and r.stderr == ""  # one stream: nothing to say
     r = CliRunner().invoke(cli, ["logs", "j", "worker-9", "--marathon", cluster.marathon_url])
     assert r.exit_code == 2 and "worker-9" in r.stderr
+
+
+def test_logs_previous_without_an_earlier_instance_is_exit_1_as_documented(cluster):
+    client = Client(cluster.marathon_url)
+    client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 1, "labels": LABELS,
+                                            "cmd": "echo only-run; sleep 60"}]})
+    run = lambda *a: CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url, *a])
+    assert wait_for(lambda: "only-run" in run().stdout)
+    r = run("--previous")
+    assert r.exit_code == 1 and r.stdout == "", r.output  # `logs --help`: errors exit 1; was 2
+    assert r.stderr.startswith("error: j: task worker-0 has no earlier instance to read logs from")
 
 
 def _relaunched_then_ended(cluster, body: str, instances: int, last_words: str, state: str) -> list:
@@ -93,8 +108,8 @@ def test_logs_since_picks_the_instances_that_wrote_output_in_that_time(cluster):
     for box in [recent]:
         for name in ("stdout", "stderr"):
             os.utime(box / name, (hour_ago, hour_ago))
-    r = run("--since", "10m")
-    assert r.exit_code == 2 and r.stdout == "" and "no task worker-0 wrote output in that time" in r.stderr, r.output
+    r = run("--since", "10m")  # nothing to read is a runtime outcome (exit 1), not a usage error
+    assert r.exit_code == 1 and r.stdout == "" and "no task worker-0 wrote output in that time" in r.stderr, r.output
     r = run("--since", "10m", "--previous")
     assert r.exit_code == 2 and "give one of them" in r.stderr
 
@@ -268,4 +283,4 @@ def test_logs_of_a_job_that_does_not_exist_or_has_no_output_is_an_error(cluster)
     assert r.exit_code == 2 and "job 'nope' does not exist" in r.stderr
     client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 0, "labels": LABELS, "cmd": "true"}]})
     r = CliRunner().invoke(cli, ["logs", "j", "--marathon", cluster.marathon_url])
-    assert r.exit_code == 2 and "no task has output" in r.stderr and r.stdout == ""
+    assert r.exit_code == 1 and "no task has output" in r.stderr and r.stdout == ""

@@ -22,7 +22,7 @@ def roles(**r):
 # (job content, field path the error must name, a word of the message)
 MALFORMED = [
     (minimal(oops=1), "oops", "unknown key"),
-    (minimal(roles=roles(foo={"count": 1})), "roles.foo", "unknown key"),
+    (minimal(roles=roles(foo={"count": 1})), "roles.foo", "unknown role"),
     (minimal(roles=roles(worker={"count": 2, "gpu": 1})), "roles.worker.gpu", "unknown key"),
     (minimal(roles=roles(worker={"count": 2, "gpus": -1})), "roles.worker.gpus", "must be >= 0"),
     (minimal(roles=roles(worker={"count": -1})), "roles.worker.count", "between"),

@@ -118,3 +118,19 @@ def test_a_task_waiting_on_the_local_runner_does_not_speak_of_offers(httpserver)
     ps = st["tasks"][0]
     assert ps["waitingFor"] == "launch by the local runner (queued since 2026-11-21T00:00:00.000Z)"
     assert "offer" not in output.status_text(st)
+
+
+def test_progress_never_shows_more_than_the_target():
+    # a TF1 job with target 300 ends at global step 301 (its workers' last steps race): was "step 301/300"
+    assert describe(301, 300, 14.2) == "step 301, target 300 reached"
+    text = output.status_text({"job": "j", "groupId": "/j", "state": "Succeeded", "finalStep": 301,
+                               "targetStep": 300, "tasks": []})
+    assert "final step 301 (target 300 reached)" in text and "301/300" not in text
+
+
+def test_the_progress_line_counts_healthy_among_the_running():
+    # a finished job's tasks being killed keep their last health check result: was "worker 0/2 running, 2 healthy"
+    tasks = [{"task": f"worker-{i}", "role": "worker", "state": "TASK_KILLING", "health": "healthy"} for i in (0, 1)]
+    tasks.append({"task": "ps-0", "role": "ps", "state": "TASK_RUNNING", "health": "healthy"})
+    line = output.progress_line({"job": "j", "state": "Succeeded", "counts": jobs._counts(tasks)})
+    assert "worker 0/2 running, 0 healthy" in line and "ps 1/1 running, 1 healthy" in line

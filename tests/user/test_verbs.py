@@ -9,7 +9,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from user_helpers import minimal
+from user_helpers import minimal, no_job_yet
 from marathon_tf.contract.progress import parse_duration
 from marathon_tf.user.cli import DURATION, cli
 from marathon_tf.user.render import render_group
@@ -111,6 +111,7 @@ def test_a_relative_fetch_is_not_sent_to_a_remote_marathon_as_this_machines_path
     job.write_text(json.dumps(minimal(fetch=["train.py"])))
     httpserver.expect_request("/v2/info").respond_with_json({"name": "marathon", "version": "1.8.222",
                                                              "buildref": buildref})
+    no_job_yet(httpserver)
     httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json({"deploymentId": "d", "version": "v"})
     r = CliRunner().invoke(cli, ["deploy", str(job), "--detach", "--marathon", httpserver.url_for("")])
     assert r.exit_code == code, r.output
@@ -128,6 +129,7 @@ def test_a_relative_fetch_is_not_sent_to_a_remote_marathon_as_this_machines_path
 def test_quiet_and_verbose(httpserver, tmp_path):
     job = tmp_path / "job.json"
     job.write_text(json.dumps(minimal()))
+    no_job_yet(httpserver)
     httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json({"deploymentId": "d", "version": "v"})
     url = httpserver.url_for("")
     r = CliRunner().invoke(cli, ["-q", "deploy", str(job), "--detach", "--marathon", url])

@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 from marshmallow import Schema, ValidationError, fields
 
 from marathon_tf.contract.errors import SpecError
+from marathon_tf.user.spec.hints import closest
 from marathon_tf.user.spec.model import JobSpec
 from marathon_tf.user.spec.schema import _FetchField, _FetchSchema, _JobSchema
 
@@ -58,8 +59,8 @@ def _lower_first(msg: str) -> str:
     return msg
 
 
-def _allowed_keys(path: str) -> list[str] | None:
-    """The keys allowed at the object holding ``path`` (for 'unknown key' hints)."""
+def _schema_at(path: str) -> Schema | None:
+    """The schema of the object holding ``path`` (``roles.wokrer`` → the roles schema)."""
     schema: Schema = _JobSchema()
     parts = [p for p in re.split(r"\.|\[\d+\]", path) if p][:-1]
     for part in parts:
@@ -72,7 +73,74 @@ def _allowed_keys(path: str) -> list[str] | None:
             schema = _FetchSchema()
         else:
             return None
-    return sorted(schema.fields)
+    return schema
+
+
+_TOKENS = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _value_at(data: Any, path: str) -> Any:
+    """The value at a field path of the raw document (None when it is not there)."""
+    for key, index in _TOKENS.findall(path):
+        if index:
+            data = data[int(index)] if isinstance(data, list) and int(index) < len(data) else None
+        else:
+            data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+def _unknown_key(data: Any, path: str) -> tuple[str, list[tuple[str, str]], str | None]:
+    """An unknown key's message (the key it most likely misspells, else the allowed keys), the
+    problems inside its value checked as that key's, and the key it misspells."""
+    schema = _schema_at(path)
+    key = path.rsplit(".", 1)[-1]
+    parent = path.rpartition(".")[0]
+    what = "role" if parent == "roles" else "key"
+    if schema is None:
+        return f"unknown {what}", [], None
+    guess = closest(key, schema.fields)
+    if guess is None:
+        allowed = list(schema.fields) if what == "role" else sorted(schema.fields)
+        return f"unknown {what} ({'roles' if what == 'role' else 'allowed'}: {', '.join(allowed)})", [], None
+    inner: list[tuple[str, str]] = []
+    field = schema.fields[guess]
+    try:
+        field.deserialize(_value_at(data, path))
+    except ValidationError as e:  # an object of another shape than the key's: likely not that key
+        nested = isinstance(field, (fields.Nested, fields.List))
+        inner = [(f"{path}.{sub}" if sub else path, msg) for sub, msg in _flatten(e.messages)
+                 if sub or not (nested or msg == "is required")]
+    return f"unknown {what}; did you mean {guess}?", inner, f"{parent}.{guess}" if parent else guess
+
+
+def _problems(data: Any, messages: Any) -> list[tuple[str, str]]:
+    """marshmallow's messages → every problem, with "did you mean" for unknown keys and the problems
+    inside their values; a required key that is missing because it was misspelt is not reported twice."""
+    problems, meant = [], set()
+    for path, msg in _flatten(messages):
+        if msg == "unknown key":
+            msg, inner, guess = _unknown_key(data, path)
+            problems.extend(inner)
+            if guess:
+                meant.add(guess)
+        problems.append((path, msg))
+    return [(p, m) for p, m in problems if not (m == "is required" and p in meant)]
+
+
+_SCHEMES = ("http", "https", "ftp", "ftps", "hdfs", "s3", "s3a", "s3n", "file", "docker")
+
+
+def _fetch_uri(uri: str, base_dir: Path | None) -> tuple[str | None, str | None]:
+    """A fetch URI → (the ``file://`` URI of a path of this machine, or None for a URI; its problem)."""
+    parsed = urlparse(uri)
+    if parsed.scheme:
+        return None, (f"unsupported URI scheme {parsed.scheme!r}" if parsed.scheme not in _SCHEMES else None)
+    path = Path(uri)
+    if not path.is_absolute():
+        if base_dir is None:
+            return None, "a relative path needs a job file to be relative to"
+        path = (base_dir / path).resolve()
+    return path.as_uri(), (None if path.exists() else f"no such file: {path}")
 
 
 def _resolve_fetch(spec: JobSpec, base_dir: Path | None) -> tuple[JobSpec, list[tuple[str, str]]]:
@@ -80,23 +148,24 @@ def _resolve_fetch(spec: JobSpec, base_dir: Path | None) -> tuple[JobSpec, list[
     problems = []
     out = []
     for i, f in enumerate(spec.fetch):
-        parsed = urlparse(f.uri)
-        if parsed.scheme:
-            if parsed.scheme not in ("http", "https", "ftp", "ftps", "hdfs", "s3", "s3a", "s3n", "file", "docker"):
-                problems.append((f"fetch[{i}].uri", f"unsupported URI scheme {parsed.scheme!r}"))
-            out.append(f)
-            continue
-        path = Path(f.uri)
-        if not path.is_absolute():
-            if base_dir is None:
-                problems.append((f"fetch[{i}].uri", "a relative path needs a job file to be relative to"))
-                out.append(f)
-                continue
-            path = (base_dir / path).resolve()
-        if not path.exists():
-            problems.append((f"fetch[{i}].uri", f"no such file: {path}"))
-        out.append(replace(f, uri=path.as_uri(), client_path=True))
+        local, problem = _fetch_uri(f.uri, base_dir)
+        if problem:
+            problems.append((f"fetch[{i}].uri", problem))
+        out.append(replace(f, uri=local, client_path=True) if local else f)
     return replace(spec, fetch=tuple(out)), problems
+
+
+def _fetch_problems(data: Any, base_dir: Path | None) -> list[tuple[str, str]]:
+    """The fetch paths' problems, read from a document that failed elsewhere (one pass for all)."""
+    items = data.get("fetch") if isinstance(data, dict) else None
+    out = []
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        uri = item.get("uri") if isinstance(item, dict) else item
+        if isinstance(uri, str) and uri:
+            problem = _fetch_uri(uri, base_dir)[1]
+            if problem:
+                out.append((f"fetch[{i}].uri", problem))
+    return out
 
 
 def load_dict(data: Any, *, source: str = "job.json", base_dir: Path | None = None) -> JobSpec:
@@ -104,14 +173,7 @@ def load_dict(data: Any, *, source: str = "job.json", base_dir: Path | None = No
     try:
         spec: JobSpec = _JobSchema().load(data)
     except ValidationError as e:
-        problems = []
-        for path, msg in _flatten(e.messages):
-            if msg == "unknown key":
-                allowed = _allowed_keys(path)
-                if allowed:
-                    msg = f"unknown key (allowed: {', '.join(allowed)})"
-            problems.append((path, msg))
-        raise SpecError(source, problems) from None
+        raise SpecError(source, _problems(data, e.messages) + _fetch_problems(data, base_dir)) from None
     spec = replace(spec, source=source)
     spec, problems = _resolve_fetch(spec, base_dir)
     if problems:

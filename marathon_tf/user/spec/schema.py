@@ -14,6 +14,7 @@ from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_l
 from marathon_tf.contract import naming
 from marathon_tf.user.spec.fields import (_Command, _Constraint, _Prewarm, _Str, _StrictInt, _StrictNumber, _StrMap,
                                           _env_key_problem, _label_key_problem)
+from marathon_tf.user.spec.hints import blocked, failed_paths
 from marathon_tf.user.spec.model import (_DEFAULT_COMPLETION, _DEFAULT_SPEC_STYLE, _ROLE_DEFAULTS, COMPLETIONS,
                                          DEFAULT_PREWARM, DISCOVERY_MODES, MAX_COUNT, SPEC_STYLES, STYLES, Discovery,
                                          Fetch, JobSpec, Restart, Role, Volume)
@@ -51,7 +52,7 @@ class _VolumeSchema(_Base):
     container_path = _Str(required=True)
     mode = fields.String(load_default="RW", validate=validate.OneOf(["RW", "RO"], error="must be RW or RO"))
 
-    @validates_schema
+    @validates_schema(skip_on_field_errors=False)
     def _paths(self, data, **kwargs):
         errors = {}
         if ".." in data.get("host_path", "/").split("/"):
@@ -88,19 +89,22 @@ class _DiscoverySchema(_Base):
     marathon_url = _Str(allow_empty=True)
     startup_timeout = _StrictNumber(validate=validate.Range(min=1, max=7 * 86400, error="must be between {min} and {max} seconds"))
 
-    @validates_schema
-    def _check(self, data, **kwargs):
+    @validates_schema(pass_original=True, skip_on_field_errors=False)
+    def _check(self, data, original, **kwargs):
+        errors: dict[str, list[str]] = {}
         ns = data.get("nameserver")
         if ns:
             m = _NAMESERVER.match(ns)
             if not m or (m.group("port") and not 0 < int(m.group("port")) < 65536):
-                raise ValidationError("must be ip[:port]", "nameserver")
+                errors["nameserver"] = ["must be ip[:port]"]
         for key in ("http_api", "marathon_url"):
             url = data.get(key)
             if url and (urlparse(url).scheme not in ("http", "https") or not urlparse(url).netloc):
-                raise ValidationError("must be an http(s) URL", key)
-        if data.get("mode") == "mesos-dns-http" and not data.get("http_api"):
-            raise ValidationError("mode mesos-dns-http needs discovery.http_api", "http_api")
+                errors[key] = ["must be an http(s) URL"]
+        if data.get("mode") == "mesos-dns-http" and not original.get("http_api"):
+            errors["http_api"] = ["mode mesos-dns-http needs discovery.http_api"]
+        if errors:
+            raise ValidationError(errors)
 
 
 class _RestartSchema(_Base):
@@ -152,50 +156,65 @@ class _JobSchema(_Base):
             raise ValidationError("the job must be a JSON object")
         return data
 
-    @validates_schema
-    def _name(self, data, **kwargs):
-        name = data.get("name")
-        if name is None:
-            return
-        roles = data.get("roles") or {}
-        longest = max(
-            (f"{r}-{max(int((roles.get(r) or {}).get('count', 0)) - 1, 0)}" for r in naming.ROLES),
-            key=len)
-        problems = naming.job_name_problems(name, longest)
-        if problems:
-            raise ValidationError(problems, "name")
-
-    @validates_schema
-    def _cross(self, data, **kwargs):
-        roles = data.get("roles")
-        if roles is None:
-            return
-        count = {r: (roles.get(r) or {}).get("count", 0) for r in naming.ROLES}
-        style = data.get("style", "custom")
+    @validates_schema(pass_original=True, skip_on_field_errors=False)
+    def _rules(self, data, original, **kwargs):
+        """The rules across keys. They run also when some keys failed (every problem of the file is
+        reported in one pass), but a rule that reads a key which failed, or whose misspelling was
+        given instead, stays silent: what follows from a reported error is not reported again."""
+        failed = failed_paths(self, original, data)
         errors: dict[str, list[str]] = {}
 
-        def err(path, msg):
-            errors.setdefault(path, []).append(msg)
+        def err(path: str, msg: str | list[str], *reads: str, reads_path: bool = True) -> None:
+            if not blocked(failed, (path, *reads) if reads_path else reads):
+                errors.setdefault(path, []).extend([msg] if isinstance(msg, str) else msg)
 
+        roles = data.get("roles")
+        name = data.get("name")
+        if name is not None:  # the longest task name counts only when every count is known
+            counts = [f"roles.{r}.count" for r in naming.ROLES]
+            longest = "ps-0" if not isinstance(roles, dict) or blocked(failed, counts) else max(
+                (f"{r}-{max(int((roles.get(r) or {}).get('count', 0)) - 1, 0)}" for r in naming.ROLES), key=len)
+            problems = naming.job_name_problems(name, longest)
+            if problems:
+                err("name", problems)
+        if isinstance(roles, dict):
+            self._cross(data, roles, err)
+        net = data.get("network") or {}
+        if net.get("name") and net.get("mode", "host") != "container":
+            err("network.name", "a network name needs network.mode 'container'", "network.mode")
+        if net.get("mode") == "container" and not net.get("name"):
+            # Marathon >= 1.5 takes a nameless container network only with --default_network_name
+            # (M@1.11:.../api/v2/validation/NetworkValidation.scala); 1.4 has no top-level networks.
+            err("network.name", "a container network needs its name (Marathon >= 1.5: the CNI network's name, "
+                                "e.g. \"dcos\")", "network.mode")
+        if errors:
+            raise ValidationError(errors)
+
+    @staticmethod
+    def _cross(data, roles, err) -> None:
+        count = {r: (roles.get(r) or {}).get("count", 0) for r in naming.ROLES}
+        style = data.get("style", "custom")
+        cluster_counts = [f"roles.{r}.count" for r in naming.CLUSTER_ROLES]
         if count["chief"] > 1:
             err("roles.chief.count", "a job has at most one chief")
         if count["tensorboard"] > 1:
             err("roles.tensorboard.count", "a job has at most one tensorboard")
         if not any(count[r] for r in naming.CLUSTER_ROLES):
-            err("roles", "the job has no task: give roles.worker a count >= 1")
+            err("roles", "the job has no task: give roles.worker a count >= 1", *cluster_counts, reads_path=False)
         if style in ("tf1", "parameter_server") and count["ps"] < 1:
-            err("roles.ps.count", f"style {style} (parameter-server training) needs at least one ps")
+            err("roles.ps.count", f"style {style} (parameter-server training) needs at least one ps", "style")
         if style in ("tf1", "parameter_server", "multi_worker_mirrored") and count["worker"] < 1:
-            err("roles.worker.count", f"style {style} needs at least one worker")
+            err("roles.worker.count", f"style {style} needs at least one worker", "style")
         if style == "parameter_server" and count["chief"] != 1:
-            err("roles.chief.count", "style parameter_server needs exactly one chief (the coordinator)")
+            err("roles.chief.count", "style parameter_server needs exactly one chief (the coordinator)", "style")
         if style == "multi_worker_mirrored" and count["ps"]:
-            err("roles.ps.count", "style multi_worker_mirrored has no parameter servers; set roles.ps.count to 0")
+            err("roles.ps.count", "style multi_worker_mirrored has no parameter servers; set roles.ps.count to 0",
+                "style")
         completion = data.get("completion") or _DEFAULT_COMPLETION[style]
         if completion == "chief" and count["chief"] != 1:
-            err("completion", "'chief' needs roles.chief.count = 1")
+            err("completion", "'chief' needs roles.chief.count = 1", "style", "roles.chief.count")
         if completion in ("worker0", "all_workers") and count["worker"] < 1:
-            err("completion", f"{completion!r} needs at least one worker")
+            err("completion", f"{completion!r} needs at least one worker", "style", "roles.worker.count")
         if data.get("containerizer") == "docker":
             for r in naming.ROLES:
                 if (roles.get(r) or {}).get("gpus", 0) > 0:
@@ -203,19 +222,10 @@ class _JobSchema(_Base):
         for r in naming.ROLES:
             rd = roles.get(r) or {}
             if rd.get("count", 0) and r != "tensorboard" and data.get("command") is None and rd.get("command") is None:
-                err(f"roles.{r}.command", "no command: set \"command\" for the job or for this role")
+                err(f"roles.{r}.command", "no command: set \"command\" for the job or for this role", "command",
+                    f"roles.{r}.count")
         if count["tensorboard"] and not data.get("logdir"):
-            err("logdir", "the tensorboard role needs the job's logdir")
-        net = data.get("network") or {}
-        if net.get("name") and net.get("mode", "host") != "container":
-            err("network.name", "a network name needs network.mode 'container'")
-        if net.get("mode") == "container" and not net.get("name"):
-            # Marathon >= 1.5 takes a nameless container network only with --default_network_name
-            # (M@1.11:.../api/v2/validation/NetworkValidation.scala); 1.4 has no top-level networks.
-            err("network.name", "a container network needs its name (Marathon >= 1.5: the CNI network's name, "
-                                "e.g. \"dcos\")")
-        if errors:
-            raise ValidationError(errors)
+            err("logdir", "the tensorboard role needs the job's logdir", "roles.tensorboard.count")
 
     @post_load
     def _build(self, data, **kwargs) -> JobSpec:

@@ -46,8 +46,16 @@ def test_a_second_run_says_it_resumed_from_the_checkpoint(serve):
     job_file = ROOT / "examples" / "linear-regression-tf1" / "job.json"
     assert serve.cli("deploy", str(job_file), "--detach").returncode == 0
     assert serve.wait_state("linear-regression")["state"] == "Succeeded"
-    r = serve.cli("deploy", str(job_file), "--detach")  # again, on the same serve: same volume
+    checkpoints = serve.state / "volumes" / "linear-regression" / "ckpt"
+    r = serve.cli("deploy", str(job_file), "--detach")  # again, on the same serve: asked, not guessed
+    assert r.returncode == 2 and r.stderr.startswith(
+        f"error: job linear-regression has ended (Succeeded at "), r.stderr
+    assert f"deploying it again resumes from its checkpoints in {checkpoints}" in r.stderr
+    assert "--resume" in r.stderr and "--fresh" in r.stderr
+    r = serve.cli("deploy", str(job_file), "--detach", "--resume")  # same volume: it resumes, and says so
     assert r.returncode == 0, r.stderr
+    assert f"warning: job linear-regression had ended (Succeeded): it resumes from its checkpoints in {checkpoints}" \
+        in r.stderr
     st = serve.wait_state("linear-regression")
     assert st["state"] == "Succeeded", st
     r = serve.cli("logs", "linear-regression", "worker-0")

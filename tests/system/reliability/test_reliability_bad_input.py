@@ -32,7 +32,7 @@ BAD_JOBS = [
     ("network-mode", job(network={"mode": "bridge"}), "network.mode", "must be one of"),
     # unknown keys
     ("unknown-top-key", job(foo=1), "foo", "unknown key"),
-    ("unknown-role", job(roles={"worker": W, "master": {"count": 1}}), "roles.master", "unknown key"),
+    ("unknown-role", job(roles={"worker": W, "master": {"count": 1}}), "roles.master", "unknown role"),
     ("unknown-role-key", job(roles={"worker": {**W, "ram": 5}}), "roles.worker.ram", "unknown key"),
     # negative or huge numbers
     ("count-negative", job(roles={"worker": {"count": -1}}), "roles.worker.count", "between 0 and 10000"),

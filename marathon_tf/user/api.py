@@ -1,0 +1,414 @@
+"""The Python API: submit, watch and change jobs from a notebook, a scheduler or a service.
+
+::
+
+    from marathon_tf import Job, Marathon, LocalCluster
+
+    job = Job.from_file("examples/linear-regression-tf1/job.json")   # validated; job.warnings
+    with LocalCluster() as cluster:              # a local Marathon + Mesos-DNS (or Marathon(url, token=…))
+        run = cluster.deploy(job)                # -> JobHandle
+        status = run.wait(timeout=600)           # -> JobStatus, state "Succeeded"
+        for line in run.logs(tail=3):            # LogLine(task, stream, text)
+            print(line.task, line.text)
+
+Everything returned is a typed view of what the CLI prints with ``-o json``
+(:mod:`marathon_tf.user.results`); every error is one of :mod:`marathon_tf.contract.errors`
+(``SpecError`` for a bad job, ``MarathonError`` and its kinds for Marathon's answers, ``Timeout``,
+``JobFailed``), with the message and hint the CLI prints. Nothing here prints. The ``marathon-tf``
+command is a thin layer over this module (:mod:`marathon_tf.user.cli`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Optional, Union
+
+from marathon_tf.contract.errors import JobFailed, UsageError
+from marathon_tf.user.results import (Deployment, JobStatus, JobSummary, LocalRunResult, LogLine, ScaleResult)
+from marathon_tf.user.spec import JobSpec
+
+__all__ = ["Job", "Marathon", "LocalCluster", "JobHandle", "connect"]
+
+Progress = Callable[[JobStatus], None]
+
+
+class Job:
+    """A validated job file. ``Job.from_file("job.json")``, ``Job.from_dict({...})``; ``spec`` is the
+    immutable :class:`~marathon_tf.user.spec.JobSpec`, ``warnings`` what will likely fail at run time."""
+
+    def __init__(self, spec: JobSpec):
+        self.spec = spec
+
+    @classmethod
+    def from_file(cls, path: Union[str, os.PathLike]) -> "Job":
+        """Read and validate a job file (every problem at once: :class:`SpecError`)."""
+        from marathon_tf.user.spec import load_job
+
+        return cls(load_job(path))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, base_dir: Union[str, os.PathLike, None] = None,
+                  source: str = "job.json") -> "Job":
+        """Validate a job given as a dict; relative ``fetch`` paths are relative to ``base_dir``."""
+        from marathon_tf.user.spec import load_dict
+
+        return cls(load_dict(dict(data), source=source, base_dir=Path(base_dir).resolve() if base_dir else None))
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def warnings(self) -> list[str]:
+        from marathon_tf.user.spec.lint import warnings
+
+        return warnings(self.spec)
+
+    def summary(self) -> dict[str, Any]:
+        """What ``marathon-tf validate -o json`` prints."""
+        return {"file": self.spec.source, "valid": True, "name": self.name, "style": self.spec.style,
+                "counts": self.spec.counts(), "apps": len(self.spec.tasks()), "warnings": self.warnings}
+
+    def render(self, templates_dir: Optional[str] = None) -> dict[str, Any]:
+        """The Marathon app group this job deploys as (``marathon-tf render``)."""
+        from marathon_tf.user.render import render_group
+
+        return render_group(self.spec, templates_dir=templates_dir)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The normalized job file."""
+        return self.spec.to_dict()
+
+    def run_local(self, *, timeout: Optional[float] = None, state_dir: Union[str, os.PathLike, None] = None,
+                  on_output: Callable[[LogLine], None] = lambda line: None, on_progress: Progress = lambda s: None,
+                  on_deployed: Callable[[Deployment], None] = lambda d: None,
+                  templates_dir: Optional[str] = None) -> LocalRunResult:
+        """Run the job to its end on this machine, as ``deploy --local`` does: a fresh local cluster,
+        stopped when the job ends (also on Ctrl-C). ``on_output`` gets every line of every task."""
+        from marathon_tf.user import localrun
+
+        def deployed(result, cluster) -> None:
+            on_deployed(replace(_deployment(result, cluster.marathon_url), mesos_dns=cluster.mesos_dns))
+
+        run = localrun.run(self.spec, templates_dir=templates_dir, timeout=timeout,
+                           state_dir=Path(state_dir) if state_dir else None,
+                           emit_task_line=lambda task, stream, text: on_output(LogLine(task, stream, text)),
+                           progress=lambda s: on_progress(JobStatus.from_dict(s)), on_deployed=deployed)
+        return LocalRunResult(job=self.name, state=run.state, seconds=run.seconds, state_dir=str(run.state_dir),
+                              status=JobStatus.from_dict(run.status), logdir_path=run.logdir)
+
+    def __repr__(self) -> str:
+        return f"Job({self.name!r}, style={self.spec.style!r}, counts={self.spec.counts()!r})"
+
+
+def _deployment(result, url: str, *, resumed: Optional[bool] = None, note: Optional[str] = None) -> Deployment:
+    return Deployment(job=result.job, group_id=result.group_id, deployment_id=result.deployment_id,
+                      version=result.version, plan=result.plan, resumed=resumed, marathon_url=url, note=note)
+
+
+def connect(url: Optional[str] = None, *, user: Optional[str] = None, password: Optional[str] = None,
+            token: Optional[str] = None, ca_bundle: Optional[str] = None, insecure: bool = False):
+    """A Marathon REST client for ``url`` (a comma-separated list fails over; default ``MARATHON_URL``,
+    then the config file), credentials from the arguments, the environment or the config file. One
+    unreachable Marathon fails at once (503 and 409 locks are retried)."""
+    from marathon_tf.marathon.client import CLI_TIMEOUT, Client, RetryPolicy
+    from marathon_tf.user import config
+
+    endpoint = config.resolve(url=url, user=user, password=password, token=token, ca_bundle=ca_bundle,
+                              insecure=insecure)
+    if insecure:
+        import urllib3
+
+        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+    return Client(endpoint.urls, user=endpoint.user, password=endpoint.password, token=endpoint.token,
+                  verify=endpoint.verify, timeout=CLI_TIMEOUT, retry=RetryPolicy(connection_errors=False))
+
+
+#: How often a waiting deploy looks for a task that can never start (a group GET each time).
+HOPELESS_EVERY = 10.0
+
+
+class Marathon:
+    """A Marathon (1.4–1.11) that runs marathon-tf jobs: ``Marathon("http://m:8080", token=…)``, or
+    ``Marathon()`` for ``MARATHON_URL`` and the config file. ``client`` may be given instead."""
+
+    def __init__(self, url: Optional[str] = None, *, user: Optional[str] = None, password: Optional[str] = None,
+                 token: Optional[str] = None, ca_bundle: Optional[str] = None, insecure: bool = False,
+                 client: Any = None):
+        self._client = client if client is not None else (
+            connect(url, user=user, password=password, token=token, ca_bundle=ca_bundle, insecure=insecure))
+
+    @property
+    def client(self):
+        """The REST client (:class:`marathon_tf.marathon.client.Client`)."""
+        return self._client
+
+    @property
+    def url(self) -> str:
+        return self.client.url
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+    # -- jobs -----------------------------------------------------------------------------------
+    def jobs(self) -> list[JobSummary]:
+        """The marathon-tf jobs on this Marathon (``marathon-tf list``)."""
+        from marathon_tf.user import jobs
+
+        rows = []
+        for name, apps in jobs.find_jobs(self.client).items():
+            states = {(a.get("labels") or {}).get(jobs.STATE_LABEL) for a in apps} - {None}
+            running = sum(a.get("tasksRunning", 0) for a in apps)
+            rows.append(JobSummary(name, len(apps), running, states.pop() if len(states) == 1
+                                   else "Running" if running else "Starting"))
+        return rows
+
+    def resolve(self, job: Optional[str] = None, verb: str = "status") -> str:
+        """The job named, or the only marathon-tf job on this Marathon (else :class:`UsageError`)."""
+        from marathon_tf.user import jobs
+
+        return jobs.resolve_job(self.client, job, verb=verb)
+
+    def job(self, name: str) -> "JobHandle":
+        return JobHandle(self, name.strip("/"))
+
+    def deploy(self, job: Union[Job, JobSpec], *, resume: Optional[bool] = None, force: bool = False,
+               dry_run: bool = False, templates_dir: Optional[str] = None) -> "JobHandle":
+        """Deploy (PUT) the job's group: creates it, or changes only what changed. A job running
+        exactly so is left alone (``deployment.changed`` False). A job that has ended (or, on the local
+        runner, left its volumes) is deployed again only with ``resume=True`` (from its checkpoints)
+        or ``resume=False`` (its local volumes removed first); else :class:`UsageError`."""
+        from marathon_tf.user import jobs, redeploy
+
+        spec = job.spec if isinstance(job, Job) else job
+        jobs.check_deployable(self.client, spec)  # refused before anything is removed (--fresh) or sent
+        previous, group = redeploy.previous_run(self.client, spec)
+        if previous is not None and resume is None:
+            raise previous.question(spec.name)
+        if (group is not None and not dry_run and redeploy.ended(group) is None
+                and redeploy.unchanged(group, spec, templates_dir)):
+            from marathon_tf.contract import naming
+
+            return JobHandle(self, spec.name, Deployment(spec.name, naming.group_id(spec.name), changed=False,
+                                                         marathon_url=self.url))
+        note = None
+        if previous is not None:
+            ended = "left its volumes" if previous.state == "deleted" else f"had ended ({previous.state})"
+            where = f" in {previous.checkpoints}" if previous.checkpoints else ""
+            note = f"job {spec.name} {ended}: it resumes from its checkpoints{where}"
+            if resume is False:
+                removed = None if dry_run else redeploy.start_fresh(self.client, spec.name, previous)
+                note = (f"job {spec.name} {ended}: it starts from scratch"
+                        + (f" (removed {removed})" if removed else ""))
+        result = jobs.deploy(self.client, spec, templates_dir=templates_dir, force=force, dry_run=dry_run)
+        return JobHandle(self, spec.name, _deployment(result, self.url, note=note,
+                                                      resumed=None if previous is None else bool(resume)))
+
+    def status(self, job: Optional[str] = None) -> JobStatus:
+        """The job's state, progress and tasks (``marathon-tf status -o json``)."""
+        from marathon_tf.user import jobs
+
+        return JobStatus.from_dict(jobs.job_status(self.client, self.resolve(job)))
+
+    def wait(self, job: Optional[str] = None, *, deployment_id: Optional[str] = None,
+             timeout: Optional[float] = None, on_progress: Progress = lambda s: None, decide: bool = True,
+             check: bool = False) -> JobStatus:
+        """Follow the deployment, then the job, until its record says Succeeded or Failed; raises
+        :class:`~marathon_tf.contract.errors.Timeout` after ``timeout`` seconds (the job keeps running)
+        and, with ``check``, :class:`~marathon_tf.contract.errors.JobFailed` when it failed.
+        ``decide``: a task that can never start (its command cannot be executed, its URIs cannot be
+        fetched…) fails the job, as the deciding task does."""
+        from marathon_tf.contract.errors import MarathonError
+        from marathon_tf.marathon.events import EventStream
+        from marathon_tf.marathon.record import fail_if_hopeless
+        from marathon_tf.user import watch
+
+        name = self.resolve(job)
+        start = time.monotonic()
+        next_look = [start]
+
+        def show(status: dict[str, Any]) -> None:
+            on_progress(JobStatus.from_dict(status))
+            # one extra group GET per HOPELESS_EVERY s, not per poll (as the deciding task's watch does)
+            if decide and status.get("state") not in watch.FINAL_STATES and time.monotonic() >= next_look[0]:
+                next_look[0] = time.monotonic() + HOPELESS_EVERY
+                try:
+                    fail_if_hopeless(self.client, name, final_step=status.get("step"))
+                except MarathonError:
+                    pass
+
+        with EventStream(self.client) as stream:
+            if deployment_id is not None:
+                watch.wait_deployment(self.client, deployment_id, name, timeout=timeout, on_progress=show,
+                                      stream=stream)
+            left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
+            final = JobStatus.from_dict(watch.wait_job(self.client, name, timeout=left, on_progress=show,
+                                                       stream=stream))
+        if check and final.state == "Failed":
+            raise JobFailed(f"job {name} failed" + (f": {final.reason}" if final.reason else ""))
+        return final
+
+    def scale(self, job: Optional[str] = None, *changes: str, force: bool = False, dry_run: bool = False,
+              templates_dir: Optional[str] = None, **counts: Union[int, str]) -> ScaleResult:
+        """Change role counts: ``scale("mnist", worker=8)``, ``scale("mnist", ps="+1")`` or
+        ``scale("mnist", "worker=8")`` (checked before any request). A job that has ended starts again
+        only with ``force``."""
+        from marathon_tf.user import jobs
+
+        args = list(changes) + [f"{role}={n}" for role, n in counts.items()]
+        parsed = jobs.parse_scale_args(args)
+        name = self.resolve(job, verb="scale")
+        plan, result = jobs.scale(self.client, name, parsed, templates_dir=templates_dir, force=force,
+                                  dry_run=dry_run)
+        tasks = {k: tuple(v) for k, v in plan.to_dict().items()}
+        if result is None:
+            return ScaleResult(job=name, changed=False, **tasks)
+        return ScaleResult(job=name, changed=True, deployment_id=result.deployment_id, plan=result.plan,
+                           group_id=result.group_id, version=result.version, **tasks)
+
+    def logs(self, job: str, task: Optional[str] = None, *, stream: str = "both", tail: Optional[int] = None,
+             follow: bool = False, previous: bool = False, since: Optional[float] = None, agent_port: int = 5051,
+             agent_url: Optional[str] = None) -> Iterator[LogLine]:
+        """The tasks' output, line by line, read from the Mesos agents' sandboxes (also after the
+        tasks ended). ``since``: seconds; ``follow`` keeps going until the job ends."""
+        from marathon_tf.user import logs as tasklogs
+
+        if since is not None and previous:
+            raise UsageError("since and previous choose instances in two ways: give one of them")
+        streams = ("stdout", "stderr") if stream == "both" else (stream,)
+        for name, which, text in tasklogs.follow(self.client, job.strip("/"), task, streams, tail=tail,
+                                                 follow_=follow, previous=previous, agent_port=agent_port,
+                                                 agent_url=agent_url,
+                                                 since=None if since is None else time.time() - since):
+            for line in text.splitlines():
+                yield LogLine(name, which, line)
+
+    def delete(self, job: str, *, force: bool = False, purge: bool = False) -> dict[str, Any]:
+        """Stop every task of the job and remove its group. ``purge``: also remove its volumes, which
+        only the local runner keeps where marathon-tf can reach them (a cluster's are refused before
+        anything is deleted)."""
+        from marathon_tf.user import jobs, localstate
+
+        name = job.strip("/")
+        work = localstate.work_dir(self.client) if purge else None
+        if purge and work is None:
+            raise UsageError(f"--purge: the volumes of {name} are on {self.url}'s agents, which marathon-tf "
+                             f"cannot reach from here; nothing was deleted",
+                             hint="delete without --purge, and remove the volume's host_path on the agents")
+        body = jobs.delete(self.client, name, force=force)
+        body = body if isinstance(body, dict) else {}
+        if purge:
+            from marathon_tf.user import redeploy
+
+            removed = redeploy.purge_deleted(self.client, name, work, body.get("deploymentId"))
+            body = {**body, "purged": str(removed) if removed else None}
+        return body
+
+
+class JobHandle:
+    """One job on one Marathon: what ``Marathon.deploy`` and ``Marathon.job(name)`` return.
+    ``deployment`` is what the deploy did (None for ``Marathon.job``)."""
+
+    def __init__(self, marathon: Marathon, name: str, deployment: Optional[Deployment] = None):
+        self.marathon, self.name, self.deployment = marathon, name, deployment
+
+    def __repr__(self) -> str:
+        return f"JobHandle({self.name!r} on {self.marathon.url!r})"
+
+    def status(self) -> JobStatus:
+        return self.marathon.status(self.name)
+
+    def wait(self, timeout: Optional[float] = None, *, on_progress: Progress = lambda s: None,
+             check: bool = False) -> JobStatus:
+        """Until the job has ended (see :meth:`Marathon.wait`); follows this handle's deployment first."""
+        dep = self.deployment
+        return self.marathon.wait(self.name, deployment_id=dep.deployment_id if dep and dep.changed else None,
+                                  timeout=timeout, on_progress=on_progress, check=check)
+
+    def logs(self, task: Optional[str] = None, **options: Any) -> list[LogLine]:
+        """Every line the job's tasks (or one) wrote so far (see :meth:`Marathon.logs` for options)."""
+        return list(self.marathon.logs(self.name, task, **options))
+
+    def scale(self, *changes: str, **counts: Union[int, str]) -> ScaleResult:
+        return self.marathon.scale(self.name, *changes, **counts)
+
+    def delete(self, *, force: bool = False, purge: bool = False) -> dict[str, Any]:
+        return self.marathon.delete(self.name, force=force, purge=purge)
+
+
+class LocalCluster(Marathon):
+    """A single-machine Marathon + Mesos-DNS (what ``marathon-tf local serve`` runs), for the same API:
+    ``with LocalCluster() as cluster: cluster.deploy(job).wait()``. Its tasks are processes of this
+    machine; everything stops with it. ``state_dir``: where sandboxes and volumes go (default a new
+    ``<state home>/local-<time>-<random>``, kept for its logs and checkpoints; ``marathon-tf local clean``
+    removes it). Ports 0 pick free ones."""
+
+    def __init__(self, state_dir: Union[str, os.PathLike, None] = None, *, port: int = 0, host: str = "127.0.0.1",
+                 dns_port: int = 0, dns_http_port: int = 0, ui_dir: Union[str, os.PathLike, None] = None):
+        import tempfile
+
+        from marathon_tf.user.config import state_home
+
+        if state_dir is None:  # unique, also for two clusters started within one second
+            state_home().mkdir(parents=True, exist_ok=True)
+            state_dir = tempfile.mkdtemp(prefix=time.strftime("local-%Y%m%d-%H%M%S-"), dir=state_home())
+        self.state_dir = Path(state_dir).absolute()
+        self._options = dict(host=host, marathon_port=port, dns_port=dns_port, dns_http_port=dns_http_port,
+                             ui_dir=ui_dir)
+        self._cluster: Any = None
+        self._lock: Any = None
+        self._client = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            raise UsageError("the local cluster is not started: use `with LocalCluster() as cluster:` or start()")
+        return self._client
+
+    @property
+    def mesos_dns(self) -> str:
+        return self._cluster.mesos_dns if self._cluster else ""
+
+    def start(self) -> "LocalCluster":
+        """Start the servers; returns once they listen (:class:`UsageError` for a busy port)."""
+        if self._cluster is not None:
+            return self
+        from marathon_tf.local.ports import PortInUse
+        from marathon_tf.marathon.client import Client, RetryPolicy
+        from marathon_tf.user import localstate
+        from marathon_tf.user.localrun import LOCAL_DNS_REFRESH, local_cluster
+
+        self._lock = localstate.hold(self.state_dir, "LocalCluster")
+        cluster = local_cluster(state_dir=self.state_dir, dns_refresh=LOCAL_DNS_REFRESH, **self._options)
+        try:
+            cluster.start()
+        except PortInUse as e:
+            self._lock.release()
+            raise UsageError(*e.describe()[:1], hint=e.describe()[1]) from None
+        except BaseException:
+            self._lock.release()
+            raise
+        self._cluster = cluster
+        self._client = Client(cluster.marathon_url, retry=RetryPolicy(attempts=5, budget=30, initial=0.2, max_wait=2))
+        return self
+
+    def stop(self) -> None:
+        """Stop every task (with its grace period) and the servers."""
+        if self._cluster is not None:
+            try:
+                self._cluster.stop()
+            finally:
+                self._cluster = self._client = None
+                self._lock.release()
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"LocalCluster({self._cluster.marathon_url if self._cluster else 'stopped'!r}, {str(self.state_dir)!r})"

@@ -1,0 +1,184 @@
+"""The local runner's state on this machine: where a local job's volumes and logdir are, which
+runs have ended, and cleaning them up (``local clean``, ``delete --purge``, ``deploy --fresh``).
+
+::
+
+    <state home>/                      user.config.state_home(): $MARATHON_TF_STATE_DIR, $XDG_STATE_HOME/marathon-tf…
+    ├── <job>-<YYYYmmdd-HHMMSS>/       one `deploy --local` run
+    │   ├── .marathon-tf/lock          the runner's lock (host, pid, heartbeat): the run is alive while it is held
+    │   ├── sandboxes/<task id>/       each task's stdout, stderr
+    │   ├── volumes/<job>/<host_path>  the job's relative volumes (the examples' checkpoints)
+    │   └── prewarm/                   the shared pre-warmed interpreters' logs
+    ├── serve/                         `local serve` (the same layout; --state-dir chooses another)
+    └── ui/                            the web UI build (`local ui-install`; never cleaned)
+
+A run is *running* while its runner holds the lock, or while any logdir lock in its volumes has a
+live holder; a folder without a runner lock (made before there was one) also counts as running
+while a task wrote output within :data:`~marathon_tf.contract.joblock.STALE_AFTER` seconds.
+Everything else is an ended run, which ``local clean`` removes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from marathon_tf.contract import joblock
+from marathon_tf.contract.errors import UsageError
+
+__all__ = ["hold", "work_dir", "volumes_dir", "logdir_host_path", "deployed_logdir", "Run", "runs", "clean", "purge_volumes",
+           "UI_DIR"]
+
+#: The web UI build's folder in the state home.
+UI_DIR = "ui"
+
+
+def hold(state_dir: Path, what: str) -> joblock.Lock:
+    """Take the runner's lock on ``state_dir`` (``what``: ``local serve``, or the job of a ``deploy
+    --local``), kept alive until released; a state directory another live runner holds is refused."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = joblock.acquire(str(state_dir), what)
+    except joblock.LogdirLocked as e:
+        raise UsageError(f"the state directory {state_dir} is in use by {joblock.describe(e.holder)}",
+                         hint="stop that runner first, or choose another state directory") from None
+    return lock.keep_alive()
+
+
+def work_dir(client: Any) -> Optional[Path]:
+    """The local runner's state directory, from its Mesos agent ``/state`` (``flags.work_dir``, as a
+    Mesos agent names its own); None for a real Marathon, or when it cannot be read. Asked once per client."""
+    if not client.is_local():
+        return None
+    if getattr(client, "_mtf_work_dir", None) is None:
+        try:
+            r = client.session.get(f"{client.url}/state", timeout=5)
+            flags = (r.json().get("flags") or {}) if r.status_code == 200 else {}
+        except Exception:  # noqa: BLE001 - the path is a convenience: status works without it
+            return None
+        if not isinstance(flags.get("work_dir"), str):
+            return None
+        client._mtf_work_dir = Path(flags["work_dir"])
+    return client._mtf_work_dir
+
+
+def volumes_dir(state_dir: Path, job: str) -> Path:
+    """Where the local runner keeps a job's relative volumes (``<state>/volumes/<job>``; see
+    :func:`marathon_tf.local.launcher.host_volume_path`)."""
+    return Path(state_dir) / "volumes" / job.strip("/")
+
+
+def logdir_host_path(logdir: str, mounts: Iterable[tuple[str, str]]) -> Optional[str]:
+    """Where a logdir is on the machine that runs the tasks: an absolute logdir itself, a relative one
+    inside the volume ``(container_path, host directory)`` that holds it; None when it is inside each
+    sandbox (or a URL)."""
+    if not logdir or "://" in logdir:
+        return None
+    if os.path.isabs(logdir):
+        return logdir
+    norm = os.path.normpath(logdir)
+    for container_path, host_path in mounts:
+        mount = os.path.normpath(container_path)
+        if norm == mount or norm.startswith(mount + os.sep):
+            return os.path.normpath(os.path.join(host_path, os.path.relpath(norm, mount)))
+    return None
+
+
+def deployed_logdir(spec: dict[str, Any], work: Optional[Path], job: str) -> Optional[str]:
+    """Where a deployed job's logdir is (``spec``: the job file as deployed): for the local runner
+    (its state directory ``work``) on this machine; else an absolute volume path or logdir, on the
+    agents; None when it is inside each sandbox."""
+    mounts = []
+    for v in spec.get("volumes") or []:
+        host = str(v.get("host_path", ""))
+        if work is not None and not host.startswith("/"):
+            host = str(volumes_dir(work, job) / host)
+        mounts.append((str(v.get("container_path", "")), host))
+    return logdir_host_path(str(spec.get("logdir") or ""), mounts)
+
+
+@dataclass
+class Run:
+    """One runner's folder in the state home."""
+
+    path: Path
+    last_active: float
+    running: Optional[str] = None  # why it counts as running (None: it ended)
+    jobs: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "jobs": self.jobs, "running": self.running is not None,
+                "why": self.running, "lastActive": round(self.last_active, 3)}
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _locks(run: Path) -> Iterable[Path]:
+    yield run
+    volumes = run / "volumes"
+    if volumes.is_dir():
+        for lock in volumes.glob(f"**/{joblock.LOCK_FILE}"):
+            yield lock.parent.parent
+
+
+def _examine(run: Path, now: float) -> Run:
+    outputs = [p for box in (run / "sandboxes").glob("*") for p in (box / "stdout", box / "stderr")]
+    last = max([_mtime(run), _mtime(run / joblock.LOCK_FILE)] + [_mtime(p) for p in outputs])
+    volumes = run / "volumes"
+    out = Run(run, last, jobs=sorted(p.name for p in volumes.iterdir() if p.is_dir()) if volumes.is_dir() else [])
+    for where in _locks(run):
+        holder = joblock.holder(str(where))
+        if holder:
+            out.running = f"held by {joblock.describe(holder)}"
+            return out
+    if not (run / joblock.LOCK_FILE).exists() and now - last < joblock.STALE_AFTER:
+        out.running = f"a task wrote output {now - last:.0f} s ago"
+    return out
+
+
+def runs(home: Path, now: Optional[float] = None) -> list[Run]:
+    """Every runner's folder in ``home`` (those with sandboxes or volumes), oldest first."""
+    now = time.time() if now is None else now
+    if not home.is_dir():
+        return []
+    found = [_examine(p, now) for p in home.iterdir()
+             if p.is_dir() and p.name != UI_DIR and ((p / "sandboxes").is_dir() or (p / "volumes").is_dir())]
+    return sorted(found, key=lambda r: r.last_active)
+
+
+def clean(home: Path, *, older_than: Optional[float] = None, dry_run: bool = False,
+          now: Optional[float] = None) -> tuple[list[Run], list[Run]]:
+    """Remove the ended runs (idle for at least ``older_than`` seconds); ``(removed, kept)``, where
+    ``kept`` are the running ones and, with ``older_than``, the recent ended ones."""
+    now = time.time() if now is None else now
+    removed, kept = [], []
+    for run in runs(home, now):
+        if run.running or (older_than is not None and now - run.last_active < older_than):
+            kept.append(run)
+            continue
+        if not dry_run:
+            shutil.rmtree(run.path)
+        removed.append(run)
+    return removed, kept
+
+
+def purge_volumes(state_dir: Path, job: str) -> Optional[Path]:
+    """Remove a local job's volumes (``<state>/volumes/<job>``); the folder removed, or None."""
+    path = volumes_dir(state_dir, job)
+    if not path.is_dir():
+        return None
+    holder = next((joblock.holder(str(p.parent.parent)) for p in path.glob(f"**/{joblock.LOCK_FILE}")
+                   if joblock.holder(str(p.parent.parent))), None)
+    if holder:
+        raise UsageError(f"{path} is still in use by {joblock.describe(holder)}: not removed")
+    shutil.rmtree(path)
+    return path

@@ -1,0 +1,135 @@
+"""Deploying a job again: what is left of its earlier run, and what deploying it now would do.
+
+* The job runs exactly as this job file renders: nothing to send (``no change``).
+* The job has ended (its record says Succeeded or Failed), or, on the local runner, it was deleted
+  and left its volumes: its tasks would start again and resume from the checkpoints in its logdir.
+  That is not done silently: the caller must say ``resume`` (go on from the checkpoints) or
+  ``fresh`` (remove them first: only where marathon-tf can reach them, the local runner's volumes;
+  a cluster's shared storage is the user's to clear).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract.errors import MarathonNotFound, UsageError
+from marathon_tf.marathon.client import Client
+from marathon_tf.user import localstate
+from marathon_tf.user.jobs import stored_spec
+from marathon_tf.user.render import render_group, task_apps
+from marathon_tf.user.spec import JobSpec
+
+__all__ = ["Previous", "ended", "previous_run", "unchanged", "start_fresh", "purge_deleted"]
+
+
+@dataclass
+class Previous:
+    """What an earlier run of the job left: ``state`` (``Succeeded``, ``Failed``, or ``deleted``
+    when only its local volumes are left), where its checkpoints are, and the group (if any)."""
+
+    state: str
+    finished_at: Optional[str] = None
+    checkpoints: Optional[str] = None
+    work_dir: Optional[Path] = None  # the local runner's state: its volumes of the job can be removed here
+    group: Optional[dict[str, Any]] = None
+
+    def question(self, job: str) -> UsageError:
+        when = f" at {self.finished_at}" if self.finished_at else ""
+        what = (f"job {job} has ended ({self.state}{when})" if self.state != "deleted"
+                else f"job {job} ran on this local Marathon before and left its volumes")
+        where = f" in {self.checkpoints}" if self.checkpoints else ""
+        return UsageError(f"{what}: deploying it again resumes from its checkpoints{where}",
+                          hint="say which: --resume (go on from the checkpoints) or --fresh (start from scratch)")
+
+
+def _group(client: Client, job: str) -> Optional[dict[str, Any]]:
+    try:
+        return client.get_group(naming.group_id(job), embed=("group.groups", "group.apps", "group.apps.tasks"))
+    except MarathonNotFound:
+        return None
+
+
+def _has_files(path: Path) -> bool:
+    return path.is_dir() and any(p.is_file() for p in path.rglob("*"))
+
+
+def ended(group: dict[str, Any]) -> Optional[str]:
+    """The job's recorded end (``Succeeded`` / ``Failed``), None while it has none."""
+    states = {(app.get("labels") or {}).get(L.STATE) for app in task_apps(group).values()}
+    return next((s for s in (L.SUCCEEDED, L.FAILED) if s in states), None)
+
+
+def previous_run(client: Client, spec: JobSpec) -> tuple[Optional[Previous], Optional[dict[str, Any]]]:
+    """``(what an earlier, ended run left or None, the job's group as Marathon has it or None)``: an
+    ended job counts when its logdir outlives its tasks (a volume, an absolute path); one whose
+    logdir was inside each sandbox has nothing to resume from."""
+    group = _group(client, spec.name)
+    work = localstate.work_dir(client)
+    if group is None:
+        if work is not None and _has_files(localstate.volumes_dir(work, spec.name)):
+            return Previous("deleted", checkpoints=localstate.deployed_logdir(spec.to_dict(), work, spec.name),
+                            work_dir=work), None
+        return None, None
+    state = ended(group)
+    if state is None:
+        return None, group
+    checkpoints = localstate.deployed_logdir(stored_spec(task_apps(group)) or spec.to_dict(), work, spec.name)
+    if checkpoints is None:  # its logdir was inside each sandbox (or none): nothing to resume from
+        return None, group
+    finished = next(((a.get("labels") or {}).get(L.FINISHED_AT) for a in task_apps(group).values()
+                     if (a.get("labels") or {}).get(L.FINISHED_AT)), None)
+    return Previous(state, finished, checkpoints, work, group), group
+
+
+def unchanged(group: dict[str, Any], spec: JobSpec, templates_dir: Optional[str]) -> bool:
+    """Whether the running job is exactly what ``spec`` renders to (compared in our own renderings:
+    Marathon's copy carries its defaults)."""
+    from marathon_tf.user.spec import load_dict
+
+    stored = stored_spec(task_apps(group))
+    if not stored:
+        return False
+    try:
+        deployed = load_dict(stored, source=spec.source)
+    except Exception:  # noqa: BLE001 - unreadable: deploy it again
+        return False
+    return render_group(deployed, templates_dir=templates_dir) == render_group(spec, templates_dir=templates_dir)
+
+
+def start_fresh(client: Client, job: str, previous: Previous, *, wait: float = 60.0,
+                sleep: Callable[[float], None] = time.sleep) -> Optional[Path]:
+    """Remove an ended local job's volumes once none of its tasks runs (its record stopped them);
+    a cluster's checkpoints cannot be reached from here: refused with where they are."""
+    if previous.work_dir is None:
+        where = previous.checkpoints or "the job's volume on the agents"
+        raise UsageError(f"--fresh: the checkpoints of {job} are on the agents' storage ({where}), which "
+                         f"marathon-tf cannot reach from here",
+                         hint="remove them there (or give the job another volume host_path / logdir), "
+                              "then deploy with --resume")
+    deadline = time.monotonic() + wait
+    while previous.group is not None:
+        group = _group(client, job)
+        if group is None or not any(app.get("tasks") for app in task_apps(group).values()):
+            break
+        if time.monotonic() >= deadline:
+            raise UsageError(f"--fresh: tasks of {job} are still stopping after {wait:g} s; nothing was removed",
+                             hint="try again in a moment")
+        sleep(0.5)
+    return localstate.purge_volumes(previous.work_dir, job)
+
+
+def purge_deleted(client: Client, job: str, work_dir: Path, deployment_id: Optional[str], *, wait: float = 60.0,
+                  sleep: Callable[[float], None] = time.sleep) -> Optional[Path]:
+    """After ``DELETE`` of a local job's group: once its deployment is done (every task stopped),
+    remove the job's volumes; the folder removed, or None when there was none."""
+    deadline = time.monotonic() + wait
+    while deployment_id and any(d.get("id") == deployment_id for d in client.deployments()):
+        if time.monotonic() >= deadline:
+            raise UsageError(f"--purge: {job} was deleted, but its tasks are still stopping after {wait:g} s; "
+                             f"its volumes were kept", hint=f"remove {localstate.volumes_dir(work_dir, job)} later")
+        sleep(0.25)
+    return localstate.purge_volumes(work_dir, job)

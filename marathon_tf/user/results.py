@@ -1,0 +1,178 @@
+"""What the Python API returns: typed, immutable views of the same data as ``-o json``.
+
+Every object keeps the dictionary the CLI prints with ``-o json`` (``to_dict()``), and names the
+fields a program reads most as attributes: ``status.state``, ``status.tasks[0].step``. Marathon adds
+fields between versions; what is not named here is still in ``to_dict()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Optional
+
+__all__ = ["TaskStatus", "JobStatus", "JobSummary", "Deployment", "ScaleResult", "LogLine", "LocalRunResult"]
+
+
+@dataclass(frozen=True)
+class TaskStatus:
+    """One task of a job (a row of ``marathon-tf status``)."""
+
+    task: str
+    role: str
+    index: int
+    state: Optional[str] = None
+    address: Optional[str] = None
+    health: Optional[str] = None
+    phase: Optional[str] = None
+    step: Optional[int] = None
+    restarts: Optional[int] = None
+    last_failure: Optional[str] = None
+    data: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> "TaskStatus":
+        return cls(task=row["task"], role=row.get("role", ""), index=row.get("index", 0), state=row.get("state"),
+                   address=row.get("address"), health=row.get("health"), phase=row.get("phase"),
+                   step=row.get("step"), restarts=row.get("restarts"), last_failure=row.get("lastFailure"),
+                   data=dict(row))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.data)
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A job's state (``marathon-tf status -o json``): ``Starting``, ``Deploying``, ``Running``,
+    ``Stopped``, or its recorded end ``Succeeded`` / ``Failed`` with ``reason``."""
+
+    job: str
+    state: str
+    tasks: tuple[TaskStatus, ...] = ()
+    step: Optional[int] = None
+    target_step: Optional[int] = None
+    final_step: Optional[int] = None
+    reason: Optional[str] = None
+    logdir: Optional[str] = None
+    #: Where the logdir is on this machine (local jobs), or on the agents (an absolute volume path).
+    logdir_path: Optional[str] = None
+    data: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, status: dict[str, Any]) -> "JobStatus":
+        return cls(job=status["job"], state=status.get("state", ""),
+                   tasks=tuple(TaskStatus.from_dict(t) for t in status.get("tasks") or []),
+                   step=status.get("step"), target_step=status.get("targetStep"), final_step=status.get("finalStep"),
+                   reason=status.get("reason"), logdir=status.get("logdir"), logdir_path=status.get("logdirPath"),
+                   data=dict(status))
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ("Succeeded", "Failed")
+
+    @property
+    def succeeded(self) -> bool:
+        return self.state == "Succeeded"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.data)
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """A row of ``marathon-tf list``."""
+
+    job: str
+    tasks: int
+    running: int
+    state: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job": self.job, "tasks": self.tasks, "running": self.running, "state": self.state}
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What ``deploy`` did (``marathon-tf deploy -o json``). ``changed`` is False when the job was
+    already running exactly so (nothing was sent); ``plan`` is Marathon's plan of a dry run;
+    ``resumed`` tells, for a job that had ended, whether it resumes (True) or started afresh (False)."""
+
+    job: str
+    group_id: str
+    deployment_id: Optional[str] = None
+    version: Optional[str] = None
+    changed: bool = True
+    plan: Optional[dict[str, Any]] = None
+    resumed: Optional[bool] = None
+    marathon_url: str = ""
+    mesos_dns: str = ""  # the local runner's (deploy --local)
+    #: What became of an earlier run's checkpoints, said loudly (``resumes from …``, ``removed …``).
+    note: Optional[str] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"job": self.job, "groupId": self.group_id, "changed": self.changed}
+        if self.plan is not None:
+            out["plan"] = self.plan
+        elif self.changed:
+            out.update(deploymentId=self.deployment_id, version=self.version)
+        if self.resumed is not None:
+            out.update(resumed=self.resumed, note=self.note)
+        return out
+
+
+@dataclass(frozen=True)
+class ScaleResult:
+    """What ``scale`` did (``marathon-tf scale -o json``): the tasks that start, stop, restart and stay."""
+
+    job: str
+    changed: bool
+    start: tuple[str, ...] = ()
+    stop: tuple[str, ...] = ()
+    restart: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    deployment_id: Optional[str] = None
+    plan: Optional[dict[str, Any]] = None
+    group_id: Optional[str] = None
+    version: Optional[str] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"job": self.job, "changed": self.changed,
+                               "tasks": {"start": list(self.start), "stop": list(self.stop),
+                                         "restart": list(self.restart), "unchanged": list(self.unchanged)}}
+        if self.group_id is not None:
+            out["groupId"] = self.group_id
+        if self.plan is not None:
+            out["plan"] = self.plan
+        elif self.changed:
+            out.update(deploymentId=self.deployment_id, version=self.version)
+        return out
+
+
+class LogLine(NamedTuple):
+    """One line of a task's output: ``task`` (``worker-1``), ``stream`` (``stdout``/``stderr``), ``text``."""
+
+    task: str
+    stream: str
+    text: str
+
+
+@dataclass(frozen=True)
+class LocalRunResult:
+    """A job run to its end on this machine (``marathon-tf deploy --local -o json``)."""
+
+    job: str
+    state: str
+    seconds: float
+    state_dir: str
+    status: JobStatus
+    logdir_path: Optional[str] = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.state == "Succeeded"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"job": self.job, "state": self.state, "seconds": round(self.seconds, 3), "stateDir": self.state_dir,
+               "status": self.status.to_dict()}
+        if self.logdir_path:
+            out["logdirPath"] = self.logdir_path
+        return out

@@ -1,0 +1,98 @@
+"""Warnings about a valid job that will likely fail at run time (``validate``, ``deploy``).
+
+Today one: Keras 3 under the multi-worker strategies (:mod:`marathon_tf.contract.keras3`). A job of
+style ``multi_worker_mirrored`` or ``parameter_server`` whose chief/worker environment does not
+route ``tf.keras`` to ``tf_keras`` (``TF_USE_LEGACY_KERAS``), on a TensorFlow that ships Keras 3
+(2.16 and later; an image tagged with an older version does not), is warned about, unless its
+program can be read here (a ``fetch`` of this machine) and uses no Keras. A program that imports
+``keras`` itself gets Keras 3 whatever the environment says, and is warned about too. Reads the
+job's own program files; no network, no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from marathon_tf.contract.keras3 import FIX, uses_legacy_keras
+from marathon_tf.user.spec.model import JobSpec
+
+__all__ = ["warnings", "STRATEGIES"]
+
+#: The styles whose strategy Keras 3's model.fit does not run under.
+STRATEGIES = {"multi_worker_mirrored": "MultiWorkerMirroredStrategy", "parameter_server": "ParameterServerStrategy"}
+#: Roles that run model.fit (a ps only serves variables).
+_FIT_ROLES = ("chief", "worker")
+_IMPORTS_KERAS = re.compile(r"^\s*(?:import\s+keras\b|from\s+keras\b)", re.MULTILINE)
+_TF_KERAS = re.compile(r"\btf\.keras\b|\bfrom\s+tensorflow\s+import\s+keras\b|\btensorflow\.keras\b")
+_TF_IMAGE_VERSION = re.compile(r"tensorflow[^/:]*:(\d+)\.(\d+)")
+
+
+def _keras2_image(image: str | None) -> bool:
+    """An image tagged with a TensorFlow before 2.16 (whose tf.keras is Keras 2)."""
+    m = _TF_IMAGE_VERSION.search(image or "")
+    return bool(m) and (int(m.group(1)), int(m.group(2))) < (2, 16)
+
+
+def _scripts(command) -> list[str]:
+    if command is None:
+        return []
+    try:
+        words = list(command) if isinstance(command, tuple) else shlex.split(command)
+    except ValueError:
+        return []
+    return [w for w in words if w.endswith(".py")]
+
+
+def _programs(spec: JobSpec, roles: list[str]) -> dict[str, str] | None:
+    """The source of every Python script the roles' commands name, read from the job's own fetch
+    files of this machine; None when one of them (or a ``python -m`` program) cannot be read here."""
+    local = {}
+    for f in spec.fetch:
+        if f.client_path:
+            path = Path(unquote(urlparse(f.uri).path))
+            local[path.name] = path
+    out: dict[str, str] = {}
+    for role in roles:
+        command = spec.roles[role].command if spec.roles[role].command is not None else spec.command
+        scripts = _scripts(command)
+        if not scripts:
+            return None
+        for script in scripts:
+            path = local.get(Path(script).name)
+            if path is None:
+                return None
+            try:
+                out[path.name] = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                return None
+    return out
+
+
+def warnings(spec: JobSpec) -> list[str]:
+    """One line per likely run-time failure of a valid job, ``<file>: <key>: <what and the fix>``."""
+    strategy = STRATEGIES.get(spec.style)
+    if strategy is None:
+        return []
+    roles = [r for r in _FIT_ROLES if spec.roles[r].count and not _keras2_image(spec.roles[r].image or spec.image)]
+    if not roles:
+        return []
+    keras3_env = [r for r in roles if not uses_legacy_keras({**spec.env, **spec.roles[r].env})]
+    programs = _programs(spec, roles)
+    fails = f"Keras 3's model.fit fails under {strategy} at run time"
+    if programs is None:
+        if not keras3_env:
+            return []
+        return [f"{spec.source}: env: style {spec.style}: if the program uses Keras, it gets Keras 3 "
+                f"(TensorFlow 2.16 and later), and {fails}: {FIX}"]
+    for name, source in sorted(programs.items()):
+        if _IMPORTS_KERAS.search(source):
+            return [f"{spec.source}: fetch {name}: imports keras, which is Keras 3 whatever the environment, and "
+                    f"{fails}: {FIX}"]
+    uses = sorted(name for name, source in programs.items() if _TF_KERAS.search(source))
+    if uses and keras3_env:
+        return [f"{spec.source}: env: {', '.join(uses)} uses tf.keras, which is Keras 3 without TF_USE_LEGACY_KERAS, "
+                f"and {fails}: {FIX}"]
+    return []
