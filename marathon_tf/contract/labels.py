@@ -9,7 +9,9 @@ The job's record, written when it ends (by the bootstrap that decides, see
 so that Marathon relaunches nothing: ``marathon-tf/state`` (``Succeeded`` | ``Failed``),
 ``/finished-at`` (ISO time), ``/final-step``, ``/reason``; the deciding task's app also gets
 ``marathon-tf/events``, the job's events (:func:`marathon_tf.contract.timeline.compact`, at most 32 kB),
-for ``status --timeline`` and ``events`` once the tasks are gone.
+for ``status --timeline`` and ``events`` once the tasks are gone; ``marathon-tf/restarts`` holds
+the job's restart counts (JSON: failures, max_failures, window_seconds, preemptions, max_preemptions,
+infrastructure: :meth:`marathon_tf.task.ledger.Ledger.summary`).
 """
 
 PREFIX = "marathon-tf/"
@@ -23,6 +25,7 @@ FINISHED_AT = PREFIX + "finished-at"
 FINAL_STEP = PREFIX + "final-step"
 REASON = PREFIX + "reason"
 EVENTS = PREFIX + "events"
+RESTARTS = PREFIX + "restarts"
 
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"

@@ -49,13 +49,14 @@ def _iso(wall: float) -> str:
 
 def finish_job(client: Client, job: str, state: str, *, reason: str, final_step: int | None,
                now: Callable[[], float] = time.time,
-               extra: Mapping[str, Mapping[str, str]] | None = None) -> bool:
+               extra: Mapping[str, Mapping[str, str]] | None = None, more: Mapping[str, str] | None = None) -> bool:
     """Record the job's end on every app of the job and stop it (instances 0), in one request.
 
     ``GET`` the group, then one bulk ``PUT /v2/apps?force=true`` with, per app,
     ``{"id", "instances": 0, "labels": {...existing, state, finished-at, final-step, reason}}``
     (all label values strings; existing labels such as ``marathon-tf/spec`` are kept; ``extra``: more
-    labels for some apps, by app id, e.g. the job's events on the deciding task's). Returns
+    labels for some apps, by app id, e.g. the job's events on the deciding task's; ``more``: more of the
+    record, on every app, e.g. the job's restart counts). Returns
     False, changing nothing, when the job already carries a record (another task decided first).
     Transient Marathon errors are retried by the client; others raise :class:`MarathonError`.
     """
@@ -68,6 +69,7 @@ def finish_job(client: Client, job: str, state: str, *, reason: str, final_step:
     record = {L.STATE: state, L.FINISHED_AT: _iso(now()), L.REASON: reason[:2000]}
     if final_step is not None:
         record[L.FINAL_STEP] = str(final_step)
+    record.update({k: str(v) for k, v in (more or {}).items()})
     body = [{"id": app_id, "instances": 0,
              "labels": {**{k: str(v) for k, v in (app.get("labels") or {}).items()}, **record,
                         **(extra or {}).get(app_id, {})}}
@@ -105,10 +107,12 @@ def hopeless_failures(group: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def hopeless_verdict(client: Client, job: str) -> str | None:
-    """One look at the job (a group GET): the reason to fail it when a task can never start
+def hopeless_verdict(client: Client, job: str, *, group: Mapping[str, Any] | None = None) -> str | None:
+    """One look at the job (a group GET, or ``group`` when the caller made it with tasks and
+    ``lastTaskFailure``): the reason to fail it when a task can never start
     (:func:`hopeless_failures`), ``""`` when the job already has its record, else None."""
-    group = client.get_group(naming.group_id(job), embed=GROUP_EMBEDS + ("group.apps.lastTaskFailure",))
+    if group is None:
+        group = client.get_group(naming.group_id(job), embed=GROUP_EMBEDS + ("group.apps.lastTaskFailure",))
     if any((a.get("labels") or {}).get(L.STATE) for a in job_apps(group).values()):
         return ""
     hopeless = hopeless_failures(group)

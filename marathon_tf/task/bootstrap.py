@@ -47,15 +47,18 @@ import threading
 import time
 from typing import Callable, Mapping, Sequence
 
-from marathon_tf.contract import cluster_spec, naming, joblock, labels as L
+from marathon_tf.contract import cluster_spec, naming, joblock, labels as L, timeline as T
 from marathon_tf.contract.errors import DiscoveryError, UsageError
 from marathon_tf.contract.progress import StepRate
 from marathon_tf.contract.shellexec import exec_form
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.discovery import Backend, PeerKey, Rendezvous, make_backend, watch_interval
 from marathon_tf.task.gpucheck import gpu_problem
+from marathon_tf.task.keeper import PATH as LEDGER_PATH, Keeper, Reporter
+from marathon_tf.task.ledger import FAILURE, INFRASTRUCTURE, PREEMPTION, Ledger
 from marathon_tf.task.lifecycle import (JobControl, JobPolicy, RestartBudget, client_from_env, failures_path,
-                                        is_decider, logdir_path, logdir_problem, startup_reason)
+                                        decider_task as lifecycle_decider, is_decider, logdir_path, logdir_problem,
+                                        startup_reason)
 from marathon_tf.task.observer import TaskObserver, events_path
 from marathon_tf.task.prewarm import Prewarmer
 from marathon_tf.task.rendezvous import make_rendezvous
@@ -70,8 +73,16 @@ __all__ = ["main", "Bootstrap", "job_lifecycle", "parse_args", "shell_command", 
 SPEC_FILE = "cluster_spec.json"
 SHELL_CHARS = set(" \t\n;&|<>()$`\\\"'*?[]#")
 DEFAULT_WATCH_INTERVAL = 20.0
-DEFAULT_GRACE = 20.0
-RESTART_BACKOFF = (1.0, 30.0)  # in-place restarts wait 1, 2, 4 ... s, at most 30 s
+RESTART_BACKOFF = (1.0, 30.0)  # repeated failures: in-place restarts wait 1, 2, 4 ... s, at most 30 s (the first: none)
+#: A run of the program that lasted this long (seconds) or made a step ends a streak of failures.
+STREAK_RESET = 60.0
+
+
+def program_grace(grace_seconds: float) -> float:
+    """Seconds the program gets between SIGTERM and SIGKILL when the task is stopped: the app's
+    ``taskKillGracePeriodSeconds`` less a margin for the bootstrap to report and exit before
+    Mesos' own SIGKILL (30 -> 25, 10 -> 7.5, at least 1)."""
+    return max(1.0, grace_seconds - min(5.0, grace_seconds / 4))
 
 
 USAGE = """\
@@ -85,7 +96,8 @@ job's end. One argument after -- with spaces or shell syntax runs through /bin/s
 
 Options:
   --watch-interval S  mean seconds between looks for peers that moved (default 20)
-  --grace S           seconds the program gets between SIGTERM and SIGKILL (default 20)
+  --grace S           seconds the program gets between SIGTERM and SIGKILL (default: the app's
+                      taskKillGracePeriodSeconds, MTF_GRACE_SECONDS, less a margin: 30 -> 25)
   -h, --help          show this message
 
 Settings come from the task's environment: MTF_* (set by the rendered app), HOST, PORT_TF/PORT0,
@@ -100,7 +112,7 @@ def _log(message: str) -> None:
 
 def parse_args(argv: Sequence[str]) -> tuple[dict[str, float], list[str]]:
     """``[--watch-interval S] [--grace S] -- cmd...`` -> (options, command)."""
-    options = {"watch_interval": DEFAULT_WATCH_INTERVAL, "grace": DEFAULT_GRACE}
+    options: dict = {"watch_interval": DEFAULT_WATCH_INTERVAL, "grace": None}
     args = list(argv)
     if "--" in args:
         cut = args.index("--")
@@ -112,7 +124,7 @@ def parse_args(argv: Sequence[str]) -> tuple[dict[str, float], list[str]]:
     it = iter(head)
     for flag in it:
         key = flag.lstrip("-").replace("-", "_")
-        if key not in options:
+        if key not in options:  # (grace None: from the task's environment)
             raise UsageError(f"unknown bootstrap option {flag!r} (put the training command after '--')")
         try:
             options[key] = float(next(it))
@@ -163,7 +175,7 @@ class Bootstrap:
     def __init__(self, ctx: TaskContext, environ: Mapping[str, str], command: Sequence[str], *,
                  backend: Backend | None = None, policy: ExitPolicy | None = None,
                  control: JobControl | None = None, restart_backoff: tuple[float, float] = RESTART_BACKOFF,
-                 watch_interval: float = DEFAULT_WATCH_INTERVAL, grace: float = DEFAULT_GRACE,
+                 watch_interval: float = DEFAULT_WATCH_INTERVAL, grace: float | None = None,
                  clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
                  tick: float = 0.2, stdout=None, stderr=None):
         self.ctx, self.environ, self.command = ctx, dict(environ), list(command)
@@ -172,8 +184,10 @@ class Bootstrap:
         self.policy = policy or ExitPolicy(ctx.permanent_exit_codes)
         self.control = control
         self.restart_backoff = restart_backoff
-        self._in_place_restarts = 0
-        self.watch_interval, self.grace, self.clock, self.tick = watch_interval, grace, clock, tick
+        self.grace = program_grace(ctx.grace_seconds) if grace is None else grace
+        self.watch_interval, self.clock, self.tick = watch_interval, clock, tick
+        self._round: tuple[str | None, int] = (None, 0)  # (rendezvous leader, generation) the program runs in
+        self._streak, self._run_started, self._stepped = 0, 0.0, False
         self.rng = rng or random.Random()
         self.stdout, self.stderr = stdout, stderr
         self.status = TaskStatus(job=ctx.job, task=ctx.task, role=ctx.role, index=ctx.index)
@@ -194,8 +208,23 @@ class Bootstrap:
         self._next_logdir_look = 0.0
         self.prewarmer = None if self.shell or ctx.role == "tensorboard" else Prewarmer.for_command(
             self.command, ctx.prewarm, self.environ, cwd=self.environ.get("MESOS_SANDBOX") or None, log=_log)
+        self._wire_keeper()
         self.rendezvous_options: dict = {}  # extra make_rendezvous arguments (tests inject session/events)
         self.gpu_check_options: dict = {}  # extra gpu_problem arguments (tests inject dev_dir/which/run)
+
+    def _wire_keeper(self) -> None:
+        """The job's counts in this task's status and the record; the keeper's own entries as events."""
+        if not isinstance(self.policy, JobPolicy):
+            return
+        policy, keeper = self.policy, self.policy.keeper
+        if keeper is not None:
+            keeper.on_change = self._show_counts
+            keeper.on_entry = lambda e: self.observer.events.record(
+                T.PREEMPTED if e.kind == PREEMPTION else T.TASK_FAILED, f"{e.task}: {e.reason}", task=e.task)
+        elif self.control is not None:
+            self.control.counts = lambda: {k: v for k, v in (policy.counts or {}).items()
+                                           if k in ("failures", "max_failures", "window_seconds", "preemptions",
+                                                    "max_preemptions")} or None
 
     # -- control ---------------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
@@ -275,6 +304,10 @@ class Bootstrap:
             return
         bind = self.environ.get("MTF_STATUS_BIND") or "0.0.0.0"
         self.server = StatusServer(self.status, bind, port, routes={"/events": self.observer.events.route}).start()
+        keeper = getattr(self.policy, "keeper", None)
+        if keeper is not None:  # the job's restart ledger (marathon_tf.task.keeper)
+            self.server.add_route(LEDGER_PATH, keeper.get)
+            self.server.add_post_route(LEDGER_PATH, keeper.post)
         _log(f"status on http://{bind}:{self.server.port}/status")
 
     def _members(self) -> tuple[PeerKey | None, list[PeerKey]]:
@@ -303,6 +336,7 @@ class Bootstrap:
         def progress(found: dict[PeerKey, str], missing: dict[PeerKey, str]) -> None:
             self.status.update(peers=self._named({**self.endpoints, **found}), missing=self._named(missing))
 
+        self._wire_ledger()
         began = self.clock()
         found = self.rendezvous.wait(peers, self.ctx.startup_timeout, on_progress=progress)
         if found is None:
@@ -311,6 +345,25 @@ class Bootstrap:
         self.observer.peers_found(len(peers), self.clock() - began)
         _log(f"all {len(peers)} peer(s) found after {self.rendezvous.polls} poll(s)")
         return True
+
+    def _wire_ledger(self) -> None:
+        """Connect the job's restart ledger to the rendezvous: the keeper publishes its group restart
+        rounds in the leader's view and reads its status updates; a reporter posts to the leader
+        (the deciding task). Without a rendezvous leader there are no rounds (a group-scope
+        failure then relaunches the task)."""
+        rendezvous = getattr(self, "rendezvous", None)
+        if not hasattr(rendezvous, "restart_round") or not isinstance(self.policy, JobPolicy):
+            return
+        self.policy.rounds = True
+        keeper, reporter = self.policy.keeper, self.policy.reporter
+        if keeper is not None and hasattr(rendezvous, "listeners"):
+            keeper.on_round = rendezvous.view.set_round
+            rendezvous.listeners.append(keeper.observe_events)
+            keeper.peers(lambda: self._named(rendezvous.view.peers))
+        elif keeper is None:
+            self.policy.rounds = hasattr(rendezvous, "leader_address")
+        if reporter is not None and hasattr(rendezvous, "leader_address"):
+            reporter.locate = lambda: rendezvous.leader_address
 
     def _peer_addresses(self) -> dict[str, str]:
         return {n: a for n, a in self._named(self.endpoints).items() if n != self.ctx.task}
@@ -372,7 +425,7 @@ class Bootstrap:
 
     def _on_step(self, step: int) -> None:
         """A ``step=N`` line of the program: the step and its rate (steps/s over the last minute)."""
-        self._printed_steps = True
+        self._printed_steps = self._stepped = True
         rate = self._rate.add(step)
         self.status.update(step=step, steps_per_second=None if rate is None else round(rate, 3))
         if self.watchdog.step(step):
@@ -402,6 +455,7 @@ class Bootstrap:
                           on_step=self._on_step, on_text=self.observer.on_text, stdout=self.stdout, stderr=self.stderr,
                           **({"spawn": self.prewarmer.spawn} if self.prewarmer else {}))
         self.watchdog.started()
+        self._run_started, self._stepped = self.clock(), False
         me, _ = self._members()
         self.observer.program_started(self.status.snapshot()["restarts"], self.endpoints.get(me))
         trainer.start()
@@ -423,6 +477,7 @@ class Bootstrap:
         return self.clock() + mean * self.rng.uniform(0.5, 1.5)
 
     def _supervise(self) -> int:
+        self._round = self._current_round()  # rounds before this program are not ours to follow
         trainer = self._start_trainer()
         watching = len(self.endpoints) > 1 and self._backend is not None
         next_watch = self._next_watch()
@@ -431,29 +486,134 @@ class Bootstrap:
             self._logdir_step()
             self.observer.tick(code is None, self._peer_addresses)
             if self._stop.is_set():
-                code = trainer.stop(self.grace, self._signum or signal.SIGTERM)
-                self.status.update(exit_code=code)
-                _log(f"stopped by signal {self._signum}; training program exited with {code}")
-                return code
+                return self._stopped(trainer)
+            round_ = self._new_round()
+            if round_ is not None:  # the keeper restarts the job's group: not this program's failure
+                trainer = self._group_restart(trainer, round_)
+                if trainer is None:
+                    return 128 + (self._signum or signal.SIGTERM)
+                next_watch = self._next_watch()
+                continue
             hung = self.watchdog.overdue() if code is None else None
             if hung:  # the progress watchdog: a hang is a failure like any other
                 hung = self.observer.hang(hung)  # names the peer it waits for, when known
                 _log(f"{hung}: stopping the training program")
                 code = trainer.stop(self.grace)
             if code is not None:
-                tail = trainer.stderr_tail() + (f"\n{hung}" if hung else "")
-                outcome = self.policy.decide(code, stderr_tail=tail)
-                self.observer.program_exited(code, outcome.reason)
-                if not outcome.restart:
-                    return self._finished(code, outcome)
-                trainer = self._restart_in_place(code, outcome)
-                if trainer is None:
-                    return 128 + (self._signum or signal.SIGTERM)
+                trainer = self._ended(trainer, code, hung)
+                if not isinstance(trainer, Trainer):
+                    return trainer
                 next_watch = self._next_watch()
                 continue
             if watching and self.clock() >= next_watch:
                 trainer = self._watch(trainer)
                 next_watch = self._next_watch()
+
+    def _ended(self, trainer: Trainer, code: int, hung: str | None) -> "Trainer | int":
+        """The program ended by itself (or hung): what it was, what the policy says, the next program
+        (or the bootstrap's exit code)."""
+        round_ = self._new_round()
+        if round_ is not None:  # its group is restarting: its end is the round's consequence
+            self.observer.program_exited(code, f"training program exited with {code} while the job's group "
+                                               f"restarts ({round_.get('cause')})", failure=False)
+            trainer = self._group_restart(trainer, round_)
+            return trainer if trainer is not None else 128 + (self._signum or signal.SIGTERM)
+        why = trainer.infrastructure() if not hung else None
+        kind = INFRASTRUCTURE if why else FAILURE if hung or code not in self.ctx.preemption_exit_codes else PREEMPTION
+        tail = trainer.stderr_tail() + (f"\n{hung}" if hung else "")
+        outcome = self.policy.decide(code, stderr_tail=tail, kind=kind, generation=self._round[1],
+                                     killed_by=trainer.killed_by, why=why)
+        self._show_counts()
+        self.observer.program_exited(code, outcome.reason, failure=outcome.counted, kind=outcome.kind)
+        if not outcome.restart:
+            return self._finished(code, outcome)
+        if outcome.group:
+            round_ = outcome.round if (outcome.round or {}).get("generation", 0) > self._round[1] else \
+                self._await_round(2.0)
+            if round_ is not None:
+                _log(f"{outcome.reason}")
+                trainer = self._group_restart(trainer, round_)
+                return trainer if trainer is not None else 128 + (self._signum or signal.SIGTERM)
+        trainer = self._restart_in_place(code, outcome)
+        return trainer if trainer is not None else 128 + (self._signum or signal.SIGTERM)
+
+    def _show_counts(self) -> None:
+        counts = getattr(self.policy, "counts", None)
+        keeper = getattr(self.policy, "keeper", None)
+        if keeper is not None:
+            self.status.update(ledger=keeper.ledger.summary())
+        elif counts:
+            self.status.update(ledger={k: counts.get(k) for k in ("failures", "max_failures", "window_seconds",
+                                                                 "preemptions", "max_preemptions")})
+
+    def _stopped(self, trainer: Trainer) -> int:
+        """The bootstrap was told to stop (SIGTERM: the task is killed, with its grace period): the
+        program gets the signal at once and the grace, while the keeper is told (it decides whether
+        it was a preemption, not when marathon-tf asked: the job's end, a new app version)."""
+        signum = self._signum or signal.SIGTERM
+        name = signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else str(signum)
+        telling = None
+        if isinstance(self.policy, JobPolicy) and self.ctx.role != "tensorboard":
+            telling = threading.Thread(target=self.policy.stopped, args=(None, self._round[1], f"stopped by {name} "
+                                       f"(its task was killed)"), daemon=True, name="ledger-report")
+            telling.start()
+        _log(f"stopped by {name}: the training program gets it now and {self.grace:g} s to save and exit")
+        code = trainer.stop(self.grace, signum)
+        self.status.update(exit_code=code)
+        _log(f"stopped by signal {signum}; training program exited with {code}")
+        if telling is not None:
+            telling.join(timeout=3.0)
+        return code
+
+    # -- group restarts (the keeper's rounds, marathon_tf.task.keeper) --------------------------------
+    def _current_round(self) -> tuple[str | None, int]:
+        restart_round = getattr(getattr(self, "rendezvous", None), "restart_round", None)
+        if restart_round is None:
+            return (None, 0)
+        leader, round_ = restart_round()
+        return leader, int((round_ or {}).get("generation") or 0)
+
+    def _new_round(self) -> dict | None:
+        """A group restart round newer than the one this program runs in (None: none); a new
+        leader's rounds are taken as they are (its relaunch moved it: the spec is rewritten anyway)."""
+        restart_round = getattr(getattr(self, "rendezvous", None), "restart_round", None)
+        if restart_round is None:
+            return None
+        leader, round_ = restart_round()
+        if leader != self._round[0]:
+            self._round = (leader, int((round_ or {}).get("generation") or 0))
+            return None
+        if round_ and int(round_.get("generation") or 0) > self._round[1]:
+            return round_
+        return None
+
+    def _await_round(self, seconds: float) -> dict | None:
+        end = self.clock() + seconds
+        while self.clock() < end and not self._stop.is_set():
+            round_ = self._new_round()
+            if round_ is not None:
+                return round_
+            self._stop.wait(0.05)
+        return None
+
+    def _group_restart(self, trainer: Trainer, round_: dict) -> Trainer | None:
+        """Stop the program (SIGTERM, the round's grace) if it runs, then start it again in place
+        after the round's delay, once every peer is there (None: stopped meanwhile)."""
+        generation = int(round_.get("generation") or 0)
+        cause = round_.get("cause") or "a member ended"
+        if trainer.wait(timeout=0) is None:
+            grace = min(self.grace, float(round_.get("grace") or self.grace))
+            code = trainer.stop(grace)
+            self.observer.program_exited(code, f"stopped for the job's group restart ({cause}; exit {code})",
+                                         failure=False)
+        self._round = (self._round[0], generation)
+        delay = float(round_.get("delay") or 0)
+        _log(f"the job's group restarts ({cause}, round {generation})"
+             + (f"; restarting in {delay:g} s" if delay else ""))
+        self.status.update(phase="running", last_error=f"the job's group restarts ({cause})")
+        if delay and self._stop.wait(delay):
+            return None
+        return self._settle_and_start()
 
     def _watch(self, trainer: Trainer) -> Trainer:
         """One low-rate watch poll; a moved peer rewrites the spec (and restarts the program)."""
@@ -476,18 +636,27 @@ class Bootstrap:
         return self._start_trainer()
 
     def _restart_in_place(self, code: int, outcome: Outcome) -> Trainer | None:
-        """Restart the program at the same host:port after a backoff (None: stopped meanwhile).
-        The peers are looked up once first, so a peer that moved meanwhile is in the new spec."""
-        self._in_place_restarts += 1
-        first, cap = self.restart_backoff
-        delay = min(cap, first * 2 ** (self._in_place_restarts - 1))
+        """Restart the program at the same host:port (None: stopped meanwhile): at once after a
+        preemption, an infrastructure death or a first failure; after 1, 2, 4 ... s when it keeps
+        failing (a run without a step that lasted less than :data:`STREAK_RESET` s)."""
+        delay = 0.0
+        if outcome.kind == FAILURE and outcome.counted:
+            quick = self.clock() - self._run_started < STREAK_RESET and not self._stepped
+            self._streak = self._streak + 1 if quick else 1
+            first, cap = self.restart_backoff
+            delay = 0.0 if self._streak <= 1 else min(cap, first * 2 ** (self._streak - 2))
         self.status.update(phase="running", exit_code=code, last_error=outcome.reason)
-        _log(f"{outcome.reason}; restarting in {delay:g} s")
-        if self._stop.wait(delay):
+        _log(f"{outcome.reason}" + (f"; restarting in {delay:g} s" if delay else ""))
+        if delay and self._stop.wait(delay):
             return None
+        return self._settle_and_start()
+
+    def _settle_and_start(self) -> Trainer | None:
+        """Look the peers up once (a peer that moved meanwhile is in the new spec; one that is down is
+        waited for: a restart with its stale address would hang), then start the program again."""
         me, peers = self._members()
         if peers and self._backend is not None and hasattr(self, "rendezvous"):
-            try:  # a peer that is down is waited for: a restart with its stale address would hang
+            try:
                 moved = self.rendezvous.settle({p: self.endpoints[p] for p in peers}, self.ctx.startup_timeout)
             except Exception as e:  # a failing lookup must not stop the restart
                 _log(f"could not re-check the peers before the restart: {e}")
@@ -537,15 +706,26 @@ class Bootstrap:
 
 
 def job_lifecycle(ctx: TaskContext, environ: Mapping[str, str]) -> dict:
-    """The job-aware ``policy`` and ``control`` for a task (see :mod:`marathon_tf.task.lifecycle`)."""
+    """The job-aware ``policy`` and ``control`` for a task (see :mod:`marathon_tf.task.lifecycle`): the
+    deciding task keeps the job's restart ledger (:class:`~marathon_tf.task.keeper.Keeper`), the
+    others report to it (:class:`~marathon_tf.task.keeper.Reporter`, pointed at the rendezvous
+    leader once it is known)."""
     n, window = ctx.restart_budget
     path = failures_path(ctx, environ)
-    _log(f"restart budget: {n} failure(s) in {window:g} s, "
-         + (f"job-wide in {path}" if path else "per task (no writable logdir)"))
-    budget = RestartBudget(n, window, task=ctx.task, path=path)
     client = client_from_env(ctx, environ)
     control = JobControl(ctx, client, log=_log) if client is not None else None
-    return {"policy": JobPolicy(ctx, budget, environ), "control": control}
+    keeper = reporter = None
+    if ctx.role != "tensorboard":
+        if control is not None and is_decider(ctx):
+            keeper = Keeper(ctx, Ledger(ctx.restart_budget, ctx.preemption_budget), client=client, path=path, log=_log)
+            control.keeper = keeper
+        elif not is_decider(ctx):
+            reporter = Reporter(ctx, lambda: None)
+    _log(f"restart budget: {n} failure(s) in {window:g} s and {ctx.preemption_budget[0]} preemption(s), job-wide ("
+         + ("kept here" if keeper else f"kept by {lifecycle_decider(ctx)}") + (f"; also in {path}" if path else "")
+         + ")")
+    budget = RestartBudget(n, window, task=ctx.task, path=path)
+    return {"policy": JobPolicy(ctx, budget, environ, keeper=keeper, reporter=reporter), "control": control}
 
 
 def main(argv: list[str] | None = None) -> int:

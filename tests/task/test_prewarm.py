@@ -247,7 +247,7 @@ class RestartOnce(ExitPolicy):
         super().__init__()
         self.calls = 0
 
-    def decide(self, code, *, stderr_tail=""):
+    def decide(self, code, *, stderr_tail="", **what):
         self.calls += 1
         if self.calls == 1 and code != 0:
             return Outcome("failed", False, code, False, "first run failed", restart=True)

@@ -172,6 +172,9 @@ class FollowerRendezvous(Side):
         self.leader_id, self._version = str(doc.get("leader")), doc["version"]
         self.leader_detail = f"leader {doc.get('leader_task')} at {self.leader_address}"
         self.view.update(peers, missing)
+        restart = doc.get("restart")  # the leader's group restart round (the whole doc carries it)
+        self.view.set_round(restart if isinstance(restart, dict) and isinstance(restart.get("generation"), int)
+                            else None)
         if doc.get("complete"):
             self._formed = True
         return True

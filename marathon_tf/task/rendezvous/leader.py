@@ -70,6 +70,8 @@ class LeaderRendezvous(Side):
         self._full: tuple[int, bytes, bytes | None] = (-1, b"", None)  # version, JSON, gzipped JSON
         self._task_of: dict[PeerKey, Any] = {}  # the task id a status update last placed each peer at
         self._prefix = naming.group_id(job) + "/"
+        #: called with each batch of the job's status updates (the keeper's ledger reads them too)
+        self.listeners: list[Callable[[list[dict[str, Any]]], None]] = []
         self.view.update({me: address}, {p: "not asked yet" for p in self.others})
 
     def start(self) -> "LeaderRendezvous":
@@ -103,6 +105,8 @@ class LeaderRendezvous(Side):
         doc = {"job": self.job, "leader": self.leader_id, "leader_task": naming.task_name(*self.me),
                "version": view.version, "complete": not view.missing, "delta": delta is not None,
                "reads": self.polls, "events": self.events_seen, "event_stream": self._streaming()}
+        if view.round is not None:
+            doc["restart"] = view.round
         if delta is None:
             doc.update(peers=names(view.peers), missing=names(view.missing))
         else:
@@ -309,6 +313,13 @@ class LeaderRendezvous(Side):
                 if events:  # a burst (a large job forming) is handled in batches, not one by one
                     events += self.events.wait(0.05)
                 events = [e for e in events if self._relevant(e)]
+                for listener in self.listeners if events else ():
+                    try:
+                        listener(events)
+                    except Exception as e:  # a listener's bug must not stop the rendezvous
+                        import sys
+
+                        sys.stderr.write(f"marathon-tf bootstrap: status update listener: {type(e).__name__}: {e}\n")
                 reconnects = getattr(self.events, "reconnects", 0)
                 if events or reconnects != self._reconnects:
                     self.events_seen += len(events)

@@ -65,6 +65,9 @@ class View:
         self.missing: dict[PeerKey, str] = {}
         self.version = 0
         self.deltas: collections.deque[tuple[int, dict, dict]] = collections.deque(maxlen=HISTORY)
+        #: the group restart the keeper asked for last (``{"generation", "kind", "cause", "delay",
+        #: "grace"}``, :mod:`marathon_tf.task.keeper`); None: none yet
+        self.round: dict[str, Any] | None = None
 
     def update(self, peers: Mapping[PeerKey, str], missing: Mapping[PeerKey, str]) -> bool:
         with self.cond:
@@ -72,6 +75,19 @@ class View:
                 return False
             self.deltas.append((self.version + 1, diff(self.peers, peers), diff(self.missing, missing)))
             self.peers, self.missing = dict(peers), dict(missing)
+            self.version += 1
+            self.cond.notify_all()
+            if not self.missing:
+                self.formed.notify_all()
+            return True
+
+    def set_round(self, round_: Mapping[str, Any] | None) -> bool:
+        """A new group restart round (a new version: the long polls answer at once)."""
+        with self.cond:
+            if round_ == self.round:
+                return False
+            self.round = dict(round_) if round_ is not None else None
+            self.deltas.append((self.version + 1, {}, {}))
             self.version += 1
             self.cond.notify_all()
             if not self.missing:
@@ -191,6 +207,11 @@ class Side:
         if any(p not in present for p in current):
             return {}
         return {p: present[p] for p in current if present[p] != current[p]}
+
+    def restart_round(self) -> tuple[str | None, dict[str, Any] | None]:
+        """(the leader's id, the group restart round it published last)."""
+        with self.view.cond:
+            return getattr(self, "leader_id", None), self.view.round
 
     def settle(self, current: Mapping[PeerKey, str], timeout: float) -> dict[PeerKey, str] | None:
         """Wait until every peer in ``current`` is present, then the ones that moved."""
