@@ -169,7 +169,8 @@ class Keeper:
                 self.ledger.set_counted(entry.id, False)
             return
         self._attribute(entry)
-        self._start_round(entry)
+        if not self.ledger.over(self.ledger.get(entry.id) or entry):  # the job fails instead: no round
+            self._start_round(entry)
 
     def _attribute(self, entry: Entry) -> None:
         """Failures within :data:`ATTRIBUTION` s of a preemption/infrastructure death are its consequence."""

@@ -436,6 +436,13 @@ def _tail_for_reason(stderr_tail: str, lines: int = 5) -> str:
     return " | ".join(kept) if kept else "(no stderr)"
 
 
+def _with_tail(text: str, tail: str) -> str:
+    """``exited with 3: ValueError: boom``, or ``exited with 3 (no stderr)``."""
+    if tail == "(no stderr)":
+        return f"{text} {tail}" if text else f" {tail}"
+    return f"{text}: {tail}"
+
+
 def ended_text(code: int, killed_by: int | None = None) -> str:
     """``exited with 3`` / ``was killed by SIGKILL (exit 137)``."""
     if killed_by:
@@ -538,7 +545,7 @@ class JobPolicy(ExitPolicy):
         scope = restart_scope(ctx.style, ctx.role, len(ctx.members()), self.rounds)
         tail = keras or _tail_for_reason(stderr_tail)
         ended = ended_text(code, killed_by)
-        entry = self.entry(kind, code, f"{why}; {ended}" if why else f"{ended}: {tail}",
+        entry = self.entry(kind, code, f"{why}; {ended}" if why else _with_tail(ended, tail),
                            final=scope == "relaunch" and not permanent)
         answer = self._count(entry, generation, scope == "group")
         failures, preemptions = int(answer.get("failures", 0)), int(answer.get("preemptions", 0))
@@ -562,11 +569,12 @@ class JobPolicy(ExitPolicy):
             elif answer.get("alone"):
                 reason = (f"{ctx.task} failed {failures} times in {self.budget.window:g} s, more than "
                           f"restart.max_failures ({self.budget.max_failures}; counted by the task alone: the "
-                          f"deciding task did not answer); last: {ended}: {tail}")
+                          f"deciding task did not answer); last: " + _with_tail(ended, tail))
             else:
                 reason = (f"the job's programs failed {failures} times in "
                           f"{float(answer.get('window_seconds', self.budget.window)):g} s, more than "
-                          f"restart.max_failures ({answer.get('max_failures')}); last: {ctx.task} {ended}: {tail}")
+                          f"restart.max_failures ({answer.get('max_failures')}); last: "
+                          + _with_tail(f"{ctx.task} {ended}", tail))
             return Outcome("failed", True, code, True, reason, finish=L.FAILED, kind=kind)
         if not counted:
             budget = "not counted" + ("" if kind == INFRASTRUCTURE else ": a consequence of another task's end")
@@ -580,7 +588,7 @@ class JobPolicy(ExitPolicy):
         what = "was preempted" if kind == PREEMPTION else ended
         if kind == INFRASTRUCTURE:
             what = f"was killed: {why}"
-        detail = "" if kind == INFRASTRUCTURE else f": {tail}" if kind == FAILURE else f" ({ended})"
+        detail = "" if kind == INFRASTRUCTURE else _with_tail("", tail) if kind == FAILURE else f" ({ended})"
         if action == RESTART:
             return Outcome("running", False, code, True, f"training program {what} ({budget}); restarting it in "
                            f"place{detail}", restart=True, kind=kind, counted=counted)

@@ -139,7 +139,7 @@ def test_job_policy_ps_exits_unhealthy_and_success_outcomes(make_ctx):
     ps = policy(make_ctx, "ps", 0).decide(1, stderr_tail="")
     assert (ps.phase, ps.stay_up, ps.exit_code, ps.healthy, ps.restart, ps.finish) == ("failed", False, 1, False,
                                                                                        False, None)
-    assert ps.reason.endswith("exiting so Marathon relaunches the task: (no stderr)")
+    assert ps.reason.endswith("exiting so Marathon relaunches the task (no stderr)")
     done = policy(make_ctx, "worker", 0, completion="all_workers").decide(0)
     assert done.finish == L.SUCCEEDED and done.await_workers and done.stay_up
     chief = policy(make_ctx, "chief", 0, completion="chief", cluster={"chief": 1, "ps": 1}).decide(0)
