@@ -538,13 +538,10 @@ class Bootstrap:
         return trainer if trainer is not None else 128 + (self._signum or signal.SIGTERM)
 
     def _show_counts(self) -> None:
-        counts = getattr(self.policy, "counts", None)
+        """The deciding task shows the job's restart counts in its status (``ledger``)."""
         keeper = getattr(self.policy, "keeper", None)
         if keeper is not None:
             self.status.update(ledger=keeper.ledger.summary())
-        elif counts:
-            self.status.update(ledger={k: counts.get(k) for k in ("failures", "max_failures", "window_seconds",
-                                                                 "preemptions", "max_preemptions")})
 
     def _stopped(self, trainer: Trainer) -> int:
         """The bootstrap was told to stop (SIGTERM: the task is killed, with its grace period): the

@@ -41,8 +41,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Iterable, Mapping
 
 __all__ = ["FAILURE", "PREEMPTION", "INFRASTRUCTURE", "KINDS", "Entry", "Ledger", "bucket", "classify_status",
-           "ATTRIBUTION", "PREEMPTED_STATES", "FAILED_STATES", "read_file", "append_file", "counts_text",
-           "window_text"]
+           "ATTRIBUTION", "PREEMPTED_STATES", "FAILED_STATES", "read_file", "append_file"]
 
 FAILURE, PREEMPTION, INFRASTRUCTURE = "failure", "preemption", "infrastructure"
 KINDS = (FAILURE, PREEMPTION, INFRASTRUCTURE)
@@ -107,26 +106,6 @@ def classify_status(state: str, message: str, preemption_codes: Iterable[int]) -
     if state in PREEMPTED_STATES:
         return PREEMPTION
     return None
-
-
-def window_text(seconds: float) -> str:
-    """``600`` -> ``10m``, ``86400`` -> ``24h``, ``90`` -> ``90s``."""
-    if seconds >= 3600 and seconds % 3600 == 0:
-        return f"{int(seconds // 3600)}h"
-    if seconds >= 60 and seconds % 60 == 0:
-        return f"{int(seconds // 60)}m"
-    return f"{seconds:g}s"
-
-
-def counts_text(summary: Mapping[str, Any]) -> str:
-    """``restarts 4/5 in 10m, preemptions 1/100`` from :meth:`Ledger.summary`."""
-    text = (f"restarts {summary.get('failures', 0)}/{summary.get('max_failures', '?')} in "
-            f"{window_text(float(summary.get('window_seconds') or 0))}")
-    if summary.get("preemptions"):
-        text += f", preemptions {summary['preemptions']}/{summary.get('max_preemptions', '?')}"
-    if summary.get("infrastructure"):
-        text += f", {summary['infrastructure']} not counted (the runner's machinery)"
-    return text
 
 
 class Ledger:

@@ -377,6 +377,7 @@ def job_status(client: Client, job: str, *, probe: bool = True,
     if tb and tb.get("port"):
         out["tensorboard"] = f"http://{tb['host']}:{tb['port']}"
     observe.annotate(out, queue)  # waits named by the peer (with its state), stragglers
+    observe.restarts(out, labels.get(L.RESTARTS))  # the job's failures and preemptions against its budget
     if labels.get(STARTED_LABEL):
         out["startedAt"] = labels[STARTED_LABEL]
     if labels.get(FINISHED_LABEL):
