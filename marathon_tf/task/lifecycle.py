@@ -545,7 +545,9 @@ class JobPolicy(ExitPolicy):
         scope = restart_scope(ctx.style, ctx.role, len(ctx.members()), self.rounds)
         tail = keras or _tail_for_reason(stderr_tail)
         ended = ended_text(code, killed_by)
-        entry = self.entry(kind, code, f"{why}; {ended}" if why else _with_tail(ended, tail),
+        said = f"{why}; {ended}" if why else f"{ended} (a preemption exit code)" if kind == PREEMPTION else \
+            _with_tail(ended, tail)
+        entry = self.entry(kind, code, said,
                            final=scope == "relaunch" and not permanent)
         answer = self._count(entry, generation, scope == "group")
         failures, preemptions = int(answer.get("failures", 0)), int(answer.get("preemptions", 0))
