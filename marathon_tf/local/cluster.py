@@ -17,15 +17,16 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from aiohttp import web
 
+from .agents import Agents
 from .faults import FaultInjector
 from .mesos_dns import MesosDns
 from .security import Credentials, Security
 from .launcher import Launcher, WarmPoolFactory
-from .server import Runtime, create_app
+from .server import DEFAULT_FEATURES, FEATURES, Runtime, create_app
 
 __all__ = ["LocalCluster", "PortInUse", "serve"]
 
@@ -64,21 +65,37 @@ class LocalCluster:
     ``shutdown_grace`` the grace tasks get when the cluster stops. ``warm_pool``: a factory of
     pre-warmed interpreters shared by the tasks (see :class:`~marathon_tf.local.launcher.WarmPool`;
     marathon-tf's is :class:`marathon_tf.task.warmpool.WarmPool`); None: every task starts cold.
+
+    ``agents`` Mesos agents, each offering ``agent_resources`` and carrying ``agent_attributes``
+    (Mesos syntax; ``a|b`` or several values: one per agent in turn; see :mod:`~marathon_tf.local.agents`);
+    none given: one agent as large as the machine whose resources are not enforced.
+    ``features``: Marathon's ``--enable_features``; ``gpu_scheduling_behavior``: its
+    ``--gpu_scheduling_behavior`` (``restricted``: tasks without GPUs decline agents with GPUs).
+    Bad values raise ValueError.
     """
 
     def __init__(self, state_dir: Union[str, Path, None] = None, host: str = "127.0.0.1",
                  marathon_port: int = 0, dns_port: int = 0, dns_http_port: int = 0, dns_refresh: float = 1.0,
                  dns_ttl: int = 5, heartbeat: float = 10.0, kill_grace: float = 3.0, kill_grace_cap: float = 30.0,
                  shutdown_grace: float = 2.0, auth: Optional[Credentials] = None, allow_origins: tuple = (),
-                 ui_dir: Union[str, Path, None] = None, warm_pool: Optional[WarmPoolFactory] = None) -> None:
+                 ui_dir: Union[str, Path, None] = None, warm_pool: Optional[WarmPoolFactory] = None,
+                 agents: int = 1, agent_resources: Sequence[str] = (), agent_attributes: Sequence[str] = (),
+                 features: Sequence[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: str = "restricted") -> None:
         self.security = Security(host, allow_origins, auth)  # raises AuthError for an unsafe setup
+        unknown = sorted(set(features) - set(FEATURES))
+        if unknown:
+            raise ValueError(f"features: {', '.join(unknown)} unknown to Marathon 1.8 (it knows {', '.join(FEATURES)})")
+        if gpu_scheduling_behavior not in ("restricted", "unrestricted"):
+            raise ValueError(f"gpu scheduling behavior {gpu_scheduling_behavior!r}: restricted or unrestricted")
         self._ui_dir = ui_dir
         self._own_dir = state_dir is None
         self.state_dir = Path(tempfile.mkdtemp(prefix="marathon-tf-local-") if state_dir is None else state_dir)
         self.host = host
         self._ports = (marathon_port, dns_port, dns_http_port)
+        self._agents = Agents(self.state_dir, host, agents, agent_resources, agent_attributes)
         self._options = dict(heartbeat=heartbeat, kill_grace=kill_grace, kill_grace_cap=kill_grace_cap,
-                             shutdown_grace=shutdown_grace)
+                             shutdown_grace=shutdown_grace, agents=self._agents, features=features,
+                             gpu_scheduling_behavior=gpu_scheduling_behavior)
         self._dns_options = dict(refresh=dns_refresh, ttl=dns_ttl)
         #: Built before the servers start, so that :meth:`prewarm` can start interpreters first.
         self.launcher = Launcher(self.state_dir, host, kill_grace_cap, warm_pool=warm_pool)
@@ -222,6 +239,31 @@ class LocalCluster:
         """Events published so far (oldest first)."""
         assert self._rt is not None, "cluster not started"
         return self._rt.bus.recent(event_type)
+
+    def agents(self) -> list[dict]:
+        """Every agent: ``id``, ``name``, ``hostname``, ``state``, ``sandboxes``, ``resources``, ``attributes``."""
+        return self.call(lambda: [a.describe() for a in self._agents.all])
+
+    def add_agent(self, resources: Optional[str] = None, attributes: Optional[str] = None) -> dict:
+        """A new agent joins (Mesos syntax as for ``agent_resources``; None: as large as the machine)."""
+        assert self._rt is not None, "cluster not started"
+        return self.call(lambda: self._rt.add_agent(resources, attributes).describe())
+
+    def agent_unreachable(self, agent: str) -> list[str]:
+        """The master loses contact with ``agent`` (id, name or hostname); its processes run on and its
+        tasks become TASK_UNREACHABLE (their ids are returned)."""
+        assert self._rt is not None, "cluster not started"
+        return self.call(lambda: self._rt.lose_agent(agent))
+
+    def kill_agent(self, agent: str) -> list[str]:
+        """``agent`` dies: its tasks' processes are killed and the tasks become TASK_UNREACHABLE."""
+        assert self._rt is not None, "cluster not started"
+        return self.call(lambda: self._rt.lose_agent(agent, kill=True))
+
+    def reconnect_agent(self, agent: str) -> None:
+        """A lost ``agent`` re-registers (after :meth:`kill_agent`, empty)."""
+        assert self._rt is not None, "cluster not started"
+        self.call(lambda: self._rt.reconnect_agent(agent))
 
     def task_pids(self) -> list[int]:
         """Process (group) ids of the running tasks."""

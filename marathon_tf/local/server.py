@@ -5,7 +5,9 @@ and serves: the /v2 resources of ``api.py``, ``/v2/events`` (SSE exactly as
 Jetty's EventSourceServlet: exact ``Accept: text/event-stream`` or 405,
 ``event: X\\r\\ndata: {...}\\r\\n\\r\\n`` frames, a bare ``\\r\\n`` heartbeat, close-
 delimited body), ``/v2/info``, ``/v2/leader``, ``/ping``, ``/v2/plugins``, the
-admin API under ``/_local/`` (faults, request log, killing a task's process), the
+admin API under ``/_local/`` (faults, request log, killing a task's process; agents:
+``GET``/``POST /_local/agents`` lists and adds, ``POST /_local/agents/<id|name|host>`` with
+``{"action": "unreachable" | "kill" | "reconnect"}`` loses and finds one), the
 Mesos endpoints the UI reads (``mesos_master.py``, ``agent.py``) and optionally
 the UI itself (``ui.py``). ``security.py`` guards every route.
 """
@@ -17,10 +19,11 @@ import json
 import signal
 import time
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Iterable
 
 from aiohttp import web
 
+from .agents import Agent, Agents
 from .api import MarathonApi
 from .deployments import DeploymentManager
 from .errors import ApiError
@@ -30,14 +33,18 @@ from .agent import add_agent_routes
 from .mesos_master import MESOS_PREFIX, add_master_routes
 from .launcher import Launcher
 from .scheduler import Scheduler
+from .resources import Resource
 from .security import Security
-from .state import AGENT_ID, FRAMEWORK_ID, State, canonical_path, now_ts
+from .state import FRAMEWORK_ID, State, canonical_path, now_ts
 from .ui import add_ui_routes
 
-__all__ = ["Runtime", "create_app", "MARATHON_VERSION"]
+__all__ = ["Runtime", "create_app", "MARATHON_VERSION", "DEFAULT_FEATURES", "FEATURES"]
 
 #: The one Marathon version this runner emulates.
 MARATHON_VERSION = "1.8.222"
+#: ``--enable_features`` values Marathon 1.8 knows (``mesosphere/marathon/Features.scala``), and ours by default.
+FEATURES = ("vips", "task_killing", "external_volumes", "secrets", "gpu_resources")
+DEFAULT_FEATURES = ("gpu_resources",)
 
 
 class Runtime:
@@ -45,16 +52,21 @@ class Runtime:
 
     def __init__(self, state_dir: Path, host: str = "127.0.0.1", heartbeat: float = 10.0,
                  kill_grace: float = 3.0, kill_grace_cap: float = 30.0, shutdown_grace: float = 2.0,
-                 security: Security | None = None, launcher: Launcher | None = None) -> None:
+                 security: Security | None = None, launcher: Launcher | None = None, agents: Agents | None = None,
+                 features: Iterable[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: str = "restricted") -> None:
         self.host = host
         self.security = security or Security(host)
         self.heartbeat = heartbeat
         self.url = ""
-        self.state = State(host)
+        self.features = sorted(set(features))
+        self.state = State(host, features=self.features)
         self.bus = EventBus()
         self.faults = FaultInjector()
         self.launcher = launcher or Launcher(Path(state_dir), host, kill_grace_cap)
-        self.scheduler = Scheduler(self.state, self.launcher, self.bus, kill_grace, shutdown_grace)
+        self.agents = agents or Agents(self.launcher.state_dir, host)
+        self.scheduler = Scheduler(self.state, self.launcher, self.bus, kill_grace, shutdown_grace, self.agents,
+                                   gpu_restricted=gpu_scheduling_behavior == "restricted"
+                                   and "gpu_resources" in self.features)
         self.scheduler.extra_env = self.security.task_env
         self.deployments = DeploymentManager(self.state, self.scheduler, self.bus)
         self.api = MarathonApi(self.state, self.scheduler, self.deployments, self.bus)
@@ -72,6 +84,34 @@ class Runtime:
         await self.scheduler.shutdown()
         if self._scheduler_task:
             self._scheduler_task.cancel()
+
+    def used(self, agent: Agent) -> list[Resource]:
+        """What the tasks on ``agent`` take of it."""
+        return [r for t in self.scheduler.active_tasks() if t.agent_id == agent.id for r in t.consumed]
+
+    def agent(self, key: str) -> Agent:
+        """The agent with this id, name or hostname (KeyError if none)."""
+        agent = self.agents.get(key)
+        if agent is None:
+            raise KeyError(f"no agent {key!r} (agents: {', '.join(a.name for a in self.agents.all)})")
+        return agent
+
+    def lose_agent(self, key: str, kill: bool = False) -> list[str]:
+        """Agent ``key`` becomes unreachable (``kill``: it dies, with its tasks' processes); the ids
+        of its tasks that became TASK_UNREACHABLE."""
+        return self.scheduler.loss.lose(self.agent(key), kill)
+
+    def reconnect_agent(self, key: str) -> None:
+        """A lost agent re-registers (a dead one comes back empty)."""
+        agent = self.agent(key)
+        if not agent.active:
+            self.scheduler.loss.back(agent)
+
+    def add_agent(self, resources: str | None = None, attributes: str | None = None) -> Agent:
+        """A new agent joins (ValueError for bad resources or attributes)."""
+        agent = self.agents.add(resources, attributes)
+        self.scheduler.wake()
+        return agent
 
     def kill_task(self, app_id: str, sig: int = signal.SIGKILL, task_id: str | None = None) -> list[str]:
         """Signal the processes of an app's tasks (or one task) behind Marathon's back."""
@@ -140,7 +180,7 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
         return {"name": "marathon", "version": MARATHON_VERSION, "buildref": "local", "elected": True,
                 "leader": rt.url.split("://", 1)[-1], "frameworkId": FRAMEWORK_ID,
                 "marathon_config": {"framework_name": "marathon", "hostname": rt.host, "ha": False,
-                                    "checkpoint": True, "executor": "//cmd", "features": ["gpu_resources"],
+                                    "checkpoint": True, "executor": "//cmd", "features": list(rt.features),
                                     "local_port_min": 10000, "local_port_max": 20000, "master": "local",
                                     "mesos_role": "*", "mesos_user": "", "webui_url": rt.url,
                                     "env_vars_prefix": "", "default_network_name": "",
@@ -217,6 +257,32 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
             return web.json_response({"message": f"no running task of {body.get('appId')!r}"}, status=404)
         return web.json_response({"killed": killed})
 
+    async def list_agents(request: web.Request) -> web.Response:
+        return web.json_response([a.describe() for a in rt.agents.all])
+
+    async def add_agent(request: web.Request) -> web.Response:
+        body = await request.json()
+        try:
+            agent = rt.add_agent(body.get("resources"), body.get("attributes"))
+        except (ValueError, AttributeError) as exc:
+            return web.json_response({"message": str(exc)}, status=422)
+        return web.json_response(agent.describe(), status=201)
+
+    async def agent_action(request: web.Request) -> web.Response:
+        body = await request.json()
+        action = body.get("action") if isinstance(body, dict) else None
+        try:
+            if action in ("unreachable", "kill"):
+                changed = rt.lose_agent(request.match_info["agent"], kill=action == "kill")
+            elif action == "reconnect":
+                rt.reconnect_agent(request.match_info["agent"])
+                changed = []
+            else:
+                return web.json_response({"message": "action must be unreachable, kill or reconnect"}, status=422)
+        except KeyError as exc:
+            return web.json_response({"message": exc.args[0]}, status=404)
+        return web.json_response({"agent": rt.agent(request.match_info["agent"]).describe(), "unreachable": changed})
+
     app = web.Application(middlewares=[rt.faults.middleware, leader_header], client_max_size=64 * 2 ** 20)
     rt.security.install(app)
     app.router.add_get("/ping", ping)
@@ -226,10 +292,13 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
     app.router.add_get("/_local/requests", list_requests)
     app.router.add_delete("/_local/requests", clear_requests)
     app.router.add_post("/_local/kill", kill)
+    app.router.add_get("/_local/agents", list_agents)
+    app.router.add_post("/_local/agents", add_agent)
+    app.router.add_post("/_local/agents/{agent}", agent_action)
     app.router.add_route("*", "/v2{tail:.*}", dispatch)
-    add_agent_routes(app, rt.launcher.state_dir / "sandboxes", FRAMEWORK_ID, AGENT_ID)
     started = time.time()
-    add_master_routes(app, rt.state, lambda: started)
+    add_agent_routes(app, rt.agents, FRAMEWORK_ID, rt.used, started)
+    add_master_routes(app, rt.state, rt.agents, rt.used, lambda: started)
     if ui_dir is not None:
         add_ui_routes(app, ui_dir)
     return app
