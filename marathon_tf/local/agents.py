@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,16 @@ def per_agent(values: Sequence[str], count: int, what: str) -> list[Optional[str
         raise ValueError(f"{what}: {len(parts)} agent values for {count} agent{'s' if count != 1 else ''} "
                          f"(give --agents {len(parts)})")
     return [parts[i % len(parts)] for i in range(count)]
+
+
+def _check_address(address: str) -> None:
+    """Whether this machine answers on ``address`` (Linux does on all of 127/8; macOS only 127.0.0.1)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((address, 0))
+    except OSError as e:
+        raise ValueError(f"the agents' addresses 127.0.0.2 … need the whole loopback network, and {address} "
+                         f"cannot be used here ({e.strerror or e}): run one agent") from None
 
 
 def machine_resources(work_dir: Path) -> list[Resource]:
@@ -157,6 +168,8 @@ class Agents:
             raise ValueError(f"at most {MAX_AGENTS} agents")
         work_dir = self.state_dir if index == 1 else self.state_dir / "agents" / f"agent-{index}"
         hostname = self.host if index == 1 else f"127.0.0.{index}"
+        if index > 1:
+            _check_address(hostname)
         attrs = parse_attributes(attributes) if attributes else {}
         if resources is None:
             total = machine_resources(work_dir) + [Resource("ports", ephemeral_ports())]

@@ -53,8 +53,9 @@ def default_state_dir(job: str) -> Path:
 
 
 class SandboxTailer:
-    """Follows ``<state>/sandboxes/<task id>/{stdout,stderr}`` of every task, also of relaunched ones,
-    and hands complete lines to ``emit(task_name, stream, line)``.
+    """Follows ``<state>/sandboxes/<task id>/{stdout,stderr}`` of every task (and
+    ``<state>/agents/<agent>/sandboxes/…`` of the other agents'), also of relaunched ones, and hands
+    complete lines to ``emit(task_name, stream, line)``.
 
     Memory is bounded whatever the output: files are read :data:`READ_CHUNK` bytes at a time, and
     a line longer than :data:`LINE_LIMIT` bytes is cut there (the rest of it is skipped, and the
@@ -66,7 +67,7 @@ class SandboxTailer:
     READ_CHUNK = 1024 * 1024
 
     def __init__(self, state_dir: Path, emit: Callable[[str, str, str], None], interval: float = 0.2):
-        self.root = Path(state_dir) / "sandboxes"
+        self.state_dir = Path(state_dir)
         self.emit = emit
         self.interval = interval
         self._offsets: dict[Path, int] = {}
@@ -94,9 +95,9 @@ class SandboxTailer:
             self.poll()
 
     def poll(self, final: bool = False) -> None:
-        if not self.root.is_dir():
-            return
-        for box in sorted(self.root.iterdir(), key=lambda p: p.stat().st_mtime):
+        roots = [self.state_dir / "sandboxes", *sorted(self.state_dir.glob("agents/*/sandboxes"))]
+        boxes = [box for root in roots if root.is_dir() for box in root.iterdir()]
+        for box in sorted(boxes, key=lambda p: p.stat().st_mtime):
             for stream in ("stdout", "stderr"):
                 path = box / stream
                 try:
