@@ -110,9 +110,10 @@ class AgentLoss:
                 continue
             app = self.s.state.apps[task.app_id]
             ended = self._exits.pop(task.id, None)
-            if died or ended is not None or task.id not in self.s._procs:
-                self.s._finish(app, task, *(ended or ("TASK_GONE", f"Agent {agent.hostname} re-registered "
-                                                                   "without this task")))
+            if died or ended is None and task.id not in self.s._procs:
+                ended = ("TASK_GONE", f"Agent {agent.hostname} re-registered without this task")
+            if ended is not None:
+                self.s._finish(app, task, *ended)
                 continue
             since, task.unreachable_since = task.unreachable_since, None
             self.s._status(task, "TASK_RUNNING", "")
