@@ -15,6 +15,7 @@ import click
 
 from marathon_tf import __version__
 from marathon_tf.contract.errors import Interrupted, MarathonTFError, UsageError
+from marathon_tf.user import local_options
 
 __all__ = ["main", "cli"]
 
@@ -181,16 +182,20 @@ def schema() -> None:
 @click.option("--dry-run", is_flag=True, help="Render, and show Marathon's plan (?dryRun=true); deploy nothing.")
 @_templates_opt
 @_output_opt
-def deploy(job_file, marathon_url, user, password, token, ca_bundle, insecure, local, wait, timeout, force,
-           dry_run, templates_dir, fmt) -> None:
+@local_options.cluster_options(local_options.DEPLOY_DNS_REFRESH, prefix="(--local) ")
+@click.pass_context
+def deploy(ctx, job_file, marathon_url, user, password, token, ca_bundle, insecure, local, wait, timeout, force,
+           dry_run, templates_dir, fmt, **cluster) -> None:
     """Deploy JOB_FILE as a Marathon group (PUT: re-running it changes only what changed)."""
     from marathon_tf.user import jobs, output
     from marathon_tf.user.spec import load_job
 
+    if not local and local_options.given(ctx):
+        raise UsageError(f"{', '.join(local_options.given(ctx))}: only with --local (they shape the local cluster)")
     spec = load_job(job_file)  # a bad job file stops here: nothing is sent
     if local:
         sys.exit(_deploy_local(spec, templates_dir=templates_dir, timeout=timeout, fmt=fmt, detach=not wait,
-                               dry_run=dry_run))
+                               dry_run=dry_run, cluster=local_options.to_cluster(**cluster)))
     if dry_run and not marathon_url:
         from marathon_tf.user.render import render_group
 
@@ -228,7 +233,7 @@ def _progress_printer():
     return show
 
 
-def _deploy_local(spec, *, templates_dir, timeout, fmt, detach, dry_run) -> int:
+def _deploy_local(spec, *, templates_dir, timeout, fmt, detach, dry_run, cluster) -> int:
     """Run the job on this machine; task output is streamed as ``[worker-1] …``."""
     from marathon_tf.user import localrun, output
     from marathon_tf.user.render import render_group
@@ -239,7 +244,7 @@ def _deploy_local(spec, *, templates_dir, timeout, fmt, detach, dry_run) -> int:
     asked = [f"roles.{r}.gpus: {spec.roles[r].gpus:g}" for r in spec.counts() if spec.roles[r].gpus]
     asked += [f"roles.{r}.cpus: {spec.roles[r].cpus:g}" for r in spec.counts()
               if spec.roles[r].cpus > (os.cpu_count() or 1)]
-    if asked:
+    if asked and not cluster["agent_resources"]:
         output.warn(f"{', '.join(asked)}: {_LOCAL_RESOURCES}")
     if dry_run:
         output.emit_json(render_group(spec, templates_dir=templates_dir))
@@ -254,7 +259,7 @@ def _deploy_local(spec, *, templates_dir, timeout, fmt, detach, dry_run) -> int:
                     f"deployed {result.group_id}, deployment {result.deployment_id}")
 
     run = localrun.run(spec, templates_dir=templates_dir, timeout=timeout, emit_task_line=task_line,
-                       progress=_progress_printer(), on_deployed=deployed)
+                       progress=_progress_printer(), on_deployed=deployed, cluster_options=cluster)
     steps = run.status.get("finalStep", run.status.get("step"))
     output.info(f"job {spec.name}: {run.state} in {run.seconds:.1f} s"
                 + (f", step {steps}" if steps is not None else "")
@@ -528,12 +533,14 @@ def local() -> None:
               help="Also accept browser requests from this origin (e.g. http://localhost:3000); repeatable.")
 @click.option("--ui", "ui_dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="Serve this Marathon web UI build (mesosphere/marathon-ui) at /ui/.")
-def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir) -> None:
+@local_options.cluster_options(local_options.SERVE_DNS_REFRESH)
+def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir, **cluster_args) -> None:
     """Keep a local Marathon running, so that MARATHON_URL=http://127.0.0.1:8080
     marathon-tf deploy/scale/status/logs/delete work against it across commands.
 
     Tasks run as processes of this machine: they find this runner's Marathon and Mesos-DNS
-    whatever the job file's discovery says, and cpus/mem/gpus are not enforced."""
+    whatever the job file's discovery says; cpus/mem/disk/gpus/ports are enforced only with
+    --agent-resources (then a task that fits no agent waits, as on a cluster)."""
     from pathlib import Path
 
     from marathon_tf.contract.errors import UsageError
@@ -548,6 +555,7 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
     try:  # local/security.py: what local serve refuses, and why
         security = dict(auth=parse_auth(auth) if auth else None, allow_origins=allow_origins,
                         ui_dir=check_ui_dir(ui_dir) if ui_dir else None)
+        cluster_args = local_options.to_cluster(**cluster_args)
         Security(host, allow_origins, security["auth"])
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -560,13 +568,16 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
         output.info(f"sandboxes     {cluster.state_dir}/sandboxes    — Ctrl-C stops everything")
         if ui_dir:
             output.info(f"web UI        {cluster.marathon_url}/ui/")
-        output.warn(_LOCAL_RESOURCES)
+        if not cluster_args["agent_resources"]:
+            output.warn(_LOCAL_RESOURCES)
 
     options = {"Marathon API": "--port", "Mesos-DNS": "--dns-port", "Mesos-DNS HTTP API": "--dns-http-port"}
     try:
         signum = serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port,
                        state_dir=Path(state_dir).absolute() if state_dir else state_home() / "serve",
-                       on_ready=ready, warm_pool=WarmPool, **security)
+                       on_ready=ready, warm_pool=WarmPool, **security, **cluster_args)
+    except ValueError as e:  # what the cluster refuses of its options (e.g. agents' addresses on this OS)
+        raise UsageError(str(e)) from None
     except PortInUse as e:
         raise UsageError(f"{e.what} port {e.port} on {e.host} is already in use (another `local serve`?)",
                          hint=f"stop what holds it, or choose another port with {options[e.what]} PORT "
@@ -578,7 +589,7 @@ def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_orig
 
 
 _LOCAL_RESOURCES = ("the local runner does not enforce cpus, mem, disk or gpus: every task sees this machine's "
-                    "CPUs, memory and devices")
+                    "CPUs, memory and devices (--agent-resources makes its agents finite)")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -31,10 +31,6 @@ from marathon_tf.user.spec import JobSpec
 __all__ = ["LocalRun", "run", "local_cluster", "default_state_dir", "SandboxTailer"]
 
 
-#: Mesos-DNS's refresh in local mode (a cluster's default is 60 s; one machine can afford 0.25 s).
-LOCAL_DNS_REFRESH = 0.25
-
-
 def local_cluster(**options: Any):
     """A :class:`~marathon_tf.local.LocalCluster` set up for marathon-tf's tasks: the Python programs
     of its tasks share pre-warmed interpreters (:class:`marathon_tf.task.warmpool.WarmPool`), which
@@ -166,8 +162,11 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
         state_dir: Path | None = None, emit_task_line: Callable[[str, str, str], None] = lambda *a: None,
         progress: Callable[[dict[str, Any]], None] = lambda s: None,
         on_deployed: Callable[[jobs.DeployResult, Any], None] = lambda r, c: None,
-        poll: float = 1.0) -> LocalRun:
-    """Run ``spec`` to its end on a fresh local cluster; raises :class:`Timeout` (exit 3)."""
+        poll: float = 1.0, cluster_options: dict[str, Any] | None = None) -> LocalRun:
+    """Run ``spec`` to its end on a fresh local cluster (``cluster_options``: LocalCluster's, see
+    :mod:`marathon_tf.user.local_options`); raises :class:`Timeout` (exit 3)."""
+    from marathon_tf.user.local_options import DEPLOY_DNS_REFRESH
+
     from marathon_tf.local.launcher import host_volume_path, volume_problem
 
     state_dir = Path(state_dir or default_state_dir(spec.name))
@@ -183,7 +182,12 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
         raise UsageError(f"logdir: {logdir} cannot be used: {e.strerror or e}; nothing was started") from None
     try:
         with stopsignals.converted():
-            return _run(spec, local_cluster(state_dir=state_dir, dns_refresh=LOCAL_DNS_REFRESH), state_dir,
+            try:
+                cluster = local_cluster(state_dir=state_dir, **{"dns_refresh": DEPLOY_DNS_REFRESH,
+                                                                **(cluster_options or {})})
+            except ValueError as e:  # what the cluster refuses of its options
+                raise UsageError(f"{e}; nothing was started") from None
+            return _run(spec, cluster, state_dir,
                         templates_dir=templates_dir, timeout=timeout, emit_task_line=emit_task_line,
                         progress=progress, on_deployed=on_deployed, poll=poll, lock=lock)
     finally:
