@@ -104,7 +104,6 @@ class AgentLoss:
                 self._kill(proc)
                 self.s.bus.publish("unknown_instance_terminated_event", instanceId=task.instance_id,
                                    runSpecId=task.app_id, condition="Killed")
-        now = time.monotonic()
         for task in self._tasks_on(agent):
             if task.unreachable_since is None:
                 continue

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-from .resources import Ranges, Resource, Value, coalesce, parse_attributes, parse_resources
+from .resources import (Ranges, Resource, Value, attributes_json, coalesce, parse_attributes, parse_resources,
+                        summary_json)
 from .state import AGENT_ID
 
 __all__ = ["Agent", "Agents", "per_agent", "MAX_AGENTS"]
@@ -139,8 +140,6 @@ class Agent:
 
     def describe(self) -> dict:
         """What ``GET /_local/agents`` and :meth:`LocalCluster.agents` tell about it."""
-        from .resources import attributes_json, summary_json
-
         return {"id": self.id, "name": self.name, "hostname": self.hostname, "state": self.state,
                 "enforced": self.enforced, "sandboxes": str(self.sandboxes),
                 "resources": summary_json(self.resources), "attributes": attributes_json(self.attributes)}

@@ -50,10 +50,10 @@ class _AppStats:
 
 
 def _offer_json(result: NoMatch) -> dict:
+    """Marathon's ``Offer`` (``raml/OfferConversion.scala``); Mesos offers no resource that is used up."""
     agent = result.agent
     return {"id": str(uuid.uuid4()), "hostname": agent.hostname, "agentId": agent.id,
-            "resources": offer_resources_json(r for r in result.offer if not (isinstance(r.value, float) and
-                                                                              r.value == 0) and r.value != ()),
+            "resources": offer_resources_json(r for r in result.offer if r.value not in (0.0, ())),
             "attributes": offer_attributes_json(agent.attributes)}
 
 

@@ -159,7 +159,8 @@ def _take(offer: list[Resource], name: str, amount: float, roles: set[str]) -> O
 
 
 def match(spec: dict, agent: Agent, offer: list[Resource], placed: Sequence[Agent], *, default_roles: set[str],
-          used_gpus: Iterable[int] = (), taken_ports: Iterable[int] = (), gpu_restricted: bool = False) -> Match | NoMatch:
+          used_gpus: Iterable[int] = (), taken_ports: Iterable[int] = (),
+          gpu_restricted: bool = False) -> Match | NoMatch:
     """Whether one task of app ``spec`` fits ``offer`` (the agent's free resources)."""
     roles = set(spec.get("acceptedResourceRoles") or default_roles)
     reasons: list[str] = []

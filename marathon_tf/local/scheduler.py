@@ -125,7 +125,8 @@ class Scheduler:
         return match(app.run_def or {}, agent, free_resources(agent, [r for t in on_agent for r in t.consumed]),
                      [a for a in placed if a is not None], default_roles=self.agents.roles(),
                      used_gpus=[g for t in on_agent for g in t.gpus],
-                     taken_ports=[p for t in tasks for p in t.ports], gpu_restricted=self.gpu_restricted)
+                     taken_ports=[p for t in tasks + self.loss.orphan_tasks() for p in t.ports],
+                     gpu_restricted=self.gpu_restricted)
 
     # -- launching --------------------------------------------------------------------
     def _launch(self, app: AppState, count_offers: bool = True) -> bool:
