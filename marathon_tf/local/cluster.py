@@ -247,23 +247,23 @@ class LocalCluster:
     def add_agent(self, resources: Optional[str] = None, attributes: Optional[str] = None) -> dict:
         """A new agent joins (Mesos syntax as for ``agent_resources``; None: as large as the machine)."""
         assert self._rt is not None, "cluster not started"
-        return self.call(lambda: self._rt.add_agent(resources, attributes).describe())
+        return self.call(lambda: self._rt.agent_admin.add(resources, attributes).describe())
 
     def agent_unreachable(self, agent: str) -> list[str]:
         """The master loses contact with ``agent`` (id, name or hostname); its processes run on and its
         tasks become TASK_UNREACHABLE (their ids are returned)."""
         assert self._rt is not None, "cluster not started"
-        return self.call(lambda: self._rt.lose_agent(agent))
+        return self.call(lambda: self._rt.agent_admin.lose(agent))
 
     def kill_agent(self, agent: str) -> list[str]:
         """``agent`` dies: its tasks' processes are killed and the tasks become TASK_UNREACHABLE."""
         assert self._rt is not None, "cluster not started"
-        return self.call(lambda: self._rt.lose_agent(agent, kill=True))
+        return self.call(lambda: self._rt.agent_admin.lose(agent, kill=True))
 
     def reconnect_agent(self, agent: str) -> None:
         """A lost ``agent`` re-registers (after :meth:`kill_agent`, empty)."""
         assert self._rt is not None, "cluster not started"
-        self.call(lambda: self._rt.reconnect_agent(agent))
+        self.call(lambda: self._rt.agent_admin.reconnect(agent))
 
     def task_pids(self) -> list[int]:
         """Process (group) ids of the running tasks."""

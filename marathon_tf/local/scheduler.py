@@ -29,6 +29,7 @@ from .health import HealthMonitor
 from .launcher import FetchError, Launcher, last_line, task_env
 from .offers import OfferStats
 from .placement import Match, NoMatch, free_resources, match
+from .resources import Resource
 from .state import AppState, State, Task, now_ts
 
 __all__ = ["Scheduler"]
@@ -116,6 +117,10 @@ class Scheduler:
     # -- placement --------------------------------------------------------------------
     def active_tasks(self) -> list[Task]:
         return [t for a in self.state.apps.values() for t in a.tasks.values() if t.active]
+
+    def used(self, agent: Agent) -> list[Resource]:
+        """What the tasks on ``agent`` take of it."""
+        return [r for t in self.active_tasks() if t.agent_id == agent.id for r in t.consumed]
 
     def _offer(self, app: AppState, agent: Agent, tasks: list[Task]) -> Match | NoMatch:
         """Match one task of ``app`` against ``agent``'s free resources."""

@@ -5,9 +5,8 @@ and serves: the /v2 resources of ``api.py``, ``/v2/events`` (SSE exactly as
 Jetty's EventSourceServlet: exact ``Accept: text/event-stream`` or 405,
 ``event: X\\r\\ndata: {...}\\r\\n\\r\\n`` frames, a bare ``\\r\\n`` heartbeat, close-
 delimited body), ``/v2/info``, ``/v2/leader``, ``/ping``, ``/v2/plugins``, the
-admin API under ``/_local/`` (faults, request log, killing a task's process; agents:
-``GET``/``POST /_local/agents`` lists and adds, ``POST /_local/agents/<id|name|host>`` with
-``{"action": "unreachable" | "kill" | "reconnect"}`` loses and finds one), the
+admin API under ``/_local/`` (faults, request log, killing a task's process, agents:
+``agent_admin.py``), the
 Mesos endpoints the UI reads (``mesos_master.py``, ``agent.py``) and optionally
 the UI itself (``ui.py``). ``security.py`` guards every route.
 """
@@ -23,7 +22,8 @@ from typing import Awaitable, Callable, Iterable
 
 from aiohttp import web
 
-from .agents import Agent, Agents
+from .agent_admin import AgentAdmin, add_agent_admin_routes
+from .agents import Agents
 from .api import MarathonApi
 from .deployments import DeploymentManager
 from .errors import ApiError
@@ -33,7 +33,6 @@ from .agent import add_agent_routes
 from .mesos_master import MESOS_PREFIX, add_master_routes
 from .launcher import Launcher
 from .scheduler import Scheduler
-from .resources import Resource
 from .security import Security
 from .state import FRAMEWORK_ID, State, canonical_path, now_ts
 from .ui import add_ui_routes
@@ -68,6 +67,7 @@ class Runtime:
                                    gpu_restricted=gpu_scheduling_behavior == "restricted"
                                    and "gpu_resources" in self.features)
         self.scheduler.extra_env = self.security.task_env
+        self.agent_admin = AgentAdmin(self.scheduler)
         self.deployments = DeploymentManager(self.state, self.scheduler, self.bus)
         self.api = MarathonApi(self.state, self.scheduler, self.deployments, self.bus)
         self._scheduler_task: asyncio.Task | None = None
@@ -84,34 +84,6 @@ class Runtime:
         await self.scheduler.shutdown()
         if self._scheduler_task:
             self._scheduler_task.cancel()
-
-    def used(self, agent: Agent) -> list[Resource]:
-        """What the tasks on ``agent`` take of it."""
-        return [r for t in self.scheduler.active_tasks() if t.agent_id == agent.id for r in t.consumed]
-
-    def agent(self, key: str) -> Agent:
-        """The agent with this id, name or hostname (KeyError if none)."""
-        agent = self.agents.get(key)
-        if agent is None:
-            raise KeyError(f"no agent {key!r} (agents: {', '.join(a.name for a in self.agents.all)})")
-        return agent
-
-    def lose_agent(self, key: str, kill: bool = False) -> list[str]:
-        """Agent ``key`` becomes unreachable (``kill``: it dies, with its tasks' processes); the ids
-        of its tasks that became TASK_UNREACHABLE."""
-        return self.scheduler.loss.lose(self.agent(key), kill)
-
-    def reconnect_agent(self, key: str) -> None:
-        """A lost agent re-registers (a dead one comes back empty)."""
-        agent = self.agent(key)
-        if not agent.active:
-            self.scheduler.loss.back(agent)
-
-    def add_agent(self, resources: str | None = None, attributes: str | None = None) -> Agent:
-        """A new agent joins (ValueError for bad resources or attributes)."""
-        agent = self.agents.add(resources, attributes)
-        self.scheduler.wake()
-        return agent
 
     def kill_task(self, app_id: str, sig: int = signal.SIGKILL, task_id: str | None = None) -> list[str]:
         """Signal the processes of an app's tasks (or one task) behind Marathon's back."""
@@ -257,32 +229,6 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
             return web.json_response({"message": f"no running task of {body.get('appId')!r}"}, status=404)
         return web.json_response({"killed": killed})
 
-    async def list_agents(request: web.Request) -> web.Response:
-        return web.json_response([a.describe() for a in rt.agents.all])
-
-    async def add_agent(request: web.Request) -> web.Response:
-        body = await request.json()
-        try:
-            agent = rt.add_agent(body.get("resources"), body.get("attributes"))
-        except (ValueError, AttributeError) as exc:
-            return web.json_response({"message": str(exc)}, status=422)
-        return web.json_response(agent.describe(), status=201)
-
-    async def agent_action(request: web.Request) -> web.Response:
-        body = await request.json()
-        action = body.get("action") if isinstance(body, dict) else None
-        try:
-            if action in ("unreachable", "kill"):
-                changed = rt.lose_agent(request.match_info["agent"], kill=action == "kill")
-            elif action == "reconnect":
-                rt.reconnect_agent(request.match_info["agent"])
-                changed = []
-            else:
-                return web.json_response({"message": "action must be unreachable, kill or reconnect"}, status=422)
-        except KeyError as exc:
-            return web.json_response({"message": exc.args[0]}, status=404)
-        return web.json_response({"agent": rt.agent(request.match_info["agent"]).describe(), "unreachable": changed})
-
     app = web.Application(middlewares=[rt.faults.middleware, leader_header], client_max_size=64 * 2 ** 20)
     rt.security.install(app)
     app.router.add_get("/ping", ping)
@@ -292,13 +238,11 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
     app.router.add_get("/_local/requests", list_requests)
     app.router.add_delete("/_local/requests", clear_requests)
     app.router.add_post("/_local/kill", kill)
-    app.router.add_get("/_local/agents", list_agents)
-    app.router.add_post("/_local/agents", add_agent)
-    app.router.add_post("/_local/agents/{agent}", agent_action)
+    add_agent_admin_routes(app, rt.agent_admin)
     app.router.add_route("*", "/v2{tail:.*}", dispatch)
     started = time.time()
-    add_agent_routes(app, rt.agents, FRAMEWORK_ID, rt.used, started)
-    add_master_routes(app, rt.state, rt.agents, rt.used, lambda: started)
+    add_agent_routes(app, rt.agents, FRAMEWORK_ID, rt.scheduler.used, started)
+    add_master_routes(app, rt.state, rt.agents, rt.scheduler.used, lambda: started)
     if ui_dir is not None:
         add_ui_routes(app, ui_dir)
     return app

@@ -38,8 +38,10 @@ def test_a_killed_agents_tasks_turn_unreachable_and_are_replaced_elsewhere(clust
     wait(lambda: not alive(pid), what="the dead agent's process to be gone")
     updates = [e for e in cluster.events("status_update_event")[before:] if e["taskId"] == lost["id"]]
     assert updates[0]["taskStatus"] == "TASK_UNREACHABLE" and updates[0]["host"] == "127.0.0.2"
-    changed = [e["condition"] for e in cluster.events("instance_changed_event") if e["instanceId"] in lost["id"]]
-    assert changed[-2:] == ["Unreachable", "UnreachableInactive"]  # default strategy 0/0: at once
+    conditions = lambda: [e["condition"] for e in cluster.events("instance_changed_event")  # noqa: E731
+                          if e["instanceId"] in lost["id"]]
+    wait(lambda: conditions()[-2:] == ["Unreachable", "UnreachableInactive"],  # default strategy 0/0: at once
+         what=f"Unreachable then UnreachableInactive (so far {conditions()})")
     # replaced on another agent; the lost task is expunged (default expungeAfterSeconds 0)
     running = wait(lambda: (lambda t: t if len(t) == 3 else None)(api.running("/a")), what="the replacement")
     assert "127.0.0.2" not in {t["host"] for t in running}
