@@ -177,8 +177,9 @@ class Scheduler:
                 env.update(self.extra_env)  # credentials to call the runner back (local/security.py)
             if task.killing or self.stopping:
                 raise FetchError("Task killed before it was started")
-            if task.unreachable_since is not None:
-                return  # its agent was lost while the task was staged
+            if task.unreachable_since is not None:  # its agent was lost while the task was staged
+                self._watchers.pop(task.id, None)
+                return
             proc = await self.launcher.spawn(run_def, env, box)
         except (FetchError, OSError) as exc:
             state = "TASK_KILLED" if task.killing else "TASK_FAILED"
