@@ -90,12 +90,12 @@ class PortAllocator:
         return ports
 
     def _pick(self, n: int, candidates: list[int], host: Optional[str], now: float) -> list[int]:
+        hosts = {host or self.host, self.host}  # free on the agent's address and the runner's: TF binds all
         ports: list[int] = []
         for port in random.sample(candidates, len(candidates)):
             if len(ports) == n:
                 break
-            if port not in self._recent and self._free(port, host) and (host in (None, self.host) or
-                                                                        self._free(port)):
+            if port not in self._recent and all(self._free(port, h) for h in hosts):
                 ports.append(port)
                 self._recent[port] = now
         if len(ports) != n:
