@@ -150,7 +150,7 @@ def test_attribute_constraints_spread_over_racks(cluster_with, wait):
 
 def test_a_task_runs_on_its_agent_address_ports_and_sandbox(cluster_with, wait):
     cluster, api = cluster_with(agents=2, agent_resources=[SMALL])
-    cmd = "env > env.txt; exec sleep 600"
+    cmd = "env > env.tmp && mv env.tmp env.txt; exec sleep 600"  # env.txt appears whole
     api.post("/v2/apps", json=_app("/a", cmd=cmd, instances=2, cpus=0.6, portDefinitions=[{"port": 0}, {"port": 0}]))
     tasks = wait(lambda: (lambda t: t if len(t) == 2 else None)(api.running("/a")), what="2 tasks")
     assert {t["host"] for t in tasks} == {"127.0.0.1", "127.0.0.2"}  # 0.6 cpus each: one per agent
@@ -183,13 +183,13 @@ def _env(path: Path) -> dict:
 def test_gpus_are_numbered_per_agent_and_never_handed_to_two_tasks(cluster_with, wait):
     cluster, api = cluster_with(agents=2, agent_resources=["cpus:8;mem:4096;gpus:2;ports:[33200-33299]"],
                                 gpu_scheduling_behavior="unrestricted")
-    cmd = "env > env.txt; exec sleep 600"
+    cmd = "env > env.tmp && mv env.tmp env.txt; exec sleep 600"  # env.txt appears whole
     api.post("/v2/apps", json=_app("/g1", cmd=cmd, instances=3, gpus=1))
     api.post("/v2/apps", json=_app("/g0", cmd=cmd, gpus=0))
 
-    def held():
+    def held(apps=("/g1", "/g2")):
         out = []
-        for t in api.running("/g1") + api.running("/g2"):
+        for t in [t for a in apps for t in api.running(a)]:
             f = sandbox_of(cluster, t) / "env.txt"
             if not f.exists() or "CUDA_VISIBLE_DEVICES" not in f.read_text():
                 return None
@@ -197,6 +197,9 @@ def test_gpus_are_numbered_per_agent_and_never_handed_to_two_tasks(cluster_with,
             assert env["NVIDIA_VISIBLE_DEVICES"] == env["CUDA_VISIBLE_DEVICES"]
             out += [(t["slaveId"], int(i)) for i in env["CUDA_VISIBLE_DEVICES"].split(",")]
         return out
+
+    def held3():
+        return held(("/g3",)) or []
 
     wait(lambda: len(api.running("/g1")) == 3 and held() and len(held()) == 3, what="3 one-GPU tasks")
     api.post("/v2/apps", json=_app("/g2", cmd=cmd, instances=1, gpus=2))
@@ -207,13 +210,15 @@ def test_gpus_are_numbered_per_agent_and_never_handed_to_two_tasks(cluster_with,
     env = _env(wait(lambda: (sandbox_of(cluster, g0) / "env.txt").exists() and sandbox_of(cluster, g0) / "env.txt",
                     what="g0's env"))
     assert env["CUDA_VISIBLE_DEVICES"] == "" and "NVIDIA_VISIBLE_DEVICES" not in env
-    # free a GPU on the agent that holds one: the 2-GPU task gets both there, no index twice
-    lone = next(t for t in api.running("/g1") if [p[0] for p in pairs].count(t["slaveId"]) == 1)
-    api.delete(f"/v2/apps/g1/tasks/{lone['id']}", params={"scale": "true"})
-    wait(lambda: api.running("/g2") and len(held() or []) == 4, what="the 2-GPU task")
-    pairs = held()
-    assert len(pairs) == len(set(pairs)) == 4
-    assert sorted(i for a, i in pairs if a == api.running("/g2")[0]["slaveId"]) == [0, 1]
+    # the one-GPU tasks go: the 2-GPU task gets both GPUs of one agent, another one those of the other
+    assert api.delete("/v2/apps/g1").status_code == 200
+    wait(lambda: api.running("/g2") and held() is not None and len(held()) == 2, what="the 2-GPU task")
+    api.post("/v2/apps", json=_app("/g3", cmd=cmd, instances=2, gpus=2))
+    wait(lambda: len(api.running("/g3")) == 1 and len((held() or []) + held3()) == 4, what="one 2-GPU task of /g3")
+    pairs = held() + held3()
+    assert len(pairs) == len(set(pairs)) == 4  # every GPU of both agents, each once
+    assert sorted(i for a, i in held()) == [0, 1] and sorted(i for a, i in held3()) == [0, 1]
+    assert queue(api)["/g3"]["count"] == 1  # no GPU left for the second
     assert q["processedOffersSummary"]["rejectSummaryLastOffers"] == funnel_of(2, {"InsufficientGpus": 2})
     used = {s["id"]: s["used_resources"]["gpus"] for s in api.get("/mesos/master/slaves").json()["slaves"]}
     assert sorted(used.values()) == [2.0, 2.0]
