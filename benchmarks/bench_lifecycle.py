@@ -7,7 +7,11 @@
   and the same for mnist-ps-strategy's ``chief-0`` + ``ps-0`` (seconds until the chief's next step);
 * two workers: SIGKILL ``worker-0`` and ``worker-1`` together;
 * scale: ``jobs.scale`` 2 -> 3 workers mid-training -> seconds until every worker (3) printed a
-  ``step=`` line after the scale request.
+  ``step=`` line after the scale request;
+* lost agent: on 3 agents (one task each), the agent running ``ps-0`` dies
+  (``LocalCluster.kill_agent``): its task turns TASK_UNREACHABLE and, with the rendered
+  ``unreachableStrategy`` 0/0, is replaced on another agent -> seconds until every worker's next
+  step (compare with "killed ps": the same restart, plus the agent's loss and the new placement).
 
 Each row also says when the last training program was (re)started with the rewritten spec
 (from the bootstraps' "started training program" lines): the part discovery and the
@@ -62,7 +66,7 @@ def _pss_job_file(tmp: Path) -> Path:
 
 def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int,
              prepare: Callable[[object], None] | None = None, *, job_file: Callable[[Path], Path] | None = None,
-             trainers: set[str] | None = None, **job_changes) -> float:
+             trainers: set[str] | None = None, cluster_options: dict | None = None, **job_changes) -> float:
     """Deploy (``job_file(tmp)``, default the TF1 job file with ``job_changes``), train until step > 500,
     ``prepare(cluster)`` (untimed), ``disrupt(cluster, client, job)``, and time until every worker (or
     every task in ``trainers``) printed a step line after it."""
@@ -86,7 +90,7 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
             with lock:
                 started.append(time.monotonic())
 
-    cluster = LocalCluster(state_dir=tmp / "state", dns_refresh=0.5, kill_grace=2.0)
+    cluster = LocalCluster(state_dir=tmp / "state", dns_refresh=0.5, kill_grace=2.0, **(cluster_options or {}))
     tailer = SandboxTailer(tmp / "state", emit, interval=0.05)
     try:
         cluster.start()
@@ -138,6 +142,13 @@ def _kill_together(*apps: str) -> Callable[[object, object, str], None]:
     return disrupt
 
 
+def _kill_agent_of(app: str) -> Callable[[object, object, str], None]:
+    def disrupt(cluster, client, job):
+        host = client.request("GET", f"/v2/apps/{job}/{app}/tasks").body["tasks"][0]["host"]
+        cluster.kill_agent(host)
+    return disrupt
+
+
 def _scale(cluster, client, job) -> None:
     from marathon_tf.user import jobs
 
@@ -155,6 +166,18 @@ def bench_recovery(quick: bool) -> list[Row]:
              ("recovery after chief + ps killed together (local; mnist-ps-strategy, chief's next step)",
               _kill_together("chief-0", "ps-0"), 0, pss),
              ("scale 2 -> 3 workers to resumed training (local)", _scale, 3, {})]
+    return _rows(cases, n)
+
+
+def bench_agent_loss(quick: bool) -> list[Row]:
+    """The agent of ps-0 lost, and its baseline in the same run: ps-0 killed on one agent."""
+    n = 1 if quick else 3
+    return _rows([("recovery after a killed ps (local; baseline of the next row)", _kill("ps-0"), 2, {}),
+                  ("recovery after the agent of ps-0 is lost (local, 3 agents)", _kill_agent_of("ps-0"), 2,
+                   {"cluster_options": {"agents": 3}})], n)
+
+
+def _rows(cases: list, n: int) -> list[Row]:
     rows = []
     for name, disrupt, workers, options in cases:
         try:
@@ -170,4 +193,4 @@ def bench_recovery(quick: bool) -> list[Row]:
     return rows
 
 
-BENCHMARKS = {"recovery": bench_recovery}
+BENCHMARKS = {"recovery": bench_recovery, "agent-loss": bench_agent_loss}

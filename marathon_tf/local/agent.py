@@ -7,7 +7,12 @@ state directory), ``GET /files/read`` (``path``, ``offset``, ``length`` →
 (``?jsonp=callback``, which Mesos answers with ``callback(<json>);``).
 
 Served by the local Marathon on its own port (on a cluster they are on each agent,
-port 5051). Only files inside the sandboxes directory can be read.
+port 5051). Only files inside the agents' sandbox directories can be read. Each agent N
+answers as libprocess routes it, ``/slave(N)/state`` (its pid is ``slave(N)@<host:port>``):
+its id, hostname, resources (``resources``, ``reserved_resources``, ``unreserved_resources``,
+their ``*_full`` and ``*_allocated`` forms, as apache/mesos ``src/slave/http.cpp`` writes them)
+and attributes, and its own sandboxes; ``/state`` is every agent's sandboxes together (the
+runner's one view, what ``logs`` and the web UI read).
 """
 
 from __future__ import annotations
@@ -18,11 +23,14 @@ import pwd
 import re
 import stat
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from aiohttp import web
 
-__all__ = ["add_agent_routes", "mesos_json"]
+from .agents import Agent, Agents
+from .resources import Resource, attributes_json, full_json, summary_json
+
+__all__ = ["add_agent_routes", "mesos_json", "resource_fields"]
 
 _CALLBACK = re.compile(r"^[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)*$")
 
@@ -55,31 +63,72 @@ _MAX_LENGTH = 4 * 2 ** 20
 MESOS_VERSION = "1.9.0"
 
 
-def add_agent_routes(app: web.Application, sandboxes: Path, framework_id: str, agent_id: str = "") -> None:
-    root = Path(sandboxes).resolve()
+def resource_fields(agent: Agent, used: list[Resource], full: bool = True) -> dict:
+    """An agent's resources as Mesos writes them: total (``resources``), per reserved role, the
+    unreserved (``*``) part — of the total, not what is free — and what its tasks use."""
+    reserved: dict[str, list[Resource]] = {}
+    for r in agent.resources:
+        if r.role != "*":
+            reserved.setdefault(r.role, []).append(r)
+    unreserved = [r for r in agent.resources if r.role == "*"]
+    out = {"resources": summary_json(agent.resources),
+           "reserved_resources": {role: summary_json(rs) for role, rs in reserved.items()},
+           "unreserved_resources": summary_json(unreserved)}
+    if full:
+        allocated: dict[str, list[Resource]] = {}
+        for r in used:
+            if r.role != "*":
+                allocated.setdefault(r.role, []).append(r)
+        out.update({"reserved_resources_full": {role: full_json(rs) for role, rs in reserved.items()},
+                    "unreserved_resources_full": full_json(unreserved),
+                    "reserved_resources_allocated": {role: summary_json(rs) for role, rs in allocated.items()},
+                    "unreserved_resources_allocated": summary_json(r for r in used if r.role == "*")})
+    return out
 
+
+def add_agent_routes(app: web.Application, agents: Agents, framework_id: str,
+                     used: Callable[[Agent], list[Resource]], started: float) -> None:
     def inside(raw: str) -> Optional[Path]:
         try:
             path = Path(raw).resolve()
         except (ValueError, OSError):
             return None
-        return path if path == root or root in path.parents else None
+        for agent in agents.all:
+            root = agent.sandboxes.resolve()
+            if path == root or root in path.parents:
+                return path
+        return None
+
+    def executors(agent_list: list[Agent]) -> list[dict]:
+        boxes = [box for a in agent_list if a.sandboxes.is_dir() for box in a.sandboxes.iterdir()]
+        return [{"id": box.name, "name": f"Command Executor (Task: {box.name})", "source": box.name,
+                 "framework_id": framework_id, "container": box.name, "directory": str(box),
+                 "tasks": [{"id": box.name}], "queued_tasks": [], "completed_tasks": []}
+                for box in sorted(boxes, key=lambda p: p.stat().st_mtime)]
+
+    def frameworks(agent_list: list[Agent]) -> list[dict]:
+        return [{"id": framework_id, "name": "marathon", "executors": executors(agent_list),
+                 "completed_executors": []}]
 
     async def state(request: web.Request) -> web.Response:
-        executors = []
-        if root.is_dir():
-            for box in sorted(root.iterdir(), key=lambda p: p.stat().st_mtime):
-                executors.append({"id": box.name, "name": f"Command Executor (Task: {box.name})",
-                                  "source": box.name, "framework_id": framework_id, "container": box.name,
-                                  "directory": str(box), "tasks": [{"id": box.name}],
-                                  "queued_tasks": [], "completed_tasks": []})
         host = request.host
-        return mesos_json(request, {"id": agent_id, "hostname": host.rsplit(":", 1)[0],
+        return mesos_json(request, {"id": agents.all[0].id, "hostname": host.rsplit(":", 1)[0],
                                     "pid": f"slave(1)@{host}", "version": MESOS_VERSION,
-                                    "flags": {"work_dir": str(root.parent)},  # the runner's state directory
-                                    "frameworks": [{"id": framework_id, "name": "marathon",
-                                                    "executors": executors, "completed_executors": []}],
-                                    "completed_frameworks": []})
+                                    "flags": {"work_dir": str(agents.all[0].work_dir)},  # the runner's state directory
+                                    "frameworks": frameworks(agents.all), "completed_frameworks": []})
+
+    async def agent_state(request: web.Request) -> web.Response:
+        index = int(request.match_info["n"])
+        if not 1 <= index <= len(agents.all) or not agents.all[index - 1].active:
+            return web.Response(status=404, text="Not found")  # an agent that is gone answers nothing
+        agent = agents.all[index - 1]
+        return mesos_json(request, {
+            "version": MESOS_VERSION, "build_user": "marathon-tf", "start_time": started,
+            "id": agent.id, "pid": f"slave({agent.index})@{request.host}", "hostname": agent.hostname,
+            "capabilities": [], **resource_fields(agent, used(agent)),
+            "attributes": attributes_json(agent.attributes), "master_hostname": request.host.rsplit(":", 1)[0],
+            "flags": {"work_dir": str(agent.work_dir), "hostname": agent.hostname},
+            "frameworks": frameworks([agent]), "completed_frameworks": []})
 
     async def browse(request: web.Request) -> web.Response:
         path = inside(request.query.get("path", ""))
@@ -113,6 +162,7 @@ def add_agent_routes(app: web.Application, sandboxes: Path, framework_id: str, a
         return mesos_json(request, {"data": data.decode("utf-8", "replace"), "offset": offset})
 
     app.router.add_get("/state", state)
+    app.router.add_get(r"/slave({n:\d+})/state", agent_state)
     app.router.add_get("/files/read", read)
     app.router.add_get("/files/browse", browse)
     app.router.add_get("/files/download", download)

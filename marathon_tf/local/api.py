@@ -188,7 +188,7 @@ class MarathonApi:
                 raise app_not_found(app_id)
             existing = apps.get(app_id)
             raw = {**existing, **item} if existing and _flag(request, "partialUpdate", True) else item
-            apps[app_id] = targets.prepare_app(raw, app_id, f"({i})")
+            apps[app_id] = targets.prepare_app(raw, app_id, f"({i})", features=self.state.features)
             node = parent_path(app_id)
             while node not in groups:
                 groups[node] = []
@@ -208,7 +208,7 @@ class MarathonApi:
             return web.json_response({"tasks": [self.state.task_json(t) for t in tasks]})
         if request.method == "DELETE":
             host = request.query.get("host")
-            tasks = [t for t in tasks if not host or host == self.state.host]
+            tasks = [t for t in tasks if not host or host == t.host]
             return self._kill(request, tasks)
         raise web.HTTPMethodNotAllowed(request.method, ["GET", "DELETE"])
 
@@ -323,18 +323,19 @@ class MarathonApi:
             return web.Response(status=204)
         if rest or request.method != "GET":
             raise web.HTTPNotFound()
+        embed_offers = "lastUnusedOffers" in request.query.getall("embed", [])
         items = []
         now = time.monotonic()
         for app in self.state.apps.values():
             if app.run_def is None or app.queued_since is None or app.removed:
                 continue
-            new = [t for t in app.active_tasks() if not t.killing and t.config_version == app.run_config_version]
+            new = [t for t in app.active_tasks()
+                   if not t.killing and not t.inactive and t.config_version == app.run_config_version]
             count = app.target - len(new)
             if count <= 0:
                 continue
-            left = max(0.0, app.launch_after - now)
+            left = max(0.0, app.launch_after - now)  # QueueDelay: overdue = waiting for offers, not backed off
             items.append({"app": self.app_view(app, {"lastTaskFailure"}), "count": count,
                           "delay": {"timeLeftSeconds": int(left), "overdue": left <= 0},
-                          "since": app.queued_since,
-                          "processedOffersSummary": {"processedOffersCount": 0, "unusedOffersCount": 0}})
+                          "since": app.queued_since, **self.scheduler.offers.summary(app.id, embed_offers)})
         return web.json_response({"queue": items})

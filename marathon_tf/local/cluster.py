@@ -17,17 +17,18 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from aiohttp import web
 
+from .agents import Agents
 from .faults import FaultInjector
 from .leadership import Leadership
 from .mesos_dns import MesosDns
 from .ports import PortInUse, busy_ports, runner_ports
 from .security import Credentials, Security
 from .launcher import Launcher, WarmPoolFactory
-from .server import Runtime, create_app
+from .server import DEFAULT_FEATURES, FEATURES, Runtime, create_app
 
 __all__ = ["LocalCluster", "PortInUse", "busy_ports", "serve"]
 
@@ -62,6 +63,13 @@ class LocalCluster:
     ``marathon_port``, ``+1``, …; all free ones for 0), the first one elected; a killed leader
     (:meth:`kill_leader`) is replaced ``election_gap`` seconds later (see
     :mod:`marathon_tf.local.leadership`).
+
+    ``agents`` Mesos agents, each offering ``agent_resources`` and carrying ``agent_attributes``
+    (Mesos syntax; ``a|b`` or several values: one per agent in turn; see :mod:`~marathon_tf.local.agents`);
+    none given: one agent as large as the machine whose resources are not enforced.
+    ``features``: Marathon's ``--enable_features``; ``gpu_scheduling_behavior``: its
+    ``--gpu_scheduling_behavior`` (``restricted``: tasks without GPUs decline agents with GPUs).
+    Bad values raise ValueError.
     """
 
     def __init__(self, state_dir: Union[str, Path, None] = None, host: str = "127.0.0.1",
@@ -69,10 +77,17 @@ class LocalCluster:
                  dns_ttl: int = 5, heartbeat: float = 10.0, kill_grace: float = 3.0, kill_grace_cap: float = 30.0,
                  shutdown_grace: float = 2.0, auth: Optional[Credentials] = None, allow_origins: tuple = (),
                  ui_dir: Union[str, Path, None] = None, warm_pool: Optional[WarmPoolFactory] = None,
-                 marathon_instances: int = 1, election_gap: float = 3.0) -> None:
+                 marathon_instances: int = 1, election_gap: float = 3.0,
+                 agents: int = 1, agent_resources: Sequence[str] = (), agent_attributes: Sequence[str] = (),
+                 features: Sequence[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: str = "restricted") -> None:
         if marathon_instances < 1:
             raise ValueError("marathon_instances must be at least 1")
         self.security = Security(host, allow_origins, auth)  # raises AuthError for an unsafe setup
+        unknown = sorted(set(features) - set(FEATURES))
+        if unknown:
+            raise ValueError(f"features: {', '.join(unknown)} unknown to Marathon 1.8 (it knows {', '.join(FEATURES)})")
+        if gpu_scheduling_behavior not in ("restricted", "unrestricted"):
+            raise ValueError(f"gpu scheduling behavior {gpu_scheduling_behavior!r}: restricted or unrestricted")
         self._ui_dir = ui_dir
         self._own_dir = state_dir is None
         self.state_dir = Path(tempfile.mkdtemp(prefix="marathon-tf-local-") if state_dir is None else state_dir)
@@ -80,8 +95,10 @@ class LocalCluster:
         self._ports = (marathon_port, dns_port, dns_http_port)
         self._ha = dict(instances=marathon_instances, election_gap=election_gap)
         self._leadership: Optional[Leadership] = None
+        self._agents = Agents(self.state_dir, host, agents, agent_resources, agent_attributes)
         self._options = dict(heartbeat=heartbeat, kill_grace=kill_grace, kill_grace_cap=kill_grace_cap,
-                             shutdown_grace=shutdown_grace)
+                             shutdown_grace=shutdown_grace, agents=self._agents, features=features,
+                             gpu_scheduling_behavior=gpu_scheduling_behavior)
         self._dns_options = dict(refresh=dns_refresh, ttl=dns_ttl)
         #: Built before the servers start, so that :meth:`prewarm` can start interpreters first.
         self.launcher = Launcher(self.state_dir, host, kill_grace_cap, warm_pool=warm_pool)
@@ -125,6 +142,7 @@ class LocalCluster:
         self._rt.start()
         n = self._ha["instances"]
         ports = [marathon_port + i if marathon_port else 0 for i in range(n)]
+        self._rt.ha = n > 1  # /v2/info's marathon_config.ha, as Marathon's --[disable_]ha says
 
         def elected(url: str) -> None:
             self._rt.url = url
@@ -266,6 +284,31 @@ class LocalCluster:
         """Events published so far (oldest first)."""
         assert self._rt is not None, "cluster not started"
         return self._rt.bus.recent(event_type)
+
+    def agents(self) -> list[dict]:
+        """Every agent: ``id``, ``name``, ``hostname``, ``state``, ``sandboxes``, ``resources``, ``attributes``."""
+        return self.call(lambda: [a.describe() for a in self._agents.all])
+
+    def add_agent(self, resources: Optional[str] = None, attributes: Optional[str] = None) -> dict:
+        """A new agent joins (Mesos syntax as for ``agent_resources``; None: as large as the machine)."""
+        assert self._rt is not None, "cluster not started"
+        return self.call(lambda: self._rt.agent_admin.add(resources, attributes).describe())
+
+    def agent_unreachable(self, agent: str) -> list[str]:
+        """The master loses contact with ``agent`` (id, name or hostname); its processes run on and its
+        tasks become TASK_UNREACHABLE (their ids are returned)."""
+        assert self._rt is not None, "cluster not started"
+        return self.call(lambda: self._rt.agent_admin.lose(agent))
+
+    def kill_agent(self, agent: str) -> list[str]:
+        """``agent`` dies: its tasks' processes are killed and the tasks become TASK_UNREACHABLE."""
+        assert self._rt is not None, "cluster not started"
+        return self.call(lambda: self._rt.agent_admin.lose(agent, kill=True))
+
+    def reconnect_agent(self, agent: str) -> None:
+        """A lost ``agent`` re-registers (after :meth:`kill_agent`, empty)."""
+        assert self._rt is not None, "cluster not started"
+        self.call(lambda: self._rt.agent_admin.reconnect(agent))
 
     def task_pids(self) -> list[int]:
         """Process (group) ids of the running tasks."""

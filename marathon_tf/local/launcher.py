@@ -20,6 +20,7 @@ import asyncio
 import collections
 import ctypes
 import os
+import random
 import re
 import shutil
 import signal
@@ -56,19 +57,23 @@ class PortAllocator:
         self.quarantine = quarantine
         self._recent: collections.OrderedDict[int, float] = collections.OrderedDict()
 
-    def _free(self, port: int) -> bool:
+    def _free(self, port: int, host: Optional[str] = None) -> bool:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
-                s.bind((self.host, port))
+                s.bind((host or self.host, port))
             except OSError:
                 return False
         return True
 
-    def allocate(self, n: int) -> list[int]:
-        """``n`` distinct free ports."""
+    def allocate(self, n: int, candidates: Optional[list[int]] = None, host: Optional[str] = None) -> list[int]:
+        """``n`` distinct free ports: any the kernel hands out, or (``candidates``: an agent's free
+        port ranges) chosen at random among those, as Marathon picks dynamic ports from an offer.
+        ``host``: the address they are tested on (the agent's)."""
         now = time.monotonic()
         while self._recent and next(iter(self._recent.values())) < now - self.quarantine:
             self._recent.popitem(last=False)
+        if candidates is not None:
+            return self._pick(n, candidates, host, now)
         ports: list[int] = []
         for _ in range(1000):
             if len(ports) == n:
@@ -80,6 +85,19 @@ class PortAllocator:
                 continue
             ports.append(port)
             self._recent[port] = now
+        if len(ports) != n:
+            raise OSError("no free ports")
+        return ports
+
+    def _pick(self, n: int, candidates: list[int], host: Optional[str], now: float) -> list[int]:
+        hosts = {host or self.host, self.host}  # free on the agent's address and the runner's: TF binds all
+        ports: list[int] = []
+        for port in random.sample(candidates, len(candidates)):
+            if len(ports) == n:
+                break
+            if port not in self._recent and all(self._free(port, h) for h in hosts):
+                ports.append(port)
+                self._recent[port] = now
         if len(ports) != n:
             raise OSError("no free ports")
         return ports
@@ -97,7 +115,7 @@ def task_env(app: dict, task_id: str, version: str, ports: list[int], sandbox: s
     env = {k: v for k, v in (os.environ if base is None else base).items() if k not in SECRET_VARS}
     bindir = os.path.dirname(sys.executable)
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "/usr/local/bin:/usr/bin:/bin")
-    env["MTF_STATUS_BIND"] = "127.0.0.1"
+    env["MTF_STATUS_BIND"] = host if host.startswith("127.") else "127.0.0.1"  # the agent's own address
     definitions = app.get("portDefinitions") or []
     for i, port in enumerate(ports):
         env[f"PORT{i}"] = str(port)
@@ -205,13 +223,14 @@ class Launcher:
         self.warm: Optional[WarmPool] = None if warm_pool is None else warm_pool(
             self.state_dir / "prewarm", before_start=self.guardian.start, keep=(reaper.TOKEN_VAR,))
 
-    def sandbox(self, task_id: str) -> Path:
-        return self.state_dir / "sandboxes" / task_id
+    def sandbox(self, task_id: str, root: Optional[Path] = None) -> Path:
+        """A task's sandbox in ``root`` (its agent's sandboxes; default the first agent's)."""
+        return (self.state_dir / "sandboxes" if root is None else Path(root)) / task_id
 
     # -- preparing a sandbox ------------------------------------------------------------
-    def prepare(self, app: dict, task_id: str) -> Path:
+    def prepare(self, app: dict, task_id: str, root: Optional[Path] = None) -> Path:
         """Create the sandbox, fetch URIs and link volumes; raise FetchError on a bad URI."""
-        box = self.sandbox(task_id)
+        box = self.sandbox(task_id, root)
         box.mkdir(parents=True, exist_ok=True)
         (box / "stdout").touch()
         (box / "stderr").touch()

@@ -1,7 +1,8 @@
 """Mesos-DNS for the local Marathon: A/SRV records over DNS (dnslib) and its HTTP API.
 
 Records follow FACTS §7 for every TASK_RUNNING task of app ``/g/app`` (label
-``app-g``, legacy name ``app.g``, task host 127.0.0.1, agent ``...-S0``):
+``app-g``, legacy name ``app.g``; the task's host is its agent's address, 127.0.0.N, and the
+canonical name ends in its agent id's tail, ``-s0`` for agent 1):
 ``<label>.marathon.mesos.`` and ``<label>.marathon.slave.mesos.`` (A), the
 canonical ``<label>-<hash5>-s0.marathon[.slave].mesos.`` (A),
 ``_<label>._<proto>.marathon.mesos.`` (SRV, every port), ``_<name>._<label>._<proto>
@@ -24,7 +25,7 @@ from aiohttp import web
 from dnslib import QTYPE, RCODE, RR, SOA, SRV, A, DNSRecord
 
 from marathon_tf.contract import naming
-from .state import AGENT_ID, State
+from .state import State
 
 __all__ = ["Records", "build_records", "MesosDns", "zbase32_hash"]
 
@@ -58,7 +59,6 @@ class Records:
 def build_records(state: State, domain: str = "mesos", framework: str = "marathon") -> Records:
     """Records for every running task in ``state``."""
     rec = Records()
-    tail = AGENT_ID.rsplit("-", 1)[-1].lower()
     for app in list(state.apps.values()):
         spec = app.run_def or app.definition
         definitions = spec.get("portDefinitions") or []
@@ -67,11 +67,12 @@ def build_records(state: State, domain: str = "mesos", framework: str = "maratho
             if task.state != "TASK_RUNNING":
                 continue
             digest = zbase32_hash(task.id)
+            tail = task.agent_id.rsplit("-", 1)[-1].lower()
             for name in dict.fromkeys([label, legacy]):
                 canon = f"{name}-{digest}-{tail}"
                 fw, slave = f"{framework}.{domain}.", f"{framework}.slave.{domain}."
                 for host in (f"{name}.{fw}", f"{name}.{slave}", f"{canon}.{fw}", f"{canon}.{slave}"):
-                    rec.add_a(host, state.host)
+                    rec.add_a(host, task.host)
                 for i, port in enumerate(task.ports):
                     pd = definitions[i] if i < len(definitions) else {}
                     for proto in (pd.get("protocol") or "tcp").split(","):

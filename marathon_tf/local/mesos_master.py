@@ -4,7 +4,16 @@
 local Marathon's own origin; the UI then asks (as JSONP) for ``/mesos/version``
 and ``/mesos/master/state``, takes the agent's address from the agent's ``pid``
 (``slave(1)@host:port`` = this same server, see ``agent.py``), and reads its
-``/state`` and ``/files/browse``. The one agent is this machine.
+``/state`` and ``/files/browse``.
+
+``/mesos/master/state`` and ``/mesos/master/slaves`` list the registered (reachable) agents as
+apache/mesos ``src/master/readonly_handler.cpp`` ``SlaveWriter`` writes them: ``id``,
+``hostname``, ``port``, ``attributes``, ``pid`` (``slave(N)@<this server>``: its ``/slave(N)/state``),
+``registered_time``, ``resources`` (the total), ``used_resources``, ``offered_resources`` (none:
+offers are not held), ``reserved_resources`` (per role), ``unreserved_resources`` (the ``*``
+part of the total, not what is free: free = ``resources`` − ``used_resources``), ``active`` …;
+``/master/slaves`` adds the ``*_full`` forms. Unreachable agents are counted in
+``unreachable_slaves`` and left out, as Mesos does; their tasks are ``unreachable_tasks``.
 """
 
 from __future__ import annotations
@@ -13,8 +22,10 @@ from typing import Callable
 
 from aiohttp import web
 
-from .agent import MESOS_VERSION, mesos_json
-from .state import AGENT_ID, FRAMEWORK_ID, State
+from .agent import MESOS_VERSION, mesos_json, resource_fields
+from .agents import Agent, Agents
+from .resources import Resource, attributes_json, full_json, summary_json
+from .state import FRAMEWORK_ID, State, Task
 
 __all__ = ["add_master_routes", "MESOS_PREFIX"]
 
@@ -46,15 +57,34 @@ _LANDING = """<!doctype html><html><head><meta charset="utf-8"><title>Mesos (mar
 """
 
 
-def _task(state: State, task) -> dict:
-    definition = state.apps[task.app_id].definition if task.app_id in state.apps else {}
+def _task(state: State, task: Task) -> dict:
     return {"id": task.id, "name": task.app_id.strip("/").replace("/", "."), "framework_id": FRAMEWORK_ID,
-            "executor_id": "", "slave_id": AGENT_ID, "state": task.state,
-            "resources": {k: definition.get(k, 0) for k in ("cpus", "mem", "disk", "gpus")},
-            "statuses": [{"state": task.state, "timestamp": 0}]}
+            "executor_id": "", "slave_id": task.agent_id, "state": task.state,
+            "resources": summary_json(task.consumed), "statuses": [{"state": task.state, "timestamp": 0}]}
 
 
-def add_master_routes(app: web.Application, state: State, started: Callable[[], float]) -> None:
+def slave_json(agent: Agent, used: list[Resource], address: str, full: bool = False) -> dict:
+    """One registered agent as the master writes it (``full``: with ``*_full``, as ``/master/slaves``)."""
+    port = int(address.rsplit(":", 1)[1]) if ":" in address.rsplit("]", 1)[-1] else 80
+    fields = resource_fields(agent, used, full)
+    out = {"id": agent.id, "hostname": agent.hostname, "port": port,
+           "attributes": attributes_json(agent.attributes), "pid": f"slave({agent.index})@{address}",
+           "registered_time": agent.registered_time}
+    if agent.reregistered_time is not None:
+        out["reregistered_time"] = agent.reregistered_time
+    out.update({"resources": fields["resources"], "used_resources": summary_json(used),
+                "offered_resources": summary_json([]), "reserved_resources": fields["reserved_resources"],
+                "unreserved_resources": fields["unreserved_resources"], "active": True, "deactivated": False,
+                "version": MESOS_VERSION, "capabilities": []})
+    if full:
+        out.update({"reserved_resources_full": fields["reserved_resources_full"],
+                    "unreserved_resources_full": fields["unreserved_resources_full"],
+                    "used_resources_full": full_json(used), "offered_resources_full": []})
+    return out
+
+
+def add_master_routes(app: web.Application, state: State, agents: Agents, used: Callable[[Agent], list[Resource]],
+                      started: Callable[[], float]) -> None:
     async def version(request: web.Request) -> web.Response:
         return mesos_json(request, {"version": MESOS_VERSION, "build_user": "marathon-tf", "build_date": ""})
 
@@ -62,15 +92,23 @@ def add_master_routes(app: web.Application, state: State, started: Callable[[], 
         host = request.host
         hostname = host.rsplit(":", 1)[0] if not host.endswith("]") else host
         tasks = [t for a in state.apps.values() for t in a.tasks.values()]
-        active = [_task(state, t) for t in tasks if t.active]
+        active = [_task(state, t) for t in tasks if t.active and t.state != "TASK_UNREACHABLE"]
+        unreachable = [_task(state, t) for t in tasks if t.state == "TASK_UNREACHABLE"]
         done = [_task(state, t) for t in tasks if not t.active]
+        registered = agents.active()
         return mesos_json(request, {
             "version": MESOS_VERSION, "id": "local", "pid": f"master@{host}", "hostname": hostname,
-            "leader": f"master@{host}", "activated_slaves": 1, "start_time": started(),
-            "slaves": [{"id": AGENT_ID, "pid": f"slave(1)@{host}", "hostname": hostname, "active": True}],
+            "leader": f"master@{host}", "start_time": started(), "activated_slaves": len(registered),
+            "deactivated_slaves": 0, "unreachable_slaves": len(agents.all) - len(registered),
+            "slaves": [slave_json(a, used(a), host) for a in registered], "recovered_slaves": [],
             "frameworks": [{"id": FRAMEWORK_ID, "name": "marathon", "active": True, "hostname": hostname,
-                            "webui_url": f"http://{host}", "tasks": active, "completed_tasks": done}],
+                            "webui_url": f"http://{host}", "tasks": active, "unreachable_tasks": unreachable,
+                            "completed_tasks": done}],
             "completed_frameworks": []})
+
+    async def master_slaves(request: web.Request) -> web.Response:
+        return mesos_json(request, {"slaves": [slave_json(a, used(a), request.host, full=True)
+                                               for a in agents.active()], "recovered_slaves": []})
 
     async def landing(request: web.Request) -> web.Response:
         return web.Response(text=_LANDING, content_type="text/html")
@@ -78,3 +116,4 @@ def add_master_routes(app: web.Application, state: State, started: Callable[[], 
     app.router.add_get(MESOS_PREFIX + "/", landing)
     app.router.add_get(MESOS_PREFIX + "/version", version)
     app.router.add_get(MESOS_PREFIX + "/master/state", master_state)
+    app.router.add_get(MESOS_PREFIX + "/master/slaves", master_slaves)

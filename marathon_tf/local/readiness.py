@@ -71,7 +71,7 @@ class Readiness:
             if port is not None:
                 try:
                     async with aiohttp.ClientSession(timeout=timeout) as session:
-                        async with session.get(f"{scheme}://{self.host}:{port}{check['path']}", ssl=False) as r:
+                        async with session.get(f"{scheme}://{task.host}:{port}{check['path']}", ssl=False) as r:
                             body = await r.text(errors="replace")
                             result["ready"] = r.status in check["httpStatusCodesForReady"]
                             if check["preserveLastResponse"]:

@@ -7,6 +7,11 @@ upgrade strategy allows no over-capacity, else after the new ones are healthy)
 and surplus tasks (``killSelection``), and launches missing ones once the
 backoff delay has passed. Every exit, even code 0, is relaunched; TASK_FAILED
 and TASK_FINISHED grow the delay, TASK_KILLED does not (FACTS §5.7).
+
+A task is launched on the first agent whose offer fits it (``placement.py``; agents with
+fewer tasks first), or waits in the queue with the offers' reasons counted (``offers.py``).
+An agent that is lost (``agentloss.py``) turns its tasks TASK_UNREACHABLE; the app's
+``unreachableStrategy`` then decides when they are replaced and forgotten.
 """
 
 from __future__ import annotations
@@ -17,32 +22,44 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from .agentloss import AgentLoss
+from .agents import Agent, Agents, gpu_env, ports_resource
 from .events import EventBus
 from .health import HealthMonitor
 from .launcher import FetchError, Launcher, last_line, task_env
-from .state import AGENT_ID, AppState, State, Task, now_ts
+from .offers import OfferStats
+from .placement import Match, NoMatch, free_resources, match
+from .resources import Resource
+from .state import AppState, State, Task, now_ts
 
 __all__ = ["Scheduler"]
 
 _CONDITION = {"TASK_STAGING": "Staging", "TASK_RUNNING": "Running", "TASK_KILLING": "Killing",
               "TASK_FINISHED": "Finished", "TASK_FAILED": "Failed", "TASK_KILLED": "Killed",
-              "TASK_ERROR": "Error"}
+              "TASK_ERROR": "Error", "TASK_UNREACHABLE": "Unreachable", "TASK_GONE": "Gone"}
 
 
 class Scheduler:
     """Runs on the server's event loop; all state changes happen there."""
 
     def __init__(self, state: State, launcher: Launcher, bus: EventBus, kill_grace: float = 3.0,
-                 shutdown_grace: float = 2.0) -> None:
+                 shutdown_grace: float = 2.0, agents: Optional[Agents] = None, gpu_restricted: bool = True) -> None:
         self.state = state
         self.launcher = launcher
         self.bus = bus
+        self.agents = agents or Agents(launcher.state_dir, state.host)
+        self.offers = OfferStats()
+        #: ``--gpu_scheduling_behavior restricted`` with ``gpu_resources`` enabled (see placement.py).
+        self.gpu_restricted = gpu_restricted
         self.kill_grace = kill_grace
         self.shutdown_grace = shutdown_grace
         self._procs: dict[str, asyncio.subprocess.Process] = {}
         self._monitors: dict[str, HealthMonitor] = {}
         self._watchers: dict[str, asyncio.Task] = {}
         self._terminating: dict[str, asyncio.Future] = {}
+        #: task id -> (its app's run spec, its environment) as launched (health checks after a return).
+        self._launched: dict[str, tuple[dict, dict[str, str]]] = {}
+        self.loss = AgentLoss(self)
         self._wake = asyncio.Event()
         self.stopping = False
         #: Variables every task gets unless its app sets its own credentials (auth of ``local serve``).
@@ -66,8 +83,9 @@ class Scheduler:
     def reconcile(self, app: AppState) -> None:
         if app.run_def is None or self.stopping:
             return
+        self.loss.expire(app)
         strategy = app.run_def.get("upgradeStrategy") or {}
-        live = [t for t in app.active_tasks() if not t.killing]
+        live = [t for t in app.active_tasks() if not t.killing and not t.inactive]
         new = [t for t in live if t.config_version == app.run_config_version]
         old = [t for t in live if t.config_version != app.run_config_version]
         no_overcap = strategy.get("maximumOverCapacity", 1) == 0 or strategy.get("minimumHealthCapacity", 1) == 0
@@ -85,60 +103,121 @@ class Scheduler:
         missing = app.target - len(new)
         if missing <= 0:
             app.queued_since = None
+            self.offers.finished(app.id)
             return
         app.queued_since = app.queued_since or now_ts()
         if no_overcap and any(t.killing and t.config_version != app.run_config_version for t in app.active_tasks()):
             return
         if time.monotonic() < app.launch_after:
             return
-        for _ in range(missing):
-            self._launch(app)
+        for i in range(missing):
+            if not self._launch(app, count_offers=i == 0):
+                break
+
+    # -- placement --------------------------------------------------------------------
+    def active_tasks(self) -> list[Task]:
+        return [t for a in self.state.apps.values() for t in a.tasks.values() if t.active]
+
+    def used(self, agent: Agent) -> list[Resource]:
+        """What the tasks on ``agent`` take of it."""
+        return [r for t in self.active_tasks() if t.agent_id == agent.id for r in t.consumed]
+
+    def _offer(self, app: AppState, agent: Agent, tasks: list[Task]) -> Match | NoMatch:
+        """Match one task of ``app`` against ``agent``'s free resources."""
+        on_agent = [t for t in tasks if t.agent_id == agent.id]
+        placed = [self.agents.by_id(t.agent_id) for t in app.active_tasks()
+                  if t.config_version == app.run_config_version and not t.killing]
+        return match(app.run_def or {}, agent, free_resources(agent, [r for t in on_agent for r in t.consumed]),
+                     [a for a in placed if a is not None], default_roles=self.agents.roles(),
+                     used_gpus=[g for t in on_agent for g in t.gpus],
+                     taken_ports=[p for t in tasks + self.loss.orphan_tasks() for p in t.ports],
+                     gpu_restricted=self.gpu_restricted)
 
     # -- launching --------------------------------------------------------------------
-    def _launch(self, app: AppState) -> None:
+    def _launch(self, app: AppState, count_offers: bool = True) -> bool:
+        """Launch one task on the first agent whose offer fits (agents with fewer tasks first);
+        False when none does (the task stays in the queue)."""
         run_def = app.run_def
-        task_id, instance_id = self.state.new_task_id(app.id)
+        tasks = self.active_tasks()
+        load = {a.id: 0 for a in self.agents.all}
+        for t in tasks:
+            load[t.agent_id] = load.get(t.agent_id, 0) + 1
+        results = [self._offer(app, agent, tasks)
+                   for agent in sorted(self.agents.active(), key=lambda a: (load[a.id], a.index))]
+        if count_offers:
+            self.offers.record(app.id, results)
+        chosen = next((r for r in results if isinstance(r, Match)), None)
+        if chosen is None:
+            return False
+        agent = chosen.agent
         try:
-            ports = self.launcher.ports.allocate(len(run_def.get("portDefinitions") or []))
+            ports = self.launcher.ports.allocate(len(run_def.get("portDefinitions") or []),
+                                                 candidates=chosen.port_candidates, host=agent.hostname)
         except OSError:
-            return
+            return False
+        task_id, instance_id = self.state.new_task_id(app.id)
+        consumed = list(chosen.consumed) + ([ports_resource(ports, chosen.port_role)] if ports else [])
         task = Task(task_id, app.id, instance_id, app.version, app.run_config_version or app.version, ports,
-                    str(self.launcher.sandbox(task_id)))
+                    str(agent.sandboxes / task_id), agent_id=agent.id, host=agent.hostname,
+                    consumed=tuple(consumed), gpus=chosen.gpus)
         app.tasks[task_id] = task
         self._status(task, "TASK_STAGING", "")
         self._watchers[task_id] = asyncio.ensure_future(self._start(app, task, run_def))
+        return True
 
     async def _start(self, app: AppState, task: Task, run_def: dict) -> None:
         try:
-            box = self.launcher.prepare(run_def, task.id)
-            env = task_env(run_def, task.id, task.version, task.ports, str(box), self.state.host)
+            agent = self.agents.by_id(task.agent_id)
+            box = self.launcher.prepare(run_def, task.id, Path(task.sandbox).parent)
+            env = task_env(run_def, task.id, task.version, task.ports, str(box), task.host)
+            if agent is not None and agent.gpus:  # what the agent's GPU isolator leaves visible
+                env.update(gpu_env(task.gpus))
             own = run_def.get("env") or {}
             if not {"MARATHON_TOKEN", "MARATHON_USER"} & set(own):
                 env.update(self.extra_env)  # credentials to call the runner back (local/security.py)
             if task.killing or self.stopping:
                 raise FetchError("Task killed before it was started")
+            if task.unreachable_since is not None:  # its agent was lost while the task was staged
+                self._watchers.pop(task.id, None)
+                return
             proc = await self.launcher.spawn(run_def, env, box)
         except (FetchError, OSError) as exc:
             state = "TASK_KILLED" if task.killing else "TASK_FAILED"
             self._finish(app, task, state, str(exc))
             return
         self._procs[task.id] = proc
+        self._launched[task.id] = (run_def, env)
         task.pid = proc.pid
         task.started_at = now_ts()
         task.started_mono = time.monotonic()
-        self._status(task, "TASK_RUNNING", "")
-        if task.killing:
-            asyncio.ensure_future(self.launcher.terminate(proc, self.shutdown_grace))
-        checks = run_def.get("healthChecks") or []
-        if checks:
-            monitor = HealthMonitor(task, checks, self.state.host, env, self._health_changed, self._unhealthy)
-            self._monitors[task.id] = monitor
-            monitor.start()
+        if task.unreachable_since is not None:  # lost while it was being started
+            self.loss.started_while_lost(task, proc)
+        else:
+            self._status(task, "TASK_RUNNING", "")
+            if task.killing:
+                asyncio.ensure_future(self.launcher.terminate(proc, self.shutdown_grace))
+            self.monitor(task)
         code = await proc.wait()
         if task.killing and task.id in self._terminating:
             await self._terminating[task.id]  # the rest of its group gets the grace period too
         else:
             self.launcher.reap_group(proc.pid)
+        state, message = self._exit_status(task, code)
+        if task.unreachable_since is not None:  # nobody hears of it until the agent is back
+            self.loss.exited_while_lost(task, state, message)
+            return
+        self._finish(app, task, state, message)
+
+    def monitor(self, task: Task) -> None:
+        """Start the health checks of a running task."""
+        spec, env = self._launched.get(task.id, ({}, {}))
+        checks = spec.get("healthChecks") or []
+        if checks:
+            monitor = HealthMonitor(task, checks, task.host, env, self._health_changed, self._unhealthy)
+            self._monitors[task.id] = monitor
+            monitor.start()
+
+    def _exit_status(self, task: Task, code: int) -> tuple[str, str]:
         if task.killing:
             state, message = "TASK_KILLED", "Command terminated with signal Terminated" if code < 0 else \
                 f"Command exited with status {code}"
@@ -151,7 +230,7 @@ class Scheduler:
             if code in (126, 127):  # the command could not be run: say why (the shell's last words)
                 why = last_line(Path(task.sandbox) / "stderr")
                 message += f": {why}" if why else ""
-        self._finish(app, task, state, message)
+        return state, message
 
     def _finish(self, app: AppState, task: Task, state: str, message: str) -> None:
         monitor = self._monitors.pop(task.id, None)
@@ -159,11 +238,12 @@ class Scheduler:
             monitor.stop()
         self._procs.pop(task.id, None)
         self._watchers.pop(task.id, None)
+        self._launched.pop(task.id, None)
         self._status(task, state, message)
-        if state in ("TASK_FAILED", "TASK_KILLED", "TASK_ERROR"):
-            app.last_task_failure = {"appId": app.id, "host": self.state.host, "message": message,
+        if state in ("TASK_FAILED", "TASK_KILLED", "TASK_ERROR", "TASK_GONE"):
+            app.last_task_failure = {"appId": app.id, "host": task.host, "message": message,
                                      "state": state, "taskId": task.id, "timestamp": now_ts(),
-                                     "version": task.version, "slaveId": AGENT_ID}
+                                     "version": task.version, "slaveId": task.agent_id}
         if state in ("TASK_FAILED", "TASK_FINISHED") and task.config_version == app.run_config_version \
                 and app.run_def is not None:
             spec = app.run_def
@@ -176,13 +256,15 @@ class Scheduler:
 
     def _status(self, task: Task, state: str, message: str) -> None:
         task.state = state
-        self.bus.publish("status_update_event", slaveId=AGENT_ID, taskId=task.id, taskStatus=state,
-                         message=message, appId=task.app_id, host=self.state.host,
-                         ipAddresses=[{"ipAddress": self.state.host, "protocol": "IPv4"}],
+        self.bus.publish("status_update_event", slaveId=task.agent_id, taskId=task.id, taskStatus=state,
+                         message=message, appId=task.app_id, host=task.host,
+                         ipAddresses=[{"ipAddress": task.host, "protocol": "IPv4"}],
                          ports=list(task.ports), version=task.version)
-        self.bus.publish("instance_changed_event", instanceId=task.instance_id,
-                         condition=_CONDITION.get(state, "Unknown"), runSpecId=task.app_id, agentId=AGENT_ID,
-                         host=self.state.host, runSpecVersion=task.version)
+        self.instance_changed(task, _CONDITION.get(state, "Unknown"))
+
+    def instance_changed(self, task: Task, condition: str) -> None:
+        self.bus.publish("instance_changed_event", instanceId=task.instance_id, condition=condition,
+                         runSpecId=task.app_id, agentId=task.agent_id, host=task.host, runSpecVersion=task.version)
 
     # -- health -----------------------------------------------------------------------
     def _health_changed(self, task: Task, alive: bool) -> None:
@@ -193,13 +275,17 @@ class Scheduler:
     def _unhealthy(self, task: Task, reason: str) -> None:
         self.bus.publish("unhealthy_instance_kill_event", appId=task.app_id, taskId=task.id,
                          instanceId=task.instance_id, version=task.version, reason=reason,
-                         host=self.state.host, slaveId=AGENT_ID)
+                         host=task.host, slaveId=task.agent_id)
         self.kill(task, "unhealthy")
 
     # -- killing ----------------------------------------------------------------------
     def kill(self, task: Task, reason: str, grace: Optional[float] = None) -> None:
-        """Kill a task: TASK_KILLING now, SIGTERM then SIGKILL after the grace period."""
+        """Kill a task: TASK_KILLING now, SIGTERM then SIGKILL after the grace period (one whose
+        agent is lost cannot be reached: it is expunged)."""
         if task.killing or not task.active:
+            return
+        if task.unreachable_since is not None:
+            self.loss.expunge(task)
             return
         task.killing = True
         if task.state == "TASK_STAGING":
@@ -236,6 +322,7 @@ class Scheduler:
                 task.killing = False
                 self.kill(task, "shutdown", grace=grace)
                 longest = max(longest, grace)
+        await self.loss.stop_orphans(longest)
         watchers = list(self._watchers.values())
         if watchers:
             await asyncio.wait(watchers, timeout=longest + 5)

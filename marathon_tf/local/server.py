@@ -5,7 +5,8 @@ and serves: the /v2 resources of ``api.py``, ``/v2/events`` (SSE exactly as
 Jetty's EventSourceServlet: exact ``Accept: text/event-stream`` or 405,
 ``event: X\\r\\ndata: {...}\\r\\n\\r\\n`` frames, a bare ``\\r\\n`` heartbeat, close-
 delimited body), ``/v2/info``, ``/v2/leader``, ``/ping``, ``/v2/plugins``, the
-admin API under ``/_local/`` (faults, request log, killing a task's process), the
+admin API under ``/_local/`` (faults, request log, killing a task's process, agents:
+``agent_admin.py``), the
 Mesos endpoints the UI reads (``mesos_master.py``, ``agent.py``) and optionally
 the UI itself (``ui.py``). ``security.py`` guards every route.
 """
@@ -17,10 +18,12 @@ import json
 import signal
 import time
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Iterable
 
 from aiohttp import web
 
+from .agent_admin import AgentAdmin, add_agent_admin_routes
+from .agents import Agents
 from .api import MarathonApi
 from .deployments import DeploymentManager
 from .errors import ApiError
@@ -31,13 +34,16 @@ from .mesos_master import MESOS_PREFIX, add_master_routes
 from .launcher import Launcher
 from .scheduler import Scheduler
 from .security import Security
-from .state import AGENT_ID, FRAMEWORK_ID, State, canonical_path, now_ts
+from .state import FRAMEWORK_ID, State, canonical_path, now_ts
 from .ui import add_ui_routes
 
-__all__ = ["Runtime", "create_app", "MARATHON_VERSION"]
+__all__ = ["Runtime", "create_app", "MARATHON_VERSION", "DEFAULT_FEATURES", "FEATURES"]
 
 #: The one Marathon version this runner emulates.
 MARATHON_VERSION = "1.8.222"
+#: ``--enable_features`` values Marathon 1.8 knows (``mesosphere/marathon/Features.scala``), and ours by default.
+FEATURES = ("vips", "task_killing", "external_volumes", "secrets", "gpu_resources")
+DEFAULT_FEATURES = ("gpu_resources",)
 
 
 class Runtime:
@@ -45,17 +51,24 @@ class Runtime:
 
     def __init__(self, state_dir: Path, host: str = "127.0.0.1", heartbeat: float = 10.0,
                  kill_grace: float = 3.0, kill_grace_cap: float = 30.0, shutdown_grace: float = 2.0,
-                 security: Security | None = None, launcher: Launcher | None = None) -> None:
+                 security: Security | None = None, launcher: Launcher | None = None, agents: Agents | None = None,
+                 features: Iterable[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: str = "restricted") -> None:
         self.host = host
         self.security = security or Security(host)
         self.heartbeat = heartbeat
         self.url = ""
-        self.state = State(host)
+        self.ha = False  # several instances over this one state (LocalCluster's marathon_instances)
+        self.features = sorted(set(features))
+        self.state = State(host, features=self.features)
         self.bus = EventBus()
         self.faults = FaultInjector()
         self.launcher = launcher or Launcher(Path(state_dir), host, kill_grace_cap)
-        self.scheduler = Scheduler(self.state, self.launcher, self.bus, kill_grace, shutdown_grace)
+        self.agents = agents or Agents(self.launcher.state_dir, host)
+        self.scheduler = Scheduler(self.state, self.launcher, self.bus, kill_grace, shutdown_grace, self.agents,
+                                   gpu_restricted=gpu_scheduling_behavior == "restricted"
+                                   and "gpu_resources" in self.features)
         self.scheduler.extra_env = self.security.task_env
+        self.agent_admin = AgentAdmin(self.scheduler)
         self.deployments = DeploymentManager(self.state, self.scheduler, self.bus)
         self.api = MarathonApi(self.state, self.scheduler, self.deployments, self.bus)
         self._scheduler_task: asyncio.Task | None = None
@@ -139,8 +152,8 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
     def info(request: web.Request) -> dict:
         return {"name": "marathon", "version": MARATHON_VERSION, "buildref": "local", "elected": True,
                 "leader": rt.url.split("://", 1)[-1], "frameworkId": FRAMEWORK_ID,
-                "marathon_config": {"framework_name": "marathon", "hostname": rt.host, "ha": False,
-                                    "checkpoint": True, "executor": "//cmd", "features": ["gpu_resources"],
+                "marathon_config": {"framework_name": "marathon", "hostname": rt.host, "ha": rt.ha,
+                                    "checkpoint": True, "executor": "//cmd", "features": list(rt.features),
                                     "local_port_min": 10000, "local_port_max": 20000, "master": "local",
                                     "mesos_role": "*", "mesos_user": "", "webui_url": rt.url,
                                     "env_vars_prefix": "", "default_network_name": "",
@@ -226,10 +239,11 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
     app.router.add_get("/_local/requests", list_requests)
     app.router.add_delete("/_local/requests", clear_requests)
     app.router.add_post("/_local/kill", kill)
+    add_agent_admin_routes(app, rt.agent_admin)
     app.router.add_route("*", "/v2{tail:.*}", dispatch)
-    add_agent_routes(app, rt.launcher.state_dir / "sandboxes", FRAMEWORK_ID, AGENT_ID)
     started = time.time()
-    add_master_routes(app, rt.state, lambda: started)
+    add_agent_routes(app, rt.agents, FRAMEWORK_ID, rt.scheduler.used, started)
+    add_master_routes(app, rt.state, rt.agents, rt.scheduler.used, lambda: started)
     if ui_dir is not None:
         add_ui_routes(app, ui_dir)
     return app

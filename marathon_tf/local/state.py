@@ -131,6 +131,16 @@ class Task:
     pid: Optional[int] = None
     killing: bool = False
     health: dict[int, dict] = field(default_factory=dict)
+    #: The agent it runs on (its id and hostname), what it takes of it, and its GPUs' indices.
+    agent_id: str = AGENT_ID
+    host: str = "127.0.0.1"
+    consumed: tuple = ()
+    gpus: tuple[int, ...] = ()
+    #: Agent lost: since when (``time.monotonic()``) the task is TASK_UNREACHABLE; ``inactive`` once
+    #: Marathon stopped counting it (``unreachableStrategy.inactiveAfterSeconds``), after which it
+    #: is expunged (``expungeAfterSeconds``).
+    unreachable_since: Optional[float] = None
+    inactive: bool = False
 
     @property
     def active(self) -> bool:
@@ -150,13 +160,13 @@ class Task:
             return None
         return all(r["alive"] for r in results)
 
-    def to_json(self, host: str, service_ports: Iterable[int] = ()) -> dict:
+    def to_json(self, service_ports: Iterable[int] = ()) -> dict:
         """The 1.8 task JSON."""
         return {
-            "id": self.id, "appId": self.app_id, "host": host, "slaveId": AGENT_ID,
+            "id": self.id, "appId": self.app_id, "host": self.host, "slaveId": self.agent_id,
             "state": self.state, "stagedAt": self.staged_at, "startedAt": self.started_at,
             "version": self.version, "ports": list(self.ports), "servicePorts": list(service_ports),
-            "ipAddresses": [{"ipAddress": host, "protocol": "IPv4"}],
+            "ipAddresses": [{"ipAddress": self.host, "protocol": "IPv4"}],
             "healthCheckResults": [dict(self.health[i]) for i in sorted(self.health)],
             "localVolumes": [],
         }
@@ -216,8 +226,10 @@ class AppState:
 class State:
     """The root group: groups (id -> dependencies, version) and apps (id -> AppState)."""
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    def __init__(self, host: str = "127.0.0.1", features: Iterable[str] = ("gpu_resources",)) -> None:
         self.host = host
+        #: Marathon's ``--enable_features`` (validation refuses GPUs without ``gpu_resources``).
+        self.features = frozenset(features)
         self.groups: dict[str, dict] = {"/": {"dependencies": [], "version": now_ts()}}
         self.apps: dict[str, AppState] = {}
         self._next_service_port = 10000
@@ -239,7 +251,7 @@ class State:
     def task_json(self, task: Task) -> dict:
         """A task's JSON with its app's service ports."""
         app = self.apps.get(task.app_id)
-        return task.to_json(self.host, app.service_ports if app else ())
+        return task.to_json(app.service_ports if app else ())
 
     def find_task(self, task_id: str) -> Optional[Task]:
         for app in self.apps.values():
@@ -379,7 +391,7 @@ class State:
         out.update(app.counts())
         out["deployments"] = [{"id": d["id"]} for d in deployments]
         if "tasks" in embed:
-            out["tasks"] = [t.to_json(self.host, app.service_ports) for t in app.active_tasks()]
+            out["tasks"] = [t.to_json(app.service_ports) for t in app.active_tasks()]
         if "lastTaskFailure" in embed and app.last_task_failure:
             out["lastTaskFailure"] = dict(app.last_task_failure)
         if "taskStats" in embed:

@@ -10,7 +10,7 @@ FACTS §1.3 (replacement rules, relative ids, ``mkdir -p``, ``scaleBy``).
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Iterable
 
 from .errors import ApiError, app_not_found, group_not_found, invalid_json, not_valid
 from .state import State, canonical_path, ceil_scale, normalize_app, parent_path
@@ -41,12 +41,15 @@ def _mkdir_p(groups: dict[str, list], gid: str) -> None:
         path = parent_path(path)
 
 
-def prepare_app(raw: Any, app_id: str, prefix: str, group: str | None = None) -> dict:
-    """Check ``raw`` (400 for wrong types, 422 for rules) and return its normalized definition."""
+def prepare_app(raw: Any, app_id: str, prefix: str, group: str | None = None,
+                features: Iterable[str] = ("gpu_resources",)) -> dict:
+    """Check ``raw`` (400 for wrong types, 422 for rules; ``features``: Marathon's enabled ones) and
+    return its normalized definition."""
     bad_shape = shape_errors(raw, prefix)
     if bad_shape:
         raise invalid_json(bad_shape)
-    details = validate_app({**raw, "id": raw.get("id", app_id) if group is not None else app_id}, prefix, group)
+    details = validate_app({**raw, "id": raw.get("id", app_id) if group is not None else app_id}, prefix, group,
+                           features)
     if details:
         raise not_valid(details)
     definition = normalize_app(raw, app_id)
@@ -62,7 +65,7 @@ def check_tree(target: Target) -> Target:
     return target
 
 
-def _update_group(apps: dict, groups: dict, gid: str, body: dict, prefix: str) -> None:
+def _update_group(apps: dict, groups: dict, gid: str, body: dict, prefix: str, features: Iterable[str]) -> None:
     _mkdir_p(groups, gid)
     if "dependencies" in body:
         groups[gid] = [canonical_path(d, gid) for d in body.get("dependencies") or []]
@@ -76,7 +79,7 @@ def _update_group(apps: dict, groups: dict, gid: str, body: dict, prefix: str) -
             if not raw.get("id"):
                 raise not_valid([{"path": f"{where}/id", "errors": ["error.path.missing"]}])
             app_id = canonical_path(raw["id"], gid)
-            apps[app_id] = prepare_app(raw, app_id, where, gid)
+            apps[app_id] = prepare_app(raw, app_id, where, gid, features)
     if body.get("groups") is not None:
         wanted = {}
         for j, sub in enumerate(body["groups"]):
@@ -92,7 +95,7 @@ def _update_group(apps: dict, groups: dict, gid: str, body: dict, prefix: str) -
             if not _under(sid, gid) or sid == gid:
                 raise not_valid([{"path": f"{prefix}/groups({j})/id",
                                   "errors": [f"Identifier is not child of '{gid}'"]}])
-            _update_group(apps, groups, sid, sub, f"{prefix}/groups({j})")
+            _update_group(apps, groups, sid, sub, f"{prefix}/groups({j})", features)
     if body.get("scaleBy") is not None:
         factor = body["scaleBy"]
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor < 0:
@@ -120,7 +123,7 @@ def put_group(state: State, url_id: str, body: Any) -> Target:
     if gid in state.visible_apps():
         raise ApiError(409, {"message": f"An app with the path {gid} already exists."})
     apps, groups = current(state)
-    _update_group(apps, groups, gid, body, "")
+    _update_group(apps, groups, gid, body, "", state.features)
     return check_tree((apps, groups))
 
 
@@ -185,7 +188,7 @@ def put_app(state: State, app_id: str, body: Any, partial: bool = True) -> tuple
         body, partial = kept["definition"], False
     raw = {**existing, **body} if (existing and partial) else dict(body)
     raw["id"] = app_id
-    apps[app_id] = prepare_app(raw, app_id, "")
+    apps[app_id] = prepare_app(raw, app_id, "", features=state.features)
     _mkdir_p(groups, parent_path(app_id))
     if app_id in groups:
         raise ApiError(409, {"message": f"A group with the path {app_id} already exists."})

@@ -8,7 +8,7 @@ check returns ``details`` entries ``{"path": "/apps(0)/id", "errors": [...]}``.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterable
 
 __all__ = ["ID_SEGMENT", "validate_app", "shape_errors", "group_details", "id_errors", "dependency_edges"]
 
@@ -16,6 +16,8 @@ __all__ = ["ID_SEGMENT", "validate_app", "shape_errors", "group_details", "id_er
 ID_SEGMENT = re.compile(r"^(([a-z0-9]|[a-z0-9][a-z0-9\-]*[a-z0-9])\.)*([a-z0-9]|[a-z0-9][a-z0-9\-]*[a-z0-9])|(\.|\.\.)$")
 _RESERVED = ("restart", "tasks", "versions")
 _CMD_RULE = "AppDefinition must either contain one of 'cmd' or 'args', and/or a 'container'."
+#: ``api/v2/Validation.scala`` ``featureEnabled`` (the unbalanced ")" is Marathon's).
+_FEATURE_RULE = "Feature {feature} is not enabled. Enable with --enable_features {feature})"
 _NUMBER_FIELDS = ("instances", "cpus", "mem", "disk", "gpus", "backoffSeconds", "backoffFactor",
                   "maxLaunchDelaySeconds", "taskKillGracePeriodSeconds")
 
@@ -57,9 +59,11 @@ def shape_errors(app: Any, prefix: str = "") -> list[dict]:
     return out
 
 
-def validate_app(app: dict, prefix: str = "", group: str | None = None) -> list[dict]:
+def validate_app(app: dict, prefix: str = "", group: str | None = None,
+                 features: Iterable[str] = ("gpu_resources",)) -> list[dict]:
     """Validation failures of a (raw or normalized) app definition, as 422 ``details``.
-    ``group``: the enclosing group when the app came inside a group body."""
+    ``group``: the enclosing group when the app came inside a group body; ``features``: the
+    enabled ``--enable_features``."""
     details: dict[str, list[str]] = {}
     app_id = app.get("id")
     for err in id_errors(app_id):
@@ -78,6 +82,19 @@ def validate_app(app: dict, prefix: str = "", group: str | None = None) -> list[
     gpus = app.get("gpus") or 0
     if isinstance(gpus, (int, float)) and gpus > 0 and container and container.get("type", "DOCKER") == "DOCKER":
         _add(details, prefix, "GPU resources only work with the Mesos containerizer")
+    if isinstance(gpus, (int, float)) and gpus > 0 and "gpu_resources" not in features:
+        _add(details, prefix, _FEATURE_RULE.format(feature="gpu_resources"))
+    strategy = app.get("unreachableStrategy")
+    if isinstance(strategy, dict):
+        inactive, expunge = strategy.get("inactiveAfterSeconds", 0), strategy.get("expungeAfterSeconds", 0)
+        if isinstance(inactive, (int, float)) and isinstance(expunge, (int, float)):
+            if inactive < 0:
+                _add(details, f"{prefix}/unreachableStrategy/inactiveAfterSeconds",
+                     f"inactiveAfterSeconds ({inactive:g}) must be greater than or equal to 0")
+            elif inactive > expunge:
+                _add(details, f"{prefix}/unreachableStrategy/inactiveAfterSeconds",
+                     f"inactiveAfterSeconds ({inactive:g}) must be less or equal to expungeAfterSeconds, "
+                     f"which is {expunge:g}")
     instances = app.get("instances", 1)
     if isinstance(instances, (int, float)) and instances < 0:
         _add(details, f"{prefix}/instances", f"got {instances}, expected 0 or more")

@@ -85,9 +85,11 @@ class Job:
     def run_local(self, *, timeout: Optional[float] = None, state_dir: Union[str, os.PathLike, None] = None,
                   on_output: Callable[[LogLine], None] = lambda line: None, on_progress: Progress = lambda s: None,
                   on_deployed: Callable[[Deployment], None] = lambda d: None,
-                  templates_dir: Optional[str] = None) -> LocalRunResult:
+                  templates_dir: Optional[str] = None, cluster: Optional[dict[str, Any]] = None) -> LocalRunResult:
         """Run the job to its end on this machine, as ``deploy --local`` does: a fresh local cluster,
-        stopped when the job ends (also on Ctrl-C). ``on_output`` gets every line of every task."""
+        stopped when the job ends (also on Ctrl-C). ``on_output`` gets every line of every task.
+        ``cluster``: the local cluster's options (:class:`~marathon_tf.local.LocalCluster`'s: ``agents``,
+        ``agent_resources``, ``agent_attributes``, ``features``, ``dns_refresh``, ``dns_ttl`` …)."""
         from marathon_tf.user import localrun
 
         def deployed(result, cluster) -> None:
@@ -96,7 +98,8 @@ class Job:
         run = localrun.run(self.spec, templates_dir=templates_dir, timeout=timeout,
                            state_dir=Path(state_dir) if state_dir else None,
                            emit_task_line=lambda task, stream, text: on_output(LogLine(task, stream, text)),
-                           progress=lambda s: on_progress(JobStatus.from_dict(s)), on_deployed=deployed)
+                           progress=lambda s: on_progress(JobStatus.from_dict(s)), on_deployed=deployed,
+                           cluster_options=cluster)
         return LocalRunResult(job=self.name, state=run.state, seconds=run.seconds, state_dir=str(run.state_dir),
                               status=JobStatus.from_dict(run.status), logdir_path=run.logdir)
 
@@ -203,6 +206,8 @@ class Marathon:
                 removed = None if dry_run else redeploy.start_fresh(self.client, spec.name, previous)
                 note = (f"job {spec.name} {ended}: it starts from scratch"
                         + (f" (removed {removed})" if removed else ""))
+        if previous is not None and previous.group is not None and not dry_run:
+            redeploy.await_stopped(self.client, spec.name)  # its end's deployment would lock the apps (409)
         result = jobs.deploy(self.client, spec, templates_dir=templates_dir, force=force, dry_run=dry_run)
         return JobHandle(self, spec.name, _deployment(result, self.url, note=note,
                                                       resumed=None if previous is None else bool(resume)))
@@ -344,10 +349,13 @@ class LocalCluster(Marathon):
     ``with LocalCluster() as cluster: cluster.deploy(job).wait()``. Its tasks are processes of this
     machine; everything stops with it. ``state_dir``: where sandboxes and volumes go (default a new
     ``<state home>/local-<time>-<random>``, kept for its logs and checkpoints; ``marathon-tf local clean``
-    removes it). Ports 0 pick free ones."""
+    removes it). Ports 0 pick free ones. ``cluster``: more of the local cluster's options
+    (:class:`marathon_tf.local.LocalCluster`'s: ``agents``, ``agent_resources``, ``agent_attributes``,
+    ``features``, ``marathon_instances``, ``dns_refresh``, ``dns_ttl`` …); a bad one raises ValueError."""
 
     def __init__(self, state_dir: Union[str, os.PathLike, None] = None, *, port: int = 0, host: str = "127.0.0.1",
-                 dns_port: int = 0, dns_http_port: int = 0, ui_dir: Union[str, os.PathLike, None] = None):
+                 dns_port: int = 0, dns_http_port: int = 0, ui_dir: Union[str, os.PathLike, None] = None,
+                 **cluster: Any):
         import tempfile
 
         from marathon_tf.user.config import state_home
@@ -356,8 +364,10 @@ class LocalCluster(Marathon):
             state_home().mkdir(parents=True, exist_ok=True)
             state_dir = tempfile.mkdtemp(prefix=time.strftime("local-%Y%m%d-%H%M%S-"), dir=state_home())
         self.state_dir = Path(state_dir).absolute()
+        from marathon_tf.user.local_options import DEPLOY_DNS_REFRESH
+
         self._options = dict(host=host, marathon_port=port, dns_port=dns_port, dns_http_port=dns_http_port,
-                             ui_dir=ui_dir)
+                             ui_dir=ui_dir, dns_refresh=DEPLOY_DNS_REFRESH, **cluster)
         self._cluster: Any = None
         self._lock: Any = None
         self._client = None
@@ -379,11 +389,11 @@ class LocalCluster(Marathon):
         from marathon_tf.local.ports import PortInUse
         from marathon_tf.marathon.client import Client, RetryPolicy
         from marathon_tf.user import localstate
-        from marathon_tf.user.localrun import LOCAL_DNS_REFRESH, local_cluster
+        from marathon_tf.user.localrun import local_cluster
 
         self._lock = localstate.hold(self.state_dir, "LocalCluster")
-        cluster = local_cluster(state_dir=self.state_dir, dns_refresh=LOCAL_DNS_REFRESH, **self._options)
         try:
+            cluster = local_cluster(state_dir=self.state_dir, **self._options)
             cluster.start()
         except PortInUse as e:
             self._lock.release()

@@ -19,6 +19,7 @@ import click
 
 from marathon_tf import __version__
 from marathon_tf.contract.errors import Interrupted, MarathonTFError, UsageError
+from marathon_tf.user import local_options
 
 __all__ = ["main", "cli"]
 
@@ -191,19 +192,23 @@ def schema() -> None:
 @click.option("--resume/--fresh", default=None,
               help="For a job that has ended (or, on `local serve`, left its volumes): go on from its checkpoints, "
                    "or remove the local runner's volumes first and start from scratch. Asked for, not guessed.")
-def deploy(job_file, marathon_url, user, password, token, ca_bundle, insecure, local, wait, timeout, force,
-           dry_run, templates_dir, fmt, resume) -> None:
+@local_options.cluster_options(local_options.DEPLOY_DNS_REFRESH, prefix="(--local) ")
+@click.pass_context
+def deploy(ctx, job_file, marathon_url, user, password, token, ca_bundle, insecure, local, wait, timeout, force,
+           dry_run, templates_dir, fmt, resume, **cluster) -> None:
     """Deploy JOB_FILE as a Marathon group (PUT: re-running it changes only what changed; a job that
     already runs this way is left alone: `no change`)."""
     from marathon_tf.user import output
     from marathon_tf.user.api import Job
 
+    if not local and local_options.given(ctx):
+        raise UsageError(f"{', '.join(local_options.given(ctx))}: only with --local (they shape the local cluster)")
     job = Job.from_file(job_file)  # a bad job file stops here: nothing is sent
     for line in job.warnings:
         output.warn(line)
     if local:
         sys.exit(_deploy_local(job, templates_dir=templates_dir, timeout=timeout, fmt=fmt, detach=not wait,
-                               dry_run=dry_run))
+                               dry_run=dry_run, cluster=local_options.to_cluster(**cluster)))
     if dry_run and not marathon_url:
         output.info("dry run without a Marathon (--marathon / MARATHON_URL): the rendered group follows")
         output.emit_json(job.render(templates_dir))
@@ -244,13 +249,13 @@ def _progress_printer():
     return show
 
 
-def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run) -> int:
+def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster) -> int:
     """Run the job on this machine; task output is streamed as ``[worker-1] …``."""
     from marathon_tf.user import localrun, observe, output
 
     localrun.check_local_options(detach)
     asked = localrun.unenforced(job.spec)
-    if asked:
+    if asked and not cluster["agent_resources"]:
         output.warn(f"{', '.join(asked)}: {localrun.LOCAL_RESOURCES}")
     if dry_run:
         output.emit_json(job.render(templates_dir))
@@ -267,7 +272,8 @@ def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run) -> int:
 
     progress = observe.announcing(_progress_printer(), output.info)  # + metrics URLs, TensorBoard, once
     run = job.run_local(templates_dir=templates_dir, timeout=timeout, on_output=task_line,
-                        on_progress=lambda st: progress(st.to_dict()), on_deployed=deployed)
+                        on_progress=lambda st: progress(st.to_dict()), on_deployed=deployed,
+                        cluster=cluster)
     status = run.status.to_dict()
     steps = status.get("finalStep", status.get("step"))
     output.info(f"job {job.name}: {run.state} in {run.seconds:.1f} s"
@@ -523,6 +529,7 @@ def local() -> None:
 @click.option("--ui", "ui_dir", type=click.Path(file_okay=False), is_flag=False, flag_value="", default=None,
               metavar="[DIR]", help="Serve the Marathon web UI at /ui/: the build `marathon-tf local ui-install` "
                                     "made (--ui alone), or the mesosphere/marathon-ui build in DIR.")
+@local_options.cluster_options(local_options.SERVE_DNS_REFRESH)
 @click.option("--marathon-instances", type=click.IntRange(1, 9), default=1, show_default=True, metavar="N",
               help="HA Marathon: N API instances over one state on ports PORT, PORT+1, … (all free ones with "
                    "--port 0), one the leader; standbys proxy to it as Marathon 1.8 does (POST "
@@ -531,28 +538,33 @@ def local() -> None:
               help="How long after the leader's death (or abdication) another instance is elected; meanwhile "
                    "the standbys answer 502, as Marathon does until ZooKeeper notices (--zk_session_timeout, 10 s).")
 def local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir, marathon_instances,
-                election_gap) -> None:
+                election_gap, **cluster_args) -> None:
     """Keep a local Marathon running, so that MARATHON_URL=http://127.0.0.1:8080
     marathon-tf deploy/scale/status/logs/delete work against it across commands.
 
     Tasks run as processes of this machine: they find this runner's Marathon and Mesos-DNS
-    whatever the job file's discovery says, and cpus/mem/gpus are not enforced."""
+    whatever the job file's discovery says; cpus/mem/disk/gpus/ports are enforced only with
+    --agent-resources (then a task that fits no agent waits, as on a cluster)."""
     from marathon_tf.contract.errors import UsageError
     from marathon_tf.local.ports import PortInUse, busy_ports, runner_ports
 
+    try:
+        cluster = dict(marathon_instances=marathon_instances, election_gap=election_gap,
+                       **local_options.to_cluster(**cluster_args))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     options = {"Marathon API": "--port", "Mesos-DNS": "--dns-port", "Mesos-DNS HTTP API": "--dns-http-port"}
     busy = busy_ports(host, runner_ports(port, dns_port, dns_http_port, instances=marathon_instances))  # first
     try:
         if busy:
             raise PortInUse(busy[0][0], host, busy[0][1], busy)
-        _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir,
-                     dict(marathon_instances=marathon_instances, election_gap=election_gap))
+        _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir, cluster)
     except PortInUse as e:  # every busy port, in one line, before anything started
         message, hint = e.describe(options)
         raise UsageError(message, hint=hint) from None
 
 
-def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir, ha) -> None:
+def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir, cluster) -> None:
     import threading
     from pathlib import Path
 
@@ -582,25 +594,28 @@ def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_ori
 
     following = threading.Event()  # the jobs' metrics URLs and TensorBoard, printed once each
 
-    def ready(cluster) -> None:
-        urls = ",".join(cluster.marathon_urls)
+    def ready(runner) -> None:
+        urls = ",".join(runner.marathon_urls)
         output.info(f"Marathon API  {urls}   (export MARATHON_URL={urls})")
-        output.info(f"Mesos-DNS     {cluster.mesos_dns} (DNS), {cluster.mesos_dns_http} (HTTP)")
-        output.info(f"sandboxes     {cluster.state_dir}/sandboxes    — Ctrl-C stops everything")
-        output.info(observe.scrape_hint(cluster.marathon_url))
-        observe.follow_in_background(cluster.marathon_url, security["auth"], output.info, following)
+        output.info(f"Mesos-DNS     {runner.mesos_dns} (DNS), {runner.mesos_dns_http} (HTTP)")
+        output.info(f"sandboxes     {runner.state_dir}/sandboxes    — Ctrl-C stops everything")
+        output.info(observe.scrape_hint(runner.marathon_url))
+        observe.follow_in_background(runner.marathon_url, security["auth"], output.info, following)
         if ui_dir:
-            output.info(f"web UI        {cluster.marathon_url}/ui/")
-        output.warn(LOCAL_RESOURCES)
+            output.info(f"web UI        {runner.marathon_url}/ui/")
+        if not cluster["agent_resources"]:
+            output.warn(LOCAL_RESOURCES)
 
     state = Path(state_dir).absolute() if state_dir else state_home() / "serve"
-    runner = localstate.hold(state, "local serve")  # `local clean` leaves it alone while it runs
+    held = localstate.hold(state, "local serve")  # `local clean` leaves it alone while it runs
     try:
         signum = serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port, state_dir=state,
-                       on_ready=ready, warm_pool=WarmPool, **ha, **security)
+                       on_ready=ready, warm_pool=WarmPool, **cluster, **security)
+    except ValueError as e:  # what the cluster refuses of its options (e.g. agents' addresses on this OS)
+        raise UsageError(str(e)) from None
     finally:
         following.set()
-        runner.release()
+        held.release()
     from marathon_tf.user.stopsignals import signal_name
 
     output.info(f"stopped by {signal_name(signum)}: every task was stopped")

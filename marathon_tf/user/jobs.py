@@ -453,15 +453,15 @@ _REASONS = {
 
 def stall_reason(queue_entry: dict[str, Any], *, local: bool = False) -> str | None:
     """Why Marathon cannot place a task, from ``/v2/queue``'s offer summary (1.3+). The local
-    runner has no offers: it launches queued tasks itself."""
-    if local:
-        return f"launch by the local runner (queued since {queue_entry['since']})" if queue_entry.get("since") else None
+    runner's agents decline offers for the same reasons; otherwise it launches a queued task itself."""
     summary = (queue_entry or {}).get("processedOffersSummary") or {}
     rejected = [r for r in summary.get("rejectSummaryLastOffers") or [] if r.get("declined")]
     if rejected:
         parts = [f"{_REASONS.get(r.get('reason'), r.get('reason'))} ({r['declined']} of "
                  f"{r.get('processed', r['declined'])} offers declined)" for r in rejected]
         return "no offer with enough " + ", ".join(parts)
+    if local:
+        return f"launch by the local runner (queued since {queue_entry['since']})" if queue_entry.get("since") else None
     if summary.get("processedOffersCount") == 0 and queue_entry.get("since"):
         return f"no offers received since {queue_entry['since']}"
     return None

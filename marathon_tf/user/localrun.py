@@ -31,10 +31,6 @@ from marathon_tf.user.spec import JobSpec
 __all__ = ["LocalRun", "run", "local_cluster", "default_state_dir", "SandboxTailer"]
 
 
-#: Mesos-DNS's refresh in local mode (a cluster's default is 60 s; one machine can afford 0.25 s).
-LOCAL_DNS_REFRESH = 0.25
-
-
 def local_cluster(**options: Any):
     """A :class:`~marathon_tf.local.LocalCluster` set up for marathon-tf's tasks: the Python programs
     of its tasks share pre-warmed interpreters (:class:`marathon_tf.task.warmpool.WarmPool`), which
@@ -53,8 +49,9 @@ def default_state_dir(job: str) -> Path:
 
 
 class SandboxTailer:
-    """Follows ``<state>/sandboxes/<task id>/{stdout,stderr}`` of every task, also of relaunched ones,
-    and hands complete lines to ``emit(task_name, stream, line)``.
+    """Follows ``<state>/sandboxes/<task id>/{stdout,stderr}`` of every task (and
+    ``<state>/agents/<agent>/sandboxes/…`` of the other agents'), also of relaunched ones, and hands
+    complete lines to ``emit(task_name, stream, line)``.
 
     Memory is bounded whatever the output: files are read :data:`READ_CHUNK` bytes at a time, and
     a line longer than :data:`LINE_LIMIT` bytes is cut there (the rest of it is skipped, and the
@@ -66,7 +63,7 @@ class SandboxTailer:
     READ_CHUNK = 1024 * 1024
 
     def __init__(self, state_dir: Path, emit: Callable[[str, str, str], None], interval: float = 0.2):
-        self.root = Path(state_dir) / "sandboxes"
+        self.state_dir = Path(state_dir)
         self.emit = emit
         self.interval = interval
         self._offsets: dict[Path, int] = {}
@@ -94,9 +91,9 @@ class SandboxTailer:
             self.poll()
 
     def poll(self, final: bool = False) -> None:
-        if not self.root.is_dir():
-            return
-        for box in sorted(self.root.iterdir(), key=lambda p: p.stat().st_mtime):
+        roots = [self.state_dir / "sandboxes", *sorted(self.state_dir.glob("agents/*/sandboxes"))]
+        boxes = [box for root in roots if root.is_dir() for box in root.iterdir()]
+        for box in sorted(boxes, key=lambda p: p.stat().st_mtime):
             for stream in ("stdout", "stderr"):
                 path = box / stream
                 try:
@@ -166,8 +163,11 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
         state_dir: Path | None = None, emit_task_line: Callable[[str, str, str], None] = lambda *a: None,
         progress: Callable[[dict[str, Any]], None] = lambda s: None,
         on_deployed: Callable[[jobs.DeployResult, Any], None] = lambda r, c: None,
-        poll: float = 1.0) -> LocalRun:
-    """Run ``spec`` to its end on a fresh local cluster; raises :class:`Timeout` (exit 3)."""
+        poll: float = 1.0, cluster_options: dict[str, Any] | None = None) -> LocalRun:
+    """Run ``spec`` to its end on a fresh local cluster (``cluster_options``: LocalCluster's, see
+    :mod:`marathon_tf.user.local_options`); raises :class:`Timeout` (exit 3)."""
+    from marathon_tf.user.local_options import DEPLOY_DNS_REFRESH
+
     from marathon_tf.local.launcher import host_volume_path, volume_problem
 
     state_dir = Path(state_dir or default_state_dir(spec.name))
@@ -189,7 +189,12 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
         raise
     try:
         with stopsignals.converted():
-            result = _run(spec, local_cluster(state_dir=state_dir, dns_refresh=LOCAL_DNS_REFRESH), state_dir,
+            try:
+                cluster = local_cluster(state_dir=state_dir, **{"dns_refresh": DEPLOY_DNS_REFRESH,
+                                                                **(cluster_options or {})})
+            except ValueError as e:  # what the cluster refuses of its options
+                raise UsageError(f"{e}; nothing was started") from None
+            result = _run(spec, cluster, state_dir,
                           templates_dir=templates_dir, timeout=timeout, emit_task_line=emit_task_line,
                           progress=progress, on_deployed=on_deployed, poll=poll, lock=lock)
         result.logdir = logdir
@@ -268,7 +273,7 @@ def _prewarm(cluster: Any, spec: JobSpec, templates_dir: str | None) -> None:
 
 
 LOCAL_RESOURCES = ("the local runner does not enforce cpus, mem, disk or gpus: every task sees this machine's "
-                   "CPUs, memory and devices")
+                   "CPUs, memory and devices (--agent-resources makes its agents finite)")
 
 
 def unenforced(spec: JobSpec) -> list[str]:

@@ -23,7 +23,7 @@ from marathon_tf.user.jobs import stored_spec
 from marathon_tf.user.render import render_group, task_apps
 from marathon_tf.user.spec import JobSpec
 
-__all__ = ["Previous", "ended", "previous_run", "unchanged", "start_fresh", "purge_deleted"]
+__all__ = ["Previous", "ended", "previous_run", "unchanged", "await_stopped", "start_fresh", "purge_deleted"]
 
 
 @dataclass
@@ -98,6 +98,19 @@ def unchanged(group: dict[str, Any], spec: JobSpec, templates_dir: Optional[str]
     except Exception:  # noqa: BLE001 - unreadable: deploy it again
         return False
     return render_group(deployed, templates_dir=templates_dir) == render_group(spec, templates_dir=templates_dir)
+
+
+def await_stopped(client: Client, job: str, *, wait: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> None:
+    """An ended job's record stopped its tasks in a deployment (instances 0): wait, at most ``wait``
+    seconds, until no deployment touches the job's apps, so that starting it again is not refused
+    as locked (Marathon's 409 "App is locked by one or more deployments")."""
+    prefix = naming.group_id(job) + "/"
+    deadline = time.monotonic() + wait
+    while any(str(app).startswith(prefix) for d in client.deployments() for app in d.get("affectedApps") or []):
+        if time.monotonic() >= deadline:
+            raise UsageError(f"{job}'s tasks are still stopping after {wait:g} s (its end's deployment); "
+                             f"nothing was sent", hint="try again in a moment")
+        sleep(0.25)
 
 
 def start_fresh(client: Client, job: str, previous: Previous, *, wait: float = 60.0,

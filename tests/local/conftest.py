@@ -77,3 +77,20 @@ def wait():
 def make_app():
     """``make_app(id, cmd="sleep 600", **fields)``: a small app definition."""
     return app
+
+
+@pytest.fixture
+def cluster_with(tmp_path):
+    """``cluster_with(**options) -> (cluster, api)``: a LocalCluster with the fast settings of
+    ``cluster`` and these options (agents, resources, features …); stopped at teardown."""
+    started = []
+
+    def start(**options: Any):
+        c = LocalCluster(state_dir=tmp_path / f"state-{len(started)}", dns_refresh=0, heartbeat=0.5, kill_grace=1.0,
+                         shutdown_grace=1.0, **options).start()
+        started.append(c)
+        return c, Api(c.marathon_url)
+
+    yield start
+    for c in started:
+        c.stop()

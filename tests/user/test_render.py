@@ -74,6 +74,9 @@ def test_full_featured_job_validates_against_marathon_schema(tmp_path):
     assert worker["container"] == {"type": "MESOS", "docker": {"image": "registry.example.com/tf:2.21.0-gpu"},
                                    "volumes": [{"containerPath": "ckpt", "hostPath": "/shared/ckpt", "mode": "RW"}]}
     assert worker["gpus"] == 2 and worker["instances"] == 1
+    # a lost TF task is replaced at once and its old copy killed when it returns (app_templates/task.json.j2)
+    assert {a["id"].rsplit("/", 1)[1]: a["unreachableStrategy"] for a in group["apps"]
+            if "tensorboard" not in a["id"]}["chief-0"] == {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}
 
 
 @needs_schemas

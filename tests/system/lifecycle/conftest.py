@@ -128,3 +128,16 @@ def local_job(local_cluster):
         return job.deploy()
 
     return start
+
+
+@pytest.fixture
+def job_on():
+    """``job_on(cluster, job_path) -> LocalJob`` deployed on a cluster the test made itself (one with
+    agents, say); its tailer is stopped by ``cluster.jobs_started``'s owner."""
+
+    def start(cluster, job_path: str) -> LocalJob:
+        job = LocalJob(cluster, job_path)
+        cluster.jobs_started.append(job)
+        return job.deploy()
+
+    return start

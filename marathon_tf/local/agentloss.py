@@ -1,0 +1,171 @@
+"""An agent lost and found: its tasks' TASK_UNREACHABLE, the app's ``unreachableStrategy``, the return.
+
+What a Mesos master and Marathon 1.4+ do (Marathon ``docs/docs/unreachable.md``,
+``state/UnreachableStrategy.scala``, ``core/condition/Condition.scala``):
+
+* the master declares an agent unreachable (a real one after ``--agent_ping_timeout`` ×
+  ``--max_agent_ping_timeouts``, 75 s by default; here at once) and sends TASK_UNREACHABLE for
+  each of its tasks; Marathon keeps the instance (condition ``Unreachable``), counting it;
+* after ``inactiveAfterSeconds`` the instance is ``UnreachableInactive``: no longer counted, so a
+  replacement is launched (on another agent, this one offers nothing); after
+  ``expungeAfterSeconds`` it is expunged (forgotten). ``"disabled"`` never does either. (A real
+  Marathon checks non-zero values only every ``--reconciliation_interval``, 10 min by default;
+  here every scheduler pass.)
+* an agent that comes back re-registers: its tasks that still run are TASK_RUNNING again (one
+  already replaced is killed once ``expungeAfterSeconds`` has passed, at once if it has; an
+  expunged one is killed as an unknown task), those that ended meanwhile report how, and, when the
+  agent itself had died, those it no longer has are TASK_GONE.
+
+``unreachable`` (a partition) leaves an agent's processes running; ``down`` (the agent died) kills
+them. Killing a task whose agent is lost expunges it (Mesos cannot reach it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from typing import TYPE_CHECKING, Optional
+
+from .agents import Agent
+from .state import AppState, Task
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .scheduler import Scheduler
+
+__all__ = ["AgentLoss", "strategy_seconds"]
+
+
+def strategy_seconds(spec: dict) -> Optional[tuple[float, float]]:
+    """``(inactiveAfterSeconds, expungeAfterSeconds)`` of an app, None when ``"disabled"``."""
+    strategy = spec.get("unreachableStrategy")
+    if strategy == "disabled":
+        return None
+    strategy = strategy if isinstance(strategy, dict) else {}
+    return float(strategy.get("inactiveAfterSeconds") or 0), float(strategy.get("expungeAfterSeconds") or 0)
+
+
+class AgentLoss:
+    """The scheduler's side of lost agents (all on its event loop)."""
+
+    def __init__(self, scheduler: "Scheduler") -> None:
+        self.s = scheduler
+        #: task id -> (state, message) of a task that ended while its agent was lost.
+        self._exits: dict[str, tuple[str, str]] = {}
+        #: task id -> (task, process): expunged tasks whose processes still run on a lost agent.
+        self._orphans: dict[str, tuple[Task, asyncio.subprocess.Process]] = {}
+        #: task id -> when (monotonic) a task that came back after it was replaced is killed.
+        self._doomed: dict[str, float] = {}
+
+    def orphan_tasks(self) -> list[Task]:
+        return [task for task, _ in self._orphans.values()]
+
+    def _tasks_on(self, agent: Agent) -> list[Task]:
+        return [t for a in self.s.state.apps.values() for t in a.tasks.values() if t.agent_id == agent.id and t.active]
+
+    def lose(self, agent: Agent, kill: bool) -> list[str]:
+        """The master lost contact with ``agent`` (``kill``: it died, with its processes); the ids
+        of the tasks that became TASK_UNREACHABLE."""
+        now = time.monotonic()
+        changed = []
+        agent.state = "down" if kill or agent.state == "down" else "unreachable"
+        agent.lost_at = agent.lost_at or now
+        for task in self._tasks_on(agent):
+            if task.unreachable_since is None:
+                task.unreachable_since = now
+                monitor = self.s._monitors.pop(task.id, None)
+                if monitor:
+                    monitor.stop()
+                self.s._status(task, "TASK_UNREACHABLE", f"Agent {agent.hostname} ({agent.id}) is unreachable")
+                changed.append(task.id)
+            if kill:
+                self._kill(self.s._procs.get(task.id))
+        if kill:
+            for task_id, (task, proc) in list(self._orphans.items()):
+                if task.agent_id == agent.id:
+                    self._kill(proc)
+                    del self._orphans[task_id]
+        self.s.offers.forget_agent(agent.id)
+        self.s.wake()
+        return changed
+
+    def _kill(self, proc: Optional[asyncio.subprocess.Process]) -> None:
+        if proc is not None:
+            self.s.launcher.signal_group(proc.pid, signal.SIGKILL)
+
+    def back(self, agent: Agent) -> None:
+        """``agent`` re-registered with the master."""
+        died = agent.state == "down"
+        agent.state, agent.lost_at = "active", None
+        agent.reregistered_time = time.time()
+        for task_id, (task, proc) in list(self._orphans.items()):
+            if task.agent_id == agent.id:  # Marathon forgot it: an unknown task is killed
+                del self._orphans[task_id]
+                self._kill(proc)
+                self.s.bus.publish("unknown_instance_terminated_event", instanceId=task.instance_id,
+                                   runSpecId=task.app_id, condition="Killed")
+        for task in self._tasks_on(agent):
+            if task.unreachable_since is None:
+                continue
+            app = self.s.state.apps[task.app_id]
+            ended = self._exits.pop(task.id, None)
+            if died or ended is None and task.id not in self.s._procs:
+                ended = ("TASK_GONE", f"Agent {agent.hostname} re-registered without this task")
+            if ended is not None:
+                self.s._finish(app, task, *ended)
+                continue
+            since, task.unreachable_since = task.unreachable_since, None
+            self.s._status(task, "TASK_RUNNING", "")
+            self.s.monitor(task)
+            if task.inactive:  # replaced meanwhile: killed once expungeAfterSeconds has passed
+                seconds = strategy_seconds(app.run_def or app.definition) or (0.0, 0.0)
+                self._doomed[task.id] = since + seconds[1]
+        self.s.wake()
+
+    def expire(self, app: AppState) -> None:
+        """Apply ``app``'s unreachableStrategy to its lost tasks (every scheduler pass)."""
+        now = time.monotonic()
+        seconds = strategy_seconds(app.run_def or app.definition)
+        for task in list(app.tasks.values()):
+            if task.unreachable_since is not None and seconds is not None:
+                elapsed = now - task.unreachable_since
+                if not task.inactive and elapsed >= seconds[0]:
+                    task.inactive = True
+                    self.s.instance_changed(task, "UnreachableInactive")
+                if task.inactive and elapsed >= seconds[1]:
+                    self.expunge(task)
+            elif task.id in self._doomed and now >= self._doomed[task.id]:
+                del self._doomed[task.id]
+                self.s.kill(task, "expunged: it came back after it was replaced")
+
+    def expunge(self, task: Task) -> None:
+        """Forget a task of a lost agent; a process of it that still runs is killed when the agent is back."""
+        app = self.s.state.apps.get(task.app_id)
+        if app is not None:
+            app.tasks.pop(task.id, None)
+        proc = self.s._procs.pop(task.id, None)
+        self.s._launched.pop(task.id, None)
+        self._exits.pop(task.id, None)
+        if proc is not None and proc.returncode is None:
+            self._orphans[task.id] = (task, proc)
+        self.s.wake()
+
+    def started_while_lost(self, task: Task, proc: asyncio.subprocess.Process) -> None:
+        """A task's process started after its agent was lost: a dead agent's dies."""
+        agent = self.s.agents.by_id(task.agent_id)
+        if agent is not None and agent.state == "down":
+            self._kill(proc)
+
+    def exited_while_lost(self, task: Task, state: str, message: str) -> None:
+        """A lost agent's task ended: told when the agent is back (if Marathon still knows it)."""
+        self.s._procs.pop(task.id, None)
+        self.s._watchers.pop(task.id, None)
+        app = self.s.state.apps.get(task.app_id)
+        if self._orphans.pop(task.id, None) is None and app is not None and task.id in app.tasks:
+            self._exits[task.id] = (state, message)
+
+    async def stop_orphans(self, grace: float) -> None:
+        """At shutdown: every process of an expunged task stops too."""
+        await asyncio.gather(*(self.s.launcher.terminate(proc, grace) for _, proc in self._orphans.values()),
+                             return_exceptions=True)
+        self._orphans.clear()

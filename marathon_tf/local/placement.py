@@ -1,0 +1,206 @@
+"""Does an agent's offer fit a task? Marathon 1.8's offer matching, with its reasons.
+
+Modelled on ``mesosphere/mesos/ResourceMatcher.scala`` ``matchResources`` and
+``mesosphere/mesos/Constraints.scala`` of Marathon ``releases/1.8``:
+
+* the resources of the app's ``acceptedResourceRoles`` are considered (default: every role the
+  local Marathon is offered, as ``--default_accepted_resource_roles`` defaults to); an offer with
+  none of them adds ``UnfulfilledRole``;
+* ``cpus``, ``mem``, ``gpus``, ``disk`` (those asked for) each add ``Insufficient<X>`` when the
+  offer lacks them;
+* constraints are checked against the app's instances of its current configuration (``hostname``
+  or ``@hostname`` is the agent's hostname, any other field an attribute):
+  ``UNIQUE``, ``CLUSTER``, ``GROUP_BY``, ``LIKE``, ``UNLIKE`` (whole-string regular expressions),
+  ``MAX_PER``, ``IS``; a failure adds ``UnfulfilledConstraint``;
+* with ``gpu_resources`` enabled and ``--gpu_scheduling_behavior restricted`` (1.8's default; the
+  app's ``GPU_SCHEDULING_BEHAVIOR`` label overrides it) a task without GPUs declines an offer with
+  GPUs: ``DeclinedScarceResources``;
+* only when all of that fits are ports matched (``InsufficientPorts``); dynamic host ports come
+  from the offer's port ranges.
+
+Marathon keeps one reason per declined offer, the first in ``NoOfferMatchReason.reasonFunnel``
+(:data:`REASON_FUNNEL`). The default agent (not enforced) is never short of anything but ports.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Optional, Sequence
+
+from .agents import Agent
+from .resources import Resource, Value, attribute_text, ranges_minus
+
+__all__ = ["REASON_FUNNEL", "Match", "NoMatch", "match", "free_resources", "funnel", "meets_constraint"]
+
+#: ``mesosphere.mesos.NoOfferMatchReason.reasonFunnel`` (Marathon 1.6-1.11; 1.4-1.5 lack
+#: ``AgentMaintenance`` and ``DeclinedScarceResources``).
+REASON_FUNNEL = ("UnfulfilledRole", "UnfulfilledConstraint", "NoCorrespondingReservationFound", "AgentMaintenance",
+                 "InsufficientCpus", "InsufficientMemory", "InsufficientDisk", "InsufficientGpus",
+                 "InsufficientPorts", "DeclinedScarceResources")
+_SCALAR_REASON = {"cpus": "InsufficientCpus", "mem": "InsufficientMemory", "disk": "InsufficientDisk",
+                  "gpus": "InsufficientGpus"}
+
+
+@dataclass
+class Match:
+    agent: Agent
+    #: What the task takes of the agent (scalars by role; ports are added once allocated).
+    consumed: list[Resource]
+    #: The ports it may take (enforced agents: free ports of its roles' ranges; None: any free port).
+    port_candidates: Optional[list[int]]
+    port_role: str = "*"
+    gpus: tuple[int, ...] = ()
+
+
+@dataclass
+class NoMatch:
+    agent: Agent
+    reasons: list[str]
+    offer: list[Resource] = field(default_factory=list)
+
+
+def funnel(reasons: Iterable[str]) -> Optional[str]:
+    """The one reason Marathon counts for a declined offer (the first of the funnel)."""
+    known = [r for r in reasons if r in REASON_FUNNEL]
+    return min(known, key=REASON_FUNNEL.index) if known else None
+
+
+def free_resources(agent: Agent, used: Iterable[Resource]) -> list[Resource]:
+    """The agent's total less what its tasks use, per name and role (what it would offer)."""
+    scalars: dict[tuple[str, str], float] = {}
+    ports: dict[tuple[str, str], list[int]] = {}
+    for r in used:
+        if isinstance(r.value, float):
+            scalars[(r.name, r.role)] = scalars.get((r.name, r.role), 0.0) + r.value
+        elif isinstance(r.value, tuple):
+            ports.setdefault((r.name, r.role), []).extend(p for b, e in r.value for p in range(b, e + 1))
+    out = []
+    for r in agent.resources:
+        if isinstance(r.value, float):
+            out.append(Resource(r.name, max(0.0, round(r.value - scalars.get((r.name, r.role), 0.0), 6)), r.role))
+        elif isinstance(r.value, tuple):
+            out.append(Resource(r.name, ranges_minus(r.value, ports.get((r.name, r.role), ())), r.role))
+        else:
+            out.append(r)
+    return out
+
+
+def _field_value(agent: Agent, name: str) -> Optional[str]:
+    if name in ("hostname", "@hostname"):
+        return agent.hostname
+    if name in ("@region", "@zone"):
+        return None  # the local agents have no fault domain
+    value: Optional[Value] = agent.attributes.get(name)
+    return None if value is None else attribute_text(value)
+
+
+def _as_int(text: str, default: int) -> int:
+    if text == "inf":
+        return 2 ** 31 - 1
+    try:
+        return int(text)
+    except ValueError:
+        return default
+
+
+def meets_constraint(agent: Agent, placed: Sequence[Agent], constraint: Sequence[str]) -> bool:
+    """``Constraints.meetsConstraint``: may one more instance go to ``agent``, with the app's other
+    instances on ``placed`` (one entry per instance)?"""
+    name, operator = constraint[0], constraint[1]
+    value = constraint[2] if len(constraint) > 2 else ""
+    offered = _field_value(agent, name)
+    if offered is None:
+        return operator == "UNLIKE"
+    values = [_field_value(p, name) for p in placed]
+    if operator == "UNIQUE":
+        return all(v != offered for v in values)
+    if operator == "CLUSTER":
+        return (not values or values[0] == offered) if not value else offered == value
+    if operator in ("LIKE", "UNLIKE"):
+        if not value:
+            return False
+        try:
+            hit = re.fullmatch(value, offered) is not None
+        except re.error:
+            return False
+        return hit if operator == "LIKE" else not hit
+    counts: dict[Optional[str], int] = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    if operator == "GROUP_BY":
+        minimum = max(0, _as_int(value, 0))
+        if offered not in counts:
+            return True
+        return len(counts) >= minimum and counts[offered] == min(counts.values())
+    if operator == "MAX_PER":
+        return counts.get(offered, 0) < _as_int(value, 0)
+    if operator == "IS":
+        try:
+            wanted = attribute_text(float(value)) if re.fullmatch(r"[0-9]+(\.[0-9]+)?", value) else value
+        except ValueError:
+            wanted = value
+        return offered == wanted
+    return False
+
+
+def _take(offer: list[Resource], name: str, amount: float, roles: set[str]) -> Optional[list[Resource]]:
+    """``amount`` of scalar ``name`` from the offer's resources of ``roles`` (in offer order), or None."""
+    taken: list[Resource] = []
+    left = amount
+    for r in offer:
+        if left <= 1e-9:
+            break
+        if r.name == name and r.role in roles and isinstance(r.value, float) and r.value > 0:
+            part = min(r.value, left)
+            taken.append(Resource(name, part, r.role))
+            left -= part
+    return taken if left <= 1e-9 else None
+
+
+def match(spec: dict, agent: Agent, offer: list[Resource], placed: Sequence[Agent], *, default_roles: set[str],
+          used_gpus: Iterable[int] = (), taken_ports: Iterable[int] = (),
+          gpu_restricted: bool = False) -> Match | NoMatch:
+    """Whether one task of app ``spec`` fits ``offer`` (the agent's free resources)."""
+    roles = set(spec.get("acceptedResourceRoles") or default_roles)
+    reasons: list[str] = []
+    consumed: list[Resource] = []
+    asked = {name: float(spec.get(name) or 0) for name in ("cpus", "mem", "gpus", "disk")}
+    for name, amount in asked.items():
+        if amount <= 0:
+            continue
+        if not agent.enforced:
+            consumed.append(Resource(name, amount, "*"))
+            continue
+        taken = _take(offer, name, amount, roles)
+        if taken is None:
+            reasons.append(_SCALAR_REASON[name])
+        else:
+            consumed += taken
+    if not any(r.role in roles for r in offer):
+        reasons.append("UnfulfilledRole")
+    if not all(meets_constraint(agent, placed, c) for c in spec.get("constraints") or [] if len(c) >= 2):
+        reasons.append("UnfulfilledConstraint")
+    behaviour = (spec.get("labels") or {}).get("GPU_SCHEDULING_BEHAVIOR")
+    restricted = gpu_restricted if behaviour not in ("restricted", "unrestricted") else behaviour == "restricted"
+    offered_gpus = sum(r.value for r in offer if r.name == "gpus" and isinstance(r.value, float))
+    if restricted and agent.enforced and offered_gpus > 0 and asked["gpus"] == 0:
+        reasons.append("DeclinedScarceResources")
+    if reasons:
+        return NoMatch(agent, reasons, offer)
+    gpus: tuple[int, ...] = ()
+    if agent.enforced and asked["gpus"]:
+        busy = set(used_gpus)
+        gpus = tuple(i for i in range(agent.gpus) if i not in busy)[: int(asked["gpus"])]
+        if len(gpus) < asked["gpus"]:  # the counts said yes: only a bookkeeping slip gets here
+            return NoMatch(agent, ["InsufficientGpus"], offer)
+    wanted = len(spec.get("portDefinitions") or [])
+    if not agent.enforced or not wanted:
+        return Match(agent, consumed, None, gpus=gpus)
+    taken = set(taken_ports)
+    for r in offer:
+        if r.name == "ports" and r.role in roles and isinstance(r.value, tuple):
+            candidates = [p for b, e in r.value for p in range(b, e + 1) if p not in taken]
+            if len(candidates) >= wanted:
+                return Match(agent, consumed, candidates, port_role=r.role, gpus=gpus)
+    return NoMatch(agent, ["InsufficientPorts"], offer)

@@ -1,0 +1,95 @@
+"""The local cluster's options, shared by ``local serve`` and ``deploy --local``: agents and their
+resources and attributes, Marathon's features and GPU scheduling, Mesos-DNS's refresh and TTL.
+
+:func:`cluster_options` adds them to a click command; :func:`to_cluster` checks the values (one
+:class:`UsageError` naming the option) and turns them into
+:class:`~marathon_tf.local.LocalCluster` keyword arguments.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import click
+
+from marathon_tf.contract.errors import UsageError
+
+__all__ = ["cluster_options", "to_cluster", "OPTION_NAMES", "given", "DEPLOY_DNS_REFRESH", "SERVE_DNS_REFRESH"]
+
+#: Mesos-DNS's refresh by default (a cluster's is 60 s; one machine can afford less): ``deploy --local``
+#: (one job, as fast as it can form) and ``local serve``.
+DEPLOY_DNS_REFRESH = 0.25
+SERVE_DNS_REFRESH = 1.0
+
+#: The click parameter names these options fill.
+OPTION_NAMES = ("agents", "agent_resources", "agent_attributes", "features", "gpu_scheduling_behavior",
+                "dns_refresh", "dns_ttl")
+
+
+def cluster_options(dns_refresh: float, prefix: str = "") -> Callable:
+    """The options as a decorator (``dns_refresh``: this command's default Mesos-DNS refresh;
+    ``prefix``: put before each help text, e.g. ``"(--local) "``)."""
+    opts = [
+        click.option("--agents", type=click.IntRange(1, 254), default=1, show_default=True,
+                     help=prefix + "Mesos agents, each with its own address 127.0.0.N (its hostname) and sandboxes."),
+        click.option("--agent-resources", multiple=True, metavar="RESOURCES",
+                     help=prefix + "What each agent offers, in Mesos's --resources syntax, e.g. "
+                          "'cpus:4;mem:8192;disk:20000;gpus:2;ports:[31000-32000]' ('cpus(role):2' reserves for a "
+                          "role); 'A|B' or the option repeated: agent 1 gets A, agent 2 B, agent 3 A … "
+                          "Default: as large as this machine, not enforced."),
+        click.option("--agent-attributes", multiple=True, metavar="ATTRIBUTES",
+                     help=prefix + "Each agent's attributes, in Mesos's --attributes syntax, e.g. "
+                          "'rack:r1;zone:a' (for constraints); 'A|B' or repeated: in turn, as --agent-resources."),
+        click.option("--features", default="gpu_resources", show_default=True, metavar="LIST",
+                     help=prefix + "Marathon's --enable_features, comma-separated ('' for none; without "
+                          "gpu_resources Marathon refuses apps with gpus)."),
+        click.option("--gpu-scheduling-behavior", type=click.Choice(["restricted", "unrestricted"]),
+                     default="restricted", show_default=True,
+                     help=prefix + "Marathon's --gpu_scheduling_behavior: restricted keeps tasks without GPUs "
+                          "off agents with GPUs."),
+        click.option("--dns-refresh", type=click.FloatRange(0), default=dns_refresh, show_default=True,
+                     metavar="SECONDS",
+                     help=prefix + "Mesos-DNS RefreshSeconds: how long new and moved tasks take to show up "
+                          "(a cluster's default: 60)."),
+        click.option("--dns-ttl", type=click.IntRange(0), default=5, show_default=True, metavar="SECONDS",
+                     help=prefix + "Mesos-DNS TTL of its answers (a cluster's default: 60)."),
+    ]
+
+    def decorate(f: Callable) -> Callable:
+        for opt in reversed(opts):
+            f = opt(f)
+        return f
+
+    return decorate
+
+
+def given(ctx: click.Context) -> list[str]:
+    """The cluster options given on the command line (``--agents``, …)."""
+    return ["--" + name.replace("_", "-") for name in OPTION_NAMES
+            if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)]
+
+
+def to_cluster(agents: int, agent_resources: tuple[str, ...], agent_attributes: tuple[str, ...], features: str,
+               gpu_scheduling_behavior: str, dns_refresh: float, dns_ttl: int) -> dict[str, Any]:
+    """LocalCluster's keyword arguments; raises UsageError naming the option for a bad value."""
+    from marathon_tf.local.agents import per_agent
+    from marathon_tf.local.resources import parse_attributes, parse_resources
+    from marathon_tf.local.server import FEATURES
+
+    for option, values, parse in (("--agent-resources", agent_resources, parse_resources),
+                                  ("--agent-attributes", agent_attributes, parse_attributes)):
+        try:
+            for value in per_agent(values, agents, option):
+                if value is not None:
+                    parse(value)
+        except ValueError as e:
+            message = str(e) if str(e).startswith(option) else f"{option}: {e}"
+            raise UsageError(message, hint="see --help for the syntax (Mesos agents' --resources / --attributes)") \
+                from None
+    wanted = tuple(f.strip() for f in features.split(",") if f.strip())
+    unknown = sorted(set(wanted) - set(FEATURES))
+    if unknown:
+        raise UsageError(f"--features: {', '.join(unknown)} unknown to Marathon 1.8 (it knows {', '.join(FEATURES)})")
+    return {"agents": agents, "agent_resources": agent_resources, "agent_attributes": agent_attributes,
+            "features": wanted, "gpu_scheduling_behavior": gpu_scheduling_behavior, "dns_refresh": dns_refresh,
+            "dns_ttl": dns_ttl}

@@ -1,0 +1,66 @@
+"""The local cluster's options on ``local serve`` and ``deploy --local``: help, one-line refusals,
+and a deploy on agents too small for the job (it waits, saying why, until its --timeout)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from marathon_tf.user.cli import cli
+from user_helpers import minimal
+
+OPTIONS = ("--agents", "--agent-resources", "--agent-attributes", "--features", "--gpu-scheduling-behavior",
+           "--dns-refresh", "--dns-ttl")
+
+
+@pytest.mark.parametrize("verb", [["deploy"], ["local", "serve"]])
+def test_help_describes_the_cluster_options(verb):
+    text = CliRunner().invoke(cli, [*verb, "--help"], terminal_width=200).stdout
+    for option in OPTIONS:
+        assert option in text
+    assert "cpus:4;mem:8192;disk:20000;gpus:2;ports:[31000-32000]" in text.replace("\n", "").replace(" ", "")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--agents", "2"], "--agents: only with --local"),
+    (["--local", "--agent-resources", "cpus:x"], "--agent-resources: resource cpus: 'x' is not a number"),
+    (["--local", "--agents", "2", "--agent-attributes", "rack:a|rack:b|rack:c"],
+     "--agent-attributes: 3 agent values for 2 agents"),
+    (["--local", "--features", "gpu_resources,gpus"], "--features: gpus unknown to Marathon 1.8"),
+    (["--local", "--dns-ttl", "-1"], "--dns-ttl"),
+])
+def test_bad_cluster_options_are_one_line_and_start_nothing(tmp_path, args, message):
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps(minimal()))
+    r = CliRunner().invoke(cli, ["deploy", str(job), "--dry-run", *args])
+    assert r.exit_code == 2, r.output
+    assert message in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "state").exists()
+
+
+def test_local_serve_refuses_bad_resources_before_it_listens():
+    r = CliRunner().invoke(cli, ["local", "serve", "--port", "0", "--agent-resources", "ports:31000"])
+    assert r.exit_code == 2
+    assert "--agent-resources: resource ports: must be ranges like [31000-32000]" in r.stderr
+
+
+@pytest.mark.timeout(120)
+def test_deploy_local_on_agents_too_small_waits_saying_why(tmp_path):
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"name": "toobig", "command": ["sleep", "600"],
+                               "roles": {"ps": {"count": 1, "cpus": 0.5, "mem": 64},
+                                         "worker": {"count": 1, "cpus": 2, "mem": 64}}}))
+    env = dict(os.environ, MARATHON_TF_STATE_DIR=str(tmp_path / "state"))
+    env.pop("MARATHON_URL", None)
+    r = subprocess.run([str(Path(sys.executable).parent / "marathon-tf"), "deploy", str(job), "--local",
+                        "--timeout", "8", "--agents", "3", "--agent-resources", "cpus:1;mem:512;ports:[33400-33499]"],
+                       capture_output=True, text=True, env=env, timeout=100, cwd=tmp_path)
+    assert r.returncode == 3, r.stderr[-3000:]
+    assert "worker-0 waits: no offer with enough cpus (3 of 3 offers declined)" in r.stderr
+    assert "does not enforce" not in r.stderr  # the agents do enforce
