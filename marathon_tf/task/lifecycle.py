@@ -39,9 +39,8 @@ Who decides what (:func:`decide` is the whole table, a pure function):
   its peers take it back), at once the first time and after 1, 2, 4 ... s when it fails again
   and again. A ps, and any member of a ``multi_worker_mirrored`` job (no partial recovery),
   need the whole group: the keeper starts a *round* and every member's program restarts in place
-  (:data:`GROUP_RESTART`). Without a rendezvous leader to carry rounds (``MTF_RENDEZVOUS=direct``)
-  such a task exits instead, Marathon relaunches it at a new address, and every task holding the
-  old one restarts with the rewritten spec.
+  (:data:`GROUP_RESTART`). Without a rendezvous leader (``MTF_RENDEZVOUS=direct``) such a task exits
+  instead: Marathon relaunches it elsewhere, its peers restart with the rewritten spec.
 * Tensorboard is not part of the job's outcome: it stays up after exit 0 and is relaunched
   by Marathon after any failure (never counted, never fails the job).
 
@@ -547,8 +546,7 @@ class JobPolicy(ExitPolicy):
         ended = ended_text(code, killed_by)
         said = f"{why}; {ended}" if why else f"{ended} (a preemption exit code)" if kind == PREEMPTION else \
             _with_tail(ended, tail)
-        entry = self.entry(kind, code, said,
-                           final=scope == "relaunch" and not permanent)
+        entry = self.entry(kind, code, said, final=scope == "relaunch" and not permanent)
         answer = self._count(entry, generation, scope == "group")
         failures, preemptions = int(answer.get("failures", 0)), int(answer.get("preemptions", 0))
         counted = bool(answer.get("counted", True))
@@ -587,9 +585,7 @@ class JobPolicy(ExitPolicy):
         else:
             budget = (f"failure {failures} of at most {answer.get('max_failures')} in "
                       f"{float(answer.get('window_seconds', self.budget.window)):g} s, {whose}")
-        what = "was preempted" if kind == PREEMPTION else ended
-        if kind == INFRASTRUCTURE:
-            what = f"was killed: {why}"
+        what = f"was killed: {why}" if kind == INFRASTRUCTURE else "was preempted" if kind == PREEMPTION else ended
         detail = "" if kind == INFRASTRUCTURE else _with_tail("", tail) if kind == FAILURE else f" ({ended})"
         if action == RESTART:
             return Outcome("running", False, code, True, f"training program {what} ({budget}); restarting it in "
