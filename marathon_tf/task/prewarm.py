@@ -348,9 +348,14 @@ class ForkServer:
         pid = self.proc.pid if self.proc else (self.hello or {}).get("pid")
         whose = "" if self.proc else ", shared by this machine's tasks"
         how = ""
-        if self.proc is not None and self.proc.poll() is not None and self.proc.returncode < 0:
-            how = f" of {signal.Signals(-self.proc.returncode).name}" if -self.proc.returncode in \
-                signal.Signals._value2member_map_ else ""
+        if self.proc is not None:
+            try:  # its connection closes a moment before it can be reaped
+                self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+            code = self.proc.returncode
+            if code is not None and code < 0 and -code in signal.Signals._value2member_map_:
+                how = f" of {signal.Signals(-code).name}"
         return (f"the pre-warmed interpreter that forked it (pid {pid}{whose}) died{how}: the program got SIGKILL "
                 f"with it")
 
