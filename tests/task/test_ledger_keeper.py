@@ -179,3 +179,11 @@ def test_an_infrastructure_death_restarts_uncounted_and_its_reason_is_the_kill(m
     assert outcome.restart and not outcome.counted and outcome.kind == INFRASTRUCTURE
     assert why in outcome.reason and "cuInit" not in outcome.reason
     assert "not counted" in outcome.reason
+
+
+def test_a_failure_s_reason_leaves_out_the_lines_every_tensorflow_run_prints(make_ctx):
+    tail = ("E0000 00:00:1.2 cuda_executor.cc:1228] failed call to cuInit: UNKNOWN ERROR (303)\n"
+            "I0000 cpu_feature_guard.cc:227] This TensorFlow binary is optimized to use available CPU instructions\n"
+            "ValueError: bad batch\n")
+    outcome = policy(make_ctx, permanent_exit_codes=(3,)).decide(3, stderr_tail=tail)
+    assert outcome.reason.endswith("(permanent): ValueError: bad batch"), outcome.reason
