@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 from marathon_tf.contract import naming
 from marathon_tf.task.discovery import Backend, MarathonBackend, Observation, PeerKey
 from marathon_tf.task.rendezvous.hints import Hints
-from marathon_tf.task.rendezvous.view import MAX_WAIT, Side, names
+from marathon_tf.task.rendezvous.view import MAX_WAIT, Side, cluster_key, names
 
 __all__ = ["LeaderRendezvous", "HOT_WINDOW", "BYTE_BUDGET", "DNS_QUERIES_PER_SECOND", "FAST"]
 
@@ -57,6 +57,7 @@ class LeaderRendezvous(Side):
         self.backend, self.job, self.me, self.slow, self.events = backend, job, me, slow, events
         self.others = [m for m in members if m != me]
         self._others = frozenset(self.others)
+        self.cluster = cluster_key(members)
         self._formed = False
         self._insurance = False  # the next read is only in case status updates were lost
         self._pool = None  # the thread of group reads that run while status updates go on
@@ -103,6 +104,7 @@ class LeaderRendezvous(Side):
     def _document(self, delta: tuple[dict, dict] | None) -> dict[str, Any]:
         view = self.view
         doc = {"job": self.job, "leader": self.leader_id, "leader_task": naming.task_name(*self.me),
+               "cluster": self.cluster,
                "version": view.version, "complete": not view.missing, "delta": delta is not None,
                "reads": self.polls, "events": self.events_seen, "event_stream": self._streaming()}
         if view.round is not None:

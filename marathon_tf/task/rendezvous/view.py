@@ -16,13 +16,22 @@ from marathon_tf.contract import naming
 from marathon_tf.contract.errors import DiscoveryError
 from marathon_tf.task.discovery import PeerKey, missing_message
 
-__all__ = ["PATH", "HINT_PATH", "MAX_WAIT", "LONG_POLL", "HISTORY", "View", "Side", "names", "patch", "keys", "diff"]
+__all__ = ["PATH", "HINT_PATH", "MAX_WAIT", "LONG_POLL", "HISTORY", "View", "Side", "names", "patch", "keys", "diff",
+           "cluster_key"]
 
 PATH = "/rendezvous"
 HINT_PATH = "/leader"
 MAX_WAIT = 30.0          # longest long poll the leader holds
 LONG_POLL = 25.0         # what followers ask for
 HISTORY = 1024           # changes the leader keeps to answer with deltas
+
+
+def cluster_key(members: Sequence[PeerKey]) -> str:
+    """A short fingerprint of the job's cluster members (``worker-0,worker-1,...``): a leader and a
+    follower of different versions of the job's spec (a ``scale`` under way) tell each other apart."""
+    import hashlib
+
+    return hashlib.sha1(",".join(sorted(naming.task_name(*m) for m in members)).encode()).hexdigest()[:12]
 
 
 def names(mapping: Mapping[PeerKey, str]) -> dict[str, str]:
@@ -193,6 +202,8 @@ class Side:
             if self._done():
                 return None
             if self.clock() >= deadline:
+                unknown = self._unknown()  # what the side knows now (a follower: where its leader is)
+                lacking = {p: missing.get(p, unknown) for p in lacking}
                 raise DiscoveryError(missing_message(lacking, timeout),
                                      hint="check that every task of the job is running and in Mesos-DNS")
 
