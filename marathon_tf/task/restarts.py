@@ -231,7 +231,8 @@ def job_lifecycle(ctx: TaskContext, environ: Mapping[str, str]) -> dict:
         elif not is_decider(ctx):
             reporter = Reporter(ctx, lambda: None)
     _log(f"restart budget: {n} failure(s) in {window:g} s and {ctx.preemption_budget[0]} preemption(s), job-wide ("
-         + ("kept here" if keeper else f"kept by {decider_task(ctx.completion)}") + (f"; also in {path}" if path else "")
+         + ("kept here" if keeper else f"kept by {decider_task(ctx.completion)}")
+         + (f"; also in {path}" if path else "")
          + ")")
     budget = RestartBudget(n, window, task=ctx.task, path=path)
     return {"policy": JobPolicy(ctx, budget, environ, keeper=keeper, reporter=reporter), "control": control}
