@@ -61,7 +61,8 @@ def test_an_always_failing_worker_exhausts_the_budget_and_fails_the_job(tmp_path
     assert status["state"] == L.FAILED, status
     reason = status["reason"]
     # both workers fail at about the same time: the one that records the 3rd (or a racing 4th) failure decides
-    assert re.match(r"worker-[01] failed [34] times in 600 s; last exit 3: ", reason), reason
+    assert re.match(r"the job's programs failed [34] times in 600 s, more than restart\.max_failures \(2\); "
+                    r"last: worker-[01] exited with 3: ", reason), reason
     assert reason.endswith("boom: bad data"), reason
     time.sleep(2)
     assert all(t["state"] == "stopped" for t in job.status()["tasks"])
@@ -77,8 +78,9 @@ def test_deploy_local_exits_1_and_prints_the_reason(tmp_path):
 
     r = deploy_local(__import__("pathlib").Path(failing_job(tmp_path)), tmp_path, timeout=100)
     assert r.returncode == 1, r.stderr[-3000:]
-    assert re.search(r"job linear-regression: Failed in [0-9.]+ s \(worker-[01] failed [34] times in 600 s; "
-                     r"last exit 3: boom: bad data\)", r.stderr), r.stderr[-3000:]
+    assert re.search(r"job linear-regression: Failed in [0-9.]+ s \(the job's programs failed [34] times in 600 s, "
+                     r"more than restart\.max_failures \(2\); last: worker-[01] exited with 3: boom: bad data\)",
+                     r.stderr), r.stderr[-3000:]
     assert processes_under(tmp_path / "state") == []
 
 
