@@ -13,9 +13,7 @@ Preemption: a worker that gets SIGTERM (its task is stopped: an agent's maintena
 operator's kill, a scale) finishes the step it is in; the chief then saves a checkpoint at that
 step (``CheckpointSaverHook.end``), and it exits with 42, the code marathon-tf takes for "preempted,
 restart me" (``restart.preemption_exit_codes``), at once: TensorFlow's own shutdown of its server
-takes seconds of the kill's grace period. A chief restarted while the ps still holds the
-variables takes them as they are (the other workers' steps since the checkpoint are kept); after a
-ps restart it restores the checkpoint.
+takes seconds of the kill's grace period.
 
 Output (stdout, one line per logged step): ``step=<global step> loss=<loss>``, then
 ``first_step_time=<unix time>`` after the first step and ``done final_step=<n> loss=<x>`` at the end
@@ -128,11 +126,6 @@ def run_worker(args, cluster, server):
         creator = FastWorkerSessionCreator(scaffold=scaffold, master=server.target, config=config)
         hooks = []
 
-    if is_chief and _ps_holds_the_model(server, config):
-        # restarted while the ps kept the variables (a preemption of this chief alone): take them as they
-        # are, the other workers' steps since the last checkpoint included; keep saving as the chief
-        creator = FastWorkerSessionCreator(scaffold=scaffold, master=server.target, config=config)
-
     local_steps = 0
     sleep = args.step_sleep if args.step_sleep_task_index in (None, args.task_index) else 0.0
     signal.signal(signal.SIGTERM, _on_stop)
@@ -162,12 +155,6 @@ def run_worker(args, cluster, server):
     log(f"done final_step={step} loss={loss_value:.6f} w={w_value:.4f} b={b_value:.4f} local_steps={local_steps}")
     return 0
 
-
-def _ps_holds_the_model(server, config):
-    """Whether every variable is initialized on the ps already (this chief was restarted alone)."""
-    uninitialized = tf.report_uninitialized_variables()
-    with tf.Session(server.target, config=config) as probe:
-        return len(probe.run(uninitialized)) == 0
 
 def main(argv=None):
     args = parse_args(argv)
