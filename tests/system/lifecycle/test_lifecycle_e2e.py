@@ -148,3 +148,40 @@ def test_scaling_workers_mid_training_resumes_from_the_checkpoint(tmp_path, loca
     ready = [line for t, n, s, line in job.lines if t > scaled_at and "session ready at global step" in line]
     assert any(line.startswith("worker:2 ") for line in ready), ready
     assert all(int(x.split("global step ")[1].split("/")[0]) >= saved for x in ready), (saved, ready)
+
+
+def _trainer_pid(state, task: str) -> int | None:
+    """``task``'s current training program, as its bootstrap logged it (newest sandbox)."""
+    boxes = sorted(state.glob(f"**/sandboxes/*_{task}.*/stderr"), key=lambda p: p.stat().st_mtime)
+    for stderr in reversed(boxes):
+        found = re.findall(r"started training program \(pid (\d+)\)", stderr.read_text(errors="replace"))
+        if found:
+            return int(found[-1])
+    return None
+
+
+@pytest.mark.timeout(150)
+def test_a_preempted_chief_saves_a_checkpoint_and_resumes_from_it_without_spending_the_budget(tmp_path, local_job):
+    """Issue 21: SIGTERM to the chief's program mid-run (its task stopped from outside) -> the example
+    ends the step it is in, its CheckpointSaverHook saves at that step, it exits 42 -> restarted in
+    place at once, resumes from that very step; the job succeeds with no failure counted (the budget
+    is 0 here: before, the SIGTERM's 143 was a failure and the job Failed)."""
+    import os
+    import signal
+
+    job = local_job(linear_job(tmp_path, TARGET, save_every=100_000, log_every=50,
+                               restart={"max_failures": 0, "window_seconds": 600}))
+    job.wait(lambda: job.max_step() > 1200, 90, "step > 1200", 0.05)
+    pid = _trainer_pid(job.cluster.state_dir, "worker-0")
+    stopped_at = time.monotonic()
+    os.kill(pid, signal.SIGTERM)
+    status = job.wait_state(120)
+    assert status["state"] == L.SUCCEEDED, status
+    assert status["failures"] == 0 and status["preemptions"] == 1, status
+    said = re.search(r"preempted at step (\d+) \(signal 15\); checkpoint saved; exiting 42", job.text("worker-0"))
+    assert said, job.text("worker-0")[-3000:]
+    saved = int(said.group(1))
+    assert saved in checkpoints(tmp_path), (saved, checkpoints(tmp_path))  # saved within the grace
+    ready = [line for t, n, s, line in job.lines if t > stopped_at and n == "worker-0"
+             and "session ready at global step" in line]
+    assert ready and int(ready[0].split("global step ")[1].split("/")[0]) >= saved, (saved, ready)
