@@ -181,7 +181,8 @@ def test_a_preempted_chief_saves_a_checkpoint_and_resumes_from_it_without_spendi
     said = re.search(r"preempted at step (\d+) \(signal 15\); checkpoint saved; exiting 42", job.text("worker-0"))
     assert said, job.text("worker-0")[-3000:]
     saved = int(said.group(1))
-    assert saved in checkpoints(tmp_path), (saved, checkpoints(tmp_path))  # saved within the grace
+    # saved within the grace (the global step may have moved on by the hook's save: worker-1 trains on)
+    assert any(saved <= c < TARGET for c in checkpoints(tmp_path)), (saved, checkpoints(tmp_path))
     ready = [line for t, n, s, line in job.lines if t > stopped_at and n == "worker-0"
              and "session ready at global step" in line]
     assert ready and int(ready[0].split("global step ")[1].split("/")[0]) >= saved, (saved, ready)
