@@ -186,3 +186,36 @@ def test_a_preempted_chief_saves_a_checkpoint_and_resumes_from_it_without_spendi
     ready = [line for t, n, s, line in job.lines if t > stopped_at and n == "worker-0"
              and "session ready at global step" in line]
     assert ready and int(ready[0].split("global step ")[1].split("/")[0]) >= saved, (saved, ready)
+
+
+@pytest.mark.timeout(240)
+def test_a_preempted_keras_worker_has_every_worker_back_up_and_resume_without_spending_the_budget(tmp_path,
+                                                                                                  local_job):
+    """Issue 21, the Keras MultiWorkerMirrored example: SIGTERM to worker-1's program ->
+    PreemptionCheckpointHandler has both workers save the backup at the same step and exit 42 -> the
+    job's group restarts in place and resumes from that backup; no failure counted (budget 0)."""
+    import os
+    import signal
+
+    from jobfiles import example_job
+
+    steps = 400
+    command = ["python3", "train.py", "--epochs", "10", "--steps_per_epoch", "40", "--checkpoint_dir", "ckpt",
+               "--log_every", "10"]
+    job = local_job(str(example_job("keras-multiworker", tmp_path, command=command, bootstrap=BOOTSTRAP,
+                                    progress={"target_step": steps},
+                                    restart={"max_failures": 0, "window_seconds": 600})))
+    job.wait(lambda: job.max_step() >= 60, 150, "step >= 60", 0.05)
+    pid = _trainer_pid(job.cluster.state_dir, "worker-1")
+    stopped_at = time.monotonic()
+    os.kill(pid, signal.SIGTERM)
+    status = job.wait_state(180)
+    assert status["state"] == L.SUCCEEDED, (status, job.text()[-4000:])
+    assert status["failures"] == 0 and status["preemptions"] >= 1, status
+    said = [re.search(r"preempted at step (\d+); backup saved; exiting 42", job.text(t)) for t in ("worker-0",
+                                                                                                    "worker-1")]
+    assert all(said), job.text()[-4000:]
+    saved = {int(m.group(1)) for m in said}
+    assert len(saved) == 1, saved  # every worker at the same step
+    resumed = [s for t, n, s in job.steps(since=stopped_at)]
+    assert resumed and min(resumed) >= min(saved), (saved, resumed[:5])
