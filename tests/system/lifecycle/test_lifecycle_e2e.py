@@ -219,3 +219,31 @@ def test_a_preempted_keras_worker_has_every_worker_back_up_and_resume_without_sp
     assert len(saved) == 1, saved  # every worker at the same step
     resumed = [s for t, n, s in job.steps(since=stopped_at)]
     assert resumed and min(resumed) >= min(saved), (saved, resumed[:5])
+
+
+@pytest.mark.timeout(240)
+def test_a_preempted_parameter_server_coordinator_saves_and_resumes_without_spending_the_budget(tmp_path, local_job):
+    """Issue 21, the ParameterServerStrategy example: SIGTERM to the chief's (coordinator's) program ->
+    it saves at the step it reached and exits 42 -> restarted in place, it restores that step; no
+    failure counted (budget 0)."""
+    import os
+    import signal
+
+    from jobfiles import example_job
+
+    command = ["python3", "train.py", "--train_steps", "400", "--checkpoint_dir", "ckpt", "--log_every", "20",
+               "--save_every", "100000"]
+    job = local_job(str(example_job("mnist-ps-strategy", tmp_path, command=command, bootstrap=BOOTSTRAP,
+                                    progress={"target_step": 400},
+                                    restart={"max_failures": 0, "window_seconds": 600})))
+    job.wait(lambda: job.max_step() >= 60, 150, "step >= 60", 0.05)
+    pid = _trainer_pid(job.cluster.state_dir, "chief-0")
+    stopped_at = time.monotonic()
+    os.kill(pid, signal.SIGTERM)
+    status = job.wait_state(180)
+    assert status["state"] == L.SUCCEEDED, (status, job.text()[-4000:])
+    assert status["failures"] == 0 and status["preemptions"] == 1, status
+    said = re.search(r"preempted at step (\d+) \(signal 15\); checkpoint saved; exiting 42", job.text("chief-0"))
+    assert said, job.text("chief-0")[-4000:]
+    resumed = [s for t, n, s in job.steps(since=stopped_at, task="chief-0")]
+    assert resumed and min(resumed) >= int(said.group(1)), (said.group(0), resumed[:5])
