@@ -36,12 +36,12 @@ import socket
 import threading
 import time
 import uuid
-from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonError, MarathonNotFound
 from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.task.jobview import wall_seconds
 from marathon_tf.task.ledger import (ATTRIBUTION, FAILURE, INFRASTRUCTURE, PREEMPTION, Entry, Ledger, append_file,
                                      classify_status, read_file)
 
@@ -72,15 +72,6 @@ def group_scope(style: str, role: str, members: int) -> bool:
     if style == "multi_worker_mirrored":
         return role in ("worker", "chief")
     return role == "ps"
-
-
-def _wall(timestamp: str | None) -> float | None:
-    if not timestamp:
-        return None
-    try:
-        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 class Keeper:
@@ -254,8 +245,12 @@ class Keeper:
         if asked:
             self.log(f"ledger: {entry.task} was stopped ({asked}): not counted")
             return
+        self._take(entry, unless_ended=True)
+
+    def _take(self, entry: Entry, *, unless_ended: bool = False) -> None:
+        """Record an entry the keeper made itself (a classified stop, Marathon's word) and tell about it."""
         with self._lock:
-            if self.ended or not self.ledger.add(entry):
+            if (unless_ended and self.ended) or not self.ledger.add(entry):
                 return
             self._received[entry.id] = self.clock()
             self._attribute(entry)
@@ -296,7 +291,7 @@ class Keeper:
             if key is None:
                 continue
             self._observed(naming.task_name(*key), str(event.get("taskId") or ""), str(event.get("taskStatus") or ""),
-                           str(event.get("message") or ""), _wall(event.get("timestamp")) or time.time(),
+                           str(event.get("message") or ""), wall_seconds(event.get("timestamp")) or time.time(),
                            str(event.get("version") or ""))
 
     def observe_group(self, group: Mapping[str, Any]) -> None:
@@ -319,7 +314,7 @@ class Keeper:
             ltf = app.get("lastTaskFailure") or {}
             if ltf.get("taskId") and (not current or str(ltf.get("version") or "") >= current):
                 self._observed(task, str(ltf["taskId"]), str(ltf.get("state") or ""), str(ltf.get("message") or ""),
-                               _wall(ltf.get("timestamp")) or time.time(), "", from_failure=True)
+                               wall_seconds(ltf.get("timestamp")) or time.time(), "", from_failure=True)
             for t in app.get("tasks") or []:
                 if t.get("state") in ("TASK_UNREACHABLE", "TASK_LOST", "TASK_UNKNOWN"):
                     self._observed(task, str(t.get("id") or ""), str(t["state"]), "", time.time(), "")
@@ -337,15 +332,7 @@ class Keeper:
             threading.Thread(target=self._classify_stop, args=(entry, version or None), daemon=True,
                              name="ledger-kill").start()
             return
-        with self._lock:
-            if not self.ledger.add(entry):
-                return
-            self._received[entry.id] = self.clock()
-            self._attribute(entry)
-            self._persist(entry.id)
-            self._say(entry)
-        if self.on_entry is not None:
-            self.on_entry(self.ledger.get(entry.id) or entry)
+        self._take(entry)
 
     # -- HTTP ---------------------------------------------------------------------------------------
     def peers(self, hosts: Callable[[], Mapping[str, str]]) -> None:

@@ -5,11 +5,14 @@ volume), deployed through ``jobs.deploy`` on an in-process LocalCluster; the tas
 read from their sandboxes as it appears. Step counts are small: every TF process costs ~0.6 GiB
 and 3-7 s to start on this machine."""
 
+import os
 import re
+import signal
 import sys
 import time
 
 import pytest
+from e2e_helpers import trainer_pid
 
 from marathon_tf.contract import labels as L
 
@@ -150,14 +153,28 @@ def test_scaling_workers_mid_training_resumes_from_the_checkpoint(tmp_path, loca
     assert all(int(x.split("global step ")[1].split("/")[0]) >= saved for x in ready), (saved, ready)
 
 
-def _trainer_pid(state, task: str) -> int | None:
-    """``task``'s current training program, as its bootstrap logged it (newest sandbox)."""
-    boxes = sorted(state.glob(f"**/sandboxes/*_{task}.*/stderr"), key=lambda p: p.stat().st_mtime)
-    for stderr in reversed(boxes):
-        found = re.findall(r"started training program \(pid (\d+)\)", stderr.read_text(errors="replace"))
-        if found:
-            return int(found[-1])
-    return None
+def preempt(job, task: str) -> float:
+    """SIGTERM to ``task``'s training program (its task stopped from outside); when."""
+    pid = trainer_pid(job.cluster.state_dir, task)
+    stopped_at = time.monotonic()
+    os.kill(pid, signal.SIGTERM)
+    return stopped_at
+
+
+def preempted_example(tmp_path, local_job, example: str, command: list[str], task: str, target: int):
+    """``example`` with a failure budget of 0, ``task``'s program preempted at step 60: (job, its end
+    status, when). It must end Succeeded with no failure counted."""
+    from jobfiles import example_job
+
+    job = local_job(str(example_job(example, tmp_path, command=command, bootstrap=BOOTSTRAP,
+                                    progress={"target_step": target},
+                                    restart={"max_failures": 0, "window_seconds": 600})))
+    job.wait(lambda: job.max_step() >= 60, 150, "step >= 60", 0.05)
+    stopped_at = preempt(job, task)
+    status = job.wait_state(180)
+    assert status["state"] == L.SUCCEEDED, (status, job.text()[-4000:])
+    assert status["failures"] == 0 and status["preemptions"] >= 1, status
+    return job, status, stopped_at
 
 
 @pytest.mark.timeout(150)
@@ -166,15 +183,10 @@ def test_a_preempted_chief_saves_a_checkpoint_and_resumes_from_it_without_spendi
     ends the step it is in, its CheckpointSaverHook saves at that step, it exits 42 -> restarted in
     place at once, resumes from that very step; the job succeeds with no failure counted (the budget
     is 0 here: before, the SIGTERM's 143 was a failure and the job Failed)."""
-    import os
-    import signal
-
     job = local_job(linear_job(tmp_path, TARGET, save_every=100_000, log_every=50,
                                restart={"max_failures": 0, "window_seconds": 600}))
     job.wait(lambda: job.max_step() > 1200, 90, "step > 1200", 0.05)
-    pid = _trainer_pid(job.cluster.state_dir, "worker-0")
-    stopped_at = time.monotonic()
-    os.kill(pid, signal.SIGTERM)
+    stopped_at = preempt(job, "worker-0")
     status = job.wait_state(120)
     assert status["state"] == L.SUCCEEDED, status
     assert status["failures"] == 0 and status["preemptions"] == 1, status
@@ -194,24 +206,9 @@ def test_a_preempted_keras_worker_has_every_worker_back_up_and_resume_without_sp
     """Issue 21, the Keras MultiWorkerMirrored example: SIGTERM to worker-1's program ->
     PreemptionCheckpointHandler has both workers save the backup at the same step and exit 42 -> the
     job's group restarts in place and resumes from that backup; no failure counted (budget 0)."""
-    import os
-    import signal
-
-    from jobfiles import example_job
-
-    steps = 400
     command = ["python3", "train.py", "--epochs", "10", "--steps_per_epoch", "40", "--checkpoint_dir", "ckpt",
                "--log_every", "10"]
-    job = local_job(str(example_job("keras-multiworker", tmp_path, command=command, bootstrap=BOOTSTRAP,
-                                    progress={"target_step": steps},
-                                    restart={"max_failures": 0, "window_seconds": 600})))
-    job.wait(lambda: job.max_step() >= 60, 150, "step >= 60", 0.05)
-    pid = _trainer_pid(job.cluster.state_dir, "worker-1")
-    stopped_at = time.monotonic()
-    os.kill(pid, signal.SIGTERM)
-    status = job.wait_state(180)
-    assert status["state"] == L.SUCCEEDED, (status, job.text()[-4000:])
-    assert status["failures"] == 0 and status["preemptions"] >= 1, status
+    job, status, stopped_at = preempted_example(tmp_path, local_job, "keras-multiworker", command, "worker-1", 400)
     said = [re.search(r"preempted at step (\d+); backup saved; exiting 42", job.text(t)) for t in ("worker-0",
                                                                                                     "worker-1")]
     assert all(said), job.text()[-4000:]
@@ -226,23 +223,10 @@ def test_a_preempted_parameter_server_coordinator_saves_and_resumes_without_spen
     """Issue 21, the ParameterServerStrategy example: SIGTERM to the chief's (coordinator's) program ->
     it saves at the step it reached and exits 42 -> restarted in place, it restores that step; no
     failure counted (budget 0)."""
-    import os
-    import signal
-
-    from jobfiles import example_job
-
     command = ["python3", "train.py", "--train_steps", "400", "--checkpoint_dir", "ckpt", "--log_every", "20",
                "--save_every", "100000"]
-    job = local_job(str(example_job("mnist-ps-strategy", tmp_path, command=command, bootstrap=BOOTSTRAP,
-                                    progress={"target_step": 400},
-                                    restart={"max_failures": 0, "window_seconds": 600})))
-    job.wait(lambda: job.max_step() >= 60, 150, "step >= 60", 0.05)
-    pid = _trainer_pid(job.cluster.state_dir, "chief-0")
-    stopped_at = time.monotonic()
-    os.kill(pid, signal.SIGTERM)
-    status = job.wait_state(180)
-    assert status["state"] == L.SUCCEEDED, (status, job.text()[-4000:])
-    assert status["failures"] == 0 and status["preemptions"] == 1, status
+    job, status, stopped_at = preempted_example(tmp_path, local_job, "mnist-ps-strategy", command, "chief-0", 400)
+    assert status["preemptions"] == 1, status
     said = re.search(r"preempted at step (\d+) \(signal 15\); checkpoint saved; exiting 42", job.text("chief-0"))
     assert said, job.text("chief-0")[-4000:]
     resumed = [s for t, n, s in job.steps(since=stopped_at, task="chief-0")]

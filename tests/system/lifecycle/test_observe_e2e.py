@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from e2e_helpers import trainer_pid
 from prometheus_client.parser import text_string_to_metric_families
 
 from marathon_tf.contract import labels as L
@@ -36,16 +37,6 @@ def tf1_job(tmp_path, steps: int, *extra: str, log_every: int = 20, **changes) -
                "--log_every", str(log_every), *extra]
     return example_job("linear-regression-tf1", tmp_path, command=command, bootstrap=BOOTSTRAP,
                        progress={"target_step": steps}, **changes)
-
-
-def trainer_pid(state: Path, task: str) -> int | None:
-    """The task's current training program, as its bootstrap logged it (newest sandbox)."""
-    boxes = sorted(state.glob(f"**/sandboxes/*_{task}.*/stderr"), key=lambda p: p.stat().st_mtime)
-    for stderr in reversed(boxes):
-        found = re.findall(r"started training program \(pid (\d+)\)", stderr.read_text(errors="replace"))
-        if found:
-            return int(found[-1])
-    return None
 
 
 def cli(marathon_url: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
