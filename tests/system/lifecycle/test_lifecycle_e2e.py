@@ -231,3 +231,28 @@ def test_a_preempted_parameter_server_coordinator_saves_and_resumes_without_spen
     assert said, job.text("chief-0")[-4000:]
     resumed = [s for t, n, s in job.steps(since=stopped_at, task="chief-0")]
     assert resumed and min(resumed) >= int(said.group(1)), (said.group(0), resumed[:5])
+
+
+@pytest.mark.timeout(300)
+def test_scaling_a_keras_multi_worker_job_starts_the_new_worker_with_the_new_spec_only(tmp_path, local_job):
+    """Issue 21: ``scale workers=3`` on the Keras MultiWorkerMirrored example started worker-2's program
+    while workers 0 and 1 still ran with the 2-worker spec (TF: "Unexpected task registered with
+    task_name=/job:worker/replica:0/task:2", TASK_FAILED, counted). A follower now takes nothing from a
+    leader of another spec (tests/task/test_rendezvous.py: the local runner does not reproduce that race
+    reliably, this test passed without it too): worker-2's program starts once, nothing fails."""
+    from jobfiles import example_job
+
+    command = ["python3", "train.py", "--epochs", "10", "--steps_per_epoch", "40", "--checkpoint_dir", "ckpt",
+               "--log_every", "10", "--backup_every", "20"]
+    job = local_job(str(example_job("keras-multiworker", tmp_path, command=command, bootstrap=BOOTSTRAP,
+                                    progress={"target_step": 400},
+                                    restart={"max_failures": 0, "window_seconds": 600})))
+    job.wait(lambda: job.max_step() >= 60, 150, "step >= 60", 0.05)
+    job.jobs.scale(job.client, job.name, {"worker": ("=", 3)})
+    status = job.wait_state(240)
+    assert status["state"] == L.SUCCEEDED, (status, job.text()[-4000:])
+    assert sorted(t["task"] for t in status["tasks"]) == ["worker-0", "worker-1", "worker-2"]
+    new = job.text("worker-2")
+    assert "Unexpected task registered" not in new and not re.search(r"training program exited with [1-9]", new), \
+        new[-3000:]
+    assert new.count("started training program") == 1, new[-3000:]
