@@ -1,45 +1,34 @@
 """Marathon's REST API: one ``requests.Session``, retries, auth, TLS, deadlines, errors.
 
-* Base URL(s): a comma-separated list means failover to the next one on a
-  connection error or a 502/503/504: Marathon 1.7–1.11 answer "Could not determine
-  the current leader" with 502, 1.4–1.6 with 503 (``LeaderProxyFilter.scala``), and
-  a standby that cannot reach the leader it forwards to answers 502 (1.7+) or
-  503/504 (1.4–1.6).
-* Auth: HTTP basic (``user``/``password``) or a DC/OS token
-  (``Authorization: token=<t>``). Credentials never appear in messages.
-* TLS is verified by default (``verify`` may be a CA bundle path, or False).
-* Bounded (:mod:`.transport`): every request must be over — connect to the last byte — within the sum
-  of its (connect, read) timeouts, and within the caller's time limit (:meth:`Client.limit`, the CLI's
-  ``--timeout``; past it: :class:`~marathon_tf.contract.errors.Timeout`); no answer is read past
-  ``max_bytes`` (``--max-response``). At most 3 redirects are followed (a write only through
-  307/308, which keep its method and body; never from https to http), each named in errors.
-* Retries: 502/503/504, dropped connections and 409 "locked by a deployment" are retried with
-  jittered exponential backoff within a bounded budget (tenacity). A Marathon that cannot be
-  connected to at all (refused, unknown host, connect timeout) is retried only when there is
-  another URL to fail over to, or when the policy says so (``connection_errors``: the bootstrap,
-  which must outlive a Marathon restart): for the CLI a single unreachable Marathon fails at once.
-  400/401/403/404/422 are never retried.
-* Writes (PUT, POST, DELETE) are sent again only when the earlier try provably did not reach
-  Marathon: no connection could be made, Marathon said it had no leader to forward it to (503, or
-  502 "Could not determine the current leader" / "Detected proxying loop."), or it refused it (4xx,
-  409 locked). After any other failure — a 5xx from a proxy, a timeout, a reset, an unreadable
-  answer — the write may have been applied, so it is not sent again: the caller's ``reconcile``
-  looks at Marathon's state (for ``settle`` seconds while it may still be in flight) and adopts what
+* Base URL(s): a comma-separated list fails over to the next one on a connection error or a
+  502/503/504: Marathon 1.7–1.11 answer "Could not determine the current leader" with 502, 1.4–1.6
+  with 503 (``LeaderProxyFilter.scala``); a standby that cannot reach the leader answers 502 (1.7+)
+  or 503/504 (1.4–1.6).
+* Auth: HTTP basic or a DC/OS token (``Authorization: token=<t>``), never in messages. TLS verified
+  by default (``verify``: a CA bundle path, or False).
+* Bounded (:mod:`.transport`): every request is over — connect to the last byte — within the sum of
+  its (connect, read) timeouts and the caller's time limit (:meth:`Client.limit`: past it
+  :class:`~marathon_tf.contract.errors.Timeout`); no answer is read past ``max_bytes``; at most 3
+  redirects (a write only through 307/308; never https to http), named in errors.
+* Retries (tenacity, jittered backoff, bounded budget): 502/503/504, dropped connections, 409 "locked".
+  An unreachable Marathon is retried only with another URL to fail over to or when the policy says so
+  (``connection_errors``: the bootstrap); 400/401/403/404/422 never.
+* Writes are sent again only when the earlier try provably did not reach Marathon: no connection,
+  "no leader" (503; 502 "Could not determine the current leader" / "Detected proxying loop."), or a
+  refusal (4xx, 409 locked). After a proxy's 5xx, a timeout, a reset or an unreadable answer the
+  write may have been applied: not sent again; ``reconcile`` looks at Marathon's state and adopts what
   it finds (:mod:`.marker`: a group PUT carries a digest label per app), else the error says it was
   sent once. A 409 lock also gets a look first (our write may hold it).
-* A server that does not answer like Marathon (not Marathon's JSON with ``/v2/info`` without a
-  ``version``, or a body not of the shape we read: :mod:`.shapes`) is named as such, in one line.
-  A 401/403 is an auth error naming the credentials sent, also with Jetty's HTML page (what
-  ``--http_credentials`` answers), except Marathon 1.5+'s 403 for too many running deployments.
-* The event stream (:meth:`Client.events`) follows a standby's 302 to the leader itself, keeping the
+* A server that does not answer like Marathon (not its JSON and ``/v2/info`` without ``version``, or
+  a body not of the shape we read: :mod:`.shapes`) is one line saying so. 401/403 (Jetty's HTML page
+  too) name the credentials sent, except Marathon 1.5+'s 403 for too many running deployments.
+* The event stream (:meth:`Client.events`) follows a standby's 302 to the leader, keeping the
   credentials (``requests`` drops ``Authorization`` when a redirect changes host or port).
-* Everything returned is a plain dict/list as Marathon sent it, checked against the shape of what
-  marathon-tf reads; callers read the fields they need with ``.get()``.
+* Everything returned is a plain dict/list as Marathon sent it, checked against the shape we read.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import re
@@ -47,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
-from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import requests
 import tenacity
@@ -56,6 +45,7 @@ from marathon_tf.contract.errors import (MarathonAuthError, MarathonConflict, Ma
                                          MarathonNotFound, MarathonUnavailable, Timeout)
 from marathon_tf.contract.progress import duration
 from marathon_tf.marathon import marker, shapes, transport
+from marathon_tf.marathon.transport import redact_url
 
 __all__ = ["Client", "RetryPolicy", "redact_url", "DEFAULT_TIMEOUT", "CLI_TIMEOUT"]
 
@@ -81,20 +71,7 @@ _NOT_FORWARDED = re.compile(r"Could not determine the current leader|Detected pr
 ELECTION_POLL = 1.0
 #: How many redirects a request follows (a standby names the leader, a proxy its https URL: one is enough).
 _MAX_REDIRECTS = 3
-#: How often a write whose answer was lost looks at Marathon's state while it may still be applied.
-SETTLE_POLL = 1.0
 _USER_AGENT = "marathon-tf"
-
-
-def redact_url(url: str) -> str:
-    """Drop any ``user:password@`` from a URL before it is shown."""
-    parts = urlsplit(url)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        parts = parts._replace(netloc=host)
-    return urlunsplit(parts)
 
 
 @dataclass
@@ -167,7 +144,7 @@ class Client:
         self._marathon_ok: set[str] = set()
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
-        self._sleep = sleep
+        self.sleep = sleep
         #: The ``time.monotonic()`` instant every request must be over by (None: no limit): :meth:`limit`.
         self.deadline: float | None = None
         self._limit = 0.0
@@ -206,11 +183,16 @@ class Client:
         self._limit = seconds or 0.0
         self.deadline = None if seconds is None else time.monotonic() + seconds
 
-    def _time_left(self) -> float | None:
+    def time_left(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()
 
+    @property
+    def limit_shown(self) -> str:
+        """The time limit set by :meth:`limit`, as the CLI shows it (``1m30s``)."""
+        return duration(self._limit)
+
     def _past_limit(self, shown: str, last: MarathonError | None) -> Timeout:
-        limit = duration(self._limit)
+        limit = self.limit_shown
         if last is not None:
             return Timeout(f"{last.message} (gave up at the time limit, {limit})", hint="give it more time: --timeout")
         return Timeout(f"{shown}: not sent: the time limit ({limit}) has passed", hint="give it more time: --timeout")
@@ -220,7 +202,7 @@ class Client:
             text = text.replace(s, "***")
         return transport.oneline(text)
 
-    def _retrytransport.unreachable(self) -> bool:
+    def _retry_unreachable(self) -> bool:
         return self.retry.connection_errors or len(self.urls) > 1
 
     def _require_marathon(self, base: str, status: int, body: Any) -> None:
@@ -240,7 +222,7 @@ class Client:
             if r is not None else "no answer"
         raise MarathonError(self._scrub(
             f"{redact_url(base)} does not answer like Marathon (GET /v2/info: {what}; the request got "
-            f"HTTP {status}{': ' + _message(body)[:80] if _message(body) else ''})"),
+            f"HTTP {status}{': ' + shapes.message(body)[:80] if shapes.message(body) else ''})"),
             hint="check --marathon / MARATHON_URL: Marathon's API answers /v2/info and /ping (usually port 8080)")
 
     def _not_marathon(self, shown: str, problem: str, body: Any = None) -> MarathonError:
@@ -306,7 +288,7 @@ class Client:
             via = f" (redirected to {redact_url(getattr(e, transport.URL_ATTR))})" if getattr(e, transport.URL_ATTR, None) else ""
             error = MarathonUnavailable(self._scrub(f"{shown}{via}: {kind}: {transport.short(e)}"),
                                         hint="is Marathon running at that address? (--marathon URL / MARATHON_URL)")
-            if unreachable and not self._retrytransport.unreachable():
+            if unreachable and not self._retry_unreachable():
                 raise error from None  # nothing listens there: trying again does not help
             raise _Retryable(error, ambiguous=ambiguous, moved_on=not ambiguous and len(self.urls) > 1) from None
         except requests.RequestException as e:  # a broken answer: bad encoding, invalid headers…
@@ -329,7 +311,7 @@ class Client:
             self._require_marathon(base, status, body)
         if ok:
             return _Response(status, body, dict(r.headers))
-        message = _message(body) or r.reason or ""
+        message = shapes.message(body) or r.reason or ""
         text = self._scrub(f"{shown}: {status} {message}".rstrip())
         if status < 400:  # 1xx, or a 3xx that is no redirect
             error = self._not_marathon(shown, f"HTTP {status} {message}".rstrip(), body)
@@ -401,7 +383,7 @@ class Client:
             if isinstance(failed, _Retryable) and failed.error.status in (502, 503):
                 seconds = min(seconds, ELECTION_POLL)
             seconds += random.uniform(0, policy.jitter)
-            left = self._time_left()
+            left = self.time_left()
             return seconds if left is None else max(0.0, min(seconds, left))
 
         single = getattr(self._looking, "depth", 0) > 0 or not retry
@@ -409,13 +391,13 @@ class Client:
             stop=tenacity.stop_after_attempt(1 if single else policy.attempts) | tenacity.stop_after_delay(policy.budget),
             wait=wait,
             retry=tenacity.retry_if_exception_type(_Retryable),
-            sleep=self._sleep,
+            sleep=self.sleep,
             reraise=True,
         )
         try:
             for attempt in retrying:
                 with attempt:
-                    left = self._time_left()
+                    left = self.time_left()
                     if left is not None and left <= 0:
                         raise self._past_limit(shown, last[0] if last else None)
                     attempts += 1
@@ -426,7 +408,7 @@ class Client:
                         if write and r.ambiguous:
                             raise _Unsure(r.error) from None
                         if write and reconcile is not None and isinstance(r.error, MarathonConflict):
-                            found = self._look(reconcile)  # the lock may be our own write's
+                            found = self.look(reconcile)  # the lock may be our own write's
                             if found is not None:
                                 return _Response(200, found)
                         log.debug("try %d failed, will retry if the budget allows: %s", attempts, r.error.message)
@@ -438,10 +420,10 @@ class Client:
                 err.args = (err.message,)
             raise err from None
         except _Unsure as u:
-            return self._settle(u.error, reconcile, in_flight=u.in_flight)
+            return _Response(200, marker.settle(self, u.error, reconcile, in_flight=u.in_flight))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _look(self, reconcile: Callable[[], dict[str, Any] | None]) -> dict[str, Any] | None:
+    def look(self, reconcile: Callable[[], dict[str, Any] | None]) -> dict[str, Any] | None:
         """One look at Marathon's state for a write (each read tried once); None when it cannot tell."""
         self._looking.depth = getattr(self._looking, "depth", 0) + 1
         try:
@@ -453,35 +435,6 @@ class Client:
             return None
         finally:
             self._looking.depth -= 1
-
-    def _settle(self, error: MarathonError, reconcile: Callable[[], dict[str, Any] | None] | None, *,
-                in_flight: bool) -> _Response:
-        """A write that may have been applied: look at Marathon's state (for ``settle`` seconds while it
-        may still be in flight) and return what the write would have answered; else raise ``error``,
-        saying it was sent once."""
-        looks = max(1, int(self.retry.settle / SETTLE_POLL)) if in_flight else 1
-        for n in range(looks):
-            if reconcile is None:
-                break
-            try:
-                found = self._look(reconcile)
-            except Timeout:
-                raise Timeout(f"{error.message}; the time limit ({duration(self._limit)}) passed before Marathon "
-                              f"showed it; it was sent once (it may have been applied)",
-                              hint="look at the job (marathon-tf status); give it more time: --timeout") from None
-            if found is not None:
-                log.debug("%s; Marathon shows it applied: adopted", error.message)
-                return _Response(200, found)
-            left = self._time_left()
-            if n + 1 == looks or (left is not None and left <= SETTLE_POLL):
-                break
-            self._sleep(SETTLE_POLL)
-        seen = "" if reconcile is None else (f"; Marathon shows no sign of it after {self.retry.settle:g} s"
-                                             if looks > 1 else "; Marathon shows no sign of it")
-        message = f"{error.message}{seen}; it was sent once and not again (it may have been applied)"
-        raise type(error)(message, status=error.status, body=error.body,
-                          hint="look at the job (marathon-tf status), then run the command again: what went through "
-                               "is recognised and not sent twice") from None
 
     def _shaped(self, body: Any, shape: Any, shown: str) -> Any:
         try:
@@ -547,7 +500,7 @@ class Client:
         if isinstance(deployment, str) and deployment.strip():
             version = body.get("version")
             return {"deploymentId": deployment.strip(), "version": version if isinstance(version, str) else None}
-        found = self._look(applied)  # it answered: nothing is in flight, one look tells
+        found = self.look(applied)  # it answered: nothing is in flight, one look tells
         if found is not None:
             return found
         what = "an empty body" if r.body is None else f"{type(r.body).__name__} without a deploymentId"
@@ -631,9 +584,9 @@ class Client:
         r.close()
         if r.status_code in _RETRY_STATUS and not redirected:
             self._failover()
-        message = f"{shown}: {r.status_code} {_message(body)}".rstrip()
+        message = f"{shown}: {r.status_code} {shapes.message(body)}".rstrip()
         if r.status_code in (401, 403) and not redirected:
-            raise self._auth_error(shown, r.status_code, _message(body), body)
+            raise self._auth_error(shown, r.status_code, shapes.message(body), body)
         if r.status_code in (401, 403) or r.status_code in _RETRY_STATUS:
             raise MarathonUnavailable(self._scrub(message), status=r.status_code, body=body)
         raise MarathonError(self._scrub(message), status=r.status_code, body=body)
@@ -643,13 +596,3 @@ def _path(marathon_id: str) -> str:
     """``ml/mnist`` or ``/ml/mnist`` → ``/ml/mnist`` (ids are validated; quote anything else)."""
     return "/" + quote(marathon_id.strip("/"), safe="/")
 
-
-def _message(body: Any) -> str:
-    if isinstance(body, dict):
-        return transport.oneline(str(body.get("message") or ""))[:300]
-    if isinstance(body, str):
-        # Jetty error pages (e.g. 503 "Could not determine the current leader"): keep the gist.
-        m = re.search(r"<title>(.*?)</title>", body[:65536], re.S | re.I)
-        text = m.group(1) if m else re.sub(r"<[^>]+>", " ", body[:4096])
-        return transport.oneline(text)[:200]
-    return ""

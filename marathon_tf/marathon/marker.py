@@ -20,12 +20,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Iterable, Mapping
+import logging
+from typing import Any, Callable, Iterable, Mapping
 
 from marathon_tf.contract import labels as L
-from marathon_tf.contract.errors import MarathonNotFound
+from marathon_tf.contract.errors import MarathonError, MarathonNotFound, Timeout
 
-__all__ = ["digest", "stamp", "group_applied", "group_gone", "deployment_for"]
+__all__ = ["digest", "stamp", "group_applied", "group_gone", "deployment_for", "settle", "SETTLE_POLL"]
+
+log = logging.getLogger("marathon_tf.marathon")
+
+#: How often a write whose answer was lost looks at Marathon's state while it may still be applied.
+SETTLE_POLL = 1.0
 
 
 def digest(app: Mapping[str, Any]) -> str:
@@ -101,3 +107,32 @@ def deployment_for(client: Any, app_ids: set[str], version: str | None) -> str |
     exact = [d for d in mine if version and d.get("version") == version]
     pick = exact or (mine if len(mine) == 1 else [])
     return pick[0].get("id") if pick else None
+
+
+def settle(client: Any, error: MarathonError, reconcile: Callable[[], dict[str, Any] | None] | None, *,
+           in_flight: bool) -> dict[str, Any]:
+    """A write that may have been applied (``error``: why its answer is unknown): look at Marathon's
+    state with ``reconcile`` — for the client's ``retry.settle`` seconds while the write may still be in
+    flight, else once — and return what the write would have answered; else raise ``error``, saying it
+    was sent once and not again."""
+    looks = max(1, int(client.retry.settle / SETTLE_POLL)) if in_flight else 1
+    for n in range(looks if reconcile is not None else 0):
+        try:
+            found = client.look(reconcile)
+        except Timeout:
+            raise Timeout(f"{error.message}; the time limit ({client.limit_shown}) passed before Marathon showed "
+                          f"it; it was sent once (it may have been applied)",
+                          hint="look at the job (marathon-tf status); give it more time: --timeout") from None
+        if found is not None:
+            log.debug("%s; Marathon shows it applied: adopted", error.message)
+            return found
+        left = client.time_left()
+        if n + 1 == looks or (left is not None and left <= SETTLE_POLL):
+            break
+        client.sleep(SETTLE_POLL)
+    seen = "" if reconcile is None else (f"; Marathon shows no sign of it after {client.retry.settle:g} s"
+                                         if looks > 1 else "; Marathon shows no sign of it")
+    raise type(error)(f"{error.message}{seen}; it was sent once and not again (it may have been applied)",
+                      status=error.status, body=error.body,
+                      hint="look at the job (marathon-tf status), then run the command again: what went through "
+                           "is recognised and not sent twice") from None

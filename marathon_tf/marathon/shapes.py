@@ -11,9 +11,12 @@ Readers may then use ``.get(...) or default`` safely. Pure.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-__all__ = ["ShapeError", "MapOf", "check", "INFO", "GROUP", "APP", "TASK", "APPS", "APP_ONE", "TASKS",
+from marathon_tf.marathon.transport import oneline
+
+__all__ = ["ShapeError", "MapOf", "check", "message", "INFO", "GROUP", "APP", "TASK", "APPS", "APP_ONE", "TASKS",
            "DEPLOYMENTS", "QUEUE", "DEPLOYED", "PLAN", "OBJECT"]
 
 NUMBER = (int, float)
@@ -71,6 +74,17 @@ def check(value: Any, shape: Any, where: str = "") -> Any:
         if isinstance(value, bool) and bool not in types or not isinstance(value, types):
             raise ShapeError(where, f"is {_kind(value)}, not {_want(shape)}")
     return value
+
+
+def message(body: Any) -> str:
+    """What an error answer says, on one line: Marathon's ``message``, or the gist of an HTML page
+    (Jetty's error pages, e.g. 503 "Could not determine the current leader")."""
+    if isinstance(body, dict):
+        return oneline(str(body.get("message") or ""))[:300]
+    if isinstance(body, str):
+        m = re.search(r"<title>(.*?)</title>", body[:65536], re.S | re.I)
+        return oneline(m.group(1) if m else re.sub(r"<[^>]+>", " ", body[:4096]))[:200]
+    return ""
 
 
 OBJECT: dict = {}

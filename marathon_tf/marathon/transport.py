@@ -29,16 +29,25 @@ import socket
 import threading
 import time
 from typing import Any, Callable, Mapping, Optional
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import requests
+import urllib3
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-__all__ = ["DEFAULT_MAX_BYTES", "MAX_BYTES_ENV", "AnswerTooLarge", "DeadlineExceeded", "NotSent", "BoundedAdapter", "mount",
-           "session", "get_json", "parse_size", "show_size", "max_bytes_from_env"]
+__all__ = ["DEFAULT_MAX_BYTES", "MAX_BYTES_ENV", "URL_ATTR", "AnswerTooLarge", "DeadlineExceeded", "NotSent",
+           "RedirectRefused", "BoundedAdapter", "mount", "session", "exchange", "body", "get_json", "parse_size",
+           "show_size", "max_bytes_from_env", "oneline", "short", "unreachable", "redact_url"]
 
 DEFAULT_MAX_BYTES = 32 << 20
+#: The attribute an exception raised after a redirect carries: the URL it was sent to (errors name it).
+URL_ATTR = "marathon_tf_url"
+#: What a write may follow: 307/308 keep the method and the body (RFC 9110 §15.4); 301/302/303 would turn it
+#: into a GET, which is not what was asked.
+_KEEP_METHOD = (307, 308)
+_STREAM_ERROR_BYTES = 64 << 10
 MAX_BYTES_ENV = "MARATHON_TF_MAX_RESPONSE"
 _CHUNK = 1 << 16
 Deadline = Callable[[], Optional[float]]
@@ -51,6 +60,10 @@ class AnswerTooLarge(requests.RequestException):
         self.limit, self.announced = limit, announced
         said = f" (Content-Length {show_size(announced)})" if announced else ""
         super().__init__(f"the answer is larger than the {show_size(limit)} limit{said}; it was not read", **kw)
+
+
+class RedirectRefused(requests.RequestException):
+    """A redirect not followed: too many, from https to http, or one that would turn a write into a GET."""
 
 
 class DeadlineExceeded(requests.exceptions.Timeout):
@@ -255,6 +268,109 @@ def mount(target: requests.Session, *, max_bytes: int | None = None, deadline: D
 def session(*, max_bytes: int | None = None) -> requests.Session:
     """A new ``requests.Session`` with every request bounded."""
     return mount(requests.Session(), max_bytes=max_bytes)
+
+
+def exchange(target: requests.Session, method: str, url: str, *, timeout: Any, verify: Any, max_redirects: int = 3,
+             params: Any = None, json_body: Any = None, stream: bool = False,
+             headers: Mapping[str, str] | None = None) -> tuple[requests.Response, str]:
+    """One request following at most ``max_redirects`` redirects itself (a write only through 307/308,
+    never from https to http), keeping the session's credentials (``requests`` drops them when a
+    redirect changes host or port; a standby's event stream redirect needs them). Returns the final
+    response and the URL that answered it. An exception raised after a redirect carries the URL it was
+    sent to in :data:`URL_ATTR`; a redirect not followed is :class:`RedirectRefused`, naming its target."""
+    data = None if json_body is None else json.dumps(json_body).encode("utf-8")
+    sent_headers = dict(headers or {})
+    if data is not None:
+        sent_headers["Content-Type"] = "application/json"
+    for hop in range(max_redirects + 1):
+        try:
+            r = target.request(method, url, params=params, data=data, headers=sent_headers, timeout=timeout,
+                               verify=verify, stream=stream, allow_redirects=False)
+        except requests.RequestException as e:
+            if hop:
+                setattr(e, URL_ATTR, url)
+            raise
+        location = r.headers.get("Location") if r.is_redirect else None
+        if location is None:
+            return r, url
+        r.close()
+        to = urljoin(url, location)
+        if method not in ("GET", "HEAD") and r.status_code not in _KEEP_METHOD:
+            raise RedirectRefused(f"redirected by {r.status_code} to {redact_url(to)}: not followed (it would turn the "
+                                  f"{method} into a GET)")
+        if urlsplit(url).scheme == "https" and urlsplit(to).scheme != "https":
+            raise RedirectRefused(f"redirected to {redact_url(to)}: not following it without TLS (the credentials "
+                                  f"would travel in clear)")
+        if hop == max_redirects:
+            raise RedirectRefused(f"more than {max_redirects} redirects (the last to {redact_url(to)})")
+        url, params = to, None  # the Location carries the query
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def redact_url(url: str) -> str:
+    """Drop any ``user:password@`` from a URL before it is shown."""
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        parts = parts._replace(netloc=host)
+    return urlunsplit(parts)
+
+
+def body(r: requests.Response) -> Any:
+    """The answer's JSON, else its text (None when empty). A streamed answer (an error to the event
+    stream) is read only up to 64 KiB and for as long as its request's timeouts allow."""
+    if not r._content_consumed:  # type: ignore[attr-defined]
+        chunks, size, end = [], 0, time.monotonic() + 10.0
+        try:
+            for chunk in r.iter_content(1024):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size >= _STREAM_ERROR_BYTES or time.monotonic() > end:
+                    break
+        except requests.RequestException:
+            pass
+        r._content, r._content_consumed = b"".join(chunks), True  # type: ignore[attr-defined]
+        r.close()
+    if not r.content:
+        return None
+    try:
+        return json.loads(r.content)
+    except (ValueError, RecursionError):
+        return r.content.decode(r.encoding or "utf-8", errors="replace")
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def oneline(text: str) -> str:
+    """``text`` on one line: control characters and runs of whitespace become one space."""
+    return " ".join(_CONTROL.sub(" ", text).split())
+
+
+def short(e: BaseException) -> str:
+    """A request exception as a short phrase (``Connection refused``, ``read timed out``...)."""
+    if isinstance(e, (DeadlineExceeded, AnswerTooLarge, RedirectRefused)):
+        return oneline(str(e))[:300]
+    text = str(e)
+    m = re.search(r"\[Errno -?\d+\] ([^')\]\"]+)", text)
+    if m:
+        return oneline(m.group(1))
+    if "Read timed out" in text:
+        return "read timed out"
+    if "timed out" in text:
+        return "timed out"
+    return oneline(text)[:200] or type(e).__name__
+
+
+def unreachable(e: BaseException) -> bool:
+    """No connection could be made (refused, no route, unknown host, connect timeout): nothing was sent.
+    A reset, a read timeout or a missed deadline means something answered, and may have read the request."""
+    if isinstance(e, requests.exceptions.ConnectTimeout):
+        return True
+    reason = getattr(e.args[0], "reason", None) if e.args else None
+    return isinstance(reason, urllib3.exceptions.NewConnectionError)
 
 
 def get_json(url: str, *, timeout: float = 2.0, max_bytes: int = 4 << 20) -> dict[str, Any] | None:
