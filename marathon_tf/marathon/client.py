@@ -503,7 +503,8 @@ class Client:
         found = self.look(applied)  # it answered: nothing is in flight, one look tells
         if found is not None:
             return found
-        what = "an empty body" if r.body is None else f"{type(r.body).__name__} without a deploymentId"
+        what = "an empty body" if r.body is None else shapes.kind(r.body)
+        what += " without a deploymentId"
         raise self._not_marathon(f"PUT {self.url}{path}", f"HTTP {r.status} with {what}, and the group does "
                                                           f"not show the change", r.body)
 

@@ -41,7 +41,8 @@ _NAMES = {dict: "an object", list: "a list", str: "a string", bool: "true/false"
           float: "a number", type(None): "null"}
 
 
-def _kind(value: Any) -> str:
+def kind(value: Any) -> str:
+    """What ``value`` is, in words (``an object``, ``a list``...)."""
     return _NAMES.get(type(value), type(value).__name__)
 
 
@@ -55,24 +56,24 @@ def check(value: Any, shape: Any, where: str = "") -> Any:
     """``value`` if it has ``shape`` (see the module), else :class:`ShapeError`; returns ``value``."""
     if isinstance(shape, dict):
         if not isinstance(value, dict):
-            raise ShapeError(where, f"is {_kind(value)}, not an object")
+            raise ShapeError(where, f"is {kind(value)}, not an object")
         for key, sub in shape.items():
             if value.get(key) is not None:
                 check(value[key], sub, f"{where}.{key}" if where else key)
     elif isinstance(shape, list):
         if not isinstance(value, list):
-            raise ShapeError(where, f"is {_kind(value)}, not a list")
+            raise ShapeError(where, f"is {kind(value)}, not a list")
         for i, item in enumerate(value):
             check(item, shape[0], f"{where}[{i}]")
     elif isinstance(shape, MapOf):
         if not isinstance(value, dict):
-            raise ShapeError(where, f"is {_kind(value)}, not an object")
+            raise ShapeError(where, f"is {kind(value)}, not an object")
         for key, item in value.items():
             check(item, shape.shape, f"{where}.{key}")
     elif shape is not object:
         types = shape if isinstance(shape, tuple) else (shape,)
         if isinstance(value, bool) and bool not in types or not isinstance(value, types):
-            raise ShapeError(where, f"is {_kind(value)}, not {_want(shape)}")
+            raise ShapeError(where, f"is {kind(value)}, not {_want(shape)}")
     return value
 
 
