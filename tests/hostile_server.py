@@ -10,6 +10,7 @@ head and the body).
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -177,3 +178,42 @@ def wait_until(predicate: Callable[[], bool], seconds: float) -> bool:
             return True
         time.sleep(0.05)
     return predicate()
+
+
+DEPLOYMENT = "5ed4c0c5-9ff8-4a6f-a0cd-f57f59a34b43"
+VERSION = "2026-11-25T10:00:00.000Z"
+INFO = json_answer('{"version": "1.11.0", "name": "marathon"}')
+#: Marathon's 409 for a locked app (FACTS.md §1.5, AppLockedException).
+LOCKED = json.dumps({"message": "App is locked by one or more deployments. Override with the option '?force=true'. "
+                                f"View details at '/v2/deployments/{DEPLOYMENT}'.", "deployments": [{"id": DEPLOYMENT}]})
+
+
+class ProxiedMarathon:
+    """A Marathon behind a proxy that answers ``first_put`` to the first group PUT after passing it on
+    (Marathon applied it: a group PUT replaces the group's apps, and Marathon keeps labels as sent,
+    FACTS.md §1.1/§1.3), and 409 "locked" to any later PUT while that deployment runs (the issue's
+    504-then-409)."""
+
+    def __init__(self, first_put: Answer, job: str = "mnist"):
+        self.first_put, self.group, self.puts, self.path = first_put, None, 0, f"/v2/groups/{job}"
+
+    def __call__(self, request) -> Answer:
+        if request.path == "/v2/info":
+            return INFO
+        if request.path == self.path and request.method == "PUT":
+            self.puts += 1
+            if self.puts > 1:
+                return json_answer(LOCKED, 409)
+            self.group = json.loads(request.body)
+            for app in self.group["apps"]:
+                app["version"] = VERSION
+            return self.first_put
+        if request.path == self.path and request.method == "GET":
+            if self.group is None:
+                return json_answer('{"message": "Group \'/mnist\' does not exist"}', 404)
+            return json_answer(json.dumps(self.group))
+        if request.path == "/v2/deployments":
+            return json_answer(json.dumps([{"id": DEPLOYMENT, "version": VERSION,
+                                            "affectedApps": [a["id"] for a in self.group["apps"]] if self.group else [],
+                                            "currentStep": 1, "totalSteps": 1, "steps": []}]))
+        return json_answer('{"message": "no"}', 404)

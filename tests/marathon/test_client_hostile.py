@@ -14,15 +14,9 @@ import pytest
 from marathon_tf.contract.errors import MarathonError, MarathonTFError, MarathonUnavailable, Timeout
 from marathon_tf.marathon import marker
 from marathon_tf.marathon.client import Client, RetryPolicy
-from hostile_server import Answer, Hostile, json_answer, repeat
+from hostile_server import DEPLOYMENT, INFO, VERSION, Answer, Hostile, ProxiedMarathon, json_answer, repeat
 
-DEPLOYMENT = "5ed4c0c5-9ff8-4a6f-a0cd-f57f59a34b43"
-VERSION = "2026-11-25T10:00:00.000Z"
 GROUP = {"id": "/mnist", "apps": [{"id": "/mnist/worker-0", "cmd": "x", "instances": 1}]}
-INFO = json_answer('{"version": "1.11.0", "name": "marathon"}')
-#: Marathon's 409 for a locked app (FACTS.md §1.5, AppLockedException).
-LOCKED = json.dumps({"message": "App is locked by one or more deployments. Override with the option '?force=true'. "
-                                f"View details at '/v2/deployments/{DEPLOYMENT}'.", "deployments": [{"id": DEPLOYMENT}]})
 
 
 def fast(**kw):
@@ -34,36 +28,6 @@ def client(server: Hostile, **kw) -> Client:
     kw.setdefault("retry", fast())
     kw.setdefault("sleep", lambda s: time.sleep(min(s, 0.01)))
     return Client(server.url, **kw)
-
-
-class ProxiedMarathon:
-    """A Marathon behind a proxy that answers ``first_put`` to the first group PUT after passing it on
-    (Marathon applied it: a group PUT replaces the group's apps, and Marathon keeps labels as sent,
-    FACTS.md §1.1/§1.3), and 409 "locked" to any later PUT while that deployment runs (the issue's
-    504-then-409)."""
-
-    def __init__(self, first_put: Answer):
-        self.first_put, self.group, self.puts = first_put, None, 0
-
-    def __call__(self, request) -> Answer:
-        if request.path == "/v2/info":
-            return INFO
-        if request.path == "/v2/groups/mnist" and request.method == "PUT":
-            self.puts += 1
-            if self.puts > 1:
-                return json_answer(LOCKED, 409)
-            self.group = json.loads(request.body)
-            for app in self.group["apps"]:
-                app["version"] = VERSION
-            return self.first_put
-        if request.path == "/v2/groups/mnist" and request.method == "GET":
-            if self.group is None:
-                return json_answer('{"message": "Group \'/mnist\' does not exist"}', 404)
-            return json_answer(json.dumps(self.group))
-        if request.path == "/v2/deployments":
-            return json_answer(json.dumps([{"id": DEPLOYMENT, "version": VERSION, "affectedApps": ["/mnist/worker-0"],
-                                            "currentStep": 1, "totalSteps": 1, "steps": []}]))
-        return json_answer('{"message": "no"}', 404)
 
 
 @pytest.mark.parametrize("first", [
