@@ -170,3 +170,18 @@ def test_fuzz_no_server_answer_gives_anything_but_a_result_or_one_line_error():
                 except MarathonTFError as e:
                     for line in e.lines():
                         assert "\n" not in line and "\x1b" not in line and len(line) < 2000, (status, body, line)
+
+
+def test_a_status_server_probe_is_bounded_in_time_and_size():
+    """transport.get_json: what status, observe and the bootstrap ask the tasks' status servers."""
+    from marathon_tf.marathon import transport
+
+    answers = iter([Answer(200, b'{"step": 3}' + b" " * 100, drip=0.1), Answer(200, repeat(b" ", 8 << 20)),
+                    Answer(200, b"[1]"), Answer(200, b'{"step": 3}')])
+    with Hostile(lambda r: next(answers)) as server:
+        start = time.monotonic()
+        assert transport.get_json(server.url, timeout=1.0) is None  # dripping: cut off at 1 s
+        assert time.monotonic() - start < 3.0
+        assert transport.get_json(server.url, max_bytes=1 << 20) is None  # too large
+        assert transport.get_json(server.url) is None  # not an object
+        assert transport.get_json(server.url) == {"step": 3}
