@@ -130,6 +130,18 @@ def test_redirects_are_capped_and_named():
     assert "not followed" in e.value.message and "/elsewhere" in e.value.message
 
 
+def test_a_write_follows_307_with_its_method_and_body():
+    def answer(r):
+        if r.path == "/v2/groups/mnist":
+            return Answer(307, b"", headers={"Location": "/leader/v2/groups/mnist"})
+        return json_answer(f'{{"deploymentId": "{DEPLOYMENT}", "version": "{VERSION}"}}')
+
+    with Hostile(answer) as server:
+        assert client(server).put_group(GROUP)["deploymentId"] == DEPLOYMENT
+        followed = server.requests(path="/leader/v2/groups/mnist")
+    assert [r.method for r in followed] == ["PUT"] and json.loads(followed[0].body) == marker.stamp(GROUP)
+
+
 def test_a_redirect_to_a_dead_port_names_the_target():
     with Hostile(lambda r: Answer(307, b"", headers={"Location": "http://127.0.0.1:9/v2/info"})) as server:
         with pytest.raises(MarathonUnavailable) as e:
