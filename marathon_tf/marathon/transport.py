@@ -338,7 +338,10 @@ def body(r: requests.Response) -> Any:
     try:
         return json.loads(r.content)
     except (ValueError, RecursionError):
-        return r.content.decode(r.encoding or "utf-8", errors="replace")
+        try:
+            return r.content.decode(r.encoding or "utf-8", errors="replace")
+        except LookupError:  # a charset Python does not know
+            return r.content.decode("utf-8", errors="replace")
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")

@@ -184,6 +184,15 @@ def test_fuzz_no_server_answer_gives_anything_but_a_result_or_one_line_error():
                         assert "\n" not in line and "\x1b" not in line and len(line) < 2000, (status, body, line)
 
 
+def test_an_unknown_charset_or_a_lying_length_is_one_line():
+    for answer in (Answer(500, b"<title>boom</title>", headers={"Content-Type": "text/html; charset=no-such"}),
+                   Answer(200, b'{"apps": []}', headers={"Content-Type": "application/json", "Content-Length": "99"})):
+        with Hostile(lambda r: answer) as server:
+            with pytest.raises(MarathonError) as e:
+                client(server, retry=fast(attempts=1)).list_apps()
+        assert "\n" not in e.value.message
+
+
 def test_a_status_server_probe_is_bounded_in_time_and_size():
     """transport.get_json: what status, observe and the bootstrap ask the tasks' status servers."""
     from marathon_tf.marathon import transport
