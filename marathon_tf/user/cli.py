@@ -497,8 +497,10 @@ def delete(job, marathon_url, user, password, token, ca_bundle, insecure, force,
 @click.option("--agent-port", type=click.IntRange(1, 65535), default=5051, show_default=True,
               envvar="MESOS_AGENT_PORT", show_envvar=True, help="The Mesos agents' HTTP port.")
 @click.option("--agent-url", default=None, help="Read from this agent URL instead of <task host>:<agent port>.")
+@click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
+              help=f"Give up after this long (exit 3); default {VERB_LIMIT:g}s, with -f none.")
 def logs(job, task, marathon_url, user, password, token, ca_bundle, insecure, follow_, previous, stream,
-         tail_lines, since, agent_port, agent_url) -> None:
+         tail_lines, since, agent_port, agent_url, timeout) -> None:
     """Print a job's task output (TASK like worker-1; all tasks if left out), read from the
     Mesos agents' sandboxes (and from the local runner's), also after the task ended.
 
@@ -510,7 +512,8 @@ def logs(job, task, marathon_url, user, password, token, ca_bundle, insecure, fo
 
     if since is not None and previous:
         raise UsageError("--since and --previous choose instances in two ways: give one of them")
-    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure)
+    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure,
+                         limit=None if follow_ else timeout or VERB_LIMIT)
     first: dict[str, str] = {}  # task -> the stream it printed first
     noted = False
     try:
