@@ -243,13 +243,9 @@ def _status_url(app: Mapping[str, Any], port_name: str) -> str | None:
 
 
 def _get_json(url: str) -> dict[str, Any] | None:
-    import requests
+    from marathon_tf.marathon import transport
 
-    try:
-        r = requests.get(url, timeout=2.0)
-        return r.json() if r.status_code == 200 else None
-    except (requests.RequestException, ValueError):
-        return None
+    return transport.get_json(url, timeout=4.0)
 
 
 #: A pending worker that shows nothing new (step, phase, restarts) this long fails the wait (seconds).
