@@ -143,6 +143,7 @@ class AgentLoss:
         app = self.s.state.apps.get(task.app_id)
         if app is not None:
             app.tasks.pop(task.id, None)
+            self.s.state.touch()
         proc = self.s._procs.pop(task.id, None)
         self.s._launched.pop(task.id, None)
         self._exits.pop(task.id, None)

@@ -213,7 +213,8 @@ class Scheduler:
         spec, env = self._launched.get(task.id, ({}, {}))
         checks = spec.get("healthChecks") or []
         if checks:
-            monitor = HealthMonitor(task, checks, task.host, env, self._health_changed, self._unhealthy)
+            monitor = HealthMonitor(task, checks, task.host, env, self._health_changed, self._unhealthy,
+                                    on_result=self.state.touch)
             self._monitors[task.id] = monitor
             monitor.start()
 

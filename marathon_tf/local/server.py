@@ -27,7 +27,7 @@ from .agents import Agents
 from .api import MarathonApi
 from .deployments import DeploymentManager
 from .errors import ApiError
-from .events import EventBus
+from .events import DROPPED, EventBus
 from .faults import FaultInjector
 from .agent import add_agent_routes
 from .mesos_master import MESOS_PREFIX, add_master_routes
@@ -61,6 +61,7 @@ class Runtime:
         self.features = sorted(set(features))
         self.state = State(host, features=self.features)
         self.bus = EventBus()
+        self.bus.listeners.append(self.state.touch)  # nearly every change is an event; the rest touch it
         self.faults = FaultInjector()
         self.launcher = launcher or Launcher(Path(state_dir), host, kill_grace_cap)
         self.agents = agents or Agents(self.launcher.state_dir, host)
@@ -186,6 +187,8 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
                 except asyncio.TimeoutError:
                     await response.write(b"\r\n")
                     continue
+                if event is DROPPED:  # too far behind: the connection is dropped, as Marathon does
+                    break
                 await response.write(_frame(event))
         except (ConnectionResetError, asyncio.CancelledError):
             pass
