@@ -18,6 +18,7 @@ from .deployments import Deployment, DeploymentManager
 from .errors import ApiError, app_not_found, group_not_found, invalid_json
 from .events import EventBus
 from .scheduler import Scheduler
+from .security import GRANT_KEY
 from .state import AppState, State, canonical_path, parent_path
 
 __all__ = ["MarathonApi", "label_selector"]
@@ -353,10 +354,13 @@ class MarathonApi:
         if rest or request.method != "GET":
             raise web.HTTPNotFound()
         embed_offers = "lastUnusedOffers" in request.query.getall("embed", [])
+        grant = request.get(GRANT_KEY)  # a task's token sees its own job's apps only
         items = []
         now = time.monotonic()
         for app in self.state.apps.values():
             if app.run_def is None or app.queued_since is None or app.removed:
+                continue
+            if grant is not None and not grant.covers(app.id):
                 continue
             new = [t for t in app.active_tasks()
                    if not t.killing and not t.inactive and t.config_version == app.run_config_version]

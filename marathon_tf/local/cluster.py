@@ -27,6 +27,7 @@ from .leadership import Leadership
 from .mesos_dns import MesosDns
 from .ports import PortInUse, busy_ports, runner_ports
 from .security import Credentials, Security
+from .taskscope import read_only
 from .launcher import Launcher, WarmPoolFactory
 from .server import DEFAULT_FEATURES, FEATURES, Runtime, create_app
 
@@ -155,7 +156,9 @@ class LocalCluster:
         self.marathon_url = self.marathon_urls[0]
         self._dns = MesosDns(self._rt.state, host=self.host, **self._dns_options)
         await _listen("Mesos-DNS", self.host, dns_port, self._dns.start_dns(dns_port))
-        http = web.AppRunner(self._dns.http_app(), access_log=None)
+        dns_api = self._dns.http_app()
+        self.security.install(dns_api, scope=read_only)  # the Marathon API's Host check and auth, read-only tokens
+        http = web.AppRunner(dns_api, access_log=None)
         await http.setup()
         self._runners.append(http)
         await _listen("Mesos-DNS HTTP API", self.host, dns_http_port,

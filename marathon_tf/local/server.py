@@ -33,8 +33,9 @@ from .agent import add_agent_routes
 from .mesos_master import MESOS_PREFIX, add_master_routes
 from .launcher import Launcher
 from .scheduler import Scheduler
-from .security import Security
+from .security import GRANT_KEY, Security
 from .state import FRAMEWORK_ID, State, canonical_path, now_ts
+from .taskscope import event_visible
 from .ui import add_ui_routes
 
 __all__ = ["Runtime", "create_app", "MARATHON_VERSION", "DEFAULT_FEATURES", "FEATURES"]
@@ -68,7 +69,7 @@ class Runtime:
         self.scheduler = Scheduler(self.state, self.launcher, self.bus, kill_grace, shutdown_grace, self.agents,
                                    gpu_restricted=gpu_scheduling_behavior == "restricted"
                                    and "gpu_resources" in self.features)
-        self.scheduler.extra_env = self.security.task_env
+        self.scheduler.grants = self.security.grants if self.security.issues_tokens else None
         self.agent_admin = AgentAdmin(self.scheduler)
         self.deployments = DeploymentManager(self.state, self.scheduler, self.bus)
         self.api = MarathonApi(self.state, self.scheduler, self.deployments, self.bus)
@@ -174,6 +175,7 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
                                                         "X-Marathon-Leader": rt.url})
         response.force_close()
         types = request.query.getall("event_type", [])
+        grant = request.get(GRANT_KEY)
         queue = rt.bus.subscribe(types or None)
         await response.prepare(request)
         try:
@@ -189,7 +191,8 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
                     continue
                 if event is DROPPED:  # too far behind: the connection is dropped, as Marathon does
                     break
-                await response.write(_frame(event))
+                if grant is None or event_visible(grant, event):  # a task's token: its job's events only
+                    await response.write(_frame(event))
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:

@@ -149,24 +149,29 @@ def test_token_auth_and_tasks_calling_back(tmp_path):
         assert requests.get(url + "/v2/apps", timeout=10).status_code == 401
         assert requests.get(url + "/v2/apps", headers={"Authorization": "token=nope"}, timeout=10).status_code == 401
         client = Client(url, token="tok-123")  # MARATHON_TOKEN
-        # a task reads MARATHON_TOKEN from its environment (the bootstrap's Marathon discovery and the
-        # lifecycle record do exactly this) and calls the runner back
+        # a task reads its own token from the file MARATHON_TOKEN_FILE names (the bootstrap's Marathon
+        # discovery and the lifecycle record do exactly this: contract.taskenv.marathon_token) and calls
+        # the runner back: its own job is readable, the rest is not (local/taskscope.py)
         probe = ("import os, urllib.request\n"
-                 "def get(headers):\n"
-                 "    req = urllib.request.Request(os.environ['URL'] + '/v2/apps', headers=headers)\n"
+                 "def get(path, headers):\n"
+                 "    req = urllib.request.Request(os.environ['URL'] + path, headers=headers)\n"
                  "    try:\n"
                  "        return urllib.request.urlopen(req, timeout=10).status\n"
                  "    except urllib.error.HTTPError as e:\n"
                  "        return e.code\n"
-                 "t = os.environ['MARATHON_TOKEN']\n"
-                 "open('codes', 'w').write(f\"{get({'Authorization': 'token=' + t})} {get({})} {t != 'tok-123'}\")\n")
+                 "t = open(os.environ['MARATHON_TOKEN_FILE']).read()\n"
+                 "mine = {'Authorization': 'token=' + t}\n"
+                 "open('codes', 'w').write(f\"{get('/v2/groups/job', mine)} {get('/v2/apps', mine)} "
+                 "{get('/v2/groups/job', {})} {t != 'tok-123'} {'MARATHON_TOKEN' in os.environ}\")\n")
         (tmp_path / "probe.py").write_text(probe)
         client.put_group({"id": "/job", "apps": [{
             "id": "/job/probe", "cmd": f"python3 {tmp_path / 'probe.py'}; exec sleep 600", "cpus": 0.1,
             "mem": 32, "env": {"URL": url}}]})
         codes = wait_for(lambda: next((p.read_text() for p in tmp_path.glob("sandboxes/*/codes")), None), 30,
                          what="the task's call back")
-        assert codes == "200 401 True"  # the task's own token works; the user's token is not handed out
+        # the task's own token works on its job, is refused elsewhere (403), the user's token is not handed
+        # out, and nothing is in the task's environment
+        assert codes == "200 403 401 True False"
 
 
 def test_non_loopback_needs_auth_and_auth_values_parse():
