@@ -70,6 +70,8 @@ class LocalCluster:
     none given: one agent as large as the machine whose resources are not enforced.
     ``features``: Marathon's ``--enable_features``; ``gpu_scheduling_behavior``: its
     ``--gpu_scheduling_behavior`` (``restricted``: tasks without GPUs decline agents with GPUs).
+    ``persist``: keep the state (apps, groups, deployments) in ``state_dir`` and reload it when a cluster
+    starts there again (``local serve``; see :mod:`~marathon_tf.local.persist`).
     Bad values raise ValueError.
     """
 
@@ -80,7 +82,8 @@ class LocalCluster:
                  ui_dir: Union[str, Path, None] = None, warm_pool: Optional[WarmPoolFactory] = None,
                  marathon_instances: int = 1, election_gap: float = 3.0,
                  agents: int = 1, agent_resources: Sequence[str] = (), agent_attributes: Sequence[str] = (),
-                 features: Sequence[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: str = "restricted") -> None:
+                 features: Sequence[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: str = "restricted",
+                 persist: bool = False) -> None:
         if marathon_instances < 1:
             raise ValueError("marathon_instances must be at least 1")
         self.security = Security(host, allow_origins, auth)  # raises AuthError for an unsafe setup
@@ -99,7 +102,7 @@ class LocalCluster:
         self._agents = Agents(self.state_dir, host, agents, agent_resources, agent_attributes)
         self._options = dict(heartbeat=heartbeat, kill_grace=kill_grace, kill_grace_cap=kill_grace_cap,
                              shutdown_grace=shutdown_grace, agents=self._agents, features=features,
-                             gpu_scheduling_behavior=gpu_scheduling_behavior)
+                             gpu_scheduling_behavior=gpu_scheduling_behavior, persist=persist)
         self._dns_options = dict(refresh=dns_refresh, ttl=dns_ttl)
         #: Built before the servers start, so that :meth:`prewarm` can start interpreters first.
         self.launcher = Launcher(self.state_dir, host, kill_grace_cap, warm_pool=warm_pool)

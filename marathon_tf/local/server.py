@@ -33,6 +33,7 @@ from .agent import add_agent_routes
 from .mesos_master import MESOS_PREFIX, add_master_routes
 from .launcher import Launcher
 from .scheduler import Scheduler
+from .persist import Store
 from .security import GRANT_KEY, Security
 from .state import FRAMEWORK_ID, State, canonical_path, now_ts
 from .taskscope import event_visible
@@ -53,7 +54,8 @@ class Runtime:
     def __init__(self, state_dir: Path, host: str = "127.0.0.1", heartbeat: float = 10.0,
                  kill_grace: float = 3.0, kill_grace_cap: float = 30.0, shutdown_grace: float = 2.0,
                  security: Security | None = None, launcher: Launcher | None = None, agents: Agents | None = None,
-                 features: Iterable[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: str = "restricted") -> None:
+                 features: Iterable[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: str = "restricted",
+                 persist: bool = False) -> None:
         self.host = host
         self.security = security or Security(host)
         self.heartbeat = heartbeat
@@ -74,11 +76,21 @@ class Runtime:
         self.deployments = DeploymentManager(self.state, self.scheduler, self.bus)
         self.api = MarathonApi(self.state, self.scheduler, self.deployments, self.bus)
         self._scheduler_task: asyncio.Task | None = None
+        #: ``persist``: the state is kept in the state dir and reloaded at start (``persist.py``).
+        self.store = Store(self.launcher.state_dir, self.state, self.deployments) if persist else None
+        self._saver: asyncio.Task | None = None
 
     def start(self) -> None:
+        """Reload the kept state (with ``persist``; ValueError if unusable), then run."""
+        if self.store is not None:
+            self.store.load()
+            self._saver = asyncio.ensure_future(self.store.run())
         self._scheduler_task = asyncio.ensure_future(self.scheduler.run())
 
     async def stop(self) -> None:
+        if self._saver is not None:  # what runs now is what a restart brings back
+            self._saver.cancel()
+            self.store.save()
         for dep in list(self.deployments.running.values()):
             if dep.runner:
                 dep.runner.cancel()
@@ -127,6 +139,8 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
                 exc.text = json.dumps({"message": f"Not found: {request.path}"})
                 exc.content_type = "application/json"
             response = exc
+        if rt.store is not None and request.method not in ("GET", "HEAD"):
+            rt.store.save()  # a change is on disk before it is answered, as Marathon stores it in ZooKeeper first
         if not request.path.startswith("/_local/") and not response.prepared:
             response.headers["X-Marathon-Leader"] = rt.url
         if isinstance(response, web.HTTPException):
