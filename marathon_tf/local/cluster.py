@@ -143,7 +143,7 @@ class LocalCluster:
     async def _startup(self) -> None:
         marathon_port, dns_port, dns_http_port = self._ports
         self._rt = Runtime(self.state_dir, self.host, security=self.security, launcher=self.launcher, **self._options)
-        self._rt.start()
+        self._rt.restore()
         n = self._ha["instances"]
         ports = [marathon_port + i if marathon_port else 0 for i in range(n)]
         self._rt.ha = n > 1  # /v2/info's marathon_config.ha, as Marathon's --[disable_]ha says
@@ -174,6 +174,7 @@ class LocalCluster:
         self._rt.launcher.runner_env = {"MTF_RUNNER_MESOS_DNS": self.mesos_dns,
                                         "MTF_RUNNER_MESOS_DNS_HTTP": self.mesos_dns_http,
                                         "MTF_RUNNER_MARATHON_URL": ",".join(self.marathon_urls)}
+        self._rt.start()  # tasks are launched from now on (a reloaded state's at once): with those addresses
 
     def prewarm(self, apps: list[dict]) -> int:
         """Start the shared pre-warmed interpreters these apps' tasks will use, now (before

@@ -80,10 +80,14 @@ class Runtime:
         self.store = Store(self.launcher.state_dir, self.state, self.deployments) if persist else None
         self._saver: asyncio.Task | None = None
 
-    def start(self) -> None:
-        """Reload the kept state (with ``persist``; ValueError if unusable), then run."""
+    def restore(self) -> None:
+        """Reload the kept state (with ``persist``; ValueError if unusable): before the API answers."""
         if self.store is not None:
             self.store.load()
+
+    def start(self) -> None:
+        """Run: launch tasks (once the launcher knows the runner's addresses), save changes."""
+        if self.store is not None:
             self._saver = asyncio.ensure_future(self.store.run())
         self._scheduler_task = asyncio.ensure_future(self.scheduler.run())
 
