@@ -36,6 +36,7 @@ def test_state_comes_back_after_a_restart(tmp_path):
         r = requests.put(url + "/v2/apps/job/a", json={**app, "instances": 2}, timeout=10)  # a second version
         assert r.status_code == 200, r.text
         wait_for(lambda: len(_running(url, "/job/a")) == 2, 20, what="two tasks")
+        wait_for(lambda: requests.get(url + "/v2/deployments", timeout=10).json() == [], 20, what="scaled")
         dep = requests.put(url + "/v2/groups/stuck", json={"apps": [crash]}, timeout=10).json()["deploymentId"]
         # the write is on disk when it is answered
         assert "/stuck/c" in json.loads((state / STATE_FILE).read_text())["apps"]
