@@ -519,7 +519,8 @@ def local() -> None:
 @click.option("--dns-http-port", type=click.IntRange(0, 65535), default=8123, show_default=True,
               help="Mesos-DNS HTTP API port.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
-              help="Where task sandboxes and job volumes go (default: $MARATHON_TF_STATE_DIR/serve, else "
+              help="Where task sandboxes, job volumes and its state go (started again there, it brings its "
+                   "jobs back; default: $MARATHON_TF_STATE_DIR/serve, else "
                    "$XDG_STATE_HOME/marathon-tf/serve, else ~/.local/state/marathon-tf/serve).")
 @click.option("--auth", metavar="USER:PASSWORD|token=TOKEN|env", default=None,
               help="Require HTTP basic auth or a token (env: MARATHON_TOKEN or MARATHON_USER/MARATHON_PASSWORD). "
