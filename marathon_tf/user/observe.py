@@ -90,7 +90,7 @@ def _median_of_others(rates: Mapping[str, Any], task: str) -> float:
 
 
 def scrape_hint(marathon_url: str) -> str:
-    """Where Prometheus finds every task's metrics on this Marathon (README: the whole config)."""
+    """Where Prometheus finds every task's metrics on this Marathon (docs/observability.md: the whole config)."""
     return (f"metrics: every task's status port serves /metrics (Prometheus: marathon_sd_configs servers "
             f"[{marathon_url}], keep __meta_marathon_port_definition_label_metrics, honor_labels: true)")
 
