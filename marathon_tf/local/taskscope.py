@@ -34,6 +34,8 @@ from aiohttp import web
 
 from marathon_tf.contract.taskenv import TOKEN_FILE_VAR
 
+from .state import canonical_path, parent_path
+
 __all__ = ["Grant", "Grants", "refusal", "read_only", "event_visible", "TOKEN_FILE", "TOKEN_FILE_VAR"]
 
 #: Where, in its sandbox, a task finds its token (the agent's file API never serves it).
@@ -43,13 +45,10 @@ TOKEN_FILE = f"{SECRETS_DIR}/marathon-token"
 _RECORD_FIELDS = {"id", "labels", "instances"}
 
 
-def _parent(app_id: str) -> str:
-    head = app_id.rstrip("/").rsplit("/", 1)[0]
-    return head or "/"
-
-
 def _canonical(parts: list[str]) -> str:
-    return "/" + "/".join(p for p in parts if p and p != ".")
+    """The id the API resolves these segments to (``..`` included: Marathon's ``PathId.canonicalPath``,
+    which is what the handlers apply; a check on the raw segments could be walked out of)."""
+    return canonical_path("/" + "/".join(parts))
 
 
 @dataclass(frozen=True)
@@ -61,7 +60,7 @@ class Grant:
 
     @property
     def group(self) -> str:
-        return _parent(self.app_id)
+        return parent_path(self.app_id)
 
     def covers(self, marathon_id: str) -> bool:
         """Whether ``marathon_id`` (an app or group id) is the job's group or inside it."""
@@ -167,7 +166,7 @@ def _record_refusal(body: Any, grant: Grant) -> Optional[str]:
     for item in body:
         if not isinstance(item, dict) or not isinstance(item.get("id"), str):
             return "every item needs its app id"
-        if not grant.covers(_parent(_canonical(item["id"].split("/")))):
+        if not grant.covers(parent_path(_canonical(item["id"].split("/")))):
             return f"{item['id']} is not an app of job {grant.group}"
         extra = sorted(set(item) - _RECORD_FIELDS)
         if extra:
