@@ -563,7 +563,8 @@ def local() -> None:
 @click.option("--dns-http-port", type=click.IntRange(0, 65535), default=8123, show_default=True,
               help="Mesos-DNS HTTP API port.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
-              help="Where task sandboxes and job volumes go (default: $MARATHON_TF_STATE_DIR/serve, else "
+              help="Where task sandboxes, job volumes and its state go (started again there, it brings its "
+                   "jobs back; default: $MARATHON_TF_STATE_DIR/serve, else "
                    "$XDG_STATE_HOME/marathon-tf/serve, else ~/.local/state/marathon-tf/serve).")
 @click.option("--auth", metavar="USER:PASSWORD|token=TOKEN|env", default=None,
               help="Require HTTP basic auth or a token (env: MARATHON_TOKEN or MARATHON_USER/MARATHON_PASSWORD). "
@@ -654,7 +655,7 @@ def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_ori
     held = localstate.hold(state, "local serve")  # `local clean` leaves it alone while it runs
     try:
         signum = serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port, state_dir=state,
-                       on_ready=ready, warm_pool=WarmPool, **cluster, **security)
+                       on_ready=ready, warm_pool=WarmPool, persist=True, **cluster, **security)
     except ValueError as e:  # what the cluster refuses of its options (e.g. agents' addresses on this OS)
         raise UsageError(str(e)) from None
     finally:
