@@ -173,8 +173,11 @@ def answers(url: str) -> bool:
     """Whether ``GET url`` succeeds (TensorBoard is up)."""
     import requests
 
+    from marathon_tf.marathon import transport
+
     try:
-        return requests.get(url, timeout=2.0).status_code < 400
+        with transport.session() as s:
+            return s.get(url, timeout=(2.0, 2.0)).status_code < 400
     except requests.RequestException:
         return False
 
