@@ -5,6 +5,7 @@ volume), deployed through ``jobs.deploy`` on an in-process LocalCluster; the tas
 read from their sandboxes as it appears. Step counts are small: every TF process costs ~0.6 GiB
 and 3-7 s to start on this machine."""
 
+import json
 import os
 import re
 import signal
@@ -67,10 +68,13 @@ def test_an_always_failing_worker_exhausts_the_budget_and_fails_the_job(tmp_path
     assert re.match(r"the job's programs failed [34] times in 600 s, more than restart\.max_failures \(2\); "
                     r"last: worker-[01] exited with 3: ", reason), reason
     assert reason.endswith("boom: bad data"), reason
-    time.sleep(2)
-    assert all(t["state"] == "stopped" for t in job.status()["tasks"])
+    job.wait(lambda: all(t["state"] == "stopped" for t in job.status()["tasks"]), 30, "every task stopped", 0.5)
     lines = (tmp_path / "shared" / "ckpt" / ".marathon-tf" / "failures.jsonl").read_text().splitlines()
-    assert 3 <= len(lines) <= 4  # job-wide: both workers' failures counted together
+    failures = [rec for rec in map(json.loads, lines) if rec["kind"] == "failure" and rec["counted"]]
+    # job-wide: both workers' failures counted together, in the keeper's ledger; the failure that ends the
+    # job is answered ATTRIBUTION (2 s) late (a preemption it may be the consequence of gets its time),
+    # so the other worker may fail once or twice more meanwhile
+    assert 3 <= len(failures) <= 6 and {rec["task"] for rec in failures} == {"worker-0", "worker-1"}, lines
 
 
 @pytest.mark.timeout(120)
@@ -139,7 +143,9 @@ def test_a_killed_ps_restarts_the_job_from_its_checkpoint(tmp_path, local_job):
 def test_scaling_workers_mid_training_resumes_from_the_checkpoint(tmp_path, local_job):
     from marathon_tf.user import jobs
 
-    job = local_job(linear_job(tmp_path, TARGET, save_every=SAVE_EVERY, log_every=50))
+    # (its target step is the one it trains to: `scale` refuses a job past its progress.target_step)
+    job = local_job(linear_job(tmp_path, TARGET, save_every=SAVE_EVERY, log_every=50,
+                               progress={"target_step": TARGET}))
     job.wait(lambda: job.max_step() > 1200 and checkpoints(tmp_path), 90, "step > 1200", 0.05)
     saved = checkpoints(tmp_path)[-1]
     scaled_at = time.monotonic()
