@@ -25,7 +25,7 @@ from typing import Any, Callable
 from marathon_tf.contract import joblock, labels as L
 from marathon_tf.contract.errors import Interrupted, Timeout, UsageError
 from marathon_tf.marathon.client import Client, RetryPolicy
-from marathon_tf.user import jobs, localstate, stopsignals
+from marathon_tf.user import admission, gang, jobs, localstate, stopsignals
 from marathon_tf.user.spec import JobSpec
 
 __all__ = ["LocalRun", "run", "local_cluster", "default_state_dir", "SandboxTailer"]
@@ -149,14 +149,15 @@ class LocalRun:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.state == L.SUCCEEDED else 1
+        return 0 if self.state == L.SUCCEEDED else 4 if self.state == L.NOT_PLACED else 1
 
 
 def _decided(status: dict[str, Any]) -> str | None:
-    """The job's end is its record (written by the deciding task's bootstrap, see lifecycle).
-    Bootstrap phases are not used: a task that exits to be relaunched shows ``failed`` briefly."""
+    """The job's end is its record (written by the deciding task's bootstrap, see lifecycle; or
+    ``NotPlaced`` at its admission deadline with no attempt left). Bootstrap phases are not used: a
+    task that exits to be relaunched shows ``failed`` briefly."""
     state = status.get("state")
-    return state if state in (L.SUCCEEDED, L.FAILED) else None
+    return state if state in L.RECORDED else None
 
 
 def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | None = None,
@@ -231,12 +232,16 @@ def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | N
             spec.discovery, nameserver=cluster.mesos_dns, http_api=cluster.mesos_dns_http,
             marathon_url=cluster.marathon_url))
         client = Client(cluster.marathon_url, retry=RetryPolicy(attempts=5, budget=30, initial=0.2, max_wait=2))
+        verdict = admission.check(client, local_spec, templates_dir=templates_dir)  # a task no agent can hold: exit 2
         tailer.start()
         result = jobs.deploy(client, local_spec, templates_dir=templates_dir)
+        result.admission = verdict.shortfall or verdict.note
         on_deployed(result, cluster)
         while True:
             status = jobs.job_status(client, spec.name)
             progress(status)
+            if gang.drive(client, spec.name, status):  # the admission deadline, the next attempt
+                continue
             end = _decided(status)
             if not end:  # a task that can never start (tensorboard included) fails the job
                 from marathon_tf.marathon.record import fail_if_hopeless
