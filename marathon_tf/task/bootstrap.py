@@ -18,8 +18,8 @@ discover every cluster member (deadline ``MTF_STARTUP_TIMEOUT``; exit 1 naming t
 missing peers; the job's leader reads the backend, the others long-poll it:
 :mod:`marathon_tf.task.rendezvous`; meanwhile the job's admission deadline is watched: peers
 still not placed then release the job, NotPlaced: :mod:`marathon_tf.task.admission`) -> TF_CONFIG /
-flags / ``cluster_spec.json`` -> run the program, pass its output through -> watch for peers that moved and restart the program with the
-rewritten spec -> on its exit, the policy decides (:class:`marathon_tf.task.lifecycle.JobPolicy`
+flags / ``cluster_spec.json`` -> run the program, pass its output through -> watch for peers that
+moved and restart the program with the rewritten spec -> on its exit, the policy decides (:class:`marathon_tf.task.lifecycle.JobPolicy`
 in ``main``; see :mod:`marathon_tf.task.lifecycle` for the table): restart the program in place
 (after a short backoff, with a freshly checked spec), exit for Marathon to relaunch the
 task, stay up, or end the job (wait for the other workers under ``all_workers``, then
