@@ -207,8 +207,8 @@ class TaskContext:
         admission = _DEFAULTS["admission"]
         if environ.get("MTF_ADMISSION"):
             try:
-                timeout, retries, backoff = environ["MTF_ADMISSION"].split("/")
-                admission = (float(timeout), int(retries), float(backoff))
+                a_timeout, a_retries, a_backoff = environ["MTF_ADMISSION"].split("/")
+                admission = (float(a_timeout), int(a_retries), float(a_backoff))
             except ValueError:
                 raise ValueError("MTF_ADMISSION must look like TIMEOUT/RETRIES/BACKOFF, e.g. 600/3/60")
         return cls(

@@ -83,7 +83,8 @@ class SandboxTailer:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.ident is not None:  # started (a job refused before its deploy never was)
+            self._thread.join(timeout=5)
         self.poll(final=True)
 
     def _run(self) -> None:
