@@ -227,9 +227,9 @@ def deploy(ctx, job_file, marathon_url, user, password, token, ca_bundle, insecu
         sys.exit(_deploy_local(job, templates_dir=templates_dir, timeout=timeout, fmt=fmt, detach=not wait,
                                dry_run=dry_run, cluster=local_options.to_cluster(**cluster)))
     if dry_run and not marathon_url:
-        output.info("dry run without a Marathon (--marathon / MARATHON_URL): the rendered group follows")
-        if mesos_url:
+        if mesos_url:  # a task no agent of that master can hold: exit 2 here too
             _say_admission(admission.check(None, job.spec, mesos=mesos_url, templates_dir=templates_dir).shortfall)
+        output.info("dry run without a Marathon (--marathon / MARATHON_URL): the rendered group follows")
         output.emit_json(job.render(templates_dir))
         return
     marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure, mesos=mesos_url)
