@@ -26,6 +26,7 @@ import pytest
 from marathon_tf.contract import labels as L
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.marathon.client import Client
+from marathon_tf.marathon.waiting import wall
 from marathon_tf.user.api import Marathon
 from marathon_tf.user.render import render_group
 from marathon_tf.user.spec import load_dict
@@ -143,7 +144,8 @@ def test_a_job_that_fits_partly_says_why_it_waits_then_holds_nothing_at_its_dead
     text = _cli(cluster.marathon_url, "status", "part", cwd=tmp_path).stdout
     assert "  placement  worker: 3/4 placed; 1 waiting" in text and "(admission.timeout 8s, attempt 1 of 1)" in text
     # past the deadline the first look releases it: every app at 0 instances, every GPU free
-    deadline = time.time() + view["secondsLeft"]
+    deadline = wall(view["deadline"])
+    assert deadline == wall(view["submittedAt"]) + timeout
     st = wait(lambda: (lambda s: s if s.state == L.NOT_PLACED else None)(marathon.status("part")), timeout + 10,
               what="NotPlaced")
     apps = api.get("/v2/groups/part").json()["apps"]
@@ -152,6 +154,7 @@ def test_a_job_that_fits_partly_says_why_it_waits_then_holds_nothing_at_its_dead
     print(f"deadline to the last GPU free: {released:.2f} s", file=sys.stderr)
     assert released <= 5.0
     assert [a["instances"] for a in apps] == [0, 0, 0, 0]
+    assert wall(apps[0]["labels"][L.FINISHED_AT]) >= deadline  # not before it
     assert {a["labels"][L.STATE] for a in apps} == {L.NOT_PLACED}
     assert st.reason.startswith("worker: 3/4 placed; 1 waiting") and "InsufficientGpus on 3 agents" in st.reason
     r = _cli(cluster.marathon_url, "status", "part", "--watch", cwd=tmp_path)
