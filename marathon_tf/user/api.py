@@ -112,7 +112,7 @@ class Job:
 def _deployment(result, url: str, *, resumed: Optional[bool] = None, note: Optional[str] = None) -> Deployment:
     return Deployment(job=result.job, group_id=result.group_id, deployment_id=result.deployment_id,
                       version=result.version, plan=result.plan, resumed=resumed, marathon_url=url, note=note,
-                      admission=result.admission)
+                      admission=result.admission, admission_note=result.admission_note)
 
 
 def connect(url: Optional[str] = None, *, user: Optional[str] = None, password: Optional[str] = None,
@@ -227,7 +227,7 @@ class Marathon:
         if (previous is not None and previous.group is not None or released) and not dry_run:
             redeploy.await_stopped(self.client, spec.name)  # its end's deployment would lock the apps (409)
         result = jobs.deploy(self.client, spec, templates_dir=templates_dir, force=force, dry_run=dry_run)
-        result.admission = verdict.shortfall or verdict.note
+        result.admission, result.admission_note = verdict.shortfall, verdict.note
         return JobHandle(self, spec.name, _deployment(result, self.url, note=note,
                                                       resumed=None if previous is None else bool(resume)))
 
@@ -308,7 +308,8 @@ class Marathon:
         if result is None:
             return ScaleResult(job=name, changed=False, **tasks)
         return ScaleResult(job=name, changed=True, deployment_id=result.deployment_id, plan=result.plan,
-                           group_id=result.group_id, version=result.version, admission=result.admission, **tasks)
+                           group_id=result.group_id, version=result.version, admission=result.admission,
+                           admission_note=result.admission_note, **tasks)
 
     def logs(self, job: str, task: Optional[str] = None, *, stream: str = "both", tail: Optional[int] = None,
              follow: bool = False, previous: bool = False, since: Optional[float] = None, agent_port: int = 5051,

@@ -228,14 +228,15 @@ def deploy(ctx, job_file, marathon_url, user, password, token, ca_bundle, insecu
                                dry_run=dry_run, cluster=local_options.to_cluster(**cluster)))
     if dry_run and not marathon_url:
         if mesos_url:  # a task no agent of that master can hold: exit 2 here too
-            _say_admission(admission.check(None, job.spec, mesos=mesos_url, templates_dir=templates_dir).shortfall)
+            verdict = admission.check(None, job.spec, mesos=mesos_url, templates_dir=templates_dir)
+            _say_admission(verdict.shortfall, verdict.note)
         output.info("dry run without a Marathon (--marathon / MARATHON_URL): the rendered group follows")
         output.emit_json(job.render(templates_dir))
         return
     marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure, mesos=mesos_url)
     dep = marathon.deploy(job, resume=resume, force=force, dry_run=dry_run, templates_dir=templates_dir,
                           wait_for_resources=wait_for_resources).deployment
-    _say_admission(dep.admission)
+    _say_admission(dep.admission, dep.admission_note)
     if dry_run:
         if fmt == "json":
             output.emit_json(dep.to_dict())
@@ -257,14 +258,14 @@ def deploy(ctx, job_file, marathon_url, user, password, token, ca_bundle, insecu
         sys.exit(4)
 
 
-def _say_admission(said: str | None) -> None:
+def _say_admission(shortfall: str | None, note: str | None = None) -> None:
     """What the capacity check said before the job was sent (stderr): a shortfall, or why it was skipped."""
     from marathon_tf.user import output
 
-    if said and said.startswith("cluster capacity not checked"):
-        output.info(said)
-    elif said:
-        output.warn(f"{said}; it waits for room until its admission deadline (--no-wait-for-resources refuses it)")
+    if note:
+        output.info(note)
+    if shortfall:
+        output.warn(f"{shortfall}; it waits for room until its admission deadline (--no-wait-for-resources refuses it)")
 
 
 def _progress_printer():
@@ -301,7 +302,7 @@ def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster)
     def deployed(dep) -> None:
         output.info(f"local Marathon {dep.marathon_url} (Mesos-DNS {dep.mesos_dns}): deployed {dep.group_id}, "
                     f"deployment {dep.deployment_id}")
-        _say_admission(dep.admission)
+        _say_admission(dep.admission, dep.admission_note)
         output.info(observe.scrape_hint(dep.marathon_url))
 
     progress = observe.announcing(_progress_printer(), output.info)  # + metrics URLs, TensorBoard, once
@@ -375,7 +376,7 @@ def scale(args, job, marathon_url, user, password, token, ca_bundle, insecure, f
     marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure, mesos=mesos_url)
     result = marathon.scale(job, *args, templates_dir=templates_dir, force=force, dry_run=dry_run,
                             wait_for_resources=wait_for_resources)
-    _say_admission(result.admission)
+    _say_admission(result.admission, result.admission_note)
     if fmt == "json":
         output.emit_json(result.to_dict())
     elif not result.changed:

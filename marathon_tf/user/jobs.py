@@ -47,7 +47,8 @@ class DeployResult:
     version: str | None = None
     plan: dict[str, Any] | None = None  # dry run: Marathon's {"steps": [...]}
     group: dict[str, Any] = field(default_factory=dict)
-    admission: str | None = None  # what the capacity check said (a shortfall now, or why it was skipped)
+    admission: str | None = None  # the capacity check: the job does not fit what is free now (it waits)
+    admission_note: str | None = None  # why the capacity was not checked (the master cannot be read)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"job": self.job, "groupId": self.group_id}
@@ -273,7 +274,7 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
     verdict = admission.check(client, new_spec, wait=wait_for_resources, templates_dir=templates_dir,
                               starting=[naming.parse_task_name(t) for t in plan.start])
     result = _put(client, job, new_group, force=force, dry_run=dry_run)
-    result.admission = verdict.shortfall or verdict.note
+    result.admission, result.admission_note = verdict.shortfall, verdict.note
     return plan, result
 
 

@@ -236,7 +236,7 @@ def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | N
         verdict = admission.check(client, local_spec, templates_dir=templates_dir)  # a task no agent can hold: exit 2
         tailer.start()
         result = jobs.deploy(client, local_spec, templates_dir=templates_dir)
-        result.admission = verdict.shortfall or verdict.note
+        result.admission, result.admission_note = verdict.shortfall, verdict.note
         on_deployed(result, cluster)
         while True:
             status = jobs.job_status(client, spec.name)

@@ -111,8 +111,10 @@ class Deployment:
     mesos_dns: str = ""  # the local runner's (deploy --local)
     #: What became of an earlier run's checkpoints, said loudly (``resumes from …``, ``removed …``).
     note: Optional[str] = None
-    #: What the capacity check said: the job does not fit what is free now (it waits), or why it was skipped.
+    #: What the capacity check said: the job does not fit what is free now (it waits).
     admission: Optional[str] = None
+    #: Why the capacity was not checked (the Mesos master cannot be read); not in :meth:`to_dict`.
+    admission_note: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"job": self.job, "groupId": self.group_id, "changed": self.changed}
@@ -141,8 +143,10 @@ class ScaleResult:
     plan: Optional[dict[str, Any]] = None
     group_id: Optional[str] = None
     version: Optional[str] = None
-    #: What the capacity check said of the tasks that start (a shortfall now, or why it was skipped).
+    #: What the capacity check said of the tasks that start: they do not fit what is free now.
     admission: Optional[str] = None
+    #: Why the capacity was not checked (the Mesos master cannot be read); not in :meth:`to_dict`.
+    admission_note: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"job": self.job, "changed": self.changed,
