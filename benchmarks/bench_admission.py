@@ -55,7 +55,7 @@ def _released_by_follower(cluster, name: str) -> float:
                                     "roles": {"worker": {"count": 4, "cpus": 0.5, "mem": 128, "gpus": 2}}}))
     for app in group["apps"]:
         app["cmd"] = "sleep 600"
-    version = client.request("PUT", f"/v2/groups/{name}", json=group).body["version"]
+    version = client.request("PUT", f"/v2/groups/{name}", json_body=group).body["version"]
     deadline = wall(version) + TIMEOUT
     marathon = Marathon(client=client)
     _poll(lambda: marathon.status(name).state == "NotPlaced", TIMEOUT + 30, 0.25)

@@ -92,18 +92,23 @@ def use_mesos(client: Any, url: Optional[str]) -> None:
         _GIVEN[client] = url.rstrip("/")
 
 
-def mesos_url(client: Any, given: Optional[str] = None) -> Optional[str]:
+def _config(client: Any) -> dict[str, Any]:
+    """Marathon's ``/v2/info`` ``marathon_config`` ({} when it cannot be read)."""
+    if client is None:
+        return {}
+    try:
+        info = client.info() or {}
+    except MarathonError:
+        return {}
+    return (info.get("marathon_config") or {}) if isinstance(info, dict) else {}
+
+
+def mesos_url(client: Any, given: Optional[str] = None, config: Optional[Mapping[str, Any]] = None) -> Optional[str]:
     """The master's base URL: given, set for the client, else Marathon's ``mesos_leader_ui_url``."""
     url = given or (_GIVEN.get(client) if client is not None else None)
     if url:
         return url.rstrip("/")
-    if client is None:
-        return None
-    try:
-        info = client.info() or {}
-    except MarathonError:
-        return None
-    url = (info.get("marathon_config") or {}).get("mesos_leader_ui_url") if isinstance(info, dict) else None
+    url = (config if config is not None else _config(client)).get("mesos_leader_ui_url")
     return str(url).rstrip("/") if url else None
 
 
@@ -228,7 +233,8 @@ def read(client: Any, given: Optional[str] = None) -> Optional[Capacity]:
     local = _local_agents(client)
     if local is not None and any(a.get("state") == "active" and a.get("enforced") is False for a in local):
         return None
-    url = mesos_url(client, given)
+    config = _config(client)
+    url = mesos_url(client, given, config)
     if not url:
         raise Unknown("Marathon names no Mesos master (/v2/info mesos_leader_ui_url); give --mesos URL or MESOS_URL")
     try:
@@ -244,11 +250,6 @@ def read(client: Any, given: Optional[str] = None) -> Optional[Capacity]:
     roles = {"*"}
     if local is not None:  # the local Marathon is offered every role its agents have
         roles |= {r.role for a in agents for r in a.total}
-    else:
-        try:
-            role = ((client.info() or {}).get("marathon_config") or {}).get("mesos_role") if client else None
-        except MarathonError:
-            role = None
-        if role:
-            roles.add(str(role))
+    elif config.get("mesos_role"):
+        roles.add(str(config["mesos_role"]))
     return Capacity(agents, roles, url)
