@@ -85,7 +85,8 @@ class Job:
     def run_local(self, *, timeout: Optional[float] = None, state_dir: Union[str, os.PathLike, None] = None,
                   on_output: Callable[[LogLine], None] = lambda line: None, on_progress: Progress = lambda s: None,
                   on_deployed: Callable[[Deployment], None] = lambda d: None,
-                  templates_dir: Optional[str] = None, cluster: Optional[dict[str, Any]] = None) -> LocalRunResult:
+                  templates_dir: Optional[str] = None, cluster: Optional[dict[str, Any]] = None,
+                  wait_for_resources: bool = True) -> LocalRunResult:
         """Run the job to its end on this machine, as ``deploy --local`` does: a fresh local cluster,
         stopped when the job ends (also on Ctrl-C), or when it was not placed (``NotPlaced``: the
         agents given with ``agent_resources`` cannot hold it; a task that fits on none is refused with
@@ -101,7 +102,7 @@ class Job:
                            state_dir=Path(state_dir) if state_dir else None,
                            emit_task_line=lambda task, stream, text: on_output(LogLine(task, stream, text)),
                            progress=lambda s: on_progress(JobStatus.from_dict(s)), on_deployed=deployed,
-                           cluster_options=cluster)
+                           cluster_options=cluster, wait_for_resources=wait_for_resources)
         return LocalRunResult(job=self.name, state=run.state, seconds=run.seconds, state_dir=str(run.state_dir),
                               status=JobStatus.from_dict(run.status), logdir_path=run.logdir)
 

@@ -225,7 +225,8 @@ def deploy(ctx, job_file, marathon_url, user, password, token, ca_bundle, insecu
         output.warn(line)
     if local:
         sys.exit(_deploy_local(job, templates_dir=templates_dir, timeout=timeout, fmt=fmt, detach=not wait,
-                               dry_run=dry_run, cluster=local_options.to_cluster(**cluster)))
+                               dry_run=dry_run, cluster=local_options.to_cluster(**cluster),
+                               wait_for_resources=wait_for_resources))
     if dry_run and not marathon_url:
         if mesos_url:  # a task no agent of that master can hold: exit 2 here too
             verdict = admission.check(None, job.spec, mesos=mesos_url, templates_dir=templates_dir)
@@ -283,7 +284,7 @@ def _progress_printer():
     return show
 
 
-def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster) -> int:
+def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster, wait_for_resources=True) -> int:
     """Run the job on this machine; task output is streamed as ``[worker-1] …``."""
     from marathon_tf.user import localrun, observe, output
 
@@ -308,7 +309,7 @@ def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster)
     progress = observe.announcing(_progress_printer(), output.info)  # + metrics URLs, TensorBoard, once
     run = job.run_local(templates_dir=templates_dir, timeout=timeout, on_output=task_line,
                         on_progress=lambda st: progress(st.to_dict()), on_deployed=deployed,
-                        cluster=cluster)
+                        cluster=cluster, wait_for_resources=wait_for_resources)
     status = run.status.to_dict()
     steps = status.get("finalStep", status.get("step"))
     output.info(f"job {job.name}: {run.state} in {run.seconds:.1f} s"

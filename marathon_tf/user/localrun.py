@@ -165,9 +165,11 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
         state_dir: Path | None = None, emit_task_line: Callable[[str, str, str], None] = lambda *a: None,
         progress: Callable[[dict[str, Any]], None] = lambda s: None,
         on_deployed: Callable[[jobs.DeployResult, Any], None] = lambda r, c: None,
-        poll: float = 1.0, cluster_options: dict[str, Any] | None = None) -> LocalRun:
+        poll: float = 1.0, cluster_options: dict[str, Any] | None = None,
+        wait_for_resources: bool = True) -> LocalRun:
     """Run ``spec`` to its end on a fresh local cluster (``cluster_options``: LocalCluster's, see
-    :mod:`marathon_tf.user.local_options`); raises :class:`Timeout` (exit 3)."""
+    :mod:`marathon_tf.user.local_options`); raises :class:`Timeout` (exit 3). ``wait_for_resources``
+    False: a job its agents cannot hold now is refused (:class:`NotPlaced`) before it is sent."""
     from marathon_tf.user.local_options import DEPLOY_DNS_REFRESH
 
     from marathon_tf.local.launcher import host_volume_path, volume_problem
@@ -198,7 +200,8 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
                 raise UsageError(f"{e}; nothing was started") from None
             result = _run(spec, cluster, state_dir,
                           templates_dir=templates_dir, timeout=timeout, emit_task_line=emit_task_line,
-                          progress=progress, on_deployed=on_deployed, poll=poll, lock=lock)
+                          progress=progress, on_deployed=on_deployed, poll=poll, lock=lock,
+                          wait_for_resources=wait_for_resources)
         result.logdir = logdir
         return result
     finally:
@@ -220,7 +223,8 @@ def logdir_host_path(spec: JobSpec, host_paths: list[str] | None = None) -> str 
 def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | None, timeout: float | None,
          emit_task_line: Callable[[str, str, str], None], progress: Callable[[dict[str, Any]], None],
          on_deployed: Callable[[jobs.DeployResult, Any], None], poll: float,
-         lock: joblock.Lock | None) -> LocalRun:
+         lock: joblock.Lock | None,
+         wait_for_resources: bool = True) -> LocalRun:
     tailer = SandboxTailer(state_dir, emit_task_line)
     start = time.monotonic()
     try:
@@ -233,7 +237,8 @@ def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | N
             spec.discovery, nameserver=cluster.mesos_dns, http_api=cluster.mesos_dns_http,
             marathon_url=cluster.marathon_url))
         client = Client(cluster.marathon_url, retry=RetryPolicy(attempts=5, budget=30, initial=0.2, max_wait=2))
-        verdict = admission.check(client, local_spec, templates_dir=templates_dir)  # a task no agent can hold: exit 2
+        verdict = admission.check(client, local_spec, templates_dir=templates_dir,  # a task no agent can hold: exit 2
+                                  wait=wait_for_resources)
         tailer.start()
         result = jobs.deploy(client, local_spec, templates_dir=templates_dir)
         result.admission, result.admission_note = verdict.shortfall, verdict.note
