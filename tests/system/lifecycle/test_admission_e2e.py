@@ -119,9 +119,9 @@ def test_a_job_whose_missing_agent_comes_back_before_its_deadline_starts_and_suc
     cluster = cluster_of(agents=2, agent_resources=[AGENT])
     marathon = Marathon(client=_client(cluster))
     handle = marathon.deploy(_spec(cluster, "back", 3, timeout=60))
-    st = wait_for(lambda: (lambda s: s if (s.admission or {}).get("waiting") else None)(marathon.status("back")),
-                  30, interval=0.2, what="a worker waiting")
-    assert st.admission["waiting"][0].startswith("worker: 2/3 placed; 1 waiting")
+    st = wait_for(lambda: (lambda s: s if "worker: 2/3 placed; 1 waiting" in str((s.admission or {}).get("waiting"))
+                           else None)(marathon.status("back")), 30, interval=0.2, what="two placed, one waiting")
+    assert st.admission["waiting"][0].endswith(": InsufficientCpus on 2 agents (need 1 each, 0 free)")
     cluster.add_agent(AGENT.replace("33400-33499", "33500-33599"))
     final = marathon.wait("back", deployment_id=handle.deployment.deployment_id, timeout=60)
     assert final.state == L.SUCCEEDED, final
