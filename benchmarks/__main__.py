@@ -49,6 +49,12 @@ def _optional():
     except ImportError:
         pass
     try:
+        from . import bench_serve
+
+        out.update(bench_serve.BENCHMARKS)
+    except ImportError:
+        pass
+    try:
         from . import bench_observe
 
         out.update(bench_observe.BENCHMARKS)

@@ -96,9 +96,14 @@ class MarathonNotFound(MarathonError):
 class MarathonConflict(MarathonError):
     @property
     def deployment_ids(self) -> list[str]:
-        if isinstance(self.body, dict):
-            return [d.get("id") for d in self.body.get("deployments") or [] if d.get("id")]
-        return []
+        deployments = self.body.get("deployments") if isinstance(self.body, dict) else None
+        return [d["id"] for d in deployments if isinstance(d, dict) and isinstance(d.get("id"), str)] \
+            if isinstance(deployments, list) else []
+
+
+def _oneline(text: str) -> str:
+    """A server's text on one line, without control characters (a terminal's escapes)."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())[:500]
 
 
 class MarathonInvalid(MarathonError):
@@ -107,13 +112,13 @@ class MarathonInvalid(MarathonError):
         body = self.body if isinstance(self.body, dict) else {}
         details = body.get("details")
         if isinstance(details, str):
-            return [details]
+            return [_oneline(details)]
         out = []
-        for d in details or []:
-            if isinstance(d, dict):
-                for err in d.get("errors") or []:
-                    out.append(f"{d.get('path', '')}: {err}")
-        return out
+        for d in details if isinstance(details, list) else []:
+            errors = d.get("errors") if isinstance(d, dict) else None
+            for err in errors if isinstance(errors, list) else []:
+                out.append(_oneline(f"{d.get('path', '')}: {err}"))
+        return out[:50]
 
     def lines(self) -> list[str]:
         return [self.message] + ["  " + line for line in self.details()]

@@ -4,6 +4,10 @@ Identity (set at render time): ``marathon-tf/job``, ``/role``, ``/index``, ``/ve
 worker-0 also carries ``marathon-tf/spec``, the normalized job spec, so ``scale``
 can re-render the job without the original file.
 
+``marathon-tf/digest`` (added when deploy or scale sends the group, :mod:`marathon_tf.marathon.marker`):
+a hash of the app's definition as sent, which changes only when the definition does; it tells a
+deploy whose answer was lost whether Marathon applied it. The record drops it.
+
 The job's record, written when it ends (by the bootstrap that decides, see
 :mod:`marathon_tf.task.lifecycle`), on every app of the job, whose instances are set to 0
 so that Marathon relaunches nothing: ``marathon-tf/state`` (``Succeeded`` | ``Failed``),
@@ -27,6 +31,7 @@ ROLE = PREFIX + "role"
 INDEX = PREFIX + "index"
 VERSION = PREFIX + "version"
 SPEC = PREFIX + "spec"
+DIGEST = PREFIX + "digest"
 STATE = PREFIX + "state"
 FINISHED_AT = PREFIX + "finished-at"
 FINAL_STEP = PREFIX + "final-step"

@@ -51,6 +51,12 @@ every task's environment; they win over ``MESOS_DNS``, ``MTF_MESOS_DNS_HTTP`` an
 that shares pre-warmed interpreters between its tasks gives each Python task the socket of one in
 ``MTF_PREWARM_SOCKET`` (:data:`PREWARM_SOCKET_VAR`). (A job file cannot set ``MTF_*`` variables, so
 only the runner can.)
+
+Credentials: the bootstrap authenticates to Marathon with ``MARATHON_TOKEN``, else the token in the
+file ``MARATHON_TOKEN_FILE`` names (:data:`TOKEN_FILE_VAR`, :func:`marathon_token`), else
+``MARATHON_USER``/``MARATHON_PASSWORD``. The local runner with ``--auth`` hands each task a token of
+its own in such a file (never in the environment, where ``env`` would print it into the logs); on a
+cluster, a file-based secret (DC/OS Enterprise) can be named the same way.
 """
 
 from __future__ import annotations
@@ -59,9 +65,28 @@ import json
 from dataclasses import dataclass, field
 from typing import Mapping
 
-__all__ = ["TaskContext", "ENV_PREFIX", "PREWARM_SOCKET_VAR"]
+__all__ = ["TaskContext", "ENV_PREFIX", "PREWARM_SOCKET_VAR", "TOKEN_FILE_VAR", "marathon_token"]
 
 ENV_PREFIX = "MTF_"
+#: Names a file that holds the Marathon token a task authenticates with.
+TOKEN_FILE_VAR = "MARATHON_TOKEN_FILE"
+
+
+def marathon_token(environ: Mapping[str, str]) -> str | None:
+    """The Marathon token of a task: ``MARATHON_TOKEN``, else the (stripped) content of the file
+    ``MARATHON_TOKEN_FILE`` names (relative: to ``MESOS_SANDBOX``); None when neither gives one."""
+    if environ.get("MARATHON_TOKEN"):
+        return environ["MARATHON_TOKEN"]
+    path = environ.get(TOKEN_FILE_VAR)
+    if not path:
+        return None
+    import os
+
+    try:
+        with open(os.path.join(environ.get("MESOS_SANDBOX") or "", path)) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
 #: A shared fork server's socket, set by a local runner that pre-warms interpreters for its tasks.
 PREWARM_SOCKET_VAR = "MTF_PREWARM_SOCKET"
 

@@ -29,6 +29,7 @@ from aiohttp import web
 
 from .agents import Agent, Agents
 from .resources import Resource, attributes_json, full_json, summary_json
+from .taskscope import SECRETS_DIR
 
 __all__ = ["add_agent_routes", "mesos_json", "resource_fields"]
 
@@ -96,7 +97,7 @@ def add_agent_routes(app: web.Application, agents: Agents, framework_id: str,
         for agent in agents.all:
             root = agent.sandboxes.resolve()
             if path == root or root in path.parents:
-                return path
+                return None if SECRETS_DIR in path.relative_to(root).parts else path  # a task's token: never served
         return None
 
     def executors(agent_list: list[Agent]) -> list[dict]:
@@ -134,7 +135,7 @@ def add_agent_routes(app: web.Application, agents: Agents, framework_id: str,
         path = inside(request.query.get("path", ""))
         if path is None or not path.is_dir():
             return web.Response(status=404, text="Path not found")
-        return mesos_json(request, [_entry(p) for p in sorted(path.iterdir())])
+        return mesos_json(request, [_entry(p) for p in sorted(path.iterdir()) if p.name != SECRETS_DIR])
 
     async def download(request: web.Request) -> web.StreamResponse:
         path = inside(request.query.get("path", ""))

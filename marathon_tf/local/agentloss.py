@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from .agents import Agent
@@ -143,8 +144,11 @@ class AgentLoss:
         app = self.s.state.apps.get(task.app_id)
         if app is not None:
             app.tasks.pop(task.id, None)
+            self.s.state.touch()
         proc = self.s._procs.pop(task.id, None)
         self.s._launched.pop(task.id, None)
+        if self.s.grants is not None:
+            self.s.grants.revoke(task.id, Path(task.sandbox))
         self._exits.pop(task.id, None)
         if proc is not None and proc.returncode is None:
             self._orphans[task.id] = (task, proc)

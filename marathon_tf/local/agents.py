@@ -203,7 +203,7 @@ def ports_resource(ports: Iterable[int], role: str = "*") -> Resource:
 
 
 def gpu_env(indices: Sequence[int]) -> dict[str, str]:
-    """What a task given these GPUs of an agent that has GPUs sees (see README "GPUs")."""
+    """What a task given these GPUs of an agent that has GPUs sees (see docs/local-mode.md, "GPUs")."""
     visible = ",".join(str(i) for i in indices)
     return {"CUDA_VISIBLE_DEVICES": visible, **({"NVIDIA_VISIBLE_DEVICES": visible} if indices else {})}
 

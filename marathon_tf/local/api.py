@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from aiohttp import web
 
@@ -18,9 +18,15 @@ from .deployments import Deployment, DeploymentManager
 from .errors import ApiError, app_not_found, group_not_found, invalid_json
 from .events import EventBus
 from .scheduler import Scheduler
+from .security import GRANT_KEY
 from .state import AppState, State, canonical_path, parent_path
 
 __all__ = ["MarathonApi", "label_selector"]
+
+#: Embeds whose views change with time, not only with the state: never cached.
+_TIMELY = ("taskStats", "readiness")
+#: How many distinct GET answers (path and query) are kept per state generation.
+CACHE_ENTRIES = 256
 
 _APP_EMBEDS = {"tasks": {"tasks", "deployments"}, "lastTaskFailure": {"lastTaskFailure"},
                "failures": {"tasks", "lastTaskFailure", "deployments"}, "counts": set(),
@@ -62,6 +68,8 @@ class MarathonApi:
         self.scheduler = scheduler
         self.deployments = deployments
         self.bus = bus
+        self._cache: dict[str, bytes] = {}
+        self._cache_generation = -1
 
     # -- helpers ----------------------------------------------------------------------
     async def _body(self, request: web.Request) -> Any:
@@ -70,6 +78,25 @@ class MarathonApi:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise invalid_json(f"Unexpected character or end of input: {exc}")
+
+    def _cached(self, request: web.Request, build: Callable[[], Any]) -> web.Response:
+        """The JSON answer ``build()`` gives, encoded once per state generation (see
+        :attr:`State.generation`) and path+query: pollers (the CLI, the web UI, every task's bootstrap)
+        ask the same questions many times between two changes, and building and encoding 100 apps
+        costs ~10 ms of the one event loop. Answers that change with time are never cached."""
+        if any(t in value for value in request.query.getall("embed", []) for t in _TIMELY):
+            return web.json_response(build())
+        if self._cache_generation != self.state.generation:
+            self._cache.clear()
+            self._cache_generation = self.state.generation
+        key = request.path_qs
+        body = self._cache.get(key)
+        if body is None:
+            body = json.dumps(build()).encode()
+            if len(self._cache) >= CACHE_ENTRIES:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[key] = body
+        return web.Response(body=body, content_type="application/json", charset="utf-8")
 
     def _app(self, app_id: str) -> AppState:
         app = self.state.visible_apps().get(canonical_path(app_id))
@@ -129,7 +156,7 @@ class MarathonApi:
             embed = {"tasks", "lastTaskFailure"}  # always, as Marathon does for compatibility
             for value in request.query.getall("embed", []):
                 embed |= _APP_EMBEDS.get(value.replace("app.", "", 1), set())
-            return web.json_response({"app": self.app_view(self._app(app_id), embed)})
+            return self._cached(request, lambda: {"app": self.app_view(self._app(app_id), embed)})
         if method in ("PUT", "PATCH"):
             body = await self._body(request)
             if method == "PATCH":
@@ -148,6 +175,9 @@ class MarathonApi:
         raise web.HTTPMethodNotAllowed(method, ["GET", "PUT", "PATCH", "DELETE"])
 
     def _list_apps(self, request: web.Request) -> web.Response:
+        return self._cached(request, lambda: self._apps_json(request))
+
+    def _apps_json(self, request: web.Request) -> dict:
         embed: set[str] = set()
         for value in request.query.getall("embed", []):
             embed |= _APP_EMBEDS.get(value.replace("apps.", "", 1), set())
@@ -163,7 +193,7 @@ class MarathonApi:
             if selector and not selector(app.definition.get("labels") or {}):
                 continue
             out.append(self.app_view(app, embed))
-        return web.json_response({"apps": out})
+        return {"apps": out}
 
     async def _create_app(self, request: web.Request) -> web.Response:
         body = await self._body(request)
@@ -275,7 +305,7 @@ class MarathonApi:
         if method == "GET":
             if gid not in self.state.groups:
                 raise group_not_found(gid)
-            return web.json_response(self.group_view(gid, request.query.getall("embed", [])))
+            return self._cached(request, lambda: self.group_view(gid, request.query.getall("embed", [])))
         if method == "DELETE":
             dep = self._deploy(request, targets.delete_group(self.state, gid))
             return _result(dep)
@@ -324,10 +354,13 @@ class MarathonApi:
         if rest or request.method != "GET":
             raise web.HTTPNotFound()
         embed_offers = "lastUnusedOffers" in request.query.getall("embed", [])
+        grant = request.get(GRANT_KEY)  # a task's token sees its own job's apps only
         items = []
         now = time.monotonic()
         for app in self.state.apps.values():
             if app.run_def is None or app.queued_since is None or app.removed:
+                continue
+            if grant is not None and not grant.covers(app.id):
                 continue
             new = [t for t in app.active_tasks()
                    if not t.killing and not t.inactive and t.config_version == app.run_config_version]

@@ -27,6 +27,7 @@ from .leadership import Leadership
 from .mesos_dns import MesosDns
 from .ports import PortInUse, busy_ports, runner_ports
 from .security import Credentials, Security
+from .taskscope import read_only
 from .launcher import Launcher, WarmPoolFactory
 from .server import DEFAULT_FEATURES, FEATURES, Runtime, create_app
 
@@ -69,6 +70,8 @@ class LocalCluster:
     none given: one agent as large as the machine whose resources are not enforced.
     ``features``: Marathon's ``--enable_features``; ``gpu_scheduling_behavior``: its
     ``--gpu_scheduling_behavior`` (``restricted``: tasks without GPUs decline agents with GPUs).
+    ``persist``: keep the state (apps, groups, deployments) in ``state_dir`` and reload it when a cluster
+    starts there again (``local serve``; see :mod:`~marathon_tf.local.persist`).
     Bad values raise ValueError.
     """
 
@@ -79,7 +82,8 @@ class LocalCluster:
                  ui_dir: Union[str, Path, None] = None, warm_pool: Optional[WarmPoolFactory] = None,
                  marathon_instances: int = 1, election_gap: float = 3.0,
                  agents: int = 1, agent_resources: Sequence[str] = (), agent_attributes: Sequence[str] = (),
-                 features: Sequence[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: str = "restricted") -> None:
+                 features: Sequence[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: str = "restricted",
+                 persist: bool = False) -> None:
         if marathon_instances < 1:
             raise ValueError("marathon_instances must be at least 1")
         self.security = Security(host, allow_origins, auth)  # raises AuthError for an unsafe setup
@@ -98,7 +102,7 @@ class LocalCluster:
         self._agents = Agents(self.state_dir, host, agents, agent_resources, agent_attributes)
         self._options = dict(heartbeat=heartbeat, kill_grace=kill_grace, kill_grace_cap=kill_grace_cap,
                              shutdown_grace=shutdown_grace, agents=self._agents, features=features,
-                             gpu_scheduling_behavior=gpu_scheduling_behavior)
+                             gpu_scheduling_behavior=gpu_scheduling_behavior, persist=persist)
         self._dns_options = dict(refresh=dns_refresh, ttl=dns_ttl)
         #: Built before the servers start, so that :meth:`prewarm` can start interpreters first.
         self.launcher = Launcher(self.state_dir, host, kill_grace_cap, warm_pool=warm_pool)
@@ -139,7 +143,7 @@ class LocalCluster:
     async def _startup(self) -> None:
         marathon_port, dns_port, dns_http_port = self._ports
         self._rt = Runtime(self.state_dir, self.host, security=self.security, launcher=self.launcher, **self._options)
-        self._rt.start()
+        self._rt.restore()
         n = self._ha["instances"]
         ports = [marathon_port + i if marathon_port else 0 for i in range(n)]
         self._rt.ha = n > 1  # /v2/info's marathon_config.ha, as Marathon's --[disable_]ha says
@@ -155,7 +159,9 @@ class LocalCluster:
         self.marathon_url = self.marathon_urls[0]
         self._dns = MesosDns(self._rt.state, host=self.host, **self._dns_options)
         await _listen("Mesos-DNS", self.host, dns_port, self._dns.start_dns(dns_port))
-        http = web.AppRunner(self._dns.http_app(), access_log=None)
+        dns_api = self._dns.http_app()
+        self.security.install(dns_api, scope=read_only)  # the Marathon API's Host check and auth, read-only tokens
+        http = web.AppRunner(dns_api, access_log=None)
         await http.setup()
         self._runners.append(http)
         await _listen("Mesos-DNS HTTP API", self.host, dns_http_port,
@@ -168,6 +174,7 @@ class LocalCluster:
         self._rt.launcher.runner_env = {"MTF_RUNNER_MESOS_DNS": self.mesos_dns,
                                         "MTF_RUNNER_MESOS_DNS_HTTP": self.mesos_dns_http,
                                         "MTF_RUNNER_MARATHON_URL": ",".join(self.marathon_urls)}
+        self._rt.start()  # tasks are launched from now on (a reloaded state's at once): with those addresses
 
     def prewarm(self, apps: list[dict]) -> int:
         """Start the shared pre-warmed interpreters these apps' tasks will use, now (before

@@ -132,6 +132,15 @@ class DeploymentManager:
         dep.runner = asyncio.ensure_future(self._run(dep))
         return dep
 
+    def resume(self, dep_id: str, version: str, steps: list[list[dict]], original: dict[str, Optional[dict]],
+               affected: list[str], step: int) -> Deployment:
+        """Go on with a deployment a previous run of this runner started (``persist.py``), at ``step``
+        (1-based: its actions are applied again, as Marathon resumes a stored plan after a failover)."""
+        dep = Deployment(dep_id, version, steps, original, affected=affected, readiness=self.readiness)
+        self.running[dep.id] = dep
+        dep.runner = asyncio.ensure_future(self._run(dep, first=step))
+        return dep
+
     def cancel(self, dep: Deployment, reason: str = "The upgrade has been cancelled") -> None:
         """Stop executing ``dep`` (``deployment_failed``); apps stay where they are."""
         if self.running.pop(dep.id, None) is None:
@@ -153,9 +162,9 @@ class DeploymentManager:
         return self.deploy((apps, groups), force=True)
 
     # -- execution --------------------------------------------------------------------
-    async def _run(self, dep: Deployment) -> None:
+    async def _run(self, dep: Deployment, first: int = 1) -> None:
         try:
-            for number, step in enumerate(dep.steps, start=1):
+            for number, step in enumerate(dep.steps[first - 1:], start=first):
                 dep.current_step = number
                 self.bus.publish("deployment_info", plan=dep.plan_json(), currentStep={"actions": step})
                 for action in step:

@@ -2,7 +2,14 @@
 
 Events are plain dicts with Marathon's fields plus ``eventType`` and ``timestamp``
 (FACTS §4.2). Subscribers are asyncio queues living on the server's event loop;
-``recent`` keeps the last events for Python-side inspection in tests.
+``recent`` keeps the last events for Python-side inspection in tests; ``listeners`` are told of
+every event (the state's change counter).
+
+A subscriber that does not keep up is dropped, as Marathon drops an event stream connection with
+``--event_stream_max_outstanding_messages`` (1024) events waiting for it (``M@1.8:src/main/scala/
+mesosphere/marathon/core/event/EventConf.scala``, ``.../impl/stream/HttpEventStreamHandleActor.scala``:
+``case event if outstanding.size >= maxOutStanding => dropConnection()``): its queue gets
+:data:`DROPPED` and no more events, so a stalled client costs bounded memory.
 """
 
 from __future__ import annotations
@@ -10,38 +17,57 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from .state import now_ts
 
-__all__ = ["EventBus"]
+__all__ = ["EventBus", "DROPPED", "MAX_OUTSTANDING"]
+
+#: Marathon's ``--event_stream_max_outstanding_messages`` default.
+MAX_OUTSTANDING = 1024
+#: What a dropped subscriber's queue receives last.
+DROPPED: dict = {"eventType": "__dropped__"}
 
 
 class EventBus:
     """Fan-out of events to subscriber queues (one per SSE connection)."""
 
-    def __init__(self, keep: int = 2000) -> None:
+    def __init__(self, keep: int = 2000, max_outstanding: int = MAX_OUTSTANDING) -> None:
         self._subscribers: dict[asyncio.Queue, Optional[frozenset[str]]] = {}
         self._recent: collections.deque[dict] = collections.deque(maxlen=keep)
         self._lock = threading.Lock()
+        self.max_outstanding = max_outstanding
+        #: Called with every event as it is published.
+        self.listeners: list[Callable[[dict], None]] = []
 
     def subscribe(self, event_types: Optional[Iterable[str]] = None) -> asyncio.Queue:
-        """A new queue that receives events (only ``event_types`` when given)."""
-        queue: asyncio.Queue = asyncio.Queue()
+        """A new queue that receives events (only ``event_types`` when given), :data:`DROPPED` last
+        when the subscriber fell :attr:`max_outstanding` events behind."""
+        queue: asyncio.Queue = asyncio.Queue(self.max_outstanding + 1)
         self._subscribers[queue] = frozenset(event_types) if event_types else None
         return queue
 
     def unsubscribe(self, queue: asyncio.Queue) -> None:
         self._subscribers.pop(queue, None)
 
+    @property
+    def subscribers(self) -> int:
+        return len(self._subscribers)
+
     def publish(self, event_type: str, **fields: Any) -> dict:
         """Build the event (``eventType``, ``timestamp`` appended) and deliver it."""
         event = {**fields, "eventType": event_type, "timestamp": now_ts()}
         with self._lock:
             self._recent.append(event)
+        for listener in self.listeners:
+            listener(event)
         for queue, types in list(self._subscribers.items()):
             if types is None or event_type in types:
-                queue.put_nowait(event)
+                if queue.qsize() >= self.max_outstanding:
+                    self.unsubscribe(queue)
+                    queue.put_nowait(DROPPED)
+                else:
+                    queue.put_nowait(event)
         return event
 
     def recent(self, event_type: Optional[str] = None) -> list[dict]:

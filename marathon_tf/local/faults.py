@@ -17,6 +17,7 @@ Every request outside ``/_local/`` is logged (method, path, query, status, fault
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import json
 import re
@@ -44,8 +45,7 @@ class FaultInjector:
 
     def __init__(self, log_size: int = 10000) -> None:
         self._rules: list[dict] = []
-        self._log: list[dict] = []
-        self._log_size = log_size
+        self._log: collections.deque[dict] = collections.deque(maxlen=log_size)
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
 
@@ -108,7 +108,6 @@ class FaultInjector:
                  "status": status, "fault": fault, "time": time.time()}
         with self._lock:
             self._log.append(entry)
-            del self._log[:-self._log_size]
 
     # -- middleware -----------------------------------------------------------------
     @web.middleware

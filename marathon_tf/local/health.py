@@ -65,8 +65,10 @@ class HealthMonitor:
     """Runs an app's health checks against one task and records results on ``task.health``."""
 
     def __init__(self, task: Task, checks: list[dict], host: str, env: dict[str, str],
-                 on_change: Callable[[Task, bool], None], on_unhealthy: Callable[[Task, str], None]) -> None:
+                 on_change: Callable[[Task, bool], None], on_unhealthy: Callable[[Task, str], None],
+                 on_result: Callable[[], None] = lambda: None) -> None:
         self.task = task
+        self.on_result = on_result  # every result recorded (the task's healthCheckResults changed)
         self.checks = checks
         self.host = host
         self.env = env
@@ -112,6 +114,7 @@ class HealthMonitor:
                       "lastSuccess": (previous or {}).get("lastSuccess"), "lastFailureCause": cause,
                       "instanceId": self.task.instance_id}
         self.task.health[index] = result
+        self.on_result()
         if previous is None or previous["alive"] != result["alive"]:
             self.on_change(self.task, result["alive"])
         limit = int(check.get("maxConsecutiveFailures", 3))

@@ -38,11 +38,33 @@ from marathon_tf.contract.shellexec import exec_form
 from marathon_tf.contract.taskenv import PREWARM_SOCKET_VAR
 from . import reaper
 
-__all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "SECRET_VARS", "exec_form", "volume_problem",
-           "last_line"]
+__all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "passed_env", "PASSED_VARS", "exec_form",
+           "volume_problem", "last_line"]
 
-#: Parent variables never passed to tasks.
-SECRET_VARS = ("MARATHON_PASSWORD", "MARATHON_TOKEN")
+#: What a task gets of the runner's own environment: what an operator passes to every task with the Mesos
+#: agent's ``--executor_environment_variables`` (apache/mesos ``src/slave/flags.cpp``: "passed to the
+#: executor, and thus subsequently task(s). By default this flag is none."). Nothing else: a Mesos
+#: agent builds the executor's environment from its own variables (``src/slave/slave.cpp``
+#: ``executorEnvironment``: that flag's, ``LIBPROCESS_*``, ``MESOS_*``), the containerizer adds
+#: ``MESOS_SANDBOX`` and the task's own (``src/slave/containerizer/mesos/containerizer.cpp``: "1) User
+#: specified environment in CommandInfo. 2) Environment returned by isolators ... 3) Environment passed
+#: from agent"), and ``PATH`` defaults to ``/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin``
+#: (``src/slave/containerizer/mesos/launch.cpp``, stout ``os::host_default_path``); the command
+#: executor hands the task its own environment plus the task's (``src/launcher/executor.cpp``). The
+#: runner's credentials, cloud keys and the rest of a developer's shell never reach a task.
+PASSED_VARS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH",
+               "PYTHONPATH")
+PASSED_PREFIXES = ("LC_",)
+#: ``os::host_default_path()`` (stout ``posix/os.hpp``), the PATH a Mesos task gets when none is passed.
+HOST_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def passed_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The part of the runner's environment every task gets (:data:`PASSED_VARS`, ``LC_*``), with the
+    runner's interpreter's directory first on ``PATH`` (its ``python3`` and ``marathon-tf``)."""
+    env = {k: v for k, v in environ.items() if k in PASSED_VARS or k.startswith(PASSED_PREFIXES)}
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", HOST_DEFAULT_PATH)
+    return env
 
 
 class FetchError(Exception):
@@ -109,12 +131,10 @@ def _fmt_double(value: float) -> str:
 
 
 def task_env(app: dict, task_id: str, version: str, ports: list[int], sandbox: str, host: str,
-             base: Optional[dict[str, str]] = None) -> dict[str, str]:
-    """The environment of a task: the parent's (minus secrets, venv first on PATH),
-    Marathon's variables, then the app's own ``env`` (which overrides)."""
-    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in SECRET_VARS}
-    bindir = os.path.dirname(sys.executable)
-    env["PATH"] = bindir + os.pathsep + env.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+             base: Optional[Mapping[str, str]] = None, agent_id: str = "", framework_id: str = "") -> dict[str, str]:
+    """The environment of a task: what the runner passes of its own (:func:`passed_env` of ``base``,
+    default ``os.environ``), Marathon's and Mesos's variables, then the app's own ``env`` (which overrides)."""
+    env = passed_env(os.environ if base is None else base)
     env["MTF_STATUS_BIND"] = host if host.startswith("127.") else "127.0.0.1"  # the agent's own address
     definitions = app.get("portDefinitions") or []
     for i, port in enumerate(ports):
@@ -128,13 +148,17 @@ def task_env(app: dict, task_id: str, version: str, ports: list[int], sandbox: s
         env["PORT"] = str(ports[0])
         env["PORTS"] = ",".join(str(p) for p in ports)
     env.update({
-        "HOST": host, "MESOS_TASK_ID": task_id, "MESOS_SANDBOX": sandbox,
-        "MESOS_DIRECTORY": sandbox, "MARATHON_APP_ID": app["id"], "MARATHON_APP_VERSION": version,
+        "HOST": host, "MESOS_TASK_ID": task_id, "MESOS_SANDBOX": sandbox, "MESOS_DIRECTORY": sandbox,
+        "MARATHON_APP_ID": app["id"], "MARATHON_APP_VERSION": version,
         "MARATHON_APP_RESOURCE_CPUS": _fmt_double(app.get("cpus", 1)),
         "MARATHON_APP_RESOURCE_MEM": _fmt_double(app.get("mem", 128)),
         "MARATHON_APP_RESOURCE_DISK": _fmt_double(app.get("disk", 0)),
         "MARATHON_APP_RESOURCE_GPUS": str(int(app.get("gpus", 0) or 0)),
     })
+    # the command executor's own (src/slave/slave.cpp executorEnvironment; checkpoint: Marathon's framework asks for it)
+    mesos = {"MESOS_FRAMEWORK_ID": framework_id, "MESOS_EXECUTOR_ID": task_id, "MESOS_SLAVE_ID": agent_id,
+             "MESOS_CHECKPOINT": "1" if agent_id else ""}
+    env.update({k: v for k, v in mesos.items() if v})
     image = ((app.get("container") or {}).get("docker") or {}).get("image")
     if image and (app.get("container") or {}).get("type", "DOCKER") == "DOCKER":
         env["MARATHON_APP_DOCKER_IMAGE"] = image

@@ -30,7 +30,8 @@ from .launcher import FetchError, Launcher, last_line, task_env
 from .offers import OfferStats
 from .placement import Match, NoMatch, free_resources, match
 from .resources import Resource
-from .state import AppState, State, Task, now_ts
+from .state import FRAMEWORK_ID, AppState, State, Task, now_ts
+from .taskscope import TOKEN_FILE_VAR, Grants
 
 __all__ = ["Scheduler"]
 
@@ -62,8 +63,9 @@ class Scheduler:
         self.loss = AgentLoss(self)
         self._wake = asyncio.Event()
         self.stopping = False
-        #: Variables every task gets unless its app sets its own credentials (auth of ``local serve``).
-        self.extra_env: dict[str, str] = {}
+        #: With auth on (``local serve --auth``): every task gets a token of its own, scoped to its job,
+        #: unless its app brings its own credentials (:mod:`~marathon_tf.local.taskscope`).
+        self.grants: Optional[Grants] = None
 
     # -- loop -------------------------------------------------------------------------
     def wake(self) -> None:
@@ -169,12 +171,14 @@ class Scheduler:
         try:
             agent = self.agents.by_id(task.agent_id)
             box = self.launcher.prepare(run_def, task.id, Path(task.sandbox).parent)
-            env = task_env(run_def, task.id, task.version, task.ports, str(box), task.host)
+            env = task_env(run_def, task.id, task.version, task.ports, str(box), task.host, agent_id=task.agent_id,
+                           framework_id=FRAMEWORK_ID)
             if agent is not None and agent.gpus:  # what the agent's GPU isolator leaves visible
                 env.update(gpu_env(task.gpus))
             own = run_def.get("env") or {}
-            if not {"MARATHON_TOKEN", "MARATHON_USER"} & set(own):
-                env.update(self.extra_env)  # credentials to call the runner back (local/security.py)
+            if self.grants is not None and not {"MARATHON_TOKEN", TOKEN_FILE_VAR, "MARATHON_USER"} & set(own):
+                # a token of its own to call the runner back with, scoped to its job (local/taskscope.py)
+                env[TOKEN_FILE_VAR] = self.grants.issue(task.id, task.app_id, box)
             if task.killing or self.stopping:
                 raise FetchError("Task killed before it was started")
             if task.unreachable_since is not None:  # its agent was lost while the task was staged
@@ -213,7 +217,8 @@ class Scheduler:
         spec, env = self._launched.get(task.id, ({}, {}))
         checks = spec.get("healthChecks") or []
         if checks:
-            monitor = HealthMonitor(task, checks, task.host, env, self._health_changed, self._unhealthy)
+            monitor = HealthMonitor(task, checks, task.host, env, self._health_changed, self._unhealthy,
+                                    on_result=self.state.touch)
             self._monitors[task.id] = monitor
             monitor.start()
 
@@ -233,6 +238,8 @@ class Scheduler:
         return state, message
 
     def _finish(self, app: AppState, task: Task, state: str, message: str) -> None:
+        if self.grants is not None:
+            self.grants.revoke(task.id, Path(task.sandbox))
         monitor = self._monitors.pop(task.id, None)
         if monitor:
             monitor.stop()

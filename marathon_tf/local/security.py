@@ -15,9 +15,9 @@ visits must not be able to reach it. One aiohttp middleware checks, in order:
 3. Authentication (optional, required off loopback): HTTP basic
    (``Authorization: Basic ...``) or a DC/OS-style token
    (``Authorization: token=...``), what ``marathon-tf``'s ``MARATHON_USER``/
-   ``MARATHON_PASSWORD``/``MARATHON_TOKEN`` send. The runner's own tasks get a
-   per-server token in ``MARATHON_TOKEN`` (see :attr:`Security.task_env`),
-   as DC/OS hands tasks a service-account secret. Refused basic auth is answered
+   ``MARATHON_PASSWORD``/``MARATHON_TOKEN`` send. The runner's own tasks each get a
+   token of their own in a sandbox file, scoped to their job (:mod:`~marathon_tf.local.taskscope`:
+   read the job, record its end; anything else is 403). Refused basic auth is answered
    as Marathon's ``--http_credentials`` does: Jetty's ``BasicAuthenticator``
    (``ConstraintSecurityHandler`` on ``/*``, ``M@1.8:src/main/scala/mesosphere/
    marathon/api/HttpModule.scala``) sends 401, ``WWW-Authenticate: basic
@@ -25,6 +25,9 @@ visits must not be able to reach it. One aiohttp middleware checks, in order:
    HTML error page; a token is refused with JSON, as DC/OS's auth plugin does.
 4. Bodies of state-changing requests must be ``application/json``: 415
    ``{"message": "Unsupported Media Type"}`` as Marathon's Jersey resources answer.
+
+The same checks guard the Mesos-DNS HTTP API (``install(app, scope=taskscope.read_only)``): a real
+Mesos-DNS has no auth, but this one runs on a machine that runs whatever its Marathon is asked to.
 """
 
 from __future__ import annotations
@@ -34,23 +37,29 @@ import hmac
 import ipaddress
 import json
 import os
-import secrets
 import socket
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Iterable, Mapping, Optional
+from typing import Awaitable, Callable, Iterable, Mapping, Optional, Union
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
 from .errors import jetty_error
+from .taskscope import Grant, Grants, refusal
 
-__all__ = ["Credentials", "Security", "parse_auth", "is_loopback", "AuthError"]
+__all__ = ["Credentials", "Security", "parse_auth", "is_loopback", "AuthError", "GRANT_KEY"]
 
 _UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 #: jetty/jetty.project jetty-security/.../authentication/BasicAuthenticator.java (9.4):
 #: ``"basic realm=\"" + _loginService.getName() + "\""`` (a charset only when one is configured)
 _REALM = 'basic realm="Mesosphere"'
 _CORS_KEY = web.RequestKey("mtf_cors", str)
+#: The task whose token a request carries (absent: the configured credentials, or no auth).
+GRANT_KEY = web.RequestKey("mtf_grant", Grant)
+#: ``scope(request, grant)``: why a task's token may not make this request (None: it may).
+Scope = Callable[[web.Request, Grant], Awaitable[Optional[str]]]
+#: Who a request authenticated as: the configured credentials, or a task.
+ADMIN = "admin"
 
 
 class AuthError(ValueError):
@@ -135,7 +144,8 @@ class Security:
     host: str = "127.0.0.1"
     allow_origins: Iterable[str] = ()
     credentials: Optional[Credentials] = None
-    task_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    #: The tokens of the runner's tasks (issued only with auth on: without it anyone may call anyway).
+    grants: Grants = field(default_factory=Grants)
 
     def __post_init__(self) -> None:
         origins = set()
@@ -177,30 +187,47 @@ class Security:
         return origin == own or origin in self.allow_origins
 
     def authenticated(self, header: str) -> bool:
-        """Does the ``Authorization`` header carry the configured credentials or the tasks' token?"""
+        """Does the ``Authorization`` header carry the configured credentials or a task's token?"""
+        return self.principal(header) is not None
+
+    def principal(self, header: str) -> Union[str, Grant, None]:
+        """Who the ``Authorization`` header authenticates: :data:`ADMIN` (the configured
+        credentials), a task's :class:`~marathon_tf.local.taskscope.Grant`, or None."""
         header = header.strip()
         if header.startswith("token="):
-            given = header[len("token="):].encode()
-            return any(hmac.compare_digest(given, t.encode())
-                       for t in (self.task_token, (self.credentials and self.credentials.token) or ""))
+            given = header[len("token="):]
+            own = (self.credentials and self.credentials.token) or ""
+            if own and hmac.compare_digest(given.encode(), own.encode()):
+                return ADMIN
+            return self.grants.find(given)
         if header[:6].lower() == "basic " and self.credentials and self.credentials.user:
             try:
                 user, _, password = base64.b64decode(header[6:].strip(), validate=True).decode().partition(":")
             except (ValueError, UnicodeDecodeError):
-                return False
-            return (hmac.compare_digest(user.encode(), self.credentials.user.encode())
-                    & hmac.compare_digest(password.encode(), (self.credentials.password or "").encode()))
-        return False
+                return None
+            if (hmac.compare_digest(user.encode(), self.credentials.user.encode())
+                    & hmac.compare_digest(password.encode(), (self.credentials.password or "").encode())):
+                return ADMIN
+        return None
 
     @property
-    def task_env(self) -> dict[str, str]:
-        """What the runner's tasks get in their environment to call it back (only with auth on)."""
-        return {"MARATHON_TOKEN": self.task_token} if self.credentials else {}
+    def issues_tokens(self) -> bool:
+        """Whether tasks get tokens of their own (only with auth on)."""
+        return self.credentials is not None
 
     # -- the middleware -----------------------------------------------------------------
-    @web.middleware
-    async def middleware(self, request: web.Request,
-                         handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    def middleware(self, scope: Scope = refusal) -> Callable:
+        """The checks as an aiohttp middleware; ``scope`` says what a task's token may do."""
+
+        @web.middleware
+        async def security(request: web.Request,
+                           handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+            return await self._check(request, handler, scope)
+
+        return security
+
+    async def _check(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                     scope: Scope) -> web.StreamResponse:
         host = request.headers.get("Host", "")
         if not self.host_allowed(host):
             return _refuse(403, f"Host {host!r} does not name this server (refused: DNS rebinding protection; "
@@ -223,11 +250,17 @@ class Security:
                 **_cors_headers(cors), "Access-Control-Max-Age": "600",
                 "Access-Control-Allow-Methods": "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
                 "Access-Control-Allow-Headers": request.headers.get("Access-Control-Request-Headers", "")})
-        if self.credentials is not None and not self.authenticated(request.headers.get("Authorization", "")):
+        who = self.principal(request.headers.get("Authorization", "")) if self.credentials is not None else None
+        if self.credentials is not None and who is None:
             if self.credentials.kind == "basic":
                 return jetty_error(401, "Unauthorized", request.path, {"WWW-Authenticate": _REALM,
                                                                         **_cors_headers(cors)})
             return _refuse(401, "Invalid username or password.", _cors_headers(cors))
+        if isinstance(who, Grant):
+            why = await scope(request, who)
+            if why is not None:
+                return _refuse(403, why, _cors_headers(cors))
+            request[GRANT_KEY] = who
         if request.method in _UNSAFE and (request.can_read_body or "Content-Type" in request.headers):
             if request.content_type != "application/json":
                 return _refuse(415, "Unsupported Media Type", _cors_headers(cors))
@@ -240,9 +273,10 @@ class Security:
         if cors:
             response.headers.update(_cors_headers(cors))
 
-    def install(self, app: web.Application) -> None:
-        """Put the checks in front of every route of ``app``."""
-        app.middlewares.insert(0, self.middleware)
+    def install(self, app: web.Application, scope: Scope = refusal) -> None:
+        """Put the checks in front of every route of ``app`` (``scope``: what a task's token may do there;
+        the default is the Marathon API's)."""
+        app.middlewares.insert(0, self.middleware(scope))
         app.on_response_prepare.append(self.on_prepare)
 
 

@@ -27,14 +27,16 @@ from .agents import Agents
 from .api import MarathonApi
 from .deployments import DeploymentManager
 from .errors import ApiError
-from .events import EventBus
+from .events import DROPPED, EventBus
 from .faults import FaultInjector
 from .agent import add_agent_routes
 from .mesos_master import MESOS_PREFIX, add_master_routes
 from .launcher import Launcher
 from .scheduler import Scheduler
-from .security import Security
+from .persist import Store
+from .security import GRANT_KEY, Security
 from .state import FRAMEWORK_ID, State, canonical_path, now_ts
+from .taskscope import event_visible
 from .ui import add_ui_routes
 
 __all__ = ["Runtime", "create_app", "MARATHON_VERSION", "DEFAULT_FEATURES", "FEATURES"]
@@ -52,7 +54,8 @@ class Runtime:
     def __init__(self, state_dir: Path, host: str = "127.0.0.1", heartbeat: float = 10.0,
                  kill_grace: float = 3.0, kill_grace_cap: float = 30.0, shutdown_grace: float = 2.0,
                  security: Security | None = None, launcher: Launcher | None = None, agents: Agents | None = None,
-                 features: Iterable[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: str = "restricted") -> None:
+                 features: Iterable[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: str = "restricted",
+                 persist: bool = False) -> None:
         self.host = host
         self.security = security or Security(host)
         self.heartbeat = heartbeat
@@ -61,22 +64,37 @@ class Runtime:
         self.features = sorted(set(features))
         self.state = State(host, features=self.features)
         self.bus = EventBus()
+        self.bus.listeners.append(self.state.touch)  # nearly every change is an event; the rest touch it
         self.faults = FaultInjector()
         self.launcher = launcher or Launcher(Path(state_dir), host, kill_grace_cap)
         self.agents = agents or Agents(self.launcher.state_dir, host)
         self.scheduler = Scheduler(self.state, self.launcher, self.bus, kill_grace, shutdown_grace, self.agents,
                                    gpu_restricted=gpu_scheduling_behavior == "restricted"
                                    and "gpu_resources" in self.features)
-        self.scheduler.extra_env = self.security.task_env
+        self.scheduler.grants = self.security.grants if self.security.issues_tokens else None
         self.agent_admin = AgentAdmin(self.scheduler)
         self.deployments = DeploymentManager(self.state, self.scheduler, self.bus)
         self.api = MarathonApi(self.state, self.scheduler, self.deployments, self.bus)
         self._scheduler_task: asyncio.Task | None = None
+        #: ``persist``: the state is kept in the state dir and reloaded at start (``persist.py``).
+        self.store = Store(self.launcher.state_dir, self.state, self.deployments) if persist else None
+        self._saver: asyncio.Task | None = None
+
+    def restore(self) -> None:
+        """Reload the kept state (with ``persist``; ValueError if unusable): before the API answers."""
+        if self.store is not None:
+            self.store.load()
 
     def start(self) -> None:
+        """Run: launch tasks (once the launcher knows the runner's addresses), save changes."""
+        if self.store is not None:
+            self._saver = asyncio.ensure_future(self.store.run())
         self._scheduler_task = asyncio.ensure_future(self.scheduler.run())
 
     async def stop(self) -> None:
+        if self._saver is not None:  # what runs now is what a restart brings back
+            self._saver.cancel()
+            self.store.save()
         for dep in list(self.deployments.running.values()):
             if dep.runner:
                 dep.runner.cancel()
@@ -125,6 +143,8 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
                 exc.text = json.dumps({"message": f"Not found: {request.path}"})
                 exc.content_type = "application/json"
             response = exc
+        if rt.store is not None and request.method not in ("GET", "HEAD"):
+            rt.store.save()  # a change is on disk before it is answered, as Marathon stores it in ZooKeeper first
         if not request.path.startswith("/_local/") and not response.prepared:
             response.headers["X-Marathon-Leader"] = rt.url
         if isinstance(response, web.HTTPException):
@@ -173,6 +193,7 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
                                                         "X-Marathon-Leader": rt.url})
         response.force_close()
         types = request.query.getall("event_type", [])
+        grant = request.get(GRANT_KEY)
         queue = rt.bus.subscribe(types or None)
         await response.prepare(request)
         try:
@@ -186,7 +207,10 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
                 except asyncio.TimeoutError:
                     await response.write(b"\r\n")
                     continue
-                await response.write(_frame(event))
+                if event is DROPPED:  # too far behind: the connection is dropped, as Marathon does
+                    break
+                if grant is None or event_visible(grant, event):  # a task's token: its job's events only
+                    await response.write(_frame(event))
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:

@@ -236,6 +236,13 @@ class State:
         #: root version -> the root group then: {"apps": {id: (definition, version)}, "groups": {id: {...}}}.
         #: Definitions are shared, not copied: they are replaced on change, never edited in place.
         self.root_history: dict[str, dict] = {}
+        #: Bumped by :meth:`touch` on every change a view can show (the server's answers are cached
+        #: per generation; the state is saved when it moved on).
+        self.generation = 0
+
+    def touch(self, *_: Any, **__: Any) -> None:
+        """Something a view shows changed (apps, groups, tasks, health, deployments)."""
+        self.generation += 1
 
     # -- queries -------------------------------------------------------------------------
     def visible_apps(self) -> dict[str, AppState]:
@@ -281,6 +288,7 @@ class State:
     def apply(self, apps: dict[str, dict], groups: dict[str, list], version: str) -> dict[str, str]:
         """Make ``apps``/``groups`` the root group; return app id -> change kind
         (``new``, ``scale``, ``restart``, ``removed``; unchanged apps are left out)."""
+        self.touch()
         changes: dict[str, str] = {}
         for app_id, app in list(self.visible_apps().items()):
             if app_id not in apps:
@@ -380,11 +388,14 @@ class State:
         return {**out, "version": version, "versionInfo": dict(kept["versionInfo"])}
 
     def app_json(self, app: AppState, deployments: list[dict], embed: Iterable[str] = ()) -> dict:
-        """The 1.8 app JSON; ``embed`` may hold ``tasks``, ``lastTaskFailure``, ``counts``, ``deployments``."""
+        """The 1.8 app JSON; ``embed`` may hold ``tasks``, ``lastTaskFailure``, ``counts``, ``deployments``.
+        It shares the definition's values (definitions are replaced, never edited in place): read it,
+        encode it, do not change it."""
         embed = set(embed)
-        out = {"id": app.id, **copy.deepcopy(app.definition)}
-        for pd, port in zip(out.get("portDefinitions") or [], app.service_ports):
-            pd["port"] = port
+        out = {"id": app.id, **app.definition}
+        ports = app.service_ports
+        out["portDefinitions"] = [{**pd, "port": ports[i]} if i < len(ports) else pd
+                                  for i, pd in enumerate(out.get("portDefinitions") or [])]
         out["version"] = app.version
         out["versionInfo"] = {"lastScalingAt": app.last_scaling_at,
                               "lastConfigChangeAt": app.last_config_change_at}

@@ -1,82 +1,84 @@
-"""Marathon's REST API: one ``requests.Session``, retries, auth, TLS, errors.
+"""Marathon's REST API: one ``requests.Session``, retries, auth, TLS, deadlines, errors.
 
-* Base URL(s): a comma-separated list means failover to the next one on a
-  connection error or a 502/503/504: Marathon 1.7–1.11 answer "Could not determine
-  the current leader" with 502, 1.4–1.6 with 503 (``LeaderProxyFilter.scala``), and
-  a standby that cannot reach the leader it forwards to answers 502 (1.7+) or
-  503/504 (1.4–1.6).
-* Auth: HTTP basic (``user``/``password``) or a DC/OS token
-  (``Authorization: token=<t>``). Credentials never appear in messages.
-* TLS is verified by default (``verify`` may be a CA bundle path, or False).
-* Every request has a timeout. 502/503/504, dropped connections and 409 "locked
-  by a deployment" are retried with jittered exponential backoff within a
-  bounded budget (tenacity). A Marathon that cannot be connected to at all
-  (refused, unknown host, connect timeout) is retried only when there is another
-  URL to fail over to, or when the policy says so (``connection_errors``: the
-  bootstrap, which must outlive a Marathon restart): for the CLI a single
-  unreachable Marathon fails at once. 400/401/403/404/422 are never retried.
-* A server that does not answer like Marathon (an answer that is not Marathon's
-  JSON, and ``/v2/info`` without a ``version``) is named as such. A 401/403 is an
-  auth error naming the credentials sent, also with Jetty's HTML page (what
-  ``--http_credentials`` answers), except Marathon 1.5+'s 403 for too many running
-  deployments.
-* The event stream (:meth:`Client.events`) follows a standby's 302 to the leader
-  itself, keeping the credentials (``requests`` drops ``Authorization`` when a
-  redirect changes host or port).
-* Everything returned is a plain dict/list as Marathon sent it; callers read
-  the fields they need with ``.get()``.
+* Base URL(s): a comma-separated list fails over to the next one on a connection error or a
+  502/503/504: Marathon 1.7–1.11 answer "Could not determine the current leader" with 502, 1.4–1.6
+  with 503 (``LeaderProxyFilter.scala``); a standby that cannot reach the leader answers 502 (1.7+)
+  or 503/504 (1.4–1.6).
+* Auth: HTTP basic or a DC/OS token (``Authorization: token=<t>``), never in messages. TLS verified
+  by default (``verify``: a CA bundle path, or False).
+* Bounded (:mod:`.transport`): every request is over — connect to the last byte — within the sum of
+  its (connect, read) timeouts and the caller's time limit (:meth:`Client.limit`: past it
+  :class:`~marathon_tf.contract.errors.Timeout`); no answer is read past ``max_bytes``; at most 3
+  redirects (a write only through 307/308; never https to http), named in errors.
+* Retries (tenacity, jittered backoff, bounded budget): 502/503/504, dropped connections, 409 "locked".
+  An unreachable Marathon is retried only with another URL to fail over to or when the policy says so
+  (``connection_errors``: the bootstrap); 400/401/403/404/422 never.
+* Writes are sent again only when the earlier try provably did not reach Marathon: no connection,
+  "no leader" (503; 502 "Could not determine the current leader" / "Detected proxying loop."), or a
+  refusal (4xx, 409 locked). After a proxy's 5xx, a timeout, a reset or an unreadable answer the
+  write may have been applied: not sent again; ``reconcile`` looks at Marathon's state and adopts what
+  it finds (:mod:`.marker`: a group PUT carries a digest label per app), else the error says it was
+  sent once. A 409 lock also gets a look first (our write may hold it).
+* A server that does not answer like Marathon (not its JSON and ``/v2/info`` without ``version``, or
+  a body not of the shape we read: :mod:`.shapes`) is one line saying so. 401/403 (Jetty's HTML page
+  too) name the credentials sent, except Marathon 1.5+'s 403 for too many running deployments.
+* The event stream (:meth:`Client.events`) follows a standby's 302 to the leader, keeping the
+  credentials (``requests`` drops ``Authorization`` when a redirect changes host or port).
+* Everything returned is a plain dict/list as Marathon sent it, checked against the shape we read.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
-from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import requests
 import tenacity
 
 from marathon_tf.contract.errors import (MarathonAuthError, MarathonConflict, MarathonError, MarathonInvalid,
-                                         MarathonNotFound, MarathonUnavailable)
+                                         MarathonNotFound, MarathonUnavailable, Timeout)
+from marathon_tf.contract.progress import duration
+from marathon_tf.marathon import marker, shapes, transport
+from marathon_tf.marathon.transport import redact_url
 
 __all__ = ["Client", "RetryPolicy", "redact_url", "DEFAULT_TIMEOUT", "CLI_TIMEOUT"]
 
 log = logging.getLogger("marathon_tf.marathon")  # what -v shows before each request line
 
-DEFAULT_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds
+DEFAULT_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds; the whole exchange within their sum
 #: The CLI's: an unreachable Marathon is reported within 3 s.
 CLI_TIMEOUT = (2.5, 30.0)
 _RETRY_STATUS = {502, 503, 504}
+_READS = ("GET", "HEAD")
 #: Marathon 1.5+'s 403 for ``TooManyRunningDeploymentsException`` ("Max number (100) of running deployments
 #: is achieved. Wait for existing deployments to complete or cancel one…": M@1.11:src/main/scala/mesosphere/
 #: marathon/Exception.scala, mapped to 403 by .../api/MarathonExceptionMapper.scala).
 _TOO_MANY_DEPLOYMENTS = "of running deployments is achieved"
+#: What Marathon's LeaderProxyFilter says when it forwarded nothing: no leader (502 in 1.7+, 503 in 1.4–1.6),
+#: a proxying loop (502), and 1.4–1.6's 503 for a refused connection to the leader (a ConnectException:
+#: M@1.4:src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala). 1.7+'s 502 "Connection to leader
+#: refused." also covers a leader that took the request and never answered (M@1.8:.../api/forwarder/
+#: AsyncUrlConnectionRequestForwarder.scala, its comment on StreamTcpException): not proof there.
+_NOT_FORWARDED = re.compile(r"Could not determine the current leader|Detected proxying loop", re.I)
 #: The longest wait between tries while Marathon answers "no leader" (an election lasts seconds: Marathon's
 #: --zk_session_timeout, 10 s by default, after a crash; a longer backoff would only answer later).
 ELECTION_POLL = 1.0
-#: How many redirects the event stream follows (a standby names the leader: one is enough).
+#: How many redirects a request follows (a standby names the leader, a proxy its https URL: one is enough).
 _MAX_REDIRECTS = 3
 _USER_AGENT = "marathon-tf"
-
-
-def redact_url(url: str) -> str:
-    """Drop any ``user:password@`` from a URL before it is shown."""
-    parts = urlsplit(url)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        parts = parts._replace(netloc=host)
-    return urlunsplit(parts)
 
 
 @dataclass
 class RetryPolicy:
     """How long transient faults are retried: at most ``attempts`` tries within
-    ``budget`` seconds, waiting ``initial``·2ⁿ (capped at ``max_wait``) plus jitter."""
+    ``budget`` seconds, waiting ``initial``·2ⁿ (capped at ``max_wait``) plus jitter. ``settle``: how
+    long a write whose answer was lost is looked for in Marathon's state (it may still be applied)."""
 
     attempts: int = 8
     budget: float = 90.0
@@ -85,17 +87,28 @@ class RetryPolicy:
     jitter: float = 1.0
     #: Retry "cannot connect" also with a single URL (with several, they fail over).
     connection_errors: bool = True
+    settle: float = 20.0
 
 
 class _Retryable(Exception):
     """A transient fault; carries the error to raise when the budget runs out. ``moved_on``: the client
-    failed over to its next URL, which may be tried at once (nothing reached Marathon's state)."""
+    failed over to its next URL, which may be tried at once (nothing reached Marathon's state).
+    ``ambiguous``: a write that may have been applied."""
 
     def __init__(self, error: MarathonError, ambiguous: bool = False, moved_on: bool = False):
         super().__init__(error.message)
         self.error = error
         self.ambiguous = ambiguous
         self.moved_on = moved_on
+
+
+class _Unsure(Exception):
+    """A write that may have been applied: not sent again. ``in_flight``: it may still be (no whole
+    answer came), so Marathon's state is looked at for a while, not once."""
+
+    def __init__(self, error: MarathonError, in_flight: bool = True):
+        super().__init__(error.message)
+        self.error, self.in_flight = error, in_flight
 
 
 @dataclass
@@ -120,6 +133,7 @@ class Client:
         retry: RetryPolicy | None = None,
         session: requests.Session | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        max_bytes: int | None = None,
     ):
         if isinstance(urls, str):
             urls = urls.split(",")
@@ -130,8 +144,15 @@ class Client:
         self._marathon_ok: set[str] = set()
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
-        self._sleep = sleep
+        self.sleep = sleep
+        #: The ``time.monotonic()`` instant every request must be over by (None: no limit): :meth:`limit`.
+        self.deadline: float | None = None
+        self._limit = 0.0
+        self._looking = threading.local()  # a look at Marathon's state for a write: one try per read
+        self.max_bytes = transport.max_bytes_from_env() if max_bytes is None else max_bytes
         self.session = session or requests.Session()
+        transport.mount(self.session, max_bytes=self.max_bytes, deadline=lambda: self.deadline)
+        self.session.max_redirects = _MAX_REDIRECTS
         self.session.verify = verify
         self.session.headers["User-Agent"] = _USER_AGENT
         self.session.headers["Accept"] = "application/json"
@@ -156,10 +177,30 @@ class Client:
         """The Marathon URL in use now (failover moves it), without credentials."""
         return redact_url(self.urls[self._current])
 
+    def limit(self, seconds: float | None) -> None:
+        """Every request from now on must be over within ``seconds`` (None: no limit); past it, requests
+        raise :class:`~marathon_tf.contract.errors.Timeout` (the CLI's ``--timeout``: exit 3)."""
+        self._limit = seconds or 0.0
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+
+    def time_left(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    @property
+    def limit_shown(self) -> str:
+        """The time limit set by :meth:`limit`, as the CLI shows it (``1m30s``)."""
+        return duration(self._limit)
+
+    def _past_limit(self, shown: str, last: MarathonError | None) -> Timeout:
+        limit = self.limit_shown
+        if last is not None:
+            return Timeout(f"{last.message} (gave up at the time limit, {limit})", hint="give it more time: --timeout")
+        return Timeout(f"{shown}: not sent: the time limit ({limit}) has passed", hint="give it more time: --timeout")
+
     def _scrub(self, text: str) -> str:
         for s in self._secrets:
             text = text.replace(s, "***")
-        return text
+        return transport.oneline(text)
 
     def _retry_unreachable(self) -> bool:
         return self.retry.connection_errors or len(self.urls) > 1
@@ -170,19 +211,24 @@ class Client:
         if base in self._marathon_ok:
             return
         try:
-            r = self.session.get(base + "/v2/info", timeout=self.timeout, verify=self.verify)
-            info = r.json() if r.status_code == 200 else None
-        except (requests.RequestException, ValueError):
+            r = self.session.get(base + "/v2/info", timeout=self.timeout, verify=self.verify, allow_redirects=False)
+            info = transport.body(r) if r.status_code == 200 else None
+        except requests.RequestException:
             r, info = None, None
-        if isinstance(info, dict) and info.get("version"):
+        if isinstance(info, dict) and isinstance(info.get("version"), str) and info["version"]:
             self._marathon_ok.add(base)
             return
         what = f"HTTP {r.status_code}" + (f" {r.headers.get('Content-Type', '')}".rstrip() if r is not None else "") \
             if r is not None else "no answer"
-        raise MarathonError(
+        raise MarathonError(self._scrub(
             f"{redact_url(base)} does not answer like Marathon (GET /v2/info: {what}; the request got "
-            f"HTTP {status}{': ' + _message(body)[:80] if _message(body) else ''})",
+            f"HTTP {status}{': ' + shapes.message(body)[:80] if shapes.message(body) else ''})"),
             hint="check --marathon / MARATHON_URL: Marathon's API answers /v2/info and /ping (usually port 8080)")
+
+    def _not_marathon(self, shown: str, problem: str, body: Any = None) -> MarathonError:
+        return MarathonError(self._scrub(f"{shown}: does not answer like Marathon: {problem}"), body=body,
+                             hint="check --marathon / MARATHON_URL: is it Marathon's API (usually port 8080), "
+                                  "not a proxy's or another server's page?")
 
     def _auth_error(self, shown: str, status: int, message: str, body: Any) -> MarathonAuthError:
         """401/403 as one line naming the credentials (Jetty's HTML page included)."""
@@ -200,49 +246,92 @@ class Client:
         if len(self.urls) > 1:
             self._current = (self._current + 1) % len(self.urls)
 
+    def _exchange(self, method: str, url: str, *, timeout: tuple[float, float] | None = None,
+                  **kw: Any) -> tuple[requests.Response, str]:
+        # verify is passed on every request: requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE
+        # override the session's setting, which would silently drop --ca-bundle/--insecure.
+        return transport.exchange(self.session, method, url, timeout=timeout or self.timeout, verify=self.verify,
+                                  max_redirects=_MAX_REDIRECTS, **kw)
+
     def _once(self, method: str, path: str, params: Any, json_body: Any, stream: bool) -> _Response:
         base = self.urls[self._current]
+        write = method not in _READS
         shown = f"{method} {redact_url(base)}{path}"
         log.debug("%s", shown)
         try:
-            # verify is passed on every request: requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE
-            # override the session's setting, which would silently drop --ca-bundle/--insecure.
-            r = self.session.request(method, base + path, params=params, json=json_body,
-                                     timeout=self.timeout, stream=stream, verify=self.verify)
+            r, answered = self._exchange(method, base + path, params=params, json_body=json_body, stream=stream)
+        except transport.RedirectRefused as e:
+            raise MarathonError(self._scrub(f"{shown}: {e}"),
+                                hint="check --marathon / MARATHON_URL: give Marathon's own URL (scheme, host, port)"
+                                ) from None
         except requests.exceptions.SSLError as e:
             raise MarathonUnavailable(
                 self._scrub(f"TLS verification failed for {redact_url(base)}: {e}"),
                 hint="pass --ca-bundle FILE for a private CA (or --insecure to skip verification)") from None
-        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as e:
+        except transport.AnswerTooLarge as e:
+            status = e.response.status_code if e.response is not None else "?"
+            error = MarathonError(self._scrub(f"{shown}: HTTP {status}: {e}"),
+                                  hint="if this Marathon's answers are that large, raise the limit with --max-response "
+                                       f"SIZE (or {transport.MAX_BYTES_ENV})")
+            if write:
+                raise _Unsure(error, in_flight=False) from None
+            raise error from None
+        except transport.NotSent:
+            raise self._past_limit(shown, None) from None
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
+                requests.exceptions.ChunkedEncodingError) as e:
             self._failover()
-            # A request whose bytes may have reached Marathon (read timeout, reset) is ambiguous.
-            ambiguous = method != "GET" and not isinstance(e, requests.exceptions.ConnectTimeout)
+            unreachable = transport.unreachable(e)
+            # A write whose bytes may have reached Marathon (a timeout, a reset) is ambiguous.
+            ambiguous = write and not unreachable
             kind = "timed out" if isinstance(e, requests.exceptions.Timeout) else "connection failed"
-            error = MarathonUnavailable(f"{shown}: {kind}: {self._scrub(_short(e))}",
+            via = f" (redirected to {redact_url(getattr(e, transport.URL_ATTR))})" if getattr(e, transport.URL_ATTR, None) else ""
+            error = MarathonUnavailable(self._scrub(f"{shown}{via}: {kind}: {transport.short(e)}"),
                                         hint="is Marathon running at that address? (--marathon URL / MARATHON_URL)")
-            if _unreachable(e) and not self._retry_unreachable():
+            if unreachable and not self._retry_unreachable():
                 raise error from None  # nothing listens there: trying again does not help
             raise _Retryable(error, ambiguous=ambiguous, moved_on=not ambiguous and len(self.urls) > 1) from None
-        if stream and r.status_code == 200:
-            return _Response(r.status_code, r, dict(r.headers))
-        body = _body(r)
+        except requests.RequestException as e:  # a broken answer: bad encoding, invalid headers…
+            error = self._not_marathon(shown, transport.short(e))
+            if write:
+                raise _Unsure(error, in_flight=False) from None
+            raise error from None
         status = r.status_code
+        if stream and status == 200:
+            return _Response(status, r, dict(r.headers))
+        body = transport.body(r)
+        if answered != base + path:
+            shown = f"{shown} (redirected to {redact_url(answered)})"
         log.debug("%s -> %s (%.0f ms, %d bytes)", shown, status, r.elapsed.total_seconds() * 1000, len(r.content))
+        ok = 200 <= status < 300
         if (path != "/ping" and status not in _RETRY_STATUS and status not in (401, 403)
-                and not isinstance(body, (dict, list)) and (body is not None or status >= 400)):
+                and not isinstance(body, (dict, list)) and (body is not None or not ok)):
             self._require_marathon(base, status, body)
         elif status == 404 and not (isinstance(body, dict) and "message" in body):
             self._require_marathon(base, status, body)
-        if status < 400:
+        if ok:
             return _Response(status, body, dict(r.headers))
-        message = _message(body) or r.reason or ""
+        message = shapes.message(body) or r.reason or ""
         text = self._scrub(f"{shown}: {status} {message}".rstrip())
-        if status in _RETRY_STATUS:
-            self._failover()
-            raise _Retryable(MarathonUnavailable(
-                text, status=status, body=body,
-                hint="Marathon is unavailable or has no leader; check its /ping and leader election"),
-                moved_on=status in (502, 503) and len(self.urls) > 1)
+        if status < 400:  # 1xx, or a 3xx that is no redirect
+            error = self._not_marathon(shown, f"HTTP {status} {message}".rstrip(), body)
+            if write:
+                raise _Unsure(error, in_flight=False)
+            raise error
+        if status >= 500:
+            forwarded = not (status == 503 or (status == 502 and _NOT_FORWARDED.search(message)))
+            if status in _RETRY_STATUS:
+                self._failover()
+                error: MarathonError = MarathonUnavailable(
+                    text, status=status, body=body,
+                    hint="Marathon is unavailable or has no leader; check its /ping and leader election")
+            else:
+                error = MarathonError(text, status=status, body=body)
+            if write and forwarded:
+                raise _Retryable(error, ambiguous=True)  # it may have reached Marathon: not sent again
+            if status in _RETRY_STATUS:
+                raise _Retryable(error, moved_on=status in (502, 503) and len(self.urls) > 1)
+            raise error
         if status == 409:
             err = MarathonConflict(text, status=status, body=body,
                                    hint="another deployment holds the app; wait for it, or pass --force to override it")
@@ -275,42 +364,53 @@ class Client:
 
     def request(self, method: str, path: str, *, params: Any = None, json_body: Any = None,
                 stream: bool = False, retry: bool = True,
-                on_ambiguous_conflict: Callable[[MarathonConflict], Any] | None = None) -> _Response:
-        """One API call with retries. ``on_ambiguous_conflict`` decides what a 409 lock means
-        after an earlier try may already have been applied (see :meth:`put_group`)."""
+                reconcile: Callable[[], dict[str, Any] | None] | None = None) -> _Response:
+        """One API call with retries (see the module for what a write is sent again after).
+        ``reconcile``: for a write, a look at Marathon's state returning what the write would have
+        answered when it went through, else None (see :meth:`put_group`)."""
         policy = self.retry
-        ambiguous = False
+        write = method not in _READS
         attempts = 0
-
+        last: list[MarathonError] = []
+        shown = f"{method} {self.url}{path}"
         backoff = tenacity.wait_exponential(multiplier=policy.initial, max=policy.max_wait)
 
         def wait(state: tenacity.RetryCallState) -> float:
-            """Exponential backoff; at most ``ELECTION_POLL`` while Marathon says it has no leader (502/503)."""
+            """Exponential backoff and jitter; at most ``ELECTION_POLL`` while Marathon says it has no leader
+            (502/503); never past the time limit."""
             seconds = backoff(state)
             failed = state.outcome.exception() if state.outcome is not None else None
             if isinstance(failed, _Retryable) and failed.error.status in (502, 503):
                 seconds = min(seconds, ELECTION_POLL)
-            return seconds
+            seconds += random.uniform(0, policy.jitter)
+            left = self.time_left()
+            return seconds if left is None else max(0.0, min(seconds, left))
 
+        single = getattr(self._looking, "depth", 0) > 0 or not retry
         retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(policy.attempts if retry else 1)
-            | tenacity.stop_after_delay(policy.budget),
-            wait=wait + tenacity.wait_random(0, policy.jitter),
+            stop=tenacity.stop_after_attempt(1 if single else policy.attempts) | tenacity.stop_after_delay(policy.budget),
+            wait=wait,
             retry=tenacity.retry_if_exception_type(_Retryable),
-            sleep=self._sleep,
+            sleep=self.sleep,
             reraise=True,
         )
         try:
             for attempt in retrying:
                 with attempt:
+                    left = self.time_left()
+                    if left is not None and left <= 0:
+                        raise self._past_limit(shown, last[0] if last else None)
                     attempts += 1
                     try:
                         return self._round(method, path, params, json_body, stream)
                     except _Retryable as r:
-                        if (ambiguous and on_ambiguous_conflict is not None
-                                and isinstance(r.error, MarathonConflict)):
-                            return on_ambiguous_conflict(r.error)
-                        ambiguous = ambiguous or r.ambiguous
+                        last[:] = [r.error]
+                        if write and r.ambiguous:
+                            raise _Unsure(r.error) from None
+                        if write and reconcile is not None and isinstance(r.error, MarathonConflict):
+                            found = self.look(reconcile)  # the lock may be our own write's
+                            if found is not None:
+                                return _Response(200, found)
                         log.debug("try %d failed, will retry if the budget allows: %s", attempts, r.error.message)
                         raise
         except _Retryable as r:
@@ -319,22 +419,46 @@ class Client:
                 err.message = f"{err.message} (gave up after {attempts} tries)"
                 err.args = (err.message,)
             raise err from None
+        except _Unsure as u:
+            return _Response(200, marker.settle(self, u.error, reconcile, in_flight=u.in_flight))
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def look(self, reconcile: Callable[[], dict[str, Any] | None]) -> dict[str, Any] | None:
+        """One look at Marathon's state for a write (each read tried once); None when it cannot tell."""
+        self._looking.depth = getattr(self._looking, "depth", 0) + 1
+        try:
+            return reconcile()
+        except (Timeout, MarathonAuthError):
+            raise
+        except MarathonError as e:
+            log.debug("could not look at Marathon's state: %s", e.message)
+            return None
+        finally:
+            self._looking.depth -= 1
+
+    def _shaped(self, body: Any, shape: Any, shown: str) -> Any:
+        try:
+            return shapes.check(body, shape)
+        except shapes.ShapeError as e:
+            raise self._not_marathon(shown, str(e), body) from None
+
+    def _get(self, path: str, shape: Any, params: Any = None) -> Any:
+        body = self.request("GET", path, params=params).body
+        return self._shaped(body, shape, f"GET {self.url}{path}")
 
     # ------------------------------------------------------------------ API
     def ping(self) -> bool:
         return self.request("GET", "/ping").status == 200
 
     def info(self) -> dict[str, Any]:
-        return self.request("GET", "/v2/info").body
+        return self._get("/v2/info", shapes.INFO)
 
     def is_local(self) -> bool:
         """Whether this is marathon-tf's own single-machine runner (``/v2/info`` ``buildref: local``);
         asked once per client."""
         if not hasattr(self, "_local"):
             try:
-                info = self.info()
-                self._local = isinstance(info, dict) and info.get("buildref") == "local"
+                self._local = self.info().get("buildref") == "local"
             except MarathonError:
                 return False
         return self._local
@@ -342,69 +466,74 @@ class Client:
     def get_group(self, group_id: str, *, embed: Iterable[str] = ("group.groups", "group.apps")) -> dict[str, Any]:
         """A group with the given embeds (pass them all: any embed drops Marathon's defaults)."""
         params = [("embed", e) for e in embed]
-        return self.request("GET", f"/v2/groups{_path(group_id)}", params=params).body
+        return self._get(f"/v2/groups{_path(group_id)}", shapes.GROUP, params)
 
     def put_group(self, group: dict[str, Any], *, force: bool = False, dry_run: bool = False) -> dict[str, Any]:
-        """Create or update a group (PUT is idempotent: unchanged apps are not restarted).
+        """Create or update a group (PUT: unchanged apps are not restarted).
 
-        Returns ``{"deploymentId", "version"}``, or with ``dry_run`` Marathon's plan
-        ``{"steps": [...]}``. If an earlier try may have been applied (its answer was
-        lost) and Marathon now says the apps are locked, the lock is our own
-        deployment when the deployed apps already equal ours: that deployment is
-        returned instead of starting a second one.
-        """
+        Every app is sent with its ``marathon-tf/digest`` label (:mod:`.marker`). Returns
+        ``{"deploymentId", "version"}``, or with ``dry_run`` Marathon's plan ``{"steps": [...]}``. When
+        the answer was lost (a proxy's 502/504, a timeout, a reset) or Marathon says the apps are
+        locked, Marathon's group is looked at: if it carries our digests, the PUT went through and its
+        deployment is returned (``"adopted": True``; ``deploymentId`` None when it has finished) instead
+        of sending it again. An answer without a deployment id is an error, unless the group shows it
+        applied."""
         params = {}
         if force:
             params["force"] = "true"
         if dry_run:
             params["dryRun"] = "true"
+        sent = marker.stamp(group)
+        path = f"/v2/groups{_path(group['id'])}"
+        if dry_run:
+            body = self.request("PUT", path, params=params, json_body=sent).body
+            return self._shaped(body, shapes.PLAN, f"PUT {self.url}{path}?dryRun=true")
 
-        def adopt(conflict: MarathonConflict) -> _Response:
-            ids = conflict.deployment_ids
-            if ids and self._group_matches(group):
-                return _Response(200, {"deploymentId": ids[0], "version": None, "adopted": True})
-            raise _Retryable(conflict)
+        def applied() -> dict[str, Any] | None:
+            return marker.group_applied(self, sent)
 
-        r = self.request("PUT", f"/v2/groups{_path(group['id'])}", params=params, json_body=group,
-                         on_ambiguous_conflict=None if dry_run else adopt)
+        r = self.request("PUT", path, params=params, json_body=sent, reconcile=applied)
         body = r.body if isinstance(r.body, dict) else {}
-        if not dry_run and "deploymentId" not in body and r.headers.get("Marathon-Deployment-Id"):
-            body["deploymentId"] = r.headers["Marathon-Deployment-Id"]
-        return body
-
-    def _group_matches(self, group: dict[str, Any]) -> bool:
-        try:
-            current = self.get_group(group["id"])
-        except MarathonError:
-            return False
-        deployed = {a.get("id"): a for a in current.get("apps") or []}
-        keys = ("cmd", "env", "labels", "instances", "cpus", "mem", "gpus")
-        for app in group.get("apps") or []:
-            have = deployed.get(app["id"])
-            if have is None or any(have.get(k) != app.get(k) for k in keys if k in app):
-                return False
-        return True
+        if body.get("adopted"):
+            return body
+        deployment = body.get("deploymentId") or r.headers.get("Marathon-Deployment-Id")
+        if isinstance(deployment, str) and deployment.strip():
+            version = body.get("version")
+            return {"deploymentId": deployment.strip(), "version": version if isinstance(version, str) else None}
+        found = self.look(applied)  # it answered: nothing is in flight, one look tells
+        if found is not None:
+            return found
+        what = "an empty body" if r.body is None else shapes.kind(r.body)
+        what += " without a deploymentId"
+        raise self._not_marathon(f"PUT {self.url}{path}", f"HTTP {r.status} with {what}, and the group does "
+                                                          f"not show the change", r.body)
 
     def delete_group(self, group_id: str, *, force: bool = False) -> dict[str, Any]:
+        """``DELETE`` the group; when its answer was lost, a group that is gone counts as deleted."""
         params = {"force": "true"} if force else None
-        return self.request("DELETE", f"/v2/groups{_path(group_id)}", params=params).body
+        path = f"/v2/groups{_path(group_id)}"
+        body = self.request("DELETE", path, params=params, reconcile=lambda: marker.group_gone(self, group_id)).body
+        return self._shaped({} if body is None else body, shapes.DEPLOYED, f"DELETE {self.url}{path}")
 
     def list_apps(self, *, label: str | None = None, embed: Iterable[str] = ()) -> list[dict[str, Any]]:
         params: list[tuple[str, str]] = [("embed", e) for e in embed]
         if label:
             params.append(("label", label))
-        return (self.request("GET", "/v2/apps", params=params).body or {}).get("apps") or []
+        return self._get("/v2/apps", shapes.APPS, params).get("apps") or []
 
     def get_app(self, app_id: str) -> dict[str, Any]:
-        return (self.request("GET", f"/v2/apps{_path(app_id)}").body or {}).get("app") or {}
+        return self._get(f"/v2/apps{_path(app_id)}", shapes.APP_ONE).get("app") or {}
 
     def app_tasks(self, app_id: str) -> list[dict[str, Any]]:
-        return (self.request("GET", f"/v2/apps{_path(app_id)}/tasks").body or {}).get("tasks") or []
+        return self._get(f"/v2/apps{_path(app_id)}/tasks", shapes.TASKS).get("tasks") or []
 
-    def update_apps(self, apps: list[dict[str, Any]], *, force: bool = False) -> dict[str, Any]:
-        """Bulk partial update (``PUT /v2/apps``): e.g. ``[{"id": ..., "instances": 0}]``."""
+    def update_apps(self, apps: list[dict[str, Any]], *, force: bool = False,
+                    reconcile: Callable[[], dict[str, Any] | None] | None = None) -> dict[str, Any]:
+        """Bulk partial update (``PUT /v2/apps``): e.g. ``[{"id": ..., "instances": 0}]``. ``reconcile``:
+        how to tell it went through when its answer was lost (see :meth:`request`)."""
         params = {"force": "true"} if force else None
-        return self.request("PUT", "/v2/apps", params=params, json_body=apps).body
+        body = self.request("PUT", "/v2/apps", params=params, json_body=apps, reconcile=reconcile).body
+        return self._shaped({} if body is None else body, shapes.OBJECT, f"PUT {self.url}/v2/apps")
 
     def restart_app(self, app_id: str, *, force: bool = False) -> dict[str, Any]:
         params = {"force": "true"} if force else None
@@ -414,18 +543,19 @@ class Client:
         return self.request("DELETE", f"/v2/apps{_path(app_id)}/tasks/{quote(task_id, safe='')}").body
 
     def deployments(self) -> list[dict[str, Any]]:
-        return self.request("GET", "/v2/deployments").body or []
+        return self._get("/v2/deployments", shapes.DEPLOYMENTS)
 
     def delete_deployment(self, deployment_id: str, *, force: bool = False) -> Any:
         params = {"force": "true"} if force else None
         return self.request("DELETE", f"/v2/deployments/{quote(deployment_id, safe='')}", params=params).body
 
     def queue(self) -> list[dict[str, Any]]:
-        return (self.request("GET", "/v2/queue").body or {}).get("queue") or []
+        return self._get("/v2/queue", shapes.QUEUE).get("queue") or []
 
     def events(self, event_types: Iterable[str] = (), *, read_timeout: float = 60.0) -> requests.Response:
         """Open ``/v2/events`` (SSE). Marathon wants ``Accept`` exactly ``text/event-stream``.
-        The caller reads the stream (see :mod:`marathon_tf.marathon.events`) and closes it.
+        The caller reads the stream (see :mod:`marathon_tf.marathon.events`) and closes it; each read
+        waits at most ``read_timeout`` (Marathon sends a heartbeat every 10 s: a silent stream is dead).
 
         ``plan-format=light``: deployment events without the whole original and target groups;
         1.5–1.7 read it, 1.4 and 1.8+ read only ``event_type`` and ignore it (1.8+ always send light
@@ -434,37 +564,30 @@ class Client:
         where it led is a :class:`MarathonUnavailable` (the leader may change again), not an auth error.
         """
         url = self.urls[self._current] + "/v2/events"
+        shown = f"GET {redact_url(url)}"
         params: Any = [("event_type", t) for t in event_types] + [("plan-format", "light")]
-        for hop in range(_MAX_REDIRECTS + 1):
-            shown = f"GET {redact_url(url)}"
-            try:
-                r = self.session.get(url, params=params, stream=True, headers={"Accept": "text/event-stream"},
-                                     timeout=(self.timeout[0], read_timeout), verify=self.verify,
-                                     allow_redirects=False)
-            except requests.exceptions.RequestException as e:
-                if not hop:
-                    self._failover()
-                raise MarathonUnavailable(f"{shown}: {self._scrub(_short(e))}") from None
-            if r.status_code == 200:
-                return r
-            location = r.headers.get("Location") if r.is_redirect else None
-            if location is None:
-                break
-            r.close()
-            target = urljoin(url, location)
-            if urlsplit(url).scheme == "https" and urlsplit(target).scheme != "https":
-                raise MarathonUnavailable(f"{shown}: redirected to {redact_url(target)}: not following it "
-                                          f"without TLS (the credentials would travel in clear)")
-            url, params = target, None  # the Location carries the query
-        else:
-            raise MarathonUnavailable(f"GET {redact_url(url)}: more than {_MAX_REDIRECTS} redirects")
-        body = _body(r)
+        try:
+            r, answered = self._exchange("GET", url, params=params, stream=True,
+                                         headers={"Accept": "text/event-stream"},
+                                         timeout=(self.timeout[0], read_timeout))
+        except transport.RedirectRefused as e:
+            raise MarathonUnavailable(self._scrub(f"{shown}: {e}")) from None
+        except requests.exceptions.RequestException as e:
+            if not getattr(e, transport.URL_ATTR, None):
+                self._failover()
+            where = getattr(e, transport.URL_ATTR, None) or url
+            raise MarathonUnavailable(self._scrub(f"GET {redact_url(where)}: {transport.short(e)}")) from None
+        if r.status_code == 200:
+            return r
+        redirected = answered != url
+        shown = f"GET {redact_url(answered)}"
+        body = transport.body(r)
         r.close()
-        if r.status_code in _RETRY_STATUS and not hop:
+        if r.status_code in _RETRY_STATUS and not redirected:
             self._failover()
-        message = f"{shown}: {r.status_code} {_message(body)}".rstrip()
-        if r.status_code in (401, 403) and not hop:
-            raise self._auth_error(shown, r.status_code, _message(body), body)
+        message = f"{shown}: {r.status_code} {shapes.message(body)}".rstrip()
+        if r.status_code in (401, 403) and not redirected:
+            raise self._auth_error(shown, r.status_code, shapes.message(body), body)
         if r.status_code in (401, 403) or r.status_code in _RETRY_STATUS:
             raise MarathonUnavailable(self._scrub(message), status=r.status_code, body=body)
         raise MarathonError(self._scrub(message), status=r.status_code, body=body)
@@ -474,43 +597,3 @@ def _path(marathon_id: str) -> str:
     """``ml/mnist`` or ``/ml/mnist`` → ``/ml/mnist`` (ids are validated; quote anything else)."""
     return "/" + quote(marathon_id.strip("/"), safe="/")
 
-
-def _body(r: requests.Response) -> Any:
-    if not r.content:
-        return None
-    try:
-        return r.json()
-    except ValueError:
-        return r.text
-
-
-def _message(body: Any) -> str:
-    if isinstance(body, dict):
-        return str(body.get("message") or "")
-    if isinstance(body, str):
-        # Jetty error pages (e.g. 503 "Could not determine the current leader"): keep the gist.
-        m = re.search(r"<title>(.*?)</title>", body, re.S | re.I)
-        text = m.group(1) if m else re.sub(r"<[^>]+>", " ", body)
-        return " ".join(text.split())[:200]
-    return ""
-
-
-def _unreachable(e: Exception) -> bool:
-    """No connection could be made (refused, no route, unknown host, connect timeout); a reset or
-    a read timeout means something answered, and may answer next time."""
-    if isinstance(e, requests.exceptions.ConnectTimeout):
-        return True
-    reason = getattr(e.args[0], "reason", None) if e.args else None
-    import urllib3
-
-    return isinstance(reason, urllib3.exceptions.NewConnectionError)
-
-
-def _short(e: Exception) -> str:
-    text = str(e)
-    m = re.search(r"\[Errno -?\d+\] ([^')\]\"]+)", text)
-    if m:
-        return m.group(1)
-    if "Read timed out" in text:
-        return "read timed out"
-    return text[:200]

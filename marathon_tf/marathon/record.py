@@ -64,7 +64,8 @@ def finish_job(client: Client, job: str, state: str, *, reason: str, final_step:
     labels for some apps, by app id, e.g. the job's events on the deciding task's; ``record_extra``:
     more record labels on every app). Returns
     False, changing nothing, when the job already carries a record (another task decided first).
-    Transient Marathon errors are retried by the client; others raise :class:`MarathonError`.
+    Transient Marathon errors are retried by the client (a PUT whose answer was lost is looked for on the
+    job, not sent again: :mod:`.marker`); others raise :class:`MarathonError`.
     """
     if state not in L.RECORDED:
         raise ValueError(f"state must be one of {', '.join(L.RECORDED)}, not {state!r}")
@@ -75,11 +76,20 @@ def finish_job(client: Client, job: str, state: str, *, reason: str, final_step:
     record = {L.STATE: state, L.FINISHED_AT: _iso(now()), L.REASON: reason[:2000], **(record_extra or {})}
     if final_step is not None:
         record[L.FINAL_STEP] = str(final_step)
+    # The digest (marathon.marker) is dropped: it names the definition as deployed, which this changes.
     body = [{"id": app_id, "instances": 0,
-             "labels": {**{k: str(v) for k, v in (app.get("labels") or {}).items()}, **record,
+             "labels": {**{k: str(v) for k, v in (app.get("labels") or {}).items() if k != L.DIGEST}, **record,
                         **(extra or {}).get(app_id, {})}}
             for app_id, app in sorted(apps.items())]
-    client.update_apps(body, force=True)
+
+    def recorded() -> dict[str, Any] | None:
+        """Whether our record is on the job (the PUT's answer was lost but it went through)."""
+        now_apps = job_apps(client.get_group(naming.group_id(job), embed=("group.groups", "group.apps")))
+        mine = all((now_apps.get(i, {}).get("labels") or {}).get(L.FINISHED_AT) == record[L.FINISHED_AT]
+                   for i in apps)
+        return {"adopted": True} if mine else None
+
+    client.update_apps(body, force=True, reconcile=recorded)
     return True
 
 

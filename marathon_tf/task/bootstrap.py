@@ -52,7 +52,7 @@ from marathon_tf.contract import cluster_spec, naming, joblock, labels as L
 from marathon_tf.contract.errors import DiscoveryError, UsageError
 from marathon_tf.contract.progress import StepRate
 from marathon_tf.contract.shellexec import exec_form
-from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.contract.taskenv import TOKEN_FILE_VAR, TaskContext
 from marathon_tf.task.admission import AdmissionWatch, watch_admission
 from marathon_tf.task.discovery import Backend, PeerKey, Rendezvous, make_backend, watch_interval
 from marathon_tf.task.gpucheck import gpu_problem
@@ -353,6 +353,7 @@ class Bootstrap:
 
     def _child_env(self) -> dict[str, str]:
         env = dict(self.environ)
+        env.pop(TOKEN_FILE_VAR, None)  # the bootstrap's credentials (a local runner's task token), not the program's
         if self.spec.tf_config_env is not None:
             env["TF_CONFIG"] = self.spec.tf_config_env
         elif not env.get("TF_CONFIG"):

@@ -22,7 +22,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.errors import DiscoveryError
-from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.contract.taskenv import TaskContext, marathon_token
 
 __all__ = [
     "PeerKey", "Observation", "Backend", "SrvRecord", "LookupFailure", "DnsClient", "DnspythonClient",
@@ -174,15 +174,17 @@ class MesosDnsHttpBackend:
     """``GET {base}/v1/services/<srv name>``; not found is 200 with one empty record."""
 
     def __init__(self, session, base_url: str, *, job: str, port_name: str = "tf", framework: str = "marathon",
-                 domain: str = "mesos", timeout: float = DEFAULT_TIMEOUT, concurrency: int = MAX_CONCURRENCY):
+                 domain: str = "mesos", timeout: float = DEFAULT_TIMEOUT, concurrency: int = MAX_CONCURRENCY,
+                 headers: Mapping[str, str] | None = None):
         self.session, self.base = session, base_url.rstrip("/")
+        self.headers = dict(headers or {})
         self.dns = MesosDnsBackend(None, job=job, port_name=port_name, framework=framework, domain=domain)
         self.timeout, self.concurrency = timeout, concurrency
 
     def _one(self, peer: PeerKey) -> Observation:
         name = self.dns.srv_name(peer).rstrip(".")
         try:
-            resp = self.session.get(f"{self.base}/v1/services/{name}", timeout=self.timeout)
+            resp = self.session.get(f"{self.base}/v1/services/{name}", headers=self.headers, timeout=self.timeout)
             if resp.status_code != 200:
                 return Observation(None, f"Mesos-DNS HTTP {resp.status_code} ({name})")
             entries = resp.json()
@@ -332,11 +334,13 @@ class MarathonBackend:
 
 
 def marathon_headers(environ: Mapping[str, str]) -> dict[str, str]:
-    """Auth headers from ``MARATHON_TOKEN`` or ``MARATHON_USER``/``MARATHON_PASSWORD``."""
+    """Auth headers from ``MARATHON_TOKEN`` (or the file ``MARATHON_TOKEN_FILE`` names) or
+    ``MARATHON_USER``/``MARATHON_PASSWORD``."""
     import base64
 
-    if environ.get("MARATHON_TOKEN"):
-        return {"Authorization": f"token={environ['MARATHON_TOKEN']}"}
+    token = marathon_token(environ)
+    if token:
+        return {"Authorization": f"token={token}"}
     if environ.get("MARATHON_USER"):
         raw = f"{environ['MARATHON_USER']}:{environ.get('MARATHON_PASSWORD', '')}".encode()
         return {"Authorization": "Basic " + base64.b64encode(raw).decode()}
@@ -357,8 +361,11 @@ def make_backend(ctx: TaskContext, environ: Mapping[str, str], *, session=None,
     if ctx.discovery == "mesos-dns-http":
         if not ctx.mesos_dns_http:
             raise ValueError("MTF_MESOS_DNS_HTTP is not set (needed for MTF_DISCOVERY=mesos-dns-http)")
-        return MesosDnsHttpBackend(session, ctx.mesos_dns_http, framework=ctx.dns_framework,
-                                   domain=ctx.dns_domain, **common)
+        # Marathon's credentials go only to the local runner's own Mesos-DNS (behind the runner's auth);
+        # a cluster's Mesos-DNS has no auth, and is not to be handed Marathon's secrets
+        own = environ.get("MTF_RUNNER_MESOS_DNS_HTTP") == ctx.mesos_dns_http
+        return MesosDnsHttpBackend(session, ctx.mesos_dns_http, framework=ctx.dns_framework, domain=ctx.dns_domain,
+                                   headers=marathon_headers(environ) if own else None, **common)
     if ctx.discovery == "marathon":
         return MarathonBackend(session, ctx.marathon_url, network=ctx.network,
                                headers=marathon_headers(environ), **common)

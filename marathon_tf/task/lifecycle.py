@@ -52,7 +52,7 @@ from typing import Any, Callable, Mapping
 
 from marathon_tf.contract import keras3, labels as L, naming
 from marathon_tf.contract.errors import MarathonError
-from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.contract.taskenv import TaskContext, marathon_token
 from marathon_tf.marathon.client import Client, RetryPolicy
 from marathon_tf.marathon.record import GROUP_EMBEDS, finish_job, hopeless_verdict, job_apps
 from marathon_tf.task.supervisor import ExitPolicy, Outcome
@@ -243,13 +243,9 @@ def _status_url(app: Mapping[str, Any], port_name: str) -> str | None:
 
 
 def _get_json(url: str) -> dict[str, Any] | None:
-    import requests
+    from marathon_tf.marathon import transport
 
-    try:
-        r = requests.get(url, timeout=2.0)
-        return r.json() if r.status_code == 200 else None
-    except (requests.RequestException, ValueError):
-        return None
+    return transport.get_json(url, timeout=4.0)
 
 
 #: A pending worker that shows nothing new (step, phase, restarts) this long fails the wait (seconds).
@@ -326,11 +322,12 @@ def await_workers(client: Client, ctx: TaskContext, *, timeout: float = AWAIT_SI
 
 def client_from_env(ctx: TaskContext, environ: Mapping[str, str], *,
                     retry: RetryPolicy | None = None) -> Client | None:
-    """A Marathon client for ``MTF_MARATHON_URL`` with ``MARATHON_TOKEN`` or
-    ``MARATHON_USER``/``MARATHON_PASSWORD`` from the task's environment; None without a URL."""
+    """A Marathon client for ``MTF_MARATHON_URL`` with ``MARATHON_TOKEN`` (or the token file
+    ``MARATHON_TOKEN_FILE`` names) or ``MARATHON_USER``/``MARATHON_PASSWORD`` from the task's
+    environment; None without a URL."""
     if not ctx.marathon_url:
         return None
-    token = environ.get("MARATHON_TOKEN") or None
+    token = marathon_token(environ)
     user = environ.get("MARATHON_USER") or None
     password = environ.get("MARATHON_PASSWORD") if user else None
     return Client(ctx.marathon_url, token=token, user=user, password=password,

@@ -117,10 +117,12 @@ def _deployment(result, url: str, *, resumed: Optional[bool] = None, note: Optio
 
 
 def connect(url: Optional[str] = None, *, user: Optional[str] = None, password: Optional[str] = None,
-            token: Optional[str] = None, ca_bundle: Optional[str] = None, insecure: bool = False):
+            token: Optional[str] = None, ca_bundle: Optional[str] = None, insecure: bool = False,
+            max_bytes: Optional[int] = None):
     """A Marathon REST client for ``url`` (a comma-separated list fails over; default ``MARATHON_URL``,
     then the config file), credentials from the arguments, the environment or the config file. One
-    unreachable Marathon fails at once (503 and 409 locks are retried)."""
+    unreachable Marathon fails at once (503 and 409 locks are retried). ``max_bytes``: the largest
+    answer read (default ``MARATHON_TF_MAX_RESPONSE``, else 32 MiB)."""
     from marathon_tf.marathon.client import CLI_TIMEOUT, Client, RetryPolicy
     from marathon_tf.user import config
 
@@ -131,7 +133,8 @@ def connect(url: Optional[str] = None, *, user: Optional[str] = None, password: 
 
         urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
     return Client(endpoint.urls, user=endpoint.user, password=endpoint.password, token=endpoint.token,
-                  verify=endpoint.verify, timeout=CLI_TIMEOUT, retry=RetryPolicy(connection_errors=False))
+                  verify=endpoint.verify, timeout=CLI_TIMEOUT, retry=RetryPolicy(connection_errors=False),
+                  max_bytes=max_bytes)
 
 
 #: How often a waiting deploy looks for a task that can never start (a group GET each time).

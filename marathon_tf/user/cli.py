@@ -57,26 +57,53 @@ def _marathon_options(f):
         click.option("--ca-bundle", envvar="MARATHON_CA_BUNDLE", show_envvar=True, type=click.Path(dir_okay=False),
                      help="CA bundle to verify Marathon's TLS certificate."),
         click.option("--insecure", is_flag=True, help="Do not verify TLS certificates (not recommended)."),
+        click.option("--max-response", envvar="MARATHON_TF_MAX_RESPONSE", show_envvar=True, metavar="SIZE",
+                     expose_value=False, callback=_max_response,
+                     help="Refuse a Marathon answer larger than this, e.g. 64M (default 32M)."),
     ]
     for opt in reversed(opts):
         f = opt(f)
     return f
 
 
-def _client(marathon_url, user, password, token, ca_bundle, insecure):
+def _max_response(ctx, param, value):
+    if value is None:
+        return None
+    from marathon_tf.marathon.transport import parse_size
+
+    try:
+        ctx.meta["marathon_tf.max_response"] = parse_size(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e), ctx, param) from None
+    return None
+
+
+#: How long a verb that does not wait for a job may take at most, unless ``--timeout`` says otherwise.
+VERB_LIMIT = 120.0
+
+
+def _client(marathon_url, user, password, token, ca_bundle, insecure, *, limit=None):
+    """The REST client for the connection options; every request is over within ``limit`` seconds
+    from now (None: each request within its own deadline only)."""
     from marathon_tf.user import output
     from marathon_tf.user.api import connect
 
     if insecure:
         output.warn("TLS verification is off (--insecure): the connection to Marathon can be intercepted")
-    return connect(marathon_url, user=user, password=password, token=token, ca_bundle=ca_bundle, insecure=insecure)
+    ctx = click.get_current_context(silent=True)
+    client = connect(marathon_url, user=user, password=password, token=token, ca_bundle=ca_bundle, insecure=insecure,
+                     max_bytes=ctx.meta.get("marathon_tf.max_response") if ctx else None)
+    client.limit(limit)
+    return client
 
 
-def _marathon(*options, mesos: str | None = None):
-    """The API's :class:`~marathon_tf.user.api.Marathon` for the connection options."""
+def _marathon(*options, limit=None, mesos: str | None = None):
+    """The API's :class:`~marathon_tf.user.api.Marathon` for the connection options (``limit``: see
+    :func:`_client`; ``mesos``: the master read for the cluster's capacity)."""
     from marathon_tf.user.api import Marathon
 
-    return Marathon(client=_client(*options), mesos=mesos)
+    return Marathon(client=_client(*options, limit=limit), mesos=mesos)
+
 
 
 class _Duration(click.ParamType):
@@ -96,6 +123,8 @@ class _Duration(click.ParamType):
 
 
 DURATION = _Duration()
+_verb_timeout_opt = click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
+                                 help=f"Give up after this long (exit 3); default {VERB_LIMIT:g}s.")
 
 _output_opt = click.option("-o", "--output", "fmt", type=click.Choice(["text", "json"]), default="text",
                            show_default=True, help="Output format on stdout.")
@@ -193,7 +222,8 @@ def schema() -> None:
 @click.option("--wait/--detach", default=True, show_default=True,
               help="Follow the deployment and the job to its end, or return once Marathon accepted it.")
 @click.option("--timeout", type=DURATION, default=None,
-              help="Give up waiting after this long, e.g. 600, 90s, 5m, 2h (exit 3; the job keeps running).")
+              help="Give up waiting after this long, e.g. 600, 90s, 5m, 2h (exit 3; the job keeps running); "
+                   f"with --detach, the bound of the whole command (default {VERB_LIMIT:g}s).")
 @click.option("--force", is_flag=True, help="Override a deployment that locks the job's apps.")
 @click.option("--dry-run", is_flag=True, help="Render, and show Marathon's plan (?dryRun=true); deploy nothing.")
 @_templates_opt
@@ -234,7 +264,8 @@ def deploy(ctx, job_file, marathon_url, user, password, token, ca_bundle, insecu
         output.info("dry run without a Marathon (--marathon / MARATHON_URL): the rendered group follows")
         output.emit_json(job.render(templates_dir))
         return
-    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure, mesos=mesos_url)
+    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure,
+                         limit=None if wait else timeout or VERB_LIMIT, mesos=mesos_url)
     dep = marathon.deploy(job, resume=resume, force=force, dry_run=dry_run, templates_dir=templates_dir,
                           wait_for_resources=wait_for_resources).deployment
     _say_admission(dep.admission, dep.admission_note)
@@ -352,7 +383,9 @@ def _follow(marathon, job: str, deployment_id: str | None, *, wait: bool, timeou
               help="Override a deployment that locks the job's apps; start a job that has ended again.")
 @click.option("--dry-run", is_flag=True, help="Show Marathon's plan and which tasks would restart.")
 @click.option("--wait/--detach", default=False, show_default=True, help="Wait for the deployment to finish.")
-@click.option("--timeout", type=DURATION, default=None, help="How long to wait, e.g. 90, 90s, 5m (exit 3 past it).")
+@click.option("--timeout", type=DURATION, default=None,
+              help=f"How long to wait, e.g. 90, 90s, 5m (exit 3 past it); with --detach, the bound of the whole "
+                   f"command (default {VERB_LIMIT:g}s).")
 @_mesos_opt
 @_resources_opt
 @_templates_opt
@@ -374,7 +407,8 @@ def scale(args, job, marathon_url, user, password, token, ca_bundle, insecure, f
             raise UsageError(f"two jobs named: {args[0]} and --job {job}")
         job = args.pop(0)
     jobs.parse_scale_args(args)  # checked before any request
-    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure, mesos=mesos_url)
+    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure,
+                         limit=None if wait else timeout or VERB_LIMIT, mesos=mesos_url)
     result = marathon.scale(job, *args, templates_dir=templates_dir, force=force, dry_run=dry_run,
                             wait_for_resources=wait_for_resources)
     _say_admission(result.admission, result.admission_note)
@@ -404,8 +438,11 @@ def scale(args, job, marathon_url, user, password, token, ca_bundle, insecure, f
               show_default=True, help="text fits 80 columns; wide adds health, phase, rate and task ids.")
 @click.option("--timeline", is_flag=True,
               help="Add the timeline: the start's phases and every recovery (cause, restart, training again).")
+@click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
+              help=f"Give up after this long (exit 3); default {VERB_LIMIT:g}s, with --watch none.")
 @_mesos_opt
-def status(job, marathon_url, user, password, token, ca_bundle, insecure, follow, fmt, timeline, mesos_url) -> None:
+def status(job, marathon_url, user, password, token, ca_bundle, insecure, follow, fmt, timeline, timeout,
+           mesos_url) -> None:
     """Show a job: state, progress (step S/T, steps/s, ETA), logdir, tasks waiting for a peer,
     stragglers, and per task its state, host:port, step, restarts, age and last failure. A job that
     waits to be placed: per role how many tasks are placed and why the rest wait, and its admission
@@ -413,9 +450,10 @@ def status(job, marathon_url, user, password, token, ca_bundle, insecure, follow
     submitted again."""
     from marathon_tf.user import history, output
 
-    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure, mesos=mesos_url)
+    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure,
+                         limit=None if follow else timeout or VERB_LIMIT, mesos=mesos_url)
     name = marathon.resolve(job)
-    st = _follow(marathon, name, None, wait=True, timeout=None, decide=False) if follow else marathon.status(name)
+    st = _follow(marathon, name, None, wait=True, timeout=timeout, decide=False) if follow else marathon.status(name)
     shown = st.to_dict()
     if timeline:
         shown["timeline"] = history.status_timeline(history.job_events(marathon.client, name, shown))
@@ -435,12 +473,13 @@ def status(job, marathon_url, user, password, token, ca_bundle, insecure, follow
 @click.argument("job", required=False)
 @_marathon_options
 @_output_opt
-def events(job, marathon_url, user, password, token, ca_bundle, insecure, fmt) -> None:
+@_verb_timeout_opt
+def events(job, marathon_url, user, password, token, ca_bundle, insecure, fmt, timeout) -> None:
     """What happened to JOB, in time order (like kubectl describe): its start, every failure with
     its whole message, hangs, restarts, preemptions, scale, placement waits, the end."""
     from marathon_tf.user import history, jobs, output
 
-    client = _client(marathon_url, user, password, token, ca_bundle, insecure)
+    client = _client(marathon_url, user, password, token, ca_bundle, insecure, limit=timeout or VERB_LIMIT)
     name = jobs.resolve_job(client, job, verb="events")
     found = history.job_events(client, name, jobs.job_status(client, name))
     if fmt == "json":
@@ -452,11 +491,13 @@ def events(job, marathon_url, user, password, token, ca_bundle, insecure, fmt) -
 @cli.command("list", context_settings=_CTX)
 @_marathon_options
 @_output_opt
-def list_jobs(marathon_url, user, password, token, ca_bundle, insecure, fmt) -> None:
+@_verb_timeout_opt
+def list_jobs(marathon_url, user, password, token, ca_bundle, insecure, fmt, timeout) -> None:
     """List the marathon-tf jobs on Marathon."""
     from marathon_tf.user import output
 
-    rows = [row.to_dict() for row in _marathon(marathon_url, user, password, token, ca_bundle, insecure).jobs()]
+    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure, limit=timeout or VERB_LIMIT)
+    rows = [row.to_dict() for row in marathon.jobs()]
     if fmt == "json":
         output.emit_json(rows)
     else:
@@ -471,11 +512,12 @@ def list_jobs(marathon_url, user, password, token, ca_bundle, insecure, fmt) -> 
 @click.option("--purge", is_flag=True,
               help="Also remove the job's volumes (its checkpoints), once its tasks stopped: local jobs only "
                    "(`local serve`); a cluster's are on the agents.")
-def delete(job, marathon_url, user, password, token, ca_bundle, insecure, force, fmt, purge) -> None:
+@_verb_timeout_opt
+def delete(job, marathon_url, user, password, token, ca_bundle, insecure, force, fmt, purge, timeout) -> None:
     """Delete JOB: stop all its tasks and remove its group (and, with --purge, its local volumes)."""
     from marathon_tf.user import output
 
-    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure)
+    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure, limit=timeout or VERB_LIMIT)
     body = marathon.delete(job, force=force, purge=purge)
     if fmt == "json":
         output.emit_json(body)
@@ -502,8 +544,10 @@ def delete(job, marathon_url, user, password, token, ca_bundle, insecure, force,
 @click.option("--agent-port", type=click.IntRange(1, 65535), default=5051, show_default=True,
               envvar="MESOS_AGENT_PORT", show_envvar=True, help="The Mesos agents' HTTP port.")
 @click.option("--agent-url", default=None, help="Read from this agent URL instead of <task host>:<agent port>.")
+@click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
+              help=f"Give up after this long (exit 3); default {VERB_LIMIT:g}s, with -f none.")
 def logs(job, task, marathon_url, user, password, token, ca_bundle, insecure, follow_, previous, stream,
-         tail_lines, since, agent_port, agent_url) -> None:
+         tail_lines, since, agent_port, agent_url, timeout) -> None:
     """Print a job's task output (TASK like worker-1; all tasks if left out), read from the
     Mesos agents' sandboxes (and from the local runner's), also after the task ended.
 
@@ -515,7 +559,8 @@ def logs(job, task, marathon_url, user, password, token, ca_bundle, insecure, fo
 
     if since is not None and previous:
         raise UsageError("--since and --previous choose instances in two ways: give one of them")
-    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure)
+    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure,
+                         limit=None if follow_ else timeout or VERB_LIMIT)
     first: dict[str, str] = {}  # task -> the stream it printed first
     noted = False
     try:
@@ -565,7 +610,8 @@ def local() -> None:
 @click.option("--dns-http-port", type=click.IntRange(0, 65535), default=8123, show_default=True,
               help="Mesos-DNS HTTP API port.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
-              help="Where task sandboxes and job volumes go (default: $MARATHON_TF_STATE_DIR/serve, else "
+              help="Where task sandboxes, job volumes and its state go (started again there, it brings its "
+                   "jobs back; default: $MARATHON_TF_STATE_DIR/serve, else "
                    "$XDG_STATE_HOME/marathon-tf/serve, else ~/.local/state/marathon-tf/serve).")
 @click.option("--auth", metavar="USER:PASSWORD|token=TOKEN|env", default=None,
               help="Require HTTP basic auth or a token (env: MARATHON_TOKEN or MARATHON_USER/MARATHON_PASSWORD). "
@@ -656,7 +702,7 @@ def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_ori
     held = localstate.hold(state, "local serve")  # `local clean` leaves it alone while it runs
     try:
         signum = serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port, state_dir=state,
-                       on_ready=ready, warm_pool=WarmPool, **cluster, **security)
+                       on_ready=ready, warm_pool=WarmPool, persist=True, **cluster, **security)
     except ValueError as e:  # what the cluster refuses of its options (e.g. agents' addresses on this OS)
         raise UsageError(str(e)) from None
     finally:

@@ -27,13 +27,9 @@ __all__ = ["job_events", "status_timeline", "timeline_text", "events_text", "eve
 
 
 def _get(url: str) -> dict[str, Any] | None:
-    import requests
+    from marathon_tf.marathon import transport
 
-    try:
-        r = requests.get(url, timeout=2.0)
-        return r.json() if r.status_code == 200 else None
-    except (requests.RequestException, ValueError):
-        return None
+    return transport.get_json(url, timeout=4.0)
 
 
 def _wall(timestamp: str | None) -> float | None:

@@ -11,11 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-import requests
-
 from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonNotFound, SpecError, UsageError
 from marathon_tf.contract.progress import eta_seconds
+from marathon_tf.marathon import transport
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.queue import fetch as fetch_queue
 from marathon_tf.user import gang, localstate, observe
@@ -296,12 +295,9 @@ def _health(task: dict[str, Any]) -> str:
     return "healthy" if all(r.get("alive") for r in results) else "unhealthy"
 
 
-def _probe(url: str, session: requests.Session | None) -> dict[str, Any] | None:
-    try:
-        r = (session or requests).get(url, timeout=1.0)
-        return r.json() if r.status_code == 200 else None
-    except (requests.RequestException, ValueError):
-        return None
+def _probe(url: str) -> dict[str, Any] | None:
+    """A task's status server's JSON (None: no whole answer within 2 s)."""
+    return transport.get_json(url, timeout=2.0)
 
 
 def job_status(client: Client, job: str, *, probe: bool = True,
@@ -352,7 +348,7 @@ def job_status(client: Client, job: str, *, probe: bool = True,
             row["lastFailure"] = f"{ltf.get('state', '')}: {ltf.get('message', '')}".strip(": ")
         tasks.append(row)
     if probes:
-        get = probe_get or (lambda u: _probe(u, None))
+        get = probe_get or _probe
         with ThreadPoolExecutor(max_workers=min(16, len(probes))) as pool:
             for name, result in zip(probes, pool.map(get, probes.values())):
                 if result:

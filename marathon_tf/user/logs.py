@@ -26,6 +26,7 @@ import requests
 
 from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonNotFound, MarathonTFError, UsageError
+from marathon_tf.marathon import transport
 from marathon_tf.marathon.client import Client
 from marathon_tf.user.render import task_apps
 
@@ -55,6 +56,7 @@ class AgentSession(requests.Session):
         self.headers["User-Agent"] = client.session.headers.get("User-Agent", "marathon-tf")
         self._client = client
         self._marathon = {_origin(u) for u in client.urls}
+        transport.mount(self, max_bytes=client.max_bytes, deadline=lambda: client.deadline)  # bounded as Marathon's
 
     def request(self, method, url, *args, **kwargs):  # type: ignore[override]
         if _origin(url) in self._marathon:

@@ -90,7 +90,7 @@ def _median_of_others(rates: Mapping[str, Any], task: str) -> float:
 
 
 def scrape_hint(marathon_url: str) -> str:
-    """Where Prometheus finds every task's metrics on this Marathon (README: the whole config)."""
+    """Where Prometheus finds every task's metrics on this Marathon (docs/observability.md: the whole config)."""
     return (f"metrics: every task's status port serves /metrics (Prometheus: marathon_sd_configs servers "
             f"[{marathon_url}], keep __meta_marathon_port_definition_label_metrics, honor_labels: true)")
 
@@ -144,8 +144,11 @@ def answers(url: str) -> bool:
     """Whether ``GET url`` succeeds (TensorBoard is up)."""
     import requests
 
+    from marathon_tf.marathon import transport
+
     try:
-        return requests.get(url, timeout=2.0).status_code < 400
+        with transport.session() as s:
+            return s.get(url, timeout=(2.0, 2.0)).status_code < 400
     except requests.RequestException:
         return False
 

@@ -85,3 +85,35 @@ def test_event_sequence_of_a_deployment(api, make_app, cluster):
     api.put("/v2/apps/job/w", json={"instances": 2})
     post = cluster.events("api_post_event")[-1]
     assert post["appDefinition"]["instances"] == 2 and post["uri"] == "/v2/apps/job/w"
+
+
+def test_a_subscriber_that_falls_behind_is_dropped():
+    """Marathon drops an event stream connection with ``--event_stream_max_outstanding_messages`` (1024)
+    events waiting for it (HttpEventStreamHandleActor: ``outstanding.size >= maxOutStanding =>
+    dropConnection()``): a stalled client costs bounded memory, and others go on receiving."""
+    from marathon_tf.local.events import DROPPED, EventBus
+
+    seen: list[str] = []
+    bus = EventBus(max_outstanding=3)
+    bus.listeners.append(lambda event: seen.append(event["eventType"]))
+    stalled, reader = bus.subscribe(), bus.subscribe(["b"])
+    for _ in range(5):
+        bus.publish("a")
+    bus.publish("b")
+    got = [stalled.get_nowait() for _ in range(stalled.qsize())]
+    assert [e["eventType"] for e in got[:3]] == ["a"] * 3 and got[3] is DROPPED and len(got) == 4
+    assert bus.subscribers == 1 and reader.get_nowait()["eventType"] == "b"
+    assert seen == ["a"] * 5 + ["b"]
+
+
+def test_cached_answers_follow_every_change(api, make_app, wait):
+    """GET answers are cached per state generation (api.py): a change shows at once, never a stale list."""
+    api.put("/v2/groups/c", json={"apps": [make_app("/c/a")]})
+    first = api.get("/v2/apps?embed=apps.tasks").json()["apps"]
+    assert [a["id"] for a in first] == ["/c/a"]
+    wait(lambda: api.get("/v2/apps?embed=apps.tasks").json()["apps"][0]["tasksRunning"] == 1, what="a task")
+    api.put("/v2/apps/c/b", json=make_app("/c/b"))
+    assert [a["id"] for a in api.get("/v2/apps?embed=apps.tasks").json()["apps"]] == ["/c/a", "/c/b"]
+    assert api.get("/v2/apps/c/a").json()["app"]["instances"] == 1
+    api.put("/v2/apps/c/a?force=true", json={"instances": 0})
+    assert api.get("/v2/apps/c/a").json()["app"]["instances"] == 0

@@ -19,8 +19,13 @@ def _sandbox(cluster, task_id: str) -> Path:
 
 
 def test_task_environment(api, make_app, cluster, wait, monkeypatch):
-    monkeypatch.setenv("MARATHON_TOKEN", "secret-token")
-    monkeypatch.setenv("MTF_PASSTHROUGH", "kept")
+    # the runner's own variables (issue 24: credentials and cloud keys seen in a task's /proc/<pid>/environ)
+    runner_own = {"MARATHON_TOKEN": "secret-token", "MARATHON_USER": "ml", "MARATHON_PASSWORD": "pw",
+                  "AWS_SECRET_ACCESS_KEY": "aws-secret", "MTF_RUNNER_OWN": "x", "SOME_SHELL_VAR": "y"}
+    for key, value in runner_own.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("TZ", "Europe/Paris")
     dump = f"{sys.executable} -c 'import json,os; json.dump(dict(os.environ), open(\"env.json\",\"w\"))'; sleep 600"
     spec = make_app("w-1", cmd=dump, cpus=0.5, mem=64, gpus=0, labels={"marathon-tf/role": "worker", "a": "b"},
                     portDefinitions=[{"port": 0, "name": "tf"}, {"port": 0, "name": "status"}],
@@ -44,7 +49,11 @@ def test_task_environment(api, make_app, cluster, wait, monkeypatch):
     assert env["MARATHON_APP_LABELS"].split() == ["marathon-tf/role", "a"]
     assert env["MARATHON_APP_LABEL_MARATHON_TF_ROLE"] == "worker" and env["MARATHON_APP_LABEL_A"] == "b"
     assert env["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
-    assert "MARATHON_TOKEN" not in env and env["MTF_PASSTHROUGH"] == "kept"
+    # like a Mesos agent's task: the allowlist of the runner's environment, never the rest
+    assert not set(runner_own) & set(env) and not {"aws-secret", "secret-token", "pw"} & set(env.values())
+    assert env["LANG"] == "C.UTF-8" and env["TZ"] == "Europe/Paris"
+    assert env["MESOS_EXECUTOR_ID"] == task["id"] and env["MESOS_SLAVE_ID"] == task["slaveId"]
+    assert env["MESOS_FRAMEWORK_ID"] and env["MESOS_CHECKPOINT"] == "1"
     assert env["MTF_STATUS_BIND"] == "127.0.0.1"
     assert Path(os.readlink(f"/proc/{wait(lambda: cluster.task_pids())[0]}/cwd")) == box
     assert task["ports"][0] != task["ports"][1]

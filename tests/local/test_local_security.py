@@ -81,6 +81,16 @@ def test_foreign_host_header_is_refused(cluster):
         assert _raw(cluster.marathon_url, "GET", "/v2/apps", headers={"Host": host})[0] == 200, host
 
 
+def test_mesos_dns_http_api_gets_the_same_host_check(cluster):
+    """Issue 24: the Mesos-DNS HTTP port answered ``Host: evil.example`` (a web page rebinding its name to
+    127.0.0.1 could read every task's address and port)."""
+    port = urlsplit(cluster.mesos_dns_http).port
+    for host in (f"evil.example:{port}", "evil.example"):
+        status, body, _ = _raw(cluster.mesos_dns_http, "GET", "/v1/version", headers={"Host": host})
+        assert status == 403 and b"DNS rebinding" in body, host
+    assert _raw(cluster.mesos_dns_http, "GET", "/v1/version", headers={"Host": f"127.0.0.1:{port}"})[0] == 200
+
+
 def test_same_origin_browser_writes_pass_and_cross_site_reads_do_not(cluster):
     own = cluster.marathon_url
     r = requests.put(own + "/v2/apps/ok", json={"cmd": "sleep 600"}, headers={"Origin": own}, timeout=10)
@@ -127,6 +137,9 @@ def test_basic_auth_and_the_clients_that_speak_it(tmp_path):
         assert r.status_code == 401 and r.headers["WWW-Authenticate"].lower().startswith("basic")
         assert requests.get(url + "/v2/apps", auth=("ml", "wrong"), timeout=10).status_code == 401
         assert requests.get(url + "/state", timeout=10).status_code == 401  # the sandboxes too
+        dns = c.mesos_dns_http + "/v1/version"  # and Mesos-DNS's HTTP API
+        assert requests.get(dns, timeout=10).status_code == 401
+        assert requests.get(dns, auth=("ml", "s3cret"), timeout=10).status_code == 200
         assert requests.put(url + "/v2/apps/x", json={"cmd": EVIL_CMD}, timeout=10).status_code == 401
         _no_app_ran_auth = requests.get(url + "/v2/apps", auth=("ml", "s3cret"), timeout=10).json()
         assert _no_app_ran_auth == {"apps": []}
@@ -149,24 +162,59 @@ def test_token_auth_and_tasks_calling_back(tmp_path):
         assert requests.get(url + "/v2/apps", timeout=10).status_code == 401
         assert requests.get(url + "/v2/apps", headers={"Authorization": "token=nope"}, timeout=10).status_code == 401
         client = Client(url, token="tok-123")  # MARATHON_TOKEN
-        # a task reads MARATHON_TOKEN from its environment (the bootstrap's Marathon discovery and the
-        # lifecycle record do exactly this) and calls the runner back
-        probe = ("import os, urllib.request\n"
-                 "def get(headers):\n"
-                 "    req = urllib.request.Request(os.environ['URL'] + '/v2/apps', headers=headers)\n"
+        # a task reads its own token from the file MARATHON_TOKEN_FILE names (the bootstrap's Marathon
+        # discovery and the lifecycle record do exactly this: contract.taskenv.marathon_token) and calls
+        # the runner back: its own job is readable, the rest is not (local/taskscope.py)
+        probe = ("import os, sys, urllib.request\n"
+                 "def call(method, url, headers, body=None):\n"
+                 "    req = urllib.request.Request(url, method=method, headers={**headers, 'Content-Type':\n"
+                 "                                 'application/json'}, data=body and body.encode())\n"
                  "    try:\n"
                  "        return urllib.request.urlopen(req, timeout=10).status\n"
                  "    except urllib.error.HTTPError as e:\n"
                  "        return e.code\n"
-                 "t = os.environ['MARATHON_TOKEN']\n"
-                 "open('codes', 'w').write(f\"{get({'Authorization': 'token=' + t})} {get({})} {t != 'tok-123'}\")\n")
+                 "t = open(os.environ['MARATHON_TOKEN_FILE']).read()\n"
+                 "mine = {'Authorization': 'token=' + t}\n"
+                 "m, dns = os.environ['URL'], os.environ['MTF_RUNNER_MESOS_DNS_HTTP']\n"
+                 "codes = [call('GET', m + '/v2/groups/job', mine), call('GET', m + '/v2/apps/job/probe/tasks', mine),\n"
+                 "         call('GET', m + '/v2/apps', mine), call('GET', m + '/v2/groups/other', mine),\n"
+                 "         call('POST', m + '/v2/apps', mine, '{\"id\": \"/evil\", \"cmd\": \"sleep 1\"}'),\n"
+                 "         call('POST', m + '/v2/apps', mine, '{\"id\": \"/job/evil\", \"cmd\": \"sleep 1\"}'),\n"
+                 "         call('DELETE', m + '/v2/groups/job', mine), call('DELETE', m + '/v2/groups/other', mine),\n"
+                 "         call('PUT', m + '/v2/apps', mine, '[{\"id\": \"/job/probe\", \"cmd\": \"sleep 2\"}]'),\n"
+                 "         call('GET', dns + '/v1/version', mine), call('GET', dns + '/v1/version', {}),\n"
+                 "         call('GET', m + '/v2/groups/job', {})]\n"
+                 "secret_in_env = t in ''.join(os.environ.values()) or 'MARATHON_TOKEN' in os.environ\n"
+                 "open('codes', 'w').write(' '.join(map(str, codes)) + f' {t != \"tok-123\"} {secret_in_env}')\n")
         (tmp_path / "probe.py").write_text(probe)
+        client.put_group({"id": "/other", "apps": [{"id": "/other/a", "cmd": "sleep 600", "cpus": 0.1, "mem": 16}]})
         client.put_group({"id": "/job", "apps": [{
             "id": "/job/probe", "cmd": f"python3 {tmp_path / 'probe.py'}; exec sleep 600", "cpus": 0.1,
             "mem": 32, "env": {"URL": url}}]})
         codes = wait_for(lambda: next((p.read_text() for p in tmp_path.glob("sandboxes/*/codes")), None), 30,
                          what="the task's call back")
-        assert codes == "200 401 True"  # the task's own token works; the user's token is not handed out
+        # the task's own token reads its job (200); anything else is 403: another job, creating an app
+        # (inside its job or not), deleting a group, changing its app beyond the record (issue 24: "its token
+        # is refused on POST /v2/apps and DELETE /v2/groups/..."); the Mesos-DNS HTTP API takes it and refuses
+        # no token (401); the user's token is not handed out, and the token is nowhere in the environment
+        assert codes == "200 200 403 403 403 403 403 403 403 200 401 401 True False"
+        apps = {a["id"]: a for a in client.list_apps()}
+        assert sorted(apps) == ["/job/probe", "/other/a"] and apps["/job/probe"]["cmd"].startswith("python3")
+        # the token is a file in the sandbox the agent's file API never serves or lists
+        token_file = next(tmp_path.glob("sandboxes/job_probe.*/.secrets/marathon-token"))
+        box = token_file.parent.parent
+        admin = {"Authorization": "token=tok-123"}
+        listing = requests.get(url + "/files/browse", params={"path": str(box)}, headers=admin, timeout=10)
+        assert listing.status_code == 200 and ".secrets" not in listing.text and "codes" in listing.text
+        for route in ("/files/download", "/files/read"):
+            r = requests.get(url + route, params={"path": str(token_file), "offset": 0}, headers=admin, timeout=10)
+            assert r.status_code == 404
+        # it is revoked (and its file removed) when the task ends
+        token = {"Authorization": "token=" + token_file.read_text()}
+        assert requests.get(url + "/v2/groups/job", headers=token, timeout=10).status_code == 200
+        client.delete_group("/job", force=True)
+        wait_for(lambda: not token_file.exists(), 30, what="the token's file to go with its task")
+        assert requests.get(url + "/v2/groups/job", headers=token, timeout=10).status_code == 401
 
 
 def test_non_loopback_needs_auth_and_auth_values_parse():
@@ -209,7 +257,16 @@ def test_bootstrap_discovery_and_lifecycle_record_from_a_task_with_auth_on(tmp_p
         "ctx = TaskContext(job='aj', role='worker', index=0, cluster={'worker': 1}, discovery='marathon',\n"
         "                  marathon_url=os.environ['URL'])\n"
         "found = make_backend(ctx, os.environ).lookup([('worker', 0)])[('worker', 0)]\n"
-        "open('result', 'w').write(json.dumps(found.address))\n"
+        "import dataclasses, time\n"
+        "dctx = dataclasses.replace(ctx, discovery='mesos-dns-http',\n"
+        "                           mesos_dns_http=os.environ['MTF_RUNNER_MESOS_DNS_HTTP'])\n"
+        "deadline = time.monotonic() + 30\n"
+        "while True:  # the runner's Mesos-DNS, behind its auth, with the task's credentials\n"
+        "    seen = make_backend(dctx, os.environ).lookup([('worker', 0)])[('worker', 0)]\n"
+        "    if seen.address or time.monotonic() > deadline:\n"
+        "        break\n"
+        "    time.sleep(0.2)\n"
+        "open('result', 'w').write(json.dumps([found.address, seen.address, seen.detail]))\n"
         "finish_job(client_from_env(ctx, os.environ), 'aj', L.SUCCEEDED, reason='done', final_step=3)\n"
         "import time; time.sleep(600)\n")
     with LocalCluster(state_dir=tmp_path / "state", auth=auth, shutdown_grace=0.5) as c:
@@ -219,7 +276,9 @@ def test_bootstrap_discovery_and_lifecycle_record_from_a_task_with_auth_on(tmp_p
             "env": {"URL": c.marathon_url}, "portDefinitions": [{"port": 0, "name": "tf"}]}]})
         result = wait_for(lambda: next((p.read_text() for p in (tmp_path / "state").glob("sandboxes/*/result")),
                                        None), 60, what="the task's discovery and record")
-        assert json.loads(result).startswith("127.0.0.1:")  # the task found itself through Marathon
+        marathon_seen, dns_seen, dns_detail = json.loads(result)
+        assert marathon_seen.startswith("127.0.0.1:")  # the task found itself through Marathon
+        assert dns_seen == marathon_seen, dns_detail  # and through Mesos-DNS's HTTP API (auth on there too)
         app = wait_for(lambda: (lambda a: a if a["labels"].get(L.STATE) else None)(client.get_app("/aj/worker-0")),
                        60, what="the lifecycle record")
         assert app["labels"][L.STATE] == L.SUCCEEDED and app["instances"] == 0

@@ -37,7 +37,7 @@ def test_unsafe_or_bad_options_are_refused_before_anything_listens(args, message
 
 def test_serve_with_token_auth_and_the_ui(tmp_path):
     if not (UI_BUILD / "index.html").is_file():
-        pytest.skip(f"no Marathon UI build at {UI_BUILD} (see README, 'The web UI')")
+        pytest.skip(f"no Marathon UI build at {UI_BUILD} (see docs/local-mode.md, 'the web UI')")
     token = "tok-" + os.urandom(8).hex()
     proc = subprocess.Popen([*CLI, "local", "serve", "--port", "0", "--dns-port", "0", "--dns-http-port", "0",
                              "--state-dir", str(tmp_path), "--auth", "env", "--ui", str(UI_BUILD)],

@@ -33,7 +33,7 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 pytestmark = [
     pytest.mark.skipif(not (UI_BUILD / "index.html").is_file(),
-                       reason=f"no Marathon UI build at {UI_BUILD} (see README, 'The web UI')"),
+                       reason=f"no Marathon UI build at {UI_BUILD} (see docs/local-mode.md, 'the web UI')"),
     pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
                        reason="Chromium is not installed (apt-get install -y chromium chromium-driver)"),
 ]

@@ -9,6 +9,8 @@ from werkzeug import Response
 
 from marathon_tf.contract.errors import (MarathonAuthError, MarathonConflict, MarathonInvalid, MarathonNotFound,
                                          MarathonUnavailable)
+from marathon_tf.contract import labels
+from marathon_tf.marathon import marker
 from marathon_tf.marathon.client import Client, RetryPolicy, redact_url
 
 DEPLOYMENT = "5ed4c0c5-9ff8-4a6f-a0cd-f57f59a34b43"
@@ -43,7 +45,8 @@ def test_put_group_returns_the_deployment(httpserver):
     body = client(httpserver).put_group(GROUP)
     assert body["deploymentId"] == DEPLOYMENT and body["version"] == VERSION
     sent = json.loads(httpserver.log[0][0].data)
-    assert sent == GROUP
+    assert sent == marker.stamp(GROUP)  # every app carries its digest label, nothing else changes
+    assert sent["apps"][0]["labels"] == {labels.DIGEST: marker.digest(GROUP["apps"][0])}
 
 
 def test_deployment_id_from_the_header_when_the_body_has_none(httpserver):
@@ -203,21 +206,24 @@ def test_every_request_has_a_timeout_and_tls_is_verified_by_default():
     assert seen["timeout"] == (5.0, 30.0)
 
 
-def test_lost_answer_then_lock_adopts_our_own_deployment(httpserver):
-    """The first PUT was applied but its answer was lost: the retry meets our own lock and adopts it."""
+def test_lost_answer_adopts_our_own_deployment_without_sending_again(httpserver):
+    """The first PUT was applied but its answer was lost (a reset): Marathon's group carries our digests
+    (Marathon stores labels as sent), so its deployment is adopted and the PUT is not sent again."""
     calls = {"n": 0}
 
     def put(request):
         calls["n"] += 1
-        if calls["n"] == 1:
-            raise ConnectionResetError  # werkzeug drops the connection: the client sees a reset
-        return Response(json.dumps(LOCKED), status=409, content_type="application/json")
+        raise ConnectionResetError  # werkzeug drops the connection: the client sees a reset
 
+    stored = marker.stamp(GROUP)
+    stored["apps"][0]["version"] = VERSION
     httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_handler(put)
-    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json(GROUP)
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json(stored)
+    httpserver.expect_request("/v2/deployments", method="GET").respond_with_json(
+        [{"id": DEPLOYMENT, "version": VERSION, "affectedApps": ["/mnist/worker-0"]}])
     body = client(httpserver).put_group(GROUP)
     assert body["deploymentId"] == DEPLOYMENT and body.get("adopted")
-    assert calls["n"] == 2
+    assert calls["n"] == 1
 
 
 def test_a_single_unreachable_marathon_is_not_retried_when_the_policy_says_so(monkeypatch):

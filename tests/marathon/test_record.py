@@ -9,7 +9,7 @@ from marathon_tf.marathon.record import finish_job, hopeless_failures, hopeless_
 
 def test_finish_job_one_get_and_one_bulk_put_with_force(fake_marathon):
     fake_marathon.add_app("ps", 0)
-    fake_marathon.add_app("worker", 0, labels={L.SPEC: '{"name": "mnist"}'})
+    fake_marathon.add_app("worker", 0, labels={L.SPEC: '{"name": "mnist"}', L.DIGEST: "0123456789abcdef"})
     fake_marathon.add_app("worker", 1)
     wrote = finish_job(fake_marathon.client(), "ml/mnist", L.SUCCEEDED, reason="worker-0 finished",
                        final_step=300, now=lambda: 1_700_000_000.25)
@@ -25,6 +25,7 @@ def test_finish_job_one_get_and_one_bulk_put_with_force(fake_marathon):
         assert all(isinstance(v, str) for v in item["labels"].values())
         assert item["labels"][L.JOB] == "ml/mnist" and {k: item["labels"][k] for k in record} == record
     assert body[1]["labels"][L.SPEC] == '{"name": "mnist"}'  # existing labels are kept
+    assert L.DIGEST not in body[1]["labels"]  # but not the deploy's digest: the definition changes
 
 
 def test_finish_job_does_not_overwrite_an_existing_record(fake_marathon):

@@ -151,6 +151,23 @@ def test_marathon_credentials():
     assert marathon_headers({}) == {}
 
 
+def test_token_file_and_where_credentials_go(tmp_path):
+    """A local runner's task finds its token in the file MARATHON_TOKEN_FILE names (relative: in the
+    sandbox); Marathon's credentials go to Mesos-DNS's HTTP API only when it is the runner's own (behind
+    the runner's auth): a cluster's Mesos-DNS has no auth and is not handed Marathon's secrets."""
+    (tmp_path / ".secrets").mkdir()
+    (tmp_path / ".secrets" / "t").write_text("tok-file\n")
+    env = {"MARATHON_TOKEN_FILE": ".secrets/t", "MESOS_SANDBOX": str(tmp_path)}
+    assert marathon_headers(env) == {"Authorization": "token=tok-file"}
+    assert marathon_headers({**env, "MARATHON_TOKEN": "t0k"}) == {"Authorization": "token=t0k"}
+    assert marathon_headers({"MARATHON_TOKEN_FILE": str(tmp_path / "missing")}) == {}
+    ctx = TaskContext(job="j", role="worker", index=0, cluster={"worker": 1}, discovery="mesos-dns-http",
+                      mesos_dns_http="http://127.0.0.1:8123")
+    own = make_backend(ctx, {**env, "MTF_RUNNER_MESOS_DNS_HTTP": "http://127.0.0.1:8123"}, session=object())
+    assert own.headers == {"Authorization": "token=tok-file"}
+    assert make_backend(ctx, env, session=object()).headers == {}
+
+
 def test_marathon_backend_sends_the_token(marathon):
     ctx = TaskContext(job="ml/mnist", role="worker", index=0, cluster={"worker": 2}, discovery="marathon",
                       marathon_url="http://m1:8080")

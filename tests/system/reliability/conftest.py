@@ -38,7 +38,7 @@ def cluster(module_cluster):
         time.sleep(0.1)
 
 
-FAST = dict(attempts=6, budget=8.0, initial=0.05, max_wait=0.2, jitter=0.05)
+FAST = dict(attempts=6, budget=8.0, initial=0.05, max_wait=0.2, jitter=0.05, settle=1.0)
 
 
 @pytest.fixture
@@ -53,6 +53,7 @@ def fast_retries(monkeypatch):
         initial: float = FAST["initial"]
         max_wait: float = FAST["max_wait"]
         jitter: float = FAST["jitter"]
+        settle: float = FAST["settle"]
 
     monkeypatch.setattr(marathon, "RetryPolicy", FastRetryPolicy)
     return FastRetryPolicy

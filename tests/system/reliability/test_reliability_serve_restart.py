@@ -1,8 +1,10 @@
-"""`marathon-tf local serve` stopped with SIGINT mid-job: no task process survives; started again it
-comes up cleanly — and (today) without the old job, because the local runner keeps no state."""
+"""`marathon-tf local serve` stopped mid-job (SIGINT, or SIGKILL): no task process survives; started again
+on the same state dir it comes up cleanly with its jobs (local/persist.py), relaunches their tasks, and a
+job resumes from its checkpoint and ends Succeeded (issue 24, finding 6)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -76,7 +78,7 @@ def _running(url: str) -> list[dict]:
     return [t for t in r.json().get("tasks", []) if t["state"] == "TASK_RUNNING"] if r.status_code == 200 else []
 
 
-def test_sigint_stops_every_task_and_restart_comes_up_without_the_old_job(serve, tmp_path):
+def test_sigint_stops_every_task_and_restart_comes_up_with_the_job(serve, tmp_path):
     serve.start()
     # `local serve` binds loopback only by default: Marathon API, Mesos-DNS (UDP and TCP) and its HTTP API
     for port in (serve.port, serve.dns, serve.dns_http):
@@ -99,21 +101,68 @@ def test_sigint_stops_every_task_and_restart_comes_up_without_the_old_job(serve,
     with pytest.raises(requests.ConnectionError):
         requests.get(serve.url + "/ping", timeout=2)
 
-    # the same ports and state dir again: it comes up cleanly...
+    # the same ports and state dir again: it comes up cleanly, with the job it had (Marathon keeps its
+    # state in ZooKeeper across restarts; local serve keeps it in its state dir)
     serve.start()
     assert requests.get(serve.url + "/v2/info", timeout=5).status_code == 200
-    # ...and the old job is gone: the local runner keeps no state across restarts (change this test if it does)
-    assert requests.get(serve.url + "/v2/groups/rel", timeout=5).status_code == 404
-    assert requests.get(serve.url + "/v2/apps", timeout=5).json()["apps"] == []
-    assert requests.get(serve.url + "/v2/deployments", timeout=5).json() == []
-    assert processes_under(serve.state) == []
+    assert requests.get(serve.url + "/v2/groups/rel", timeout=5).status_code == 200
+    wait_for(lambda: _running(serve.url), timeout=20, what="worker-0 relaunched after the restart")
     p = run_subprocess(["list"], env={"MARATHON_URL": serve.url})
-    assert p.returncode == 0 and b"no marathon-tf jobs" in p.stderr, p.stderr
+    assert p.returncode == 0 and b"rel" in p.stdout, (p.stdout, p.stderr)
     # the old job's sandboxes are still on disk (kept for post-mortems)
-    assert any((serve.state / "sandboxes").iterdir())
+    assert len(list((serve.state / "sandboxes").iterdir())) >= 3
     # and it is usable: the job deploys again
     p = run_subprocess(["deploy", str(path), "--detach"], env={"MARATHON_URL": serve.url}, timeout=60)
     assert p.returncode == 0, p.stderr.decode()
     wait_for(lambda: _running(serve.url), timeout=20, what="worker-0 running after the restart")
+    assert serve.interrupt() in (0, 130, -signal.SIGINT)
+    assert processes_under(serve.state) == []
+
+
+#: Trains to step 10, checkpointing in its own file; the first run stops at step 5 (checkpointed) and waits
+#: there for ever, so that the runner is SIGKILLed mid-job; a run that finds the checkpoint goes on from it.
+PROGRAM = """\
+import os, sys, time
+ckpt = sys.argv[1]
+start = int(open(ckpt).read()) if os.path.exists(ckpt) else 0
+if start:
+    print(f"resumed from checkpoint step={start}", flush=True)
+for step in range(start + 1, 11):
+    print(f"step={step}", flush=True)
+    if step == 5 and not start:
+        open(ckpt + ".tmp", "w").write("5")
+        os.replace(ckpt + ".tmp", ckpt)
+        time.sleep(600)
+print("done", flush=True)
+"""
+
+
+def test_sigkilled_serve_restarted_resumes_the_job_from_its_checkpoint(serve, tmp_path):
+    program, ckpt = tmp_path / "train.py", tmp_path / "ckpt"
+    program.write_text(PROGRAM)
+    serve.start()
+    path = write_job(tmp_path / "job.json", job(command=f"python3 {program} {ckpt}"))
+    p = run_subprocess(["deploy", str(path), "--detach"], env={"MARATHON_URL": serve.url}, timeout=60)
+    assert p.returncode == 0, p.stderr.decode()
+    wait_for(ckpt.exists, timeout=30, what="the first checkpoint")
+    os.kill(serve.proc.pid, signal.SIGKILL)  # the runner only: nothing of it may outlive it
+    serve.proc.wait(10)
+    wait_for(lambda: processes_under(serve.state) == [], timeout=20, what="the task processes to die with the runner")
+
+    serve.start()
+    env = {"MARATHON_URL": serve.url}
+
+    def state() -> str | None:
+        r = requests.get(serve.url + "/v2/apps/rel/worker-0", timeout=5)
+        return r.json()["app"]["labels"].get("marathon-tf/state") if r.status_code == 200 else None
+
+    assert wait_for(state, timeout=60, what="the job's record") == "Succeeded"
+    p = run_subprocess(["status", "rel", "-o", "json"], env=env)
+    assert p.returncode == 0 and json.loads(p.stdout)["state"] == "Succeeded", (p.stdout, p.stderr)
+    p = run_subprocess(["logs", "rel", "worker-0"], env=env)
+    assert p.returncode == 0, p.stderr.decode()
+    out = p.stdout.decode()
+    assert "resumed from checkpoint step=5" in out and "step=6" in out and "done" in out, out
+    assert "step=1\n" not in out, out  # the relaunched task started from the checkpoint, not from scratch
     assert serve.interrupt() in (0, 130, -signal.SIGINT)
     assert processes_under(serve.state) == []

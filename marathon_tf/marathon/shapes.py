@@ -1,0 +1,116 @@
+"""The shape of what we read from Marathon: every answer is checked before anyone reads it, so that
+a server that is not Marathon (or a proxy's page, or a broken answer) is one clear line — "does not
+answer like Marathon: apps[0].labels is a list, not an object" — and never an ``AttributeError``
+deep in a verb.
+
+A shape names only the fields marathon-tf reads (Marathon 1.4–1.11's JSON: FACTS.md §1–§3,
+``/work/shared/marathon-api/examples``); others are not looked at. A field may be absent or
+``null`` (Marathon 1.4 writes ``null`` for unset options); when present it must have its type.
+Readers may then use ``.get(...) or default`` safely. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from marathon_tf.marathon.transport import oneline
+
+__all__ = ["ShapeError", "MapOf", "check", "message", "INFO", "GROUP", "APP", "TASK", "APPS", "APP_ONE", "TASKS",
+           "DEPLOYMENTS", "QUEUE", "DEPLOYED", "PLAN", "OBJECT"]
+
+NUMBER = (int, float)
+
+
+class ShapeError(ValueError):
+    """``where``: the field path (``apps[0].labels``); ``what``: what is wrong with it."""
+
+    def __init__(self, where: str, what: str):
+        super().__init__(f"{where or 'the answer'} {what}")
+        self.where, self.what = where, what
+
+
+class MapOf:
+    """An object whose keys are strings and whose values all have ``shape``."""
+
+    def __init__(self, shape: Any):
+        self.shape = shape
+
+
+_NAMES = {dict: "an object", list: "a list", str: "a string", bool: "true/false", int: "an integer",
+          float: "a number", type(None): "null"}
+
+
+def kind(value: Any) -> str:
+    """What ``value`` is, in words (``an object``, ``a list``...)."""
+    return _NAMES.get(type(value), type(value).__name__)
+
+
+def _want(shape: Any) -> str:
+    if isinstance(shape, tuple):
+        return " or ".join(_NAMES.get(t, t.__name__) for t in shape)
+    return _NAMES.get(shape, getattr(shape, "__name__", str(shape)))
+
+
+def check(value: Any, shape: Any, where: str = "") -> Any:
+    """``value`` if it has ``shape`` (see the module), else :class:`ShapeError`; returns ``value``."""
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            raise ShapeError(where, f"is {kind(value)}, not an object")
+        for key, sub in shape.items():
+            if value.get(key) is not None:
+                check(value[key], sub, f"{where}.{key}" if where else key)
+    elif isinstance(shape, list):
+        if not isinstance(value, list):
+            raise ShapeError(where, f"is {kind(value)}, not a list")
+        for i, item in enumerate(value):
+            check(item, shape[0], f"{where}[{i}]")
+    elif isinstance(shape, MapOf):
+        if not isinstance(value, dict):
+            raise ShapeError(where, f"is {kind(value)}, not an object")
+        for key, item in value.items():
+            check(item, shape.shape, f"{where}.{key}")
+    elif shape is not object:
+        types = shape if isinstance(shape, tuple) else (shape,)
+        if isinstance(value, bool) and bool not in types or not isinstance(value, types):
+            raise ShapeError(where, f"is {kind(value)}, not {_want(shape)}")
+    return value
+
+
+def message(body: Any) -> str:
+    """What an error answer says, on one line: Marathon's ``message``, or the gist of an HTML page
+    (Jetty's error pages, e.g. 503 "Could not determine the current leader")."""
+    if isinstance(body, dict):
+        return oneline(str(body.get("message") or ""))[:300]
+    if isinstance(body, str):
+        m = re.search(r"<title>(.*?)</title>", body[:65536], re.S | re.I)
+        return oneline(m.group(1) if m else re.sub(r"<[^>]+>", " ", body[:4096]))[:200]
+    return ""
+
+
+OBJECT: dict = {}
+INFO = {"version": str, "buildref": str, "name": str, "marathon_config": {"features": [str]}}
+HEALTH = {"alive": bool}
+TASK = {"id": str, "appId": str, "state": str, "host": str, "ports": [int], "stagedAt": str, "startedAt": str,
+        "version": str, "healthCheckResults": [HEALTH]}
+FAILURE = {"message": str, "state": str, "timestamp": str, "version": str, "taskId": str}
+APP = {"id": str, "instances": int, "labels": MapOf(str), "tasks": [TASK], "deployments": [{"id": str}],
+       "lastTaskFailure": FAILURE, "version": str, "versionInfo": {"lastConfigChangeAt": str},
+       "portDefinitions": [{"name": str, "port": int}], "tasksRunning": int, "tasksStaged": int,
+       "tasksHealthy": int, "env": dict, "cmd": str}
+GROUP: dict = {"id": str, "version": str, "apps": [APP]}
+GROUP["groups"] = [GROUP]
+APPS = {"apps": [APP]}
+APP_ONE = {"app": APP}
+TASKS = {"tasks": [TASK]}
+DEPLOYMENT = {"id": str, "version": str, "affectedApps": [str], "currentStep": int, "totalSteps": int,
+              "steps": [{"actions": [{"action": str, "app": str}]}]}
+DEPLOYMENTS = [DEPLOYMENT]
+QUEUE_ENTRY = {"app": {"id": str}, "count": int, "since": str, "delay": {"timeLeftSeconds": NUMBER, "overdue": bool},
+               "processedOffersSummary": {"processedOffersCount": int, "unusedOffersCount": int,
+                                          "rejectSummaryLastOffers": [{"reason": str, "declined": int,
+                                                                       "processed": int}]},
+               "lastUnusedOffers": [{"reason": [str], "timestamp": str}]}
+QUEUE = {"queue": [QUEUE_ENTRY]}
+DEPLOYED = {"deploymentId": str, "version": str}
+PLAN = {"steps": [{"actions": [{"action": str, "app": str}]}]}

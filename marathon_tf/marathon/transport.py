@@ -1,0 +1,390 @@
+"""Bounded HTTP for every request marathon-tf makes: to Marathon, to the Mesos agents (``logs``) and
+to the tasks' status servers, from the user's machine and from inside a task.
+
+* **A deadline for the whole exchange.** ``requests``' read timeout applies to each socket read, so
+  a server that sends one byte every few seconds keeps a request open for ever. Here every request
+  must be over — connect, send, status line, headers, body — within its deadline: by default the
+  sum of its (connect, read) timeouts, never past the caller's own deadline (``deadline``: a
+  function giving a ``time.monotonic()`` instant, e.g. the CLI's ``--timeout``). A timer shuts the
+  socket down when it passes, which ends a read blocked in any thread; the request then raises
+  :class:`DeadlineExceeded` (a ``requests.Timeout``). A streamed answer (the event stream) is bound
+  only until its headers have come: its body has its own liveness check (:mod:`.events`).
+* **A size cap.** A body is read in chunks and refused past ``max_bytes`` (counted after
+  decoding, so a compressed bomb is refused too); a ``Content-Length`` above it is refused before
+  anything is read: :class:`AnswerTooLarge`, naming the limit. Default 32 MiB
+  (``MARATHON_TF_MAX_RESPONSE``, e.g. ``64M``); Marathon's largest answers we ask for (a job's
+  group with its tasks, the queue) are a few MB on big clusters.
+
+:func:`mount` puts both on a ``requests.Session`` (the REST client's, the agents'); :func:`session`
+makes one; :func:`get_json` is a one-shot GET of a JSON object (``None`` on any failure) for the
+tasks' status servers. Nothing here knows Marathon.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import threading
+import time
+from typing import Any, Callable, Mapping, Optional
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+__all__ = ["DEFAULT_MAX_BYTES", "MAX_BYTES_ENV", "URL_ATTR", "AnswerTooLarge", "DeadlineExceeded", "NotSent",
+           "RedirectRefused", "BoundedAdapter", "mount", "session", "exchange", "body", "get_json", "parse_size",
+           "show_size", "max_bytes_from_env", "oneline", "short", "unreachable", "redact_url"]
+
+DEFAULT_MAX_BYTES = 32 << 20
+#: The attribute an exception raised after a redirect carries: the URL it was sent to (errors name it).
+URL_ATTR = "marathon_tf_url"
+#: What a write may follow: 307/308 keep the method and the body (RFC 9110 §15.4); 301/302/303 would turn it
+#: into a GET, which is not what was asked.
+_KEEP_METHOD = (307, 308)
+_STREAM_ERROR_BYTES = 64 << 10
+MAX_BYTES_ENV = "MARATHON_TF_MAX_RESPONSE"
+_CHUNK = 1 << 16
+Deadline = Callable[[], Optional[float]]
+
+
+class AnswerTooLarge(requests.RequestException):
+    """The body is larger than the cap; ``announced``: its ``Content-Length`` when that said so."""
+
+    def __init__(self, limit: int, announced: int | None = None, **kw: Any):
+        self.limit, self.announced = limit, announced
+        said = f" (Content-Length {show_size(announced)})" if announced else ""
+        super().__init__(f"the answer is larger than the {show_size(limit)} limit{said}; it was not read", **kw)
+
+
+class RedirectRefused(requests.RequestException):
+    """A redirect not followed: too many, from https to http, or one that would turn a write into a GET."""
+
+
+class DeadlineExceeded(requests.exceptions.Timeout):
+    """The whole exchange did not end within its deadline."""
+
+
+class NotSent(DeadlineExceeded):
+    """No time was left for the request: nothing was sent."""
+
+
+def parse_size(text: str) -> int:
+    """``33554432``, ``512k``, ``32M``, ``32MiB``, ``1G`` → bytes (binary units)."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgKMG]?)(?:i?[bB])?\s*", str(text))
+    if not m:
+        raise ValueError(f"{text!r} is not a size (e.g. 32M, 512k, 1G or bytes)")
+    size = int(float(m.group(1)) * 1024 ** " kmg".index(m.group(2).lower() or " "))
+    if size < 1024:
+        raise ValueError(f"{text!r}: at least 1k")
+    return size
+
+
+def show_size(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f}".rstrip("0").rstrip(".") + " " + unit
+    return f"{size} bytes"
+
+
+def max_bytes_from_env(environ: Mapping[str, str] = os.environ) -> int:
+    """``MARATHON_TF_MAX_RESPONSE`` if set (and valid), else :data:`DEFAULT_MAX_BYTES`."""
+    try:
+        return parse_size(environ[MAX_BYTES_ENV]) if environ.get(MAX_BYTES_ENV) else DEFAULT_MAX_BYTES
+    except ValueError:
+        return DEFAULT_MAX_BYTES
+
+
+# --- the deadline: a timer that shuts the request's socket down ---------------------------------------
+
+_current = threading.local()  # the watch of the request this thread is sending, while it is sent
+
+
+class _Watch:
+    """Fires once after ``seconds``: shuts down the socket of the connection the request uses (a
+    blocked read in any thread then returns)."""
+
+    def __init__(self, seconds: float):
+        self.fired = False
+        self._conn: Any = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(seconds, 0.0), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def attach(self, conn: Any) -> None:
+        with self._lock:
+            self._conn = conn
+            if self.fired:
+                _shut(conn)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            if self._conn is not None:
+                _shut(self._conn)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _shut(conn: Any) -> None:
+    sock = getattr(conn, "sock", None)
+    if sock is not None:
+        try:  # the plain socket's shutdown (an SSLSocket's would also drop its TLS state under a reader)
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class _Watched:
+    """A urllib3 connection that tells the current request's watch which socket to shut."""
+
+    def connect(self) -> None:
+        super().connect()  # type: ignore[misc]
+        _attach(self)
+
+    def request(self, *args: Any, **kwargs: Any) -> Any:
+        _attach(self)
+        return super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+def _attach(conn: Any) -> None:
+    watch = getattr(_current, "watch", None)
+    if watch is not None:
+        watch.attach(conn)
+
+
+class _Connection(_Watched, HTTPConnection):
+    pass
+
+
+class _TLSConnection(_Watched, HTTPSConnection):
+    pass
+
+
+class _Pool(HTTPConnectionPool):
+    ConnectionCls = _Connection
+
+
+class _TLSPool(HTTPSConnectionPool):
+    ConnectionCls = _TLSConnection
+
+
+_POOLS = {"http": _Pool, "https": _TLSPool}
+
+
+def _budget(timeout: Any) -> float | None:
+    """The whole exchange's seconds for a requests ``timeout``: connect + read."""
+    if isinstance(timeout, tuple):
+        parts = [t for t in timeout if t is not None]
+        return float(sum(parts)) if len(parts) == len(timeout) else None
+    return 2.0 * float(timeout) if isinstance(timeout, (int, float)) else None
+
+
+class BoundedAdapter(HTTPAdapter):
+    """``requests``' adapter with a deadline for the whole exchange and a size cap (see the module)."""
+
+    def __init__(self, *, max_bytes: int = DEFAULT_MAX_BYTES, deadline: Deadline = lambda: None, **kw: Any):
+        self.max_bytes = max_bytes
+        self.deadline = deadline
+        super().__init__(**kw)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = dict(_POOLS)
+
+    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
+        manager = super().proxy_manager_for(proxy, **kwargs)
+        if not proxy.lower().startswith("socks"):
+            manager.pool_classes_by_scheme = dict(_POOLS)
+        return manager
+
+    def _seconds(self, timeout: Any) -> float | None:
+        seconds = _budget(timeout)
+        at = self.deadline()
+        if at is not None:
+            left = at - time.monotonic()
+            seconds = left if seconds is None else min(seconds, left)
+        return seconds
+
+    def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
+             **kwargs: Any) -> requests.Response:
+        seconds = self._seconds(timeout)
+        if seconds is not None and seconds <= 0:
+            raise NotSent("no time left for the request", request=request)
+        watch = _Watch(seconds) if seconds is not None else None
+        before = getattr(_current, "watch", None)
+        _current.watch = watch
+        try:
+            try:
+                response = super().send(request, stream=True, timeout=timeout, **kwargs)
+            finally:
+                _current.watch = before
+            if not stream:
+                response._content = self._body(response)
+                response._content_consumed = True
+            if watch is not None and watch.fired:
+                response.close()
+                raise DeadlineExceeded(f"no whole answer within {seconds:.3g} s", request=request)
+            return response
+        except requests.RequestException as e:
+            if watch is not None and watch.fired and not isinstance(e, (DeadlineExceeded, AnswerTooLarge)):
+                raise DeadlineExceeded(f"no whole answer within {seconds:.3g} s", request=request) from None
+            raise
+        finally:
+            if watch is not None:
+                watch.cancel()
+
+    def _body(self, response: requests.Response) -> bytes:
+        length = response.headers.get("Content-Length", "")
+        if length.isdigit() and int(length) > self.max_bytes:
+            response.close()
+            raise AnswerTooLarge(self.max_bytes, int(length), response=response)
+        chunks, size = [], 0
+        for chunk in response.iter_content(_CHUNK):
+            size += len(chunk)
+            if size > self.max_bytes:
+                response.close()
+                raise AnswerTooLarge(self.max_bytes, response=response)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def mount(target: requests.Session, *, max_bytes: int | None = None, deadline: Deadline = lambda: None
+          ) -> requests.Session:
+    """Bound every request of ``target`` (http and https)."""
+    adapter = BoundedAdapter(max_bytes=max_bytes_from_env() if max_bytes is None else max_bytes, deadline=deadline)
+    target.mount("http://", adapter)
+    target.mount("https://", adapter)
+    return target
+
+
+def session(*, max_bytes: int | None = None) -> requests.Session:
+    """A new ``requests.Session`` with every request bounded."""
+    return mount(requests.Session(), max_bytes=max_bytes)
+
+
+def exchange(target: requests.Session, method: str, url: str, *, timeout: Any, verify: Any, max_redirects: int = 3,
+             params: Any = None, json_body: Any = None, stream: bool = False,
+             headers: Mapping[str, str] | None = None) -> tuple[requests.Response, str]:
+    """One request following at most ``max_redirects`` redirects itself (a write only through 307/308,
+    never from https to http), keeping the session's credentials (``requests`` drops them when a
+    redirect changes host or port; a standby's event stream redirect needs them). Returns the final
+    response and the URL that answered it. An exception raised after a redirect carries the URL it was
+    sent to in :data:`URL_ATTR`; a redirect not followed is :class:`RedirectRefused`, naming its target."""
+    data = None if json_body is None else json.dumps(json_body).encode("utf-8")
+    sent_headers = dict(headers or {})
+    if data is not None:
+        sent_headers["Content-Type"] = "application/json"
+    for hop in range(max_redirects + 1):
+        try:
+            r = target.request(method, url, params=params, data=data, headers=sent_headers, timeout=timeout,
+                               verify=verify, stream=stream, allow_redirects=False)
+        except requests.RequestException as e:
+            if hop:
+                setattr(e, URL_ATTR, url)
+            raise
+        location = r.headers.get("Location") if r.is_redirect else None
+        if location is None:
+            return r, url
+        r.close()
+        to = urljoin(url, location)
+        if method not in ("GET", "HEAD") and r.status_code not in _KEEP_METHOD:
+            raise RedirectRefused(f"redirected by {r.status_code} to {redact_url(to)}: not followed (it would turn the "
+                                  f"{method} into a GET)")
+        if urlsplit(url).scheme == "https" and urlsplit(to).scheme != "https":
+            raise RedirectRefused(f"redirected to {redact_url(to)}: not following it without TLS (the credentials "
+                                  f"would travel in clear)")
+        if hop == max_redirects:
+            raise RedirectRefused(f"more than {max_redirects} redirects (the last to {redact_url(to)})")
+        url, params = to, None  # the Location carries the query
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def redact_url(url: str) -> str:
+    """Drop any ``user:password@`` from a URL before it is shown."""
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        parts = parts._replace(netloc=host)
+    return urlunsplit(parts)
+
+
+def body(r: requests.Response) -> Any:
+    """The answer's JSON, else its text (None when empty). A streamed answer (an error to the event
+    stream) is read only up to 64 KiB and for as long as its request's timeouts allow."""
+    if not r._content_consumed:  # type: ignore[attr-defined]
+        chunks, size, end = [], 0, time.monotonic() + 10.0
+        try:
+            for chunk in r.iter_content(1024):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size >= _STREAM_ERROR_BYTES or time.monotonic() > end:
+                    break
+        except requests.RequestException:
+            pass
+        r._content, r._content_consumed = b"".join(chunks), True  # type: ignore[attr-defined]
+        r.close()
+    if not r.content:
+        return None
+    try:
+        return json.loads(r.content)
+    except (ValueError, RecursionError):
+        try:
+            return r.content.decode(r.encoding or "utf-8", errors="replace")
+        except LookupError:  # a charset Python does not know
+            return r.content.decode("utf-8", errors="replace")
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def oneline(text: str) -> str:
+    """``text`` on one line: control characters and runs of whitespace become one space."""
+    return " ".join(_CONTROL.sub(" ", text).split())
+
+
+def short(e: BaseException) -> str:
+    """A request exception as a short phrase (``Connection refused``, ``read timed out``...)."""
+    if isinstance(e, (DeadlineExceeded, AnswerTooLarge, RedirectRefused)):
+        return oneline(str(e))[:300]
+    text = str(e)
+    m = re.search(r"\[Errno -?\d+\] ([^')\]\"]+)", text)
+    if m:
+        return oneline(m.group(1))
+    if "Read timed out" in text:
+        return "read timed out"
+    if "timed out" in text:
+        return "timed out"
+    return oneline(text)[:200] or type(e).__name__
+
+
+def unreachable(e: BaseException) -> bool:
+    """No connection could be made (refused, no route, unknown host, connect timeout): nothing was sent.
+    A reset, a read timeout or a missed deadline means something answered, and may have read the request."""
+    if isinstance(e, requests.exceptions.ConnectTimeout):
+        return True
+    reason = getattr(e.args[0], "reason", None) if e.args else None
+    return isinstance(reason, urllib3.exceptions.NewConnectionError)
+
+
+def get_json(url: str, *, timeout: float = 2.0, max_bytes: int = 4 << 20) -> dict[str, Any] | None:
+    """A JSON object from ``url``; None when there is no whole answer within ``timeout`` seconds,
+    it is not a 200, not JSON or not an object (a task's status server: advisory)."""
+    with session(max_bytes=max_bytes) as s:
+        try:
+            r = s.get(url, timeout=(timeout / 2, timeout / 2))
+            if r.status_code != 200:
+                return None
+            body = json.loads(r.content)
+        except (requests.RequestException, ValueError, RecursionError):
+            return None
+    return body if isinstance(body, dict) else None

@@ -1,0 +1,219 @@
+"""A raw-socket HTTP server on 127.0.0.1 that answers whatever a test tells it to, also what no
+well-behaved server would: a body dripped one byte at a time, hundreds of MB, a lying Content-Length,
+truncated JSON, bytes that are not UTF-8, redirect loops. One request per connection
+(``Connection: close``); every connection is closed by :meth:`Hostile.stop`.
+
+``handler(request) -> Answer``; ``Answer.body`` is bytes or an iterable of bytes (generated as it is
+sent, so a 400 MB answer costs the server nothing); ``drip``: seconds between single bytes (of the
+head and the body).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Union
+
+
+@dataclass
+class Request:
+    method: str
+    path: str  # without the query
+    query: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class Answer:
+    status: int = 200
+    body: Union[bytes, Iterable[bytes]] = b""
+    headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "application/json"})
+    reason: str = ""
+    drip: float = 0.0
+    length: bool = True  # send Content-Length for a bytes body
+
+
+def json_answer(text: str, status: int = 200, **kw) -> Answer:
+    return Answer(status, text.encode(), **kw)
+
+
+class Hostile:
+    def __init__(self, handler: Callable[[Request], Answer]):
+        self.handler = handler
+        self.log: list[Request] = []
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self._sock.settimeout(0.2)
+        self.port = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._stop = threading.Event()
+        self._conns: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._accept = threading.Thread(target=self._run, name="hostile-accept", daemon=True)
+        self._accept.start()
+
+    def __enter__(self) -> "Hostile":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def requests(self, method: str | None = None, path: str | None = None) -> list[Request]:
+        with self._lock:
+            return [r for r in self.log if (method is None or r.method == method) and (path is None or r.path == path)]
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._accept.join(5)
+        self._sock.close()
+        with self._lock:
+            conns = list(self._conns)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for t in self._threads:
+            t.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except (socket.timeout, OSError):
+                continue
+            with self._lock:
+                self._conns.add(conn)
+            t = threading.Thread(target=self._serve, args=(conn,), name="hostile-conn", daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            request = self._read(conn)
+            if request is None:
+                return
+            with self._lock:
+                self.log.append(request)
+            self._write(conn, self.handler(request))
+        except OSError:
+            pass  # the client hung up (it should, past its deadline or its size cap)
+        finally:
+            with self._lock:
+                self._conns.discard(conn)
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+    def _read(self, conn: socket.socket) -> Request | None:
+        conn.settimeout(10)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return None
+            data += chunk
+        head, _, rest = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        method, target, _ = lines[0].split(" ", 2)
+        headers = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            headers[k.strip().lower()] = v.strip()
+        want = int(headers.get("content-length") or 0)
+        while len(rest) < want:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
+        path, _, query = target.partition("?")
+        return Request(method, path, query, headers, rest)
+
+    def _write(self, conn: socket.socket, answer: Answer) -> None:
+        headers = dict(answer.headers)
+        body = answer.body
+        if isinstance(body, (bytes, bytearray)) and answer.length:
+            headers.setdefault("Content-Length", str(len(body)))
+        headers["Connection"] = "close"
+        head = f"HTTP/1.1 {answer.status} {answer.reason or 'X'}\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+        parts = [head.encode("latin-1")]
+        parts = parts + [body] if isinstance(body, (bytes, bytearray)) else parts
+        for part in parts:
+            self._send(conn, part, answer.drip)
+        if not isinstance(body, (bytes, bytearray)):
+            for chunk in body:
+                if self._stop.is_set():
+                    return
+                self._send(conn, chunk, answer.drip)
+
+    def _send(self, conn: socket.socket, data: bytes, drip: float) -> None:
+        if not drip:
+            conn.sendall(data)
+            return
+        for i in range(len(data)):
+            if self._stop.wait(drip):
+                return
+            conn.sendall(data[i:i + 1])
+
+
+def repeat(chunk: bytes, total: int) -> Iterable[bytes]:
+    """``total`` bytes made of ``chunk``, generated as they are sent."""
+    sent = 0
+    while sent < total:
+        part = chunk[: total - sent]
+        sent += len(part)
+        yield part
+
+
+def wait_until(predicate: Callable[[], bool], seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+DEPLOYMENT = "5ed4c0c5-9ff8-4a6f-a0cd-f57f59a34b43"
+VERSION = "2026-11-25T10:00:00.000Z"
+INFO = json_answer('{"version": "1.11.0", "name": "marathon"}')
+#: Marathon's 409 for a locked app (FACTS.md §1.5, AppLockedException).
+LOCKED = json.dumps({"message": "App is locked by one or more deployments. Override with the option '?force=true'. "
+                                f"View details at '/v2/deployments/{DEPLOYMENT}'.", "deployments": [{"id": DEPLOYMENT}]})
+
+
+class ProxiedMarathon:
+    """A Marathon behind a proxy that answers ``first_put`` to the first group PUT after passing it on
+    (Marathon applied it: a group PUT replaces the group's apps, and Marathon keeps labels as sent,
+    FACTS.md §1.1/§1.3), and 409 "locked" to any later PUT while that deployment runs (the issue's
+    504-then-409)."""
+
+    def __init__(self, first_put: Answer, job: str = "mnist"):
+        self.first_put, self.group, self.puts, self.path = first_put, None, 0, f"/v2/groups/{job}"
+
+    def __call__(self, request) -> Answer:
+        if request.path == "/v2/info":
+            return INFO
+        if request.path == self.path and request.method == "PUT":
+            self.puts += 1
+            if self.puts > 1:
+                return json_answer(LOCKED, 409)
+            self.group = json.loads(request.body)
+            for app in self.group["apps"]:
+                app["version"] = VERSION
+            return self.first_put
+        if request.path == self.path and request.method == "GET":
+            if self.group is None:
+                return json_answer('{"message": "Group \'/mnist\' does not exist"}', 404)
+            return json_answer(json.dumps(self.group))
+        if request.path == "/v2/deployments":
+            return json_answer(json.dumps([{"id": DEPLOYMENT, "version": VERSION,
+                                            "affectedApps": [a["id"] for a in self.group["apps"]] if self.group else [],
+                                            "currentStep": 1, "totalSteps": 1, "steps": []}]))
+        return json_answer('{"message": "no"}', 404)
