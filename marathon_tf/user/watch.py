@@ -9,16 +9,14 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from marathon_tf.contract import naming
+from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import JobFailed, MarathonError, MarathonUnavailable, Timeout
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.events import EventStream
 
 __all__ = ["wait_deployment", "wait_job", "FINAL_STATES", "NOT_LISTED_GRACE"]
 
-FINAL_STATES = ("Succeeded", "Failed", "NotPlaced")
-#: A job released at its admission deadline with an attempt left (not final: it is submitted again).
-QUEUED = "Queued"
+FINAL_STATES = L.RECORDED  # Succeeded, Failed, NotPlaced (a Queued job is not final: it is submitted again)
 #: How long a deployment id Marathon returned may stay out of ``/v2/deployments`` before "not
 #: listed" is read as "finished" (when neither the event stream nor the group could tell).
 NOT_LISTED_GRACE = 30.0
@@ -77,7 +75,7 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
                 # The job's own end (its record, written with ?force=true) overrides the deployment:
                 # that is the job's outcome, not a failed deployment.
                 ended = job_status(client, job, probe=False)
-                if ended.get("state") in FINAL_STATES + (QUEUED,):
+                if ended.get("state") in FINAL_STATES + (L.QUEUED,):
                     return ended
                 reason = ev.get("reason") or "cancelled or overridden by another deployment"
                 raise JobFailed(f"deployment {deployment_id} of {job} failed: {reason}")
