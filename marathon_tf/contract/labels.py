@@ -14,6 +14,15 @@ so that Marathon relaunches nothing: ``marathon-tf/state`` (``Succeeded`` | ``Fa
 ``/finished-at`` (ISO time), ``/final-step``, ``/reason``; the deciding task's app also gets
 ``marathon-tf/events``, the job's events (:func:`marathon_tf.contract.timeline.compact`, at most 32 kB),
 for ``status --timeline`` and ``events`` once the tasks are gone.
+
+A job that was not placed by its admission deadline (issue 20: :mod:`marathon_tf.user.gang`,
+:mod:`marathon_tf.task.admission`) gets the same record with ``marathon-tf/state`` ``NotPlaced``
+and, per role, why its tasks waited in ``/reason``; ``/attempt`` and ``/attempts`` say which
+attempt it was of how many (``admission.retries`` + 1), and ``/next-attempt-at`` (ISO time)
+when it is submitted again (status shows it ``Queued``). A re-submission removes the record,
+keeps the attempt labels and moves the events to ``/earlier-events``. Labels are written only on
+apps whose tasks are stopped (instances 0): a label change is a new app version, which Marathon
+rolls out by restarting the task.
 """
 
 PREFIX = "marathon-tf/"
@@ -28,6 +37,15 @@ FINISHED_AT = PREFIX + "finished-at"
 FINAL_STEP = PREFIX + "final-step"
 REASON = PREFIX + "reason"
 EVENTS = PREFIX + "events"
+ATTEMPT = PREFIX + "attempt"
+ATTEMPTS = PREFIX + "attempts"
+NEXT_ATTEMPT_AT = PREFIX + "next-attempt-at"
+EARLIER_EVENTS = PREFIX + "earlier-events"
 
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
+NOT_PLACED = "NotPlaced"
+#: Not a label value: the state ``status`` shows for a NotPlaced job with a next attempt.
+QUEUED = "Queued"
+#: The record's states: the job's tasks are stopped and Marathon relaunches nothing.
+RECORDED = (SUCCEEDED, FAILED, NOT_PLACED)

@@ -38,6 +38,10 @@ Variables (all strings, as Marathon requires):
                            cluster spec is known, or ``false``; unset: ``tensorflow``
 ``MTF_GPUS``               the GPUs the app asks for (the app's ``gpus``; unset: none): the
                            bootstrap checks at start that the task can see that many
+``MTF_ADMISSION``          ``TIMEOUT/RETRIES/BACKOFF``: the job's admission (``admission.timeout``,
+                           ``.retries``, ``.backoff_seconds``); unset: ``600/0/60``. A task placed
+                           while its peers wait releases the job when the deadline passes
+                           (:mod:`marathon_tf.task.admission`)
 =========================  ==============================================================
 
 A runner that is its own Marathon + Mesos-DNS (``marathon-tf local serve`` / ``deploy --local``)
@@ -98,6 +102,7 @@ _DEFAULTS = {
     "style": "custom",
     "completion": "worker0",
     "prewarm": ("tensorflow",),
+    "admission": (600.0, 0, 60.0),
 }
 
 
@@ -128,6 +133,8 @@ class TaskContext:
     logdir: str = ""
     prewarm: tuple[str, ...] = _DEFAULTS["prewarm"]
     gpus: int = 0
+    #: (timeout seconds, retries, backoff seconds): the job's admission (see :mod:`marathon_tf.task.admission`)
+    admission: tuple[float, int, float] = _DEFAULTS["admission"]
 
     def to_env(self) -> dict[str, str]:
         env = {
@@ -165,6 +172,9 @@ class TaskContext:
             env["MTF_PREWARM"] = ",".join(self.prewarm) or "false"
         if self.gpus:
             env["MTF_GPUS"] = str(self.gpus)
+        if tuple(self.admission) != _DEFAULTS["admission"]:
+            timeout, retries, backoff = self.admission
+            env["MTF_ADMISSION"] = f"{_num(timeout)}/{int(retries)}/{_num(backoff)}"
         return env
 
     @classmethod
@@ -219,6 +229,13 @@ class TaskContext:
             target_step = int(environ["MTF_TARGET_STEP"]) if environ.get("MTF_TARGET_STEP") else None
         except ValueError:
             raise ValueError("MTF_TARGET_STEP must be an integer")
+        admission = _DEFAULTS["admission"]
+        if environ.get("MTF_ADMISSION"):
+            try:
+                a_timeout, a_retries, a_backoff = environ["MTF_ADMISSION"].split("/")
+                admission = (float(a_timeout), int(a_retries), float(a_backoff))
+            except ValueError:
+                raise ValueError("MTF_ADMISSION must look like TIMEOUT/RETRIES/BACKOFF, e.g. 600/3/60")
         return cls(
             job=need("MTF_JOB"),
             role=need("MTF_ROLE"),
@@ -244,6 +261,7 @@ class TaskContext:
             target_step=target_step,
             prewarm=prewarm_modules(environ.get("MTF_PREWARM")),
             gpus=gpus,
+            admission=admission,
         )
 
     @property

@@ -199,6 +199,7 @@ def _task_context(spec: JobSpec, role: str, index: int) -> TaskContext:
         progress_timeouts=(spec.restart.progress_timeout_seconds, spec.restart.first_step_timeout_seconds),
         target_step=spec.target_step,
         prewarm=spec.prewarm, gpus=spec.role(role).gpus,
+        admission=(spec.admission.timeout, spec.admission.retries, spec.admission.backoff_seconds),
     )
 
 
