@@ -27,11 +27,12 @@ def _optional():
     except ImportError:
         pass
     try:
-        from . import bench_hopeless, bench_output, bench_rendezvous
+        from . import bench_admission, bench_hopeless, bench_output, bench_rendezvous
 
         out.update(bench_output.BENCHMARKS)
         out.update(bench_hopeless.BENCHMARKS)
         out.update(bench_rendezvous.BENCHMARKS)
+        out.update(bench_admission.BENCHMARKS)
     except ImportError:
         pass
     try:

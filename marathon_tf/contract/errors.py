@@ -14,6 +14,7 @@ know one, a hint the user can act on. Commands only raise; the CLI prints.
     │   └── MarathonInvalid          exit 1   400 / 422, with Marathon's ``details``
     ├── DiscoveryError               exit 1   peers not found before the startup deadline
     ├── JobFailed                    exit 1   the training job failed
+    ├── NotPlaced                    exit 4   no room for every task (now, or by the admission deadline)
     └── Timeout                      exit 3   gave up waiting while work is still in progress
 
     Interrupted (exit 130; 129 for SIGHUP, 143 for SIGTERM) is raised on Ctrl-C or a stop signal.
@@ -33,6 +34,7 @@ __all__ = [
     "MarathonInvalid",
     "DiscoveryError",
     "JobFailed",
+    "NotPlaced",
     "Timeout",
     "Interrupted",
 ]
@@ -128,6 +130,13 @@ class DiscoveryError(MarathonTFError):
 
 class JobFailed(MarathonTFError):
     pass
+
+
+class NotPlaced(MarathonTFError):
+    """Not every task of the job could be placed: refused before anything was sent
+    (``--no-wait-for-resources``), or released at its admission deadline with no attempt left."""
+
+    exit_code = 4
 
 
 class Timeout(MarathonTFError):

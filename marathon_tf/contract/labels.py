@@ -16,6 +16,16 @@ so that Marathon relaunches nothing: ``marathon-tf/state`` (``Succeeded`` | ``Fa
 for ``status --timeline`` and ``events`` once the tasks are gone; ``marathon-tf/restarts`` holds
 the job's restart counts (JSON: failures, max_failures, window_seconds, preemptions, max_preemptions,
 infrastructure: :meth:`marathon_tf.task.ledger.Ledger.summary`).
+for ``status --timeline`` and ``events`` once the tasks are gone.
+
+A job that was not placed by its admission deadline (issue 20: :mod:`marathon_tf.user.gang`,
+:mod:`marathon_tf.task.admission`) gets the same record with ``marathon-tf/state`` ``NotPlaced``
+and, per role, why its tasks waited in ``/reason``; ``/attempt`` and ``/attempts`` say which
+attempt it was of how many (``admission.retries`` + 1), and ``/next-attempt-at`` (ISO time)
+when it is submitted again (status shows it ``Queued``). A re-submission removes the record,
+keeps the attempt labels and moves the events to ``/earlier-events``. Labels are written only on
+apps whose tasks are stopped (instances 0): a label change is a new app version, which Marathon
+rolls out by restarting the task.
 """
 
 PREFIX = "marathon-tf/"
@@ -31,6 +41,15 @@ FINAL_STEP = PREFIX + "final-step"
 REASON = PREFIX + "reason"
 EVENTS = PREFIX + "events"
 RESTARTS = PREFIX + "restarts"
+ATTEMPT = PREFIX + "attempt"
+ATTEMPTS = PREFIX + "attempts"
+NEXT_ATTEMPT_AT = PREFIX + "next-attempt-at"
+EARLIER_EVENTS = PREFIX + "earlier-events"
 
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
+NOT_PLACED = "NotPlaced"
+#: Not a label value: the state ``status`` shows for a NotPlaced job with a next attempt.
+QUEUED = "Queued"
+#: The record's states: the job's tasks are stopped and Marathon relaunches nothing.
+RECORDED = (SUCCEEDED, FAILED, NOT_PLACED)

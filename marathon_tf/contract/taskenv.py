@@ -42,6 +42,10 @@ Variables (all strings, as Marathon requires):
                            cluster spec is known, or ``false``; unset: ``tensorflow``
 ``MTF_GPUS``               the GPUs the app asks for (the app's ``gpus``; unset: none): the
                            bootstrap checks at start that the task can see that many
+``MTF_ADMISSION``          ``TIMEOUT/RETRIES/BACKOFF``: the job's admission (``admission.timeout``,
+                           ``.retries``, ``.backoff_seconds``); unset: ``600/0/60``. A task placed
+                           while its peers wait releases the job when the deadline passes
+                           (:mod:`marathon_tf.task.admission`)
 =========================  ==============================================================
 
 A runner that is its own Marathon + Mesos-DNS (``marathon-tf local serve`` / ``deploy --local``)
@@ -105,6 +109,7 @@ _DEFAULTS = {
     "preemption_budget": (100, 86400.0),
     "preemption_exit_codes": (42, 143),
     "grace_seconds": 30.0,
+    "admission": (600.0, 0, 60.0),
 }
 
 
@@ -139,6 +144,8 @@ class TaskContext:
     preemption_budget: tuple[int, float] = _DEFAULTS["preemption_budget"]
     preemption_exit_codes: tuple[int, ...] = _DEFAULTS["preemption_exit_codes"]
     grace_seconds: float = _DEFAULTS["grace_seconds"]
+    #: (timeout seconds, retries, backoff seconds): the job's admission (see :mod:`marathon_tf.task.admission`)
+    admission: tuple[float, int, float] = _DEFAULTS["admission"]
 
     def to_env(self) -> dict[str, str]:
         env = {
@@ -182,6 +189,9 @@ class TaskContext:
             env["MTF_PREEMPTION_EXIT_CODES"] = ",".join(str(c) for c in self.preemption_exit_codes) or "none"
         if float(self.grace_seconds) != _DEFAULTS["grace_seconds"]:
             env["MTF_GRACE_SECONDS"] = _num(self.grace_seconds)
+        if tuple(self.admission) != _DEFAULTS["admission"]:
+            timeout, retries, backoff = self.admission
+            env["MTF_ADMISSION"] = f"{_num(timeout)}/{int(retries)}/{_num(backoff)}"
         return env
 
     @classmethod
@@ -252,6 +262,13 @@ class TaskContext:
             target_step = int(environ["MTF_TARGET_STEP"]) if environ.get("MTF_TARGET_STEP") else None
         except ValueError:
             raise ValueError("MTF_TARGET_STEP must be an integer")
+        admission = _DEFAULTS["admission"]
+        if environ.get("MTF_ADMISSION"):
+            try:
+                a_timeout, a_retries, a_backoff = environ["MTF_ADMISSION"].split("/")
+                admission = (float(a_timeout), int(a_retries), float(a_backoff))
+            except ValueError:
+                raise ValueError("MTF_ADMISSION must look like TIMEOUT/RETRIES/BACKOFF, e.g. 600/3/60")
         return cls(
             job=need("MTF_JOB"),
             role=need("MTF_ROLE"),
@@ -280,6 +297,7 @@ class TaskContext:
             preemption_budget=preemption_budget,
             preemption_exit_codes=preemption_codes,
             grace_seconds=grace,
+            admission=admission,
         )
 
     @property

@@ -26,7 +26,8 @@ from typing import Any, Iterable, Mapping
 __all__ = ["KINDS", "REASONS", "PHASES", "merge", "timeline", "compact", "expand", "iso",
            "TASK_STARTED", "PEERS_FOUND", "PROGRAM_STARTED", "SERVER_UP", "FIRST_STEP", "PROGRAM_EXITED",
            "HANG", "WAITING", "PEER_MOVED", "FINISHED", "PREEMPTED", "SUBMITTED", "DEPLOYED", "ALL_RUNNING",
-           "SCALED", "PLACEMENT_WAIT", "PLACED", "JOB_ENDED", "TASK_FAILED", "LABEL_LIMIT"]
+           "SCALED", "PLACEMENT_WAIT", "PLACED", "JOB_ENDED", "TASK_FAILED", "NOT_PLACED", "RESUBMITTED",
+           "LABEL_LIMIT"]
 
 # a task's events (its bootstrap records them)
 TASK_STARTED = "task_started"        # the bootstrap runs (Marathon's TASK_RUNNING)
@@ -49,6 +50,8 @@ PLACEMENT_WAIT = "placement_wait"    # a task waits to be placed (Marathon's que
 PLACED = "placed"                    # that task runs now
 JOB_ENDED = "job_ended"              # the job's record was written: Succeeded or Failed
 TASK_FAILED = "task_failed"          # (the user's side, from Marathon's lastTaskFailure) a task died
+NOT_PLACED = "not_placed"            # the admission deadline passed: every app scaled to 0 (why, per role)
+RESUBMITTED = "resubmitted"          # a NotPlaced job submitted again (its next attempt)
 
 #: kind → the word ``marathon-tf events`` shows (like kubectl's reasons)
 REASONS = {
@@ -57,6 +60,7 @@ REASONS = {
     FIRST_STEP: "FirstStep", PROGRAM_EXITED: "ProgramExited", HANG: "Hang", WAITING: "Waiting",
     PEER_MOVED: "PeerMoved", FINISHED: "Finished", PREEMPTED: "Preempted", SCALED: "Scaled",
     PLACEMENT_WAIT: "PlacementWait", PLACED: "Placed", JOB_ENDED: "JobEnded", TASK_FAILED: "TaskFailed",
+    NOT_PLACED: "NotPlaced", RESUBMITTED: "Resubmitted",
 }
 KINDS = tuple(REASONS)
 

@@ -9,14 +9,21 @@ declined offer (the first check that failed: ``UnfulfilledRole``, ``UnfulfilledC
 ``NoCorrespondingReservationFound``, ``InsufficientCpus``, ``InsufficientMemory``,
 ``InsufficientDisk``, ``InsufficientGpus``, ``InsufficientPorts``, …; Marathon's
 ``NoOfferMatchReason.scala``); ``lastUnusedOffers`` (``embed=lastUnusedOffers``) lists each unused
-offer's reasons. Pure.
+offer's reasons. Pure, but for :func:`fetch` (one GET through the client).
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-__all__ = ["entries_by_app", "placement"]
+__all__ = ["entries_by_app", "placement", "fetch"]
+
+
+def fetch(client: Any) -> list[dict[str, Any]]:
+    """``GET /v2/queue?embed=lastUnusedOffers``: every entry with each agent's last unused offer
+    (its resources and every reason it did not fit; Marathon 1.3+ answers the embed)."""
+    body = client.request("GET", "/v2/queue", params={"embed": "lastUnusedOffers"}).body
+    return (body or {}).get("queue") or [] if isinstance(body, dict) else []
 
 
 def entries_by_app(queue: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:

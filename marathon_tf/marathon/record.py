@@ -10,12 +10,17 @@ to 0 in ONE bulk ``PUT /v2/apps?force=true``. Marathon then kills every task and
 nothing; the apps stay, so ``marathon-tf status`` shows the outcome, when, the final step and
 the reason.
 
+A job whose tasks were not all placed by its admission deadline gets the record ``NotPlaced``
+(:func:`release_job`: whoever sees the deadline pass first, a placed task or a following CLI),
+with the attempt it was and, when ``admission.retries`` are left, when the next one starts.
+
 Only :mod:`marathon_tf.marathon.client` talks to Marathon here; the Marathon JSON is read with
 ``.get()``, field by field.
 """
 
 from __future__ import annotations
 
+import random
 import re
 import time
 from datetime import datetime, timezone
@@ -25,7 +30,7 @@ from marathon_tf.contract import labels as L, naming
 from marathon_tf.marathon.client import Client
 
 __all__ = ["GROUP_EMBEDS", "job_apps", "finish_job", "hopeless_task_failure", "hopeless_failures",
-           "hopeless_verdict", "fail_if_hopeless"]
+           "hopeless_verdict", "fail_if_hopeless", "release_job", "next_attempt_delay", "attempt_of", "MAX_BACKOFF"]
 
 #: What a look at the job's group embeds: its subgroups, apps and their tasks.
 GROUP_EMBEDS = ("group.groups", "group.apps", "group.apps.tasks")
@@ -49,28 +54,28 @@ def _iso(wall: float) -> str:
 
 def finish_job(client: Client, job: str, state: str, *, reason: str, final_step: int | None,
                now: Callable[[], float] = time.time,
-               extra: Mapping[str, Mapping[str, str]] | None = None, more: Mapping[str, str] | None = None) -> bool:
+               extra: Mapping[str, Mapping[str, str]] | None = None,
+               record_extra: Mapping[str, str] | None = None) -> bool:
     """Record the job's end on every app of the job and stop it (instances 0), in one request.
 
     ``GET`` the group, then one bulk ``PUT /v2/apps?force=true`` with, per app,
     ``{"id", "instances": 0, "labels": {...existing, state, finished-at, final-step, reason}}``
     (all label values strings; existing labels such as ``marathon-tf/spec`` are kept; ``extra``: more
-    labels for some apps, by app id, e.g. the job's events on the deciding task's; ``more``: more of the
-    record, on every app, e.g. the job's restart counts). Returns
+    labels for some apps, by app id, e.g. the job's events on the deciding task's; ``record_extra``:
+    more record labels on every app). Returns
     False, changing nothing, when the job already carries a record (another task decided first).
     Transient Marathon errors are retried by the client (a PUT whose answer was lost is looked for on the
     job, not sent again: :mod:`.marker`); others raise :class:`MarathonError`.
     """
-    if state not in (L.SUCCEEDED, L.FAILED):
-        raise ValueError(f"state must be {L.SUCCEEDED!r} or {L.FAILED!r}, not {state!r}")
+    if state not in L.RECORDED:
+        raise ValueError(f"state must be one of {', '.join(L.RECORDED)}, not {state!r}")
     group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps"))
     apps = job_apps(group)
     if any((a.get("labels") or {}).get(L.STATE) for a in apps.values()):
         return False
-    record = {L.STATE: state, L.FINISHED_AT: _iso(now()), L.REASON: reason[:2000]}
+    record = {L.STATE: state, L.FINISHED_AT: _iso(now()), L.REASON: reason[:2000], **(record_extra or {})}
     if final_step is not None:
         record[L.FINAL_STEP] = str(final_step)
-    record.update({k: str(v) for k, v in (more or {}).items()})
     # The digest (marathon.marker) is dropped: it names the definition as deployed, which this changes.
     body = [{"id": app_id, "instances": 0,
              "labels": {**{k: str(v) for k, v in (app.get("labels") or {}).items() if k != L.DIGEST}, **record,
@@ -136,3 +141,43 @@ def fail_if_hopeless(client: Client, job: str, final_step: int | None = None) ->
     if verdict:
         finish_job(client, job, L.FAILED, reason=verdict, final_step=final_step)
     return verdict or None
+
+
+# --- a job not placed by its admission deadline ---------------------------------------------------
+
+#: The longest wait between two attempts (seconds).
+MAX_BACKOFF = 3600.0
+
+
+def next_attempt_delay(attempt: int, backoff: float, rng: random.Random | None = None) -> float:
+    """Seconds before attempt ``attempt + 1``: ``backoff`` doubling with each attempt, times a random
+    0.5–1.5 (two jobs released together do not come back together), at most :data:`MAX_BACKOFF`."""
+    base = min(MAX_BACKOFF, backoff * 2 ** max(0, attempt - 1))
+    return min(MAX_BACKOFF, base * (rng or random).uniform(0.5, 1.5))
+
+
+def attempt_of(apps: Mapping[str, Mapping[str, Any]]) -> int:
+    """Which attempt the job is at (its apps' ``marathon-tf/attempt``; the first when unset)."""
+    for app in apps.values():
+        value = str((app.get("labels") or {}).get(L.ATTEMPT) or "")
+        if value.isdigit():
+            return max(1, int(value))
+    return 1
+
+
+def release_job(client: Client, job: str, reason: str, *, attempts: int, backoff: float,
+                now: Callable[[], float] = time.time, rng: random.Random | None = None,
+                extra: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, str] | None:
+    """Hold nothing of a job whose admission deadline passed: the record ``NotPlaced`` with
+    ``reason`` (why its tasks wait, per role) on every app, whose instances go to 0, in one request
+    (:func:`finish_job`: Marathon kills the placed tasks with their grace period). With an attempt
+    left (``attempts``: ``admission.retries`` + 1) the record says when the next one starts. The
+    record labels written, or None when the job already had a record (someone else decided)."""
+    group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps"))
+    attempt = attempt_of(job_apps(group))
+    labels = {L.ATTEMPT: str(attempt), L.ATTEMPTS: str(max(attempts, attempt))}
+    if attempt < attempts:
+        labels[L.NEXT_ATTEMPT_AT] = _iso(now() + next_attempt_delay(attempt, backoff, rng))
+    wrote = finish_job(client, job, L.NOT_PLACED, reason=reason, final_step=None, now=now, extra=extra,
+                       record_extra=labels)
+    return labels if wrote else None

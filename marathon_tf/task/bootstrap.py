@@ -16,9 +16,10 @@ logdir is usable and that a task given GPUs (``MTF_GPUS``) sees them (:mod:`mara
 either failing fails the job at once, with one line) ->
 discover every cluster member (deadline ``MTF_STARTUP_TIMEOUT``; exit 1 naming the
 missing peers; the job's leader reads the backend, the others long-poll it:
-:mod:`marathon_tf.task.rendezvous`) -> TF_CONFIG / flags / ``cluster_spec.json`` -> run the program, pass
-its output through -> watch for peers that moved and restart the program with the
-rewritten spec -> on its exit, the policy decides (:class:`marathon_tf.task.lifecycle.JobPolicy`
+:mod:`marathon_tf.task.rendezvous`; meanwhile the job's admission deadline is watched: peers
+still not placed then release the job, NotPlaced: :mod:`marathon_tf.task.admission`) -> TF_CONFIG /
+flags / ``cluster_spec.json`` -> run the program, pass its output through -> watch for peers that
+moved and restart the program with the rewritten spec -> on its exit, the policy decides (:class:`marathon_tf.task.lifecycle.JobPolicy`
 in ``main``; see :mod:`marathon_tf.task.lifecycle` for the table): restart the program in place
 (after a short backoff, with a freshly checked spec), exit for Marathon to relaunch the
 task, stay up, or end the job (wait for the other workers under ``all_workers``, then
@@ -52,6 +53,7 @@ from marathon_tf.contract.errors import DiscoveryError, UsageError
 from marathon_tf.contract.progress import StepRate
 from marathon_tf.contract.shellexec import exec_form
 from marathon_tf.contract.taskenv import TOKEN_FILE_VAR, TaskContext
+from marathon_tf.task.admission import AdmissionWatch, watch_admission
 from marathon_tf.task.discovery import Backend, PeerKey, Rendezvous, make_backend, watch_interval
 from marathon_tf.task.gpucheck import gpu_problem
 from marathon_tf.task.keeper import PATH as LEDGER_PATH
@@ -199,6 +201,7 @@ class Bootstrap(JobRestarts):
             self.command, ctx.prewarm, self.environ, cwd=self.environ.get("MESOS_SANDBOX") or None, log=_log)
         self._wire_keeper()
         self.rendezvous_options: dict = {}  # extra make_rendezvous arguments (tests inject session/events)
+        self.admission: AdmissionWatch | None = None
         self.gpu_check_options: dict = {}  # extra gpu_problem arguments (tests inject dev_dir/which/run)
 
     # -- control ---------------------------------------------------------------------------
@@ -232,8 +235,14 @@ class Bootstrap(JobRestarts):
                 self._end_job(L.FAILED, reason)  # then parked, healthy, until Marathon stops it
                 self._stop.wait()
                 return 1
-            if not self._discover():
-                return 128 + (self._signum or signal.SIGTERM)
+            self.admission = watch_admission(self.ctx, self.control, bool(self._members()[1]), self.observer.events,
+                                             log=_log, rng=self.rng)
+            try:
+                if not self._discover():
+                    return 128 + (self._signum or signal.SIGTERM)
+            finally:
+                if self.admission is not None:
+                    self.admission.done()
             self._render()
             return self._supervise()
         except (DiscoveryError, UsageError, ValueError, OSError) as e:
@@ -246,7 +255,8 @@ class Bootstrap(JobRestarts):
                 # TensorFlow would wait silently forever; a relaunch would not find the peers either.
                 reason = startup_reason(self.ctx.startup_timeout, self.status.snapshot()["missing"])
                 self.status.set_healthy(True)  # parked: Marathon must not kill and relaunch it
-                self._end_job(L.FAILED, reason)
+                if not (self.admission is not None and self.admission.placement_problem()):
+                    self._end_job(L.FAILED, reason)  # peers that wait to be placed: released as NotPlaced
                 self._stop.wait()
             return getattr(e, "exit_code", 1)
         finally:

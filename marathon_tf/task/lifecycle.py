@@ -408,7 +408,7 @@ class JobControl:
         while not stop.is_set():
             try:
                 wrote = finish_job(self.client, self.ctx.job, state, reason=reason, final_step=final_step,
-                                   now=self.wall, extra=extra, more=more)
+                                   now=self.wall, extra=extra, record_extra=more)
             except MarathonError as e:
                 self.log(f"could not record the job as {state} yet ({e.message}); retrying in "
                          f"{self.retry_interval:g} s")

@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional, Union
 
-from marathon_tf.contract.errors import JobFailed, UsageError
+from marathon_tf.contract.errors import JobFailed, NotPlaced, UsageError
 from marathon_tf.user.results import (Deployment, JobStatus, JobSummary, LocalRunResult, LogLine, ScaleResult)
 from marathon_tf.user.spec import JobSpec
 
@@ -85,21 +85,24 @@ class Job:
     def run_local(self, *, timeout: Optional[float] = None, state_dir: Union[str, os.PathLike, None] = None,
                   on_output: Callable[[LogLine], None] = lambda line: None, on_progress: Progress = lambda s: None,
                   on_deployed: Callable[[Deployment], None] = lambda d: None,
-                  templates_dir: Optional[str] = None, cluster: Optional[dict[str, Any]] = None) -> LocalRunResult:
+                  templates_dir: Optional[str] = None, cluster: Optional[dict[str, Any]] = None,
+                  wait_for_resources: bool = True) -> LocalRunResult:
         """Run the job to its end on this machine, as ``deploy --local`` does: a fresh local cluster,
-        stopped when the job ends (also on Ctrl-C). ``on_output`` gets every line of every task.
+        stopped when the job ends (also on Ctrl-C), or when it was not placed (``NotPlaced``: the
+        agents given with ``agent_resources`` cannot hold it; a task that fits on none is refused with
+        :class:`UsageError` before the job is sent). ``on_output`` gets every line of every task.
         ``cluster``: the local cluster's options (:class:`~marathon_tf.local.LocalCluster`'s: ``agents``,
         ``agent_resources``, ``agent_attributes``, ``features``, ``dns_refresh``, ``dns_ttl`` …)."""
-        from marathon_tf.user import localrun
+        from marathon_tf.user import admission, localrun
 
         def deployed(result, cluster) -> None:
             on_deployed(replace(_deployment(result, cluster.marathon_url), mesos_dns=cluster.mesos_dns))
 
-        run = localrun.run(self.spec, templates_dir=templates_dir, timeout=timeout,
+        run = localrun.run(admission.effective(self.spec), templates_dir=templates_dir, timeout=timeout,
                            state_dir=Path(state_dir) if state_dir else None,
                            emit_task_line=lambda task, stream, text: on_output(LogLine(task, stream, text)),
                            progress=lambda s: on_progress(JobStatus.from_dict(s)), on_deployed=deployed,
-                           cluster_options=cluster)
+                           cluster_options=cluster, wait_for_resources=wait_for_resources)
         return LocalRunResult(job=self.name, state=run.state, seconds=run.seconds, state_dir=str(run.state_dir),
                               status=JobStatus.from_dict(run.status), logdir_path=run.logdir)
 
@@ -109,7 +112,8 @@ class Job:
 
 def _deployment(result, url: str, *, resumed: Optional[bool] = None, note: Optional[str] = None) -> Deployment:
     return Deployment(job=result.job, group_id=result.group_id, deployment_id=result.deployment_id,
-                      version=result.version, plan=result.plan, resumed=resumed, marathon_url=url, note=note)
+                      version=result.version, plan=result.plan, resumed=resumed, marathon_url=url, note=note,
+                      admission=result.admission, admission_note=result.admission_note)
 
 
 def connect(url: Optional[str] = None, *, user: Optional[str] = None, password: Optional[str] = None,
@@ -139,13 +143,20 @@ HOPELESS_EVERY = 10.0
 
 class Marathon:
     """A Marathon (1.4–1.11) that runs marathon-tf jobs: ``Marathon("http://m:8080", token=…)``, or
-    ``Marathon()`` for ``MARATHON_URL`` and the config file. ``client`` may be given instead."""
+    ``Marathon()`` for ``MARATHON_URL`` and the config file. ``client`` may be given instead.
+    ``mesos``: the Mesos master's URL (default ``MESOS_URL``, else the one Marathon names), read for the
+    cluster's capacity before a deploy or scale and for the numbers of a waiting job."""
 
     def __init__(self, url: Optional[str] = None, *, user: Optional[str] = None, password: Optional[str] = None,
                  token: Optional[str] = None, ca_bundle: Optional[str] = None, insecure: bool = False,
-                 client: Any = None):
+                 client: Any = None, mesos: Optional[str] = None):
         self._client = client if client is not None else (
             connect(url, user=user, password=password, token=token, ca_bundle=ca_bundle, insecure=insecure))
+        self.mesos = mesos or os.environ.get("MESOS_URL") or None
+        if self.mesos:
+            from marathon_tf.user import capacity
+
+            capacity.use_mesos(self._client, self.mesos)
 
     @property
     def client(self):
@@ -182,19 +193,27 @@ class Marathon:
         return JobHandle(self, name.strip("/"))
 
     def deploy(self, job: Union[Job, JobSpec], *, resume: Optional[bool] = None, force: bool = False,
-               dry_run: bool = False, templates_dir: Optional[str] = None) -> "JobHandle":
+               dry_run: bool = False, templates_dir: Optional[str] = None, wait_for_resources: bool = True,
+               admission_timeout: Optional[float] = None) -> "JobHandle":
         """Deploy (PUT) the job's group: creates it, or changes only what changed. A job running
         exactly so is left alone (``deployment.changed`` False). A job that has ended (or, on the local
         runner, left its volumes) is deployed again only with ``resume=True`` (from its checkpoints)
-        or ``resume=False`` (its local volumes removed first); else :class:`UsageError`."""
-        from marathon_tf.user import jobs, redeploy
+        or ``resume=False`` (its local volumes removed first); else :class:`UsageError`.
 
-        spec = job.spec if isinstance(job, Job) else job
+        Admission (:mod:`marathon_tf.user.admission`), before anything is sent: a task that fits on
+        no agent raises :class:`UsageError`; a job that does not fit what is free now is said in
+        ``deployment.admission`` and waits (``wait_for_resources=False``: :class:`NotPlaced`).
+        ``admission_timeout`` (default ``MARATHON_TF_ADMISSION_TIMEOUT``, else the job file's)."""
+        from marathon_tf.user import admission, gang, jobs, redeploy
+
+        spec = admission.effective(job.spec if isinstance(job, Job) else job, admission_timeout)
         jobs.check_deployable(self.client, spec)  # refused before anything is removed (--fresh) or sent
+        verdict = admission.check(self.client, spec, wait=wait_for_resources, templates_dir=templates_dir)
         previous, group = redeploy.previous_run(self.client, spec)
         if previous is not None and resume is None:
             raise previous.question(spec.name)
-        if (group is not None and not dry_run and redeploy.ended(group) is None
+        released = group is not None and gang.released(group)  # NotPlaced: it starts again, attempt 1
+        if (group is not None and not dry_run and redeploy.ended(group) is None and not released
                 and redeploy.unchanged(group, spec, templates_dir)):
             from marathon_tf.contract import naming
 
@@ -209,30 +228,39 @@ class Marathon:
                 removed = None if dry_run else redeploy.start_fresh(self.client, spec.name, previous)
                 note = (f"job {spec.name} {ended}: it starts from scratch"
                         + (f" (removed {removed})" if removed else ""))
-        if previous is not None and previous.group is not None and not dry_run:
+        if (previous is not None and previous.group is not None or released) and not dry_run:
             redeploy.await_stopped(self.client, spec.name)  # its end's deployment would lock the apps (409)
         result = jobs.deploy(self.client, spec, templates_dir=templates_dir, force=force, dry_run=dry_run)
+        result.admission, result.admission_note = verdict.shortfall, verdict.note
         return JobHandle(self, spec.name, _deployment(result, self.url, note=note,
                                                       resumed=None if previous is None else bool(resume)))
 
-    def status(self, job: Optional[str] = None) -> JobStatus:
-        """The job's state, progress and tasks (``marathon-tf status -o json``)."""
-        from marathon_tf.user import jobs
+    def status(self, job: Optional[str] = None, *, drive: bool = True) -> JobStatus:
+        """The job's state, progress and tasks (``marathon-tf status -o json``). ``drive``: a starting
+        job past its admission deadline is released, a ``Queued`` one whose next attempt is due is
+        submitted again (:mod:`marathon_tf.user.gang`; then the status after it is returned)."""
+        from marathon_tf.user import gang, jobs
 
-        return JobStatus.from_dict(jobs.job_status(self.client, self.resolve(job)))
+        name = self.resolve(job)
+        status = jobs.job_status(self.client, name)
+        if drive and gang.drive(self.client, name, status):
+            status = jobs.job_status(self.client, name)
+        return JobStatus.from_dict(status)
 
     def wait(self, job: Optional[str] = None, *, deployment_id: Optional[str] = None,
              timeout: Optional[float] = None, on_progress: Progress = lambda s: None, decide: bool = True,
-             check: bool = False) -> JobStatus:
-        """Follow the deployment, then the job, until its record says Succeeded or Failed; raises
-        :class:`~marathon_tf.contract.errors.Timeout` after ``timeout`` seconds (the job keeps running)
-        and, with ``check``, :class:`~marathon_tf.contract.errors.JobFailed` when it failed.
+             check: bool = False, admit: bool = True) -> JobStatus:
+        """Follow the deployment, then the job, until its record says Succeeded, Failed or NotPlaced;
+        raises :class:`~marathon_tf.contract.errors.Timeout` after ``timeout`` seconds (the job keeps
+        running) and, with ``check``, :class:`~marathon_tf.contract.errors.JobFailed` when it failed
+        (:class:`~marathon_tf.contract.errors.NotPlaced` when it was not placed).
         ``decide``: a task that can never start (its command cannot be executed, its URIs cannot be
-        fetched…) fails the job, as the deciding task does."""
+        fetched…) fails the job, as the deciding task does. ``admit``: past the admission deadline the
+        job is released, and submitted again when its next attempt is due (:mod:`marathon_tf.user.gang`)."""
         from marathon_tf.contract.errors import MarathonError
         from marathon_tf.marathon.events import EventStream
         from marathon_tf.marathon.record import fail_if_hopeless
-        from marathon_tf.user import watch
+        from marathon_tf.user import gang, watch
 
         name = self.resolve(job)
         start = time.monotonic()
@@ -240,6 +268,11 @@ class Marathon:
 
         def show(status: dict[str, Any]) -> None:
             on_progress(JobStatus.from_dict(status))
+            if admit:
+                try:
+                    gang.drive(self.client, name, status)
+                except MarathonError:
+                    pass
             # one extra group GET per HOPELESS_EVERY s, not per poll (as the deciding task's watch does)
             if decide and status.get("state") not in watch.FINAL_STATES and time.monotonic() >= next_look[0]:
                 next_look[0] = time.monotonic() + HOPELESS_EVERY
@@ -257,25 +290,30 @@ class Marathon:
                                                        stream=stream))
         if check and final.state == "Failed":
             raise JobFailed(f"job {name} failed" + (f": {final.reason}" if final.reason else ""))
+        if check and final.state == "NotPlaced":
+            raise NotPlaced(f"job {name} was not placed" + (f": {final.reason}" if final.reason else ""))
         return final
 
     def scale(self, job: Optional[str] = None, *changes: str, force: bool = False, dry_run: bool = False,
-              templates_dir: Optional[str] = None, **counts: Union[int, str]) -> ScaleResult:
+              templates_dir: Optional[str] = None, wait_for_resources: bool = True,
+              **counts: Union[int, str]) -> ScaleResult:
         """Change role counts: ``scale("mnist", worker=8)``, ``scale("mnist", ps="+1")`` or
         ``scale("mnist", "worker=8")`` (checked before any request). A job that has ended starts again
-        only with ``force``."""
+        only with ``force``. The tasks that start are checked against the cluster first, as a
+        deploy's (:meth:`deploy`): ``admission`` says a shortfall."""
         from marathon_tf.user import jobs
 
         args = list(changes) + [f"{role}={n}" for role, n in counts.items()]
         parsed = jobs.parse_scale_args(args)
         name = self.resolve(job, verb="scale")
         plan, result = jobs.scale(self.client, name, parsed, templates_dir=templates_dir, force=force,
-                                  dry_run=dry_run)
+                                  dry_run=dry_run, wait_for_resources=wait_for_resources)
         tasks = {k: tuple(v) for k, v in plan.to_dict().items()}
         if result is None:
             return ScaleResult(job=name, changed=False, **tasks)
         return ScaleResult(job=name, changed=True, deployment_id=result.deployment_id, plan=result.plan,
-                           group_id=result.group_id, version=result.version, **tasks)
+                           group_id=result.group_id, version=result.version, admission=result.admission,
+                           admission_note=result.admission_note, **tasks)
 
     def logs(self, job: str, task: Optional[str] = None, *, stream: str = "both", tail: Optional[int] = None,
              follow: bool = False, previous: bool = False, since: Optional[float] = None, agent_port: int = 5051,

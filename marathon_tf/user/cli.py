@@ -1,8 +1,10 @@
 """The ``marathon-tf`` command. Parses arguments, calls the Python API (:mod:`marathon_tf.user.api`),
 prints.
 
-Exit codes: 0 ok, 1 runtime failure, 2 usage or spec error, 3 timed out while
-still in progress, 130 interrupted. Heavy modules are imported inside the
+Exit codes: 0 ok, 1 runtime failure, 2 usage or spec error (a task that fits on no agent
+included), 3 timed out while still in progress, 4 not placed (the cluster has no room for
+every task: refused with --no-wait-for-resources, or released at the admission deadline with
+no attempt left), 130 interrupted. Heavy modules are imported inside the
 commands so that ``marathon-tf --help`` starts fast and TensorFlow is never
 imported here.
 
@@ -95,12 +97,12 @@ def _client(marathon_url, user, password, token, ca_bundle, insecure, *, limit=N
     return client
 
 
-def _marathon(*options, limit=None):
+def _marathon(*options, limit=None, mesos: str | None = None):
     """The API's :class:`~marathon_tf.user.api.Marathon` for the connection options (``limit``: see
-    :func:`_client`)."""
+    :func:`_client`; ``mesos``: the master read for the cluster's capacity)."""
     from marathon_tf.user.api import Marathon
 
-    return Marathon(client=_client(*options, limit=limit))
+    return Marathon(client=_client(*options, limit=limit), mesos=mesos)
 
 
 
@@ -126,6 +128,13 @@ _verb_timeout_opt = click.option("--timeout", type=DURATION, default=None, metav
 
 _output_opt = click.option("-o", "--output", "fmt", type=click.Choice(["text", "json"]), default="text",
                            show_default=True, help="Output format on stdout.")
+_mesos_opt = click.option("--mesos", "mesos_url", envvar="MESOS_URL", show_envvar=True, metavar="URL",
+                          help="The Mesos master, read for the cluster's capacity (default: the one Marathon's "
+                               "/v2/info names; skipped with a note when it cannot be read).")
+_resources_opt = click.option("--wait-for-resources/--no-wait-for-resources", "wait_for_resources", default=True,
+                              show_default=True,
+                              help="A job that does not fit what the cluster has free now waits (up to "
+                                   "admission.timeout), or is refused (exit 4, nothing sent).")
 _templates_opt = click.option("--templates", "templates_dir", type=click.Path(file_okay=False, exists=True),
                               envvar="MARATHON_TF_TEMPLATES", show_envvar=True,
                               help="Directory of Jinja templates overriding app_templates/.")
@@ -222,30 +231,44 @@ def schema() -> None:
 @click.option("--resume/--fresh", default=None,
               help="For a job that has ended (or, on `local serve`, left its volumes): go on from its checkpoints, "
                    "or remove the local runner's volumes first and start from scratch. Asked for, not guessed.")
+@_mesos_opt
+@_resources_opt
+@click.option("--admission-timeout", type=DURATION, default=None, envvar="MARATHON_TF_ADMISSION_TIMEOUT",
+              show_envvar=True, help="Override the job file's admission.timeout: every task placed by then, "
+                                     "else the job holds nothing (exit 4 once no attempt is left).")
 @local_options.cluster_options(local_options.DEPLOY_DNS_REFRESH, prefix="(--local) ")
 @click.pass_context
 def deploy(ctx, job_file, marathon_url, user, password, token, ca_bundle, insecure, local, wait, timeout, force,
-           dry_run, templates_dir, fmt, resume, **cluster) -> None:
+           dry_run, templates_dir, fmt, resume, mesos_url, wait_for_resources, admission_timeout, **cluster) -> None:
     """Deploy JOB_FILE as a Marathon group (PUT: re-running it changes only what changed; a job that
-    already runs this way is left alone: `no change`)."""
-    from marathon_tf.user import output
+    already runs this way is left alone: `no change`). Before anything is sent the cluster's capacity
+    is read: a task that fits on no agent is refused (exit 2); a job that does not fit what is free
+    now waits for room until its admission deadline, then holds nothing (NotPlaced, exit 4)."""
+    from marathon_tf.user import admission, output
     from marathon_tf.user.api import Job
 
     if not local and local_options.given(ctx):
         raise UsageError(f"{', '.join(local_options.given(ctx))}: only with --local (they shape the local cluster)")
     job = Job.from_file(job_file)  # a bad job file stops here: nothing is sent
+    job = Job(admission.effective(job.spec, admission_timeout))
     for line in job.warnings:
         output.warn(line)
     if local:
         sys.exit(_deploy_local(job, templates_dir=templates_dir, timeout=timeout, fmt=fmt, detach=not wait,
-                               dry_run=dry_run, cluster=local_options.to_cluster(**cluster)))
+                               dry_run=dry_run, cluster=local_options.to_cluster(**cluster),
+                               wait_for_resources=wait_for_resources))
     if dry_run and not marathon_url:
+        if mesos_url:  # a task no agent of that master can hold: exit 2 here too
+            verdict = admission.check(None, job.spec, mesos=mesos_url, templates_dir=templates_dir)
+            _say_admission(verdict.shortfall, verdict.note)
         output.info("dry run without a Marathon (--marathon / MARATHON_URL): the rendered group follows")
         output.emit_json(job.render(templates_dir))
         return
     marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure,
-                         limit=None if wait else timeout or VERB_LIMIT)
-    dep = marathon.deploy(job, resume=resume, force=force, dry_run=dry_run, templates_dir=templates_dir).deployment
+                         limit=None if wait else timeout or VERB_LIMIT, mesos=mesos_url)
+    dep = marathon.deploy(job, resume=resume, force=force, dry_run=dry_run, templates_dir=templates_dir,
+                          wait_for_resources=wait_for_resources).deployment
+    _say_admission(dep.admission, dep.admission_note)
     if dry_run:
         if fmt == "json":
             output.emit_json(dep.to_dict())
@@ -263,6 +286,18 @@ def deploy(ctx, job_file, marathon_url, user, password, token, ca_bundle, insecu
         output.emit_json({**dep.to_dict(), **({"status": final.to_dict()} if final else {})})
     if final and final.state == "Failed":
         sys.exit(1)
+    if final and final.state == "NotPlaced":
+        sys.exit(4)
+
+
+def _say_admission(shortfall: str | None, note: str | None = None) -> None:
+    """What the capacity check said before the job was sent (stderr): a shortfall, or why it was skipped."""
+    from marathon_tf.user import output
+
+    if note:
+        output.info(note)
+    if shortfall:
+        output.warn(f"{shortfall}; it waits for room until its admission deadline (--no-wait-for-resources refuses it)")
 
 
 def _progress_printer():
@@ -280,7 +315,7 @@ def _progress_printer():
     return show
 
 
-def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster) -> int:
+def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster, wait_for_resources=True) -> int:
     """Run the job on this machine; task output is streamed as ``[worker-1] …``."""
     from marathon_tf.user import localrun, observe, output
 
@@ -299,12 +334,13 @@ def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster)
     def deployed(dep) -> None:
         output.info(f"local Marathon {dep.marathon_url} (Mesos-DNS {dep.mesos_dns}): deployed {dep.group_id}, "
                     f"deployment {dep.deployment_id}")
+        _say_admission(dep.admission, dep.admission_note)
         output.info(observe.scrape_hint(dep.marathon_url))
 
     progress = observe.announcing(_progress_printer(), output.info)  # + metrics URLs, TensorBoard, once
     run = job.run_local(templates_dir=templates_dir, timeout=timeout, on_output=task_line,
                         on_progress=lambda st: progress(st.to_dict()), on_deployed=deployed,
-                        cluster=cluster)
+                        cluster=cluster, wait_for_resources=wait_for_resources)
     status = run.status.to_dict()
     steps = status.get("finalStep", status.get("step"))
     output.info(f"job {job.name}: {run.state} in {run.seconds:.1f} s"
@@ -314,7 +350,7 @@ def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster)
                 + (f"; logdir {run.logdir_path}" if run.logdir_path else ""))
     if fmt == "json":
         output.emit_json(run.to_dict())
-    return 0 if run.succeeded else 1
+    return 0 if run.succeeded else 4 if run.state == "NotPlaced" else 1
 
 
 def _follow(marathon, job: str, deployment_id: str | None, *, wait: bool, timeout: float | None,
@@ -351,10 +387,12 @@ def _follow(marathon, job: str, deployment_id: str | None, *, wait: bool, timeou
 @click.option("--timeout", type=DURATION, default=None,
               help=f"How long to wait, e.g. 90, 90s, 5m (exit 3 past it); with --detach, the bound of the whole "
                    f"command (default {VERB_LIMIT:g}s).")
+@_mesos_opt
+@_resources_opt
 @_templates_opt
 @_output_opt
 def scale(args, job, marathon_url, user, password, token, ca_bundle, insecure, force, dry_run, wait, timeout,
-          templates_dir, fmt) -> None:
+          mesos_url, wait_for_resources, templates_dir, fmt) -> None:
     """Change role counts, e.g. `marathon-tf scale mnist worker=8` (or ps=2, worker=+2, worker=-1),
     roles named as in the job file; plurals (workers=8) are taken as aliases. JOB may be left out
     when Marathon runs only one marathon-tf job.
@@ -371,8 +409,10 @@ def scale(args, job, marathon_url, user, password, token, ca_bundle, insecure, f
         job = args.pop(0)
     jobs.parse_scale_args(args)  # checked before any request
     marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure,
-                         limit=None if wait else timeout or VERB_LIMIT)
-    result = marathon.scale(job, *args, templates_dir=templates_dir, force=force, dry_run=dry_run)
+                         limit=None if wait else timeout or VERB_LIMIT, mesos=mesos_url)
+    result = marathon.scale(job, *args, templates_dir=templates_dir, force=force, dry_run=dry_run,
+                            wait_for_resources=wait_for_resources)
+    _say_admission(result.admission, result.admission_note)
     if fmt == "json":
         output.emit_json(result.to_dict())
     elif not result.changed:
@@ -394,20 +434,25 @@ def scale(args, job, marathon_url, user, password, token, ca_bundle, insecure, f
 @click.argument("job", required=False)
 @_marathon_options
 @click.option("--watch", "follow", is_flag=True,
-              help="Follow the job until it ends (Ctrl-C to stop); exit 0 Succeeded, 1 Failed.")
+              help="Follow the job until it ends (Ctrl-C to stop); exit 0 Succeeded, 1 Failed, 4 NotPlaced.")
 @click.option("-o", "--output", "fmt", type=click.Choice(["text", "wide", "json"]), default="text",
               show_default=True, help="text fits 80 columns; wide adds health, phase, rate and task ids.")
 @click.option("--timeline", is_flag=True,
               help="Add the timeline: the start's phases and every recovery (cause, restart, training again).")
 @click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
               help=f"Give up after this long (exit 3); default {VERB_LIMIT:g}s, with --watch none.")
-def status(job, marathon_url, user, password, token, ca_bundle, insecure, follow, fmt, timeline, timeout) -> None:
+@_mesos_opt
+def status(job, marathon_url, user, password, token, ca_bundle, insecure, follow, fmt, timeline, timeout,
+           mesos_url) -> None:
     """Show a job: state, progress (step S/T, steps/s, ETA), logdir, tasks waiting for a peer,
-    stragglers, and per task its state, host:port, step, restarts, age and last failure."""
+    stragglers, and per task its state, host:port, step, restarts, age and last failure. A job that
+    waits to be placed: per role how many tasks are placed and why the rest wait, and its admission
+    deadline; past it the job is released (NotPlaced), and a Queued one whose next attempt is due is
+    submitted again."""
     from marathon_tf.user import history, output
 
     marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure,
-                         limit=None if follow else timeout or VERB_LIMIT)
+                         limit=None if follow else timeout or VERB_LIMIT, mesos=mesos_url)
     name = marathon.resolve(job)
     st = _follow(marathon, name, None, wait=True, timeout=timeout, decide=False) if follow else marathon.status(name)
     shown = st.to_dict()
@@ -421,6 +466,8 @@ def status(job, marathon_url, user, password, token, ca_bundle, insecure, follow
             click.echo("\n" + history.timeline_text(shown["timeline"]))
     if follow and st.state == "Failed":
         sys.exit(1)
+    if follow and st.state == "NotPlaced":
+        sys.exit(4)
 
 
 @cli.command(context_settings=_CTX)

@@ -16,7 +16,8 @@ from marathon_tf.contract.errors import MarathonNotFound, SpecError, UsageError
 from marathon_tf.contract.progress import eta_seconds
 from marathon_tf.marathon import transport
 from marathon_tf.marathon.client import Client
-from marathon_tf.user import localstate, observe
+from marathon_tf.marathon.queue import fetch as fetch_queue
+from marathon_tf.user import gang, localstate, observe
 from marathon_tf.user.render import LABEL_PREFIX, SPEC_LABEL, render_group, task_apps
 from marathon_tf.user.spec import MAX_COUNT, JobSpec, load_dict
 from marathon_tf.user.spec.hints import closest
@@ -45,6 +46,8 @@ class DeployResult:
     version: str | None = None
     plan: dict[str, Any] | None = None  # dry run: Marathon's {"steps": [...]}
     group: dict[str, Any] = field(default_factory=dict)
+    admission: str | None = None  # the capacity check: the job does not fit what is free now (it waits)
+    admission_note: str | None = None  # why the capacity was not checked (the master cannot be read)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"job": self.job, "groupId": self.group_id}
@@ -242,7 +245,8 @@ def plan_scale(current_group: dict[str, Any], new_group: dict[str, Any]) -> Scal
 
 
 def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, templates_dir: str | None = None,
-          force: bool = False, dry_run: bool = False) -> tuple[ScalePlan, DeployResult | None]:
+          force: bool = False, dry_run: bool = False,
+          wait_for_resources: bool = True) -> tuple[ScalePlan, DeployResult | None]:
     """Re-render with the new counts and PUT; ``(plan, None)`` when nothing would change.
 
     The plan compares our own renderings of the old and the new spec (Marathon's copy carries its
@@ -271,7 +275,13 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
         plan = ScalePlan(start=list(task_apps(new_group)), stop=[t for t in task_apps(old_group)
                                                                   if t not in task_apps(new_group)],
                          restart=[], unchanged=[])
-    return plan, _put(client, job, new_group, force=force, dry_run=dry_run)
+    from marathon_tf.user import admission  # the tasks that start must fit (exit 2 / 4 before any PUT)
+
+    verdict = admission.check(client, new_spec, wait=wait_for_resources, templates_dir=templates_dir,
+                              starting=[naming.parse_task_name(t) for t in plan.start])
+    result = _put(client, job, new_group, force=force, dry_run=dry_run)
+    result.admission, result.admission_note = verdict.shortfall, verdict.note
+    return plan, result
 
 
 # ----------------------------------------------------------------------------- status
@@ -305,7 +315,7 @@ def job_status(client: Client, job: str, *, probe: bool = True,
     except MarathonNotFound:
         raise UsageError(f"job {job!r} does not exist on {client.url}",
                          hint="see the jobs with: marathon-tf list") from None
-    queue = {q.get("app", {}).get("id"): q for q in _safe(client.queue, [])}
+    queue = {q.get("app", {}).get("id"): q for q in _safe(lambda: fetch_queue(client), [])}
     apps = task_apps(group)
     tasks = []
     probes = {}
@@ -381,6 +391,7 @@ def job_status(client: Client, job: str, *, probe: bool = True,
         out["tensorboard"] = f"http://{tb['host']}:{tb['port']}"
     observe.annotate(out, queue)  # waits named by the peer (with its state), stragglers
     observe.restarts(out, labels.get(L.RESTARTS))  # the job's failures and preemptions against its budget
+    gang.annotate(out, apps, queue, client)  # a starting job: placed per role, why the rest wait; Queued
     if labels.get(STARTED_LABEL):
         out["startedAt"] = labels[STARTED_LABEL]
     if labels.get(FINISHED_LABEL):

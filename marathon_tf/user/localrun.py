@@ -25,7 +25,7 @@ from typing import Any, Callable
 from marathon_tf.contract import joblock, labels as L
 from marathon_tf.contract.errors import Interrupted, Timeout, UsageError
 from marathon_tf.marathon.client import Client, RetryPolicy
-from marathon_tf.user import jobs, localstate, stopsignals
+from marathon_tf.user import admission, gang, jobs, localstate, stopsignals
 from marathon_tf.user.spec import JobSpec
 
 __all__ = ["LocalRun", "run", "local_cluster", "default_state_dir", "SandboxTailer"]
@@ -93,7 +93,8 @@ class SandboxTailer:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.ident is not None:  # started (a job refused before its deploy never was)
+            self._thread.join(timeout=5)
         self.poll(final=True)
 
     def _run(self) -> None:
@@ -159,23 +160,26 @@ class LocalRun:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.state == L.SUCCEEDED else 1
+        return 0 if self.state == L.SUCCEEDED else 4 if self.state == L.NOT_PLACED else 1
 
 
 def _decided(status: dict[str, Any]) -> str | None:
-    """The job's end is its record (written by the deciding task's bootstrap, see lifecycle).
-    Bootstrap phases are not used: a task that exits to be relaunched shows ``failed`` briefly."""
+    """The job's end is its record (written by the deciding task's bootstrap, see lifecycle; or
+    ``NotPlaced`` at its admission deadline with no attempt left). Bootstrap phases are not used: a
+    task that exits to be relaunched shows ``failed`` briefly."""
     state = status.get("state")
-    return state if state in (L.SUCCEEDED, L.FAILED) else None
+    return state if state in L.RECORDED else None
 
 
 def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | None = None,
         state_dir: Path | None = None, emit_task_line: Callable[[str, str, str], None] = lambda *a: None,
         progress: Callable[[dict[str, Any]], None] = lambda s: None,
         on_deployed: Callable[[jobs.DeployResult, Any], None] = lambda r, c: None,
-        poll: float = 1.0, cluster_options: dict[str, Any] | None = None) -> LocalRun:
+        poll: float = 1.0, cluster_options: dict[str, Any] | None = None,
+        wait_for_resources: bool = True) -> LocalRun:
     """Run ``spec`` to its end on a fresh local cluster (``cluster_options``: LocalCluster's, see
-    :mod:`marathon_tf.user.local_options`); raises :class:`Timeout` (exit 3)."""
+    :mod:`marathon_tf.user.local_options`); raises :class:`Timeout` (exit 3). ``wait_for_resources``
+    False: a job its agents cannot hold now is refused (:class:`NotPlaced`) before it is sent."""
     from marathon_tf.user.local_options import DEPLOY_DNS_REFRESH
 
     from marathon_tf.local.launcher import host_volume_path, volume_problem
@@ -206,7 +210,8 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
                 raise UsageError(f"{e}; nothing was started") from None
             result = _run(spec, cluster, state_dir,
                           templates_dir=templates_dir, timeout=timeout, emit_task_line=emit_task_line,
-                          progress=progress, on_deployed=on_deployed, poll=poll, lock=lock)
+                          progress=progress, on_deployed=on_deployed, poll=poll, lock=lock,
+                          wait_for_resources=wait_for_resources)
         result.logdir = logdir
         return result
     finally:
@@ -228,7 +233,8 @@ def logdir_host_path(spec: JobSpec, host_paths: list[str] | None = None) -> str 
 def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | None, timeout: float | None,
          emit_task_line: Callable[[str, str, str], None], progress: Callable[[dict[str, Any]], None],
          on_deployed: Callable[[jobs.DeployResult, Any], None], poll: float,
-         lock: joblock.Lock | None) -> LocalRun:
+         lock: joblock.Lock | None,
+         wait_for_resources: bool = True) -> LocalRun:
     tailer = SandboxTailer(state_dir, emit_task_line)
     start = time.monotonic()
     try:
@@ -241,12 +247,17 @@ def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | N
             spec.discovery, nameserver=cluster.mesos_dns, http_api=cluster.mesos_dns_http,
             marathon_url=cluster.marathon_url))
         client = Client(cluster.marathon_url, retry=RetryPolicy(attempts=5, budget=30, initial=0.2, max_wait=2))
+        verdict = admission.check(client, local_spec, templates_dir=templates_dir,  # a task no agent can hold: exit 2
+                                  wait=wait_for_resources)
         tailer.start()
         result = jobs.deploy(client, local_spec, templates_dir=templates_dir)
+        result.admission, result.admission_note = verdict.shortfall, verdict.note
         on_deployed(result, cluster)
         while True:
             status = jobs.job_status(client, spec.name)
             progress(status)
+            if gang.drive(client, spec.name, status):  # the admission deadline, the next attempt
+                continue
             end = _decided(status)
             if not end:  # a task that can never start (tensorboard included) fails the job
                 from marathon_tf.marathon.record import fail_if_hopeless

@@ -82,9 +82,30 @@ def restarts_text(budget: dict[str, Any]) -> str:
     return text
 
 
+def _admission(status: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
+    """(what follows the state, the header rows: placement per role, the deadline) of a starting or
+    released job."""
+    from marathon_tf.contract.progress import duration
+    from marathon_tf.user.gang import queued_text
+
+    view = status.get("admission") or {}
+    if status.get("state") == "Queued":
+        return f" ({queued_text(view)})" + (f": {status['reason']}" if status.get("reason") else ""), []
+    rows = [("placement", line) for line in view.get("waiting") or []]
+    left = view.get("secondsLeft")
+    if rows and left is not None:
+        when = f"in {duration(left)}" if left > 0 else f"passed {duration(-left)} ago"
+        rows.append(("deadline", f"{when} (admission.timeout {duration(view.get('timeoutSeconds') or 0)}, attempt "
+                                 f"{view.get('attempt', 1)} of {view.get('attempts', 1)})"))
+    return "", rows
+
+
 def progress_line(status: dict[str, Any]) -> str:
     """One line: per-role counts, the deployment step and the training step."""
-    parts = []
+    after, placement = _admission(status)
+    if after:
+        return f"{status.get('job')}: {status.get('state')}{after}"
+    parts = [text if label == "placement" else f"deadline {text}" for label, text in placement]
     for role, c in status.get("counts", {}).items():
         parts.append(f"{role} {c['running']}/{c['total']} running, {c['healthy']} healthy"
                      + (f", {c['staged']} staged" if c.get("staged") else ""))
@@ -209,8 +230,10 @@ def status_text(status: dict[str, Any], *, wide: bool = False, width: int | None
     import textwrap
 
     limit = None if wide else width
-    lines = [f"job {status['job']} ({status['groupId']}): {status['state']}"]
-    for label, value in _header(status):
+    after, placement = _admission(status)
+    lines = [f"job {status['job']} ({status['groupId']}): {status['state']}" + after]
+    header = placement + [(k, v) for k, v in _header(status) if not (after and k == "reason")]
+    for label, value in header:
         first = f"  {label:<10} "
         if limit is None:
             lines.append(first + value)

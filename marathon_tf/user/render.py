@@ -207,6 +207,7 @@ def _task_context(spec: JobSpec, role: str, index: int) -> TaskContext:
         prewarm=spec.prewarm, gpus=spec.role(role).gpus,
         preemption_budget=(spec.restart.max_preemptions, PREEMPTION_WINDOW),
         preemption_exit_codes=spec.restart.preemption_exit_codes, grace_seconds=spec.restart.grace_seconds,
+        admission=(spec.admission.timeout, spec.admission.retries, spec.admission.backoff_seconds),
     )
 
 

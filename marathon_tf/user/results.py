@@ -43,7 +43,10 @@ class TaskStatus:
 @dataclass(frozen=True)
 class JobStatus:
     """A job's state (``marathon-tf status -o json``): ``Starting``, ``Deploying``, ``Running``,
-    ``Stopped``, or its recorded end ``Succeeded`` / ``Failed`` with ``reason``."""
+    ``Stopped``, ``Queued`` (released at its admission deadline; its next attempt is due at
+    ``admission["nextAttemptAt"]``), or its recorded end ``Succeeded`` / ``Failed`` / ``NotPlaced``
+    with ``reason``. ``admission``: for a starting job, per role how many tasks are placed and why
+    the rest wait, and its deadline (see :mod:`marathon_tf.user.gang`)."""
 
     job: str
     state: str
@@ -55,6 +58,7 @@ class JobStatus:
     logdir: Optional[str] = None
     #: Where the logdir is on this machine (local jobs), or on the agents (an absolute volume path).
     logdir_path: Optional[str] = None
+    admission: Optional[dict[str, Any]] = field(default=None, compare=False)
     data: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -63,11 +67,11 @@ class JobStatus:
                    tasks=tuple(TaskStatus.from_dict(t) for t in status.get("tasks") or []),
                    step=status.get("step"), target_step=status.get("targetStep"), final_step=status.get("finalStep"),
                    reason=status.get("reason"), logdir=status.get("logdir"), logdir_path=status.get("logdirPath"),
-                   data=dict(status))
+                   admission=status.get("admission"), data=dict(status))
 
     @property
     def ended(self) -> bool:
-        return self.state in ("Succeeded", "Failed")
+        return self.state in ("Succeeded", "Failed", "NotPlaced")
 
     @property
     def succeeded(self) -> bool:
@@ -107,6 +111,10 @@ class Deployment:
     mesos_dns: str = ""  # the local runner's (deploy --local)
     #: What became of an earlier run's checkpoints, said loudly (``resumes from …``, ``removed …``).
     note: Optional[str] = None
+    #: What the capacity check said: the job does not fit what is free now (it waits).
+    admission: Optional[str] = None
+    #: Why the capacity was not checked (the Mesos master cannot be read); not in :meth:`to_dict`.
+    admission_note: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"job": self.job, "groupId": self.group_id, "changed": self.changed}
@@ -116,6 +124,8 @@ class Deployment:
             out.update(deploymentId=self.deployment_id, version=self.version)
         if self.resumed is not None:
             out.update(resumed=self.resumed, note=self.note)
+        if self.admission:
+            out["admission"] = self.admission
         return out
 
 
@@ -133,6 +143,10 @@ class ScaleResult:
     plan: Optional[dict[str, Any]] = None
     group_id: Optional[str] = None
     version: Optional[str] = None
+    #: What the capacity check said of the tasks that start: they do not fit what is free now.
+    admission: Optional[str] = None
+    #: Why the capacity was not checked (the Mesos master cannot be read); not in :meth:`to_dict`.
+    admission_note: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"job": self.job, "changed": self.changed,
@@ -144,6 +158,8 @@ class ScaleResult:
             out["plan"] = self.plan
         elif self.changed:
             out.update(deploymentId=self.deployment_id, version=self.version)
+        if self.admission:
+            out["admission"] = self.admission
         return out
 
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from marathon_tf.contract import naming
+from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import JobFailed, MarathonError, MarathonUnavailable, Timeout
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.events import EventStream
 
 __all__ = ["wait_deployment", "wait_job", "FINAL_STATES", "NOT_LISTED_GRACE"]
 
-FINAL_STATES = ("Succeeded", "Failed")
+FINAL_STATES = L.RECORDED  # Succeeded, Failed, NotPlaced (a Queued job is not final: it is submitted again)
 #: How long a deployment id Marathon returned may stay out of ``/v2/deployments`` before "not
 #: listed" is read as "finished" (when neither the event stream nor the group could tell).
 NOT_LISTED_GRACE = 30.0
@@ -75,7 +75,7 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
                 # The job's own end (its record, written with ?force=true) overrides the deployment:
                 # that is the job's outcome, not a failed deployment.
                 ended = job_status(client, job, probe=False)
-                if ended.get("state") in FINAL_STATES:
+                if ended.get("state") in FINAL_STATES + (L.QUEUED,):
                     return ended
                 reason = ev.get("reason") or "cancelled or overridden by another deployment"
                 raise JobFailed(f"deployment {deployment_id} of {job} failed: {reason}")
@@ -85,7 +85,9 @@ def wait_job(client: Client, job: str, *, timeout: float | None,
              on_progress: Callable[[dict[str, Any]], None] = lambda s: None,
              poll: float = 2.0, clock: Callable[[], float] = time.monotonic,
              stream: EventStream | None = None) -> dict[str, Any]:
-    """Follow a job until its record says Succeeded or Failed; returns the final status."""
+    """Follow a job until its record says Succeeded, Failed or NotPlaced; returns the final status.
+    A ``Queued`` job (released at its deadline, an attempt left) is followed on: whoever follows
+    re-submits it when it is due (``on_progress``: :func:`marathon_tf.user.gang.drive`)."""
     from marathon_tf.user.jobs import job_status
 
     deadline = None if timeout is None else clock() + timeout

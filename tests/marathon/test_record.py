@@ -65,3 +65,33 @@ def test_hopeless_failures_of_a_group():
          "lastTaskFailure": {"message": "Command exited with status 1", "version": "2"}},
     ]}
     assert hopeless_failures(group) == [("tensorboard-0", "Command exited with status 127")]
+
+
+def test_release_job_records_not_placed_with_the_next_attempt_and_the_backoff_doubles_with_jitter(fake_marathon):
+    import random
+
+    from marathon_tf.marathon.record import MAX_BACKOFF, next_attempt_delay, release_job
+
+    fake_marathon.add_app("ps", 0)
+    fake_marathon.add_app("worker", 0, labels={L.ATTEMPT: "2"})
+    labels = release_job(fake_marathon.client(), "ml/mnist", "worker: 0/1 placed; 1 waiting", attempts=4,
+                         backoff=10, now=lambda: 1_700_000_000.0, rng=random.Random(1))
+    assert labels[L.ATTEMPT] == "2" and labels[L.ATTEMPTS] == "4"
+    _, _, _, body = fake_marathon.puts()[0]
+    assert {item["instances"] for item in body} == {0}
+    assert {item["labels"][L.STATE] for item in body} == {L.NOT_PLACED}
+    assert {item["labels"][L.NEXT_ATTEMPT_AT] for item in body} == {labels[L.NEXT_ATTEMPT_AT]}
+    assert release_job(fake_marathon.client(), "ml/mnist", "again", attempts=4, backoff=10) is None  # it has a record
+    rng = random.Random(7)
+    for attempt, base in ((1, 10), (2, 20), (3, 40)):
+        delays = [next_attempt_delay(attempt, 10, rng) for _ in range(200)]
+        assert base * 0.5 <= min(delays) < base * 0.6 and base * 1.4 < max(delays) <= base * 1.5
+    assert next_attempt_delay(30, 10, rng) <= MAX_BACKOFF
+
+
+def test_release_job_with_no_attempt_left_says_no_next_attempt(fake_marathon):
+    from marathon_tf.marathon.record import release_job
+
+    fake_marathon.add_app("worker", 0)
+    labels = release_job(fake_marathon.client(), "ml/mnist", "worker: 0/1 placed; 1 waiting", attempts=1, backoff=10)
+    assert labels == {L.ATTEMPT: "1", L.ATTEMPTS: "1"}

@@ -160,6 +160,8 @@ def test_multi_worker_mirrored_worker_exits_for_a_group_restart(tmp_path, fake_m
 def test_startup_deadline_fails_the_job_naming_the_missing_peers(tmp_path, fake_marathon, make_ctx, task_environ,
                                                                  runs):
     job(fake_marathon)
+    for app in fake_marathon.apps.values():  # every task placed: ps-0 runs but is not in DNS
+        app["tasks"].append({"id": f"{app['id']}.1", "state": "TASK_RUNNING", "host": "127.0.0.1", "ports": [1, 2]})
     ctx = context(make_ctx, fake_marathon, "worker", 1, startup_timeout=0.3)
     run = runs(ctx, task_environ(ctx), tmp_path, [0], fake=fake_marathon,
                backend=Backend({("worker", 0): "127.0.0.1:2001"}))
@@ -168,6 +170,22 @@ def test_startup_deadline_fails_the_job_naming_the_missing_peers(tmp_path, fake_
     assert labels[L.STATE] == "Failed"
     assert labels[L.REASON] == "startup deadline (0.3s) passed; missing: ps-0 (NXDOMAIN)"
     assert run.boot.status.healthy and run.thread.is_alive()  # parked: no relaunch loop
+    assert run.stop() == 1
+    assert not (tmp_path / "runs").exists()  # the program never ran
+
+
+def test_startup_deadline_with_a_peer_marathon_never_placed_releases_the_job_not_placed(
+        tmp_path, fake_marathon, make_ctx, task_environ, runs):
+    job(fake_marathon)  # no app has a task: Marathon placed none of the others
+    fake_marathon.apps["/ml/mnist/worker-1"]["tasks"].append(
+        {"id": "w1.1", "state": "TASK_RUNNING", "host": "127.0.0.1", "ports": [1, 2]})
+    ctx = context(make_ctx, fake_marathon, "worker", 1, startup_timeout=0.3)
+    run = runs(ctx, task_environ(ctx), tmp_path, [0], fake=fake_marathon,
+               backend=Backend({("worker", 0): "127.0.0.1:2001"}))
+    wait_for(lambda: fake_marathon.puts(), 10, what="the record")
+    apps = fake_marathon.apps.values()
+    assert {a["labels"][L.STATE] for a in apps} == {L.NOT_PLACED} and {a["instances"] for a in apps} == {0}
+    assert fake_marathon.apps["/ml/mnist/worker-0"]["labels"][L.REASON] == "ps: 0/1 placed; 1 waiting | worker: 1/2 placed; 1 waiting"
     assert run.stop() == 1
     assert not (tmp_path / "runs").exists()  # the program never ran
 

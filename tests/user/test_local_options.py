@@ -52,15 +52,34 @@ def test_local_serve_refuses_bad_resources_before_it_listens():
 
 @pytest.mark.timeout(120)
 def test_deploy_local_on_agents_too_small_waits_saying_why(tmp_path):
+    # every task fits an agent (one that fits none is refused before the deploy: tests/local/test_local_admission.py),
+    # but the three agents hold only two of the three workers beside the ps
     job = tmp_path / "job.json"
     job.write_text(json.dumps({"name": "toobig", "command": ["sleep", "600"],
                                "roles": {"ps": {"count": 1, "cpus": 0.5, "mem": 64},
-                                         "worker": {"count": 1, "cpus": 2, "mem": 64}}}))
+                                         "worker": {"count": 3, "cpus": 1, "mem": 64}}}))
     env = dict(os.environ, MARATHON_TF_STATE_DIR=str(tmp_path / "state"))
     env.pop("MARATHON_URL", None)
     r = subprocess.run([str(Path(sys.executable).parent / "marathon-tf"), "deploy", str(job), "--local",
                         "--timeout", "8", "--agents", "3", "--agent-resources", "cpus:1;mem:512;ports:[33400-33499]"],
                        capture_output=True, text=True, env=env, timeout=100, cwd=tmp_path)
     assert r.returncode == 3, r.stderr[-3000:]
-    assert "worker-0 waits: no offer with enough cpus (3 of 3 offers declined)" in r.stderr
+    assert "waits: no offer with enough cpus (3 of 3 offers declined)" in r.stderr
+    assert "worker: 2/3 placed; 1 waiting" in r.stderr and "InsufficientCpus on 3 agents (need 1 each" in r.stderr
+    assert "job toobig does not fit what the cluster has free now: 1 of 3 worker would wait" in r.stderr
     assert "does not enforce" not in r.stderr  # the agents do enforce
+
+
+@pytest.mark.timeout(60)
+def test_deploy_local_no_wait_for_resources_refuses_a_job_its_agents_cannot_hold_now(tmp_path):
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"name": "toobig", "command": ["sleep", "600"],
+                               "roles": {"worker": {"count": 3, "cpus": 1, "mem": 64}}}))
+    env = dict(os.environ, MARATHON_TF_STATE_DIR=str(tmp_path / "state"))
+    env.pop("MARATHON_URL", None)
+    r = subprocess.run([str(Path(sys.executable).parent / "marathon-tf"), "deploy", str(job), "--local",
+                        "--no-wait-for-resources", "--agents", "2", "--agent-resources", "cpus:1;mem:512;ports:[33400-33499]"],
+                       capture_output=True, text=True, env=env, timeout=50, cwd=tmp_path)
+    assert r.returncode == 4, r.stderr[-3000:]
+    assert r.stderr.splitlines()[0] == ("error: job toobig does not fit what the cluster has free now: 1 of 3 worker "
+                                        "would wait; it needs cpus 3 (2 free, 2 in all); nothing was sent")

@@ -134,3 +134,29 @@ def test_the_progress_line_counts_healthy_among_the_running():
     tasks.append({"task": "ps-0", "role": "ps", "state": "TASK_RUNNING", "health": "healthy"})
     line = output.progress_line({"job": "j", "state": "Succeeded", "counts": jobs._counts(tasks)})
     assert "worker 0/2 running, 0 healthy" in line and "ps 1/1 running, 1 healthy" in line
+
+
+def test_a_released_job_with_an_attempt_left_shows_queued_with_its_next_attempt():
+    from marathon_tf.contract import labels as L
+    from marathon_tf.contract.timeline import iso
+    from marathon_tf.user import gang
+
+    group = render_group(load_dict(minimal(admission={"timeout": 60, "retries": 3})))
+    now = 1_800_000_000.0
+    reason = "worker: 1/2 placed; 1 waiting 1m00s: InsufficientGpus on 3 agents (need 1 each, 0 free)"
+    record = {L.STATE: L.NOT_PLACED, L.REASON: reason, L.ATTEMPT: "1", L.ATTEMPTS: "4",
+              L.NEXT_ATTEMPT_AT: iso(now + 40)}
+    apps = {a["id"]: dict(a, instances=0, tasks=[], labels={**a["labels"], **record}) for a in group["apps"]}
+    status = {"job": "mnist", "groupId": "/mnist", "state": L.NOT_PLACED, "reason": reason, "tasks": [], "counts": {}}
+    gang.annotate(status, apps, {}, client=None, now=now)
+    assert status["state"] == "Queued"
+    assert status["admission"] == {"attempt": 2, "attempts": 4, "timeoutSeconds": 60.0,
+                                   "nextAttemptAt": iso(now + 40), "nextInSeconds": 40.0}
+    assert output.status_text(status).splitlines()[0] == f"job mnist (/mnist): Queued (attempt 2 of 4, next in 40s): {reason}"
+    assert output.progress_line(status) == f"mnist: Queued (attempt 2 of 4, next in 40s): {reason}"
+    # no attempt left: the record stays NotPlaced
+    last = {k: dict(v, labels={k2: v2 for k2, v2 in v["labels"].items() if k2 != L.NEXT_ATTEMPT_AT})
+            for k, v in apps.items()}
+    status = {"job": "mnist", "groupId": "/mnist", "state": L.NOT_PLACED, "reason": reason, "tasks": [], "counts": {}}
+    gang.annotate(status, last, {}, client=None, now=now)
+    assert status["state"] == L.NOT_PLACED and status["admission"]["attempt"] == 1

@@ -16,6 +16,11 @@ __all__ = ["json_schema"]
 _WATCHDOG = "seconds; not set: adaptive (the default), 0: off"
 
 
+#: What admission is (marathon_tf.user.gang).
+_ADMISSION = ("all-or-nothing start: a task that fits on no agent is refused before anything is sent; a job whose "
+              "tasks are not all placed by the deadline holds nothing: every app scaled to 0, recorded NotPlaced")
+
+
 def json_schema() -> dict[str, Any]:
     """The job spec as JSON Schema (draft 2020-12), for editors."""
     num = {"type": "number"}
@@ -80,6 +85,14 @@ def json_schema() -> dict[str, Any]:
                 "preemption_exit_codes": {"type": "array", "default": [42, 143],
                                           "items": {"type": "integer", "minimum": 1, "maximum": 255}},
                 "grace_seconds": {**num, "minimum": 1, "maximum": 3600, "default": 30}}},
+            "admission": {"type": "object", "additionalProperties": False, "description": _ADMISSION, "properties": {
+                "timeout": {**num, "minimum": 1, "default": 600,
+                            "description": "seconds from the submission until every task must be placed; "
+                                           "env MARATHON_TF_ADMISSION_TIMEOUT overrides it at deploy"},
+                "retries": {"type": "integer", "minimum": 0, "default": 0,
+                            "description": "how often a job released at its deadline is submitted again"},
+                "backoff_seconds": {**num, "minimum": 0, "default": 60,
+                                    "description": "wait before the next attempt (doubling, jittered ×0.5–1.5)"}}},
             "network": {"type": "object", "additionalProperties": False, "properties": {
                 "mode": {"enum": ["host", "container"]}, "name": string}},
             "bootstrap": {**string, "default": "marathon-tf bootstrap"},

@@ -11,8 +11,8 @@ from typing import Any, Mapping
 
 from marathon_tf.contract import naming
 
-__all__ = ["JobSpec", "Role", "Discovery", "Restart", "Volume", "Fetch", "STYLES", "SPEC_STYLES", "COMPLETIONS",
-           "DISCOVERY_MODES", "CONSTRAINT_OPERATORS", "MAX_COUNT", "DEFAULT_PREWARM"]
+__all__ = ["JobSpec", "Role", "Discovery", "Restart", "Admission", "Volume", "Fetch", "STYLES", "SPEC_STYLES",
+           "COMPLETIONS", "DISCOVERY_MODES", "CONSTRAINT_OPERATORS", "MAX_COUNT", "DEFAULT_PREWARM"]
 
 STYLES = ("tf1", "parameter_server", "multi_worker_mirrored", "custom")
 SPEC_STYLES = ("tf_config", "flags", "both")
@@ -97,6 +97,17 @@ class Restart:
 
 
 @dataclass(frozen=True)
+class Admission:
+    """The all-or-nothing start (issue 20): every task placed within ``timeout`` seconds of the
+    submission, else the job is released (every app at 0 instances, recorded ``NotPlaced``) and,
+    ``retries`` times, submitted again after a jittered backoff of about ``backoff_seconds`` (doubling)."""
+
+    timeout: float = 600.0
+    retries: int = 0
+    backoff_seconds: float = 60.0
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """A validated job. ``roles`` always holds all five roles (absent ones with count 0)."""
 
@@ -116,6 +127,7 @@ class JobSpec:
     logdir: str = ""
     discovery: Discovery = Discovery()
     restart: Restart = Restart()
+    admission: Admission = Admission()
     network: str = "host"
     network_name: str | None = None
     bootstrap: str = "marathon-tf bootstrap"
@@ -167,6 +179,8 @@ class JobSpec:
             out["image"] = self.image
         if self.target_step is not None:
             out["progress"] = {"target_step": self.target_step}
+        if self.admission != Admission():
+            out["admission"] = dict(self.admission.__dict__)
         if self.prewarm != DEFAULT_PREWARM:
             out["prewarm"] = list(self.prewarm) or False
         if self.command is not None:

@@ -16,8 +16,8 @@ from marathon_tf.user.spec.fields import (_Command, _Constraint, _Prewarm, _Str,
                                           _env_key_problem, _label_key_problem)
 from marathon_tf.user.spec.hints import blocked, failed_paths
 from marathon_tf.user.spec.model import (_DEFAULT_COMPLETION, _DEFAULT_SPEC_STYLE, _ROLE_DEFAULTS, COMPLETIONS,
-                                         DEFAULT_PREWARM, DISCOVERY_MODES, MAX_COUNT, SPEC_STYLES, STYLES, Discovery,
-                                         Fetch, JobSpec, Restart, Role, Volume)
+                                         DEFAULT_PREWARM, DISCOVERY_MODES, MAX_COUNT, SPEC_STYLES, STYLES, Admission,
+                                         Discovery, Fetch, JobSpec, Restart, Role, Volume)
 
 _NAMESERVER = re.compile(r"^(?P<host>[A-Za-z0-9.\-:\[\]]+?)(?::(?P<port>[0-9]{1,5}))?$")
 
@@ -129,6 +129,12 @@ class _RestartSchema(_Base):
                 f"{', '.join(map(str, both))} also in permanent_exit_codes: a code is a failure or a preemption, not both"]})
 
 
+class _AdmissionSchema(_Base):
+    timeout = _StrictNumber(validate=validate.Range(min=1, max=7 * 86400, error="must be between {min} and {max} seconds"))
+    retries = _StrictInt(validate=validate.Range(min=0, max=1000, error="must be between {min} and {max}"))
+    backoff_seconds = _StrictNumber(validate=validate.Range(min=0, max=86400, error="must be between {min} and {max}"))
+
+
 class _ProgressSchema(_Base):
     target_step = _StrictInt(validate=validate.Range(min=1, error="must be >= {min}"))
 
@@ -155,6 +161,7 @@ class _JobSchema(_Base):
     logdir = _Str(allow_empty=True)
     discovery = fields.Nested(_DiscoverySchema)
     restart = fields.Nested(_RestartSchema)
+    admission = fields.Nested(_AdmissionSchema)
     network = fields.Nested(_NetworkSchema)
     bootstrap = _Str()
     progress = fields.Nested(_ProgressSchema)
@@ -279,6 +286,8 @@ class _JobSchema(_Base):
             restart=Restart(**{**rst, "permanent_exit_codes": tuple(rst.get("permanent_exit_codes", ())),
                                "preemption_exit_codes": tuple(rst.get("preemption_exit_codes",
                                                                       Restart.preemption_exit_codes))}),
+            admission=Admission(**{k: float(v) if k != "retries" else v
+                                   for k, v in (data.get("admission") or {}).items()}),
             network=net.get("mode", "host"),
             network_name=net.get("name"),
             bootstrap=data.get("bootstrap", "marathon-tf bootstrap"),

@@ -1,0 +1,263 @@
+"""Why a job's tasks wait to be placed, per role and in numbers; and whether the job is still starting (pure).
+
+Read from what Marathon says (the job's apps with their tasks, ``group.apps.tasks``, and
+``GET /v2/queue?embed=lastUnusedOffers``: :func:`marathon_tf.marathon.queue.fetch`), and, when the
+caller could read the Mesos master, each agent's free resources now (``resources`` −
+``used_resources`` − ``offered_resources`` of ``/master/slaves``: :mod:`marathon_tf.user.capacity`).
+
+Marathon's offer matcher lists *every* reason an offer did not fit a task (the resources short,
+the role, the constraints, the GPU behaviour; ports only once all of that fit:
+``M@1.8:src/main/scala/mesosphere/mesos/ResourceMatcher.scala`` ``matchResources``), and keeps the
+last unused offer of each agent with all its reasons and its resources (``lastUnusedOffers``),
+while its summary (``rejectSummaryLastOffers``) counts only the first reason of each offer (the
+funnel). So a role's reasons are those of the newest unused offer of each agent, merged across the
+role's waiting apps (one app per task), counted per agent; how much an agent has of a resource
+it lacks is taken from the agents' free resources when they are known, else from the offer.
+
+``worker: 5/8 placed; 3 waiting 2m10s: InsufficientGpus on 3 agents (need 1 each, 0 free),
+UnfulfilledConstraint on 1``.
+
+A job is *starting* (its admission deadline applies) while a task of its TF cluster (chief, ps,
+worker: the tasks TensorFlow's cluster spec names) waits to be placed without a task of the app's
+current configuration having failed: once every task ran, a task that waits again is a relaunch,
+which the restart budget governs, not the deadline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Iterable, Mapping, Optional
+
+from marathon_tf.contract import labels as L, naming
+
+__all__ = ["Reason", "RoleWait", "role_waits", "summary", "attempt_started", "starting_members", "placed",
+           "offer_free", "failed_in_this_config", "PLACED_STATES", "RESOURCES", "wall"]
+
+#: A task in these states holds its agent's resources (it was placed).
+PLACED_STATES = ("TASK_STAGING", "TASK_STARTING", "TASK_RUNNING")
+#: Marathon's reason → the resource it names.
+RESOURCES = {"InsufficientCpus": "cpus", "InsufficientMemory": "mem", "InsufficientDisk": "disk",
+             "InsufficientGpus": "gpus", "InsufficientPorts": "ports"}
+#: ``NoOfferMatchReason.reasonFunnel`` (M@1.8): the order reasons are shown in when counts tie.
+_FUNNEL = ("UnfulfilledRole", "UnfulfilledConstraint", "NoCorrespondingReservationFound", "AgentMaintenance",
+           "InsufficientCpus", "InsufficientMemory", "InsufficientDisk", "InsufficientGpus", "InsufficientPorts",
+           "DeclinedScarceResources")
+_UNITS = {"mem": " MiB", "disk": " MiB"}
+
+
+def wall(timestamp: Optional[str]) -> Optional[float]:
+    """A Marathon timestamp (``2026-11-24T06:37:55.582Z``) as Unix seconds."""
+    if not timestamp:
+        return None
+    try:
+        return datetime.fromisoformat(str(timestamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:.3g}"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One reason a role's tasks are declined: on how many agents; for a resource, the need of
+    one task and the least and most any of those agents has free."""
+
+    reason: str
+    agents: int
+    resource: Optional[str] = None
+    need: Optional[float] = None
+    free: Optional[tuple[float, float]] = None
+
+    def text(self, first: bool = True) -> str:
+        where = f"{self.reason} on {self.agents}" + (f" agent{'s' if self.agents != 1 else ''}" if first else "")
+        if self.resource is None or self.need is None:
+            return where
+        unit = _UNITS.get(self.resource, "")
+        numbers = f"need {_num(self.need)}{unit} each"
+        if self.free is not None:
+            low, high = self.free
+            numbers += f", {_num(low)}{unit} free" if low == high else f", {_num(low)}–{_num(high)}{unit} free"
+        return f"{where} ({numbers})"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"reason": self.reason, "agents": self.agents}
+        if self.resource:
+            out.update(resource=self.resource, need=self.need)
+            if self.free is not None:
+                out.update(freeLeast=self.free[0], freeMost=self.free[1])
+        return out
+
+
+@dataclass(frozen=True)
+class RoleWait:
+    """A role's placement: tasks in all, placed (holding resources), waiting, for how long, why."""
+
+    role: str
+    total: int
+    placed: int
+    waiting: int
+    waiting_seconds: Optional[float] = None
+    reasons: tuple[Reason, ...] = ()
+    #: Marathon's launch backoff still to wait (after failures), seconds.
+    delayed: Optional[float] = None
+
+    def text(self) -> str:
+        from marathon_tf.contract.progress import duration
+
+        head = f"{self.role}: {self.placed}/{self.total} placed"
+        if not self.waiting:
+            return head
+        head += f"; {self.waiting} waiting" + (f" {duration(self.waiting_seconds)}"
+                                               if self.waiting_seconds is not None else "")
+        why = [r.text(first=i == 0) for i, r in enumerate(self.reasons)]
+        if self.delayed:
+            why.append(f"delayed {_num(self.delayed)}s by Marathon's launch backoff")
+        return head + (": " + ", ".join(why) if why else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"placed": self.placed, "total": self.total, "waiting": self.waiting,
+                               "reasons": [r.to_dict() for r in self.reasons], "text": self.text()}
+        if self.waiting_seconds is not None:
+            out["waitingSeconds"] = round(self.waiting_seconds, 1)
+        if self.delayed:
+            out["delayedSeconds"] = self.delayed
+        return out
+
+
+def _task_name(app: Mapping[str, Any]) -> str:
+    return str(app.get("id", "")).rstrip("/").rsplit("/", 1)[-1]
+
+
+def _role(app: Mapping[str, Any]) -> Optional[str]:
+    role = (app.get("labels") or {}).get(L.ROLE)
+    return role or (naming.parse_task_name(_task_name(app)) or (None, 0))[0]
+
+
+def placed(app: Mapping[str, Any]) -> bool:
+    """Whether the app has a task on an agent (staging, starting or running)."""
+    return any(t.get("state") in PLACED_STATES for t in app.get("tasks") or [])
+
+
+def _need(app: Mapping[str, Any], resource: str) -> float:
+    if resource == "ports":
+        return float(len(app.get("portDefinitions") or []))
+    return float(app.get(resource) or 0)
+
+
+def offer_free(offer: Mapping[str, Any]) -> dict[str, float]:
+    """What an offer (Marathon's ``Offer`` JSON) holds: scalars added up over its roles, ports counted."""
+    out: dict[str, float] = {}
+    for r in offer.get("resources") or []:
+        name = r.get("name")
+        if isinstance(r.get("scalar"), (int, float)):
+            out[name] = out.get(name, 0.0) + float(r["scalar"])
+        elif isinstance(r.get("ranges"), list):
+            out[name] = out.get(name, 0.0) + sum(int(x.get("end", 0)) - int(x.get("begin", 0)) + 1
+                                                 for x in r["ranges"])
+    return out
+
+
+def _reasons(entries: list[Mapping[str, Any]], app: Mapping[str, Any],
+             free: Optional[Mapping[str, Mapping[str, float]]]) -> tuple[Reason, ...]:
+    newest: dict[str, tuple[str, list[str], dict[str, float]]] = {}  # agent -> (time, reasons, offered)
+    for entry in entries:
+        for unused in entry.get("lastUnusedOffers") or []:
+            offer = unused.get("offer") or {}
+            agent = offer.get("agentId") or offer.get("hostname")
+            when = str(unused.get("timestamp") or "")
+            if agent and (agent not in newest or when >= newest[agent][0]):
+                newest[agent] = (when, list(unused.get("reason") or []), offer_free(offer))
+    counted: dict[str, list[str]] = {}
+    for agent, (_, reasons, _) in newest.items():
+        for reason in dict.fromkeys(reasons):
+            counted.setdefault(reason, []).append(agent)
+    if not newest:  # no offers embedded: the summary's first reasons, the largest count over the apps
+        for entry in entries:
+            summary = entry.get("processedOffersSummary") or {}
+            for r in summary.get("rejectSummaryLastOffers") or []:
+                if (r.get("declined") or 0) > len(counted.get(r.get("reason"), [])):
+                    counted[r["reason"]] = [""] * int(r["declined"])
+    out = []
+    for reason, agents in counted.items():
+        resource = RESOURCES.get(reason)
+        if resource is None:
+            out.append(Reason(reason, len(agents)))
+            continue
+        frees = []
+        for agent in agents:
+            known = (free or {}).get(agent)
+            if known is not None and resource in known:
+                frees.append(float(known[resource]))
+            elif agent in newest:
+                frees.append(newest[agent][2].get(resource, 0.0))
+        out.append(Reason(reason, len(agents), resource, _need(app, resource),
+                          (min(frees), max(frees)) if frees else None))
+    order = {r: i for i, r in enumerate(_FUNNEL)}
+    return tuple(sorted(out, key=lambda r: (-r.agents, order.get(r.reason, len(order)), r.reason)))
+
+
+def role_waits(apps: Iterable[Mapping[str, Any]], queue: Mapping[str, Mapping[str, Any]], *,
+               free: Optional[Mapping[str, Mapping[str, float]]] = None,
+               now: Optional[float] = None) -> dict[str, RoleWait]:
+    """Per role (in the job's order): tasks, placed, waiting and why. ``queue``: entries by app id;
+    ``free``: agent id → free resources (``cpus``, ``mem``, ``disk``, ``gpus``, ``ports``) when known."""
+    import time
+
+    now = time.time() if now is None else now
+    by_role: dict[str, list[Mapping[str, Any]]] = {}
+    for app in apps:
+        role = _role(app)
+        if role is not None and app.get("instances", 1):
+            by_role.setdefault(role, []).append(app)
+    out = {}
+    for role in sorted(by_role, key=lambda r: naming.ROLES.index(r) if r in naming.ROLES else len(naming.ROLES)):
+        role_apps = by_role[role]
+        waiting = [a for a in role_apps if not placed(a)]
+        entries = [queue[a["id"]] for a in waiting if a.get("id") in queue]
+        since = [w for w in (wall(e.get("since")) for e in entries) if w is not None]
+        delays = [float((e.get("delay") or {}).get("timeLeftSeconds") or 0) for e in entries
+                  if (e.get("delay") or {}).get("overdue") is False]
+        out[role] = RoleWait(role, len(role_apps), len(role_apps) - len(waiting), len(waiting),
+                             max(0.0, now - min(since)) if since else None,
+                             _reasons(entries, waiting[0], free) if waiting else (),
+                             max(delays) if delays and max(delays) > 0 else None)
+    return out
+
+
+def summary(waits: Mapping[str, RoleWait]) -> str:
+    """The roles that wait, one clause each (``worker: 5/8 placed; 3 waiting …``), joined by `` | ``;
+    when every role is placed, each role's count."""
+    waiting = [w.text() for w in waits.values() if w.waiting]
+    return " | ".join(waiting) if waiting else ", ".join(w.text() for w in waits.values())
+
+
+def attempt_started(apps: Iterable[Mapping[str, Any]]) -> Optional[float]:
+    """When the job's current attempt was submitted: its apps' latest configuration change
+    (``versionInfo.lastConfigChangeAt``: a deploy, a scale, a re-submission all change it)."""
+    times = [wall((a.get("versionInfo") or {}).get("lastConfigChangeAt") or a.get("version")) for a in apps]
+    times = [t for t in times if t is not None]
+    return max(times) if times else None
+
+
+def failed_in_this_config(app: Mapping[str, Any]) -> bool:
+    """Whether a task of the app's current configuration failed (``lastTaskFailure.version``)."""
+    failure = app.get("lastTaskFailure") or {}
+    changed = (app.get("versionInfo") or {}).get("lastConfigChangeAt") or app.get("version") or ""
+    return bool(failure) and str(failure.get("version") or "") >= str(changed)
+
+
+def starting_members(apps: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The TF cluster's tasks (chief, ps, worker) that wait to be placed for the first time in
+    their app's current configuration (none of its tasks failed since): while any does, the job
+    is still starting and its admission deadline applies."""
+    out = []
+    for app in apps:
+        name = _task_name(app)
+        role = _role(app)
+        if role in naming.CLUSTER_ROLES and app.get("instances", 1) and not placed(app) \
+                and not failed_in_this_config(app):
+            out.append(name)
+    return sorted(out)

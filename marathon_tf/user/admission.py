@@ -1,0 +1,218 @@
+"""Before anything is sent (``deploy``, ``scale``, ``--dry-run`` too): does the job fit the cluster?
+
+From the registered agents (:mod:`marathon_tf.user.capacity`) and one rendered app per role, with
+Marathon 1.8's offer matcher (:func:`marathon_tf.local.placement.match`: the resources of the roles
+Marathon is offered, cpus, mem, disk, gpus, the constraints, ports):
+
+* a task that fits on no agent even when the cluster is empty can never start: refused in one line,
+  exit 2, nothing sent: ``worker needs gpus 4; the largest agent has 2 (agent-3)``;
+* a job whose tasks do not all fit what is free now (its tasks placed one by one, as offers would
+  be used) is said with the shortfall per resource, and waits for its admission deadline, or
+  with ``wait=False`` (``--no-wait-for-resources``) is refused with exit 4, nothing sent;
+* a master that cannot be read skips the check with a note (Marathon decides, the deadline holds).
+
+An agent that is lost now is not registered, so not counted; GPU scheduling behaviour
+(``DeclinedScarceResources``) is left to Marathon: ``/v2/info`` does not say which it runs with.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Optional, Sequence
+
+from marathon_tf.contract.errors import NotPlaced, UsageError
+from marathon_tf.local.placement import Match, match
+from marathon_tf.local.resources import Resource, ranges_minus
+from marathon_tf.user import capacity
+from marathon_tf.user.spec import JobSpec
+
+__all__ = ["Verdict", "check", "impossible", "pack", "effective", "TIMEOUT_ENV"]
+
+#: Overrides the job file's ``admission.timeout`` at deploy (seconds, or 90s, 5m, 1h).
+TIMEOUT_ENV = "MARATHON_TF_ADMISSION_TIMEOUT"
+_SCALARS = ("cpus", "mem", "disk", "gpus")
+
+
+@dataclass
+class Verdict:
+    """What the check found: ``checked`` (the capacity was read), a ``note`` (why it was not),
+    the ``shortfall`` line (the job does not fit what is free now) and the tasks that would wait."""
+
+    checked: bool = False
+    note: Optional[str] = None
+    shortfall: Optional[str] = None
+    waiting: dict[str, int] = field(default_factory=dict)
+
+
+def effective(spec: JobSpec, timeout: Optional[float] = None, environ: Mapping[str, str] = os.environ) -> JobSpec:
+    """The spec with ``admission.timeout`` from ``timeout`` or, when not given, :data:`TIMEOUT_ENV`."""
+    if timeout is None and environ.get(TIMEOUT_ENV):
+        from marathon_tf.contract.progress import parse_duration
+
+        try:
+            timeout = parse_duration(environ[TIMEOUT_ENV])
+        except ValueError as e:
+            raise UsageError(f"{TIMEOUT_ENV}={environ[TIMEOUT_ENV]!r}: {e}") from None
+    if timeout is None or timeout == spec.admission.timeout:
+        return spec
+    if not 1 <= timeout <= 7 * 86400:
+        raise UsageError(f"admission timeout {timeout:g} s: must be between 1 s and 7 days")
+    return spec.with_overrides(admission=replace(spec.admission, timeout=float(timeout)))
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:.3g}"
+
+
+def _amount(resources: Sequence[Resource], name: str, roles: set[str]) -> float:
+    if name == "ports":
+        return float(sum(e - b + 1 for r in resources if r.name == name and r.role in roles
+                         and isinstance(r.value, tuple) for b, e in r.value))
+    return sum(r.value for r in resources if r.name == name and r.role in roles and isinstance(r.value, float))
+
+
+def _needs(app: Mapping[str, Any]) -> dict[str, float]:
+    out = {name: float(app.get(name) or 0) for name in _SCALARS}
+    out["ports"] = float(len(app.get("portDefinitions") or []))
+    return {k: v for k, v in out.items() if v > 0}
+
+
+def _fits(app: Mapping[str, Any], agent: capacity.ClusterAgent, resources: list[Resource], roles: set[str]):
+    return match(dict(app), agent.as_agent(resources), resources, [], default_roles=roles, gpu_restricted=False)
+
+
+def impossible(apps: Mapping[str, Mapping[str, Any]], cap: capacity.Capacity) -> Optional[str]:
+    """The first role whose task fits on no agent even with the cluster empty, in one line; None."""
+    for role, app in apps.items():
+        results = [(agent, _fits(app, agent, agent.total, cap.roles)) for agent in cap.agents]
+        if any(isinstance(r, Match) for _, r in results):
+            continue
+        if not cap.agents:
+            return f"{role} cannot be placed: the Mesos master at {cap.url} has no registered agent"
+        roles = set(app.get("acceptedResourceRoles") or cap.roles)
+        too_big = []
+        for name, need in _needs(app).items():
+            largest = max(cap.agents, key=lambda a: _amount(a.total, name, roles))
+            have = _amount(largest.total, name, roles)
+            if have < need:
+                too_big.append((name, need, have, largest.name))
+        if len(too_big) == 1:
+            name, need, have, where = too_big[0]
+            return f"{role} needs {name} {_num(need)}; the largest agent has {_num(have)} ({where})"
+        if too_big:
+            return (f"{role} needs " + ", ".join(f"{n} {_num(need)}" for n, need, _, _ in too_big)
+                    + "; the largest agents have " + ", ".join(f"{n} {_num(have)} ({where})"
+                                                               for n, _, have, where in too_big))
+        kinds = {reason for _, r in results for reason in r.reasons}
+        if kinds == {"UnfulfilledConstraint"}:
+            return f"{role}'s constraints {json.dumps(app.get('constraints'))} match no agent" + _attributes(cap)
+        if kinds == {"UnfulfilledRole"}:
+            return (f"{role} fits on no agent: none has resources of the roles Marathon takes "
+                    f"({', '.join(sorted(roles))})")
+        why = "; ".join(f"{agent.name}: {', '.join(r.reasons)}" for agent, r in results[:5])
+        more = f" (and {len(results) - 5} more agents)" if len(results) > 5 else ""
+        needs = ", ".join(f"{n} {_num(v)}" for n, v in _needs(app).items())
+        constraints = app.get("constraints") or []
+        return (f"{role} fits on no agent ({needs}" + (f", constraints {constraints}" if constraints else "")
+                + f"; Marathon takes resources of the roles {', '.join(sorted(roles))}): {why}{more}")
+    return None
+
+
+def _attributes(cap: capacity.Capacity) -> str:
+    """`` (agents' attributes: agent-1 rack:r1; …)`` for a constraint that matches no agent."""
+    from marathon_tf.local.resources import attribute_text
+
+    shown = [f"{a.name} " + (",".join(f"{k}:{attribute_text(v)}" for k, v in a.attributes.items()) or "none")
+             for a in cap.agents[:5]]
+    return f" (agents' attributes: {'; '.join(shown)}" + (" …)" if len(cap.agents) > 5 else ")")
+
+
+def _take(free: list[Resource], taken: Match, ports: int) -> list[Resource]:
+    """``free`` less what a placed task takes (its scalars by role, its first ``ports`` ports)."""
+    left: dict[tuple[str, str], float] = {}
+    for r in taken.consumed:
+        left[(r.name, r.role)] = left.get((r.name, r.role), 0.0) + float(r.value)
+    used_ports = (taken.port_candidates or [])[:ports]
+    out = []
+    for r in free:
+        if isinstance(r.value, float) and (r.name, r.role) in left:
+            out.append(Resource(r.name, max(0.0, r.value - left[(r.name, r.role)]), r.role))
+        elif isinstance(r.value, tuple) and r.name == "ports" and r.role == taken.port_role:
+            out.append(Resource(r.name, ranges_minus(r.value, used_ports), r.role))
+        else:
+            out.append(r)
+    return out
+
+
+def pack(apps: Sequence[tuple[str, Mapping[str, Any]]], cap: capacity.Capacity) -> dict[str, int]:
+    """Place the tasks ``(role, app)`` one by one on the agents' free resources (the first that fits,
+    as offers are taken); role → how many find no room now."""
+    free = {a.id: list(a.free) for a in cap.agents}
+    waiting: dict[str, int] = {}
+    for role, app in apps:
+        for agent in cap.agents:
+            result = _fits(app, agent, free[agent.id], cap.roles)
+            if isinstance(result, Match):
+                free[agent.id] = _take(free[agent.id], result, int(_needs(app).get("ports", 0)))
+                break
+        else:
+            waiting[role] = waiting.get(role, 0) + 1
+    return waiting
+
+
+def _shortfall(job: str, apps: Sequence[tuple[str, Mapping[str, Any]]], waiting: dict[str, int],
+               cap: capacity.Capacity) -> str:
+    need: dict[str, float] = {}
+    for _, app in apps:
+        for name, value in _needs(app).items():
+            need[name] = need.get(name, 0.0) + value
+    short = []
+    for name, total in need.items():
+        free = sum(_amount(a.free, name, cap.roles) for a in cap.agents)
+        whole = sum(_amount(a.total, name, cap.roles) for a in cap.agents)
+        if total > free:
+            short.append(f"{name} {_num(total)} ({_num(free)} free" + (f", {_num(whole)} in all" if total > whole
+                                                                        else "") + ")")
+    counts = {}
+    for role, _ in apps:
+        counts[role] = counts.get(role, 0) + 1
+    tasks = ", ".join(f"{n} of {counts[r]} {r}" for r, n in waiting.items())
+    line = f"job {job} does not fit what the cluster has free now: {tasks} would wait"
+    if short:
+        line += "; it needs " + ", ".join(short)
+    return line
+
+
+def check(client: Any, spec: JobSpec, *, mesos: Optional[str] = None, wait: bool = True,
+          starting: Optional[Sequence[tuple[str, int]]] = None, templates_dir: Optional[str] = None) -> Verdict:
+    """The check of a job before it is sent (see the module). ``starting``: the tasks that would
+    start (default every task; ``scale``: the new ones). Raises :class:`UsageError` (exit 2) for a task
+    that can never be placed, :class:`NotPlaced` (exit 4) for a shortfall when not ``wait``."""
+    from marathon_tf.user.render import render_app
+
+    try:
+        cap = capacity.read(client, mesos)
+    except capacity.Unknown as e:
+        return Verdict(note=f"cluster capacity not checked: {e}")
+    if cap is None:
+        return Verdict()
+    roles = [r for r in spec.counts()]
+    apps = {r: render_app(spec, r, 0, templates_dir=templates_dir) for r in roles}
+    refused = impossible(apps, cap)
+    if refused:
+        raise UsageError(refused + "; nothing was sent",
+                         hint=f"ask for less per task, or add agents that have it (the Mesos master at {cap.url} "
+                              f"lists {len(cap.agents)} registered agent{'s' if len(cap.agents) != 1 else ''})")
+    tasks = list(starting) if starting is not None else spec.tasks()
+    order = [(role, apps[role]) for role, _ in tasks if role in apps]
+    waiting = pack(order, cap)
+    if not waiting:
+        return Verdict(checked=True)
+    line = _shortfall(spec.name, order, waiting, cap)
+    if not wait:
+        raise NotPlaced(line + "; nothing was sent",
+                        hint=f"without --no-wait-for-resources it waits up to admission.timeout "
+                             f"({_num(spec.admission.timeout)} s) for room, then holds nothing")
+    return Verdict(checked=True, shortfall=line, waiting=waiting)

@@ -1,0 +1,255 @@
+"""The cluster's capacity as the Mesos master tells it: every registered agent's total and free resources.
+
+Where the master is: ``--mesos`` / ``MESOS_URL``, else Marathon's ``/v2/info``
+``marathon_config.mesos_leader_ui_url`` (the leading master's URL: ``M@1.8:src/main/scala/mesosphere/
+marathon/api/v2/InfoResource.scala``). One ``GET <master>/master/slaves``: every registered agent as
+apache/mesos ``src/master/readonly_handler.cpp`` ``SlaveWriter``/``SlavesWriter`` write it, the total
+(``resources``; per role in ``unreserved_resources_full`` and ``reserved_resources_full``), what its
+tasks use (``used_resources``) and what is offered to a framework now (``offered_resources``), each
+with its ``*_full`` form (roles and reservations). What an agent has free is
+``resources − used_resources − offered_resources`` (``unreserved_resources`` is the unreserved part of
+the *total*: ``totalResources.unreserved()``, not what is free). Unreachable agents are not listed.
+
+Credentials: Marathon's (a token, basic auth) go to the master only when it is at Marathon's own
+origin (DC/OS's admin router serves both); another host gets none, and a master that wants some is
+skipped with a note. The local runner's agents without ``--agent-resources`` are as large as the
+machine and never short (its admin API ``/_local/agents`` says ``enforced: false``): such a cluster
+is not checked. Returns data; never prints.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional
+from urllib.parse import urlsplit
+
+import requests
+
+from marathon_tf.contract.errors import MarathonError
+from marathon_tf.local.agents import Agent
+from marathon_tf.local.placement import free_resources
+from marathon_tf.local.resources import Resource, Value, coalesce, ranges_size
+
+__all__ = ["ClusterAgent", "Capacity", "Unknown", "read", "parse_agents", "parse_resources_json", "use_mesos",
+           "mesos_url", "TIMEOUT"]
+
+#: (connect, read) seconds for the master: a refusal is said within 2 s, a slow master is skipped.
+TIMEOUT = (1.5, 5.0)
+
+#: client → the master URL its user gave (``--mesos`` / ``MESOS_URL``), for every later look.
+_GIVEN: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+
+
+class Unknown(Exception):
+    """The capacity could not be read (one line: why); the check is skipped with a note."""
+
+
+@dataclass
+class ClusterAgent:
+    """One registered agent: its id, hostname, the name shown (``agent-3`` on the local runner, else
+    the hostname), its total and free resources (Mesos's, by role) and attributes."""
+
+    id: str
+    hostname: str
+    name: str
+    total: list[Resource]
+    free: list[Resource]
+    attributes: dict[str, Value] = field(default_factory=dict)
+
+    def as_agent(self, resources: list[Resource]) -> Agent:
+        """The agent as the offer matcher (:mod:`marathon_tf.local.placement`: Marathon 1.8's) reads it."""
+        return Agent(index=0, hostname=self.hostname, work_dir=Path("."), resources=resources,
+                     attributes=dict(self.attributes), enforced=True)
+
+    def free_summary(self) -> dict[str, float]:
+        """Free scalars added up over the roles, and the free ports counted (for the waits' numbers)."""
+        out: dict[str, float] = {}
+        for r in self.free:
+            if isinstance(r.value, float):
+                out[r.name] = out.get(r.name, 0.0) + r.value
+            elif isinstance(r.value, tuple):
+                out[r.name] = out.get(r.name, 0.0) + ranges_size(r.value)
+        return out
+
+
+@dataclass
+class Capacity:
+    """The registered agents, the roles whose resources Marathon is offered, and where it was read."""
+
+    agents: list[ClusterAgent]
+    roles: set[str]
+    url: str
+
+    def free_by_agent(self) -> dict[str, dict[str, float]]:
+        return {a.id: a.free_summary() for a in self.agents}
+
+
+def use_mesos(client: Any, url: Optional[str]) -> None:
+    """Read the master at ``url`` for this client from now on (``--mesos`` / ``MESOS_URL``)."""
+    if url:
+        _GIVEN[client] = url.rstrip("/")
+
+
+def _config(client: Any) -> dict[str, Any]:
+    """Marathon's ``/v2/info`` ``marathon_config`` ({} when it cannot be read)."""
+    if client is None:
+        return {}
+    try:
+        info = client.info() or {}
+    except MarathonError:
+        return {}
+    return (info.get("marathon_config") or {}) if isinstance(info, dict) else {}
+
+
+def mesos_url(client: Any, given: Optional[str] = None, config: Optional[Mapping[str, Any]] = None) -> Optional[str]:
+    """The master's base URL: given, set for the client, else Marathon's ``mesos_leader_ui_url``."""
+    url = given or (_GIVEN.get(client) if client is not None else None)
+    if url:
+        return url.rstrip("/")
+    url = (config if config is not None else _config(client)).get("mesos_leader_ui_url")
+    return str(url).rstrip("/") if url else None
+
+
+def _origin(url: str) -> tuple[str, str, Optional[int]]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+
+
+def _session(client: Any, url: str) -> requests.Session:
+    """Marathon's session (its credentials) for a master at Marathon's origin; else one without."""
+    if client is not None and any(_origin(u) == _origin(url) for u in getattr(client, "urls", [])):
+        return client.session
+    session = requests.Session()
+    session.verify = getattr(client, "verify", True)
+    session.headers["User-Agent"] = "marathon-tf"
+    return session
+
+
+def _value(item: Mapping[str, Any]) -> Optional[Value]:
+    if "scalar" in item:
+        return float((item.get("scalar") or {}).get("value", 0.0))
+    if "ranges" in item:
+        return coalesce((int(r["begin"]), int(r["end"])) for r in (item.get("ranges") or {}).get("range") or [])
+    if "set" in item:
+        return frozenset((item.get("set") or {}).get("item") or [])
+    return None
+
+
+def _role(item: Mapping[str, Any]) -> str:
+    reservations = item.get("reservations") or []
+    if reservations:
+        return str(reservations[-1].get("role") or "*")
+    return str(item.get("role") or "*")
+
+
+def _summary(summary: Mapping[str, Any], role: str = "*") -> list[Resource]:
+    """A Mesos resource summary (``{"cpus": 4.0, "ports": "[31000-32000]"}``) as resources of ``role``."""
+    out = []
+    for name, value in (summary or {}).items():
+        if isinstance(value, (int, float)):
+            if value:
+                out.append(Resource(name, float(value), role))
+        elif isinstance(value, str) and value.startswith("["):
+            pairs = [p.strip().split("-") for p in value.strip("[]").split(",") if p.strip()]
+            out.append(Resource(name, coalesce((int(b), int(e)) for b, e in pairs), role))
+        elif isinstance(value, str) and value.startswith("{"):
+            out.append(Resource(name, frozenset(v.strip() for v in value.strip("{}").split(",") if v.strip()), role))
+    return out
+
+
+def parse_resources_json(items: Any) -> list[Resource]:
+    """The protobuf JSON of ``*_full`` (``[{"name", "type", "scalar"|"ranges"|"set", "role",
+    "reservations"}]``) as resources."""
+    out = []
+    for item in items or []:
+        value = _value(item) if isinstance(item, Mapping) else None
+        if value is not None and item.get("name"):
+            out.append(Resource(str(item["name"]), value, _role(item)))
+    return out
+
+
+def _total(slave: Mapping[str, Any]) -> list[Resource]:
+    if "unreserved_resources_full" in slave:
+        reserved = slave.get("reserved_resources_full") or {}
+        items = list(slave.get("unreserved_resources_full") or [])
+        for role_items in (reserved.values() if isinstance(reserved, Mapping) else []):
+            items += list(role_items or [])
+        return parse_resources_json(items)
+    total = _summary(slave.get("unreserved_resources") or slave.get("resources") or {})
+    for role, summary in (slave.get("reserved_resources") or {}).items():
+        total += _summary(summary, role)
+    return total
+
+
+def _taken(slave: Mapping[str, Any], name: str) -> list[Resource]:
+    if f"{name}_full" in slave:
+        return parse_resources_json(slave.get(f"{name}_full"))
+    return _summary(slave.get(name) or {})  # roles unknown: counted against the unreserved part
+
+
+def _attributes(raw: Mapping[str, Any]) -> dict[str, Value]:
+    out: dict[str, Value] = {}
+    for key, value in (raw or {}).items():
+        if isinstance(value, (int, float)):
+            out[key] = float(value)
+        elif isinstance(value, str) and value.startswith("[") and value.endswith("]"):
+            out[key] = _summary({key: value})[0].value if value.strip("[]") else ()
+        else:
+            out[key] = str(value)
+    return out
+
+
+def parse_agents(body: Mapping[str, Any], names: Optional[Mapping[str, str]] = None) -> list[ClusterAgent]:
+    """``/master/slaves`` (or ``/master/state``) → the active agents (``names``: id → name shown)."""
+    out = []
+    for slave in (body or {}).get("slaves") or []:
+        if not isinstance(slave, Mapping) or slave.get("active") is False or slave.get("deactivated"):
+            continue
+        total = _total(slave)
+        holder = Agent(0, str(slave.get("hostname") or ""), Path("."), total)
+        free = free_resources(holder, _taken(slave, "used_resources") + _taken(slave, "offered_resources"))
+        agent_id = str(slave.get("id") or "")
+        out.append(ClusterAgent(agent_id, holder.hostname, (names or {}).get(agent_id) or holder.hostname or agent_id,
+                                total, free, _attributes(slave.get("attributes") or {})))
+    return out
+
+
+def _local_agents(client: Any) -> Optional[list[dict[str, Any]]]:
+    """The local runner's agents (``/_local/agents``), None elsewhere."""
+    if client is None or not client.is_local():
+        return None
+    try:
+        body = client.request("GET", "/_local/agents").body
+    except MarathonError:
+        return None
+    return body if isinstance(body, list) else None
+
+
+def read(client: Any, given: Optional[str] = None) -> Optional[Capacity]:
+    """The cluster's agents now; None when there is nothing to check (the local runner's agents are
+    not enforced); :class:`Unknown` (one line) when the master cannot be read."""
+    local = _local_agents(client)
+    if local is not None and any(a.get("state") == "active" and a.get("enforced") is False for a in local):
+        return None
+    config = _config(client)
+    url = mesos_url(client, given, config)
+    if not url:
+        raise Unknown("Marathon names no Mesos master (/v2/info mesos_leader_ui_url); give --mesos URL or MESOS_URL")
+    try:
+        r = _session(client, url).get(url + "/master/slaves", timeout=TIMEOUT)
+        body = r.json() if r.status_code == 200 else None
+    except (requests.RequestException, ValueError) as e:
+        raise Unknown(f"the Mesos master at {url} cannot be read ({type(e).__name__})") from None
+    if not isinstance(body, dict) or not isinstance(body.get("slaves"), list):
+        raise Unknown(f"the Mesos master at {url} answered GET /master/slaves with HTTP {r.status_code}"
+                      + (" (it wants credentials)" if r.status_code in (401, 403) else ""))
+    names = {a.get("id"): a.get("name") for a in local or []}
+    agents = parse_agents(body, names)
+    roles = {"*"}
+    if local is not None:  # the local Marathon is offered every role its agents have
+        roles |= {r.role for a in agents for r in a.total}
+    elif config.get("mesos_role"):
+        roles.add(str(config["mesos_role"]))
+    return Capacity(agents, roles, url)

@@ -1,0 +1,95 @@
+"""The capacity check before anything is sent, without a cluster: the Mesos master's agents as
+``/master/slaves`` writes them (apache/mesos ``src/master/readonly_handler.cpp`` ``SlaveWriter``:
+``resources``, ``used_resources``, ``offered_resources``, ``reserved_resources``, ``attributes``,
+``active``), what fits on none of them, and a master that cannot be read (skipped with a note)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from marathon_tf.contract.errors import NotPlaced, UsageError
+from marathon_tf.user import admission, capacity
+from marathon_tf.user.render import render_app
+from marathon_tf.user.spec import load_dict
+
+PORTS = "[31000-31099]"
+
+
+def _slave(n, cpus=4.0, gpus=0.0, used=None, rack="r1", active=True, reserved=None):
+    return {"id": f"S{n}", "hostname": f"10.0.0.{n}", "active": active,
+            "resources": {"cpus": cpus, "mem": 8192.0, "disk": 1000.0, "gpus": gpus, "ports": PORTS},
+            "used_resources": used or {"cpus": 0.0, "mem": 0.0, "disk": 0.0, "gpus": 0.0},
+            "offered_resources": {"cpus": 0.0, "mem": 0.0, "disk": 0.0, "gpus": 0.0},
+            "reserved_resources": reserved or {}, "attributes": {"rack": rack}}
+
+
+def _cap(*slaves, roles=("*",)):
+    return capacity.Capacity(capacity.parse_agents({"slaves": list(slaves)}), set(roles), "http://master:5050")
+
+
+def _apps(job):
+    spec = load_dict(job)
+    return {r: render_app(spec, r, 0) for r in spec.counts()}, spec
+
+
+def test_the_masters_agents_free_is_total_less_used_and_offered_and_inactive_agents_are_left_out():
+    cap = _cap(_slave(1, cpus=4, gpus=2, used={"cpus": 1.5, "gpus": 1.0}), _slave(2, active=False))
+    (agent,) = cap.agents
+    assert agent.name == "10.0.0.1" and agent.attributes == {"rack": "r1"}
+    free = agent.free_summary()
+    assert (free["cpus"], free["gpus"], free["ports"]) == (2.5, 1.0, 100.0)
+
+
+def test_what_fits_on_no_agent_is_named_with_the_largest_agent():
+    cap = _cap(_slave(1, cpus=2), _slave(2, cpus=8), _slave(3, cpus=4))
+    apps, _ = _apps({"name": "j", "command": "true", "roles": {"worker": {"count": 1, "cpus": 16, "mem": 64}}})
+    assert admission.impossible(apps, cap) == "worker needs cpus 16; the largest agent has 8 (10.0.0.2)"
+    apps, _ = _apps({"name": "j", "command": "true", "roles": {"worker": {
+        "count": 1, "cpus": 1, "mem": 64, "constraints": [["rack", "LIKE", "r9"]]}}})
+    said = admission.impossible(apps, cap)
+    assert said.startswith("worker's constraints [[\"rack\", \"LIKE\", \"r9\"]] match no agent (agents' attributes: "
+                           "10.0.0.1 rack:r1")
+    # resources reserved for a role Marathon is not offered do not count
+    reserved = _slave(1, cpus=0.5, reserved={"ml": {"cpus": 8.0}})
+    apps, _ = _apps({"name": "j", "command": "true", "roles": {"worker": {"count": 1, "cpus": 2, "mem": 64}}})
+    assert admission.impossible(apps, _cap(reserved)) is not None
+    assert admission.impossible(apps, _cap(reserved, roles=("*", "ml"))) is None
+
+
+def test_a_job_larger_than_what_is_free_now_waits_or_is_refused(monkeypatch):
+    cap = _cap(_slave(1, cpus=2, used={"cpus": 1.0}), _slave(2, cpus=2))
+    monkeypatch.setattr(capacity, "read", lambda client, given=None: cap)
+    spec = load_dict({"name": "j", "command": "true", "roles": {"worker": {"count": 4, "cpus": 1, "mem": 64}}})
+    verdict = admission.check(None, spec)
+    assert verdict.waiting == {"worker": 1}
+    assert verdict.shortfall == ("job j does not fit what the cluster has free now: 1 of 4 worker would wait; "
+                                 "it needs cpus 4 (3 free)")
+    with pytest.raises(NotPlaced) as e:
+        admission.check(None, spec, wait=False)
+    assert e.value.exit_code == 4
+    big = load_dict({"name": "j", "command": "true", "roles": {"worker": {"count": 1, "cpus": 3, "mem": 64}}})
+    with pytest.raises(UsageError) as e:
+        admission.check(None, big)
+    assert e.value.exit_code == 2 and str(e.value).startswith("worker needs cpus 3; the largest agent has 2")
+
+
+def test_a_master_that_cannot_be_read_skips_the_check_with_a_note():
+    spec = load_dict({"name": "j", "command": "true", "roles": {"worker": {"count": 1}}})
+    began = time.monotonic()
+    verdict = admission.check(None, spec, mesos="http://127.0.0.1:9")
+    assert time.monotonic() - began < capacity.TIMEOUT[0] + 1
+    assert not verdict.checked and verdict.note == ("cluster capacity not checked: the Mesos master at "
+                                                    "http://127.0.0.1:9 cannot be read (ConnectionError)")
+    assert admission.check(None, spec).note.endswith("give --mesos URL or MESOS_URL")  # no Marathon, no master
+
+
+def test_the_admission_timeout_can_be_overridden_at_deploy():
+    spec = load_dict({"name": "j", "command": "true", "admission": {"timeout": 60, "retries": 2},
+                      "roles": {"worker": {"count": 1}}})
+    assert admission.effective(spec, environ={}).admission.timeout == 60
+    assert admission.effective(spec, environ={admission.TIMEOUT_ENV: "5m"}).admission.timeout == 300
+    assert admission.effective(spec, 30.0, environ={admission.TIMEOUT_ENV: "5m"}).admission.retries == 2
+    with pytest.raises(UsageError):
+        admission.effective(spec, environ={admission.TIMEOUT_ENV: "soon"})
