@@ -66,7 +66,8 @@ def bench_inplace_restart(quick: bool) -> list[Row]:
     return [
         Row("in-place restart to next step, pre-warmed (goal ≤ 2 s)", round(on, 2), "s",
             f"{'met' if on <= 2 else 'NOT met'}; SIGKILL of worker-1's program -> its next step= line (linear-"
-            f"regression-tf1, local); includes the bootstrap's 1 s restart backoff; median of {n}: {runs(results[True])}"),
+            f"regression-tf1, local); a first failure restarts at once (no backoff); median of {n}: "
+            f"{runs(results[True])}"),
         Row("in-place restart to next step, prewarm: false", round(off, 2), "s",
             f"the restart imports TensorFlow again; median of {n}: {runs(results[False])}"),
         Row("in-place restart ratio pre-warmed / not", round(on / off, 2), "×", ""),

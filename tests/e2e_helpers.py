@@ -106,3 +106,13 @@ class Serve:
         if not self.proc.stderr.closed:
             self.log = self.proc.stderr.read()  # what it printed after its first line
             self.proc.stderr.close()
+
+
+def trainer_pid(state: Path, task: str) -> int | None:
+    """``task``'s current training program, as its bootstrap logged it (newest sandbox under ``state``)."""
+    boxes = sorted(state.glob(f"**/sandboxes/*_{task}.*/stderr"), key=lambda p: p.stat().st_mtime)
+    for stderr in reversed(boxes):
+        found = re.findall(r"started training program \(pid (\d+)\)", stderr.read_text(errors="replace"))
+        if found:
+            return int(found[-1])
+    return None

@@ -4,8 +4,15 @@
 What it shows: the common TF2 Keras multi-worker program, driven only by ``TF_CONFIG`` (workers
 only, no ps, no chief task: worker 0 is the chief).  Every worker runs the same ``model.fit``;
 gradients are all-reduced each step.  ``BackupAndRestore`` backs the training state up under
-``--checkpoint_dir`` at the end of each epoch, so a job whose workers are all restarted after a
-failure resumes from the last finished epoch.  At the end the trained weights are saved: worker 0
+``--checkpoint_dir`` every ``--backup_every`` steps (default: each epoch), so a job whose workers
+are all restarted after a failure resumes from the last backup, at that step.
+
+Preemption: a worker that gets SIGTERM (its task is stopped) tells the others through TensorFlow's
+coordination service; ``tf.distribute.experimental.PreemptionCheckpointHandler`` has every worker
+save the backup at the same step (the next one), and every worker exits with 42, the code
+marathon-tf takes for "preempted, restart me" (``restart.preemption_exit_codes``): the group
+restarts and resumes from that step.  (Keras' own ``save_before_preemption`` is for Google Cloud
+only; :class:`BackupAndRestoreOnPreemption` does the same anywhere.)  At the end the trained weights are saved: worker 0
 writes them to ``<checkpoint_dir>/final``, the other workers (every worker must take part in the
 save) to a worker-specific temporary directory that they delete afterwards.  All workers exit 0.
 
@@ -44,6 +51,7 @@ def parse_args(argv=None):
     p.add_argument("--checkpoint_dir", default="ckpt", help="shared directory for backups and the final weights")
     p.add_argument("--learning_rate", type=float, default=0.05)
     p.add_argument("--log_every", type=int, default=10, help="steps between step= lines")
+    p.add_argument("--backup_every", type=int, default=0, help="steps between backups (0: each epoch)")
     p.add_argument("--num_examples", type=int, default=4096)
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args(argv)
@@ -119,6 +127,37 @@ class StepLogger(keras.callbacks.Callback):
             self.logged = step
 
 
+PREEMPTED_CODE = 42  # marathon-tf's default restart.preemption_exit_codes: 42 and 143
+
+
+class BackupAndRestoreOnPreemption(keras.callbacks.BackupAndRestore):
+    """``BackupAndRestore`` that also backs up when a worker is preempted (SIGTERM): its
+    ``PreemptionCheckpointHandler`` (on the same checkpoint, read from the chief's backup directory
+    by every worker, so their step counts agree) saves at the step every worker agreed on, then
+    exits with :data:`PREEMPTED_CODE`."""
+
+    def __init__(self, backup_dir, save_freq, cluster_resolver):
+        super().__init__(backup_dir=backup_dir, save_freq=save_freq)
+        self.cluster_resolver = cluster_resolver
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)  # restores the last backup (this class's attribute _training_state)
+        backups = self._training_state.read_checkpoint_manager
+        self.handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+            self.cluster_resolver, backups.checkpoint, checkpoint_dir=backups.directory,
+            termination_config=tf.distribute.experimental.TerminationConfig(exit_fn=self._exit))
+
+    def on_train_batch_end(self, batch, logs=None):
+        super().on_train_batch_end(batch, logs)
+        self.handler.save_checkpoint_if_preempted()  # saves and exits when a worker was preempted
+
+    def _exit(self):
+        log(f"preempted at step {int(self.model.optimizer.iterations.numpy())}; backup saved; "
+            f"exiting {PREEMPTED_CODE}")
+        sys.stderr.flush()
+        os._exit(PREEMPTED_CODE)  # the backup is written: skip TensorFlow's slow shutdown
+
+
 def main(argv=None):
     args = parse_args(argv)
     # Create the strategy first: it starts this task's server from TF_CONFIG.
@@ -133,7 +172,8 @@ def main(argv=None):
     logger = StepLogger(args.log_every)
     callbacks = [
         # Writes the chief's backup in backup/ and the others' in worker-specific temp dirs itself.
-        keras.callbacks.BackupAndRestore(backup_dir=os.path.join(args.checkpoint_dir, "backup")),
+        BackupAndRestoreOnPreemption(os.path.join(args.checkpoint_dir, "backup"),
+                                     args.backup_every or args.steps_per_epoch, strategy.cluster_resolver),
         logger,
     ]
     history = model.fit(make_dataset(args, args.batch_size * workers), epochs=args.epochs,

@@ -9,11 +9,20 @@ Worker 0 is the chief: it initialises or restores the variables from ``--checkpo
 saves checkpoints there, so a restarted job continues from the saved global step.  Each worker
 exits 0 once the shared global step has reached ``--train_steps``.
 
+Preemption: a worker that gets SIGTERM (its task is stopped: an agent's maintenance, an
+operator's kill, a scale) finishes the step it is in; the chief then saves a checkpoint at that
+step (``CheckpointSaverHook.end``), and it exits with 42, the code marathon-tf takes for "preempted,
+restart me" (``restart.preemption_exit_codes``), at once: TensorFlow's own shutdown of its server
+takes seconds of the kill's grace period.
+
 Output (stdout, one line per logged step): ``step=<global step> loss=<loss>``, then
-``first_step_time=<unix time>`` after the first step and ``done final_step=<n> loss=<x>`` at the end.
+``first_step_time=<unix time>`` after the first step and ``done final_step=<n> loss=<x>`` at the end
+(``preempted at step <n> ...`` instead when stopped).
 """
 
 import argparse
+import os
+import signal
 import sys
 import time
 
@@ -21,6 +30,13 @@ import numpy as np
 import tensorflow.compat.v1 as tf
 
 tf.disable_eager_execution()
+
+PREEMPTED_CODE = 42  # marathon-tf's default restart.preemption_exit_codes: 42 and 143
+_stop = {"signal": None}
+
+
+def _on_stop(signum, frame):
+    _stop["signal"] = signum  # the training loop ends after the step it is in
 
 
 def parse_args(argv=None):
@@ -112,13 +128,14 @@ def run_worker(args, cluster, server):
 
     local_steps = 0
     sleep = args.step_sleep if args.step_sleep_task_index in (None, args.task_index) else 0.0
+    signal.signal(signal.SIGTERM, _on_stop)
     with tf.train.MonitoredSession(session_creator=creator, hooks=hooks) as sess:
         # A first run without training: where the job is (maybe restored from a checkpoint,
         # maybe already done by the other workers).
         xs, ys = batch()
         step, loss_value, w_value, b_value = sess.run([global_step, loss, w, b], feed_dict={x: xs, y: ys})
         log(f"worker:{args.task_index} session ready at global step {step}/{args.train_steps}")
-        while step < args.train_steps and not sess.should_stop():
+        while step < args.train_steps and not sess.should_stop() and _stop["signal"] is None:
             xs, ys = batch()
             loss_value, step, w_value, b_value = sess.run([loss, step_after, w, b], feed_dict={x: xs, y: ys})
             local_steps += 1
@@ -128,8 +145,16 @@ def run_worker(args, cluster, server):
                 log(f"first_step_time={time.time():.3f}")
             if local_steps % args.log_every == 0:
                 log(f"step={step} loss={loss_value:.6f}")
+    # (leaving the session ran the chief's CheckpointSaverHook.end: a checkpoint at the last step)
     log(f"step={step} loss={loss_value:.6f}")
+    if _stop["signal"] is not None:
+        log(f"preempted at step {step} (signal {_stop['signal']})"
+            + ("; checkpoint saved" if is_chief else "") + f"; exiting {PREEMPTED_CODE}")
+        sys.stderr.flush()
+        os._exit(PREEMPTED_CODE)  # the checkpoint is written: skip TensorFlow's slow shutdown
     log(f"done final_step={step} loss={loss_value:.6f} w={w_value:.4f} b={b_value:.4f} local_steps={local_steps}")
+    return 0
+
 
 def main(argv=None):
     args = parse_args(argv)
@@ -142,8 +167,7 @@ def main(argv=None):
         log(f"ps:{args.task_index} serving on {cluster.task_address('ps', args.task_index)}")
         server.join()  # never returns: the launcher stops the ps when the workers are done
         return 0
-    run_worker(args, cluster, server)
-    return 0
+    return run_worker(args, cluster, server)
 
 
 if __name__ == "__main__":

@@ -14,12 +14,21 @@ Data: synthetic 28x28 "digits" — ten fixed random prototype images (seeded) pl
 is learnable and needs no download.  The model is a small MLP written with tf.Module (no Keras:
 Keras 3 does not work with this strategy on TF 2.21).
 
+Preemption: the coordinator saves. A chief that gets SIGTERM (its task is stopped) finishes the
+round of steps it scheduled, saves a checkpoint at that step and exits with 42, the code
+marathon-tf takes for "preempted, restart me" (``restart.preemption_exit_codes``); ps and worker
+tasks hold nothing to save (a worker's SIGTERM ends it, 143: the coordinator goes on without it and
+takes it back once it is restarted). ``PreemptionCheckpointHandler`` does not support this strategy
+(TF 2.21: ``NotImplementedError``), hence the handler here.
+
 Output (chief's stdout): ``step=<global step> loss=<loss>`` every ``--log_every`` steps,
-``first_step_time=<unix time>`` after the first step, ``done final_step=<n> loss=<x>`` at the end.
+``first_step_time=<unix time>`` after the first step, ``done final_step=<n> loss=<x>`` at the end
+(``preempted at step <n> ...`` instead when stopped).
 """
 
 import argparse
 import os
+import signal
 import sys
 import time
 
@@ -27,6 +36,13 @@ import time
 os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
 
 import tensorflow as tf  # noqa: E402
+
+PREEMPTED_CODE = 42  # marathon-tf's default restart.preemption_exit_codes: 42 and 143
+_stop = {"signal": None}
+
+
+def _on_stop(signum, frame):
+    _stop["signal"] = signum  # the coordinator saves after the round of steps it scheduled
 
 
 def parse_args(argv=None):
@@ -124,7 +140,8 @@ def run_coordinator(args, resolver):
     per_worker_iterator = iter(coordinator.create_per_worker_dataset(make_dataset_fn(args)))
 
     loss, first, last_saved = float("nan"), True, step
-    while step < args.train_steps:
+    signal.signal(signal.SIGTERM, _on_stop)
+    while step < args.train_steps and _stop["signal"] is None:
         # The first round is a single step, so first_step_time marks the first finished step.
         n = 1 if first else min(args.log_every, args.train_steps - step)
         results = [coordinator.schedule(train_step, args=(per_worker_iterator,)) for _ in range(n)]
@@ -140,6 +157,10 @@ def run_coordinator(args, resolver):
             last_saved = step
     if step != last_saved or restored is None:
         manager.save(checkpoint_number=step)
+    if _stop["signal"] is not None:
+        log(f"preempted at step {step} (signal {_stop['signal']}); checkpoint saved; exiting {PREEMPTED_CODE}")
+        sys.stderr.flush()
+        os._exit(PREEMPTED_CODE)  # the checkpoint is written: skip TensorFlow's slow shutdown
     log(f"done final_step={step} loss={loss:.6f}")
 
 

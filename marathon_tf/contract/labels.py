@@ -13,6 +13,9 @@ The job's record, written when it ends (by the bootstrap that decides, see
 so that Marathon relaunches nothing: ``marathon-tf/state`` (``Succeeded`` | ``Failed``),
 ``/finished-at`` (ISO time), ``/final-step``, ``/reason``; the deciding task's app also gets
 ``marathon-tf/events``, the job's events (:func:`marathon_tf.contract.timeline.compact`, at most 32 kB),
+for ``status --timeline`` and ``events`` once the tasks are gone; ``marathon-tf/restarts`` holds
+the job's restart counts (JSON: failures, max_failures, window_seconds, preemptions, max_preemptions,
+infrastructure: :meth:`marathon_tf.task.ledger.Ledger.summary`).
 for ``status --timeline`` and ``events`` once the tasks are gone.
 
 A job that was not placed by its admission deadline (issue 20: :mod:`marathon_tf.user.gang`,
@@ -37,6 +40,7 @@ FINISHED_AT = PREFIX + "finished-at"
 FINAL_STEP = PREFIX + "final-step"
 REASON = PREFIX + "reason"
 EVENTS = PREFIX + "events"
+RESTARTS = PREFIX + "restarts"
 ATTEMPT = PREFIX + "attempt"
 ATTEMPTS = PREFIX + "attempts"
 NEXT_ATTEMPT_AT = PREFIX + "next-attempt-at"

@@ -11,7 +11,7 @@ import collections
 import time
 from typing import Callable
 
-__all__ = ["StepRate", "eta_seconds", "describe", "duration", "parse_duration", "median"]
+__all__ = ["StepRate", "eta_seconds", "describe", "duration", "parse_duration", "median", "window_text"]
 
 
 class StepRate:
@@ -93,3 +93,12 @@ def parse_duration(text: str) -> float:
     if len(parts) > 1 and any(unit == "" for _, unit in parts):
         raise ValueError(f"{text!r}: give every number of a duration its unit (e.g. 1h30m)")
     return sum(float(n) * _UNITS[unit] for n, unit in parts)
+
+
+def window_text(seconds: float) -> str:
+    """A budget's window in short: ``600`` -> ``10m``, ``86400`` -> ``24h``, ``90`` -> ``90s``."""
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{int(seconds // 3600)}h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{int(seconds // 60)}m"
+    return f"{seconds:g}s"

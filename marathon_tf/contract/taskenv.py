@@ -30,6 +30,10 @@ Variables (all strings, as Marathon requires):
 ``MTF_COMPLETION``         ``chief`` | ``worker0`` | ``all_workers``: whose exit 0 ends the job
 ``MTF_RESTART_BUDGET``     ``N/SECONDS``: the job fails after N failures within SECONDS
 ``MTF_PERMANENT_EXIT_CODES``  comma-separated trainer exit codes that are not retried
+``MTF_PREEMPTION_BUDGET``  ``N/SECONDS``: the job fails after N preemptions within SECONDS (unset: 100/86400)
+``MTF_PREEMPTION_EXIT_CODES``  comma-separated trainer exit codes that mean "preempted" (unset: ``42,143``)
+``MTF_GRACE_SECONDS``      the app's ``taskKillGracePeriodSeconds``: how long a stopped task has to
+                           save before SIGKILL (unset: 30)
 ``MTF_LOGDIR``             the job's log / checkpoint directory as the task sees it (may be empty)
 ``MTF_PROGRESS_TIMEOUT``   ``SECONDS[/FIRST_STEP_SECONDS]``: the progress watchdog; each part empty:
                            adaptive (unset: both adaptive, the default), ``0``: off
@@ -102,6 +106,9 @@ _DEFAULTS = {
     "style": "custom",
     "completion": "worker0",
     "prewarm": ("tensorflow",),
+    "preemption_budget": (100, 86400.0),
+    "preemption_exit_codes": (42, 143),
+    "grace_seconds": 30.0,
     "admission": (600.0, 0, 60.0),
 }
 
@@ -133,6 +140,10 @@ class TaskContext:
     logdir: str = ""
     prewarm: tuple[str, ...] = _DEFAULTS["prewarm"]
     gpus: int = 0
+    #: (N, SECONDS): the job fails after N preemptions within SECONDS (never counted as failures)
+    preemption_budget: tuple[int, float] = _DEFAULTS["preemption_budget"]
+    preemption_exit_codes: tuple[int, ...] = _DEFAULTS["preemption_exit_codes"]
+    grace_seconds: float = _DEFAULTS["grace_seconds"]
     #: (timeout seconds, retries, backoff seconds): the job's admission (see :mod:`marathon_tf.task.admission`)
     admission: tuple[float, int, float] = _DEFAULTS["admission"]
 
@@ -172,6 +183,12 @@ class TaskContext:
             env["MTF_PREWARM"] = ",".join(self.prewarm) or "false"
         if self.gpus:
             env["MTF_GPUS"] = str(self.gpus)
+        if tuple(self.preemption_budget) != _DEFAULTS["preemption_budget"]:
+            env["MTF_PREEMPTION_BUDGET"] = f"{self.preemption_budget[0]}/{_num(self.preemption_budget[1])}"
+        if tuple(self.preemption_exit_codes) != _DEFAULTS["preemption_exit_codes"]:
+            env["MTF_PREEMPTION_EXIT_CODES"] = ",".join(str(c) for c in self.preemption_exit_codes) or "none"
+        if float(self.grace_seconds) != _DEFAULTS["grace_seconds"]:
+            env["MTF_GRACE_SECONDS"] = _num(self.grace_seconds)
         if tuple(self.admission) != _DEFAULTS["admission"]:
             timeout, retries, backoff = self.admission
             env["MTF_ADMISSION"] = f"{_num(timeout)}/{int(retries)}/{_num(backoff)}"
@@ -211,6 +228,22 @@ class TaskContext:
             permanent = tuple(int(c) for c in codes.split(",") if c.strip())
         except ValueError:
             raise ValueError("MTF_PERMANENT_EXIT_CODES must be comma-separated integers")
+        raw = environ.get("MTF_PREEMPTION_BUDGET", "")
+        try:
+            n, _, window = raw.partition("/")
+            preemption_budget = (int(n), float(window or 86400)) if raw else _DEFAULTS["preemption_budget"]
+        except ValueError:
+            raise ValueError("MTF_PREEMPTION_BUDGET must look like N/SECONDS, e.g. 100/86400")
+        raw = environ.get("MTF_PREEMPTION_EXIT_CODES")
+        try:
+            preemption_codes = _DEFAULTS["preemption_exit_codes"] if raw is None else tuple(
+                int(c) for c in raw.split(",") if c.strip() and c.strip() != "none")
+        except ValueError:
+            raise ValueError("MTF_PREEMPTION_EXIT_CODES must be comma-separated integers")
+        try:
+            grace = float(environ.get("MTF_GRACE_SECONDS") or _DEFAULTS["grace_seconds"])
+        except ValueError:
+            raise ValueError("MTF_GRACE_SECONDS must be a number of seconds")
         try:
             timeout = float(environ.get("MTF_STARTUP_TIMEOUT") or _DEFAULTS["startup_timeout"])
         except ValueError:
@@ -261,6 +294,9 @@ class TaskContext:
             target_step=target_step,
             prewarm=prewarm_modules(environ.get("MTF_PREWARM")),
             gpus=gpus,
+            preemption_budget=preemption_budget,
+            preemption_exit_codes=preemption_codes,
+            grace_seconds=grace,
             admission=admission,
         )
 

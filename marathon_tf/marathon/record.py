@@ -122,10 +122,12 @@ def hopeless_failures(group: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def hopeless_verdict(client: Client, job: str) -> str | None:
-    """One look at the job (a group GET): the reason to fail it when a task can never start
+def hopeless_verdict(client: Client, job: str, *, group: Mapping[str, Any] | None = None) -> str | None:
+    """One look at the job (a group GET, or ``group`` when the caller made it with tasks and
+    ``lastTaskFailure``): the reason to fail it when a task can never start
     (:func:`hopeless_failures`), ``""`` when the job already has its record, else None."""
-    group = client.get_group(naming.group_id(job), embed=GROUP_EMBEDS + ("group.apps.lastTaskFailure",))
+    if group is None:
+        group = client.get_group(naming.group_id(job), embed=GROUP_EMBEDS + ("group.apps.lastTaskFailure",))
     if any((a.get("labels") or {}).get(L.STATE) for a in job_apps(group).values()):
         return ""
     hopeless = hopeless_failures(group)

@@ -56,11 +56,12 @@ from marathon_tf.contract.taskenv import TOKEN_FILE_VAR, TaskContext
 from marathon_tf.task.admission import AdmissionWatch, watch_admission
 from marathon_tf.task.discovery import Backend, PeerKey, Rendezvous, make_backend, watch_interval
 from marathon_tf.task.gpucheck import gpu_problem
-from marathon_tf.task.lifecycle import (JobControl, JobPolicy, RestartBudget, client_from_env, failures_path,
-                                        is_decider, logdir_path, logdir_problem, startup_reason)
+from marathon_tf.task.keeper import PATH as LEDGER_PATH
+from marathon_tf.task.lifecycle import JobControl, is_decider, logdir_path, logdir_problem, startup_reason
 from marathon_tf.task.observer import TaskObserver, events_path
 from marathon_tf.task.prewarm import Prewarmer
 from marathon_tf.task.rendezvous import make_rendezvous
+from marathon_tf.task.restarts import JobRestarts, job_lifecycle, program_grace
 from marathon_tf.task.status_server import StatusServer, TaskStatus
 from marathon_tf.task.supervisor import ExitPolicy, Outcome, Trainer, die_with_parent
 from marathon_tf.task.timeline import TaskEvents
@@ -72,8 +73,7 @@ __all__ = ["main", "Bootstrap", "job_lifecycle", "parse_args", "shell_command", 
 SPEC_FILE = "cluster_spec.json"
 SHELL_CHARS = set(" \t\n;&|<>()$`\\\"'*?[]#")
 DEFAULT_WATCH_INTERVAL = 20.0
-DEFAULT_GRACE = 20.0
-RESTART_BACKOFF = (1.0, 30.0)  # in-place restarts wait 1, 2, 4 ... s, at most 30 s
+RESTART_BACKOFF = (1.0, 30.0)  # repeated failures: in-place restarts wait 1, 2, 4 ... s, at most 30 s (the first: none)
 
 
 USAGE = """\
@@ -87,7 +87,8 @@ job's end. One argument after -- with spaces or shell syntax runs through /bin/s
 
 Options:
   --watch-interval S  mean seconds between looks for peers that moved (default 20)
-  --grace S           seconds the program gets between SIGTERM and SIGKILL (default 20)
+  --grace S           seconds the program gets between SIGTERM and SIGKILL (default: the app's
+                      taskKillGracePeriodSeconds, MTF_GRACE_SECONDS, less a margin: 30 -> 25)
   -h, --help          show this message
 
 Settings come from the task's environment: MTF_* (set by the rendered app), HOST, PORT_TF/PORT0,
@@ -102,7 +103,7 @@ def _log(message: str) -> None:
 
 def parse_args(argv: Sequence[str]) -> tuple[dict[str, float], list[str]]:
     """``[--watch-interval S] [--grace S] -- cmd...`` -> (options, command)."""
-    options = {"watch_interval": DEFAULT_WATCH_INTERVAL, "grace": DEFAULT_GRACE}
+    options: dict = {"watch_interval": DEFAULT_WATCH_INTERVAL, "grace": None}
     args = list(argv)
     if "--" in args:
         cut = args.index("--")
@@ -114,7 +115,7 @@ def parse_args(argv: Sequence[str]) -> tuple[dict[str, float], list[str]]:
     it = iter(head)
     for flag in it:
         key = flag.lstrip("-").replace("-", "_")
-        if key not in options:
+        if key not in options:  # (grace None: from the task's environment)
             raise UsageError(f"unknown bootstrap option {flag!r} (put the training command after '--')")
         try:
             options[key] = float(next(it))
@@ -157,7 +158,7 @@ def restarts_on_move(role: str) -> bool:
     return role in ("chief", "ps", "worker", "evaluator")
 
 
-class Bootstrap:
+class Bootstrap(JobRestarts):
     """One task's bootstrap. ``run()`` returns the process exit code; ``request_stop`` is what
     the SIGTERM/SIGINT handlers call (from any thread). ``control`` (None: nothing is done to
     the job as a whole) waits for the workers and records the job's end when the policy says so."""
@@ -165,7 +166,7 @@ class Bootstrap:
     def __init__(self, ctx: TaskContext, environ: Mapping[str, str], command: Sequence[str], *,
                  backend: Backend | None = None, policy: ExitPolicy | None = None,
                  control: JobControl | None = None, restart_backoff: tuple[float, float] = RESTART_BACKOFF,
-                 watch_interval: float = DEFAULT_WATCH_INTERVAL, grace: float = DEFAULT_GRACE,
+                 watch_interval: float = DEFAULT_WATCH_INTERVAL, grace: float | None = None,
                  clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
                  tick: float = 0.2, stdout=None, stderr=None):
         self.ctx, self.environ, self.command = ctx, dict(environ), list(command)
@@ -174,8 +175,10 @@ class Bootstrap:
         self.policy = policy or ExitPolicy(ctx.permanent_exit_codes)
         self.control = control
         self.restart_backoff = restart_backoff
-        self._in_place_restarts = 0
-        self.watch_interval, self.grace, self.clock, self.tick = watch_interval, grace, clock, tick
+        self.grace = program_grace(ctx.grace_seconds) if grace is None else grace
+        self.watch_interval, self.clock, self.tick = watch_interval, clock, tick
+        self._round: tuple[str | None, int] = (None, 0)  # (rendezvous leader, generation) the program runs in
+        self._streak, self._run_started, self._stepped = 0, 0.0, False
         self.rng = rng or random.Random()
         self.stdout, self.stderr = stdout, stderr
         self.status = TaskStatus(job=ctx.job, task=ctx.task, role=ctx.role, index=ctx.index)
@@ -196,6 +199,7 @@ class Bootstrap:
         self._next_logdir_look = 0.0
         self.prewarmer = None if self.shell or ctx.role == "tensorboard" else Prewarmer.for_command(
             self.command, ctx.prewarm, self.environ, cwd=self.environ.get("MESOS_SANDBOX") or None, log=_log)
+        self._wire_keeper()
         self.rendezvous_options: dict = {}  # extra make_rendezvous arguments (tests inject session/events)
         self.admission: AdmissionWatch | None = None
         self.gpu_check_options: dict = {}  # extra gpu_problem arguments (tests inject dev_dir/which/run)
@@ -285,6 +289,10 @@ class Bootstrap:
             return
         bind = self.environ.get("MTF_STATUS_BIND") or "0.0.0.0"
         self.server = StatusServer(self.status, bind, port, routes={"/events": self.observer.events.route}).start()
+        keeper = getattr(self.policy, "keeper", None)
+        if keeper is not None:  # the job's restart ledger (marathon_tf.task.keeper)
+            self.server.add_route(LEDGER_PATH, keeper.get)
+            self.server.add_post_route(LEDGER_PATH, keeper.post)
         _log(f"status on http://{bind}:{self.server.port}/status")
 
     def _members(self) -> tuple[PeerKey | None, list[PeerKey]]:
@@ -313,6 +321,7 @@ class Bootstrap:
         def progress(found: dict[PeerKey, str], missing: dict[PeerKey, str]) -> None:
             self.status.update(peers=self._named({**self.endpoints, **found}), missing=self._named(missing))
 
+        self._wire_ledger()
         began = self.clock()
         found = self.rendezvous.wait(peers, self.ctx.startup_timeout, on_progress=progress)
         if found is None:
@@ -383,7 +392,7 @@ class Bootstrap:
 
     def _on_step(self, step: int) -> None:
         """A ``step=N`` line of the program: the step and its rate (steps/s over the last minute)."""
-        self._printed_steps = True
+        self._printed_steps = self._stepped = True
         rate = self._rate.add(step)
         self.status.update(step=step, steps_per_second=None if rate is None else round(rate, 3))
         if self.watchdog.step(step):
@@ -413,6 +422,7 @@ class Bootstrap:
                           on_step=self._on_step, on_text=self.observer.on_text, stdout=self.stdout, stderr=self.stderr,
                           **({"spawn": self.prewarmer.spawn} if self.prewarmer else {}))
         self.watchdog.started()
+        self._run_started, self._stepped = self.clock(), False
         me, _ = self._members()
         self.observer.program_started(self.status.snapshot()["restarts"], self.endpoints.get(me))
         trainer.start()
@@ -434,6 +444,7 @@ class Bootstrap:
         return self.clock() + mean * self.rng.uniform(0.5, 1.5)
 
     def _supervise(self) -> int:
+        self._round = self._current_round()  # rounds before this program are not ours to follow
         trainer = self._start_trainer()
         watching = len(self.endpoints) > 1 and self._backend is not None
         next_watch = self._next_watch()
@@ -442,24 +453,23 @@ class Bootstrap:
             self._logdir_step()
             self.observer.tick(code is None, self._peer_addresses)
             if self._stop.is_set():
-                code = trainer.stop(self.grace, self._signum or signal.SIGTERM)
-                self.status.update(exit_code=code)
-                _log(f"stopped by signal {self._signum}; training program exited with {code}")
-                return code
+                return self._stopped(trainer)
+            round_ = self._new_round()
+            if round_ is not None:  # the keeper restarts the job's group: not this program's failure
+                trainer = self._group_restart(trainer, round_)
+                if trainer is None:
+                    return 128 + (self._signum or signal.SIGTERM)
+                next_watch = self._next_watch()
+                continue
             hung = self.watchdog.overdue() if code is None else None
             if hung:  # the progress watchdog: a hang is a failure like any other
                 hung = self.observer.hang(hung)  # names the peer it waits for, when known
                 _log(f"{hung}: stopping the training program")
                 code = trainer.stop(self.grace)
             if code is not None:
-                tail = trainer.stderr_tail() + (f"\n{hung}" if hung else "")
-                outcome = self.policy.decide(code, stderr_tail=tail)
-                self.observer.program_exited(code, outcome.reason)
-                if not outcome.restart:
-                    return self._finished(code, outcome)
-                trainer = self._restart_in_place(code, outcome)
-                if trainer is None:
-                    return 128 + (self._signum or signal.SIGTERM)
+                trainer = self._ended(trainer, code, hung)
+                if not isinstance(trainer, Trainer):
+                    return trainer
                 next_watch = self._next_watch()
                 continue
             if watching and self.clock() >= next_watch:
@@ -484,32 +494,6 @@ class Bootstrap:
         restarts = self.status.add_restart()
         _log(f"restarting the training program with the rewritten spec (restart {restarts}; "
              f"the previous run exited with {code})")
-        return self._start_trainer()
-
-    def _restart_in_place(self, code: int, outcome: Outcome) -> Trainer | None:
-        """Restart the program at the same host:port after a backoff (None: stopped meanwhile).
-        The peers are looked up once first, so a peer that moved meanwhile is in the new spec."""
-        self._in_place_restarts += 1
-        first, cap = self.restart_backoff
-        delay = min(cap, first * 2 ** (self._in_place_restarts - 1))
-        self.status.update(phase="running", exit_code=code, last_error=outcome.reason)
-        _log(f"{outcome.reason}; restarting in {delay:g} s")
-        if self._stop.wait(delay):
-            return None
-        me, peers = self._members()
-        if peers and self._backend is not None and hasattr(self, "rendezvous"):
-            try:  # a peer that is down is waited for: a restart with its stale address would hang
-                moved = self.rendezvous.settle({p: self.endpoints[p] for p in peers}, self.ctx.startup_timeout)
-            except Exception as e:  # a failing lookup must not stop the restart
-                _log(f"could not re-check the peers before the restart: {e}")
-                moved = {}
-            if moved is None:
-                return None
-            if moved:
-                self.endpoints.update(moved)
-                self._render()
-        restarts = self.status.add_restart()
-        _log(f"restarting the training program in place (restart {restarts})")
         return self._start_trainer()
 
     def _end_job(self, state: str, reason: str) -> None:
@@ -545,18 +529,6 @@ class Bootstrap:
             self._stop.wait()
             return outcome.exit_code
         return outcome.exit_code
-
-
-def job_lifecycle(ctx: TaskContext, environ: Mapping[str, str]) -> dict:
-    """The job-aware ``policy`` and ``control`` for a task (see :mod:`marathon_tf.task.lifecycle`)."""
-    n, window = ctx.restart_budget
-    path = failures_path(ctx, environ)
-    _log(f"restart budget: {n} failure(s) in {window:g} s, "
-         + (f"job-wide in {path}" if path else "per task (no writable logdir)"))
-    budget = RestartBudget(n, window, task=ctx.task, path=path)
-    client = client_from_env(ctx, environ)
-    control = JobControl(ctx, client, log=_log) if client is not None else None
-    return {"policy": JobPolicy(ctx, budget, environ), "control": control}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,7 +45,8 @@ STRAGGLER_RATIO = 0.5
 _COMPARED = ("chief", "worker")
 
 
-def _wall(timestamp: str | None) -> float | None:
+def wall_seconds(timestamp: str | None) -> float | None:
+    """Marathon's ISO timestamp (``2026-11-25T10:00:00.000Z``) in Unix seconds; None when missing or bad."""
     if not timestamp:
         return None
     try:
@@ -154,8 +155,8 @@ class JobView:
             if before and before != cluster:
                 change = ", ".join(f"{r} {before.get(r, 0)} → {cluster.get(r, 0)}"
                                    for r in sorted(set(before) | set(cluster)) if before.get(r, 0) != cluster.get(r, 0))
-                self._once(T.SCALED, version, f"scaled: {change}", _wall(version))
-            self._once(T.SUBMITTED, version, f"deployed version {version}", _wall(version), version=version,
+                self._once(T.SCALED, version, f"scaled: {change}", wall_seconds(version))
+            self._once(T.SUBMITTED, version, f"deployed version {version}", wall_seconds(version), version=version,
                        cluster=cluster)
         return version
 
@@ -166,7 +167,7 @@ class JobView:
         wanted = [n for n, a in apps.items() if a.get("instances", 1) and naming.parse_task_name(n.rsplit("/", 1)[-1])]
         if len(running) < len(wanted):
             return
-        started = [_wall(t.get("startedAt")) for _, t in running.values()]
+        started = [wall_seconds(t.get("startedAt")) for _, t in running.values()]
         if all(started):
             self._once(T.ALL_RUNNING, version, f"all {len(running)} tasks running", max(started))
         healthy = []
@@ -174,7 +175,7 @@ class JobView:
             results = task.get("healthCheckResults") or []
             if app.get("healthChecks") and not (results and all(r.get("alive") for r in results)):
                 return
-            healthy.append(max([_wall(task.get("startedAt")) or 0.0] + [_wall(r.get("firstSuccess")) or 0.0
+            healthy.append(max([wall_seconds(task.get("startedAt")) or 0.0] + [wall_seconds(r.get("firstSuccess")) or 0.0
                                                                         for r in results]))
         if healthy and not any(a.get("deployments") for a in apps.values()):
             self._once(T.DEPLOYED, version, "deployment done: every task running and healthy", max(healthy))

@@ -23,16 +23,24 @@ Who decides what (:func:`decide` is the whole table, a pure function):
   and Keras 3's ``model.fit`` failing under a multi-worker strategy (:func:`marathon_tf.contract.keras3.runtime_failure`:
   the reason is one line with the fix, ``TF_USE_LEGACY_KERAS=1`` + tf_keras).
   Every failure, permanent ones included, is recorded in the restart budget's file.
-* **Any other failure** counts against the restart budget (N failures within a sliding window,
-  :class:`RestartBudget`: per task in memory and, when the logdir is writable shared storage,
-  job-wide in ``<logdir>/.marathon-tf/failures.jsonl``). More than N fails the job.
+* **Any other failure** counts against the job's restart budget (N failures within a sliding
+  window), kept job-wide by the deciding task (:mod:`marathon_tf.task.ledger`,
+  :mod:`marathon_tf.task.keeper`): every bootstrap reports its program's ends there and decides
+  from the job's counts; a bootstrap that gets no answer falls back on its own count
+  (:class:`RestartBudget`: in memory, and in ``<logdir>/.marathon-tf/failures.jsonl`` when the
+  logdir is writable). More than N fails the job.
+* **Preemptions** (the program or its task stopped from outside: an exit code in
+  ``restart.preemption_exit_codes``, SIGTERM to the bootstrap that marathon-tf did not ask for)
+  are restarted like failures but counted against ``restart.max_preemptions`` only; a program
+  killed because the runner's machinery died (its pre-warmed interpreter) is not counted at all.
 * **Within the budget** the restart scope follows what TensorFlow 2.21 can recover from
-  (``/work/shared/background/TF_RUNTIME.md``): styles ``tf1``, ``parameter_server`` and
-  ``custom`` restart a failed chief/worker/evaluator program *in place* (same host:port, so its
-  peers take it back); a failed ps makes the bootstrap exit, so Marathon relaunches it at a
-  new address and every task holding the old one restarts with the rewritten spec (the whole
-  job resumes from its last checkpoint). ``multi_worker_mirrored`` has no partial recovery:
-  any failed member makes its bootstrap exit, and the group restarts through the peer move.
+  (``/work/shared/background/TF_RUNTIME.md``, :func:`restart_scope`): a chief/worker/evaluator
+  program of ``tf1``, ``parameter_server`` and ``custom`` restarts *in place* (same host:port, so
+  its peers take it back), at once the first time and after 1, 2, 4 ... s when it fails again
+  and again. A ps, and any member of a ``multi_worker_mirrored`` job (no partial recovery),
+  need the whole group: the keeper starts a *round* and every member's program restarts in place
+  (:data:`GROUP_RESTART`). Without a rendezvous leader (``MTF_RENDEZVOUS=direct``) such a task exits
+  instead: Marathon relaunches it elsewhere, its peers restart with the rewritten spec.
 * Tensorboard is not part of the job's outcome: it stays up after exit 0 and is relaunched
   by Marathon after any failure (never counted, never fails the job).
 
@@ -45,7 +53,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 import time
 from typing import Any, Callable, Mapping
@@ -55,11 +62,12 @@ from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.taskenv import TaskContext, marathon_token
 from marathon_tf.marathon.client import Client, RetryPolicy
 from marathon_tf.marathon.record import GROUP_EMBEDS, finish_job, hopeless_verdict, job_apps
+from marathon_tf.task.ledger import FAILURE, INFRASTRUCTURE, PREEMPTION, Entry, append_file, bucket, read_file
 from marathon_tf.task.supervisor import ExitPolicy, Outcome
 
 __all__ = [
-    "FINISH", "AWAIT_WORKERS", "STAY", "FAIL_JOB", "RESTART", "EXIT", "ACTIONS",
-    "decider_task", "is_decider", "decide", "RestartBudget", "failures_path", "FAILURES_FILE",
+    "FINISH", "AWAIT_WORKERS", "STAY", "FAIL_JOB", "RESTART", "GROUP_RESTART", "EXIT", "ACTIONS",
+    "decider_task", "is_decider", "decide", "restart_scope", "RestartBudget", "failures_path", "FAILURES_FILE",
     "await_workers", "client_from_env", "JobControl", "JobPolicy", "startup_reason", "UNEXECUTABLE_CODES",
     "logdir_problem", "logdir_path", "AWAIT_SILENCE",
 ]
@@ -71,10 +79,10 @@ AWAIT_WORKERS = "await_workers"  # exit 0 of the decider under all_workers: wait
 STAY = "stay"                    # exit 0 of any other task: stay up (Marathon would relaunch it)
 FAIL_JOB = "fail_job"            # permanent code or budget exceeded: the job Failed
 RESTART = "restart"              # restart the program in place (same host:port)
+GROUP_RESTART = "group_restart"  # every member restarts its program in place (a keeper's round)
 EXIT = "exit"                    # exit with the code: Marathon relaunches the task elsewhere
-ACTIONS = (FINISH, AWAIT_WORKERS, STAY, FAIL_JOB, RESTART, EXIT)
+ACTIONS = (FINISH, AWAIT_WORKERS, STAY, FAIL_JOB, RESTART, GROUP_RESTART, EXIT)
 
-_RESTARTS_IN_PLACE = ("chief", "worker", "evaluator")
 FAILURES_FILE = os.path.join(".marathon-tf", "failures.jsonl")
 #: Exit codes that mean "the command could not be executed" (POSIX shells; the bootstrap uses them
 #: for its own spawn errors too): always permanent, a relaunch cannot fix them.
@@ -90,13 +98,27 @@ def is_decider(ctx: TaskContext) -> bool:
     return ctx.task == decider_task(ctx.completion)
 
 
+def restart_scope(style: str, role: str, members: int = 2, rounds: bool = False) -> str:
+    """Who restarts after ``role``'s program ended: ``self`` (in place), ``group`` (every member,
+    in place: a keeper's round) or ``relaunch`` (the bootstrap exits; without ``rounds``, what a
+    group-scope task does). ``members``: the job's cluster members."""
+    from marathon_tf.task.keeper import group_scope
+
+    if group_scope(style, role, members):
+        return "group" if rounds else "relaunch"
+    return "self"
+
+
 def decide(*, style: str, role: str, code: int, decider: bool, completion: str,
-           permanent: bool, failures: int, max_failures: int) -> str:
+           permanent: bool, failures: int, max_failures: int, kind: str = "failure", preemptions: int = 0,
+           max_preemptions: int = 1 << 30, scope: str | None = None) -> str:
     """What the bootstrap does after its program exited with ``code`` (one of :data:`ACTIONS`).
 
     ``decider``: this task decides the job's success; ``permanent``: ``code`` is one of the
-    job's permanent exit codes; ``failures``: failures within the budget window *including this
-    one* (0 for exit 0); the job fails when ``failures > max_failures``.
+    job's permanent exit codes; ``kind``: ``failure``, ``preemption`` or ``infrastructure``;
+    ``failures``/``preemptions``: the job's counted ones within their windows *including this
+    one* (0 for exit 0); the job fails when one exceeds its maximum. ``scope``:
+    :func:`restart_scope` (default: without rounds, as for two members).
     """
     if role == "tensorboard":
         return STAY if code == 0 else EXIT
@@ -104,11 +126,12 @@ def decide(*, style: str, role: str, code: int, decider: bool, completion: str,
         if not decider:
             return STAY
         return AWAIT_WORKERS if completion == "all_workers" else FINISH
-    if permanent or failures > max_failures:
+    if kind == "failure" and (permanent or failures > max_failures):
         return FAIL_JOB
-    if style == "multi_worker_mirrored":
-        return RESTART if role == "evaluator" else EXIT
-    return RESTART if role in _RESTARTS_IN_PLACE else EXIT
+    if kind == "preemption" and preemptions > max_preemptions:
+        return FAIL_JOB
+    scope = scope or restart_scope(style, role)
+    return {"self": RESTART, "group": GROUP_RESTART}.get(scope, EXIT)
 
 
 # --- the restart budget ---------------------------------------------------------------------------
@@ -167,12 +190,13 @@ def logdir_problem(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
 
 
 class RestartBudget:
-    """At most ``max_failures`` failures within ``window`` seconds (a sliding window).
+    """A task's own count, for when the keeper cannot be reached: at most ``max_failures`` failures
+    within ``window`` seconds (a sliding window).
 
-    Failures are kept in memory for this task and, when ``path`` is given (shared storage),
-    appended to a job-wide JSON-lines file (``{"task", "time", "code", "stderr"}``) that every
-    task and every relaunch of a task reads, so the budget is the job's. ``clock`` is wall time
-    (the file is shared between processes and hosts).
+    Failures are kept in memory for this task and, when ``path`` is given (the logdir's
+    ``failures.jsonl``), appended to that file as ledger entries (:mod:`marathon_tf.task.ledger`),
+    which every relaunch of every task reads: with shared storage the count is the job's even
+    without the keeper. ``clock`` is wall time (the file is shared between processes and hosts).
     """
 
     def __init__(self, max_failures: int, window: float, *, task: str, path: str | None = None,
@@ -180,47 +204,25 @@ class RestartBudget:
         self.max_failures, self.window, self.task, self.path, self.clock = max_failures, window, task, path, clock
         self._mine: list[float] = []
 
-    def record(self, code: int, stderr_tail: str = "") -> int:
+    def record(self, code: int, stderr_tail: str = "", *, entry: Entry | None = None) -> int:
         """Count one failure; returns the failures within the window (job-wide when shared)."""
         now = self.clock()
         self._mine.append(now)
-        if self.path:
-            line = json.dumps({"task": self.task, "time": now, "code": code, "stderr": stderr_tail[-2000:]},
-                              sort_keys=True) + "\n"
-            try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-                try:
-                    os.write(fd, line.encode())  # one write on O_APPEND: lines never interleave
-                finally:
-                    os.close(fd)
-            except OSError as e:
-                sys.stderr.write(f"marathon-tf bootstrap: cannot append to {self.path}: {e}\n")
+        append_file(self.path, entry or Entry(id=f"{self.task}@{now:.6f}", task=self.task, kind=FAILURE, time=now,
+                                              code=code, reason=stderr_tail[-2000:]))
         return self.count()
 
     def count(self) -> int:
-        """Failures within the window: the larger of this task's and the job-wide file's count."""
+        """Failures within the window: the larger of this task's and the file's (of its bucket) count."""
         since = self.clock() - self.window
         self._mine = [t for t in self._mine if t >= since]
-        return max(len(self._mine), sum(1 for r in self.shared() if r.get("time", 0) >= since))
+        mine = bucket(self.task)
+        return max(len(self._mine), sum(1 for e in read_file(self.path) if e.kind == FAILURE and e.counted
+                                        and e.time >= since and bucket(e.task) == mine))
 
     def shared(self) -> list[dict[str, Any]]:
-        """Every record of the job-wide file (malformed lines are skipped)."""
-        if not self.path:
-            return []
-        try:
-            with open(self.path, encoding="utf-8", errors="replace") as f:
-                lines = f.read().splitlines()
-        except OSError:
-            return []
-        out = []
-        for line in lines:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and isinstance(record.get("time"), (int, float)):
-                out.append(record)
-        return out
+        """Every entry of the file (malformed lines are skipped), as dicts."""
+        return [e.to_dict() for e in read_file(self.path)]
 
 
 # --- Marathon: the record and the workers' status ----------------------------------------------------
@@ -360,6 +362,11 @@ class JobControl:
         self.finished: tuple[str, str] | None = None
         #: ``(state, reason) -> {app id: labels}`` added to the record (the bootstrap's: the job's events)
         self.extra_labels: Callable[[str, str], Mapping[str, Mapping[str, str]]] | None = None
+        #: the job's restart ledger (:class:`marathon_tf.task.keeper.Keeper`) when this task keeps it
+        self.keeper = None
+        #: ``() -> dict | None``: the job's restart counts for the record (set by the bootstrap)
+        self.counts: Callable[[], Mapping[str, Any] | None] = lambda: self.keeper.ledger.summary() if self.keeper \
+            else None
 
     def await_workers(self, stop: threading.Event) -> tuple[str, str] | None:
         return await_workers(self.client, self.ctx, timeout=self.await_timeout, interval=self.poll_interval,
@@ -375,9 +382,13 @@ class JobControl:
         def run() -> None:
             while not stop.wait(interval):
                 try:
-                    verdict = hopeless_verdict(self.client, self.ctx.job)
+                    group = self.client.get_group(naming.group_id(self.ctx.job),
+                                                  embed=GROUP_EMBEDS + ("group.apps.lastTaskFailure",))
+                    verdict = hopeless_verdict(self.client, self.ctx.job, group=group)
                 except MarathonError:
                     continue
+                if self.keeper is not None:  # ends of tasks nobody reported (marathon_tf.task.keeper)
+                    self.keeper.observe_group(group)
                 if verdict == "":
                     return
                 if verdict:
@@ -390,10 +401,14 @@ class JobControl:
     def finish(self, state: str, reason: str, final_step: int | None, stop: threading.Event) -> bool:
         """Record ``state`` on the job (retrying until done or stopped); whether this task wrote it."""
         extra = self.extra_labels(state, reason) if self.extra_labels else None
+        if self.keeper is not None:
+            self.keeper.ended = True  # the stops that follow are the job's end, not preemptions
+        counts = self.counts()
+        more = {L.RESTARTS: json.dumps(dict(counts), sort_keys=True, separators=(",", ":"))} if counts else None
         while not stop.is_set():
             try:
                 wrote = finish_job(self.client, self.ctx.job, state, reason=reason, final_step=final_step,
-                                   now=self.wall, extra=extra)
+                                   now=self.wall, extra=extra, record_extra=more)
             except MarathonError as e:
                 self.log(f"could not record the job as {state} yet ({e.message}); retrying in "
                          f"{self.retry_interval:g} s")
@@ -409,44 +424,135 @@ class JobControl:
 # --- the job-aware exit policy ---------------------------------------------------------------------
 
 def _tail_for_reason(stderr_tail: str, lines: int = 5) -> str:
-    kept = [line.strip() for line in stderr_tail.splitlines() if line.strip()][-lines:]
+    """The program's last meaningful stderr lines, joined (TensorFlow's start-up lines, which every
+    run prints, are left out: :func:`marathon_tf.task.tflog.is_noise`)."""
+    from marathon_tf.task.tflog import is_noise
+
+    kept = [line.strip() for line in stderr_tail.splitlines() if line.strip() and not is_noise(line)][-lines:]
     return " | ".join(kept) if kept else "(no stderr)"
 
 
-class JobPolicy(ExitPolicy):
-    """:class:`ExitPolicy` for a task of a job: :func:`decide` plus the :class:`RestartBudget`.
+def _with_tail(text: str, tail: str) -> str:
+    """``exited with 3: ValueError: boom``, or ``exited with 3 (no stderr)``."""
+    if tail == "(no stderr)":
+        return f"{text} {tail}" if text else f" {tail}"
+    return f"{text}: {tail}"
 
-    ``decide`` records a counted failure (a side effect) and maps the action to an
-    :class:`~marathon_tf.task.supervisor.Outcome`: ``finish`` / ``await_workers`` / ``restart``
-    tell the bootstrap what to do; after a job-ending failure it stays up and *healthy*
-    (Marathon's health check must not kill and relaunch a parked task).
+
+def ended_text(code: int, killed_by: int | None = None) -> str:
+    """``exited with 3`` / ``was killed by SIGKILL (exit 137)``."""
+    if killed_by:
+        import signal as _signal
+
+        try:
+            name = _signal.Signals(killed_by).name
+        except ValueError:
+            name = f"signal {killed_by}"
+        return f"was killed by {name} (exit {code})"
+    return f"exited with {code}"
+
+
+class JobPolicy(ExitPolicy):
+    """:class:`ExitPolicy` for a task of a job: :func:`decide` on the job's counts.
+
+    ``keeper`` (the deciding task) or ``reporter`` (any other) records each end of the program in
+    the job's ledger and answers with the job's counts (:mod:`marathon_tf.task.keeper`); without
+    an answer the task's own :class:`RestartBudget` counts. ``rounds``: the task's rendezvous carries
+    the keeper's group restart rounds (the bootstrap sets it). ``decide`` records (a side effect)
+    and maps the action to an :class:`~marathon_tf.task.supervisor.Outcome`: ``finish`` /
+    ``await_workers`` / ``restart`` / ``group`` tell the bootstrap what to do; after a job-ending
+    failure it stays up and *healthy* (Marathon's health check must not kill and relaunch a parked task).
     """
 
-    def __init__(self, ctx: TaskContext, budget: RestartBudget, environ: Mapping[str, str] | None = None):
+    def __init__(self, ctx: TaskContext, budget: RestartBudget, environ: Mapping[str, str] | None = None, *,
+                 keeper=None, reporter=None, wall: Callable[[], float] = time.time):
         super().__init__(ctx.permanent_exit_codes)
-        self.ctx, self.budget = ctx, budget
+        self.ctx, self.budget, self.keeper, self.reporter, self.wall = ctx, budget, keeper, reporter, wall
         self.environ = environ  # None: the logdir is not re-checked after a failure
+        self.task_id = (environ or {}).get("MESOS_TASK_ID") or ""
+        self.app_version = (environ or {}).get("MARATHON_APP_VERSION") or None
+        self.rounds = False
+        self._seq = 0
+        self._local_preemptions: list[float] = []
+        self.counts: dict[str, Any] | None = None  # the job's counts as the last answer said
 
-    def decide(self, code: int, *, stderr_tail: str = "") -> Outcome:
+    def entry(self, kind: str, code: int | None, reason: str, *, final: bool = False) -> Entry:
+        self._seq += 1
+        return Entry(id=f"{self.task_id or self.ctx.task}#{self._seq}", task=self.ctx.task, kind=kind,
+                     time=self.wall(), code=code, reason=reason[:2000], task_id=self.task_id, final=final)
+
+    def _count(self, entry: Entry, generation: int | None, group: bool) -> dict[str, Any]:
+        """The job's counts after ``entry`` (the keeper's answer, or this task's own)."""
+        answer = None
+        if self.keeper is not None:
+            answer = self.keeper.record(entry, generation=generation, group=group)
+        elif self.reporter is not None:
+            answer = self.reporter.report(entry, generation=generation, group=group)
+        if answer is None:  # alone: this task's own count (and the logdir's file)
+            failures = self.budget.record(entry.code or 0, entry.reason, entry=entry) if entry.kind == FAILURE \
+                else self.budget.count()
+            if entry.kind == PREEMPTION:
+                self._local_preemptions.append(entry.time)
+            n, window = self.ctx.preemption_budget
+            answer = {"counted": entry.kind != INFRASTRUCTURE, "failures": failures,
+                      "max_failures": self.budget.max_failures, "window_seconds": self.budget.window,
+                      "preemptions": sum(1 for t in self._local_preemptions if t >= entry.time - window),
+                      "max_preemptions": n, "alone": True}
+        self.counts = answer
+        return answer
+
+    def stopped(self, code: int | None, generation: int | None, reason: str) -> None:
+        """The bootstrap was stopped (SIGTERM) and stops its program: tell the keeper, which decides
+        whether it was a preemption (not when marathon-tf asked: the job's end, a new app version)."""
+        from marathon_tf.task.keeper import group_scope
+
+        entry = self.entry(PREEMPTION, code, reason, final=True)
+        group = group_scope(self.ctx.style, self.ctx.role, len(self.ctx.members())) and self.rounds
+        if self.keeper is not None:
+            self.keeper.stopped(entry, self.app_version, generation=generation, group=group)
+        elif self.reporter is not None:
+            self.reporter.report(entry, generation=generation, group=group, stopped=True,
+                                 app_version=self.app_version)
+
+    def decide(self, code: int, *, stderr_tail: str = "", kind: str = FAILURE, generation: int | None = None,
+               killed_by: int | None = None, why: str | None = None) -> Outcome:
+        """``kind``: what the bootstrap knows (``preemption``: a preemption exit code it did not
+        cause; ``infrastructure``: ``why`` says what died); ``generation``: the restart round the
+        program ran in; ``killed_by``: the signal that ended it."""
         ctx = self.ctx
+        if code == 0 or ctx.role == "tensorboard":
+            action = decide(style=ctx.style, role=ctx.role, code=code, decider=is_decider(ctx),
+                            completion=ctx.completion, permanent=False, failures=0, max_failures=0)
+            if action == FINISH:
+                return Outcome("succeeded", True, 0, True, None, finish=L.SUCCEEDED)
+            if action == AWAIT_WORKERS:
+                return Outcome("succeeded", True, 0, True, None, finish=L.SUCCEEDED, await_workers=True)
+            if action == STAY:
+                return Outcome("succeeded", True, 0, True)
+            return Outcome("failed", False, code, False, f"training program {ended_text(code, killed_by)}; exiting "
+                                                          f"so Marathon relaunches the task (not counted)")
         unusable = None
-        if code != 0 and self.environ is not None and ctx.role != "tensorboard":
+        if kind == FAILURE and self.environ is not None:
             unusable = logdir_problem(ctx, self.environ)
-        unexecutable = code in UNEXECUTABLE_CODES
-        keras = keras3.runtime_failure(stderr_tail) if code != 0 else None  # no relaunch fixes it
-        permanent = code in self.permanent_exit_codes or unexecutable or unusable is not None or keras is not None
-        counted = code != 0 and ctx.role != "tensorboard"
-        failures = self.budget.record(code, stderr_tail) if counted else 0
-        action = decide(style=ctx.style, role=ctx.role, code=code, decider=is_decider(ctx),
-                        completion=ctx.completion, permanent=permanent, failures=failures,
-                        max_failures=self.budget.max_failures)
+        unexecutable = kind == FAILURE and code in UNEXECUTABLE_CODES
+        keras = keras3.runtime_failure(stderr_tail) if kind == FAILURE else None  # no relaunch fixes it
+        permanent = kind == FAILURE and (code in self.permanent_exit_codes or unexecutable or unusable is not None
+                                         or keras is not None)
+        scope = restart_scope(ctx.style, ctx.role, len(ctx.members()), self.rounds)
         tail = keras or _tail_for_reason(stderr_tail)
-        if action == FINISH:
-            return Outcome("succeeded", True, 0, True, None, finish=L.SUCCEEDED)
-        if action == AWAIT_WORKERS:
-            return Outcome("succeeded", True, 0, True, None, finish=L.SUCCEEDED, await_workers=True)
-        if action == STAY:
-            return Outcome("succeeded", True, 0, True)
+        ended = ended_text(code, killed_by)
+        said = f"{why}; {ended}" if why else f"{ended} (a preemption exit code)" if kind == PREEMPTION else \
+            _with_tail(ended, tail)
+        entry = self.entry(kind, code, said, final=scope == "relaunch" and not permanent)
+        answer = self._count(entry, generation, scope == "group")
+        failures, preemptions = int(answer.get("failures", 0)), int(answer.get("preemptions", 0))
+        counted = bool(answer.get("counted", True))
+        action = decide(style=ctx.style, role=ctx.role, code=code, decider=is_decider(ctx), completion=ctx.completion,
+                        permanent=permanent, failures=failures if counted else 0,
+                        max_failures=int(answer.get("max_failures", self.budget.max_failures)), kind=kind,
+                        preemptions=preemptions if counted else 0,
+                        max_preemptions=int(answer.get("max_preemptions", ctx.preemption_budget[0])), scope=scope)
+        whose = "counted by the task alone: the deciding task did not answer" if answer.get("alone") else "job-wide"
         if action == FAIL_JOB:
             if unusable:
                 reason = f"{ctx.task} failed (exit {code}): {unusable}"
@@ -454,15 +560,38 @@ class JobPolicy(ExitPolicy):
                 reason = f"{ctx.task} could not run its program (exit {code}, permanent): {tail}"
             elif permanent:
                 reason = f"{ctx.task} exited with {code} (permanent): {tail}"
+            elif kind == PREEMPTION:
+                reason = (f"{ctx.task} was preempted {preemptions} times (restart.max_preemptions "
+                          f"{answer.get('max_preemptions')}); last: {entry.reason}")
+            elif answer.get("alone"):
+                reason = (f"{ctx.task} failed {failures} times in {self.budget.window:g} s, more than "
+                          f"restart.max_failures ({self.budget.max_failures}; counted by the task alone: the "
+                          f"deciding task did not answer); last: " + _with_tail(ended, tail))
             else:
-                reason = (f"{ctx.task} failed {failures} times in {self.budget.window:g} s; "
-                          f"last exit {code}: {tail}")
-            return Outcome("failed", True, code, True, reason, finish=L.FAILED)
-        budget = f"failure {failures} of at most {self.budget.max_failures} in {self.budget.window:g} s"
+                reason = (f"the job's programs failed {failures} times in "
+                          f"{float(answer.get('window_seconds', self.budget.window)):g} s, more than "
+                          f"restart.max_failures ({answer.get('max_failures')}); last: "
+                          + _with_tail(f"{ctx.task} {ended}", tail))
+            return Outcome("failed", True, code, True, reason, finish=L.FAILED, kind=kind)
+        if not counted:
+            budget = "not counted" + ("" if kind == INFRASTRUCTURE else ": a consequence of another task's end")
+        elif kind == PREEMPTION:
+            budget = f"preemption {preemptions} of at most {answer.get('max_preemptions')}, {whose}"
+        elif kind == INFRASTRUCTURE:
+            budget = "not counted: the runner's machinery"
+        else:
+            budget = (f"failure {failures} of at most {answer.get('max_failures')} in "
+                      f"{float(answer.get('window_seconds', self.budget.window)):g} s, {whose}")
+        what = f"was killed: {why}" if kind == INFRASTRUCTURE else "was preempted" if kind == PREEMPTION else ended
+        detail = "" if kind == INFRASTRUCTURE else _with_tail("", tail) if kind == FAILURE else f" ({ended})"
         if action == RESTART:
-            return Outcome("running", False, code, True,
-                           f"training program exited with {code} ({budget}); restarting it in place: {tail}",
-                           restart=True)
+            return Outcome("running", False, code, True, f"training program {what} ({budget}); restarting it in "
+                           f"place{detail}", restart=True, kind=kind, counted=counted)
+        if action == GROUP_RESTART:
+            round_ = answer.get("round") or {}
+            return Outcome("running", False, code, True, f"training program {what} ({budget}); the job's group "
+                           f"restarts{detail}", restart=True, group=True, kind=kind, counted=counted,
+                           round=round_ if round_.get("generation") else None)
         return Outcome("failed", False, code, False,
-                       f"training program exited with {code} ({budget}); exiting so Marathon relaunches "
-                       f"the task: {tail}")
+                       f"training program {what} ({budget}); exiting so Marathon relaunches the task{detail}",
+                       kind=kind, counted=counted)

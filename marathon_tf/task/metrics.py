@@ -14,8 +14,8 @@ collector (``prometheus_client``), so a step costs nothing extra: the numbers ex
 ``marathon_tf_seconds_since_step``         gauge  since the last new step (or the program's start)
 ``marathon_tf_restarts_total``             count  restarts of the program (in place, by Marathon)
 ``marathon_tf_failures_total``             count  failures of the program
-``marathon_tf_preemptions_total``          count  preemptions of the task (0 until marathon-tf
-                                                  tells them apart: issue 21)
+``marathon_tf_preemptions_total``          count  preemptions of the task's program (never counted
+                                                  as failures: docs/restarts.md)
 ``marathon_tf_checkpoint_step``            gauge  the newest checkpoint's step in the logdir
 ``marathon_tf_checkpoint_age_seconds``     gauge  since it was written
 ``marathon_tf_phase{phase}``               gauge  1 for the current phase: ``waiting_for_peers``,
@@ -94,7 +94,7 @@ class _Collector:
                          "start).", s.get("stall_seconds"))
         yield counter("marathon_tf_restarts", "Restarts of the training program.", s.get("restarts"))
         yield counter("marathon_tf_failures", "Failures of the training program.", s.get("failures"))
-        yield counter("marathon_tf_preemptions", "Preemptions of the task (0 until they are told apart).",
+        yield counter("marathon_tf_preemptions", "Preemptions of the task (not counted as failures).",
                       s.get("preemptions"))
         checkpoint = s.get("checkpoint") or {}
         yield from gauge("marathon_tf_checkpoint_step", "The newest checkpoint's step.", checkpoint.get("step"))

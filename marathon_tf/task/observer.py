@@ -112,12 +112,18 @@ class TaskObserver:
     def on_text(self, text: str) -> None:
         self.tflog.feed(text)
 
-    def program_exited(self, code: int, message: str | None, *, failure: bool = True) -> None:
+    def program_exited(self, code: int, message: str | None, *, failure: bool = True, kind: str = "failure") -> None:
+        """The program ended; ``kind``: ``failure``, ``preemption`` or ``infrastructure``; ``failure``:
+        whether it counts as one of the task's failures (a consequence of another end does not)."""
         self._server_look = None
         self.status.update(stall_seconds=None, waiting_for=None, report_rate=None)
         if code == 0:
             return  # (its finish is an event of its own)
-        if failure:
+        if kind == "preemption":
+            self.status.add("preemptions")
+            self.events.record(T.PREEMPTED, message or f"training program preempted (exit {code})", code=code)
+            return
+        if failure and kind == "failure":
             self.status.add("failures")
         self.events.record(T.PROGRAM_EXITED, message or f"training program exited with {code}", code=code)
 

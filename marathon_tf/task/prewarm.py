@@ -150,6 +150,8 @@ class ForkedProcess:
         self.started: dict | None = None  # {"started": "in_place"|"ordinary", "reason": ...}
         self.forked = threading.Event()
         self.cancelled = False
+        #: why it died with its server (the server went away under it), else None
+        self.lost: str | None = None
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._pending: list[int] = []
@@ -196,12 +198,14 @@ class ForkedProcess:
         self.forked.set()
         self._done.set()
 
-    def _lost(self) -> None:
+    def _lost(self, why: str | None = None) -> None:
         """The server went away without a word: the program dies with it (its parent-death signal,
-        or the server's SIGKILL for a closed connection); wait for that, then say so."""
+        or the server's SIGKILL for a closed connection); wait for that, then say so (``why``: what
+        died, unless the bootstrap itself closed the connection)."""
         deadline = time.monotonic() + 5
         while self.pid is not None and not _gone(self.pid) and time.monotonic() < deadline:
             time.sleep(0.02)
+        self.lost = why
         self._exited(-signal.SIGKILL)
 
     def poll(self) -> int | None:
@@ -330,12 +334,30 @@ class ForkServer:
                     self.submit(child._start_ordinary, env, cwd, self.log)
                 except RuntimeError:  # the Prewarmer is closing
                     child._exited(-signal.SIGKILL)
+        why = None if self._closing else self._death()
         for child in running:
-            child._lost()
+            child._lost(why)
         try:
             self.sock.close()
         except OSError:
             pass
+
+    def _death(self) -> str:
+        """What went away: ``the pre-warmed interpreter that forked it (pid 123, shared by this
+        machine's tasks) died: its program got SIGKILL``."""
+        pid = self.proc.pid if self.proc else (self.hello or {}).get("pid")
+        whose = "" if self.proc else ", shared by this machine's tasks"
+        how = ""
+        if self.proc is not None:
+            try:  # its connection closes a moment before it can be reaped
+                self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+            code = self.proc.returncode
+            if code is not None and code < 0 and -code in signal.Signals._value2member_map_:
+                how = f" of {signal.Signals(-code).name}"
+        return (f"the pre-warmed interpreter that forked it (pid {pid}{whose}) died{how}: the program got SIGKILL "
+                f"with it")
 
     def _log_hello(self) -> None:
         rss = self.hello.get("rss_kib")

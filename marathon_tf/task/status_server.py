@@ -5,7 +5,9 @@
 ``GET /metrics`` -> Prometheus' text format (:mod:`marathon_tf.task.metrics`, imported on first use);
 extra read-only GET routes (the leader's ``/rendezvous``, :mod:`marathon_tf.task.rendezvous`) are
 handlers ``query dict (+ "_client": the caller's IP, "_accept_encoding": its Accept-Encoding)
--> (code, body dict or JSON bytes[, extra headers])`` given to :class:`StatusServer`.
+-> (code, body dict or JSON bytes[, extra headers])`` given to :class:`StatusServer`; POST routes
+(the deciding task's ``/ledger``, :mod:`marathon_tf.task.keeper`) are handlers ``(query, JSON body)
+-> (code, body dict)``, the body at most :data:`POST_LIMIT` bytes.
 :class:`TaskStatus` is the thread-safe record the bootstrap updates and the
 server reads.
 """
@@ -18,7 +20,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Mapping
 from urllib.parse import parse_qs
 
-__all__ = ["TaskStatus", "StatusServer"]
+__all__ = ["TaskStatus", "StatusServer", "POST_LIMIT"]
+
+#: The largest request body a POST route gets (a report to the keeper is a few kB).
+POST_LIMIT = 256 * 1024
 
 PHASES = ("discovering", "running", "succeeded", "failed")
 _HEAVY = ("cluster", "tf_config", "peers", "missing")
@@ -40,7 +45,7 @@ class TaskStatus:
             # what marathon_tf.task.observer keeps up to date (metrics, hangs, stragglers, the job's view)
             "failures": 0, "preemptions": 0, "target_step": None, "first_step_at": None, "stall_seconds": None,
             "progress_limit": None, "waiting_for": None, "report_rate": None, "checkpoint": None,
-            "server_up": None, "job_view": None,
+            "server_up": None, "job_view": None, "ledger": None,
         }
         self._healthy = True
 
@@ -115,6 +120,28 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, {"message": f"no such path {path!r}; try /health or /status"})
 
+    def do_POST(self) -> None:  # noqa: N802 (http.server naming)
+        path = self.path.split("?", 1)[0]
+        handler = self.server.post_routes.get(path)
+        if handler is None:
+            self._send(404 if path not in self.server.routes else 405, {"message": f"no POST {path!r}"})
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= POST_LIMIT:
+            self._send(413, {"message": f"the body must be a JSON document of at most {POST_LIMIT} bytes"})
+            return
+        try:
+            body = json.loads(self.rfile.read(length) or b"null")
+        except ValueError:
+            self._send(400, {"message": "the body is not JSON"})
+            return
+        query = {k: v[-1] for k, v in parse_qs(self.path.partition("?")[2]).items()}
+        query["_client"] = self.client_address[0]
+        self._send(*handler(query, body))
+
     def _send(self, code: int, body: dict | bytes, headers: Mapping[str, str] | None = None) -> None:
         data = body if isinstance(body, bytes) else (json.dumps(body, sort_keys=True) + "\n").encode()
         self.send_response(code)
@@ -143,6 +170,7 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
     task_status: TaskStatus
     routes: Mapping[str, Callable[[dict[str, str]], tuple[int, dict]]]
+    post_routes: Mapping[str, Callable[[dict[str, str], object], tuple[int, dict]]] = {}
 
 
 class StatusServer:
@@ -163,6 +191,10 @@ class StatusServer:
     def add_route(self, path: str, handler: Callable[[dict[str, str]], tuple[int, dict]]) -> None:
         """Serve ``GET path`` with ``handler(query) -> (code, body)`` (may block: a long poll)."""
         self._server.routes = {**self._server.routes, path: handler}
+
+    def add_post_route(self, path: str, handler: Callable[[dict[str, str], object], tuple[int, dict]]) -> None:
+        """Serve ``POST path`` with ``handler(query, JSON body) -> (code, body)``."""
+        self._server.post_routes = {**self._server.post_routes, path: handler}
 
     def start(self) -> "StatusServer":
         self._thread.start()

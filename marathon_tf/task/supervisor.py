@@ -93,6 +93,8 @@ class Trainer:
         self._tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._tail_lock = threading.Lock()
         self._spawn_error: int | None = None
+        #: the signal that ended the program (None: it exited, or runs)
+        self.killed_by: int | None = None
 
     @property
     def pid(self) -> int | None:
@@ -105,6 +107,7 @@ class Trainer:
         with self._tail_lock:
             self._tail.clear()
         self._spawn_error = None
+        self.killed_by = None
         try:
             self.proc = self.spawn(self.argv, self.env, self.cwd)
         except OSError as e:
@@ -172,7 +175,13 @@ class Trainer:
         self._reap_group()
         for t in self._readers:
             t.join(timeout=2)
+        self.killed_by = -code if code < 0 else None
         return exit_status(code)
+
+    def infrastructure(self) -> str | None:
+        """Why the program died with the machinery that ran it (its pre-warmed interpreter went away,
+        :class:`marathon_tf.task.prewarm.ForkedProcess`), or None: it ended by itself."""
+        return getattr(self.proc, "lost", None)
 
     def _signal_group(self, sig: int) -> None:
         signal_group = getattr(self.proc, "signal_group", None)  # a forked program (marathon_tf.task.prewarm)
@@ -215,6 +224,10 @@ class Outcome:
     restart: bool = False   # restart the program in place (same host:port) instead of exiting
     finish: str | None = None  # record the job's end (labels.SUCCEEDED | labels.FAILED) and stop it
     await_workers: bool = False  # before finishing: wait until every other worker succeeded
+    group: bool = False     # with restart: every member of the job restarts (a keeper's round)
+    kind: str = "failure"   # failure | preemption | infrastructure (marathon_tf.task.ledger)
+    counted: bool = True    # counted against the job's budget for its kind
+    round: dict | None = None  # the group restart round the keeper started (generation, delay, grace)
 
 
 class ExitPolicy:
@@ -230,8 +243,9 @@ class ExitPolicy:
     def __init__(self, permanent_exit_codes: Sequence[int] = ()):
         self.permanent_exit_codes = frozenset(int(c) for c in permanent_exit_codes)
 
-    def decide(self, code: int, *, stderr_tail: str = "") -> Outcome:
-        """``stderr_tail``: the program's last stderr lines (this policy does not use them)."""
+    def decide(self, code: int, *, stderr_tail: str = "", **what: object) -> Outcome:
+        """``stderr_tail``: the program's last stderr lines; ``what``: what the bootstrap knows of the
+        end (its kind, the signal; :class:`marathon_tf.task.lifecycle.JobPolicy` uses them, this one does not)."""
         if code == 0:
             return Outcome("succeeded", True, 0, True)
         if code in self.permanent_exit_codes:

@@ -35,7 +35,21 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["task_of", "PeerSignal", "parse_line", "TFLogWatcher"]
+__all__ = ["task_of", "PeerSignal", "parse_line", "TFLogWatcher", "is_noise"]
+
+#: Lines TensorFlow prints at the start of every run, failed or not (seen with TF 2.21 on CPU; the
+#: CUDA ones on machines without a GPU driver): never a reason for a failure (issue 24).
+_NOISE = re.compile(
+    r"All log messages before absl::InitializeLog\(\) is called|cpu_feature_guard\.cc|"
+    r"This TensorFlow binary is optimized|To enable the following instructions:|oneDNN custom operations are on|"
+    r"failed call to cuInit|Could not find cuda drivers|Unable to register cu(DNN|FFT|BLAS) factory|"
+    r"computation placer already registered|TF-TRT Warning|Started server with target:|"
+    r"disabling MLIR crash reproducer|cuda_executor\.cc.*(NUMA|kernel driver)|port\.cc:\d+\] oneDNN")
+
+
+def is_noise(line: str) -> bool:
+    """Whether ``line`` is one of TensorFlow's start-up lines every run prints (:data:`_NOISE`)."""
+    return bool(_NOISE.search(line))
 
 _TASK = re.compile(r"/job:(?P<job>[A-Za-z0-9_]+)(?:/replica:\d+)?/task:(?P<task>\d+)")
 #: (pattern, what it means) for lines that name the task inline

@@ -380,7 +380,8 @@ def _follow(marathon, job: str, deployment_id: str | None, *, wait: bool, timeou
 @click.option("--job", hidden=True, help="The job to scale (same as the JOB argument).")
 @_marathon_options
 @click.option("--force", is_flag=True,
-              help="Override a deployment that locks the job's apps; start a job that has ended again.")
+              help="Override a deployment that locks the job's apps; start a job that has ended (or reached "
+                   "its target step) again.")
 @click.option("--dry-run", is_flag=True, help="Show Marathon's plan and which tasks would restart.")
 @click.option("--wait/--detach", default=False, show_default=True, help="Wait for the deployment to finish.")
 @click.option("--timeout", type=DURATION, default=None,

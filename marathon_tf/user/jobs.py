@@ -251,7 +251,8 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
 
     The plan compares our own renderings of the old and the new spec (Marathon's copy carries its
     defaults, which would make every task look changed). A finished job (its record says
-    Succeeded or Failed) is not started again unless ``force``."""
+    Succeeded or Failed), or one whose tasks report its ``progress.target_step`` reached, is not
+    started again unless ``force``."""
     spec, current = deployed_spec(client, job)
     new_spec = apply_scale(spec, changes)
     old_group = render_group(spec, templates_dir=templates_dir)
@@ -261,6 +262,12 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
     if ended and not force:
         raise UsageError(f"job {job} has ended ({ended.pop()}): scaling it would start every task again",
                          hint=f"to run it again from its checkpoint: marathon-tf scale {job} … --force")
+    if spec.target_step and not ended and not force:  # done training, its end not recorded yet
+        step = job_status(client, job).get("step")
+        if isinstance(step, int) and step >= spec.target_step:
+            raise UsageError(f"job {job} has reached its target step ({step} of {spec.target_step}): scaling "
+                             f"it now would restart its programs for nothing",
+                             hint=f"to scale it anyway: marathon-tf scale {job} … --force")
     if not ended and not (plan.start or plan.stop or plan.restart):
         return plan, None
     check_gpu_feature(client, new_spec, f"job {job}")
@@ -383,6 +390,7 @@ def job_status(client: Client, job: str, *, probe: bool = True,
     if tb and tb.get("port"):
         out["tensorboard"] = f"http://{tb['host']}:{tb['port']}"
     observe.annotate(out, queue)  # waits named by the peer (with its state), stragglers
+    observe.restarts(out, labels.get(L.RESTARTS))  # the job's failures and preemptions against its budget
     gang.annotate(out, apps, queue, client)  # a starting job: placed per role, why the rest wait; Queued
     if labels.get(STARTED_LABEL):
         out["startedAt"] = labels[STARTED_LABEL]

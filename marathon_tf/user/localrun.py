@@ -42,10 +42,20 @@ def local_cluster(**options: Any):
 
 
 def default_state_dir(job: str) -> Path:
-    """``<state home>/<job>-<time>`` (see :func:`marathon_tf.user.config.state_home`): one per run."""
+    """``<state home>/<job>-<time>`` (see :func:`marathon_tf.user.config.state_home`), made here: one per
+    run, also for two runs of one job started in the same second (``…-2``, ``…-3``: ``mkdir`` decides)."""
     from marathon_tf.user.config import state_home
 
-    return state_home() / f"{job.replace('/', '-')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    base = state_home() / f"{job.replace('/', '-')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    base.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10_000):
+        path = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise UsageError(f"{base}: 10,000 runs of {job} started in one second; nothing was started")
 
 
 class SandboxTailer:

@@ -14,6 +14,8 @@ Returns data and text; never prints.
 
 from __future__ import annotations
 
+import json
+
 from typing import Any, Callable, Mapping
 
 from marathon_tf.contract.progress import duration, median
@@ -31,6 +33,33 @@ def take_probe(row: dict[str, Any], result: Mapping[str, Any]) -> None:
         row["jobView"] = result["job_view"]
     if result.get("failures"):
         row["failures"] = result["failures"]
+    if result.get("preemptions"):
+        row["preemptions"] = result["preemptions"]
+    if isinstance(result.get("ledger"), dict):  # the deciding task keeps the job's restart ledger
+        row["_ledger"] = result["ledger"]
+
+
+_BUDGET_KEYS = {"failures": "failures", "max_failures": "maxFailures", "window_seconds": "windowSeconds",
+                "preemptions": "preemptions", "max_preemptions": "maxPreemptions",
+                "infrastructure": "infrastructure", "evaluator_failures": "evaluatorFailures"}
+
+
+def restarts(status: dict[str, Any], recorded: str | None) -> None:
+    """The job's restart counts (the record's ``marathon-tf/restarts`` once it ended, else the deciding
+    task's ledger): ``failures``, ``preemptions`` and ``restartBudget`` in a ``job_status`` result."""
+    ledger = None
+    if recorded:
+        try:
+            ledger = json.loads(recorded)
+        except ValueError:
+            ledger = None
+    for row in status.get("tasks") or []:
+        ledger = ledger or row.get("_ledger")
+        row.pop("_ledger", None)
+    if not isinstance(ledger, dict) or "failures" not in ledger:
+        return
+    status["restartBudget"] = {_BUDGET_KEYS[k]: v for k, v in ledger.items() if k in _BUDGET_KEYS}
+    status["failures"], status["preemptions"] = ledger.get("failures", 0), ledger.get("preemptions", 0)
 
 
 def _state_word(state: str | None) -> str:

@@ -68,6 +68,20 @@ def info(message: str) -> None:
         click.echo(message, err=True)
 
 
+def restarts_text(budget: dict[str, Any]) -> str:
+    """``restarts 4/5 in 10m, preemptions 1/100`` (``status``' restartBudget)."""
+    from marathon_tf.contract.progress import window_text
+
+    window = budget.get("windowSeconds")
+    text = f"restarts {budget.get('failures', 0)}/{budget.get('maxFailures', '?')}" + \
+        (f" in {window_text(float(window))}" if window else "")
+    if budget.get("preemptions"):
+        text += f", preemptions {budget['preemptions']}/{budget.get('maxPreemptions', '?')}"
+    if budget.get("infrastructure"):
+        text += f", {budget['infrastructure']} not counted (the runner's machinery)"
+    return text
+
+
 def _admission(status: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
     """(what follows the state, the header rows: placement per role, the deadline) of a starting or
     released job."""
@@ -109,6 +123,9 @@ def progress_line(status: dict[str, Any]) -> str:
         parts.append(f"final step {status['finalStep']}")
     if status.get("resumedFrom") is not None:
         parts.append(f"resumed from checkpoint at step {status['resumedFrom']}")
+    budget = status.get("restartBudget") or {}
+    if budget.get("failures") or budget.get("preemptions"):
+        parts.append(restarts_text(budget))
     failures = [f"{t['task']}: {t['lastFailure']}" for t in status.get("tasks", []) if t.get("lastFailure")
                 and t.get("state") != "TASK_RUNNING"]
     if failures:
@@ -188,6 +205,8 @@ def _header(status: dict[str, Any]) -> list[tuple[str, str]]:
                                                   if target else "")))
     if status.get("resumedFrom") is not None:
         rows.append(("resumed", f"from checkpoint at step {status['resumedFrom']}"))
+    if status.get("restartBudget"):
+        rows.append(("restarts", restarts_text(status["restartBudget"])[len("restarts "):]))
     for key, label in (("startedAt", "started"), ("finishedAt", "finished"), ("reason", "reason"),
                        ("tensorboard", "TensorBoard")):
         if status.get(key) is not None:

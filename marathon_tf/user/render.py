@@ -41,7 +41,13 @@ TF_PORT, STATUS_PORT, TB_PORT = "tf", "status", "http"
 _CONTAINER_PORTS = {TF_PORT: 2222, STATUS_PORT: 8090, TB_PORT: 6006}
 
 _HEALTH = {"grace": 300, "interval": 10, "timeout": 5, "max_failures": 3, "delay": 1}
-_KILL_GRACE_SECONDS = 30
+#: preemptions are counted over the last day (``restart.max_preemptions``)
+PREEMPTION_WINDOW = 86400.0
+
+
+def _grace(spec: JobSpec) -> int:
+    """``taskKillGracePeriodSeconds`` (whole seconds: Marathon's field is an integer) from ``restart.grace_seconds``."""
+    return int(math.ceil(spec.restart.grace_seconds))
 
 
 class RenderError(UsageError):
@@ -199,6 +205,8 @@ def _task_context(spec: JobSpec, role: str, index: int) -> TaskContext:
         progress_timeouts=(spec.restart.progress_timeout_seconds, spec.restart.first_step_timeout_seconds),
         target_step=spec.target_step,
         prewarm=spec.prewarm, gpus=spec.role(role).gpus,
+        preemption_budget=(spec.restart.max_preemptions, PREEMPTION_WINDOW),
+        preemption_exit_codes=spec.restart.preemption_exit_codes, grace_seconds=spec.restart.grace_seconds,
         admission=(spec.admission.timeout, spec.admission.retries, spec.admission.backoff_seconds),
     )
 
@@ -213,7 +221,7 @@ class _Renderer:
         self.shared = {
             "restart": _restart(spec),
             "health": dict(_HEALTH),
-            "kill_grace_seconds": _KILL_GRACE_SECONDS,
+            "kill_grace_seconds": _grace(spec),
             "fetch": _fetch(spec),
             "networks": _networks(spec),
             "instances": 1,

@@ -213,7 +213,7 @@ def test_program_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path, run
 
 def test_parse_args_and_shell_detection():
     assert parse_args(["--", "python3", "t.py", "--x=1"]) == (
-        {"watch_interval": 20.0, "grace": 20.0}, ["python3", "t.py", "--x=1"])
+        {"watch_interval": 20.0, "grace": None}, ["python3", "t.py", "--x=1"])  # grace: the task's (MTF_GRACE_SECONDS)
     assert parse_args(["--watch-interval", "0.5", "--grace", "3", "--", "a"])[0] == {"watch_interval": 0.5,
                                                                                         "grace": 3.0}
     assert parse_args(["python3", "t.py"])[1] == ["python3", "t.py"]

@@ -127,7 +127,9 @@ def test_budget_is_shared_by_two_bootstraps_through_the_logdir(tmp_path, fake_ma
     worker = runs(w1, task_environ(w1, second_box), second_box, [7], fake=fake_marathon)
     wait_for(lambda: fake_marathon.puts(), 10, what="the record")
     reason = fake_marathon.apps["/ml/mnist/worker-1"]["labels"][L.REASON]
-    assert reason == "worker-1 failed 3 times in 600 s; last exit 7: run 1: boom: bad data"
+    # no deciding task runs here: the task counts alone, with the logdir's file (the job-wide trace)
+    assert reason == ("worker-1 failed 3 times in 600 s, more than restart.max_failures (2; counted by the task "
+                      "alone: the deciding task did not answer); last: exited with 7: run 1: boom: bad data")
     assert worker.boot.status.healthy and worker.status()["phase"] == "failed"  # parked, not killed
     lines = (shared / ".marathon-tf" / "failures.jsonl").read_text().splitlines()
     assert [line.split('"task": ')[1].split('"')[1] for line in lines] == ["ps-0", "ps-0", "worker-1"]

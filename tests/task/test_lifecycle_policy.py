@@ -85,7 +85,7 @@ def test_budget_is_job_wide_through_the_shared_file(tmp_path):
     assert relaunched.count() == 2 and relaunched.record(1) == 3
     records = [json.loads(line) for line in open(path)]
     assert [(r["task"], r["code"]) for r in records] == [("ps-0", 1), ("worker-1", 137), ("ps-0", 1)]
-    assert records[1]["stderr"] == "Killed" and records[1]["time"] == wall.now
+    assert records[1]["reason"] == "Killed" and records[1]["time"] == wall.now and records[1]["kind"] == "failure"
     wall.now += 595  # the first failure left the window
     assert relaunched.count() == 2
 
@@ -131,14 +131,15 @@ def test_job_policy_budget(make_ctx):
     assert "failure 2 of at most 2 in 600 s" in second.reason
     third = p.decide(1, stderr_tail="OOM")
     assert third.finish == L.FAILED and not third.restart and third.stay_up and third.healthy
-    assert third.reason == "worker-1 failed 3 times in 600 s; last exit 1: OOM"
+    assert third.reason == ("worker-1 failed 3 times in 600 s, more than restart.max_failures (2; counted by the task "
+                            "alone: the deciding task did not answer); last: exited with 1: OOM")
 
 
 def test_job_policy_ps_exits_unhealthy_and_success_outcomes(make_ctx):
     ps = policy(make_ctx, "ps", 0).decide(1, stderr_tail="")
     assert (ps.phase, ps.stay_up, ps.exit_code, ps.healthy, ps.restart, ps.finish) == ("failed", False, 1, False,
                                                                                        False, None)
-    assert ps.reason.endswith("exiting so Marathon relaunches the task: (no stderr)")
+    assert ps.reason.endswith("exiting so Marathon relaunches the task (no stderr)")
     done = policy(make_ctx, "worker", 0, completion="all_workers").decide(0)
     assert done.finish == L.SUCCEEDED and done.await_workers and done.stay_up
     chief = policy(make_ctx, "chief", 0, completion="chief", cluster={"chief": 1, "ps": 1}).decide(0)

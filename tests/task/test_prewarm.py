@@ -193,6 +193,42 @@ def test_the_trainer_stops_a_prewarmed_program_like_any_other(program):
         warmer.close()
 
 
+def test_a_program_killed_with_its_interpreter_is_an_infrastructure_death_named_by_the_kill(program):
+    """Issue 24 (finding 7): the pre-warmed interpreter that forked a running program dies; the program
+    goes with it. The trainer says so (what died, and how), so the policy does not count it as the
+    program's failure and the reason is the kill, not a stderr line every run prints."""
+    env, cwd = program
+    warmer = Prewarmer([sys.executable, "prog/probe.py"], ["mtf_marker"], env, cwd=cwd).start()
+    try:
+        wait_for(lambda: warmer.waiting is not None, 30, what="a pre-warmed interpreter")
+        steps = []
+        trainer = Trainer([sys.executable, "prog/probe.py", "sleep"], env, cwd=cwd, on_step=steps.append,
+                          stdout=io.BytesIO(), stderr=io.BytesIO(), spawn=warmer.spawn)
+        trainer.start()
+        wait_for(lambda: steps == [1], 30, what="step=1 through the pump")
+        assert trainer.infrastructure() is None
+        os.kill(warmer.server.proc.pid, signal.SIGKILL)
+        code = trainer.wait(timeout=30)
+        assert code == 128 + signal.SIGKILL, code
+        why = trainer.infrastructure()
+        assert why and f"pre-warmed interpreter that forked it (pid {warmer.server.proc.pid}) died of SIGKILL" in why
+    finally:
+        warmer.close()
+
+
+def test_a_program_that_ends_by_itself_under_a_prewarmed_interpreter_is_no_infrastructure_death(program):
+    env, cwd = program
+    warmer = Prewarmer([sys.executable, "prog/probe.py"], ["mtf_marker"], env, cwd=cwd).start()
+    try:
+        wait_for(lambda: warmer.waiting is not None, 30, what="a pre-warmed interpreter")
+        trainer = Trainer([sys.executable, "prog/probe.py", "exit-code"], env, cwd=cwd, stdout=io.BytesIO(),
+                          stderr=io.BytesIO(), spawn=warmer.spawn)
+        trainer.start()
+        assert trainer.wait(timeout=30) == 3 and trainer.infrastructure() is None
+    finally:
+        warmer.close()
+
+
 def test_a_prewarmed_interpreter_dies_with_its_bootstrap(program, tmp_path):
     """PR_SET_PDEATHSIG: SIGKILL the process that holds the Prewarmer; its interpreter goes too."""
     env, cwd = program
@@ -247,7 +283,7 @@ class RestartOnce(ExitPolicy):
         super().__init__()
         self.calls = 0
 
-    def decide(self, code, *, stderr_tail=""):
+    def decide(self, code, *, stderr_tail="", **what):
         self.calls += 1
         if self.calls == 1 and code != 0:
             return Outcome("failed", False, code, False, "first run failed", restart=True)

@@ -500,3 +500,24 @@ def test_a_waiting_task_goes_through_its_peers_only_when_the_view_changes():
     waiter.join(5)
     assert done == [{PS: "10.0.0.1:1", W0: "10.0.0.2:2"}] and Counted.passes == 4
     follower.close()
+
+
+def test_a_follower_of_a_scaled_job_waits_for_the_leader_of_its_own_spec(parts):
+    """Issue 21: ``scale workers=3`` starts worker-2 while the old tasks (2 workers' spec) still run.
+    A follower whose cluster differs from the leader's takes nothing from it (a program started with
+    the old tasks' addresses registers where it is not expected: TF's "Unexpected task registered"),
+    nor reads the old tasks directly, until a leader of its own spec answers."""
+    backend = FakeBackend({PS: "10.0.0.1:1", W1: "10.0.0.2:2"})
+    lead, address = start_leader(parts, backend, slow=0.05)
+    assert lead.document()["cluster"] == ld.cluster_key(MEMBERS) != ld.cluster_key(MEMBERS + [("worker", 2)])
+    direct = FakeBackend({PS: "10.0.0.1:1", W0: "10.0.0.3:3", W1: "10.0.0.2:2"})
+    scaled = ld.FollowerRendezvous(lambda: Observation(address, "ok"), direct, MEMBERS + [("worker", 2)],
+                                   ("worker", 2), job=JOB, session=requests.Session(), rng=random.Random(2),
+                                   schedule=(0.02, 0.1), fallback=0.2, long_poll=1.0, hint_wait=0)
+    parts.append(scaled)
+    scaled.start()
+    with pytest.raises(DiscoveryError, match="has another cluster spec"):
+        scaled.wait([PS, W0, W1], 1.5)
+    assert scaled.direct_reads == 0 and scaled.long_polls > 0 and not set(scaled.view.peers) & {PS, W0, W1}
+    same = start_follower(parts, lambda: Observation(address, "ok"))  # a follower of the leader's own spec
+    assert same.wait([PS, W0], 10) == {PS: "10.0.0.1:1", W0: "127.0.0.1:2000"}

@@ -81,3 +81,22 @@ def test_dry_run_lists_exactly_the_ended_runs_and_clean_removes_only_them(tmp_pa
     # once their runners let go (and a minute after the last output), they are ended runs too
     assert sorted(r.path.name for r in localstate.runs(home, now=time.time() + 120) if not r.running) == [
         "running-20260112-000000", "serve", "training-20260112-000000"]
+
+
+def test_runs_of_one_job_started_in_the_same_second_get_folders_of_their_own(tmp_path, monkeypatch):
+    """Issue 21: two `deploy --local` of one job file started in the same second shared one run folder."""
+    import threading
+
+    from marathon_tf.user import localrun
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.setattr(localrun.time, "strftime", lambda fmt: "20261125-170000")
+    made: list = []
+    threads = [threading.Thread(target=lambda: made.append(localrun.default_state_dir("ml/job"))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(made)) == 8 and all(p.is_dir() for p in made)
+    assert sorted(p.name for p in made) == sorted(["ml-job-20261125-170000"]
+                                                  + [f"ml-job-20261125-170000-{n}" for n in range(2, 9)])

@@ -75,6 +75,29 @@ def test_scale_refuses_to_start_a_finished_job_again_without_force(httpserver, s
     assert len(_puts(httpserver)) == 1
 
 
+@pytest.mark.parametrize("step, refused", [(300, True), (120, False)])
+def test_scale_refuses_a_job_that_reached_its_target_step_without_force(httpserver, step, refused):
+    """Issue 21: `scale` of a job whose training reached its target (its end not recorded yet)
+    restarted every program and trained again. The step is what its tasks report on /status."""
+    group = _as_marathon_returns_it(render_group(load_dict(minimal(progress={"target_step": 300}))))
+    for app in group["apps"]:
+        app["tasks"] = [{"id": app["id"].strip("/").replace("/", "_") + ".1", "state": "TASK_RUNNING",
+                         "host": "127.0.0.1", "ports": [1, httpserver.port], "stagedAt": "2026-11-24T00:00:00.000Z"}]
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json(group)
+    httpserver.expect_request("/v2/queue").respond_with_json({"queue": []})
+    httpserver.expect_request("/status").respond_with_json({"phase": "running", "step": step})
+    httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json({"deploymentId": "d2", "version": "v"})
+    url = httpserver.url_for("")
+    r = CliRunner().invoke(cli, ["scale", "mnist", "workers=3", "--marathon", url])
+    if refused:
+        assert r.exit_code == 2, r.output
+        assert "job mnist has reached its target step (300 of 300)" in r.stderr and "--force" in r.stderr
+        assert _puts(httpserver) == []
+        r = CliRunner().invoke(cli, ["scale", "mnist", "workers=3", "--force", "--marathon", url])
+    assert r.exit_code == 0, r.output
+    assert len(_puts(httpserver)) == 1
+
+
 def test_hints_name_only_flags_that_exist(httpserver, monkeypatch, tmp_path):
     monkeypatch.delenv("MARATHON_URL", raising=False)
     monkeypatch.setenv("MARATHON_TF_CONFIG", str(tmp_path / "none.json"))

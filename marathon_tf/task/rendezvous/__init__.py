@@ -68,11 +68,11 @@ from marathon_tf.task.rendezvous.follower import BUSY_TRIES, FollowerRendezvous,
 from marathon_tf.task.rendezvous.hints import Hints
 from marathon_tf.task.rendezvous.leader import (BYTE_BUDGET, DNS_QUERIES_PER_SECOND, FAST, HOT_WINDOW,
                                                 LeaderRendezvous)
-from marathon_tf.task.rendezvous.view import HINT_PATH, MAX_WAIT, PATH
+from marathon_tf.task.rendezvous.view import HINT_PATH, MAX_WAIT, PATH, cluster_key
 
 __all__ = ["PATH", "HINT_PATH", "MAX_WAIT", "HOT_WINDOW", "BYTE_BUDGET", "DNS_QUERIES_PER_SECOND", "BUSY_TRIES",
            "rendezvous_mode", "leader_of", "hint_wait_for", "fallback_after", "LeaderRendezvous",
-           "FollowerRendezvous", "Hints", "make_rendezvous"]
+           "FollowerRendezvous", "Hints", "make_rendezvous", "cluster_key"]
 
 
 def rendezvous_mode(environ: Mapping[str, str]) -> str:

@@ -10,7 +10,7 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 from marathon_tf.task.discovery import Backend, Observation, PeerKey, poll_schedule
-from marathon_tf.task.rendezvous.view import LONG_POLL, PATH, Side, keys, patch
+from marathon_tf.task.rendezvous.view import LONG_POLL, PATH, Side, cluster_key, keys, patch
 
 __all__ = ["FollowerRendezvous", "hint_wait_for", "fallback_after", "BUSY_TRIES"]
 
@@ -47,6 +47,7 @@ class FollowerRendezvous(Side):
         self._resolved: dict[str, set[str]] = {}
         self.locate, self.direct, self.job, self.me = locate, direct, job, me
         self.others = [m for m in members if m != me]
+        self.cluster = cluster_key(members)
         if session is None:
             import requests
 
@@ -135,6 +136,8 @@ class FollowerRendezvous(Side):
                 continue
             busy = 0
             self.leader_address = None
+            if answered == "other":  # the leader of another spec: not lost, so no direct reads of the old tasks
+                lost_since = None
             if lost_since is None:
                 lost_since = self.clock()
             if self.clock() - lost_since >= self.fallback:
@@ -146,7 +149,9 @@ class FollowerRendezvous(Side):
     def _poll_leader(self) -> bool | str:
         """One long poll; False when the leader did not answer as a leader of this job,
         "busy" when a leader that answered before timed out (it is still there: ask it again
-        rather than Marathon)."""
+        rather than Marathon), "other" when it leads another version of the job's cluster spec
+        (its view holds the tasks a ``scale`` replaces: a program started with it would register
+        with peers that do not expect it)."""
         params = {"job": self.job, "after": str(self._version), "leader": self.leader_id or "",
                   "wait": f"{self.long_poll:g}"}
         if not self._formed:  # no use for the partial views of a forming job (1,000s of them)
@@ -163,6 +168,10 @@ class FollowerRendezvous(Side):
         if not isinstance(doc, dict) or doc.get("job") != self.job or not isinstance(doc.get("version"), int):
             self.leader_detail = f"{self.leader_address} is not this job's leader"
             return False
+        if doc.get("cluster") not in (None, self.cluster):  # a scale under way: its tasks have the old spec
+            self.leader_detail = (f"the leader at {self.leader_address} has another cluster spec (a scale or "
+                                  f"re-deploy under way): waiting for the new one")
+            return "other"
         peers, missing = keys(doc.get("peers")), keys(doc.get("missing"))
         if doc.get("delta"):
             if str(doc.get("leader")) != self.leader_id:
@@ -172,6 +181,9 @@ class FollowerRendezvous(Side):
         self.leader_id, self._version = str(doc.get("leader")), doc["version"]
         self.leader_detail = f"leader {doc.get('leader_task')} at {self.leader_address}"
         self.view.update(peers, missing)
+        restart = doc.get("restart")  # the leader's group restart round (the whole doc carries it)
+        self.view.set_round(restart if isinstance(restart, dict) and isinstance(restart.get("generation"), int)
+                            else None)
         if doc.get("complete"):
             self._formed = True
         return True

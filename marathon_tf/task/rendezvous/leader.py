@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 from marathon_tf.contract import naming
 from marathon_tf.task.discovery import Backend, MarathonBackend, Observation, PeerKey
 from marathon_tf.task.rendezvous.hints import Hints
-from marathon_tf.task.rendezvous.view import MAX_WAIT, Side, names
+from marathon_tf.task.rendezvous.view import MAX_WAIT, Side, cluster_key, names
 
 __all__ = ["LeaderRendezvous", "HOT_WINDOW", "BYTE_BUDGET", "DNS_QUERIES_PER_SECOND", "FAST"]
 
@@ -57,6 +57,7 @@ class LeaderRendezvous(Side):
         self.backend, self.job, self.me, self.slow, self.events = backend, job, me, slow, events
         self.others = [m for m in members if m != me]
         self._others = frozenset(self.others)
+        self.cluster = cluster_key(members)
         self._formed = False
         self._insurance = False  # the next read is only in case status updates were lost
         self._pool = None  # the thread of group reads that run while status updates go on
@@ -70,6 +71,8 @@ class LeaderRendezvous(Side):
         self._full: tuple[int, bytes, bytes | None] = (-1, b"", None)  # version, JSON, gzipped JSON
         self._task_of: dict[PeerKey, Any] = {}  # the task id a status update last placed each peer at
         self._prefix = naming.group_id(job) + "/"
+        #: called with each batch of the job's status updates (the keeper's ledger reads them too)
+        self.listeners: list[Callable[[list[dict[str, Any]]], None]] = []
         self.view.update({me: address}, {p: "not asked yet" for p in self.others})
 
     def start(self) -> "LeaderRendezvous":
@@ -101,8 +104,11 @@ class LeaderRendezvous(Side):
     def _document(self, delta: tuple[dict, dict] | None) -> dict[str, Any]:
         view = self.view
         doc = {"job": self.job, "leader": self.leader_id, "leader_task": naming.task_name(*self.me),
+               "cluster": self.cluster,
                "version": view.version, "complete": not view.missing, "delta": delta is not None,
                "reads": self.polls, "events": self.events_seen, "event_stream": self._streaming()}
+        if view.round is not None:
+            doc["restart"] = view.round
         if delta is None:
             doc.update(peers=names(view.peers), missing=names(view.missing))
         else:
@@ -309,6 +315,13 @@ class LeaderRendezvous(Side):
                 if events:  # a burst (a large job forming) is handled in batches, not one by one
                     events += self.events.wait(0.05)
                 events = [e for e in events if self._relevant(e)]
+                for listener in self.listeners if events else ():
+                    try:
+                        listener(events)
+                    except Exception as e:  # a listener's bug must not stop the rendezvous
+                        import sys
+
+                        sys.stderr.write(f"marathon-tf bootstrap: status update listener: {type(e).__name__}: {e}\n")
                 reconnects = getattr(self.events, "reconnects", 0)
                 if events or reconnects != self._reconnects:
                     self.events_seen += len(events)

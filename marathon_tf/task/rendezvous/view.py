@@ -16,13 +16,22 @@ from marathon_tf.contract import naming
 from marathon_tf.contract.errors import DiscoveryError
 from marathon_tf.task.discovery import PeerKey, missing_message
 
-__all__ = ["PATH", "HINT_PATH", "MAX_WAIT", "LONG_POLL", "HISTORY", "View", "Side", "names", "patch", "keys", "diff"]
+__all__ = ["PATH", "HINT_PATH", "MAX_WAIT", "LONG_POLL", "HISTORY", "View", "Side", "names", "patch", "keys", "diff",
+           "cluster_key"]
 
 PATH = "/rendezvous"
 HINT_PATH = "/leader"
 MAX_WAIT = 30.0          # longest long poll the leader holds
 LONG_POLL = 25.0         # what followers ask for
 HISTORY = 1024           # changes the leader keeps to answer with deltas
+
+
+def cluster_key(members: Sequence[PeerKey]) -> str:
+    """A short fingerprint of the job's cluster members (``worker-0,worker-1,...``): a leader and a
+    follower of different versions of the job's spec (a ``scale`` under way) tell each other apart."""
+    import hashlib
+
+    return hashlib.sha1(",".join(sorted(naming.task_name(*m) for m in members)).encode()).hexdigest()[:12]
 
 
 def names(mapping: Mapping[PeerKey, str]) -> dict[str, str]:
@@ -65,6 +74,9 @@ class View:
         self.missing: dict[PeerKey, str] = {}
         self.version = 0
         self.deltas: collections.deque[tuple[int, dict, dict]] = collections.deque(maxlen=HISTORY)
+        #: the group restart the keeper asked for last (``{"generation", "kind", "cause", "delay",
+        #: "grace"}``, :mod:`marathon_tf.task.keeper`); None: none yet
+        self.round: dict[str, Any] | None = None
 
     def update(self, peers: Mapping[PeerKey, str], missing: Mapping[PeerKey, str]) -> bool:
         with self.cond:
@@ -72,6 +84,19 @@ class View:
                 return False
             self.deltas.append((self.version + 1, diff(self.peers, peers), diff(self.missing, missing)))
             self.peers, self.missing = dict(peers), dict(missing)
+            self.version += 1
+            self.cond.notify_all()
+            if not self.missing:
+                self.formed.notify_all()
+            return True
+
+    def set_round(self, round_: Mapping[str, Any] | None) -> bool:
+        """A new group restart round (a new version: the long polls answer at once)."""
+        with self.cond:
+            if round_ == self.round:
+                return False
+            self.round = dict(round_) if round_ is not None else None
+            self.deltas.append((self.version + 1, {}, {}))
             self.version += 1
             self.cond.notify_all()
             if not self.missing:
@@ -177,6 +202,8 @@ class Side:
             if self._done():
                 return None
             if self.clock() >= deadline:
+                unknown = self._unknown()  # what the side knows now (a follower: where its leader is)
+                lacking = {p: missing.get(p, unknown) for p in lacking}
                 raise DiscoveryError(missing_message(lacking, timeout),
                                      hint="check that every task of the job is running and in Mesos-DNS")
 
@@ -191,6 +218,11 @@ class Side:
         if any(p not in present for p in current):
             return {}
         return {p: present[p] for p in current if present[p] != current[p]}
+
+    def restart_round(self) -> tuple[str | None, dict[str, Any] | None]:
+        """(the leader's id, the group restart round it published last)."""
+        with self.view.cond:
+            return getattr(self, "leader_id", None), self.view.round
 
     def settle(self, current: Mapping[PeerKey, str], timeout: float) -> dict[PeerKey, str] | None:
         """Wait until every peer in ``current`` is present, then the ones that moved."""

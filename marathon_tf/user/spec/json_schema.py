@@ -80,7 +80,11 @@ def json_schema() -> dict[str, Any]:
                 "backoff_seconds": {**num, "minimum": 0}, "backoff_factor": {**num, "minimum": 1},
                 "max_launch_delay_seconds": {**num, "minimum": 0},
                 "progress_timeout_seconds": {**num, "minimum": 0, "description": _WATCHDOG},
-                "first_step_timeout_seconds": {**num, "minimum": 0, "description": _WATCHDOG}}},
+                "first_step_timeout_seconds": {**num, "minimum": 0, "description": _WATCHDOG},
+                "max_preemptions": {"type": "integer", "minimum": 0, "default": 100},
+                "preemption_exit_codes": {"type": "array", "default": [42, 143],
+                                          "items": {"type": "integer", "minimum": 1, "maximum": 255}},
+                "grace_seconds": {**num, "minimum": 1, "maximum": 3600, "default": 30}}},
             "admission": {"type": "object", "additionalProperties": False, "description": _ADMISSION, "properties": {
                 "timeout": {**num, "minimum": 1, "default": 600,
                             "description": "seconds from the submission until every task must be placed; "

@@ -88,6 +88,12 @@ class Restart:
     max_launch_delay_seconds: float = 300.0
     progress_timeout_seconds: float | None = None   # watchdog: no new step for this long = failed (None: adaptive, 0: off)
     first_step_timeout_seconds: float | None = None  # watchdog: no first step this long after start (None: adaptive, 0: off)
+    #: preemptions (a task stopped from outside, or a program exiting with a preemption code) within
+    #: :data:`PREEMPTION_WINDOW` seconds before the job fails; never counted against ``max_failures``
+    max_preemptions: int = 100
+    preemption_exit_codes: tuple[int, ...] = (42, 143)
+    #: every app's ``taskKillGracePeriodSeconds``: SIGTERM, this long to save, then SIGKILL
+    grace_seconds: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -164,7 +170,8 @@ class JobSpec:
                                   "cache": f.cache, "dest_path": f.dest_path}) for f in self.fetch],
             "discovery": dict(self.discovery.__dict__),
             "restart": {**_drop_none(self.restart.__dict__),
-                        "permanent_exit_codes": list(self.restart.permanent_exit_codes)},
+                        "permanent_exit_codes": list(self.restart.permanent_exit_codes),
+                        "preemption_exit_codes": list(self.restart.preemption_exit_codes)},
             "network": _drop_none({"mode": self.network, "name": self.network_name}),
             "roles": {},
         }

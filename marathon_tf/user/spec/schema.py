@@ -117,6 +117,16 @@ class _RestartSchema(_Base):
     # not set: adaptive (the default); 0: off (marathon_tf.task.watchdog)
     progress_timeout_seconds = _StrictNumber(validate=validate.Range(min=0, error="must be >= {min} (0: off)"))
     first_step_timeout_seconds = _StrictNumber(validate=validate.Range(min=0, error="must be >= {min} (0: off)"))
+    max_preemptions = _StrictInt(validate=validate.Range(min=0, max=100_000, error="must be >= {min}"))
+    preemption_exit_codes = fields.List(_StrictInt(validate=validate.Range(min=1, max=255, error="must be between {min} and {max}")))
+    grace_seconds = _StrictNumber(validate=validate.Range(min=1, max=3600, error="must be between {min} and {max}"))
+
+    @validates_schema
+    def _codes_mean_one_thing(self, data, **kwargs):
+        both = sorted(set(data.get("permanent_exit_codes") or ()) & set(data.get("preemption_exit_codes") or ()))
+        if both:
+            raise ValidationError({"preemption_exit_codes": [
+                f"{', '.join(map(str, both))} also in permanent_exit_codes: a code is a failure or a preemption, not both"]})
 
 
 class _AdmissionSchema(_Base):
@@ -273,7 +283,9 @@ class _JobSchema(_Base):
             labels=data.get("labels", MappingProxyType({})),
             logdir=data.get("logdir", ""),
             discovery=Discovery(**disc),
-            restart=Restart(**{**rst, "permanent_exit_codes": tuple(rst.get("permanent_exit_codes", ()))}),
+            restart=Restart(**{**rst, "permanent_exit_codes": tuple(rst.get("permanent_exit_codes", ())),
+                               "preemption_exit_codes": tuple(rst.get("preemption_exit_codes",
+                                                                      Restart.preemption_exit_codes))}),
             admission=Admission(**{k: float(v) if k != "retries" else v
                                    for k, v in (data.get("admission") or {}).items()}),
             network=net.get("mode", "host"),

@@ -5,11 +5,15 @@ volume), deployed through ``jobs.deploy`` on an in-process LocalCluster; the tas
 read from their sandboxes as it appears. Step counts are small: every TF process costs ~0.6 GiB
 and 3-7 s to start on this machine."""
 
+import json
+import os
 import re
+import signal
 import sys
 import time
 
 import pytest
+from e2e_helpers import trainer_pid
 
 from marathon_tf.contract import labels as L
 
@@ -61,12 +65,16 @@ def test_an_always_failing_worker_exhausts_the_budget_and_fails_the_job(tmp_path
     assert status["state"] == L.FAILED, status
     reason = status["reason"]
     # both workers fail at about the same time: the one that records the 3rd (or a racing 4th) failure decides
-    assert re.match(r"worker-[01] failed [34] times in 600 s; last exit 3: ", reason), reason
+    assert re.match(r"the job's programs failed [34] times in 600 s, more than restart\.max_failures \(2\); "
+                    r"last: worker-[01] exited with 3: ", reason), reason
     assert reason.endswith("boom: bad data"), reason
-    time.sleep(2)
-    assert all(t["state"] == "stopped" for t in job.status()["tasks"])
+    job.wait(lambda: all(t["state"] == "stopped" for t in job.status()["tasks"]), 30, "every task stopped", 0.5)
     lines = (tmp_path / "shared" / "ckpt" / ".marathon-tf" / "failures.jsonl").read_text().splitlines()
-    assert 3 <= len(lines) <= 4  # job-wide: both workers' failures counted together
+    failures = [rec for rec in map(json.loads, lines) if rec["kind"] == "failure" and rec["counted"]]
+    # job-wide: both workers' failures counted together, in the keeper's ledger; the failure that ends the
+    # job is answered ATTRIBUTION (2 s) late (a preemption it may be the consequence of gets its time),
+    # so the other worker may fail once or twice more meanwhile
+    assert 3 <= len(failures) <= 6 and {rec["task"] for rec in failures} == {"worker-0", "worker-1"}, lines
 
 
 @pytest.mark.timeout(120)
@@ -77,8 +85,9 @@ def test_deploy_local_exits_1_and_prints_the_reason(tmp_path):
 
     r = deploy_local(__import__("pathlib").Path(failing_job(tmp_path)), tmp_path, timeout=100)
     assert r.returncode == 1, r.stderr[-3000:]
-    assert re.search(r"job linear-regression: Failed in [0-9.]+ s \(worker-[01] failed [34] times in 600 s; "
-                     r"last exit 3: boom: bad data\)", r.stderr), r.stderr[-3000:]
+    assert re.search(r"job linear-regression: Failed in [0-9.]+ s \(the job's programs failed [34] times in 600 s, "
+                     r"more than restart\.max_failures \(2\); last: worker-[01] exited with 3: boom: bad data\)",
+                     r.stderr), r.stderr[-3000:]
     assert processes_under(tmp_path / "state") == []
 
 
@@ -134,7 +143,9 @@ def test_a_killed_ps_restarts_the_job_from_its_checkpoint(tmp_path, local_job):
 def test_scaling_workers_mid_training_resumes_from_the_checkpoint(tmp_path, local_job):
     from marathon_tf.user import jobs
 
-    job = local_job(linear_job(tmp_path, TARGET, save_every=SAVE_EVERY, log_every=50))
+    # (its target step is the one it trains to: `scale` refuses a job past its progress.target_step)
+    job = local_job(linear_job(tmp_path, TARGET, save_every=SAVE_EVERY, log_every=50,
+                               progress={"target_step": TARGET}))
     job.wait(lambda: job.max_step() > 1200 and checkpoints(tmp_path), 90, "step > 1200", 0.05)
     saved = checkpoints(tmp_path)[-1]
     scaled_at = time.monotonic()
@@ -146,3 +157,108 @@ def test_scaling_workers_mid_training_resumes_from_the_checkpoint(tmp_path, loca
     ready = [line for t, n, s, line in job.lines if t > scaled_at and "session ready at global step" in line]
     assert any(line.startswith("worker:2 ") for line in ready), ready
     assert all(int(x.split("global step ")[1].split("/")[0]) >= saved for x in ready), (saved, ready)
+
+
+def preempt(job, task: str) -> float:
+    """SIGTERM to ``task``'s training program (its task stopped from outside); when."""
+    pid = trainer_pid(job.cluster.state_dir, task)
+    stopped_at = time.monotonic()
+    os.kill(pid, signal.SIGTERM)
+    return stopped_at
+
+
+def preempted_example(tmp_path, local_job, example: str, command: list[str], task: str, target: int):
+    """``example`` with a failure budget of 0, ``task``'s program preempted at step 60: (job, its end
+    status, when). It must end Succeeded with no failure counted."""
+    from jobfiles import example_job
+
+    job = local_job(str(example_job(example, tmp_path, command=command, bootstrap=BOOTSTRAP,
+                                    progress={"target_step": target},
+                                    restart={"max_failures": 0, "window_seconds": 600})))
+    job.wait(lambda: job.max_step() >= 60, 150, "step >= 60", 0.05)
+    stopped_at = preempt(job, task)
+    status = job.wait_state(180)
+    assert status["state"] == L.SUCCEEDED, (status, job.text()[-4000:])
+    assert status["failures"] == 0 and status["preemptions"] >= 1, status
+    return job, status, stopped_at
+
+
+@pytest.mark.timeout(150)
+def test_a_preempted_chief_saves_a_checkpoint_and_resumes_from_it_without_spending_the_budget(tmp_path, local_job):
+    """Issue 21: SIGTERM to the chief's program mid-run (its task stopped from outside) -> the example
+    ends the step it is in, its CheckpointSaverHook saves at that step, it exits 42 -> restarted in
+    place at once, resumes from that very step; the job succeeds with no failure counted (the budget
+    is 0 here: before, the SIGTERM's 143 was a failure and the job Failed)."""
+    job = local_job(linear_job(tmp_path, TARGET, save_every=100_000, log_every=50,
+                               restart={"max_failures": 0, "window_seconds": 600}))
+    job.wait(lambda: job.max_step() > 1200, 90, "step > 1200", 0.05)
+    stopped_at = preempt(job, "worker-0")
+    status = job.wait_state(120)
+    assert status["state"] == L.SUCCEEDED, status
+    assert status["failures"] == 0 and status["preemptions"] == 1, status
+    said = re.search(r"preempted at step (\d+) \(signal 15\); checkpoint saved; exiting 42", job.text("worker-0"))
+    assert said, job.text("worker-0")[-3000:]
+    saved = int(said.group(1))
+    # saved within the grace (the global step may have moved on by the hook's save: worker-1 trains on)
+    assert any(saved <= c < TARGET for c in checkpoints(tmp_path)), (saved, checkpoints(tmp_path))
+    ready = [line for t, n, s, line in job.lines if t > stopped_at and n == "worker-0"
+             and "session ready at global step" in line]
+    assert ready and int(ready[0].split("global step ")[1].split("/")[0]) >= saved, (saved, ready)
+
+
+@pytest.mark.timeout(240)
+def test_a_preempted_keras_worker_has_every_worker_back_up_and_resume_without_spending_the_budget(tmp_path,
+                                                                                                  local_job):
+    """Issue 21, the Keras MultiWorkerMirrored example: SIGTERM to worker-1's program ->
+    PreemptionCheckpointHandler has both workers save the backup at the same step and exit 42 -> the
+    job's group restarts in place and resumes from that backup; no failure counted (budget 0)."""
+    command = ["python3", "train.py", "--epochs", "10", "--steps_per_epoch", "40", "--checkpoint_dir", "ckpt",
+               "--log_every", "10"]
+    job, status, stopped_at = preempted_example(tmp_path, local_job, "keras-multiworker", command, "worker-1", 400)
+    said = [re.search(r"preempted at step (\d+); backup saved; exiting 42", job.text(t)) for t in ("worker-0",
+                                                                                                    "worker-1")]
+    assert all(said), job.text()[-4000:]
+    saved = {int(m.group(1)) for m in said}
+    assert len(saved) == 1, saved  # every worker at the same step
+    resumed = [s for t, n, s in job.steps(since=stopped_at)]
+    assert resumed and min(resumed) >= min(saved), (saved, resumed[:5])
+
+
+@pytest.mark.timeout(240)
+def test_a_preempted_parameter_server_coordinator_saves_and_resumes_without_spending_the_budget(tmp_path, local_job):
+    """Issue 21, the ParameterServerStrategy example: SIGTERM to the chief's (coordinator's) program ->
+    it saves at the step it reached and exits 42 -> restarted in place, it restores that step; no
+    failure counted (budget 0)."""
+    command = ["python3", "train.py", "--train_steps", "400", "--checkpoint_dir", "ckpt", "--log_every", "20",
+               "--save_every", "100000"]
+    job, status, stopped_at = preempted_example(tmp_path, local_job, "mnist-ps-strategy", command, "chief-0", 400)
+    assert status["preemptions"] == 1, status
+    said = re.search(r"preempted at step (\d+) \(signal 15\); checkpoint saved; exiting 42", job.text("chief-0"))
+    assert said, job.text("chief-0")[-4000:]
+    resumed = [s for t, n, s in job.steps(since=stopped_at, task="chief-0")]
+    assert resumed and min(resumed) >= int(said.group(1)), (said.group(0), resumed[:5])
+
+
+@pytest.mark.timeout(300)
+def test_scaling_a_keras_multi_worker_job_starts_the_new_worker_with_the_new_spec_only(tmp_path, local_job):
+    """Issue 21: ``scale workers=3`` on the Keras MultiWorkerMirrored example started worker-2's program
+    while workers 0 and 1 still ran with the 2-worker spec (TF: "Unexpected task registered with
+    task_name=/job:worker/replica:0/task:2", TASK_FAILED, counted). A follower now takes nothing from a
+    leader of another spec (tests/task/test_rendezvous.py: the local runner does not reproduce that race
+    reliably, this test passed without it too): worker-2's program starts once, nothing fails."""
+    from jobfiles import example_job
+
+    command = ["python3", "train.py", "--epochs", "10", "--steps_per_epoch", "40", "--checkpoint_dir", "ckpt",
+               "--log_every", "10", "--backup_every", "20"]
+    job = local_job(str(example_job("keras-multiworker", tmp_path, command=command, bootstrap=BOOTSTRAP,
+                                    progress={"target_step": 400},
+                                    restart={"max_failures": 0, "window_seconds": 600})))
+    job.wait(lambda: job.max_step() >= 60, 150, "step >= 60", 0.05)
+    job.jobs.scale(job.client, job.name, {"worker": ("=", 3)})
+    status = job.wait_state(240)
+    assert status["state"] == L.SUCCEEDED, (status, job.text()[-4000:])
+    assert sorted(t["task"] for t in status["tasks"]) == ["worker-0", "worker-1", "worker-2"]
+    new = job.text("worker-2")
+    assert "Unexpected task registered" not in new and not re.search(r"training program exited with [1-9]", new), \
+        new[-3000:]
+    assert new.count("started training program") == 1, new[-3000:]

@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from e2e_helpers import trainer_pid
 from prometheus_client.parser import text_string_to_metric_families
 
 from marathon_tf.contract import labels as L
@@ -36,16 +37,6 @@ def tf1_job(tmp_path, steps: int, *extra: str, log_every: int = 20, **changes) -
                "--log_every", str(log_every), *extra]
     return example_job("linear-regression-tf1", tmp_path, command=command, bootstrap=BOOTSTRAP,
                        progress={"target_step": steps}, **changes)
-
-
-def trainer_pid(state: Path, task: str) -> int | None:
-    """The task's current training program, as its bootstrap logged it (newest sandbox)."""
-    boxes = sorted(state.glob(f"**/sandboxes/*_{task}.*/stderr"), key=lambda p: p.stat().st_mtime)
-    for stderr in reversed(boxes):
-        found = re.findall(r"started training program \(pid (\d+)\)", stderr.read_text(errors="replace"))
-        if found:
-            return int(found[-1])
-    return None
 
 
 def cli(marathon_url: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -99,7 +90,7 @@ def test_metrics_match_the_program_and_the_timeline_and_events_tell_a_kill_and_i
     assert all(p["seconds"] >= 0 for p in timeline["start"]) and phases[0] == "submitted"
     kills = [rec for rec in timeline["recoveries"] if rec["task"] == "worker-1" and rec.get("code") == 137]
     assert len(kills) == 1, timeline["recoveries"]
-    assert kills[0]["cause"].startswith("training program exited with 137") and kills[0]["how"] == "in place"
+    assert kills[0]["cause"].startswith("training program was killed by SIGKILL (exit 137)") and kills[0]["how"] == "in place"
     assert kills[0]["secondsToRestart"] >= 0 and kills[0]["secondsToTraining"] >= 0
     text = cli(job.cluster.marathon_url, "status", job.name, "--timeline").stdout
     assert "every TF server up" in text and "→ training again after" in text
@@ -112,8 +103,8 @@ def test_metrics_match_the_program_and_the_timeline_and_events_tell_a_kill_and_i
     after = kinds[exited + 1:]
     assert after[0] == "ProgramStarted" and "FirstStep" in after, lines  # (its TF server up in between)
     message = lines[exited].split("ProgramExited", 1)[1].strip()
-    assert message.startswith("training program exited with 137 (failure 1 of at most 5 in 600 s); restarting it "
-                              "in place"), message
+    assert message.startswith("training program was killed by SIGKILL (exit 137) (failure 1 of at most 5 in 600 s, "
+                              "job-wide); restarting it in place"), message
     assert message == next(e["message"] for e in json.loads(cli(job.cluster.marathon_url, "events", job.name, "-o",
                                                                 "json").stdout)["events"]
                            if e["reason"] == "ProgramExited" and e["task"] == "worker-1")  # whole, not cut

@@ -1,0 +1,424 @@
+"""Who keeps the job's restart ledger, and how the other tasks talk to it.
+
+* :class:`Keeper` runs in the deciding task's bootstrap (:func:`marathon_tf.task.lifecycle.decider_task`).
+  It records every end of a program the bootstraps report (``POST /ledger`` on its status port;
+  its own program's directly), watches Marathon for the ends nobody reported (the rendezvous
+  leader's ``status_update_event`` stream, and one group ``GET`` with ``lastTaskFailure`` every
+  10 s: :meth:`Keeper.observe_events`, :meth:`Keeper.observe_group`), and answers with the job's
+  counts, from which the reporting bootstrap decides (:func:`marathon_tf.task.lifecycle.decide`).
+  ``GET /ledger`` shows the entries.
+* **Group restarts.** Where TensorFlow cannot take one member back alone (every member of a
+  ``multi_worker_mirrored`` job; a ps), the keeper starts a *round*: its generation goes up and
+  the rendezvous leader publishes it (``"restart"`` in ``GET /rendezvous``); every member's
+  bootstrap then stops its program (SIGTERM, the round's grace) and starts it again in place, at
+  the same address. Only the round's first report is counted: the peers' programs that fail
+  because of it report an older generation and are its consequences.
+* **Attribution.** A failure within :data:`~marathon_tf.task.ledger.ATTRIBUTION` seconds of a
+  preemption or an infrastructure death (by the keeper's clock) is taken for its consequence
+  (a PS chief fails when its ps is preempted); an answer that would end the job waits until
+  that time has passed.
+* **What is not counted.** Stops marathon-tf asked for: the job's end (the keeper knows it
+  ended) and a new version of a task's app (``scale``, a re-deploy: the app's
+  ``versionInfo.lastConfigChangeAt`` is newer than the task's version, or the app is gone).
+* :class:`Reporter` is the other bootstraps' side: it finds the keeper (the rendezvous leader's
+  address, else one lookup), posts, and sends its own task's earlier entries along, so a
+  relaunched keeper learns them again. Without an answer the bootstrap falls back on its own
+  count (:class:`marathon_tf.task.lifecycle.RestartBudget`).
+
+Why a task decides from the job's counts and not from its own: a relaunched task starts a fresh
+bootstrap, so a per-task count restarts at 0 with every relaunch and a job whose program always
+fails would be relaunched for ever (issue 21).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from typing import Any, Callable, Mapping
+
+from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract.errors import MarathonError, MarathonNotFound
+from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.task.jobview import wall_seconds
+from marathon_tf.task.ledger import (ATTRIBUTION, FAILURE, INFRASTRUCTURE, PREEMPTION, Entry, Ledger, append_file,
+                                     classify_status, read_file)
+
+__all__ = ["Keeper", "Reporter", "PATH", "group_scope", "STOPPED", "STREAK_RESET", "round_delay"]
+
+PATH = "/ledger"
+#: A report's kind when the bootstrap itself was stopped (SIGTERM): the keeper decides what it was.
+STOPPED = "stopped"
+#: Failure rounds further apart than this (seconds) start the backoff again.
+STREAK_RESET = 60.0
+#: Grace a failure round gives the peers' programs (they are usually stuck in a collective).
+FAILURE_ROUND_GRACE = 5.0
+
+
+def round_delay(streak: int, cap: float = 30.0) -> float:
+    """Seconds before restarting after the ``streak``-th failure in a row: 0 for the first
+    (a restart is immediate), then 1, 2, 4 ... at most ``cap``."""
+    return 0.0 if streak <= 1 else min(cap, 2.0 ** (streak - 2))
+
+
+def group_scope(style: str, role: str, members: int) -> bool:
+    """Whether a failed ``role`` program needs every member of the job to restart (TF cannot take
+    it back alone, see /work/shared/background/TF_RUNTIME.md): a ps (its variables and sessions
+    are gone; TF2's coordinator cannot recover from a lost ps), any member of a
+    ``multi_worker_mirrored`` group. A job of one member has no group."""
+    if members < 2:
+        return False
+    if style == "multi_worker_mirrored":
+        return role in ("worker", "chief")
+    return role == "ps"
+
+
+class Keeper:
+    """The job's ledger in the deciding task (see the module). ``client``: Marathon (None: stops
+    are taken for preemptions without looking); ``path``: the logdir's ``failures.jsonl``."""
+
+    def __init__(self, ctx: TaskContext, ledger: Ledger, *, client=None, path: str | None = None,
+                 log: Callable[[str], None] = lambda m: None, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.ctx, self.ledger, self.client, self.path, self.log = ctx, ledger, client, path, log
+        self.clock, self.sleep = clock, sleep
+        self.id = uuid.uuid4().hex[:12]
+        self.generation = 0
+        self.round: dict[str, Any] | None = None
+        self._round_root: tuple[str, float] | None = None  # (entry id, when) of the current round's first report
+        self._streak, self._last_failure_round = 0, -1e18
+        self._received: dict[str, float] = {}  # entry id -> when it arrived (the keeper's clock)
+        self._lock = threading.RLock()
+        self.ended = False
+        #: called with the round (``{"generation", "kind", "cause", "delay", "grace"}``) when one starts
+        self.on_round: Callable[[dict[str, Any]], None] | None = None
+        #: called after the counts changed (the bootstrap shows them in its status)
+        self.on_change: Callable[[], None] | None = None
+        #: called with the entries the keeper makes itself (a stop it classified, Marathon's word):
+        #: their bootstrap could not record them in its own events
+        self.on_entry: Callable[[Entry], None] | None = None
+        self._peer_hosts: Callable[[], Mapping[str, str]] = lambda: {}
+        self._addresses: dict[str, set[str]] = {}
+        for entry in read_file(path):  # what an earlier keeper (or the tasks' own budgets) wrote
+            self.ledger.add(entry)
+
+    # -- recording ----------------------------------------------------------------------------------
+    def record(self, entry: Entry, *, generation: int | None = None, group: bool = False,
+               history: list[Entry] = ()) -> dict[str, Any]:
+        """Record one end of a program; the answer a reporter gets (the job's counts)."""
+        for old in history:  # a task's own earlier entries: a relaunched keeper learns them again
+            if old.id != entry.id and self.ledger.add(old):
+                self._received.setdefault(old.id, -1e18)
+        with self._lock:
+            if self.ended:
+                return self.answer(entry, counted=False, ended=True)
+            new = self.ledger.add(entry)
+            if new:
+                self._received[entry.id] = self.clock()
+                if group and generation is not None:
+                    self._group(entry, generation)
+                else:
+                    self._attribute(entry)
+                self._persist(entry.id)
+                self._say(entry)
+        counted = (self.ledger.get(entry.id) or entry).counted
+        if counted and entry.kind == FAILURE and self.ledger.over(entry):
+            # the failure that would end the job: first give a preemption it may be the consequence of its time
+            waited = ATTRIBUTION - (self.clock() - self._received.get(entry.id, self.clock()))
+            if waited > 0:
+                self.sleep(waited)
+        return self.answer(entry)
+
+    def answer(self, entry: Entry, *, counted: bool | None = None, ended: bool = False) -> dict[str, Any]:
+        kept = self.ledger.get(entry.id) or entry
+        summary = self.ledger.summary()
+        out = {"keeper": self.id, "counted": kept.counted if counted is None else counted, "kind": kept.kind,
+               "failures": self.ledger.count(FAILURE, "evaluator" if entry.task.startswith("evaluator-") else "job"),
+               "max_failures": self.ledger.max_failures, "window_seconds": self.ledger.window,
+               "preemptions": summary["preemptions"], "max_preemptions": self.ledger.max_preemptions,
+               "generation": self.generation, "ended": ended or self.ended}
+        if self.round is not None:
+            out["round"] = dict(self.round)
+        return out
+
+    def _group(self, entry: Entry, generation: int) -> None:
+        """A member of a group-restart role: the first report of a generation starts a round, later
+        ones (an older generation) are its consequences, unless a preemption or infrastructure
+        death comes within the attribution time of a round a failure started (then it takes over)."""
+        if generation < self.generation:
+            root = self.ledger.get(self._round_root[0]) if self._round_root else None
+            took_over = (root is not None and root.kind == FAILURE and entry.kind in (PREEMPTION, INFRASTRUCTURE)
+                         and self.clock() - self._round_root[1] <= ATTRIBUTION)
+            if took_over:
+                self.ledger.set_counted(root.id, False)
+                self._round_root = (entry.id, self._round_root[1])
+                if self.round is not None:
+                    self.round.update(kind=entry.kind, cause=self._cause(entry), delay=0.0)
+                    self._publish()
+            else:
+                self.ledger.set_counted(entry.id, False)
+            return
+        self._attribute(entry)
+        if not self.ledger.over(self.ledger.get(entry.id) or entry):  # the job fails instead: no round
+            self._start_round(entry)
+
+    def _attribute(self, entry: Entry) -> None:
+        """Failures within :data:`ATTRIBUTION` s of a preemption/infrastructure death are its consequence."""
+        now = self._received.get(entry.id, self.clock())
+        near = [e for e in self.ledger.entries() if e.id != entry.id and e.task != entry.task
+                and abs(self._received.get(e.id, -1e18) - now) <= ATTRIBUTION]
+        if entry.kind == FAILURE and any(e.kind in (PREEMPTION, INFRASTRUCTURE) for e in near):
+            self.ledger.set_counted(entry.id, False)
+        elif entry.kind in (PREEMPTION, INFRASTRUCTURE):
+            for e in near:
+                if e.kind == FAILURE and e.counted:
+                    self.ledger.set_counted(e.id, False)
+
+    def start_round(self, entry: Entry) -> dict[str, Any]:
+        """Start a group restart for ``entry`` (the keeper's own program, or a stop being classified)."""
+        with self._lock:
+            self._start_round(entry)
+            return dict(self.round or {})
+
+    def _start_round(self, entry: Entry) -> None:
+        now = self.clock()
+        if entry.kind == FAILURE and (self.ledger.get(entry.id) or entry).counted:
+            self._streak = self._streak + 1 if now - self._last_failure_round <= STREAK_RESET else 1
+            self._last_failure_round = now
+            delay, grace = round_delay(self._streak), min(FAILURE_ROUND_GRACE, self.ctx.grace_seconds)
+        else:
+            delay, grace = 0.0, self.ctx.grace_seconds
+        self.generation += 1
+        self._round_root = (entry.id, now)
+        self.round = {"generation": self.generation, "kind": entry.kind, "cause": self._cause(entry),
+                      "delay": delay, "grace": grace}
+        self._publish()
+
+    def _publish(self) -> None:
+        if self.on_round is not None and self.round is not None:
+            self.on_round(dict(self.round))
+
+    @staticmethod
+    def _cause(entry: Entry) -> str:
+        what = {FAILURE: "failed", PREEMPTION: "was preempted", INFRASTRUCTURE: "was killed with the runner's "
+                "machinery"}.get(entry.kind, entry.kind)
+        return f"{entry.task} {what}" + (f" (exit {entry.code})" if entry.code is not None else "")
+
+    def _persist(self, entry_id: str) -> None:
+        entry = self.ledger.get(entry_id)
+        if entry is not None:
+            append_file(self.path, entry)
+
+    def _say(self, entry: Entry) -> None:
+        kept = self.ledger.get(entry.id) or entry
+        s = self.ledger.summary()
+        if kept.kind == FAILURE:
+            count = f"failure {s['failures']} of at most {s['max_failures']} in {s['window_seconds']:g} s"
+        elif kept.kind == PREEMPTION:
+            count = f"preemption {s['preemptions']} of at most {s['max_preemptions']}"
+        else:
+            count = "not counted"
+        if not kept.counted:
+            count = "not counted: a consequence of an earlier end"
+        self.log(f"ledger: {kept.task} {kept.kind} ({count}): {kept.reason[:300]}")
+        if self.on_change is not None:
+            self.on_change()
+
+    # -- stops: asked for by marathon-tf, or a preemption ---------------------------------------------
+    def stopped(self, entry: Entry, app_version: str | None, *, generation: int | None = None,
+                group: bool = False) -> dict[str, Any]:
+        """A bootstrap was stopped (SIGTERM). Nothing is counted when the job ended or the task's app
+        has a newer configuration (marathon-tf's scale or a re-deploy); otherwise a preemption.
+        A group round starts at once (its members must restart whatever the classification)."""
+        if self.ended:
+            return self.answer(entry, counted=False, ended=True)
+        with self._lock:
+            if group and generation is not None and generation >= self.generation:
+                self._start_round(entry)
+        threading.Thread(target=self._classify_stop, args=(entry, app_version), daemon=True,
+                         name="ledger-stop").start()
+        return self.answer(entry, counted=False)
+
+    def _classify_stop(self, entry: Entry, app_version: str | None) -> None:
+        asked = self._asked_for(entry.task, app_version)
+        if asked:
+            self.log(f"ledger: {entry.task} was stopped ({asked}): not counted")
+            return
+        self._take(entry, unless_ended=True)
+
+    def _take(self, entry: Entry, *, unless_ended: bool = False) -> None:
+        """Record an entry the keeper made itself (a classified stop, Marathon's word) and tell about it."""
+        with self._lock:
+            if (unless_ended and self.ended) or not self.ledger.add(entry):
+                return
+            self._received[entry.id] = self.clock()
+            self._attribute(entry)
+            self._persist(entry.id)
+            self._say(entry)
+        if self.on_entry is not None:
+            self.on_entry(self.ledger.get(entry.id) or entry)
+
+    def _asked_for(self, task: str, version: str | None) -> str | None:
+        """Why a stop of ``task`` was marathon-tf's (or its app's owner's) doing, or None."""
+        if self.ended:
+            return "the job ended"
+        if self.client is None:
+            return None
+        key = naming.parse_task_name(task)
+        if key is None:
+            return None
+        try:
+            app = self.client.get_app(naming.app_id(self.ctx.job, *key))
+        except MarathonNotFound:
+            return "its app was removed"
+        except MarathonError:
+            return None
+        if (app.get("labels") or {}).get(L.STATE):
+            return "the job ended"
+        changed = (app.get("versionInfo") or {}).get("lastConfigChangeAt") or ""
+        if version and changed and changed > version:
+            return "its app has a new configuration"
+        return None
+
+    # -- what Marathon saw --------------------------------------------------------------------------
+    def observe_events(self, events: list[Mapping[str, Any]]) -> None:
+        """Marathon's ``status_update_event`` s of the job's apps: terminal states nobody reported."""
+        for event in events:
+            if event.get("eventType") not in (None, "status_update_event"):
+                continue
+            key = naming.parse_app_id(self.ctx.job, str(event.get("appId") or ""))
+            if key is None:
+                continue
+            self._observed(naming.task_name(*key), str(event.get("taskId") or ""), str(event.get("taskStatus") or ""),
+                           str(event.get("message") or ""), wall_seconds(event.get("timestamp")) or time.time(),
+                           str(event.get("version") or ""))
+
+    def observe_group(self, group: Mapping[str, Any]) -> None:
+        """One look at the job's apps (tasks, ``lastTaskFailure``): ends of the current configuration
+        nobody reported, unreachable tasks. Marathon keeps ``lastTaskFailure`` for TASK_FAILED,
+        ERROR, LOST, DROPPED, GONE, GONE_BY_OPERATOR, UNKNOWN (and a health check's kill), not for
+        an ordinary TASK_KILLED (mesosphere/marathon ``state/TaskFailure.scala``,
+        ``isFailureState``, 1.4 to 1.11): kills are seen in the events and the bootstraps' reports."""
+        from marathon_tf.marathon.record import job_apps
+
+        for app_id, app in job_apps(group).items():
+            key = naming.parse_app_id(self.ctx.job, app_id)
+            if key is None or key[0] == "tensorboard":
+                continue
+            task = naming.task_name(*key)
+            if (app.get("labels") or {}).get(L.STATE):
+                self.ended = True
+                return
+            current = (app.get("versionInfo") or {}).get("lastConfigChangeAt") or app.get("version") or ""
+            ltf = app.get("lastTaskFailure") or {}
+            if ltf.get("taskId") and (not current or str(ltf.get("version") or "") >= current):
+                self._observed(task, str(ltf["taskId"]), str(ltf.get("state") or ""), str(ltf.get("message") or ""),
+                               wall_seconds(ltf.get("timestamp")) or time.time(), "", from_failure=True)
+            for t in app.get("tasks") or []:
+                if t.get("state") in ("TASK_UNREACHABLE", "TASK_LOST", "TASK_UNKNOWN"):
+                    self._observed(task, str(t.get("id") or ""), str(t["state"]), "", time.time(), "")
+
+    def _observed(self, task: str, task_id: str, state: str, message: str, when: float, version: str,
+                  from_failure: bool = False) -> None:
+        if not task_id or task.startswith("tensorboard-") or self.ended:
+            return
+        kind = classify_status(state, message, self.ctx.preemption_exit_codes)
+        if kind is None or self.ledger.claimed(task_id) or self.ledger.get(f"marathon:{task_id}"):
+            return
+        entry = Entry(id=f"marathon:{task_id}", task=task, kind=kind, time=when, task_id=task_id, source="marathon",
+                      reason=f"{state}: {message}".strip(": ") + " (Marathon's status: no word from its bootstrap)")
+        if state == "TASK_KILLED" and not from_failure:
+            threading.Thread(target=self._classify_stop, args=(entry, version or None), daemon=True,
+                             name="ledger-kill").start()
+            return
+        self._take(entry)
+
+    # -- HTTP ---------------------------------------------------------------------------------------
+    def peers(self, hosts: Callable[[], Mapping[str, str]]) -> None:
+        """Where each task runs (``{"worker-1": "host:port"}``): reports are taken from there only."""
+        self._peer_hosts = hosts
+
+    def _from_its_host(self, task: str, client: str | None) -> bool:
+        address = self._peer_hosts().get(task)
+        if not address or not client:
+            return True  # not known (an evaluator, before the view has it): nothing to compare
+        host = address.rpartition(":")[0]
+        if host not in self._addresses:
+            try:
+                self._addresses[host] = {str(a[4][0]) for a in socket.getaddrinfo(host, None)} | {host}
+            except OSError:
+                self._addresses[host] = {host}
+        return client in self._addresses[host] or client in ("127.0.0.1", "::1") and \
+            host in ("127.0.0.1", "localhost", socket.gethostname())
+
+    def post(self, query: Mapping[str, str], body: Any) -> tuple[int, dict[str, Any]]:
+        """``POST /ledger`` with ``{"job", "entry", "generation", "group", "history", "stopped",
+        "app_version"}``."""
+        if not isinstance(body, dict) or body.get("job") != self.ctx.job:
+            return 400, {"message": f"not a report for job {self.ctx.job!r}"}
+        raw = dict(body.get("entry") or {})
+        stopped = raw.get("kind") == STOPPED
+        if stopped:
+            raw["kind"] = PREEMPTION
+        entry = Entry.from_dict(raw)
+        if entry is None or naming.parse_task_name(entry.task) is None:
+            return 400, {"message": "the report's entry is missing or malformed"}
+        if not self._from_its_host(entry.task, query.get("_client")):
+            return 403, {"message": f"a report for {entry.task} must come from its host"}
+        entry = Entry(**{**entry.__dict__, "source": "bootstrap", "counted": True})
+        generation = body.get("generation") if isinstance(body.get("generation"), int) else None
+        group = bool(body.get("group"))
+        history = [e for e in (Entry.from_dict(h) for h in (body.get("history") or [])[:200]
+                               if isinstance(h, dict)) if e is not None and e.task == entry.task]
+        if stopped:
+            for old in history:
+                self.ledger.add(old)
+            return 200, self.stopped(entry, body.get("app_version"), generation=generation, group=group)
+        return 200, self.record(entry, generation=generation, group=group, history=history)
+
+    def get(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
+        """``GET /ledger``: the counts and the entries (newest last)."""
+        return 200, {"job": self.ctx.job, "keeper": self.id, "generation": self.generation, "round": self.round,
+                     "summary": self.ledger.summary(), "entries": [e.to_dict() for e in self.ledger.entries()[-200:]]}
+
+
+class Reporter:
+    """A bootstrap's way to the keeper. ``locate() -> "host:port"`` of the deciding task's status
+    endpoint (or None: not known now)."""
+
+    def __init__(self, ctx: TaskContext, locate: Callable[[], str | None], *, session=None,
+                 timeout: float = 3.0, tries: int = 3, wait: Callable[[float], Any] = time.sleep):
+        self.ctx, self.locate, self.timeout, self.tries, self.wait = ctx, locate, timeout, tries, wait
+        if session is None:
+            import requests
+
+            session = requests.Session()
+        self.session = session
+        self.mine: list[Entry] = []  # this task's own entries (sent along: a relaunched keeper learns them)
+        self.keeper: str | None = None
+
+    def report(self, entry: Entry, *, generation: int | None = None, group: bool = False,
+               stopped: bool = False, app_version: str | None = None) -> dict[str, Any] | None:
+        """Tell the keeper; its answer, or None when it cannot be reached (then decide alone)."""
+        body = {"job": self.ctx.job, "entry": {**entry.to_dict(), "kind": STOPPED if stopped else entry.kind},
+                "generation": generation, "group": group, "app_version": app_version,
+                "history": [e.to_dict() for e in self.mine[-50:]]}
+        self.mine.append(entry)
+        for attempt in range(self.tries):
+            address = self.locate()
+            if not address and attempt == 0:
+                return None  # no keeper known (no rendezvous leader): decide alone, at once
+            if address:
+                try:
+                    r = self.session.post(f"http://{address}{PATH}", json=body,
+                                          timeout=(self.timeout, self.timeout + ATTRIBUTION + 2))
+                    answer = r.json() if r.status_code == 200 else None
+                except Exception:  # refused, reset, timeout, not JSON: the keeper is away
+                    answer = None
+                if isinstance(answer, dict) and "failures" in answer:
+                    self.keeper = str(answer.get("keeper"))
+                    return answer
+            if attempt + 1 < self.tries:
+                self.wait(0.5 * (attempt + 1))
+        return None

@@ -1,0 +1,189 @@
+"""The job's restart ledger (task/ledger.py) and its keeper (task/keeper.py): failures counted for the
+whole job across relaunches, preemptions and infrastructure deaths kept out of the failure budget,
+stops marathon-tf asked for not counted (issue 21; issue 24's "infrastructure deaths").
+Pure bookkeeping: no network, an injected clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from marathon_tf.contract import labels as L
+from marathon_tf.contract.errors import MarathonNotFound
+from marathon_tf.task import lifecycle as lc
+from marathon_tf.task.keeper import Keeper
+from marathon_tf.task.ledger import (ATTRIBUTION, FAILURE, INFRASTRUCTURE, PREEMPTION, Entry, Ledger,
+                                     classify_status, read_file)
+
+
+class Clock:
+    def __init__(self, now=1_000_000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def entry(n, task="worker-1", kind=FAILURE, t=1_000_000.0, task_id=None, **kw):
+    return Entry(id=f"{task_id or task}#{n}", task=task, kind=kind, time=t, code=kw.pop("code", 3),
+                 task_id=task_id or f"{task}.mesos-{n}", reason=kw.pop("reason", "exited with 3"), **kw)
+
+
+def keeper(make_ctx, budget=(3, 600.0), preemptions=(2, 3600.0), client=None, **fields):
+    clock = Clock()
+    ctx = make_ctx("worker", 0, restart_budget=budget, **fields)
+    k = Keeper(ctx, Ledger(budget, preemptions, clock=clock), client=client, clock=clock, sleep=lambda s: None)
+    return k, clock
+
+
+def test_failures_of_every_relaunch_of_every_task_count_against_one_budget(make_ctx):
+    """Each relaunch has a fresh bootstrap (a new Mesos task id): the keeper still counts them all."""
+    k, clock = keeper(make_ctx)
+    answers = []
+    for n, task in enumerate(["worker-1", "worker-1", "ps-0", "worker-1"]):
+        clock.now += 30  # well apart: no attribution
+        answers.append(k.record(entry(n, task, t=clock.now, task_id=f"{task}.relaunch-{n}", final=True)))
+    assert [a["failures"] for a in answers] == [1, 2, 3, 4]
+    assert answers[-1]["max_failures"] == 3 and k.ledger.over(entry(3, "worker-1", t=clock.now))
+    lc_action = lc.decide(style="tf1", role="worker", code=3, decider=False, completion="all_workers",
+                          permanent=False, failures=answers[-1]["failures"], max_failures=3)
+    assert lc_action == lc.FAIL_JOB
+
+
+def test_failures_leave_the_window(make_ctx):
+    k, clock = keeper(make_ctx, budget=(1, 60.0))
+    k.record(entry(0, t=clock.now))
+    clock.now += 61
+    assert k.record(entry(1, t=clock.now))["failures"] == 1
+
+
+def test_preemptions_have_their_own_budget_and_never_spend_the_failures(make_ctx):
+    k, clock = keeper(make_ctx, budget=(0, 600.0), preemptions=(2, 3600.0))
+    for n in range(3):
+        clock.now += 30
+        answer = k.record(entry(n, kind=PREEMPTION, t=clock.now, code=42))
+        assert answer["failures"] == 0 and answer["counted"]
+    assert answer["preemptions"] == 3 and answer["max_preemptions"] == 2
+    action = lc.decide(style="tf1", role="worker", code=42, decider=False, completion="all_workers", permanent=False,
+                       failures=0, max_failures=0, kind=PREEMPTION, preemptions=3, max_preemptions=2)
+    assert action == lc.FAIL_JOB  # a job preempted for ever ends too
+
+
+def test_an_infrastructure_death_and_the_failures_it_causes_are_not_counted(make_ctx):
+    k, clock = keeper(make_ctx, budget=(0, 600.0))
+    infra = k.record(entry(0, "worker-1", INFRASTRUCTURE, t=clock.now, code=137,
+                           reason="the pre-warmed interpreter that forked it died"))
+    assert infra["failures"] == 0 and k.ledger.summary()["infrastructure"] == 1
+    clock.now += ATTRIBUTION / 2  # its peer's program fails because worker-1 went away
+    peer = k.record(entry(1, "worker-0", t=clock.now))
+    assert not peer["counted"] and peer["failures"] == 0
+    clock.now += 10 * ATTRIBUTION  # a failure of its own, later: counted
+    assert k.record(entry(2, "worker-0", t=clock.now))["failures"] == 1
+
+
+def test_a_failure_reported_just_before_the_preemption_that_caused_it_is_uncounted(make_ctx):
+    k, clock = keeper(make_ctx)
+    assert k.record(entry(0, "chief-0", t=clock.now))["failures"] == 1
+    clock.now += 0.5
+    k.record(entry(1, "ps-0", PREEMPTION, t=clock.now, code=None))
+    assert k.ledger.summary()["failures"] == 0 and k.ledger.summary()["preemptions"] == 1
+
+
+def test_marathon_s_word_and_the_bootstrap_s_are_one_entry(make_ctx):
+    k, clock = keeper(make_ctx)
+    k.observe_events([{"eventType": "status_update_event", "appId": "/ml/mnist/worker-1",
+                       "taskId": "t1", "taskStatus": "TASK_FAILED", "message": "Command exited with status 3",
+                       "timestamp": "2026-11-25T10:00:00.000Z"}])
+    assert k.ledger.summary()["failures"] == 1
+    k.record(entry(0, "worker-1", t=clock.now, task_id="t1", final=True))  # the bootstrap's report comes later
+    assert k.ledger.summary()["failures"] == 1 and [e.source for e in k.ledger.entries()] == ["bootstrap"]
+    k.observe_events([{"eventType": "status_update_event", "appId": "/ml/mnist/worker-1", "taskId": "t1",
+                       "taskStatus": "TASK_FAILED", "message": "again"}])
+    assert len(k.ledger.entries()) == 1
+
+
+@pytest.mark.parametrize("state, message, kind", [
+    ("TASK_FAILED", "Command exited with status 3", FAILURE),
+    ("TASK_FAILED", "Command exited with status 42", PREEMPTION),  # a preemption exit code
+    ("TASK_GONE_BY_OPERATOR", "", PREEMPTION),
+    ("TASK_UNREACHABLE", "", PREEMPTION),
+    ("TASK_KILLED", "", PREEMPTION),
+    ("TASK_FINISHED", "", None),
+    ("TASK_RUNNING", "", None),
+])
+def test_classify_status(state, message, kind):
+    assert classify_status(state, message, (42, 143)) == kind
+
+
+class FakeClient:
+    def __init__(self, app=None, missing=False):
+        self.app, self.missing = app, missing
+
+    def get_app(self, app_id):
+        if self.missing:
+            raise MarathonNotFound(f"{app_id} does not exist")
+        return self.app
+
+
+@pytest.mark.parametrize("app, missing, counted", [
+    ({"versionInfo": {"lastConfigChangeAt": "2026-11-25T10:00:00.000Z"}, "labels": {}}, False, True),
+    ({"versionInfo": {"lastConfigChangeAt": "2026-11-25T11:00:00.000Z"}, "labels": {}}, False, False),  # scaled
+    ({"versionInfo": {}, "labels": {L.STATE: L.SUCCEEDED}}, False, False),  # the job ended
+    (None, True, False),  # the app was removed
+])
+def test_a_stop_is_a_preemption_unless_marathon_tf_asked_for_it(make_ctx, app, missing, counted):
+    k, clock = keeper(make_ctx, client=FakeClient(app, missing))
+    stop = entry(0, "worker-1", PREEMPTION, t=clock.now, code=None, reason="stopped by SIGTERM")
+    k._classify_stop(stop, "2026-11-25T10:00:00.000Z")  # what stopped() runs in its thread
+    assert k.ledger.summary()["preemptions"] == (1 if counted else 0)
+    assert k.ledger.summary()["failures"] == 0
+
+
+def test_reports_are_checked(make_ctx):
+    k, clock = keeper(make_ctx)
+    k.peers(lambda: {"worker-1": "10.9.9.9:2000"})
+    good = {"job": "ml/mnist", "entry": entry(0, "worker-1", t=clock.now).to_dict()}
+    assert k.post({"_client": "10.9.9.9"}, good)[0] == 200
+    assert k.post({"_client": "10.1.1.1"}, {**good, "entry": entry(1, t=clock.now).to_dict()})[0] == 403
+    assert k.post({}, {**good, "job": "other"})[0] == 400
+    assert k.post({}, {"job": "ml/mnist", "entry": {"kind": "nonsense"}})[0] == 400
+    assert k.get({})[1]["summary"]["failures"] == 1
+
+
+def test_a_relaunched_keeper_reads_the_logdir_file(make_ctx, tmp_path):
+    path = str(tmp_path / "failures.jsonl")
+    k, clock = keeper(make_ctx)
+    k.path = path
+    k.record(entry(0, t=clock.now))
+    k.record(entry(1, "ps-0", PREEMPTION, t=clock.now + 30))
+    assert [e.kind for e in read_file(path)] == [FAILURE, PREEMPTION]
+    again = Keeper(k.ctx, Ledger((3, 600.0), (2, 3600.0), clock=clock), path=path, clock=clock)
+    assert again.ledger.summary()["failures"] == 1 and again.ledger.summary()["preemptions"] == 1
+
+
+def policy(make_ctx, **fields):
+    ctx = make_ctx("worker", 1, restart_budget=(0, 600.0), **fields)
+    return lc.JobPolicy(ctx, lc.RestartBudget(0, 600, task=ctx.task, clock=Clock()), wall=Clock())
+
+
+def test_a_preemption_exit_code_restarts_without_spending_the_failure_budget(make_ctx):
+    outcome = policy(make_ctx).decide(42, kind=PREEMPTION, stderr_tail="saving a checkpoint")
+    assert outcome.restart and not outcome.finish and outcome.kind == PREEMPTION and outcome.counted
+    assert "was preempted (preemption 1 of at most" in outcome.reason
+    assert "exited with 42" in outcome.reason
+
+
+def test_an_infrastructure_death_restarts_uncounted_and_its_reason_is_the_kill(make_ctx):
+    why = "the pre-warmed interpreter that forked it (pid 99) died of SIGKILL: the program got SIGKILL with it"
+    outcome = policy(make_ctx).decide(137, kind=INFRASTRUCTURE, why=why, killed_by=9,
+                                      stderr_tail="E0000 cuda_executor.cc failed call to cuInit: UNKNOWN ERROR (303)")
+    assert outcome.restart and not outcome.counted and outcome.kind == INFRASTRUCTURE
+    assert why in outcome.reason and "cuInit" not in outcome.reason
+    assert "not counted" in outcome.reason
+
+
+def test_a_failure_s_reason_leaves_out_the_lines_every_tensorflow_run_prints(make_ctx):
+    tail = ("E0000 00:00:1.2 cuda_executor.cc:1228] failed call to cuInit: UNKNOWN ERROR (303)\n"
+            "I0000 cpu_feature_guard.cc:227] This TensorFlow binary is optimized to use available CPU instructions\n"
+            "ValueError: bad batch\n")
+    outcome = policy(make_ctx, permanent_exit_codes=(3,)).decide(3, stderr_tail=tail)
+    assert outcome.reason.endswith("(permanent): ValueError: bad batch"), outcome.reason
