@@ -184,17 +184,33 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
 
     from marathon_tf.local.launcher import host_volume_path, volume_problem
 
+    made = state_dir is None
+    if made:
+        from marathon_tf.user.config import state_home
+
+        made_home = None if state_home().exists() else state_home()
     state_dir = Path(state_dir or default_state_dir(spec.name))
-    host_paths = [str(host_volume_path(state_dir, spec.name, v.host_path)) for v in spec.volumes]
-    for i, host_path in enumerate(host_paths):  # hopeless: refuse before anything starts
-        problem = volume_problem(host_path)
-        if problem:
-            raise UsageError(f"volumes[{i}].host_path: {problem.replace('hostPath ', '', 1)}; nothing was started")
-    logdir = logdir_host_path(spec, host_paths)
     try:
-        lock = joblock.acquire(logdir, spec.name) if logdir else None  # LogdirLocked: refused, nothing started
-    except OSError as e:
-        raise UsageError(f"logdir: {logdir} cannot be used: {e.strerror or e}; nothing was started") from None
+        host_paths = [str(host_volume_path(state_dir, spec.name, v.host_path)) for v in spec.volumes]
+        for i, host_path in enumerate(host_paths):  # hopeless: refuse before anything starts
+            problem = volume_problem(host_path)
+            if problem:
+                raise UsageError(f"volumes[{i}].host_path: {problem.replace('hostPath ', '', 1)}; "
+                                 "nothing was started")
+        logdir = logdir_host_path(spec, host_paths)
+        try:
+            lock = joblock.acquire(logdir, spec.name) if logdir else None  # LogdirLocked: refused, nothing started
+        except OSError as e:
+            raise UsageError(f"logdir: {logdir} cannot be used: {e.strerror or e}; nothing was started") from None
+    except BaseException:
+        if made:  # refused before anything started: no run folder is left behind either
+            for folder in (state_dir, made_home):
+                try:
+                    if folder is not None:
+                        folder.rmdir()
+                except OSError:
+                    pass
+        raise
     try:
         runner = localstate.hold(state_dir, spec.name)  # `local clean` leaves a run alone while it is held
     except BaseException:
