@@ -217,6 +217,20 @@ class LocalCluster:
                 shutil.rmtree(self.state_dir, ignore_errors=True)
             self._done.set()
 
+    def shutdown_plan(self) -> tuple[int, float]:
+        """(tasks, the longest grace one gets) that :meth:`stop` would stop now; (0, 0.0) before a start."""
+        if self._rt is None or self._loop is None or self._stopping:
+            return 0, 0.0
+        return self.call(self._rt.scheduler.shutdown_plan, timeout=10)
+
+    def kill_tasks_now(self) -> None:
+        """The runner is stopping: kill every task at once (SIGKILL, no grace) and launch none, also
+        while :meth:`stop` waits for their graces (from any thread, a signal handler included)."""
+        if self._rt is not None and self._loop is not None and not self._loop.is_closed():
+            scheduler = self._rt.scheduler
+            self._loop.call_soon_threadsafe(setattr, scheduler, "stopping", True)
+        self.launcher.kill_tasks_now()
+
     def _atexit(self) -> None:
         if self._rt is not None:
             self._rt.launcher.kill_all_now()

@@ -397,6 +397,15 @@ class Launcher:
         env = {**task_env(app, "", "", [], "", self.host), **self.runner_env, reaper.TOKEN_VAR: self.token}
         return self.warm.socket_for(app, env) if self.warm is not None else None
 
+    def kill_tasks_now(self) -> None:
+        """SIGKILL every task's process group and every process carrying this runner's token, now
+        (from any thread, a signal handler included: the loop sees its processes exit); from now on
+        a task stopped gets no grace."""
+        self.kill_grace_cap = 0.0
+        for pgid in list(self.live_groups):
+            self.signal_group(pgid, signal.SIGKILL)
+        reaper.sweep(self.token)
+
     def kill_all_now(self) -> None:
         """Last resort (stop, atexit): SIGKILL every process group still alive and every process
         carrying this runner's token (whatever group or session it moved to); stop the guardian."""

@@ -316,15 +316,24 @@ class Scheduler:
         self.launcher.signal_group(proc.pid, sig)
         return True
 
+    def _shutdown_grace(self, app: AppState) -> float:
+        """The grace ``app``'s tasks get when the runner stops: its ``taskKillGracePeriodSeconds``, else
+        the short ``shutdown_grace``; capped by the launcher."""
+        spec = app.run_def or app.definition or {}
+        return min(float(spec.get("taskKillGracePeriodSeconds") or self.shutdown_grace), self.launcher.kill_grace_cap)
+
+    def shutdown_plan(self) -> tuple[int, float]:
+        """(active tasks, the longest grace one of them gets) if the runner stopped now."""
+        graces = [self._shutdown_grace(app) for app in self.state.apps.values()
+                  for task in app.tasks.values() if task.active]
+        return len(graces), max(graces, default=0.0)
+
     async def shutdown(self) -> None:
-        """Stop every task with its grace period (the app's ``taskKillGracePeriodSeconds``, else the
-        short ``shutdown_grace``; capped by the launcher) and wait until all are gone."""
+        """Stop every task with its grace period (:meth:`_shutdown_grace`) and wait until all are gone."""
         self.stopping = True
         longest = self.shutdown_grace
         for app in self.state.apps.values():
-            spec = app.run_def or app.definition or {}
-            grace = min(float(spec.get("taskKillGracePeriodSeconds") or self.shutdown_grace),
-                        self.launcher.kill_grace_cap)
+            grace = self._shutdown_grace(app)
             for task in list(app.tasks.values()):
                 task.killing = False
                 self.kill(task, "shutdown", grace=grace)

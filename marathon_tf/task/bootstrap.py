@@ -374,13 +374,20 @@ class Bootstrap(JobRestarts):
         """Say when the program will find a checkpoint in the logdir to resume from."""
         if not self.ctx.logdir or self.ctx.role not in ("chief", "worker"):
             return
-        from marathon_tf.task.checkpoints import latest_checkpoint_step
+        from marathon_tf.task.checkpoints import newest_checkpoint
 
         base = self.environ.get("MESOS_SANDBOX") or os.getcwd()
-        step = latest_checkpoint_step(os.path.join(base, self.ctx.logdir))
-        if step is not None:
-            _log(f"resumed from checkpoint at step {step} (in {self.ctx.logdir})")
-            self.status.update(resumed_from=step)
+        found = newest_checkpoint(os.path.join(base, self.ctx.logdir))
+        if found is None:
+            return
+        keras = None if found.epoch is None else f"epoch {found.epoch + 1}" + (
+            f", batch {found.batch + 1}" if found.batch is not None else "")  # as Keras counts them
+        if found.step is not None:
+            _log(f"resumed from checkpoint at step {found.step} (in {self.ctx.logdir}"
+                 + (f": the Keras backup of {keras})" if keras else ")"))
+            self.status.update(resumed_from=found.step)
+        else:
+            _log(f"resumed from the Keras backup ({keras}; in {self.ctx.logdir})")
 
     def _count_earlier_restarts(self) -> None:
         """A relaunched task's restarts so far: its failures in the job-wide record (each one was

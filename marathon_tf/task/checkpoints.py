@@ -6,12 +6,16 @@ Two structured sources, both written by TensorFlow itself:
   ``model_checkpoint_path: "model.ckpt-300"``), written by ``tf.train.Saver``,
   ``CheckpointManager``, ``CheckpointSaverHook`` and Keras' ``BackupAndRestore``;
   the number after the last ``-`` is the global step (or the save counter when the
-  program saves without a step);
+  program saves without a step). A Keras ``BackupAndRestore`` backup (its variables
+  ``ckpt_saved_epoch``/``ckpt_saved_batch``) is numbered by its save counter: its real step
+  (the optimizer's iterations, else the model's ``train_counter``) and epoch are read from
+  the checkpoint's own index and data files (:func:`keras_backup`);
 * TensorBoard event files ``events.out.tfevents.*`` (TFRecord framing around ``Event``
   protos); the largest ``step`` of any event is how far training got.
 
-The bootstrap uses :func:`latest_checkpoint_step` to say ``resumed from checkpoint at step N``
-before it starts the training program, and :func:`training_step` as the step of a program that
+The bootstrap uses :func:`newest_checkpoint` to say ``resumed from checkpoint at step N`` (or
+``resumed from the Keras backup (epoch N)`` when a backup's step cannot be read) before it starts
+the training program, and :func:`training_step` as the step of a program that
 prints no ``step=N`` lines (the convention read by :data:`marathon_tf.task.supervisor.STEP_RE`).
 """
 
@@ -21,9 +25,10 @@ import os
 import re
 import struct
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
-__all__ = ["newest_checkpoint", "latest_checkpoint_step", "event_file_step", "training_step"]
+__all__ = ["Checkpoint", "newest_checkpoint", "latest_checkpoint_step", "keras_backup", "event_file_step",
+           "training_step"]
 
 _MODEL_PATH = re.compile(r'^model_checkpoint_path:\s*"(?P<path>[^"]*)"', re.M)
 _TRAILING_NUMBER = re.compile(r"-(\d+)$")
@@ -50,10 +55,19 @@ def _walk(root: Path, depth: int = MAX_DEPTH) -> Iterator[Path]:
             stack.extend((Path(e.path), level + 1) for e in reversed(entries) if e.is_dir())
 
 
-def newest_checkpoint(logdir: str | os.PathLike) -> tuple[int, float] | None:
-    """(step, when its index was written: unix time) of the newest checkpoint any index under
-    ``logdir`` names; None: no checkpoint."""
-    best: tuple[int, float] | None = None
+class Checkpoint(NamedTuple):
+    """The newest checkpoint of a logdir."""
+
+    step: int | None        # the training step (None: a Keras backup whose step could not be read)
+    written: float          # when its index was written (unix time)
+    epoch: int | None = None  # a Keras backup's epoch (0-based, as Keras keeps it)
+    batch: int | None = None  # ... and its batch in that epoch (0-based)
+
+
+def newest_checkpoint(logdir: str | os.PathLike) -> Checkpoint | None:
+    """The newest checkpoint any index under ``logdir`` names (None: no checkpoint); a Keras
+    backup's step is its real one (:func:`keras_backup`), not its save counter."""
+    best: tuple[int, float, Path, str] | None = None
     for directory in _walk(Path(logdir)):
         index = directory / "checkpoint"
         try:
@@ -63,15 +77,124 @@ def newest_checkpoint(logdir: str | os.PathLike) -> tuple[int, float] | None:
             continue
         m = _MODEL_PATH.search(text)
         n = _TRAILING_NUMBER.search(m.group("path")) if m else None
-        if n and (best is None or (int(n.group(1)), written) > best):
-            best = (int(n.group(1)), written)
-    return best
+        if n and (best is None or (int(n.group(1)), written) > best[:2]):
+            best = (int(n.group(1)), written, directory, m.group("path"))
+    if best is None:
+        return None
+    number, written, directory, path = best
+    # BackupAndRestore writes <backup_dir>/chief/ckpt-N: only such an index is opened (a big model's is large)
+    keras = keras_backup(directory / path) if directory.name == "chief" else None
+    if keras is None:
+        return Checkpoint(number, written)
+    return Checkpoint(keras["step"], written, keras["epoch"], keras["batch"])
 
 
 def latest_checkpoint_step(logdir: str | os.PathLike) -> int | None:
-    """The step of the newest checkpoint any index under ``logdir`` names (None: no checkpoint)."""
+    """The step of the newest checkpoint any index under ``logdir`` names (None: no checkpoint, or a
+    Keras backup whose step cannot be read)."""
     found = newest_checkpoint(logdir)
-    return found[0] if found else None
+    return found.step if found else None
+
+
+# --- a TensorFlow checkpoint's variables: its index is a LevelDB-format table (uncompressed blocks)
+# of BundleEntryProto by variable name, the values are in <prefix>.data-<shard>-of-<shards>.
+_TABLE_MAGIC = 0xDB4775248B80FB57
+_FOOTER = 48
+_KERAS_EPOCH = "ckpt_saved_epoch/.ATTRIBUTES/VARIABLE_VALUE"
+_KERAS_BATCH = "ckpt_saved_batch/.ATTRIBUTES/VARIABLE_VALUE"
+#: Where a Keras backup keeps its step, best first: the optimizer's iterations (tf_keras' optimizer,
+#: the legacy one), else the model's train_counter (train_function calls of this ``fit``).
+_KERAS_STEPS = ("model/optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE",
+                "model/optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE", "train_counter/.ATTRIBUTES/VARIABLE_VALUE")
+_INTS = {3: 4, 9: 8}  # DT_INT32, DT_INT64: bytes
+
+
+def _block(data: bytes, offset: int, size: int) -> Iterator[tuple[bytes, bytes]]:
+    """The (key, value) entries of one table block (keys are prefix-compressed)."""
+    if offset + size + 5 > len(data) or data[offset + size] != 0:
+        raise ValueError("truncated or compressed block")
+    block = data[offset:offset + size]
+    (restarts,) = struct.unpack_from("<I", block, len(block) - 4)
+    end, pos, key = len(block) - 4 - 4 * restarts, 0, b""
+    while pos < end:
+        shared, pos = _varint(block, pos)
+        own, pos = _varint(block, pos)
+        length, pos = _varint(block, pos)
+        key = key[:shared] + block[pos:pos + own]
+        pos += own
+        yield key, block[pos:pos + length]
+        pos += length
+
+
+def _table(data: bytes) -> Iterator[tuple[bytes, bytes]]:
+    if len(data) < _FOOTER or struct.unpack_from("<Q", data, len(data) - 8)[0] != _TABLE_MAGIC:
+        raise ValueError("not a checkpoint index")
+    footer, pos = data[-_FOOTER:], 0
+    for _ in range(2):  # the metaindex block's handle: not needed
+        _, pos = _varint(footer, pos)
+    offset, pos = _varint(footer, pos)
+    size, pos = _varint(footer, pos)
+    for _, handle in _block(data, offset, size):
+        block_offset, at = _varint(handle, 0)
+        block_size, _ = _varint(handle, at)
+        yield from _block(data, block_offset, block_size)
+
+
+def _fields(message: bytes) -> dict[int, int]:
+    """The varint and fixed fields of a small proto (later ones win); length-delimited ones skipped."""
+    out, pos = {}, 0
+    while pos < len(message):
+        key, pos = _varint(message, pos)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            out[field], pos = _varint(message, pos)
+        elif wire == 2:
+            length, pos = _varint(message, pos)
+            pos += length
+        elif wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+        else:
+            raise ValueError("unknown wire type")
+    return out
+
+
+def _int_variables(prefix: Path, names: set[str]) -> dict[str, int]:
+    """The integer scalar variables ``names`` of the checkpoint ``prefix`` (those it holds)."""
+    index = _table(Path(f"{prefix}.index").read_bytes())
+    header: dict[int, int] = {}
+    entries: dict[str, dict[int, int]] = {}
+    for key, value in index:
+        if key == b"":
+            header = _fields(value)  # BundleHeaderProto: num_shards (1), endianness (2: 1 is big)
+        elif key.decode("utf-8", "replace") in names:
+            entries[key.decode()] = _fields(value)  # BundleEntryProto: dtype 1, shard_id 3, offset 4, size 5
+    out, shards = {}, header.get(1, 1)
+    order = ">" if header.get(2) == 1 else "<"
+    for name, entry in entries.items():
+        width = _INTS.get(entry.get(1, 0))
+        if width is None or entry.get(5) != width:
+            continue
+        with open(f"{prefix}.data-{entry.get(3, 0):05d}-of-{shards:05d}", "rb") as f:
+            f.seek(entry.get(4, 0))
+            raw = f.read(width)
+        if len(raw) == width:
+            out[name] = struct.unpack(order + ("i" if width == 4 else "q"), raw)[0]
+    return out
+
+
+def keras_backup(prefix: str | os.PathLike) -> dict[str, int | None] | None:
+    """``{"step", "epoch", "batch"}`` of the checkpoint ``prefix`` (``…/chief/ckpt-4``) when it is a
+    Keras ``BackupAndRestore`` backup (``step`` None when it holds none); None when it is not one
+    or cannot be read."""
+    try:
+        found = _int_variables(Path(prefix), {_KERAS_EPOCH, _KERAS_BATCH, *_KERAS_STEPS})
+    except (OSError, ValueError, struct.error):
+        return None
+    if _KERAS_EPOCH not in found:
+        return None
+    step = next((found[k] for k in _KERAS_STEPS if k in found), None)
+    batch = found.get(_KERAS_BATCH)
+    return {"step": step, "epoch": found[_KERAS_EPOCH], "batch": batch if batch is not None and batch >= 0 else None}
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:

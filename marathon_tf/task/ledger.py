@@ -15,9 +15,9 @@ Kinds of entries:
   stop the bootstrap asked for; a Marathon task that failed without its bootstrap saying so).
   Counted against ``restart.max_failures`` within ``restart.window_seconds``.
 * ``preemption``: the program or its task was stopped from outside (SIGTERM to the bootstrap
-  through a kill's grace period, an exit code in ``restart.preemption_exit_codes``,
-  ``TASK_KILLED`` not asked for by marathon-tf, ``TASK_GONE_BY_OPERATOR``, ``TASK_UNREACHABLE``,
-  ``TASK_LOST`` ...). Counted against ``restart.max_preemptions`` only.
+  through a kill's grace period, an exit code in ``restart.preemption_exit_codes`` (143 only
+  after a SIGTERM), ``TASK_KILLED`` not asked for by marathon-tf, ``TASK_GONE_BY_OPERATOR``,
+  ``TASK_UNREACHABLE``, ``TASK_LOST`` ...). Counted against ``restart.max_preemptions`` only.
 * ``infrastructure``: the program died because the machinery around it did (the shared
   pre-warmed interpreter that forked it). Shown, never counted.
 

@@ -30,9 +30,10 @@ Who decides what (:func:`decide` is the whole table, a pure function):
   (:class:`RestartBudget`: in memory, and in ``<logdir>/.marathon-tf/failures.jsonl`` when the
   logdir is writable). More than N fails the job.
 * **Preemptions** (the program or its task stopped from outside: an exit code in
-  ``restart.preemption_exit_codes``, SIGTERM to the bootstrap that marathon-tf did not ask for)
-  are restarted like failures but counted against ``restart.max_preemptions`` only; a program
-  killed because the runner's machinery died (its pre-warmed interpreter) is not counted at all.
+  ``restart.preemption_exit_codes``, 143 only after a SIGTERM; SIGTERM to the bootstrap that
+  marathon-tf did not ask for) are restarted like failures but counted against
+  ``restart.max_preemptions`` only; a program killed because the runner's machinery died (its
+  pre-warmed interpreter) is not counted at all.
 * **Within the budget** the restart scope follows what TensorFlow 2.21 can recover from
   (``/work/shared/background/TF_RUNTIME.md``, :func:`restart_scope`): a chief/worker/evaluator
   program of ``tf1``, ``parameter_server`` and ``custom`` restarts *in place* (same host:port, so

@@ -22,10 +22,15 @@ from marathon_tf.task.lifecycle import (JobControl, JobPolicy, RestartBudget, cl
                                         failures_path, is_decider)
 from marathon_tf.task.supervisor import Outcome, Trainer
 
-__all__ = ["JobRestarts", "job_lifecycle", "program_grace", "STREAK_RESET"]
+__all__ = ["JobRestarts", "job_lifecycle", "program_grace", "STREAK_RESET", "SIGTERM_EXIT", "SIGTERM_WAIT"]
 
 #: A run of the program that lasted this long (seconds) or made a step ends a streak of failures.
 STREAK_RESET = 60.0
+#: The exit code of a program that ended on SIGTERM (128 + 15): a preemption only after a SIGTERM.
+SIGTERM_EXIT = 128 + signal.SIGTERM
+#: Seconds a program's exit 143 waits for its bootstrap's own SIGTERM: a task's kill signals its whole
+#: process tree (Mesos' executor), so the program's end may be seen just before the bootstrap's signal.
+SIGTERM_WAIT = 1.0
 
 
 def _log(message: str) -> None:
@@ -42,6 +47,8 @@ def program_grace(grace_seconds: float) -> float:
 
 class JobRestarts:
     """The restart half of :class:`~marathon_tf.task.bootstrap.Bootstrap` (see the module's docstring)."""
+
+    sigterm_wait = SIGTERM_WAIT
 
     def _wire_keeper(self) -> None:
         """The job's counts in this task's status and the record; the keeper's own entries as events."""
@@ -85,8 +92,10 @@ class JobRestarts:
                                                f"restarts ({round_.get('cause')})", failure=False)
             trainer = self._group_restart(trainer, round_)
             return trainer if trainer is not None else 128 + (self._signum or signal.SIGTERM)
+        if code == SIGTERM_EXIT and not hung and trainer.killed_by is None and self._stop.wait(self.sigterm_wait):
+            return self._stopped(trainer)  # the task was killed: the program's 143 came from that SIGTERM
         why = trainer.infrastructure() if not hung else None
-        kind = INFRASTRUCTURE if why else FAILURE if hung or code not in self.ctx.preemption_exit_codes else PREEMPTION
+        kind = INFRASTRUCTURE if why else PREEMPTION if not hung and self._preempted(trainer, code) else FAILURE
         tail = trainer.stderr_tail() + (f"\n{hung}" if hung else "")
         outcome = self.policy.decide(code, stderr_tail=tail, kind=kind, generation=self._round[1],
                                      killed_by=trainer.killed_by, why=why)
@@ -103,6 +112,14 @@ class JobRestarts:
                 return trainer if trainer is not None else 128 + (self._signum or signal.SIGTERM)
         trainer = self._restart_in_place(code, outcome)
         return trainer if trainer is not None else 128 + (self._signum or signal.SIGTERM)
+
+    def _preempted(self, trainer: Trainer, code: int) -> bool:
+        """Whether an exit code the job names (``restart.preemption_exit_codes``) is a preemption: 143
+        only when the program died of a SIGTERM the bootstrap did not send (the bootstrap's own SIGTERM
+        is :meth:`_stopped`); a program that exits 143 by itself failed."""
+        if code not in self.ctx.preemption_exit_codes:
+            return False
+        return code != SIGTERM_EXIT or trainer.killed_by == signal.SIGTERM
 
     def _show_counts(self) -> None:
         """The deciding task shows the job's restart counts in its status (``ledger``)."""

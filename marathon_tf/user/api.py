@@ -86,13 +86,16 @@ class Job:
                   on_output: Callable[[LogLine], None] = lambda line: None, on_progress: Progress = lambda s: None,
                   on_deployed: Callable[[Deployment], None] = lambda d: None,
                   templates_dir: Optional[str] = None, cluster: Optional[dict[str, Any]] = None,
-                  wait_for_resources: bool = True) -> LocalRunResult:
+                  wait_for_resources: bool = True,
+                  on_stopping: Callable[[int, float], None] = lambda tasks, grace: None) -> LocalRunResult:
         """Run the job to its end on this machine, as ``deploy --local`` does: a fresh local cluster,
         stopped when the job ends (also on Ctrl-C), or when it was not placed (``NotPlaced``: the
         agents given with ``agent_resources`` cannot hold it; a task that fits on none is refused with
         :class:`UsageError` before the job is sent). ``on_output`` gets every line of every task.
         ``cluster``: the local cluster's options (:class:`~marathon_tf.local.LocalCluster`'s: ``agents``,
-        ``agent_resources``, ``agent_attributes``, ``features``, ``dns_refresh``, ``dns_ttl`` …)."""
+        ``agent_resources``, ``agent_attributes``, ``features``, ``dns_refresh``, ``dns_ttl`` …).
+        On Ctrl-C (or SIGTERM/SIGHUP) ``on_stopping(tasks, longest grace in s)`` is called before the
+        tasks are stopped with their grace; a second one kills them at once."""
         from marathon_tf.user import admission, localrun
 
         def deployed(result, cluster) -> None:
@@ -102,7 +105,7 @@ class Job:
                            state_dir=Path(state_dir) if state_dir else None,
                            emit_task_line=lambda task, stream, text: on_output(LogLine(task, stream, text)),
                            progress=lambda s: on_progress(JobStatus.from_dict(s)), on_deployed=deployed,
-                           cluster_options=cluster, wait_for_resources=wait_for_resources)
+                           cluster_options=cluster, wait_for_resources=wait_for_resources, stopping=on_stopping)
         return LocalRunResult(job=self.name, state=run.state, seconds=run.seconds, state_dir=str(run.state_dir),
                               status=JobStatus.from_dict(run.status), logdir_path=run.logdir)
 

@@ -340,7 +340,10 @@ def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster,
     progress = observe.announcing(_progress_printer(), output.info)  # + metrics URLs, TensorBoard, once
     run = job.run_local(templates_dir=templates_dir, timeout=timeout, on_output=task_line,
                         on_progress=lambda st: progress(st.to_dict()), on_deployed=deployed,
-                        cluster=cluster, wait_for_resources=wait_for_resources)
+                        cluster=cluster, wait_for_resources=wait_for_resources,
+                        on_stopping=lambda n, grace: output.info(
+                            f"stopping {n} task{'s' if n != 1 else ''} (grace up to {grace:g} s; "
+                            f"Ctrl-C again to kill now)"))
     status = run.status.to_dict()
     steps = status.get("finalStep", status.get("step"))
     output.info(f"job {job.name}: {run.state} in {run.seconds:.1f} s"

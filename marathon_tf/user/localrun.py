@@ -6,9 +6,10 @@ task's output prefixed with its name (``[worker-1] …``), and returns when the
 job has ended (its record says Succeeded or Failed; before the record exists,
 the deciding task's bootstrap phase is used). Everything it started is stopped
 when it returns, also on Ctrl-C, SIGTERM and SIGHUP (:mod:`marathon_tf.user.stopsignals`:
-raised as :class:`~marathon_tf.contract.errors.Interrupted`, exit 128 + the signal's number);
-when it is killed outright (SIGKILL), the local runner's guardian
-(:mod:`marathon_tf.local.reaper`) kills every task process.
+raised as :class:`~marathon_tf.contract.errors.Interrupted`, exit 128 + the signal's number):
+the tasks get their grace period, and a second signal kills them at once; when it is killed
+outright (SIGKILL), the local runner's guardian (:mod:`marathon_tf.local.reaper`) kills every
+task process.
 
 Printing goes through the ``sink`` callbacks the CLI passes in.
 """
@@ -176,10 +177,13 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
         progress: Callable[[dict[str, Any]], None] = lambda s: None,
         on_deployed: Callable[[jobs.DeployResult, Any], None] = lambda r, c: None,
         poll: float = 1.0, cluster_options: dict[str, Any] | None = None,
-        wait_for_resources: bool = True) -> LocalRun:
+        wait_for_resources: bool = True,
+        stopping: Callable[[int, float], None] = lambda tasks, grace: None) -> LocalRun:
     """Run ``spec`` to its end on a fresh local cluster (``cluster_options``: LocalCluster's, see
     :mod:`marathon_tf.user.local_options`); raises :class:`Timeout` (exit 3). ``wait_for_resources``
-    False: a job its agents cannot hold now is refused (:class:`NotPlaced`) before it is sent."""
+    False: a job its agents cannot hold now is refused (:class:`NotPlaced`) before it is sent.
+    On the first stop signal ``stopping(tasks, longest grace)`` is called before the tasks are
+    stopped with their grace; a second signal kills them at once."""
     from marathon_tf.user.local_options import DEPLOY_DNS_REFRESH
 
     from marathon_tf.local.launcher import host_volume_path, volume_problem
@@ -217,19 +221,34 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
         if lock is not None:
             lock.release()
         raise
+    started: list[Any] = []  # the cluster, once made
+    killed: list[int] = []
+
+    def kill_now(signum: int) -> None:  # a second stop signal: no more waiting for the graces
+        killed.append(signum)
+        for cluster in started:
+            cluster.kill_tasks_now()
+
     try:
-        with stopsignals.converted():
+        with stopsignals.converted(again=kill_now):
             try:
                 cluster = local_cluster(state_dir=state_dir, **{"dns_refresh": DEPLOY_DNS_REFRESH,
                                                                 **(cluster_options or {})})
             except ValueError as e:  # what the cluster refuses of its options
                 raise UsageError(f"{e}; nothing was started") from None
+            started.append(cluster)
             result = _run(spec, cluster, state_dir,
                           templates_dir=templates_dir, timeout=timeout, emit_task_line=emit_task_line,
                           progress=progress, on_deployed=on_deployed, poll=poll, lock=lock,
-                          wait_for_resources=wait_for_resources)
+                          wait_for_resources=wait_for_resources, stopping=stopping)
         result.logdir = logdir
         return result
+    except KeyboardInterrupt as e:  # stopsignals.Stopped (SIGINT, SIGTERM, SIGHUP), after the clean-up
+        signum = getattr(e, "signum", None)
+        how = "interrupted" if signum in (None, 2) else f"stopped by {stopsignals.signal_name(signum)}"
+        tasks = (" (its tasks killed at once: a second stop signal)" if killed else
+                 " (its tasks with their grace period)") if started else ""
+        raise Interrupted(f"{how}: the local job {spec.name} was stopped{tasks}", signum=signum) from None
     finally:
         runner.release()
         if lock is not None:
@@ -249,8 +268,8 @@ def logdir_host_path(spec: JobSpec, host_paths: list[str] | None = None) -> str 
 def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | None, timeout: float | None,
          emit_task_line: Callable[[str, str, str], None], progress: Callable[[dict[str, Any]], None],
          on_deployed: Callable[[jobs.DeployResult, Any], None], poll: float,
-         lock: joblock.Lock | None,
-         wait_for_resources: bool = True) -> LocalRun:
+         lock: joblock.Lock | None, wait_for_resources: bool = True,
+         stopping: Callable[[int, float], None] = lambda tasks, grace: None) -> LocalRun:
     tailer = SandboxTailer(state_dir, emit_task_line)
     start = time.monotonic()
     try:
@@ -286,11 +305,14 @@ def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | N
                               f"{timeout:g} s; it was stopped with the local cluster",
                               hint=f"task output is in {state_dir}/sandboxes")
             time.sleep(poll)
-    except KeyboardInterrupt as e:
-        signum = getattr(e, "signum", None)
-        how = "interrupted" if signum in (None, 2) else f"stopped by {stopsignals.signal_name(signum)}"
-        raise Interrupted(f"{how}: the local job {spec.name} was stopped (its tasks with their grace period)",
-                          signum=signum) from None
+    except KeyboardInterrupt:
+        try:
+            tasks, grace = cluster.shutdown_plan()
+        except Exception:  # noqa: BLE001 - the runner stops whatever it could not count
+            tasks, grace = 0, 0.0
+        if tasks:
+            stopping(tasks, grace)
+        raise  # run() says it, once the tasks are stopped
     finally:
         tailer.stop()
         cluster.stop()

@@ -4,7 +4,8 @@
 SIGINT. Inside :func:`converted`, the first of SIGINT/SIGTERM/SIGHUP raises :class:`Stopped`
 (a :class:`KeyboardInterrupt`, so every ``except KeyboardInterrupt`` clean-up path applies) in the
 main thread; further ones are only remembered until the block is left, so the clean-up itself is
-not interrupted. The caller exits with ``128 + signum`` (130, 143, 129).
+not interrupted (``again``, when given, is called with each of them: e.g. a second Ctrl-C that
+cuts the clean-up's waiting short). The caller exits with ``128 + signum`` (130, 143, 129).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from typing import Iterator
+from typing import Callable, Iterator, Optional
 
 __all__ = ["Stopped", "converted", "SIGNALS", "signal_name"]
 
@@ -33,9 +34,10 @@ def signal_name(signum: int) -> str:
 
 
 @contextlib.contextmanager
-def converted() -> Iterator[list[int]]:
+def converted(again: Optional[Callable[[int], None]] = None) -> Iterator[list[int]]:
     """Turn the stop signals into :class:`Stopped` within the block (main thread only; elsewhere a
-    no-op). Yields the list of signals received."""
+    no-op). Yields the list of signals received; ``again(signum)`` is called on each after the first
+    (in the main thread; what it raises is ignored: the clean-up goes on)."""
     received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield received
@@ -43,6 +45,11 @@ def converted() -> Iterator[list[int]]:
 
     def remember(signum: int, frame: object) -> None:
         received.append(signum)
+        if again is not None:
+            try:
+                again(signum)
+            except Exception:  # noqa: BLE001 - a signal handler must not break the clean-up it interrupts
+                pass
 
     def first(signum: int, frame: object) -> None:
         received.append(signum)

@@ -9,6 +9,7 @@ import struct
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.bootstrap import Bootstrap
 from marathon_tf.task.lifecycle import JobPolicy, RestartBudget
+from test_checkpoints import write_checkpoint
 
 
 def _boot(tmp_path, role="worker", clock=None, policy=None):
@@ -29,6 +30,24 @@ def test_a_checkpoint_in_the_logdir_is_announced(tmp_path, capsys):
     ps = _boot(tmp_path, role="ps")  # a ps restores nothing itself
     ps._announce_checkpoint()
     assert ps.status.snapshot()["resumed_from"] is None
+
+
+def test_a_keras_backup_is_announced_with_its_step_or_else_its_epoch(tmp_path, capsys):
+    """Issue 21: a Keras BackupAndRestore backup is numbered by its save counter (ckpt-4): the line
+    says its real step, or only its epoch when the backup holds no step (never the counter)."""
+    write_checkpoint(tmp_path / "ckpt" / "backup" / "chief", 4, {"ckpt_saved_epoch": 2, "ckpt_saved_batch": 1,
+                                                                 "model/optimizer/_iterations": 87})
+    boot = _boot(tmp_path)
+    boot._announce_checkpoint()
+    assert boot.status.snapshot()["resumed_from"] == 87
+    assert "resumed from checkpoint at step 87 (in ckpt: the Keras backup of epoch 3, batch 2)" in \
+        capsys.readouterr().err
+    write_checkpoint(tmp_path / "other" / "ckpt" / "chief", 4, {"ckpt_saved_epoch": 6})
+    boot = _boot(tmp_path / "other")
+    boot._announce_checkpoint()
+    assert boot.status.snapshot()["resumed_from"] is None
+    err = capsys.readouterr().err
+    assert "resumed from the Keras backup (epoch 7; in ckpt)" in err and "step 4" not in err
 
 
 def test_step_lines_give_a_rate_and_the_logdir_gives_a_step_without_them(tmp_path):

@@ -2,6 +2,7 @@
 backend and a fake Marathon (the record is written through the real client)."""
 
 import io
+import os
 import signal
 import sys
 import threading
@@ -14,7 +15,7 @@ from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task import lifecycle as lc
 from marathon_tf.task.bootstrap import Bootstrap, job_lifecycle
 from marathon_tf.task.discovery import Observation
-from polling import wait_for
+from polling import alive, wait_for
 
 PEERS = {("ps", 0): "127.0.0.1:2000", ("worker", 0): "127.0.0.1:2001", ("worker", 1): "127.0.0.1:2002"}
 # Exits with the code in file CODES (one line per run, the last line repeats), printing a step first.
@@ -23,6 +24,13 @@ CHILD = ("import os, sys; runs = open('runs', 'a+'); runs.write('x'); runs.close
          "print('step=%d loss=1' % (10 * n), flush=True); "
          "sys.stderr.write('run %d: boom: bad data\\n' % n); "
          "sys.exit(int(codes[min(n, len(codes)) - 1]))")
+# Its first run prints a step and sleeps (to be killed; with a file "catch" it exits 143 on SIGTERM by
+# itself), the next ones exit 0.
+SLEEPER = ("import os, signal, sys, time; runs = open('runs', 'a+'); runs.write('x'); runs.close(); "
+           "n = len(open('runs').read()); open('pid', 'w').write(str(os.getpid())); "
+           "print('step=%d loss=1' % (10 * n), flush=True); "
+           "os.path.exists('catch') and signal.signal(signal.SIGTERM, lambda *a: sys.exit(143)); "
+           "n > 1 and sys.exit(0); time.sleep(60)")
 
 
 class Backend:
@@ -34,7 +42,7 @@ class Backend:
 
 
 class Run:
-    def __init__(self, ctx, env, sandbox, codes, *, backend=None, control=True, fake=None):
+    def __init__(self, ctx, env, sandbox, codes, *, backend=None, control=True, fake=None, program=CHILD):
         (sandbox / "codes").write_text(" ".join(str(c) for c in codes))
         parts = job_lifecycle(ctx, env)
         if control and fake is not None:
@@ -43,7 +51,7 @@ class Run:
             parts["control"] = None
         self.err = io.BytesIO()
         env = {**env, "MTF_RENDEZVOUS": "direct"}  # the fake backend is read by every task (tests/task/test_rendezvous*)
-        self.boot = Bootstrap(ctx, env, [sys.executable, "-c", CHILD], backend=backend or Backend(PEERS),
+        self.boot = Bootstrap(ctx, env, [sys.executable, "-c", program], backend=backend or Backend(PEERS),
                               stdout=io.BytesIO(), stderr=self.err, tick=0.02, restart_backoff=(0.01, 0.05),
                               **parts)
         self.result = None
@@ -52,6 +60,7 @@ class Run:
 
     def status(self):
         return self.boot.status.snapshot()
+
 
     def stop(self):
         self.boot.request_stop(signal.SIGTERM)
@@ -107,6 +116,64 @@ def test_a_worker_restarts_in_place_then_succeeds(tmp_path, fake_marathon, make_
     wait_for(lambda: fake_marathon.puts(), 10, what="the record")
     assert run.status()["restarts"] == 2 and fake_marathon.apps["/ml/mnist/worker-0"]["labels"][L.FINAL_STEP] == "30"
     assert run.stop() == 0
+
+
+def test_a_program_that_exits_143_by_itself_is_a_failure_not_a_preemption(tmp_path, fake_marathon, make_ctx,
+                                                                        task_environ, runs):
+    """Issue 21: 143 is a preemption exit code only after a SIGTERM; nobody sent one here, so the exit
+    counts against max_failures (0: the job fails) instead of being restarted as a preemption."""
+    job(fake_marathon)
+    ctx = context(make_ctx, fake_marathon, restart_budget=(0, 600.0))
+    run = runs(ctx, task_environ(ctx), tmp_path, [143, 0], fake=fake_marathon)
+    wait_for(lambda: fake_marathon.puts(), 10, what="the record")
+    labels = fake_marathon.apps["/ml/mnist/worker-0"]["labels"]
+    assert labels[L.STATE] == "Failed", labels
+    assert labels[L.REASON].endswith("more than restart.max_failures (0); last: worker-0 exited with 143: "
+                                     "run 1: boom: bad data"), labels[L.REASON]
+    assert run.status()["restarts"] == 0
+    summary = run.boot.policy.keeper.ledger.summary()
+    assert (summary["failures"], summary["preemptions"]) == (1, 0), summary
+    assert run.stop() == 143
+
+
+def test_a_program_killed_by_a_sigterm_from_outside_is_a_preemption(tmp_path, fake_marathon, make_ctx, task_environ,
+                                                                    runs, capsys):
+    """SIGTERM to the program alone (not through its bootstrap): it dies of it (143), a preemption:
+    restarted, the failure budget (0) untouched; its next run ends the job Succeeded."""
+    job(fake_marathon)
+    ctx = context(make_ctx, fake_marathon, restart_budget=(0, 600.0))
+    run = runs(ctx, task_environ(ctx), tmp_path, [0], fake=fake_marathon, program=SLEEPER)
+    wait_for(lambda: run.status()["step"] == 10, 10, what="its first step")
+    pid = int((tmp_path / "pid").read_text())
+    os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: fake_marathon.puts(), 10, what="the record")
+    assert fake_marathon.apps["/ml/mnist/worker-0"]["labels"][L.STATE] == "Succeeded"
+    summary = run.boot.policy.keeper.ledger.summary()
+    assert (summary["failures"], summary["preemptions"]) == (0, 1), summary
+    assert "training program was preempted (preemption 1 of at most 100, job-wide)" in capsys.readouterr().err
+    assert run.status()["restarts"] == 1 and run.stop() == 0
+
+
+def test_a_program_ending_143_just_before_its_bootstrap_gets_the_tasks_sigterm_is_stopped_not_counted(
+        tmp_path, fake_marathon, make_ctx, task_environ, runs, capsys):
+    """A task's kill signals its whole process tree (Mesos' command executor): the program may end on
+    its SIGTERM (its handler exits 143) just before the bootstrap's own SIGTERM arrives. The bootstrap
+    waits a moment for it and stops as a killed task does: no failure counted, no restart."""
+    job(fake_marathon)
+    (tmp_path / "catch").write_text("")
+    ctx = context(make_ctx, fake_marathon, restart_budget=(0, 600.0))
+    run = runs(ctx, task_environ(ctx), tmp_path, [0], fake=fake_marathon, program=SLEEPER)
+    run.boot.sigterm_wait = 10.0  # the test's own SIGTERM to the bootstrap comes after the program is reaped
+    wait_for(lambda: run.status()["step"] == 10, 10, what="its first step")
+    pid = int((tmp_path / "pid").read_text())
+    os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: not alive(pid), 10, what="the program's end")
+    run.boot.request_stop(signal.SIGTERM)
+    run.thread.join(10)
+    assert not run.thread.is_alive() and run.result == 143
+    assert run.status()["restarts"] == 0 and fake_marathon.puts() == []
+    assert run.boot.policy.keeper.ledger.summary()["failures"] == 0
+    assert "stopped by SIGTERM: the training program gets it now" in capsys.readouterr().err
 
 
 def test_budget_is_shared_by_two_bootstraps_through_the_logdir(tmp_path, fake_marathon, make_ctx, task_environ, runs):

@@ -1,0 +1,58 @@
+"""Ctrl-C of `deploy --local` answers at once (issue 21): the first stop signal says how many tasks
+stop and the longest grace they get; a second one kills them at once (exit 130, nothing left)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from leaks import kill_referring_to, wait_none_referring_to
+from polling import wait_for
+
+# Ignores SIGTERM: only SIGKILL ends it (its bootstrap would wait the whole grace for it).
+STUBBORN = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('step=1 ready', flush=True); time.sleep(600)")
+
+
+def _env(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MARATHON")}
+    env.update(MARATHON_TF_STATE_DIR=str(tmp_path / "state"), MARATHON_TF_CONFIG="/nonexistent")
+    return env
+
+
+@pytest.mark.timeout(180)
+def test_a_second_ctrl_c_kills_every_task_at_once(tmp_path):
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"name": "stubborn", "command": ["python3", "-c", STUBBORN],
+                               "roles": {"worker": {"count": 1, "cpus": 0.1, "mem": 64}}}))
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    with open(out, "wb") as o, open(err, "wb") as e:
+        proc = subprocess.Popen([sys.executable, "-m", "marathon_tf.user.cli", "deploy", str(job), "--local"],
+                                stdout=o, stderr=e, env=_env(tmp_path), cwd=tmp_path, start_new_session=True)
+    try:
+        wait_for(lambda: "[worker-0] step=1 ready" in out.read_text(errors="replace") or proc.poll() is not None,
+                 timeout=90, what="the program running")
+        assert proc.poll() is None, err.read_text()[-3000:]
+        os.kill(proc.pid, signal.SIGINT)
+        line = "stopping 1 task (grace up to 30 s; Ctrl-C again to kill now)"
+        wait_for(lambda: line in err.read_text(errors="replace") or proc.poll() is not None, timeout=30,
+                 what="the stopping line")
+        assert line in err.read_text(errors="replace"), err.read_text()[-3000:]
+        assert proc.poll() is None  # the task has its grace: the program ignores SIGTERM, so it is waited for
+        second = time.monotonic()
+        os.kill(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 130, err.read_text()[-3000:]
+        assert "the local job stubborn was stopped (its tasks killed at once: a second stop signal)" in err.read_text()
+        took = time.monotonic() - second
+        assert took < 15, f"{took:.1f} s after the second Ctrl-C (the grace is 30 s)\n" + err.read_text()[-3000:]
+        assert wait_none_referring_to(tmp_path / "state", seconds=10) == []
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        kill_referring_to(tmp_path / "state")
