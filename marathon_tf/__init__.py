@@ -13,7 +13,8 @@ The package is three programs that run in different places, and what they share:
 Imports go one way (``tests/test_layout.py`` keeps them so): ``contract`` imports nothing else of
 marathon_tf; ``marathon`` only ``contract``; ``task`` never imports ``user`` or ``local``;
 ``local`` knows marathon-tf only through ``contract``, as a real Mesos agent knows nothing of it.
-``bootstrap.py`` here is the task's entry point (``python -m marathon_tf.bootstrap``).
+``bootstrap.py`` here is the task's entry point (``python -m marathon_tf.bootstrap``), ``cli.py`` the CLI's under its
+first name (``python -m marathon_tf.cli``; the CLI is ``user/cli.py``).
 
 Importing this package is cheap: it never imports TensorFlow, and the heavy
 modules (the CLI, the local runner) are imported only when used.
