@@ -120,6 +120,25 @@ def test_readme_job_files_are_valid(block, tmp_path):
 
 
 @pytest.mark.parametrize("block", PYTHON, ids=[f"line{b.line}" for b in PYTHON])
+def test_readme_python_blocks_run(block, tmp_path):
+    """A Python block runs as written, in the scratch folder (a block that uses the local cluster
+    trains real TensorFlow), and leaves nothing behind."""
+    if "LocalCluster" in block.text or "deploy" in block.text:
+        pytest.importorskip("tensorflow")
+    work = _scratch(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MARATHON_")}
+    env.update({"MARATHON_TF_STATE_DIR": str(tmp_path / "state"), "XDG_STATE_HOME": str(tmp_path / "xdg")})
+    proc = subprocess.Popen([sys.executable, "-c", block.text], cwd=work, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    output, _, ended = communicate_or_stop(proc, 600, grace=60)
+    assert ended, f"README line {block.line} (python) ran past 600 s:\n{output[-4000:]}"
+    assert proc.returncode == 0, f"README line {block.line} (python) exited {proc.returncode}:\n{output[-4000:]}"
+    if ".wait(" in block.text:  # a block that follows a job to its end says how it ended
+        assert "Succeeded" in output, f"README line {block.line} (python):\n{output[-4000:]}"
+    assert wait_no_processes(tmp_path, 30) == []
+
+
+@pytest.mark.parametrize("block", PYTHON, ids=[f"line{b.line}" for b in PYTHON])
 def test_readme_python_blocks_compile_and_import_what_exists(block):
     import ast
     import importlib

@@ -203,7 +203,8 @@ def ports_resource(ports: Iterable[int], role: str = "*") -> Resource:
 
 
 def gpu_env(indices: Sequence[int]) -> dict[str, str]:
-    """What a task given these GPUs of an agent that has GPUs sees (see docs/local-mode.md, "GPUs")."""
+    """What a task given these GPUs of an agent that has GPUs sees (docs/local-mode.md, "GPUs"); a task
+    without GPUs gets ``CUDA_VISIBLE_DEVICES=""`` on any agent (:func:`marathon_tf.local.launcher.task_env`)."""
     visible = ",".join(str(i) for i in indices)
     return {"CUDA_VISIBLE_DEVICES": visible, **({"NVIDIA_VISIBLE_DEVICES": visible} if indices else {})}
 

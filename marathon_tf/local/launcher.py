@@ -133,7 +133,9 @@ def _fmt_double(value: float) -> str:
 def task_env(app: dict, task_id: str, version: str, ports: list[int], sandbox: str, host: str,
              base: Optional[Mapping[str, str]] = None, agent_id: str = "", framework_id: str = "") -> dict[str, str]:
     """The environment of a task: what the runner passes of its own (:func:`passed_env` of ``base``,
-    default ``os.environ``), Marathon's and Mesos's variables, then the app's own ``env`` (which overrides)."""
+    default ``os.environ``), Marathon's and Mesos's variables, ``CUDA_VISIBLE_DEVICES=""`` for an app
+    without GPUs (CUDA sees none: no CUDA errors on CPU machines), then the app's own ``env`` (which
+    overrides). The scheduler sets a GPU task's indices on an agent with GPUs."""
     env = passed_env(os.environ if base is None else base)
     env["MTF_STATUS_BIND"] = host if host.startswith("127.") else "127.0.0.1"  # the agent's own address
     definitions = app.get("portDefinitions") or []
@@ -166,6 +168,8 @@ def task_env(app: dict, task_id: str, version: str, ports: list[int], sandbox: s
     env["MARATHON_APP_LABELS"] = " ".join(labels)
     for key, value in labels.items():
         env["MARATHON_APP_LABEL_" + re.sub(r"[^a-zA-Z0-9_]+", "_", key).upper()] = str(value)
+    if not float(app.get("gpus") or 0) > 0:  # what a GPU isolator leaves a task without GPUs (docs/local-mode.md)
+        env["CUDA_VISIBLE_DEVICES"] = ""  # the app's env may set it
     for key, value in (app.get("env") or {}).items():
         if isinstance(value, str):
             env[key] = value

@@ -9,7 +9,9 @@ canonical ``<label>-<hash5>-s0.marathon[.slave].mesos.`` (A),
 .marathon.mesos.`` (SRV, named ports), ``_<label>._tcp|_udp.marathon.slave.mesos.``
 (SRV, every port); the same again for the legacy dotted name. Records are rebuilt
 from the task state every ``refresh`` seconds only (0: on every query), which
-reproduces Mesos-DNS's propagation lag.
+reproduces Mesos-DNS's propagation lag. Upstream (mesosphere/mesos-dns@e888ef4): the names in
+``records/generator.go`` (``taskRecord``), the reload every ``RefreshSeconds`` and the TTL
+(defaults 60 and 60) in ``records/config.go`` and ``resolver/resolver.go``.
 """
 
 from __future__ import annotations

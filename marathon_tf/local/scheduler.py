@@ -173,8 +173,8 @@ class Scheduler:
             box = self.launcher.prepare(run_def, task.id, Path(task.sandbox).parent)
             env = task_env(run_def, task.id, task.version, task.ports, str(box), task.host, agent_id=task.agent_id,
                            framework_id=FRAMEWORK_ID)
-            if agent is not None and agent.gpus:  # what the agent's GPU isolator leaves visible
-                env.update(gpu_env(task.gpus))
+            if float(run_def.get("gpus") or 0) > 0 and agent is not None and agent.gpus:
+                env.update(gpu_env(task.gpus))  # what the agent's GPU isolator leaves visible
             own = run_def.get("env") or {}
             if self.grants is not None and not {"MARATHON_TOKEN", TOKEN_FILE_VAR, "MARATHON_USER"} & set(own):
                 # a token of its own to call the runner back with, scoped to its job (local/taskscope.py)

@@ -161,7 +161,8 @@ def test_a_task_runs_on_its_agent_address_ports_and_sandbox(cluster_with, wait):
                                                           what="env.txt").splitlines() if "=" in line)
         assert env["HOST"] == t["host"] and env["PORT0"] == str(t["ports"][0])
         assert env["MESOS_SANDBOX"] == str(sandbox_of(cluster, t))
-        assert "CUDA_VISIBLE_DEVICES" not in env  # agents without GPUs change nothing
+        # a task without GPUs: CUDA sees none, on agents without GPUs too (no CUDA init errors on CPU machines)
+        assert env["CUDA_VISIBLE_DEVICES"] == "" and "NVIDIA_VISIBLE_DEVICES" not in env
     on2 = next(t for t in tasks if t["host"] == "127.0.0.2")
     assert "/agents/agent-2/sandboxes/" in str(sandbox_of(cluster, on2))
     state = api.get("/state").json()  # the runner's one view: every agent's sandboxes (logs, web UI)

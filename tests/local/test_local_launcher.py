@@ -18,6 +18,17 @@ def _sandbox(cluster, task_id: str) -> Path:
     return cluster.state_dir / "sandboxes" / task_id
 
 
+def test_a_task_without_gpus_gets_no_cuda_device_unless_its_app_says_otherwise():
+    from marathon_tf.local.launcher import task_env
+
+    def env(**app):
+        return task_env({"id": "/j/a", **app}, "t", "v", [], "/box", "127.0.0.1", base={})
+
+    assert env()["CUDA_VISIBLE_DEVICES"] == "" and env(gpus=0)["CUDA_VISIBLE_DEVICES"] == ""
+    assert env(gpus=0, env={"CUDA_VISIBLE_DEVICES": "1"})["CUDA_VISIBLE_DEVICES"] == "1"
+    assert "CUDA_VISIBLE_DEVICES" not in env(gpus=1)  # the scheduler gives it its agent's indices
+
+
 def test_task_environment(api, make_app, cluster, wait, monkeypatch):
     # the runner's own variables (issue 24: credentials and cloud keys seen in a task's /proc/<pid>/environ)
     runner_own = {"MARATHON_TOKEN": "secret-token", "MARATHON_USER": "ml", "MARATHON_PASSWORD": "pw",
@@ -55,6 +66,7 @@ def test_task_environment(api, make_app, cluster, wait, monkeypatch):
     assert env["MESOS_EXECUTOR_ID"] == task["id"] and env["MESOS_SLAVE_ID"] == task["slaveId"]
     assert env["MESOS_FRAMEWORK_ID"] and env["MESOS_CHECKPOINT"] == "1"
     assert env["MTF_STATUS_BIND"] == "127.0.0.1"
+    assert env["CUDA_VISIBLE_DEVICES"] == ""  # gpus 0: CUDA sees no device (as behind Mesos's GPU isolator)
     assert Path(os.readlink(f"/proc/{wait(lambda: cluster.task_pids())[0]}/cwd")) == box
     assert task["ports"][0] != task["ports"][1]
 

@@ -1,4 +1,14 @@
-"""Mesos-DNS emulation: A/SRV records over DNS (dnspython), the /v1 HTTP API, refresh lag."""
+"""Mesos-DNS emulation: A/SRV records over DNS (dnspython), the /v1 HTTP API, refresh lag.
+
+What is modelled, from Mesos-DNS's own source (mesosphere/mesos-dns@e888ef4, its last commit): task records
+``<task>.<framework>.<domain>`` (A), the canonical ``<task>-<hash>-<slave id tail>`` name and
+``_<task>._<proto>.<framework>[.slave].<domain>`` (SRV) in ``records/generator.go``
+(``taskRecord``, ``insertTaskRR``); records rebuilt only at each reload, every
+``RefreshSeconds`` (default 60), the previous ones answered meanwhile (``resolver/resolver.go``
+``Reload``, "keeping old DNS state" on an error); ``TTL`` default 60 on SRV and A answers
+(``records/config.go`` ``NewConfig``; ``resolver.go`` ``formatSRV``/``formatA``); NXDOMAIN with the
+SOA for an unknown name of the domain (``resolver.go`` ``HandleMesos``). FACTS.md §7 in the
+project's shared material summarises the same."""
 
 from __future__ import annotations
 
