@@ -51,8 +51,10 @@ def _job_file(tmp: Path, example: str = "linear-regression-tf1",
         v["host_path"] = str(tmp / "shared" / v["container_path"])
         Path(v["host_path"]).mkdir(parents=True, exist_ok=True)
     job["command"] = ["python3", "train.py", "--train_steps", str(TARGET), "--checkpoint_dir", "ckpt", *flags]
-    job["bootstrap"] = f"{sys.executable} -m marathon_tf.bootstrap --watch-interval 2 --grace 5"
+    # the default entry point (what users run): its tasks share the runner's pre-warmed interpreter
+    job["bootstrap"] = "marathon-tf bootstrap --watch-interval 2 --grace 5"
     job["restart"] = {"max_failures": 20, "window_seconds": 600}
+    job["progress"] = {"target_step": TARGET}  # what it trains to (`scale` refuses a job past its target)
     job.update(changes)
     out = tmp / "job.json"
     out.write_text(json.dumps(job))
@@ -66,10 +68,13 @@ def _pss_job_file(tmp: Path) -> Path:
 
 def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int,
              prepare: Callable[[object], None] | None = None, *, job_file: Callable[[Path], Path] | None = None,
-             trainers: set[str] | None = None, cluster_options: dict | None = None, **job_changes) -> float:
+             trainers: set[str] | None = None, cluster_options: dict | None = None,
+             steps_lost: list | None = None, **job_changes) -> float:
     """Deploy (``job_file(tmp)``, default the TF1 job file with ``job_changes``), train until step > 500,
     ``prepare(cluster)`` (untimed), ``disrupt(cluster, client, job)``, and time until every worker (or
-    every task in ``trainers``) printed a step line after it."""
+    every task in ``trainers``) printed a step line after it. ``steps_lost``: gets the global steps
+    trained again (the highest step printed before the disruption minus the lowest printed after
+    it, at least 0)."""
     from marathon_tf.user import jobs, spec as spec_mod
     from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
     from marathon_tf.marathon.client import Client, RetryPolicy
@@ -116,6 +121,9 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
         with lock:
             last = max(min(t for t, task, _ in lines if t > t0 + 0.5 and task == w) for w in workers)
             respec = max((t for t in started if t0 < t <= last), default=t0)
+            if steps_lost is not None:
+                before = max((s for t, _, s in lines if t < t0), default=0)
+                steps_lost.append(max(0, before - min(s for t, _, s in lines if t > t0 + 0.5)))
         return last - t0, respec - t0
     finally:
         tailer.stop()
@@ -131,8 +139,8 @@ def _until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def _kill(app: str) -> Callable[[object, object, str], None]:
-    return lambda cluster, client, job: cluster.kill_task(f"/{job}/{app}", "KILL")
+def _kill(app: str, sig: str = "KILL") -> Callable[[object, object, str], None]:
+    return lambda cluster, client, job: cluster.kill_task(f"/{job}/{app}", sig)
 
 
 def _kill_together(*apps: str) -> Callable[[object, object, str], None]:
@@ -146,6 +154,18 @@ def _kill_agent_of(app: str) -> Callable[[object, object, str], None]:
     def disrupt(cluster, client, job):
         host = client.request("GET", f"/v2/apps/{job}/{app}/tasks").body["tasks"][0]["host"]
         cluster.kill_agent(host)
+    return disrupt
+
+
+def _term_program(task: str) -> Callable[[object, object, str], None]:
+    """SIGTERM to ``task``'s training program alone (a preemption of the program)."""
+    def disrupt(cluster, client, job):
+        import os
+        import signal
+
+        from .bench_prewarm import _trainer_pid
+
+        os.kill(_trainer_pid(cluster, task)[1], signal.SIGTERM)
     return disrupt
 
 
@@ -177,14 +197,51 @@ def bench_agent_loss(quick: bool) -> list[Row]:
                    {"cluster_options": {"agents": 3}})], n)
 
 
+def bench_preemption(quick: bool) -> list[Row]:
+    """Preemptions of the TF1 example (the chief, worker-0, saves on SIGTERM at the step it is in and
+    exits 42; a preemption restarts without spending the failure budget): seconds back to training
+    and the global steps trained again. Steps are printed every 5 (the figure's resolution)."""
+    n = 1 if quick else 3
+    flags = ("--log_every", "5", "--save_checkpoint_steps", "250")
+    cases = [("preemption: SIGTERM to the chief's program (worker-0; TF1)", _term_program("worker-0")),
+             ("preemption: SIGTERM to the chief's whole task (worker-0; TF1)", _kill("worker-0", "TERM")),
+             ("preemption: SIGTERM to ps-0's whole task (TF1; the chief saves as the group restarts)",
+              _kill("ps-0", "TERM"))]
+    rows = []
+    for name, disrupt in cases:
+        lost: list[int] = []
+        try:
+            runs = []
+            for _ in range(n):
+                runs.append(_one_run(disrupt, 2, job_file=lambda tmp: _job_file(tmp, flags=flags), steps_lost=lost)[0])
+                print(f"    {name}: {runs[-1]:.2f} s, {lost[-1]} steps again", file=sys.stderr, flush=True)
+        except TimeoutError as e:
+            rows.append(Row(name, "did not recover", "", str(e)))
+            continue
+        except Exception as e:
+            rows.append(Row(name, "failed", "", f"{type(e).__name__}: {e}"))
+            continue
+        rows.append(Row(name, round(median(runs), 1), "s",
+                        f"median of {n}; SIGTERM -> every worker's next step= line; runs: "
+                        f"{', '.join(f'{r:.1f}' for r in runs)}; global steps trained again: "
+                        f"{', '.join(str(s) for s in lost)} (checkpoints every 250 steps; steps printed every 5)"))
+    return rows
+
+
 def _rows(cases: list, n: int) -> list[Row]:
     rows = []
     for name, disrupt, workers, options in cases:
         try:
-            pairs = [_one_run(disrupt, workers, **options) for _ in range(n)]
+            pairs = []
+            for _ in range(n):
+                pairs.append(_one_run(disrupt, workers, **options))
+                print(f"    {name}: {pairs[-1][0]:.2f} s", file=sys.stderr, flush=True)  # kept if a later run fails
             runs, respecs = [p[0] for p in pairs], [p[1] for p in pairs]
         except TimeoutError as e:
             rows.append(Row(name, "did not recover", "", str(e)))
+            continue
+        except Exception as e:  # one case's error is its row, not the end of the others
+            rows.append(Row(name, "failed", "", f"{type(e).__name__}: {e}"))
             continue
         rows.append(Row(name, round(median(runs), 1), "s",
                         f"median of {n}; disruption -> every worker's next step= line; "
@@ -193,4 +250,4 @@ def _rows(cases: list, n: int) -> list[Row]:
     return rows
 
 
-BENCHMARKS = {"recovery": bench_recovery, "agent-loss": bench_agent_loss}
+BENCHMARKS = {"recovery": bench_recovery, "agent-loss": bench_agent_loss, "preemption": bench_preemption}

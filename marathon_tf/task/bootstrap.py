@@ -496,7 +496,9 @@ class Bootstrap(JobRestarts):
         self._render()
         if not restarts_on_move(self.ctx.role):
             return trainer
-        code = trainer.stop(self.grace)
+        # a ps that moved is a ps lost with the job's variables: nothing can be saved against it, and a
+        # program given SIGTERM would only wait for it (TF1's chief saving at its stop) until the grace ends
+        code = trainer.stop(0.0 if any(role == "ps" for role, _ in moved) else self.grace)
         self.observer.program_exited(code, f"stopped for the rewritten cluster spec (exit {code})", failure=False)
         restarts = self.status.add_restart()
         _log(f"restarting the training program with the rewritten spec (restart {restarts}; "

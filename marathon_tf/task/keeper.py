@@ -189,6 +189,8 @@ class Keeper:
             delay, grace = round_delay(self._streak), min(FAILURE_ROUND_GRACE, self.ctx.grace_seconds)
         else:
             delay, grace = 0.0, self.ctx.grace_seconds
+        if (naming.parse_task_name(entry.task) or ("",))[0] == "ps":
+            grace = 0.0  # the job's variables were on that ps: nothing can be saved, a stop would only wait on it
         self.generation += 1
         self._round_root = (entry.id, now)
         self.round = {"generation": self.generation, "kind": entry.kind, "cause": self._cause(entry),

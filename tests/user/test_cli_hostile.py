@@ -51,6 +51,22 @@ def test_a_dripping_marathon_cannot_hold_a_verb_past_its_timeout(verb):
     assert "time limit" in line and "2s" in line, line
 
 
+@pytest.mark.parametrize("answer", ["info", "every"])
+def test_a_dripping_marathon_cannot_hold_a_detached_deploy_past_its_timeout(write_job, answer):
+    """deploy --detach: bounded by --timeout whether Marathon drips from its first answer (/v2/info, the
+    capacity read) or only from the ones after it (the group, the PUT)."""
+    drip = Answer(200, b'{"apps": []' + b" " * 1000 + b"}", drip=0.2)
+    with Hostile(lambda r: INFO if r.path == "/v2/info" and answer == "info" else drip) as server:
+        start = time.monotonic()
+        r = CliRunner().invoke(cli, ["deploy", str(write_job(minimal())), "--marathon", server.url, "--detach",
+                                     "--timeout", "2"])
+        took = time.monotonic() - start
+    assert r.exit_code == 3, r.output
+    assert took < 6, took
+    line = _one_error(r)
+    assert "time limit" in line and "2s" in line, line
+
+
 def test_a_huge_answer_is_one_line_naming_the_limit():
     with Hostile(lambda r: Answer(200, repeat(b" " * 65536, 400 << 20))) as server:
         r = CliRunner().invoke(cli, ["list", "--marathon", server.url, "--max-response", "1M"])

@@ -25,6 +25,8 @@ def test_help_describes_the_cluster_options(verb):
     for option in OPTIONS:
         assert option in text
     assert "cpus:4;mem:8192;disk:20000;gpus:2;ports:[31000-32000]" in text.replace("\n", "").replace(" ", "")
+    if verb == ["local", "serve"]:  # the HA Marathon (local serve only)
+        assert "--marathon-instances N" in text and "--election-gap SECONDS" in text
 
 
 @pytest.mark.parametrize("args, message", [

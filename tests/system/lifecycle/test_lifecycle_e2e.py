@@ -143,9 +143,10 @@ def test_a_killed_ps_restarts_the_job_from_its_checkpoint(tmp_path, local_job):
 def test_scaling_workers_mid_training_resumes_from_the_checkpoint(tmp_path, local_job):
     from marathon_tf.user import jobs
 
-    # (its target step is the one it trains to: `scale` refuses a job past its progress.target_step)
+    # (its target step is the one it trains to: `scale` refuses a job past its progress.target_step);
+    # a failure budget of 0: the scale's kills and restarts are marathon-tf's own, never a failure (issue 21)
     job = local_job(linear_job(tmp_path, TARGET, save_every=SAVE_EVERY, log_every=50,
-                               progress={"target_step": TARGET}))
+                               progress={"target_step": TARGET}, restart={"max_failures": 0, "window_seconds": 600}))
     job.wait(lambda: job.max_step() > 1200 and checkpoints(tmp_path), 90, "step > 1200", 0.05)
     saved = checkpoints(tmp_path)[-1]
     scaled_at = time.monotonic()
@@ -153,6 +154,7 @@ def test_scaling_workers_mid_training_resumes_from_the_checkpoint(tmp_path, loca
     status = job.wait_state(120)
     assert status["state"] == L.SUCCEEDED, status
     assert status["finalStep"] >= TARGET and status["reason"] == "all 3 workers finished"
+    assert status["failures"] == 0, status
     assert sorted(t["task"] for t in status["tasks"] if t["role"] == "worker") == ["worker-0", "worker-1", "worker-2"]
     ready = [line for t, n, s, line in job.lines if t > scaled_at and "session ready at global step" in line]
     assert any(line.startswith("worker:2 ") for line in ready), ready
@@ -204,6 +206,29 @@ def test_a_preempted_chief_saves_a_checkpoint_and_resumes_from_it_without_spendi
     ready = [line for t, n, s, line in job.lines if t > stopped_at and n == "worker-0"
              and "session ready at global step" in line]
     assert ready and int(ready[0].split("global step ")[1].split("/")[0]) >= saved, (saved, ready)
+
+
+@pytest.mark.timeout(180)
+def test_a_preempted_chief_task_is_relaunched_and_resumes_from_the_step_it_saved(tmp_path, local_job):
+    """Issue 21, the whole task stopped from outside (SIGTERM to worker-0's process group, as a Mesos
+    agent's drain or an operator's kill does through the kill grace period): the bootstrap passes it
+    to the program, which saves at the step it is in and exits 42; Marathon relaunches the task (a new
+    port: the group restarts with the new spec) and training resumes from that step. One preemption,
+    no failure (the budget is 0)."""
+    job = local_job(linear_job(tmp_path, TARGET, save_every=100_000, log_every=50,
+                               restart={"max_failures": 0, "window_seconds": 600}))
+    job.wait(lambda: job.max_step() > 1200, 90, "step > 1200", 0.05)
+    stopped_at = time.monotonic()
+    assert job.cluster.kill_task(f"/{job.name}/worker-0", "TERM")
+    status = job.wait_state(150)
+    assert status["state"] == L.SUCCEEDED, (status, job.text()[-4000:])
+    assert status["failures"] == 0 and status["preemptions"] == 1, status
+    said = re.search(r"preempted at step (\d+) \(signal 15\); checkpoint saved; exiting 42", job.text("worker-0"))
+    assert said, job.text("worker-0")[-3000:]
+    saved = int(said.group(1))
+    assert any(saved <= c < TARGET for c in checkpoints(tmp_path)), (saved, checkpoints(tmp_path))
+    ready = [line for t, n, s, line in job.lines if t > stopped_at and "session ready at global step" in line]
+    assert ready and all(int(x.split("global step ")[1].split("/")[0]) >= saved for x in ready), (saved, ready)
 
 
 @pytest.mark.timeout(240)
