@@ -5,6 +5,7 @@ A block that deploys trains real TensorFlow (marked ``tf``)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -149,3 +150,35 @@ def test_readme_python_blocks_compile_and_import_what_exists(block):
             module = importlib.import_module(node.module)
             for alias in node.names:
                 assert hasattr(module, alias.name), f"README line {block.line}: {node.module} has no {alias.name}"
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    out, fenced = set(), False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("#"):
+            out.add(_slug(line.lstrip("#")))
+    return out
+
+
+def test_every_link_of_the_readme_and_the_docs_resolves():
+    """A relative link names a file of the repository, and its #anchor a heading of that file."""
+    broken = []
+    for page in [README, *sorted((ROOT / "docs").glob("*.md"))]:
+        for m in re.finditer(r"\]\(([^)\s]*)\)", page.read_text(encoding="utf-8")):
+            link = m.group(1)
+            if "://" in link or link.startswith("mailto:"):
+                continue
+            target, _, anchor = link.partition("#")
+            path = (page.parent / target) if target else page
+            if not path.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {link} (no such file)")
+            elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
+                broken.append(f"{page.relative_to(ROOT)}: {link} (no such heading)")
+    assert broken == [], "\n".join(broken)
