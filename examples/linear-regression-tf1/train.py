@@ -64,14 +64,16 @@ def log(line):
 
 
 class FastWorkerSessionCreator(tf.train.SessionCreator):
-    """Like ``WorkerSessionCreator``, but checks for the chief's initialisation every second.
+    """Like ``WorkerSessionCreator``, but checks for the chief's initialisation four times a second.
 
     ``WorkerSessionCreator`` (used by ``MonitoredTrainingSession`` on non-chief workers) polls
     every 30 s, so a worker that starts before the chief has initialised the variables idles
-    for half a minute.  ``SessionManager(recovery_wait_secs=1)`` is the same logic, polled faster.
+    for half a minute.  ``SessionManager(recovery_wait_secs=0.25)`` is the same logic, polled
+    faster (one small ``ready_op`` run on the ps per check): after a restart the worker is back
+    within a quarter second of the chief.
     """
 
-    def __init__(self, scaffold, master, config, recovery_wait_secs=1, max_wait_secs=30 * 60):
+    def __init__(self, scaffold, master, config, recovery_wait_secs=0.25, max_wait_secs=30 * 60):
         self._scaffold, self._master, self._config = scaffold, master, config
         self._recovery_wait_secs, self._max_wait_secs = recovery_wait_secs, max_wait_secs
 

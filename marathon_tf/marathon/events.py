@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import queue
+import socket
 import threading
 from typing import Any
 
@@ -53,9 +54,14 @@ class EventStream:
         return self._response is not None or not self.available
 
     def close(self) -> None:
+        """Stop reading, at once: the stream's socket is shut down first, so the reading thread's
+        blocked read returns now (closing the response alone waits for that read to end: until
+        Marathon's next event or heartbeat, up to the read timeout; a task's bootstrap stopped
+        with its task waited that long before it could exit)."""
         self._stop.set()
         r = self._response
         if r is not None:
+            _shutdown(r)
             try:
                 r.close()
             except Exception:
@@ -102,6 +108,20 @@ class EventStream:
         except queue.Empty:
             pass
         return out
+
+
+def _shutdown(response) -> None:
+    """Shut a streamed response's socket down in both directions (a read blocked on it returns)."""
+    raw = getattr(response, "raw", None)
+    sock = getattr(getattr(raw, "_connection", None), "sock", None)  # urllib3 2
+    if sock is None:  # http.client's own: response.fp (buffered) -> SocketIO -> the socket
+        fp = getattr(getattr(raw, "_fp", None), "fp", None)
+        sock = getattr(getattr(fp, "raw", None), "_sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 def _unbuffered(response):

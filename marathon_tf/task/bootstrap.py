@@ -496,9 +496,10 @@ class Bootstrap(JobRestarts):
         self._render()
         if not restarts_on_move(self.ctx.role):
             return trainer
-        # a ps that moved is a ps lost with the job's variables: nothing can be saved against it, and a
-        # program given SIGTERM would only wait for it (TF1's chief saving at its stop) until the grace ends
-        code = trainer.stop(0.0 if any(role == "ps" for role, _ in moved) else self.grace)
+        # A job with a ps loses its variables on any move: every member restarts, the ps included (see
+        # restarts_on_move), so nothing can be saved any more; a program given SIGTERM would only wait on
+        # the ps (TF1's chief recovering its session to save at its stop) until the grace ends.
+        code = trainer.stop(0.0 if any(role == "ps" for role, _ in self.ctx.members()) else self.grace)
         self.observer.program_exited(code, f"stopped for the rewritten cluster spec (exit {code})", failure=False)
         restarts = self.status.add_restart()
         _log(f"restarting the training program with the rewritten spec (restart {restarts}; "
