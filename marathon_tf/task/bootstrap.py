@@ -473,6 +473,12 @@ class Bootstrap(JobRestarts):
                 hung = self.observer.hang(hung)  # names the peer it waits for, when known
                 _log(f"{hung}: stopping the training program")
                 code = trainer.stop(self.grace)
+            if code is None and self._peer_restarted_under(trainer):
+                trainer = self._restart_for_restarted_peer(trainer)
+                if trainer is None:
+                    return 128 + (self._signum or signal.SIGTERM)
+                next_watch = self._next_watch()
+                continue
             if code is not None:
                 trainer = self._ended(trainer, code, hung)
                 if not isinstance(trainer, Trainer):

@@ -21,6 +21,7 @@ from marathon_tf.task.ledger import FAILURE, INFRASTRUCTURE, PREEMPTION, Ledger
 from marathon_tf.task.lifecycle import (JobControl, JobPolicy, RestartBudget, client_from_env, decider_task,
                                         failures_path, is_decider)
 from marathon_tf.task.supervisor import Outcome, Trainer
+from marathon_tf.task.tflog import RESTARTED
 
 __all__ = ["JobRestarts", "job_lifecycle", "program_grace", "STREAK_RESET", "SIGTERM_EXIT", "SIGTERM_WAIT"]
 
@@ -31,6 +32,9 @@ SIGTERM_EXIT = 128 + signal.SIGTERM
 #: Seconds a program's exit 143 waits for its bootstrap's own SIGTERM: a task's kill signals its whole
 #: process tree (Mesos' executor), so the program's end may be seen just before the bootstrap's signal.
 SIGTERM_WAIT = 1.0
+#: A coordinator restarted because TensorFlow says a peer was restarted under it: at most this many
+#: times in STREAK_RESET seconds, each after PEER_SETTLE seconds (the rest of that restart gets there).
+PEER_RESTARTS, PEER_SETTLE, PEER_GRACE = 5, 1.0, 1.0
 
 
 def _log(message: str) -> None:
@@ -192,6 +196,36 @@ class JobRestarts:
              + (f"; restarting in {delay:g} s" if delay else ""))
         self.status.update(phase="running", last_error=f"the job's group restarts ({cause})")
         if delay and self._stop.wait(delay):
+            return None
+        return self._settle_and_start()
+
+    def _peer_restarted_under(self, trainer: Trainer) -> str | None:
+        """The peer TensorFlow says was restarted under this program, when this program is a
+        ParameterServerStrategy coordinator (the chief of a ``parameter_server`` job): it holds the
+        peer's old incarnation and never takes it back (TF_RUNTIME.md: a ps + chief restarted while
+        the old workers still reconnect "often failed"). At most :data:`PEER_RESTARTS` times in
+        :data:`STREAK_RESET` s: past that the ordinary watchdog and failure handling apply."""
+        if self.ctx.style != "parameter_server" or self.ctx.role != "chief":
+            return None
+        said = [task for task, (_, why, _) in self.observer.tflog.signals().items() if why == RESTARTED]
+        if not said:
+            return None
+        recent = [t for t in getattr(self, "_peer_restarts", []) if self.clock() - t < STREAK_RESET]
+        self._peer_restarts = recent
+        return None if len(recent) >= PEER_RESTARTS else sorted(said)[0]
+
+    def _restart_for_restarted_peer(self, trainer: Trainer) -> Trainer | None:
+        """Stop the coordinator (SIGTERM, then SIGKILL after at most :data:`PEER_GRACE` s: it may save
+        what it trained with the other workers, but a round of steps stuck on the restarted peer never
+        ends) and start it again in place, once the peers are settled: a consequence of the peer's
+        restart, never counted (None: stopped meanwhile)."""
+        peer = self._peer_restarted_under(trainer)
+        self._peer_restarts.append(self.clock())
+        _log(f"TensorFlow says {peer} was restarted under the training program (it keeps {peer}'s old "
+             f"incarnation and cannot take it back): restarting the program in place")
+        code = trainer.stop(min(self.grace, PEER_GRACE))
+        self.observer.program_exited(code, f"stopped: {peer} was restarted under it (exit {code})", failure=False)
+        if self._stop.wait(PEER_SETTLE):  # the other peers of the same restart get there too
             return None
         return self._settle_and_start()
 

@@ -16,6 +16,10 @@ TensorFlow 2.21's sources (and its shared libraries' strings):
 * MultiWorkerMirroredStrategy's health check: ``/job:worker/replica:0/task:1 seems down, retrying
   1/3`` and ``Cluster check alive failed, /job:worker/replica:0/task:1 is down, aborting
   collectives`` (``python/distribute/collective_all_reduce_strategy.py``);
+* a peer restarted under a program that still holds its old incarnation (a ParameterServerStrategy
+  coordinator): ``RecvTensor expects a different device incarnation: … Your worker job
+  ("/job:worker/replica:0/task:1") was probably restarted`` (``tensorflow/core/distributed_runtime/
+  base_rendezvous_mgr.cc``), :data:`RESTARTED`;
 * the coordination service (``xla/tsl/distributed_runtime/coordination/coordination_service.cc``):
   ``Task /job:worker/replica:0/task:1 heartbeat timeout. This indicates that the remote task has
   failed…``; ``The following tasks are unhealthy (stopped sending heartbeats):`` followed by one
@@ -35,7 +39,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["task_of", "PeerSignal", "parse_line", "TFLogWatcher", "is_noise"]
+__all__ = ["task_of", "PeerSignal", "parse_line", "TFLogWatcher", "is_noise", "RESTARTED"]
+
+#: What TensorFlow says of a peer that was restarted under this program: it will not take it back.
+RESTARTED = "was restarted (TensorFlow holds its old incarnation)"
 
 #: Lines TensorFlow prints at the start of every run, failed or not (seen with TF 2.21 on CPU; the
 #: CUDA ones on machines without a GPU driver): never a reason for a failure (issue 24).
@@ -56,6 +63,7 @@ _TASK = re.compile(r"/job:(?P<job>[A-Za-z0-9_]+)(?:/replica:\d+)?/task:(?P<task>
 _NAME = r"(?P<name>/job:[A-Za-z0-9_]+(?:/replica:\d+)?/task:\d+)"
 _INLINE = (
     (re.compile(r"CreateSession still waiting for response from worker: " + _NAME), "does not answer"),
+    (re.compile(_NAME + r"\W{0,3} was probably restarted"), RESTARTED),
     (re.compile(r"Task " + _NAME + r" heartbeat timeout"), "stopped sending heartbeats"),
     (re.compile(r"Cluster check alive failed, " + _NAME + r" is down"), "is down"),
     (re.compile(_NAME + r" seems down"), "seems down"),

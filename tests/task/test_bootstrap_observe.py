@@ -47,3 +47,36 @@ def test_a_stalled_worker_names_the_silent_ps_and_the_watchdogs_verdict_does_too
     finally:
         silent.close()
         answering.close()
+
+
+# a coordinator whose first run TensorFlow tells that worker-1 was restarted under it (it then hangs,
+# as TF 2.21's ParameterServerStrategy coordinator does); its second run trains and ends
+COORDINATOR = ("import os, pathlib, sys, time\n"
+               "runs = pathlib.Path(os.environ['MESOS_SANDBOX'], 'runs'); n = len(runs.read_text()) if runs.exists() else 0\n"
+               "runs.write_text('x' * (n + 1))\n"
+               "if n == 0:\n"
+               "    print('ERROR:tensorflow:Worker /job:worker/replica:0/task:1 failed with AbortedError(): RecvTensor '\n"
+               "          'expects a different device incarnation: 1 vs. 2. Your worker job (\"/job:worker/replica:0/'\n"
+               "          'task:1\") was probably restarted. Make sure your worker program is running with the same '\n"
+               "          'ClusterSpec that was used to create the client.', file=sys.stderr, flush=True)\n"
+               "    time.sleep(600)\n"
+               "print('step=1 loss=1', flush=True)\n")
+
+
+def test_a_coordinator_that_holds_a_restarted_workers_old_incarnation_is_restarted_uncounted(tmp_path, capsys):
+    """TF_RUNTIME.md: a ParameterServerStrategy ps + chief restarted while the old workers still reconnect
+    "often failed": the coordinator keeps the old incarnation of a worker restarted after it connected,
+    and fails every step on it for ever (seen in the mnist-ps-strategy recovery after chief + ps were
+    killed, once its tasks started pre-warmed). The chief's bootstrap restarts it in place, not counted."""
+    env = task_env("chief", 0, {"chief": 1, "ps": 1, "worker": 2}, sandbox=str(tmp_path), style="parameter_server")
+    env["MTF_RENDEZVOUS"] = "direct"
+    backend = FakeBackend({("ps", 0): "127.0.0.1:1", ("worker", 0): "127.0.0.1:2", ("worker", 1): "127.0.0.1:3"})
+    run = Run(env, backend, command=[sys.executable, "-c", COORDINATOR])
+    try:
+        run.wait_phase("succeeded", 30)  # (no Marathon to record the job's end in: it stays up)
+    finally:
+        run.stop()
+    assert (tmp_path / "runs").read_text() == "xx"
+    err = capsys.readouterr().err
+    assert "TensorFlow says worker-1 was restarted under the training program" in err, err[-3000:]
+    assert run.status()["failures"] == 0 and run.status()["restarts"] == 1
