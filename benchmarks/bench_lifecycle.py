@@ -13,6 +13,10 @@
   ``unreachableStrategy`` 0/0, is replaced on another agent -> seconds until every worker's next
   step (compare with "killed ps": the same restart, plus the agent's loss and the new placement).
 
+* preemption (``--only preemption``): SIGTERM to the chief's program, to its whole task, and to the
+  ps's whole task -> seconds until every worker's next step, and the global steps trained again
+  (the highest step printed before the SIGTERM minus the lowest after it; steps printed every 5).
+
 Each row also says when the last training program was (re)started with the rewritten spec
 (from the bootstraps' "started training program" lines): the part discovery and the
 bootstrap own; the rest is TensorFlow starting and reconnecting.
@@ -210,39 +214,39 @@ def bench_preemption(quick: bool) -> list[Row]:
     rows = []
     for name, disrupt in cases:
         lost: list[int] = []
-        try:
-            runs = []
-            for _ in range(n):
-                runs.append(_one_run(disrupt, 2, job_file=lambda tmp: _job_file(tmp, flags=flags), steps_lost=lost)[0])
-                print(f"    {name}: {runs[-1]:.2f} s, {lost[-1]} steps again", file=sys.stderr, flush=True)
-        except TimeoutError as e:
-            rows.append(Row(name, "did not recover", "", str(e)))
-            continue
-        except Exception as e:
-            rows.append(Row(name, "failed", "", f"{type(e).__name__}: {e}"))
-            continue
-        rows.append(Row(name, round(median(runs), 1), "s",
-                        f"median of {n}; SIGTERM -> every worker's next step= line; runs: "
-                        f"{', '.join(f'{r:.1f}' for r in runs)}; global steps trained again: "
-                        f"{', '.join(str(s) for s in lost)} (checkpoints every 250 steps; steps printed every 5)"))
+        runs = _repeat(name, n, lambda: _one_run(disrupt, 2, job_file=lambda tmp: _job_file(tmp, flags=flags),
+                                                 steps_lost=lost), lambda: f", {lost[-1]} steps again")
+        rows.append(runs if isinstance(runs, Row) else Row(
+            name, round(median([r[0] for r in runs]), 1), "s",
+            f"median of {n}; SIGTERM -> every worker's next step= line; runs: "
+            f"{', '.join(f'{r[0]:.1f}' for r in runs)}; global steps trained again: "
+            f"{', '.join(str(s) for s in lost)} (checkpoints every 250 steps; steps printed every 5)"))
     return rows
+
+
+def _repeat(name: str, n: int, once: Callable[[], tuple], said: Callable[[], str] = lambda: ""):
+    """``once()`` ``n`` times (each result printed as it comes, kept if a later run fails): the
+    results, or the case's row when it did not recover or failed (the other cases go on)."""
+    results = []
+    try:
+        for _ in range(n):
+            results.append(once())
+            print(f"    {name}: {results[-1][0]:.2f} s{said()}", file=sys.stderr, flush=True)
+    except TimeoutError as e:
+        return Row(name, "did not recover", "", str(e))
+    except Exception as e:
+        return Row(name, "failed", "", f"{type(e).__name__}: {e}")
+    return results
 
 
 def _rows(cases: list, n: int) -> list[Row]:
     rows = []
     for name, disrupt, workers, options in cases:
-        try:
-            pairs = []
-            for _ in range(n):
-                pairs.append(_one_run(disrupt, workers, **options))
-                print(f"    {name}: {pairs[-1][0]:.2f} s", file=sys.stderr, flush=True)  # kept if a later run fails
-            runs, respecs = [p[0] for p in pairs], [p[1] for p in pairs]
-        except TimeoutError as e:
-            rows.append(Row(name, "did not recover", "", str(e)))
+        pairs = _repeat(name, n, lambda: _one_run(disrupt, workers, **options))
+        if isinstance(pairs, Row):
+            rows.append(pairs)
             continue
-        except Exception as e:  # one case's error is its row, not the end of the others
-            rows.append(Row(name, "failed", "", f"{type(e).__name__}: {e}"))
-            continue
+        runs, respecs = [p[0] for p in pairs], [p[1] for p in pairs]
         rows.append(Row(name, round(median(runs), 1), "s",
                         f"median of {n}; disruption -> every worker's next step= line; "
                         f"runs: {', '.join(f'{r:.1f}' for r in runs)}; the last program (re)started with the "
