@@ -160,3 +160,23 @@ def test_a_released_job_with_an_attempt_left_shows_queued_with_its_next_attempt(
     status = {"job": "mnist", "groupId": "/mnist", "state": L.NOT_PLACED, "reason": reason, "tasks": [], "counts": {}}
     gang.annotate(status, last, {}, client=None, now=now)
     assert status["state"] == L.NOT_PLACED and status["admission"]["attempt"] == 1
+
+
+def test_status_says_where_the_running_tensorboard_answers(httpserver):
+    """Issue 22: a job with a tensorboard role: `status` prints its URL (its task's host and first port),
+    in text and JSON, once it runs."""
+    job = minimal(logdir="ckpt", roles={"ps": {"count": 1}, "worker": {"count": 1}, "tensorboard": {"count": 1}})
+    apps = []
+    for i, app in enumerate(render_group(load_dict(job))["apps"]):
+        name = app["id"].rsplit("/", 1)[1]
+        app = dict(app, deployments=[], tasks=[{"id": f"mnist_{name}.instance-{'x' * 36}._app.1", "host": "10.0.0.7",
+                                                 "state": "TASK_RUNNING", "ports": [31000 + i, 32000 + i],
+                                                 "startedAt": "2020-01-01T00:00:01.000Z"}])
+        apps.append(app)
+    _serve(httpserver, apps)
+    tb = next(i for i, a in enumerate(apps) if a["id"].endswith("/tensorboard-0"))
+    r = CliRunner().invoke(cli, ["status", "mnist", "--marathon", httpserver.url_for(""), "-o", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["tensorboard"] == f"http://10.0.0.7:{31000 + tb}"
+    r = CliRunner().invoke(cli, ["status", "mnist", "--marathon", httpserver.url_for("")])
+    assert f"TensorBoard http://10.0.0.7:{31000 + tb}" in r.stdout, r.stdout
