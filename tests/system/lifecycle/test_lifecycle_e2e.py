@@ -264,6 +264,29 @@ def test_a_preempted_parameter_server_coordinator_saves_and_resumes_without_spen
     assert resumed and min(resumed) >= int(said.group(1)), (said.group(0), resumed[:5])
 
 
+@pytest.mark.timeout(240)
+def test_scaling_a_parameter_server_job_counts_no_failure(tmp_path, local_job):
+    """Issue 21, the ParameterServerStrategy example: ``scale worker=3`` mid-run restarts every task with
+    the new spec (the chief from its checkpoint); the kills and restarts are marathon-tf's own and a
+    worker restarted under the coordinator is its consequence: nothing is counted (the budget is 0),
+    the job trains on with 3 workers and succeeds."""
+    from jobfiles import example_job
+
+    command = ["python3", "train.py", "--train_steps", "600", "--checkpoint_dir", "ckpt", "--log_every", "20",
+               "--save_every", "100"]
+    job = local_job(str(example_job("mnist-ps-strategy", tmp_path, command=command, bootstrap=BOOTSTRAP,
+                                    progress={"target_step": 600},
+                                    restart={"max_failures": 0, "window_seconds": 600})))
+    job.wait(lambda: job.max_step() >= 100, 150, "step >= 100", 0.05)
+    job.jobs.scale(job.client, job.name, {"worker": ("=", 3)})
+    status = job.wait_state(200)
+    assert status["state"] == L.SUCCEEDED, (status, job.text()[-4000:])
+    assert status["failures"] == 0, status
+    assert sorted(t["task"] for t in status["tasks"] if t["role"] == "worker") == ["worker-0", "worker-1", "worker-2"]
+    assert re.search(r"chief: restored \S+, global step \d+/600, 3 workers", job.text("chief-0")), \
+        job.text("chief-0")[-3000:]
+
+
 @pytest.mark.timeout(300)
 def test_scaling_a_keras_multi_worker_job_starts_the_new_worker_with_the_new_spec_only(tmp_path, local_job):
     """Issue 21: ``scale workers=3`` on the Keras MultiWorkerMirrored example started worker-2's program
