@@ -63,7 +63,7 @@ from marathon_tf.task.prewarm import Prewarmer
 from marathon_tf.task.rendezvous import make_rendezvous
 from marathon_tf.task.restarts import JobRestarts, job_lifecycle, program_grace
 from marathon_tf.task.status_server import StatusServer, TaskStatus
-from marathon_tf.task.supervisor import ExitPolicy, Outcome, Trainer, die_with_parent
+from marathon_tf.task.supervisor import ExitPolicy, Outcome, Trainer, die_with_parent, relay_stop_signals
 from marathon_tf.task.timeline import TaskEvents
 from marathon_tf.task.watchdog import ProgressWatchdog
 
@@ -573,13 +573,11 @@ def main(argv: list[str] | None = None) -> int:
         view = JobView(ctx, boot.control.client, boot.status, boot.observer.events, log=_log)
         view.start(boot._stop)  # the job's view: tasks per role, its start, stragglers (marathon_tf.task.jobview)
         boot.control.extra_labels = view.end_labels
-    previous = {sig: signal.signal(sig, lambda signum, frame: boot.request_stop(signum))
-                for sig in (signal.SIGTERM, signal.SIGINT)}
+    restore = relay_stop_signals(boot.request_stop)
     try:
         return boot.run()
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        restore()
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Callable, Mapping, Sequence
 
 __all__ = ["STEP_RE", "STDERR_TAIL_LINES", "LINE_LIMIT", "Trainer", "Outcome", "ExitPolicy", "exit_status",
-           "die_with_parent", "popen"]
+           "die_with_parent", "popen", "relay_stop_signals", "STOP_SIGNALS"]
 
 STEP_RE = re.compile(r"\bstep[=: ]\s*(\d+)")
 STDERR_TAIL_LINES = 20
@@ -57,6 +57,49 @@ def die_with_parent() -> None:
     _die_with_parent(signal.SIGTERM)
     if os.getppid() != parent:
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+#: The signals that stop the bootstrap (its task is killed; Ctrl-C when run by hand).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def relay_stop_signals(stop: Callable[[int], None]) -> Callable[[], None]:
+    """SIGTERM and SIGINT call ``stop(signum)`` from a thread of their own; returns what undoes it.
+
+    A Python signal handler runs in the main thread between two bytecodes: maybe while that thread
+    holds the lock of the very Event the handler sets, or inside another handler doing so. A task's
+    stop sends SIGTERM to its process group and, as its ``sh -c`` dies, the parent-death SIGTERM:
+    two at once, the second handler nested in the first's ``Event.set`` — a self-deadlock that left
+    the program without its grace period (SIGKILLed at its end). Here the handlers do nothing; the
+    signal's number reaches a relay thread through ``signal.set_wakeup_fd``."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    old_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    previous = {sig: signal.signal(sig, lambda signum, frame: None) for sig in STOP_SIGNALS}
+
+    def relay() -> None:
+        try:
+            while True:
+                data = os.read(read, 64)
+                if not data:
+                    return
+                for signum in data:
+                    if signum in STOP_SIGNALS:
+                        stop(signum)
+        except OSError:
+            return
+        finally:
+            os.close(read)
+
+    threading.Thread(target=relay, name="stop-signals", daemon=True).start()
+
+    def restore() -> None:
+        signal.set_wakeup_fd(old_fd)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        os.close(write)  # the relay reads the end and leaves
+
+    return restore
 
 
 def popen(argv: Sequence[str], env: Mapping[str, str], cwd: str | None) -> subprocess.Popen:
