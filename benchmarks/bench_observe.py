@@ -108,8 +108,8 @@ def bench_metrics_overhead(quick: bool) -> list[Row]:
                     raise RuntimeError(f"the job did not start training: {err.read_text()[-2000:]}")
                 time.sleep(0.5)
             urls = re.findall(r"http://\S+/metrics", METRICS_LINE.search(err.read_text()).group(1))
-            thread = mp.Process(target=_scraper, args=(urls, on, stop, scrapes), daemon=True)
-            thread.start()
+            scraper = mp.Process(target=_scraper, args=(urls, on, stop, scrapes), daemon=True)
+            scraper.start()
             boots = _bootstraps(state)
             time.sleep(10)  # past the start
             spans: list[tuple[bool, float, float, float, int]] = []  # (scraped, start, end, bootstraps' CPU, scrapes)
@@ -121,7 +121,7 @@ def bench_metrics_overhead(quick: bool) -> list[Row]:
                 time.sleep(seconds)
                 spans.append((scraped, start, time.time(), _cpu(boots) - cpu, scrapes.value - n))
             stop.set()
-            thread.join(10)
+            scraper.join(10)
         rates = [(scraped, _rate(watch.steps, a, b), cpu, n) for scraped, a, b, cpu, n in spans]
     finally:
         os.killpg(proc.pid, 2)  # Ctrl-C: the runner stops every task

@@ -38,7 +38,7 @@ from marathon_tf.contract.shellexec import exec_form
 from marathon_tf.contract.taskenv import PREWARM_SOCKET_VAR
 from . import reaper
 
-__all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "passed_env", "PASSED_VARS", "exec_form",
+__all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "wants_gpus", "passed_env", "PASSED_VARS", "exec_form",
            "volume_problem", "last_line"]
 
 #: What a task gets of the runner's own environment: what an operator passes to every task with the Mesos
@@ -130,6 +130,11 @@ def _fmt_double(value: float) -> str:
     return repr(float(value))
 
 
+def wants_gpus(app: Mapping) -> bool:
+    """Whether an app's tasks ask for GPUs."""
+    return float(app.get("gpus") or 0) > 0
+
+
 def task_env(app: dict, task_id: str, version: str, ports: list[int], sandbox: str, host: str,
              base: Optional[Mapping[str, str]] = None, agent_id: str = "", framework_id: str = "") -> dict[str, str]:
     """The environment of a task: what the runner passes of its own (:func:`passed_env` of ``base``,
@@ -168,7 +173,7 @@ def task_env(app: dict, task_id: str, version: str, ports: list[int], sandbox: s
     env["MARATHON_APP_LABELS"] = " ".join(labels)
     for key, value in labels.items():
         env["MARATHON_APP_LABEL_" + re.sub(r"[^a-zA-Z0-9_]+", "_", key).upper()] = str(value)
-    if not float(app.get("gpus") or 0) > 0:  # what a GPU isolator leaves a task without GPUs (docs/local-mode.md)
+    if not wants_gpus(app):  # what a GPU isolator leaves a task without GPUs (docs/local-mode.md)
         env["CUDA_VISIBLE_DEVICES"] = ""  # the app's env may set it
     for key, value in (app.get("env") or {}).items():
         if isinstance(value, str):

@@ -26,7 +26,7 @@ from .agentloss import AgentLoss
 from .agents import Agent, Agents, gpu_env, ports_resource
 from .events import EventBus
 from .health import HealthMonitor
-from .launcher import FetchError, Launcher, last_line, task_env
+from .launcher import FetchError, Launcher, last_line, task_env, wants_gpus
 from .offers import OfferStats
 from .placement import Match, NoMatch, free_resources, match
 from .resources import Resource
@@ -173,7 +173,7 @@ class Scheduler:
             box = self.launcher.prepare(run_def, task.id, Path(task.sandbox).parent)
             env = task_env(run_def, task.id, task.version, task.ports, str(box), task.host, agent_id=task.agent_id,
                            framework_id=FRAMEWORK_ID)
-            if float(run_def.get("gpus") or 0) > 0 and agent is not None and agent.gpus:
+            if wants_gpus(run_def) and agent is not None and agent.gpus:
                 env.update(gpu_env(task.gpus))  # what the agent's GPU isolator leaves visible
             own = run_def.get("env") or {}
             if self.grants is not None and not {"MARATHON_TOKEN", TOKEN_FILE_VAR, "MARATHON_USER"} & set(own):

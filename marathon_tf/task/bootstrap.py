@@ -179,6 +179,7 @@ class Bootstrap(JobRestarts):
         self.watch_interval, self.clock, self.tick = watch_interval, clock, tick
         self._round: tuple[str | None, int] = (None, 0)  # (rendezvous leader, generation) the program runs in
         self._streak, self._run_started, self._stepped = 0, 0.0, False
+        self._peer_restarts: list[float] = []  # when the coordinator was restarted for a peer's restart
         self.rng = rng or random.Random()
         self.stdout, self.stderr = stdout, stderr
         self.status = TaskStatus(job=ctx.job, task=ctx.task, role=ctx.role, index=ctx.index)
@@ -473,8 +474,9 @@ class Bootstrap(JobRestarts):
                 hung = self.observer.hang(hung)  # names the peer it waits for, when known
                 _log(f"{hung}: stopping the training program")
                 code = trainer.stop(self.grace)
-            if code is None and self._peer_restarted_under(trainer):
-                trainer = self._restart_for_restarted_peer(trainer)
+            peer = self._peer_restarted_under() if code is None else None
+            if peer:
+                trainer = self._restart_for_restarted_peer(trainer, peer)
                 if trainer is None:
                     return 128 + (self._signum or signal.SIGTERM)
                 next_watch = self._next_watch()

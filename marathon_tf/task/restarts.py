@@ -199,7 +199,7 @@ class JobRestarts:
             return None
         return self._settle_and_start()
 
-    def _peer_restarted_under(self, trainer: Trainer) -> str | None:
+    def _peer_restarted_under(self) -> str | None:
         """The peer TensorFlow says was restarted under this program, when this program is a
         ParameterServerStrategy coordinator (the chief of a ``parameter_server`` job): it holds the
         peer's old incarnation and never takes it back (TF_RUNTIME.md: a ps + chief restarted while
@@ -207,19 +207,17 @@ class JobRestarts:
         :data:`STREAK_RESET` s: past that the ordinary watchdog and failure handling apply."""
         if self.ctx.style != "parameter_server" or self.ctx.role != "chief":
             return None
-        said = [task for task, (_, why, _) in self.observer.tflog.signals().items() if why == RESTARTED]
+        said = sorted(task for task, (_, why, _) in self.observer.tflog.signals().items() if why == RESTARTED)
         if not said:
             return None
-        recent = [t for t in getattr(self, "_peer_restarts", []) if self.clock() - t < STREAK_RESET]
-        self._peer_restarts = recent
-        return None if len(recent) >= PEER_RESTARTS else sorted(said)[0]
+        self._peer_restarts = [t for t in self._peer_restarts if self.clock() - t < STREAK_RESET]
+        return said[0] if len(self._peer_restarts) < PEER_RESTARTS else None
 
-    def _restart_for_restarted_peer(self, trainer: Trainer) -> Trainer | None:
+    def _restart_for_restarted_peer(self, trainer: Trainer, peer: str) -> Trainer | None:
         """Stop the coordinator (SIGTERM, then SIGKILL after at most :data:`PEER_GRACE` s: it may save
         what it trained with the other workers, but a round of steps stuck on the restarted peer never
         ends) and start it again in place, once the peers are settled: a consequence of the peer's
         restart, never counted (None: stopped meanwhile)."""
-        peer = self._peer_restarted_under(trainer)
         self._peer_restarts.append(self.clock())
         _log(f"TensorFlow says {peer} was restarted under the training program (it keeps {peer}'s old "
              f"incarnation and cannot take it back): restarting the program in place")

@@ -117,4 +117,3 @@ def test_zero_turns_either_limit_off_and_a_number_fixes_it():
     fixed.step(1)
     clock.t += 45
     assert fixed.overdue() == "no progress for 45 s since step 1"
-

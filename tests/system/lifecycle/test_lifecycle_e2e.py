@@ -268,25 +268,34 @@ def test_a_preempted_parameter_server_coordinator_saves_and_resumes_without_spen
     assert resumed and min(resumed) >= int(said.group(1)), (said.group(0), resumed[:5])
 
 
+def scaled_example(tmp_path, local_job, example: str, command: list[str], target: int, scale_at: int,
+                   timeout: float):
+    """``example`` with a failure budget of 0, scaled to 3 workers once it reached ``scale_at``: (job, its
+    end status). It must end Succeeded with 3 workers and no failure counted (the scale's kills and
+    restarts are marathon-tf's own)."""
+    from jobfiles import example_job
+
+    job = local_job(str(example_job(example, tmp_path, command=command, bootstrap=BOOTSTRAP,
+                                    progress={"target_step": target},
+                                    restart={"max_failures": 0, "window_seconds": 600})))
+    job.wait(lambda: job.max_step() >= scale_at, 150, f"step >= {scale_at}", 0.05)
+    job.jobs.scale(job.client, job.name, {"worker": ("=", 3)})
+    status = job.wait_state(timeout)
+    assert status["state"] == L.SUCCEEDED, (status, job.text()[-4000:])
+    assert status["failures"] == 0, status
+    assert sorted(t["task"] for t in status["tasks"] if t["role"] == "worker") == ["worker-0", "worker-1", "worker-2"]
+    return job, status
+
+
 @pytest.mark.timeout(240)
 def test_scaling_a_parameter_server_job_counts_no_failure(tmp_path, local_job):
     """Issue 21, the ParameterServerStrategy example: ``scale worker=3`` mid-run restarts every task with
     the new spec (the chief from its checkpoint); the kills and restarts are marathon-tf's own and a
     worker restarted under the coordinator is its consequence: nothing is counted (the budget is 0),
     the job trains on with 3 workers and succeeds."""
-    from jobfiles import example_job
-
     command = ["python3", "train.py", "--train_steps", "600", "--checkpoint_dir", "ckpt", "--log_every", "20",
                "--save_every", "100"]
-    job = local_job(str(example_job("mnist-ps-strategy", tmp_path, command=command, bootstrap=BOOTSTRAP,
-                                    progress={"target_step": 600},
-                                    restart={"max_failures": 0, "window_seconds": 600})))
-    job.wait(lambda: job.max_step() >= 100, 150, "step >= 100", 0.05)
-    job.jobs.scale(job.client, job.name, {"worker": ("=", 3)})
-    status = job.wait_state(200)
-    assert status["state"] == L.SUCCEEDED, (status, job.text()[-4000:])
-    assert status["failures"] == 0, status
-    assert sorted(t["task"] for t in status["tasks"] if t["role"] == "worker") == ["worker-0", "worker-1", "worker-2"]
+    job, _ = scaled_example(tmp_path, local_job, "mnist-ps-strategy", command, 600, 100, 200)
     assert re.search(r"chief: restored \S+, global step \d+/600, 3 workers", job.text("chief-0")), \
         job.text("chief-0")[-3000:]
 
@@ -298,17 +307,9 @@ def test_scaling_a_keras_multi_worker_job_starts_the_new_worker_with_the_new_spe
     task_name=/job:worker/replica:0/task:2", TASK_FAILED, counted). A follower now takes nothing from a
     leader of another spec (tests/task/test_rendezvous.py: the local runner does not reproduce that race
     reliably, this test passed without it too): worker-2's program starts once, nothing fails."""
-    from jobfiles import example_job
-
     command = ["python3", "train.py", "--epochs", "10", "--steps_per_epoch", "40", "--checkpoint_dir", "ckpt",
                "--log_every", "10", "--backup_every", "20"]
-    job = local_job(str(example_job("keras-multiworker", tmp_path, command=command, bootstrap=BOOTSTRAP,
-                                    progress={"target_step": 400},
-                                    restart={"max_failures": 0, "window_seconds": 600})))
-    job.wait(lambda: job.max_step() >= 60, 150, "step >= 60", 0.05)
-    job.jobs.scale(job.client, job.name, {"worker": ("=", 3)})
-    status = job.wait_state(240)
-    assert status["state"] == L.SUCCEEDED, (status, job.text()[-4000:])
+    job, status = scaled_example(tmp_path, local_job, "keras-multiworker", command, 400, 60, 240)
     assert sorted(t["task"] for t in status["tasks"]) == ["worker-0", "worker-1", "worker-2"]
     new = job.text("worker-2")
     assert "Unexpected task registered" not in new and not re.search(r"training program exited with [1-9]", new), \
