@@ -221,7 +221,8 @@ def test_a_preempted_chief_task_is_relaunched_and_resumes_from_the_step_it_saved
     stopped_at = time.monotonic()
     assert job.cluster.kill_task(f"/{job.name}/worker-0", "TERM")
     status = job.wait_state(150)
-    assert status["state"] == L.SUCCEEDED, (status, job.text()[-4000:])
+    assert status["state"] == L.SUCCEEDED, (status.get("reason"), status.get("failures"), status.get("preemptions"),
+                                           job.text("worker-0")[-3000:], job.text()[-3000:])
     assert status["failures"] == 0 and status["preemptions"] == 1, status
     said = re.search(r"preempted at step (\d+) \(signal 15\); checkpoint saved; exiting 42", job.text("worker-0"))
     assert said, job.text("worker-0")[-3000:]
