@@ -28,6 +28,8 @@ apps whose tasks are stopped (instances 0): a label change is a new app version,
 rolls out by restarting the task.
 """
 
+import enum
+
 PREFIX = "marathon-tf/"
 JOB = PREFIX + "job"
 ROLE = PREFIX + "role"
@@ -46,10 +48,41 @@ ATTEMPTS = PREFIX + "attempts"
 NEXT_ATTEMPT_AT = PREFIX + "next-attempt-at"
 EARLIER_EVENTS = PREFIX + "earlier-events"
 
-SUCCEEDED = "Succeeded"
-FAILED = "Failed"
-NOT_PLACED = "NotPlaced"
+
+
+class JobState(str, enum.Enum):
+    """A job's state, as ``status``, ``list``, ``watch`` and the Python API say it (one vocabulary).
+
+    The first three are the record's (``marathon-tf/state``): the job's tasks are stopped and
+    Marathon relaunches nothing. The others are read from Marathon while there is no record:
+    ``Queued`` (NotPlaced, with a next attempt due), ``Stopped`` (every app at 0 instances, no
+    record: stopped by hand), ``Running`` (every task running), ``Deploying`` (a deployment is in
+    flight), ``Starting`` (tasks not all running, nothing deploying). A ``str``: it compares equal
+    to its value and shows as it in JSON.
+    """
+
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    NOT_PLACED = "NotPlaced"
+    QUEUED = "Queued"
+    STOPPED = "Stopped"
+    RUNNING = "Running"
+    DEPLOYING = "Deploying"
+    STARTING = "Starting"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def ended(self) -> bool:
+        """Whether the job is over for good (a record, or stopped by hand; Queued comes back)."""
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.NOT_PLACED, JobState.STOPPED)
+
+
+SUCCEEDED = JobState.SUCCEEDED.value
+FAILED = JobState.FAILED.value
+NOT_PLACED = JobState.NOT_PLACED.value
 #: Not a label value: the state ``status`` shows for a NotPlaced job with a next attempt.
-QUEUED = "Queued"
+QUEUED = JobState.QUEUED.value
 #: The record's states: the job's tasks are stopped and Marathon relaunches nothing.
 RECORDED = (SUCCEEDED, FAILED, NOT_PLACED)
