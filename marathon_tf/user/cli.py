@@ -430,7 +430,7 @@ def scale(args, job, marathon_url, user, password, token, ca_bundle, insecure, f
             from marathon_tf.user import watch
 
             watch.wait_deployment(marathon.client, result.deployment_id, result.job, timeout=timeout,
-                                  on_progress=_progress_printer())
+                                  on_progress=_progress_printer(), mesos=marathon.mesos)
 
 
 @cli.command(context_settings=_CTX)
