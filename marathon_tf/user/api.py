@@ -394,6 +394,8 @@ class LocalCluster(Marathon):
     (:class:`marathon_tf.local.LocalCluster`'s: ``agents``, ``agent_resources``, ``agent_attributes``,
     ``features``, ``marathon_instances``, ``dns_refresh``, ``dns_ttl`` …); a bad one raises ValueError."""
 
+    mesos = None  # its Mesos master is the one its Marathon names (``/v2/info``)
+
     def __init__(self, state_dir: Union[str, os.PathLike, None] = None, *, port: int = 0, host: str = "127.0.0.1",
                  dns_port: int = 0, dns_http_port: int = 0, ui_dir: Union[str, os.PathLike, None] = None,
                  **cluster: Any):
