@@ -115,9 +115,8 @@ class Agent(AgentInfo):
     #: When the master last lost contact (``time.monotonic()``), None while active.
     lost_at: Optional[float] = None
 
-    @property
-    def id(self) -> str:
-        return f"{_ID_PREFIX}-S{self.index - 1}"
+    def __post_init__(self) -> None:
+        self.id = self.id or f"{_ID_PREFIX}-S{self.index - 1}"
 
     @property
     def name(self) -> str:

@@ -1,10 +1,11 @@
 """A Mesos agent as the offer matcher reads it, and what it has free to offer (pure).
 
 An agent registers with the master with its ``AgentInfo`` (apache/mesos ``include/mesos/v1/mesos.proto``:
-``hostname``, ``resources``, ``attributes``); the master offers each framework the agent's resources
-that no task uses and no other framework holds (``src/master/allocator/mesos/hierarchical.cpp``: the
-agent's total less its allocation). :class:`AgentInfo` is that view: its total resources (by role),
-its attributes, how many GPUs it has (numbered ``0 … gpus-1``) and the roles its resources carry.
+``id``, ``hostname``, ``resources``, ``attributes``); the master offers each framework the agent's
+resources that no task uses and no other framework holds (``src/master/allocator/mesos/hierarchical.cpp``:
+the agent's total less its allocation). :class:`AgentInfo` is that view: its id (what an offer names),
+its total resources (by role), its attributes, how many GPUs it has (numbered ``0 … gpus-1``) and the
+roles its resources carry.
 
 ``enforced`` is False only for the local runner's default agent, as large as the machine, whose
 resources are not counted (:mod:`marathon_tf.local.agents`); a real agent's always are.
@@ -26,9 +27,10 @@ __all__ = ["AgentInfo", "free_resources"]
 
 @dataclass(kw_only=True)
 class AgentInfo:
-    """One agent: its ``hostname``, total ``resources`` (every role), ``attributes``; ``enforced``
+    """One agent: its ``id``, ``hostname``, total ``resources`` (every role), ``attributes``; ``enforced``
     False for one whose resources are not counted (the local runner's default agent)."""
 
+    id: str = ""
     hostname: str
     resources: list[Resource]
     attributes: dict[str, Value] = field(default_factory=dict)

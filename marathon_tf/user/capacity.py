@@ -58,7 +58,8 @@ class ClusterAgent:
 
     def as_agent(self, resources: list[Resource]) -> AgentInfo:
         """The agent as the offer matcher (:mod:`marathon_tf.mesos.placement`: Marathon 1.8's) reads it."""
-        return AgentInfo(hostname=self.hostname, resources=resources, attributes=dict(self.attributes), enforced=True)
+        return AgentInfo(id=self.id, hostname=self.hostname, resources=resources, attributes=dict(self.attributes),
+                         enforced=True)
 
     def free_summary(self) -> dict[str, float]:
         """Free scalars added up over the roles, and the free ports counted (for the waits' numbers)."""
@@ -143,10 +144,9 @@ def parse_agents(body: Mapping[str, Any], names: Optional[Mapping[str, str]] = N
         if not isinstance(slave, Mapping) or slave.get("active") is False or slave.get("deactivated"):
             continue
         total = _total(slave)
-        holder = AgentInfo(hostname=str(slave.get("hostname") or ""), resources=total)
-        free = free_resources(holder, _taken(slave, "used_resources") + _taken(slave, "offered_resources"))
-        agent_id = str(slave.get("id") or "")
-        out.append(ClusterAgent(agent_id, holder.hostname, (names or {}).get(agent_id) or holder.hostname or agent_id,
+        agent = AgentInfo(id=str(slave.get("id") or ""), hostname=str(slave.get("hostname") or ""), resources=total)
+        free = free_resources(agent, _taken(slave, "used_resources") + _taken(slave, "offered_resources"))
+        out.append(ClusterAgent(agent.id, agent.hostname, (names or {}).get(agent.id) or agent.hostname or agent.id,
                                 total, free, attributes_from_json(slave.get("attributes") or {})))
     return out
 
