@@ -7,12 +7,15 @@ The package is three programs that run in different places, and what they share:
 ``task/``       inside every Marathon task: the bootstrap, discovery, rendezvous, the program's life
 ``local/``      on the user's machine, as Marathon + Mesos + Mesos-DNS: the single-machine cluster
 ``marathon/``   talking to Marathon's REST API and event stream (used by ``user/`` and ``task/``)
+``mesos/``      the Mesos model: resources, attributes, agents, offers, Marathon's offer matching
+                (pure; used by ``local/`` to play the cluster and by ``user/``'s admission check)
 ``contract/``   what the sides agree on: names, the task environment, labels, errors, cluster spec
 ==============  ===================================================================================
 
 Imports go one way (``tests/test_layout.py`` keeps them so): ``contract`` imports nothing else of
-marathon_tf; ``marathon`` only ``contract``; ``task`` never imports ``user`` or ``local``;
-``local`` knows marathon-tf only through ``contract``, as a real Mesos agent knows nothing of it.
+marathon_tf; ``marathon`` and ``mesos`` only ``contract``; ``task`` never imports ``user`` or ``local``;
+``local`` knows marathon-tf only through ``contract``, as a real Mesos agent knows nothing of it, and
+plays Mesos with ``mesos``; ``user`` models Mesos with ``mesos`` too, never with ``local``'s modules.
 ``bootstrap.py`` here is the task's entry point (``python -m marathon_tf.bootstrap``), ``cli.py`` the CLI's under its
 first name (``python -m marathon_tf.cli``; the CLI is ``user/cli.py``).
 

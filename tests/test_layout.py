@@ -1,17 +1,21 @@
 """The package's layout: one subpackage per side, and imports that go one way only.
 
 ``marathon_tf/`` is three programs that run in different places (the user's machine, every
-Marathon task, the local cluster), the Marathon client two of them use, and the contract all of
-them share (see ``marathon_tf/__init__.py``). This test reads every module's imports (also those
+Marathon task, the local cluster), the Marathon client two of them use, the Mesos model two of them
+use, and the contract all of them share (see ``marathon_tf/__init__.py``). This test reads every module's imports (also those
 inside functions, which run later but still tie the sides together) and holds them to:
 
 * ``contract`` imports nothing else of marathon_tf;
 * ``marathon`` (the REST client, events, the job's record) only ``contract``;
+* ``mesos`` (the Mesos model: resources, agents, offers, Marathon's offer matching; pure) only
+  ``contract``;
 * ``task`` never imports the user's side (no CLI, no output, no job file in a task) nor the local
   cluster;
-* ``local`` knows marathon-tf only through ``contract``, as a real Mesos agent knows nothing of it;
+* ``local`` knows marathon-tf only through ``contract``, as a real Mesos agent knows nothing of it,
+  and plays Mesos with the ``mesos`` model;
 * ``user`` reaches into ``task`` only for the ``bootstrap`` verb and the pre-warmed interpreters it
-  hands the local cluster.
+  hands the local cluster; it models Mesos with ``mesos``, never with the local cluster's modules
+  (production admission never imports the imitation).
 
 It also keeps modules to one concern: none over 600 lines unless its docstring says why.
 """
@@ -24,18 +28,22 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "marathon_tf"
-SIDES = ("contract", "marathon", "task", "user", "local")
+SIDES = ("contract", "marathon", "mesos", "task", "user", "local")
 
 #: side -> the sides its modules may import (itself included)
 ALLOWED = {
     "contract": {"contract"},
     "marathon": {"contract", "marathon"},
+    "mesos": {"contract", "mesos"},
     "task": {"contract", "marathon", "task"},
-    "local": {"contract", "local"},
-    "user": {"contract", "marathon", "local", "user", "task"},
+    "local": {"contract", "local", "mesos"},
+    "user": {"contract", "marathon", "mesos", "local", "user", "task"},
 }
 #: the only task modules the user's side may import
 USER_MAY_USE_OF_TASK = {"marathon_tf.task.bootstrap", "marathon_tf.task.warmpool"}
+#: the local cluster's modules that once held what is now the Mesos model: the user's side models
+#: Mesos with :mod:`marathon_tf.mesos` (it may still import ``local`` to start a local cluster)
+LOCAL_NOT_FOR_USER = ("marathon_tf.local.placement", "marathon_tf.local.resources", "marathon_tf.local.agents")
 MAX_LINES = 600
 
 
@@ -91,6 +99,9 @@ def violations(name: str, source: str, is_package: bool = False) -> list[str]:
                 and not any(target.startswith(m + ".") for m in USER_MAY_USE_OF_TASK):
             out.append(f"{name}:{line} (user) imports {target}: the user's side uses only "
                        f"{', '.join(sorted(USER_MAY_USE_OF_TASK))} of the task side")
+        elif side == "user" and any(target == m or target.startswith(m + ".") for m in LOCAL_NOT_FOR_USER):
+            out.append(f"{name}:{line} (user) imports {target}: production admission never imports the "
+                       f"imitation; the Mesos model is marathon_tf.mesos")
     return out
 
 
@@ -100,7 +111,7 @@ def modules() -> list[Path]:
 
 def test_the_package_shows_its_sides():
     top = sorted(p.name for p in PACKAGE.iterdir() if not p.name.startswith(("_", ".")) or p.name == "__init__.py")
-    assert top == ["__init__.py", "bootstrap.py", "cli.py", "contract", "local", "marathon", "task", "user"]
+    assert top == ["__init__.py", "bootstrap.py", "cli.py", "contract", "local", "marathon", "mesos", "task", "user"]
     for side in SIDES:
         doc = ast.get_docstring(ast.parse((PACKAGE / side / "__init__.py").read_text()))
         assert doc, f"marathon_tf/{side}/__init__.py must say what the side is"
@@ -113,6 +124,31 @@ def test_imports_go_one_way():
     assert found == [], "imports against the layout:\n" + "\n".join(found)
 
 
+def test_the_users_side_never_imports_the_local_clusters_model_of_mesos():
+    found = []
+    for path in sorted((PACKAGE / "user").rglob("*.py")):
+        name = module_name(path)
+        found += [f"{name}:{line} imports {target}" for line, target in
+                  imported_modules(path.read_text(), name, path.name == "__init__.py")
+                  if any(target == m or target.startswith(m + ".") for m in LOCAL_NOT_FOR_USER)]
+    assert found == [], "production admission imports the imitation:\n" + "\n".join(found)
+
+
+#: all the Mesos model imports besides itself and ``contract``: no I/O, no threads, no clock
+MESOS_MAY_USE = {"__future__", "dataclasses", "math", "re", "typing"}
+
+
+def test_the_mesos_model_is_pure():
+    found = []
+    for path in sorted((PACKAGE / "mesos").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found += [f"{path.name}:{node.lineno} imports {n}" for n in names
+                      if n.split(".")[0] not in MESOS_MAY_USE and n.split(".")[0] != "marathon_tf"]
+    assert found == [], "the Mesos model is pure (see marathon_tf/mesos/__init__.py):\n" + "\n".join(found)
+
+
 @pytest.mark.parametrize("name, source", [
     ("marathon_tf.task.supervisor", "def f():\n    from marathon_tf.user import output\n"),
     ("marathon_tf.task.bootstrap", "from marathon_tf.user.cli import main\n"),
@@ -122,6 +158,11 @@ def test_imports_go_one_way():
     ("marathon_tf.contract.naming", "import marathon_tf.marathon.client\n"),
     ("marathon_tf.marathon.client", "from marathon_tf.user import watch\n"),
     ("marathon_tf.user.jobs", "from marathon_tf.task.lifecycle import decide\n"),
+    ("marathon_tf.mesos.placement", "from marathon_tf.local.agents import Agent\n"),
+    ("marathon_tf.mesos.views", "from ..marathon import shapes\n"),
+    ("marathon_tf.user.admission", "from marathon_tf.local.placement import match\n"),
+    ("marathon_tf.user.capacity", "from marathon_tf.local import agents\n"),
+    ("marathon_tf.task.bootstrap", "from marathon_tf.mesos import resources\n"),
 ])
 def test_the_check_catches_an_import_against_the_layout(name, source):
     assert violations(name, source), f"{name}: {source!r} should have been refused"
@@ -131,6 +172,9 @@ def test_the_check_catches_an_import_against_the_layout(name, source):
     ("marathon_tf.task.bootstrap", "from marathon_tf.contract import naming\nfrom marathon_tf.marathon.client import Client\n"),
     ("marathon_tf.local.launcher", "from marathon_tf.contract.taskenv import PREWARM_SOCKET_VAR\nfrom . import reaper\n"),
     ("marathon_tf.user.cli", "from marathon_tf.task import bootstrap\nfrom marathon_tf.local import LocalCluster\n"),
+    ("marathon_tf.local.scheduler", "from marathon_tf.mesos.placement import match\nfrom ..mesos import resources\n"),
+    ("marathon_tf.user.admission", "from marathon_tf.mesos.placement import Match, match\n"),
+    ("marathon_tf.mesos.placement", "from .agents import AgentInfo\nfrom marathon_tf.contract import errors\n"),
 ])
 def test_the_check_lets_the_allowed_imports_through(name, source):
     assert violations(name, source) == []

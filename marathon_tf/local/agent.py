@@ -27,8 +27,10 @@ from typing import Any, Callable, Optional
 
 from aiohttp import web
 
+from marathon_tf.mesos.resources import Resource
+from marathon_tf.mesos.views import attributes_json, full_json, summary_json
+
 from .agents import Agent, Agents
-from .resources import Resource, attributes_json, full_json, summary_json
 from .taskscope import SECRETS_DIR
 
 __all__ = ["add_agent_routes", "mesos_json", "resource_fields"]

@@ -1,6 +1,7 @@
 """The local cluster's Mesos agents: how many, their resources, attributes, addresses and state.
 
-One machine plays every agent. Agent *N* (``agent-N``, id ``<master id>-S<N-1>``):
+One machine plays every agent. Agent *N* (``agent-N``, id ``<master id>-S<N-1>``) is a Mesos agent of
+the model (:class:`marathon_tf.mesos.agents.AgentInfo`: hostname, resources, attributes) and:
 
 * has its own address, the loopback address ``127.0.0.N`` (agent 1: the runner's own host),
   which is also its ``hostname``, as DC/OS names agents by their IP: Marathon's ``host`` of its
@@ -10,7 +11,7 @@ One machine plays every agent. Agent *N* (``agent-N``, id ``<master id>-S<N-1>``
 * has its own sandbox root: ``<state>/sandboxes`` for agent 1 (where it always was),
   ``<state>/agents/agent-N/sandboxes`` for the others;
 * offers the resources it was given in the Mesos agent's ``--resources`` syntax
-  (:mod:`marathon_tf.local.resources`); what is not given is detected as a Mesos agent does
+  (:mod:`marathon_tf.mesos.resources`); what is not given is detected as a Mesos agent does
   (``src/slave/containerizer/containerizer.cpp``: every CPU, memory less 1 GiB, the state
   directory's disk less 5 GiB, ports ``[31000-32000]``, no GPUs). Without any ``--resources``
   (the default) the agent is this machine as before: it reports the machine's resources, its
@@ -31,10 +32,12 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Optional, Sequence
 
-from .resources import (Ranges, Resource, Value, attributes_json, coalesce, parse_attributes, parse_resources,
-                        summary_json)
+from marathon_tf.mesos.agents import AgentInfo
+from marathon_tf.mesos.resources import Ranges, Resource, parse_attributes, parse_resources
+from marathon_tf.mesos.views import attributes_json, summary_json
+
 from .state import AGENT_ID
 
 __all__ = ["Agent", "Agents", "per_agent", "MAX_AGENTS"]
@@ -99,24 +102,21 @@ def ephemeral_ports() -> Ranges:
 
 
 @dataclass
-class Agent:
-    """One agent. ``resources`` is its total; ``enforced`` False for the default, machine-sized one."""
+class Agent(AgentInfo):
+    """One agent: ``index`` (agent-N) and ``work_dir`` (its sandboxes' root), then, by keyword, what
+    the model has of it (``hostname``, ``resources``: its total, ``attributes``, ``enforced``: False
+    for the default, machine-sized one)."""
 
     index: int
-    hostname: str
     work_dir: Path
-    resources: list[Resource]
-    attributes: dict[str, Value] = field(default_factory=dict)
-    enforced: bool = True
     state: str = "active"
     registered_time: float = field(default_factory=time.time)
     reregistered_time: Optional[float] = None
     #: When the master last lost contact (``time.monotonic()``), None while active.
     lost_at: Optional[float] = None
 
-    @property
-    def id(self) -> str:
-        return f"{_ID_PREFIX}-S{self.index - 1}"
+    def __post_init__(self) -> None:
+        self.id = self.id or f"{_ID_PREFIX}-S{self.index - 1}"
 
     @property
     def name(self) -> str:
@@ -129,14 +129,6 @@ class Agent:
     @property
     def active(self) -> bool:
         return self.state == "active"
-
-    @property
-    def gpus(self) -> int:
-        """How many GPUs it has (numbered 0 … gpus-1), every role together."""
-        return int(sum(r.value for r in self.resources if r.name == "gpus" and isinstance(r.value, float)))
-
-    def roles(self) -> set[str]:
-        return {r.role for r in self.resources}
 
     def describe(self) -> dict:
         """What ``GET /_local/agents`` and :meth:`LocalCluster.agents` tell about it."""
@@ -172,13 +164,14 @@ class Agents:
         attrs = parse_attributes(attributes) if attributes else {}
         if resources is None:
             total = machine_resources(work_dir) + [Resource("ports", ephemeral_ports())]
-            agent = Agent(index, hostname, work_dir, total, attrs, enforced=False)
+            agent = Agent(index, work_dir, hostname=hostname, resources=total, attributes=attrs, enforced=False)
         else:
             given = parse_resources(resources)
             names = {r.name for r in given}
             detected = [r for r in machine_resources(work_dir) if r.name not in names]
             ports = [] if "ports" in names else [Resource("ports", ((31000, 32000),))]
-            agent = Agent(index, hostname, work_dir, given + detected + ports, attrs, enforced=True)
+            agent = Agent(index, work_dir, hostname=hostname, resources=given + detected + ports, attributes=attrs,
+                          enforced=True)
         self.all.append(agent)
         return agent
 
@@ -195,11 +188,6 @@ class Agents:
     def roles(self) -> set[str]:
         """Every role some agent's resources carry (the local Marathon is offered all of them)."""
         return set().union(*(a.roles() for a in self.all)) if self.all else {"*"}
-
-
-def ports_resource(ports: Iterable[int], role: str = "*") -> Resource:
-    """Single ports as one ranges resource."""
-    return Resource("ports", coalesce((p, p) for p in ports), role)
 
 
 def gpu_env(indices: Sequence[int]) -> dict[str, str]:

@@ -71,7 +71,7 @@ class LocalCluster:
     ``features``: Marathon's ``--enable_features``; ``gpu_scheduling_behavior``: its
     ``--gpu_scheduling_behavior`` (``restricted``: tasks without GPUs decline agents with GPUs).
     ``persist``: keep the state (apps, groups, deployments) in ``state_dir`` and reload it when a cluster
-    starts there again (``local serve``; see :mod:`~marathon_tf.local.persist`).
+    starts there again (``local serve``; see :mod:`~marathon_tf.local.extras.persist`).
     Bad values raise ValueError.
     """
 

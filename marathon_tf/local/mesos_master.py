@@ -22,9 +22,11 @@ from typing import Callable
 
 from aiohttp import web
 
+from marathon_tf.mesos.resources import Resource
+from marathon_tf.mesos.views import attributes_json, full_json, summary_json
+
 from .agent import MESOS_VERSION, mesos_json, resource_fields
 from .agents import Agent, Agents
-from .resources import Resource, attributes_json, full_json, summary_json
 from .state import FRAMEWORK_ID, State, Task
 
 __all__ = ["add_master_routes", "MESOS_PREFIX"]

@@ -22,8 +22,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-from .placement import REASON_FUNNEL, Match, NoMatch, funnel
-from .resources import offer_attributes_json, offer_resources_json
+from marathon_tf.mesos.placement import REASON_FUNNEL, Match, NoMatch, funnel
+from marathon_tf.mesos.views import offer_attributes_json, offer_resources_json
+
 from .state import now_ts
 
 __all__ = ["OfferStats", "OFFER_INTERVAL"]

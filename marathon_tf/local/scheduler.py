@@ -8,7 +8,7 @@ and surplus tasks (``killSelection``), and launches missing ones once the
 backoff delay has passed. Every exit, even code 0, is relaunched; TASK_FAILED
 and TASK_FINISHED grow the delay, TASK_KILLED does not (FACTS §5.7).
 
-A task is launched on the first agent whose offer fits it (``placement.py``; agents with
+A task is launched on the first agent whose offer fits it (:mod:`marathon_tf.mesos.placement`; agents with
 fewer tasks first), or waits in the queue with the offers' reasons counted (``offers.py``).
 An agent that is lost (``agentloss.py``) turns its tasks TASK_UNREACHABLE; the app's
 ``unreachableStrategy`` then decides when they are replaced and forgotten.
@@ -22,14 +22,16 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from marathon_tf.mesos.agents import free_resources
+from marathon_tf.mesos.placement import Match, NoMatch, match
+from marathon_tf.mesos.resources import Resource, ports_resource
+
 from .agentloss import AgentLoss
-from .agents import Agent, Agents, gpu_env, ports_resource
+from .agents import Agent, Agents, gpu_env
 from .events import EventBus
 from .health import HealthMonitor
 from .launcher import FetchError, Launcher, last_line, task_env, wants_gpus
 from .offers import OfferStats
-from .placement import Match, NoMatch, free_resources, match
-from .resources import Resource
 from .state import FRAMEWORK_ID, AppState, State, Task, now_ts
 from .taskscope import TOKEN_FILE_VAR, Grants
 
@@ -50,7 +52,7 @@ class Scheduler:
         self.bus = bus
         self.agents = agents or Agents(launcher.state_dir, state.host)
         self.offers = OfferStats()
-        #: ``--gpu_scheduling_behavior restricted`` with ``gpu_resources`` enabled (see placement.py).
+        #: ``--gpu_scheduling_behavior restricted`` with ``gpu_resources`` enabled (mesos/placement.py).
         self.gpu_restricted = gpu_restricted
         self.kill_grace = kill_grace
         self.shutdown_grace = shutdown_grace

@@ -8,7 +8,8 @@ delimited body), ``/v2/info``, ``/v2/leader``, ``/ping``, ``/v2/plugins``, the
 admin API under ``/_local/`` (faults, request log, killing a task's process, agents:
 ``agent_admin.py``), the
 Mesos endpoints the UI reads (``mesos_master.py``, ``agent.py``) and optionally
-the UI itself (``ui.py``). ``security.py`` guards every route.
+the UI itself (``extras/ui.py``). ``security.py`` guards every route. ``local serve``'s
+extras (``extras/``: the state kept on disk, the UI) are imported only when asked for.
 """
 
 from __future__ import annotations
@@ -33,11 +34,9 @@ from .agent import add_agent_routes
 from .mesos_master import MESOS_PREFIX, add_master_routes
 from .launcher import Launcher
 from .scheduler import Scheduler
-from .persist import Store
 from .security import GRANT_KEY, Security
 from .state import FRAMEWORK_ID, State, canonical_path, now_ts
 from .taskscope import event_visible
-from .ui import add_ui_routes
 
 __all__ = ["Runtime", "create_app", "MARATHON_VERSION", "DEFAULT_FEATURES", "FEATURES"]
 
@@ -76,8 +75,12 @@ class Runtime:
         self.deployments = DeploymentManager(self.state, self.scheduler, self.bus)
         self.api = MarathonApi(self.state, self.scheduler, self.deployments, self.bus)
         self._scheduler_task: asyncio.Task | None = None
-        #: ``persist``: the state is kept in the state dir and reloaded at start (``persist.py``).
-        self.store = Store(self.launcher.state_dir, self.state, self.deployments) if persist else None
+        #: ``persist``: the state is kept in the state dir and reloaded at start (``extras/persist.py``).
+        self.store = None
+        if persist:
+            from .extras.persist import Store
+
+            self.store = Store(self.launcher.state_dir, self.state, self.deployments)
         self._saver: asyncio.Task | None = None
 
     def restore(self) -> None:
@@ -269,6 +272,8 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
     add_agent_routes(app, rt.agents, FRAMEWORK_ID, rt.scheduler.used, started)
     add_master_routes(app, rt.state, rt.agents, rt.scheduler.used, lambda: started)
     if ui_dir is not None:
+        from .extras.ui import add_ui_routes
+
         add_ui_routes(app, ui_dir)
     return app
 

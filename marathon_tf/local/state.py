@@ -252,9 +252,6 @@ class State:
     def definitions(self) -> dict[str, dict]:
         return {k: a.definition for k, a in self.visible_apps().items()}
 
-    def group_exists(self, gid: str) -> bool:
-        return gid in self.groups
-
     def task_json(self, task: Task) -> dict:
         """A task's JSON with its app's service ports."""
         app = self.apps.get(task.app_id)

@@ -13,8 +13,9 @@
 ``stopsignals``  SIGTERM / SIGHUP stop a foreground command like Ctrl-C
 ===============  ==============================================================================
 
-It builds on :mod:`marathon_tf.contract` and :mod:`marathon_tf.marathon`; it starts the local
-cluster (:mod:`marathon_tf.local`) for ``--local`` and ``local serve``, and reaches into the task
+It builds on :mod:`marathon_tf.contract` and :mod:`marathon_tf.marathon`, asks the Mesos model
+(:mod:`marathon_tf.mesos`) whether a job fits the cluster (``capacity``, ``admission``), starts the
+local cluster (:mod:`marathon_tf.local`) for ``--local`` and ``local serve``, and reaches into the task
 side only for ``marathon-tf bootstrap`` and the shared pre-warmed interpreters it hands the local
 cluster (:mod:`marathon_tf.task.warmpool`).
 """

@@ -1,7 +1,7 @@
 """Before anything is sent (``deploy``, ``scale``, ``--dry-run`` too): does the job fit the cluster?
 
 From the registered agents (:mod:`marathon_tf.user.capacity`) and one rendered app per role, with
-Marathon 1.8's offer matcher (:func:`marathon_tf.local.placement.match`: the resources of the roles
+Marathon 1.8's offer matcher (:func:`marathon_tf.mesos.placement.match`: the resources of the roles
 Marathon is offered, cpus, mem, disk, gpus, the constraints, ports):
 
 * a task that fits on no agent even when the cluster is empty can never start: refused in one line,
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Optional, Sequence
 
 from marathon_tf.contract.errors import NotPlaced, UsageError
-from marathon_tf.local.placement import Match, match
-from marathon_tf.local.resources import Resource, ranges_minus
+from marathon_tf.mesos.placement import Match, match
+from marathon_tf.mesos.resources import Resource, attribute_text, ranges_minus
 from marathon_tf.user import capacity
 from marathon_tf.user.spec import JobSpec
 
@@ -122,8 +122,6 @@ def impossible(apps: Mapping[str, Mapping[str, Any]], cap: capacity.Capacity) ->
 
 def _attributes(cap: capacity.Capacity) -> str:
     """`` (agents' attributes: agent-1 rack:r1; …)`` for a constraint that matches no agent."""
-    from marathon_tf.local.resources import attribute_text
-
     shown = [f"{a.name} " + (",".join(f"{k}:{attribute_text(v)}" for k, v in a.attributes.items()) or "none")
              for a in cap.agents[:5]]
     return f" (agents' attributes: {'; '.join(shown)}" + (" …)" if len(cap.agents) > 5 else ")")

@@ -156,10 +156,6 @@ class Marathon:
         self._client = client if client is not None else (
             connect(url, user=user, password=password, token=token, ca_bundle=ca_bundle, insecure=insecure))
         self.mesos = mesos or os.environ.get("MESOS_URL") or None
-        if self.mesos:
-            from marathon_tf.user import capacity
-
-            capacity.use_mesos(self._client, self.mesos)
 
     @property
     def client(self):
@@ -211,7 +207,8 @@ class Marathon:
 
         spec = admission.effective(job.spec if isinstance(job, Job) else job, admission_timeout)
         jobs.check_deployable(self.client, spec)  # refused before anything is removed (--fresh) or sent
-        verdict = admission.check(self.client, spec, wait=wait_for_resources, templates_dir=templates_dir)
+        verdict = admission.check(self.client, spec, wait=wait_for_resources, templates_dir=templates_dir,
+                                  mesos=self.mesos)
         previous, group = redeploy.previous_run(self.client, spec)
         if previous is not None and resume is None:
             raise previous.question(spec.name)
@@ -245,9 +242,9 @@ class Marathon:
         from marathon_tf.user import gang, jobs
 
         name = self.resolve(job)
-        status = jobs.job_status(self.client, name)
-        if drive and gang.drive(self.client, name, status):
-            status = jobs.job_status(self.client, name)
+        status = jobs.job_status(self.client, name, mesos=self.mesos)
+        if drive and gang.drive(self.client, name, status, mesos=self.mesos):
+            status = jobs.job_status(self.client, name, mesos=self.mesos)
         return JobStatus.from_dict(status)
 
     def wait(self, job: Optional[str] = None, *, deployment_id: Optional[str] = None,
@@ -273,7 +270,7 @@ class Marathon:
             on_progress(JobStatus.from_dict(status))
             if admit:
                 try:
-                    gang.drive(self.client, name, status)
+                    gang.drive(self.client, name, status, mesos=self.mesos)
                 except MarathonError:
                     pass
             # one extra group GET per HOPELESS_EVERY s, not per poll (as the deciding task's watch does)
@@ -287,10 +284,10 @@ class Marathon:
         with EventStream(self.client) as stream:
             if deployment_id is not None:
                 watch.wait_deployment(self.client, deployment_id, name, timeout=timeout, on_progress=show,
-                                      stream=stream)
+                                      stream=stream, mesos=self.mesos)
             left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
             final = JobStatus.from_dict(watch.wait_job(self.client, name, timeout=left, on_progress=show,
-                                                       stream=stream))
+                                                       stream=stream, mesos=self.mesos))
         if check and final.state == "Failed":
             raise JobFailed(f"job {name} failed" + (f": {final.reason}" if final.reason else ""))
         if check and final.state == "NotPlaced":
@@ -310,7 +307,7 @@ class Marathon:
         parsed = jobs.parse_scale_args(args)
         name = self.resolve(job, verb="scale")
         plan, result = jobs.scale(self.client, name, parsed, templates_dir=templates_dir, force=force,
-                                  dry_run=dry_run, wait_for_resources=wait_for_resources)
+                                  dry_run=dry_run, wait_for_resources=wait_for_resources, mesos=self.mesos)
         tasks = {k: tuple(v) for k, v in plan.to_dict().items()}
         if result is None:
             return ScaleResult(job=name, changed=False, **tasks)
@@ -396,6 +393,8 @@ class LocalCluster(Marathon):
     removes it). Ports 0 pick free ones. ``cluster``: more of the local cluster's options
     (:class:`marathon_tf.local.LocalCluster`'s: ``agents``, ``agent_resources``, ``agent_attributes``,
     ``features``, ``marathon_instances``, ``dns_refresh``, ``dns_ttl`` …); a bad one raises ValueError."""
+
+    mesos = None  # its Mesos master is the one its Marathon names (``/v2/info``)
 
     def __init__(self, state_dir: Union[str, os.PathLike, None] = None, *, port: int = 0, host: str = "127.0.0.1",
                  dns_port: int = 0, dns_http_port: int = 0, ui_dir: Union[str, os.PathLike, None] = None,

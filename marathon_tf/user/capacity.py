@@ -15,31 +15,29 @@ origin (DC/OS's admin router serves both); another host gets none, and a master 
 skipped with a note. The local runner's agents without ``--agent-resources`` are as large as the
 machine and never short (its admin API ``/_local/agents`` says ``enforced: false``): such a cluster
 is not checked. Returns data; never prints.
+
+The master the user named (``--mesos`` / ``MESOS_URL``) is passed to every look (``given``): the
+callers hold it (:class:`marathon_tf.user.api.Marathon`'s ``mesos``), nothing here remembers it.
+What an agent has and what fits it is the Mesos model's (:mod:`marathon_tf.mesos`).
 """
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping, Optional
 from urllib.parse import urlsplit
 
 import requests
 
 from marathon_tf.contract.errors import MarathonError
-from marathon_tf.local.agents import Agent
-from marathon_tf.local.placement import free_resources
-from marathon_tf.local.resources import Resource, Value, coalesce, ranges_size
+from marathon_tf.mesos.agents import AgentInfo, free_resources
+from marathon_tf.mesos.resources import Resource, Value, ranges_size
+from marathon_tf.mesos.views import attributes_from_json, resources_from_full, resources_from_summary
 
-__all__ = ["ClusterAgent", "Capacity", "Unknown", "read", "parse_agents", "parse_resources_json", "use_mesos",
-           "mesos_url", "TIMEOUT"]
+__all__ = ["ClusterAgent", "Capacity", "Unknown", "read", "parse_agents", "mesos_url", "TIMEOUT"]
 
 #: (connect, read) seconds for the master: a refusal is said within 2 s, a slow master is skipped.
 TIMEOUT = (1.5, 5.0)
-
-#: client → the master URL its user gave (``--mesos`` / ``MESOS_URL``), for every later look.
-_GIVEN: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
 
 
 class Unknown(Exception):
@@ -58,10 +56,10 @@ class ClusterAgent:
     free: list[Resource]
     attributes: dict[str, Value] = field(default_factory=dict)
 
-    def as_agent(self, resources: list[Resource]) -> Agent:
-        """The agent as the offer matcher (:mod:`marathon_tf.local.placement`: Marathon 1.8's) reads it."""
-        return Agent(index=0, hostname=self.hostname, work_dir=Path("."), resources=resources,
-                     attributes=dict(self.attributes), enforced=True)
+    def as_agent(self, resources: list[Resource]) -> AgentInfo:
+        """The agent as the offer matcher (:mod:`marathon_tf.mesos.placement`: Marathon 1.8's) reads it."""
+        return AgentInfo(id=self.id, hostname=self.hostname, resources=resources, attributes=dict(self.attributes),
+                         enforced=True)
 
     def free_summary(self) -> dict[str, float]:
         """Free scalars added up over the roles, and the free ports counted (for the waits' numbers)."""
@@ -86,12 +84,6 @@ class Capacity:
         return {a.id: a.free_summary() for a in self.agents}
 
 
-def use_mesos(client: Any, url: Optional[str]) -> None:
-    """Read the master at ``url`` for this client from now on (``--mesos`` / ``MESOS_URL``)."""
-    if url:
-        _GIVEN[client] = url.rstrip("/")
-
-
 def _config(client: Any) -> dict[str, Any]:
     """Marathon's ``/v2/info`` ``marathon_config`` ({} when it cannot be read)."""
     if client is None:
@@ -104,10 +96,9 @@ def _config(client: Any) -> dict[str, Any]:
 
 
 def mesos_url(client: Any, given: Optional[str] = None, config: Optional[Mapping[str, Any]] = None) -> Optional[str]:
-    """The master's base URL: given, set for the client, else Marathon's ``mesos_leader_ui_url``."""
-    url = given or (_GIVEN.get(client) if client is not None else None)
-    if url:
-        return url.rstrip("/")
+    """The master's base URL: ``given`` (``--mesos`` / ``MESOS_URL``), else Marathon's ``mesos_leader_ui_url``."""
+    if given:
+        return given.rstrip("/")
     url = (config if config is not None else _config(client)).get("mesos_leader_ui_url")
     return str(url).rstrip("/") if url else None
 
@@ -127,78 +118,23 @@ def _session(client: Any, url: str) -> requests.Session:
     return session
 
 
-def _value(item: Mapping[str, Any]) -> Optional[Value]:
-    if "scalar" in item:
-        return float((item.get("scalar") or {}).get("value", 0.0))
-    if "ranges" in item:
-        return coalesce((int(r["begin"]), int(r["end"])) for r in (item.get("ranges") or {}).get("range") or [])
-    if "set" in item:
-        return frozenset((item.get("set") or {}).get("item") or [])
-    return None
-
-
-def _role(item: Mapping[str, Any]) -> str:
-    reservations = item.get("reservations") or []
-    if reservations:
-        return str(reservations[-1].get("role") or "*")
-    return str(item.get("role") or "*")
-
-
-def _summary(summary: Mapping[str, Any], role: str = "*") -> list[Resource]:
-    """A Mesos resource summary (``{"cpus": 4.0, "ports": "[31000-32000]"}``) as resources of ``role``."""
-    out = []
-    for name, value in (summary or {}).items():
-        if isinstance(value, (int, float)):
-            if value:
-                out.append(Resource(name, float(value), role))
-        elif isinstance(value, str) and value.startswith("["):
-            pairs = [p.strip().split("-") for p in value.strip("[]").split(",") if p.strip()]
-            out.append(Resource(name, coalesce((int(b), int(e)) for b, e in pairs), role))
-        elif isinstance(value, str) and value.startswith("{"):
-            out.append(Resource(name, frozenset(v.strip() for v in value.strip("{}").split(",") if v.strip()), role))
-    return out
-
-
-def parse_resources_json(items: Any) -> list[Resource]:
-    """The protobuf JSON of ``*_full`` (``[{"name", "type", "scalar"|"ranges"|"set", "role",
-    "reservations"}]``) as resources."""
-    out = []
-    for item in items or []:
-        value = _value(item) if isinstance(item, Mapping) else None
-        if value is not None and item.get("name"):
-            out.append(Resource(str(item["name"]), value, _role(item)))
-    return out
-
-
 def _total(slave: Mapping[str, Any]) -> list[Resource]:
     if "unreserved_resources_full" in slave:
         reserved = slave.get("reserved_resources_full") or {}
         items = list(slave.get("unreserved_resources_full") or [])
         for role_items in (reserved.values() if isinstance(reserved, Mapping) else []):
             items += list(role_items or [])
-        return parse_resources_json(items)
-    total = _summary(slave.get("unreserved_resources") or slave.get("resources") or {})
+        return resources_from_full(items)
+    total = resources_from_summary(slave.get("unreserved_resources") or slave.get("resources") or {})
     for role, summary in (slave.get("reserved_resources") or {}).items():
-        total += _summary(summary, role)
+        total += resources_from_summary(summary, role)
     return total
 
 
 def _taken(slave: Mapping[str, Any], name: str) -> list[Resource]:
     if f"{name}_full" in slave:
-        return parse_resources_json(slave.get(f"{name}_full"))
-    return _summary(slave.get(name) or {})  # roles unknown: counted against the unreserved part
-
-
-def _attributes(raw: Mapping[str, Any]) -> dict[str, Value]:
-    out: dict[str, Value] = {}
-    for key, value in (raw or {}).items():
-        if isinstance(value, (int, float)):
-            out[key] = float(value)
-        elif isinstance(value, str) and value.startswith("[") and value.endswith("]"):
-            out[key] = _summary({key: value})[0].value if value.strip("[]") else ()
-        else:
-            out[key] = str(value)
-    return out
+        return resources_from_full(slave.get(f"{name}_full"))
+    return resources_from_summary(slave.get(name) or {})  # roles unknown: counted against the unreserved part
 
 
 def parse_agents(body: Mapping[str, Any], names: Optional[Mapping[str, str]] = None) -> list[ClusterAgent]:
@@ -208,11 +144,10 @@ def parse_agents(body: Mapping[str, Any], names: Optional[Mapping[str, str]] = N
         if not isinstance(slave, Mapping) or slave.get("active") is False or slave.get("deactivated"):
             continue
         total = _total(slave)
-        holder = Agent(0, str(slave.get("hostname") or ""), Path("."), total)
-        free = free_resources(holder, _taken(slave, "used_resources") + _taken(slave, "offered_resources"))
-        agent_id = str(slave.get("id") or "")
-        out.append(ClusterAgent(agent_id, holder.hostname, (names or {}).get(agent_id) or holder.hostname or agent_id,
-                                total, free, _attributes(slave.get("attributes") or {})))
+        agent = AgentInfo(id=str(slave.get("id") or ""), hostname=str(slave.get("hostname") or ""), resources=total)
+        free = free_resources(agent, _taken(slave, "used_resources") + _taken(slave, "offered_resources"))
+        out.append(ClusterAgent(agent.id, agent.hostname, (names or {}).get(agent.id) or agent.hostname or agent.id,
+                                total, free, attributes_from_json(slave.get("attributes") or {})))
     return out
 
 

@@ -430,7 +430,7 @@ def scale(args, job, marathon_url, user, password, token, ca_bundle, insecure, f
             from marathon_tf.user import watch
 
             watch.wait_deployment(marathon.client, result.deployment_id, result.job, timeout=timeout,
-                                  on_progress=_progress_printer())
+                                  on_progress=_progress_printer(), mesos=marathon.mesos)
 
 
 @cli.command(context_settings=_CTX)
@@ -667,7 +667,7 @@ def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_ori
     from marathon_tf.contract.errors import UsageError
     from marathon_tf.local import serve
     from marathon_tf.local.security import Security, parse_auth
-    from marathon_tf.local.ui import check_ui_dir
+    from marathon_tf.local.extras.ui import check_ui_dir
     from marathon_tf.task.warmpool import WarmPool
     from marathon_tf.user import localstate, observe, output
     from marathon_tf.user.config import state_home

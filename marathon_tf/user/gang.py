@@ -73,11 +73,11 @@ def queued_text(admission: Mapping[str, Any]) -> str:
 
 
 def annotate(status: dict[str, Any], apps: Mapping[str, Mapping[str, Any]], queue: Mapping[str, Mapping[str, Any]],
-             client: Any, *, now: Optional[float] = None) -> None:
+             client: Any, *, now: Optional[float] = None, mesos: Optional[str] = None) -> None:
     """Add ``admission`` to a ``job_status`` result: for a starting job, per role how many tasks are
     placed and why the rest wait (:mod:`marathon_tf.marathon.waiting`; numbers from the agents' free
-    resources when the master can be read) and its deadline; for a released job its attempts, and
-    the state ``Queued`` while one is left."""
+    resources when the master, ``mesos`` or the one Marathon names, can be read) and its deadline; for
+    a released job its attempts, and the state ``Queued`` while one is left."""
     from marathon_tf.user.jobs import stored_spec
 
     now = time.time() if now is None else now
@@ -103,7 +103,7 @@ def annotate(status: dict[str, Any], apps: Mapping[str, Mapping[str, Any]], queu
     try:
         from marathon_tf.user import capacity
 
-        cap = capacity.read(client)
+        cap = capacity.read(client, mesos)
         free = cap.free_by_agent() if cap is not None else None
     except Exception:  # noqa: BLE001 - the numbers are advisory: Marathon's offers still say why
         free = None
@@ -117,11 +117,11 @@ def annotate(status: dict[str, Any], apps: Mapping[str, Mapping[str, Any]], queu
     status["admission"] = view
 
 
-def _past_rendezvous(client: Any, job: str) -> bool:
+def _past_rendezvous(client: Any, job: str, mesos: Optional[str] = None) -> bool:
     """Whether a running task of the job says it is past its rendezvous (its ``/status`` phase)."""
     from marathon_tf.user.jobs import job_status
 
-    rows = job_status(client, job, probe=True).get("tasks") or []
+    rows = job_status(client, job, probe=True, mesos=mesos).get("tasks") or []
     return any(r.get("phase") not in (None, "discovering") for r in rows if r.get("role") in naming.CLUSTER_ROLES)
 
 
@@ -141,16 +141,16 @@ def _events(client: Any, job: str, status: Mapping[str, Any], reason: str, now: 
 
 
 def drive(client: Any, job: str, status: Mapping[str, Any], *, now: Callable[[], float] = time.time,
-          rng: Optional[random.Random] = None) -> Optional[str]:
+          rng: Optional[random.Random] = None, mesos: Optional[str] = None) -> Optional[str]:
     """One look at the job's admission (``status``: its ``job_status``): past the deadline of a
     starting job, release it (:data:`RELEASED`); a ``Queued`` job whose next attempt is due,
-    re-submit it (:data:`RESUBMITTED`); else None."""
+    re-submit it (:data:`RESUBMITTED`); else None. ``mesos``: the master the user named."""
     view = status.get("admission") or {}
     if status.get("state") == L.QUEUED and (view.get("nextInSeconds") or 0) <= 0:
         return RESUBMITTED if resubmit(client, job) else None
     if not view.get("starting") or view.get("secondsLeft") is None or view["secondsLeft"] > 0:
         return None
-    if _past_rendezvous(client, job):
+    if _past_rendezvous(client, job, mesos):
         return None
     from marathon_tf.user.jobs import stored_spec
 

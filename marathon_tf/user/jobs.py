@@ -246,7 +246,7 @@ def plan_scale(current_group: dict[str, Any], new_group: dict[str, Any]) -> Scal
 
 def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, templates_dir: str | None = None,
           force: bool = False, dry_run: bool = False,
-          wait_for_resources: bool = True) -> tuple[ScalePlan, DeployResult | None]:
+          wait_for_resources: bool = True, mesos: str | None = None) -> tuple[ScalePlan, DeployResult | None]:
     """Re-render with the new counts and PUT; ``(plan, None)`` when nothing would change.
 
     The plan compares our own renderings of the old and the new spec (Marathon's copy carries its
@@ -263,7 +263,7 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
         raise UsageError(f"job {job} has ended ({ended.pop()}): scaling it would start every task again",
                          hint=f"to run it again from its checkpoint: marathon-tf scale {job} … --force")
     if spec.target_step and not ended and not force:  # done training, its end not recorded yet
-        step = job_status(client, job).get("step")
+        step = job_status(client, job, mesos=mesos).get("step")
         if isinstance(step, int) and step >= spec.target_step:
             raise UsageError(f"job {job} has reached its target step ({step} of {spec.target_step}): scaling "
                              f"it now would restart its programs for nothing",
@@ -278,7 +278,7 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
     from marathon_tf.user import admission  # the tasks that start must fit (exit 2 / 4 before any PUT)
 
     verdict = admission.check(client, new_spec, wait=wait_for_resources, templates_dir=templates_dir,
-                              starting=[naming.parse_task_name(t) for t in plan.start])
+                              starting=[naming.parse_task_name(t) for t in plan.start], mesos=mesos)
     result = _put(client, job, new_group, force=force, dry_run=dry_run)
     result.admission, result.admission_note = verdict.shortfall, verdict.note
     return plan, result
@@ -308,8 +308,10 @@ def _probe(url: str) -> dict[str, Any] | None:
 
 
 def job_status(client: Client, job: str, *, probe: bool = True,
-               probe_get: Callable[[str], dict[str, Any] | None] | None = None) -> dict[str, Any]:
-    """The job as a table of tasks plus its state (from the record labels, or derived)."""
+               probe_get: Callable[[str], dict[str, Any] | None] | None = None,
+               mesos: str | None = None) -> dict[str, Any]:
+    """The job as a table of tasks plus its state (from the record labels, or derived). ``mesos``: the
+    Mesos master the user named (``--mesos`` / ``MESOS_URL``), read for a starting job's waits."""
     try:
         group = client.get_group(naming.group_id(job), embed=group_embeds)
     except MarathonNotFound:
@@ -391,7 +393,7 @@ def job_status(client: Client, job: str, *, probe: bool = True,
         out["tensorboard"] = f"http://{tb['host']}:{tb['port']}"
     observe.annotate(out, queue)  # waits named by the peer (with its state), stragglers
     observe.restarts(out, labels.get(L.RESTARTS))  # the job's failures and preemptions against its budget
-    gang.annotate(out, apps, queue, client)  # a starting job: placed per role, why the rest wait; Queued
+    gang.annotate(out, apps, queue, client, mesos=mesos)  # a starting job: placed per role, why the rest wait; Queued
     if labels.get(STARTED_LABEL):
         out["startedAt"] = labels[STARTED_LABEL]
     if labels.get(FINISHED_LABEL):

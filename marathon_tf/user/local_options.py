@@ -72,8 +72,8 @@ def given(ctx: click.Context) -> list[str]:
 def to_cluster(agents: int, agent_resources: tuple[str, ...], agent_attributes: tuple[str, ...], features: str,
                gpu_scheduling_behavior: str, dns_refresh: float, dns_ttl: int) -> dict[str, Any]:
     """LocalCluster's keyword arguments; raises UsageError naming the option for a bad value."""
-    from marathon_tf.local.agents import per_agent
-    from marathon_tf.local.resources import parse_attributes, parse_resources
+    from marathon_tf.local import per_agent
+    from marathon_tf.mesos.resources import parse_attributes, parse_resources
     from marathon_tf.local.server import FEATURES
 
     for option, values, parse in (("--agent-resources", agent_resources, parse_resources),

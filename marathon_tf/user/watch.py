@@ -25,7 +25,8 @@ NOT_LISTED_GRACE = 30.0
 def wait_deployment(client: Client, deployment_id: str | None, job: str, *, timeout: float | None,
                     on_progress: Callable[[dict[str, Any]], None] = lambda s: None,
                     poll: float = 2.0, clock: Callable[[], float] = time.monotonic,
-                    stream: EventStream | None = None, grace: float = NOT_LISTED_GRACE) -> dict[str, Any]:
+                    stream: EventStream | None = None, grace: float = NOT_LISTED_GRACE,
+                    mesos: str | None = None) -> dict[str, Any]:
     """Wait until the deployment has left ``/v2/deployments`` (every task running and
     healthy). Raises :class:`Timeout` (exit 3) when ``timeout`` passes first.
 
@@ -35,7 +36,8 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
     reported (``M@1.4:.../upgrade/DeploymentManager.scala``). So an id not listed yet is finished only
     once it has been listed, or the event stream said ``deployment_success`` for it, or the job's
     apps show it done (no app names a deployment and each runs its instance count of tasks of its
-    current configuration), or ``grace`` seconds passed."""
+    current configuration), or ``grace`` seconds passed. ``mesos``: the Mesos master the user named
+    (``--mesos`` / ``MESOS_URL``), for the job's status (:func:`marathon_tf.user.jobs.job_status`)."""
     from marathon_tf.user.jobs import job_status  # lazily: the bootstrap uses EventStream without jinja2/marshmallow
 
     deadline = None if timeout is None else clock() + timeout
@@ -45,7 +47,7 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
     while True:
         try:
             active = {d.get("id"): d for d in client.deployments()}
-            status = job_status(client, job, probe=False)
+            status = job_status(client, job, probe=False, mesos=mesos)
         except MarathonUnavailable as e:
             outage.tolerate(e)
             _sleep(poll)
@@ -74,7 +76,7 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
             if ev.get("eventType") == "deployment_failed" and ev.get("id") == deployment_id:
                 # The job's own end (its record, written with ?force=true) overrides the deployment:
                 # that is the job's outcome, not a failed deployment.
-                ended = job_status(client, job, probe=False)
+                ended = job_status(client, job, probe=False, mesos=mesos)
                 if ended.get("state") in FINAL_STATES + (L.QUEUED,):
                     return ended
                 reason = ev.get("reason") or "cancelled or overridden by another deployment"
@@ -84,17 +86,18 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
 def wait_job(client: Client, job: str, *, timeout: float | None,
              on_progress: Callable[[dict[str, Any]], None] = lambda s: None,
              poll: float = 2.0, clock: Callable[[], float] = time.monotonic,
-             stream: EventStream | None = None) -> dict[str, Any]:
+             stream: EventStream | None = None, mesos: str | None = None) -> dict[str, Any]:
     """Follow a job until its record says Succeeded, Failed or NotPlaced; returns the final status.
     A ``Queued`` job (released at its deadline, an attempt left) is followed on: whoever follows
-    re-submits it when it is due (``on_progress``: :func:`marathon_tf.user.gang.drive`)."""
+    re-submits it when it is due (``on_progress``: :func:`marathon_tf.user.gang.drive`). ``mesos``: as
+    for :func:`wait_deployment`."""
     from marathon_tf.user.jobs import job_status
 
     deadline = None if timeout is None else clock() + timeout
     outage = _Outage(clock)
     while True:
         try:
-            status = job_status(client, job)
+            status = job_status(client, job, mesos=mesos)
         except MarathonUnavailable as e:
             outage.tolerate(e)
             _sleep(poll)

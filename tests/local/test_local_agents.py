@@ -29,7 +29,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from marathon_tf.local.placement import REASON_FUNNEL
+from marathon_tf.local.agents import Agents, per_agent
+from marathon_tf.mesos.placement import REASON_FUNNEL
+from marathon_tf.mesos.resources import Resource
 
 SMALL = "cpus:1;mem:512;disk:1000;ports:[33100-33199]"
 EXAMPLE = json.loads((Path(__file__).parents[1] / "data" / "marathon-examples" / "1.8" / "queue.json").read_text())
@@ -303,3 +305,25 @@ def test_the_default_agent_is_the_machine_and_enforces_nothing(cluster, api, wai
     assert queue(api) == {}
     slaves = api.get("/mesos/master/slaves").json()["slaves"]
     assert len(slaves) == 1 and slaves[0]["used_resources"]["cpus"] == 4096.0
+
+
+def test_values_are_spread_over_the_agents_in_turn():
+    assert per_agent(["rack:r1|rack:r2"], 3, "--agent-attributes") == ["rack:r1", "rack:r2", "rack:r1"]
+    assert per_agent(["rack:r1", "rack:r2"], 2, "x") == ["rack:r1", "rack:r2"]
+    assert per_agent([], 2, "x") == [None, None]
+    with pytest.raises(ValueError, match="3 agent values for 2 agents"):
+        per_agent(["a:1|a:2|a:3"], 2, "--agent-attributes")
+
+
+def test_agents_have_their_own_address_sandbox_root_and_id(tmp_path):
+    agents = Agents(tmp_path, "127.0.0.1", 3, ["cpus:2;mem:1024"], ["rack:r1|rack:r2"])
+    a1, a2, a3 = agents.all
+    assert [a.hostname for a in agents.all] == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+    assert [a.name for a in agents.all] == ["agent-1", "agent-2", "agent-3"]
+    assert [a.id.rsplit("-", 1)[1] for a in agents.all] == ["S0", "S1", "S2"]
+    assert a1.sandboxes == tmp_path / "sandboxes" and a2.sandboxes == tmp_path / "agents" / "agent-2" / "sandboxes"
+    assert a3.attributes == {"rack": "r1"}
+    assert Resource("ports", ((31000, 32000),)) in a2.resources  # Mesos's default range
+    assert {r.name for r in a2.resources} >= {"cpus", "mem", "disk", "ports"}  # disk detected, as Mesos does
+    default = Agents(tmp_path, "127.0.0.1").all
+    assert len(default) == 1 and not default[0].enforced  # today's one agent: the machine, not enforced

@@ -1,4 +1,4 @@
-"""``local serve`` remembers (local/persist.py): a cluster started again on the same state dir brings back
+"""``local serve`` remembers (local/extras/persist.py): a cluster started again on the same state dir brings back
 its apps, groups, versions and deployments in flight, and launches the tasks that should run.
 
 Real Marathon keeps its root group, app versions and deployment plans in ZooKeeper and resumes them after
@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from marathon_tf.local import LocalCluster
-from marathon_tf.local.persist import STATE_FILE
+from marathon_tf.local.extras.persist import STATE_FILE
 from polling import wait_for
 
 FAST = dict(dns_refresh=0, heartbeat=0.5, kill_grace=1.0, shutdown_grace=1.0)

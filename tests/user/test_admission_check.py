@@ -11,7 +11,7 @@ import pytest
 
 from marathon_tf.contract.errors import NotPlaced, UsageError
 from marathon_tf.user import admission, capacity
-from marathon_tf.user.render import render_app
+from marathon_tf.user.render import render_app, render_group
 from marathon_tf.user.spec import load_dict
 
 PORTS = "[31000-31099]"
@@ -93,3 +93,31 @@ def test_the_admission_timeout_can_be_overridden_at_deploy():
     assert admission.effective(spec, 30.0, environ={admission.TIMEOUT_ENV: "5m"}).admission.retries == 2
     with pytest.raises(UsageError):
         admission.effective(spec, environ={admission.TIMEOUT_ENV: "soon"})
+
+
+def test_the_master_the_user_named_is_passed_to_every_look_not_remembered(monkeypatch):
+    """``--mesos`` / ``MESOS_URL`` goes with the calls that read the master (the status' waits, the
+    admission deadline's look, the check of a deploy or scale); no client remembers it."""
+    from marathon_tf.user import gang, jobs
+    from marathon_tf.user.api import Marathon
+
+    seen = []
+    monkeypatch.setattr(jobs, "job_status", lambda client, job, **kw: seen.append(("status", kw.get("mesos")))
+                        or {"job": job, "state": "Deploying", "tasks": []})
+    monkeypatch.setattr(gang, "drive", lambda client, job, status, **kw: seen.append(("drive", kw.get("mesos"))))
+    Marathon(client=object(), mesos="http://named:5050").status("j")
+    assert seen == [("status", "http://named:5050"), ("drive", "http://named:5050")]
+    seen.clear()
+    monkeypatch.setenv("MESOS_URL", "http://from-env:5050")
+    Marathon(client=object()).status("j", drive=False)
+    monkeypatch.delenv("MESOS_URL")
+    Marathon(client=object()).status("j", drive=False)
+    assert seen == [("status", "http://from-env:5050"), ("status", None)]
+    # the status of a starting job reads the master it is given
+    read = []
+    monkeypatch.setattr(capacity, "read", lambda client, given=None: read.append(given))
+    spec = load_dict({"name": "mnist", "command": "true", "roles": {"ps": {"count": 1}, "worker": {"count": 2}}})
+    apps = {a["id"]: dict(a, tasks=[]) for a in render_group(spec)["apps"]}
+    gang.annotate({"job": "mnist", "tasks": []}, apps, {}, client=None, now=0.0, mesos="http://named:5050")
+    gang.annotate({"job": "mnist", "tasks": []}, apps, {}, client=None, now=0.0)
+    assert read == ["http://named:5050", None]

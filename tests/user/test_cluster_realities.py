@@ -56,7 +56,7 @@ class _Clock:
 
 @pytest.fixture
 def quiet_status(monkeypatch):
-    monkeypatch.setattr(jobs, "job_status", lambda client, job, probe=True: {"state": "Deploying"})
+    monkeypatch.setattr(jobs, "job_status", lambda client, job, probe=True, mesos=None: {"state": "Deploying"})
     monkeypatch.setattr(watch, "_sleep", lambda seconds: [])
 
 

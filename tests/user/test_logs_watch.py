@@ -221,7 +221,7 @@ def test_the_jobs_end_overriding_its_deployment_is_the_jobs_outcome_not_a_failed
     from marathon_tf.user import watch
 
     states = iter([{"state": "Deploying"}, {"state": "Failed", "reason": "worker-1 exited 3 (permanent)"}])
-    monkeypatch.setattr(jobs, "job_status", lambda client, job, probe=True: next(states))
+    monkeypatch.setattr(jobs, "job_status", lambda client, job, probe=True, mesos=None: next(states))
     event = {"eventType": "deployment_failed", "id": "d1",
              "reason": "Deployment was forcefully overridden by another deployment"}
     final = watch.wait_deployment(_Deployments(["d1"]), "d1", "j", timeout=None, stream=_Stream([event]))
@@ -240,7 +240,7 @@ def test_following_survives_a_short_marathon_outage(monkeypatch):
     now = [0.0]
     answers = iter([MarathonUnavailable("down"), MarathonUnavailable("down"), {"state": "Succeeded"}])
 
-    def status(client, job, probe=True):
+    def status(client, job, probe=True, mesos=None):
         a = next(answers)
         if isinstance(a, Exception):
             raise a

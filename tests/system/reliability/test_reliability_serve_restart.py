@@ -1,5 +1,5 @@
 """`marathon-tf local serve` stopped mid-job (SIGINT, or SIGKILL): no task process survives; started again
-on the same state dir it comes up cleanly with its jobs (local/persist.py), relaunches their tasks, and a
+on the same state dir it comes up cleanly with its jobs (local/extras/persist.py), relaunches their tasks, and a
 job resumes from its checkpoint and ends Succeeded (issue 24, finding 6)."""
 
 from __future__ import annotations

@@ -29,11 +29,11 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .state import AppState
+from ..state import AppState
 
 if TYPE_CHECKING:
-    from .deployments import DeploymentManager
-    from .state import State
+    from ..deployments import DeploymentManager
+    from ..state import State
 
 __all__ = ["Store", "STATE_FILE", "FORMAT", "INTERVAL", "write_atomic"]
 

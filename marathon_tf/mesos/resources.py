@@ -1,4 +1,4 @@
-"""Mesos resources and attributes: the agents' text syntax, arithmetic, and Mesos's JSON views.
+"""Mesos resources and attributes: the agents' text syntax and their arithmetic (pure).
 
 The syntax is the Mesos agent's ``--resources`` and ``--attributes`` (apache/mesos
 ``src/common/resources.cpp`` ``Resources::fromSimpleString``, ``src/common/attributes.cpp``
@@ -9,13 +9,9 @@ The syntax is the Mesos agent's ``--resources`` and ``--attributes`` (apache/mes
   a value is a scalar (``4``, ``0.5``), ranges (``[31000-31999,32005-32010]``) or a set (``{a,b}``);
 * attributes ``rack:r1;level:2;slots:[1-4]``: the values are text, scalars or ranges.
 
-The JSON views are Mesos's: the summary a master's ``/master/state`` and an agent's ``/state``
-write for ``resources``, ``used_resources`` … (``src/common/http.cpp`` ``json(ObjectWriter*,
-ResourceIterable)``: ``cpus``, ``gpus``, ``mem``, ``disk`` always present as numbers, ranges as
-``"[31000-31999, 32005-32010]"``, sets as ``"{a, b}"``), the protobuf form of ``*_full``
-(``convertResourceFormat(..., ENDPOINT)``: ``role`` set, ``reservations`` for reserved ones),
-attributes as ``{"rack": "r1", "level": 2.0}`` (``json(ObjectWriter*, const Attributes&)``), and
-Marathon's offer JSON for ``/v2/queue``'s ``lastUnusedOffers`` (``raml/OfferConversion.scala``).
+The arithmetic is Mesos's on ranges (``src/common/values.cpp``: kept sorted and merged, single
+values taken out) and the text Marathon's constraints compare an attribute by
+(``Constraints.getValueString``). Their JSON, Mesos's and Marathon's, is :mod:`marathon_tf.mesos.views`.
 """
 
 from __future__ import annotations
@@ -24,8 +20,8 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Union
 
-__all__ = ["Ranges", "Resource", "Value", "parse_resources", "parse_attributes", "summary_json", "full_json",
-           "attributes_json", "offer_resources_json", "offer_attributes_json", "attribute_text", "SCALARS"]
+__all__ = ["Ranges", "Resource", "Value", "parse_resources", "parse_attributes", "attribute_text", "coalesce",
+           "ranges_minus", "ranges_size", "ports_resource", "SCALARS"]
 
 #: The scalar resources Mesos always writes in a summary (and the ones placement knows).
 SCALARS = ("cpus", "gpus", "mem", "disk")
@@ -76,6 +72,11 @@ def ranges_minus(ranges: Ranges, values: Iterable[int]) -> Ranges:
 
 def ranges_size(ranges: Ranges) -> int:
     return sum(e - b + 1 for b, e in ranges)
+
+
+def ports_resource(ports: Iterable[int], role: str = "*") -> Resource:
+    """Single ports as one ranges resource."""
+    return Resource("ports", coalesce((p, p) for p in ports), role)
 
 
 def _value(text: str, what: str) -> Value:
@@ -164,84 +165,6 @@ def parse_attributes(text: str) -> dict[str, Value]:
         if isinstance(value, frozenset):
             raise ValueError(f"attribute {name}: sets are not attribute values (text, number or [ranges])")
         out[name] = value
-    return out
-
-
-def _format_scalar(value: float) -> float:
-    """Mesos keeps scalars to three decimals (``convertToFixed``)."""
-    return round(value * 1000) / 1000
-
-
-def _ranges_text(ranges: Ranges) -> str:
-    return "[" + ", ".join(f"{b}-{e}" for b, e in ranges) + "]"
-
-
-def summary_json(resources: Iterable[Resource]) -> dict:
-    """Mesos's resource summary: ``{"cpus": 4.0, "gpus": 0.0, "mem": 8192.0, "disk": 0.0,
-    "ports": "[31000-32000]"}`` (every role added up)."""
-    scalars: dict[str, float] = {name: 0.0 for name in SCALARS}
-    ranges: dict[str, list[tuple[int, int]]] = {}
-    sets: dict[str, set] = {}
-    for r in resources:
-        if isinstance(r.value, float):
-            scalars[r.name] = scalars.get(r.name, 0.0) + r.value
-        elif isinstance(r.value, tuple):
-            ranges.setdefault(r.name, []).extend(r.value)
-        elif isinstance(r.value, frozenset):
-            sets.setdefault(r.name, set()).update(r.value)
-    out: dict = {k: _format_scalar(v) for k, v in scalars.items()}
-    out.update({k: _ranges_text(coalesce(v)) for k, v in ranges.items() if v})
-    out.update({k: "{" + ", ".join(sorted(v)) + "}" for k, v in sets.items()})
-    return out
-
-
-def full_json(resources: Iterable[Resource]) -> list[dict]:
-    """The protobuf JSON of each resource in the ENDPOINT format (``*_full`` fields)."""
-    out = []
-    for r in resources:
-        item: dict = {"name": r.name, "type": r.kind, "role": r.role}
-        if isinstance(r.value, float):
-            item["scalar"] = {"value": _format_scalar(r.value)}
-        elif isinstance(r.value, tuple):
-            item["ranges"] = {"range": [{"begin": b, "end": e} for b, e in r.value]}
-        else:
-            item["set"] = {"item": sorted(r.value)}
-        if r.role != "*":
-            item["reservations"] = [{"type": "STATIC", "role": r.role}]
-        out.append(item)
-    return out
-
-
-def attributes_json(attributes: dict[str, Value]) -> dict:
-    """``{"rack": "r1", "level": 2.0, "slots": "[1-4]"}`` as Mesos writes a SlaveInfo's attributes."""
-    return {k: _ranges_text(v) if isinstance(v, tuple) else v for k, v in attributes.items()}
-
-
-def offer_resources_json(resources: Iterable[Resource]) -> list[dict]:
-    """Marathon's ``OfferResource`` list (``name``, ``role``, ``scalar`` | ``ranges`` | ``set``)."""
-    out = []
-    for r in resources:
-        item: dict = {"name": r.name, "role": r.role}
-        if isinstance(r.value, float):
-            item["scalar"] = r.value
-        elif isinstance(r.value, tuple):
-            item["ranges"] = [{"begin": b, "end": e} for b, e in r.value]
-        else:
-            item["set"] = sorted(r.value)
-        out.append(item)
-    return out
-
-
-def offer_attributes_json(attributes: dict[str, Value]) -> list[dict]:
-    """Marathon's ``AgentAttribute`` list (``name``, ``text`` | ``scalar`` | ``ranges``)."""
-    out = []
-    for name, v in attributes.items():
-        if isinstance(v, float):
-            out.append({"name": name, "scalar": v})
-        elif isinstance(v, tuple):
-            out.append({"name": name, "ranges": [{"begin": b, "end": e} for b, e in v]})
-        else:
-            out.append({"name": name, "text": v})
     return out
 
 

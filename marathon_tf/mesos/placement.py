@@ -3,8 +3,8 @@
 Modelled on ``mesosphere/mesos/ResourceMatcher.scala`` ``matchResources`` and
 ``mesosphere/mesos/Constraints.scala`` of Marathon ``releases/1.8``:
 
-* the resources of the app's ``acceptedResourceRoles`` are considered (default: every role the
-  local Marathon is offered, as ``--default_accepted_resource_roles`` defaults to); an offer with
+* the resources of the app's ``acceptedResourceRoles`` are considered (default: the roles Marathon
+  is offered, ``default_roles``, as ``--default_accepted_resource_roles`` defaults to); an offer with
   none of them adds ``UnfulfilledRole``;
 * ``cpus``, ``mem``, ``gpus``, ``disk`` (those asked for) each add ``Insufficient<X>`` when the
   offer lacks them;
@@ -19,7 +19,12 @@ Modelled on ``mesosphere/mesos/ResourceMatcher.scala`` ``matchResources`` and
   from the offer's port ranges.
 
 Marathon keeps one reason per declined offer, the first in ``NoOfferMatchReason.reasonFunnel``
-(:data:`REASON_FUNNEL`). The default agent (not enforced) is never short of anything but ports.
+(:data:`REASON_FUNNEL`). An agent that is not enforced (the local runner's default one,
+:class:`~marathon_tf.mesos.agents.AgentInfo`) is never short of anything but ports.
+
+The offer is the agent's free resources (:func:`marathon_tf.mesos.agents.free_resources`). The local
+cluster's scheduler places its tasks with :func:`match`; the user's admission check
+(:mod:`marathon_tf.user.admission`) asks it the same question of a real master's agents.
 """
 
 from __future__ import annotations
@@ -28,10 +33,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
-from .agents import Agent
-from .resources import Resource, Value, attribute_text, ranges_minus
+from .agents import AgentInfo
+from .resources import Resource, Value, attribute_text
 
-__all__ = ["REASON_FUNNEL", "Match", "NoMatch", "match", "free_resources", "funnel", "meets_constraint"]
+__all__ = ["REASON_FUNNEL", "Match", "NoMatch", "match", "funnel", "meets_constraint"]
 
 #: ``mesosphere.mesos.NoOfferMatchReason.reasonFunnel`` (Marathon 1.6-1.11; 1.4-1.5 lack
 #: ``AgentMaintenance`` and ``DeclinedScarceResources``).
@@ -44,7 +49,7 @@ _SCALAR_REASON = {"cpus": "InsufficientCpus", "mem": "InsufficientMemory", "disk
 
 @dataclass
 class Match:
-    agent: Agent
+    agent: AgentInfo
     #: What the task takes of the agent (scalars by role; ports are added once allocated).
     consumed: list[Resource]
     #: The ports it may take (enforced agents: free ports of its roles' ranges; None: any free port).
@@ -55,7 +60,7 @@ class Match:
 
 @dataclass
 class NoMatch:
-    agent: Agent
+    agent: AgentInfo
     reasons: list[str]
     offer: list[Resource] = field(default_factory=list)
 
@@ -66,31 +71,11 @@ def funnel(reasons: Iterable[str]) -> Optional[str]:
     return min(known, key=REASON_FUNNEL.index) if known else None
 
 
-def free_resources(agent: Agent, used: Iterable[Resource]) -> list[Resource]:
-    """The agent's total less what its tasks use, per name and role (what it would offer)."""
-    scalars: dict[tuple[str, str], float] = {}
-    ports: dict[tuple[str, str], list[int]] = {}
-    for r in used:
-        if isinstance(r.value, float):
-            scalars[(r.name, r.role)] = scalars.get((r.name, r.role), 0.0) + r.value
-        elif isinstance(r.value, tuple):
-            ports.setdefault((r.name, r.role), []).extend(p for b, e in r.value for p in range(b, e + 1))
-    out = []
-    for r in agent.resources:
-        if isinstance(r.value, float):
-            out.append(Resource(r.name, max(0.0, round(r.value - scalars.get((r.name, r.role), 0.0), 6)), r.role))
-        elif isinstance(r.value, tuple):
-            out.append(Resource(r.name, ranges_minus(r.value, ports.get((r.name, r.role), ())), r.role))
-        else:
-            out.append(r)
-    return out
-
-
-def _field_value(agent: Agent, name: str) -> Optional[str]:
+def _field_value(agent: AgentInfo, name: str) -> Optional[str]:
     if name in ("hostname", "@hostname"):
         return agent.hostname
     if name in ("@region", "@zone"):
-        return None  # the local agents have no fault domain
+        return None  # no fault domain is modelled
     value: Optional[Value] = agent.attributes.get(name)
     return None if value is None else attribute_text(value)
 
@@ -104,7 +89,7 @@ def _as_int(text: str, default: int) -> int:
         return default
 
 
-def meets_constraint(agent: Agent, placed: Sequence[Agent], constraint: Sequence[str]) -> bool:
+def meets_constraint(agent: AgentInfo, placed: Sequence[AgentInfo], constraint: Sequence[str]) -> bool:
     """``Constraints.meetsConstraint``: may one more instance go to ``agent``, with the app's other
     instances on ``placed`` (one entry per instance)?"""
     name, operator = constraint[0], constraint[1]
@@ -158,7 +143,7 @@ def _take(offer: list[Resource], name: str, amount: float, roles: set[str]) -> O
     return taken if left <= 1e-9 else None
 
 
-def match(spec: dict, agent: Agent, offer: list[Resource], placed: Sequence[Agent], *, default_roles: set[str],
+def match(spec: dict, agent: AgentInfo, offer: list[Resource], placed: Sequence[AgentInfo], *, default_roles: set[str],
           used_gpus: Iterable[int] = (), taken_ports: Iterable[int] = (),
           gpu_restricted: bool = False) -> Match | NoMatch:
     """Whether one task of app ``spec`` fits ``offer`` (the agent's free resources)."""

@@ -1,0 +1,99 @@
+"""Marathon's offer matching: what an offer gives a task, every reason it does not fit, the one reason
+per declined offer, and constraints (:mod:`marathon_tf.mesos.placement`; no processes here).
+
+Sources: Marathon ``releases/1.8`` ``src/main/scala/mesosphere/mesos/Constraints.scala``,
+``ResourceMatcher.scala`` and ``NoOfferMatchReason.scala`` (``reasonFunnel``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from marathon_tf.mesos.agents import AgentInfo, free_resources
+from marathon_tf.mesos.placement import REASON_FUNNEL, Match, NoMatch, funnel, match, meets_constraint
+from marathon_tf.mesos.resources import Resource, parse_attributes, parse_resources
+
+
+def _agent(resources="cpus:2;mem:1024;disk:100;ports:[31000-31002]", attributes="", index=1):
+    return AgentInfo(hostname=f"127.0.0.{index}", resources=parse_resources(resources),
+                     attributes=parse_attributes(attributes))
+
+
+def _match(spec, agent=None, placed=(), **kw):
+    agent = agent or _agent()
+    kw.setdefault("default_roles", {"*"})
+    return match({"portDefinitions": [{"port": 0}], **spec}, agent, free_resources(agent, kw.pop("used", [])),
+                 list(placed), **kw)
+
+
+def test_an_offer_that_fits_gives_resources_and_ports():
+    m = _match({"cpus": 1, "mem": 512})
+    assert isinstance(m, Match)
+    assert m.consumed == [Resource("cpus", 1.0), Resource("mem", 512.0)]
+    assert m.port_candidates == [31000, 31001, 31002]
+    m = _match({"cpus": 1, "mem": 512}, taken_ports=[31000, 31001, 31002])
+    assert isinstance(m, NoMatch) and m.reasons == ["InsufficientPorts"]
+
+
+def test_every_failing_check_is_a_reason_and_the_funnel_keeps_the_first():
+    agent = _agent()
+    m = _match({"cpus": 4, "mem": 4096, "gpus": 1, "constraints": [["hostname", "LIKE", "10\\..*"]]}, agent)
+    assert isinstance(m, NoMatch)
+    assert m.reasons == ["InsufficientCpus", "InsufficientMemory", "InsufficientGpus", "UnfulfilledConstraint"]
+    assert funnel(m.reasons) == "UnfulfilledConstraint"  # before the resources in Marathon's funnel
+    assert REASON_FUNNEL[:3] == ("UnfulfilledRole", "UnfulfilledConstraint", "NoCorrespondingReservationFound")
+    used = [Resource("cpus", 1.5)]
+    m = _match({"cpus": 1, "mem": 100}, agent, used=used)
+    assert m.reasons == ["InsufficientCpus"]
+
+
+def test_roles_select_resources_and_a_missing_role_is_unfulfilled():
+    agent = _agent("cpus(ml):2;cpus:1;mem:1024;ports:[31000-31001]")
+    m = _match({"cpus": 2, "mem": 10, "acceptedResourceRoles": ["ml"]}, agent, default_roles={"*", "ml"})
+    assert isinstance(m, NoMatch) and m.reasons == ["InsufficientMemory"]  # mem is all "*"
+    m = _match({"cpus": 2, "mem": 10, "acceptedResourceRoles": ["ml", "*"]}, agent, default_roles={"*", "ml"})
+    assert isinstance(m, Match) and Resource("cpus", 2.0, "ml") in m.consumed
+    m = _match({"cpus": 0.1, "acceptedResourceRoles": ["gpu"]}, agent)
+    assert funnel(m.reasons) == "UnfulfilledRole"
+
+
+def test_gpu_scheduling_restricted_declines_gpu_agents_for_tasks_without_gpus():
+    agent = _agent("cpus:2;mem:1024;gpus:2;ports:[31000-31001]")
+    assert _match({"cpus": 1}, agent, gpu_restricted=True).reasons == ["DeclinedScarceResources"]
+    assert isinstance(_match({"cpus": 1}, agent), Match)
+    assert isinstance(_match({"cpus": 1, "labels": {"GPU_SCHEDULING_BEHAVIOR": "unrestricted"}}, agent,
+                             gpu_restricted=True), Match)
+    m = _match({"cpus": 1, "gpus": 2}, agent, used_gpus=[], gpu_restricted=True)
+    assert isinstance(m, Match) and m.gpus == (0, 1)
+    m = _match({"cpus": 1, "gpus": 1}, agent, used=[Resource("gpus", 1.0)], used_gpus=[0])
+    assert m.gpus == (1,)
+
+
+A1, A2, A3 = (_agent(attributes=f"rack:r{(i + 1) // 2}", index=i) for i in (1, 2, 3))  # racks r1, r1, r2
+
+
+@pytest.mark.parametrize("constraint, placed, ok", [
+    (["hostname", "UNIQUE"], [A2], True),
+    (["hostname", "UNIQUE"], [A1], False),
+    (["@hostname", "UNIQUE"], [A1], False),
+    (["rack", "UNIQUE"], [A2], False),  # same rack
+    (["hostname", "CLUSTER", "127.0.0.1"], [], True),
+    (["hostname", "CLUSTER", "127.0.0.2"], [], False),
+    (["rack", "CLUSTER"], [A3], False),  # no value: wherever the first one went
+    (["rack", "CLUSTER"], [A2], True),
+    (["hostname", "LIKE", "127\\.0\\.0\\.[12]"], [], True),
+    (["hostname", "LIKE", "127"], [], False),  # the whole string must match
+    (["hostname", "UNLIKE", "127\\.0\\.0\\.1"], [], False),
+    (["zone", "UNLIKE", "a"], [], True),  # no such attribute: only UNLIKE holds
+    (["zone", "LIKE", ".*"], [], False),
+    (["rack", "GROUP_BY", "2"], [A1], False),  # r1 has one, r2 none yet: only 1 group of 2 seen
+    (["rack", "GROUP_BY", "2"], [A3], True),  # r1 not used yet
+    (["rack", "GROUP_BY"], [A1, A3], True),
+    (["rack", "GROUP_BY"], [A1, A2, A3], False),  # r1 has 2, r2 has 1
+    (["rack", "MAX_PER", "2"], [A2], True),
+    (["rack", "MAX_PER", "2"], [A1, A2], False),
+    (["hostname", "MAX_PER", "1"], [A1], False),
+    (["rack", "IS", "r1"], [], True),
+])
+def test_constraints_as_marathon_checks_them(constraint, placed, ok):
+    assert meets_constraint(A1, placed, constraint) is ok
