@@ -1,7 +1,9 @@
 """The error vocabulary of marathon-tf.
 
-Every error carries the process exit code the CLI uses for it and, where we
-know one, a hint the user can act on. Commands only raise; the CLI prints.
+Every error carries the process exit code the CLI uses for it (``exit_code``, on the class, as
+click's exceptions do) and, where we know one, a hint the user can act on. Commands only raise; the
+CLI's one handler prints ``lines()`` and the hint and exits with ``exit_code`` (nothing printed for
+an error whose ``shown`` is set: the CLI said it already, e.g. a job's outcome line).
 
     MarathonTFError                  exit 1   base class
     ├── UsageError                   exit 2   bad arguments (e.g. ``scale workers=-1``)
@@ -42,6 +44,8 @@ __all__ = [
 
 class MarathonTFError(Exception):
     exit_code = 1
+    #: Whether the CLI has said it already (it then only exits with :attr:`exit_code`).
+    shown = False
 
     def __init__(self, message: str, *, hint: str | None = None):
         super().__init__(message)
@@ -129,14 +133,24 @@ class DiscoveryError(MarathonTFError):
 
 
 class JobFailed(MarathonTFError):
-    pass
+    """The job failed (its record says ``Failed``), or its deployment did. ``status``: the job's last
+    status when it is the job's outcome (the API's ``JobStatus``), else None."""
+
+    def __init__(self, message: str, *, hint: str | None = None, status=None):
+        super().__init__(message, hint=hint)
+        self.status = status
 
 
 class NotPlaced(MarathonTFError):
     """Not every task of the job could be placed: refused before anything was sent
-    (``--no-wait-for-resources``), or released at its admission deadline with no attempt left."""
+    (``--no-wait-for-resources``), or released at its admission deadline with no attempt left
+    (``status``: the job's last status, as for :class:`JobFailed`)."""
 
     exit_code = 4
+
+    def __init__(self, message: str, *, hint: str | None = None, status=None):
+        super().__init__(message, hint=hint)
+        self.status = status
 
 
 class Timeout(MarathonTFError):

@@ -26,8 +26,8 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-__all__ = ["RUNNING", "ACTIVE", "wall", "age", "newest", "newest_running", "port_index", "task_port", "task_host",
-           "task_address", "task_url"]
+__all__ = ["RUNNING", "ACTIVE", "wall", "age", "newest", "newest_running", "oldest_first", "port_index", "task_port",
+           "task_host", "task_address", "task_url"]
 
 RUNNING = "TASK_RUNNING"
 #: Task states of a task that is (about to be) alive.
@@ -67,6 +67,11 @@ def newest(tasks: Iterable[Any] | None, states: Optional[Iterable[str]] = None) 
     candidates = [t for t in tasks or [] if isinstance(t, Mapping) and t.get("state")
                   and (wanted is None or t.get("state") in wanted)]
     return max(candidates, key=_since, default=None)
+
+
+def oldest_first(tasks: Iterable[Any] | None) -> list[Task]:
+    """The tasks (objects only) from the oldest to the newest, by the same time as :func:`newest`."""
+    return sorted((t for t in tasks or [] if isinstance(t, Mapping)), key=_since)
 
 
 def newest_running(app: Mapping[str, Any] | None) -> Optional[Task]:
