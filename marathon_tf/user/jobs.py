@@ -16,7 +16,7 @@ from marathon_tf.contract.errors import MarathonNotFound, SpecError, UsageError
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_state
 from marathon_tf.user.render import LABEL_PREFIX, SPEC_LABEL, render_group, task_apps
-from marathon_tf.user.spec import MAX_COUNT, JobSpec, load_dict
+from marathon_tf.user.spec import MAX_COUNT, JobSpec, load_dict, with_counts
 from marathon_tf.user.spec.hints import closest
 from marathon_tf.user.status import job_status
 
@@ -202,7 +202,7 @@ def apply_scale(spec: JobSpec, changes: Mapping[str, tuple[str, int]]) -> JobSpe
         if counts[role] < 0:
             raise UsageError(f"{role}: {cur} - {n} would be negative")
     try:
-        return spec.with_counts(counts)
+        return with_counts(spec, counts)
     except SpecError as e:
         raise UsageError(f"cannot scale to {counts}: {e.lines()[0].split(': ', 1)[-1]}") from None
 
