@@ -9,6 +9,9 @@ labels when the job has ended, else from its apps (their newest task, instances,
 * No record: ``Stopped`` when every app is at 0 instances with no task; ``Running`` when every app's
   newest task runs; ``Deploying`` while a deployment names one of the apps; else ``Starting``.
 
+:func:`converged`: whether the apps show no deployment left to do (a deployment id Marathon has not
+listed yet may be done already: :func:`marathon_tf.user.watch.wait_deployment`).
+
 The apps may come with their tasks (``group.apps.tasks``, ``apps.tasks``), or without them as
 ``GET /v2/apps`` lists them by default: then their counts (``tasksRunning``, ``tasksStaged``) say
 the same. Pure: plain dicts in, values out (``.get()`` only).
@@ -22,7 +25,7 @@ from typing import Any, Iterable, Mapping, Optional
 from marathon_tf.contract import labels as L
 from marathon_tf.marathon.tasks import RUNNING, newest
 
-__all__ = ["job_labels", "stored_spec", "task_state", "job_state", "STOPPED"]
+__all__ = ["job_labels", "stored_spec", "task_state", "job_state", "converged", "STOPPED"]
 
 #: A task row's state for an app at 0 instances without a task (``status``' STATE column).
 STOPPED = "stopped"
@@ -80,3 +83,19 @@ def job_state(apps: Iterable[Mapping[str, Any]]) -> L.JobState:
     if any(app.get("deployments") for app in apps):
         return L.JobState.DEPLOYING
     return L.JobState.STARTING
+
+
+def converged(apps: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether the job's apps (with their tasks and deployments) show no deployment left to do: none
+    names a deployment, and each runs exactly its ``instances`` tasks launched at or after its
+    ``versionInfo.lastConfigChangeAt``; False for no app."""
+    apps = list(apps)
+    for app in apps:
+        if app.get("deployments"):
+            return False
+        changed = (app.get("versionInfo") or {}).get("lastConfigChangeAt") or app.get("version") or ""
+        current = [t for t in app.get("tasks") or []
+                   if t.get("state") == RUNNING and (t.get("version") or "") >= changed]
+        if len(current) != app.get("instances", 1):
+            return False
+    return bool(apps)

@@ -28,7 +28,7 @@ from marathon_tf.contract.progress import eta_seconds
 from marathon_tf.marathon import transport
 from marathon_tf.marathon.jobstate import STOPPED, job_labels, job_state, stored_spec
 from marathon_tf.marathon.queue import entries_by_app, fetch as fetch_queue, launch_delay, stall_reason
-from marathon_tf.marathon.tasks import RUNNING, age, newest, task_port, task_url
+from marathon_tf.marathon.tasks import RUNNING, age, health, last_failure, newest, started_at, task_port, task_url
 from marathon_tf.user import gang, localstate, observe
 from marathon_tf.user.render import task_apps
 from marathon_tf.user.results import JobStatus
@@ -107,13 +107,6 @@ def fetch(client: Any, job: str, *, probe: bool = True, probe_get: Optional[Prob
     return Observed(job, apps, queue, probes, local, free, work, now())
 
 
-def _health(task: Mapping[str, Any]) -> str:
-    results = task.get("healthCheckResults") or []
-    if not results:
-        return "unknown"
-    return "healthy" if all(r.get("alive") for r in results) else "unhealthy"
-
-
 def _row(name: str, app: Mapping[str, Any], seen: Observed) -> dict[str, Any]:
     """A task's row: its newest task (state, address, health, age), or why there is none."""
     role, index = naming.parse_task_name(name) or ("?", 0)
@@ -123,9 +116,9 @@ def _row(name: str, app: Mapping[str, Any], seen: Observed) -> dict[str, Any]:
     if task:
         port = task_port(app, task, "tf") or task_port(app, task, "http")
         row.update(state=task.get("state"), host=task.get("host"), port=port,
-                   address=f"{task.get('host')}:{port}" if port else task.get("host"), health=_health(task),
+                   address=f"{task.get('host')}:{port}" if port else task.get("host"), health=health(task),
                    taskId=task.get("id"))
-        started = task.get("startedAt") or task.get("stagedAt")
+        started = started_at(task)
         seconds = age(started, now=lambda: seen.now)
         if seconds is not None:
             row.update(startedAt=started, ageSeconds=seconds)
@@ -139,9 +132,9 @@ def _row(name: str, app: Mapping[str, Any], seen: Observed) -> dict[str, Any]:
         why = stall_reason(entry, local=seen.local if entry else False)
         if why and row["state"] != STOPPED:
             row["waitingFor"] = why
-    failure = app.get("lastTaskFailure") or {}
-    if failure:
-        row["lastFailure"] = f"{failure.get('state', '')}: {failure.get('message', '')}".strip(": ")
+    failure = last_failure(app)
+    if failure is not None:
+        row["lastFailure"] = failure
     result = seen.probes.get(name)
     if result:
         row["phase"] = result.get("phase")

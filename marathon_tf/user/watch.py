@@ -17,7 +17,7 @@ from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import JobFailed, MarathonError, MarathonUnavailable, Timeout
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.events import EventStream
-from marathon_tf.marathon.tasks import RUNNING
+from marathon_tf.marathon.jobstate import converged
 from marathon_tf.user.render import task_apps
 from marathon_tf.user.results import JobStatus
 from marathon_tf.user.status import job_status
@@ -125,16 +125,7 @@ def _converged(client: Client, job: str) -> bool:
                                                               "group.apps.deployments"))
     except MarathonError:
         return False
-    apps = task_apps(group)
-    for app in apps.values():
-        if app.get("deployments"):
-            return False
-        changed = (app.get("versionInfo") or {}).get("lastConfigChangeAt") or app.get("version") or ""
-        current = [t for t in app.get("tasks") or []
-                   if t.get("state") == RUNNING and (t.get("version") or "") >= changed]
-        if len(current) != app.get("instances", 1):
-            return False
-    return bool(apps)
+    return converged(task_apps(group).values())
 
 
 class _Outage:
