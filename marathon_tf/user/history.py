@@ -34,7 +34,7 @@ def _get(url: str) -> dict[str, Any] | None:
 def job_events(client, job: str, status: Mapping[str, Any], *,
                get: Callable[[str], dict[str, Any] | None] = _get) -> dict[str, Any]:
     """``{"events": [...], "omitted": N, "source": "record"|"tasks"}`` for a job (``status``: its
-    :func:`marathon_tf.user.jobs.job_status`)."""
+    :func:`marathon_tf.user.status.job_status`, as ``-o json`` prints it)."""
     from marathon_tf.contract import naming
     from marathon_tf.user.render import task_apps
 

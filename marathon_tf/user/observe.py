@@ -47,7 +47,8 @@ _BUDGET_KEYS = {"failures": "failures", "max_failures": "maxFailures", "window_s
 
 def restarts(status: dict[str, Any], recorded: str | None) -> None:
     """The job's restart counts (the record's ``marathon-tf/restarts`` once it ended, else the deciding
-    task's ledger): ``failures``, ``preemptions`` and ``restartBudget`` in a ``job_status`` result."""
+    task's ledger): ``failures``, ``preemptions`` and ``restartBudget`` in a status being built
+    (:func:`marathon_tf.user.status.build`)."""
     ledger = None
     if recorded:
         try:
@@ -85,7 +86,7 @@ def peer_state(peer: Mapping[str, Any] | None, queue_entry: Mapping[str, Any] | 
 
 def annotate(status: dict[str, Any], queue: Mapping[str, Mapping[str, Any]]) -> None:
     """Add ``waits`` (one line per waiting task, the peer's state in brackets) and ``stragglers``
-    (from the deciding task's view) to a ``job_status`` result."""
+    (from the deciding task's view) to a status being built."""
     rows = {r["task"]: r for r in status.get("tasks") or []}
     waits = []
     for row in rows.values():
