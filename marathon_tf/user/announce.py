@@ -95,7 +95,7 @@ def follow_jobs(client, say: Callable[[str], None], stop, interval: float = 2.0)
                 if announcer.done(name, tb):
                     continue
                 status = job_status.job_status(client, name)
-                if not L.JobState(status.state).ended:
+                if not (isinstance(status.state, L.JobState) and status.state.ended):
                     for line in announcer.lines(status.to_dict()):
                         say(line)
         except MarathonTFError:

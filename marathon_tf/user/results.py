@@ -15,6 +15,8 @@ from marathon_tf.contract.labels import RECORDED, JobState
 
 __all__ = ["TaskStatus", "JobStatus", "JobSummary", "Deployment", "ScaleResult", "LogLine", "LocalRunResult"]
 
+_STATES = {s.value for s in JobState}
+
 
 @dataclass(frozen=True)
 class TaskStatus:
@@ -52,6 +54,7 @@ class JobStatus:
     the rest wait, and its deadline (see :mod:`marathon_tf.user.gang`)."""
 
     job: str
+    #: A :class:`~marathon_tf.contract.labels.JobState` (a ``str``: ``status.state == "Running"``).
     state: str
     tasks: tuple[TaskStatus, ...] = ()
     step: Optional[int] = None
@@ -66,7 +69,8 @@ class JobStatus:
 
     @classmethod
     def from_dict(cls, status: dict[str, Any]) -> "JobStatus":
-        return cls(job=status["job"], state=status.get("state", ""),
+        state = status.get("state", "")
+        return cls(job=status["job"], state=JobState(state) if state in _STATES else state,
                    tasks=tuple(TaskStatus.from_dict(t) for t in status.get("tasks") or []),
                    step=status.get("step"), target_step=status.get("targetStep"), final_step=status.get("finalStep"),
                    reason=status.get("reason"), logdir=status.get("logdir"), logdir_path=status.get("logdirPath"),
