@@ -10,7 +10,8 @@ from typing import Any, Mapping
 import click
 
 __all__ = ["emit_json", "error", "warn", "info", "status_table", "status_text", "table", "jobs_table", "scale_plan_text",
-           "progress_line", "plan_text", "scale_no_change", "clean_report", "timeline_text", "events_text", "TWO_FILES"]
+           "progress_line", "plan_text", "scale_no_change", "clean_report", "timeline_text", "events_text",
+           "TWO_FILES"]
 
 
 def emit_json(data: Any) -> None:

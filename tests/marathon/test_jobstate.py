@@ -61,5 +61,6 @@ def test_queue_reasons_delays_and_words():
     assert Q.stall_reason(None) is None and Q.placement(None) is None
     assert Q.launch_delay({"delay": {"overdue": False, "timeLeftSeconds": 12}}) == 12
     assert Q.launch_delay({"delay": {"overdue": True, "timeLeftSeconds": 0}}) is None and Q.launch_delay({}) is None
-    assert Q.placement({"delay": {"overdue": False, "timeLeftSeconds": 12}}) == "delayed 12s (Marathon's launch backoff)"
+    delayed = {"delay": {"overdue": False, "timeLeftSeconds": 12}}
+    assert Q.placement(delayed) == "delayed 12s (Marathon's launch backoff)"
     assert set(Q.RESOURCES) < set(Q.WORDS) and Q.WORDS["UnfulfilledConstraint"] == "constraints"

@@ -115,7 +115,8 @@ def test_the_cli_deploy_takes_the_admission_timeout_once(counted, monkeypatch, t
     monkeypatch.setattr(api, "connect", lambda *a, **k: client)
     path = tmp_path / "job.json"
     path.write_text(json.dumps(JOB))
-    r = CliRunner().invoke(cli, ["deploy", str(path), "--detach", "--marathon", "http://x", "--admission-timeout", "60"])
+    r = CliRunner().invoke(cli, ["deploy", str(path), "--detach", "--marathon", "http://x",
+                                 "--admission-timeout", "60"])
     assert r.exit_code == 0, r.output
     assert len(rendered) == 1 and calls == {"admission.check": 1, "admission.effective": 1, "capacity.read": 1}
     assert client.put[0]["apps"][0]["env"]["MTF_JOB"] == "mnist"
