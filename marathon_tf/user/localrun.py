@@ -273,7 +273,7 @@ def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | N
         client = Client(cluster.marathon_url, retry=RetryPolicy(attempts=5, budget=30, initial=0.2, max_wait=2))
         # the same deploy as on a cluster: a task no agent can hold is refused (exit 2) before anything is sent
         deployment = pipeline.deploy(client, local_spec, templates_dir=templates_dir,
-                                     wait_for_resources=wait_for_resources)
+                                     wait_for_resources=wait_for_resources, earlier_run=False)
         tailer.start()
         on_deployed(deployment, cluster)
         last: list[JobStatus] = []

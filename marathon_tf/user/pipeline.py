@@ -44,16 +44,18 @@ HOPELESS_EVERY = 10.0
 
 
 def deploy(client: Any, spec: JobSpec, *, resume: Optional[bool] = None, force: bool = False,
-           dry_run: bool = False, templates_dir: Optional[str] = None, wait_for_resources: bool = True) -> Deployment:
+           dry_run: bool = False, templates_dir: Optional[str] = None, wait_for_resources: bool = True,
+           earlier_run: bool = True) -> Deployment:
     """Deploy (PUT) the job's group (see the module): creates it, or changes only what changed.
     ``spec``: the job as it is deployed (its admission timeout already set,
     :func:`marathon_tf.user.admission.effective`). Raises :class:`UsageError` for what is refused
     (a task that fits on no agent; a job that ended, without ``resume``), :class:`NotPlaced` for a
-    job that does not fit now when not ``wait_for_resources``."""
+    job that does not fit now when not ``wait_for_resources``. ``earlier_run`` False: a cluster just
+    started, where no earlier run can be (``deploy --local``, whose own lock is already in its logdir)."""
     jobs.check_deployable(client, spec)  # refused before anything is removed (--fresh) or sent
     group = render_group(spec, templates_dir=templates_dir)
     verdict = admission.check(client, spec, wait=wait_for_resources, templates_dir=templates_dir, group=group)
-    previous, current = redeploy.previous_run(client, spec)
+    previous, current = redeploy.previous_run(client, spec) if earlier_run else (None, None)
     if previous is not None and resume is None:
         raise previous.question(spec.name)
     released = current is not None and gang.released(current)  # NotPlaced: it starts again, attempt 1

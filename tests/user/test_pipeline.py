@@ -151,3 +151,17 @@ def test_a_status_is_built_from_one_look_without_any_io():
     waiting = job_status.build(job_status.Observed("mnist", _apps(tasks=False), queue={"/mnist/ps-0": {
         "delay": {"overdue": False, "timeLeftSeconds": 12}}}))
     assert waiting.state == "Starting" and [t.state for t in waiting.tasks] == ["delayed 12s", "waiting", "waiting"]
+
+
+def test_a_fresh_local_cluster_has_no_earlier_run_to_look_for(counted):
+    """``deploy --local``: its own logdir lock is in the job's volume before the deploy, which on `local
+    serve` would be an earlier run's volumes; on a cluster it just started there is none to look for."""
+    from marathon_tf.user import pipeline
+
+    class Fresh(FakeClient):
+        def get_group(self, group_id, embed=()):
+            raise AssertionError("no earlier run is looked for on a fresh cluster")
+
+    client = Fresh()
+    deployment = pipeline.deploy(client, Job.from_dict(JOB).spec, earlier_run=False)
+    assert deployment.changed and deployment.resumed is None and len(client.put) == 1
