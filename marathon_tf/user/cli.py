@@ -1,11 +1,14 @@
 """The ``marathon-tf`` command. Parses arguments, calls the Python API (:mod:`marathon_tf.user.api`),
-prints.
+prints. The connection options (``--marathon``, the credentials, TLS, ``--max-response``) are one
+decorator whose values go to ``ctx.obj``, from which the API object is built once per command.
 
-Exit codes: 0 ok, 1 runtime failure, 2 usage or spec error (a task that fits on no agent
-included), 3 timed out while still in progress, 4 not placed (the cluster has no room for
-every task: refused with --no-wait-for-resources, or released at the admission deadline with
-no attempt left), 130 interrupted. Heavy modules are imported inside the
-commands so that ``marathon-tf --help`` starts fast and TensorFlow is never
+Exit codes, each on its error class (:mod:`marathon_tf.contract.errors`; commands only raise, and
+:class:`_Group` turns an error into its lines and its code, in one place): 0 ok, 1 runtime failure
+(a job that failed: ``JobFailed``), 2 usage or spec error (a task that fits on no agent included),
+3 timed out while still in progress, 4 not placed (``NotPlaced``: the cluster has no room for every
+task: refused with --no-wait-for-resources, or released at the admission deadline with no attempt
+left), 128 + the signal's number when stopped (``Interrupted``: 130 for Ctrl-C). Heavy modules are
+imported inside the commands so that ``marathon-tf --help`` starts fast and TensorFlow is never
 imported here.
 
 Over 600 lines: every command's options and help are declared here, as this is the one module
