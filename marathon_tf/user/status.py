@@ -59,8 +59,8 @@ class Observed:
     free: Optional[Mapping[str, Mapping[str, float]]] = None
     #: The local runner's state directory (a job with a logdir on it), else None.
     work_dir: Optional[Path] = None
-    #: When it was looked at (Unix seconds): ages and deadlines are counted from it.
-    now: float = 0.0
+    #: When it was looked at (Unix seconds; default: when made): ages and deadlines are counted from it.
+    now: float = field(default_factory=time.time)
 
 
 def _probe(url: str) -> Optional[dict]:
