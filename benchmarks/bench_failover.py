@@ -67,6 +67,7 @@ def bench_next_request(quick: bool) -> list[Row]:
 def bench_next_step(quick: bool) -> list[Row]:
     from marathon_tf.marathon.client import Client, RetryPolicy
     from marathon_tf.user import jobs, spec as spec_mod
+    from marathon_tf.user.status import job_status
     from marathon_tf.user.localrun import SandboxTailer, local_cluster
 
     n = 3 if quick else 5
@@ -115,7 +116,7 @@ def bench_next_step(quick: bool) -> list[Row]:
             kills.append(next_steps(t0))
             _until(lambda: cluster.leader_url is not None, GAP + 10, "the next leader")
             cluster.start_instance(killed)
-        state = jobs.job_status(client, spec.name, probe=False)["state"]
+        state = job_status(client, spec.name, probe=False).to_dict()["state"]
     finally:
         tailer.stop()
         cluster.stop()

@@ -23,6 +23,7 @@ It also keeps modules to one concern: none over 600 lines unless its docstring s
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -188,3 +189,54 @@ def test_no_module_is_long_without_saying_why():
         if lines > MAX_LINES and f"{MAX_LINES} lines" not in (ast.get_docstring(ast.parse(source)) or ""):
             long.append(f"{path.relative_to(PACKAGE.parent)}: {lines} lines")
     assert long == [], "split these along their seams, or say in the docstring why not:\n" + "\n".join(long)
+
+
+def import_cycles(names: set[str]) -> list[list[str]]:
+    """Every import cycle among the modules ``names`` (module-level and function-level imports), each
+    as its modules in order; [] when there is none."""
+    graph: dict[str, list[str]] = {}
+    for path in modules():
+        name = module_name(path)
+        if name in names:
+            graph[name] = sorted({m for _, m in imported_modules(path.read_text(), name, path.name == "__init__.py")
+                                  if m in names and m != name})
+    cycles, done = [], set()
+
+    def visit(name: str, trail: list[str]) -> None:
+        if name in trail:
+            cycle = trail[trail.index(name):]
+            start = cycle.index(min(cycle))
+            cycle = cycle[start:] + cycle[:start]
+            if cycle not in cycles:
+                cycles.append(cycle)
+            return
+        if name in done:
+            return
+        for other in graph.get(name, []):
+            visit(other, trail + [name])
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])
+    return cycles
+
+
+def test_the_user_side_and_the_marathon_client_have_no_import_cycle():
+    """user/ (the CLI, the API, the use cases, the pure annotators) and marathon/ import each other's
+    modules in one direction only: no module reaches itself again, also through imports inside
+    functions (which hide a cycle from Python but not from a reader)."""
+    names = {module_name(p) for p in modules()}
+    ours = {n for n in names if n.startswith(("marathon_tf.user", "marathon_tf.marathon"))}
+    cycles = import_cycles(ours)
+    assert cycles == [], "import cycles:\n" + "\n".join(" -> ".join(c + c[:1]) for c in cycles)
+
+
+def test_the_cycle_check_finds_a_cycle_through_a_function_level_import(tmp_path, monkeypatch):
+    pkg = tmp_path / "marathon_tf" / "user"
+    pkg.mkdir(parents=True)
+    (tmp_path / "marathon_tf" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text('"""x"""\n')
+    (pkg / "a.py").write_text("from marathon_tf.user import b\n")
+    (pkg / "b.py").write_text("def f():\n    from marathon_tf.user.a import g\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "marathon_tf")
+    assert import_cycles({"marathon_tf.user.a", "marathon_tf.user.b"}) == [["marathon_tf.user.a", "marathon_tf.user.b"]]

@@ -150,8 +150,9 @@ class Client:
         self._limit = 0.0
         self._looking = threading.local()  # a look at Marathon's state for a write: one try per read
         self.max_bytes = transport.max_bytes_from_env() if max_bytes is None else max_bytes
-        self.session = session or requests.Session()
-        transport.mount(self.session, max_bytes=self.max_bytes, deadline=lambda: self.deadline)
+        deadline = lambda: self.deadline  # noqa: E731
+        self.session = (transport.mount(session, max_bytes=self.max_bytes, deadline=deadline) if session is not None
+                        else transport.session(max_bytes=self.max_bytes, deadline=deadline))
         self.session.max_redirects = _MAX_REDIRECTS
         self.session.verify = verify
         self.session.headers["User-Agent"] = _USER_AGENT
@@ -535,19 +536,11 @@ class Client:
         body = self.request("PUT", "/v2/apps", params=params, json_body=apps, reconcile=reconcile).body
         return self._shaped({} if body is None else body, shapes.OBJECT, f"PUT {self.url}/v2/apps")
 
-    def restart_app(self, app_id: str, *, force: bool = False) -> dict[str, Any]:
-        params = {"force": "true"} if force else None
-        return self.request("POST", f"/v2/apps{_path(app_id)}/restart", params=params).body
-
     def kill_task(self, app_id: str, task_id: str) -> dict[str, Any]:
         return self.request("DELETE", f"/v2/apps{_path(app_id)}/tasks/{quote(task_id, safe='')}").body
 
     def deployments(self) -> list[dict[str, Any]]:
         return self._get("/v2/deployments", shapes.DEPLOYMENTS)
-
-    def delete_deployment(self, deployment_id: str, *, force: bool = False) -> Any:
-        params = {"force": "true"} if force else None
-        return self.request("DELETE", f"/v2/deployments/{quote(deployment_id, safe='')}", params=params).body
 
     def queue(self) -> list[dict[str, Any]]:
         return self._get("/v2/queue", shapes.QUEUE).get("queue") or []

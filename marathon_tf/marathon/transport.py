@@ -265,9 +265,10 @@ def mount(target: requests.Session, *, max_bytes: int | None = None, deadline: D
     return target
 
 
-def session(*, max_bytes: int | None = None) -> requests.Session:
-    """A new ``requests.Session`` with every request bounded."""
-    return mount(requests.Session(), max_bytes=max_bytes)
+def session(*, max_bytes: int | None = None, deadline: Deadline = lambda: None) -> requests.Session:
+    """A new ``requests.Session`` with every request bounded (the only place marathon-tf's user side and
+    Marathon client make one: the REST client's, the status servers', TensorBoard's)."""
+    return mount(requests.Session(), max_bytes=max_bytes, deadline=deadline)
 
 
 def exchange(target: requests.Session, method: str, url: str, *, timeout: Any, verify: Any, max_redirects: int = 3,

@@ -184,11 +184,13 @@ def _shortfall(job: str, apps: Sequence[tuple[str, Mapping[str, Any]]], waiting:
 
 
 def check(client: Any, spec: JobSpec, *, mesos: Optional[str] = None, wait: bool = True,
-          starting: Optional[Sequence[tuple[str, int]]] = None, templates_dir: Optional[str] = None) -> Verdict:
+          starting: Optional[Sequence[tuple[str, int]]] = None, templates_dir: Optional[str] = None,
+          group: Optional[Mapping[str, Any]] = None) -> Verdict:
     """The check of a job before it is sent (see the module). ``starting``: the tasks that would
-    start (default every task; ``scale``: the new ones). Raises :class:`UsageError` (exit 2) for a task
+    start (default every task; ``scale``: the new ones). ``group``: the job's group as the deploy
+    rendered it (else one app per role is rendered here). Raises :class:`UsageError` (exit 2) for a task
     that can never be placed, :class:`NotPlaced` (exit 4) for a shortfall when not ``wait``."""
-    from marathon_tf.user.render import render_app
+    from marathon_tf.user.render import render_app, task_apps
 
     try:
         cap = capacity.read(client, mesos)
@@ -197,7 +199,8 @@ def check(client: Any, spec: JobSpec, *, mesos: Optional[str] = None, wait: bool
     if cap is None:
         return Verdict()
     roles = [r for r in spec.counts()]
-    apps = {r: render_app(spec, r, 0, templates_dir=templates_dir) for r in roles}
+    rendered = task_apps(dict(group)) if group is not None else {}
+    apps = {r: rendered.get(f"{r}-0") or render_app(spec, r, 0, templates_dir=templates_dir) for r in roles}
     refused = impossible(apps, cap)
     if refused:
         raise UsageError(refused + "; nothing was sent",

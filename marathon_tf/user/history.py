@@ -9,21 +9,20 @@ Where they come from (:mod:`marathon_tf.contract.timeline`):
 * and Marathon itself: every app's ``lastTaskFailure`` (a task that died: its bootstrap could not
   say so) and, for a task that is not placed, ``/v2/queue``'s reason now.
 
-Returns data and text; never prints.
+Returns data; never prints (the text of a timeline and of events is :mod:`marathon_tf.user.output`'s).
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from marathon_tf.contract import labels as L, timeline as T
 from marathon_tf.contract.errors import MarathonError
-from marathon_tf.contract.progress import duration
 from marathon_tf.marathon.queue import entries_by_app, placement
+from marathon_tf.marathon.tasks import wall
 
-__all__ = ["job_events", "status_timeline", "timeline_text", "events_text", "events_rows"]
+__all__ = ["job_events", "status_timeline", "events_rows"]
 
 
 def _get(url: str) -> dict[str, Any] | None:
@@ -32,17 +31,10 @@ def _get(url: str) -> dict[str, Any] | None:
     return transport.get_json(url, timeout=4.0)
 
 
-def _wall(timestamp: str | None) -> float | None:
-    try:
-        return datetime.fromisoformat(str(timestamp).replace("Z", "+00:00")).timestamp() if timestamp else None
-    except ValueError:
-        return None
-
-
 def job_events(client, job: str, status: Mapping[str, Any], *,
                get: Callable[[str], dict[str, Any] | None] = _get) -> dict[str, Any]:
     """``{"events": [...], "omitted": N, "source": "record"|"tasks"}`` for a job (``status``: its
-    :func:`marathon_tf.user.jobs.job_status`)."""
+    :func:`marathon_tf.user.status.job_status`, as ``-o json`` prints it)."""
     from marathon_tf.contract import naming
     from marathon_tf.user.render import task_apps
 
@@ -70,7 +62,7 @@ def job_events(client, job: str, status: Mapping[str, Any], *,
                     events += (body or {}).get("events") or []
     for name, app in apps.items():  # what Marathon saw: a task that died
         ltf = app.get("lastTaskFailure") or {}
-        when = _wall(ltf.get("timestamp"))
+        when = wall(ltf.get("timestamp"))
         if when and not (status.get("state") in (L.SUCCEEDED, L.FAILED) and ltf.get("state") == "TASK_KILLED"):
             events.append({"time": when, "task": name, "kind": T.TASK_FAILED,
                            "message": f"Marathon: {ltf.get('state', '')} {ltf.get('message', '')}".rstrip()})
@@ -80,7 +72,7 @@ def job_events(client, job: str, status: Mapping[str, Any], *,
         queue = {}
     for name, app in apps.items():
         entry = queue.get(app.get("id"))
-        why, since = placement(entry), _wall((entry or {}).get("since"))
+        why, since = placement(entry), wall((entry or {}).get("since"))
         if why and since:
             events.append({"time": since, "task": name, "kind": T.PLACEMENT_WAIT,
                            "message": f"{name} waits to be placed: {why}"})
@@ -95,36 +87,6 @@ def status_timeline(found: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _seconds(x: float | None) -> str:
-    return "" if x is None else (f"{x:.1f}s" if x < 60 else duration(x))
-
-
-def timeline_text(tl: Mapping[str, Any]) -> str:
-    """The start's phases and each recovery, as lines."""
-    lines = ["timeline"]
-    if not tl.get("start"):
-        lines.append("  (no events yet)")
-    for i, phase in enumerate(tl.get("start") or []):
-        lines.append((f"  {phase['phase']:<22}  {phase['at']}  +{_seconds(phase['sinceStart']):<7}"
-                      + (f"  ({_seconds(phase['seconds'])} after {tl['start'][i - 1]['phase']})" if i else "")).rstrip())
-    recoveries = tl.get("recoveries") or []
-    if recoveries:
-        lines.append("recoveries")
-    for r in recoveries:
-        steps = [f"{r['at']}  {r['task']}: {r['cause']}"]
-        if r.get("restarted"):
-            steps.append(f"    → restarted ({r.get('how')}) after {_seconds(r.get('secondsToRestart'))}")
-        if r.get("trainingAgain"):
-            steps.append(f"    → training again after {_seconds(r.get('secondsToTraining'))} "
-                         f"({_seconds(r.get('seconds'))} in all)")
-        elif r.get("restarted"):
-            steps.append("    → not training yet")
-        lines.extend("  " + s for s in steps)
-    if tl.get("omittedEvents"):
-        lines.append(f"  ({tl['omittedEvents']} events were left out of the job's record)")
-    return "\n".join(lines)
-
-
 def events_rows(events: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Events for ``-o json``: time (ISO), task, reason, message, the details."""
     out = []
@@ -134,18 +96,3 @@ def events_rows(events: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
         row.update({k: v for k, v in e.items() if k not in ("time", "task", "kind", "message")})
         out.append(row)
     return out
-
-
-def events_text(events: list[Mapping[str, Any]], omitted: int = 0) -> str:
-    """``TIME  TASK  EVENT  MESSAGE``, one line per event, the whole message (like kubectl describe)."""
-    if not events:
-        return "no events"
-    rows = events_rows(events)
-    wt, wr = max(len(r["task"]) for r in rows), max(len(r["reason"]) for r in rows)
-    lines = [f"{'TIME':<24}  {'TASK':<{wt}}  {'EVENT':<{wr}}  MESSAGE"]
-    for r in rows:
-        lines.append(f"{r['time']:<24}  {r['task']:<{wt}}  {r['reason']:<{wr}}  {r['message']}")
-    if omitted:
-        lines.append(f"({omitted} events were left out of the job's record)")
-    return "\n".join(lines)
-

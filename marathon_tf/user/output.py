@@ -5,18 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Any
+from typing import Any, Mapping
 
 import click
 
 __all__ = ["emit_json", "error", "warn", "info", "status_table", "status_text", "table", "jobs_table", "scale_plan_text",
-           "progress_line", "plan_text", "scale_no_change", "clean_report", "TWO_FILES"]
-
-
-def _stderr_console():
-    from rich.console import Console  # imported on use: keeps `marathon-tf --help` fast
-
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+           "progress_line", "plan_text", "scale_no_change", "clean_report", "timeline_text", "events_text",
+           "TWO_FILES"]
 
 
 def emit_json(data: Any) -> None:
@@ -312,3 +307,49 @@ def clean_report(home, removed: list, kept: list, *, dry_run: bool) -> None:
                                      else f"idle only {duration(time.time() - run.last_active)}"))
     if not removed:
         info(f"no ended run to remove in {home}")
+
+
+def _seconds(x: float | None) -> str:
+    from marathon_tf.contract.progress import duration
+
+    return "" if x is None else (f"{x:.1f}s" if x < 60 else duration(x))
+
+
+def timeline_text(tl: Mapping[str, Any]) -> str:
+    """The start's phases and each recovery, as lines."""
+    lines = ["timeline"]
+    if not tl.get("start"):
+        lines.append("  (no events yet)")
+    for i, phase in enumerate(tl.get("start") or []):
+        lines.append((f"  {phase['phase']:<22}  {phase['at']}  +{_seconds(phase['sinceStart']):<7}"
+                      + (f"  ({_seconds(phase['seconds'])} after {tl['start'][i - 1]['phase']})" if i else "")).rstrip())
+    recoveries = tl.get("recoveries") or []
+    if recoveries:
+        lines.append("recoveries")
+    for r in recoveries:
+        steps = [f"{r['at']}  {r['task']}: {r['cause']}"]
+        if r.get("restarted"):
+            steps.append(f"    → restarted ({r.get('how')}) after {_seconds(r.get('secondsToRestart'))}")
+        if r.get("trainingAgain"):
+            steps.append(f"    → training again after {_seconds(r.get('secondsToTraining'))} "
+                         f"({_seconds(r.get('seconds'))} in all)")
+        elif r.get("restarted"):
+            steps.append("    → not training yet")
+        lines.extend("  " + s for s in steps)
+    if tl.get("omittedEvents"):
+        lines.append(f"  ({tl['omittedEvents']} events were left out of the job's record)")
+    return "\n".join(lines)
+
+
+def events_text(rows: list[Mapping[str, Any]], omitted: int = 0) -> str:
+    """``TIME  TASK  EVENT  MESSAGE``, one line per event (``events -o json``'s rows), the whole message
+    (like kubectl describe)."""
+    if not rows:
+        return "no events"
+    wt, wr = max(len(r["task"]) for r in rows), max(len(r["reason"]) for r in rows)
+    lines = [f"{'TIME':<24}  {'TASK':<{wt}}  {'EVENT':<{wr}}  MESSAGE"]
+    for r in rows:
+        lines.append(f"{r['time']:<24}  {r['task']:<{wt}}  {r['reason']:<{wr}}  {r['message']}")
+    if omitted:
+        lines.append(f"({omitted} events were left out of the job's record)")
+    return "\n".join(lines)

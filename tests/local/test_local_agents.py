@@ -100,7 +100,7 @@ def test_a_job_that_fits_nowhere_waits_with_the_queues_reasons(cluster_with, wai
 
 def test_status_says_why_a_task_of_a_job_waits(cluster_with, wait):
     from marathon_tf.marathon.client import Client
-    from marathon_tf.user import jobs
+    from marathon_tf.user.status import job_status
     from marathon_tf.user.render import render_group
     from marathon_tf.user.spec import load_dict
 
@@ -115,7 +115,7 @@ def test_status_says_why_a_task_of_a_job_waits(cluster_with, wait):
     wait(lambda: api.running("/big/ps-0"), what="ps-0")
     st = wait(lambda: (lambda s: s if all(t.get("waitingFor", "").startswith("no offer")
                                           for t in s["tasks"] if t["role"] == "worker") else None)(
-        jobs.job_status(Client(cluster.marathon_url), "big")), what="the workers' reasons")
+        job_status(Client(cluster.marathon_url), "big").to_dict()), what="the workers' reasons")
     workers = [t for t in st["tasks"] if t["role"] == "worker"]
     assert [t["waitingFor"] for t in workers] == ["no offer with enough cpus (3 of 3 offers declined)"] * 2
 

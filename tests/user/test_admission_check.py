@@ -98,13 +98,14 @@ def test_the_admission_timeout_can_be_overridden_at_deploy():
 def test_the_master_the_user_named_is_passed_to_every_look_not_remembered(monkeypatch):
     """``--mesos`` / ``MESOS_URL`` goes with the calls that read the master (the status' waits, the
     admission deadline's look, the check of a deploy or scale); no client remembers it."""
-    from marathon_tf.user import gang, jobs
+    from marathon_tf.user import release, status
     from marathon_tf.user.api import Marathon
+    from marathon_tf.user.results import JobStatus
 
     seen = []
-    monkeypatch.setattr(jobs, "job_status", lambda client, job, **kw: seen.append(("status", kw.get("mesos")))
-                        or {"job": job, "state": "Deploying", "tasks": []})
-    monkeypatch.setattr(gang, "drive", lambda client, job, status, **kw: seen.append(("drive", kw.get("mesos"))))
+    monkeypatch.setattr(status, "job_status", lambda client, job, **kw: seen.append(("status", kw.get("mesos")))
+                        or JobStatus.from_dict({"job": job, "state": "Deploying", "tasks": []}))
+    monkeypatch.setattr(release, "drive", lambda client, job, st, **kw: seen.append(("drive", kw.get("mesos"))))
     Marathon(client=object(), mesos="http://named:5050").status("j")
     assert seen == [("status", "http://named:5050"), ("drive", "http://named:5050")]
     seen.clear()
@@ -117,7 +118,22 @@ def test_the_master_the_user_named_is_passed_to_every_look_not_remembered(monkey
     read = []
     monkeypatch.setattr(capacity, "read", lambda client, given=None: read.append(given))
     spec = load_dict({"name": "mnist", "command": "true", "roles": {"ps": {"count": 1}, "worker": {"count": 2}}})
-    apps = {a["id"]: dict(a, tasks=[]) for a in render_group(spec)["apps"]}
-    gang.annotate({"job": "mnist", "tasks": []}, apps, {}, client=None, now=0.0, mesos="http://named:5050")
-    gang.annotate({"job": "mnist", "tasks": []}, apps, {}, client=None, now=0.0)
+    group = render_group(spec)
+
+    class Client:
+        url = "http://marathon"
+
+        def get_group(self, group_id, embed=()):
+            return {"id": group["id"], "apps": [dict(a, tasks=[]) for a in group["apps"]]}
+
+        def request(self, *a, **k):
+            raise RuntimeError("no queue here")
+
+        def is_local(self):
+            return False
+
+    from marathon_tf.user.status import fetch
+
+    fetch(Client(), "mnist", probe=False, mesos="http://named:5050")
+    fetch(Client(), "mnist", probe=False)
     assert read == ["http://named:5050", None]

@@ -18,6 +18,7 @@ from marathon_tf.contract.errors import Timeout
 from marathon_tf.local import LocalCluster
 from marathon_tf.local.security import Credentials
 from marathon_tf.user import jobs, watch
+from marathon_tf.user.results import JobStatus
 from marathon_tf.user.cli import cli
 from marathon_tf.user.render import render_group
 from marathon_tf.user.spec import load_dict
@@ -56,7 +57,7 @@ class _Clock:
 
 @pytest.fixture
 def quiet_status(monkeypatch):
-    monkeypatch.setattr(jobs, "job_status", lambda client, job, probe=True, mesos=None: {"state": "Deploying"})
+    monkeypatch.setattr(watch, "job_status", lambda client, job, probe=True, mesos=None: JobStatus.from_dict({"job": "j", "state": "Deploying"}))
     monkeypatch.setattr(watch, "_sleep", lambda seconds: [])
 
 

@@ -11,7 +11,9 @@ from marathon_tf.contract.errors import Timeout
 from marathon_tf.local import LocalCluster
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.events import EventStream
-from marathon_tf.user import jobs, logs
+from marathon_tf.user import logs, pipeline
+from marathon_tf.user.results import JobStatus
+from marathon_tf.user.status import job_status
 from marathon_tf.user import output
 from marathon_tf.user.cli import cli
 from marathon_tf.user.watch import wait_deployment
@@ -172,7 +174,7 @@ def test_events_arrive_and_wait_deployment_ends_when_tasks_run(cluster):
                                                        "cmd": "sleep 60"}]})
         status = wait_deployment(client, body["deploymentId"], "j", timeout=30, stream=stream, poll=5.0)
         assert body["deploymentId"] not in {d["id"] for d in client.deployments()}
-        assert status["tasks"][0]["state"] == "TASK_RUNNING"
+        assert status.tasks[0].state == "TASK_RUNNING"
         types = []
         assert wait_for(lambda: types.extend(e["eventType"] for e in probe.wait(0.2)) or
                         {"status_update_event", "deployment_success"} <= set(types), 5), types
@@ -192,8 +194,8 @@ def test_wait_deployment_times_out_with_exit_code_3(cluster):
 def test_status_derives_running_and_counts(cluster):
     client = Client(cluster.marathon_url)
     client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 1, "labels": LABELS, "cmd": "sleep 60"}]})
-    assert wait_for(lambda: jobs.job_status(client, "j")["state"] == "Running")
-    st = jobs.job_status(client, "j")
+    assert wait_for(lambda: job_status(client, "j").to_dict()["state"] == "Running")
+    st = job_status(client, "j").to_dict()
     assert st["counts"]["worker"]["running"] == 1
 
 
@@ -221,11 +223,12 @@ def test_the_jobs_end_overriding_its_deployment_is_the_jobs_outcome_not_a_failed
     from marathon_tf.user import watch
 
     states = iter([{"state": "Deploying"}, {"state": "Failed", "reason": "worker-1 exited 3 (permanent)"}])
-    monkeypatch.setattr(jobs, "job_status", lambda client, job, probe=True, mesos=None: next(states))
+    monkeypatch.setattr(watch, "job_status", lambda client, job, probe=True, mesos=None: JobStatus.from_dict({"job": "j",
+                                                                                                 **next(states)}))
     event = {"eventType": "deployment_failed", "id": "d1",
              "reason": "Deployment was forcefully overridden by another deployment"}
     final = watch.wait_deployment(_Deployments(["d1"]), "d1", "j", timeout=None, stream=_Stream([event]))
-    assert final["state"] == "Failed" and final["reason"] == "worker-1 exited 3 (permanent)"
+    assert final.state == "Failed" and final.reason == "worker-1 exited 3 (permanent)"
     # a deployment that failed while the job has no end: the deployment's own words
     states = iter([{"state": "Deploying"}, {"state": "Deploying"}])
     with pytest.raises(JobFailed) as e:
@@ -238,7 +241,7 @@ def test_following_survives_a_short_marathon_outage(monkeypatch):
     from marathon_tf.user import watch
 
     now = [0.0]
-    answers = iter([MarathonUnavailable("down"), MarathonUnavailable("down"), {"state": "Succeeded"}])
+    answers = iter([MarathonUnavailable("down"), MarathonUnavailable("down"), JobStatus.from_dict({"job": "j", "state": "Succeeded"})])
 
     def status(client, job, probe=True, mesos=None):
         a = next(answers)
@@ -246,9 +249,9 @@ def test_following_survives_a_short_marathon_outage(monkeypatch):
             raise a
         return a
 
-    monkeypatch.setattr(jobs, "job_status", status)
+    monkeypatch.setattr(watch, "job_status", status)
     monkeypatch.setattr(watch, "_sleep", lambda s: now.__setitem__(0, now[0] + 10) or [])
-    assert watch.wait_job(None, "j", timeout=None, clock=lambda: now[0])["state"] == "Succeeded"
+    assert watch.wait_job(None, "j", timeout=None, clock=lambda: now[0]).state == "Succeeded"
     answers = iter([MarathonUnavailable("down")] * 20)
     with pytest.raises(MarathonUnavailable):
         watch.wait_job(None, "j", timeout=None, clock=lambda: now[0])
@@ -256,12 +259,12 @@ def test_following_survives_a_short_marathon_outage(monkeypatch):
 
 @pytest.mark.parametrize("state,code", [("Succeeded", 0), ("Failed", 1)])
 def test_status_watch_exits_with_the_jobs_outcome_and_says_why(monkeypatch, state, code):
-    from marathon_tf.user import jobs, watch
+    from marathon_tf.user import watch
 
-    final = {"job": "j", "groupId": "/j", "state": state, "tasks": [], "counts": {}, "reason": "the reason"}
-    monkeypatch.setattr(jobs, "job_status", lambda *a, **k: final)
-    monkeypatch.setattr(jobs, "job_status", lambda *a, **k: final)
-    monkeypatch.setattr(watch, "EventStream", lambda client: _Ctx())
+    final = JobStatus.from_dict({"job": "j", "groupId": "/j", "state": state, "tasks": [], "counts": {},
+                                 "reason": "the reason"})
+    monkeypatch.setattr(watch, "job_status", lambda *a, **k: final)
+    monkeypatch.setattr(pipeline, "EventStream", lambda client: _Ctx())
     r = CliRunner().invoke(cli, ["status", "j", "--watch", "--marathon", "http://127.0.0.1:1"])
     assert r.exit_code == code, r.output
     assert f"job j: {state} (the reason)" in r.stderr

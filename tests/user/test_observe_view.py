@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from user_helpers import minimal
 from marathon_tf.contract import labels as L, timeline as T
 from marathon_tf.marathon.client import Client
-from marathon_tf.user import history, jobs, observe, output
+from marathon_tf.user import announce, history, observe, output
+from marathon_tf.user.status import job_status
 from marathon_tf.user.cli import cli
 from marathon_tf.user.render import render_group
 from marathon_tf.user.spec import load_dict
@@ -45,7 +46,7 @@ def _status(httpserver, ps_state, queue=()):
     httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json({"id": "/mnist",
                                                                                    "apps": _apps(ps_state)})
     httpserver.expect_request("/v2/queue").respond_with_json({"queue": list(queue)})
-    return jobs.job_status(Client(httpserver.url_for("")), "mnist", probe_get=_probe)
+    return job_status(Client(httpserver.url_for("")), "mnist", probe_get=_probe).to_dict()
 
 
 def test_a_wait_names_the_peer_and_its_state_from_marathon(httpserver):
@@ -73,7 +74,7 @@ def test_stragglers_come_from_the_deciding_tasks_view(httpserver):
 
 def test_metrics_urls_once_every_task_runs_and_tensorboard_once_it_answers():
     answers = {"http://h:6006": False}
-    announcer = observe.Announcer(lambda url: answers[url])
+    announcer = announce.Announcer(lambda url: answers[url])
     tasks = [{"task": "ps-0", "role": "ps", "state": "TASK_RUNNING", "metricsUrl": "http://h:1/metrics"},
              {"task": "worker-0", "role": "worker", "state": "TASK_STAGING"},
              {"task": "tensorboard-0", "role": "tensorboard", "state": "TASK_RUNNING"}]

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from marathon_tf.contract.errors import SpecError
 from marathon_tf.user.cli import cli
-from marathon_tf.user.spec import json_schema, load_dict, load_job
+from marathon_tf.user.spec import json_schema, load_dict, load_job, with_counts
 
 from user_helpers import minimal
 
@@ -167,10 +167,10 @@ def test_to_dict_round_trips_and_with_counts_revalidates():
                              roles=roles(worker={"count": 2, "gpus": 1, "env": {"B": "2"}})))
     again = load_dict(json.loads(json.dumps(spec.to_dict())))
     assert again == spec
-    bigger = spec.with_counts({"worker": 8})
+    bigger = with_counts(spec, {"worker": 8})
     assert bigger.role("worker").count == 8 and bigger.role("worker").gpus == 1
     with pytest.raises(SpecError):
-        spec.with_counts({"ps": 0})
+        with_counts(spec, {"ps": 0})
 
 
 def test_relative_fetch_paths_resolve_next_to_the_job_file(write_job, tmp_path):

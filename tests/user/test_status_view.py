@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from user_helpers import minimal
 from marathon_tf.contract.progress import StepRate, describe, duration
-from marathon_tf.user import jobs, output
+from marathon_tf.user import output, status as job_status_module
+from marathon_tf.user.status import job_status
 from marathon_tf.user.cli import cli
 from marathon_tf.user.render import render_group
 from marathon_tf.user.spec import load_dict
@@ -54,7 +55,7 @@ def test_running_job_progress_restarts_age_and_logdir(httpserver, monkeypatch):
     _serve(httpserver, _apps(finished=False))
     from marathon_tf.marathon.client import Client
 
-    st = jobs.job_status(Client(httpserver.url_for("")), "mnist", probe_get=_probe)
+    st = job_status(Client(httpserver.url_for("")), "mnist", probe_get=_probe).to_dict()
     assert st["progress"] == {"step": 400, "targetStep": 1000, "stepsPerSecond": 20.0, "etaSeconds": 30.0}
     assert st["logdir"] == "ckpt" and st["logdirVolume"] == "/shared/mnist"
     w0 = next(t for t in st["tasks"] if t["task"] == "worker-0")
@@ -114,7 +115,7 @@ def test_a_task_waiting_on_the_local_runner_does_not_speak_of_offers(httpserver)
          "processedOffersSummary": {"processedOffersCount": 0}}]})
     from marathon_tf.marathon.client import Client
 
-    st = jobs.job_status(Client(httpserver.url_for("")), "mnist")
+    st = job_status(Client(httpserver.url_for("")), "mnist").to_dict()
     ps = st["tasks"][0]
     assert ps["waitingFor"] == "launch by the local runner (queued since 2026-11-21T00:00:00.000Z)"
     assert "offer" not in output.status_text(st)
@@ -132,13 +133,14 @@ def test_the_progress_line_counts_healthy_among_the_running():
     # a finished job's tasks being killed keep their last health check result: was "worker 0/2 running, 2 healthy"
     tasks = [{"task": f"worker-{i}", "role": "worker", "state": "TASK_KILLING", "health": "healthy"} for i in (0, 1)]
     tasks.append({"task": "ps-0", "role": "ps", "state": "TASK_RUNNING", "health": "healthy"})
-    line = output.progress_line({"job": "j", "state": "Succeeded", "counts": jobs._counts(tasks)})
+    line = output.progress_line({"job": "j", "state": "Succeeded", "counts": job_status_module._counts(tasks)})
     assert "worker 0/2 running, 0 healthy" in line and "ps 1/1 running, 1 healthy" in line
 
 
 def test_a_released_job_with_an_attempt_left_shows_queued_with_its_next_attempt():
     from marathon_tf.contract import labels as L
     from marathon_tf.contract.timeline import iso
+    from marathon_tf.marathon.jobstate import job_state
     from marathon_tf.user import gang
 
     group = render_group(load_dict(minimal(admission={"timeout": 60, "retries": 3})))
@@ -147,8 +149,9 @@ def test_a_released_job_with_an_attempt_left_shows_queued_with_its_next_attempt(
     record = {L.STATE: L.NOT_PLACED, L.REASON: reason, L.ATTEMPT: "1", L.ATTEMPTS: "4",
               L.NEXT_ATTEMPT_AT: iso(now + 40)}
     apps = {a["id"]: dict(a, instances=0, tasks=[], labels={**a["labels"], **record}) for a in group["apps"]}
-    status = {"job": "mnist", "groupId": "/mnist", "state": L.NOT_PLACED, "reason": reason, "tasks": [], "counts": {}}
-    gang.annotate(status, apps, {}, client=None, now=now)
+    status = {"job": "mnist", "groupId": "/mnist", "state": job_state(apps.values()).value, "reason": reason,
+              "tasks": [], "counts": {}}
+    gang.annotate(status, apps, {}, now=now)
     assert status["state"] == "Queued"
     assert status["admission"] == {"attempt": 2, "attempts": 4, "timeoutSeconds": 60.0,
                                    "nextAttemptAt": iso(now + 40), "nextInSeconds": 40.0}
@@ -157,8 +160,9 @@ def test_a_released_job_with_an_attempt_left_shows_queued_with_its_next_attempt(
     # no attempt left: the record stays NotPlaced
     last = {k: dict(v, labels={k2: v2 for k2, v2 in v["labels"].items() if k2 != L.NEXT_ATTEMPT_AT})
             for k, v in apps.items()}
-    status = {"job": "mnist", "groupId": "/mnist", "state": L.NOT_PLACED, "reason": reason, "tasks": [], "counts": {}}
-    gang.annotate(status, last, {}, client=None, now=now)
+    status = {"job": "mnist", "groupId": "/mnist", "state": job_state(last.values()).value, "reason": reason,
+              "tasks": [], "counts": {}}
+    gang.annotate(status, last, {}, now=now)
     assert status["state"] == L.NOT_PLACED and status["admission"]["attempt"] == 1
 
 

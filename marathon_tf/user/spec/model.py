@@ -202,17 +202,7 @@ class JobSpec:
             out["roles"][r] = rd
         return out
 
-    # -- changes -----------------------------------------------------------------
-    def with_counts(self, counts: Mapping[str, int]) -> "JobSpec":
-        """A copy with new role counts, validated like a fresh job.json."""
-        from marathon_tf.user.spec.load import load_dict  # the schema builds JobSpecs: imported on use
-
-        data = self.to_dict()
-        for role, n in counts.items():
-            rd = data["roles"].setdefault(role, {})
-            rd["count"] = n
-        return load_dict(data, source=self.source)
-
+    # -- changes (new counts, validated like a fresh job.json: spec.load.with_counts) -----------------
     def with_overrides(self, **changes: Any) -> "JobSpec":
         return replace(self, **changes)
 

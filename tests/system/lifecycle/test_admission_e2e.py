@@ -25,6 +25,7 @@ from marathon_tf.contract import labels as L
 from marathon_tf.marathon.client import Client, RetryPolicy
 from marathon_tf.marathon.waiting import wall
 from marathon_tf.user import jobs
+from marathon_tf.user.status import job_status
 from marathon_tf.user.api import Marathon
 from marathon_tf.user.spec import load_dict
 from polling import wait_for
@@ -68,7 +69,7 @@ def test_placed_tasks_release_a_job_nobody_follows_at_its_deadline(cluster_of, t
     cluster = cluster_of(agents=3, agent_resources=[AGENT])
     client = _client(cluster)
     submitted = wall(jobs.deploy(client, _spec(cluster, "part", 4, timeout=6)).version)
-    st = wait_for(lambda: (lambda s: s if s.get("state") in L.RECORDED else None)(jobs.job_status(client, "part")),
+    st = wait_for(lambda: (lambda s: s if s.get("state") in L.RECORDED else None)(job_status(client, "part").to_dict()),
                   40, interval=0.2, what="the job's record")
     assert st["state"] == L.NOT_PLACED, st
     assert st["reason"].startswith("worker: 3/4 placed; 1 waiting ")

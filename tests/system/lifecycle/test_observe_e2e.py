@@ -1,7 +1,7 @@
 """Every stall explained, end to end with real TensorFlow (issue 22; issue 24's frozen worker).
 
 The TF1 between-graph example on an in-process LocalCluster (``local_job``), read through the user's
-side (``jobs.job_status``, the CLI against the cluster's Marathon): ``/metrics`` parsed by
+side (``status.job_status``, the CLI against the cluster's Marathon): ``/metrics`` parsed by
 prometheus_client's parser; ``status --timeline -o json`` and ``events`` after a kill; a stopped
 (SIGSTOP) ps named by the workers' ``status``; a slowed worker flagged a straggler; and, through
 ``deploy --local`` with the job file's defaults, a frozen worker that ends the job by itself."""
