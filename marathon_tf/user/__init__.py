@@ -6,6 +6,7 @@
 ``config``       where Marathon is and with which credentials (options, environment, config file)
 ``spec/``        untrusted ``job.json`` → an immutable, validated ``JobSpec`` (marshmallow)
 ``render``       ``JobSpec`` → the Marathon app group (Jinja templates in ``app_templates/``)
+``targets/``     ``JobSpec`` → another orchestrator's manifest (``export --to jobset``: a Kubernetes JobSet)
 ``jobs``         the verbs against Marathon: deploy, scale, status, delete
 ``watch``        following a deployment and a job to its end
 ``logs``         task output through the Mesos agents' files API
