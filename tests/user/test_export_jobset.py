@@ -419,6 +419,8 @@ def test_fetch_names_the_file_not_this_machines_path(tmp_path):
     (minimal(image="i"), {"name": "Bad_Name"}, "JobSet name 'Bad_Name' (--name)"),
     (minimal(name="a" * 48, image="i", roles={"ps": {"count": 1}, "worker": {"count": 100}}), {}, "is too long"),
     (minimal(name="9lives", image="i"), {}, "starting with a letter"),
+    (minimal(image="i", style="custom", cluster_spec="both", roles={"ps": {"count": 10_000}, "worker": {"count": 10_000}}),
+     {}, "MiB Kubernetes stores"),
     (minimal(image="i"), {"namespace": "Not OK"}, "--namespace"),
     (minimal(image="i"), {"workdir": "rel"}, "--workdir"),
     (minimal(image="i"), {"volumes": {"nope": "emptyDir"}}, "--volume nope"),

@@ -62,6 +62,8 @@ INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 UNEXECUTABLE_CODES = (126, 127)
 UNTRANSLATABLE_ANNOTATION = "marathon-tf/untranslatable"
 DEFAULT_WORKDIR = "/workspace"
+#: etcd's default request limit (``--max-request-bytes``): the largest object a cluster stores
+MAX_OBJECT_BYTES = 3 * 2 ** 19
 _MAX_INT32 = 2 ** 31 - 1
 _CONTAINER = "tensorflow"
 #: the JobSet webhook adds a 5-character suffix to the longest pod name it checks (``-abcde``)
@@ -387,4 +389,9 @@ def build(spec: JobSpec, options: JobSetOptions, *,
     if (manifest.get("apiVersion"), manifest.get("kind")) != (API_VERSION, "JobSet") \
             or (manifest.get("metadata") or {}).get("name") != job.name:
         raise RenderError(f"template jobset/jobset.json.j2 must make the JobSet {API_VERSION} named {job.name!r}")
+    size = len(json.dumps(manifest, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > MAX_OBJECT_BYTES:
+        raise UsageError(f"the JobSet would be {size / 2 ** 20:.1f} MiB: more than the {MAX_OBJECT_BYTES / 2 ** 20} MiB "
+                         "Kubernetes stores in one object (each role's TF_CONFIG names every task of the job)",
+                         hint="split the job, or give it fewer tasks")
     return manifest, job.losses
