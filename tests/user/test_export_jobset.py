@@ -185,7 +185,8 @@ def test_a_tf_config_the_job_sets_is_kept_as_the_bootstrap_keeps_it():
     assert pod_command(_pod_spec(manifest, "worker")["containers"][0], env)[-1] == "--task_index=1"
 
 
-HOSTILE = ["$(HOME)", "$$", "a$", "$(JOB_COMPLETION_INDEX)", "${X}", "$1 $ (", "it's \"q\"", "new\nline", "ünï ✓", ""]
+HOSTILE = ["$(HOME)", "$$", "a$", "$(JOB_COMPLETION_INDEX)", "${X}", "$1 $ (", "it's \"q\"", "new\nline", "ünï ✓",
+           ""]
 
 
 @pytest.mark.parametrize("value", HOSTILE)
@@ -309,7 +310,8 @@ def test_constraints_with_a_kubernetes_meaning_become_affinity():
         {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}]}
     terms = worker["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1", "r2"]},
-                                           {"key": "topology.kubernetes.io/zone", "operator": "NotIn", "values": ["z.3"]},
+                                           {"key": "topology.kubernetes.io/zone", "operator": "NotIn",
+                                            "values": ["z.3"]},
                                            {"key": "gpu", "operator": "In", "values": ["a100"]}]}]
     assert worker["topologySpreadConstraints"] == [{"labelSelector": selector, "maxSkew": 1, "topologyKey": "rack",
                                                     "whenUnsatisfiable": "DoNotSchedule"}]
@@ -324,7 +326,8 @@ def test_volumes_become_host_paths_or_claims():
     result = export(load_dict(job), volumes={"/data": "pvc:training-data", "scratch": "emptyDir"}, workdir="/app")
     pod = _pod_spec(result.manifest, "worker")
     assert pod["volumes"] == [{"name": "ckpt", "hostPath": {"path": "/shared/ckpt", "type": "Directory"}},
-                              {"name": "data", "persistentVolumeClaim": {"claimName": "training-data", "readOnly": True}},
+                              {"name": "data",
+                               "persistentVolumeClaim": {"claimName": "training-data", "readOnly": True}},
                               {"name": "scratch", "emptyDir": {}}]
     assert pod["containers"][0]["volumeMounts"] == [{"name": "ckpt", "mountPath": "/app/ckpt"},
                                                     {"name": "data", "mountPath": "/data", "readOnly": True},
@@ -387,8 +390,10 @@ def test_every_untranslatable_key_is_reported_in_the_result_the_yaml_and_the_ann
     assert json.loads(json.loads(as_json.text)["metadata"]["annotations"][jobset_mod.UNTRANSLATABLE_ANNOTATION]) \
         == json.loads(annotation)
     assert crd_errors(result.manifest) == [] and admission_problems(result.manifest) == []
+    assert len(result.lines) == len(expected) and all(line.startswith("job.json: ") for line in result.lines)
     with pytest.raises(Untranslatable) as e:
         export(spec, strict=True)
+    assert e.value.lines() == result.lines
     assert isinstance(e.value, SpecError) and e.value.exit_code == 2
     assert sorted(line.split(": ")[1] for line in e.value.lines()) == expected
     assert all(line.startswith("job.json: ") and "not translated to jobset" in line for line in e.value.lines())
@@ -419,7 +424,8 @@ def test_fetch_names_the_file_not_this_machines_path(tmp_path):
     (minimal(image="i"), {"name": "Bad_Name"}, "JobSet name 'Bad_Name' (--name)"),
     (minimal(name="a" * 48, image="i", roles={"ps": {"count": 1}, "worker": {"count": 100}}), {}, "is too long"),
     (minimal(name="9lives", image="i"), {}, "starting with a letter"),
-    (minimal(image="i", style="custom", cluster_spec="both", roles={"ps": {"count": 10_000}, "worker": {"count": 10_000}}),
+    (minimal(image="i", style="custom", cluster_spec="both",
+             roles={"ps": {"count": 10_000}, "worker": {"count": 10_000}}),
      {}, "MiB Kubernetes stores"),
     (minimal(image="i"), {"namespace": "Not OK"}, "--namespace"),
     (minimal(image="i"), {"workdir": "rel"}, "--workdir"),
@@ -451,7 +457,8 @@ def test_tensorboard_runs_on_the_logdir_outside_the_cluster():
     assert container["ports"] == [{"name": "http", "containerPort": 6006, "protocol": "TCP"}]
     assert "podFailurePolicy" not in tb and tb["template"]["spec"]["restartPolicy"] == "OnFailure"
     assert "tensorboard" not in manifest["spec"]["successPolicy"]["targetReplicatedJobs"]
-    assert all("tensorboard" not in r.get("targetReplicatedJobs", []) for r in manifest["spec"]["failurePolicy"]["rules"])
+    assert all("tensorboard" not in r.get("targetReplicatedJobs", [])
+               for r in manifest["spec"]["failurePolicy"]["rules"])
 
 
 def _templates(tmp_path, name, text):

@@ -36,13 +36,16 @@ TARGETS = ("jobset",)
 @dataclass(frozen=True)
 class ExportResult:
     """``text``: the manifest for stdout; ``untranslatable``: ``"<job-file key>: <why>"`` for each key
-    the manifest does not carry (for stderr; also in the text); ``manifest``: the object itself."""
+    the manifest does not carry (also in the text); ``lines``: the same as the lines for stderr
+    (``job.json: fetch[0]: not translated to jobset: …``, as :class:`Untranslatable` words them under
+    ``--strict``); ``manifest``: the object itself."""
 
     target: str
     fmt: str
     text: str
     manifest: dict[str, Any]
     untranslatable: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
 
     @property
     def keys(self) -> list[str]:
@@ -65,7 +68,7 @@ def export(spec: JobSpec, target: str = "jobset", *, fmt: str = "yaml", strict: 
     """The job as a manifest for ``target`` (``jobset``: one Kubernetes JobSet, v1alpha2).
 
     What the CLI does with it (``marathon-tf export JOB_FILE --to jobset [-o yaml|json] [--strict]``):
-    stdout gets ``result.text``, the manifest; stderr gets one line per entry of
+    stdout gets ``result.text``, the manifest; stderr gets ``result.lines``, one per entry of
     ``result.untranslatable`` (``job.json: fetch[0]: not translated to jobset: …``), each also named in
     the text: in a comment at the top of the YAML, and in the JSON's (and YAML's) annotation
     ``marathon-tf/untranslatable`` (a JSON list of the keys). Exit 0. With ``strict`` a non-empty
@@ -85,11 +88,14 @@ def export(spec: JobSpec, target: str = "jobset", *, fmt: str = "yaml", strict: 
     options = jobset.JobSetOptions(name=name, namespace=namespace, image=image, volumes=dict(volumes or {}),
                                    workdir=workdir)
     manifest, losses = jobset.build(spec, options, templates_dir=templates_dir)
+    report = Untranslatable(spec.source, losses, target)
     if strict and losses:
-        raise Untranslatable(spec.source, losses, target)
+        raise report
     entries = [f"{path}: {why}" for path, why in losses]
-    header = [f"marathon-tf {__version__}: job {spec.name!r} ({PurePath(spec.source).name}) as a JobSet ({jobset.API_VERSION}).",
+    header = [f"marathon-tf {__version__}: job {spec.name!r} ({PurePath(spec.source).name}) as a JobSet "
+              f"({jobset.API_VERSION}).",
               "Apply it with: kubectl apply -f FILE (needs the JobSet controller, v0.12 or later); "
               "see docs/leaving-mesos.md."]
     return ExportResult(target=target, fmt=fmt, manifest=manifest, untranslatable=entries,
+                        lines=report.lines() if losses else [],
                         text=to_text(manifest, fmt, header=header, untranslatable=entries))

@@ -391,7 +391,8 @@ def build(spec: JobSpec, options: JobSetOptions, *,
         raise RenderError(f"template jobset/jobset.json.j2 must make the JobSet {API_VERSION} named {job.name!r}")
     size = len(json.dumps(manifest, separators=(",", ":"), ensure_ascii=False).encode())
     if size > MAX_OBJECT_BYTES:
-        raise UsageError(f"the JobSet would be {size / 2 ** 20:.1f} MiB: more than the {MAX_OBJECT_BYTES / 2 ** 20} MiB "
-                         "Kubernetes stores in one object (each role's TF_CONFIG names every task of the job)",
+        raise UsageError(f"the JobSet would be {size / 2 ** 20:.1f} MiB: more than the "
+                         f"{MAX_OBJECT_BYTES / 2 ** 20} MiB Kubernetes stores in one object (each role's "
+                         "TF_CONFIG names every task of the job)",
                          hint="split the job, or give it fewer tasks")
     return manifest, job.losses

@@ -52,7 +52,8 @@ _WHY = {
 
 def _changed(value: object, default: object) -> list[str]:
     """The dataclass fields of ``value`` that differ from ``default``'s."""
-    return [f.name for f in fields(value) if getattr(value, f.name) != getattr(default, f.name)]  # type: ignore[arg-type]
+    return [f.name for f in fields(value)  # type: ignore[arg-type]
+            if getattr(value, f.name) != getattr(default, f.name)]
 
 
 def job_losses(spec: JobSpec, *, workdir: str) -> list[tuple[str, str]]:
