@@ -193,7 +193,9 @@ HOSTILE = ["$(HOME)", "$$", "a$", "$(JOB_COMPLETION_INDEX)", "${X}", "$1 $ (", "
 def test_commands_and_env_reach_the_program_exactly(value):
     """Kubernetes expands $(VAR) in command and env values; the export doubles every $ so that what
     the program gets is what the job file says (Marathon expands nothing)."""
-    manifest = _manifest(minimal(image="i:1", command=["python3", "t.py", value], env={"MSG": value}))
+    result = export(load_dict(minimal(image="i:1", command=["python3", "t.py", value], env={"MSG": value})))
+    manifest = result.manifest
+    assert yaml.safe_load(result.text) == manifest
     container = _pod_spec(manifest, "worker")["containers"][0]
     env = pod_environment(container, 0)
     assert env["MSG"] == value
