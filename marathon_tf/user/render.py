@@ -19,6 +19,7 @@ import functools
 import json
 import math
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.user.spec import JobSpec
 
 __all__ = ["render_group", "render_group_json", "render_app", "default_templates_dir", "RenderError", "LABEL_PREFIX",
-           "SPEC_LABEL", "task_apps"]
+           "SPEC_LABEL", "task_apps", "RoleFacts", "role_facts", "template_environment", "render_template"]
 
 LABEL_PREFIX = L.PREFIX
 SPEC_LABEL = L.SPEC
@@ -99,6 +100,40 @@ def _render_text(env: jinja2.Environment, name: str, context: dict[str, Any]) ->
 
 def _render_json(env: jinja2.Environment, name: str, context: dict[str, Any]) -> dict[str, Any]:
     return _parse_json(name, _render_text(env, name, context))
+
+
+def template_environment(templates_dir: str | None = None) -> jinja2.Environment:
+    """The Jinja environment every target's templates are rendered in (``app_templates/``, overridden
+    file by file by ``templates_dir``; StrictUndefined; ``tojson`` sorts keys)."""
+    return _environment(str(templates_dir) if templates_dir else None)
+
+
+def render_template(env: jinja2.Environment, name: str, context: dict[str, Any]) -> dict[str, Any]:
+    """Template ``name`` rendered and parsed back: a JSON object, else a :class:`RenderError` naming it."""
+    return _render_json(env, name, context)
+
+
+@dataclass(frozen=True)
+class RoleFacts:
+    """What a role's tasks run, from the job's keys and the role's own (which win): the same for
+    every target (Marathon here, the export targets in :mod:`marathon_tf.user.targets`)."""
+
+    image: str | None
+    #: the role's command, else the job's; tensorboard's own only (None: TensorBoard on the logdir)
+    command: tuple[str, ...] | str | None
+    env: dict[str, str]
+    constraints: tuple[tuple[str, ...], ...]
+    #: where ``constraints`` come from in the job file: ``constraints`` or ``roles.<role>.constraints``
+    constraints_key: str
+
+
+def role_facts(spec: JobSpec, role_name: str) -> RoleFacts:
+    role = spec.role(role_name)
+    own = role.constraints is not None
+    command = role.command if role.command is not None or role_name == "tensorboard" else spec.command
+    return RoleFacts(image=role.image or spec.image, command=command, env={**spec.env, **role.env},
+                     constraints=tuple(role.constraints if own else spec.constraints),
+                     constraints_key=f"roles.{role_name}.constraints" if own else "constraints")
 
 
 def _group(env: jinja2.Environment, group_id: str, apps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -233,16 +268,14 @@ class _Renderer:
         """What every task of a role shares (command, container, env, constraints)."""
         if role_name in self._per_role:
             return self._per_role[role_name]
-        spec, role = self.spec, self.spec.role(role_name)
-        image = role.image or spec.image
+        spec, role, facts = self.spec, self.spec.role(role_name), role_facts(self.spec, role_name)
         port_names = (TB_PORT,) if role_name == "tensorboard" else (TF_PORT, STATUS_PORT)
         port_definitions, port_mappings = _ports(spec, port_names)
-        container = _container(spec, image)
+        container = _container(spec, facts.image)
         if port_mappings:
             container = {**(container or {"type": "MESOS"}), "portMappings": port_mappings}
-        command = role.command if role.command is not None else spec.command
+        command = facts.command  # tensorboard's: its own (the job's command is the trainer's)
         if role_name == "tensorboard":
-            command = role.command  # the job's command is the trainer's, not TensorBoard's
             if command is None:
                 port_var = "$PORT_HTTP"
                 cmd = (f"tensorboard --logdir {shlex.quote(spec.logdir)} "
@@ -257,8 +290,8 @@ class _Renderer:
             "container": container,
             "port_definitions": port_definitions,
             "status_port_index": port_names.index(STATUS_PORT) if STATUS_PORT in port_names else 0,
-            "user_env": {**spec.env, **role.env},
-            "constraints": [list(c) for c in (role.constraints if role.constraints is not None else spec.constraints)],
+            "user_env": facts.env,
+            "constraints": [list(c) for c in facts.constraints],
             "template": "tensorboard.json.j2" if role_name == "tensorboard" else "task.json.j2",
         }
         self._per_role[role_name] = parts
