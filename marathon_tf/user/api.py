@@ -26,12 +26,15 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Union
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.user.results import (Deployment, JobStatus, JobSummary, LocalRunResult, LogLine, ScaleResult)
 from marathon_tf.user.spec import JobSpec
+
+if TYPE_CHECKING:
+    from marathon_tf.user.targets import ExportResult
 
 __all__ = ["Job", "Marathon", "LocalCluster", "JobHandle", "connect", "parse_scale", "ROLE_NAMES"]
 
@@ -86,6 +89,17 @@ class Job:
         from marathon_tf.user.render import render_group_json
 
         return render_group_json(self.spec, templates_dir=templates_dir)
+
+    def export(self, target: str = "jobset", *, fmt: str = "yaml", strict: bool = False,
+               **options: Any) -> "ExportResult":
+        """The same job as another orchestrator's manifest (``marathon-tf export --to jobset``): a
+        Kubernetes JobSet. ``result.text`` is the manifest, ``result.untranslatable`` the job-file keys
+        it does not carry; ``strict`` raises :class:`~marathon_tf.user.targets.Untranslatable` (exit 2)
+        instead. ``options``: ``name``, ``namespace``, ``image``, ``volumes``, ``workdir``,
+        ``templates_dir`` (:func:`marathon_tf.user.targets.export`; docs/leaving-mesos.md)."""
+        from marathon_tf.user.targets import export
+
+        return export(self.spec, target, fmt=fmt, strict=strict, **options)
 
     def to_dict(self) -> dict[str, Any]:
         """The normalized job file."""

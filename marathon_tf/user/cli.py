@@ -227,6 +227,43 @@ def validate(job_file: str, fmt: str) -> None:
 
 
 @cli.command(context_settings=_CTX)
+@click.argument("job_file", type=click.Path(dir_okay=True))
+@click.option("--to", "target", type=click.Choice(["jobset"]), default="jobset", show_default=True,
+              help="Target: a Kubernetes JobSet (jobset.x-k8s.io/v1alpha2, JobSet v0.12+).")
+@click.option("-o", "--output", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
+              help="Manifest format.")
+@click.option("--strict", is_flag=True, help="Exit 2 if any key of the job does not translate.")
+@click.option("--name", default=None, help="The JobSet's name (default: the job's, / and . as -).")
+@click.option("-n", "--namespace", default=None, help="metadata.namespace (default: kubectl's current).")
+@click.option("--image", default=None, help="Image for roles the job gives none.")
+@click.option("--volume", "volumes", multiple=True, metavar="PATH=SOURCE",
+              help="A job volume (container_path or host_path) as pvc:CLAIM, hostPath:/ABS/PATH or emptyDir; "
+                   "repeatable.")
+@click.option("--workdir", default="/workspace", show_default=True, help="Container working directory.")
+@_templates_opt
+def export(job_file: str, target: str, fmt: str, strict: bool, name: str | None, namespace: str | None,
+           image: str | None, volumes: tuple[str, ...], workdir: str, templates_dir: str | None) -> None:
+    """Print JOB_FILE as a manifest for another orchestrator: a Kubernetes JobSet. Nothing is sent.
+    Keys that do not translate are listed on stderr and in the manifest (docs/leaving-mesos.md)."""
+    from marathon_tf.contract.errors import UsageError
+    from marathon_tf.user import output
+    from marathon_tf.user.api import Job
+
+    mapped: dict[str, str] = {}
+    for item in volumes:
+        path, sep, source = item.partition("=")
+        if not sep or not path or not source:
+            raise UsageError(f"--volume {item!r}: expected PATH=SOURCE (pvc:CLAIM, hostPath:/ABS/PATH or emptyDir)")
+        mapped[path] = source
+    result = Job.from_file(job_file).export(target, fmt=fmt, strict=strict, name=name, namespace=namespace,
+                                            image=image, volumes=mapped, workdir=workdir,
+                                            templates_dir=templates_dir)
+    for line in result.lines:
+        output.warn(line)
+    click.echo(result.text, nl=not result.text.endswith("\n"))
+
+
+@cli.command(context_settings=_CTX)
 def schema() -> None:
     """Print the job spec as JSON Schema (for editors)."""
     from marathon_tf.user import output

@@ -15,7 +15,7 @@ from marathon_tf.user.spec import load_dict
 
 from user_helpers import minimal, no_job_yet
 
-VERBS = [["deploy"], ["render"], ["validate"], ["schema"], ["scale"], ["status"], ["list"], ["delete"],
+VERBS = [["deploy"], ["render"], ["validate"], ["export"], ["schema"], ["scale"], ["status"], ["list"], ["delete"],
          ["local"], ["local", "serve"]]
 
 

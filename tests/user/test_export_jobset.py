@@ -478,3 +478,43 @@ def test_custom_templates_override_and_broken_ones_are_reported(tmp_path):
         _manifest(minimal(image="i"), templates_dir=_templates(tmp_path, "renamed", '{"name": "other"}'))
     with pytest.raises(RenderError, match="undefined"):
         _manifest(minimal(image="i"), templates_dir=_templates(tmp_path, "undefined", '{"name": {{ nope }}}'))
+
+
+# --- the verb: marathon-tf export (CLI) and Job.export (API) -----------------------------------------
+
+def test_the_export_verb_prints_the_manifest_and_lists_what_did_not_translate_on_stderr():
+    from click.testing import CliRunner
+
+    from marathon_tf.user.cli import cli
+
+    job = str(ROOT / "examples" / "mnist-ps-strategy" / "job.json")
+    r = CliRunner().invoke(cli, ["export", job])
+    assert r.exit_code == 0, r.output
+    manifest = yaml.safe_load(r.stdout)
+    assert manifest["kind"] == "JobSet" and not crd_errors(manifest)
+    said = [line for line in r.stderr.splitlines() if "not translated to jobset" in line]
+    assert said and all(line.startswith(f"warning: {job}: ") for line in said)
+    assert json.loads(manifest["metadata"]["annotations"]["marathon-tf/untranslatable"]) == \
+        [line.split(": ")[2] for line in said]
+    as_json = CliRunner().invoke(cli, ["export", job, "-o", "json", "--name", "moved", "--volume", "ckpt=pvc:shared"])
+    assert as_json.exit_code == 0, as_json.output
+    moved = json.loads(as_json.stdout)
+    assert moved["metadata"]["name"] == "moved" and "shared" in as_json.stdout
+    assert "volumes[0].host_path" not in as_json.stderr  # the volume was named: nothing lost
+    # --strict: exit 2, the list, nothing on stdout
+    strict = CliRunner().invoke(cli, ["export", job, "--strict"])
+    assert strict.exit_code == 2 and strict.stdout == "" and "fetch[0]: not translated" in strict.stderr
+    bad = CliRunner().invoke(cli, ["export", job, "--volume", "ckpt"])
+    assert bad.exit_code == 2 and "PATH=SOURCE" in bad.stderr
+
+
+def test_job_export_is_the_same_as_the_verb():
+    from marathon_tf import Job
+
+    job = Job.from_file(ROOT / "examples" / "keras-multiworker" / "job.json")
+    result = job.export("jobset", fmt="json")
+    assert json.loads(result.text) == result.manifest and result.keys == [e.split(": ")[0] for e in
+                                                                        result.untranslatable]
+    with pytest.raises(Exception) as raised:
+        job.export("jobset", strict=True)
+    assert getattr(raised.value, "exit_code", None) == 2
