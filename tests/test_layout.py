@@ -13,7 +13,8 @@ inside functions, which run later but still tie the sides together) and holds th
 * ``user`` reaches into ``task`` only for the ``bootstrap`` verb and the pre-warmed interpreters it
   hands the local cluster.
 
-It also keeps modules to one concern: none over 600 lines unless its docstring says why.
+It also keeps modules to one concern: none over 600 lines unless its docstring says why; and no two
+modules import each other, directly or round a longer loop (an import cycle), inside functions or not.
 """
 
 from __future__ import annotations
@@ -37,6 +38,17 @@ ALLOWED = {
 #: the only task modules the user's side may import
 USER_MAY_USE_OF_TASK = {"marathon_tf.task.bootstrap", "marathon_tf.task.warmpool"}
 MAX_LINES = 600
+#: Import cycles that exist today outside task/, each as the set of its modules (a cycle found is allowed
+#: when all its modules are in one of these). None is allowed in task/.
+KNOWN_CYCLES = [
+    # removed by i27-user
+    {"marathon_tf.user.spec.fields", "marathon_tf.user.spec.load", "marathon_tf.user.spec.model",
+     "marathon_tf.user.spec.schema"},
+    # removed by i27-user
+    {"marathon_tf.user.gang", "marathon_tf.user.jobs", "marathon_tf.user.observe", "marathon_tf.user.redeploy"},
+    # local/ (i27-mesos' side of issue 27)
+    {"marathon_tf.local.agentloss", "marathon_tf.local.scheduler"},
+]
 
 
 def module_name(path: Path) -> str:
@@ -121,7 +133,7 @@ def test_imports_go_one_way():
     ("marathon_tf.local.cluster", "from ..task import warmpool\n"),
     ("marathon_tf.contract.naming", "import marathon_tf.marathon.client\n"),
     ("marathon_tf.marathon.client", "from marathon_tf.user import watch\n"),
-    ("marathon_tf.user.jobs", "from marathon_tf.task.lifecycle import decide\n"),
+    ("marathon_tf.user.jobs", "from marathon_tf.task.policy import decide\n"),
 ])
 def test_the_check_catches_an_import_against_the_layout(name, source):
     assert violations(name, source), f"{name}: {source!r} should have been refused"
@@ -144,3 +156,84 @@ def test_no_module_is_long_without_saying_why():
         if lines > MAX_LINES and f"{MAX_LINES} lines" not in (ast.get_docstring(ast.parse(source)) or ""):
             long.append(f"{path.relative_to(PACKAGE.parent)}: {lines} lines")
     assert long == [], "split these along their seams, or say in the docstring why not:\n" + "\n".join(long)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the package's modules it imports (at the top or inside functions; a package is its
+    ``__init__``)."""
+    sources = {module_name(p): p for p in modules()}
+    graph: dict[str, set[str]] = {}
+    for name, path in sources.items():
+        found = imported_modules(path.read_text(), name, path.name == "__init__.py")
+        graph[name] = {target for _, target in found if target in sources and target != name}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (``a -> b -> ... -> a``) of every group of modules that import each other round a
+    loop (the strongly connected components of more than one module, Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return [_loop(graph, group) for group in groups]
+
+
+def _loop(graph: dict[str, set[str]], group: set[str]) -> list[str]:
+    """A shortest way from the group's first module back to itself, within the group."""
+    start = min(group)
+    paths = {start: [start]}
+    todo = [start]
+    while todo:
+        v = todo.pop(0)
+        for w in sorted(graph[v] & group):
+            if w == start:
+                return paths[v] + [start]
+            if w not in paths:
+                paths[w] = paths[v] + [w]
+                todo.append(w)
+    raise AssertionError(f"no loop in {group}")  # pragma: no cover
+
+
+def test_no_import_cycles():
+    cycles = [c for c in import_cycles(import_graph())
+              if not any(set(c) <= known for known in KNOWN_CYCLES)]
+    assert cycles == [], "import cycles (break them: move the shared part to a module both import):\n" + "\n".join(
+        " -> ".join(c) for c in cycles)
+
+
+def test_no_allowance_for_the_task_side():
+    assert not any(m.startswith("marathon_tf.task") for known in KNOWN_CYCLES for m in known)
+
+
+def test_the_cycle_check_finds_a_cycle_through_an_import_inside_a_function():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_cycles(graph) == [["a", "b", "c", "a"]]
+    source = "def f():\n    from marathon_tf.task.keeper import Keeper\n"
+    assert imported_modules(source, "marathon_tf.task.policy", False) == [(2, "marathon_tf.task.keeper")]
