@@ -237,3 +237,11 @@ def test_the_cycle_check_finds_a_cycle_through_an_import_inside_a_function():
     assert import_cycles(graph) == [["a", "b", "c", "a"]]
     source = "def f():\n    from marathon_tf.task.keeper import Keeper\n"
     assert imported_modules(source, "marathon_tf.task.policy", False) == [(2, "marathon_tf.task.keeper")]
+
+
+def test_the_task_side_lists_every_module_it_has():
+    doc = ast.get_docstring(ast.parse((PACKAGE / "task" / "__init__.py").read_text()))
+    names = sorted(p.stem for p in (PACKAGE / "task").glob("*.py") if p.name != "__init__.py")
+    names += sorted(f"{p.name}/" for p in (PACKAGE / "task").iterdir() if (p / "__init__.py").exists())
+    missing = [n for n in names if f"``{n}``" not in doc]
+    assert missing == [], f"marathon_tf/task/__init__.py's table does not name: {', '.join(missing)}"
