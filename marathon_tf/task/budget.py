@@ -73,9 +73,9 @@ class RestartBudget:
         if entry.kind == PREEMPTION:
             self._preemptions.append(entry.time)
         most, window = preemption_budget
+        preemptions = sum(1 for t in self._preemptions if t >= entry.time - window)
         return Answer(counted=entry.kind != INFRASTRUCTURE, failures=failures, max_failures=self.max_failures,
-                      window_seconds=self.window, preemptions=sum(1 for t in self._preemptions if t >= entry.time - window),
-                      max_preemptions=most, alone=True)
+                      window_seconds=self.window, preemptions=preemptions, max_preemptions=most, alone=True)
 
     def shared(self) -> list[dict[str, Any]]:
         """Every entry of the file (malformed lines are skipped), as dicts."""

@@ -29,7 +29,7 @@ from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.progress import median
 from marathon_tf.contract.taskenv import TaskContext
-from marathon_tf.marathon import tasks
+from marathon_tf.marathon.tasks import newest_running, task_url, wall
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.queue import entries_by_app, placement
 from marathon_tf.marathon.record import GROUP_EMBEDS, job_apps
@@ -101,7 +101,7 @@ class JobView:
                 continue
             counts = roles.setdefault(parsed[0], {"total": 0, "running": 0})
             counts["total"] += 1
-            live = tasks.newest_running(app)
+            live = newest_running(app)
             if live is not None:
                 counts["running"] += 1
                 running[task_name] = (app, live)
@@ -138,8 +138,8 @@ class JobView:
             if before and before != cluster:
                 change = ", ".join(f"{r} {before.get(r, 0)} → {cluster.get(r, 0)}"
                                    for r in sorted(set(before) | set(cluster)) if before.get(r, 0) != cluster.get(r, 0))
-                self._once(T.SCALED, version, f"scaled: {change}", tasks.wall(version))
-            self._once(T.SUBMITTED, version, f"deployed version {version}", tasks.wall(version), version=version,
+                self._once(T.SCALED, version, f"scaled: {change}", wall(version))
+            self._once(T.SUBMITTED, version, f"deployed version {version}", wall(version), version=version,
                        cluster=cluster)
         return version
 
@@ -150,7 +150,7 @@ class JobView:
         wanted = [n for n, a in apps.items() if a.get("instances", 1) and naming.parse_task_name(n.rsplit("/", 1)[-1])]
         if len(running) < len(wanted):
             return
-        started = [tasks.wall(t.get("startedAt")) for _, t in running.values()]
+        started = [wall(t.get("startedAt")) for _, t in running.values()]
         if all(started):
             self._once(T.ALL_RUNNING, version, f"all {len(running)} tasks running", max(started))
         healthy = []
@@ -158,7 +158,7 @@ class JobView:
             results = task.get("healthCheckResults") or []
             if app.get("healthChecks") and not (results and all(r.get("alive") for r in results)):
                 return
-            healthy.append(max([tasks.wall(task.get("startedAt")) or 0.0] + [tasks.wall(r.get("firstSuccess")) or 0.0
+            healthy.append(max([wall(task.get("startedAt")) or 0.0] + [wall(r.get("firstSuccess")) or 0.0
                                                                               for r in results]))
         if healthy and not any(a.get("deployments") for a in apps.values()):
             self._once(T.DEPLOYED, version, "deployment done: every task running and healthy", max(healthy))
@@ -185,7 +185,7 @@ class JobView:
         """The report rate of every training chief and worker (this task's own from its status)."""
         urls = {}
         for task, (app, t) in running.items():
-            base = tasks.task_url(app, t, self.ctx.status_port_name)
+            base = task_url(app, t, self.ctx.status_port_name)
             if base:
                 self.urls[task] = base
             if task.rsplit("-", 1)[0] in _COMPARED and task != self.ctx.task and base:

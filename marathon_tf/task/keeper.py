@@ -48,7 +48,7 @@ from marathon_tf.marathon.record import job_apps
 from marathon_tf.marathon.tasks import wall
 from marathon_tf.task.budget import STREAK_RESET, backoff
 from marathon_tf.task.ledger import (ATTRIBUTION, FAILURE, INFRASTRUCTURE, PREEMPTION, Answer, Entry, Ledger,
-                                     append_file, classify_status, read_file)
+                                     append_file, bucket, classify_status, read_file)
 
 __all__ = ["Keeper", "Reporter", "PATH", "STOPPED"]
 
@@ -120,7 +120,7 @@ class Keeper:
         kept = self.ledger.get(entry.id) or entry
         summary = self.ledger.summary()
         return Answer(counted=kept.counted if counted is None else counted, kind=kept.kind, keeper=self.id,
-                      failures=self.ledger.count(FAILURE, "evaluator" if entry.task.startswith("evaluator-") else "job"),
+                      failures=self.ledger.count(FAILURE, bucket(entry.task)),
                       max_failures=self.ledger.max_failures, window_seconds=self.ledger.window,
                       preemptions=summary["preemptions"], max_preemptions=self.ledger.max_preemptions,
                       generation=self.generation, ended=ended or self.ended,
@@ -363,7 +363,8 @@ class Keeper:
 
 class Reporter:
     """A bootstrap's way to the keeper. ``locate() -> "host:port"`` of the deciding task's status
-    endpoint (or None: not known now); ``session``: default a bounded one (:func:`marathon_tf.marathon.transport.session`)."""
+    endpoint (or None: not known now); ``session``: default a bounded one
+    (:func:`marathon_tf.marathon.transport.session`)."""
 
     def __init__(self, ctx: TaskContext, locate: Callable[[], str | None], *, session=None,
                  timeout: float = 3.0, tries: int = 3, wait: Callable[[float], Any] = time.sleep):
