@@ -293,7 +293,8 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
 
     from marathon_tf.contract.taskenv import TaskContext
     from marathon_tf.task.bootstrap import DEFAULT_WATCH_INTERVAL
-    from marathon_tf.task.discovery import MarathonBackend, Rendezvous, watch_interval
+    from marathon_tf.task.discovery import MarathonBackend, watch_interval
+    from marathon_tf.task.rendezvous import DirectRendezvous
     from marathon_tf.task.rendezvous import make_rendezvous
     from marathon_tf.task.status_server import StatusServer, TaskStatus
 
@@ -336,7 +337,7 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
             side = make_rendezvous(ctx(i), env, backend, me=("worker", i), address=f"127.0.0.1:{31000 + i % 30000}",
                                    server=status, stop=stop, rng=random.Random(i), session=session, slow=slow)
             if side is None:  # direct reads, as the bootstrap does them
-                side = Rendezvous(backend, sleep=stop.wait, stop=stop.is_set, rng=random.Random(i))
+                side = DirectRendezvous(backend, sleep=stop.wait, stop=stop.is_set, rng=random.Random(i))
             else:
                 sides.append(side)
             found = side.wait([m for m in members if m != ("worker", i)], 600)

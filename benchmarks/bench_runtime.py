@@ -256,7 +256,8 @@ def bench_marathon_load(quick: bool) -> list[Row]:
 
     from marathon_tf.contract import naming
     from marathon_tf.task.bootstrap import DEFAULT_WATCH_INTERVAL
-    from marathon_tf.task.discovery import MarathonBackend, Rendezvous, watch_interval
+    from marathon_tf.task.discovery import MarathonBackend, watch_interval
+    from marathon_tf.task.rendezvous import DirectRendezvous
 
     total = 1000
     simulated = 40 if quick else 100
@@ -307,7 +308,7 @@ def bench_marathon_load(quick: bool) -> list[Row]:
 
     def task(i: int):
         backend = MarathonBackend(requests.Session(), url, job="big")
-        rdv = Rendezvous(backend, stop=stop.is_set)
+        rdv = DirectRendezvous(backend, stop=stop.is_set)
         found = rdv.wait(peers, timeout=120)
         formed_at.append(time.time())
         import random

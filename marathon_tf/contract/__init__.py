@@ -7,6 +7,7 @@ agent knows nothing of it. Change anything here and both sides change with it.
 =================  ===========================================================================
 ``naming``         (job, role, index) → Marathon app ids, task names, Mesos-DNS names; job-name rules
 ``taskenv``        the ``MTF_*`` variables a rendered app gives its task (:class:`TaskContext`)
+``phases``         a task's phase (``/status``, ``/metrics``) and the milestones of a job's start
 ``labels``         the Marathon labels on every app, and the job's record kept in them
 ``errors``         the error tree, each with its exit code and hint
 ``cluster_spec``   the peers' endpoints → ``TF_CONFIG`` and the classic flags a program reads

@@ -9,9 +9,10 @@ once it has ended (the label :data:`marathon_tf.contract.labels.EVENTS`, see :fu
 
 :func:`timeline` turns a list of events into
 
-* ``start``: the phases of the job's start, each with when it happened and how long it took
-  after the phase before it: submitted → deployment done → every task running → cluster spec
-  complete → every TF server up → first step (sorted by time: every duration is ≥ 0);
+* ``start``: the phases of the job's start (:class:`marathon_tf.contract.phases.StartPhase`), each
+  with when it happened and how long it took after the phase before it: submitted → deployment
+  done → every task running → cluster spec complete → every TF server up → first step (sorted by
+  time: every duration is ≥ 0);
 * ``recoveries``: for every failure of a program (exit, hang, a peer that moved, preemption):
   its cause → the program restarted (in place, or the task relaunched) → training again, with
   the seconds each took.
@@ -23,7 +24,9 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
-__all__ = ["KINDS", "REASONS", "PHASES", "merge", "timeline", "compact", "expand", "iso",
+from marathon_tf.contract.phases import StartPhase
+
+__all__ = ["KINDS", "REASONS", "merge", "timeline", "compact", "expand", "iso",
            "TASK_STARTED", "PEERS_FOUND", "PROGRAM_STARTED", "SERVER_UP", "FIRST_STEP", "PROGRAM_EXITED",
            "HANG", "WAITING", "PEER_MOVED", "FINISHED", "PREEMPTED", "SUBMITTED", "DEPLOYED", "ALL_RUNNING",
            "SCALED", "PLACEMENT_WAIT", "PLACED", "JOB_ENDED", "TASK_FAILED", "NOT_PLACED", "RESUBMITTED",
@@ -64,9 +67,6 @@ REASONS = {
 }
 KINDS = tuple(REASONS)
 
-#: (name, how it is found) of the start's phases, in their usual order
-PHASES = ("submitted", "deployment done", "every task running", "cluster spec complete",
-          "every TF server up", "first step")
 _CAUSES = (PROGRAM_EXITED, HANG, PEER_MOVED, PREEMPTED, TASK_FAILED)
 _MEMBERS = ("chief", "ps", "worker", "evaluator")
 #: Hosts' clocks differ a little: events this much before ``submitted`` still belong to it (seconds).
@@ -114,18 +114,19 @@ def _start(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     servers = _members(_first(events, SERVER_UP))
     steps = _first(events, FIRST_STEP)
     found = {
-        "submitted": job.get(SUBMITTED),
-        "deployment done": job.get(DEPLOYED),
-        "every task running": job.get(ALL_RUNNING) or (max(running.values()) if running else None),
-        "cluster spec complete": max(spec.values()) if spec else None,
-        "every TF server up": max(servers.values()) if servers else None,
-        "first step": min(steps.values()) if steps else None,
+        StartPhase.SUBMITTED: job.get(SUBMITTED),
+        StartPhase.DEPLOYED: job.get(DEPLOYED),
+        StartPhase.ALL_RUNNING: job.get(ALL_RUNNING) or (max(running.values()) if running else None),
+        StartPhase.SPEC_COMPLETE: max(spec.values()) if spec else None,
+        StartPhase.SERVERS_UP: max(servers.values()) if servers else None,
+        StartPhase.FIRST_STEP: min(steps.values()) if steps else None,
     }
-    known = sorted(((t, PHASES.index(name), name) for name, t in found.items() if t is not None))
+    order = list(StartPhase)
+    known = sorted(((t, order.index(phase), phase) for phase, t in found.items() if t is not None))
     origin = known[0][0] if known else 0.0
     out, previous = [], None
-    for t, _, name in known:
-        out.append({"phase": name, "at": iso(t), "time": round(t, 3), "sinceStart": round(t - origin, 3),
+    for t, _, phase in known:
+        out.append({"phase": phase.value, "at": iso(t), "time": round(t, 3), "sinceStart": round(t - origin, 3),
                     "seconds": round(t - (previous if previous is not None else t), 3)})
         previous = t
     return out

@@ -1,18 +1,20 @@
 """Who keeps the job's restart ledger, and how the other tasks talk to it.
 
-* :class:`Keeper` runs in the deciding task's bootstrap (:func:`marathon_tf.task.lifecycle.decider_task`).
+* :class:`Keeper` runs in the deciding task's bootstrap (:func:`marathon_tf.task.policy.decider_task`).
   It records every end of a program the bootstraps report (``POST /ledger`` on its status port;
   its own program's directly), watches Marathon for the ends nobody reported (the rendezvous
   leader's ``status_update_event`` stream, and one group ``GET`` with ``lastTaskFailure`` every
   10 s: :meth:`Keeper.observe_events`, :meth:`Keeper.observe_group`), and answers with the job's
-  counts, from which the reporting bootstrap decides (:func:`marathon_tf.task.lifecycle.decide`).
+  counts (:class:`~marathon_tf.task.ledger.Answer`), from which the reporting bootstrap decides
+  (:func:`marathon_tf.task.policy.decide`).
   ``GET /ledger`` shows the entries.
 * **Group restarts.** Where TensorFlow cannot take one member back alone (every member of a
   ``multi_worker_mirrored`` job; a ps), the keeper starts a *round*: its generation goes up and
   the rendezvous leader publishes it (``"restart"`` in ``GET /rendezvous``); every member's
   bootstrap then stops its program (SIGTERM, the round's grace) and starts it again in place, at
   the same address. Only the round's first report is counted: the peers' programs that fail
-  because of it report an older generation and are its consequences.
+  because of it report an older generation and are its consequences. Failure rounds in a row wait
+  :func:`marathon_tf.task.budget.backoff` before they restart.
 * **Attribution.** A failure within :data:`~marathon_tf.task.ledger.ATTRIBUTION` seconds of a
   preemption or an infrastructure death (by the keeper's clock) is taken for its consequence
   (a PS chief fails when its ps is preempted); an answer that would end the job waits until
@@ -23,7 +25,7 @@
 * :class:`Reporter` is the other bootstraps' side: it finds the keeper (the rendezvous leader's
   address, else one lookup), posts, and sends its own task's earlier entries along, so a
   relaunched keeper learns them again. Without an answer the bootstrap falls back on its own
-  count (:class:`marathon_tf.task.lifecycle.RestartBudget`).
+  count (:class:`marathon_tf.task.budget.RestartBudget`).
 
 Why a task decides from the job's counts and not from its own: a relaunched task starts a fresh
 bootstrap, so a per-task count restarts at 0 with every relaunch and a job whose program always
@@ -41,37 +43,20 @@ from typing import Any, Callable, Mapping
 from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonError, MarathonNotFound
 from marathon_tf.contract.taskenv import TaskContext
-from marathon_tf.task.jobview import wall_seconds
-from marathon_tf.task.ledger import (ATTRIBUTION, FAILURE, INFRASTRUCTURE, PREEMPTION, Entry, Ledger, append_file,
-                                     classify_status, read_file)
+from marathon_tf.marathon import transport
+from marathon_tf.marathon.record import job_apps
+from marathon_tf.marathon.tasks import wall
+from marathon_tf.task.budget import STREAK_RESET, backoff
+from marathon_tf.task.ledger import (ATTRIBUTION, FAILURE, INFRASTRUCTURE, PREEMPTION, Answer, Entry, Ledger,
+                                     append_file, bucket, classify_status, read_file)
 
-__all__ = ["Keeper", "Reporter", "PATH", "group_scope", "STOPPED", "STREAK_RESET", "round_delay"]
+__all__ = ["Keeper", "Reporter", "PATH", "STOPPED"]
 
 PATH = "/ledger"
 #: A report's kind when the bootstrap itself was stopped (SIGTERM): the keeper decides what it was.
 STOPPED = "stopped"
-#: Failure rounds further apart than this (seconds) start the backoff again.
-STREAK_RESET = 60.0
 #: Grace a failure round gives the peers' programs (they are usually stuck in a collective).
 FAILURE_ROUND_GRACE = 5.0
-
-
-def round_delay(streak: int, cap: float = 30.0) -> float:
-    """Seconds before restarting after the ``streak``-th failure in a row: 0 for the first
-    (a restart is immediate), then 1, 2, 4 ... at most ``cap``."""
-    return 0.0 if streak <= 1 else min(cap, 2.0 ** (streak - 2))
-
-
-def group_scope(style: str, role: str, members: int) -> bool:
-    """Whether a failed ``role`` program needs every member of the job to restart (TF cannot take
-    it back alone, see /work/shared/background/TF_RUNTIME.md): a ps (its variables and sessions
-    are gone; TF2's coordinator cannot recover from a lost ps), any member of a
-    ``multi_worker_mirrored`` group. A job of one member has no group."""
-    if members < 2:
-        return False
-    if style == "multi_worker_mirrored":
-        return role in ("worker", "chief")
-    return role == "ps"
 
 
 class Keeper:
@@ -105,7 +90,7 @@ class Keeper:
 
     # -- recording ----------------------------------------------------------------------------------
     def record(self, entry: Entry, *, generation: int | None = None, group: bool = False,
-               history: list[Entry] = ()) -> dict[str, Any]:
+               history: list[Entry] = ()) -> Answer:
         """Record one end of a program; the answer a reporter gets (the job's counts)."""
         for old in history:  # a task's own earlier entries: a relaunched keeper learns them again
             if old.id != entry.id and self.ledger.add(old):
@@ -130,17 +115,16 @@ class Keeper:
                 self.sleep(waited)
         return self.answer(entry)
 
-    def answer(self, entry: Entry, *, counted: bool | None = None, ended: bool = False) -> dict[str, Any]:
+    def answer(self, entry: Entry, *, counted: bool | None = None, ended: bool = False) -> Answer:
+        """The job's counts after ``entry`` (its bucket's failures: an evaluator's are its own)."""
         kept = self.ledger.get(entry.id) or entry
         summary = self.ledger.summary()
-        out = {"keeper": self.id, "counted": kept.counted if counted is None else counted, "kind": kept.kind,
-               "failures": self.ledger.count(FAILURE, "evaluator" if entry.task.startswith("evaluator-") else "job"),
-               "max_failures": self.ledger.max_failures, "window_seconds": self.ledger.window,
-               "preemptions": summary["preemptions"], "max_preemptions": self.ledger.max_preemptions,
-               "generation": self.generation, "ended": ended or self.ended}
-        if self.round is not None:
-            out["round"] = dict(self.round)
-        return out
+        return Answer(counted=kept.counted if counted is None else counted, kind=kept.kind, keeper=self.id,
+                      failures=self.ledger.count(FAILURE, bucket(entry.task)),
+                      max_failures=self.ledger.max_failures, window_seconds=self.ledger.window,
+                      preemptions=summary["preemptions"], max_preemptions=self.ledger.max_preemptions,
+                      generation=self.generation, ended=ended or self.ended,
+                      round=dict(self.round) if self.round is not None else None)
 
     def _group(self, entry: Entry, generation: int) -> None:
         """A member of a group-restart role: the first report of a generation starts a round, later
@@ -175,18 +159,12 @@ class Keeper:
                 if e.kind == FAILURE and e.counted:
                     self.ledger.set_counted(e.id, False)
 
-    def start_round(self, entry: Entry) -> dict[str, Any]:
-        """Start a group restart for ``entry`` (the keeper's own program, or a stop being classified)."""
-        with self._lock:
-            self._start_round(entry)
-            return dict(self.round or {})
-
     def _start_round(self, entry: Entry) -> None:
         now = self.clock()
         if entry.kind == FAILURE and (self.ledger.get(entry.id) or entry).counted:
             self._streak = self._streak + 1 if now - self._last_failure_round <= STREAK_RESET else 1
             self._last_failure_round = now
-            delay, grace = round_delay(self._streak), min(FAILURE_ROUND_GRACE, self.ctx.grace_seconds)
+            delay, grace = backoff(self._streak), min(FAILURE_ROUND_GRACE, self.ctx.grace_seconds)
         else:
             delay, grace = 0.0, self.ctx.grace_seconds
         if (naming.parse_task_name(entry.task) or ("",))[0] == "ps":
@@ -229,7 +207,7 @@ class Keeper:
 
     # -- stops: asked for by marathon-tf, or a preemption ---------------------------------------------
     def stopped(self, entry: Entry, app_version: str | None, *, generation: int | None = None,
-                group: bool = False) -> dict[str, Any]:
+                group: bool = False) -> Answer:
         """A bootstrap was stopped (SIGTERM). Nothing is counted when the job ended or the task's app
         has a newer configuration (marathon-tf's scale or a re-deploy); otherwise a preemption.
         A group round starts at once (its members must restart whatever the classification)."""
@@ -293,7 +271,7 @@ class Keeper:
             if key is None:
                 continue
             self._observed(naming.task_name(*key), str(event.get("taskId") or ""), str(event.get("taskStatus") or ""),
-                           str(event.get("message") or ""), wall_seconds(event.get("timestamp")) or time.time(),
+                           str(event.get("message") or ""), wall(event.get("timestamp")) or time.time(),
                            str(event.get("version") or ""))
 
     def observe_group(self, group: Mapping[str, Any]) -> None:
@@ -302,8 +280,6 @@ class Keeper:
         ERROR, LOST, DROPPED, GONE, GONE_BY_OPERATOR, UNKNOWN (and a health check's kill), not for
         an ordinary TASK_KILLED (mesosphere/marathon ``state/TaskFailure.scala``,
         ``isFailureState``, 1.4 to 1.11): kills are seen in the events and the bootstraps' reports."""
-        from marathon_tf.marathon.record import job_apps
-
         for app_id, app in job_apps(group).items():
             key = naming.parse_app_id(self.ctx.job, app_id)
             if key is None or key[0] == "tensorboard":
@@ -316,7 +292,7 @@ class Keeper:
             ltf = app.get("lastTaskFailure") or {}
             if ltf.get("taskId") and (not current or str(ltf.get("version") or "") >= current):
                 self._observed(task, str(ltf["taskId"]), str(ltf.get("state") or ""), str(ltf.get("message") or ""),
-                               wall_seconds(ltf.get("timestamp")) or time.time(), "", from_failure=True)
+                               wall(ltf.get("timestamp")) or time.time(), "", from_failure=True)
             for t in app.get("tasks") or []:
                 if t.get("state") in ("TASK_UNREACHABLE", "TASK_LOST", "TASK_UNKNOWN"):
                     self._observed(task, str(t.get("id") or ""), str(t["state"]), "", time.time(), "")
@@ -376,8 +352,8 @@ class Keeper:
         if stopped:
             for old in history:
                 self.ledger.add(old)
-            return 200, self.stopped(entry, body.get("app_version"), generation=generation, group=group)
-        return 200, self.record(entry, generation=generation, group=group, history=history)
+            return 200, self.stopped(entry, body.get("app_version"), generation=generation, group=group).to_dict()
+        return 200, self.record(entry, generation=generation, group=group, history=history).to_dict()
 
     def get(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
         """``GET /ledger``: the counts and the entries (newest last)."""
@@ -387,21 +363,18 @@ class Keeper:
 
 class Reporter:
     """A bootstrap's way to the keeper. ``locate() -> "host:port"`` of the deciding task's status
-    endpoint (or None: not known now)."""
+    endpoint (or None: not known now); ``session``: default a bounded one
+    (:func:`marathon_tf.marathon.transport.session`)."""
 
     def __init__(self, ctx: TaskContext, locate: Callable[[], str | None], *, session=None,
                  timeout: float = 3.0, tries: int = 3, wait: Callable[[float], Any] = time.sleep):
         self.ctx, self.locate, self.timeout, self.tries, self.wait = ctx, locate, timeout, tries, wait
-        if session is None:
-            import requests
-
-            session = requests.Session()
-        self.session = session
+        self.session = session if session is not None else transport.session()
         self.mine: list[Entry] = []  # this task's own entries (sent along: a relaunched keeper learns them)
         self.keeper: str | None = None
 
     def report(self, entry: Entry, *, generation: int | None = None, group: bool = False,
-               stopped: bool = False, app_version: str | None = None) -> dict[str, Any] | None:
+               stopped: bool = False, app_version: str | None = None) -> Answer | None:
         """Tell the keeper; its answer, or None when it cannot be reached (then decide alone)."""
         body = {"job": self.ctx.job, "entry": {**entry.to_dict(), "kind": STOPPED if stopped else entry.kind},
                 "generation": generation, "group": group, "app_version": app_version,
@@ -415,11 +388,11 @@ class Reporter:
                 try:
                     r = self.session.post(f"http://{address}{PATH}", json=body,
                                           timeout=(self.timeout, self.timeout + ATTRIBUTION + 2))
-                    answer = r.json() if r.status_code == 200 else None
+                    answer = Answer.from_dict(r.json()) if r.status_code == 200 else None
                 except Exception:  # refused, reset, timeout, not JSON: the keeper is away
                     answer = None
-                if isinstance(answer, dict) and "failures" in answer:
-                    self.keeper = str(answer.get("keeper"))
+                if answer is not None:
+                    self.keeper = answer.keeper
                     return answer
             if attempt + 1 < self.tries:
                 self.wait(0.5 * (attempt + 1))

@@ -32,24 +32,15 @@ from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task import peers as P
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.tflog import TFLogWatcher
-from marathon_tf.task.timeline import EVENTS_FILE, TaskEvents
+from marathon_tf.task.timeline import TaskEvents
 from marathon_tf.task.watchdog import WATCHED_ROLES, ProgressWatchdog
 
-__all__ = ["TaskObserver", "REPORT_WINDOW", "events_path"]
+__all__ = ["TaskObserver", "REPORT_WINDOW"]
 
 #: Step reports are counted over this many seconds.
 REPORT_WINDOW = 20.0
 _UPDATE_EVERY = 1.0
 _CHECKPOINT_EVERY = 10.0
-
-
-def events_path(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
-    """``<logdir>/.marathon-tf/events.jsonl`` when the job's logdir is a local directory this task
-    can write (the restart budget's rule, :func:`marathon_tf.task.lifecycle.failures_path`)."""
-    from marathon_tf.task.lifecycle import failures_path
-
-    failures = failures_path(ctx, environ)
-    return os.path.join(os.path.dirname(os.path.dirname(failures)), EVENTS_FILE) if failures else None
 
 
 class TaskObserver:

@@ -251,7 +251,7 @@ def test_bootstrap_discovery_and_lifecycle_record_from_a_task_with_auth_on(tmp_p
         "import json, os\n"
         "from marathon_tf.task.discovery import make_backend\n"
         "from marathon_tf.contract import labels as L\n"
-        "from marathon_tf.task.lifecycle import client_from_env\n"
+        "from marathon_tf.task.jobcontrol import client_from_env\n"
         "from marathon_tf.marathon.record import finish_job\n"
         "from marathon_tf.contract.taskenv import TaskContext\n"
         "ctx = TaskContext(job='aj', role='worker', index=0, cluster={'worker': 1}, discovery='marathon',\n"

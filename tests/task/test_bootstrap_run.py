@@ -13,7 +13,7 @@ from task_helpers import FakeBackend, task_env, wait_for
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.bootstrap import Bootstrap, parse_args, shell_command
-from marathon_tf.task.supervisor import ExitPolicy
+from marathon_tf.task.policy import ExitPolicy
 
 CLUSTER = {"ps": 1, "worker": 2}
 PEERS = {("ps", 0): "10.0.0.1:2000", ("worker", 0): "10.0.0.2:2001", ("worker", 1): "10.0.0.3:2002"}

@@ -14,9 +14,9 @@ import pytest
 
 from marathon_tf.contract import labels as L
 from marathon_tf.contract.taskenv import TaskContext
-from marathon_tf.task import lifecycle as lc
 from marathon_tf.task.bootstrap import Bootstrap, job_lifecycle
 from marathon_tf.task.gpucheck import gpu_problem
+from marathon_tf.task.jobcontrol import JobControl
 from polling import wait_for
 
 
@@ -103,7 +103,7 @@ def test_a_task_that_cannot_see_its_gpus_fails_the_job_at_once(tmp_path, fake_ma
     ctx = make_ctx("worker", 0, marathon_url=fake_marathon.url, style="tf1", completion="worker0", gpus=1)
     env = {**task_environ(ctx), "PATH": str(tmp_path / "empty-bin")}
     parts = job_lifecycle(ctx, env)
-    parts["control"] = lc.JobControl(ctx, fake_marathon.client(), retry_interval=0.05, poll_interval=0.05)
+    parts["control"] = JobControl(ctx, fake_marathon.client(), retry_interval=0.05, poll_interval=0.05)
     err = io.BytesIO()
     boot = Bootstrap(ctx, env, [sys.executable, "-c", "open('started', 'w')"], stdout=io.BytesIO(), stderr=err,
                      tick=0.02, **parts)

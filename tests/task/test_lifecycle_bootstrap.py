@@ -12,9 +12,11 @@ import pytest
 
 from marathon_tf.contract import labels as L
 from marathon_tf.contract.taskenv import TaskContext
-from marathon_tf.task import lifecycle as lc
 from marathon_tf.task.bootstrap import Bootstrap, job_lifecycle
 from marathon_tf.task.discovery import Observation
+from marathon_tf.task.jobcontrol import JobControl
+from marathon_tf.task.jobpolicy import JobPolicy
+from marathon_tf.task.logdir import FAILURES_FILE
 from polling import alive, wait_for
 
 PEERS = {("ps", 0): "127.0.0.1:2000", ("worker", 0): "127.0.0.1:2001", ("worker", 1): "127.0.0.1:2002"}
@@ -46,7 +48,7 @@ class Run:
         (sandbox / "codes").write_text(" ".join(str(c) for c in codes))
         parts = job_lifecycle(ctx, env)
         if control and fake is not None:
-            parts["control"] = lc.JobControl(ctx, fake.client(), retry_interval=0.05, poll_interval=0.05)
+            parts["control"] = JobControl(ctx, fake.client(), retry_interval=0.05, poll_interval=0.05)
         elif not control:
             parts["control"] = None
         self.err = io.BytesIO()
@@ -163,7 +165,7 @@ def test_a_program_ending_143_just_before_its_bootstrap_gets_the_tasks_sigterm_i
     (tmp_path / "catch").write_text("")
     ctx = context(make_ctx, fake_marathon, restart_budget=(0, 600.0))
     run = runs(ctx, task_environ(ctx), tmp_path, [0], fake=fake_marathon, program=SLEEPER)
-    run.boot.sigterm_wait = 10.0  # the test's own SIGTERM to the bootstrap comes after the program is reaped
+    run.boot.restarts.sigterm_wait = 10.0  # the test's own SIGTERM to the bootstrap comes after the program is reaped
     wait_for(lambda: run.status()["step"] == 10, 10, what="its first step")
     pid = int((tmp_path / "pid").read_text())
     os.kill(pid, signal.SIGTERM)
@@ -286,7 +288,7 @@ def test_job_lifecycle_builds_policy_and_control_from_the_env(tmp_path, make_ctx
     (tmp_path / "logs").mkdir()
     ctx = make_ctx(marathon_url="http://127.0.0.1:1", logdir="logs", restart_budget=(4, 30.0))
     parts = job_lifecycle(ctx, {"MESOS_SANDBOX": str(tmp_path), "MARATHON_TOKEN": "t0k"})
-    assert isinstance(parts["policy"], lc.JobPolicy) and parts["control"].client.urls == ["http://127.0.0.1:1"]
+    assert isinstance(parts["policy"], JobPolicy) and parts["control"].client.urls == ["http://127.0.0.1:1"]
     budget = parts["policy"].budget
-    assert (budget.max_failures, budget.window, budget.path) == (4, 30.0, str(tmp_path / "logs" / lc.FAILURES_FILE))
+    assert (budget.max_failures, budget.window, budget.path) == (4, 30.0, str(tmp_path / "logs" / FAILURES_FILE))
     assert job_lifecycle(TaskContext(job="j", role="ps", index=0, cluster={"ps": 1}), {})["control"] is None

@@ -23,7 +23,8 @@ from task_helpers import FakeBackend, task_env, wait_for
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.bootstrap import Bootstrap
 from marathon_tf.task.prewarm import PythonCommand, Prewarmer, python_command
-from marathon_tf.task.supervisor import ExitPolicy, Outcome, Trainer, popen
+from marathon_tf.task.policy import Action, Decision, ExitPolicy
+from marathon_tf.task.supervisor import Trainer, popen
 
 PROBE = textwrap.dedent("""\
     import json, os, re, sys
@@ -130,7 +131,7 @@ def test_exit_codes_and_tracebacks_are_python_s(program, what, code):
     env, cwd = program
     plain, warm, started = both([sys.executable, "prog/probe.py", what], env, cwd)
     assert started["started"] == "in_place"
-    from marathon_tf.task.supervisor import exit_status
+    from marathon_tf.contract.shellexec import exit_status
 
     assert exit_status(plain[0]) == exit_status(warm[0]) == code
     assert plain[1] == warm[1]
@@ -286,7 +287,7 @@ class RestartOnce(ExitPolicy):
     def decide(self, code, *, stderr_tail="", **what):
         self.calls += 1
         if self.calls == 1 and code != 0:
-            return Outcome("failed", False, code, False, "first run failed", restart=True)
+            return Decision(Action.RESTART, code, "first run failed")
         return super().decide(code, stderr_tail=stderr_tail)
 
 

@@ -276,8 +276,8 @@ def test_preemptions_are_never_counted_and_permanent_codes_end_the_job():
 
 def test_the_restart_rules_are_the_task_sides():
     """The user's side does not import the task side: the copies are kept equal here."""
-    from marathon_tf.task.keeper import group_scope
-    from marathon_tf.task.lifecycle import UNEXECUTABLE_CODES
+    from marathon_tf.task.policy import group_scope
+    from marathon_tf.task.policy import UNEXECUTABLE_CODES
 
     assert jobset_mod.UNEXECUTABLE_CODES == UNEXECUTABLE_CODES
     for style in ("tf1", "parameter_server", "multi_worker_mirrored", "custom"):

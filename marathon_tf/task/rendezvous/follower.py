@@ -1,6 +1,7 @@
 """A follower's side of the rendezvous: find the leader (its hint, or one small lookup), long-poll
 its view; without a leader for a while, read the discovery backend itself
-(see :mod:`marathon_tf.task.rendezvous`)."""
+(see :mod:`marathon_tf.task.rendezvous`). Its requests go through a bounded session
+(:func:`marathon_tf.marathon.transport.session`) unless one is given."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
 
+import requests
+
+from marathon_tf.marathon import transport
 from marathon_tf.task.discovery import Backend, Observation, PeerKey, poll_schedule
 from marathon_tf.task.rendezvous.view import LONG_POLL, PATH, Side, cluster_key, keys, patch
 
@@ -48,11 +52,7 @@ class FollowerRendezvous(Side):
         self.locate, self.direct, self.job, self.me = locate, direct, job, me
         self.others = [m for m in members if m != me]
         self.cluster = cluster_key(members)
-        if session is None:
-            import requests
-
-            session = requests.Session()
-        self.session = session
+        self.session = session if session is not None else transport.session()
         self.rng = rng or random.Random()
         self.schedule = schedule or poll_schedule(len(members))
         self.fallback = fallback if fallback is not None else fallback_after(len(members))
@@ -162,7 +162,8 @@ class FollowerRendezvous(Side):
             doc = resp.json() if resp.status_code == 200 else None
         except Exception as e:  # refused / reset / timeout / not JSON: look the leader up again
             self.leader_detail = f"leader at {self.leader_address} unreachable ({type(e).__name__})"
-            return "busy" if self.leader_id and type(e).__name__ == "ReadTimeout" else False
+            busy = isinstance(e, (requests.exceptions.ReadTimeout, transport.DeadlineExceeded))  # no whole answer in time
+            return "busy" if self.leader_id and busy else False
         self.long_polls += 1
         self.polls += 1
         if not isinstance(doc, dict) or doc.get("job") != self.job or not isinstance(doc.get("version"), int):

@@ -16,7 +16,7 @@ The shape (every field name from kubernetes-sigs/jobset v0.12.0 ``api/jobset/v1a
   Job (which completes when all its pods exit 0); ``worker0`` also gives the workers' Job a
   ``successPolicy`` of index 0;
 * the restart budget → who restarts what, as marathon-tf's bootstrap decides it
-  (:func:`group_restart`, the rule of ``marathon_tf.task.keeper.group_scope``): a member TensorFlow
+  (:func:`group_restart`, the rule of ``marathon_tf.task.policy.group_scope``): a member TensorFlow
   takes back alone (chief, workers, evaluators of tf1 / parameter_server / custom) is a new pod of
   its index, ``backoffLimit: restart.max_failures`` times per role, then the JobSet fails; a member
   that needs the whole group (a ps; any member of multi_worker_mirrored) fails its Job at once
@@ -58,7 +58,7 @@ TF_PORT, TENSORBOARD_PORT = 2222, 6006
 INDEX_VAR = "JOB_COMPLETION_INDEX"
 #: the Job controller's annotation of a pod's completion index (``batch.kubernetes.io/job-completion-index``)
 INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
-#: as ``marathon_tf.task.lifecycle.UNEXECUTABLE_CODES`` (the task side; a test keeps them equal)
+#: as ``marathon_tf.task.policy.UNEXECUTABLE_CODES`` (the task side; a test keeps them equal)
 UNEXECUTABLE_CODES = (126, 127)
 UNTRANSLATABLE_ANNOTATION = "marathon-tf/untranslatable"
 DEFAULT_WORKDIR = "/workspace"
@@ -114,7 +114,7 @@ def pod_host(name: str, role: str, index: int) -> str:
 
 def group_restart(style: str, role: str, members: int) -> bool:
     """Whether a failed ``role`` needs every member restarted (TensorFlow cannot take it back alone):
-    a ps; any member of a ``multi_worker_mirrored`` job. The rule of ``marathon_tf.task.keeper.group_scope``
+    a ps; any member of a ``multi_worker_mirrored`` job. The rule of ``marathon_tf.task.policy.group_scope``
     (the task side, which the user's side does not import; a test keeps them equal)."""
     if members < 2:
         return False
