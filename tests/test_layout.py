@@ -24,7 +24,6 @@ modules import each other, directly or round a longer loop (an import cycle), in
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
 
 import pytest

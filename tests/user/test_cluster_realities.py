@@ -17,7 +17,7 @@ from werkzeug import Response
 from marathon_tf.contract.errors import Timeout
 from marathon_tf.local import LocalCluster
 from marathon_tf.local.security import Credentials
-from marathon_tf.user import jobs, watch
+from marathon_tf.user import watch
 from marathon_tf.user.results import JobStatus
 from marathon_tf.user.cli import cli
 from marathon_tf.user.render import render_group

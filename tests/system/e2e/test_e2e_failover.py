@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 
 import jobfiles
 import pytest

@@ -8,13 +8,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from leaks import processes_under  # noqa: F401 (used by the tests through this module)
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
-import pytest
 import requests
 from click.testing import CliRunner, Result
 
