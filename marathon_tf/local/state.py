@@ -353,7 +353,9 @@ class State:
         for snap in reversed(list(self.root_history.values())):
             group = snap["groups"].get(gid)
             if group is not None and group["version"] == version:
-                under = lambda path: gid == "/" or path == gid or path.startswith(gid.rstrip("/") + "/")
+                def under(path: str) -> bool:
+                    return gid == "/" or path == gid or path.startswith(gid.rstrip("/") + "/")
+
                 return ({k: copy.deepcopy(d) for k, (d, _) in snap["apps"].items() if under(k)},
                         {g: list(v["dependencies"]) for g, v in snap["groups"].items() if under(g)})
         return None

@@ -286,7 +286,8 @@ class Client:
             # A write whose bytes may have reached Marathon (a timeout, a reset) is ambiguous.
             ambiguous = write and not unreachable
             kind = "timed out" if isinstance(e, requests.exceptions.Timeout) else "connection failed"
-            via = f" (redirected to {redact_url(getattr(e, transport.URL_ATTR))})" if getattr(e, transport.URL_ATTR, None) else ""
+            redirected = getattr(e, transport.URL_ATTR, None)
+            via = f" (redirected to {redact_url(redirected)})" if redirected else ""
             error = MarathonUnavailable(self._scrub(f"{shown}{via}: {kind}: {transport.short(e)}"),
                                         hint="is Marathon running at that address? (--marathon URL / MARATHON_URL)")
             if unreachable and not self._retry_unreachable():
@@ -389,7 +390,8 @@ class Client:
 
         single = getattr(self._looking, "depth", 0) > 0 or not retry
         retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(1 if single else policy.attempts) | tenacity.stop_after_delay(policy.budget),
+            stop=(tenacity.stop_after_attempt(1 if single else policy.attempts)
+                  | tenacity.stop_after_delay(policy.budget)),
             wait=wait,
             retry=tenacity.retry_if_exception_type(_Retryable),
             sleep=self.sleep,

@@ -177,8 +177,8 @@ class JobControl:
                        interval: float = 10.0) -> threading.Thread:
         """The deciding task's watch over the other tasks (tensorboard included): a task that can
         never start (:func:`marathon_tf.marathon.record.hopeless_failures`; Marathon relaunches it
-        for ever, and the job would stay deploying) fails the job with its reason. One group GET per ``interval``; stops when
-        ``stop`` is set or the job has its record."""
+        for ever, and the job would stay deploying) fails the job with its reason. One group GET per
+        ``interval``; stops when ``stop`` is set or the job has its record."""
         def run() -> None:
             while not stop.wait(interval):
                 try:

@@ -138,7 +138,8 @@ def resolve_job(client: Client, job: str | None, verb: str = "status") -> str:
         return job.strip("/")
     jobs = find_jobs(client)
     if not jobs:
-        raise UsageError(f"no marathon-tf job found on {client.url}", hint="deploy one with: marathon-tf deploy job.json")
+        raise UsageError(f"no marathon-tf job found on {client.url}",
+                         hint="deploy one with: marathon-tf deploy job.json")
     if len(jobs) > 1:
         raise UsageError(f"several marathon-tf jobs on {client.url}: {', '.join(jobs)}",
                          hint=f"name one: marathon-tf {verb} {next(iter(jobs))} …")
@@ -155,7 +156,8 @@ def deployed_spec(client: Client, job: str) -> tuple[JobSpec, dict[str, Any]]:
     anchor = apps.get("worker-0")
     raw = (anchor or {}).get("labels", {}).get(SPEC_LABEL)
     if not raw:
-        raise UsageError(f"group {naming.group_id(job)} was not deployed by marathon-tf (no {SPEC_LABEL} label on worker-0)")
+        raise UsageError(f"group {naming.group_id(job)} was not deployed by marathon-tf "
+                         f"(no {SPEC_LABEL} label on worker-0)")
     try:
         return load_dict(json.loads(raw), source=f"{naming.group_id(job)} ({SPEC_LABEL})"), group
     except (ValueError, SpecError) as e:

@@ -168,7 +168,8 @@ def find_task_logs(client: Client, job: str, task: str | None, *, agent_port: in
         group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps", "group.apps.tasks",
                                                               "group.apps.lastTaskFailure"))
     except MarathonNotFound:
-        raise UsageError(f"job {job!r} does not exist on {client.url}", hint="see the jobs with: marathon-tf list") from None
+        raise UsageError(f"job {job!r} does not exist on {client.url}",
+                         hint="see the jobs with: marathon-tf list") from None
     session = session or AgentSession(client)
     apps = task_apps(group)
     if task and task not in apps:

@@ -159,7 +159,8 @@ def _parse_json(name: str, text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
-        raise RenderError(f"template {name} produced invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+        raise RenderError(f"template {name} produced invalid JSON at line {e.lineno} column {e.colno}: "
+                          f"{e.msg}") from None
     if not isinstance(value, dict):
         raise RenderError(f"template {name} must produce a JSON object")
     return value

@@ -162,7 +162,8 @@ class FollowerRendezvous(Side):
             doc = resp.json() if resp.status_code == 200 else None
         except Exception as e:  # refused / reset / timeout / not JSON: look the leader up again
             self.leader_detail = f"leader at {self.leader_address} unreachable ({type(e).__name__})"
-            busy = isinstance(e, (requests.exceptions.ReadTimeout, transport.DeadlineExceeded))  # no whole answer in time
+            # no whole answer in time
+            busy = isinstance(e, (requests.exceptions.ReadTimeout, transport.DeadlineExceeded))
             return "busy" if self.leader_id and busy else False
         self.long_polls += 1
         self.polls += 1
