@@ -57,7 +57,8 @@ class _Clock:
 
 @pytest.fixture
 def quiet_status(monkeypatch):
-    monkeypatch.setattr(watch, "job_status", lambda client, job, probe=True, mesos=None: JobStatus.from_dict({"job": "j", "state": "Deploying"}))
+    monkeypatch.setattr(watch, "job_status", lambda client, job, probe=True, mesos=None: JobStatus.from_dict(
+        {"job": "j", "state": "Deploying"}))
     monkeypatch.setattr(watch, "_sleep", lambda seconds: [])
 
 
@@ -192,7 +193,8 @@ def test_logs_sends_no_marathon_credentials_to_the_agents(httpserver):
 
         def read(request):
             offset = int(request.args["offset"])
-            body = {"data": "", "offset": len(content)} if offset == -1 else {"data": content[offset:], "offset": offset}
+            body = ({"data": "", "offset": len(content)} if offset == -1
+                    else {"data": content[offset:], "offset": offset})
             return Response(json.dumps(body), content_type="application/json")
 
         agent.expect_request("/files/read").respond_with_handler(read)
