@@ -40,7 +40,7 @@ def _flag(request: web.Request, name: str, default: bool = False) -> bool:
 
 def label_selector(selector: str):
     """Marathon's label selector (``key``, ``key==value``, ``key!=value``, comma-joined) -> predicate."""
-    terms = []
+    terms: list[Callable[..., bool]] = []
     for term in [t.strip() for t in selector.split(",") if t.strip()]:
         if "!=" in term:
             key, value = (s.strip() for s in term.split("!=", 1))

@@ -155,8 +155,8 @@ class Task:
         """True/False once every check has a result; None while any is unknown."""
         if n_checks == 0:
             return None
-        results = [self.health.get(i) for i in range(n_checks)]
-        if any(r is None for r in results):
+        results = [r for r in (self.health.get(i) for i in range(n_checks)) if r is not None]
+        if len(results) < n_checks:
             return None
         return all(r["alive"] for r in results)
 
