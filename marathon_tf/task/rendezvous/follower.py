@@ -110,7 +110,7 @@ class FollowerRendezvous(Side):
     def _loop(self) -> None:
         first, cap = self.schedule
         delay, busy = first, 0
-        lost_since = self.clock()
+        lost_since: float | None = self.clock()
         # a large job's tasks neither ask all at once nor ask Marathon at all if the leader calls first
         if self._await_hint(max(self.hint_wait, self.rng.uniform(0, first))):
             return
