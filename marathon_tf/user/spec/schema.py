@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from types import MappingProxyType
+from typing import Any
 from urllib.parse import urlparse
 
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_load, validate, validates_schema
@@ -279,6 +280,8 @@ class _JobSchema(_Base):
         disc = data.get("discovery") or {}
         rst = data.get("restart") or {}
         net = data.get("network") or {}
+        admission: dict[str, Any] = {k: float(v) if k != "retries" else v
+                                     for k, v in (data.get("admission") or {}).items()}
         return JobSpec(
             name=data["name"],
             command=data.get("command"),
@@ -298,8 +301,7 @@ class _JobSchema(_Base):
             restart=Restart(**{**rst, "permanent_exit_codes": tuple(rst.get("permanent_exit_codes", ())),
                                "preemption_exit_codes": tuple(rst.get("preemption_exit_codes",
                                                                       Restart.preemption_exit_codes))}),
-            admission=Admission(**{k: float(v) if k != "retries" else v
-                                   for k, v in (data.get("admission") or {}).items()}),
+            admission=Admission(**admission),
             network=net.get("mode", "host"),
             network_name=net.get("name"),
             bootstrap=data.get("bootstrap", "marathon-tf bootstrap"),
