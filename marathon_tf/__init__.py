@@ -34,11 +34,12 @@ What it exports (``__all__``, kept so by ``tests/test_exported_members.py``):
 
 * the API: ``Job``, ``Marathon``, ``LocalCluster``, ``JobHandle``;
 * what it returns (:mod:`marathon_tf.user.results`): ``JobStatus``, ``TaskStatus``, ``JobSummary``,
-  ``Deployment``, ``ScaleResult``, ``LogLine``, ``LocalRunResult``; a job's state is a ``JobState``;
+  ``Deployment``, ``ScaleResult``, ``Checkpoint``, ``LogLine``, ``LocalRunResult``; a job's state is a
+  ``JobState``;
 * what it raises (:mod:`marathon_tf.contract.errors`, each with its exit code): ``MarathonTFError`` and
   below it ``UsageError``, ``SpecError``, ``MarathonError``, ``MarathonUnavailable``,
   ``MarathonAuthError``, ``MarathonNotFound``, ``MarathonConflict``, ``MarathonInvalid``,
-  ``DiscoveryError``, ``JobFailed``, ``NotPlaced``, ``Timeout``, ``Interrupted``.
+  ``DiscoveryError``, ``JobFailed``, ``SaveFailed``, ``NotPlaced``, ``Timeout``, ``Interrupted``.
 """
 
 import typing
@@ -49,13 +50,14 @@ __version__ = "0.1.0"
 _API = {"Job": "marathon_tf.user.api", "Marathon": "marathon_tf.user.api", "LocalCluster": "marathon_tf.user.api",
         "JobHandle": "marathon_tf.user.api", "JobStatus": "marathon_tf.user.results",
         "TaskStatus": "marathon_tf.user.results", "Deployment": "marathon_tf.user.results",
-        "ScaleResult": "marathon_tf.user.results", "LogLine": "marathon_tf.user.results",
+        "ScaleResult": "marathon_tf.user.results", "Checkpoint": "marathon_tf.user.results",
+        "LogLine": "marathon_tf.user.results",
         "JobSummary": "marathon_tf.user.results", "LocalRunResult": "marathon_tf.user.results",
         "JobState": "marathon_tf.contract.labels",
         **{name: "marathon_tf.contract.errors" for name in (
             "MarathonTFError", "UsageError", "SpecError", "MarathonError", "MarathonUnavailable", "MarathonAuthError",
-            "MarathonNotFound", "MarathonConflict", "MarathonInvalid", "DiscoveryError", "JobFailed", "NotPlaced",
-            "Timeout", "Interrupted")}}
+            "MarathonNotFound", "MarathonConflict", "MarathonInvalid", "DiscoveryError", "JobFailed", "SaveFailed",
+            "NotPlaced", "Timeout", "Interrupted")}}
 
 __all__ = ["__version__", *_API]
 

@@ -16,6 +16,13 @@ only; :class:`BackupAndRestoreOnPreemption` does the same anywhere.)  At the end
 writes them to ``<checkpoint_dir>/final``, the other workers (every worker must take part in the
 save) to a worker-specific temporary directory that they delete afterwards.  All workers exit 0.
 
+Saving on request (marathon-tf's save hook, docs/restarts.md): worker 0 says
+``marathon-tf save-hook: ready``; on SIGUSR1 every worker backs up at the same step, a step or two
+later (:class:`SaveOnRequest`: they agree on it through TensorFlow's coordination service, as
+``PreemptionCheckpointHandler`` does), without stopping; worker 0 says ``marathon-tf save-hook: saved
+step=<n> path=<backup>`` and pauses itself until its bootstrap continues it (SIGCONT) or stops it: what
+``marathon-tf checkpoint`` and every planned stop (a kill, ``scale``, ``delete --save``) ask for first.
+
 Keras: TF 2.21's Keras 3 does not work with this strategy, so the program uses ``tf_keras``
 (Keras 2) and sets ``TF_USE_LEGACY_KERAS=1`` before TensorFlow is imported.
 
@@ -33,12 +40,15 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # must precede the TensorFlow
 import argparse  # noqa: E402
 import json  # noqa: E402
 import shutil  # noqa: E402
+import signal  # noqa: E402
 import sys  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras as keras  # noqa: E402
+from tensorflow.python.eager import context  # noqa: E402 (the coordination service's key-value store)
 
 NUM_FEATURES, NUM_CLASSES = 32, 4
 
@@ -146,16 +156,83 @@ class BackupAndRestoreOnPreemption(keras.callbacks.BackupAndRestore):
         self.handler = tf.distribute.experimental.PreemptionCheckpointHandler(
             self.cluster_resolver, backups.checkpoint, checkpoint_dir=backups.directory,
             termination_config=tf.distribute.experimental.TerminationConfig(exit_fn=self._exit))
+        self.on_request = SaveOnRequest(self.cluster_resolver, backups.directory)
 
     def on_train_batch_end(self, batch, logs=None):
         super().on_train_batch_end(batch, logs)
         self.handler.save_checkpoint_if_preempted()  # saves and exits when a worker was preempted
+        self.on_request.after_step(int(self.model.optimizer.iterations.numpy()), lambda: self._backup(
+            epoch=self._current_epoch, batch=batch))
+
+    def on_train_end(self, logs=None):
+        self.on_request.close()
+        super().on_train_end(logs)
 
     def _exit(self):
         log(f"preempted at step {int(self.model.optimizer.iterations.numpy())}; backup saved; "
             f"exiting {PREEMPTED_CODE}")
         sys.stderr.flush()
         os._exit(PREEMPTED_CODE)  # the backup is written: skip TensorFlow's slow shutdown
+
+
+class SaveOnRequest:
+    """marathon-tf's save hook for a synchronous group: SIGUSR1 (to any worker; marathon-tf asks worker 0)
+    asks for a backup. Every worker must take part in it at the same step, so the asked worker proposes
+    a step two ahead in the coordination service (``marathon_tf_save_<n>``) and waits until every worker's
+    watcher thread has acknowledged it (their main threads cannot pass the next step meanwhile: it needs
+    this worker); at that step every worker backs up, and the asked one says ``saved`` and pauses itself."""
+
+    def __init__(self, resolver, backup_dir):
+        self.backup_dir, self.asked, self.proposed = backup_dir, False, False
+        self.workers = len(resolver.cluster_spec().as_dict().get("worker", []))
+        self.me = resolver.task_id or 0
+        self.targets, self.round = {}, 0  # round -> step; the next round to save
+        self.lock = threading.Lock()
+        signal.signal(signal.SIGUSR1, self._ask)
+        self.watcher = threading.Thread(target=self._watch, daemon=True, name="save-requests")
+        self.watcher.start()
+        if self.me == 0:
+            log("marathon-tf save-hook: ready")
+
+    def _ask(self, signum, frame):
+        self.asked = True
+
+    def _watch(self):
+        n = 0
+        while True:
+            value = context.context().get_config_key_value(f"marathon_tf_save_{n}")  # blocks until it is set
+            if value == "stop":
+                return
+            with self.lock:
+                self.targets[n] = int(value)
+            context.context().set_config_key_value(f"marathon_tf_save_{n}_ack_{self.me}", "1")
+            n += 1
+
+    def after_step(self, step, backup):
+        if self.asked and not self.proposed:
+            self.asked, self.proposed = False, True
+            try:
+                context.context().set_config_key_value(f"marathon_tf_save_{self.round}", str(step + 2))
+            except tf.errors.AlreadyExistsError:
+                pass  # another worker proposed this round's step first
+            for i in range(self.workers):
+                context.context().get_config_key_value(f"marathon_tf_save_{self.round}_ack_{i}")
+        with self.lock:
+            target = self.targets.get(self.round)
+        if target is not None and step >= target:
+            self.round += 1
+            backup()
+            if self.proposed:
+                self.proposed = False
+                log(f"marathon-tf save-hook: saved step={step} path={self.backup_dir}")
+                os.kill(os.getpid(), signal.SIGSTOP)  # until the bootstrap continues it (or stops it)
+
+    def close(self):
+        if self.me == 0:
+            try:
+                context.context().set_config_key_value(f"marathon_tf_save_{self.round}", "stop")
+            except Exception:  # noqa: BLE001 - a round proposed at the very end: its watchers already moved on
+                pass
 
 
 def main(argv=None):

@@ -15,6 +15,12 @@ step (``CheckpointSaverHook.end``), and it exits with 42, the code marathon-tf t
 restart me" (``restart.preemption_exit_codes``), at once: TensorFlow's own shutdown of its server
 takes seconds of the kill's grace period.
 
+Saving on request (marathon-tf's save hook, docs/restarts.md): the chief says
+``marathon-tf save-hook: ready``; on SIGUSR1 it saves a checkpoint after the step it is in, without
+stopping, says ``marathon-tf save-hook: saved step=<n> path=<checkpoint>`` and pauses itself until its
+bootstrap continues it (SIGCONT) or stops it: what ``marathon-tf checkpoint`` and every planned stop
+(a kill, ``scale``, ``delete --save``) ask for first (:class:`SaveOnRequest`, a ``SessionRunHook``).
+
 Output (stdout, one line per logged step): ``step=<global step> loss=<loss>``, then
 ``first_step_time=<unix time>`` after the first step and ``done final_step=<n> loss=<x>`` at the end
 (``preempted at step <n> ...`` instead when stopped).
@@ -90,6 +96,31 @@ class FastWorkerSessionCreator(tf.train.SessionCreator):
                                         max_wait_secs=self._max_wait_secs)
 
 
+class SaveOnRequest(tf.train.SessionRunHook):
+    """marathon-tf's save hook: SIGUSR1 asks for a checkpoint, saved after the step the chief is in
+    (with the same Saver and directory as its CheckpointSaverHook), said on stdout; then the program
+    pauses itself (SIGSTOP) until its bootstrap has confirmed the checkpoint and continues it."""
+
+    def __init__(self, checkpoint_dir, scaffold, global_step):
+        self.checkpoint_dir, self.scaffold, self.global_step = checkpoint_dir, scaffold, global_step
+        self.asked = False
+        signal.signal(signal.SIGUSR1, self._ask)
+        log("marathon-tf save-hook: ready")
+
+    def _ask(self, signum, frame):
+        self.asked = True  # saved in after_run, between two steps
+
+    def after_run(self, run_context, run_values):
+        if not self.asked:
+            return
+        self.asked = False
+        session = run_context.session
+        step = session.run(self.global_step)
+        path = self.scaffold.saver.save(session, os.path.join(self.checkpoint_dir, "model.ckpt"), global_step=step)
+        log(f"marathon-tf save-hook: saved step={step} path={path}")
+        os.kill(os.getpid(), signal.SIGSTOP)  # until the bootstrap continues it (or stops it)
+
+
 def build_model(learning_rate):
     """y_hat = w * x + b, mean squared error, plain SGD that bumps the global step."""
     x = tf.placeholder(tf.float32, [None], name="x")
@@ -123,7 +154,8 @@ def run_worker(args, cluster, server):
         creator = tf.train.ChiefSessionCreator(
             scaffold=scaffold, master=server.target, config=config, checkpoint_dir=args.checkpoint_dir)
         hooks = [tf.train.CheckpointSaverHook(
-            args.checkpoint_dir, save_steps=args.save_checkpoint_steps, scaffold=scaffold)]
+            args.checkpoint_dir, save_steps=args.save_checkpoint_steps, scaffold=scaffold),
+                 SaveOnRequest(args.checkpoint_dir, scaffold, global_step)]
     else:
         creator = FastWorkerSessionCreator(scaffold=scaffold, master=server.target, config=config)
         hooks = []

@@ -21,6 +21,12 @@ tasks hold nothing to save (a worker's SIGTERM ends it, 143: the coordinator goe
 takes it back once it is restarted). ``PreemptionCheckpointHandler`` does not support this strategy
 (TF 2.21: ``NotImplementedError``), hence the handler here.
 
+Saving on request (marathon-tf's save hook, docs/restarts.md): the coordinator says
+``marathon-tf save-hook: ready``; on SIGUSR1 it saves a checkpoint after the round of steps it
+scheduled, without stopping, says ``marathon-tf save-hook: saved step=<n> path=<checkpoint>`` and
+pauses itself until its bootstrap continues it (SIGCONT) or stops it: what ``marathon-tf checkpoint``
+and every planned stop (a kill, ``scale``, ``delete --save``) ask for first.
+
 Output (chief's stdout): ``step=<global step> loss=<loss>`` every ``--log_every`` steps,
 ``first_step_time=<unix time>`` after the first step, ``done final_step=<n> loss=<x>`` at the end
 (``preempted at step <n> ...`` instead when stopped).
@@ -38,11 +44,15 @@ os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
 import tensorflow as tf  # noqa: E402
 
 PREEMPTED_CODE = 42  # marathon-tf's default restart.preemption_exit_codes: 42 and 143
-_stop = {"signal": None}
+_stop = {"signal": None, "save": False}
 
 
 def _on_stop(signum, frame):
     _stop["signal"] = signum  # the coordinator saves after the round of steps it scheduled
+
+
+def _on_save(signum, frame):
+    _stop["save"] = True  # marathon-tf's save hook: saved after the round of steps scheduled
 
 
 def parse_args(argv=None):
@@ -141,6 +151,8 @@ def run_coordinator(args, resolver):
 
     loss, first, last_saved = float("nan"), True, step
     signal.signal(signal.SIGTERM, _on_stop)
+    signal.signal(signal.SIGUSR1, _on_save)
+    log("marathon-tf save-hook: ready")
     while step < args.train_steps and _stop["signal"] is None:
         # The first round is a single step, so first_step_time marks the first finished step.
         n = 1 if first else min(args.log_every, args.train_steps - step)
@@ -155,6 +167,12 @@ def run_coordinator(args, resolver):
         if step - last_saved >= args.save_every:
             manager.save(checkpoint_number=step)
             last_saved = step
+        if _stop["save"]:  # asked to save now: save, say so, pause until the bootstrap continues (or stops) it
+            _stop["save"] = False
+            path = manager.save(checkpoint_number=step)
+            last_saved = step
+            log(f"marathon-tf save-hook: saved step={step} path={path}")
+            os.kill(os.getpid(), signal.SIGSTOP)
     if step != last_saved or restored is None:
         manager.save(checkpoint_number=step)
     if _stop["signal"] is not None:

@@ -16,6 +16,7 @@ an error whose ``shown`` is set: the CLI said it already, e.g. a job's outcome l
     │   └── MarathonInvalid          exit 1   400 / 422, with Marathon's ``details``
     ├── DiscoveryError               exit 1   peers not found before the startup deadline
     ├── JobFailed                    exit 1   the training job failed
+    ├── SaveFailed                   exit 1   the job could not save a checkpoint now (``checkpoint``)
     ├── NotPlaced                    exit 4   no room for every task (now, or by the admission deadline)
     └── Timeout                      exit 3   gave up waiting while work is still in progress
 
@@ -36,6 +37,7 @@ __all__ = [
     "MarathonInvalid",
     "DiscoveryError",
     "JobFailed",
+    "SaveFailed",
     "NotPlaced",
     "Timeout",
     "Interrupted",
@@ -150,6 +152,12 @@ class JobFailed(MarathonTFError):
     def __init__(self, message: str, *, hint: str | None = None, status=None):
         super().__init__(message, hint=hint)
         self.status = status
+
+
+class SaveFailed(MarathonTFError):
+    """A job could not save a checkpoint when asked (``marathon-tf checkpoint``, ``delete --save``): its
+    program declares no save hook, none runs now, or the checkpoint did not appear in the logdir in time.
+    The message says which; the job goes on."""
 
 
 class NotPlaced(MarathonTFError):

@@ -15,8 +15,8 @@ so that Marathon relaunches nothing: ``marathon-tf/state`` (``Succeeded`` | ``Fa
 ``marathon-tf/events``, the job's events (:func:`marathon_tf.contract.timeline.compact`, at most 32 kB),
 for ``status --timeline`` and ``events`` once the tasks are gone; ``marathon-tf/restarts`` holds
 the job's restart counts (JSON: failures, max_failures, window_seconds, preemptions, max_preemptions,
-infrastructure: :meth:`marathon_tf.task.ledger.Ledger.summary`).
-for ``status --timeline`` and ``events`` once the tasks are gone.
+infrastructure: :meth:`marathon_tf.task.ledger.Ledger.summary`); ``marathon-tf/goodput`` the job's
+goodput at its end (JSON: :func:`marathon_tf.contract.goodput.goodput`, without its recoveries).
 
 A job that was not placed by its admission deadline (issue 20: :mod:`marathon_tf.user.gang`,
 :mod:`marathon_tf.task.admission`) gets the same record with ``marathon-tf/state`` ``NotPlaced``
@@ -43,6 +43,7 @@ FINAL_STEP = PREFIX + "final-step"
 REASON = PREFIX + "reason"
 EVENTS = PREFIX + "events"
 RESTARTS = PREFIX + "restarts"
+GOODPUT = PREFIX + "goodput"
 ATTEMPT = PREFIX + "attempt"
 ATTEMPTS = PREFIX + "attempts"
 NEXT_ATTEMPT_AT = PREFIX + "next-attempt-at"

@@ -22,6 +22,7 @@ __all__ = [
     "CLUSTER_ROLES",
     "group_id",
     "task_name",
+    "deciding_task",
     "app_id",
     "parse_task_name",
     "parse_app_id",
@@ -59,6 +60,13 @@ def group_id(job: str) -> str:
 
 def task_name(role: str, index: int) -> str:
     return f"{role}-{int(index)}"
+
+
+def deciding_task(completion: str) -> str:
+    """The job's deciding task for its ``completion``: ``chief-0`` for ``chief``, else ``worker-0``. It
+    decides the job's success, keeps its restart ledger, leads its rendezvous and runs its save rounds
+    (:func:`marathon_tf.task.policy.decider_task`); the user's side asks it for a checkpoint."""
+    return "chief-0" if completion == "chief" else "worker-0"
 
 
 def app_id(job: str, role: str, index: int) -> str:

@@ -8,12 +8,18 @@ from ``/status`` (``status``' wide output, the waits it names, whether a job is 
 rendezvous). The states and what leads from one to the next::
 
     discovering ──► running ──► succeeded      (exit 0: the job finished, or this task waits for it)
-                     │   ▲  └─► failed         (the job failed, or the task exits for a relaunch)
-                     └───┘ restart in place, or with the job's group
+                     │ ▲ ▲  └─► failed         (the job failed, or the task exits for a relaunch)
+                     │ │ └───┘ restart in place, or with the job's group
+                     ▼ │
+                    saving ───► (stopped)      (a save round: the program saves, or is held for one;
+                                                back to running, or a planned stop follows)
     discovering ──► failed                     (an unusable logdir, GPUs it cannot see, no peers)
 
 A task that succeeded or failed for good stays up (parked) until Marathon stops it; one that exits
-for a relaunch starts again, in a new task, at ``discovering``.
+for a relaunch starts again, in a new task, at ``discovering``. ``saving`` is a save round
+(:mod:`marathon_tf.task.saving`, docs/restarts.md): the deciding task's program saves a checkpoint
+on request (``marathon-tf checkpoint``, before every planned stop), the job's other trainers are held
+meanwhile when the round precedes a stop; it goes back to ``running``, or the task is stopped.
 
 :class:`StartPhase` names the milestones of a job's start in its timeline
 (:func:`marathon_tf.contract.timeline.timeline`: ``"phase"`` of each ``start`` row).
@@ -34,6 +40,7 @@ class Phase(str, enum.Enum):
 
     DISCOVERING = "discovering"  # the bootstrap finds its peers; no program yet
     RUNNING = "running"          # the program runs (again, after a restart in place)
+    SAVING = "saving"            # a save round: the program saves a checkpoint, or is held for one
     SUCCEEDED = "succeeded"      # the program exited 0; the task stays up until stopped
     FAILED = "failed"            # the program (or the task's start) failed; parked, or exiting for a relaunch
 
@@ -56,9 +63,10 @@ class Phase(str, enum.Enum):
             raise ValueError(f"unknown phase {value!r}") from None
 
 
-_METRIC_WORDS = {Phase.DISCOVERING: "waiting_for_peers", Phase.SUCCEEDED: "done", Phase.FAILED: "failed"}
+_METRIC_WORDS = {Phase.DISCOVERING: "waiting_for_peers", Phase.SAVING: "saving", Phase.SUCCEEDED: "done",
+                 Phase.FAILED: "failed"}
 #: ``marathon_tf_phase{phase}``'s values, in their order on ``/metrics``.
-METRIC_PHASES = ("waiting_for_peers", "starting", "training", "done", "failed")
+METRIC_PHASES = ("waiting_for_peers", "starting", "training", "saving", "done", "failed")
 
 
 class StartPhase(str, enum.Enum):

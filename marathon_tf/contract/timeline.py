@@ -15,7 +15,12 @@ once it has ended (the label :data:`marathon_tf.contract.labels.EVENTS`, see :fu
   time: every duration is ≥ 0);
 * ``recoveries``: for every failure of a program (exit, hang, a peer that moved, preemption):
   its cause → the program restarted (in place, or the task relaunched) → training again, with
-  the seconds each took.
+  the seconds each took; a recovery a save round came before (a planned stop) says the step it saved;
+* ``saves``: every save round (the phase ``saving`` of :class:`marathon_tf.contract.phases.Phase`):
+  why it was asked, the step and checkpoint it confirmed (or why it could not), how long it took.
+
+A job's goodput (its wall time split by cause) is computed from the same events:
+:mod:`marathon_tf.contract.goodput`.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ __all__ = ["KINDS", "REASONS", "merge", "timeline", "compact", "expand", "iso",
            "TASK_STARTED", "PEERS_FOUND", "PROGRAM_STARTED", "SERVER_UP", "FIRST_STEP", "PROGRAM_EXITED",
            "HANG", "WAITING", "PEER_MOVED", "FINISHED", "PREEMPTED", "SUBMITTED", "DEPLOYED", "ALL_RUNNING",
            "SCALED", "PLACEMENT_WAIT", "PLACED", "JOB_ENDED", "TASK_FAILED", "NOT_PLACED", "RESUBMITTED",
-           "LABEL_LIMIT"]
+           "SAVE_ROUND", "SAVED", "SAVE_FAILED", "STALLED", "LABEL_LIMIT"]
 
 # a task's events (its bootstrap records them)
 TASK_STARTED = "task_started"        # the bootstrap runs (Marathon's TASK_RUNNING)
@@ -44,6 +49,11 @@ WAITING = "waiting"                  # the task waits for a peer (named)
 PEER_MOVED = "peer_moved"            # a peer came back at a new address: the program restarts
 FINISHED = "finished"                # the program succeeded
 PREEMPTED = "preempted"              # (issue 21: preemptions) the task was preempted
+STALLED = "stalled"                  # steps came again after a pause far longer than usual ("seconds": lost)
+# a save round (the deciding task records them: task/saving.py)
+SAVE_ROUND = "save_round"            # the deciding task asks its program to save ("reason", "hold")
+SAVED = "saved"                      # the round's checkpoint is in the logdir ("step", "path", "seconds")
+SAVE_FAILED = "save_failed"          # the round could not save ("message": why); the stop goes on as before
 # the job's events (the deciding task records them)
 SUBMITTED = "submitted"              # the job's apps were (re)deployed: Marathon's version time
 DEPLOYED = "deployed"                # Marathon's deployment is done: every task running and healthy
@@ -63,7 +73,8 @@ REASONS = {
     FIRST_STEP: "FirstStep", PROGRAM_EXITED: "ProgramExited", HANG: "Hang", WAITING: "Waiting",
     PEER_MOVED: "PeerMoved", FINISHED: "Finished", PREEMPTED: "Preempted", SCALED: "Scaled",
     PLACEMENT_WAIT: "PlacementWait", PLACED: "Placed", JOB_ENDED: "JobEnded", TASK_FAILED: "TaskFailed",
-    NOT_PLACED: "NotPlaced", RESUBMITTED: "Resubmitted",
+    NOT_PLACED: "NotPlaced", RESUBMITTED: "Resubmitted", STALLED: "Stalled", SAVE_ROUND: "SaveRound",
+    SAVED: "Saved", SAVE_FAILED: "SaveFailed",
 }
 KINDS = tuple(REASONS)
 
@@ -71,6 +82,8 @@ _CAUSES = (PROGRAM_EXITED, HANG, PEER_MOVED, PREEMPTED, TASK_FAILED)
 _MEMBERS = ("chief", "ps", "worker", "evaluator")
 #: Hosts' clocks differ a little: events this much before ``submitted`` still belong to it (seconds).
 CLOCK_SLACK = 2.0
+#: A recovery this soon (seconds) after a save round's start followed from it (the round before a planned stop).
+SAVE_REACH = 120.0
 #: The most a job's record keeps of its events (bytes of compact JSON).
 LABEL_LIMIT = 32 * 1024
 
@@ -168,14 +181,41 @@ def _recoveries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _saves(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every save round: asked (why, held or not) → saved at a step, or failed (why)."""
+    out: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
+    for e in events:
+        kind = e["kind"]
+        if kind == SAVE_ROUND:
+            current = {"task": e.get("task", ""), "reason": e.get("reason") or e.get("message") or "",
+                       "hold": bool(e.get("hold")), "at": iso(e["time"]), "time": round(e["time"], 3)}
+            out.append(current)
+        elif kind in (SAVED, SAVE_FAILED) and current is not None and "outcome" not in current:
+            current["outcome"] = "saved" if kind == SAVED else "failed"
+            current["seconds"] = round(e["time"] - current["time"], 3)
+            for key in ("step", "path"):
+                if e.get(key) is not None:
+                    current[key] = e[key]
+            if kind == SAVE_FAILED:
+                current["message"] = e.get("message") or ""
+    return out
+
+
 def timeline(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """``{"start": [...], "recoveries": [...]}`` of the job's current deployment (the events since
-    the last ``submitted``; a logdir used by earlier runs of the job holds theirs too)."""
+    """``{"start": [...], "recoveries": [...], "saves": [...]}`` of the job's current deployment (the
+    events since the last ``submitted``; a logdir used by earlier runs of the job holds theirs too).
+    A recovery that began within :data:`SAVE_REACH` s after a round saved says so (``savedStep``)."""
     merged = merge(events)
     submitted = [e["time"] for e in merged if e["kind"] == SUBMITTED]
     if submitted:
         merged = [e for e in merged if e["time"] >= submitted[-1] - CLOCK_SLACK]
-    return {"start": _start(merged), "recoveries": _recoveries(merged)}
+    recoveries, saves = _recoveries(merged), _saves(merged)
+    for r in recoveries:
+        before = [s for s in saves if s.get("outcome") == "saved" and 0 <= r["time"] - s["time"] <= SAVE_REACH]
+        if before:
+            r["savedStep"] = before[-1].get("step")
+    return {"start": _start(merged), "recoveries": recoveries, "saves": saves}
 
 
 _SHORT = {"time": "t", "task": "n", "kind": "k", "message": "m"}

@@ -16,6 +16,8 @@ and transitions").
 ``policy``           what a program's end leads to (pure): Action, Decision, the table, the reasons
 ``jobpolicy``        the job-aware exit policy: each end recorded in the job's ledger, then decided
 ``restarts``         the bootstrap's restart half (Restarter): rounds, in place, backoff, the stop
+``saving``           save rounds: the deciding task's program saves now (on request, before every
+                     planned stop), the job's training held meanwhile, the checkpoint confirmed
 ``budget``           a task's own restart count (RestartBudget) and the one backoff
 ``ledger``           the job's restart ledger: entries, counts, the keeper's Answer, its file
 ``keeper``           the deciding task keeps the ledger (Keeper); the others report to it (Reporter)

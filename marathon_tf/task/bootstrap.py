@@ -65,6 +65,7 @@ from marathon_tf.task.policy import Decision, ExitPolicy, is_decider, startup_re
 from marathon_tf.task.prewarm import Prewarmer
 from marathon_tf.task.rendezvous import DirectRendezvous, Rendezvous, make_rendezvous
 from marathon_tf.task.restarts import Restarter, program_grace
+from marathon_tf.task.saving import HOLD_PATH, SAVE_PATH, Saving, announce_resume
 from marathon_tf.task.status_server import StatusServer, TaskStatus
 from marathon_tf.task.supervisor import Trainer, die_with_parent, relay_stop_signals
 from marathon_tf.task.timeline import TaskEvents
@@ -204,6 +205,8 @@ class Bootstrap:
                                   lambda: self._signum, grace=self.grace, restart_backoff=restart_backoff, clock=clock,
                                   log=_log)
         self.restarts.count_earlier()
+        self.saving = self.restarts.saving = Saving(ctx, self.status, self.observer.events, self.observer.logdir,
+                                                    decider=is_decider(ctx), log=_log, clock=clock)
         self.rendezvous_options: dict = {}  # extra make_rendezvous arguments (tests inject session/events)
         self.admission: AdmissionWatch | None = None
         self.gpu_check_options: dict = {}  # extra gpu_problem arguments (tests inject dev_dir/which/run)
@@ -283,6 +286,8 @@ class Bootstrap:
         if keeper is not None:  # the job's restart ledger (marathon_tf.task.keeper)
             self.server.add_route(LEDGER_PATH, keeper.get)
             self.server.add_post_route(LEDGER_PATH, keeper.post)
+        self.server.add_post_route(SAVE_PATH if self.saving.decider else HOLD_PATH,  # save rounds (task.saving)
+                                   self.saving.post_save if self.saving.decider else self.saving.post_hold)
         _log(f"status on http://{bind}:{self.server.port}/status")
 
     def _members(self) -> tuple[PeerKey | None, list[PeerKey]]:
@@ -312,6 +317,8 @@ class Bootstrap:
             self.status.update(peers=self._named({**self.endpoints, **found}), missing=self._named(missing))
 
         self.restarts.attach(self.rendezvous)
+        self.saving.locate, self.saving.peer_hosts = lambda: getattr(self.rendezvous, "leader_address", None), \
+            self._peer_addresses
         began = self.clock()
         found = self.rendezvous.wait(peers, self.ctx.startup_timeout, on_progress=progress)
         if found is None:
@@ -360,35 +367,21 @@ class Bootstrap:
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
-    def _announce_checkpoint(self) -> None:
-        """Say when the program will find a checkpoint in the logdir to resume from."""
-        if not self.ctx.logdir or self.ctx.role not in ("chief", "worker"):
-            return
-        from marathon_tf.task.checkpoints import newest_checkpoint
-
-        base = self.environ.get("MESOS_SANDBOX") or os.getcwd()
-        found = newest_checkpoint(os.path.join(base, self.ctx.logdir))
-        if found is None:
-            return
-        keras = None if found.epoch is None else f"epoch {found.epoch + 1}" + (
-            f", batch {found.batch + 1}" if found.batch is not None else "")  # as Keras counts them
-        if found.step is not None:
-            _log(f"resumed from checkpoint at step {found.step} (in {self.ctx.logdir}"
-                 + (f": the Keras backup of {keras})" if keras else ")"))
-            self.status.update(resumed_from=found.step)
-        else:
-            _log(f"resumed from the Keras backup ({keras}; in {self.ctx.logdir})")
-
     def _on_step(self, step: int) -> None:
         """A ``step=N`` line of the program: the step and its rate (steps/s over the last minute)."""
         self._printed_steps = True
         self.restarts.stepped()
+        self.saving.stepped()
         rate = self._rate.add(step)
         self.status.update(step=step, steps_per_second=None if rate is None else round(rate, 3))
         if self.watchdog.step(step):
             self.observer.on_step(step)
         if self.prewarmer:
             self.prewarmer.note_step()  # past its start: time to look at the pre-warmed interpreter's memory
+
+    def _on_text(self, text: str) -> None:
+        self.observer.on_text(text)  # TensorFlow naming a peer it waits for
+        self.saving.on_text(text)  # the save hook's lines
 
     def _logdir_step(self) -> None:
         """For programs that print no ``step=N``: the step TensorFlow wrote into the logdir (event files,
@@ -406,12 +399,13 @@ class Bootstrap:
                 self.observer.on_step(step)
 
     def _start_trainer(self) -> Trainer:
-        self._announce_checkpoint()
+        announce_resume(self.ctx, self.environ, self.status, _log)  # the checkpoint it will find, if any
         assert self.spec is not None  # rendered (_render) before any start
         argv = ["/bin/sh", "-c", exec_form(self.spec.argv[0])] if self.shell else self.spec.argv
         trainer = Trainer(argv, self._child_env(self.spec), cwd=self.environ.get("MESOS_SANDBOX") or None,
-                          on_step=self._on_step, on_text=self.observer.on_text, stdout=self.stdout, stderr=self.stderr,
+                          on_step=self._on_step, on_text=self._on_text, stdout=self.stdout, stderr=self.stderr,
                           **({"spawn": self.prewarmer.spawn} if self.prewarmer else {}))
+        self.saving.program_started(trainer)
         self.watchdog.started()
         self.restarts.program_started()
         me, _ = self._members()
@@ -516,6 +510,7 @@ class Bootstrap:
         self._render()
         if not restarts_on_move(self.ctx.role):
             return trainer
+        self.saving.before_move([naming.task_name(*peer) for peer in sorted(moved)])  # the job's checkpoint first
         # A job with a ps loses its variables on any move: every member restarts, the ps included (see
         # restarts_on_move), so nothing can be saved any more; a program given SIGTERM would only wait on
         # the ps (TF1's chief recovering its session to save at its stop) until the grace ends.
@@ -589,6 +584,8 @@ def main(argv: list[str] | None = None) -> int:
         view = JobView(ctx, boot.control.client, boot.status, boot.observer.events, log=_log)
         view.start(boot._stop)  # the job's view: tasks per role, its start, stragglers (marathon_tf.task.jobview)
         boot.control.extra_labels = view.end_labels
+        boot.saving.peer_urls = lambda: view.urls  # the other trainers a save round holds
+        boot.control.goodput = boot.observer.goodput  # the job's goodput, in its record
     restore = relay_stop_signals(boot.request_stop)
     try:
         return boot.run()

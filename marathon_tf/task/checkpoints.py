@@ -62,6 +62,7 @@ class Checkpoint(NamedTuple):
     written: float          # when its index was written (unix time)
     epoch: int | None = None  # a Keras backup's epoch (0-based, as Keras keeps it)
     batch: int | None = None  # ... and its batch in that epoch (0-based)
+    path: str | None = None   # the checkpoint's prefix, as its index names it, under its directory
 
 
 def newest_checkpoint(logdir: str | os.PathLike) -> Checkpoint | None:
@@ -82,11 +83,12 @@ def newest_checkpoint(logdir: str | os.PathLike) -> Checkpoint | None:
     if best is None:
         return None
     number, written, directory, path = best
+    prefix = str(directory / path)
     # BackupAndRestore writes <backup_dir>/chief/ckpt-N: only such an index is opened (a big model's is large)
     keras = keras_backup(directory / path) if directory.name == "chief" else None
     if keras is None:
-        return Checkpoint(number, written)
-    return Checkpoint(keras["step"], written, keras["epoch"], keras["batch"])
+        return Checkpoint(number, written, path=prefix)
+    return Checkpoint(keras["step"], written, keras["epoch"], keras["batch"], prefix)
 
 
 def latest_checkpoint_step(logdir: str | os.PathLike) -> int | None:

@@ -168,6 +168,8 @@ class JobControl:
         #: ``() -> dict | None``: the job's restart counts for the record (set by the bootstrap)
         self.counts: Callable[[], Mapping[str, Any] | None] = lambda: self.keeper.ledger.summary() if self.keeper \
             else None
+        #: ``() -> dict | None``: the job's goodput for the record (the deciding task's observer)
+        self.goodput: Callable[[], Mapping[str, Any] | None] = lambda: None
 
     def await_workers(self, stop: threading.Event) -> tuple[str, str] | None:
         return await_workers(self.client, self.ctx, timeout=self.await_timeout, interval=self.poll_interval,
@@ -204,12 +206,15 @@ class JobControl:
         extra = self.extra_labels(state, reason) if self.extra_labels else None
         if self.keeper is not None:
             self.keeper.ended = True  # the stops that follow are the job's end, not preemptions
-        counts = self.counts()
-        more = {L.RESTARTS: json.dumps(dict(counts), sort_keys=True, separators=(",", ":"))} if counts else None
+        counts, good = self.counts(), self.goodput()
+        more = {L.RESTARTS: json.dumps(dict(counts), sort_keys=True, separators=(",", ":"))} if counts else {}
+        if good:  # the job's goodput at its end (its recoveries are in its events)
+            more[L.GOODPUT] = json.dumps({k: v for k, v in good.items() if k != "recoveries"}, sort_keys=True,
+                                         separators=(",", ":"))
         while not stop.is_set():
             try:
                 wrote = finish_job(self.client, self.ctx.job, state, reason=reason, final_step=final_step,
-                                   now=self.wall, extra=extra, record_extra=more)
+                                   now=self.wall, extra=extra, record_extra=more or None)
             except MarathonError as e:
                 self.log(f"could not record the job as {state} yet ({e.message}); retrying in "
                          f"{self.retry_interval:g} s")

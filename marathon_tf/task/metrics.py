@@ -19,8 +19,8 @@ collector (``prometheus_client``), so a step costs nothing extra: the numbers ex
 ``marathon_tf_checkpoint_step``            gauge  the newest checkpoint's step in the logdir
 ``marathon_tf_checkpoint_age_seconds``     gauge  since it was written
 ``marathon_tf_phase{phase}``               gauge  1 for the current phase: ``waiting_for_peers``,
-                                                  ``starting``, ``training``, ``done``, ``failed``
-                                                  (:meth:`marathon_tf.contract.phases.Phase.metric`)
+                                                  ``starting``, ``training``, ``saving``, ``done``,
+                                                  ``failed`` (:meth:`marathon_tf.contract.phases.Phase.metric`)
 ``marathon_tf_waiting_for_peer{peer}``     gauge  seconds this task has waited for ``peer`` (named
                                                   by TensorFlow or by a look at its TF server)
 =========================================  =====  ====================================================
@@ -28,7 +28,11 @@ collector (``prometheus_client``), so a step costs nothing extra: the numbers ex
 The deciding task adds the job's view (labels ``job``, ``role`` and, per task, ``index``):
 ``marathon_tf_job_tasks{role}``, ``marathon_tf_job_tasks_running{role}`` and
 ``marathon_tf_straggler{role,index}`` (1: the task's step reports came at less than half the median
-of the others of its role for three looks in a row, :mod:`marathon_tf.task.jobview`).
+of the others of its role for three looks in a row, :mod:`marathon_tf.task.jobview`), and the job's
+goodput (:mod:`marathon_tf.contract.goodput`): ``marathon_tf_goodput_ratio`` (training less steps
+trained again, over the wall time since the job was submitted) and
+``marathon_tf_lost_seconds_total{cause}`` (``placement``, ``start``, ``recovery``, ``retrained``,
+``stalled``).
 
 Imported only when ``/metrics`` is first asked for: a task that is never scraped never imports
 ``prometheus_client``.
@@ -43,6 +47,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
+from marathon_tf.contract.goodput import CAUSES
 from marathon_tf.contract.phases import METRIC_PHASES, Phase
 
 __all__ = ["metrics_route", "phase_of", "CONTENT_TYPE"]
@@ -110,6 +115,22 @@ class _Collector:
             w.add_metric(own + [waiting["peer"]], float(waiting.get("seconds") or 0))
             yield w
         yield from _job_view(s.get("job_view"), own[0])
+        yield from _goodput(s.get("goodput"), own)
+
+
+def _goodput(good: dict[str, Any] | None, own: list[str]) -> Iterator[Any]:
+    if not good:
+        return
+    if good.get("ratio") is not None:
+        ratio = GaugeMetricFamily("marathon_tf_goodput_ratio", "The job's training time (less steps trained "
+                                  "again) over its wall time.", labels=_LABELS)
+        ratio.add_metric(own, float(good["ratio"]))
+        yield ratio
+    lost = CounterMetricFamily("marathon_tf_lost_seconds", "The job's wall time not spent training, by cause.",
+                               labels=_LABELS + ["cause"])
+    for cause in CAUSES:
+        lost.add_metric(own + [cause], float((good.get("lostSeconds") or {}).get(cause) or 0.0))
+    yield lost
 
 
 def _job_view(view: dict[str, Any] | None, job: str) -> Iterator[Any]:

@@ -14,9 +14,15 @@
   which the watchdog's verdict names too;
 * whether the program's TF server answers yet (``server_up``: a look at its own port, as at a peer's);
 * the newest checkpoint (the deciding task only: one look at the logdir every 10 s);
+* the job's goodput (the deciding task only: :func:`marathon_tf.contract.goodput.goodput` of the
+  job's events, every :data:`_GOODPUT_EVERY` s, and once more for the record at the job's end);
 
 and records the task's events (:class:`marathon_tf.task.timeline.TaskEvents`) for the job's
-timeline. Clocks and the probe are injected.
+timeline and goodput: an end of the program carries the step it had reached, its rate and how long
+it had not stepped (``step``, ``rate``, ``stalled``); a start the checkpoint step it resumes from
+(``resumed``); steps that come again after a pause far longer than usual (:data:`STALL_MIN` s and
+:data:`STALL_FACTOR` × the usual interval) a ``stalled`` event with the seconds lost. Clocks and the
+probe are injected.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from collections import deque
 from typing import Any, Callable, Mapping, cast
 
 from marathon_tf.contract import timeline as T
+from marathon_tf.contract.goodput import goodput
+from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task import peers as P
 from marathon_tf.task.status_server import TaskStatus
@@ -35,12 +43,15 @@ from marathon_tf.task.tflog import TFLogWatcher
 from marathon_tf.task.timeline import TaskEvents
 from marathon_tf.task.watchdog import WATCHED_ROLES, ProgressWatchdog
 
-__all__ = ["TaskObserver", "REPORT_WINDOW"]
+__all__ = ["TaskObserver", "REPORT_WINDOW", "STALL_MIN", "STALL_FACTOR"]
 
 #: Step reports are counted over this many seconds.
 REPORT_WINDOW = 20.0
+#: A pause between two steps is a stall when it lasts this many seconds and this many usual intervals.
+STALL_MIN, STALL_FACTOR = 2.0, 10.0
 _UPDATE_EVERY = 1.0
 _CHECKPOINT_EVERY = 10.0
+_GOODPUT_EVERY = 5.0
 
 
 class TaskObserver:
@@ -58,7 +69,8 @@ class TaskObserver:
         self._run_started: float | None = None
         self._first_step_seen = False
         self._run = 0
-        self._next_update = self._next_checkpoint = 0.0
+        self._next_update = self._next_checkpoint = self._next_goodput = 0.0
+        self._last_step_at: float | None = None
         self._waiting_peer: str | None = None
         self._own_address: str | None = None
         self._server_look: int | None = None  # the run whose TF server is being looked for
@@ -77,12 +89,14 @@ class TaskObserver:
         with self._lock:
             self._run += 1
             self._run_started, self._first_step_seen = self.clock(), False
+            self._last_step_at = None
             self._reports.clear()
         self.tflog.clear()
         self._server_up = False if own_address and self.ctx.role != "tensorboard" else None
         self.status.update(first_step_at=None, waiting_for=None, server_up=self._server_up)
         self.events.record(T.PROGRAM_STARTED, "training program started" + (f" (restart {restarts})" if restarts
-                                                                           else ""), restart=restarts)
+                                                                           else ""), restart=restarts,
+                           resumed=self.status.light().get("resumed_from"))
         if own_address and self.ctx.role != "tensorboard":
             self._own_address, self._server_look = own_address, self._run
             threading.Thread(target=self._await_server, args=(self._run,), name="server-look", daemon=True).start()
@@ -94,6 +108,11 @@ class TaskObserver:
             first = not self._first_step_seen
             self._first_step_seen = True
             self._reports.append(now)
+            gap, self._last_step_at = (now - self._last_step_at if self._last_step_at is not None else 0.0), now
+        usual = self.watchdog.usual_interval() or 0.0
+        if gap >= STALL_MIN and gap >= STALL_FACTOR * usual and self.ctx.role in WATCHED_ROLES:
+            self.events.record(T.STALLED, f"step {step} came after {gap:.1f} s without a step (usually {usual:.2f} s)",
+                               seconds=round(gap - usual, 3), step=step)
         if first:
             self.status.update(first_step_at=round(self.wall(), 3))
         if first and self.ctx.role in WATCHED_ROLES:  # (a ps's step is the logdir's, not its program's)
@@ -107,23 +126,31 @@ class TaskObserver:
         """The program ended; ``kind``: ``failure``, ``preemption`` or ``infrastructure``; ``failure``:
         whether it counts as one of the task's failures (a consequence of another end does not)."""
         self._server_look = None
+        where = self._where()
         self.status.update(stall_seconds=None, waiting_for=None, report_rate=None)
         if code == 0:
             return  # (its finish is an event of its own)
         if kind == "preemption":
             self.status.add("preemptions")
-            self.events.record(T.PREEMPTED, message or f"training program preempted (exit {code})", code=code)
+            self.events.record(T.PREEMPTED, message or f"training program preempted (exit {code})", code=code, **where)
             return
         if failure and kind == "failure":
             self.status.add("failures")
-        self.events.record(T.PROGRAM_EXITED, message or f"training program exited with {code}", code=code)
+        self.events.record(T.PROGRAM_EXITED, message or f"training program exited with {code}", code=code, **where)
+
+    def _where(self) -> dict[str, Any]:
+        """Where the program was when it ended: its step, rate and seconds since its last step (goodput)."""
+        light = self.status.light()
+        with self._lock:
+            stalled = None if self._last_step_at is None else round(self.clock() - self._last_step_at, 3)
+        return {"step": light.get("step"), "rate": light.get("steps_per_second"), "stalled": stalled}
 
     def hang(self, verdict: str) -> str:
         """The watchdog's verdict, with the peer this task waits for when it is known; recorded."""
         waiting = self.diagnosis.waiting_for()
         if waiting:
             verdict = f"{verdict}; waiting for {waiting['peer']} ({waiting['why']})"
-        self.events.record(T.HANG, verdict, peer=(waiting or {}).get("peer"))
+        self.events.record(T.HANG, verdict, peer=(waiting or {}).get("peer"), **self._where())
         return verdict
 
     def peer_moved(self, peer: str, old: str, new: str) -> None:
@@ -141,6 +168,7 @@ class TaskObserver:
             return
         self._next_update = now + _UPDATE_EVERY
         fields: dict[str, Any] = {}
+        running = running and self.status.light().get("phase") != Phase.SAVING  # held for a save round: no stall
         if running:
             stalled, step = self.watchdog.stalled_for()
             limit = self.watchdog.progress_limit() if step is not None else None
@@ -164,7 +192,14 @@ class TaskObserver:
 
             found = newest_checkpoint(self.logdir)
             fields["checkpoint"] = {"step": found[0], "written_at": round(found[1], 3)} if found else None
+        if self.decider and now >= self._next_goodput:
+            self._next_goodput = now + _GOODPUT_EVERY
+            fields["goodput"] = self.goodput()
         self.status.update(**fields)
+
+    def goodput(self) -> dict[str, Any] | None:
+        """The job's goodput now, from its events (the deciding task's: see :mod:`marathon_tf.contract.goodput`)."""
+        return goodput(self.events.shared() or self.events.mine(), self.ctx.task, self.wall())
 
     def _report_rate(self, now: float) -> float | None:
         with self._lock:

@@ -58,7 +58,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from marathon_tf.contract import labels as L
+from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.shellexec import signal_name
 from marathon_tf.contract.taskenv import TaskContext
@@ -177,8 +177,9 @@ class Decision:
 
 
 def decider_task(completion: str) -> str:
-    """The task whose program's exit 0 ends the job: ``chief-0`` for ``chief``, else ``worker-0``."""
-    return "chief-0" if completion == "chief" else "worker-0"
+    """The task whose program's exit 0 ends the job: ``chief-0`` for ``chief``, else ``worker-0``
+    (:func:`marathon_tf.contract.naming.deciding_task`, the one rule both sides read)."""
+    return naming.deciding_task(completion)
 
 
 def is_decider(ctx: TaskContext) -> bool:

@@ -28,6 +28,7 @@ from marathon_tf.task.observer import TaskObserver
 from marathon_tf.task.policy import Action, Decision, ExitPolicy
 from marathon_tf.task.rendezvous import LeaderRendezvous, Rendezvous
 from marathon_tf.task.rendezvous.view import names
+from marathon_tf.task.saving import AFTER_SAVE_GRACE, Saving, round_budget
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.supervisor import Trainer
 from marathon_tf.task.tflog import RESTARTED
@@ -66,6 +67,8 @@ class Restarter:
         self._stop, self._signum, self.grace, self.restart_backoff = stop, signum, grace, restart_backoff
         self.clock, self.log = clock, log
         self.rendezvous: Rendezvous | None = None
+        #: the task's part in save rounds: a planned stop asks for one first (set by the bootstrap)
+        self.saving: Saving | None = None
         self._round: tuple[str | None, int] = (None, 0)  # (rendezvous leader, generation) the program runs in
         self._streak, self._run_started, self._stepped = 0, 0.0, False
         self._peer_restarts: list[float] = []  # when the coordinator was restarted for a peer's restart
@@ -263,10 +266,12 @@ class Restarter:
 
     # -- the task is stopped ------------------------------------------------------------------------------
     def stopped(self, trainer: Trainer) -> int:
-        """The bootstrap was told to stop (SIGTERM: the task is killed, with its grace period): the
-        program gets the signal at once and the grace, while the keeper is told (it decides whether
-        it was a preemption, not when marathon-tf asked: the job's end, a new app version). The
-        program's exit code."""
+        """The bootstrap was told to stop (SIGTERM: the task is killed, with its grace period): first a save
+        round (:meth:`marathon_tf.task.saving.Saving.before_stop`: the deciding task has its program save
+        while this task's program, a ps included, still serves), then the program gets the signal and
+        the rest of the grace (at most :data:`~marathon_tf.task.saving.AFTER_SAVE_GRACE` s once the round
+        saved), while the keeper is told (it decides whether it was a preemption, not when marathon-tf
+        asked: the job's end, a new app version). The program's exit code."""
         signum = self._signum() or signal.SIGTERM
         name = signal_name(signum)
         telling = None
@@ -274,8 +279,21 @@ class Restarter:
             telling = threading.Thread(target=self.policy.stopped, args=(None, self._round[1], f"stopped by {name} "
                                        f"(its task was killed)"), daemon=True, name="ledger-report")
             telling.start()
-        self.log(f"stopped by {name}: the training program gets it now and {self.grace:g} s to save and exit")
-        code = trainer.stop(self.grace, signum)
+        began = self.clock()
+        saved = None
+        if self.saving is not None and signum == signal.SIGTERM and trainer.wait(timeout=0) is None:
+            self.log(f"stopped by {name}: a save round first (at most {round_budget(self.grace):g} s of the "
+                     f"{self.grace:g} s grace)")
+            saved = self.saving.before_stop(round_budget(self.grace))
+        left = max(0.0, self.grace - (self.clock() - began))
+        if saved is not None and saved.ok:
+            left = min(left, AFTER_SAVE_GRACE)
+            self.log(f"stopped by {name}: the job's checkpoint at step {saved.step} is saved ({saved.path}); the "
+                     f"training program gets it now and {left:g} s to exit")
+        else:
+            self.log(f"stopped by {name}: " + (f"no save round ({saved.message}); " if saved is not None else "")
+                     + f"the training program gets it now and {left:g} s to save and exit")
+        code = trainer.stop(left, signum)
         self.status.update(exit_code=code)
         self.log(f"stopped by signal {signum}; training program exited with {code}")
         if telling is not None:

@@ -47,6 +47,9 @@ class TaskStatus:
             "failures": 0, "preemptions": 0, "target_step": None, "first_step_at": None, "stall_seconds": None,
             "progress_limit": None, "waiting_for": None, "report_rate": None, "checkpoint": None,
             "server_up": None, "job_view": None, "ledger": None,
+            # save rounds (marathon_tf.task.saving): whether the program has the save hook (None: not
+            # known yet), the last checkpoint a round confirmed; the job's goodput (the deciding task)
+            "save_hook": None, "last_save": None, "goodput": None,
         }
         self._healthy = True
 

@@ -136,6 +136,9 @@ class Trainer:
         self._spawn_error: int | None = None
         #: the signal that ended the program (None: it exited, or runs)
         self.killed_by: int | None = None
+        #: the program is paused for a save round (:mod:`marathon_tf.task.saving`): ``"self"`` (it paused
+        #: itself after it saved, at a step boundary), ``"outside"`` (frozen where it was), None (it runs)
+        self.held: str | None = None
 
     @property
     def pid(self) -> int | None:
@@ -148,7 +151,7 @@ class Trainer:
         with self._tail_lock:
             self._tail.clear()
         self._spawn_error = None
-        self.killed_by = None
+        self.killed_by = self.held = None
         try:
             self.proc = self.spawn(self.argv, self.env, self.cwd)
         except OSError as e:
@@ -239,12 +242,32 @@ class Trainer:
         """Kill what the program left behind in its process group."""
         self._signal_group(signal.SIGKILL)
 
+    def send(self, sig: int) -> None:
+        """``sig`` to the program's process group, if it runs (a save round's SIGUSR1, SIGSTOP, SIGCONT)."""
+        if self.proc is not None and self._spawn_error is None and self.proc.poll() is None:
+            self._signal_group(sig)
+
+    def hold(self, how: str) -> None:
+        """Pause the program (SIGSTOP) for a save round; ``how``: ``"self"`` or ``"outside"`` (see ``held``)."""
+        self.send(signal.SIGSTOP)
+        self.held = how
+
+    def resume(self) -> None:
+        """Let a held program go on (SIGCONT)."""
+        if self.held is not None:
+            self.held = None
+            self.send(signal.SIGCONT)
+
     def stop(self, grace: float, sig: int = signal.SIGTERM) -> int:
-        """Send ``sig`` to the program's group, SIGKILL it after ``grace`` seconds; its exit status."""
+        """Send ``sig`` to the program's group, SIGKILL it after ``grace`` seconds; its exit status. A
+        program held for a save round (``held``) is killed at once: the round saved the job's checkpoint at
+        the step it is held at, and continued it would train (or save) past the checkpoint to be restored."""
         if self._spawn_error is not None:
             return self._spawn_error
         assert self.proc is not None, "not started"
-        if self.proc.poll() is None:
+        if self.held is not None and self.proc.poll() is None:
+            self._signal_group(signal.SIGKILL)
+        elif self.proc.poll() is None:
             self._signal_group(sig)
             self._signal_group(signal.SIGCONT)  # a stopped (SIGSTOP, hung) program must see it
             try:

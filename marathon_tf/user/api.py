@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Un
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.errors import UsageError
-from marathon_tf.user.results import (Deployment, JobStatus, JobSummary, LocalRunResult, LogLine, ScaleResult)
+from marathon_tf.user.results import (Checkpoint, Deployment, JobStatus, JobSummary, LocalRunResult, LogLine,
+                                      ScaleResult)
 from marathon_tf.user.spec import JobSpec
 
 if TYPE_CHECKING:
@@ -315,7 +316,24 @@ class Marathon:
             return ScaleResult(job=name, changed=False, **tasks)
         return ScaleResult(job=name, changed=True, deployment_id=result.deployment_id, plan=result.plan,
                            group_id=result.group_id, version=result.version, admission=result.admission,
-                           admission_note=result.admission_note, **tasks)
+                           admission_note=result.admission_note, saved=result.saved, save_note=result.save_note,
+                           **tasks)
+
+    def checkpoint(self, job: Optional[str] = None, *, timeout: Optional[float] = None) -> Checkpoint:
+        """Have the job save a checkpoint now, without stopping it (``marathon-tf checkpoint``): its
+        deciding task asks its program through the save hook (docs/restarts.md) and confirms the
+        checkpoint in the logdir. :class:`~marathon_tf.contract.errors.SaveFailed` with the reason when
+        it cannot (its program has no save hook, none runs now, not within ``timeout`` s)."""
+        from marathon_tf.marathon.jobstate import stored_spec
+        from marathon_tf.user import jobs, localstate
+        from marathon_tf.user.render import task_apps
+
+        name = self.resolve(job, verb="checkpoint")
+        saved = jobs.save_round(self.client, name, timeout=timeout or jobs.SAVE_TIMEOUT)
+        spec = stored_spec(task_apps(self.client.get_group(naming.group_id(name))).values())
+        where = localstate.deployed_logdir(spec, localstate.work_dir(self.client), name) if spec.get("logdir") else None
+        return Checkpoint(job=name, task=saved["task"], step=saved.get("step"), path=saved.get("path"),
+                          seconds=float(saved.get("seconds") or 0.0), logdir_path=where)
 
     def logs(self, job: str, task: Optional[str] = None, *, stream: str = "both", tail: Optional[int] = None,
              follow: bool = False, previous: bool = False, since: Optional[float] = None, agent_port: int = 5051,
@@ -334,10 +352,12 @@ class Marathon:
             for line in text.splitlines():
                 yield LogLine(name, which, line)
 
-    def delete(self, job: str, *, force: bool = False, purge: bool = False) -> dict[str, Any]:
+    def delete(self, job: str, *, force: bool = False, purge: bool = False, save: bool = False) -> dict[str, Any]:
         """Stop every task of the job and remove its group. ``purge``: also remove its volumes, which
         only the local runner keeps where marathon-tf can reach them (a cluster's are refused before
-        anything is deleted)."""
+        anything is deleted). ``save``: have the job save a checkpoint first (:meth:`checkpoint`; ``saved``
+        in the answer), to resume from with ``deploy(resume=True)``; a job that cannot is not deleted
+        (:class:`~marathon_tf.contract.errors.SaveFailed`)."""
         from marathon_tf.user import jobs, localstate
 
         name = job.strip("/")
@@ -346,8 +366,7 @@ class Marathon:
             raise UsageError(f"--purge: the volumes of {name} are on {self.url}'s agents, which marathon-tf "
                              f"cannot reach from here; nothing was deleted",
                              hint="delete without --purge, and remove the volume's host_path on the agents")
-        body = jobs.delete(self.client, name, force=force)
-        body = body if isinstance(body, dict) else {}
+        body = jobs.delete(self.client, name, force=force, save=save)
         if purge and work is not None:  # (purge: a work dir, else refused above)
             from marathon_tf.user import redeploy
 
@@ -395,8 +414,12 @@ class JobHandle:
     def scale(self, *changes: str, **counts: Union[int, str]) -> ScaleResult:
         return self.marathon.scale(self.name, *changes, **cast("dict[str, Any]", counts))  # role=N, passed on
 
-    def delete(self, *, force: bool = False, purge: bool = False) -> dict[str, Any]:
-        return self.marathon.delete(self.name, force=force, purge=purge)
+    def checkpoint(self, *, timeout: Optional[float] = None) -> Checkpoint:
+        """Save a checkpoint now (see :meth:`Marathon.checkpoint`)."""
+        return self.marathon.checkpoint(self.name, timeout=timeout)
+
+    def delete(self, *, force: bool = False, purge: bool = False, save: bool = False) -> dict[str, Any]:
+        return self.marathon.delete(self.name, force=force, purge=purge, save=save)
 
 
 class LocalCluster(Marathon):

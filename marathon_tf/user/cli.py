@@ -481,6 +481,8 @@ def scale(connection, args, job, force, dry_run, wait, timeout, mesos_url, wait_
     result = marathon.scale(job, *args, templates_dir=templates_dir, force=force, dry_run=dry_run,
                             wait_for_resources=wait_for_resources)
     _say_admission(result.admission, result.admission_note)
+    if result.saved or result.save_note:
+        output.info(output.saved_first(result.saved, result.save_note))
     if fmt == "json":
         output.emit_json(result.to_dict())
     elif not result.changed:
@@ -574,17 +576,44 @@ def list_jobs(connection, fmt, timeout) -> None:
 @click.option("--purge", is_flag=True,
               help="Also remove the job's volumes (its checkpoints), once its tasks stopped: local jobs only "
                    "(`local serve`); a cluster's are on the agents.")
+@click.option("--save", is_flag=True,
+              help="Have the job save a checkpoint first (as `marathon-tf checkpoint`), to resume from with "
+                   "`deploy --resume`; a job that cannot is not deleted (exit 1, with why).")
 @_verb_timeout_opt
-def delete(connection, job, force, fmt, purge, timeout) -> None:
+def delete(connection, job, force, fmt, purge, save, timeout) -> None:
     """Delete JOB: stop all its tasks and remove its group (and, with --purge, its local volumes)."""
     from marathon_tf.user import output
 
-    body = connection.marathon(limit=timeout or VERB_LIMIT).delete(job, force=force, purge=purge)
+    if save and purge:
+        raise UsageError("--save and --purge: a checkpoint saved first would be removed with the volumes; give one")
+    body = connection.marathon(limit=timeout or VERB_LIMIT).delete(job, force=force, purge=purge, save=save)
+    if body.get("saved"):
+        output.info(output.saved_first(body["saved"], None))
     if fmt == "json":
         output.emit_json(body)
     else:
         click.echo(f"deleted {job}" + (f" (deployment {body.get('deploymentId')})" if body.get("deploymentId") else "")
                    + (f"; removed {body['purged']}" if body.get("purged") else "; it had no volumes" if purge else ""))
+
+
+@cli.command(context_settings=_CTX)
+@click.argument("job", required=False)
+@_connection_options
+@_output_opt
+@click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
+              help="How long the save may take (default 120s); past it, exit 1 and the job goes on.")
+def checkpoint(connection, job, fmt, timeout) -> None:
+    """Have JOB save a checkpoint now, without stopping it: its deciding task asks its program through
+    the save hook (docs/restarts.md) and confirms the checkpoint in the logdir. Prints the step and the
+    path; exit 1 with the reason when the job cannot (its program has no save hook, none runs now)."""
+    from marathon_tf.user import output
+
+    marathon = connection.marathon(limit=None)
+    saved = marathon.checkpoint(job, timeout=timeout)
+    if fmt == "json":
+        output.emit_json(saved.to_dict())
+    else:
+        click.echo(output.checkpoint_text(saved))
 
 
 @cli.command(context_settings=_CTX)

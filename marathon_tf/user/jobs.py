@@ -1,5 +1,6 @@
 """What the verbs do, on top of the Marathon client: what this Marathon refuses of a job, the PUT of
-its group, finding jobs, scale, delete. Returns plain data; never prints (the CLI does). A job's
+its group, finding jobs, a checkpoint now (:func:`save_round`: the job's deciding task runs a save
+round, :mod:`marathon_tf.task.saving`), scale, delete. Returns plain data; never prints (the CLI does). A job's
 status is :mod:`marathon_tf.user.status`; the deploy use case (render once, admission once, put,
 follow) is :mod:`marathon_tf.user.pipeline`.
 """
@@ -12,9 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, cast
 
 from marathon_tf.contract import labels as L, naming
-from marathon_tf.contract.errors import MarathonNotFound, SpecError, UsageError
+from marathon_tf.contract.errors import MarathonNotFound, SaveFailed, SpecError, UsageError
+from marathon_tf.marathon import transport
 from marathon_tf.marathon.client import Client
-from marathon_tf.marathon.jobstate import job_state
+from marathon_tf.marathon.jobstate import job_state, stored_spec
+from marathon_tf.marathon.record import GROUP_EMBEDS
+from marathon_tf.marathon.tasks import newest_running, task_url
 from marathon_tf.user.render import LABEL_PREFIX, SPEC_LABEL, render_group, task_apps
 from marathon_tf.user.spec import MAX_COUNT, JobSpec, load_dict, with_counts
 from marathon_tf.user.spec.hints import closest
@@ -22,8 +26,13 @@ from marathon_tf.user.status import job_status
 
 __all__ = [
     "DeployResult", "check_deployable", "deploy", "put", "find_jobs", "resolve_job", "deployed_spec",
-    "parse_scale_args", "ScalePlan", "plan_scale", "scale", "delete",
+    "parse_scale_args", "ScalePlan", "plan_scale", "scale", "delete", "save_round", "SAVE_TIMEOUT",
 ]
+
+#: Seconds a save round asked from here may take (the program's next step boundary, its save, the look).
+SAVE_TIMEOUT = 120.0
+#: ... before a scale, which goes on without it.
+SCALE_SAVE_TIMEOUT = 30.0
 
 
 @dataclass
@@ -36,6 +45,8 @@ class DeployResult:
     group: dict[str, Any] = field(default_factory=dict)
     admission: str | None = None  # the capacity check: the job does not fit what is free now (it waits)
     admission_note: str | None = None  # why the capacity was not checked (the master cannot be read)
+    saved: dict[str, Any] | None = None  # scale: the checkpoint saved before the PUT (save_round)
+    save_note: str | None = None  # scale: why none was saved first
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"job": self.job, "groupId": self.group_id}
@@ -275,13 +286,64 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
                               # task names naming.task_name made (task_apps): they parse
                               starting=[cast(tuple[str, int], naming.parse_task_name(t)) for t in plan.start],
                               mesos=mesos)
+    saved, note = None, None
+    if not dry_run and not ended and (plan.stop or plan.restart):  # the tasks that stop: the job's checkpoint first
+        change = ", ".join(f"{r} {spec.counts().get(r, 0)} → {new_spec.counts().get(r, 0)}" for r in changes)
+        try:
+            saved = save_round(client, job, reason=f"marathon-tf scale ({change})", timeout=SCALE_SAVE_TIMEOUT)
+        except SaveFailed as e:  # (a program without the save hook: scaled as before, from its last checkpoint)
+            note = e.message
     result = put(client, job, new_group, force=force, dry_run=dry_run)
     result.admission, result.admission_note = verdict.shortfall, verdict.note
+    result.saved, result.save_note = saved, note
     return plan, result
 
 
-def delete(client: Client, job: str, *, force: bool = False) -> dict[str, Any]:
+def delete(client: Client, job: str, *, force: bool = False, save: bool = False) -> dict[str, Any]:
+    """Delete the job's group; ``save``: have it save a checkpoint first (:func:`save_round`; a job that
+    cannot is not deleted: :class:`SaveFailed`). The answer has the checkpoint in ``saved``."""
+    saved = save_round(client, job, reason="marathon-tf delete --save") if save else None
     try:
-        return client.delete_group(naming.group_id(job), force=force)
+        body = client.delete_group(naming.group_id(job), force=force)
     except MarathonNotFound:
         raise UsageError(f"job {job!r} does not exist on {client.url}") from None
+    body = body if isinstance(body, dict) else {}
+    return {**body, "saved": saved} if saved else body
+
+
+# ----------------------------------------------------------------------------- a checkpoint now
+
+
+def save_round(client: Client, job: str, *, reason: str = "marathon-tf checkpoint",
+               timeout: float = SAVE_TIMEOUT) -> dict[str, Any]:
+    """Have the job save a checkpoint now, without stopping it: ``POST /save`` to its deciding task
+    (:func:`marathon_tf.contract.naming.deciding_task`), which asks its program through the save hook
+    and confirms the checkpoint in the logdir. ``{"task", "step", "path", "seconds"}``;
+    :class:`SaveFailed` with the reason when it cannot (no hook, no program running, not in time)."""
+    try:
+        group = client.get_group(naming.group_id(job), embed=GROUP_EMBEDS)
+    except MarathonNotFound:
+        raise UsageError(f"job {job!r} does not exist on {client.url}",
+                         hint="see the jobs with: marathon-tf list") from None
+    apps = task_apps(group)
+    state = job_state(apps.values())
+    if state in (L.JobState.SUCCEEDED, L.JobState.FAILED, L.JobState.NOT_PLACED, L.JobState.QUEUED,
+                 L.JobState.STOPPED):
+        raise SaveFailed(f"job {job} is {state}: no program runs that could save")
+    decider = naming.deciding_task(str(stored_spec(apps.values()).get("completion") or ""))
+    app = apps.get(decider)
+    task = newest_running(app)
+    url = task_url(app, task, "status", "/save") if app is not None and task is not None else None
+    if url is None:
+        raise SaveFailed(f"job {job}: its deciding task {decider} is not running, so nothing can be saved now",
+                         hint=f"see why with: marathon-tf status {job}")
+    code, body, why = transport.post_json(url, {"job": job, "reason": reason, "hold": False, "timeout": timeout},
+                                          timeout=timeout + 10)
+    if code is None:
+        raise SaveFailed(f"job {job}: its deciding task {decider} did not answer the save request ({why})")
+    if code == 200 and isinstance(body, dict) and body.get("ok"):
+        return {"task": decider, **{k: body.get(k) for k in ("step", "path", "seconds")}}
+    message = body.get("message") if isinstance(body, dict) else transport.oneline(str(body))[:300]
+    raise SaveFailed(f"job {job} could not save a checkpoint: {message or f'HTTP {code}'}",
+                     hint="the save hook a program implements: docs/restarts.md" if "save hook" in str(message)
+                     else None)

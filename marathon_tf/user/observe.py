@@ -9,7 +9,9 @@ Pure annotators: they take a status being built from one look at the job
 * :func:`annotate` turns them into ``waits`` (``worker-1 waiting 45s for ps-0 (ps-0: Staging on
   agent-2)``, the peer's state from Marathon: its task's state and host, or why it is not placed,
   from ``/v2/queue``, or what its own bootstrap says) and ``stragglers``;
-* :func:`restarts`: the job's failures and preemptions against its restart budget.
+* :func:`restarts`: the job's failures and preemptions against its restart budget;
+* :func:`saving`: the job's goodput (the record's once it ended, else the deciding task's), the
+  checkpoint its last save round confirmed, and whether its deciding task's program has the save hook.
 
 Returns data and text; never prints. What ``deploy --local`` and ``local serve`` print once (where to
 scrape a job's metrics, its TensorBoard) is :mod:`marathon_tf.user.announce`.
@@ -23,7 +25,7 @@ from typing import Any, Mapping
 from marathon_tf.contract.progress import duration, median
 from marathon_tf.marathon.queue import placement
 
-__all__ = ["take_probe", "annotate", "restarts", "peer_state"]
+__all__ = ["take_probe", "annotate", "restarts", "saving", "peer_state"]
 
 
 def take_probe(row: dict[str, Any], result: Mapping[str, Any]) -> None:
@@ -38,6 +40,33 @@ def take_probe(row: dict[str, Any], result: Mapping[str, Any]) -> None:
         row["preemptions"] = result["preemptions"]
     if isinstance(result.get("ledger"), dict):  # the deciding task keeps the job's restart ledger
         row["_ledger"] = result["ledger"]
+    if result.get("save_hook") is not None:  # whether its program has the save hook (marathon_tf.task.saving)
+        row["saveHook"] = bool(result["save_hook"])
+    for key, shown in (("goodput", "_goodput"), ("last_save", "_lastSave")):  # the deciding task's
+        if isinstance(result.get(key), dict):
+            row[shown] = result[key]
+
+
+def saving(status: dict[str, Any], recorded: str | None, decider: str) -> None:
+    """``goodput`` (the record's ``marathon-tf/goodput`` once the job ended, else what the deciding task
+    computes), ``lastSave`` and ``saveHook`` (``{"task", "declared"}``: whether the deciding task's program
+    said it has the save hook) in a status being built."""
+    good = None
+    if recorded:
+        try:
+            good = json.loads(recorded)
+        except ValueError:
+            good = None
+    for row in status.get("tasks") or []:
+        good = good or row.get("_goodput")
+        if row.get("_lastSave"):
+            status["lastSave"] = {"task": row["task"], **row["_lastSave"]}
+        row.pop("_goodput", None)
+        row.pop("_lastSave", None)
+        if row["task"] == decider and row.get("saveHook") is not None:
+            status["saveHook"] = {"task": decider, "declared": row["saveHook"]}
+    if isinstance(good, dict) and "lostSeconds" in good:
+        status["goodput"] = good
 
 
 _BUDGET_KEYS = {"failures": "failures", "max_failures": "maxFailures", "window_seconds": "windowSeconds",

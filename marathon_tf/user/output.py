@@ -202,6 +202,16 @@ def _header(status: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("resumed", f"from checkpoint at step {status['resumedFrom']}"))
     if status.get("restartBudget"):
         rows.append(("restarts", restarts_text(status["restartBudget"])[len("restarts "):]))
+    if status.get("goodput"):
+        rows.append(("goodput", goodput_text(status["goodput"])[len("goodput "):]))
+    hook = status.get("saveHook") or {}
+    if hook.get("declared") is False:  # said once: planned stops keep today's behaviour
+        rows.append(("save hook", f"none: {hook.get('task')}'s program declares no save hook, so planned stops "
+                                  f"cannot have it save first (they resume from its last checkpoint; "
+                                  f"docs/restarts.md)"))
+    elif status.get("lastSave"):
+        last = status["lastSave"]
+        rows.append(("saved", f"checkpoint at step {last.get('step')} ({last.get('path')}; {last.get('reason')})"))
     for key, label in (("startedAt", "started"), ("finishedAt", "finished"), ("reason", "reason"),
                        ("tensorboard", "TensorBoard")):
         if status.get(key) is not None:
@@ -308,6 +318,38 @@ def clean_report(home, removed: list, kept: list, *, dry_run: bool) -> None:
                                      else f"idle only {duration(time.time() - run.last_active)}"))
     if not removed:
         info(f"no ended run to remove in {home}")
+
+
+def goodput_text(good: Mapping[str, Any]) -> str:
+    """``goodput 93.1% (lost: placement 40s, start 41s, recovery 12s, retrained 0s)`` (stalled when any)."""
+    from marathon_tf.contract.goodput import CAUSES
+
+    lost = good.get("lostSeconds") or {}
+    parts = [f"{cause} {_whole(lost.get(cause) or 0.0)}" for cause in CAUSES
+             if cause != "stalled" or lost.get(cause)]
+    ratio = good.get("ratio")
+    return f"goodput {'?' if ratio is None else f'{100 * ratio:.1f}%'} (lost: {', '.join(parts)})"
+
+
+def _whole(seconds: float) -> str:
+    from marathon_tf.contract.progress import duration
+
+    return f"{seconds:.0f}s" if seconds < 60 else duration(seconds)
+
+
+def saved_first(saved: Mapping[str, Any] | None, note: str | None) -> str:
+    """What a scale or a delete --save says of the checkpoint it had the job save first."""
+    if saved:
+        return (f"saved a checkpoint first: step {saved.get('step')}, {saved.get('path')} (by {saved.get('task')} in "
+                f"{float(saved.get('seconds') or 0):.1f}s)")
+    return f"no checkpoint saved first ({note}): the job resumes from its last one"
+
+
+def checkpoint_text(saved: Any) -> str:
+    """``checkpoint of mnist at step 3012: ckpt/model.ckpt-3012 (saved by chief-0 in 0.4s)`` (+ where it is)."""
+    where = f"\n  the logdir: {saved.logdir_path}" if saved.logdir_path else ""
+    return (f"checkpoint of {saved.job} at step {saved.step}: {saved.path} (saved by {saved.task} in "
+            f"{saved.seconds:.1f}s){where}")
 
 
 def _seconds(x: float | None) -> str:

@@ -13,7 +13,8 @@ from typing import Any, NamedTuple, Optional
 from marathon_tf.contract.errors import JobFailed, MarathonTFError, NotPlaced
 from marathon_tf.contract.labels import RECORDED, JobState
 
-__all__ = ["TaskStatus", "JobStatus", "JobSummary", "Deployment", "ScaleResult", "LogLine", "LocalRunResult"]
+__all__ = ["TaskStatus", "JobStatus", "JobSummary", "Deployment", "ScaleResult", "Checkpoint", "LogLine",
+           "LocalRunResult"]
 
 _STATES = {s.value for s in JobState}
 
@@ -169,6 +170,10 @@ class ScaleResult:
     admission: Optional[str] = None
     #: Why the capacity was not checked (the Mesos master cannot be read); not in :meth:`to_dict`.
     admission_note: Optional[str] = None
+    #: The checkpoint the job saved before the change (``{"task", "step", "path", "seconds"}``), or None.
+    saved: Optional[dict[str, Any]] = None
+    #: Why no checkpoint was saved first (its program has no save hook, …): it resumes from its last one.
+    save_note: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"job": self.job, "changed": self.changed,
@@ -182,6 +187,32 @@ class ScaleResult:
             out.update(deploymentId=self.deployment_id, version=self.version)
         if self.admission:
             out["admission"] = self.admission
+        if self.saved:
+            out["saved"] = self.saved
+        if self.save_note:
+            out["saveNote"] = self.save_note
+        return out
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint a job saved when asked (``marathon-tf checkpoint -o json``, ``JobHandle.checkpoint()``):
+    its global ``step`` and ``path`` (under the task's sandbox: the job's logdir first, e.g.
+    ``ckpt/model.ckpt-3012``), the ``task`` whose program saved it, how long the round took
+    (``seconds``); ``logdir_path``: where the logdir is on this machine (a local job) or on the agents."""
+
+    job: str
+    task: str
+    step: Optional[int]
+    path: Optional[str]
+    seconds: float = 0.0
+    logdir_path: Optional[str] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"job": self.job, "task": self.task, "step": self.step, "path": self.path,
+                               "seconds": self.seconds}
+        if self.logdir_path:
+            out["logdirPath"] = self.logdir_path
         return out
 
 

@@ -187,6 +187,8 @@ def build(seen: Observed) -> JobStatus:
         out["tensorboard"] = f"http://{tb['host']}:{tb['port']}"
     observe.annotate(out, seen.queue)  # waits named by the peer (with its state), stragglers
     observe.restarts(out, labels.get(L.RESTARTS))  # the job's failures and preemptions against its budget
+    observe.saving(out, labels.get(L.GOODPUT),  # its goodput, its last save round, whether it has the save hook
+                   naming.deciding_task(str(stored_spec(apps.values()).get("completion") or "")))
     gang.annotate(out, apps, seen.queue, free=seen.free, now=seen.now)  # a starting job: placed per role; Queued
     if labels.get(L.FINISHED_AT):
         out["finishedAt"] = labels[L.FINISHED_AT]

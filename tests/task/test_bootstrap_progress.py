@@ -10,6 +10,7 @@ from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.bootstrap import Bootstrap
 from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.jobpolicy import JobPolicy
+from marathon_tf.task.saving import announce_resume
 from test_checkpoints import write_checkpoint
 
 
@@ -19,17 +20,24 @@ def _boot(tmp_path, role="worker", clock=None, policy=None):
     return Bootstrap(ctx, {"MESOS_SANDBOX": str(tmp_path)}, ["true"], policy=policy, **kw)
 
 
+def announce(boot):
+    """What the bootstrap says before it starts the program (marathon_tf.task.saving.announce_resume)."""
+    import sys
+
+    announce_resume(boot.ctx, boot.environ, boot.status, lambda m: sys.stderr.write(f"marathon-tf bootstrap: {m}\n"))
+
+
 def test_a_checkpoint_in_the_logdir_is_announced(tmp_path, capsys):
     (tmp_path / "ckpt").mkdir()
     boot = _boot(tmp_path)
-    boot._announce_checkpoint()
+    announce(boot)
     assert boot.status.snapshot()["resumed_from"] is None
     (tmp_path / "ckpt" / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-301"\n')
-    boot._announce_checkpoint()
+    announce(boot)
     assert boot.status.snapshot()["resumed_from"] == 301
     assert "resumed from checkpoint at step 301 (in ckpt)" in capsys.readouterr().err
     ps = _boot(tmp_path, role="ps")  # a ps restores nothing itself
-    ps._announce_checkpoint()
+    announce(ps)
     assert ps.status.snapshot()["resumed_from"] is None
 
 
@@ -39,13 +47,13 @@ def test_a_keras_backup_is_announced_with_its_step_or_else_its_epoch(tmp_path, c
     write_checkpoint(tmp_path / "ckpt" / "backup" / "chief", 4, {"ckpt_saved_epoch": 2, "ckpt_saved_batch": 1,
                                                                  "model/optimizer/_iterations": 87})
     boot = _boot(tmp_path)
-    boot._announce_checkpoint()
+    announce(boot)
     assert boot.status.snapshot()["resumed_from"] == 87
     assert "resumed from checkpoint at step 87 (in ckpt: the Keras backup of epoch 3, batch 2)" in \
         capsys.readouterr().err
     write_checkpoint(tmp_path / "other" / "ckpt" / "chief", 4, {"ckpt_saved_epoch": 6})
     boot = _boot(tmp_path / "other")
-    boot._announce_checkpoint()
+    announce(boot)
     assert boot.status.snapshot()["resumed_from"] is None
     err = capsys.readouterr().err
     assert "resumed from the Keras backup (epoch 7; in ckpt)" in err and "step 4" not in err

@@ -87,7 +87,8 @@ def test_a_keras_backup_without_a_step_gives_its_epoch_only(tmp_path):
 
 def test_other_checkpoints_and_unreadable_backups_keep_the_number_in_their_name(tmp_path):
     write_checkpoint(tmp_path / "tf2" / "chief", 300, {"global_step": 300, "save_counter": 3})  # not a Keras backup
-    assert tuple(newest_checkpoint(tmp_path / "tf2"))[::2] == (300, None)
+    found = newest_checkpoint(tmp_path / "tf2")
+    assert (found.step, found.epoch) == (300, None) and found.path == str(tmp_path / "tf2" / "chief" / "ckpt-300")
     cut = tmp_path / "cut" / "chief"
     write_checkpoint(cut, 4, {"ckpt_saved_epoch": 2, "model/optimizer/_iterations": 87})
     assert latest_checkpoint_step(cut) == 87

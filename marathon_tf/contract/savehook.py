@@ -1,0 +1,72 @@
+"""The save hook: how a training program is asked to save a checkpoint now, and how it answers (pure).
+
+One documented hook, between the bootstrap and the training program (the program needs nothing of
+marathon-tf; each example implements it in a few lines):
+
+1. **It says it has the hook.** Once its handler is installed, the program prints the line
+   :data:`READY` (``marathon-tf save-hook: ready``) on stdout or stderr. A program that never says so
+   is never signalled (SIGUSR1's default action would end it): its planned stops keep today's
+   behaviour, and ``status`` says once that it has no hook.
+2. **It is asked.** Its bootstrap sends it :data:`SIGNAL` (SIGUSR1). The program does not stop: at
+   its next step boundary it saves a checkpoint into the job's logdir (as it always does:
+   ``Saver.save``, ``CheckpointManager.save``, a Keras backup), then
+3. **it answers** with the line ``marathon-tf save-hook: saved step=<global step> path=<checkpoint>``
+   (:func:`saved_line`) and **pauses itself** (``os.kill(os.getpid(), signal.SIGSTOP)``): its
+   bootstrap confirms the new checkpoint in the logdir (:mod:`marathon_tf.task.checkpoints`, no
+   TensorFlow) and continues it (SIGCONT), or keeps it paused when a planned stop follows, so that
+   nothing is trained after the checkpoint that will be restored. A program that does not pause
+   itself is paused by its bootstrap as soon as the line is read.
+
+In Python::
+
+    import os, signal
+    asked = {"save": False}
+    signal.signal(signal.SIGUSR1, lambda *_: asked.update(save=True))
+    print("marathon-tf save-hook: ready", flush=True)
+    ...
+    # at each step boundary:
+    if asked["save"]:
+        asked["save"] = False
+        path = saver.save(...)                       # whatever the program saves with
+        print(f"marathon-tf save-hook: saved step={step} path={path}", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)         # the bootstrap continues it
+
+Who asks, when, and what happens when a kill's grace is too short: docs/restarts.md.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from typing import NamedTuple
+
+__all__ = ["SIGNAL", "READY", "SAVED_PREFIX", "Saved", "saved_line", "parse"]
+
+#: The signal that asks a program to save now (without stopping).
+SIGNAL = signal.SIGUSR1
+#: The line a program prints once it handles :data:`SIGNAL`.
+READY = "marathon-tf save-hook: ready"
+SAVED_PREFIX = "marathon-tf save-hook: saved"
+_SAVED = re.compile(r"marathon-tf save-hook: saved step=(?P<step>\d+)(?: path=(?P<path>\S+))?")
+
+
+class Saved(NamedTuple):
+    """What a program said it saved."""
+
+    step: int
+    path: str | None
+
+
+def saved_line(step: int, path: str | None = None) -> str:
+    """``marathon-tf save-hook: saved step=3012 path=ckpt/model.ckpt-3012``."""
+    return f"{SAVED_PREFIX} step={int(step)}" + (f" path={path}" if path else "")
+
+
+def parse(text: str) -> str | Saved | None:
+    """What a piece of the program's output says of the hook: :data:`READY`, a :class:`Saved`, or None."""
+    if "marathon-tf save-hook:" not in text:
+        return None
+    m = _SAVED.search(text)
+    if m:
+        return Saved(int(m.group("step")), m.group("path"))
+    return READY if READY in text else None

@@ -1,0 +1,450 @@
+"""Save rounds: the deciding task has its program save a checkpoint now, on request and before every
+planned stop, so that nothing is trained twice.
+
+The program's side is one documented hook (:mod:`marathon_tf.contract.savehook`: it says ``ready``,
+saves at its next step boundary on SIGUSR1, says ``saved step=N path=P`` and pauses itself). A round
+(the task's phase :attr:`~marathon_tf.contract.phases.Phase.SAVING`):
+
+1. **Who asks.** The deciding task (``chief-0``, else ``worker-0``: the program that saves in every
+   style) runs every round; anyone asks it with ``POST /save`` on its status port: ``marathon-tf
+   checkpoint`` and ``JobHandle.checkpoint()``, ``scale`` and ``delete --save`` before they change
+   anything (:mod:`marathon_tf.user.jobs`), and every member's bootstrap before it stops its
+   program for a planned reason: a kill with grace (SIGTERM: an operator, a drain, ``scale``,
+   ``delete``, the admission deadline's release) and a restart for a peer that moved (unless that
+   peer took the variables with it: a ps, or the deciding task itself). Rounds asked while one is
+   under way join it.
+2. **Held.** Before a stop, the round *holds* the job's training: the saver stays paused after its
+   save, and in a ``tf1`` job (asynchronous workers) every other chief and worker is frozen first
+   (``POST /hold`` to their bootstraps: SIGSTOP) — so the checkpoint is the job's last trained state.
+   A held program is released by its own stop or restart (it is killed: continued, it would train or
+   save past the checkpoint to be restored), or after :func:`hold_limit` s when no stop came.
+3. **Confirmed.** The deciding task sends its program SIGUSR1, waits for its ``saved`` line, then
+   until the logdir shows that checkpoint (:func:`marathon_tf.task.checkpoints.newest_checkpoint`,
+   written since the round began), and answers ``{"ok", "step", "path", "seconds"}``.
+4. **Too short, or no hook.** A round gets at most :func:`round_budget` of the program's grace (the
+   rest is left for the program's own SIGTERM handling); a program without the hook, or one that did
+   not save in time, is answered at once with why (``SaveResult.message``), and the stop goes on as
+   before: SIGTERM and the whole grace. After a confirmed round a stopping program that is held is
+   killed at once, any other (a ps: it holds nothing to save) gets SIGTERM and at most
+   :data:`AFTER_SAVE_GRACE` s.
+
+:class:`Saving` is composed into the bootstrap of every task (``boot.saving``). This module never
+imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from marathon_tf.contract import naming, savehook, timeline as T
+from marathon_tf.contract.phases import Phase
+from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.marathon import transport
+from marathon_tf.task.checkpoints import newest_checkpoint
+from marathon_tf.task.policy import decider_task
+from marathon_tf.task.status_server import TaskStatus
+from marathon_tf.task.supervisor import Trainer
+from marathon_tf.task.timeline import TaskEvents
+
+__all__ = ["SaveHook", "SaveResult", "Saving", "SAVE_PATH", "HOLD_PATH", "AFTER_SAVE_GRACE", "MOVE_BUDGET",
+           "round_budget", "hold_limit", "announce_resume"]
+
+SAVE_PATH, HOLD_PATH = "/save", "/hold"
+#: Seconds a program gets between SIGTERM and SIGKILL once the round saved its checkpoint.
+AFTER_SAVE_GRACE = 2.0
+#: Seconds a round before a restart for a moved peer may take.
+MOVE_BUDGET = 5.0
+#: Seconds a ``POST /hold`` may take.
+HOLD_TIMEOUT = 2.0
+
+
+def round_budget(grace: float) -> float:
+    """Seconds of a stopping program's grace a save round may take: the grace less what the program
+    keeps for its own SIGTERM handling (half of it, at most 5 s): 25 -> 20, 7.5 -> 3.75, 2 -> 1."""
+    return max(0.0, grace - min(grace / 2, 5.0))
+
+
+def hold_limit(grace_seconds: float) -> float:
+    """Seconds a program stays held when no stop or restart comes for it."""
+    return max(30.0, 2 * grace_seconds)
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    """A round's answer: ``ok`` with the ``step`` and ``path`` (under the task's sandbox: the logdir's
+    name first) it confirmed, or why not (``message``)."""
+
+    ok: bool
+    message: str = ""
+    step: int | None = None
+    path: str | None = None
+    seconds: float = 0.0
+    held: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "SaveResult":
+        if not isinstance(data, Mapping) or not isinstance(data.get("ok"), bool):
+            return cls(False, f"not a save round's answer: {str(data)[:200]}")
+        step = data.get("step")
+        return cls(bool(data["ok"]), str(data.get("message") or ""), step if isinstance(step, int) else None,
+                   str(data["path"]) if data.get("path") else None, float(data.get("seconds") or 0.0),
+                   bool(data.get("held")))
+
+
+class SaveHook:
+    """What the program said of the save hook (every piece of its output goes through :meth:`feed`)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.ready = False
+        self._saved: savehook.Saved | None = None
+        self._count = 0
+
+    def reset(self) -> None:
+        """A new run of the program: it says again whether it has the hook."""
+        with self._cond:
+            self.ready = False
+
+    def feed(self, text: str) -> str | savehook.Saved | None:
+        said = savehook.parse(text)
+        if said is not None:
+            with self._cond:
+                if said == savehook.READY:
+                    self.ready = True
+                elif isinstance(said, savehook.Saved):
+                    self.ready = True
+                    self._saved, self._count = said, self._count + 1
+                self._cond.notify_all()
+        return said
+
+    def mark(self) -> int:
+        with self._cond:
+            return self._count
+
+    def wait_saved(self, after: int, timeout: float) -> savehook.Saved | None:
+        """The first ``saved`` line said after :meth:`mark` returned ``after`` (None: none within ``timeout``)."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._count > after, max(0.0, timeout))
+            return self._saved if self._count > after else None
+
+
+class _Round:
+    def __init__(self, hold: bool):
+        self.hold = hold
+        self.result: SaveResult | None = None
+        self.done = threading.Event()
+
+
+class Saving:
+    """A task's part in save rounds (see the module). ``decider``: this task runs them; ``logdir``:
+    the job's logdir in this sandbox (where the round confirms the checkpoint). Set by the bootstrap:
+    ``locate() -> "host:port"`` of the deciding task's status endpoint (a follower's rendezvous
+    leader), ``peer_urls() -> {task: status base URL}`` (the deciding task's view of the job),
+    ``peer_hosts() -> {task: "host:port"}`` (whose requests are taken)."""
+
+    def __init__(self, ctx: TaskContext, status: TaskStatus, events: TaskEvents, logdir: str | None, *,
+                 decider: bool, log: Callable[[str], None] = lambda m: None,
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
+                 session: Any = None):
+        self.ctx, self.status, self.events, self.logdir, self.decider = ctx, status, events, logdir, decider
+        self.log, self.clock, self.wall = log, clock, wall
+        self.hook = SaveHook()
+        self.trainer: Trainer | None = None
+        self.locate: Callable[[], str | None] = lambda: None
+        self.peer_urls: Callable[[], Mapping[str, str]] = lambda: {}
+        self.peer_hosts: Callable[[], Mapping[str, str]] = lambda: {}
+        self._session = session
+        self._lock = threading.Lock()
+        self._current: _Round | None = None
+        self._last: SaveResult | None = None
+        self._holds = 0  # generation of this task's hold (a later hold or a release ends an earlier timer)
+        self._said_no_hook = False
+        self._addresses: dict[str, set[str]] = {}
+        status.update(save_hook=None)
+
+    @property
+    def session(self) -> Any:
+        if self._session is None:
+            self._session = transport.session()
+        return self._session
+
+    # -- the program ------------------------------------------------------------------------------
+    def program_started(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+        self.hook.reset()
+
+    def on_text(self, text: str) -> None:
+        if self.hook.feed(text) is not None and not self.status.light().get("save_hook"):
+            self.status.update(save_hook=True)
+
+    def stepped(self) -> None:
+        """The program made a step: one that has not said ``ready`` by now has no hook (said once)."""
+        if not self.hook.ready and self.status.light().get("save_hook") is None:
+            self.status.update(save_hook=False)
+            if self.decider and not self._said_no_hook:
+                self._said_no_hook = True
+                self.log(f"the training program declares no save hook (it never printed {savehook.READY!r}): "
+                         f"planned stops cannot have it save first (docs/restarts.md)")
+
+    # -- the deciding task: rounds ---------------------------------------------------------------------
+    def save(self, reason: str, *, hold: bool, timeout: float, exclude: Sequence[str] = ()) -> SaveResult:
+        """Run a round (or join the one under way); ``hold``: keep the job's training paused after it
+        (a stop follows); ``exclude``: tasks not to hold (those a restart will not reach)."""
+        deadline = self.clock() + timeout
+        while True:
+            with self._lock:
+                current, mine = self._current, False
+                trainer, last = self.trainer, self._last
+                if current is None:
+                    if hold and last is not None and last.ok and last.held and trainer is not None \
+                            and trainer.held == "self":
+                        return last  # held at that checkpoint since: nothing was trained after it
+                    current = self._current = _Round(hold)
+                    mine = True
+            if mine:
+                result = SaveResult(False, "the round failed")
+                try:
+                    result = self._run(reason, hold, deadline, exclude)
+                finally:
+                    with self._lock:
+                        self._current, self._last = None, result
+                    current.result = result
+                    current.done.set()
+                return result
+            if not current.done.wait(max(0.0, deadline - self.clock())) or current.result is None:
+                return SaveResult(False, f"the save round under way did not end within {timeout:g} s")
+            if not current.result.ok or current.result.held or not hold:
+                return current.result
+
+    def _run(self, reason: str, hold: bool, deadline: float, exclude: Sequence[str]) -> SaveResult:
+        began, began_wall = self.clock(), self.wall()
+        trainer = self.trainer
+        if trainer is None or trainer.proc is None or trainer.proc.poll() is not None:
+            return SaveResult(False, f"no training program runs in {self.ctx.task} now (it is starting or "
+                                     f"restarting): nothing to save")
+        if not self.hook.ready:
+            return SaveResult(False, f"{self.ctx.task}'s training program declares no save hook (it never printed "
+                                     f"{savehook.READY!r}; docs/restarts.md)")
+        self.events.record(T.SAVE_ROUND, f"save round: {reason}", reason=reason, hold=hold)
+        self.status.update(phase=Phase.SAVING)
+        held = self._hold_others(reason, exclude) if hold and self.ctx.style == "tf1" else []
+        mark = self.hook.mark()
+        self.log(f"save round ({reason}): asking the training program to save now"
+                 + (f"; {', '.join(held)} held" if held else ""))
+        trainer.send(savehook.SIGNAL)
+        saved = None
+        while saved is None and self.clock() < deadline and trainer.proc.poll() is None:
+            saved = self.hook.wait_saved(mark, min(0.1, max(0.0, deadline - self.clock())))
+        if saved is None:
+            why = "the training program exited" if trainer.proc.poll() is not None else \
+                f"the training program did not say it saved within {self.clock() - began:.1f} s"
+            return self._failed(why, trainer, held)
+        if trainer.held is None:
+            trainer.hold("self")  # (a program that did not pause itself)
+        found = self._confirm(saved, began_wall, deadline)
+        if isinstance(found, str):
+            return self._failed(found, trainer, held)
+        step, path = found
+        seconds = round(self.clock() - began, 3)
+        if hold:
+            self._expire(trainer, "self", hold_limit(self.ctx.grace_seconds))
+        else:
+            trainer.resume()
+            self.status.update(phase=Phase.RUNNING)
+        self.events.record(T.SAVED, f"checkpoint at step {step} saved in {seconds:.2f} s: {path}"
+                           + ("; training held until the stop" if hold else ""), step=step, path=path,
+                           seconds=seconds)
+        self.status.update(last_save={"step": step, "path": path, "at": round(self.wall(), 3), "reason": reason})
+        self.log(f"save round ({reason}): checkpoint at step {step} confirmed in the logdir ({path}) after "
+                 f"{seconds:.2f} s" + ("; training stays held until the stop" if hold else ""))
+        return SaveResult(True, step=step, path=path, seconds=seconds, held=hold)
+
+    def _confirm(self, saved: savehook.Saved, since: float, deadline: float) -> tuple[int, str] | str:
+        """(step, path) of the checkpoint the logdir shows at ``saved``'s step, written since the round
+        began; or why not."""
+        if not self.logdir:
+            return saved.step, saved.path or "?"  # no logdir to look in: the program's word
+        base = os.path.dirname(os.path.abspath(self.logdir))
+        while True:
+            found = newest_checkpoint(self.logdir)
+            if found is not None and found.written >= since - 1.0 and (found.step is None or found.step >= saved.step):
+                path = os.path.relpath(found.path, base) if found.path else saved.path or "?"
+                return (found.step if found.step is not None else saved.step), path
+            if self.clock() >= deadline:
+                newest = f"its newest is at step {found.step}" if found is not None else "it has none"
+                return (f"the program said it saved step {saved.step}, but the logdir {self.ctx.logdir} shows no "
+                        f"checkpoint written since the round began ({newest})")
+            time.sleep(0.05)
+
+    def _failed(self, why: str, trainer: Trainer, held: Sequence[str]) -> SaveResult:
+        trainer.resume()
+        self._release(held)
+        if self.status.light().get("phase") == Phase.SAVING:
+            self.status.update(phase=Phase.RUNNING)
+        self.events.record(T.SAVE_FAILED, f"save round failed: {why}")
+        self.log(f"save round failed: {why}")
+        return SaveResult(False, why)
+
+    def _hold_others(self, reason: str, exclude: Sequence[str]) -> list[str]:
+        """Freeze every other chief and worker (``POST /hold``); the ones that are held."""
+        urls = {t: u for t, u in self.peer_urls().items() if t != self.ctx.task and t not in exclude
+                and (naming.parse_task_name(t) or ("",))[0] in ("chief", "worker")}
+        body = {"job": self.ctx.job, "reason": reason, "seconds": hold_limit(self.ctx.grace_seconds)}
+        answers = self._post_all(urls, body)
+        return sorted(t for t, a in answers.items() if (a or {}).get("held"))
+
+    def _release(self, held: Sequence[str]) -> None:
+        urls = {t: u for t, u in self.peer_urls().items() if t in held}
+        self._post_all(urls, {"job": self.ctx.job, "release": True})
+
+    def _post_all(self, urls: Mapping[str, str], body: dict[str, Any]) -> dict[str, Any]:
+        def post(url: str) -> Any:
+            try:
+                r = self.session.post(url + HOLD_PATH, json=body, timeout=(HOLD_TIMEOUT, HOLD_TIMEOUT))
+                return r.json() if r.status_code == 200 else None
+            except Exception:  # noqa: BLE001 - a task that does not answer is not held
+                return None
+        if not urls:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(16, len(urls))) as pool:
+            return dict(zip(urls, pool.map(post, urls.values())))
+
+    def _expire(self, trainer: Trainer, how: str, seconds: float) -> None:
+        """Let a held program go on after ``seconds`` when nothing stopped or restarted it meanwhile."""
+        with self._lock:
+            self._holds += 1
+            generation = self._holds
+
+        def release() -> None:
+            if self._holds == generation and self.trainer is trainer and trainer.held == how:
+                self.log(f"no stop came within {seconds:g} s of the save round: the training program goes on")
+                trainer.resume()
+                if self.status.light().get("phase") == Phase.SAVING:
+                    self.status.update(phase=Phase.RUNNING)
+        timer = threading.Timer(seconds, release)
+        timer.daemon = True
+        timer.start()
+
+    # -- HTTP -----------------------------------------------------------------------------------------
+    def _from(self, client: str | None, tasks: Sequence[str] | None) -> bool:
+        """Whether a request comes from the host of one of ``tasks`` (None: any member)."""
+        hosts = {a.rpartition(":")[0] for t, a in self.peer_hosts().items() if tasks is None or t in tasks}
+        if not client or not hosts:
+            return True  # nothing known to compare
+        for host in hosts:
+            if host not in self._addresses:
+                try:
+                    self._addresses[host] = {str(a[4][0]) for a in socket.getaddrinfo(host, None)} | {host}
+                except OSError:
+                    self._addresses[host] = {host}
+            if client in self._addresses[host]:
+                return True
+        return client in ("127.0.0.1", "::1") and any(h in ("127.0.0.1", "localhost", socket.gethostname())
+                                                      for h in hosts)
+
+    def post_save(self, query: Mapping[str, str], body: Any) -> tuple[int, dict[str, Any]]:
+        """``POST /save`` ``{"job", "reason", "hold", "timeout", "exclude"}`` (the deciding task): 200 with
+        the round's answer (``ok`` true), 409 with why not."""
+        if not isinstance(body, dict) or body.get("job") != self.ctx.job:
+            return 400, {"ok": False, "message": f"not a save request for job {self.ctx.job!r}"}
+        hold = bool(body.get("hold"))
+        if hold and not self._from(query.get("_client"), None):
+            return 403, {"ok": False, "message": "a round that holds the job is asked by its own tasks only"}
+        try:
+            timeout = min(600.0, max(0.5, float(body.get("timeout") or 60.0)))
+        except (TypeError, ValueError):
+            return 400, {"ok": False, "message": "timeout: a number of seconds"}
+        exclude = [str(t) for t in body.get("exclude") or []][:1000]
+        result = self.save(str(body.get("reason") or "asked")[:300], hold=hold, timeout=timeout, exclude=exclude)
+        return (200 if result.ok else 409), result.to_dict()
+
+    def post_hold(self, query: Mapping[str, str], body: Any) -> tuple[int, dict[str, Any]]:
+        """``POST /hold`` ``{"job", "seconds"}`` or ``{"job", "release": true}`` (from the deciding task):
+        freeze this task's program for the round under way, or let it go on."""
+        if not isinstance(body, dict) or body.get("job") != self.ctx.job:
+            return 400, {"held": False, "message": f"not a hold for job {self.ctx.job!r}"}
+        if not self._from(query.get("_client"), [decider_task(self.ctx.completion)]):
+            return 403, {"held": False, "message": "only the job's deciding task holds its programs"}
+        trainer = self.trainer
+        if body.get("release"):
+            if trainer is not None and trainer.held == "outside":
+                trainer.resume()
+                self.status.update(phase=Phase.RUNNING)
+                self.log("the save round is over without a stop: the training program goes on")
+            return 200, {"held": False}
+        if trainer is None or trainer.proc is None or trainer.proc.poll() is not None:
+            return 200, {"held": False, "message": "no training program runs"}
+        if trainer.held is None:
+            trainer.hold("outside")
+            self.status.update(phase=Phase.SAVING)
+            self.log(f"held for the job's save round ({body.get('reason') or 'a planned stop'})")
+            try:
+                seconds = float(body.get("seconds") or hold_limit(self.ctx.grace_seconds))
+            except (TypeError, ValueError):
+                seconds = hold_limit(self.ctx.grace_seconds)
+            self._expire(trainer, "outside", seconds)
+        return 200, {"held": True, "step": self.status.light().get("step")}
+
+    # -- a member's planned stop ------------------------------------------------------------------------
+    def ask(self, reason: str, *, hold: bool, timeout: float, exclude: Sequence[str] = ()) -> SaveResult:
+        """A round from the deciding task: run here, or asked of it."""
+        if self.decider:
+            return self.save(reason, hold=hold, timeout=timeout, exclude=exclude)
+        address = self.locate()
+        if not address:
+            return SaveResult(False, "the deciding task's address is not known")
+        body = {"job": self.ctx.job, "reason": reason, "hold": hold, "timeout": timeout, "exclude": list(exclude)}
+        try:
+            r = self.session.post(f"http://{address}{SAVE_PATH}", json=body, timeout=(2.0, timeout + 2.0))
+            return SaveResult.from_dict(r.json())
+        except Exception as e:  # noqa: BLE001 - refused, reset, timed out, not JSON: the deciding task is away
+            return SaveResult(False, f"the deciding task did not answer: {transport.short(e)}")
+
+    def members_save(self) -> bool:
+        """This task takes part in rounds (a cluster member with peers; not tensorboard)."""
+        return self.ctx.role != "tensorboard" and len(self.ctx.members()) > 1
+
+    def before_stop(self, budget: float) -> SaveResult | None:
+        """The task is stopped (SIGTERM) with ``budget`` s for a round: the job's checkpoint first."""
+        if not self.members_save() or budget <= 0:
+            return None
+        return self.ask(f"{self.ctx.task} is stopped", hold=True, timeout=budget)
+
+    def before_move(self, moved: Sequence[str]) -> SaveResult | None:
+        """Peers ``moved``: the job restarts with the new spec; save first, unless nothing is left to save
+        (a ps or the deciding task moved: the job's variables or its saver's state went with it; in a
+        ``multi_worker_mirrored`` group a member's loss broke the collective the save needs)."""
+        decider = decider_task(self.ctx.completion)
+        if not self.members_save() or self.ctx.style == "multi_worker_mirrored" or \
+                any(t == decider or t.startswith("ps-") for t in moved):
+            return None
+        return self.ask(f"{', '.join(moved)} moved: the job restarts with the new cluster spec", hold=False,
+                        timeout=MOVE_BUDGET, exclude=moved)
+
+
+def announce_resume(ctx: TaskContext, environ: Mapping[str, str], status: TaskStatus,
+                    log: Callable[[str], None]) -> None:
+    """Say when the program will find a checkpoint in the logdir to resume from (a chief or worker)."""
+    if not ctx.logdir or ctx.role not in ("chief", "worker"):
+        return
+    base = environ.get("MESOS_SANDBOX") or os.getcwd()
+    found = newest_checkpoint(os.path.join(base, ctx.logdir))
+    if found is None:
+        return
+    keras = None if found.epoch is None else f"epoch {found.epoch + 1}" + (
+        f", batch {found.batch + 1}" if found.batch is not None else "")  # as Keras counts them
+    if found.step is not None:
+        log(f"resumed from checkpoint at step {found.step} (in {ctx.logdir}"
+            + (f": the Keras backup of {keras})" if keras else ")"))
+        status.update(resumed_from=found.step)
+    else:
+        log(f"resumed from the Keras backup ({keras}; in {ctx.logdir})")
