@@ -435,6 +435,9 @@ class Bootstrap:
         start it again, or :meth:`_finished`), a peer that moved (:meth:`_watch`)."""
         restarts = self.restarts
         restarts.begin()  # rounds before this program are not ours to follow
+        me, _ = self._members()
+        if me is not None:  # relaunched elsewhere: the ps restarts for the new address first
+            restarts.await_ps_took(self.ctx.task, self.endpoints[me])
         trainer: Trainer | None = self._start_trainer()
         watching = len(self.endpoints) > 1 and self._backend is not None
         next_watch = self._next_watch()
@@ -584,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
         view = JobView(ctx, boot.control.client, boot.status, boot.observer.events, log=_log)
         view.start(boot._stop)  # the job's view: tasks per role, its start, stragglers (marathon_tf.task.jobview)
         boot.control.extra_labels = view.end_labels
-        boot.saving.peer_urls = lambda: view.urls  # the other trainers a save round holds
+        boot.saving.peer_urls = view.status_urls  # the other trainers a save round holds
         boot.control.goodput = boot.observer.goodput  # the job's goodput, in its record
     restore = relay_stop_signals(boot.request_stop)
     try:

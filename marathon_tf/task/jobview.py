@@ -201,6 +201,20 @@ class JobView:
                  if p and p.get("phase") == Phase.RUNNING and p.get("first_step_at")}
         return rates, sorted(results)
 
+    def status_urls(self) -> dict[str, str]:
+        """Every running task's status base URL, looked up now (one group GET; the last look's when Marathon
+        does not answer): whom a save round holds (:mod:`marathon_tf.task.saving`)."""
+        try:
+            apps = job_apps(self.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS))
+        except MarathonError:
+            return dict(self.urls)
+        for app_id, app in apps.items():
+            task, name = newest_running(app), app_id.rstrip("/").rsplit("/", 1)[-1]
+            base = task_url(app, task, self.ctx.status_port_name) if task is not None else None
+            if base and naming.parse_task_name(name):
+                self.urls[name] = base
+        return dict(self.urls)
+
     def end_labels(self, state: str, reason: str) -> dict[str, dict[str, str]]:
         """What the job's record adds on this (the deciding) task's app: the job's events
         (``marathon-tf/events``), with the end itself. Without a shared events file, every running

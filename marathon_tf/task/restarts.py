@@ -16,10 +16,13 @@ import signal
 import threading
 from typing import Any, Callable
 
-from marathon_tf.contract import timeline as T
+from marathon_tf.contract import naming, timeline as T
+from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.shellexec import signal_exit, signal_name
 from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.marathon.record import GROUP_EMBEDS, job_apps
+from marathon_tf.marathon.tasks import newest_running, task_url
 from marathon_tf.task.budget import BACKOFF, STREAK_RESET, backoff
 from marathon_tf.task.jobcontrol import JobControl
 from marathon_tf.task.jobpolicy import JobPolicy
@@ -43,6 +46,8 @@ SIGTERM_WAIT = 1.0
 #: A coordinator restarted because TensorFlow says a peer was restarted under it: at most this many
 #: times in STREAK_RESET seconds, each after PEER_SETTLE seconds (the rest of that restart gets there).
 PEER_RESTARTS, PEER_SETTLE, PEER_GRACE = 5, 1.0, 1.0
+#: Seconds a relaunched task's first program waits at most for the ps to take its new address.
+RELAUNCH_SETTLE = 60.0
 
 
 def program_grace(grace_seconds: float) -> float:
@@ -124,6 +129,48 @@ class Restarter:
     def begin(self) -> None:
         """The first program is about to start: the rounds published before it are not its to follow."""
         self._round = self._current_round()
+
+    def await_ps_took(self, me: str, address: str, timeout: float = RELAUNCH_SETTLE) -> None:
+        """Before this task's first program starts: every ps whose spec still holds another address for this
+        task (it was relaunched elsewhere: the ps restarts with the rewritten spec once it sees the move)
+        has taken this one (its ``/status`` ``peers``). A program started meanwhile would restore or create
+        the job's variables on the ps that is about to restart, and lose them with it: a TF1 chief trains a
+        few steps that are trained again, a ParameterServerStrategy coordinator fails, counted (the flaky
+        preempted-chief test). Only a chief or worker of a job with a ps, with Marathon to find the ps."""
+        if self.control is None or self.ctx.role not in ("chief", "worker") or not self.ctx.cluster.get("ps"):
+            return
+        deadline, stale_seen = self.clock() + timeout, False
+        while not self._stop.is_set():
+            stale = self._stale_ps(me, address)
+            if not stale:
+                if stale_seen:  # it re-rendered: give its program the moment it takes to restart
+                    self._stop.wait(0.5)
+                return
+            if not stale_seen:
+                self.log(f"{', '.join(stale)} still hold{'s' if len(stale) == 1 else ''} an earlier address of "
+                         f"{me}: waiting until they restart with {address} before the program starts")
+                stale_seen = True
+            if self.clock() >= deadline:
+                self.log(f"{', '.join(stale)} did not take {address} within {timeout:g} s: starting anyway")
+                return
+            self._stop.wait(0.25)
+
+    def _stale_ps(self, me: str, address: str) -> list[str]:
+        """The ps tasks whose ``/status`` names another address for ``me`` (one that does not answer: none)."""
+        assert self.control is not None  # (await_ps_took)
+        try:
+            apps = job_apps(self.control.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS))
+        except MarathonError:
+            return []
+        stale = []
+        for index in range(int(self.ctx.cluster.get("ps", 0))):
+            app = apps.get(naming.app_id(self.ctx.job, "ps", index))
+            task = newest_running(app)
+            url = task_url(app, task, self.ctx.status_port_name, "/status") if app and task is not None else None
+            held = ((self.control.get_json(url) or {}).get("peers") or {}).get(me) if url else None
+            if held and held != address:
+                stale.append(naming.task_name("ps", index))
+        return stale
 
     def program_started(self) -> None:
         self._run_started, self._stepped = self.clock(), False
@@ -289,10 +336,10 @@ class Restarter:
         if saved is not None and saved.ok:
             left = min(left, AFTER_SAVE_GRACE)
             self.log(f"stopped by {name}: the job's checkpoint at step {saved.step} is saved ({saved.path}); the "
-                     f"training program gets it now and {left:g} s to exit")
+                     f"training program gets it now and {left:.1f} s to exit")
         else:
             self.log(f"stopped by {name}: " + (f"no save round ({saved.message}); " if saved is not None else "")
-                     + f"the training program gets it now and {left:g} s to save and exit")
+                     + f"the training program gets it now and {left:.1f} s to save and exit")
         code = trainer.stop(left, signum)
         self.status.update(exit_code=code)
         self.log(f"stopped by signal {signum}; training program exited with {code}")

@@ -1,0 +1,206 @@
+"""Save rounds end to end with real TensorFlow on the local runner (issue 29): every planned stop has the
+job save first, so the checkpoint restored is the round's and nothing is trained twice, whatever the
+program's own checkpoint interval; ``checkpoint`` on the three examples; a program without the hook.
+
+What each test asserts is a cause, not a timing: the round's ``saved`` line and its checkpoint in the
+logdir, the step the restarted program restored (its own words), the highest global step any task
+printed before it was stopped, the job's counts and state."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+import pytest
+
+from marathon_tf.contract import labels as L
+
+pytestmark = [pytest.mark.tf]
+
+BOOTSTRAP = f"{sys.executable} -m marathon_tf.bootstrap --watch-interval 2 --grace 10"
+SAVED = re.compile(r"marathon-tf save-hook: saved step=(\d+) path=(\S+)")
+STEP = re.compile(r"\bstep=(\d+) loss=")
+#: Far longer than any test runs: only the save rounds (and the end) write checkpoints.
+RARE = 5000
+
+
+def tf1_job(tmp_path, *, target: int = 20000, **changes) -> str:
+    from jobfiles import example_job
+
+    command = ["python3", "train.py", "--train_steps", str(target), "--checkpoint_dir", "ckpt", "--log_every", "10",
+               "--save_checkpoint_steps", str(RARE)]
+    return str(example_job("linear-regression-tf1", tmp_path, command=command, bootstrap=BOOTSTRAP,
+                           progress={"target_step": target}, restart={"max_failures": 0, "window_seconds": 600},
+                           **changes))
+
+
+def pss_job(tmp_path, *, target: int = 4000, **changes) -> str:
+    from jobfiles import example_job
+
+    command = ["python3", "train.py", "--train_steps", str(target), "--checkpoint_dir", "ckpt", "--log_every", "10",
+               "--save_every", str(RARE)]
+    return str(example_job("mnist-ps-strategy", tmp_path, command=command, bootstrap=BOOTSTRAP,
+                           progress={"target_step": target}, restart={"max_failures": 0, "window_seconds": 600},
+                           **changes))
+
+
+def keras_job(tmp_path, **changes) -> str:
+    from jobfiles import example_job
+
+    command = ["python3", "train.py", "--epochs", "20", "--steps_per_epoch", "40", "--checkpoint_dir", "ckpt",
+               "--log_every", "10", "--backup_every", "100000"]
+    return str(example_job("keras-multiworker", tmp_path, command=command, bootstrap=BOOTSTRAP,
+                           progress={"target_step": 800}, restart={"max_failures": 0, "window_seconds": 600},
+                           **changes))
+
+
+def checkpoints(tmp_path) -> list[int]:
+    return sorted(int(p.name[len("model.ckpt-"):-len(".index")])
+                  for p in (tmp_path / "shared" / "ckpt").glob("model.ckpt-*.index"))
+
+
+def rounds(job, task: str) -> list[int]:
+    """The steps the program of ``task`` said it saved for a round, in order."""
+    return [int(m.group(1)) for m in map(SAVED.search, (x for _, n, s, x in job.lines if n == task)) if m]
+
+
+def resumed(job, since: float, pattern: str, task: str) -> list[int]:
+    """The steps ``task``'s programs restored after ``since`` (their own words, ``pattern`` with one group)."""
+    found = re.compile(pattern)
+    return [int(m.group(1)) for t, n, s, x in list(job.lines) if t > since and n == task
+            for m in [found.search(x)] if m]
+
+
+def highest_step_before_restart(job, since: float) -> int:
+    """The highest global step any program printed before the first one started again after ``since``
+    (the programs of before are stopped or held by then: a restart comes seconds after the round)."""
+    lines = list(job.lines)
+    again = next(t for t, n, s, x in lines if t > since and ("marathon-tf bootstrap: started training program" in x
+                                                             or "marathon-tf bootstrap: resumed from checkpoint" in x))
+    return max(int(m.group(1)) for t, n, s, x in lines if t < again for m in [STEP.search(x) or SAVED.search(x)] if m)
+
+
+#: What a restarted chief restored: TF1's from the newest checkpoint, which its bootstrap names just before it
+#: starts it (the program's own "session ready at global step N" comes after its first run, when the other
+#: workers may have trained on already); the PSS coordinator says it itself.
+TF1_READY = r"marathon-tf bootstrap: resumed from checkpoint at step (\d+)"
+PSS_READY = r"chief: restored .*ckpt-(\d+), global step"
+
+
+def stop_and_resume(job, tmp_path, disrupt, *, saver: str, ready: str, after: int, saved_by_round: bool = True):
+    """Train past ``after``, ``disrupt(job)``, then: the job's failures 0 and it succeeds; the
+    checkpoint every restarted program restored is the round's; no global step printed before the
+    restart is above it (0 steps trained again)."""
+    job.wait(lambda: job.max_step() > after, 240, f"step > {after}", 0.05)
+    began = time.monotonic()
+    disrupt(job)
+    job.wait(lambda: resumed(job, began, ready, saver), 240, "the saver restored the checkpoint", 0.1)
+    said = rounds(job, saver)
+    assert said, job.text(saver)[-3000:]
+    back = resumed(job, began, ready, saver)
+    assert back[0] == said[-1], (said, back, job.text()[-3000:])  # the checkpoint restored is the round's
+    assert highest_step_before_restart(job, began) <= said[-1], (said, job.text()[-3000:])  # 0 steps again
+    status = job.wait_state(400)
+    assert status["state"] == L.SUCCEEDED, (status.get("reason"), status.get("failures"), job.text()[-4000:])
+    assert status["failures"] == 0, status
+    return said[-1], status
+
+
+@pytest.mark.timeout(600)
+def test_tf1_a_sigterm_to_the_ps_task_saves_first_and_nothing_is_trained_twice(tmp_path, local_job):
+    job = local_job(tf1_job(tmp_path, target=6000))
+    step, _ = stop_and_resume(job, tmp_path, lambda j: j.cluster.kill_task(f"/{j.name}/ps-0", "TERM"),
+                              saver="worker-0", ready=TF1_READY, after=3000)
+    assert step in checkpoints(tmp_path) and step < RARE
+
+
+@pytest.mark.timeout(600)
+def test_tf1_a_sigterm_to_the_chiefs_task_saves_first_and_nothing_is_trained_twice(tmp_path, local_job):
+    job = local_job(tf1_job(tmp_path, target=6000))
+    stop_and_resume(job, tmp_path, lambda j: j.cluster.kill_task(f"/{j.name}/worker-0", "TERM"),
+                    saver="worker-0", ready=TF1_READY, after=3000)
+
+
+@pytest.mark.timeout(600)
+def test_tf1_scale_saves_first_and_nothing_is_trained_twice(tmp_path, local_job):
+    job = local_job(tf1_job(tmp_path, target=6000))
+
+    def scale(j):
+        result = j.jobs.scale(j.client, j.name, {"worker": ("=", 3)})[1]
+        assert result is not None and result.saved and result.saved["task"] == "worker-0", result
+    stop_and_resume(job, tmp_path, scale, saver="worker-0", ready=TF1_READY, after=3000)
+    status = job.status()
+    assert sorted(t["task"] for t in status["tasks"] if t["role"] == "worker") == ["worker-0", "worker-1", "worker-2"]
+
+
+@pytest.mark.timeout(600)
+def test_pss_a_sigterm_to_the_ps_task_saves_first_and_nothing_is_trained_twice(tmp_path, local_job):
+    job = local_job(pss_job(tmp_path, target=2500))
+    stop_and_resume(job, tmp_path, lambda j: j.cluster.kill_task(f"/{j.name}/ps-0", "TERM"),
+                    saver="chief-0", ready=PSS_READY, after=1200)
+
+
+@pytest.mark.timeout(600)
+def test_pss_a_sigterm_to_the_chiefs_task_saves_first_and_nothing_is_trained_twice(tmp_path, local_job):
+    job = local_job(pss_job(tmp_path, target=2500))
+    stop_and_resume(job, tmp_path, lambda j: j.cluster.kill_task(f"/{j.name}/chief-0", "TERM"),
+                    saver="chief-0", ready=PSS_READY, after=1200)
+
+
+@pytest.mark.timeout(600)
+def test_pss_scale_saves_first_and_nothing_is_trained_twice(tmp_path, local_job):
+    job = local_job(pss_job(tmp_path, target=2500))
+
+    def scale(j):
+        result = j.jobs.scale(j.client, j.name, {"worker": ("=", 3)})[1]
+        assert result is not None and result.saved and result.saved["task"] == "chief-0", result
+    stop_and_resume(job, tmp_path, scale, saver="chief-0", ready=PSS_READY, after=1200)
+
+
+# --- checkpoint ----------------------------------------------------------------------------------------
+
+
+def ask_checkpoint(job):
+    from marathon_tf.user.api import Marathon
+
+    return Marathon(client=job.client).job(job.name).checkpoint(timeout=120)
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("example", ["tf1", "pss", "keras"])
+def test_checkpoint_saves_now_says_the_step_and_the_path_and_the_job_goes_on(tmp_path, local_job, example):
+    from marathon_tf.task.checkpoints import newest_checkpoint
+
+    path = {"tf1": tf1_job, "pss": pss_job, "keras": keras_job}[example](tmp_path)
+    job = local_job(path)
+    saver = {"tf1": "worker-0", "pss": "chief-0", "keras": "worker-0"}[example]
+    job.wait(lambda: job.max_step() > 100, 240, "step > 100", 0.05)
+    saved = ask_checkpoint(job)
+    assert (saved.job, saved.task) == (job.name, saver) and saved.step is not None and saved.step >= 100, saved
+    assert saved.path and saved.path.startswith("ckpt/"), saved
+    assert rounds(job, saver) == [saved.step] or rounds(job, saver)[-1] == saved.step, job.text(saver)[-2000:]
+    found = newest_checkpoint(tmp_path / "shared" / "ckpt")
+    assert found is not None and found.step >= saved.step, (found, saved)
+    # it goes on training (not held): a step after the save
+    job.wait(lambda: any(s > saved.step for t, n, s in job.steps(task=saver)), 120, "a step after the save", 0.1)
+    assert job.status()["state"] == "Running"
+
+
+@pytest.mark.timeout(300)
+def test_checkpoint_of_a_program_without_the_hook_says_so_and_exits_1(tmp_path, local_job):
+    from marathon_tf.contract.errors import SaveFailed
+
+    roles = {"ps": {"count": 1, "cpus": 0.1, "mem": 128,
+                    "command": ["python3", "-c", "import time; time.sleep(600)"]},
+             "worker": {"count": 2, "cpus": 0.1, "mem": 128, "command": [
+                 "python3", "-c", "import time\nfor i in range(100000):\n print(f'step={i} loss=1.0', flush=True)\n"
+                 " time.sleep(0.05)"]},
+             "tensorboard": {"count": 0}}
+    job = local_job(tf1_job(tmp_path, roles=roles))
+    job.wait(lambda: job.max_step() > 20, 120, "step > 20", 0.1)
+    job.wait(lambda: job.status().get("saveHook"), 60, "the status says whether it has the hook", 0.5)
+    assert job.status()["saveHook"] == {"task": "worker-0", "declared": False}
+    with pytest.raises(SaveFailed, match="worker-0's training program declares no save hook") as e:
+        ask_checkpoint(job)
+    assert e.value.exit_code == 1
