@@ -179,7 +179,8 @@ def test_checkpoint_saves_now_says_the_step_and_the_path_and_the_job_goes_on(tmp
     saved = ask_checkpoint(job)
     assert (saved.job, saved.task) == (job.name, saver) and saved.step is not None and saved.step >= 100, saved
     assert saved.path and saved.path.startswith("ckpt/"), saved
-    assert rounds(job, saver) == [saved.step] or rounds(job, saver)[-1] == saved.step, job.text(saver)[-2000:]
+    job.wait(lambda: rounds(job, saver), 30, "the program's saved line", 0.1)  # (read from its sandbox)
+    assert rounds(job, saver) == [saved.step], job.text(saver)[-2000:]
     found = newest_checkpoint(tmp_path / "shared" / "ckpt")
     assert found is not None and found.step >= saved.step, (found, saved)
     # it goes on training (not held): a step after the save
@@ -204,3 +205,39 @@ def test_checkpoint_of_a_program_without_the_hook_says_so_and_exits_1(tmp_path, 
     with pytest.raises(SaveFailed, match="worker-0's training program declares no save hook") as e:
         ask_checkpoint(job)
     assert e.value.exit_code == 1
+
+
+def delete_save_and_resume(job, tmp_path, *, saver: str, ready: str, after: int):
+    """``delete --save`` past ``after`` (the answer names the checkpoint), every task gone, then ``deploy
+    --resume``: the checkpoint restored is the last round's, no global step printed before it above it,
+    failures 0, Succeeded."""
+    from marathon_tf.user import pipeline
+    from marathon_tf.user.api import Marathon
+
+    job.wait(lambda: job.max_step() > after, 240, f"step > {after}", 0.05)
+    began = time.monotonic()
+    body = Marathon(client=job.client).delete(job.name, save=True)
+    assert body["saved"]["task"] == saver and body["saved"]["step"] >= after, body
+    job.wait(lambda: not job.client.list_apps() and not job.client.deployments(), 120, "the job deleted", 0.2)
+    said = rounds(job, saver)
+    assert said and said[-1] >= body["saved"]["step"], (said, body)  # the kills' round saved once more, held
+    resumed_at = time.monotonic()
+    pipeline.deploy(job.client, job.spec, resume=True)  # (its volume is shared storage: it finds its checkpoints)
+    job.wait(lambda: resumed(job, resumed_at, ready, saver), 240, "the saver restored the checkpoint", 0.1)
+    said = rounds(job, saver)
+    assert resumed(job, resumed_at, ready, saver)[0] == said[-1], (said, job.text()[-3000:])
+    assert highest_step_before_restart(job, began) <= said[-1], (said, job.text()[-3000:])
+    status = job.wait_state(400)
+    assert status["state"] == L.SUCCEEDED and status["failures"] == 0, (status, job.text()[-3000:])
+
+
+@pytest.mark.timeout(700)
+def test_tf1_delete_save_then_deploy_resume_trains_nothing_twice(tmp_path, local_job):
+    job = local_job(tf1_job(tmp_path, target=6000))
+    delete_save_and_resume(job, tmp_path, saver="worker-0", ready=TF1_READY, after=3000)
+
+
+@pytest.mark.timeout(700)
+def test_pss_delete_save_then_deploy_resume_trains_nothing_twice(tmp_path, local_job):
+    job = local_job(pss_job(tmp_path, target=2500))
+    delete_save_and_resume(job, tmp_path, saver="chief-0", ready=PSS_READY, after=1200)
