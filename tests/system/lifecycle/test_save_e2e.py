@@ -241,3 +241,69 @@ def test_tf1_delete_save_then_deploy_resume_trains_nothing_twice(tmp_path, local
 def test_pss_delete_save_then_deploy_resume_trains_nothing_twice(tmp_path, local_job):
     job = local_job(pss_job(tmp_path, target=2500))
     delete_save_and_resume(job, tmp_path, saver="chief-0", ready=PSS_READY, after=1200)
+
+
+# --- goodput against a run whose truth is known ---------------------------------------------------------
+
+
+@pytest.mark.timeout(600)
+def test_goodput_splits_a_runs_lost_time_by_cause_within_a_second_of_the_truth(tmp_path, local_job):
+    """Issue 29: TF1, its ps frozen for 5 s (the whole job stalls: its variables are there), then the chief's
+    program killed (restarted in place from the checkpoint 100 steps apart at most): the record's goodput
+    says ~5 s stalled, the recovery as the test saw it (the kill to the chief's next step) and the steps
+    trained again at the rate trained before, each within 1 s; the start as the test saw it too."""
+    import json
+    import os
+    import signal
+    import urllib.request
+
+    from e2e_helpers import trainer_pid
+
+    from marathon_tf.contract.goodput import CAUSES
+
+    from jobfiles import example_job
+
+    command = ["python3", "train.py", "--train_steps", "3000", "--checkpoint_dir", "ckpt", "--log_every", "10",
+               "--save_checkpoint_steps", "100"]
+    deployed = time.monotonic()
+    job = local_job(str(example_job("linear-regression-tf1", tmp_path, command=command, bootstrap=BOOTSTRAP,
+                                    progress={"target_step": 3000},
+                                    restart={"max_failures": 5, "window_seconds": 600})))
+    job.wait(lambda: job.steps(task="worker-0"), 240, "worker-0's first step", 0.05)
+    first = job.steps(task="worker-0")[0][0]
+    job.wait(lambda: job.max_step() > 800, 240, "step > 800", 0.05)
+    ps = trainer_pid(job.cluster.state_dir, "ps-0")
+    os.kill(ps, signal.SIGSTOP)
+    time.sleep(5.0)
+    os.kill(ps, signal.SIGCONT)
+    job.wait(lambda: job.max_step() > 1600, 240, "step > 1600", 0.05)
+    url = next(t["metricsUrl"] for t in job.status()["tasks"] if t["task"] == "worker-0")
+
+    def scraped() -> str:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.read().decode()
+    job.wait(lambda: 'cause="stalled"' in scraped(), 30, "the deciding task's metrics", 0.5)
+    text = scraped()  # while the job runs: the deciding task's /metrics
+    assert "marathon_tf_goodput_ratio{" in text and "marathon_tf_lost_seconds_total{" in text, text[-2000:]
+    before = [(t, s) for t, n, s in job.steps(task="worker-0") if t > time.monotonic() - 8]
+    rate = (before[-1][1] - before[0][1]) / (before[-1][0] - before[0][0])
+    killed = time.monotonic()
+    os.kill(trainer_pid(job.cluster.state_dir, "worker-0"), signal.SIGKILL)
+    last = max(s for t, n, s in job.steps(task="worker-0") if t < killed)
+    job.wait(lambda: job.steps(since=killed + 0.3, task="worker-0"), 240, "worker-0 trains again", 0.05)
+    recovered = job.steps(since=killed + 0.3, task="worker-0")[0][0] - killed
+    back = resumed(job, killed, TF1_READY, "worker-0")
+    assert back, job.text("worker-0")[-2000:]
+    status = job.wait_state(300)
+    assert status["state"] == L.SUCCEEDED, status
+    good = status["goodput"]
+    lost = good["lostSeconds"]
+    assert set(lost) == set(CAUSES), good
+    assert abs(lost["stalled"] - 5.0) <= 1.0, good
+    assert abs(lost["recovery"] - recovered) <= 1.0, (good, recovered)
+    assert abs(lost["retrained"] - max(0, last - back[0]) / rate) <= 1.0, (good, last, back, rate)
+    assert abs(lost["placement"] + lost["start"] - (first - deployed)) <= 1.0, (good, first - deployed)
+    assert abs(good["ratio"] * good["wallSeconds"] - (good["wallSeconds"] - sum(lost.values()))) < 0.01, good
+    # the record keeps it (the label), as status read it back
+    labels = {k: v for a in job.client.list_apps() for k, v in (a.get("labels") or {}).items()}
+    assert json.loads(labels[L.GOODPUT])["lostSeconds"] == lost
