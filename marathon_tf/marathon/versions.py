@@ -19,6 +19,7 @@ constraint operator ``IS``             1.6+            refused on 1.4–1.5
 standby redirects ``/v2/events``       1.7.50+         followed; when it cannot be, the leader's URL
 no leader                              503 / 502       both mean "no leader" (502 from 1.7.149)
 "Connection to leader refused."        502/503         a write is sent again once a leader answers
+403 too many running deployments       1.5.9+/1.6.486  told apart from an auth error (by its text)
 ``role`` in ``/v2/queue``              1.9+            not read (the reasons do without it)
 ``--gpu_scheduling_behavior``          1.5.7+          default ``undefined``; ``restricted`` from 1.8
 ``maxLaunchDelaySeconds`` default      3600 / 300      always written (the job's ``restart``)
@@ -205,6 +206,16 @@ class Capabilities:
         leader that died while handling the request is possible, so a write is looked for before it is sent
         again (:mod:`marathon_tf.marathon.marker`)."""
         return self.version is not None and self.version < _v("1.6.486")
+
+    @property
+    def limits_running_deployments(self) -> bool:
+        """403 "Max number (N) of running deployments is achieved" (``--max_running_deployments``) from 1.5.9 on
+        1.5 and 1.6.486 on 1.6 (``TooManyRunningDeploymentsException`` in ``v1.5.9:`` / ``v1.6.486:src/main/scala/
+        mesosphere/marathon/api/MarathonExceptionMapper.scala``; absent in ``v1.5.8:`` and ``v1.6.392:``), and all
+        1.7+. The client tells it from an auth error by its text, whatever the version."""
+        if self.version is None:
+            return True
+        return _v("1.5.9") <= self.version < _v("1.6.0") or self.version >= _v("1.6.486")
 
     # ------------------------------------------------------------------ what is read back
     @property

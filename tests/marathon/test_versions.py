@@ -102,6 +102,13 @@ def test_what_a_standby_answers_per_version(version, no_leader, refused, unsent)
         no_leader, refused, unsent)
 
 
+@pytest.mark.parametrize("version, limited", [("1.4.13", False), ("1.5.8", False), ("1.5.9", True), ("1.6.392", False),
+                                              ("1.6.486", True), ("1.7.37", True), ("1.11.0", True)])
+def test_too_many_running_deployments_per_version(version, limited):
+    # TooManyRunningDeploymentsException -> 403: v1.5.9 / v1.6.486 .../api/MarathonExceptionMapper.scala
+    assert answers(version).limits_running_deployments is limited
+
+
 @pytest.mark.parametrize("version, role, gpu, delay", [
     ("1.4.3", False, None, 3600), ("1.5.6", False, None, 3600), ("1.5.7", False, "undefined", 3600),
     ("1.7.236", False, "undefined", 3600), ("1.8.180", False, "restricted", 300), ("1.9.32", True, "restricted", 300),
