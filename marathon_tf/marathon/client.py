@@ -430,7 +430,7 @@ class Client:
         pending: list[_Retryable] = []
 
         def stop(state: tenacity.RetryCallState) -> bool:
-            return single or counted[0] >= policy.attempts or state.seconds_since_start >= policy.budget
+            return single or counted[0] >= policy.attempts or (state.seconds_since_start or 0.0) >= policy.budget
 
         retrying = tenacity.Retrying(
             stop=stop,
