@@ -20,7 +20,7 @@ import logging
 import queue
 import socket
 import threading
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 from urllib.parse import urlsplit, urlunsplit
 
 import sseclient
@@ -30,6 +30,9 @@ from marathon_tf.marathon.client import Client, RedirectNotFollowed
 from marathon_tf.marathon.transport import redact_url
 
 log = logging.getLogger("marathon_tf.marathon")
+
+if TYPE_CHECKING:
+    import requests
 
 __all__ = ["EventStream", "INTERESTING"]
 
@@ -57,7 +60,7 @@ class EventStream:
         self.available = True
         self.reconnects = 0
         self._stop = threading.Event()
-        self._response = None
+        self._response: requests.Response | None = None
         self._reconnect_max = reconnect_max
         self._thread = threading.Thread(target=self._run, name="marathon-events", daemon=True)
 
@@ -118,7 +121,7 @@ class EventStream:
             self._stop.wait(delay)
             delay = min(delay * 2, self._reconnect_max)
 
-    def _open(self):
+    def _open(self) -> "requests.Response":
         try:
             return self.client.events(self.event_types, read_timeout=30.0, base=self.base)
         except RedirectNotFollowed as e:
@@ -128,7 +131,7 @@ class EventStream:
                 self.base = None
             raise
 
-    def _to_leader(self, refused: RedirectNotFollowed):
+    def _to_leader(self, refused: RedirectNotFollowed) -> "requests.Response":
         """The stream at the leader, when ``refused.standby``'s redirect cannot be followed (see the module)."""
         tried, failures = {refused.standby.rstrip("/")}, []
         for base in self._leader_candidates(refused):

@@ -30,7 +30,8 @@ REFUSED = "Connection to leader refused."
 def jetty(status: int, reason: str, path: str = "/v2/groups/mnist") -> Response:
     """Jetty's sendError page, as a Marathon standby sends it."""
     return Response(f"<html>\n<head>\n<title>Error {status} {reason}</title>\n</head>\n<body><h2>HTTP ERROR "
-                    f"{status}</h2>\n<p>Problem accessing {path}. Reason:\n<pre>    {reason}</pre></p></body>\n</html>\n",
+                    f"{status}</h2>\n<p>Problem accessing {path}. Reason:\n<pre>    {reason}</pre></p></body>\n"
+                    "</html>\n",
                     status=status, content_type="text/html")
 
 

@@ -29,7 +29,8 @@ from marathon_tf.marathon.events import EventStream
 from polling import wait_for
 
 AUTH = {"user": "ops", "password": "s3cret"}
-SSE = "event: event_stream_attached\r\ndata: {\"remoteAddress\":\"127.0.0.1\",\"eventType\":\"event_stream_attached\"}\r\n\r\n"
+SSE = ("event: event_stream_attached\r\n"
+       "data: {\"remoteAddress\":\"127.0.0.1\",\"eventType\":\"event_stream_attached\"}\r\n\r\n")
 
 
 def fast():
@@ -82,7 +83,8 @@ def standby(server: HTTPServer, redirect_to: str, leader: str | None) -> None:
 
     def events(request):
         query = request.query_string.decode()
-        return Response("", status=302, headers={"Location": f"{redirect_to}/v2/events" + (f"?{query}" if query else "")})
+        location = f"{redirect_to}/v2/events" + (f"?{query}" if query else "")
+        return Response("", status=302, headers={"Location": location})
 
     server.expect_request("/v2/events").respond_with_handler(events)
     if leader is None:
@@ -100,7 +102,8 @@ def leader_stream(server: HTTPServer, event_id: str, *, close_after: bool = Fals
         seen.append(request.headers.get("Authorization", ""))
         if not request.headers.get("Authorization", "").startswith("Basic "):
             return Response("", status=401)
-        body = SSE + f"event: deployment_success\r\ndata: {json.dumps({'eventType': 'deployment_success', 'id': event_id})}\r\n\r\n"
+        event = json.dumps({"eventType": "deployment_success", "id": event_id})
+        body = SSE + f"event: deployment_success\r\ndata: {event}\r\n\r\n"
         if close_after:
             return Response(body, content_type="text/event-stream")
         return Response(iter([body.encode(), *_heartbeats()]), content_type="text/event-stream")

@@ -88,7 +88,8 @@ def test_what_an_app_may_use(version, networks, is_op, pseudo):
 ])
 def test_the_event_stream_per_version(version, light, only_light, redirects):
     caps = answers(version)
-    assert (caps.reads_plan_format_light, caps.light_plans_only, caps.redirects_events) == (light, only_light, redirects)
+    assert (caps.reads_plan_format_light, caps.light_plans_only, caps.redirects_events) == (
+        light, only_light, redirects)
 
 
 @pytest.mark.parametrize("version, no_leader, refused, unsent", [
