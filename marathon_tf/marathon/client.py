@@ -532,12 +532,14 @@ class Client:
         assert self._capabilities is not None
         return self._capabilities
 
-    def leader(self) -> str | None:
+    def leader(self, *, retry: bool = True) -> str | None:
         """``GET /v2/leader``: the leader's ``host:port`` as Marathon names it (its ``--hostname`` and http
         port, or https port with ``--disable_http``: M@1.11:src/main/scala/mesosphere/marathon/MarathonModule.scala
-        ``provideHostPort``); None when there is none (404 "There is no leader", api/v2/LeaderResource.scala)."""
+        ``provideHostPort``); None when there is none (404 "There is no leader", api/v2/LeaderResource.scala).
+        ``retry`` False: one try (the event stream's thread asks it between its own reconnects)."""
         try:
-            body = self._get("/v2/leader", {"leader": str})
+            body = self._shaped(self.request("GET", "/v2/leader", retry=retry).body, {"leader": str},
+                                f"GET {self.url}/v2/leader")
         except MarathonNotFound:
             return None
         leader = body.get("leader") if isinstance(body, dict) else None

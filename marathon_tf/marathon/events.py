@@ -157,7 +157,7 @@ class EventStream:
         (or the redirect named) at the configured URL's scheme, port and path."""
         configured = list(self.client.urls)
         try:
-            named = self.client.leader()
+            named = self.client.leader(retry=False)
         except (Timeout, MarathonError):
             named = None
         host = _host(named) or urlsplit(refused.target or "").hostname
