@@ -447,7 +447,10 @@ class Client:
                     if left is not None and left <= 0:
                         raise self._past_limit(shown, last[0] if last else None)
                     if pending and reconcile is not None:
-                        found, answered = self._look_answered(reconcile)
+                        try:
+                            found, answered = self._look_answered(reconcile)
+                        except Timeout:  # the time limit came during the look: say what the write met
+                            raise self._past_limit(shown, pending[0].error) from None
                         if found is not None:
                             return _Response(200, found)
                         if not answered:
