@@ -132,6 +132,21 @@ class Capabilities:
             return {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}
         return {"inactiveAfterSeconds": 1, "expungeAfterSeconds": 2}
 
+    def accepts_unreachable(self, strategy: Any) -> bool:
+        """Whether this version's validator takes ``strategy`` (an app's ``unreachableStrategy`` as sent):
+        ``"disabled"``, or whole seconds with ``inactiveAfter >= 0, <= expungeAfter`` (1.4.6+) or
+        ``inactiveAfter >= 1, < expungeAfter`` (1.4.0–1.4.5); see :attr:`accepts_zero_unreachable`."""
+        if strategy == "disabled":
+            return True
+        if not isinstance(strategy, dict):
+            return False
+        inactive, expunge = strategy.get("inactiveAfterSeconds", 0), strategy.get("expungeAfterSeconds", 0)
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in (inactive, expunge)):
+            return False
+        if self.accepts_zero_unreachable:
+            return 0 <= inactive <= expunge
+        return 1 <= inactive < expunge
+
     @property
     def has_networks(self) -> bool:
         """Top-level ``networks`` and ``container.portMappings`` are read from 1.5 (``v1.5.0:docs/docs/rest-api/

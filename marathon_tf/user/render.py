@@ -370,6 +370,11 @@ class _Renderer:
     def _checked(self, template: str, app_id: str, app: dict[str, Any]) -> dict[str, Any]:
         if app.get("id") != app_id:
             raise RenderError(f"template {template} must keep the app id {app_id!r} (got {app.get('id')!r})")
+        if "unreachableStrategy" in app and not self.caps.accepts_unreachable(app["unreachableStrategy"]):
+            raise RenderError(f"template {template} writes unreachableStrategy "
+                              f"{json.dumps(app['unreachableStrategy'], sort_keys=True)}, which {self.caps.shown} "
+                              f"refuses (its state/UnreachableStrategy.scala)",
+                              hint='write "unreachableStrategy": {{ unreachable | tojson }} (what that version takes)')
         return app
 
     def app(self, role_name: str, index: int) -> dict[str, Any]:

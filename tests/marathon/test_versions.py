@@ -72,6 +72,20 @@ def test_unreachable_strategy_per_version(version, zero, default, rendered):
         assert 1 <= inactive < expunge and (inactive, expunge) == (1, 2)
 
 
+@pytest.mark.parametrize("strategy, old, new", [
+    ({"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}, False, True),
+    ({"inactiveAfterSeconds": 1, "expungeAfterSeconds": 2}, True, True),
+    ({"inactiveAfterSeconds": 1, "expungeAfterSeconds": 1}, False, True),
+    ({"inactiveAfterSeconds": 300, "expungeAfterSeconds": 600}, True, True),
+    ({"inactiveAfterSeconds": 5, "expungeAfterSeconds": 2}, False, False),
+    ("disabled", True, True), ({"inactiveAfterSeconds": 0.5, "expungeAfterSeconds": 2}, False, False),
+    (None, False, False),
+])
+def test_which_unreachable_strategies_each_validator_takes(strategy, old, new):
+    assert answers("1.4.5").accepts_unreachable(strategy) is old
+    assert answers("1.4.6").accepts_unreachable(strategy) is new
+
+
 @pytest.mark.parametrize("version, networks, is_op, pseudo", [
     ("1.4.0", False, False, False), ("1.4.13", False, False, False), ("1.5.0", True, False, False),
     ("1.5.15", True, False, False), ("1.6.322", True, True, True), ("1.11", True, True, True),

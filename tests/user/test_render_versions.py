@@ -126,6 +126,19 @@ def test_constraints_a_version_does_not_know_are_refused(constraint, ok_from):
     check_version(load_dict(minimal(constraints=[["hostname", "UNIQUE"]])), "1.4.0")  # plain hostname: any version
 
 
+def test_a_custom_template_with_an_unreachable_strategy_the_version_refuses_is_reported(tmp_path):
+    """A task.json.j2 copied before templates got ``unreachable`` (0/0 written out) would be refused by 1.4.3."""
+    default = (ROOT / "app_templates" / "task.json.j2").read_text()
+    (tmp_path / "task.json.j2").write_text(default.replace(
+        '"unreachableStrategy": {{ unreachable | tojson }}',
+        '"unreachableStrategy": {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}'))
+    spec = load_dict(minimal())
+    assert render_group(spec, templates_dir=str(tmp_path), marathon_version="1.4.6")  # 0/0 is fine there
+    with pytest.raises(UsageError) as e:
+        render_group(spec, templates_dir=str(tmp_path), marathon_version="1.4.3")
+    assert "Marathon 1.4.3 refuses" in e.value.message and "unreachable | tojson" in e.value.hint
+
+
 def test_a_marathon_older_than_1_4_is_refused():
     with pytest.raises(VersionRefused, match="older than marathon-tf supports"):
         render_group(load_dict(minimal()), marathon_version="1.3.13")
