@@ -18,6 +18,12 @@ the job's restart counts (JSON: failures, max_failures, window_seconds, preempti
 infrastructure: :meth:`marathon_tf.task.ledger.Ledger.summary`); ``marathon-tf/goodput`` the job's
 goodput at its end (JSON: :func:`marathon_tf.contract.goodput.goodput`, without its recoveries).
 
+An elastic role's apps carry ``marathon-tf/elastic`` (``2..4``: the role's min and max, set at render
+time; docs/elastic.md): the ones not placed are the job's *standbys*. The record of an elastic job also
+has ``marathon-tf/workers``, its size at the end and how often it changed (``3 of 2..4; grew 2, shrank 1``):
+its size while it runs is in ``status``, ``events`` and ``/metrics``, not in labels (a label change
+restarts the task).
+
 A job that was not placed by its admission deadline (issue 20: :mod:`marathon_tf.user.gang`,
 :mod:`marathon_tf.task.admission`) gets the same record with ``marathon-tf/state`` ``NotPlaced``
 and, per role, why its tasks waited in ``/reason``; ``/attempt`` and ``/attempts`` say which
@@ -48,6 +54,8 @@ ATTEMPT = PREFIX + "attempt"
 ATTEMPTS = PREFIX + "attempts"
 NEXT_ATTEMPT_AT = PREFIX + "next-attempt-at"
 EARLIER_EVENTS = PREFIX + "earlier-events"
+ELASTIC = PREFIX + "elastic"
+WORKERS = PREFIX + "workers"
 
 
 

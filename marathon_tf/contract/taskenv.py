@@ -46,11 +46,18 @@ Variables (all strings, as Marathon requires):
                            cluster spec is known, or ``false``; unset: ``tensorflow``
 ``MTF_GPUS``               the GPUs the app asks for (the app's ``gpus``; unset: none): the
                            bootstrap checks at start that the task can see that many
+``MTF_ELASTIC``            JSON ``{"worker": [2, 4]}``: the roles with an elastic count (min, max); their
+                           apps (``max`` of them) are the job's candidates, the deciding task takes
+                           them in as they are placed (docs/elastic.md); unset: none
 ``MTF_ADMISSION``          ``TIMEOUT/RETRIES/BACKOFF``: the job's admission (``admission.timeout``,
                            ``.retries``, ``.backoff_seconds``); unset: ``600/0/60``. A task placed
                            while its peers wait releases the job when the deadline passes
                            (:mod:`marathon_tf.task.admission`)
 =========================  ==============================================================
+
+The bootstrap adds one variable of its own to the *training program's* environment
+(:data:`WORKERS_VAR`): ``MARATHON_TF_WORKERS``, the number of workers in the cluster spec the program
+was started with (an elastic job's current size; a fixed job's worker count).
 
 A runner that is its own Marathon + Mesos-DNS (``marathon-tf local serve`` / ``deploy --local``)
 adds ``MTF_RUNNER_MESOS_DNS``, ``MTF_RUNNER_MESOS_DNS_HTTP`` and ``MTF_RUNNER_MARATHON_URL`` to
@@ -70,17 +77,20 @@ cluster, a file-based secret (DC/OS Enterprise) can be named the same way.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
+from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-__all__ = ["TaskContext", "ENV_PREFIX", "PREWARM_SOCKET_VAR", "TOKEN_FILE_VAR", "marathon_token", "Kind", "Var",
-           "VARS", "prewarm_modules"]
+__all__ = ["TaskContext", "ENV_PREFIX", "PREWARM_SOCKET_VAR", "TOKEN_FILE_VAR", "WORKERS_VAR", "marathon_token",
+           "Kind", "Var", "VARS", "prewarm_modules"]
 
 ENV_PREFIX = "MTF_"
 #: Names a file that holds the Marathon token a task authenticates with.
 TOKEN_FILE_VAR = "MARATHON_TOKEN_FILE"
 #: A shared fork server's socket, set by a local runner that pre-warms interpreters for its tasks.
 PREWARM_SOCKET_VAR = "MTF_PREWARM_SOCKET"
+#: The training program's environment: how many workers its cluster spec holds (set by the bootstrap).
+WORKERS_VAR = "MARATHON_TF_WORKERS"
 
 
 def marathon_token(environ: Mapping[str, str]) -> str | None:
@@ -135,6 +145,8 @@ class TaskContext:
     grace_seconds: float = 30.0
     #: (timeout seconds, retries, backoff seconds): the job's admission (see :mod:`marathon_tf.task.admission`)
     admission: tuple[float, int, float] = (600.0, 0, 60.0)
+    #: the roles with an elastic count: ``{"worker": (min, max)}`` (docs/elastic.md); empty: a fixed-size job
+    elastic: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     def to_env(self) -> dict[str, str]:
         """The variables of :data:`VARS` (a field at its default only when the table says ``always``)."""
@@ -161,8 +173,14 @@ class TaskContext:
             out.extend((role, i) for i in range(int(self.cluster.get(role, 0))))
         return out
 
+    def elastic_role(self, role: str) -> tuple[int, int] | None:
+        """(min, max) when ``role``'s count is elastic, else None."""
+        bounds = self.elastic.get(role)
+        return (int(bounds[0]), int(bounds[1])) if bounds else None
 
-_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(TaskContext)}
+
+_DEFAULTS: dict[str, Any] = {f.name: f.default if f.default_factory is MISSING else f.default_factory()
+                             for f in fields(TaskContext)}
 
 
 # --- the table -------------------------------------------------------------------------------------
@@ -216,6 +234,19 @@ def _cluster(raw: str) -> dict[str, int]:
     if not isinstance(cluster, dict):
         raise ValueError
     return {str(k): int(v) for k, v in cluster.items()}
+
+
+def _elastic(raw: str) -> Mapping[str, tuple[int, int]]:
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise ValueError
+    out = {}
+    for role, bounds in data.items():
+        lo, hi = (int(b) for b in bounds)
+        if not 1 <= lo <= hi:
+            raise ValueError
+        out[str(role)] = (lo, hi)
+    return MappingProxyType(out)
 
 
 def _budget(window: float, example: str) -> Kind:
@@ -290,4 +321,8 @@ VARS: tuple[Var, ...] = (
     Var("gpus", "MTF_GPUS", Kind(int, str, "must be a whole number of GPUs")),
     Var("admission", "MTF_ADMISSION", Kind(_admission, lambda v: f"{_num(v[0])}/{int(v[1])}/{_num(v[2])}",
                                            "must look like TIMEOUT/RETRIES/BACKOFF, e.g. 600/3/60")),
+    Var("elastic", "MTF_ELASTIC", Kind(_elastic, lambda v: json.dumps({r: list(b) for r, b in v.items()},
+                                                                        sort_keys=True, separators=(",", ":"))
+                                       if v else "",
+                                       "must be a JSON object of role: [min, max], e.g. {\"worker\":[2,4]}")),
 )

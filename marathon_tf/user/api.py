@@ -76,8 +76,15 @@ class Job:
 
     def summary(self) -> dict[str, Any]:
         """What ``marathon-tf validate -o json`` prints."""
-        return {"file": self.spec.source, "valid": True, "name": self.name, "style": self.spec.style,
-                "counts": self.spec.counts(), "apps": len(self.spec.tasks()), "warnings": self.warnings}
+        from marathon_tf.user.spec.model import ELASTIC_LIMITS
+
+        out: dict[str, Any] = {"file": self.spec.source, "valid": True, "name": self.name, "style": self.spec.style,
+                               "counts": self.spec.counts(), "apps": len(self.spec.tasks()), "warnings": self.warnings}
+        elastic = self.spec.elastic()
+        if elastic:  # what an elastic count does in this style, in one line (docs/elastic.md)
+            out["elastic"] = {r: {"min": lo, "max": hi, "limits": ELASTIC_LIMITS[self.spec.style]}
+                              for r, (lo, hi) in elastic.items()}
+        return out
 
     def render(self, templates_dir: Optional[str] = None, *, marathon_version: Optional[str] = None) -> dict[str, Any]:
         """The Marathon app group this job deploys as (``marathon-tf render``), for the Marathon of

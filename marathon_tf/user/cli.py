@@ -225,8 +225,10 @@ def validate(job_file: str, fmt: str) -> None:
     if fmt == "json":
         output.emit_json(summary)
     else:
-        roles = ", ".join(f"{n} {r}" for r, n in summary["counts"].items())
+        roles = ", ".join(f"{job.spec.role(r).count_text} {r}" for r in summary["counts"])
         click.echo(f"{job_file}: ok — job {job.name} ({job.spec.style}): {roles}; {summary['apps']} Marathon apps")
+        for role, e in (summary.get("elastic") or {}).items():
+            click.echo(f"  elastic {role} {e['min']}..{e['max']}: starts with {e['min']} placed; {e['limits']}")
 
 
 @cli.command(context_settings=_CTX)

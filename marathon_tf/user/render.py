@@ -298,6 +298,7 @@ def _task_context(spec: JobSpec, role: str, index: int) -> TaskContext:
         preemption_budget=(spec.restart.max_preemptions, PREEMPTION_WINDOW),
         preemption_exit_codes=spec.restart.preemption_exit_codes, grace_seconds=spec.restart.grace_seconds,
         admission=(spec.admission.timeout, spec.admission.retries, spec.admission.backoff_seconds),
+        elastic=spec.elastic(),
     )
 
 
@@ -365,6 +366,8 @@ class _Renderer:
         labels.update({L.JOB: self.spec.name, L.ROLE: role_name, L.INDEX: index_text, L.VERSION: __version__})
         if role_name == "worker" and index == 0:
             labels[SPEC_LABEL] = self.spec_label
+        if self.spec.role(role_name).elastic:  # the role's bounds, in the Marathon UI too (docs/elastic.md)
+            labels[L.ELASTIC] = self.spec.role(role_name).count_text
         return {**self.shared, **parts, "app_id": app_id, "env": env, "labels": labels}
 
     def _checked(self, template: str, app_id: str, app: dict[str, Any]) -> dict[str, Any]:

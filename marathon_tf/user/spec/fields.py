@@ -11,7 +11,7 @@ from types import MappingProxyType
 
 from marshmallow import ValidationError, fields
 
-from marathon_tf.user.spec.model import CONSTRAINT_OPERATORS, DEFAULT_PREWARM
+from marathon_tf.user.spec.model import CONSTRAINT_OPERATORS, DEFAULT_PREWARM, MAX_COUNT
 
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED_LABEL_PREFIX = "marathon-tf/"
@@ -48,6 +48,49 @@ class _StrictInt(fields.Integer):
             if isinstance(value, float) and value.is_integer():
                 return int(value)
             raise ValidationError("must be an integer")
+        return value
+
+
+class ElasticCount(int):
+    """An elastic count as the schema's rules read it: the int is the maximum (one app each), ``min``
+    the minimum the job starts with."""
+
+    min: int
+
+    def __new__(cls, minimum: int, maximum: int) -> "ElasticCount":
+        value = super().__new__(cls, maximum)
+        value.min = minimum
+        return value
+
+
+class _Count(fields.Field):
+    """A role's count: an integer, or ``{"min": m, "max": n}`` (an elastic count: 1 <= m <= n)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, dict):
+            unknown = sorted(set(value) - {"min", "max"})
+            if unknown:
+                raise ValidationError(f"unknown key {unknown[0]!r}: an elastic count is {{\"min\": m, \"max\": n}}")
+            if "min" not in value or "max" not in value:
+                raise ValidationError('an elastic count needs both "min" and "max"')
+            lo, hi = value["min"], value["max"]
+            for name, x in (("min", lo), ("max", hi)):
+                if isinstance(x, bool) or not isinstance(x, int):
+                    raise ValidationError(f"{name} must be an integer")
+            if lo < 1:
+                raise ValidationError("min must be >= 1 (a job trains with at least one worker)")
+            if lo > hi:
+                raise ValidationError(f"min ({lo}) must be <= max ({hi})")
+            if hi > MAX_COUNT:
+                raise ValidationError(f"max must be <= {MAX_COUNT}")
+            return ElasticCount(lo, hi)
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                raise ValidationError('must be an integer, or {"min": m, "max": n} (an elastic count)')
+        if not 0 <= value <= MAX_COUNT:
+            raise ValidationError(f"must be between 0 and {MAX_COUNT}")
         return value
 
 

@@ -34,7 +34,14 @@ def json_schema() -> dict[str, Any]:
     role = {
         "type": "object", "additionalProperties": False,
         "properties": {
-            "count": {"type": "integer", "minimum": 0, "maximum": MAX_COUNT},
+            "count": {"oneOf": [
+                {"type": "integer", "minimum": 0, "maximum": MAX_COUNT},
+                {"type": "object", "additionalProperties": False, "required": ["min", "max"],
+                 "description": "an elastic count (the worker role of styles tf1, parameter_server, "
+                                "multi_worker_mirrored): the job starts with min workers placed, the others wait "
+                                "in Marathon's queue holding nothing and are taken in when placed (docs/elastic.md)",
+                 "properties": {"min": {"type": "integer", "minimum": 1, "maximum": MAX_COUNT},
+                                "max": {"type": "integer", "minimum": 1, "maximum": MAX_COUNT}}}]},
             "cpus": {**num, "minimum": 0.001}, "mem": {**num, "minimum": 1, "description": "MiB"},
             "disk": {**num, "minimum": 0}, "gpus": {"type": "integer", "minimum": 0},
             "image": string, "command": command, "env": strmap,

@@ -228,9 +228,10 @@ def load_job(path: str | os.PathLike) -> JobSpec:
     return load_dict(parse_json(raw, source), source=source, base_dir=p.resolve().parent)
 
 
-def with_counts(spec: JobSpec, counts: Mapping[str, int]) -> JobSpec:
-    """A copy of ``spec`` with new role counts, validated like a fresh job.json (:class:`SpecError`)."""
+def with_counts(spec: JobSpec, counts: Mapping[str, int | tuple[int, int]]) -> JobSpec:
+    """A copy of ``spec`` with new role counts (an int, or ``(min, max)``: an elastic count), validated like a
+    fresh job.json (:class:`SpecError`)."""
     data = spec.to_dict()
     for role, n in counts.items():
-        data["roles"].setdefault(role, {})["count"] = n
+        data["roles"].setdefault(role, {})["count"] = {"min": n[0], "max": n[1]} if isinstance(n, tuple) else n
     return load_dict(data, source=spec.source)

@@ -12,7 +12,8 @@ from typing import Any, Mapping
 from marathon_tf.contract import naming
 
 __all__ = ["JobSpec", "Role", "Discovery", "Restart", "Admission", "Volume", "Fetch", "STYLES", "SPEC_STYLES",
-           "COMPLETIONS", "DISCOVERY_MODES", "CONSTRAINT_OPERATORS", "MAX_COUNT", "DEFAULT_PREWARM"]
+           "COMPLETIONS", "DISCOVERY_MODES", "CONSTRAINT_OPERATORS", "MAX_COUNT", "DEFAULT_PREWARM", "ELASTIC_ROLES",
+           "ELASTIC_STYLES", "ELASTIC_LIMITS"]
 
 STYLES = ("tf1", "parameter_server", "multi_worker_mirrored", "custom")
 SPEC_STYLES = ("tf_config", "flags", "both")
@@ -37,6 +38,20 @@ _ROLE_DEFAULTS = {
 }
 DEFAULT_PREWARM = ("tensorflow",)
 
+#: The roles whose count may be elastic (``{"min": m, "max": n}``; docs/elastic.md).
+ELASTIC_ROLES = ("worker",)
+#: The styles whose programs marathon-tf knows how to grow and shrink.
+ELASTIC_STYLES = ("tf1", "parameter_server", "multi_worker_mirrored")
+#: What an elastic worker count does in each style, one line each (``validate`` says it; docs/elastic.md).
+ELASTIC_LIMITS = {
+    "tf1": "workers join and leave without stopping the others (the program passes its cluster in its session "
+           "config: ClusterSpec propagation); worker-0 is the chief and never a standby",
+    "parameter_server": "a lost worker is left behind without a restart (the coordinator trains on); a newcomer "
+                        "is taken in by restarting the coordinator from a save at the new size",
+    "multi_worker_mirrored": "every size change restarts the group from a save (from the last checkpoint when a "
+                             "worker was lost); worker-0 is the chief and never a standby",
+}
+
 
 @dataclass(frozen=True)
 class Role:
@@ -50,6 +65,17 @@ class Role:
     command: tuple[str, ...] | str | None = None
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     constraints: tuple[tuple[str, ...], ...] | None = None
+    #: an elastic count's minimum (``{"min": m, "max": n}``: ``count`` is the maximum, one app each); None: fixed
+    min_count: int | None = None
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_count is not None
+
+    @property
+    def count_text(self) -> str:
+        """``2`` or ``2..4``."""
+        return f"{self.min_count}..{self.count}" if self.min_count is not None else str(self.count)
 
 
 @dataclass(frozen=True)
@@ -152,6 +178,11 @@ class JobSpec:
         """Counts of the TF cluster members (chief, ps, worker)."""
         return {r: self.roles[r].count for r in naming.CLUSTER_ROLES if self.roles[r].count}
 
+    def elastic(self) -> dict[str, tuple[int, int]]:
+        """The roles with an elastic count: ``{"worker": (min, max)}`` ({} for a fixed-size job)."""
+        return {r: (int(self.roles[r].min_count), self.roles[r].count) for r in naming.ROLES
+                if self.roles[r].min_count is not None and self.roles[r].count}
+
     def tasks(self) -> list[tuple[str, int]]:
         """Every (role, index) of the job, in render order."""
         return [(r, i) for r in naming.ROLES for i in range(self.roles[r].count)]
@@ -194,7 +225,8 @@ class JobSpec:
             role = self.roles[r]
             if not role.count:
                 continue
-            rd: dict[str, Any] = {"count": role.count, "cpus": role.cpus, "mem": role.mem,
+            count: Any = {"min": role.min_count, "max": role.count} if role.min_count is not None else role.count
+            rd: dict[str, Any] = {"count": count, "cpus": role.cpus, "mem": role.mem,
                                   "disk": role.disk, "gpus": role.gpus}
             if role.image:
                 rd["image"] = role.image

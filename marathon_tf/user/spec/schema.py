@@ -13,12 +13,12 @@ from urllib.parse import urlparse
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_load, validate, validates_schema
 
 from marathon_tf.contract import naming
-from marathon_tf.user.spec.fields import (_Command, _Constraint, _Prewarm, _Str, _StrictInt, _StrictNumber, _StrMap,
-                                          _env_key_problem, _label_key_problem)
+from marathon_tf.user.spec.fields import (_Command, _Constraint, _Count, _Prewarm, _Str, _StrictInt, _StrictNumber,
+                                          _StrMap, _env_key_problem, _label_key_problem)
 from marathon_tf.user.spec.hints import blocked, failed_paths
 from marathon_tf.user.spec.model import (_DEFAULT_COMPLETION, _DEFAULT_SPEC_STYLE, _ROLE_DEFAULTS, COMPLETIONS,
-                                         DEFAULT_PREWARM, DISCOVERY_MODES, MAX_COUNT, SPEC_STYLES, STYLES, Admission,
-                                         Discovery, Fetch, JobSpec, Restart, Role, Volume)
+                                         DEFAULT_PREWARM, DISCOVERY_MODES, ELASTIC_ROLES, ELASTIC_STYLES, SPEC_STYLES,
+                                         STYLES, Admission, Discovery, Fetch, JobSpec, Restart, Role, Volume)
 
 _NAMESERVER = re.compile(r"^(?P<host>[A-Za-z0-9.\-:\[\]]+?)(?::(?P<port>[0-9]{1,5}))?$")
 
@@ -29,7 +29,7 @@ class _Base(Schema):
 
 
 class _RoleSchema(_Base):
-    count = _StrictInt(validate=validate.Range(min=0, max=MAX_COUNT, error="must be between {min} and {max}"))
+    count = _Count()
     cpus = _StrictNumber(validate=validate.Range(min=0.001, max=4096, error="must be between {min} and {max}"))
     mem = _StrictNumber(validate=validate.Range(min=1, max=16 * 1024 * 1024,
                                                 error="must be between {min} and {max} (MiB)"))
@@ -256,6 +256,18 @@ class _JobSchema(_Base):
                     f"roles.{r}.count")
         if count["tensorboard"] and not data.get("logdir"):
             err("logdir", "the tensorboard role needs the job's logdir", "roles.tensorboard.count")
+        for r in naming.ROLES:
+            if getattr(count[r], "min", None) is None:
+                continue
+            if r not in ELASTIC_ROLES:
+                why = ("an evaluator is outside the training cluster: nothing grows or shrinks with it"
+                       if r == "evaluator" else f"a job's {r} tasks are not interchangeable")
+                err(f"roles.{r}.count", f"only the worker count can be elastic ({{\"min\", \"max\"}}): {why}; "
+                                        f"give it a number")
+            elif style not in ELASTIC_STYLES:
+                err(f"roles.{r}.count", f"style {style}: marathon-tf cannot know what the program does when its "
+                                        f"cluster changes; elastic workers need style "
+                                        f"{', '.join(ELASTIC_STYLES[:-1])} or {ELASTIC_STYLES[-1]}", "style")
 
     @post_load
     def _build(self, data, **kwargs) -> JobSpec:
@@ -265,9 +277,11 @@ class _JobSchema(_Base):
         for r in naming.ROLES:
             rd = dict(roles_in.get(r) or {})
             defaults = _ROLE_DEFAULTS[r]
+            count = rd.get("count", 0)
             roles[r] = Role(
                 name=r,
-                count=rd.get("count", 0),
+                count=int(count),
+                min_count=getattr(count, "min", None),
                 cpus=rd.get("cpus", defaults["cpus"]),
                 mem=rd.get("mem", defaults["mem"]),
                 disk=rd.get("disk", 0.0),
