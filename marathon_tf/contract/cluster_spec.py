@@ -13,6 +13,14 @@ Whatever the style, a command that contains any of the placeholders ``{ps_hosts}
 substituted and nothing appended. Roles with count 0 are left out of the cluster;
 ``evaluator`` is not a member but gets TF_CONFIG with the cluster and its own task;
 ``tensorboard`` gets nothing.
+
+An elastic job (docs/elastic.md) has more apps of its elastic role than TensorFlow tasks: the
+deciding task publishes a :class:`Membership` (which apps train now, each with its TF index and
+address) and every member renders its spec from it (:func:`elastic_cluster`): the running workers
+in TF index order, contiguous after every change that restarts the programs; a worker TensorFlow
+lets go without a restart (a ParameterServerStrategy or TF1 worker lost) leaves its index *vacant*
+(its last address stays in that place of the list the running programs already hold) until the next
+change fills or compacts it.
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ __all__ = [
     "has_placeholders",
     "apply_flags",
     "render",
+    "Membership",
+    "elastic_cluster",
 ]
 
 PLACEHOLDERS = ("ps_hosts", "worker_hosts", "chief_hosts", "job_name", "task_index")
@@ -61,6 +71,67 @@ def build_cluster(counts: Mapping[str, int], endpoints: Mapping[PeerKey, str]) -
             hosts.append(endpoints[(role, i)])
         cluster[role] = hosts
     return cluster
+
+
+@dataclass(frozen=True)
+class Membership:
+    """Who trains now in an elastic job (the deciding task publishes it, every member reads it).
+
+    ``members``: app task name (``worker-2``) -> (TF index, ``host:port``); ``vacant``: TF index -> the
+    address of the worker that left it (see the module); ``paused``: fewer than the role's minimum are
+    there: every program is stopped until enough are placed again; ``generation`` goes up with each change."""
+
+    role: str
+    generation: int
+    members: Mapping[str, tuple[int, str]]
+    vacant: Mapping[int, str] = field(default_factory=dict)
+    paused: bool = False
+    cause: str = ""
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+    def index_of(self, task: str) -> int | None:
+        member = self.members.get(task)
+        return member[0] if member is not None else None
+
+    def hosts(self) -> list[str]:
+        """The role's TF addresses in index order, vacancies at their place."""
+        top = max([i for i, _ in self.members.values()] + list(self.vacant), default=-1)
+        by_index = {i: a for i, a in self.members.values()}
+        return [by_index.get(i) or self.vacant.get(i, "") for i in range(top + 1)]
+
+    def to_dict(self) -> dict:
+        return {"role": self.role, "generation": self.generation, "paused": self.paused, "cause": self.cause,
+                "members": {t: {"index": i, "address": a} for t, (i, a) in sorted(self.members.items())},
+                "vacant": {str(i): a for i, a in sorted(self.vacant.items())}}
+
+    @classmethod
+    def from_dict(cls, data: object) -> "Membership | None":
+        """Read one back (None for anything that is not one)."""
+        if not isinstance(data, dict) or not isinstance(data.get("generation"), int):
+            return None
+        try:
+            members = {str(t): (int(m["index"]), str(m["address"])) for t, m in (data.get("members") or {}).items()}
+            vacant = {int(i): str(a) for i, a in (data.get("vacant") or {}).items()}
+        except (TypeError, ValueError, KeyError):
+            return None
+        return cls(str(data.get("role") or "worker"), data["generation"], members, vacant, bool(data.get("paused")),
+                   str(data.get("cause") or ""))
+
+
+def elastic_cluster(counts: Mapping[str, int], endpoints: Mapping[PeerKey, str], membership: Membership,
+                    role: str, index: int) -> tuple[dict[str, int], dict[PeerKey, str], int]:
+    """An elastic job's cluster as TensorFlow sees it: (counts, endpoints by TF index, the TF index of task
+    (``role``, ``index``)). ``counts``/``endpoints``: the job's apps (the elastic role's from ``membership``)."""
+    tf_counts = {r: int(n) for r, n in counts.items() if r != membership.role}
+    tf_endpoints = {k: a for k, a in endpoints.items() if k[0] != membership.role}
+    hosts = membership.hosts()
+    tf_counts[membership.role] = len(hosts)
+    tf_endpoints.update({(membership.role, i): a for i, a in enumerate(hosts)})
+    own = membership.index_of(naming.task_name(role, index)) if role == membership.role else index
+    return tf_counts, tf_endpoints, index if own is None else own
 
 
 def tf_config(cluster: Mapping[str, Sequence[str]], role: str, index: int) -> dict | None:

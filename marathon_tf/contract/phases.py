@@ -14,6 +14,11 @@ rendezvous). The states and what leads from one to the next::
                     saving ───► (stopped)      (a save round: the program saves, or is held for one;
                                                 back to running, or a planned stop follows)
     discovering ──► failed                     (an unusable logdir, GPUs it cannot see, no peers)
+    discovering ──► standby ──► running        (an elastic job's worker placed while the job does not
+                     ▲  │                       take it in yet; a member while the job waits below its
+                     │  ▼                       minimum: taken in at the next size change)
+    running ──► resizing ──► running | standby (the job changes size: the program restarts with the
+                                                new cluster spec, or waits outside it)
 
 A task that succeeded or failed for good stays up (parked) until Marathon stops it; one that exits
 for a relaunch starts again, in a new task, at ``discovering``. ``saving`` is a save round
@@ -23,6 +28,9 @@ meanwhile when the round precedes a stop; it goes back to ``running``, or the ta
 
 :class:`StartPhase` names the milestones of a job's start in its timeline
 (:func:`marathon_tf.contract.timeline.timeline`: ``"phase"`` of each ``start`` row).
+
+``standby`` and ``resizing`` are an elastic job's (docs/elastic.md): the deciding task decides the job's
+size (:mod:`marathon_tf.task.resize`), every member follows it (:mod:`marathon_tf.task.elastic`).
 
 Both are ``str`` enums: a member compares equal to its value and is its value in JSON and text.
 """
@@ -41,6 +49,8 @@ class Phase(str, enum.Enum):
     DISCOVERING = "discovering"  # the bootstrap finds its peers; no program yet
     RUNNING = "running"          # the program runs (again, after a restart in place)
     SAVING = "saving"            # a save round: the program saves a checkpoint, or is held for one
+    STANDBY = "standby"          # elastic: placed, not taken into the job (yet), or the job waits below its min
+    RESIZING = "resizing"        # elastic: the program stopped for the job's size change, restarting at the new size
     SUCCEEDED = "succeeded"      # the program exited 0; the task stays up until stopped
     FAILED = "failed"            # the program (or the task's start) failed; parked, or exiting for a relaunch
 
@@ -63,10 +73,10 @@ class Phase(str, enum.Enum):
             raise ValueError(f"unknown phase {value!r}") from None
 
 
-_METRIC_WORDS = {Phase.DISCOVERING: "waiting_for_peers", Phase.SAVING: "saving", Phase.SUCCEEDED: "done",
-                 Phase.FAILED: "failed"}
+_METRIC_WORDS = {Phase.DISCOVERING: "waiting_for_peers", Phase.SAVING: "saving", Phase.STANDBY: "standby",
+                 Phase.RESIZING: "resizing", Phase.SUCCEEDED: "done", Phase.FAILED: "failed"}
 #: ``marathon_tf_phase{phase}``'s values, in their order on ``/metrics``.
-METRIC_PHASES = ("waiting_for_peers", "starting", "training", "saving", "done", "failed")
+METRIC_PHASES = ("waiting_for_peers", "starting", "training", "saving", "standby", "resizing", "done", "failed")
 
 
 class StartPhase(str, enum.Enum):

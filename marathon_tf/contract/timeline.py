@@ -16,6 +16,8 @@ once it has ended (the label :data:`marathon_tf.contract.labels.EVENTS`, see :fu
 * ``recoveries``: for every failure of a program (exit, hang, a peer that moved, preemption):
   its cause → the program restarted (in place, or the task relaunched) → training again, with
   the seconds each took; a recovery a save round came before (a planned stop) says the step it saved;
+* ``resizes``: every size change of an elastic job (docs/elastic.md): grew, shrank, or waits below its
+  minimum, its cause, the sizes, whether programs restarted, and how long until training went on;
 * ``saves``: every save round (the phase ``saving`` of :class:`marathon_tf.contract.phases.Phase`):
   why it was asked, the step and checkpoint it confirmed (or why it could not), how long it took.
 
@@ -35,7 +37,7 @@ __all__ = ["KINDS", "REASONS", "merge", "timeline", "compact", "expand", "iso",
            "TASK_STARTED", "PEERS_FOUND", "PROGRAM_STARTED", "SERVER_UP", "FIRST_STEP", "PROGRAM_EXITED",
            "HANG", "WAITING", "PEER_MOVED", "FINISHED", "PREEMPTED", "SUBMITTED", "DEPLOYED", "ALL_RUNNING",
            "SCALED", "PLACEMENT_WAIT", "PLACED", "JOB_ENDED", "TASK_FAILED", "NOT_PLACED", "RESUBMITTED",
-           "SAVE_ROUND", "SAVED", "SAVE_FAILED", "STALLED", "LABEL_LIMIT"]
+           "SAVE_ROUND", "SAVED", "SAVE_FAILED", "STALLED", "GREW", "SHRANK", "BELOW_MIN", "LABEL_LIMIT"]
 
 # a task's events (its bootstrap records them)
 TASK_STARTED = "task_started"        # the bootstrap runs (Marathon's TASK_RUNNING)
@@ -65,6 +67,11 @@ JOB_ENDED = "job_ended"              # the job's record was written: Succeeded o
 TASK_FAILED = "task_failed"          # (the user's side, from Marathon's lastTaskFailure) a task died
 NOT_PLACED = "not_placed"            # the admission deadline passed: every app scaled to 0 (why, per role)
 RESUBMITTED = "resubmitted"          # a NotPlaced job submitted again (its next attempt)
+# an elastic job's size (the deciding task: "size", "previous", "cause", "restart": the tasks restarted,
+# "workers": the members, "since": when what caused it was seen)
+GREW = "grew"                        # standbys placed were taken in
+SHRANK = "shrank"                    # a worker was lost: the job trains on without it
+BELOW_MIN = "below_min"              # fewer than min workers: the job's programs wait for placement
 
 #: kind → the word ``marathon-tf events`` shows (like kubectl's reasons)
 REASONS = {
@@ -74,7 +81,7 @@ REASONS = {
     PEER_MOVED: "PeerMoved", FINISHED: "Finished", PREEMPTED: "Preempted", SCALED: "Scaled",
     PLACEMENT_WAIT: "PlacementWait", PLACED: "Placed", JOB_ENDED: "JobEnded", TASK_FAILED: "TaskFailed",
     NOT_PLACED: "NotPlaced", RESUBMITTED: "Resubmitted", STALLED: "Stalled", SAVE_ROUND: "SaveRound",
-    SAVED: "Saved", SAVE_FAILED: "SaveFailed",
+    SAVED: "Saved", SAVE_FAILED: "SaveFailed", GREW: "Grew", SHRANK: "Shrank", BELOW_MIN: "BelowMin",
 }
 KINDS = tuple(REASONS)
 
@@ -202,6 +209,36 @@ def _saves(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+_RESIZES = {GREW: "grew", SHRANK: "shrank", BELOW_MIN: "below min"}
+
+
+def _resizes(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every size change: its cause and sizes, then training again: at once when no program restarted,
+    else the first step after it (of the task that recorded it: the deciding task, whose program steps)."""
+    out: list[dict[str, Any]] = []
+    for i, e in enumerate(events):
+        if e["kind"] not in _RESIZES:
+            continue
+        row: dict[str, Any] = {"task": e.get("task", ""), "change": _RESIZES[e["kind"]], "cause": e.get("cause") or
+                               e.get("message") or "", "at": iso(e["time"]), "time": round(e["time"], 3)}
+        for key in ("size", "previous", "restart", "workers"):
+            if e.get(key) is not None:
+                row[key] = e[key]
+        if isinstance(e.get("since"), (int, float)):
+            row["sinceCause"] = round(e["time"] - e["since"], 3)
+        if e["kind"] != BELOW_MIN:
+            if not e.get("restart"):
+                row["secondsToTraining"] = 0.0
+            else:
+                step = next((x for x in events[i + 1:] if x["kind"] == FIRST_STEP and x.get("task") == e.get("task")),
+                            None)
+                if step is not None:
+                    row["trainingAgain"] = iso(step["time"])
+                    row["secondsToTraining"] = round(step["time"] - e["time"], 3)
+        out.append(row)
+    return out
+
+
 def timeline(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """``{"start": [...], "recoveries": [...], "saves": [...]}`` of the job's current deployment (the
     events since the last ``submitted``; a logdir used by earlier runs of the job holds theirs too).
@@ -215,7 +252,7 @@ def timeline(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         before = [s for s in saves if s.get("outcome") == "saved" and 0 <= r["time"] - s["time"] <= SAVE_REACH]
         if before:
             r["savedStep"] = before[-1].get("step")
-    return {"start": _start(merged), "recoveries": recoveries, "saves": saves}
+    return {"start": _start(merged), "recoveries": recoveries, "saves": saves, "resizes": _resizes(merged)}
 
 
 _SHORT = {"time": "t", "task": "n", "kind": "k", "message": "m"}

@@ -7,7 +7,9 @@ labels when the job has ended, else from its apps (their newest task, instances,
 * A record (``marathon-tf/state``): ``Succeeded``, ``Failed``, ``NotPlaced``; a ``NotPlaced`` record
   with a next attempt (``marathon-tf/next-attempt-at``) is ``Queued``: it is submitted again.
 * No record: ``Stopped`` when every app is at 0 instances with no task; ``Running`` when every app's
-  newest task runs; ``Deploying`` while a deployment names one of the apps; else ``Starting``.
+  newest task runs; ``Deploying`` while a deployment names one of the apps; else ``Starting``. An
+  elastic role's apps that wait while at least its minimum run are its *standbys* (:func:`standbys`):
+  they keep a job neither from ``Running`` nor its deployment from being done (docs/elastic.md).
 
 :func:`converged`: whether the apps show no deployment left to do (a deployment id Marathon has not
 listed yet may be done already: :func:`marathon_tf.user.watch.wait_deployment`).
@@ -25,7 +27,7 @@ from typing import Any, Iterable, Mapping, Optional
 from marathon_tf.contract import labels as L
 from marathon_tf.marathon.tasks import RUNNING, newest
 
-__all__ = ["job_labels", "stored_spec", "task_state", "job_state", "converged", "STOPPED"]
+__all__ = ["job_labels", "stored_spec", "task_state", "job_state", "converged", "standbys", "STOPPED"]
 
 #: A task row's state for an app at 0 instances without a task (``status``' STATE column).
 STOPPED = "stopped"
@@ -67,6 +69,27 @@ def task_state(app: Mapping[str, Any]) -> Optional[str]:
     return STOPPED if app.get("instances", 1) == 0 else None
 
 
+def _bounds(app: Mapping[str, Any]) -> Optional[tuple[int, int]]:
+    low, sep, high = str((app.get("labels") or {}).get(L.ELASTIC) or "").partition("..")
+    return (int(low), int(high)) if sep and low.isdigit() and high.isdigit() else None
+
+
+def standbys(apps: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The ids of an elastic role's apps that wait (no task running) while at least its minimum run."""
+    apps = list(apps)
+    out: list[str] = []
+    roles: dict[str, tuple[tuple[int, int], list[Mapping[str, Any]]]] = {}
+    for app in apps:
+        bounds = _bounds(app)
+        if bounds is not None:
+            roles.setdefault(str((app.get("labels") or {}).get(L.ROLE)), (bounds, []))[1].append(app)
+    for (low, _), role_apps in roles.values():
+        waiting = [a for a in role_apps if task_state(a) != RUNNING]
+        if len(role_apps) - len(waiting) >= low:
+            out += [str(a.get("id")) for a in waiting if task_state(a) != STOPPED]
+    return out
+
+
 def job_state(apps: Iterable[Mapping[str, Any]]) -> L.JobState:
     """The job's state (see the module)."""
     apps = list(apps)
@@ -75,7 +98,8 @@ def job_state(apps: Iterable[Mapping[str, Any]]) -> L.JobState:
         if recorded == L.NOT_PLACED and job_labels(apps).get(L.NEXT_ATTEMPT_AT):
             return L.JobState.QUEUED
         return L.JobState(recorded)
-    states = [task_state(app) for app in apps]
+    waiting = set(standbys(apps))
+    states = [task_state(app) for app in apps if app.get("id") not in waiting]
     if states and all(s == STOPPED for s in states):
         return L.JobState.STOPPED
     if states and all(s == RUNNING for s in states):
@@ -90,7 +114,10 @@ def converged(apps: Iterable[Mapping[str, Any]]) -> bool:
     names a deployment, and each runs exactly its ``instances`` tasks launched at or after its
     ``versionInfo.lastConfigChangeAt``; False for no app."""
     apps = list(apps)
+    waiting = set(standbys(apps))
     for app in apps:
+        if app.get("id") in waiting:
+            continue  # an elastic job's standby: it waits in Marathon's queue for as long as it takes
         if app.get("deployments"):
             return False
         changed = (app.get("versionInfo") or {}).get("lastConfigChangeAt") or app.get("version") or ""

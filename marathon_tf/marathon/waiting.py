@@ -21,6 +21,11 @@ A job is *starting* (its admission deadline applies) while a task of its TF clus
 worker: the tasks TensorFlow's cluster spec names) waits to be placed without a task of the app's
 current configuration having failed: once every task ran, a task that waits again is a relaunch,
 which the restart budget governs, not the deadline.
+
+An elastic role (its apps labelled ``marathon-tf/elastic: MIN..MAX``, docs/elastic.md) is all-or-nothing
+only up to its minimum: once ``min`` of its apps are placed, the others that wait are *standbys*
+(``worker: 3 of 2..4 placed, 1 standby 13s: InsufficientGpus on 3 agents``), which hold nothing and keep
+no job from starting.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from marathon_tf.marathon.queue import RESOURCES, launch_delay
 from marathon_tf.marathon.tasks import ACTIVE as PLACED_STATES, wall
 
 __all__ = ["Reason", "RoleWait", "role_waits", "summary", "attempt_started", "starting_members", "placed",
-           "offer_free", "failed_in_this_config", "PLACED_STATES", "RESOURCES", "wall"]
+           "offer_free", "failed_in_this_config", "elastic_bounds", "PLACED_STATES", "RESOURCES", "wall"]
 
 # PLACED_STATES: a task in these states holds its agent's resources (it was placed): tasks.ACTIVE.
 # RESOURCES: Marathon's reason → the resource it names (queue.RESOURCES); wall: tasks.wall.
@@ -91,15 +96,25 @@ class RoleWait:
     reasons: tuple[Reason, ...] = ()
     #: Marathon's launch backoff still to wait (after failures), seconds.
     delayed: Optional[float] = None
+    #: an elastic role's (min, max): its waiting apps past ``min`` placed are standbys
+    elastic: Optional[tuple[int, int]] = None
+
+    @property
+    def standby(self) -> bool:
+        """Its waiting tasks are an elastic role's standbys (its minimum is placed): they keep nothing waiting."""
+        return self.elastic is not None and self.placed >= self.elastic[0]
 
     def text(self) -> str:
         from marathon_tf.contract.progress import duration
 
-        head = f"{self.role}: {self.placed}/{self.total} placed"
+        if self.elastic is not None:
+            head = f"{self.role}: {self.placed} of {self.elastic[0]}..{self.elastic[1]} placed"
+        else:
+            head = f"{self.role}: {self.placed}/{self.total} placed"
         if not self.waiting:
             return head
-        head += f"; {self.waiting} waiting" + (f" {duration(self.waiting_seconds)}"
-                                               if self.waiting_seconds is not None else "")
+        head += (f", {self.waiting} standby" if self.standby else f"; {self.waiting} waiting") + (
+            f" {duration(self.waiting_seconds)}" if self.waiting_seconds is not None else "")
         why = [r.text(first=i == 0) for i, r in enumerate(self.reasons)]
         if self.delayed:
             why.append(f"delayed {_num(self.delayed)}s by Marathon's launch backoff")
@@ -112,6 +127,8 @@ class RoleWait:
             out["waitingSeconds"] = round(self.waiting_seconds, 1)
         if self.delayed:
             out["delayedSeconds"] = self.delayed
+        if self.elastic is not None:
+            out.update(min=self.elastic[0], max=self.elastic[1], standby=self.waiting if self.standby else 0)
         return out
 
 
@@ -122,6 +139,13 @@ def _task_name(app: Mapping[str, Any]) -> str:
 def _role(app: Mapping[str, Any]) -> Optional[str]:
     role = (app.get("labels") or {}).get(L.ROLE)
     return role or (naming.parse_task_name(_task_name(app)) or (None, 0))[0]
+
+
+def elastic_bounds(app: Mapping[str, Any]) -> Optional[tuple[int, int]]:
+    """(min, max) of an elastic role's app (its ``marathon-tf/elastic`` label), else None."""
+    text = str((app.get("labels") or {}).get(L.ELASTIC) or "")
+    low, sep, high = text.partition("..")
+    return (int(low), int(high)) if sep and low.isdigit() and high.isdigit() else None
 
 
 def placed(app: Mapping[str, Any]) -> bool:
@@ -210,14 +234,16 @@ def role_waits(apps: Iterable[Mapping[str, Any]], queue: Mapping[str, Mapping[st
         out[role] = RoleWait(role, len(role_apps), len(role_apps) - len(waiting), len(waiting),
                              max(0.0, now - min(since)) if since else None,
                              _reasons(entries, waiting[0], free) if waiting else (),
-                             max(delays) if delays and max(delays) > 0 else None)
+                             max(delays) if delays and max(delays) > 0 else None,
+                             next((b for b in map(elastic_bounds, role_apps) if b is not None), None))
     return out
 
 
 def summary(waits: Mapping[str, RoleWait]) -> str:
     """The roles that wait, one clause each (``worker: 5/8 placed; 3 waiting …``), joined by `` | ``;
     when every role is placed, each role's count."""
-    waiting = [w.text() for w in waits.values() if w.waiting]
+    waiting = [w.text() for w in waits.values() if w.waiting and not w.standby]
+    waiting += [w.text() for w in waits.values() if w.waiting and w.standby]
     return " | ".join(waiting) if waiting else ", ".join(w.text() for w in waits.values())
 
 
@@ -239,12 +265,19 @@ def failed_in_this_config(app: Mapping[str, Any]) -> bool:
 def starting_members(apps: Iterable[Mapping[str, Any]]) -> list[str]:
     """The TF cluster's tasks (chief, ps, worker) that wait to be placed for the first time in
     their app's current configuration (none of its tasks failed since): while any does, the job
-    is still starting and its admission deadline applies."""
+    is still starting and its admission deadline applies. An elastic role's apps wait only while fewer
+    than its minimum are placed (past that they are standbys)."""
+    apps = list(apps)
+    enough = set()
+    for role in {_role(a) for a in apps}:
+        bounds = next((b for b in (elastic_bounds(a) for a in apps if _role(a) == role) if b is not None), None)
+        if bounds is not None and sum(1 for a in apps if _role(a) == role and placed(a)) >= bounds[0]:
+            enough.add(role)
     out = []
     for app in apps:
         name = _task_name(app)
         role = _role(app)
-        if role in naming.CLUSTER_ROLES and app.get("instances", 1) and not placed(app) \
+        if role in naming.CLUSTER_ROLES and role not in enough and app.get("instances", 1) and not placed(app) \
                 and not failed_in_this_config(app):
             out.append(name)
     return sorted(out)

@@ -51,10 +51,12 @@ from marathon_tf.contract.errors import DiscoveryError, UsageError
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.progress import StepRate
 from marathon_tf.contract.shellexec import exec_form
-from marathon_tf.contract.taskenv import TOKEN_FILE_VAR, TaskContext
+from marathon_tf.contract.taskenv import TOKEN_FILE_VAR, WORKERS_VAR, TaskContext
 from marathon_tf.task.admission import AdmissionWatch, watch_admission
 from marathon_tf.task.budget import BACKOFF
+from marathon_tf.task.cmdline import DEFAULT_WATCH_INTERVAL, USAGE, parse_args, shell_command
 from marathon_tf.task.discovery import Backend, PeerKey, make_backend, watch_interval
+from marathon_tf.task.elastic import ElasticMember, attach as elastic_attach
 from marathon_tf.task.gpucheck import gpu_problem
 from marathon_tf.task.jobcontrol import JobControl, job_lifecycle
 from marathon_tf.task.jobpolicy import JobPolicy
@@ -75,64 +77,12 @@ __all__ = ["main", "Bootstrap", "job_lifecycle", "parse_args", "shell_command", 
            "restarts_on_move", "SPEC_FILE"]
 
 SPEC_FILE = "cluster_spec.json"
-SHELL_CHARS = set(" \t\n;&|<>()$`\\\"'*?[]#")
-DEFAULT_WATCH_INTERVAL = 20.0
 RESTART_BACKOFF = BACKOFF  # repeated failures: in-place restarts wait 1, 2, 4 ... s, at most 30 s (the first: none)
-
-
-USAGE = """\
-Usage: marathon-tf bootstrap [--watch-interval S] [--grace S] -- COMMAND...
-       python -m marathon_tf.bootstrap [options] -- COMMAND...
-
-What runs inside every Marathon task of a marathon-tf job (the rendered app's cmd): finds every
-peer's host:port (Mesos-DNS or Marathon), writes the cluster spec (TF_CONFIG and/or flags), runs
-COMMAND and supervises it, serves /health and /status on the task's status port, and records the
-job's end. One argument after -- with spaces or shell syntax runs through /bin/sh -c.
-
-Options:
-  --watch-interval S  mean seconds between looks for peers that moved (default 20)
-  --grace S           seconds the program gets between SIGTERM and SIGKILL (default: the app's
-                      taskKillGracePeriodSeconds, MTF_GRACE_SECONDS, less a margin: 30 -> 25)
-  -h, --help          show this message
-
-Settings come from the task's environment: MTF_* (set by the rendered app), HOST, PORT_TF/PORT0,
-PORT_STATUS/PORT1, MESOS_SANDBOX. Outside a task it has nothing to do.
-"""
 
 
 def _log(message: str) -> None:
     sys.stderr.write(f"marathon-tf bootstrap: {message}\n")
     sys.stderr.flush()
-
-
-def parse_args(argv: Sequence[str]) -> tuple[dict[str, float], list[str]]:
-    """``[--watch-interval S] [--grace S] -- cmd...`` -> (options, command)."""
-    options: dict = {"watch_interval": DEFAULT_WATCH_INTERVAL, "grace": None}
-    args = list(argv)
-    if "--" in args:
-        cut = args.index("--")
-        head, command = args[:cut], args[cut + 1:]
-    else:
-        head, command = [], args
-        while command[:1] and command[0] in ("--watch-interval", "--grace"):
-            head, command = head + command[:2], command[2:]
-    it = iter(head)
-    for flag in it:
-        key = flag.lstrip("-").replace("-", "_")
-        if key not in options:  # (grace None: from the task's environment)
-            raise UsageError(f"unknown bootstrap option {flag!r} (put the training command after '--')")
-        try:
-            options[key] = float(next(it))
-        except (StopIteration, ValueError):
-            raise UsageError(f"{flag} needs a number of seconds") from None
-    if not command:
-        raise UsageError("no training command: use 'marathon-tf bootstrap -- python3 train.py ...'")
-    return options, command
-
-
-def shell_command(command: Sequence[str]) -> bool:
-    """Whether the command is one shell string (exactly one argument with spaces/shell syntax)."""
-    return len(command) == 1 and any(ch in SHELL_CHARS for ch in command[0])
 
 
 def own_address(ctx: TaskContext, environ: Mapping[str, str]) -> str:
@@ -207,6 +157,9 @@ class Bootstrap:
         self.restarts.count_earlier()
         self.saving = self.restarts.saving = Saving(ctx, self.status, self.observer.events, self.observer.logdir,
                                                     decider=is_decider(ctx), log=_log, clock=clock)
+        #: an elastic job's side (marathon_tf.task.elastic: the membership its deciding task publishes)
+        self.elastic = ElasticMember(ctx, self.status, self._stop, log=_log, clock=clock) \
+            if ctx.elastic and ctx.role != "tensorboard" else None
         self.rendezvous_options: dict = {}  # extra make_rendezvous arguments (tests inject session/events)
         self.admission: AdmissionWatch | None = None
         self.gpu_check_options: dict = {}  # extra gpu_problem arguments (tests inject dev_dir/which/run)
@@ -296,6 +249,8 @@ class Bootstrap:
             return None, []
         me = (self.ctx.role, self.ctx.index)
         members = self.ctx.members()
+        if self.elastic is not None and self.elastic.current is not None:  # the membership's, not every app
+            return (me if me in members else None), self.elastic.peers(self.elastic.current, members)
         return (me if me in members else None), [m for m in members if m != me]
 
     def _discover(self) -> bool:
@@ -320,6 +275,11 @@ class Bootstrap:
         self.saving.locate, self.saving.peer_hosts = lambda: getattr(self.rendezvous, "leader_address", None), \
             self._peer_addresses
         began = self.clock()
+        if self.elastic is not None:  # the peers are the membership's, once the job takes this task in
+            taken = elastic_attach(self, self.elastic, peers)
+            if taken is None:
+                return False
+            peers = taken
         found = self.rendezvous.wait(peers, self.ctx.startup_timeout, on_progress=progress)
         if found is None:
             return False
@@ -337,7 +297,9 @@ class Bootstrap:
 
     def _render(self) -> None:
         user = self.environ.get("TF_CONFIG")
-        self.spec = cluster_spec.render(self.ctx.cluster, self.endpoints, self.ctx.role, self.ctx.index,
+        counts, endpoints, index = (self.ctx.cluster, self.endpoints, self.ctx.index) if self.elastic is None \
+            else self.elastic.cluster(self.ctx.cluster, self.endpoints)  # the running workers, by TF index
+        self.spec = cluster_spec.render(counts, endpoints, self.ctx.role, index,
                                         style=self.ctx.spec_style, argv=self.command, shell=self.shell,
                                         user_tf_config=user)
         for warning in self.spec.warnings:
@@ -365,6 +327,7 @@ class Bootstrap:
         elif not env.get("TF_CONFIG"):
             env.pop("TF_CONFIG", None)  # never an empty TF_CONFIG
         env.setdefault("PYTHONUNBUFFERED", "1")
+        env[WORKERS_VAR] = str(self.elastic.size if self.elastic is not None else len(spec.cluster.get("worker", [])))
         return env
 
     def _on_step(self, step: int) -> None:
@@ -484,7 +447,17 @@ class Bootstrap:
         """Look the peers up once (a peer that moved meanwhile is in the new spec; one that is down is
         waited for: a restart with its stale address would hang), then start the program again."""
         me, peers = self._members()
-        if peers and self._backend is not None and self.rendezvous is not None:
+        if self.elastic is not None:  # the job's size may have changed: the membership's spec (task.elastic)
+            m = self.elastic.taken_in(None)
+            try:
+                m = m and self.elastic.settle(m, self.ctx.members(), self.endpoints, self.ctx.startup_timeout)
+            except DiscoveryError as e:
+                _log(f"could not re-check the peers before the restart: {e}")
+            if m is None:
+                return None
+            self._render()
+            self.restarts.begin()  # the rounds published meanwhile: this start follows them
+        elif peers and self._backend is not None and self.rendezvous is not None:
             try:
                 moved = self.rendezvous.settle({p: self.endpoints[p] for p in peers}, self.ctx.startup_timeout)
             except Exception as e:  # a failing lookup must not stop the restart
@@ -502,6 +475,8 @@ class Bootstrap:
     def _watch(self, trainer: Trainer) -> Trainer:
         """One low-rate watch poll; a moved peer rewrites the spec (and restarts the program)."""
         me, peers = self._members()
+        if self.elastic is not None:  # an elastic member's new address is a size change, not a move
+            peers = [p for p in peers if p[0] != self.elastic.role]
         assert self.rendezvous is not None  # watching: discovery made one
         moved = self.rendezvous.moved({p: self.endpoints[p] for p in peers})
         if not moved:

@@ -27,7 +27,7 @@ import json
 import sys
 import threading
 import time
-from typing import Any, Callable, Mapping, cast
+from typing import Any, Callable, Mapping, Sequence, cast
 
 from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonError
@@ -75,8 +75,8 @@ def _shown(status: Mapping[str, Any] | None, phase: str) -> str:
 def await_workers(client: Client, ctx: TaskContext, *, timeout: float = AWAIT_SILENCE, interval: float = 2.0,
                   get_json: Callable[[str], dict[str, Any] | None] = read_status,
                   clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], object] = time.sleep,
-                  stop: Callable[[], bool] = lambda: False,
-                  log: Callable[[str], None] = lambda m: None) -> tuple[str, str] | None:
+                  stop: Callable[[], bool] = lambda: False, log: Callable[[str], None] = lambda m: None,
+                  workers: Callable[[], Sequence[str]] | None = None) -> tuple[str, str] | None:
     """Wait until every other worker's bootstrap reports its phase ``succeeded``.
 
     One Marathon request per poll (the group with its apps' tasks) finds each worker's status
@@ -84,10 +84,12 @@ def await_workers(client: Client, ctx: TaskContext, *, timeout: float = AWAIT_SI
     ``(FAILED, reason)`` when one reports ``failed``, or when one shows nothing new (its phase,
     step, restarts) for ``timeout`` seconds: a worker that still trains is waited for, a silent one
     is named with what it last showed (its step, the peer it waits for). None when ``stop()``
-    became true or the job already carries a record (someone else decided).
+    became true or the job already carries a record (someone else decided). ``workers``: the workers that
+    train (an elastic job's members, :mod:`marathon_tf.task.elastic`; default every worker app).
     """
-    others = [naming.task_name("worker", i) for i in range(int(ctx.cluster.get("worker", 0)))
-              if not (ctx.role == "worker" and i == ctx.index)]
+    every = list(workers()) if workers is not None else [naming.task_name("worker", i)
+                                                           for i in range(int(ctx.cluster.get("worker", 0)))]
+    others = [name for name in every if name != ctx.task]
     phases: dict[str, str] = {name: "unknown" for name in others}
     seen: dict[str, tuple] = {}
     quiet_since: dict[str, float] = {name: clock() for name in others}
@@ -168,13 +170,17 @@ class JobControl:
         #: ``() -> dict | None``: the job's restart counts for the record (set by the bootstrap)
         self.counts: Callable[[], Mapping[str, Any] | None] = lambda: self.keeper.ledger.summary() if self.keeper \
             else None
+        #: ``() -> [task]``: the workers that train (an elastic job's members; None: every worker app)
+        self.workers: Callable[[], Sequence[str]] | None = None
         #: ``() -> dict | None``: the job's goodput for the record (the deciding task's observer)
         self.goodput: Callable[[], Mapping[str, Any] | None] = lambda: None
+        #: ``() -> str | None``: an elastic job's size for the record (``3 of 2..4; grew 2, shrank 1``)
+        self.elastic_record: Callable[[], str | None] = lambda: None
 
     def await_workers(self, stop: threading.Event) -> tuple[str, str] | None:
         return await_workers(self.client, self.ctx, timeout=self.await_timeout, interval=self.poll_interval,
                              get_json=self.get_json, clock=self.clock, sleep=stop.wait, stop=stop.is_set,
-                             log=self.log)
+                             log=self.log, workers=self.workers)
 
     def watch_hopeless(self, stop: threading.Event, step: Callable[[], int | None],
                        interval: float = 10.0) -> threading.Thread:
@@ -208,6 +214,9 @@ class JobControl:
             self.keeper.ended = True  # the stops that follow are the job's end, not preemptions
         counts, good = self.counts(), self.goodput()
         more = {L.RESTARTS: json.dumps(dict(counts), sort_keys=True, separators=(",", ":"))} if counts else {}
+        size = self.elastic_record()
+        if size:
+            more[L.WORKERS] = size
         if good:  # the job's goodput at its end (its recoveries are in its events)
             more[L.GOODPUT] = json.dumps({k: v for k, v in good.items() if k != "recoveries"}, sort_keys=True,
                                          separators=(",", ":"))

@@ -175,6 +175,17 @@ class Keeper:
                       "delay": delay, "grace": grace}
         self._publish()
 
+    def resize_round(self, cause: str, restart: Sequence[str], grace: float) -> dict[str, Any]:
+        """An elastic job's size change (:mod:`marathon_tf.task.resize`): a round that only the ``restart``
+        tasks follow (their programs stop and start with the new membership's spec); nothing is counted."""
+        with self._lock:
+            self.generation += 1
+            self._round_root = None
+            self.round = {"generation": self.generation, "kind": "resize", "cause": cause, "delay": 0.0,
+                          "grace": grace, "restart": sorted(restart)}
+            self._publish()
+            return dict(self.round)
+
     def _publish(self) -> None:
         if self.on_round is not None and self.round is not None:
             self.on_round(dict(self.round))
@@ -213,8 +224,10 @@ class Keeper:
         A group round starts at once (its members must restart whatever the classification)."""
         if self.ended:
             return self.answer(entry, counted=False, ended=True)
+        key = naming.parse_task_name(entry.task)
+        leaves = key is not None and self.ctx.elastic_role(key[0]) is not None  # the job shrinks instead
         with self._lock:
-            if group and generation is not None and generation >= self.generation:
+            if group and not leaves and generation is not None and generation >= self.generation:
                 self._start_round(entry)
         threading.Thread(target=self._classify_stop, args=(entry, app_version), daemon=True,
                          name="ledger-stop").start()

@@ -19,8 +19,8 @@ collector (``prometheus_client``), so a step costs nothing extra: the numbers ex
 ``marathon_tf_checkpoint_step``            gauge  the newest checkpoint's step in the logdir
 ``marathon_tf_checkpoint_age_seconds``     gauge  since it was written
 ``marathon_tf_phase{phase}``               gauge  1 for the current phase: ``waiting_for_peers``,
-                                                  ``starting``, ``training``, ``saving``, ``done``,
-                                                  ``failed`` (:meth:`marathon_tf.contract.phases.Phase.metric`)
+                                                  ``starting``, ``training``, ``saving``, ``standby``,
+                                                  ``resizing``, ``done``, ``failed`` (:meth:`marathon_tf.contract.phases.Phase.metric`)
 ``marathon_tf_waiting_for_peer{peer}``     gauge  seconds this task has waited for ``peer`` (named
                                                   by TensorFlow or by a look at its TF server)
 =========================================  =====  ====================================================
@@ -32,7 +32,11 @@ of the others of its role for three looks in a row, :mod:`marathon_tf.task.jobvi
 goodput (:mod:`marathon_tf.contract.goodput`): ``marathon_tf_goodput_ratio`` (training less steps
 trained again, over the wall time since the job was submitted) and
 ``marathon_tf_lost_seconds_total{cause}`` (``placement``, ``start``, ``recovery``, ``retrained``,
-``stalled``).
+``stalled``). An elastic job's deciding task (docs/elastic.md) adds its size (labels ``job``, ``role``):
+``marathon_tf_job_workers`` (the workers that train now), ``marathon_tf_job_workers_min``,
+``marathon_tf_job_workers_max``, ``marathon_tf_job_standby_workers`` (its apps outside the job: waiting
+in Marathon's queue, or placed and about to be taken in), ``marathon_tf_job_below_min`` (1 while it waits
+below its minimum) and ``marathon_tf_job_resizes_total{change}`` (``grew``, ``shrank``, ``below_min``).
 
 Imported only when ``/metrics`` is first asked for: a task that is never scraped never imports
 ``prometheus_client``.
@@ -116,6 +120,29 @@ class _Collector:
             yield w
         yield from _job_view(s.get("job_view"), own[0])
         yield from _goodput(s.get("goodput"), own)
+        yield from _elastic(s.get("elastic"), own[0])
+
+
+def _elastic(view: dict[str, Any] | None, job: str) -> Iterator[Any]:
+    """An elastic job's size, on its deciding task."""
+    if not view or not view.get("decider"):
+        return
+    labels, values = ["job", "role"], [job, str(view.get("role") or "worker")]
+    for name, doc, value in (
+            ("marathon_tf_job_workers", "The elastic job's workers that train now.", view.get("size")),
+            ("marathon_tf_job_workers_min", "The elastic job's minimum of workers.", view.get("min")),
+            ("marathon_tf_job_workers_max", "The elastic job's maximum of workers.", view.get("max")),
+            ("marathon_tf_job_standby_workers", "The elastic job's worker apps outside it (waiting in Marathon's "
+             "queue, or placed and about to join).", len(view.get("standbys") or [])),
+            ("marathon_tf_job_below_min", "1 while the elastic job waits below its minimum.",
+             1.0 if view.get("paused") else 0.0)):
+        g = GaugeMetricFamily(name, doc, labels=labels)
+        g.add_metric(values, float(value or 0))
+        yield g
+    c = CounterMetricFamily("marathon_tf_job_resizes", "The elastic job's size changes.", labels=labels + ["change"])
+    for change, n in sorted((view.get("changes") or {}).items()):
+        c.add_metric(values + [change], float(n))
+    yield c
 
 
 def _goodput(good: dict[str, Any] | None, own: list[str]) -> Iterator[Any]:

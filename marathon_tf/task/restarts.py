@@ -199,6 +199,10 @@ class Restarter:
             self._round = (leader, int((round_ or {}).get("generation") or 0))
             return None
         if round_ and int(round_.get("generation") or 0) > self._round[1]:
+            restart = round_.get("restart")
+            if isinstance(restart, list) and self.ctx.task not in restart:
+                self._round = (self._round[0], int(round_.get("generation") or 0))
+                return None  # an elastic job's size change that leaves this program running (marathon_tf.task.resize)
             return round_
         return None
 
@@ -217,15 +221,18 @@ class Restarter:
         generation = int(round_.get("generation") or 0)
         cause = round_.get("cause") or "a member ended"
         if trainer.wait(timeout=0) is None:
-            grace = min(self.grace, float(round_.get("grace") or self.grace))
+            grace = self.grace if round_.get("grace") is None else min(self.grace, float(round_["grace"]))  # 0: now
             code = trainer.stop(grace)
-            self.observer.program_exited(code, f"stopped for the job's group restart ({cause}; exit {code})",
+            what = "size change" if round_.get("kind") == "resize" else "group restart"
+            self.observer.program_exited(code, f"stopped for the job's {what} ({cause}; exit {code})",
                                          failure=False)
         self._round = (self._round[0], generation)
         delay = float(round_.get("delay") or 0)
-        self.log(f"the job's group restarts ({cause}, round {generation})"
+        resize = round_.get("kind") == "resize"  # an elastic job's size change (marathon_tf.task.resize)
+        self.log(f"the job's {'size changes' if resize else 'group restarts'} ({cause}, round {generation})"
                  + (f"; restarting in {delay:g} s" if delay else ""))
-        self.status.update(phase=Phase.RUNNING, last_error=f"the job's group restarts ({cause})")
+        self.status.update(phase=Phase.RESIZING if resize else Phase.RUNNING,
+                           last_error=f"the job's {'size changes' if resize else 'group restarts'} ({cause})")
         return not (delay and self._stop.wait(delay))
 
     # -- a program's end ------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ POST_LIMIT = 256 * 1024
 _HEAVY = ("cluster", "tf_config", "peers", "missing")
 #: ``/progress``: what the deciding task reads of every chief and worker (small: no cluster spec)
 PROGRESS_FIELDS = ("task", "role", "index", "phase", "step", "steps_per_second", "report_rate", "restarts",
-                   "failures", "stall_seconds", "waiting_for", "first_step_at")
+                   "failures", "stall_seconds", "waiting_for", "first_step_at", "elastic")
 
 
 class TaskStatus:
@@ -50,6 +50,9 @@ class TaskStatus:
             # save rounds (marathon_tf.task.saving): whether the program has the save hook (None: not
             # known yet), the last checkpoint a round confirmed; the job's goodput (the deciding task)
             "save_hook": None, "last_save": None, "goodput": None,
+            # an elastic job (docs/elastic.md): this task's place in its membership; the deciding task
+            # also shows the job's size, bounds, members and standbys (marathon_tf.task.resize)
+            "elastic": None,
         }
         self._healthy = True
 

@@ -200,6 +200,8 @@ def _header(status: dict[str, Any]) -> list[tuple[str, str]]:
                                                   if target else "")))
     if status.get("resumedFrom") is not None:
         rows.append(("resumed", f"from checkpoint at step {status['resumedFrom']}"))
+    if status.get("elastic"):
+        rows.append(("workers", elastic_text(status["elastic"])))
     if status.get("restartBudget"):
         rows.append(("restarts", restarts_text(status["restartBudget"])[len("restarts "):]))
     if status.get("goodput"):
@@ -318,6 +320,31 @@ def clean_report(home, removed: list, kept: list, *, dry_run: bool) -> None:
                                      else f"idle only {duration(time.time() - run.last_active)}"))
     if not removed:
         info(f"no ended run to remove in {home}")
+
+
+def elastic_text(view: Mapping[str, Any]) -> str:
+    """``3 of 2..4, 1 standby: InsufficientGpus on 3 agents (need 2 each, 0 free); grew 2, shrank 1`` (an
+    elastic job's size, docs/elastic.md)."""
+    if view.get("final"):
+        return str(view["final"])
+    size, lo, hi = view.get("size"), view.get("min"), view.get("max")
+    text = f"{size} of {lo}..{hi}"
+    if view.get("paused"):
+        text += " (below its minimum: the job waits for placement)"
+    standbys = view.get("standbys") or []
+    if standbys:
+        placed = view.get("placedStandbys") or []
+        text += f", {len(standbys)} standby"
+        why = view.get("waiting") or ""
+        reasons = why.split(": ", 1)[1] if ": " in why else ""
+        if placed:
+            text += f" ({', '.join(placed)} placed, joining)"
+        if reasons:
+            text += f": {reasons}"
+    changes = {k: v for k, v in (view.get("changes") or {}).items() if v}
+    if changes:
+        text += "; " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in changes.items())
+    return text
 
 
 def goodput_text(good: Mapping[str, Any]) -> str:

@@ -52,7 +52,8 @@ class JobStatus:
     ``Stopped``, ``Queued`` (released at its admission deadline; its next attempt is due at
     ``admission["nextAttemptAt"]``), or its recorded end ``Succeeded`` / ``Failed`` / ``NotPlaced``
     with ``reason``. ``admission``: for a starting job, per role how many tasks are placed and why
-    the rest wait, and its deadline (see :mod:`marathon_tf.user.gang`)."""
+    the rest wait, and its deadline (see :mod:`marathon_tf.user.gang`). ``elastic``: an elastic job's size
+    (``size``, ``min``, ``max``, ``members``, ``standbys`` and why they wait, its changes; docs/elastic.md)."""
 
     job: str
     #: A :class:`~marathon_tf.contract.labels.JobState` (a ``str``: ``status.state == "Running"``).
@@ -66,6 +67,7 @@ class JobStatus:
     #: Where the logdir is on this machine (local jobs), or on the agents (an absolute volume path).
     logdir_path: Optional[str] = None
     admission: Optional[dict[str, Any]] = field(default=None, compare=False)
+    elastic: Optional[dict[str, Any]] = field(default=None, compare=False)
     data: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -75,7 +77,7 @@ class JobStatus:
                    tasks=tuple(TaskStatus.from_dict(t) for t in status.get("tasks") or []),
                    step=status.get("step"), target_step=status.get("targetStep"), final_step=status.get("finalStep"),
                    reason=status.get("reason"), logdir=status.get("logdir"), logdir_path=status.get("logdirPath"),
-                   admission=status.get("admission"), data=dict(status))
+                   admission=status.get("admission"), elastic=status.get("elastic"), data=dict(status))
 
     @property
     def ended(self) -> bool:

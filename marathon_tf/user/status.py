@@ -26,7 +26,8 @@ from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonNotFound, UsageError
 from marathon_tf.contract.progress import eta_seconds
 from marathon_tf.marathon import transport
-from marathon_tf.marathon.jobstate import STOPPED, job_labels, job_state, stored_spec
+from marathon_tf.marathon import waiting as W
+from marathon_tf.marathon.jobstate import STOPPED, job_labels, job_state, standbys, stored_spec
 from marathon_tf.marathon.queue import entries_by_app, fetch as fetch_queue, launch_delay, stall_reason
 from marathon_tf.marathon.tasks import RUNNING, age, health, last_failure, newest, started_at, task_port, task_url
 from marathon_tf.user import gang, localstate, observe
@@ -101,7 +102,7 @@ def fetch(client: Any, job: str, *, probe: bool = True, probe_get: Optional[Prob
         with ThreadPoolExecutor(max_workers=min(16, len(urls))) as pool:
             probes = dict(zip(urls, pool.map(probe_get or _probe, urls.values())))
     free = None
-    if gang.waits_to_start(apps):
+    if gang.waits_to_start(apps) or standbys(apps.values()):  # why they wait, in numbers
         from marathon_tf.user import capacity
 
         cap = _safe(lambda: capacity.read(client, mesos), None)
@@ -190,6 +191,7 @@ def build(seen: Observed) -> JobStatus:
     observe.saving(out, labels.get(L.GOODPUT),  # its goodput, its last save round, whether it has the save hook
                    naming.deciding_task(str(stored_spec(apps.values()).get("completion") or "")))
     gang.annotate(out, apps, seen.queue, free=seen.free, now=seen.now)  # a starting job: placed per role; Queued
+    _elastic(out, apps, seen, labels)
     if labels.get(L.FINISHED_AT):
         out["finishedAt"] = labels[L.FINISHED_AT]
     steps = [s for s in (r.get("step") for r in tasks) if isinstance(s, int)]
@@ -222,6 +224,44 @@ def build(seen: Observed) -> JobStatus:
         out["progress"] = {"step": out["step"], "targetStep": target, "stepsPerSecond": rate,
                            "etaSeconds": _round(eta_seconds(out["step"], target, rate))}
     return JobStatus.from_dict(out)
+
+
+def _elastic(out: dict[str, Any], apps: Mapping[str, Mapping[str, Any]], seen: Observed,
+             labels: Mapping[str, str]) -> None:
+    """An elastic job's size (docs/elastic.md): ``elastic`` with the deciding task's word (its members, its
+    changes) when it answers, the standbys and why they wait (Marathon's queue, as for a starting job)."""
+    spec = stored_spec(apps.values())
+    bounds = {r: (rd.get("count") or {}) for r, rd in (spec.get("roles") or {}).items()
+              if isinstance(rd.get("count"), dict)}
+    if not bounds:
+        return
+    role, count = next(iter(bounds.items()))
+    lo, hi = int(count.get("min") or 1), int(count.get("max") or 1)
+    decider = naming.deciding_task(str(spec.get("completion") or ""))
+    said = ((seen.probes.get(decider) or {}).get("elastic") or {}) if seen.probes else {}
+    role_apps = [a for name, a in apps.items() if name.startswith(role + "-")]
+    waits = W.role_waits(role_apps, seen.queue, free=seen.free, now=seen.now).get(role)
+    placed = waits.placed if waits is not None else 0
+    view: dict[str, Any] = {"role": role, "min": lo, "max": hi, "placed": placed,
+                            "size": said.get("size", placed), "standbys": said.get("standbys")}
+    for key in ("members", "generation", "paused", "changes", "vacant", "placedStandbys"):
+        if said.get(key) is not None:
+            view[key] = said[key]
+    if view["standbys"] is None:
+        view["standbys"] = sorted(n for n, a in apps.items() if n.startswith(role + "-") and not W.placed(a)
+                                  and a.get("instances", 1))
+    if waits is not None and waits.waiting:
+        view["waiting"] = waits.text()
+        view["reasons"] = waits.to_dict()["reasons"]
+    if labels.get(L.WORKERS):
+        view["final"] = labels[L.WORKERS]
+    members = view.get("members") or {}
+    for row in out["tasks"]:
+        if row["role"] == role and row["task"] not in members and (said or row.get("state") == "waiting"):
+            row["standby"] = True
+            if row.get("state") == "waiting":
+                row["state"] = "standby"
+    out["elastic"] = view
 
 
 def job_status(client: Any, job: str, *, probe: bool = True, probe_get: Optional[ProbeGet] = None,

@@ -61,8 +61,8 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
             continue
         outage.clear()
         on_progress(status)
-        if deployment_id is None:
-            return status
+        if deployment_id is None or (status.elastic and status.state in (L.JobState.RUNNING.value,) + FINAL_STATES):
+            return status  # (an elastic job runs once its minimum does: its standbys may wait for ever)
         if deployment_id in active:
             seen = True
         elif seen or succeeded:

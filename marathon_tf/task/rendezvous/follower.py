@@ -186,6 +186,8 @@ class FollowerRendezvous(Side):
         restart = doc.get("restart")  # the leader's group restart round (the whole doc carries it)
         self.view.set_round(restart if isinstance(restart, dict) and isinstance(restart.get("generation"), int)
                             else None)
+        membership = doc.get("membership")  # an elastic job's (marathon_tf.task.resize)
+        self.view.set_membership(membership if isinstance(membership, dict) else None)
         if doc.get("complete"):
             self._formed = True
         return True

@@ -105,10 +105,12 @@ class LeaderRendezvous(Side):
         view = self.view
         doc: dict[str, Any] = {"job": self.job, "leader": self.leader_id, "leader_task": naming.task_name(*self.me),
                "cluster": self.cluster,
-               "version": view.version, "complete": not view.missing, "delta": delta is not None,
+               "version": view.version, "complete": not view.lacking(), "delta": delta is not None,
                "reads": self.polls, "events": self.events_seen, "event_stream": self._streaming()}
         if view.round is not None:
             doc["restart"] = view.round
+        if view.membership is not None:
+            doc["membership"] = view.membership
         if delta is None:
             doc.update(peers=names(view.peers), missing=names(view.missing))
         else:
@@ -135,7 +137,7 @@ class LeaderRendezvous(Side):
         with view.cond:
             # complete=1 (a forming follower, even one that knows no leader yet): only the complete view
             (view.formed if complete else view.cond).wait_for(lambda: self._done() or (
-                (leader != self.leader_id or view.version != after) and (not complete or not view.missing)),
+                (leader != self.leader_id or view.version != after) and (not complete or not view.lacking())),
                 timeout=wait)
             delta = view.since(after) if leader == self.leader_id else None
             if delta is None:
@@ -159,7 +161,7 @@ class LeaderRendezvous(Side):
         pending = None  # a group read in flight (a 10,000-app group takes seconds): events go on meanwhile
         while not self._done():
             if (pending is None and time.monotonic() >= next_read and self._insurance
-                    and self._events_carry_addresses() and not self.view.missing):
+                    and self._events_carry_addresses() and not self.view.lacking()):
                 # a re-read in case status updates were lost, but they completed the view: no need
                 self._insurance, self._formed = False, True
                 next_read = max(next_read, last_read + self._calm())
@@ -251,6 +253,8 @@ class LeaderRendezvous(Side):
                 present.pop(peer, None)
                 missing[peer] = obs.detail
         self._changed = self.view.update(present, missing)
+        optional = self.view.optional  # an elastic job's standbys: not waited for (the events say when one runs)
+        missing = {p: d for p, d in missing.items() if p not in optional} if optional else missing
         if not missing:
             self._formed = True
         if error is None:

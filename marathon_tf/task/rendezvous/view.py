@@ -78,6 +78,15 @@ class View:
         #: the group restart the keeper asked for last (``{"generation", "kind", "cause", "delay",
         #: "grace"}``, :mod:`marathon_tf.task.keeper`); None: none yet
         self.round: dict[str, Any] | None = None
+        #: an elastic job's membership (:class:`marathon_tf.contract.cluster_spec.Membership` as a dict), published
+        #: by the deciding task (:mod:`marathon_tf.task.resize`); None: a fixed-size job, or not formed yet
+        self.membership: dict[str, Any] | None = None
+        #: peers whose absence leaves the view complete: an elastic job's standbys (apps outside its membership)
+        self.optional: frozenset[PeerKey] = frozenset()
+
+    def lacking(self) -> dict[PeerKey, str]:
+        """The missing peers the view needs (its standbys left out)."""
+        return {p: d for p, d in self.missing.items() if p not in self.optional} if self.optional else self.missing
 
     def update(self, peers: Mapping[PeerKey, str], missing: Mapping[PeerKey, str]) -> bool:
         with self.cond:
@@ -87,7 +96,22 @@ class View:
             self.peers, self.missing = dict(peers), dict(missing)
             self.version += 1
             self.cond.notify_all()
-            if not self.missing:
+            if not self.lacking():
+                self.formed.notify_all()
+            return True
+
+    def set_membership(self, membership: Mapping[str, Any] | None, optional: frozenset[PeerKey] = frozenset()
+                       ) -> bool:
+        """A new membership of an elastic job (a new version: the long polls answer at once)."""
+        with self.cond:
+            if membership == self.membership and optional == self.optional:
+                return False
+            self.membership = dict(membership) if membership is not None else None
+            self.optional = optional
+            self.deltas.append((self.version + 1, {}, {}))
+            self.version += 1
+            self.cond.notify_all()
+            if not self.lacking():
                 self.formed.notify_all()
             return True
 
@@ -100,7 +124,7 @@ class View:
             self.deltas.append((self.version + 1, {}, {}))
             self.version += 1
             self.cond.notify_all()
-            if not self.missing:
+            if not self.lacking():
                 self.formed.notify_all()
             return True
 

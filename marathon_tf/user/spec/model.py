@@ -180,8 +180,8 @@ class JobSpec:
 
     def elastic(self) -> dict[str, tuple[int, int]]:
         """The roles with an elastic count: ``{"worker": (min, max)}`` ({} for a fixed-size job)."""
-        return {r: (int(self.roles[r].min_count), self.roles[r].count) for r in naming.ROLES
-                if self.roles[r].min_count is not None and self.roles[r].count}
+        return {r: (int(m), self.roles[r].count) for r in naming.ROLES
+                if (m := self.roles[r].min_count) is not None and self.roles[r].count}
 
     def tasks(self) -> list[tuple[str, int]]:
         """Every (role, index) of the job, in render order."""
