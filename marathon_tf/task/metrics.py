@@ -20,7 +20,8 @@ collector (``prometheus_client``), so a step costs nothing extra: the numbers ex
 ``marathon_tf_checkpoint_age_seconds``     gauge  since it was written
 ``marathon_tf_phase{phase}``               gauge  1 for the current phase: ``waiting_for_peers``,
                                                   ``starting``, ``training``, ``saving``, ``standby``,
-                                                  ``resizing``, ``done``, ``failed`` (:meth:`marathon_tf.contract.phases.Phase.metric`)
+                                                  ``resizing``, ``done``, ``failed``
+                                                  (:meth:`marathon_tf.contract.phases.Phase.metric`)
 ``marathon_tf_waiting_for_peer{peer}``     gauge  seconds this task has waited for ``peer`` (named
                                                   by TensorFlow or by a look at its TF server)
 =========================================  =====  ====================================================
