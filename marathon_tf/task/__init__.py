@@ -9,6 +9,7 @@ and transitions").
 
 ===================  ==========================================================================
 ``bootstrap``        the task's main loop: discovery → cluster spec → program → its end
+``cmdline``          the bootstrap's command line: usage, options, one shell string or an argv
 ``discovery``        the peers' host:port from Mesos-DNS (SRV / HTTP API) or Marathon's tasks API
 ``rendezvous/``      finding the peers: the interface (``base``), one task reading for the job
                      (``leader``) and the others asking it (``follower``, ``hints``, ``view``), or
@@ -18,6 +19,10 @@ and transitions").
 ``restarts``         the bootstrap's restart half (Restarter): rounds, in place, backoff, the stop
 ``saving``           save rounds: the deciding task's program saves now (on request, before every
                      planned stop), the job's training held meanwhile, the checkpoint confirmed
+``resize``           an elastic job's size, decided by its deciding task (Resizer): form, grow after a
+                     save, shrink, wait below min; the membership and resize rounds it publishes
+``elastic``          every task's side of an elastic job: taken in (standby meanwhile), its peers and
+                     its spec by TF index from the membership
 ``budget``           a task's own restart count (RestartBudget) and the one backoff
 ``ledger``           the job's restart ledger: entries, counts, the keeper's Answer, its file
 ``keeper``           the deciding task keeps the ledger (Keeper); the others report to it (Reporter)

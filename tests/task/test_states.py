@@ -42,9 +42,12 @@ def test_every_action_leads_to_one_phase_with_its_health_and_record(action):
 
 
 def test_the_phases_on_the_wire_and_in_the_metrics():
-    assert [p.value for p in Phase] == ["discovering", "running", "saving", "succeeded", "failed"]
+    assert [p.value for p in Phase] == ["discovering", "running", "saving", "standby", "resizing", "succeeded",
+                                        "failed"]
     assert [Phase.DISCOVERING.metric(), Phase.RUNNING.metric(), Phase.RUNNING.metric(stepped=True),
-            Phase.SAVING.metric(), Phase.SUCCEEDED.metric(), Phase.FAILED.metric()] == list(METRIC_PHASES)
+            Phase.SAVING.metric(), Phase.STANDBY.metric(), Phase.RESIZING.metric(), Phase.SUCCEEDED.metric(),
+            Phase.FAILED.metric()] == list(METRIC_PHASES)
+    assert phase_of({"phase": "standby"}) == "standby" and phase_of({"phase": "resizing"}) == "resizing"
     assert phase_of({"phase": "running", "first_step_at": 1.0}) == "training"
     assert phase_of({"phase": "saving", "first_step_at": 1.0}) == "saving"
     assert phase_of({"phase": "discovering"}) == "waiting_for_peers"
