@@ -158,8 +158,8 @@ class Bootstrap:
         self.saving = self.restarts.saving = Saving(ctx, self.status, self.observer.events, self.observer.logdir,
                                                     decider=is_decider(ctx), log=_log, clock=clock)
         #: an elastic job's side (marathon_tf.task.elastic: the membership its deciding task publishes)
-        self.elastic = ElasticMember(ctx, self.status, self._stop, log=_log, clock=clock) \
-            if ctx.elastic and ctx.role != "tensorboard" else None
+        self.elastic = ElasticMember(ctx, self.status, self._stop, log=_log, clock=clock, ready=lambda: (
+            self.prewarmer is None or self.prewarmer.warm())) if ctx.elastic and ctx.role != "tensorboard" else None
         self.rendezvous_options: dict = {}  # extra make_rendezvous arguments (tests inject session/events)
         self.admission: AdmissionWatch | None = None
         self.gpu_check_options: dict = {}  # extra gpu_problem arguments (tests inject dev_dir/which/run)

@@ -47,8 +47,12 @@ class ElasticMember:
     """A task's side of an elastic job (see the module)."""
 
     def __init__(self, ctx: TaskContext, status: TaskStatus, stop: threading.Event, *,
-                 log: Callable[[str], None] = lambda m: None, clock: Callable[[], float] = time.monotonic):
+                 log: Callable[[str], None] = lambda m: None, clock: Callable[[], float] = time.monotonic,
+                 ready: Callable[[], bool] = lambda: True):
         self.ctx, self.status, self._stop, self.log, self.clock = ctx, status, stop, log, clock
+        #: whether the program would start now without waiting for its imports (a pre-warmed interpreter that
+        #: said hello): a standby says so, and the deciding task takes it in only then (task.resize)
+        self.ready = ready
         self.role, self.bounds = next(iter(ctx.elastic.items()))
         self.side: Side | None = None
         self.current: Membership | None = None  # the membership this task's program runs with
@@ -86,9 +90,11 @@ class ElasticMember:
             if m is not None:  # formed: a standby, or below its minimum
                 why = (f"the job waits below its minimum ({m.size} of {self.bounds[0]} workers placed)" if m.paused
                        else f"a standby: the job runs {m.size} of {self.bounds[0]}..{self.bounds[1]} workers")
-                if why != said:
-                    self.log(f"elastic: {why}; waiting to be taken in")
-                    said = why
+                ready = self.ready()
+                if (why, ready) != said:
+                    if said is None or why != said[0]:
+                        self.log(f"elastic: {why}; waiting to be taken in")
+                    said = (why, ready)
                     self._show(Phase.STANDBY, m, why)
             elif deadline is not None and self.clock() >= deadline:
                 raise DiscoveryError(f"{self.ctx.task}: the job did not form within {timeout:g} s (fewer than "
@@ -105,7 +111,8 @@ class ElasticMember:
         if not self.decider:  # the deciding task shows the job's (marathon_tf.task.resize)
             fields["elastic"] = {"role": self.role, "min": self.bounds[0], "max": self.bounds[1], "size": m.size,
                                  "generation": m.generation, "paused": m.paused, "index": m.index_of(self.me),
-                                 "standby": self.ctx.role == self.role and self.me not in m.members}
+                                 "standby": self.ctx.role == self.role and self.me not in m.members,
+                                 "ready": self.ready()}
         self.status.update(**fields)
 
     def peers(self, m: Membership, members: list[PeerKey]) -> list[PeerKey]:
@@ -171,7 +178,7 @@ def attach(boot: Any, elastic: ElasticMember, peers: list[PeerKey]) -> list[Peer
         boot.control.workers = lambda: sorted(elastic.current.members) if elastic.current is not None else []
     if isinstance(boot.rendezvous, LeaderRendezvous):
         from marathon_tf.task.jobpolicy import JobPolicy
-        from marathon_tf.task.resize import Resizer
+        from marathon_tf.task.resize import ReadyCheck, Resizer
 
         keeper = boot.policy.keeper if isinstance(boot.policy, JobPolicy) else None
         release = None
@@ -182,7 +189,8 @@ def attach(boot: Any, elastic: ElasticMember, peers: list[PeerKey]) -> list[Peer
             release = lambda: watch.release(watch._apps())  # noqa: E731 - one call, said where it is wired
         resizer = Resizer(boot.ctx, boot.rendezvous.view, boot.saving, boot.observer.events, boot.status,
                           stop=boot._stop, publish_round=keeper.resize_round if keeper is not None else None,
-                          release=release, log=elastic.log).start()
+                          release=release, log=elastic.log, ready=ReadyCheck(lambda: boot.saving.peer_urls()))
+        resizer.start()
         if boot.control is not None:
             boot.control.elastic_record = resizer.record
     m = elastic.taken_in(boot.ctx.startup_timeout)

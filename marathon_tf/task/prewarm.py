@@ -448,6 +448,7 @@ class Prewarmer:
         self._stepped = threading.Event()
         self._generation = 0
         self._closed = False
+        self._opened = threading.Event()  # _open has run: the server is there (or there is none to wait for)
         self.last: ForkedProcess | None = None  # the forked program of the last start, if any
 
     @classmethod
@@ -472,6 +473,12 @@ class Prewarmer:
         return self._pool.submit(fn, *args).result()
 
     def _open(self) -> None:
+        try:
+            self._open_server()
+        finally:
+            self._opened.set()
+
+    def _open_server(self) -> None:
         self.interpreter = resolve_interpreter(self.command.interpreter, self.env, self.cwd)
         if self.interpreter is None:
             self.log(f"cannot pre-warm: {self.command.interpreter} not found on PATH")
@@ -493,6 +500,11 @@ class Prewarmer:
         self.log(f"pre-warming {self.label}" + (" (the local runner's shared interpreter)" if self.socket_path else ""))
         self._pool.submit(self._open)
         return self
+
+    def warm(self) -> bool:
+        """Whether a start now would not wait for the imports: the server said hello (or there is none)."""
+        server = self.server
+        return self._opened.is_set() and (server is None or server.ready.is_set())
 
     @property
     def server(self) -> ForkServer | None:

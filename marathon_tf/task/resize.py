@@ -7,9 +7,12 @@ gone disappears). From that it decides, with the pure table :func:`marathon_tf.t
 
 * **form**: the job starts once ``min`` of them run (and the deciding task, when it is one of them),
   taking in any others placed within :data:`BATCH` s;
-* **grow**: standbys placed while it runs are gathered for :data:`BATCH` s (or until every app runs) and
-  taken in as one change, after a save round that holds the job's training at the checkpoint the
-  restarted programs resume from (:mod:`marathon_tf.task.saving`: nothing is trained twice);
+* **grow**: standbys placed while it runs are taken in once they are *ready* (their pre-warmed interpreter
+  has imported TensorFlow: their ``/progress`` ``elastic.ready``; at most :data:`READY_WAIT` s after they
+  appear: :class:`ReadyCheck`; the job trains on meanwhile), gathered for :data:`BATCH` s from the first
+  ready one (or until every app is in) and taken in as one change, after a save round that holds the job's
+  training at the checkpoint the restarted programs resume from (:mod:`marathon_tf.task.saving`: nothing
+  is trained twice);
 * **shrink**: a member gone (lost beyond its in-place restart, preempted, drained, its agent lost) is
   let go at once while at least ``min`` remain: nothing is counted for it beyond what the keeper's
   ledger makes of its end (a preemption or an agent's loss is never a failure);
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from marathon_tf.contract import naming, timeline as T
 from marathon_tf.contract.cluster_spec import Membership
@@ -41,13 +44,52 @@ from marathon_tf.task.saving import Saving
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.timeline import TaskEvents
 
-__all__ = ["Resizer", "BATCH", "SAVE_TIMEOUT"]
+__all__ = ["Resizer", "ReadyCheck", "BATCH", "SAVE_TIMEOUT", "READY_WAIT"]
 
 #: Seconds the arrivals of standbys are gathered into one change (from the first one).
 BATCH = 2.0
 #: Seconds a save round before a size change may take.
 SAVE_TIMEOUT = 30.0
+#: Seconds a standby that does not say it is ready is waited for before it is taken in anyway.
+READY_WAIT = 30.0
 _EVENTS = {GROW: T.GREW, BELOW_MIN: T.BELOW_MIN}
+
+
+class ReadyCheck:
+    """``check(task) -> bool``: whether a standby says it is ready (its ``/progress`` ``elastic.ready``), looked
+    at most every :data:`LOOK` s per task; ``urls() -> {task: status base URL}`` (the deciding task's view of
+    the job, refreshed when a task is not in it)."""
+
+    LOOK = 0.3
+
+    def __init__(self, urls: Callable[[], Mapping[str, str]], get_json: Callable[[str], Any] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.urls, self.clock = urls, clock
+        self._get = get_json
+        self._known: dict[str, str] = {}
+        self._said: dict[str, tuple[float, bool]] = {}
+
+    def __call__(self, task: str) -> bool:
+        now = self.clock()
+        said = self._said.get(task)
+        if said is not None and (said[1] or now - said[0] < self.LOOK):
+            return said[1]
+        if task not in self._known:
+            try:
+                self._known = dict(self.urls())
+            except Exception:  # noqa: BLE001 - not known now: asked again at the next look
+                self._known = {}
+        url = self._known.get(task)
+        ready = False
+        if url:
+            if self._get is None:
+                from marathon_tf.marathon import transport
+
+                self._get = lambda u: transport.get_json(u, timeout=1.0)
+            answer = self._get(url + "/progress") or {}
+            ready = bool((answer.get("elastic") or {}).get("ready"))
+        self._said[task] = (now, ready)
+        return ready
 
 
 class Resizer:
@@ -59,13 +101,16 @@ class Resizer:
                  stop: threading.Event, publish_round: Callable[[str, Sequence[str], float], Any] | None = None,
                  release: Callable[[], str | None] | None = None, log: Callable[[str], None] = lambda m: None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
-                 batch: float = BATCH):
+                 batch: float = BATCH, ready: Callable[[str], bool] | None = None, ready_wait: float = READY_WAIT):
         self.ctx, self.view, self.saving, self.events, self.status = ctx, view, saving, events, status
         self.role, self.bounds = next(iter(ctx.elastic.items()))
         self.apps = [(self.role, i) for i in range(int(ctx.cluster.get(self.role, 0)))]
         self.decider = decider_task(ctx.completion)
         self._stop, self.publish_round, self.release, self.log = stop, publish_round, release, log
         self.clock, self.wall, self.batch = clock, wall, batch
+        #: ``ready(task)``: a standby placed can start its program without waiting for its imports (None: any)
+        self.ready, self.ready_wait = ready, ready_wait
+        self._seen: dict[str, float] = {}  # arrivals: when each was first seen (clock)
         self.membership: Membership | None = None
         self.changes = {"grew": 0, "shrank": 0, "below_min": 0}
         self._first_arrival: float | None = None  # (clock, wall) of the first standby placed not yet taken in
@@ -103,6 +148,13 @@ class Resizer:
             return False  # the deciding task's program ended: the job is over, no more changes
         current, now = self.membership, self.clock()
         new = [t for t in present if current is None or (current.members.get(t) or (0, None))[1] != present[t]]
+        self._seen = {t: self._seen.get(t, now) for t in new}
+        if current is not None and self.ready is not None and self.ctx.style != "tf1":  # a joiner stops nobody in tf1
+            waiting = [t for t in new if t not in current.members and now - self._seen[t] < self.ready_wait
+                       and not self.ready(t)]
+            if waiting:  # not ready yet: the job trains on without them meanwhile
+                new = [t for t in new if t not in waiting]
+                present = {t: a for t, a in present.items() if t not in waiting}
         if new and self._first_arrival is None:
             self._first_arrival, self._first_wall = now, self.wall()
         elif not new:
