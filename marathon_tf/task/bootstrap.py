@@ -140,8 +140,9 @@ class Bootstrap:
         self.endpoints: dict[PeerKey, str] = {}
         self.rendezvous: Rendezvous | None = None
         self.spec: cluster_spec.RenderedSpec | None = None
-        self.watchdog = ProgressWatchdog.for_role(ctx.role, ctx.progress_timeouts, clock=clock, prints_steps=bool(
-            ctx.target_step and (ctx.role == "chief" or ctx.style != "parameter_server")))
+        self.watchdog = ProgressWatchdog.for_role(
+            ctx.role, ctx.progress_timeouts, ctx.style, clock=clock,
+            prints_steps=bool(ctx.target_step and (ctx.role == "chief" or ctx.style != "parameter_server")))
         self.observer = TaskObserver(ctx, self.status, self.watchdog, clock=clock, decider=control is not None and
                                      is_decider(ctx), logdir=logdir_path(ctx, self.environ),
                                      events=TaskEvents(ctx.task, events_path(ctx, self.environ)))

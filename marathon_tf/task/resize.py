@@ -56,9 +56,9 @@ _EVENTS = {GROW: T.GREW, BELOW_MIN: T.BELOW_MIN}
 
 
 class ReadyCheck:
-    """``check(task) -> bool``: whether a standby says it is ready (its ``/progress`` ``elastic.ready``), looked
-    at most every :data:`LOOK` s per task; ``urls() -> {task: status base URL}`` (the deciding task's view of
-    the job, refreshed when a task is not in it)."""
+    """``check(task, address) -> bool``: whether the standby ``task`` placed at ``address`` says it is ready (its
+    ``/progress`` ``elastic.ready``), looked at most every :data:`LOOK` s; ``urls() -> {task: status base URL}``
+    (the deciding task's view of the job, looked up again for each new placement)."""
 
     LOOK = 0.3
 
@@ -67,16 +67,18 @@ class ReadyCheck:
         self.urls, self.clock = urls, clock
         self._get = get_json
         self._known: dict[str, str] = {}
-        self._said: dict[str, tuple[float, bool]] = {}
+        self._said: dict[tuple[str, str], tuple[float, bool]] = {}
+        self._urls_for: dict[str, str] = {}  # task -> the address its URL was looked up for
 
-    def __call__(self, task: str) -> bool:
+    def __call__(self, task: str, address: str = "") -> bool:
         now = self.clock()
-        said = self._said.get(task)
+        said = self._said.get((task, address))
         if said is not None and (said[1] or now - said[0] < self.LOOK):
             return said[1]
-        if task not in self._known:
+        if task not in self._known or self._urls_for.get(task) != address:
             try:
                 self._known = dict(self.urls())
+                self._urls_for[task] = address
             except Exception:  # noqa: BLE001 - not known now: asked again at the next look
                 self._known = {}
         url = self._known.get(task)
@@ -88,7 +90,7 @@ class ReadyCheck:
                 self._get = lambda u: transport.get_json(u, timeout=1.0)
             answer = self._get(url + "/progress") or {}
             ready = bool((answer.get("elastic") or {}).get("ready"))
-        self._said[task] = (now, ready)
+        self._said[(task, address)] = (now, ready)
         return ready
 
 
@@ -101,16 +103,19 @@ class Resizer:
                  stop: threading.Event, publish_round: Callable[[str, Sequence[str], float], Any] | None = None,
                  release: Callable[[], str | None] | None = None, log: Callable[[str], None] = lambda m: None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
-                 batch: float = BATCH, ready: Callable[[str], bool] | None = None, ready_wait: float = READY_WAIT):
+                 batch: float = BATCH, ready: Callable[[str, str], bool] | None = None,
+                 ready_wait: float = READY_WAIT):
         self.ctx, self.view, self.saving, self.events, self.status = ctx, view, saving, events, status
         self.role, self.bounds = next(iter(ctx.elastic.items()))
         self.apps = [(self.role, i) for i in range(int(ctx.cluster.get(self.role, 0)))]
         self.decider = decider_task(ctx.completion)
         self._stop, self.publish_round, self.release, self.log = stop, publish_round, release, log
         self.clock, self.wall, self.batch = clock, wall, batch
-        #: ``ready(task)``: a standby placed can start its program without waiting for its imports (None: any)
+        #: ``ready(task, address)``: a standby placed can start its program without waiting for its imports
+        #: (None: any)
         self.ready, self.ready_wait = ready, ready_wait
-        self._seen: dict[str, float] = {}  # arrivals: when each was first seen (clock)
+        self._seen: dict[str, float] = {}  # arrivals: when each was first seen (clock), at its address
+        self._where: dict[str, str] = {}
         self.membership: Membership | None = None
         self.changes = {"grew": 0, "shrank": 0, "below_min": 0}
         self._first_arrival: float | None = None  # (clock, wall) of the first standby placed not yet taken in
@@ -148,10 +153,11 @@ class Resizer:
             return False  # the deciding task's program ended: the job is over, no more changes
         current, now = self.membership, self.clock()
         new = [t for t in present if current is None or (current.members.get(t) or (0, None))[1] != present[t]]
-        self._seen = {t: self._seen.get(t, now) for t in new}
+        self._seen = {t: self._seen.get(t, now) if self._where.get(t) == present[t] else now for t in new}
+        self._where = {t: present[t] for t in new}
         if current is not None and self.ready is not None and self.ctx.style != "tf1":  # a joiner stops nobody in tf1
             waiting = [t for t in new if t not in current.members and now - self._seen[t] < self.ready_wait
-                       and not self.ready(t)]
+                       and not self.ready(t, present[t])]
             if waiting:  # not ready yet: the job trains on without them meanwhile
                 new = [t for t in new if t not in waiting]
                 present = {t: a for t, a in present.items() if t not in waiting}

@@ -23,7 +23,9 @@ print steps (``prints_steps``: an earlier run of this task printed one, or the j
 it. A fixed ``progress`` limit with ``first_step`` not set also bounds the wait for the first step.
 
 Only chief and worker tasks are watched: a ps never prints steps, and neither do most evaluators
-and tensorboard. Pure (the clock is injected); the bootstrap calls :meth:`started`, :meth:`step`
+and tensorboard; nor is a ``parameter_server`` job's worker (it only serves: its coordinator's steps
+show its progress, and the logdir's step, which a worker that prints none would be watched by, moves
+only with the job's checkpoints). Pure (the clock is injected); the bootstrap calls :meth:`started`, :meth:`step`
 and :meth:`overdue`.
 """
 
@@ -61,9 +63,11 @@ class ProgressWatchdog:
         self._longest = 0.0
 
     @classmethod
-    def for_role(cls, role: str, timeouts: tuple[Optional[float], Optional[float]], **kw) -> "ProgressWatchdog":
-        """The watchdog of a task: off (both 0) for roles that print no steps."""
-        return cls(*timeouts, **kw) if role in WATCHED_ROLES else cls(0, 0, **kw)
+    def for_role(cls, role: str, timeouts: tuple[Optional[float], Optional[float]], style: str = "",
+                 **kw) -> "ProgressWatchdog":
+        """The watchdog of a task: off (both 0) for roles that print no steps (``style``: the job's)."""
+        watched = role in WATCHED_ROLES and not (style == "parameter_server" and role == "worker")
+        return cls(*timeouts, **kw) if watched else cls(0, 0, **kw)
 
     @property
     def enabled(self) -> bool:
