@@ -35,6 +35,7 @@ imports TensorFlow.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 import time
@@ -62,6 +63,8 @@ AFTER_SAVE_GRACE = 2.0
 MOVE_BUDGET = 5.0
 #: Seconds a ``POST /hold`` may take.
 HOLD_TIMEOUT = 2.0
+#: Seconds a program that said it saved has to pause itself before its bootstrap pauses it.
+SELF_PAUSE = 2.0
 
 
 def round_budget(grace: float) -> float:
@@ -248,8 +251,7 @@ class Saving:
             why = "the training program exited" if trainer.proc.poll() is not None else \
                 f"the training program did not say it saved within {self.clock() - began:.1f} s"
             return self._failed(why, trainer, held)
-        if trainer.held is None:
-            trainer.hold("self")  # (a program that did not pause itself)
+        self._await_pause(trainer)
         found = self._confirm(saved, began_wall, deadline)
         if isinstance(found, str):
             return self._failed(found, trainer, held)
@@ -258,7 +260,7 @@ class Saving:
         if hold:
             self._expire(trainer, "self", hold_limit(self.ctx.grace_seconds))
         else:
-            trainer.resume()
+            self._resume(trainer)
             self.status.update(phase=Phase.RUNNING)
         self.events.record(T.SAVED, f"checkpoint at step {step} saved in {seconds:.2f} s: {path}"
                            + ("; training held until the stop" if hold else ""), step=step, path=path,
@@ -285,8 +287,30 @@ class Saving:
                         f"checkpoint written since the round began ({newest})")
             time.sleep(0.05)
 
-    def _failed(self, why: str, trainer: Trainer, held: Sequence[str]) -> SaveResult:
+    def _await_pause(self, trainer: Trainer) -> None:
+        """The program said it saved: it pauses itself (the hook); one that does not within
+        :data:`SELF_PAUSE` s is paused here. (Paused here first, a program about to pause itself would
+        do so once continued, and stay stopped.)"""
+        end = self.clock() + SELF_PAUSE
+        while trainer.paused() is False and self.clock() < end and trainer.proc is not None \
+                and trainer.proc.poll() is None:
+            time.sleep(0.01)
+        if trainer.paused():
+            trainer.held = "self"
+        else:
+            trainer.hold("self")
+
+    def _resume(self, trainer: Trainer) -> None:
+        """Continue a program held for the round, and again if it stopped itself late (after a pause here)."""
         trainer.resume()
+        end = self.clock() + 0.5
+        while self.clock() < end and trainer.held is None:
+            if trainer.paused():
+                trainer.send(signal.SIGCONT)
+            time.sleep(0.05)
+
+    def _failed(self, why: str, trainer: Trainer, held: Sequence[str]) -> SaveResult:
+        self._resume(trainer)
         self._release(held)
         if self.status.light().get("phase") == Phase.SAVING:
             self.status.update(phase=Phase.RUNNING)
