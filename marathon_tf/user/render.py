@@ -19,20 +19,21 @@ import functools
 import json
 import math
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
 from marathon_tf import __version__
-from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract import labels as L, naming, spread
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.user.spec import JobSpec
 
 __all__ = ["render_group", "render_group_json", "render_app", "default_templates_dir", "RenderError", "LABEL_PREFIX",
-           "SPEC_LABEL", "task_apps", "RoleFacts", "role_facts", "template_environment", "render_template"]
+           "SPEC_LABEL", "task_apps", "RoleFacts", "role_facts", "template_environment", "render_template",
+           "placement_scopes", "leader_task"]
 
 LABEL_PREFIX = L.PREFIX
 SPEC_LABEL = L.SPEC
@@ -125,15 +126,46 @@ class RoleFacts:
     constraints: tuple[tuple[str, ...], ...]
     #: where ``constraints`` come from in the job file: ``constraints`` or ``roles.<role>.constraints``
     constraints_key: str
+    #: ``constraints_per_task``, the role's or the job's: copied into every app as they are
+    per_task: tuple[tuple[str, ...], ...] = ()
+    per_task_key: str = "constraints_per_task"
 
 
 def role_facts(spec: JobSpec, role_name: str) -> RoleFacts:
     role = spec.role(role_name)
     own = role.constraints is not None
+    own_per_task = role.constraints_per_task is not None
     command = role.command if role.command is not None or role_name == "tensorboard" else spec.command
     return RoleFacts(image=role.image or spec.image, command=command, env={**spec.env, **role.env},
                      constraints=tuple(role.constraints if own else spec.constraints),
-                     constraints_key=f"roles.{role_name}.constraints" if own else "constraints")
+                     constraints_key=f"roles.{role_name}.constraints" if own else "constraints",
+                     per_task=tuple(role.constraints_per_task if own_per_task else spec.constraints_per_task),
+                     per_task_key=f"roles.{role_name}.constraints_per_task" if own_per_task else "constraints_per_task")
+
+
+def leader_task(spec: JobSpec) -> str:
+    """The job's deciding task, which leads its rendezvous and its placement (``chief-0`` or ``worker-0``)."""
+    return "chief-0" if spec.completion == "chief" else "worker-0"
+
+
+def placement_scopes(spec: JobSpec) -> list[spread.Scope]:
+    """The job's placement scopes (:mod:`marathon_tf.contract.spread`): the job's relational rules over
+    the roles without constraints of their own, each role's over its tasks; only scopes with rules."""
+    leader = leader_task(spec)
+    members: dict[str, list[str]] = {}
+    keys: dict[str, str] = {}
+    rules: dict[str, tuple[spread.Rule, ...]] = {}
+    for role in naming.ROLES:
+        count = spec.role(role).count
+        if not count:
+            continue
+        facts = role_facts(spec, role)
+        name = "job" if facts.constraints_key == "constraints" else role
+        rules[name] = spread.rules_of(facts.constraints)[1]
+        keys[name] = facts.constraints_key
+        members.setdefault(name, []).extend(naming.task_name(role, i) for i in range(count))
+    return [spread.Scope(name, keys[name], rules[name], tuple(tasks), leader if leader in tasks else tasks[0])
+            for name, tasks in members.items() if rules[name]]
 
 
 def _group(env: jinja2.Environment, group_id: str, apps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -263,6 +295,8 @@ class _Renderer:
         }
         self.spec_label = json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":"))
         self._per_role: dict[str, dict[str, Any]] = {}
+        #: task name -> its placement scope (tasks of a job or role rule)
+        self.scopes = {t: scope for scope in placement_scopes(spec) for t in scope.tasks}
 
     def _role_parts(self, role_name: str) -> dict[str, Any]:
         """What every task of a role shares (command, container, env, constraints)."""
@@ -291,22 +325,54 @@ class _Renderer:
             "port_definitions": port_definitions,
             "status_port_index": port_names.index(STATUS_PORT) if STATUS_PORT in port_names else 0,
             "user_env": facts.env,
-            "constraints": [list(c) for c in facts.constraints],
+            "constraints": [list(c) for c in self._constraints(facts)],
             "template": "tensorboard.json.j2" if role_name == "tensorboard" else "task.json.j2",
         }
         self._per_role[role_name] = parts
         return parts
 
+    @staticmethod
+    def _constraints(facts: RoleFacts) -> list[tuple[str, ...]]:
+        """What every app of a role carries: ``constraints_per_task`` as they are, the rules' per-task
+        constraints (LIKE, UNLIKE, IS, CLUSTER value) and, for a rule on an attribute, that the agent has it."""
+        kept, rules = spread.rules_of(facts.constraints)
+        out = list(facts.per_task) + list(kept)
+        for rule in rules:
+            presence = rule.presence()
+            if presence is not None and presence not in out:
+                out.append(presence)
+        return out
+
     def _context(self, role_name: str, index: int, app_id: str, index_text: str) -> dict[str, Any]:
         parts = self._role_parts(role_name)
         env = dict(parts["user_env"])
-        env.update(_task_context(self.spec, role_name, index).to_env())
+        task_ctx = _task_context(self.spec, role_name, index)
+        if self.scopes:
+            task_ctx = replace(task_ctx, placement=True)
+        env.update(task_ctx.to_env())
         env["MTF_INDEX"] = index_text
         labels = dict(self.spec.labels)
         labels.update({L.JOB: self.spec.name, L.ROLE: role_name, L.INDEX: index_text, L.VERSION: __version__})
         if role_name == "worker" and index == 0:
             labels[SPEC_LABEL] = self.spec_label
-        return {**self.shared, **parts, "app_id": app_id, "env": env, "labels": labels}
+        out = {**self.shared, **parts, "app_id": app_id, "env": env, "labels": labels}
+        scope = self.scopes.get(naming.task_name(role_name, index))
+        if scope is not None:  # a task of a placement rule: the first is placed at once, the others held
+            labels[spread.RULES_LABEL] = scope.label()
+            if naming.task_name(role_name, index) != scope.first:
+                leader = leader_task(self.spec)
+                why = (f"held by {'/'.join(r.text(scope.name) for r in scope.rules)}: its tasks are placed one at "
+                       f"a time" + (f", from {scope.first} on," if scope.first != leader else "")
+                       + f" by the job's leader {leader}")
+                labels[spread.LABEL] = spread.label_value((spread.HOLD,), why)
+                out["constraints"] = parts["constraints"] + [list(spread.HOLD)]
+        return out
+
+    def _unheld(self, role_name: str) -> int:
+        """How many of a role's first tasks render differently from the rest: worker-0 (the spec
+        label) and the first task of a placement scope (not held)."""
+        first = naming.task_name(role_name, 0)
+        return 1 if role_name == "worker" or (first in self.scopes and self.scopes[first].first == first) else 0
 
     def _checked(self, template: str, app_id: str, app: dict[str, Any]) -> dict[str, Any]:
         if app.get("id") != app_id:
@@ -327,10 +393,10 @@ class _Renderer:
         is a string replace. The first and the last stamped task are also rendered the full way
         and must come out the same; if not (a custom template that does more with those values
         than print them), every task is rendered the full way."""
-        if count <= 2 or (role_name == "worker" and count <= 3):
+        first = self._unheld(role_name)  # worker-0 (the spec label), a scope's first task: rendered the full way
+        if count <= 2 or (first and count <= 3):
             return {i: self.app(role_name, i) for i in range(count)}, None
         template = self._role_parts(role_name)["template"]
-        first = 1 if role_name == "worker" else 0  # worker-0 carries the spec label: rendered the full way
         try:
             text = _render_text(self.env, template, self._context(role_name, count - 1, _STAMP_ID, _STAMP_INDEX))
             stamped = {i: self._stamp(template, text, role_name, i) for i in (first, count - 1)}
