@@ -39,7 +39,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 __all__ = ["LABEL", "RULES_LABEL", "HOLD", "RELATIONAL", "Rule", "Scope", "Member", "Plan", "relational",
            "is_hostname", "escape", "value_text", "rules_of", "split", "strip", "translate", "breaches",
-           "infeasible", "plan", "scope_of_app", "constraint_text"]
+           "infeasible", "plan", "scope_of_app", "constraint_text", "held_why", "label_value"]
 
 #: What the placement added to an app's constraints (JSON ``{"added": [...], "why": "..."}``).
 LABEL = "marathon-tf/placement"
@@ -334,6 +334,13 @@ class Plan:
         return not self.blocking
 
 
+def held_why(scope: Scope) -> str:
+    """Why a task of ``scope`` is held (the same text from the render and from every round, so that a
+    held app is not written to again for nothing)."""
+    return (f"held by {'/'.join(r.text(scope.name) for r in scope.rules)}: its tasks are placed one at a time "
+            f"by the job's leader")
+
+
 def _order(members: Mapping[str, Member], tasks: Sequence[str], leader: Optional[str]) -> list[str]:
     """Who keeps its place first: the leader, then the earliest staged, then the job's order."""
     index = {t: i for i, t in enumerate(tasks)}
@@ -354,10 +361,9 @@ def plan(scope: Scope, members: Mapping[str, Member], leader: Optional[str] = No
     total = len(scope.tasks)
     order = _order(members, tasks, leader)
     moving: list[str] = []
-    for rule in scope.rules:
-        staying = [t for t in order if t not in moving and t != leader]
-        placed = ([(leader, members[leader].values.get(rule.field))] if leader in order else []) + \
-                 [(t, members[t].values.get(rule.field)) for t in staying]
+    for rule in scope.rules:  # a value not known (an attribute of an agent not read yet) is not judged
+        placed = [(t, members[t].values.get(rule.field)) for t in order
+                  if t not in moving and rule.field in members[t].values]
         moving += [t for t in breaches(rule, placed, total) if t != leader and t not in moving]
     ok = [t for t in order if t not in moving]
     waiting = [t for t in tasks if members[t].host is None]
@@ -373,12 +379,12 @@ def plan(scope: Scope, members: Mapping[str, Member], leader: Optional[str] = No
             avoid = [o for o in ok if any(c[1] == "UNLIKE" and members[o].values.get(c[0]) is not None
                                             for c in added)]
             why = (f"{'/'.join(r.text(scope.name) for r in scope.rules)}: "
-                   + (f"placed away from {_where(members, avoid)}" if avoid and HOLD not in added else
-                      "no value left where it may go" if HOLD in added else "placed where its siblings allow"))
+                   + (f"away from {_where(members, avoid)}" if avoid and HOLD not in added else
+                      "no value left where it may go" if HOLD in added else
+                      f"with {_where(members, ok)}" if ok and any(c[1] == "LIKE" for c in added) else
+                      "placed where its siblings allow"))
         else:
-            added = (HOLD,)
-            why = (f"held by {'/'.join(r.text(scope.name) for r in scope.rules)}: its tasks are placed one at a "
-                   f"time" + (f", after {released}" if released else ""))
+            added, why = (HOLD,), held_why(scope)
         if t in moving:
             sibling = [o for o in ok if any(members[o].values.get(r.field) == m.values.get(r.field)
                                              for r in scope.rules)]

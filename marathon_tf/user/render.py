@@ -360,11 +360,7 @@ class _Renderer:
         if scope is not None:  # a task of a placement rule: the first is placed at once, the others held
             labels[spread.RULES_LABEL] = scope.label()
             if naming.task_name(role_name, index) != scope.first:
-                leader = leader_task(self.spec)
-                why = (f"held by {'/'.join(r.text(scope.name) for r in scope.rules)}: its tasks are placed one at "
-                       f"a time" + (f", from {scope.first} on," if scope.first != leader else "")
-                       + f" by the job's leader {leader}")
-                labels[spread.LABEL] = spread.label_value((spread.HOLD,), why)
+                labels[spread.LABEL] = spread.label_value((spread.HOLD,), spread.held_why(scope))
                 out["constraints"] = parts["constraints"] + [list(spread.HOLD)]
         return out
 
