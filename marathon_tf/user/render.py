@@ -33,7 +33,7 @@ from marathon_tf.user.spec import JobSpec
 
 __all__ = ["render_group", "render_group_json", "render_app", "default_templates_dir", "RenderError", "LABEL_PREFIX",
            "SPEC_LABEL", "task_apps", "RoleFacts", "role_facts", "template_environment", "render_template",
-           "placement_scopes", "leader_task"]
+           "placement_scopes", "placement_lines", "leader_task"]
 
 LABEL_PREFIX = L.PREFIX
 SPEC_LABEL = L.SPEC
@@ -276,6 +276,42 @@ def _task_context(spec: JobSpec, role: str, index: int) -> TaskContext:
         preemption_exit_codes=spec.restart.preemption_exit_codes, grace_seconds=spec.restart.grace_seconds,
         admission=(spec.admission.timeout, spec.admission.retries, spec.admission.backoff_seconds),
     )
+
+
+def _tasks_text(tasks: tuple[str, ...]) -> str:
+    shown = ", ".join(tasks[:4]) + (f" … ({len(tasks)} tasks)" if len(tasks) > 4 else "")
+    return shown
+
+
+def placement_lines(spec: JobSpec) -> list[str]:
+    """What the job's constraints mean, one line per kind (``validate``): rules across a scope's tasks
+    (job or role), the same for each task, and ``constraints_per_task`` in each app as they are."""
+    out = []
+    for scope in placement_scopes(spec):
+        where = "the job's tasks" if scope.name == "job" else f"the {scope.name} tasks"
+        rules = ", ".join(spread.constraint_text(r.constraint()) for r in scope.rules)
+        out.append(f"{scope.key} {rules}: across {where} ({_tasks_text(scope.tasks)}), not within each app; "
+                   f"{scope.first} first, then the job's leader {leader_task(spec)} places the others one at a "
+                   f"time (UNLIKE/LIKE of the hosts or values their siblings hold) and moves one that lands "
+                   f"beside a sibling; the programs start once it holds. Marathon's per-app meaning: "
+                   f"constraints_per_task")
+    seen: set[tuple[str, tuple]] = set()
+    for role in spec.counts():
+        facts = role_facts(spec, role)
+        kept = spread.rules_of(facts.constraints)[0]
+        if kept and (facts.constraints_key, kept) not in seen:
+            seen.add((facts.constraints_key, kept))
+            out.append(f"{facts.constraints_key} {', '.join(spread.constraint_text(c) for c in kept)}: hold for "
+                       f"each task (the same within one app or across many)")
+        if facts.per_task and (facts.per_task_key, facts.per_task) not in seen:
+            seen.add((facts.per_task_key, facts.per_task))
+            relational = [c for c in facts.per_task if spread.relational(c)]
+            out.append(f"{facts.per_task_key} {', '.join(spread.constraint_text(c) for c in facts.per_task)}: copied "
+                       f"into each app as they are; Marathon compares them among one app's instances"
+                       + (", and each task is an app of its own, so "
+                          + ", ".join(spread.constraint_text(c) for c in relational)
+                          + " constrains nothing across tasks" if relational else ""))
+    return out
 
 
 class _Renderer:
