@@ -61,6 +61,7 @@ from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.keeper import PATH as LEDGER_PATH
 from marathon_tf.task.logdir import events_path, lock_logdir, logdir_path, logdir_problem
 from marathon_tf.task.observer import TaskObserver
+from marathon_tf.task.placer import Placer
 from marathon_tf.task.policy import Decision, ExitPolicy, is_decider, startup_reason
 from marathon_tf.task.prewarm import Prewarmer
 from marathon_tf.task.rendezvous import DirectRendezvous, Rendezvous, make_rendezvous
@@ -204,9 +205,7 @@ class Bootstrap:
                                   lambda: self._signum, grace=self.grace, restart_backoff=restart_backoff, clock=clock,
                                   log=_log)
         self.restarts.count_earlier()
-        self.rendezvous_options: dict = {}  # extra make_rendezvous arguments (tests inject session/events)
-        #: the job's placement (the deciding task's, with MTF_PLACEMENT: marathon_tf.task.placer)
-        self.placement = None
+        self.rendezvous_options: dict = {}  # extra make_rendezvous arguments (the placement; tests: session/events)
         self.admission: AdmissionWatch | None = None
         self.gpu_check_options: dict = {}  # extra gpu_problem arguments (tests inject dev_dir/which/run)
 
@@ -306,7 +305,7 @@ class Bootstrap:
         self.rendezvous = make_rendezvous(
             self.ctx, self.environ, self._backend, me=me, address=self.endpoints.get(me), server=self.server,
             stop=self._stop, slow=watch_interval(sum(self.ctx.cluster.values()), self.watch_interval),
-            rng=self.rng, log=_log, placement=self.placement, **self.rendezvous_options) or DirectRendezvous(
+            rng=self.rng, log=_log, **self.rendezvous_options) or DirectRendezvous(
             self._backend, clock=self.clock, sleep=self._stop.wait, rng=self.rng, stop=self._stop.is_set)
         _log(f"{self.ctx.task} of {self.ctx.job}: discovering {len(peers)} peer(s) via {self.ctx.discovery}")
 
@@ -588,10 +587,8 @@ def main(argv: list[str] | None = None) -> int:
         view = JobView(ctx, boot.control.client, boot.status, boot.observer.events, log=_log)
         view.start(boot._stop)  # the job's view: tasks per role, its start, stragglers (marathon_tf.task.jobview)
         boot.control.extra_labels = view.end_labels
-        if ctx.placement:  # rules across the job's tasks (UNIQUE …): placed by this task (marathon_tf.task.placer)
-            from marathon_tf.task.placer import Placer
-
-            boot.placement = Placer(boot.control.client, ctx.job, ctx.task, stop=boot._stop, log=_log).start()
+        if ctx.placement:  # rules across the job's tasks (UNIQUE …): this task places them (marathon_tf.task.placer)
+            boot.rendezvous_options["placement"] = Placer.of(boot.control.client, ctx, boot._stop, _log).start()
     restore = relay_stop_signals(boot.request_stop)
     try:
         return boot.run()

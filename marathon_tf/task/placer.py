@@ -82,6 +82,11 @@ class Placer:
         self.listeners: list[Callable[[], None]] = []
         self._thread: Optional[threading.Thread] = None
 
+    @classmethod
+    def of(cls, client: Any, ctx: Any, stop: threading.Event, log: Callable[[str], None]) -> "Placer":
+        """The placer of the task ``ctx`` (a :class:`~marathon_tf.contract.taskenv.TaskContext`: the job's leader)."""
+        return cls(client, ctx.job, ctx.task, stop=stop, log=log)
+
     # -- for the rendezvous ------------------------------------------------------------------------
     def wake(self) -> None:
         self._wake.set()

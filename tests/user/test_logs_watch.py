@@ -217,6 +217,11 @@ class _Deployments:
     def deployments(self):
         return [{"id": i} for i in self.ids]
 
+    def get_group(self, group_id, embed=()):
+        from marathon_tf.contract.errors import MarathonNotFound
+
+        raise MarathonNotFound(f"Group '{group_id}' does not exist")
+
 
 def test_the_jobs_end_overriding_its_deployment_is_the_jobs_outcome_not_a_failed_deployment(monkeypatch):
     from marathon_tf.contract.errors import JobFailed

@@ -10,7 +10,7 @@ import pytest
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT4
 
-from marathon_tf.contract import naming
+from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.user import spec as spec_mod
@@ -160,7 +160,11 @@ def test_role_overrides_take_precedence():
     ps, worker = render_group(spec)["apps"]
     assert ps["container"]["docker"]["image"] == "img:ps" and worker["container"]["docker"]["image"] == "img:job"
     assert ps["env"]["A"] == "ps" and ps["env"]["B"] == "job" and worker["env"]["A"] == "job"
-    assert ps["constraints"] == [] and worker["constraints"] == [["hostname", "UNIQUE"]]
+    # the job's UNIQUE is a rule across the job's tasks (here worker-0 only: ps has its own constraints),
+    # kept in a label for the job's leader, not copied into the app (marathon_tf.contract.spread)
+    assert ps["constraints"] == [] and worker["constraints"] == []
+    assert json.loads(worker["labels"][spread.RULES_LABEL]) == {"scope": "job", "rules": [["hostname", "UNIQUE"]]}
+    assert spread.RULES_LABEL not in ps["labels"]
     assert ps["cmd"].endswith("-- ps-server")
 
 
