@@ -67,7 +67,7 @@ def job_events(client, job: str, status: Mapping[str, Any], *,
             events.append({"time": when, "task": name, "kind": T.TASK_FAILED,
                            "message": f"Marathon: {ltf.get('state', '')} {ltf.get('message', '')}".rstrip()})
     try:  # a task not placed now: Marathon's queue says why
-        queue = entries_by_app(client.queue())
+        queue: Mapping[Any, Mapping[str, Any]] = entries_by_app(client.queue())  # looked up by ids that may be None
     except MarathonError:
         queue = {}
     for name, app in apps.items():

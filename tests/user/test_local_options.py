@@ -80,7 +80,8 @@ def test_deploy_local_no_wait_for_resources_refuses_a_job_its_agents_cannot_hold
     env = dict(os.environ, MARATHON_TF_STATE_DIR=str(tmp_path / "state"))
     env.pop("MARATHON_URL", None)
     r = subprocess.run([str(Path(sys.executable).parent / "marathon-tf"), "deploy", str(job), "--local",
-                        "--no-wait-for-resources", "--agents", "2", "--agent-resources", "cpus:1;mem:512;ports:[33400-33499]"],
+                        "--no-wait-for-resources", "--agents", "2",
+                        "--agent-resources", "cpus:1;mem:512;ports:[33400-33499]"],
                        capture_output=True, text=True, env=env, timeout=50, cwd=tmp_path)
     assert r.returncode == 4, r.stderr[-3000:]
     assert r.stderr.splitlines()[0] == ("error: job toobig does not fit what the cluster has free now: 1 of 3 worker "
