@@ -213,7 +213,8 @@ class _JobSchema(_Base):
             self._cross(data, roles, err)
         if (data.get("discovery") or {}).get("marathon_url") == "":
             placed = [(f"constraints[{i}]", c) for i, c in enumerate(data.get("constraints") or [])]
-            placed += [(f"roles.{r}.constraints[{i}]", c) for r, rd in (roles if isinstance(roles, dict) else {}).items()
+            placed += [(f"roles.{r}.constraints[{i}]", c)
+                       for r, rd in (roles if isinstance(roles, dict) else {}).items()
                        for i, c in enumerate((rd or {}).get("constraints") or [])]
             for path, c in placed:
                 if relational(c):
