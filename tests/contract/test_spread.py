@@ -26,8 +26,8 @@ UNIQUE = Rule("hostname", "UNIQUE")
 
 
 def _agents(n, racks=None):
-    return [AgentInfo(hostname=f"10.0.0.{i + 1}", resources=[], attributes=parse_attributes(f"rack:{racks[i]}") if racks else {})
-            for i in range(n)]
+    return [AgentInfo(hostname=f"10.0.0.{i + 1}", resources=[],
+                      attributes=parse_attributes(f"rack:{racks[i]}") if racks else {}) for i in range(n)]
 
 
 @pytest.mark.parametrize("constraint, relational", [
@@ -204,7 +204,8 @@ def test_a_race_that_stacked_every_task_on_one_host_is_corrected():
 @pytest.mark.parametrize("rule, n, racks, check", [
     (UNIQUE, 3, None, lambda v: len(set(v)) == 3),
     (Rule("hostname", "MAX_PER", "2"), 5, None, lambda v: max(v.count(x) for x in v) <= 2),
-    (Rule("rack", "GROUP_BY", "2"), 6, ["r1", "r2", "r3", "r1"], lambda v: sorted(v.count(x) for x in set(v)) == [3, 3]),
+    (Rule("rack", "GROUP_BY", "2"), 6, ["r1", "r2", "r3", "r1"],
+     lambda v: sorted(v.count(x) for x in set(v)) == [3, 3]),
     (Rule("rack", "UNIQUE"), 2, ["r1", "r1", "r2"], lambda v: len(set(v)) == 2),
     (Rule("rack", "CLUSTER"), 3, ["r1", "r2", "r2"], lambda v: len(set(v)) == 1),
 ])

@@ -521,7 +521,8 @@ def test_job_export_is_the_same_as_the_verb():
 
 
 def test_constraints_per_task_carry_what_meant_something_per_task():
-    result = export(load_dict(minimal(image="i", constraints_per_task=[["hostname", "UNIQUE"], ["rack", "LIKE", "r1|r2"]])))
+    result = export(load_dict(minimal(image="i", constraints_per_task=[["hostname", "UNIQUE"],
+                                                                       ["rack", "LIKE", "r1|r2"]])))
     assert result.untranslatable == ["constraints_per_task[0]: UNIQUE per task compared each task with its own app's "
                                      "instances on Marathon: it constrained nothing across pods"]
     manifest = yaml.safe_load(result.text)
