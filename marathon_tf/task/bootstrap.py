@@ -61,7 +61,6 @@ from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.keeper import PATH as LEDGER_PATH
 from marathon_tf.task.logdir import events_path, lock_logdir, logdir_path, logdir_problem
 from marathon_tf.task.observer import TaskObserver
-from marathon_tf.task.placer import Placer
 from marathon_tf.task.policy import Decision, ExitPolicy, is_decider, startup_reason
 from marathon_tf.task.prewarm import Prewarmer
 from marathon_tf.task.rendezvous import DirectRendezvous, Rendezvous, make_rendezvous
@@ -205,7 +204,7 @@ class Bootstrap:
                                   lambda: self._signum, grace=self.grace, restart_backoff=restart_backoff, clock=clock,
                                   log=_log)
         self.restarts.count_earlier()
-        self.rendezvous_options: dict = {}  # extra make_rendezvous arguments (the placement; tests: session/events)
+        self.rendezvous_options: dict = {"placement": control.placement} if control and control.placement else {}
         self.admission: AdmissionWatch | None = None
         self.gpu_check_options: dict = {}  # extra gpu_problem arguments (tests inject dev_dir/which/run)
 
@@ -590,8 +589,6 @@ def main(argv: list[str] | None = None) -> int:
         view = JobView(ctx, boot.control.client, boot.status, boot.observer.events, log=_log)
         view.start(boot._stop)  # the job's view: tasks per role, its start, stragglers (marathon_tf.task.jobview)
         boot.control.extra_labels = view.end_labels
-        if ctx.placement:  # rules across the job's tasks (UNIQUE …): this task places them (marathon_tf.task.placer)
-            boot.rendezvous_options["placement"] = Placer.of(boot.control.client, ctx, boot._stop, _log).start()
     restore = relay_stop_signals(boot.request_stop)
     try:
         return boot.run()
