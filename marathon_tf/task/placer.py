@@ -221,7 +221,8 @@ class Placer:
             body = transport.get_json(url.rstrip("/") + "/master/slaves", timeout=5.0)
         if not isinstance(body, dict) or not isinstance(body.get("slaves"), list):
             return None
-        return {str(s.get("hostname")): {k: spread.value_text(v) for k, v in (s.get("attributes") or {}).items()}
+        return {str(s.get("hostname")): {**{k: spread.value_text(v) for k, v in (s.get("attributes") or {}).items()},
+                                         **_domain(s)}
                 for s in body["slaves"] if isinstance(s, dict) and s.get("hostname")}
 
     # -- writing ---------------------------------------------------------------------------------
@@ -236,6 +237,13 @@ class Placer:
         if key not in self._said:
             self._said.add(key)
             self.log(message)
+
+
+def _domain(slave: Mapping[str, Any]) -> dict[str, Optional[str]]:
+    """``@region`` / ``@zone`` of an agent's fault domain (Marathon 1.6+'s fields: ``Constraints.scala``
+    reads them from the offer's domain), None where it has none."""
+    fault = ((slave.get("domain") or {}).get("fault_domain") or {}) if isinstance(slave.get("domain"), dict) else {}
+    return {"@region": (fault.get("region") or {}).get("name"), "@zone": (fault.get("zone") or {}).get("name")}
 
 
 def _origin(url: str) -> tuple[str, str, Optional[int]]:

@@ -185,6 +185,8 @@ def infeasible_rules(spec: JobSpec, cap: capacity.Capacity) -> Optional[str]:
 
     for scope in placement_scopes(spec):
         for rule in scope.rules:
+            if rule.field in ("@region", "@zone"):  # fault domains are not in the Mesos model: Marathon decides
+                continue
             values = [field_value(a.as_agent(a.total), rule.field) for a in cap.agents]
             line = spread.infeasible(rule, scope.name, len(scope.tasks), values)
             if line:

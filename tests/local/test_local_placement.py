@@ -182,6 +182,10 @@ def test_a_race_that_put_the_workers_on_one_host_is_corrected_before_any_program
     assert not any(t.get("phase") == "running" for t in rows), rows
     assert {t["task"]: t["state"] for t in rows if t["task"] != "worker-0"} == {"worker-1": "waiting",
                                                                                 "worker-2": "waiting"}
+    # status says which rule holds each: one released (away from the leader's host), the other held
+    waits = sorted(t["waitingFor"] for t in rows if t["task"] != "worker-0")
+    assert waits[0].startswith('held by job rule ["hostname", "UNIQUE"]: its tasks are placed one at a time'), waits
+    assert waits[1].startswith('job rule ["hostname", "UNIQUE"]: away from 127.0.0.1 (worker-0)'), waits
     cluster.add_agent()
     cluster.add_agent()
     rows = wait_for(lambda: _running(client, "race", 3), 60, interval=0.2, what="the race corrected")

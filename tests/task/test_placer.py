@@ -163,3 +163,14 @@ def test_the_leaders_view_is_complete_only_once_the_placement_lets_every_peer_co
     finally:
         stop.set()
         lead.close()
+
+
+def test_a_rule_on_the_zone_reads_the_agents_fault_domain():
+    rules = json.dumps({"scope": "job", "rules": [["@zone", "UNIQUE"]]})
+    presence = (("@zone", "LIKE", ".*"),)
+    apps = [_app("worker-0", "h1", rules=rules, base=presence),
+            _app("worker-1", added=(HOLD,), why="held", rules=rules, base=presence)]
+    zone = {"fault_domain": {"region": {"name": "eu"}, "zone": {"name": "eu-1a"}}}
+    m = Marathon(apps, agents=[{"hostname": "h1", "attributes": {}, "domain": zone}, {"hostname": "h2"}])
+    Placer(m, JOB, "worker-0").round()
+    assert m.apps[f"/{JOB}/worker-1"]["constraints"] == [["@zone", "LIKE", ".*"], ["@zone", "UNLIKE", "eu\\-1a"]]
