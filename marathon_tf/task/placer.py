@@ -116,7 +116,9 @@ class Placer:
         self._wake.set()
 
     def _loop(self) -> None:
+        pause, seen = self.fast, None
         while not self.stop.is_set():
+            writes = self.writes
             try:
                 settled = self.round()
             except MarathonError as e:
@@ -125,7 +127,12 @@ class Placer:
             except Exception as e:  # a bug must not end the leader; the rendezvous keeps waiting for it
                 self._say("bug", f"placement: {type(e).__name__}: {e}")
                 settled = False
-            self._wake.wait(self.calm if settled else self.fast)
+            with self._lock:
+                now = (self.writes != writes, dict(self._blocking))
+            # nothing changes (a released task no offer fits): look less often, up to the calm pace
+            pause = self.calm if settled else min(self.calm, pause * 2) if now == (False, seen) else self.fast
+            seen = now[1]
+            self._wake.wait(pause)
             self._wake.clear()
 
     def round(self) -> bool:

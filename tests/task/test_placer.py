@@ -174,3 +174,15 @@ def test_a_rule_on_the_zone_reads_the_agents_fault_domain():
     m = Marathon(apps, agents=[{"hostname": "h1", "attributes": {}, "domain": zone}, {"hostname": "h2"}])
     Placer(m, JOB, "worker-0").round()
     assert m.apps[f"/{JOB}/worker-1"]["constraints"] == [["@zone", "LIKE", ".*"], ["@zone", "UNLIKE", "eu\\-1a"]]
+
+
+def test_a_released_task_no_offer_fits_is_looked_at_less_and_less_often():
+    m = Marathon([_app("worker-0", "10.0.0.1"), _app("worker-1", added=(HOLD,), why="held")])
+    placer = Placer(m, JOB, "worker-0", fast=0.05, calm=0.4).start()
+    try:
+        time.sleep(1.5)
+    finally:
+        placer.close()
+    assert len(m.puts) == 1  # released once; nothing to write while it waits for an offer
+    assert placer.rounds <= 10  # 0.05, 0.1, 0.2, 0.4, 0.4 … not 30 reads at the fast pace
+    placer.wake()  # a peer change or a status update: a round at once
