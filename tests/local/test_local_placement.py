@@ -197,3 +197,18 @@ def test_a_race_that_put_the_workers_on_one_host_is_corrected_before_any_program
     # the leader's own program started once, after the moves
     assert leader.count("all 2 peer(s) found") == 1
     assert leader.index("placement: moving") < leader.index("all 2 peer(s) found")
+
+
+@pytest.mark.timeout(120)
+def test_with_auth_on_the_leaders_own_scoped_token_places_its_siblings(cluster_of):
+    """``local serve --auth``: the tasks call back with tokens of their own (local/taskscope.py), which may
+    change only LIKE / UNLIKE constraints of their own job's apps: enough to place them."""
+    from marathon_tf.local.security import Credentials
+
+    cluster = cluster_of(agents=3, auth=Credentials(token="tok-28"))
+    client = Client(cluster.marathon_url, token="tok-28",
+                    retry=RetryPolicy(attempts=5, budget=30, initial=0.2, max_wait=2))
+    pipeline.deploy(client, load_dict(_job(cluster, "authed", 3, [["hostname", "UNIQUE"]])))
+    rows = wait_for(lambda: _running(client, "authed", 3), 60, interval=0.2, what="3 workers past their rendezvous")
+    assert sorted(t["host"] for t in rows) == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+    assert "403" not in _stderr(cluster, "worker-0")
