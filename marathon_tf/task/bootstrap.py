@@ -207,7 +207,7 @@ class Bootstrap:
         self.restarts.count_earlier()
         self.saving = self.restarts.saving = Saving(ctx, self.status, self.observer.events, self.observer.logdir,
                                                     decider=is_decider(ctx), log=_log, clock=clock)
-        self.rendezvous_options: dict = {}  # extra make_rendezvous arguments (tests inject session/events)
+        self.rendezvous_options: dict = {"placement": control.placement} if control and control.placement else {}
         self.admission: AdmissionWatch | None = None
         self.gpu_check_options: dict = {}  # extra gpu_problem arguments (tests inject dev_dir/which/run)
 

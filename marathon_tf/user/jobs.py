@@ -12,20 +12,21 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, cast
 
-from marathon_tf.contract import labels as L, naming
-from marathon_tf.contract.errors import MarathonNotFound, SaveFailed, SpecError, UsageError
-from marathon_tf.marathon import transport
+from marathon_tf.contract import labels as L, naming, spread
+from marathon_tf.contract.errors import MarathonError, MarathonNotFound, SaveFailed, SpecError, Timeout, UsageError
+from marathon_tf.marathon import transport, versions
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_state, stored_spec
 from marathon_tf.marathon.record import GROUP_EMBEDS
 from marathon_tf.marathon.tasks import newest_running, task_url
-from marathon_tf.user.render import LABEL_PREFIX, SPEC_LABEL, render_group, task_apps
+from marathon_tf.user.render import LABEL_PREFIX, SPEC_LABEL, check_version, render_group, task_apps
 from marathon_tf.user.spec import MAX_COUNT, JobSpec, load_dict, with_counts
 from marathon_tf.user.spec.hints import closest
 from marathon_tf.user.status import job_status
 
 __all__ = [
-    "DeployResult", "check_deployable", "deploy", "put", "find_jobs", "resolve_job", "deployed_spec",
+    "DeployResult", "check_deployable", "marathon_capabilities", "deploy", "put", "keep_placement", "find_jobs",
+    "resolve_job", "deployed_spec",
     "parse_scale_args", "ScalePlan", "plan_scale", "scale", "delete", "save_round", "SAVE_TIMEOUT",
 ]
 
@@ -96,8 +97,8 @@ def check_gpu_feature(client: Client, spec: JobSpec, source: str) -> None:
     asked = [r for r, n in spec.counts().items() if spec.role(r).gpus]
     if not asked:
         return
-    features = ((client.info() or {}).get("marathon_config") or {}).get("features")
-    if not isinstance(features, list) or "gpu_resources" in features:
+    features = marathon_capabilities(client).features  # the /v2/info its version came from: read once
+    if features is None or "gpu_resources" in features:
         return
     role = asked[0]
     raise UsageError(f"{source}: roles.{role}.gpus is {spec.role(role).gpus}, but Marathon at {client.url} runs "
@@ -106,8 +107,25 @@ def check_gpu_feature(client: Client, spec: JobSpec, source: str) -> None:
                      hint="start Marathon with --enable_features gpu_resources, or run the job with gpus 0")
 
 
+def marathon_capabilities(client: Any) -> versions.Capabilities:
+    """What the client's Marathon allows, from its ``/v2/info`` version (read once per client:
+    :meth:`~marathon_tf.marathon.client.Client.capabilities`); the newest's when it cannot be told."""
+    get = getattr(client, "capabilities", None)
+    if callable(get):
+        return get()
+    try:  # a stand-in client with info() only
+        return versions.from_info(client.info())
+    except Timeout:
+        raise
+    except (MarathonError, AttributeError):
+        return versions.Capabilities()
+
+
 def check_deployable(client: Client, spec: JobSpec) -> None:
-    """What this Marathon refuses of the job, said before anything is sent (or removed)."""
+    """What this Marathon refuses of the job, said before anything is sent (or removed): what its version
+    cannot run (:func:`marathon_tf.user.render.check_version`: a container network on 1.4, …), then the
+    paths and features below."""
+    check_version(spec, marathon_capabilities(client), where=f"at {client.url}")
     check_fetch_paths(client, spec)
     check_volume_paths(client, spec)
     check_gpu_feature(client, spec, spec.source)
@@ -118,11 +136,35 @@ def deploy(client: Client, spec: JobSpec, *, templates_dir: str | None = None, f
     """Check and PUT the job's rendered group, nothing else (no admission, no earlier run looked at: the
     whole use case is :func:`marathon_tf.user.pipeline.deploy`)."""
     check_deployable(client, spec)
-    return put(client, spec.name, render_group(spec, templates_dir=templates_dir), force=force, dry_run=dry_run)
+    group = render_group(spec, templates_dir=templates_dir, marathon_version=marathon_capabilities(client))
+    return put(client, spec.name, group, force=force, dry_run=dry_run)
 
 
-def put(client: Client, job: str, group: dict[str, Any], *, force: bool = False, dry_run: bool = False) -> DeployResult:
-    """PUT a rendered group: creating it, or updating it without restarting unchanged tasks."""
+def keep_placement(group: dict[str, Any], current: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``group`` with, for each app Marathon runs as rendered (its ``marathon-tf/digest`` is the one the
+    new rendering would carry), the constraints and placement label Marathon has now: what the job's
+    leader wrote there (:mod:`marathon_tf.contract.spread`) is kept, so an unchanged app is not
+    restarted by a PUT of the whole group (``scale``, a changed job deployed again)."""
+    from marathon_tf.marathon.marker import digest
+
+    have = {str(a.get("id", "")).rstrip("/"): a for a in (current or {}).get("apps") or []}
+    apps = []
+    for app in group.get("apps") or []:
+        now = have.get(str(app.get("id", "")).rstrip("/"))
+        if now is not None and (now.get("labels") or {}).get(L.DIGEST) == digest(app) \
+                and spread.LABEL in (now.get("labels") or {}):
+            labels = {k: v for k, v in (app.get("labels") or {}).items() if k != spread.LABEL}
+            labels[spread.LABEL] = now["labels"][spread.LABEL]
+            app = {**app, "constraints": [list(c) for c in now.get("constraints") or []], "labels": labels}
+        apps.append(app)
+    return {**group, "apps": apps} if group.get("apps") is not None else group
+
+
+def put(client: Client, job: str, group: dict[str, Any], *, force: bool = False, dry_run: bool = False,
+        current: Mapping[str, Any] | None = None) -> DeployResult:
+    """PUT a rendered group: creating it, or updating it without restarting unchanged tasks (``current``:
+    the job's group as Marathon has it, whose placement is kept: :func:`keep_placement`)."""
+    group = keep_placement(group, current)
     body = client.put_group(group, force=force, dry_run=dry_run)
     if dry_run:
         return DeployResult(job=job, group_id=group["id"], plan=body, group=group)
@@ -259,8 +301,10 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
     started again unless ``force``. ``mesos``: the Mesos master the user named (``--mesos``)."""
     spec, current = deployed_spec(client, job)
     new_spec = apply_scale(spec, changes)
-    old_group = render_group(spec, templates_dir=templates_dir)
-    new_group = render_group(new_spec, templates_dir=templates_dir)
+    caps = marathon_capabilities(client)  # both rendered for this Marathon: only the counts differ
+    check_version(new_spec, caps, where=f"at {client.url}")
+    old_group = render_group(spec, templates_dir=templates_dir, marathon_version=caps)
+    new_group = render_group(new_spec, templates_dir=templates_dir, marathon_version=caps)
     plan = plan_scale(old_group, new_group)
     state = job_state(task_apps(current).values())
     ended = state in (L.JobState.SUCCEEDED, L.JobState.FAILED)
@@ -293,7 +337,7 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
             saved = save_round(client, job, reason=f"marathon-tf scale ({change})", timeout=SCALE_SAVE_TIMEOUT)
         except SaveFailed as e:  # (a program without the save hook: scaled as before, from its last checkpoint)
             note = e.message
-    result = put(client, job, new_group, force=force, dry_run=dry_run)
+    result = put(client, job, new_group, force=force, dry_run=dry_run, current=current)
     result.admission, result.admission_note = verdict.shortfall, verdict.note
     result.saved, result.save_note = saved, note
     return plan, result

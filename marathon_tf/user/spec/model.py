@@ -21,8 +21,11 @@ DISCOVERY_MODES = ("mesos-dns", "mesos-dns-http", "marathon")
 CONSTRAINT_OPERATORS = ("UNIQUE", "CLUSTER", "GROUP_BY", "LIKE", "UNLIKE", "MAX_PER", "IS")
 MAX_COUNT = 10_000
 
+#: How each style's program is told the cluster unless ``cluster_spec`` says otherwise: ``custom`` gets
+#: TF_CONFIG only (docs/job-file.md), as flags appended to a program we know nothing about break it
+#: (``["sleep", "60"]`` -> ``sleep: unrecognized option '--ps_hosts=...'``); ``tf1`` programs read flags.
 _DEFAULT_SPEC_STYLE = {"tf1": "flags", "parameter_server": "tf_config",
-                       "multi_worker_mirrored": "tf_config", "custom": "both"}
+                       "multi_worker_mirrored": "tf_config", "custom": "tf_config"}
 _DEFAULT_COMPLETION = {"tf1": "all_workers", "parameter_server": "chief",
                        "multi_worker_mirrored": "all_workers", "custom": "worker0"}
 _ROLE_DEFAULTS = {
@@ -46,7 +49,11 @@ class Role:
     image: str | None = None
     command: tuple[str, ...] | str | None = None
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: the role's own rules (None: the job's); UNIQUE, MAX_PER, GROUP_BY and CLUSTER without a value
+    #: hold across the role's tasks (:mod:`marathon_tf.contract.spread`)
     constraints: tuple[tuple[str, ...], ...] | None = None
+    #: copied into each of the role's apps as it is (None: the job's): Marathon's per-app meaning
+    constraints_per_task: tuple[tuple[str, ...], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -117,12 +124,16 @@ class JobSpec:
     command: tuple[str, ...] | str | None
     roles: Mapping[str, Role]
     style: str = "custom"
-    cluster_spec: str = "both"
+    cluster_spec: str = "tf_config"
     completion: str = "worker0"
     image: str | None = None
     containerizer: str = "mesos"
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: job-wide rules: UNIQUE, MAX_PER, GROUP_BY and CLUSTER without a value hold across the tasks of
+    #: every role without constraints of its own (:mod:`marathon_tf.contract.spread`); others per task
     constraints: tuple[tuple[str, ...], ...] = ()
+    #: copied into every app as it is (Marathon's own meaning: among one app's instances)
+    constraints_per_task: tuple[tuple[str, ...], ...] = ()
     volumes: tuple[Volume, ...] = ()
     fetch: tuple[Fetch, ...] = ()
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -177,6 +188,8 @@ class JobSpec:
             "network": _drop_none({"mode": self.network, "name": self.network_name}),
             "roles": {},
         }
+        if self.constraints_per_task:
+            out["constraints_per_task"] = [list(c) for c in self.constraints_per_task]
         if self.image:
             out["image"] = self.image
         if self.target_step is not None:
@@ -201,6 +214,8 @@ class JobSpec:
                 rd["env"] = dict(role.env)
             if role.constraints is not None:
                 rd["constraints"] = [list(c) for c in role.constraints]
+            if role.constraints_per_task is not None:
+                rd["constraints_per_task"] = [list(c) for c in role.constraints_per_task]
             out["roles"][r] = rd
         return out
 
