@@ -436,8 +436,8 @@ class Bootstrap:
         restarts = self.restarts
         restarts.begin()  # rounds before this program are not ours to follow
         me, _ = self._members()
-        if me is not None:  # relaunched elsewhere: the ps restarts for the new address first
-            restarts.await_ps_took(self.ctx.task, self.endpoints[me])
+        if me is not None:  # relaunched elsewhere: the peers restart for the new address first
+            restarts.await_peers_took(self.ctx.task, self.endpoints[me])
         trainer: Trainer | None = self._start_trainer()
         watching = len(self.endpoints) > 1 and self._backend is not None
         next_watch = self._next_watch()

@@ -65,6 +65,8 @@ MOVE_BUDGET = 5.0
 HOLD_TIMEOUT = 2.0
 #: Seconds a program that said it saved has to pause itself before its bootstrap pauses it.
 SELF_PAUSE = 2.0
+#: Seconds a program steps before one that never said ``ready`` is taken for one without the hook.
+READY_WITHIN = 5.0
 
 
 def round_budget(grace: float) -> float:
@@ -171,6 +173,7 @@ class Saving:
         self._last: SaveResult | None = None
         self._holds = 0  # generation of this task's hold (a later hold or a release ends an earlier timer)
         self._said_no_hook = False
+        self._first_step: float | None = None
         self._addresses: dict[str, set[str]] = {}
         status.update(save_hook=None)
 
@@ -183,6 +186,7 @@ class Saving:
     # -- the program ------------------------------------------------------------------------------
     def program_started(self, trainer: Trainer) -> None:
         self.trainer = trainer
+        self._first_step = None
         self.hook.reset()
 
     def on_text(self, text: str) -> None:
@@ -190,8 +194,14 @@ class Saving:
             self.status.update(save_hook=True)
 
     def stepped(self) -> None:
-        """The program made a step: one that has not said ``ready`` by now has no hook (said once)."""
-        if not self.hook.ready and self.status.light().get("save_hook") is None:
+        """The program made a step: one that has stepped for :data:`READY_WITHIN` s without saying ``ready``
+        has no hook (said once; a ``ready`` that comes later still counts)."""
+        if self.hook.ready or self.status.light().get("save_hook") is not None:
+            return
+        now = self.clock()
+        if self._first_step is None:
+            self._first_step = now
+        if now - self._first_step >= READY_WITHIN:
             self.status.update(save_hook=False)
             if self.decider and not self._said_no_hook:
                 self._said_no_hook = True

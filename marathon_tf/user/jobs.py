@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Mapping, cast
 
 from marathon_tf.contract import labels as L, naming, spread
-from marathon_tf.contract.errors import MarathonError, MarathonNotFound, SaveFailed, SpecError, Timeout, UsageError
+from marathon_tf.contract.errors import (MarathonError, MarathonNotFound, MarathonTFError, SaveFailed, SpecError,
+                                         Timeout, UsageError)
 from marathon_tf.marathon import transport, versions
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_state, stored_spec
@@ -319,6 +321,13 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
                              hint=f"to scale it anyway: marathon-tf scale {job} … --force")
     if not ended and not (plan.start or plan.stop or plan.restart):
         return plan, None
+    saving = None
+    if not dry_run and not ended and (plan.stop or plan.restart):  # the tasks that stop: the job's checkpoint first
+        change = ", ".join(f"{r} {spec.counts().get(r, 0)} → {new_spec.counts().get(r, 0)}" for r in changes)
+        pool = ThreadPoolExecutor(max_workers=1)  # (while the checks below run; a refused scale only saved)
+        saving = pool.submit(save_round, client, job, reason=f"marathon-tf scale ({change})",
+                             timeout=SCALE_SAVE_TIMEOUT)
+        pool.shutdown(wait=False)
     check_gpu_feature(client, new_spec, f"job {job}")
     if ended:  # everything starts again
         plan = ScalePlan(start=list(task_apps(new_group)), stop=[t for t in task_apps(old_group)
@@ -331,11 +340,10 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
                               starting=[cast(tuple[str, int], naming.parse_task_name(t)) for t in plan.start],
                               mesos=mesos)
     saved, note = None, None
-    if not dry_run and not ended and (plan.stop or plan.restart):  # the tasks that stop: the job's checkpoint first
-        change = ", ".join(f"{r} {spec.counts().get(r, 0)} → {new_spec.counts().get(r, 0)}" for r in changes)
+    if saving is not None:
         try:
-            saved = save_round(client, job, reason=f"marathon-tf scale ({change})", timeout=SCALE_SAVE_TIMEOUT)
-        except SaveFailed as e:  # (a program without the save hook: scaled as before, from its last checkpoint)
+            saved = saving.result()
+        except MarathonTFError as e:  # (a program without the save hook: scaled as before, from its last checkpoint)
             note = e.message
     result = put(client, job, new_group, force=force, dry_run=dry_run, current=current)
     result.admission, result.admission_note = verdict.shortfall, verdict.note
