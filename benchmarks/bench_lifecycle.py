@@ -76,10 +76,12 @@ def _pss_job_file(tmp: Path) -> Path:
 def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int,
              prepare: Callable[[object], None] | None = None, *, job_file: Callable[[Path], Path] | None = None,
              trainers: set[str] | None = None, cluster_options: dict | None = None,
-             steps_lost: list | None = None, saver: str = "worker-0", **job_changes) -> float:
+             steps_lost: list | None = None, saver: str = "worker-0", alone: str | None = None,
+             **job_changes) -> float:
     """Deploy (``job_file(tmp)``, default the TF1 job file with ``job_changes``), train until step > 500,
     ``prepare(cluster)`` (untimed), ``disrupt(cluster, client, job)``, and time until every worker (or
-    every task in ``trainers``) printed a step line after it. ``steps_lost``: gets the global steps
+    every task in ``trainers``) printed a step line after its program started again (every trainer's
+    program starts again, but ``alone``'s when only its does). ``steps_lost``: gets the global steps
     trained again (the highest step printed before a program started again, less the checkpoint step
     ``saver`` resumed from)."""
     from marathon_tf.user import jobs, spec as spec_mod
@@ -125,12 +127,10 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
         workers = trainers or {f"worker-{i}" for i in range(expect_workers)}
 
         def since(w: str) -> float | None:
-            """A step of ``w`` counts after this: after a program started again and after its own (re)start,
-            if any (a program that trains on until it is stopped is not back to training)."""
-            starts = [t for t, _ in started if t > t0]
-            if not starts:
-                return None
-            return max([t0 + 0.5, min(starts)] + [t for t, task in started if t > t0 and task == w])
+            """A step of ``w`` counts after this: after its program started again (one that trains on until
+            it is stopped is not back to training); when only ``alone``'s restarts, after that."""
+            starts = [t for t, task in started if t > t0 and task == (alone or w)]
+            return max(t0 + 0.5, starts[-1]) if starts else None
 
         def recovered() -> bool:
             with lock:
@@ -225,15 +225,15 @@ def bench_preemption(quick: bool) -> list[Row]:
     checkpoint every 5,000 steps. Steps are printed every 5 (the figure's resolution)."""
     n = 1 if quick else 3
     flags = ("--log_every", "5", "--save_checkpoint_steps", "5000")
-    cases = [("preemption: SIGTERM to the chief's program (worker-0; TF1)", _term_program("worker-0")),
-             ("preemption: SIGTERM to the chief's whole task (worker-0; TF1)", _kill("worker-0", "TERM")),
+    cases = [("preemption: SIGTERM to the chief's program (worker-0; TF1)", _term_program("worker-0"), "worker-0"),
+             ("preemption: SIGTERM to the chief's whole task (worker-0; TF1)", _kill("worker-0", "TERM"), None),
              ("preemption: SIGTERM to ps-0's whole task (TF1; the chief saves as the group restarts)",
-              _kill("ps-0", "TERM"))]
+              _kill("ps-0", "TERM"), None)]
     rows = []
-    for name, disrupt in cases:
+    for name, disrupt, alone in cases:
         lost: list[int] = []
         runs = _repeat(name, n, lambda: _one_run(disrupt, 2, job_file=lambda tmp: _job_file(tmp, flags=flags),
-                                                 steps_lost=lost), lambda: f", {lost[-1]} steps again")
+                                                 steps_lost=lost, alone=alone), lambda: f", {lost[-1]} steps again")
         rows.append(runs if isinstance(runs, Row) else Row(
             name, round(median([r[0] for r in runs]), 1), "s",
             f"median of {n}; SIGTERM -> every worker's step= line after its program started again; runs: "

@@ -515,8 +515,8 @@ class Bootstrap:
             return trainer
         self.saving.before_move([naming.task_name(*peer) for peer in sorted(moved)])  # the job's checkpoint first
         # A job with a ps loses its variables on any move: every member restarts, the ps included (see
-        # restarts_on_move), so nothing can be saved any more; a program given SIGTERM would only wait on
-        # the ps (TF1's chief recovering its session to save at its stop) until the grace ends.
+        # restarts_on_move), so whatever could be saved was saved just now; a program given SIGTERM would
+        # only wait on the ps (TF1's chief recovering its session to save at its stop) until the grace ends.
         code = trainer.stop(0.0 if any(role == "ps" for role, _ in self.ctx.members()) else self.grace)
         self.observer.program_exited(code, f"stopped for the rewritten cluster spec (exit {code})", failure=False)
         restarts = self.status.add_restart()
