@@ -14,8 +14,10 @@
   step (compare with "killed ps": the same restart, plus the agent's loss and the new placement).
 
 * preemption (``--only preemption``): SIGTERM to the chief's program, to its whole task, and to the
-  ps's whole task -> seconds until every worker's next step, and the global steps trained again
-  (the highest step printed before the SIGTERM minus the lowest after it; steps printed every 5).
+  ps's whole task, the chief saving a checkpoint every 5,000 steps (real jobs save every few
+  minutes) -> seconds until every worker's next step, and the global steps trained again: the highest
+  global step any program printed before the first program started again, less the checkpoint step
+  the chief resumed from (its bootstrap's ``resumed from checkpoint at step N``); steps printed every 5.
 
 Each row also says when the last training program was (re)started with the rewritten spec
 (from the bootstraps' "started training program" lines): the part discovery and the
@@ -42,6 +44,7 @@ from typing import Callable
 from .common import ROOT, Row, median
 
 STEP = re.compile(r"\bstep=(\d+) loss=")
+RESUMED = re.compile(r"marathon-tf bootstrap: resumed from checkpoint at step (\d+)")
 TARGET = 20000  # long enough that the job is still training when it recovers
 
 
@@ -73,12 +76,14 @@ def _pss_job_file(tmp: Path) -> Path:
 def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int,
              prepare: Callable[[object], None] | None = None, *, job_file: Callable[[Path], Path] | None = None,
              trainers: set[str] | None = None, cluster_options: dict | None = None,
-             steps_lost: list | None = None, **job_changes) -> float:
+             steps_lost: list | None = None, saver: str = "worker-0", alone: str | None = None,
+             **job_changes) -> float:
     """Deploy (``job_file(tmp)``, default the TF1 job file with ``job_changes``), train until step > 500,
     ``prepare(cluster)`` (untimed), ``disrupt(cluster, client, job)``, and time until every worker (or
-    every task in ``trainers``) printed a step line after it. ``steps_lost``: gets the global steps
-    trained again (the highest step printed before the disruption minus the lowest printed after
-    it, at least 0)."""
+    every task in ``trainers``) printed a step line after its program started again (every trainer's
+    program starts again, but ``alone``'s when only its does). ``steps_lost``: gets the global steps
+    trained again (the highest step printed before a program started again, less the checkpoint step
+    ``saver`` resumed from)."""
     from marathon_tf.user import jobs, spec as spec_mod
     from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
     from marathon_tf.marathon.client import Client, RetryPolicy
@@ -88,7 +93,8 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
     lines: list[tuple[float, str, int]] = []
     lock = threading.Lock()
 
-    started: list[float] = []  # the bootstraps' "started training program" lines
+    started: list[tuple[float, str]] = []  # the bootstraps' "started training program" lines
+    resumed: list[tuple[float, str, int]] = []  # their "resumed from checkpoint at step N" lines
 
     def emit(task: str, stream: str, line: str) -> None:
         m = STEP.search(line)
@@ -97,7 +103,10 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
                 lines.append((time.monotonic(), task, int(m.group(1))))
         elif "marathon-tf bootstrap: started training program" in line:
             with lock:
-                started.append(time.monotonic())
+                started.append((time.monotonic(), task))
+        elif RESUMED.search(line):
+            with lock:
+                resumed.append((time.monotonic(), task, int(RESUMED.search(line).group(1))))
 
     cluster = LocalCluster(state_dir=tmp / "state", dns_refresh=0.5, kill_grace=2.0, **(cluster_options or {}))
     tailer = SandboxTailer(tmp / "state", emit, interval=0.05)
@@ -117,17 +126,25 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
         disrupt(cluster, client, spec.name)
         workers = trainers or {f"worker-{i}" for i in range(expect_workers)}
 
+        def since(w: str) -> float | None:
+            """A step of ``w`` counts after this: after its program started again (one that trains on until
+            it is stopped is not back to training); when only ``alone``'s restarts, after that."""
+            starts = [t for t, task in started if t > t0 and task == (alone or w)]
+            return max(t0 + 0.5, starts[-1]) if starts else None
+
         def recovered() -> bool:
             with lock:
-                return workers <= {task for t, task, _ in lines if t > t0 + 0.5}
+                return all(any(t > (since(w) or float("inf")) for t, task, _ in lines if task == w) for w in workers)
 
         _until(recovered, 90, "every worker's next step")
         with lock:
-            last = max(min(t for t, task, _ in lines if t > t0 + 0.5 and task == w) for w in workers)
-            respec = max((t for t in started if t0 < t <= last), default=t0)
-            if steps_lost is not None:
-                before = max((s for t, _, s in lines if t < t0), default=0)
-                steps_lost.append(max(0, before - min(s for t, _, s in lines if t > t0 + 0.5)))
+            last = max(min(t for t, task, _ in lines if task == w and t > (since(w) or float("inf"))) for w in workers)
+            respec = max((t for t, _ in started if t0 < t <= last), default=t0)
+            if steps_lost is not None:  # (a restart's announcement comes just before its program starts)
+                again = min([t for t, _ in started if t > t0] + [t for t, _, _ in resumed if t > t0])
+                before = max((s for t, _, s in lines if t < again), default=0)
+                back = [s for t, task, s in resumed if t > t0 and task == saver]
+                steps_lost.append(max(0, before - back[0]) if back else "?")
         return last - t0, respec - t0
     finally:
         tailer.stop()
@@ -181,7 +198,7 @@ def _scale(cluster, client, job) -> None:
 
 def bench_recovery(quick: bool) -> list[Row]:
     n = 1 if quick else 3
-    pss = {"job_file": _pss_job_file, "trainers": {"chief-0"}}
+    pss = {"job_file": _pss_job_file, "trainers": {"chief-0"}, "saver": "chief-0"}
     cases = [("recovery after a killed worker (local)", _kill("worker-1"), 2, {}),
              ("recovery after a killed ps (local)", _kill("ps-0"), 2, {}),
              ("recovery after chief + ps killed together (local; TF1: worker-0 is the chief)",
@@ -202,25 +219,26 @@ def bench_agent_loss(quick: bool) -> list[Row]:
 
 
 def bench_preemption(quick: bool) -> list[Row]:
-    """Preemptions of the TF1 example (the chief, worker-0, saves on SIGTERM at the step it is in and
-    exits 42; a preemption restarts without spending the failure budget): seconds back to training
-    and the global steps trained again. Steps are printed every 5 (the figure's resolution)."""
+    """Preemptions of the TF1 example (a whole task stopped: a save round first, issue 29; the chief's
+    program alone: it saves on SIGTERM at the step it is in and exits 42; a preemption restarts without
+    spending the failure budget): seconds back to training and the global steps trained again, with a
+    checkpoint every 5,000 steps. Steps are printed every 5 (the figure's resolution)."""
     n = 1 if quick else 3
-    flags = ("--log_every", "5", "--save_checkpoint_steps", "250")
-    cases = [("preemption: SIGTERM to the chief's program (worker-0; TF1)", _term_program("worker-0")),
-             ("preemption: SIGTERM to the chief's whole task (worker-0; TF1)", _kill("worker-0", "TERM")),
+    flags = ("--log_every", "5", "--save_checkpoint_steps", "5000")
+    cases = [("preemption: SIGTERM to the chief's program (worker-0; TF1)", _term_program("worker-0"), "worker-0"),
+             ("preemption: SIGTERM to the chief's whole task (worker-0; TF1)", _kill("worker-0", "TERM"), None),
              ("preemption: SIGTERM to ps-0's whole task (TF1; the chief saves as the group restarts)",
-              _kill("ps-0", "TERM"))]
+              _kill("ps-0", "TERM"), None)]
     rows = []
-    for name, disrupt in cases:
+    for name, disrupt, alone in cases:
         lost: list[int] = []
         runs = _repeat(name, n, lambda: _one_run(disrupt, 2, job_file=lambda tmp: _job_file(tmp, flags=flags),
-                                                 steps_lost=lost), lambda: f", {lost[-1]} steps again")
+                                                 steps_lost=lost, alone=alone), lambda: f", {lost[-1]} steps again")
         rows.append(runs if isinstance(runs, Row) else Row(
             name, round(median([r[0] for r in runs]), 1), "s",
-            f"median of {n}; SIGTERM -> every worker's next step= line; runs: "
+            f"median of {n}; SIGTERM -> every worker's step= line after its program started again; runs: "
             f"{', '.join(f'{r[0]:.1f}' for r in runs)}; global steps trained again: "
-            f"{', '.join(str(s) for s in lost)} (checkpoints every 250 steps; steps printed every 5)"))
+            f"{', '.join(str(s) for s in lost)} (checkpoints every 5,000 steps; steps printed every 5)"))
     return rows
 
 
@@ -248,7 +266,7 @@ def _rows(cases: list, n: int) -> list[Row]:
             continue
         runs, respecs = [p[0] for p in pairs], [p[1] for p in pairs]
         rows.append(Row(name, round(median(runs), 1), "s",
-                        f"median of {n}; disruption -> every worker's next step= line; "
+                        f"median of {n}; disruption -> every worker's step= line after its program started again; "
                         f"runs: {', '.join(f'{r:.1f}' for r in runs)}; the last program (re)started with the "
                         f"new spec after {median(respecs):.1f} s (the rest is TensorFlow starting)"))
     return rows

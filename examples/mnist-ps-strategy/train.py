@@ -124,6 +124,8 @@ def run_coordinator(args, resolver):
         model = MLP(args.hidden_units, args.seed)
         global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
 
+    signal.signal(signal.SIGUSR1, _on_save)  # marathon-tf's save hook: answered between two rounds of steps
+    log("marathon-tf save-hook: ready")
     checkpoint = tf.train.Checkpoint(model=model, global_step=global_step)
     manager = tf.train.CheckpointManager(checkpoint, args.checkpoint_dir, max_to_keep=3)
     restored = manager.restore_or_initialize()
@@ -151,8 +153,6 @@ def run_coordinator(args, resolver):
 
     loss, first, last_saved = float("nan"), True, step
     signal.signal(signal.SIGTERM, _on_stop)
-    signal.signal(signal.SIGUSR1, _on_save)
-    log("marathon-tf save-hook: ready")
     while step < args.train_steps and _stop["signal"] is None:
         # The first round is a single step, so first_step_time marks the first finished step.
         n = 1 if first else min(args.log_every, args.train_steps - step)

@@ -53,6 +53,8 @@ Variables (all strings, as Marathon requires):
                            ``.retries``, ``.backoff_seconds``); unset: ``600/0/60``. A task placed
                            while its peers wait releases the job when the deadline passes
                            (:mod:`marathon_tf.task.admission`)
+``MTF_PLACEMENT``          ``1``: the job has placement rules across its tasks (``UNIQUE`` …), which
+                           its leader enforces through Marathon (:mod:`marathon_tf.task.placer`)
 =========================  ==============================================================
 
 The bootstrap adds one variable of its own to the *training program's* environment
@@ -147,6 +149,8 @@ class TaskContext:
     admission: tuple[float, int, float] = (600.0, 0, 60.0)
     #: the roles with an elastic count: ``{"worker": (min, max)}`` (docs/elastic.md); empty: a fixed-size job
     elastic: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    #: the job has placement rules across its tasks, which its leader enforces (:mod:`marathon_tf.task.placer`)
+    placement: bool = False
 
     def to_env(self) -> dict[str, str]:
         """The variables of :data:`VARS` (a field at its default only when the table says ``always``)."""
@@ -325,4 +329,6 @@ VARS: tuple[Var, ...] = (
                                                                         sort_keys=True, separators=(",", ":"))
                                        if v else "",
                                        "must be a JSON object of role: [min, max], e.g. {\"worker\":[2,4]}")),
+    Var("placement", "MTF_PLACEMENT", Kind(lambda raw: raw.strip().lower() in ("1", "true", "yes"),
+                                           lambda v: "1" if v else "", "must be 1 or empty")),
 )

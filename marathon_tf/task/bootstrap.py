@@ -161,7 +161,7 @@ class Bootstrap:
         #: an elastic job's side (marathon_tf.task.elastic: the membership its deciding task publishes)
         self.elastic = ElasticMember(ctx, self.status, self._stop, log=_log, clock=clock, ready=lambda: (
             self.prewarmer is None or self.prewarmer.warm())) if ctx.elastic and ctx.role != "tensorboard" else None
-        self.rendezvous_options: dict = {}  # extra make_rendezvous arguments (tests inject session/events)
+        self.rendezvous_options: dict = {"placement": control.placement} if control and control.placement else {}
         self.admission: AdmissionWatch | None = None
         self.gpu_check_options: dict = {}  # extra gpu_problem arguments (tests inject dev_dir/which/run)
 
@@ -400,8 +400,8 @@ class Bootstrap:
         restarts = self.restarts
         restarts.begin()  # rounds before this program are not ours to follow
         me, _ = self._members()
-        if me is not None:  # relaunched elsewhere: the ps restarts for the new address first
-            restarts.await_ps_took(self.ctx.task, self.endpoints[me])
+        if me is not None:  # relaunched elsewhere: the peers restart for the new address first
+            restarts.await_peers_took(self.ctx.task, self.endpoints[me])
         trainer: Trainer | None = self._start_trainer()
         watching = len(self.endpoints) > 1 and self._backend is not None
         next_watch = self._next_watch()
@@ -491,8 +491,8 @@ class Bootstrap:
             return trainer
         self.saving.before_move([naming.task_name(*peer) for peer in sorted(moved)])  # the job's checkpoint first
         # A job with a ps loses its variables on any move: every member restarts, the ps included (see
-        # restarts_on_move), so nothing can be saved any more; a program given SIGTERM would only wait on
-        # the ps (TF1's chief recovering its session to save at its stop) until the grace ends.
+        # restarts_on_move), so whatever could be saved was saved just now; a program given SIGTERM would
+        # only wait on the ps (TF1's chief recovering its session to save at its stop) until the grace ends.
         code = trainer.stop(0.0 if any(role == "ps" for role, _ in self.ctx.members()) else self.grace)
         self.observer.program_exited(code, f"stopped for the rewritten cluster spec (exit {code})", failure=False)
         restarts = self.status.add_restart()

@@ -46,7 +46,7 @@ SIGTERM_WAIT = 1.0
 #: A coordinator restarted because TensorFlow says a peer was restarted under it: at most this many
 #: times in STREAK_RESET seconds, each after PEER_SETTLE seconds (the rest of that restart gets there).
 PEER_RESTARTS, PEER_SETTLE, PEER_GRACE = 5, 1.0, 1.0
-#: Seconds a relaunched task's first program waits at most for the ps to take its new address.
+#: Seconds a relaunched task's first program waits at most for its peers to take its new address.
 RELAUNCH_SETTLE = 60.0
 
 
@@ -130,20 +130,23 @@ class Restarter:
         """The first program is about to start: the rounds published before it are not its to follow."""
         self._round = self._current_round()
 
-    def await_ps_took(self, me: str, address: str, timeout: float = RELAUNCH_SETTLE) -> None:
-        """Before this task's first program starts: every ps whose spec still holds another address for this
-        task (it was relaunched elsewhere: the ps restarts with the rewritten spec once it sees the move)
-        has taken this one (its ``/status`` ``peers``). A program started meanwhile would restore or create
-        the job's variables on the ps that is about to restart, and lose them with it: a TF1 chief trains a
-        few steps that are trained again, a ParameterServerStrategy coordinator fails, counted (the flaky
-        preempted-chief test). Only a chief or worker of a job with a ps, with Marathon to find the ps."""
+    def await_peers_took(self, me: str, address: str, timeout: float = RELAUNCH_SETTLE) -> None:
+        """Before this task's first program starts: every peer its program would lose state with, whose spec
+        still holds another address for this task (it was relaunched elsewhere: the peer restarts with the
+        rewritten spec once it sees the move), has taken this one (its ``/status`` ``peers``). A program
+        started meanwhile loses what it builds on that peer when it restarts: a TF1 chief restores the
+        checkpoint onto the ps and trains a few steps that are trained again (or fails, counted: the flaky
+        preempted-chief test), a ParameterServerStrategy coordinator loses its variables on the ps and its
+        functions on the workers. The ps for a chief or worker of a job with one; the ps and the workers
+        for a ParameterServerStrategy coordinator. Needs Marathon (to find the peers' status ports)."""
+        roles = ("ps", "worker") if self.ctx.style == "parameter_server" and self.ctx.role == "chief" else ("ps",)
         if self.control is None or self.ctx.role not in ("chief", "worker") or not self.ctx.cluster.get("ps"):
             return
         deadline, stale_seen = self.clock() + timeout, False
         while not self._stop.is_set():
-            stale = self._stale_ps(me, address)
+            stale = self._stale_peers(me, address, roles)
             if not stale:
-                if stale_seen:  # it re-rendered: give its program the moment it takes to restart
+                if stale_seen:  # they re-rendered: give their programs the moment they take to restart
                     self._stop.wait(0.5)
                 return
             if not stale_seen:
@@ -155,21 +158,25 @@ class Restarter:
                 return
             self._stop.wait(0.25)
 
-    def _stale_ps(self, me: str, address: str) -> list[str]:
-        """The ps tasks whose ``/status`` names another address for ``me`` (one that does not answer: none)."""
-        assert self.control is not None  # (await_ps_took)
+    def _stale_peers(self, me: str, address: str, roles: tuple[str, ...]) -> list[str]:
+        """The peers of ``roles`` whose ``/status`` names another address for ``me`` (one that does not
+        answer: none)."""
+        assert self.control is not None  # (await_peers_took)
         try:
             apps = job_apps(self.control.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS))
         except MarathonError:
             return []
         stale = []
-        for index in range(int(self.ctx.cluster.get("ps", 0))):
-            app = apps.get(naming.app_id(self.ctx.job, "ps", index))
-            task = newest_running(app)
-            url = task_url(app, task, self.ctx.status_port_name, "/status") if app and task is not None else None
-            held = ((self.control.get_json(url) or {}).get("peers") or {}).get(me) if url else None
-            if held and held != address:
-                stale.append(naming.task_name("ps", index))
+        for role in roles:
+            for index in range(int(self.ctx.cluster.get(role, 0))):
+                if (role, index) == (self.ctx.role, self.ctx.index):
+                    continue
+                app = apps.get(naming.app_id(self.ctx.job, role, index))
+                task = newest_running(app)
+                url = task_url(app, task, self.ctx.status_port_name, "/status") if app and task is not None else None
+                held = ((self.control.get_json(url) or {}).get("peers") or {}).get(me) if url else None
+                if held and held != address:
+                    stale.append(naming.task_name(role, index))
         return stale
 
     def program_started(self) -> None:

@@ -35,6 +35,7 @@ imports TensorFlow.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 import time
@@ -62,6 +63,10 @@ AFTER_SAVE_GRACE = 2.0
 MOVE_BUDGET = 5.0
 #: Seconds a ``POST /hold`` may take.
 HOLD_TIMEOUT = 2.0
+#: Seconds a program that said it saved has to pause itself before its bootstrap pauses it.
+SELF_PAUSE = 2.0
+#: Seconds a program steps before one that never said ``ready`` is taken for one without the hook.
+READY_WITHIN = 5.0
 
 
 def round_budget(grace: float) -> float:
@@ -168,6 +173,7 @@ class Saving:
         self._last: SaveResult | None = None
         self._holds = 0  # generation of this task's hold (a later hold or a release ends an earlier timer)
         self._said_no_hook = False
+        self._first_step: float | None = None
         self._addresses: dict[str, set[str]] = {}
         status.update(save_hook=None)
 
@@ -180,6 +186,7 @@ class Saving:
     # -- the program ------------------------------------------------------------------------------
     def program_started(self, trainer: Trainer) -> None:
         self.trainer = trainer
+        self._first_step = None
         self.hook.reset()
 
     def on_text(self, text: str) -> None:
@@ -187,8 +194,14 @@ class Saving:
             self.status.update(save_hook=True)
 
     def stepped(self) -> None:
-        """The program made a step: one that has not said ``ready`` by now has no hook (said once)."""
-        if not self.hook.ready and self.status.light().get("save_hook") is None:
+        """The program made a step: one that has stepped for :data:`READY_WITHIN` s without saying ``ready``
+        has no hook (said once; a ``ready`` that comes later still counts)."""
+        if self.hook.ready or self.status.light().get("save_hook") is not None:
+            return
+        now = self.clock()
+        if self._first_step is None:
+            self._first_step = now
+        if now - self._first_step >= READY_WITHIN:
             self.status.update(save_hook=False)
             if self.decider and not self._said_no_hook:
                 self._said_no_hook = True
@@ -248,8 +261,7 @@ class Saving:
             why = "the training program exited" if trainer.proc.poll() is not None else \
                 f"the training program did not say it saved within {self.clock() - began:.1f} s"
             return self._failed(why, trainer, held)
-        if trainer.held is None:
-            trainer.hold("self")  # (a program that did not pause itself)
+        self._await_pause(trainer)
         found = self._confirm(saved, began_wall, deadline)
         if isinstance(found, str):
             return self._failed(found, trainer, held)
@@ -258,7 +270,7 @@ class Saving:
         if hold:
             self._expire(trainer, "self", hold_limit(self.ctx.grace_seconds))
         else:
-            trainer.resume()
+            self._resume(trainer)
             self.status.update(phase=Phase.RUNNING)
         self.events.record(T.SAVED, f"checkpoint at step {step} saved in {seconds:.2f} s: {path}"
                            + ("; training held until the stop" if hold else ""), step=step, path=path,
@@ -285,8 +297,30 @@ class Saving:
                         f"checkpoint written since the round began ({newest})")
             time.sleep(0.05)
 
-    def _failed(self, why: str, trainer: Trainer, held: Sequence[str]) -> SaveResult:
+    def _await_pause(self, trainer: Trainer) -> None:
+        """The program said it saved: it pauses itself (the hook); one that does not within
+        :data:`SELF_PAUSE` s is paused here. (Paused here first, a program about to pause itself would
+        do so once continued, and stay stopped.)"""
+        end = self.clock() + SELF_PAUSE
+        while trainer.paused() is False and self.clock() < end and trainer.proc is not None \
+                and trainer.proc.poll() is None:
+            time.sleep(0.01)
+        if trainer.paused():
+            trainer.held = "self"
+        else:
+            trainer.hold("self")
+
+    def _resume(self, trainer: Trainer) -> None:
+        """Continue a program held for the round, and again if it stopped itself late (after a pause here)."""
         trainer.resume()
+        end = self.clock() + 0.5
+        while self.clock() < end and trainer.held is None:
+            if trainer.paused():
+                trainer.send(signal.SIGCONT)
+            time.sleep(0.05)
+
+    def _failed(self, why: str, trainer: Trainer, held: Sequence[str]) -> SaveResult:
+        self._resume(trainer)
         self._release(held)
         if self.status.light().get("phase") == Phase.SAVING:
             self.status.update(phase=Phase.RUNNING)

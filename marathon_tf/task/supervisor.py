@@ -247,6 +247,17 @@ class Trainer:
         if self.proc is not None and self._spawn_error is None and self.proc.poll() is None:
             self._signal_group(sig)
 
+    def paused(self) -> bool | None:
+        """Whether the program is stopped (SIGSTOP: ``T`` in ``/proc/<pid>/stat``); None where that cannot be read."""
+        pid = self.pid
+        if pid is None:
+            return None
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                return f.read().rpartition(b")")[2].split()[0] in (b"T", b"t")
+        except (OSError, IndexError):
+            return None
+
     def hold(self, how: str) -> None:
         """Pause the program (SIGSTOP) for a save round; ``how``: ``"self"`` or ``"outside"`` (see ``held``)."""
         self.send(signal.SIGSTOP)

@@ -75,13 +75,17 @@ class Job:
         return warnings(self.spec)
 
     def summary(self) -> dict[str, Any]:
-        """What ``marathon-tf validate -o json`` prints."""
+        """What ``marathon-tf validate -o json`` prints (``placement``: what the job's constraints mean,
+        across tasks or per app: :func:`marathon_tf.user.render.placement_lines`; ``elastic``: what an elastic
+        count does in this style, docs/elastic.md)."""
+        from marathon_tf.user.render import placement_lines
         from marathon_tf.user.spec.model import ELASTIC_LIMITS
 
         out: dict[str, Any] = {"file": self.spec.source, "valid": True, "name": self.name, "style": self.spec.style,
-                               "counts": self.spec.counts(), "apps": len(self.spec.tasks()), "warnings": self.warnings}
+                               "counts": self.spec.counts(), "apps": len(self.spec.tasks()), "warnings": self.warnings,
+                               "placement": placement_lines(self.spec)}
         elastic = self.spec.elastic()
-        if elastic:  # what an elastic count does in this style, in one line (docs/elastic.md)
+        if elastic:
             out["elastic"] = {r: {"min": lo, "max": hi, "limits": ELASTIC_LIMITS[self.spec.style]}
                               for r, (lo, hi) in elastic.items()}
         return out

@@ -227,6 +227,8 @@ def validate(job_file: str, fmt: str) -> None:
     else:
         roles = ", ".join(f"{job.spec.role(r).count_text} {r}" for r in summary["counts"])
         click.echo(f"{job_file}: ok — job {job.name} ({job.spec.style}): {roles}; {summary['apps']} Marathon apps")
+        for line in summary["placement"]:  # what the constraints mean: across tasks, or per app
+            click.echo(f"  placement: {line}")
         for role, e in (summary.get("elastic") or {}).items():
             click.echo(f"  elastic {role} {e['min']}..{e['max']}: starts with {e['min']} placed; {e['limits']}")
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Mapping, cast
 
-from marathon_tf.contract import labels as L, naming
-from marathon_tf.contract.errors import (
-    MarathonError, MarathonNotFound, SaveFailed, SpecError, Timeout, UsageError,
-)
+from marathon_tf.contract import labels as L, naming, spread
+from marathon_tf.contract.errors import (MarathonError, MarathonNotFound, MarathonTFError, SaveFailed, SpecError,
+                                         Timeout, UsageError)
 from marathon_tf.marathon import transport, versions
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_state, stored_spec
@@ -27,8 +27,8 @@ from marathon_tf.user.spec.hints import closest
 from marathon_tf.user.status import job_status
 
 __all__ = [
-    "DeployResult", "check_deployable", "marathon_capabilities", "deploy", "put", "find_jobs", "resolve_job",
-    "deployed_spec",
+    "DeployResult", "check_deployable", "marathon_capabilities", "deploy", "put", "keep_placement", "find_jobs",
+    "resolve_job", "deployed_spec",
     "parse_scale_args", "ScalePlan", "plan_scale", "scale", "delete", "save_round", "SAVE_TIMEOUT",
 ]
 
@@ -142,8 +142,31 @@ def deploy(client: Client, spec: JobSpec, *, templates_dir: str | None = None, f
     return put(client, spec.name, group, force=force, dry_run=dry_run)
 
 
-def put(client: Client, job: str, group: dict[str, Any], *, force: bool = False, dry_run: bool = False) -> DeployResult:
-    """PUT a rendered group: creating it, or updating it without restarting unchanged tasks."""
+def keep_placement(group: dict[str, Any], current: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``group`` with, for each app Marathon runs as rendered (its ``marathon-tf/digest`` is the one the
+    new rendering would carry), the constraints and placement label Marathon has now: what the job's
+    leader wrote there (:mod:`marathon_tf.contract.spread`) is kept, so an unchanged app is not
+    restarted by a PUT of the whole group (``scale``, a changed job deployed again)."""
+    from marathon_tf.marathon.marker import digest
+
+    have = {str(a.get("id", "")).rstrip("/"): a for a in (current or {}).get("apps") or []}
+    apps = []
+    for app in group.get("apps") or []:
+        now = have.get(str(app.get("id", "")).rstrip("/"))
+        if now is not None and (now.get("labels") or {}).get(L.DIGEST) == digest(app) \
+                and spread.LABEL in (now.get("labels") or {}):
+            labels = {k: v for k, v in (app.get("labels") or {}).items() if k != spread.LABEL}
+            labels[spread.LABEL] = now["labels"][spread.LABEL]
+            app = {**app, "constraints": [list(c) for c in now.get("constraints") or []], "labels": labels}
+        apps.append(app)
+    return {**group, "apps": apps} if group.get("apps") is not None else group
+
+
+def put(client: Client, job: str, group: dict[str, Any], *, force: bool = False, dry_run: bool = False,
+        current: Mapping[str, Any] | None = None) -> DeployResult:
+    """PUT a rendered group: creating it, or updating it without restarting unchanged tasks (``current``:
+    the job's group as Marathon has it, whose placement is kept: :func:`keep_placement`)."""
+    group = keep_placement(group, current)
     body = client.put_group(group, force=force, dry_run=dry_run)
     if dry_run:
         return DeployResult(job=job, group_id=group["id"], plan=body, group=group)
@@ -298,6 +321,13 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
                              hint=f"to scale it anyway: marathon-tf scale {job} … --force")
     if not ended and not (plan.start or plan.stop or plan.restart):
         return plan, None
+    saving = None
+    if not dry_run and not ended and (plan.stop or plan.restart):  # the tasks that stop: the job's checkpoint first
+        change = ", ".join(f"{r} {spec.counts().get(r, 0)} → {new_spec.counts().get(r, 0)}" for r in changes)
+        pool = ThreadPoolExecutor(max_workers=1)  # (while the checks below run; a refused scale only saved)
+        saving = pool.submit(save_round, client, job, reason=f"marathon-tf scale ({change})",
+                             timeout=SCALE_SAVE_TIMEOUT)
+        pool.shutdown(wait=False)
     check_gpu_feature(client, new_spec, f"job {job}")
     if ended:  # everything starts again
         plan = ScalePlan(start=list(task_apps(new_group)), stop=[t for t in task_apps(old_group)
@@ -310,13 +340,12 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
                               starting=[cast(tuple[str, int], naming.parse_task_name(t)) for t in plan.start],
                               mesos=mesos)
     saved, note = None, None
-    if not dry_run and not ended and (plan.stop or plan.restart):  # the tasks that stop: the job's checkpoint first
-        change = ", ".join(f"{r} {spec.counts().get(r, 0)} → {new_spec.counts().get(r, 0)}" for r in changes)
+    if saving is not None:
         try:
-            saved = save_round(client, job, reason=f"marathon-tf scale ({change})", timeout=SCALE_SAVE_TIMEOUT)
-        except SaveFailed as e:  # (a program without the save hook: scaled as before, from its last checkpoint)
+            saved = saving.result()
+        except MarathonTFError as e:  # (a program without the save hook: scaled as before, from its last checkpoint)
             note = e.message
-    result = put(client, job, new_group, force=force, dry_run=dry_run)
+    result = put(client, job, new_group, force=force, dry_run=dry_run, current=current)
     result.admission, result.admission_note = verdict.shortfall, verdict.note
     result.saved, result.save_note = saved, note
     return plan, result

@@ -400,12 +400,23 @@ def timeline_text(tl: Mapping[str, Any]) -> str:
         steps = [f"{r['at']}  {r['task']}: {r['cause']}"]
         if r.get("restarted"):
             steps.append(f"    → restarted ({r.get('how')}) after {_seconds(r.get('secondsToRestart'))}")
+        if r.get("savedStep") is not None:
+            steps.insert(1, f"    (a save round before it saved step {r['savedStep']})")
         if r.get("trainingAgain"):
             steps.append(f"    → training again after {_seconds(r.get('secondsToTraining'))} "
                          f"({_seconds(r.get('seconds'))} in all)")
         elif r.get("restarted"):
             steps.append("    → not training yet")
         lines.extend("  " + s for s in steps)
+    saves = tl.get("saves") or []
+    if saves:
+        lines.append("save rounds")
+    for r in saves:
+        done = (f"saved step {r.get('step')} ({r.get('path')}) after {_seconds(r.get('seconds'))}"
+                + (", training held" if r.get("hold") else "") if r.get("outcome") == "saved"
+                else f"failed after {_seconds(r.get('seconds'))}: {r.get('message')}" if r.get("outcome")
+                else "under way")
+        lines.append(f"  {r['at']}  {r['task']}: {r.get('reason')} → {done}")
     if tl.get("omittedEvents"):
         lines.append(f"  ({tl['omittedEvents']} events were left out of the job's record)")
     return "\n".join(lines)

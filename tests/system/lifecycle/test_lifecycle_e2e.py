@@ -213,10 +213,15 @@ def test_a_preempted_chief_saves_a_checkpoint_and_resumes_from_it_without_spendi
 @pytest.mark.timeout(180)
 def test_a_preempted_chief_task_is_relaunched_and_resumes_from_the_step_it_saved(tmp_path, local_job):
     """Issue 21, the whole task stopped from outside (SIGTERM to worker-0's process group, as a Mesos
-    agent's drain or an operator's kill does through the kill grace period): the bootstrap passes it
-    to the program, which saves at the step it is in and exits 42; Marathon relaunches the task (a new
-    port: the group restarts with the new spec) and training resumes from that step. One preemption,
-    no failure (the budget is 0)."""
+    agent's drain or an operator's kill does through the kill grace period): its bootstrap has it save
+    first (issue 29's save round: worker-1 held, the program's save hook) and stops it; Marathon relaunches
+    the task (a new port: the group restarts with the new spec) and training resumes from that step. One
+    preemption, no failure (the budget is 0).
+
+    It failed in about 1 of 4 full runs (issue 29): the relaunched chief's program could start before the
+    ps restarted for the chief's new address, restore the checkpoint onto that ps and lose it with it (its
+    session recovered, or the program failed: counted, the job Failed). A relaunched chief now waits for
+    the ps to take its new address (its bootstrap says so when it has to)."""
     job = local_job(linear_job(tmp_path, TARGET, save_every=100_000, log_every=50,
                                restart={"max_failures": 0, "window_seconds": 600}))
     job.wait(lambda: job.max_step() > 1200, 90, "step > 1200", 0.05)
@@ -226,10 +231,13 @@ def test_a_preempted_chief_task_is_relaunched_and_resumes_from_the_step_it_saved
     assert status["state"] == L.SUCCEEDED, (status.get("reason"), status.get("failures"), status.get("preemptions"),
                                            job.text("worker-0")[-3000:], job.text()[-3000:])
     assert status["failures"] == 0 and status["preemptions"] == 1, status
-    said = re.search(r"preempted at step (\d+) \(signal 15\); checkpoint saved; exiting 42", job.text("worker-0"))
+    said = re.search(r"marathon-tf save-hook: saved step=(\d+) path=", job.text("worker-0"))
     assert said, job.text("worker-0")[-3000:]
     saved = int(said.group(1))
-    assert any(saved <= c < TARGET for c in checkpoints(tmp_path)), (saved, checkpoints(tmp_path))
+    assert saved in checkpoints(tmp_path), (saved, checkpoints(tmp_path))
+    restored = [int(m.group(1)) for t, n, s, x in job.lines if t > stopped_at and n == "worker-0"
+                for m in [re.search(r"resumed from checkpoint at step (\d+)", x)] if m]
+    assert restored[:1] == [saved], (saved, restored)
     ready = [line for t, n, s, line in job.lines if t > stopped_at and "session ready at global step" in line]
     assert ready and all(int(x.split("global step ")[1].split("/")[0]) >= saved for x in ready), (saved, ready)
 

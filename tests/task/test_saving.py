@@ -1,0 +1,285 @@
+"""Save rounds in one task (task/saving): a real program that implements the documented hook (or not), its
+round confirmed in the logdir, held or continued, joined, refused; the holds of the other trainers; which
+planned stops ask for one; the stop after a round (task/restarts). No TensorFlow: the program writes the
+checkpoint index TensorFlow would."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+
+import pytest
+
+from marathon_tf.contract.phases import Phase
+from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.task.saving import SaveResult, Saving, hold_limit, round_budget
+from marathon_tf.task.status_server import TaskStatus
+from marathon_tf.task.supervisor import Trainer
+from marathon_tf.task.timeline import TaskEvents
+
+#: A program with the save hook: a step every 20 ms; on SIGUSR1 it writes a checkpoint index at its step
+#: into the logdir (argv[1]; "none": it only says it saved), says so and pauses itself.
+HOOKED = r"""
+import os, signal, sys, time
+logdir, asked, step = sys.argv[1], {"save": False}, 0
+signal.signal(signal.SIGUSR1, lambda *_: asked.update(save=True))
+print("marathon-tf save-hook: ready", flush=True)
+while True:
+    step += 1
+    print(f"step={step} loss=1.0", flush=True)
+    time.sleep(0.02)
+    if asked["save"]:
+        asked["save"] = False
+        if logdir != "none":
+            with open(os.path.join(logdir, "checkpoint"), "w") as f:
+                f.write(f'model_checkpoint_path: "model.ckpt-{step}"\n')
+        print(f"marathon-tf save-hook: saved step={step} path={logdir}/model.ckpt-{step}", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
+"""
+PLAIN = "import time\nfor i in range(100000):\n    print(f'step={i} loss=1.0', flush=True)\n    time.sleep(0.02)\n"
+
+
+class Program:
+    """A Trainer of ``code`` whose output goes to a Saving and whose steps are kept."""
+
+    def __init__(self, saving: Saving, code: str, *args: str):
+        self.steps: list[int] = []
+        self.trainer = Trainer([sys.executable, "-c", code, *args], {}, on_step=self.steps.append,
+                               on_text=saving.on_text, stdout=_Sink(), stderr=_Sink())
+        saving.program_started(self.trainer)
+        self.trainer.start()
+
+    def wait_steps(self, n: int, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.steps) < n:
+            assert time.monotonic() < deadline, f"only {len(self.steps)} steps"
+            time.sleep(0.02)
+
+    def stop(self) -> int:
+        return self.trainer.stop(2.0)
+
+
+class _Sink:
+    def write(self, data):
+        return len(data)
+
+    def flush(self):
+        pass
+
+
+def make(tmp_path, *, decider=True, style="tf1", task="worker-0", logdir=True, cluster=None):
+    role, index = task.rsplit("-", 1)
+    ctx = TaskContext(job="j", role=role, index=int(index), cluster=cluster or {"ps": 1, "worker": 2},
+                      style=style, logdir="ckpt", completion="all_workers" if style != "parameter_server" else "chief",
+                      grace_seconds=30)
+    status = TaskStatus(job="j", task=task, role=role, index=int(index))
+    (tmp_path / "ckpt").mkdir(exist_ok=True)
+    logs: list[str] = []
+    saving = Saving(ctx, status, TaskEvents(task), str(tmp_path / "ckpt") if logdir else None, decider=decider,
+                    log=logs.append)
+    saving.logs = logs
+    return saving
+
+
+@pytest.fixture
+def programs():
+    started: list[Program] = []
+    yield started
+    for p in started:
+        p.trainer.resume()
+        p.stop()
+
+
+def test_a_round_saves_at_the_programs_next_step_confirms_it_in_the_logdir_and_lets_it_go_on(tmp_path, programs):
+    saving = make(tmp_path)
+    program = Program(saving, HOOKED, str(tmp_path / "ckpt"))
+    programs.append(program)
+    program.wait_steps(3)
+    assert saving.status.light()["save_hook"] is True
+    result = saving.save("marathon-tf checkpoint", hold=False, timeout=10)
+    assert result.ok and result.path == f"ckpt/model.ckpt-{result.step}" and not result.held, result
+    assert program.trainer.held is None and saving.status.light()["phase"] == Phase.RUNNING
+    seen = len(program.steps)
+    program.wait_steps(seen + 3)  # it trains on
+    assert saving.status.light()["last_save"]["step"] == result.step
+    kinds = [e["kind"] for e in saving.events.mine()]
+    assert kinds == ["save_round", "saved"], kinds
+
+
+def test_a_round_before_a_stop_keeps_the_program_held_and_a_stop_kills_it_at_once(tmp_path, programs):
+    saving = make(tmp_path)
+    program = Program(saving, HOOKED, str(tmp_path / "ckpt"))
+    programs.append(program)
+    program.wait_steps(3)
+    result = saving.save("ps-0 is stopped", hold=True, timeout=10)
+    assert result.ok and result.held and program.trainer.held == "self"
+    assert saving.status.light()["phase"] == Phase.SAVING
+    seen = len(program.steps)
+    time.sleep(0.3)
+    assert len(program.steps) == seen  # nothing trained after the checkpoint
+    again = saving.save("worker-1 is stopped", hold=True, timeout=10)  # held at it since: the same
+    assert again == result
+    began = time.monotonic()
+    assert program.trainer.stop(25.0) == 128 + signal.SIGKILL and time.monotonic() - began < 2
+
+
+def test_rounds_asked_together_are_one(tmp_path, programs):
+    saving = make(tmp_path)
+    program = Program(saving, HOOKED, str(tmp_path / "ckpt"))
+    programs.append(program)
+    program.wait_steps(3)
+    results: list[SaveResult] = []
+    threads = [threading.Thread(target=lambda: results.append(saving.save("s", hold=True, timeout=10)))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({r.step for r in results}) == 1 and all(r.ok for r in results), results
+    assert [e["kind"] for e in saving.events.mine()].count("saved") == 1
+
+
+def test_a_program_without_the_hook_is_never_signalled_and_says_so_once(tmp_path, programs):
+    saving = make(tmp_path)
+    program = Program(saving, PLAIN)
+    programs.append(program)
+    program.wait_steps(3)
+    saving.stepped()
+    assert saving.status.light()["save_hook"] is None  # a step line may come before its ready line
+    saving._first_step -= 10  # (it has stepped for a while)
+    saving.stepped()
+    saving.stepped()
+    assert saving.status.light()["save_hook"] is False
+    assert sum("declares no save hook" in line for line in saving.logs) == 1
+    result = saving.save("marathon-tf checkpoint", hold=False, timeout=5)
+    assert not result.ok and "worker-0's training program declares no save hook" in result.message
+    program.wait_steps(len(program.steps) + 3)  # untouched: SIGUSR1 would have ended it
+
+
+def test_a_save_the_logdir_does_not_show_fails_in_time_and_the_program_goes_on(tmp_path, programs):
+    saving = make(tmp_path)
+    program = Program(saving, HOOKED, "none")  # says it saved, writes nothing
+    programs.append(program)
+    program.wait_steps(3)
+    began = time.monotonic()
+    result = saving.save("check", hold=True, timeout=1.5)
+    assert not result.ok and "shows no checkpoint written since the round began" in result.message, result
+    assert time.monotonic() - began < 5 and program.trainer.held is None
+    program.wait_steps(len(program.steps) + 3)
+    assert [e["kind"] for e in saving.events.mine()][-1] == "save_failed"
+
+
+def test_no_program_no_round(tmp_path):
+    saving = make(tmp_path)
+    result = saving.save("check", hold=False, timeout=1)
+    assert not result.ok and "no training program runs in worker-0 now" in result.message
+
+
+def test_the_other_trainers_are_held_and_let_go(tmp_path, programs):
+    """``POST /hold`` freezes a trainer where it is (a tf1 round before a stop); ``release`` lets it go."""
+    follower = make(tmp_path, decider=False, task="worker-1")
+    program = Program(follower, PLAIN)
+    programs.append(program)
+    program.wait_steps(3)
+    assert follower.post_hold({}, {"job": "other"})[0] == 400
+    code, body = follower.post_hold({"_client": "127.0.0.1"}, {"job": "j", "reason": "ps-0 is stopped"})
+    assert (code, body["held"]) == (200, True) and program.trainer.held == "outside"
+    assert follower.status.light()["phase"] == Phase.SAVING
+    time.sleep(0.3)
+    seen = len(program.steps)
+    time.sleep(0.3)
+    assert len(program.steps) == seen
+    assert follower.post_hold({}, {"job": "j", "release": True}) == (200, {"held": False})
+    program.wait_steps(seen + 3)
+
+
+def test_a_hold_from_another_host_than_the_deciding_tasks_is_refused(tmp_path):
+    follower = make(tmp_path, decider=False, task="worker-1")
+    follower.peer_hosts = lambda: {"worker-0": "10.0.0.9:2222"}
+    code, body = follower.post_hold({"_client": "10.0.0.7"}, {"job": "j"})
+    assert code == 403 and not body["held"]
+    decider = make(tmp_path)
+    decider.peer_hosts = lambda: {"ps-0": "10.0.0.8:2222"}
+    assert decider.post_save({"_client": "10.0.0.7"}, {"job": "j", "hold": True})[0] == 403
+    assert decider.post_save({"_client": "10.0.0.7"}, {"job": "j", "hold": False, "timeout": 1})[0] == 409
+
+
+def test_which_planned_stops_ask_for_a_round(tmp_path):
+    asked: list[tuple] = []
+
+    def ask(saving):
+        saving.ask = lambda reason, **kw: asked.append((reason, kw)) or SaveResult(True)
+        return saving
+
+    tf1 = ask(make(tmp_path, decider=False, task="ps-0"))
+    assert tf1.before_stop(20.0).ok and asked[-1] == ("ps-0 is stopped", {"hold": True, "timeout": 20.0})
+    assert tf1.before_stop(0.0) is None  # no grace left for one
+    assert tf1.before_move(["ps-0"]) is None  # the variables went with it
+    assert tf1.before_move(["worker-0"]) is None  # the saver itself: its new program has nothing newer
+    assert tf1.before_move(["worker-1"]).ok and asked[-1][1] == {"hold": False, "timeout": 5.0,
+                                                                 "exclude": ["worker-1"]}
+    assert ask(make(tmp_path, style="multi_worker_mirrored", cluster={"worker": 2})).before_move(["worker-1"]) is None
+    assert ask(make(tmp_path, task="worker-0", cluster={"worker": 1})).before_stop(20.0) is None  # alone: no job
+    assert ask(make(tmp_path, style="parameter_server", task="ps-0", decider=False,
+                    cluster={"chief": 1, "ps": 1, "worker": 2})).before_move(["chief-0"]) is None
+
+
+def test_a_round_takes_at_most_what_the_grace_leaves_and_holds_at_most_a_while():
+    assert [round_budget(g) for g in (25.0, 7.5, 2.0, 0.0)] == [20.0, 3.75, 1.0, 0.0]
+    assert hold_limit(5) == 30.0 and hold_limit(30) == 60.0
+
+
+def test_a_follower_asks_the_deciding_task_and_says_why_when_it_cannot(tmp_path, httpserver):
+    follower = make(tmp_path, decider=False, task="ps-0")
+    assert "address is not known" in follower.ask("x", hold=True, timeout=1).message
+    httpserver.expect_request("/save", method="POST").respond_with_json(
+        {"ok": True, "step": 12, "path": "ckpt/model.ckpt-12", "seconds": 0.1, "held": True})
+    follower.locate = lambda: httpserver.url_for("").split("//")[1].rstrip("/")
+    result = follower.ask("ps-0 is stopped", hold=True, timeout=5)
+    assert result == SaveResult(True, step=12, path="ckpt/model.ckpt-12", seconds=0.1, held=True)
+    assert httpserver.log[0][0].json == {"job": "j", "reason": "ps-0 is stopped", "hold": True, "timeout": 5,
+                                         "exclude": []}
+    follower.locate = lambda: "127.0.0.1:1"
+    assert "did not answer" in follower.ask("x", hold=True, timeout=1).message
+
+
+def test_a_relaunched_chief_waits_for_the_ps_to_take_its_new_address_before_its_program_starts():
+    """The flaky preempted-chief test's cause: the relaunched chief's program restored the checkpoint onto
+    the ps that was about to restart for the chief's new address (and trained on it, or failed)."""
+    from marathon_tf.task.bootstrap import Bootstrap
+
+    said = [{"peers": {"worker-0": "10.0.0.1:1111"}}] * 3  # then the new address, for ever
+
+    class Client:
+        def get_group(self, group_id, embed=()):
+            return {"id": "/j", "apps": [{"id": "/j/ps-0", "portDefinitions": [{"name": "tf"}, {"name": "status"}],
+                                          "tasks": [{"id": "t", "host": "10.0.0.3", "state": "TASK_RUNNING",
+                                                     "ports": [1, 2], "startedAt": "2024-01-01T00:00:00.000Z"}]}]}
+
+    class Control:
+        client = Client()
+        urls: list[str] = []
+        placement = None
+
+        def get_json(self, url):
+            self.urls.append(url)
+            return said.pop(0) if said else {"peers": {"worker-0": "10.0.0.2:2222"}}
+
+    ctx = TaskContext(job="j", role="worker", index=0, cluster={"ps": 1, "worker": 2}, completion="all_workers")
+    control = Control()
+    boot = Bootstrap(ctx, {}, ["true"], control=control)
+    logs: list[str] = []
+    boot.restarts.log = logs.append
+    began = time.monotonic()
+    boot.restarts.await_peers_took("worker-0", "10.0.0.2:2222", timeout=10)
+    assert 0.75 <= time.monotonic() - began < 5 and set(control.urls) == {"http://10.0.0.3:2/status"}
+    assert logs == ["ps-0 still holds an earlier address of worker-0: waiting until they restart with 10.0.0.2:2222 "
+                    "before the program starts"]
+    boot.restarts.await_peers_took("worker-0", "10.0.0.2:2222")  # (it found the peer fresh: no wait, nothing said)
+    assert len(logs) == 1
+    ps = Bootstrap(TaskContext(job="j", role="ps", index=0, cluster={"ps": 1, "worker": 2}), {}, ["true"],
+                   control=control)
+    ps.restarts.await_peers_took("ps-0", "x")  # a ps waits for nobody
+    assert len(control.urls) == 5
