@@ -797,17 +797,24 @@ def local_ui_install(tarball) -> None:
 @click.option("--older-than", type=DURATION, default=None, metavar="DURATION",
               help="Only runs idle for at least this long, e.g. 7d, 12h (default: every ended run).")
 @click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+@click.option("--serve-state", "serve", multiple=True, metavar="NAME",
+              help="Also remove this stopped `local serve`'s state folder: every job it remembers, their volumes "
+                   "and checkpoints, its sandboxes. NAME: the folder in the state directory (serve, by default) "
+                   "or its path. Repeatable.")
 @_output_opt
-def local_clean(older_than, dry_run, fmt) -> None:
-    """Remove the folders of ended local runs (`deploy --local` runs, a stopped `local serve`):
-    their sandboxes and volumes (checkpoints), in the state directory ($MARATHON_TF_STATE_DIR, else
-    $XDG_STATE_HOME/marathon-tf, else ~/.local/state/marathon-tf). A run whose runner is alive is
-    never touched (its lock says so); the web UI build is kept."""
+def local_clean(older_than, dry_run, serve, fmt) -> None:
+    """Remove the folders of ended `deploy --local` runs, in the state directory
+    ($MARATHON_TF_STATE_DIR, else $XDG_STATE_HOME/marathon-tf, else ~/.local/state/marathon-tf):
+    each run's sandboxes (the tasks' output), volumes (its checkpoints) and pre-warm logs.
+
+    Never removed: a run whose runner is alive (its lock says so); a `local serve`'s state folder
+    (the jobs it remembers, their volumes and checkpoints), stopped or running, unless named with
+    --serve-state (and then only when stopped); the web UI build."""
     from marathon_tf.user import localstate, output
     from marathon_tf.user.config import state_home
 
     home = state_home()
-    removed, kept = localstate.clean(home, older_than=older_than, dry_run=dry_run)
+    removed, kept = localstate.clean(home, older_than=older_than, dry_run=dry_run, serve=serve)
     if fmt == "json":
         output.emit_json({"stateDir": str(home), "dryRun": dry_run, "removed": [r.to_dict() for r in removed],
                           "kept": [r.to_dict() for r in kept]})

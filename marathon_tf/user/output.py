@@ -301,10 +301,19 @@ def clean_report(home, removed: list, kept: list, *, dry_run: bool) -> None:
     from marathon_tf.contract.progress import duration
 
     for run in removed:
-        click.echo(f"{'would remove' if dry_run else 'removed'} {run.path} (idle {duration(time.time() - run.last_active)})")
+        what = "a stopped local serve's state, " if run.serve else ""
+        click.echo(f"{'would remove' if dry_run else 'removed'} {run.path} ({what}idle "
+                   f"{duration(time.time() - run.last_active)})")
     for run in kept:
-        info(f"kept {run.path}: " + (f"running, {run.running}" if run.running
-                                     else f"idle only {duration(time.time() - run.last_active)}"))
+        if run.running:
+            why = f"running, {run.running}"
+        elif run.serve:
+            jobs = f"remembers {', '.join(run.jobs)} (their volumes and checkpoints)" if run.jobs else "remembers no job"
+            why = (f"a stopped local serve's state: {jobs}; removed only when named: "
+                   f"local clean --serve-state {run.path.name if run.path.parent == home else run.path}")
+        else:
+            why = f"idle only {duration(time.time() - run.last_active)}"
+        info(f"kept {run.path}: {why}")
     if not removed:
         info(f"no ended run to remove in {home}")
 
