@@ -30,7 +30,7 @@ __all__ = ["KINDS", "REASONS", "merge", "timeline", "compact", "expand", "iso",
            "TASK_STARTED", "PEERS_FOUND", "PROGRAM_STARTED", "SERVER_UP", "FIRST_STEP", "PROGRAM_EXITED",
            "HANG", "WAITING", "PEER_MOVED", "FINISHED", "PREEMPTED", "SUBMITTED", "DEPLOYED", "ALL_RUNNING",
            "SCALED", "PLACEMENT_WAIT", "PLACED", "JOB_ENDED", "TASK_FAILED", "NOT_PLACED", "RESUBMITTED",
-           "LABEL_LIMIT"]
+           "START_FAILED", "ENDS", "LABEL_LIMIT"]
 
 # a task's events (its bootstrap records them)
 TASK_STARTED = "task_started"        # the bootstrap runs (Marathon's TASK_RUNNING)
@@ -44,6 +44,8 @@ WAITING = "waiting"                  # the task waits for a peer (named)
 PEER_MOVED = "peer_moved"            # a peer came back at a new address: the program restarts
 FINISHED = "finished"                # the program succeeded
 PREEMPTED = "preempted"              # (issue 21: preemptions) the task was preempted
+START_FAILED = "start_failed"        # the program could not be started (an unusable logdir, GPUs it cannot
+                                     # see, a logdir another run holds, peers never found): the job fails
 # the job's events (the deciding task records them)
 SUBMITTED = "submitted"              # the job's apps were (re)deployed: Marathon's version time
 DEPLOYED = "deployed"                # Marathon's deployment is done: every task running and healthy
@@ -63,11 +65,13 @@ REASONS = {
     FIRST_STEP: "FirstStep", PROGRAM_EXITED: "ProgramExited", HANG: "Hang", WAITING: "Waiting",
     PEER_MOVED: "PeerMoved", FINISHED: "Finished", PREEMPTED: "Preempted", SCALED: "Scaled",
     PLACEMENT_WAIT: "PlacementWait", PLACED: "Placed", JOB_ENDED: "JobEnded", TASK_FAILED: "TaskFailed",
-    NOT_PLACED: "NotPlaced", RESUBMITTED: "Resubmitted",
+    NOT_PLACED: "NotPlaced", RESUBMITTED: "Resubmitted", START_FAILED: "StartFailed",
 }
 KINDS = tuple(REASONS)
+#: the kinds that say the job's end (the record's)
+ENDS = (JOB_ENDED, NOT_PLACED)
 
-_CAUSES = (PROGRAM_EXITED, HANG, PEER_MOVED, PREEMPTED, TASK_FAILED)
+_CAUSES = (PROGRAM_EXITED, HANG, PEER_MOVED, PREEMPTED, TASK_FAILED, START_FAILED)
 _MEMBERS = ("chief", "ps", "worker", "evaluator")
 #: Hosts' clocks differ a little: events this much before ``submitted`` still belong to it (seconds).
 CLOCK_SLACK = 2.0

@@ -70,6 +70,10 @@ class TaskObserver:
         host = os.environ.get("HOST") or ""
         self.events.record(T.TASK_STARTED, f"{self.ctx.task} started" + (f" on {host}" if host else ""))
 
+    def start_failed(self, reason: str) -> None:
+        """The program cannot be started (the job fails with ``reason``, whole)."""
+        self.events.record(T.START_FAILED, reason)
+
     def peers_found(self, count: int, seconds: float) -> None:
         self.events.record(T.PEERS_FOUND, f"all {count} peer(s) found in {seconds:.1f} s")
 

@@ -153,3 +153,47 @@ def test_a_running_jobs_events_come_from_the_deciding_tasks_shared_file_or_from_
     found = history.job_events(FakeClient(), "j", status, get=own)
     assert sorted(asked) == ["http://a/events", "http://a/events?shared=1", "http://b/events"]  # no shared file
     assert [e["kind"] for e in found["events"]] == [e["kind"] for e in EVENTS] and found["source"] == "tasks"
+
+
+def test_every_start_failure_is_in_events_with_its_whole_message(httpserver):
+    """Issue 32: `events big` said `no events` (`-o json`: `{"events": [], "source": "tasks"}`) for a job
+    that failed at start, whose record carried no events (written by a task that kept none, or from the
+    user's side): the record's reason, whole, is an event; a task that died says Marathon's word with
+    its last words (its bootstrap's lines at the end of its stderr)."""
+    reason = ("worker-1: given 4 GPUs but no GPU device (/dev/nvidia0, …) is visible: " + "the whole reason " * 20)
+    apps = _apps("TASK_RUNNING")
+    for app in apps:
+        app.update(instances=0, tasks=[], labels={**app["labels"], L.STATE: "Failed", L.REASON: reason,
+                                                  L.FINISHED_AT: "2026-11-28T11:27:13.801Z"})
+    apps[1]["lastTaskFailure"] = {"state": "TASK_KILLED", "message": "Command exited with status 1",
+                                  "timestamp": "2026-11-28T11:27:14.447Z"}  # parked, then stopped: no failure
+    apps[2]["lastTaskFailure"] = {"state": "TASK_FAILED", "message": "Command exited with status 2",
+                                  "timestamp": "2026-11-28T11:27:12.000Z"}
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json({"id": "/mnist", "apps": apps})
+    httpserver.expect_request("/v2/queue").respond_with_json({"queue": []})
+    client = Client(httpserver.url_for(""))
+    status = job_status(client, "mnist", probe=False).to_dict()
+    words = {"worker-1": "error: MTF_CLUSTER is not JSON"}
+    found = history.job_events(client, "mnist", status, words=lambda c, job, task: words.get(task))
+    assert [(e["task"], e["kind"]) for e in found["events"]] == [("worker-1", T.TASK_FAILED), ("job", T.JOB_ENDED)]
+    assert found["events"][0]["message"] == ("Marathon: TASK_FAILED Command exited with status 2; its last words: "
+                                             "error: MTF_CLUSTER is not JSON")
+    assert found["events"][1]["message"] == f"Failed: {reason}"  # whole
+    r = CliRunner().invoke(cli, ["events", "mnist", "--marathon", httpserver.url_for("")])
+    assert r.exit_code == 0 and "no events" not in r.output
+    assert r.stdout.splitlines()[-1].split()[1:3] == ["job", "JobEnded"] and r.stdout.rstrip().endswith(
+        reason.rstrip())
+
+
+def test_a_tasks_last_words_are_its_bootstraps_lines_at_the_end_of_its_stderr(monkeypatch):
+    from marathon_tf.user import logs
+
+    stderr = ("2026 I tensorflow: something\nmarathon-tf bootstrap: status on http://0.0.0.0:1/status\n"
+              "marathon-tf bootstrap: FAILED: worker-1: given 4 GPUs but no GPU device\nTraceback: noise\n")
+    monkeypatch.setattr(logs, "find_task_logs", lambda client, job, task: ([object()], None))
+    monkeypatch.setattr(logs, "AgentSession", lambda client: None)
+    monkeypatch.setattr(logs, "read_new", lambda session, log, stream, tail: stderr)
+    assert history.last_words(None, "j", "worker-1") == ("status on http://0.0.0.0:1/status / FAILED: worker-1: "
+                                                         "given 4 GPUs but no GPU device")
+    monkeypatch.setattr(logs, "read_new", lambda session, log, stream, tail: "x" * 5000 + "\n")
+    assert history.last_words(None, "j", "worker-1") == "x" * history.WORDS_LIMIT + " …"
