@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonNotFound, UsageError
-from marathon_tf.contract.progress import eta_seconds
+from marathon_tf.contract.progress import eta_seconds, job_step
 from marathon_tf.marathon import transport
 from marathon_tf.marathon.jobstate import STOPPED, job_labels, job_state, stored_spec
 from marathon_tf.marathon.queue import entries_by_app, fetch as fetch_queue, launch_delay, stall_reason
@@ -189,12 +189,12 @@ def build(seen: Observed) -> JobStatus:
     gang.annotate(out, apps, seen.queue, free=seen.free, now=seen.now)  # a starting job: placed per role; Queued
     if labels.get(L.FINISHED_AT):
         out["finishedAt"] = labels[L.FINISHED_AT]
-    steps = [r.get("step") for r in tasks if isinstance(r.get("step"), int)]
+    step = job_step((r["task"], r.get("step")) for r in tasks)  # the one definition of the job's step
     if labels.get(L.FINAL_STEP):
         final = labels[L.FINAL_STEP]
         out["finalStep"] = int(final) if final.isdigit() else final
-    elif steps:
-        out["step"] = max(steps)
+    elif step is not None:
+        out["step"] = step
     if labels.get(L.REASON):
         out["reason"] = labels[L.REASON]
     resumed = [r["resumedFrom"] for r in tasks if isinstance(r.get("resumedFrom"), int)]
