@@ -98,9 +98,9 @@ def test_the_admission_timeout_can_be_overridden_at_deploy():
 def test_the_master_the_user_named_is_passed_to_every_look_not_remembered(monkeypatch):
     """``--mesos`` / ``MESOS_URL`` goes with the calls that read the master (the status' waits, the
     admission deadline's look, the check of a deploy or scale); no client remembers it."""
-    from marathon_tf.user import release, status
-    from marathon_tf.user.api import Marathon
-    from marathon_tf.user.results import JobStatus
+    from marathon_tf.user import jobs, release, status, watch  # noqa: F401 - imported before the patch below:
+    from marathon_tf.user.api import Marathon                     # a module first imported under it would keep
+    from marathon_tf.user.results import JobStatus                # the fake job_status for the whole session
 
     seen = []
     monkeypatch.setattr(status, "job_status", lambda client, job, **kw: seen.append(("status", kw.get("mesos")))
