@@ -204,9 +204,6 @@ class Bootstrap:
                                   lambda: self._signum, grace=self.grace, restart_backoff=restart_backoff, clock=clock,
                                   log=_log)
         self.restarts.count_earlier()
-        if control is not None and control.extra_labels is None:  # (the deciding task's: its job view's, in main)
-            app_id = naming.app_id(ctx.job, ctx.role, ctx.index)  # a task whose start or program fails the job
-            control.extra_labels = lambda state, reason: self.observer.events.end_labels(app_id, state, reason)
         self.rendezvous_options: dict = {}  # extra make_rendezvous arguments (tests inject session/events)
         self.admission: AdmissionWatch | None = None
         self.gpu_check_options: dict = {}  # extra gpu_problem arguments (tests inject dev_dir/which/run)
@@ -267,8 +264,6 @@ class Bootstrap:
                     self.observer.start_failed(f"{self.ctx.task}: {reason}")
                     self._end_job(L.FAILED, reason)  # peers that wait to be placed: released as NotPlaced
                 self._stop.wait()
-            elif not isinstance(e, DiscoveryError):
-                self.observer.start_failed(f"{self.ctx.task}: {message}")
             return getattr(e, "exit_code", 1)
         finally:
             if self._lock is not None:

@@ -74,6 +74,12 @@ class TaskObserver:
         """The program cannot be started (the job fails with ``reason``, whole)."""
         self.events.record(T.START_FAILED, reason)
 
+    def end_labels(self, state: str, reason: str) -> dict[str, dict[str, str]]:
+        """This task's events for the job's record, when it writes it (:meth:`TaskEvents.end_labels`)."""
+        from marathon_tf.contract import naming
+
+        return self.events.end_labels(naming.app_id(self.ctx.job, self.ctx.role, self.ctx.index), state, reason)
+
     def peers_found(self, count: int, seconds: float) -> None:
         self.events.record(T.PEERS_FOUND, f"all {count} peer(s) found in {seconds:.1f} s")
 

@@ -73,7 +73,10 @@ class Restarter:
 
     # -- wiring ------------------------------------------------------------------------------------
     def _wire_keeper(self) -> None:
-        """The job's counts in this task's status and the record; the keeper's own entries as events."""
+        """The job's counts in this task's status and the record; the keeper's own entries as events;
+        this task's events in a record it writes (the deciding task's: its job view's, set in ``main``)."""
+        if self.control is not None and self.control.extra_labels is None:
+            self.control.extra_labels = self.observer.end_labels
         if not isinstance(self.policy, JobPolicy):
             return
         policy, keeper = self.policy, self.policy.keeper
