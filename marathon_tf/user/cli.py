@@ -365,18 +365,10 @@ def _say_admission(shortfall: str | None, note: str | None = None) -> None:
 
 
 def _progress_printer():
-    """A callback printing a job's progress line on stderr, only when it changed."""
+    """A callback printing a job's progress line on stderr when it changed (:class:`output.ProgressPrinter`)."""
     from marathon_tf.user import output
 
-    last = [""]
-
-    def show(status) -> None:  # a JobStatus, or its dict
-        line = output.progress_line(status.to_dict() if hasattr(status, "to_dict") else status)
-        if line != last[0]:
-            output.info(line)
-            last[0] = line
-
-    return show
+    return output.ProgressPrinter()
 
 
 def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster, wait_for_resources=True,

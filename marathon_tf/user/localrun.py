@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from marathon_tf.contract import joblock
-from marathon_tf.contract.errors import Interrupted, Timeout, UsageError
+from marathon_tf.contract.errors import Interrupted, NotPlaced, Timeout, UsageError
 from marathon_tf.marathon.client import Client, RetryPolicy
 from marathon_tf.user import localstate, pipeline, stopsignals
 from marathon_tf.user.results import Deployment, JobStatus
@@ -212,6 +212,7 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
         raise
     started: list[Any] = []  # the cluster, once made
     killed: list[int] = []
+    refused = False  # the deploy was refused before anything was sent (exit 2, 4): no run folder is kept
 
     def kill_now(signum: int) -> None:  # a second stop signal: no more waiting for the graces
         killed.append(signum)
@@ -232,6 +233,9 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
                           wait_for_resources=wait_for_resources, stopping=stopping)
         result.logdir = logdir
         return result
+    except (UsageError, NotPlaced) as e:
+        refused = made and getattr(e, "nothing_sent", False)
+        raise
     except KeyboardInterrupt as e:  # stopsignals.Stopped (SIGINT, SIGTERM, SIGHUP), after the clean-up
         signum = getattr(e, "signum", None)
         how = "interrupted" if signum in (None, 2) else f"stopped by {stopsignals.signal_name(signum)}"
@@ -242,6 +246,15 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
         runner.release()
         if lock is not None:
             lock.release()
+        if refused:  # its tasks never ran: nothing of it (pre-warm logs, an empty volume) is worth keeping
+            import shutil
+
+            shutil.rmtree(state_dir, ignore_errors=True)
+            if made_home is not None:
+                try:
+                    made_home.rmdir()
+                except OSError:
+                    pass
 
 
 def logdir_host_path(spec: JobSpec, host_paths: list[str] | None = None) -> str | None:
@@ -272,8 +285,12 @@ def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | N
             marathon_url=cluster.marathon_url))
         client = Client(cluster.marathon_url, retry=RetryPolicy(attempts=5, budget=30, initial=0.2, max_wait=2))
         # the same deploy as on a cluster: a task no agent can hold is refused (exit 2) before anything is sent
-        deployment = pipeline.deploy(client, local_spec, templates_dir=templates_dir,
-                                     wait_for_resources=wait_for_resources, earlier_run=False)
+        try:
+            deployment = pipeline.deploy(client, local_spec, templates_dir=templates_dir,
+                                         wait_for_resources=wait_for_resources, earlier_run=False)
+        except (UsageError, NotPlaced) as e:  # refused (what fits no agent, no room now): nothing was sent
+            e.nothing_sent = True
+            raise
         tailer.start()
         on_deployed(deployment, cluster)
         last: list[JobStatus] = []

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 import click
 
 __all__ = ["emit_json", "error", "warn", "info", "status_table", "status_text", "table", "jobs_table", "scale_plan_text",
-           "progress_line", "plan_text", "scale_no_change", "clean_report", "timeline_text", "events_text",
+           "progress_line", "ProgressPrinter", "plan_text", "scale_no_change", "clean_report", "timeline_text", "events_text",
            "TWO_FILES"]
 
 
@@ -93,6 +93,37 @@ def _admission(status: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
         rows.append(("deadline", f"{when} (admission.timeout {duration(view.get('timeoutSeconds') or 0)}, attempt "
                                  f"{view.get('attempt', 1)} of {view.get('attempts', 1)})"))
     return "", rows
+
+
+#: A progress line that differs from the last one shown only in the durations that count up (``1 waiting
+#: 13s``, ``deadline in 9m47s``) is shown again after this many seconds, not every time (every second).
+PROGRESS_REPEAT = 60.0
+
+
+def _shape(line: str) -> str:
+    """The line without its durations (``13s``, ``9m47s``, ``2h10m``, ``3d4h``)."""
+    import re
+
+    return re.sub(r"\b\d+(?:\.\d+)?(?:d\d+h|h\d{2}m|m\d{2}s|s)\b", "…", line)
+
+
+class ProgressPrinter:
+    """Prints a job's progress line on stderr when it changed: a new state, count, step, reason; a line
+    whose only change is a duration counting up is repeated at most every :data:`PROGRESS_REPEAT` s."""
+
+    def __init__(self, clock=None):
+        import time
+
+        self.clock = clock or time.monotonic
+        self.last, self.shown_at = "", float("-inf")
+
+    def __call__(self, status: Any) -> None:  # a JobStatus, or its dict
+        line = progress_line(status.to_dict() if hasattr(status, "to_dict") else status)
+        now = self.clock()
+        if line == self.last or (_shape(line) == _shape(self.last) and now - self.shown_at < PROGRESS_REPEAT):
+            return
+        info(line)
+        self.last, self.shown_at = line, now
 
 
 def progress_line(status: dict[str, Any]) -> str:

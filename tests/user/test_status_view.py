@@ -184,3 +184,27 @@ def test_status_says_where_the_running_tensorboard_answers(httpserver):
     assert json.loads(r.stdout)["tensorboard"] == f"http://10.0.0.7:{31000 + tb}"
     r = CliRunner().invoke(cli, ["status", "mnist", "--marathon", httpserver.url_for("")])
     assert f"TensorBoard http://10.0.0.7:{31000 + tb}" in r.stdout, r.stdout
+
+
+def test_the_waiting_progress_line_is_printed_when_it_changes_not_every_second(capsys):
+    """Issue 32: a job waiting for room printed a ~500-character progress line every second for 10 minutes
+    (only its `waiting 13s` and `deadline in 9m47s` counted on). A line is printed again when something
+    else in it changes, or once a minute."""
+    now = [0.0]
+    show = output.ProgressPrinter(clock=lambda: now[0])
+
+    def waiting(seconds: int, placed: int = 3) -> dict:
+        text = f"worker: {placed}/4 placed; 1 waiting {seconds}s: InsufficientGpus on 3 agents (need 2 each, 0 free)"
+        return {"job": "mnist", "state": "Deploying", "admission": {
+            "waiting": [text], "secondsLeft": 600 - seconds, "timeoutSeconds": 600, "attempt": 1, "attempts": 1}}
+
+    for second in range(1, 60):
+        now[0] = second
+        show(waiting(second))
+    assert len(capsys.readouterr().err.splitlines()) == 1
+    now[0] = 61
+    show(waiting(61))  # a minute later: once more, with its counts
+    now[0] = 62
+    show(waiting(62, placed=4))  # something else changed: at once
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and "waiting 61s" in lines[0] and "4/4 placed" in lines[1]
