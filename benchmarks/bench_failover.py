@@ -56,7 +56,8 @@ def bench_next_request(quick: bool) -> list[Row]:
                 one.append(_kill_and_time(c, client.list_apps))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    runs = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
+    def runs(xs):
+        return ", ".join(f"{x:.2f}" for x in xs)
     return [Row("leader killed -> next successful request (CLI client, 3 URLs)", round(median(all_urls), 2), "s",
                 f"median of {n}; election gap {GAP:g} s (the earliest possible: {median(all_urls) / GAP:.2f}x it); "
                 f"runs: {runs(all_urls)}"),
@@ -121,7 +122,8 @@ def bench_next_step(quick: bool) -> list[Row]:
         tailer.stop()
         cluster.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    runs = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
+    def runs(xs):
+        return ", ".join(f"{x:.2f}" for x in xs)
     return [Row("leader killed -> every worker's next training step (local, TF1 example)", round(median(kills), 2),
                 "s", f"median of {n} kills; {median(kills) / median(quiet):.2f}x the same wait with no kill "
                      f"({median(quiet):.2f} s); runs: {runs(kills)}; no kill: {runs(quiet)}; job still {state}")]

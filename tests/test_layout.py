@@ -2,8 +2,9 @@
 
 ``marathon_tf/`` is three programs that run in different places (the user's machine, every
 Marathon task, the local cluster), the Marathon client two of them use, the Mesos model two of them
-use, and the contract all of them share (see ``marathon_tf/__init__.py``). This test reads every module's imports (also those
-inside functions, which run later but still tie the sides together) and holds them to:
+use, and the contract all of them share (see ``marathon_tf/__init__.py``). This test reads every
+module's imports (also those inside functions, which run later but still tie the sides together)
+and holds them to:
 
 * ``contract`` imports nothing else of marathon_tf;
 * ``marathon`` (the REST client, events, the job's record) only ``contract``;
@@ -24,7 +25,6 @@ modules import each other, directly or round a longer loop (an import cycle), in
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
 
 import pytest
@@ -177,8 +177,10 @@ def test_the_check_catches_an_import_against_the_layout(name, source):
 
 
 @pytest.mark.parametrize("name, source", [
-    ("marathon_tf.task.bootstrap", "from marathon_tf.contract import naming\nfrom marathon_tf.marathon.client import Client\n"),
-    ("marathon_tf.local.launcher", "from marathon_tf.contract.taskenv import PREWARM_SOCKET_VAR\nfrom . import reaper\n"),
+    ("marathon_tf.task.bootstrap",
+     "from marathon_tf.contract import naming\nfrom marathon_tf.marathon.client import Client\n"),
+    ("marathon_tf.local.launcher",
+     "from marathon_tf.contract.taskenv import PREWARM_SOCKET_VAR\nfrom . import reaper\n"),
     ("marathon_tf.user.cli", "from marathon_tf.task import bootstrap\nfrom marathon_tf.local import LocalCluster\n"),
     ("marathon_tf.local.scheduler", "from marathon_tf.mesos.placement import match\nfrom ..mesos import resources\n"),
     ("marathon_tf.user.admission", "from marathon_tf.mesos.placement import Match, match\n"),

@@ -156,7 +156,7 @@ class TaskContext:
 
     def members(self) -> list[tuple[str, int]]:
         """Every (role, index) of the TF cluster, chief first, then ps, then workers."""
-        out = []
+        out: list[tuple[str, int]] = []
         for role in ("chief", "ps", "worker"):
             out.extend((role, i) for i in range(int(self.cluster.get(role, 0))))
         return out

@@ -190,7 +190,7 @@ def compact(events: Iterable[Mapping[str, Any]], limit: int = LABEL_LIMIT) -> st
     """Events as one compact JSON text of at most ``limit`` bytes for a Marathon label: when they do
     not all fit, the oldest (the start) and the newest are kept, half the room each, and
     ``{"omitted": N}`` stands where events were left out."""
-    def text(kept: list) -> str:
+    def text(kept: list | dict) -> str:
         return json.dumps(kept, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
     rows = [{_SHORT.get(k, k): (round(v, 3) if k == "time" else v) for k, v in e.items()} for e in merge(events)]
@@ -215,10 +215,11 @@ def expand(label: str | None) -> tuple[list[dict[str, Any]], int]:
         rows = json.loads(label or "[]")
     except ValueError:
         return [], 0
-    events, omitted = [], 0
+    events: list[dict[str, Any]] = []
+    omitted = 0
     for row in rows if isinstance(rows, list) else []:
         if isinstance(row, dict) and "omitted" in row:
             omitted += int(row.get("omitted") or 0)
         elif isinstance(row, dict):
-            events.append({_LONG.get(k, k): v for k, v in row.items()})
+            events.append({_LONG[k] if k in _LONG else k: v for k, v in row.items()})
     return merge(events), omitted

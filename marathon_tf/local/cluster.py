@@ -97,13 +97,13 @@ class LocalCluster:
         self.state_dir = Path(tempfile.mkdtemp(prefix="marathon-tf-local-") if state_dir is None else state_dir)
         self.host = host
         self._ports = (marathon_port, dns_port, dns_http_port)
-        self._ha = dict(instances=marathon_instances, election_gap=election_gap)
+        self._ha: dict[str, Any] = dict(instances=marathon_instances, election_gap=election_gap)
         self._leadership: Optional[Leadership] = None
         self._agents = Agents(self.state_dir, host, agents, agent_resources, agent_attributes)
-        self._options = dict(heartbeat=heartbeat, kill_grace=kill_grace, kill_grace_cap=kill_grace_cap,
+        self._options: dict[str, Any] = dict(heartbeat=heartbeat, kill_grace=kill_grace, kill_grace_cap=kill_grace_cap,
                              shutdown_grace=shutdown_grace, agents=self._agents, features=features,
                              gpu_scheduling_behavior=gpu_scheduling_behavior, persist=persist)
-        self._dns_options = dict(refresh=dns_refresh, ttl=dns_ttl)
+        self._dns_options: dict[str, Any] = dict(refresh=dns_refresh, ttl=dns_ttl)
         #: Built before the servers start, so that :meth:`prewarm` can start interpreters first.
         self.launcher = Launcher(self.state_dir, host, kill_grace_cap, warm_pool=warm_pool)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -143,15 +143,16 @@ class LocalCluster:
     async def _startup(self) -> None:
         marathon_port, dns_port, dns_http_port = self._ports
         self._rt = Runtime(self.state_dir, self.host, security=self.security, launcher=self.launcher, **self._options)
+        rt = self._rt  # for the closures below
         self._rt.restore()
         n = self._ha["instances"]
         ports = [marathon_port + i if marathon_port else 0 for i in range(n)]
         self._rt.ha = n > 1  # /v2/info's marathon_config.ha, as Marathon's --[disable_]ha says
 
         def elected(url: str) -> None:
-            self._rt.url = url
+            rt.url = url
 
-        self._leadership = Leadership(lambda: create_app(self._rt, self._ui_dir), self.host, _url_host(self.host),
+        self._leadership = Leadership(lambda: create_app(rt, self._ui_dir), self.host, _url_host(self.host),
                                       ports, on_elected=elected, listen=_listen,
                                       election_gap=self._ha["election_gap"])
         await self._leadership.start()

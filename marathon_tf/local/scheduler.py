@@ -20,7 +20,7 @@ import asyncio
 import signal
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Optional, cast
 
 from marathon_tf.mesos.agents import free_resources
 from marathon_tf.mesos.placement import Match, NoMatch, match
@@ -142,6 +142,7 @@ class Scheduler:
         """Launch one task on the first agent whose offer fits (agents with fewer tasks first);
         False when none does (the task stays in the queue)."""
         run_def = app.run_def
+        assert run_def is not None  # reconcile launches only apps with a run spec
         tasks = self.active_tasks()
         load = {a.id: 0 for a in self.agents.all}
         for t in tasks:
@@ -153,7 +154,7 @@ class Scheduler:
         chosen = next((r for r in results if isinstance(r, Match)), None)
         if chosen is None:
             return False
-        agent = chosen.agent
+        agent = cast(Agent, chosen.agent)  # _offer matched one of self.agents
         try:
             ports = self.launcher.ports.allocate(len(run_def.get("portDefinitions") or []),
                                                  candidates=chosen.port_candidates, host=agent.hostname)
@@ -307,8 +308,9 @@ class Scheduler:
             if grace is None:
                 grace = float(spec.get("taskKillGracePeriodSeconds") or self.kill_grace)
             done = asyncio.ensure_future(self.launcher.terminate(proc, grace))
-            self._terminating[task.id] = done
-            done.add_done_callback(lambda _f, task_id=task.id: self._terminating.pop(task_id, None))
+            task_id = task.id
+            self._terminating[task_id] = done
+            done.add_done_callback(lambda _f: self._terminating.pop(task_id, None))
 
     def signal_task(self, task: Task, sig: int) -> bool:
         """Send ``sig`` to a task's process group without Marathon knowing (a simulated crash)."""

@@ -97,6 +97,7 @@ class Runtime:
     async def stop(self) -> None:
         if self._saver is not None:  # what runs now is what a restart brings back
             self._saver.cancel()
+            assert self.store is not None  # the saver runs only with a store
             self.store.save()
         for dep in list(self.deployments.running.values()):
             if dep.runner:

@@ -158,7 +158,7 @@ class Client:
         self.session.headers["User-Agent"] = _USER_AGENT
         self.session.headers["Accept"] = "application/json"
         self.verify = verify
-        url_passwords = [unquote(urlsplit(u).password) for u in self.urls if urlsplit(u).password]
+        url_passwords = [unquote(p) for p in (urlsplit(u).password for u in self.urls) if p]
         self._secrets: list[str] = [s for s in (password, token, *url_passwords) if s]
         self._secrets += [quote(s, safe="") for s in self._secrets if quote(s, safe="") != s]
         if token:
@@ -286,7 +286,8 @@ class Client:
             # A write whose bytes may have reached Marathon (a timeout, a reset) is ambiguous.
             ambiguous = write and not unreachable
             kind = "timed out" if isinstance(e, requests.exceptions.Timeout) else "connection failed"
-            via = f" (redirected to {redact_url(getattr(e, transport.URL_ATTR))})" if getattr(e, transport.URL_ATTR, None) else ""
+            redirected = getattr(e, transport.URL_ATTR, None)
+            via = f" (redirected to {redact_url(redirected)})" if redirected else ""
             error = MarathonUnavailable(self._scrub(f"{shown}{via}: {kind}: {transport.short(e)}"),
                                         hint="is Marathon running at that address? (--marathon URL / MARATHON_URL)")
             if unreachable and not self._retry_unreachable():
@@ -323,7 +324,7 @@ class Client:
             forwarded = not (status == 503 or (status == 502 and _NOT_FORWARDED.search(message)))
             if status in _RETRY_STATUS:
                 self._failover()
-                error: MarathonError = MarathonUnavailable(
+                error = MarathonUnavailable(
                     text, status=status, body=body,
                     hint="Marathon is unavailable or has no leader; check its /ping and leader election")
             else:
@@ -389,7 +390,8 @@ class Client:
 
         single = getattr(self._looking, "depth", 0) > 0 or not retry
         retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(1 if single else policy.attempts) | tenacity.stop_after_delay(policy.budget),
+            stop=(tenacity.stop_after_attempt(1 if single else policy.attempts)
+                  | tenacity.stop_after_delay(policy.budget)),
             wait=wait,
             retry=tenacity.retry_if_exception_type(_Retryable),
             sleep=self.sleep,

@@ -10,12 +10,15 @@ import json
 import queue
 import socket
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sseclient
 
 from marathon_tf.contract.errors import MarathonError, MarathonUnavailable
 from marathon_tf.marathon.client import Client
+
+if TYPE_CHECKING:
+    import requests
 
 __all__ = ["EventStream", "INTERESTING"]
 
@@ -37,7 +40,7 @@ class EventStream:
         self.available = True
         self.reconnects = 0
         self._stop = threading.Event()
-        self._response = None
+        self._response: requests.Response | None = None
         self._reconnect_max = reconnect_max
         self._thread = threading.Thread(target=self._run, name="marathon-events", daemon=True)
 

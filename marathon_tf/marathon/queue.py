@@ -41,7 +41,7 @@ def fetch(client: Any) -> list[dict[str, Any]]:
 
 def entries_by_app(queue: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
     """``GET /v2/queue``'s ``queue`` list by app id."""
-    return {(q.get("app") or {}).get("id"): q for q in queue or [] if isinstance(q, Mapping) and q.get("app")}
+    return {q["app"].get("id"): q for q in queue or [] if isinstance(q, Mapping) and q.get("app")}
 
 
 def placement(entry: Mapping[str, Any] | None) -> str | None:

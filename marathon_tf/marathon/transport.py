@@ -213,7 +213,8 @@ class BoundedAdapter(HTTPAdapter):
             seconds = left if seconds is None else min(seconds, left)
         return seconds
 
-    def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
+    # (ignore[override]: requests' Session.send always passes verify/cert/proxies by keyword; **kwargs takes them)
+    def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,  # type: ignore[override]
              **kwargs: Any) -> requests.Response:
         seconds = self._seconds(timeout)
         if seconds is not None and seconds <= 0:
@@ -322,7 +323,7 @@ def redact_url(url: str) -> str:
 def body(r: requests.Response) -> Any:
     """The answer's JSON, else its text (None when empty). A streamed answer (an error to the event
     stream) is read only up to 64 KiB and for as long as its request's timeouts allow."""
-    if not r._content_consumed:  # type: ignore[attr-defined]
+    if not r._content_consumed:
         chunks, size, end = [], 0, time.monotonic() + 10.0
         try:
             for chunk in r.iter_content(1024):
@@ -332,7 +333,7 @@ def body(r: requests.Response) -> Any:
                     break
         except requests.RequestException:
             pass
-        r._content, r._content_consumed = b"".join(chunks), True  # type: ignore[attr-defined]
+        r._content, r._content_consumed = b"".join(chunks), True
         r.close()
     if not r.content:
         return None

@@ -224,8 +224,8 @@ def summary(waits: Mapping[str, RoleWait]) -> str:
 def attempt_started(apps: Iterable[Mapping[str, Any]]) -> Optional[float]:
     """When the job's current attempt was submitted: its apps' latest configuration change
     (``versionInfo.lastConfigChangeAt``: a deploy, a scale, a re-submission all change it)."""
-    times = [wall((a.get("versionInfo") or {}).get("lastConfigChangeAt") or a.get("version")) for a in apps]
-    times = [t for t in times if t is not None]
+    walls = [wall((a.get("versionInfo") or {}).get("lastConfigChangeAt") or a.get("version")) for a in apps]
+    times = [t for t in walls if t is not None]
     return max(times) if times else None
 
 

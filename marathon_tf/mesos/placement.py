@@ -182,10 +182,10 @@ def match(spec: dict, agent: AgentInfo, offer: list[Resource], placed: Sequence[
     wanted = len(spec.get("portDefinitions") or [])
     if not agent.enforced or not wanted:
         return Match(agent, consumed, None, gpus=gpus)
-    taken = set(taken_ports)
+    ports_taken = set(taken_ports)
     for r in offer:
         if r.name == "ports" and r.role in roles and isinstance(r.value, tuple):
-            candidates = [p for b, e in r.value for p in range(b, e + 1) if p not in taken]
+            candidates = [p for b, e in r.value for p in range(b, e + 1) if p not in ports_taken]
             if len(candidates) >= wanted:
                 return Match(agent, consumed, candidates, port_role=r.role, gpus=gpus)
     return NoMatch(agent, ["InsufficientPorts"], offer)

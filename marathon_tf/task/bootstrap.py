@@ -231,9 +231,8 @@ class Bootstrap:
             if not unusable and self.control is not None and is_decider(self.ctx):
                 self._lock, unusable = lock_logdir(self.ctx, self.environ)  # one run of a job per logdir
             if unusable:  # hopeless: fail the job now instead of after N restarts
-                reason = f"{self.ctx.task}: {unusable}"
+                reason = self.observer.start_failed(f"{self.ctx.task}: {unusable}")  # an event too
                 _log(f"FAILED: {reason}")
-                self.observer.start_failed(reason)
                 self.status.update(phase=Phase.FAILED, last_error=reason)
                 if self.control is None:
                     return 1
@@ -261,8 +260,7 @@ class Bootstrap:
                 reason = startup_reason(self.ctx.startup_timeout, self.status.snapshot()["missing"])
                 self.status.set_healthy(True)  # parked: Marathon must not kill and relaunch it
                 if not (self.admission is not None and self.admission.placement_problem()):
-                    self.observer.start_failed(f"{self.ctx.task}: {reason}")
-                    self._end_job(L.FAILED, reason)  # peers that wait to be placed: released as NotPlaced
+                    self._end_job(L.FAILED, self.observer.start_failed(reason))  # (else released: NotPlaced)
                 self._stop.wait()
             return getattr(e, "exit_code", 1)
         finally:
@@ -304,9 +302,9 @@ class Bootstrap:
         self._backend = self._backend or make_backend(self.ctx, self.environ)
         # The job's leader reads the backend for everyone; the others long-poll it (marathon_tf.task.rendezvous).
         self.rendezvous = make_rendezvous(
-            self.ctx, self.environ, self._backend, me=me, address=self.endpoints.get(me), server=self.server,
-            stop=self._stop, slow=watch_interval(sum(self.ctx.cluster.values()), self.watch_interval),
-            rng=self.rng, log=_log, **self.rendezvous_options) or DirectRendezvous(
+            self.ctx, self.environ, self._backend, me=me, address=self.endpoints.get(me) if me else None,
+            server=self.server, slow=watch_interval(sum(self.ctx.cluster.values()), self.watch_interval),
+            stop=self._stop, rng=self.rng, log=_log, **self.rendezvous_options) or DirectRendezvous(
             self._backend, clock=self.clock, sleep=self._stop.wait, rng=self.rng, stop=self._stop.is_set)
         _log(f"{self.ctx.task} of {self.ctx.job}: discovering {len(peers)} peer(s) via {self.ctx.discovery}")
 
@@ -341,22 +339,22 @@ class Bootstrap:
                 self.status.warn(warning)
         self.status.update(cluster=self.spec.cluster, tf_config=self.spec.tf_config,
                            peers=self._named(self.endpoints), missing={})
-        self._write_spec_file()
+        self._write_spec_file(self.spec)
 
-    def _write_spec_file(self) -> None:
+    def _write_spec_file(self, spec: cluster_spec.RenderedSpec) -> None:
         directory = self.environ.get("MESOS_SANDBOX") or os.getcwd()
         path = os.path.join(directory, SPEC_FILE)
         tmp = f"{path}.tmp.{os.getpid()}"
         with open(tmp, "w") as f:
-            json.dump(self.spec.document(self.ctx.role, self.ctx.index), f, indent=2, sort_keys=True)
+            json.dump(spec.document(self.ctx.role, self.ctx.index), f, indent=2, sort_keys=True)
             f.write("\n")
         os.replace(tmp, path)
 
-    def _child_env(self) -> dict[str, str]:
+    def _child_env(self, spec: cluster_spec.RenderedSpec) -> dict[str, str]:
         env = dict(self.environ)
         env.pop(TOKEN_FILE_VAR, None)  # the bootstrap's credentials (a local runner's task token), not the program's
-        if self.spec.tf_config_env is not None:
-            env["TF_CONFIG"] = self.spec.tf_config_env
+        if spec.tf_config_env is not None:
+            env["TF_CONFIG"] = spec.tf_config_env
         elif not env.get("TF_CONFIG"):
             env.pop("TF_CONFIG", None)  # never an empty TF_CONFIG
         env.setdefault("PYTHONUNBUFFERED", "1")
@@ -409,14 +407,15 @@ class Bootstrap:
 
     def _start_trainer(self) -> Trainer:
         self._announce_checkpoint()
+        assert self.spec is not None  # rendered (_render) before any start
         argv = ["/bin/sh", "-c", exec_form(self.spec.argv[0])] if self.shell else self.spec.argv
-        trainer = Trainer(argv, self._child_env(), cwd=self.environ.get("MESOS_SANDBOX") or None,
+        trainer = Trainer(argv, self._child_env(self.spec), cwd=self.environ.get("MESOS_SANDBOX") or None,
                           on_step=self._on_step, on_text=self.observer.on_text, stdout=self.stdout, stderr=self.stderr,
                           **({"spawn": self.prewarmer.spawn} if self.prewarmer else {}))
         self.watchdog.started()
         self.restarts.program_started()
         me, _ = self._members()
-        self.observer.program_started(self.status.snapshot()["restarts"], self.endpoints.get(me))
+        self.observer.program_started(self.status.snapshot()["restarts"], self.endpoints.get(me) if me else None)
         trainer.start()
         self.status.update(phase=Phase.RUNNING, exit_code=None)
         if trainer.pid is not None:
@@ -506,6 +505,7 @@ class Bootstrap:
     def _watch(self, trainer: Trainer) -> Trainer:
         """One low-rate watch poll; a moved peer rewrites the spec (and restarts the program)."""
         me, peers = self._members()
+        assert self.rendezvous is not None  # watching: discovery made one
         moved = self.rendezvous.moved({p: self.endpoints[p] for p in peers})
         if not moved:
             return trainer
@@ -546,7 +546,8 @@ class Bootstrap:
         if code == 0:
             self.observer.finished(f"training program finished (exit 0): {decision.phase}")
         if decision.finish:
-            state, reason = decision.finish, decision.reason or f"{self.ctx.task} finished"
+            state: str | None = decision.finish
+            reason: str | None = decision.reason or f"{self.ctx.task} finished"
             if decision.await_workers and self.control is not None:
                 _log("waiting for the other workers to finish")
                 waited = self.control.await_workers(self._stop)
@@ -555,7 +556,7 @@ class Bootstrap:
                 reason = f"{self.ctx.task} finished"
             if state == L.FAILED and decision.finish == L.SUCCEEDED:
                 self.status.update(last_error=reason)
-            if state is not None and not self._stop.is_set():
+            if state is not None and reason is not None and not self._stop.is_set():
                 self._end_job(state, reason)
         if decision.stay_up:
             self._stop.wait()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.taskenv import TaskContext, marathon_token
@@ -144,8 +144,9 @@ class DnspythonClient:
 class MesosDnsBackend:
     """SRV ``_<port>._<task label>._tcp.<framework>.<domain>.`` then the target's A record."""
 
-    def __init__(self, client: DnsClient, *, job: str, port_name: str = "tf", framework: str = "marathon",
+    def __init__(self, client: DnsClient | None, *, job: str, port_name: str = "tf", framework: str = "marathon",
                  domain: str = "mesos", concurrency: int = MAX_CONCURRENCY):
+        # client None: only srv_name() is used (MesosDnsHttpBackend)
         self.client, self.job, self.port_name = client, job, port_name
         self.framework, self.domain, self.concurrency = framework, domain, concurrency
 
@@ -155,11 +156,13 @@ class MesosDnsBackend:
 
     def _one(self, peer: PeerKey) -> Observation:
         name = self.srv_name(peer)
+        client = self.client
+        assert client is not None, "a backend without a DNS client only names records"
         try:
-            records = self.client.srv(name)
-            addresses = []
+            records = client.srv(name)
+            addresses: list[str] = []
             for rec in records:
-                ips = list(rec.addresses) or self.client.a(rec.target)
+                ips = list(rec.addresses) or client.a(rec.target)
                 addresses.extend(f"{ip}:{rec.port}" for ip in sorted(ips)[:1])
         except LookupFailure as e:
             return Observation(None, f"{e} ({name})")
@@ -231,7 +234,7 @@ class MarathonBackend:
         self.also_indexes: dict[PeerKey, int] = {}
         self.also_addresses: dict[PeerKey, str | None] = {}
 
-    def _get(self, path: str, params) -> tuple[object | None, str]:
+    def _get(self, path: str, params) -> tuple[Any | None, str]:
         """GET ``path`` with failover between the URLs: (response, "ok") or (None, why)."""
         why = "no Marathon URL"
         for attempt in range(len(self.urls)):
@@ -341,7 +344,7 @@ def marathon_headers(environ: Mapping[str, str]) -> dict[str, str]:
 def make_backend(ctx: TaskContext, environ: Mapping[str, str], *, session=None,
                  dns_client: DnsClient | None = None) -> Backend:
     """The backend ``ctx.discovery`` names, built from the task's context and environment."""
-    common = {"job": ctx.job, "port_name": ctx.port_name}
+    common: dict[str, Any] = {"job": ctx.job, "port_name": ctx.port_name}
     if ctx.discovery == "mesos-dns":
         client = dns_client or DnspythonClient(ctx.mesos_dns)
         return MesosDnsBackend(client, framework=ctx.dns_framework, domain=ctx.dns_domain, **common)

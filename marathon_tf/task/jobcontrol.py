@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonError
@@ -76,7 +76,7 @@ def _shown(status: Mapping[str, Any] | None, phase: str) -> str:
 
 def await_workers(client: Client, ctx: TaskContext, *, timeout: float = AWAIT_SILENCE, interval: float = 2.0,
                   get_json: Callable[[str], dict[str, Any] | None] = read_status,
-                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], object] = time.sleep,
                   stop: Callable[[], bool] = lambda: False,
                   log: Callable[[str], None] = lambda m: None) -> tuple[str, str] | None:
     """Wait until every other worker's bootstrap reports its phase ``succeeded``.
@@ -104,9 +104,10 @@ def await_workers(client: Client, ctx: TaskContext, *, timeout: float = AWAIT_SI
             if any((a.get("labels") or {}).get(L.STATE) for a in apps.values()):
                 return None
             for name in others:
-                app = apps.get(naming.app_id(ctx.job, *naming.parse_task_name(name)))
+                # a name naming.task_name made: it parses
+                app = apps.get(naming.app_id(ctx.job, *cast(tuple[str, int], naming.parse_task_name(name))))
                 task = tasks.newest_running(app)
-                url = tasks.task_url(app, task, ctx.status_port_name, "/status") if task is not None else None
+                url = tasks.task_url(app, task, ctx.status_port_name, "/status") if app and task is not None else None
                 status = get_json(url) if url else None
                 if status is None:
                     phases[name] = "unreachable" if app else "no app"
@@ -179,8 +180,8 @@ class JobControl:
                        interval: float = 10.0) -> threading.Thread:
         """The deciding task's watch over the other tasks (tensorboard included): a task that can
         never start (:func:`marathon_tf.marathon.record.hopeless_failures`; Marathon relaunches it
-        for ever, and the job would stay deploying) fails the job with its reason. One group GET per ``interval``; stops when
-        ``stop`` is set or the job has its record."""
+        for ever, and the job would stay deploying) fails the job with its reason. One group GET per
+        ``interval``; stops when ``stop`` is set or the job has its record."""
         def run() -> None:
             while not stop.wait(interval):
                 try:

@@ -77,8 +77,9 @@ class JobPolicy(ExitPolicy):
             self.reporter.report(entry, generation=generation, group=group, stopped=True,
                                  app_version=self.app_version)
 
-    def decide(self, code: int, *, stderr_tail: str = "", kind: str = FAILURE, generation: int | None = None,
-               killed_by: int | None = None, why: str | None = None) -> Decision:
+    # ignore[override]: ExitPolicy.decide's **what stands for exactly these keywords (its docstring)
+    def decide(self, code: int, *, stderr_tail: str = "", kind: str = FAILURE,  # type: ignore[override]
+               generation: int | None = None, killed_by: int | None = None, why: str | None = None) -> Decision:
         """``kind``: what the bootstrap knows (``preemption``: a preemption exit code it did not
         cause; ``infrastructure``: ``why`` says what died); ``generation``: the restart round the
         program ran in; ``killed_by``: the signal that ended it."""

@@ -152,7 +152,8 @@ class JobView:
             return
         started = [wall(t.get("startedAt")) for _, t in running.values()]
         if all(started):
-            self._once(T.ALL_RUNNING, version, f"all {len(running)} tasks running", max(started))
+            self._once(T.ALL_RUNNING, version, f"all {len(running)} tasks running",
+                       max(s for s in started if s is not None))
         healthy = []
         for app, task in running.values():
             results = task.get("healthCheckResults") or []
@@ -164,7 +165,7 @@ class JobView:
             self._once(T.DEPLOYED, version, "deployment done: every task running and healthy", max(healthy))
 
     def _placement(self, apps: Mapping[str, Mapping], running: Mapping[str, tuple]) -> None:
-        missing = {a.get("id"): n.rsplit("/", 1)[-1] for n, a in apps.items()
+        missing: dict[Any, str] = {a.get("id"): n.rsplit("/", 1)[-1] for n, a in apps.items()
                    if a.get("instances", 1) and n.rsplit("/", 1)[-1] not in running}
         for task in [t for t in self._waiting if t not in missing.values()]:
             self.events.record(T.PLACED, f"{task} runs after waiting to be placed ({self._waiting.pop(task)})",

@@ -38,7 +38,7 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonError, MarathonNotFound
@@ -77,12 +77,12 @@ class Keeper:
         self._lock = threading.RLock()
         self.ended = False
         #: called with the round (``{"generation", "kind", "cause", "delay", "grace"}``) when one starts
-        self.on_round: Callable[[dict[str, Any]], None] | None = None
+        self.on_round: Callable[[dict[str, Any]], object] | None = None
         #: called after the counts changed (the bootstrap shows them in its status)
         self.on_change: Callable[[], None] | None = None
         #: called with the entries the keeper makes itself (a stop it classified, Marathon's word):
         #: their bootstrap could not record them in its own events
-        self.on_entry: Callable[[Entry], None] | None = None
+        self.on_entry: Callable[[Entry], object] | None = None
         self._peer_hosts: Callable[[], Mapping[str, str]] = lambda: {}
         self._addresses: dict[str, set[str]] = {}
         for entry in read_file(path):  # what an earlier keeper (or the tasks' own budgets) wrote
@@ -90,7 +90,7 @@ class Keeper:
 
     # -- recording ----------------------------------------------------------------------------------
     def record(self, entry: Entry, *, generation: int | None = None, group: bool = False,
-               history: list[Entry] = ()) -> Answer:
+               history: Iterable[Entry] = ()) -> Answer:
         """Record one end of a program; the answer a reporter gets (the job's counts)."""
         for old in history:  # a task's own earlier entries: a relaunched keeper learns them again
             if old.id != entry.id and self.ledger.add(old):
@@ -131,12 +131,12 @@ class Keeper:
         ones (an older generation) are its consequences, unless a preemption or infrastructure
         death comes within the attribution time of a round a failure started (then it takes over)."""
         if generation < self.generation:
-            root = self.ledger.get(self._round_root[0]) if self._round_root else None
-            took_over = (root is not None and root.kind == FAILURE and entry.kind in (PREEMPTION, INFRASTRUCTURE)
-                         and self.clock() - self._round_root[1] <= ATTRIBUTION)
-            if took_over:
+            round_root = self._round_root
+            root = self.ledger.get(round_root[0]) if round_root else None
+            if (round_root is not None and root is not None and root.kind == FAILURE
+                    and entry.kind in (PREEMPTION, INFRASTRUCTURE) and self.clock() - round_root[1] <= ATTRIBUTION):
                 self.ledger.set_counted(root.id, False)
-                self._round_root = (entry.id, self._round_root[1])
+                self._round_root = (entry.id, round_root[1])
                 if self.round is not None:
                     self.round.update(kind=entry.kind, cause=self._cause(entry), delay=0.0)
                     self._publish()
@@ -262,7 +262,7 @@ class Keeper:
         return None
 
     # -- what Marathon saw --------------------------------------------------------------------------
-    def observe_events(self, events: list[Mapping[str, Any]]) -> None:
+    def observe_events(self, events: Sequence[Mapping[str, Any]]) -> None:
         """Marathon's ``status_update_event`` s of the job's apps: terminal states nobody reported."""
         for event in events:
             if event.get("eventType") not in (None, "status_update_event"):

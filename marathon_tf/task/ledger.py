@@ -241,9 +241,10 @@ class Ledger:
         with self._lock:
             infra = sum(1 for e in self._entries.values() if e.kind == INFRASTRUCTURE)
             last = max(self._entries.values(), key=lambda e: e.time, default=None)
-        out = {"failures": self.count(FAILURE), "max_failures": self.max_failures, "window_seconds": self.window,
-               "preemptions": self.count(PREEMPTION), "max_preemptions": self.max_preemptions,
-               "preemption_window_seconds": self.preemption_window, "infrastructure": infra}
+        out: dict[str, Any] = {
+            "failures": self.count(FAILURE), "max_failures": self.max_failures, "window_seconds": self.window,
+            "preemptions": self.count(PREEMPTION), "max_preemptions": self.max_preemptions,
+            "preemption_window_seconds": self.preemption_window, "infrastructure": infra}
         evaluator = self.count(FAILURE, "evaluator")
         if evaluator:
             out["evaluator_failures"] = evaluator

@@ -73,7 +73,7 @@ class _Collector:
                 g.add_metric(own, float(value))
                 yield g
 
-        def counter(name: str, doc: str, value: float) -> Any:
+        def counter(name: str, doc: str, value: float | None) -> Any:
             c = CounterMetricFamily(name, doc, labels=_LABELS)
             c.add_metric(own, float(value or 0))
             return c

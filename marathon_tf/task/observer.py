@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 from marathon_tf.contract import timeline as T
 from marathon_tf.contract.taskenv import TaskContext
@@ -70,9 +70,10 @@ class TaskObserver:
         host = os.environ.get("HOST") or ""
         self.events.record(T.TASK_STARTED, f"{self.ctx.task} started" + (f" on {host}" if host else ""))
 
-    def start_failed(self, reason: str) -> None:
-        """The program cannot be started (the job fails with ``reason``, whole)."""
+    def start_failed(self, reason: str) -> str:
+        """The program cannot be started: the job fails with ``reason`` (whole, returned)."""
         self.events.record(T.START_FAILED, reason)
+        return reason
 
     def end_labels(self, state: str, reason: str) -> dict[str, dict[str, str]]:
         """This task's events for the job's record, when it writes it (:meth:`TaskEvents.end_labels`)."""
@@ -162,7 +163,7 @@ class TaskObserver:
             waiting = self.diagnosis.waiting_for()
             fields["waiting_for"] = waiting
             peer = (waiting or {}).get("peer")
-            if peer and peer != self._waiting_peer:
+            if waiting and peer and peer != self._waiting_peer:
                 self.events.record(T.WAITING, f"waiting {waiting['seconds']:.0f}s for {peer}: {waiting['why']}",
                                    peer=peer)
             self._waiting_peer = peer
@@ -189,7 +190,7 @@ class TaskObserver:
         """Look at the program's own TF server until it answers (every 0.5 s, then every 5 s)."""
         started = self.clock()
         while self._server_look == run and self.clock() - started < 3600:
-            if self.probe(self._own_address) == P.ANSWERS:
+            if self.probe(cast(str, self._own_address)) == P.ANSWERS:  # set before this thread starts
                 if self._server_look == run:
                     self._server_up = True
                     self.status.update(server_up=True)

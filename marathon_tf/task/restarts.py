@@ -98,7 +98,7 @@ class Restarter:
         self.policy.rounds = True
         keeper, reporter = self.policy.keeper, self.policy.reporter
         leads = isinstance(rendezvous, LeaderRendezvous)
-        if keeper is not None and leads:
+        if keeper is not None and isinstance(rendezvous, LeaderRendezvous):
             keeper.on_round = rendezvous.view.set_round
             rendezvous.listeners.append(keeper.observe_events)
             keeper.peers(lambda: names(rendezvous.view.peers))

@@ -170,7 +170,8 @@ class _Server(ThreadingHTTPServer):
         if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):  # a caller that left
             super().handle_error(request, client_address)
     task_status: TaskStatus
-    routes: Mapping[str, Callable[[dict[str, str]], tuple[int, dict]]]
+    #: (code, body dict or JSON bytes[, extra headers]) by path
+    routes: Mapping[str, Callable[[dict[str, str]], tuple[Any, ...]]]
     post_routes: Mapping[str, Callable[[dict[str, str], object], tuple[int, dict]]] = {}
 
 

@@ -229,6 +229,7 @@ class Trainer:
         if signal_group is not None:
             signal_group(sig)
             return
+        assert self.proc is not None, "not started"
         try:
             os.killpg(self.proc.pid, sig)
         except (ProcessLookupError, PermissionError):
@@ -250,4 +251,6 @@ class Trainer:
                 self.proc.wait(grace)
             except subprocess.TimeoutExpired:
                 self._signal_group(signal.SIGKILL)
-        return self.wait()
+        code = self.wait()
+        assert code is not None  # no timeout: it waited for the exit
+        return code

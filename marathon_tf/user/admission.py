@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, cast
 
 from marathon_tf.contract.errors import NotPlaced, UsageError
 from marathon_tf.mesos.placement import Match, match
@@ -136,7 +136,7 @@ def _take(free: list[Resource], taken: Match, ports: int) -> list[Resource]:
     """``free`` less what a placed task takes (its scalars by role, its first ``ports`` ports)."""
     left: dict[tuple[str, str], float] = {}
     for r in taken.consumed:
-        left[(r.name, r.role)] = left.get((r.name, r.role), 0.0) + float(r.value)
+        left[(r.name, r.role)] = left.get((r.name, r.role), 0.0) + float(cast(float, r.value))  # scalars
     used_ports = (taken.port_candidates or [])[:ports]
     out = []
     for r in free:
@@ -222,7 +222,7 @@ def _shortfall(job: str, apps: Sequence[tuple[str, Mapping[str, Any]]], waiting:
         if total > free:
             short.append(f"{name} {_num(total)} ({_num(free)} free" + (f", {_num(whole)} in all" if total > whole
                                                                         else "") + ")")
-    counts = {}
+    counts: dict[str, int] = {}
     for role, _ in apps:
         counts[role] = counts.get(role, 0) + 1
     tasks = ", ".join(f"{n} of {counts[r]} {r}" for r, n in waiting.items())

@@ -26,7 +26,7 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Union, cast
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.errors import UsageError
@@ -310,7 +310,7 @@ class Marathon:
         name = self.resolve(job, verb="scale")
         plan, result = jobs.scale(self.client, name, parsed, templates_dir=templates_dir, force=force,
                                   dry_run=dry_run, wait_for_resources=wait_for_resources, mesos=self.mesos)
-        tasks = {k: tuple(v) for k, v in plan.to_dict().items()}
+        tasks: dict[str, Any] = {k: tuple(v) for k, v in plan.to_dict().items()}
         if result is None:
             return ScaleResult(job=name, changed=False, **tasks)
         return ScaleResult(job=name, changed=True, deployment_id=result.deployment_id, plan=result.plan,
@@ -348,7 +348,7 @@ class Marathon:
                              hint="delete without --purge, and remove the volume's host_path on the agents")
         body = jobs.delete(self.client, name, force=force)
         body = body if isinstance(body, dict) else {}
-        if purge:
+        if purge and work is not None:  # (purge: a work dir, else refused above)
             from marathon_tf.user import redeploy
 
             removed = redeploy.purge_deleted(self.client, name, work, body.get("deploymentId"))
@@ -393,7 +393,7 @@ class JobHandle:
         return list(self.marathon.logs(self.name, task, **options))
 
     def scale(self, *changes: str, **counts: Union[int, str]) -> ScaleResult:
-        return self.marathon.scale(self.name, *changes, **counts)
+        return self.marathon.scale(self.name, *changes, **cast("dict[str, Any]", counts))  # role=N, passed on
 
     def delete(self, *, force: bool = False, purge: bool = False) -> dict[str, Any]:
         return self.marathon.delete(self.name, force=force, purge=purge)

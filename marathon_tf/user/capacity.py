@@ -180,7 +180,7 @@ def read(client: Any, given: Optional[str] = None) -> Optional[Capacity]:
     if not isinstance(body, dict) or not isinstance(body.get("slaves"), list):
         raise Unknown(f"the Mesos master at {url} answered GET /master/slaves with HTTP {r.status_code}"
                       + (" (it wants credentials)" if r.status_code in (401, 403) else ""))
-    names = {a.get("id"): a.get("name") for a in local or []}
+    names: dict[Any, Any] = {a.get("id"): a.get("name") for a in local or []}  # agent id -> hostname
     agents = parse_agents(body, names)
     roles = {"*"}
     if local is not None:  # the local Marathon is offered every role its agents have

@@ -118,7 +118,7 @@ def job_events(client, job: str, status: Mapping[str, Any], *,
     if end is not None and not any(e.get("kind") in T.ENDS and e.get("time", 0) >= since for e in events):
         events.append(end)  # the record's reason, whole, when no task's events carry it
     try:  # a task not placed now: Marathon's queue says why
-        queue = entries_by_app(client.queue())
+        queue: Mapping[Any, Mapping[str, Any]] = entries_by_app(client.queue())  # looked up by ids that may be None
     except MarathonError:
         queue = {}
     for name, app in apps.items():

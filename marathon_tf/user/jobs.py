@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonNotFound, SpecError, UsageError
@@ -38,7 +38,7 @@ class DeployResult:
     admission_note: str | None = None  # why the capacity was not checked (the master cannot be read)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"job": self.job, "groupId": self.group_id}
+        out: dict[str, Any] = {"job": self.job, "groupId": self.group_id}
         if self.plan is not None:
             out["plan"] = self.plan
         else:
@@ -138,7 +138,8 @@ def resolve_job(client: Client, job: str | None, verb: str = "status") -> str:
         return job.strip("/")
     jobs = find_jobs(client)
     if not jobs:
-        raise UsageError(f"no marathon-tf job found on {client.url}", hint="deploy one with: marathon-tf deploy job.json")
+        raise UsageError(f"no marathon-tf job found on {client.url}",
+                         hint="deploy one with: marathon-tf deploy job.json")
     if len(jobs) > 1:
         raise UsageError(f"several marathon-tf jobs on {client.url}: {', '.join(jobs)}",
                          hint=f"name one: marathon-tf {verb} {next(iter(jobs))} …")
@@ -155,7 +156,8 @@ def deployed_spec(client: Client, job: str) -> tuple[JobSpec, dict[str, Any]]:
     anchor = apps.get("worker-0")
     raw = (anchor or {}).get("labels", {}).get(SPEC_LABEL)
     if not raw:
-        raise UsageError(f"group {naming.group_id(job)} was not deployed by marathon-tf (no {SPEC_LABEL} label on worker-0)")
+        raise UsageError(f"group {naming.group_id(job)} was not deployed by marathon-tf "
+                         f"(no {SPEC_LABEL} label on worker-0)")
     try:
         return load_dict(json.loads(raw), source=f"{naming.group_id(job)} ({SPEC_LABEL})"), group
     except (ValueError, SpecError) as e:
@@ -226,7 +228,8 @@ def plan_scale(current_group: dict[str, Any], new_group: dict[str, Any]) -> Scal
     old, new = task_apps(current_group), task_apps(new_group)
     start = [t for t in new if t not in old]
     stop = [t for t in old if t not in new]
-    restart, unchanged = [], []
+    restart: list[str] = []
+    unchanged: list[str] = []
     for t in new:
         if t in old:
             changed = any(old[t].get(k) != new[t].get(k) for k in _COMPARED if k in new[t])
@@ -269,7 +272,9 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
     from marathon_tf.user import admission  # the tasks that start must fit (exit 2 / 4 before any PUT)
 
     verdict = admission.check(client, new_spec, wait=wait_for_resources, templates_dir=templates_dir,
-                              starting=[naming.parse_task_name(t) for t in plan.start], mesos=mesos)
+                              # task names naming.task_name made (task_apps): they parse
+                              starting=[cast(tuple[str, int], naming.parse_task_name(t)) for t in plan.start],
+                              mesos=mesos)
     result = put(client, job, new_group, force=force, dry_run=dry_run)
     result.admission, result.admission_note = verdict.shortfall, verdict.note
     return plan, result

@@ -212,7 +212,7 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
         raise
     started: list[Any] = []  # the cluster, once made
     killed: list[int] = []
-    refused = False  # the deploy was refused before anything was sent (exit 2, 4): no run folder is kept
+    refused: list[bool] = []  # the deploy was refused before anything was sent (exit 2, 4): no run folder is kept
 
     def kill_now(signum: int) -> None:  # a second stop signal: no more waiting for the graces
         killed.append(signum)
@@ -230,12 +230,9 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
             result = _run(spec, cluster, state_dir,
                           templates_dir=templates_dir, timeout=timeout, emit_task_line=emit_task_line,
                           progress=progress, on_deployed=on_deployed, poll=poll, lock=lock,
-                          wait_for_resources=wait_for_resources, stopping=stopping)
+                          wait_for_resources=wait_for_resources, stopping=stopping, refused=refused)
         result.logdir = logdir
         return result
-    except (UsageError, NotPlaced) as e:
-        refused = made and getattr(e, "nothing_sent", False)
-        raise
     except KeyboardInterrupt as e:  # stopsignals.Stopped (SIGINT, SIGTERM, SIGHUP), after the clean-up
         signum = getattr(e, "signum", None)
         how = "interrupted" if signum in (None, 2) else f"stopped by {stopsignals.signal_name(signum)}"
@@ -246,7 +243,7 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
         runner.release()
         if lock is not None:
             lock.release()
-        if refused:  # its tasks never ran: nothing of it (pre-warm logs, an empty volume) is worth keeping
+        if refused and made:  # its tasks never ran: nothing of it (pre-warm logs, an empty volume) is worth keeping
             import shutil
 
             shutil.rmtree(state_dir, ignore_errors=True)
@@ -271,7 +268,8 @@ def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | N
          emit_task_line: Callable[[str, str, str], None], progress: Callable[[JobStatus], None],
          on_deployed: Callable[[Deployment, Any], None], poll: float,
          lock: joblock.Lock | None, wait_for_resources: bool = True,
-         stopping: Callable[[int, float], None] = lambda tasks, grace: None) -> LocalRun:
+         stopping: Callable[[int, float], None] = lambda tasks, grace: None,
+         refused: list[bool] | None = None) -> LocalRun:
     tailer = SandboxTailer(state_dir, emit_task_line)
     start = time.monotonic()
     try:
@@ -288,8 +286,9 @@ def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | N
         try:
             deployment = pipeline.deploy(client, local_spec, templates_dir=templates_dir,
                                          wait_for_resources=wait_for_resources, earlier_run=False)
-        except (UsageError, NotPlaced) as e:  # refused (what fits no agent, no room now): nothing was sent
-            e.nothing_sent = True
+        except (UsageError, NotPlaced):  # refused (what fits no agent, no room now): nothing was sent
+            if refused is not None:
+                refused.append(True)
             raise
         tailer.start()
         on_deployed(deployment, cluster)

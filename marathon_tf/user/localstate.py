@@ -37,8 +37,8 @@ from typing import Any, Iterable, Optional
 from marathon_tf.contract import joblock
 from marathon_tf.contract.errors import UsageError
 
-__all__ = ["hold", "work_dir", "volumes_dir", "logdir_host_path", "deployed_logdir", "Run", "runs", "clean", "purge_volumes",
-           "UI_DIR", "SERVE_DIR", "SERVE_STATE_FILE"]
+__all__ = ["hold", "work_dir", "volumes_dir", "logdir_host_path", "deployed_logdir", "Run", "runs", "clean",
+           "purge_volumes", "UI_DIR", "SERVE_DIR", "SERVE_STATE_FILE"]
 
 #: The web UI build's folder in the state home.
 UI_DIR = "ui"

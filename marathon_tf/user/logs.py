@@ -60,7 +60,7 @@ class AgentSession(requests.Session):
         self._marathon = {_origin(u) for u in client.urls}
         transport.mount(self, max_bytes=client.max_bytes, deadline=lambda: client.deadline)  # bounded as Marathon's
 
-    def request(self, method, url, *args, **kwargs):  # type: ignore[override]
+    def request(self, method, url, *args, **kwargs):
         if _origin(url) in self._marathon:
             return self._client.session.request(method, url, *args, **kwargs)
         return super().request(method, url, *args, **kwargs)
@@ -103,7 +103,7 @@ def _get(session: requests.Session, url: str, **params: Any) -> requests.Respons
         raise error from None
 
 
-def _agent_state(session: requests.Session, agent: str, cache: dict[str, dict]) -> dict:
+def _agent_state(session: requests.Session, agent: str, cache: dict[str, Any]) -> dict:
     if agent not in cache:
         r = _get(session, f"{agent}/state")
         try:
@@ -168,7 +168,8 @@ def find_task_logs(client: Client, job: str, task: str | None, *, agent_port: in
         group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps", "group.apps.tasks",
                                                               "group.apps.lastTaskFailure"))
     except MarathonNotFound:
-        raise UsageError(f"job {job!r} does not exist on {client.url}", hint="see the jobs with: marathon-tf list") from None
+        raise UsageError(f"job {job!r} does not exist on {client.url}",
+                         hint="see the jobs with: marathon-tf list") from None
     session = session or AgentSession(client)
     apps = task_apps(group)
     if task and task not in apps:

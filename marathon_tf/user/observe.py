@@ -84,7 +84,7 @@ def peer_state(peer: Mapping[str, Any] | None, queue_entry: Mapping[str, Any] | 
     return placement(queue_entry) or peer.get("waitingFor") or str(state or "unknown")
 
 
-def annotate(status: dict[str, Any], queue: Mapping[str, Mapping[str, Any]]) -> None:
+def annotate(status: dict[str, Any], queue: Mapping[Any, Mapping[str, Any]]) -> None:
     """Add ``waits`` (one line per waiting task, the peer's state in brackets) and ``stragglers``
     (from the deciding task's view) to a status being built."""
     rows = {r["task"]: r for r in status.get("tasks") or []}

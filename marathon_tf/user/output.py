@@ -9,9 +9,9 @@ from typing import Any, Mapping
 
 import click
 
-__all__ = ["emit_json", "error", "warn", "info", "status_table", "status_text", "table", "jobs_table", "scale_plan_text",
-           "progress_line", "ProgressPrinter", "plan_text", "scale_no_change", "clean_report", "timeline_text", "events_text",
-           "TWO_FILES"]
+__all__ = ["emit_json", "error", "warn", "info", "status_table", "status_text", "table", "jobs_table",
+           "scale_plan_text", "progress_line", "ProgressPrinter", "plan_text", "scale_no_change", "clean_report",
+           "timeline_text", "events_text", "TWO_FILES"]
 
 
 def emit_json(data: Any) -> None:
@@ -332,14 +332,15 @@ def clean_report(home, removed: list, kept: list, *, dry_run: bool) -> None:
     from marathon_tf.contract.progress import duration
 
     for run in removed:
+        idle = duration(time.time() - run.last_active)
         what = "a stopped local serve's state, " if run.serve else ""
-        click.echo(f"{'would remove' if dry_run else 'removed'} {run.path} ({what}idle "
-                   f"{duration(time.time() - run.last_active)})")
+        click.echo(f"{'would remove' if dry_run else 'removed'} {run.path} ({what}idle {idle})")
     for run in kept:
         if run.running:
             why = f"running, {run.running}"
         elif run.serve:
-            jobs = f"remembers {', '.join(run.jobs)} (their volumes and checkpoints)" if run.jobs else "remembers no job"
+            jobs = (f"remembers {', '.join(run.jobs)} (their volumes and checkpoints)" if run.jobs
+                    else "remembers no job")
             why = (f"a stopped local serve's state: {jobs}; removed only when named: "
                    f"local clean --serve-state {run.path.name if run.path.parent == home else run.path}")
         else:
@@ -361,8 +362,8 @@ def timeline_text(tl: Mapping[str, Any]) -> str:
     if not tl.get("start"):
         lines.append("  (no events yet)")
     for i, phase in enumerate(tl.get("start") or []):
-        lines.append((f"  {phase['phase']:<22}  {phase['at']}  +{_seconds(phase['sinceStart']):<7}"
-                      + (f"  ({_seconds(phase['seconds'])} after {tl['start'][i - 1]['phase']})" if i else "")).rstrip())
+        after = f"  ({_seconds(phase['seconds'])} after {tl['start'][i - 1]['phase']})" if i else ""
+        lines.append((f"  {phase['phase']:<22}  {phase['at']}  +{_seconds(phase['sinceStart']):<7}" + after).rstrip())
     recoveries = tl.get("recoveries") or []
     if recoveries:
         lines.append("recoveries")

@@ -21,7 +21,7 @@ import math
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jinja2
 
@@ -94,7 +94,8 @@ def _render_text(env: jinja2.Environment, name: str, context: dict[str, Any]) ->
     try:
         return env.get_template(name).render(**context)
     except jinja2.TemplateError as e:
-        where = f" line {e.lineno}" if getattr(e, "lineno", None) else ""
+        lineno = getattr(e, "lineno", None)
+        where = f" line {lineno}" if lineno else ""
         raise RenderError(f"template {name}{where}: {e.message}") from None
 
 
@@ -132,7 +133,7 @@ def role_facts(spec: JobSpec, role_name: str) -> RoleFacts:
     own = role.constraints is not None
     command = role.command if role.command is not None or role_name == "tensorboard" else spec.command
     return RoleFacts(image=role.image or spec.image, command=command, env={**spec.env, **role.env},
-                     constraints=tuple(role.constraints if own else spec.constraints),
+                     constraints=tuple(role.constraints if role.constraints is not None else spec.constraints),
                      constraints_key=f"roles.{role_name}.constraints" if own else "constraints")
 
 
@@ -159,7 +160,8 @@ def _parse_json(name: str, text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
-        raise RenderError(f"template {name} produced invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+        raise RenderError(f"template {name} produced invalid JSON at line {e.lineno} column {e.colno}: "
+                          f"{e.msg}") from None
     if not isinstance(value, dict):
         raise RenderError(f"template {name} must produce a JSON object")
     return value
@@ -283,6 +285,7 @@ class _Renderer:
             else:
                 cmd = command if isinstance(command, str) else shlex.join(command)
         else:
+            assert command is not None  # validated: every member role has a command
             cmd = f"{spec.bootstrap} -- {_shell_command(command)}"
         parts = {
             "role": role,
@@ -344,7 +347,8 @@ class _Renderer:
         """Every task's app of a role (see :meth:`_plan`)."""
         full, text = self._plan(role_name, count)
         template = self._role_parts(role_name)["template"]
-        return [full[i] if i in full else self._stamp(template, text, role_name, i) for i in range(count)]
+        # text is None only when full has every index
+        return [full[i] if i in full else self._stamp(template, cast(str, text), role_name, i) for i in range(count)]
 
     def app_texts(self, role_name: str, count: int) -> tuple[list[str], list[dict[str, Any]]]:
         """Every task's app of a role as compact JSON text with sorted keys (what
@@ -352,11 +356,13 @@ class _Renderer:
         compact text; and the first two apps as dicts (for checking the group template)."""
         full, text = self._plan(role_name, count)
         compact = None if text is None else _compact(json.loads(text))
-        out = [_compact(full[i]) if i in full else compact.replace(
+        # text (and compact) is None only when full has every index
+        out = [_compact(full[i]) if i in full else cast(str, compact).replace(
                    _STAMP_ID_JSON, naming.app_id(self.spec.name, role_name, i)).replace(_STAMP_INDEX_JSON, str(i))
                for i in range(count)]
         template = self._role_parts(role_name)["template"]
-        return out, [full[i] if i in full else self._stamp(template, text, role_name, i) for i in range(min(2, count))]
+        return out, [full[i] if i in full else self._stamp(template, cast(str, text), role_name, i)
+                     for i in range(min(2, count))]
 
     def _stamp(self, template: str, text: str, role_name: str, index: int) -> dict[str, Any]:
         app_id = naming.app_id(self.spec.name, role_name, index)

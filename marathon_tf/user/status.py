@@ -50,7 +50,7 @@ class Observed:
     #: The job's apps by task name (``worker-3``), with their tasks, deployments and last failures.
     apps: Mapping[str, Mapping[str, Any]]
     #: ``GET /v2/queue`` entries by app id.
-    queue: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    queue: Mapping[Any, Mapping[str, Any]] = field(default_factory=dict)  # by app id (looked up with None too)
     #: Task name → its ``/status`` answer (None: none within 2 s), for every task that was asked.
     probes: Mapping[str, Optional[Mapping[str, Any]]] = field(default_factory=dict)
     #: Marathon is the local runner (asked only when a waiting task has a queue entry).
@@ -85,7 +85,8 @@ def fetch(client: Any, job: str, *, probe: bool = True, probe_get: Optional[Prob
     except MarathonNotFound:
         raise UsageError(f"job {job!r} does not exist on {client.url}",
                          hint="see the jobs with: marathon-tf list") from None
-    queue = entries_by_app(_safe(lambda: fetch_queue(client), []))
+    # looked up by app ids that may be None
+    queue: Mapping[Any, Mapping[str, Any]] = entries_by_app(_safe(lambda: fetch_queue(client), []))
     apps = task_apps(group)
     waiting = [app for app in apps.values() if newest(app.get("tasks")) is None and queue.get(app.get("id"))]
     local = client.is_local() if waiting else False

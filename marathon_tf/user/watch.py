@@ -136,7 +136,8 @@ class _Outage:
     keep polling for ``grace`` seconds before giving up with the last error."""
 
     def __init__(self, clock: Callable[[], float], grace: float = 60.0):
-        self.clock, self.grace, self.since = clock, grace, None
+        self.clock, self.grace = clock, grace
+        self.since: float | None = None
 
     def tolerate(self, error: MarathonUnavailable) -> None:
         now = self.clock()

@@ -81,11 +81,13 @@ def test_a_task_that_fits_on_no_agent_is_refused_in_one_line_before_anything_is_
     for args in ([], ["--dry-run"]):
         r = _cli(cluster.marathon_url, "deploy", str(path), *args, cwd=tmp_path)
         assert r.returncode == 2, r.stderr
-        assert r.stderr.splitlines()[0] == "error: worker needs gpus 4; the largest agent has 2 (agent-1); nothing was sent"
+        assert r.stderr.splitlines()[0] == ("error: worker needs gpus 4; the largest agent has 2 (agent-1); "
+                                            "nothing was sent")
     # a dry run without a Marathon reads the master it is given (a real master names agents by hostname)
     r = _cli(None, "deploy", str(path), "--dry-run", "--mesos", cluster.marathon_url + "/mesos", cwd=tmp_path)
     assert r.returncode == 2 and r.stdout == "", r.stderr
-    assert r.stderr.splitlines()[0] == "error: worker needs gpus 4; the largest agent has 2 (127.0.0.1); nothing was sent"
+    assert r.stderr.splitlines()[0] == ("error: worker needs gpus 4; the largest agent has 2 (127.0.0.1); "
+                                        "nothing was sent")
     # more than one resource short: each named with its largest agent; memory in the role that asks it
     job["roles"]["worker"].update(gpus=1, mem=4096, cpus=3)
     r = _cli(cluster.marathon_url, "deploy", str(_job_file(tmp_path, job)), cwd=tmp_path)

@@ -252,7 +252,8 @@ def test_features_follow_the_option_and_a_gpu_app_without_them_gets_marathons_42
     r = api.post("/v2/apps", json=_app("/g", gpus=1))
     assert r.status_code == 422
     assert r.json() == {"message": "Object is not valid", "details": [
-        {"path": "/", "errors": ["Feature gpu_resources is not enabled. Enable with --enable_features gpu_resources)"]}]}
+        {"path": "/",
+         "errors": ["Feature gpu_resources is not enabled. Enable with --enable_features gpu_resources)"]}]}
     r = api.put("/v2/groups/j", json={"apps": [_app("w", gpus=2)]})
     assert r.status_code == 422 and r.json()["details"][0]["path"] == "/apps(0)"
     assert api.post("/v2/apps", json=_app("/c", gpus=0)).status_code == 201

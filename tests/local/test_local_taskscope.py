@@ -71,7 +71,8 @@ def test_events_and_revocation(tmp_path):
     grants = Grants()
     path = grants.issue("t1", "/ml/mnist/worker-0", tmp_path)
     token = open(path).read()
-    assert grants.find(token) == Grant("t1", "/ml/mnist/worker-0") and oct((tmp_path / path).stat().st_mode)[-3:] == "600"
+    assert grants.find(token) == Grant("t1", "/ml/mnist/worker-0")
+    assert oct((tmp_path / path).stat().st_mode)[-3:] == "600"
     assert Grant("t", "/top-level-app").covers("/top-level-app") is False  # no job: nothing
     grants.revoke("t1", tmp_path)
     assert grants.find(token) is None and not (tmp_path / path).exists() and len(grants) == 0

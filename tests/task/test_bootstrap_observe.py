@@ -52,11 +52,14 @@ def test_a_stalled_worker_names_the_silent_ps_and_the_watchdogs_verdict_does_too
 # a coordinator whose first run TensorFlow tells that worker-1 was restarted under it (it then hangs,
 # as TF 2.21's ParameterServerStrategy coordinator does); its second run trains and ends
 COORDINATOR = ("import os, pathlib, sys, time\n"
-               "runs = pathlib.Path(os.environ['MESOS_SANDBOX'], 'runs'); n = len(runs.read_text()) if runs.exists() else 0\n"
+               "runs = pathlib.Path(os.environ['MESOS_SANDBOX'], 'runs'); "
+               "n = len(runs.read_text()) if runs.exists() else 0\n"
                "runs.write_text('x' * (n + 1))\n"
                "if n == 0:\n"
-               "    print('ERROR:tensorflow:Worker /job:worker/replica:0/task:1 failed with AbortedError(): RecvTensor '\n"
-               "          'expects a different device incarnation: 1 vs. 2. Your worker job (\"/job:worker/replica:0/'\n"
+               "    print('ERROR:tensorflow:Worker /job:worker/replica:0/task:1 failed with AbortedError(): "
+               "RecvTensor '\n"
+               "          'expects a different device incarnation: 1 vs. 2. Your worker job "
+               "(\"/job:worker/replica:0/'\n"
                "          'task:1\") was probably restarted. Make sure your worker program is running with the same '\n"
                "          'ClusterSpec that was used to create the client.', file=sys.stderr, flush=True)\n"
                "    time.sleep(600)\n"

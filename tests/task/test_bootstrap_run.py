@@ -198,7 +198,8 @@ def test_tensorboard_skips_discovery_and_gets_no_spec(tmp_path, runs):
 
 
 def test_shell_string_with_placeholders(tmp_path, runs):
-    run = runs(env_for(tmp_path), FakeBackend(PEERS), command=["echo ps={ps_hosts} me={job_name}/{task_index} | tr a-z A-Z"])
+    run = runs(env_for(tmp_path), FakeBackend(PEERS),
+               command=["echo ps={ps_hosts} me={job_name}/{task_index} | tr a-z A-Z"])
     run.wait_phase("succeeded")
     assert run.out.getvalue().decode().strip() == "PS=10.0.0.1:2000 ME=WORKER/0"
 

@@ -52,7 +52,8 @@ class Run:
         elif not control:
             parts["control"] = None
         self.err = io.BytesIO()
-        env = {**env, "MTF_RENDEZVOUS": "direct"}  # the fake backend is read by every task (tests/task/test_rendezvous*)
+        # the fake backend is read by every task (tests/task/test_rendezvous*)
+        env = {**env, "MTF_RENDEZVOUS": "direct"}
         self.boot = Bootstrap(ctx, env, [sys.executable, "-c", program], backend=backend or Backend(PEERS),
                               stdout=io.BytesIO(), stderr=self.err, tick=0.02, restart_backoff=(0.01, 0.05),
                               **parts)
@@ -254,7 +255,8 @@ def test_startup_deadline_with_a_peer_marathon_never_placed_releases_the_job_not
     wait_for(lambda: fake_marathon.puts(), 10, what="the record")
     apps = fake_marathon.apps.values()
     assert {a["labels"][L.STATE] for a in apps} == {L.NOT_PLACED} and {a["instances"] for a in apps} == {0}
-    assert fake_marathon.apps["/ml/mnist/worker-0"]["labels"][L.REASON] == "ps: 0/1 placed; 1 waiting | worker: 1/2 placed; 1 waiting"
+    assert fake_marathon.apps["/ml/mnist/worker-0"]["labels"][L.REASON] == (
+        "ps: 0/1 placed; 1 waiting | worker: 1/2 placed; 1 waiting")
     assert run.stop() == 1
     assert not (tmp_path / "runs").exists()  # the program never ran
 

@@ -34,7 +34,8 @@ def test_within_budget_workers_restart_in_place_and_a_ps_exits(style, role, acti
     assert table(style, role, 137, failures=3, max_failures=3) == action  # the Nth failure is still allowed
 
 
-@pytest.mark.parametrize("role,action", [("worker", Action.EXIT), ("chief", Action.EXIT), ("evaluator", Action.RESTART)])
+@pytest.mark.parametrize("role,action", [("worker", Action.EXIT), ("chief", Action.EXIT),
+                                         ("evaluator", Action.RESTART)])
 def test_multi_worker_mirrored_has_no_partial_recovery(role, action):
     assert table("multi_worker_mirrored", role, 1) == action
 

@@ -30,7 +30,8 @@ PROBE = textwrap.dedent("""\
     import json, os, re, sys
     what = sys.argv[1] if len(sys.argv) > 1 else ""
     print(json.dumps({"argv": sys.argv, "path0": sys.path[0], "file": globals().get("__file__"),
-                      "name": __name__, "spec": re.sub(" at 0x[0-9a-f]+", "", repr(__spec__)), "loader": type(__loader__).__name__,
+                      "name": __name__, "spec": re.sub(" at 0x[0-9a-f]+", "", repr(__spec__)),
+                      "loader": type(__loader__).__name__,
                       "cached": globals().get("__cached__", "<none>"), "package": __package__,
                       "cwd": os.getcwd(), "tf_config": os.environ.get("TF_CONFIG"), "stdin": sys.stdin.read(),
                       "main_is_me": sys.modules["__main__"].__dict__ is globals(),

@@ -516,7 +516,8 @@ def test_a_follower_of_a_scaled_job_waits_for_the_leader_of_its_own_spec(parts):
                                    schedule=(0.02, 0.1), fallback=0.2, long_poll=1.0, hint_wait=0)
     parts.append(scaled)
     scaled.start()
-    with pytest.raises(DiscoveryError, match="has another cluster spec"):  # 4 s: the leader's answer on a loaded machine
+    # 4 s: the leader's answer on a loaded machine
+    with pytest.raises(DiscoveryError, match="has another cluster spec"):
         scaled.wait([PS, W0, W1], 4.0)
     assert scaled.direct_reads == 0 and scaled.long_polls > 0 and not set(scaled.view.peers) & {PS, W0, W1}
     same = start_follower(parts, lambda: Observation(address, "ok"))  # a follower of the leader's own spec

@@ -61,7 +61,8 @@ def test_deploy_wait_status_logs_and_the_job_deployed_again(cluster, tmp_path):
     final = handle.wait(timeout=120)
     assert isinstance(final, JobStatus) and final.state == "Succeeded" and final.succeeded, final.to_dict()
     status = handle.status()
-    printed = json.loads(CliRunner().invoke(cli, ["status", "api-demo", "-o", "json", "--marathon", cluster.url]).stdout)
+    printed = json.loads(CliRunner().invoke(cli, ["status", "api-demo", "-o", "json",
+                                                  "--marathon", cluster.url]).stdout)
     assert JobStatus.from_dict(printed) == status and set(printed) == set(status.to_dict())  # the data of -o json
     checkpoints = tmp_path / "state" / "volumes" / "api-demo" / "ckpt"
     assert status.logdir == "ckpt" and status.logdir_path == str(checkpoints)  # on this machine

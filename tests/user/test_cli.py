@@ -207,7 +207,8 @@ def test_scale_with_several_jobs_asks_which(httpserver):
 def test_scale_renders_the_new_group_from_the_stored_spec(httpserver):
     group = render_group(load_dict(minimal()))
     httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json(group)
-    httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json({"deploymentId": "d2", "version": "v"})
+    httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json(
+        {"deploymentId": "d2", "version": "v"})
     r = CliRunner().invoke(cli, ["scale", "--job", "mnist", "workers=3", "--marathon", httpserver.url_for(""),
                                  "-o", "json"])
     assert r.exit_code == 0, r.output
@@ -220,7 +221,8 @@ def test_scale_renders_the_new_group_from_the_stored_spec(httpserver):
 
 
 def test_importing_the_cli_does_not_import_tensorflow():
-    code = ("import sys, marathon_tf.user.cli, marathon_tf.user.render, marathon_tf.marathon.client, marathon_tf.user.jobs; "
+    code = ("import sys, marathon_tf.user.cli, marathon_tf.user.render, marathon_tf.marathon.client, "
+            "marathon_tf.user.jobs; "
             "bad = [m for m in sys.modules if m == 'tensorflow' or m.startswith('tensorflow.')]; "
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -52,7 +52,8 @@ def test_logs_previous_without_an_earlier_instance_is_exit_1_as_documented(clust
     client = Client(cluster.marathon_url)
     client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 1, "labels": LABELS,
                                             "cmd": "echo only-run; sleep 60"}]})
-    run = lambda *a: CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url, *a])
+    def run(*a):
+        return CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url, *a])
     assert wait_for(lambda: "only-run" in run().stdout)
     r = run("--previous")
     assert r.exit_code == 1 and r.stdout == "", r.output  # `logs --help`: errors exit 1; was 2
@@ -67,7 +68,8 @@ def _relaunched_then_ended(cluster, body: str, instances: int, last_words: str, 
     cmd = f"n=$(ls ../ | wc -l); {body}; exit 1"
     client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 1, "labels": LABELS, "cmd": cmd,
                                             "backoffSeconds": 0.2, "backoffFactor": 1.0}]})
-    boxes = lambda: sorted((cluster.state_dir / "sandboxes").glob("*"), key=lambda p: p.stat().st_mtime)
+    def boxes():
+        return sorted((cluster.state_dir / "sandboxes").glob("*"), key=lambda p: p.stat().st_mtime)
     assert wait_for(lambda: len(boxes()) >= instances and last_words in (boxes()[instances - 1] / "stdout").read_text())
     client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 0, "cmd": cmd,
                                             "labels": {**LABELS, "marathon-tf/state": state}}]}, force=True)
@@ -80,7 +82,8 @@ def test_logs_of_finished_and_restarted_tasks_tail_in_lines_and_follow_ends_with
     boxes = _relaunched_then_ended(cluster, "for i in 1 2 3 4 5; do echo run-$n line-$i; done; echo oops >&2", 2,
                                    "line-5", "Succeeded")
     last, before = boxes[-1], boxes[-2]
-    run = lambda *a: CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url, *a])
+    def run(*a):
+        return CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url, *a])
     r = run("--tail", "2", "--stream", "stdout")
     assert r.exit_code == 0, r.output
     tag = (last / "stdout").read_text().split()[0]
@@ -100,7 +103,8 @@ def test_logs_since_picks_the_instances_that_wrote_output_in_that_time(cluster):
     for box in old:  # every instance but the last wrote its output an hour ago
         for name in ("stdout", "stderr"):
             os.utime(box / name, (hour_ago, hour_ago))
-    run = lambda *a: CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url, *a])
+    def run(*a):
+        return CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url, *a])
     r = run("--since", "10m", "--stream", "stdout")
     assert r.exit_code == 0, r.output
     assert r.stdout.splitlines() == [f"[worker-0] {(recent / 'stdout').read_text().strip()}"]
@@ -223,8 +227,8 @@ def test_the_jobs_end_overriding_its_deployment_is_the_jobs_outcome_not_a_failed
     from marathon_tf.user import watch
 
     states = iter([{"state": "Deploying"}, {"state": "Failed", "reason": "worker-1 exited 3 (permanent)"}])
-    monkeypatch.setattr(watch, "job_status", lambda client, job, probe=True, mesos=None: JobStatus.from_dict({"job": "j",
-                                                                                                 **next(states)}))
+    monkeypatch.setattr(watch, "job_status",
+                        lambda client, job, probe=True, mesos=None: JobStatus.from_dict({"job": "j", **next(states)}))
     event = {"eventType": "deployment_failed", "id": "d1",
              "reason": "Deployment was forcefully overridden by another deployment"}
     final = watch.wait_deployment(_Deployments(["d1"]), "d1", "j", timeout=None, stream=_Stream([event]))
@@ -241,7 +245,8 @@ def test_following_survives_a_short_marathon_outage(monkeypatch):
     from marathon_tf.user import watch
 
     now = [0.0]
-    answers = iter([MarathonUnavailable("down"), MarathonUnavailable("down"), JobStatus.from_dict({"job": "j", "state": "Succeeded"})])
+    answers = iter([MarathonUnavailable("down"), MarathonUnavailable("down"),
+                    JobStatus.from_dict({"job": "j", "state": "Succeeded"})])
 
     def status(client, job, probe=True, mesos=None):
         a = next(answers)

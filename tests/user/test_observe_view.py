@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from user_helpers import minimal
 from marathon_tf.contract import labels as L, timeline as T
 from marathon_tf.marathon.client import Client
-from marathon_tf.user import announce, history, observe, output
+from marathon_tf.user import announce, history, output
 from marathon_tf.user.status import job_status
 from marathon_tf.user.cli import cli
 from marathon_tf.user.render import render_group

@@ -45,7 +45,8 @@ MALFORMED = [
     (minimal(completion="sometimes"), "completion", "one of"),
     (minimal(style="tf2"), "style", "one of"),
     (minimal(cluster_spec="yaml"), "cluster_spec", "one of"),
-    (minimal(containerizer="docker", roles=roles(worker={"count": 1, "gpus": 1})), "roles.worker.gpus", "Mesos containerizer"),
+    (minimal(containerizer="docker", roles=roles(worker={"count": 1, "gpus": 1})), "roles.worker.gpus",
+     "Mesos containerizer"),
     (minimal(name="Bad_Name"), "name", "lowercase"),
     (minimal(name="/abs"), "name", "relative"),
     (minimal(name="a//b"), "name", "relative"),
@@ -107,9 +108,9 @@ def test_malformed_job_is_exit_2_naming_the_field(write_job, job, path, word):
     f = write_job(job)
     result = CliRunner().invoke(cli, ["validate", str(f)])
     assert result.exit_code == 2, result.output
-    lines = [l for l in result.stderr.splitlines() if not l.startswith("hint:")]
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("hint:")]
     wanted = f"{f}: {path}: "
-    hit = [l for l in lines if wanted in l]
+    hit = [line for line in lines if wanted in line]
     assert hit, f"no line names {path!r}: {lines}"
     assert word.lower() in hit[0].lower(), hit[0]
     assert result.stdout == ""

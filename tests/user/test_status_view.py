@@ -155,7 +155,8 @@ def test_a_released_job_with_an_attempt_left_shows_queued_with_its_next_attempt(
     assert status["state"] == "Queued"
     assert status["admission"] == {"attempt": 2, "attempts": 4, "timeoutSeconds": 60.0,
                                    "nextAttemptAt": iso(now + 40), "nextInSeconds": 40.0}
-    assert output.status_text(status).splitlines()[0] == f"job mnist (/mnist): Queued (attempt 2 of 4, next in 40s): {reason}"
+    assert output.status_text(status).splitlines()[0] == (
+        f"job mnist (/mnist): Queued (attempt 2 of 4, next in 40s): {reason}")
     assert output.progress_line(status) == f"mnist: Queued (attempt 2 of 4, next in 40s): {reason}"
     # no attempt left: the record stays NotPlaced
     last = {k: dict(v, labels={k2: v2 for k2, v2 in v["labels"].items() if k2 != L.NEXT_ATTEMPT_AT})

@@ -19,8 +19,9 @@ grows with tasks x job size. With it:
   when ``MTF_MARATHON_URL`` is set) or, without that stream, for :data:`HOT_WINDOW` s after a
   change; otherwise slowly: the watch interval, or every :data:`RESYNC` s when events wake it
   (``marathon`` mode, where the updates themselves carry the task's host and ports and go
-  straight into the view: TASK_RUNNING places a peer, TASK_KILLED & co. make it missing); the DNS backends about every second for small jobs (a tenth of the DNS
-  budget: Mesos-DNS trails Marathon's events by its refresh interval). Group GETs are spaced so
+  straight into the view: TASK_RUNNING places a peer, TASK_KILLED & co. make it missing); the DNS
+  backends about every second for small jobs (a tenth of the DNS budget: Mesos-DNS trails
+  Marathon's events by its refresh interval). Group GETs are spaced so
   that the leader reads at most :data:`BYTE_BUDGET` bytes/s from Marathon; DNS polls at most
   :data:`DNS_QUERIES_PER_SECOND` queries/s. With the event stream, the first read waits for it
   to attach (:data:`ATTACH_WAIT`), and later group reads run in a thread of their own (a

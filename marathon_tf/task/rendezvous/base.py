@@ -57,5 +57,5 @@ class Rendezvous(abc.ABC):
         where no rounds come through."""
         return None, None
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a no-op by default, not abstract: only backends with threads override it
         """Stop its threads (the task ends)."""

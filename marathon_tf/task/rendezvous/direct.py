@@ -19,7 +19,7 @@ class DirectRendezvous(Rendezvous):
     Without explicit delays, the backoff follows :func:`poll_schedule` for the job's size."""
 
     def __init__(self, backend: Backend, *, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
+                 sleep: Callable[[float], object] = time.sleep, rng: random.Random | None = None,
                  stop: Callable[[], bool] = lambda: False, initial_delay: float | None = None,
                  max_delay: float | None = None):
         self.backend, self.clock, self.sleep = backend, clock, sleep

@@ -110,7 +110,7 @@ class FollowerRendezvous(Side):
     def _loop(self) -> None:
         first, cap = self.schedule
         delay, busy = first, 0
-        lost_since = self.clock()
+        lost_since: float | None = self.clock()
         # a large job's tasks neither ask all at once nor ask Marathon at all if the leader calls first
         if self._await_hint(max(self.hint_wait, self.rng.uniform(0, first))):
             return
@@ -162,7 +162,8 @@ class FollowerRendezvous(Side):
             doc = resp.json() if resp.status_code == 200 else None
         except Exception as e:  # refused / reset / timeout / not JSON: look the leader up again
             self.leader_detail = f"leader at {self.leader_address} unreachable ({type(e).__name__})"
-            busy = isinstance(e, (requests.exceptions.ReadTimeout, transport.DeadlineExceeded))  # no whole answer in time
+            # no whole answer in time
+            busy = isinstance(e, (requests.exceptions.ReadTimeout, transport.DeadlineExceeded))
             return "busy" if self.leader_id and busy else False
         self.long_polls += 1
         self.polls += 1

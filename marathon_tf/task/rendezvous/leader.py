@@ -9,7 +9,7 @@ import random
 import threading
 import time
 import uuid
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 from marathon_tf.contract import naming
 from marathon_tf.task.discovery import Backend, MarathonBackend, Observation, PeerKey
@@ -103,7 +103,7 @@ class LeaderRendezvous(Side):
 
     def _document(self, delta: tuple[dict, dict] | None) -> dict[str, Any]:
         view = self.view
-        doc = {"job": self.job, "leader": self.leader_id, "leader_task": naming.task_name(*self.me),
+        doc: dict[str, Any] = {"job": self.job, "leader": self.leader_id, "leader_task": naming.task_name(*self.me),
                "cluster": self.cluster,
                "version": view.version, "complete": not view.missing, "delta": delta is not None,
                "reads": self.polls, "events": self.events_seen, "event_stream": self._streaming()}
@@ -181,7 +181,8 @@ class LeaderRendezvous(Side):
                 self._hot_until, self._delay = self.clock() + min(self.hot_window, AFTER_EVENT), first
                 next_read = max(time.monotonic(), last_read + gap)  # never faster than the budget
 
-    def _after_read(self, result, started: float) -> tuple[float, float, float]:
+    def _after_read(self, result: tuple[Mapping[PeerKey, Observation], int, str | None],
+                    started: float) -> tuple[float, float, float]:
         """Merge a read into the view and plan the next: (next read, this read's start, budget gap)."""
         first, cap = self.fast
         missing, asked = self._merge(*result, started)
@@ -264,6 +265,7 @@ class LeaderRendezvous(Side):
     def _apply(self, events: Sequence[Mapping[str, Any]]) -> None:
         """Status updates into the view: TASK_RUNNING puts the task at ``host:ports[i]``; a
         terminal state (of the task we know, or of any when we know none) makes it missing."""
+        backend = cast(MarathonBackend, self.backend)  # called only when _events_carry_addresses()
         with self.view.cond:
             present, missing = dict(self.view.peers), dict(self.view.missing)
         status_of = {}
@@ -273,13 +275,13 @@ class LeaderRendezvous(Side):
                 continue
             state, task = str(event.get("taskStatus") or ""), event.get("taskId")
             ports, host = event.get("ports") or [], event.get("host")
-            index = self.backend.port_indexes.get(key, 0)
+            index = backend.port_indexes.get(key, 0)
             if state == "TASK_RUNNING" and host and len(ports) > index and ports[index]:
                 present[key] = f"{host}:{ports[index]}"
                 missing.pop(key, None)
                 self._task_of[key] = task
                 self._stamp[key] = time.monotonic()
-                status = self.backend.also_indexes.get(key)
+                status = backend.also_indexes.get(key)
                 if status is not None and len(ports) > status:
                     status_of[key] = f"{host}:{ports[status]}"
             elif state in GONE and self._task_of.get(key) in (None, task):

@@ -65,7 +65,7 @@ class View:
     """A versioned view of the peers: present ones with their address, missing ones with why.
     The last :data:`HISTORY` changes are kept as deltas, so a follower gets only what changed."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         lock = threading.RLock()
         self.cond = threading.Condition(lock)
         # the long polls of a forming job's followers (complete=1) wait here, on the same lock:

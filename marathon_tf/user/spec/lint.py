@@ -33,7 +33,7 @@ _TF_IMAGE_VERSION = re.compile(r"tensorflow[^/:]*:(\d+)\.(\d+)")
 def _keras2_image(image: str | None) -> bool:
     """An image tagged with a TensorFlow before 2.16 (whose tf.keras is Keras 2)."""
     m = _TF_IMAGE_VERSION.search(image or "")
-    return bool(m) and (int(m.group(1)), int(m.group(2))) < (2, 16)
+    return m is not None and (int(m.group(1)), int(m.group(2))) < (2, 16)
 
 
 def _scripts(command) -> list[str]:
@@ -61,8 +61,8 @@ def _programs(spec: JobSpec, roles: list[str]) -> dict[str, str] | None:
         if not scripts:
             return None
         for script in scripts:
-            path = local.get(Path(script).name)
-            if path is None:
+            found = local.get(Path(script).name)
+            if found is None:
                 return None
             try:
                 out[path.name] = path.read_text(encoding="utf-8", errors="replace")

@@ -86,8 +86,10 @@ class Restart:
     backoff_seconds: float = 1.0
     backoff_factor: float = 1.15
     max_launch_delay_seconds: float = 300.0
-    progress_timeout_seconds: float | None = None   # watchdog: no new step for this long = failed (None: adaptive, 0: off)
-    first_step_timeout_seconds: float | None = None  # watchdog: no first step this long after start (None: adaptive, 0: off)
+    # watchdog: no new step for this long = failed (None: adaptive, 0: off)
+    progress_timeout_seconds: float | None = None
+    # watchdog: no first step this long after start (None: adaptive, 0: off)
+    first_step_timeout_seconds: float | None = None
     #: preemptions (a task stopped from outside, or a program exiting with a preemption code) within
     #: :data:`PREEMPTION_WINDOW` seconds before the job fails; never counted against ``max_failures``
     max_preemptions: int = 100

@@ -214,7 +214,7 @@ def _command(job: _Job, role: str, cluster: dict[str, list[str]]) -> list[str]:
         return ["tensorboard", "--logdir", kube.literal(spec.logdir), "--port", str(TENSORBOARD_PORT), "--bind_all"]
     assert command is not None  # validated: every member role has a command
     shell = isinstance(command, str)
-    argv = [kube.literal(a) for a in ([command] if shell else command)]
+    argv = [kube.literal(a) for a in ([command] if isinstance(command, str) else command)]
     if role != "tensorboard":
         flags = cluster_spec.classic_flags(cluster, role, 0)
         flags["task_index"] = kube.var_ref(INDEX_VAR)
@@ -268,7 +268,7 @@ def _pod_failure_rules(spec: JobSpec, group: bool) -> list[dict[str, Any]]:
     """Preemptions ignored (a new pod of the index, uncounted), or, for a member that needs its group,
     the Job failed so that the JobSet restarts uncounted; permanent exit codes fail the Job."""
     on_preemption = "FailJob" if group else "Ignore"
-    rules = [{"action": on_preemption, "onPodConditions": [{"type": "DisruptionTarget"}]},
+    rules: list[dict[str, Any]] = [{"action": on_preemption, "onPodConditions": [{"type": "DisruptionTarget"}]},
              {"action": "FailJob", "onExitCodes": {"containerName": _CONTAINER, "operator": "In",
                                                    "values": _permanent_codes(spec)}}]
     if _preemption_codes(spec):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 
 import pytest
 from leaks import processes_under

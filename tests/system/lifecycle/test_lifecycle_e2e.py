@@ -122,7 +122,8 @@ def test_a_killed_worker_is_relaunched_and_the_job_completes(tmp_path, local_job
     assert status["state"] == L.SUCCEEDED, status
     assert status["finalStep"] >= TARGET
     assert len(job.steps(since=killed_at, task="worker-1")) > 0 or "done final_step" in job.text("worker-1")
-    relaunched = [line for t, n, s, line in job.lines if t > killed_at and n == "worker-1" and "done final_step" in line]
+    relaunched = [line for t, n, s, line in job.lines
+                  if t > killed_at and n == "worker-1" and "done final_step" in line]
     assert relaunched, "the relaunched worker-1 did not finish"
 
 

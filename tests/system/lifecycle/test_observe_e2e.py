@@ -90,7 +90,8 @@ def test_metrics_match_the_program_and_the_timeline_and_events_tell_a_kill_and_i
     assert all(p["seconds"] >= 0 for p in timeline["start"]) and phases[0] == "submitted"
     kills = [rec for rec in timeline["recoveries"] if rec["task"] == "worker-1" and rec.get("code") == 137]
     assert len(kills) == 1, timeline["recoveries"]
-    assert kills[0]["cause"].startswith("training program was killed by SIGKILL (exit 137)") and kills[0]["how"] == "in place"
+    assert kills[0]["cause"].startswith("training program was killed by SIGKILL (exit 137)")
+    assert kills[0]["how"] == "in place"
     assert kills[0]["secondsToRestart"] >= 0 and kills[0]["secondsToTraining"] >= 0
     text = cli(job.cluster.marathon_url, "status", job.name, "--timeline").stdout
     assert "every TF server up" in text and "→ training again after" in text
