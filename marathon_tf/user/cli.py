@@ -590,7 +590,8 @@ def delete(connection, job, force, fmt, purge, timeout) -> None:
 @click.option("--stream", type=click.Choice(["stdout", "stderr", "both"]), default="both", show_default=True,
               help="Which of the task's files; both are printed on stdout.")
 @click.option("--tail", "tail_lines", type=click.IntRange(min=-1), default=-1, metavar="N",
-              help="Only the last N lines of each log (default: all).")
+              help="Only the last N lines of each stream of each task (default: all): with --stream both, up "
+                   "to N of stdout then N of stderr, as the Python API's logs(tail=N).")
 @click.option("--since", type=DURATION, default=None, metavar="DURATION",
               help="Only task instances (sandboxes) that wrote output within DURATION (90s, 10m, 2h): Mesos "
                    "keeps no time per line, so whole instances are chosen; add --tail for their last lines.")

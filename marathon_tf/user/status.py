@@ -41,6 +41,9 @@ GROUP_EMBEDS = ("group.groups", "group.apps", "group.apps.tasks", "group.apps.co
 
 ProbeGet = Callable[[str], Optional[dict]]
 
+#: A task's states on its way out: in an app at 0 instances it is shown ``stopped`` (the CLI and the API alike).
+STOPPING = ("TASK_KILLING", "TASK_KILLED", "TASK_FINISHED", "TASK_FAILED", "TASK_GONE", "TASK_DROPPED")
+
 
 @dataclass(frozen=True)
 class Observed:
@@ -116,6 +119,8 @@ def _row(name: str, app: Mapping[str, Any], seen: Observed) -> dict[str, Any]:
     row: dict[str, Any] = {"task": name, "role": role, "index": index, "appId": app.get("id"),
                            "instances": app.get("instances", 1)}
     task = newest(app.get("tasks"))
+    if task and app.get("instances", 1) == 0 and task.get("state") in STOPPING:
+        task = None  # being stopped (the job's record, a scale down): `stopped`, as the next look will say
     if task:
         port = task_port(app, task, "tf") or task_port(app, task, "http")
         row.update(state=task.get("state"), host=task.get("host"), port=port,

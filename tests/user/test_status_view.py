@@ -209,3 +209,19 @@ def test_the_waiting_progress_line_is_printed_when_it_changes_not_every_second(c
     show(waiting(62, placed=4))  # something else changed: at once
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2 and "waiting 61s" in lines[0] and "4/4 placed" in lines[1]
+
+
+def test_a_task_being_stopped_at_the_jobs_end_is_stopped_for_the_api_as_for_the_cli(httpserver):
+    """Issue 32: `final = run.wait()` showed `TASK_KILLING` in `final.tasks` where the CLI, a moment later,
+    showed `stopped`: a task of an app at 0 instances on its way out is `stopped` in both."""
+    apps = _apps(finished=True)
+    for i, app in enumerate(apps):
+        app["tasks"] = [{"id": f"t{i}", "host": "h", "state": "TASK_KILLING", "ports": [31000 + i, 32000 + i],
+                         "stagedAt": "2020-01-01T00:00:00.000Z", "startedAt": "2020-01-01T00:00:01.000Z"}]
+    _serve(httpserver, apps)
+    from marathon_tf.marathon.client import Client
+
+    final = job_status(Client(httpserver.url_for("")), "mnist", probe=False)
+    assert [t.state for t in final.tasks] == ["stopped"] * 3
+    text = CliRunner().invoke(cli, ["status", "mnist", "--marathon", httpserver.url_for("")]).stdout
+    assert [line.split()[1] for line in text.splitlines() if line.startswith(("ps-", "worker-"))] == ["stopped"] * 3
