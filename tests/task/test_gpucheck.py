@@ -59,6 +59,17 @@ def test_no_device_file_names_the_containerizer_and_isolator(tmp_path):
     assert "Mesos containerizer" in problem and "gpu/nvidia" in problem and "\n" not in problem
 
 
+def test_on_the_local_runner_the_reason_speaks_of_this_machine_not_of_the_mesos_containerizer(tmp_path):
+    """Issue 32: a GPU job on `local serve` failed with "is it run by the Mesos containerizer with the GPU
+    isolator …?": the local runner has no containerizer; it gives a task this machine's GPUs."""
+    env = {**fake_smi(tmp_path, TWO), "MTF_RUNNER_MARATHON_URL": "http://127.0.0.1:8080"}
+    problem = gpu_problem(4, env, dev_dir=devices(tmp_path, "nvidiactl"), **NO_LIB)
+    assert problem.startswith("given 4 GPUs but no GPU device") and "containerizer" not in problem
+    assert "the local runner (--local, local serve) runs each task as a process of this machine" in problem
+    problem = gpu_problem(4, env, dev_dir=devices(tmp_path, "nvidia0"), **NO_LIB)
+    assert "only 1 GPU device(s) are visible (nvidia0): the local runner" in problem
+
+
 def test_fewer_devices_than_asked(tmp_path):
     problem = gpu_problem(2, fake_smi(tmp_path, TWO), dev_dir=devices(tmp_path, "nvidia0"), **NO_LIB)
     assert "given 2 GPUs but only 1 GPU device(s) are visible (nvidia0)" in problem
