@@ -403,7 +403,7 @@ class Bootstrap:
             rate = self._rate.add(step)
             self.status.update(step=step, steps_per_second=None if rate is None else round(rate, 3))
             if self.watchdog.step(step):
-                self.observer.on_step(step)
+                self.observer.on_step(step, printed=False)
 
     def _start_trainer(self) -> Trainer:
         self._announce_checkpoint()

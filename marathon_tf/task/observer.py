@@ -57,6 +57,7 @@ class TaskObserver:
         self._reports: deque[float] = deque()
         self._run_started: float | None = None
         self._first_step_seen = False
+        self._first_own_step = False  # a step the program printed, this run
         self._run = 0
         self._next_update = self._next_checkpoint = 0.0
         self._waiting_peer: str | None = None
@@ -87,7 +88,7 @@ class TaskObserver:
     def program_started(self, restarts: int, own_address: str | None) -> None:
         with self._lock:
             self._run += 1
-            self._run_started, self._first_step_seen = self.clock(), False
+            self._run_started, self._first_step_seen, self._first_own_step = self.clock(), False, False
             self._reports.clear()
         self.tflog.clear()
         self._server_up = False if own_address and self.ctx.role != "tensorboard" else None
@@ -98,16 +99,23 @@ class TaskObserver:
             self._own_address, self._server_look = own_address, self._run
             threading.Thread(target=self._await_server, args=(self._run,), name="server-look", daemon=True).start()
 
-    def on_step(self, step: int) -> None:
-        """A new step of the program (the watchdog saw it change)."""
+    def on_step(self, step: int, *, printed: bool = True) -> None:
+        """A new step of the program (the watchdog saw it change); ``printed``: the program printed it
+        (else it was read from the logdir: the job's step, which says nothing of this task's program).
+
+        ``FirstStep`` is this task's first step of this run of its program: one it printed (a ps's, or a
+        ParameterServerStrategy worker's, step is the logdir's), after its ``ServerUp``: a program that
+        trains has its TF server up, so a step that comes before the look at its port says so first."""
         now = self.clock()
         with self._lock:
-            first = not self._first_step_seen
-            self._first_step_seen = True
+            first, own = not self._first_step_seen, printed and not self._first_own_step
+            self._first_step_seen, self._first_own_step = True, self._first_own_step or printed
             self._reports.append(now)
         if first:
             self.status.update(first_step_at=round(self.wall(), 3))
-        if first and self.ctx.role in WATCHED_ROLES:  # (a ps's step is the logdir's, not its program's)
+        if own and self.ctx.role in WATCHED_ROLES:
+            if self._server_up is False and self._server_look == self._run:
+                self._server_is_up(" (it trains: its first step came before the look at its port)")
             self.events.record(T.FIRST_STEP, f"first step: {step}" + (f" (run {self._run})" if self._run > 1 else ""),
                                step=step)
 
@@ -186,14 +194,21 @@ class TaskObserver:
             span = min(REPORT_WINDOW, now - self._run_started)
             return round(len(self._reports) / span, 3) if span > 0 else None
 
+    def _server_is_up(self, how: str = "") -> None:
+        """The program's TF server answers (once per run: the look stops)."""
+        with self._lock:
+            if self._server_up is not False:
+                return
+            self._server_up, self._server_look = True, None
+        self.status.update(server_up=True)
+        self.events.record(T.SERVER_UP, f"TF server up at {self._own_address}{how}")
+
     def _await_server(self, run: int) -> None:
         """Look at the program's own TF server until it answers (every 0.5 s, then every 5 s)."""
         started = self.clock()
         while self._server_look == run and self.clock() - started < 3600:
             if self.probe(cast(str, self._own_address)) == P.ANSWERS:  # set before this thread starts
                 if self._server_look == run:
-                    self._server_up = True
-                    self.status.update(server_up=True)
-                    self.events.record(T.SERVER_UP, f"TF server up at {self._own_address}")
+                    self._server_is_up()
                 return
             time.sleep(0.5 if self.clock() - started < 30 else 5.0)

@@ -83,3 +83,28 @@ def test_a_coordinator_that_holds_a_restarted_workers_old_incarnation_is_restart
     err = capsys.readouterr().err
     assert "TensorFlow says worker-1 was restarted under the training program" in err, err[-3000:]
     assert run.status()["failures"] == 0 and run.status()["restarts"] == 1
+
+
+def test_first_step_is_the_tasks_own_after_its_server_up_once_per_run():
+    """Issue 32: after relaunches `FirstStep` came before `ServerUp` (the look at the port lags the step),
+    and a ParameterServerStrategy worker's `FirstStep` said `first step: 200` (the logdir's, the job's step:
+    its program prints none). FirstStep is the task's first printed step of each run, after its ServerUp."""
+    from marathon_tf.contract.taskenv import TaskContext
+    from marathon_tf.task.observer import TaskObserver
+    from marathon_tf.task.status_server import TaskStatus
+    from marathon_tf.task.watchdog import ProgressWatchdog
+
+    ctx = TaskContext(job="j", role="worker", index=1, cluster={"ps": 1, "worker": 2})
+    status = TaskStatus(job="j", task="worker-1", role="worker", index=1)
+    observer = TaskObserver(ctx, status, ProgressWatchdog.for_role("worker", (0, 0)), probe=lambda address: "silent")
+    for run in (1, 2):
+        observer.program_started(run - 1, "127.0.0.1:1")
+        observer.on_step(200 * run, printed=False)  # the logdir's step: not this program's first
+        observer.on_step(200 * run + 1)
+        observer.on_step(200 * run + 2)
+        observer.program_exited(137, "killed")
+    kinds = [(e["kind"], e.get("step")) for e in observer.events.mine()
+             if e["kind"] in (T.PROGRAM_STARTED, T.SERVER_UP, T.FIRST_STEP)]
+    assert kinds == [(T.PROGRAM_STARTED, None), (T.SERVER_UP, None), (T.FIRST_STEP, 201),
+                     (T.PROGRAM_STARTED, None), (T.SERVER_UP, None), (T.FIRST_STEP, 401)], kinds
+    assert status.snapshot()["server_up"] is True
