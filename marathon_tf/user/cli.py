@@ -398,9 +398,7 @@ def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster,
     run = job.run_local(templates_dir=templates_dir, timeout=timeout, on_output=task_line,
                         on_progress=lambda st: progress(st.to_dict()), on_deployed=deployed,
                         cluster=cluster, wait_for_resources=wait_for_resources, admission_timeout=admission_timeout,
-                        on_stopping=lambda n, grace: output.info(
-                            f"stopping {n} task{'s' if n != 1 else ''} (grace up to {grace:g} s; "
-                            f"Ctrl-C again to kill now)"))
+                        on_stopping=lambda n, grace: output.info(output.stopping_line(n, grace)))
     status = run.status.to_dict()
     steps = status.get("finalStep", status.get("step"))
     output.info(f"job {job.name}: {run.state} in {run.seconds:.1f} s"
@@ -754,7 +752,8 @@ def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_ori
     held = localstate.hold(state, "local serve")  # `local clean` leaves it alone while it runs
     try:
         signum = serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port, state_dir=state,
-                       on_ready=ready, warm_pool=WarmPool, persist=True, **cluster, **security)
+                       on_ready=ready, on_stopping=lambda n, grace: output.info(output.stopping_line(n, grace)),
+                       warm_pool=WarmPool, persist=True, **cluster, **security)
     except ValueError as e:  # what the cluster refuses of its options (e.g. agents' addresses on this OS)
         raise UsageError(str(e)) from None
     finally:

@@ -11,7 +11,7 @@ import click
 
 __all__ = ["emit_json", "error", "warn", "info", "status_table", "status_text", "table", "jobs_table",
            "scale_plan_text", "progress_line", "ProgressPrinter", "plan_text", "scale_no_change", "clean_report",
-           "timeline_text", "events_text", "TWO_FILES"]
+           "timeline_text", "events_text", "stopping_line", "TWO_FILES"]
 
 
 def emit_json(data: Any) -> None:
@@ -317,6 +317,11 @@ def scale_no_change(result, parsed) -> str:
         role = (parse_task_name(task) or ("?", 0))[0]
         counts[role] = counts.get(role, 0) + 1
     return f"no change: {result.job} already has " + ", ".join(f"{counts.get(role, 0)} {role}" for role in parsed)
+
+
+def stopping_line(tasks: int, grace: float) -> str:
+    """What ``deploy --local`` and ``local serve`` say at once on their first stop signal."""
+    return f"stopping {tasks} task{'s' if tasks != 1 else ''} (grace up to {grace:g} s; Ctrl-C again to kill now)"
 
 
 #: What ``logs`` says when it prints a task's two streams.
