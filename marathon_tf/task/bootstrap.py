@@ -520,7 +520,7 @@ class Bootstrap:
         # restarts_on_move), so nothing can be saved any more; a program given SIGTERM would only wait on
         # the ps (TF1's chief recovering its session to save at its stop) until the grace ends.
         code = trainer.stop(0.0 if any(role == "ps" for role, _ in self.ctx.members()) else self.grace)
-        self.observer.program_exited(code, f"stopped for the rewritten cluster spec (exit {code})", failure=False)
+        self.observer.planned_restart("peer_moved", code, "the rewritten cluster spec")
         restarts = self.status.add_restart()
         _log(f"restarting the training program with the rewritten spec (restart {restarts}; "
              f"the previous run exited with {code})")

@@ -47,6 +47,7 @@ from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonError, MarathonNotFound
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import transport
+from marathon_tf.marathon.jobstate import planned_stop
 from marathon_tf.marathon.record import job_apps
 from marathon_tf.marathon.tasks import wall
 from marathon_tf.task.budget import STREAK_RESET, backoff
@@ -271,12 +272,7 @@ class Keeper:
             return "its app was removed"
         except MarathonError:
             return None
-        if (app.get("labels") or {}).get(L.STATE):
-            return "the job ended"
-        changed = (app.get("versionInfo") or {}).get("lastConfigChangeAt") or ""
-        if version and changed and changed > version:
-            return "its app has a new configuration"
-        return None
+        return planned_stop(app, version)  # the one classification of a planned stop (status, events use it too)
 
     # -- what Marathon saw --------------------------------------------------------------------------
     def observe_events(self, events: Sequence[Mapping[str, Any]]) -> None:

@@ -172,8 +172,7 @@ class Restarter:
         if trainer.wait(timeout=0) is None:
             grace = min(self.grace, float(round_.get("grace") or self.grace))
             code = trainer.stop(grace)
-            self.observer.program_exited(code, f"stopped for the job's group restart ({cause}; exit {code})",
-                                         failure=False)
+            self.observer.planned_restart("preemption" if round_.get("kind") == PREEMPTION else "group", code, cause)
         self._round = (self._round[0], generation)
         delay = float(round_.get("delay") or 0)
         self.log(f"the job's group restarts ({cause}, round {generation})"
@@ -261,7 +260,7 @@ class Restarter:
         self.log(f"TensorFlow says {peer} was restarted under the training program (it keeps {peer}'s old "
                  f"incarnation and cannot take it back): restarting the program in place")
         code = trainer.stop(min(self.grace, PEER_GRACE))
-        self.observer.program_exited(code, f"stopped: {peer} was restarted under it (exit {code})", failure=False)
+        self.observer.planned_restart("peer_restarted", code, peer)
         return not self._stop.wait(PEER_SETTLE)  # the other peers of the same restart get there too
 
     # -- the task is stopped ------------------------------------------------------------------------------

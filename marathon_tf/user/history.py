@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping
 
 from marathon_tf.contract import labels as L, timeline as T
 from marathon_tf.contract.errors import MarathonError
+from marathon_tf.marathon.jobstate import planned_stop, restarting
 from marathon_tf.marathon.queue import entries_by_app, placement
 from marathon_tf.marathon.tasks import wall
 
@@ -82,7 +83,8 @@ def job_events(client, job: str, status: Mapping[str, Any], *,
     from marathon_tf.contract import naming
     from marathon_tf.user.render import task_apps
 
-    group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps", "group.apps.lastTaskFailure"))
+    group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps", "group.apps.tasks",
+                                                          "group.apps.deployments", "group.apps.lastTaskFailure"))
     apps = task_apps(group)
     events: list[dict[str, Any]] = []
     omitted, source = 0, "tasks"
@@ -104,11 +106,24 @@ def job_events(client, job: str, status: Mapping[str, Any], *,
             with ThreadPoolExecutor(max_workers=min(16, len(bases))) as pool:
                 for body in pool.map(get, [b + "/events" for b in bases.values()]):
                     events += (body or {}).get("events") or []
+    from marathon_tf.user.status import planned as planned_restart, version_cluster
+
+    before: dict[str, Any] = {}
     for name, app in apps.items():  # what Marathon saw: a task that died
         ltf = app.get("lastTaskFailure") or {}
         when = wall(ltf.get("timestamp"))
         if when and not (status.get("state") in (L.SUCCEEDED, L.FAILED) and ltf.get("state") == "TASK_KILLED"):
             message = f"Marathon: {ltf.get('state', '')} {ltf.get('message', '')}".rstrip()
+            planned = ltf.get("state") == "TASK_KILLED" and planned_stop(app, str(ltf.get("version") or ""))
+            if planned:  # a planned restart (scale, a re-deploy): an event of its own kind, never TaskFailed
+                version = str(ltf.get("version") or "")
+                if version not in before:  # the cluster it ran with (one GET per version)
+                    before[version] = version_cluster(client, str(app.get("id")), version) if version else None
+                for_, change = planned_restart(before[version], apps)
+                events.append({"time": when, "task": name, "kind": T.RESTARTING, "why": for_,
+                               "message": f"{name} stopped for {T.PLANNED[for_]}" + (f" ({change})" if change else "")
+                                          + f": {planned}; it starts again ({message})"})
+                continue
             said = words(client, job, name) if ltf.get("state") in _FAILED else None
             events.append({"time": when, "task": name, "kind": T.TASK_FAILED,
                            "message": message + (f"; its last words: {said}" if said else "")})
@@ -122,7 +137,7 @@ def job_events(client, job: str, status: Mapping[str, Any], *,
     except MarathonError:
         queue = {}
     for name, app in apps.items():
-        entry = queue.get(app.get("id"))
+        entry = None if restarting(app) else queue.get(app.get("id"))  # a planned restart waits for no offer
         why, since = placement(entry), wall((entry or {}).get("since"))
         if why and since:
             events.append({"time": since, "task": name, "kind": T.PLACEMENT_WAIT,

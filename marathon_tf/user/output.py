@@ -126,6 +126,12 @@ class ProgressPrinter:
         self.last, self.shown_at = line, now
 
 
+def _state_text(status: dict[str, Any]) -> str:
+    """The job's state as ``status`` says it: ``Running``, or a planned restart's ``Restarting for scale
+    (2 → 3 workers)`` (its JSON ``state`` stays Marathon's view: Deploying, Running)."""
+    return str((status.get("restarting") or {}).get("text") or status.get("state"))
+
+
 def progress_line(status: dict[str, Any]) -> str:
     """One line: per-role counts, the deployment step and the training step."""
     after, placement = _admission(status)
@@ -166,7 +172,7 @@ def progress_line(status: dict[str, Any]) -> str:
         parts.append("straggler " + ", ".join(status["stragglers"]))
     if status.get("tensorboard"):
         parts.append(f"TensorBoard {status['tensorboard']}")
-    return f"{status.get('job')}: {status.get('state')} — " + "; ".join(parts)
+    return f"{status.get('job')}: {_state_text(status)} — " + "; ".join(parts)
 
 
 _NARROW = ("TASK", "STATE", "ADDRESS", "STEP", "RESTARTS", "AGE", "LAST FAILURE")
@@ -193,7 +199,8 @@ def _cells(t: dict[str, Any], wide: bool = False) -> dict[str, str]:
     age = t.get("ageSeconds")
     address = str(t.get("address") or "")
     return {
-        "TASK": t["task"], "STATE": _state(t.get("state")), "ADDRESS": address if wide else _short_host(address),
+        "TASK": t["task"], "STATE": "restarting" if t.get("restarting") else _state(t.get("state")),
+        "ADDRESS": address if wide else _short_host(address),
         "HEALTH": str(t.get("health") or ""), "PHASE": str(t.get("phase") or ""),
         "STEP": "" if t.get("step") is None else str(t["step"]),
         "STEPS/S": "" if t.get("stepsPerSecond") is None else f"{t['stepsPerSecond']:.3g}",
@@ -237,6 +244,10 @@ def _header(status: dict[str, Any]) -> list[tuple[str, str]]:
                        ("tensorboard", "TensorBoard")):
         if status.get(key) is not None:
             rows.append((label, str(status[key])))
+    restart = status.get("restarting") or {}
+    if restart.get("tasks"):
+        rows.append(("restarting", ", ".join(restart["tasks"]) + ": stopped with their grace, then started with "
+                                   "the new cluster spec, from the last checkpoint (not a failure)"))
     for wait in status.get("waits") or []:
         rows.append(("waiting", wait))
     for straggler in status.get("stragglers") or []:
@@ -257,7 +268,7 @@ def status_text(status: dict[str, Any], *, wide: bool = False, width: int | None
 
     limit = None if wide else width
     after, placement = _admission(status)
-    lines = [f"job {status['job']} ({status['groupId']}): {status['state']}" + after]
+    lines = [f"job {status['job']} ({status['groupId']}): {_state_text(status)}" + after]
     header = placement + [(k, v) for k, v in _header(status) if not (after and k == "reason")]
     for label, value in header:
         first = f"  {label:<10} "

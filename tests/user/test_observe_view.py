@@ -197,3 +197,50 @@ def test_a_tasks_last_words_are_its_bootstraps_lines_at_the_end_of_its_stderr(mo
                                                          "given 4 GPUs but no GPU device")
     monkeypatch.setattr(logs, "read_new", lambda session, log, stream, tail: "x" * 5000 + "\n")
     assert history.last_words(None, "j", "worker-1") == "x" * history.WORDS_LIMIT + " …"
+
+
+def test_a_scale_restart_is_a_planned_restart_not_a_failure_nor_a_placement_wait(httpserver):
+    """Issue 32: during `scale … worker=3`, `status` said `Deploying` with `placement chief: 0/1 placed; 1 waiting`,
+    events said `PlacementWait chief-0 … no offers since …` while the chief was still being killed, and the
+    stops were `TaskFailed … TASK_KILLED` in events and in LAST FAILURE. A new configuration restarting the
+    job's tasks is a planned restart: `Restarting for scale (2 → 3 workers)`, its own event kind, no failure."""
+    old_version, new_version = "2026-11-28T12:20:33.161Z", "2026-11-28T12:20:56.005Z"
+    spec = load_dict(minimal(roles={"ps": {"count": 1}, "worker": {"count": 3}}))
+    apps = []
+    for app in render_group(spec)["apps"]:
+        app = dict(app, version=new_version, versionInfo={"lastConfigChangeAt": new_version},
+                   deployments=[{"id": "d-scale"}])
+        if app["id"].endswith("worker-2"):  # the new task: starting
+            app["tasks"] = [{"id": "w2", "host": "h", "state": "TASK_STAGING", "version": new_version,
+                             "stagedAt": "2026-11-28T12:20:57.000Z", "ports": [1, 2]}]
+        elif app["id"].endswith("worker-1"):  # stopped already, its new task not launched yet
+            app["tasks"] = []
+            app["lastTaskFailure"] = {"state": "TASK_KILLED", "message": "Command terminated with signal Terminated",
+                                      "timestamp": "2026-11-28T12:20:58.000Z", "version": old_version}
+        else:  # being stopped with its grace
+            app["tasks"] = [{"id": app["id"][1:].replace("/", "_"), "host": "h", "state": "TASK_KILLING",
+                             "version": old_version, "stagedAt": "2026-11-28T12:20:34.000Z", "ports": [1, 2]}]
+        apps.append(app)
+    old_env = dict(apps[0]["env"], MTF_CLUSTER=json.dumps({"ps": 1, "worker": 2}))
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json({"id": "/mnist", "apps": apps})
+    httpserver.expect_request("/v2/queue").respond_with_json({"queue": [
+        {**QUEUE[1], "app": {"id": "/mnist/worker-1"}, "since": "2026-11-28T12:20:58.100Z"}]})
+    for app in apps:
+        httpserver.expect_request(f"/v2/apps{app['id']}/versions/{old_version}").respond_with_json(
+            dict(app, env=old_env))
+    url = httpserver.url_for("")
+    client = Client(url)
+    st = job_status(client, "mnist", probe=False).to_dict()
+    assert st["restarting"]["text"] == "Restarting for scale (2 → 3 workers)"
+    assert st["restarting"]["tasks"] == ["ps-0", "worker-0", "worker-1"] and "admission" not in st
+    assert not any(t.get("lastFailure") or t.get("waitingFor") for t in st["tasks"]), st["tasks"]
+    text = output.status_text(st)
+    assert text.splitlines()[0] == "job mnist (/mnist): Restarting for scale (2 → 3 workers)"
+    assert "placement" not in text and "TASK_KILLED" not in text and "waits" not in text
+    assert output.progress_line(st).startswith("mnist: Restarting for scale (2 → 3 workers) — ")
+    found = history.job_events(client, "mnist", st, words=lambda *a: None)["events"]
+    assert [(e["task"], e["kind"]) for e in found] == [("worker-1", T.RESTARTING)], found
+    assert found[0]["message"].startswith("worker-1 stopped for scale (2 → 3 workers): its app has a new "
+                                          "configuration; it starts again (Marathon: TASK_KILLED")
+    r = CliRunner().invoke(cli, ["events", "mnist", "--marathon", url])
+    assert "TaskFailed" not in r.stdout and "PlacementWait" not in r.stdout and " Restarting " in r.stdout

@@ -163,6 +163,9 @@ def test_one_restart_under_max_failures_1_is_one_failure_in_the_counts_and_the_e
     assert (status["failures"], status["restartBudget"]["maxFailures"]) == (1, 1), status
     events = job_events(job.client, job.name, status)["events"]
     assert not any(e["kind"] == T.PROGRAM_EXITED and "failure 2 of" in e.get("message", "") for e in events), events
+    # the members stopped for the group's restart: a planned restart, never a failure
+    assert any(e["kind"] == T.RESTARTING and e.get("why") == "group" for e in events), events
+    assert not any(e["kind"] == T.TASK_FAILED for e in events), events
     for task in ("chief-0", "worker-0", "worker-1"):
         mine = [e for e in events if e.get("task") == task]
         runs, server_up, firsts = 0, False, 0
