@@ -119,7 +119,8 @@ def modules() -> list[Path]:
 
 def test_the_package_shows_its_sides():
     top = sorted(p.name for p in PACKAGE.iterdir() if not p.name.startswith(("_", ".")) or p.name == "__init__.py")
-    assert top == ["__init__.py", "bootstrap.py", "cli.py", "contract", "local", "marathon", "mesos", "task", "user"]
+    assert top == ["__init__.py", "bootstrap.py", "cli.py", "contract", "local", "marathon", "mesos", "py.typed",
+                   "task", "user"]
     for side in SIDES:
         doc = ast.get_docstring(ast.parse((PACKAGE / side / "__init__.py").read_text()))
         assert doc, f"marathon_tf/{side}/__init__.py must say what the side is"

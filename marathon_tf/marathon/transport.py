@@ -63,7 +63,12 @@ class AnswerTooLarge(requests.RequestException):
 
 
 class RedirectRefused(requests.RequestException):
-    """A redirect not followed: too many, from https to http, or one that would turn a write into a GET."""
+    """A redirect not followed: too many, from https to http, or one that would turn a write into a GET.
+    ``target``: where it led."""
+
+    def __init__(self, *args: Any, target: str | None = None, **kw: Any):
+        super().__init__(*args, **kw)
+        self.target = target
 
 
 class DeadlineExceeded(requests.exceptions.Timeout):
@@ -299,12 +304,12 @@ def exchange(target: requests.Session, method: str, url: str, *, timeout: Any, v
         to = urljoin(url, location)
         if method not in ("GET", "HEAD") and r.status_code not in _KEEP_METHOD:
             raise RedirectRefused(f"redirected by {r.status_code} to {redact_url(to)}: not followed (it would turn the "
-                                  f"{method} into a GET)")
+                                  f"{method} into a GET)", target=to)
         if urlsplit(url).scheme == "https" and urlsplit(to).scheme != "https":
             raise RedirectRefused(f"redirected to {redact_url(to)}: not following it without TLS (the credentials "
-                                  f"would travel in clear)")
+                                  f"would travel in clear)", target=to)
         if hop == max_redirects:
-            raise RedirectRefused(f"more than {max_redirects} redirects (the last to {redact_url(to)})")
+            raise RedirectRefused(f"more than {max_redirects} redirects (the last to {redact_url(to)})", target=to)
         url, params = to, None  # the Location carries the query
     raise AssertionError("unreachable")  # pragma: no cover
 

@@ -78,17 +78,21 @@ class Job:
         return {"file": self.spec.source, "valid": True, "name": self.name, "style": self.spec.style,
                 "counts": self.spec.counts(), "apps": len(self.spec.tasks()), "warnings": self.warnings}
 
-    def render(self, templates_dir: Optional[str] = None) -> dict[str, Any]:
-        """The Marathon app group this job deploys as (``marathon-tf render``)."""
+    def render(self, templates_dir: Optional[str] = None, *, marathon_version: Optional[str] = None) -> dict[str, Any]:
+        """The Marathon app group this job deploys as (``marathon-tf render``), for the Marathon of
+        ``marathon_version`` (``"1.4.3"``; None: the newest, 1.11 — deploy and scale use the version their
+        Marathon's ``/v2/info`` says). A job that version cannot run is
+        :class:`~marathon_tf.user.render.VersionRefused` (a ``UsageError``, exit 2); an unreadable version
+        is a ``UsageError``."""
         from marathon_tf.user.render import render_group
 
-        return render_group(self.spec, templates_dir=templates_dir)
+        return render_group(self.spec, templates_dir=templates_dir, marathon_version=_version(marathon_version))
 
-    def render_json(self, templates_dir: Optional[str] = None) -> str:
+    def render_json(self, templates_dir: Optional[str] = None, *, marathon_version: Optional[str] = None) -> str:
         """The same group as one compact JSON line with sorted keys (``marathon-tf render`` to a program)."""
         from marathon_tf.user.render import render_group_json
 
-        return render_group_json(self.spec, templates_dir=templates_dir)
+        return render_group_json(self.spec, templates_dir=templates_dir, marathon_version=_version(marathon_version))
 
     def export(self, target: str = "jobset", *, fmt: str = "yaml", strict: bool = False,
                **options: Any) -> "ExportResult":
@@ -168,6 +172,19 @@ def connect(url: Optional[str] = None, *, user: Optional[str] = None, password: 
     return Client(endpoint.urls, user=endpoint.user, password=endpoint.password, token=endpoint.token,
                   verify=endpoint.verify, timeout=CLI_TIMEOUT, retry=RetryPolicy(connection_errors=False),
                   max_bytes=max_bytes)
+
+
+def _version(text: Optional[str]) -> Any:
+    """``--marathon-version`` / ``marathon_version=`` checked: a Marathon version, or None."""
+    if text is None:
+        return None
+    from marathon_tf.marathon.versions import parse_version
+
+    version = parse_version(text)
+    if version is None:
+        raise UsageError(f"--marathon-version {text!r}: not a Marathon version (e.g. 1.4.3, 1.7, 1.11.24)",
+                         hint="the version Marathon's /v2/info says (its \"version\")")
+    return version
 
 
 class Marathon:

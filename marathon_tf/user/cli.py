@@ -193,16 +193,19 @@ def cli(verbose: int, quiet: bool) -> None:
 @_templates_opt
 @click.option("--pretty/--compact", default=None,
               help="indented JSON / one compact line (default: indented on a terminal, compact otherwise)")
-def render(job_file: str, templates_dir: str | None, pretty: bool | None) -> None:
+@click.option("--marathon-version", "marathon_version", metavar="VERSION", default=None,
+              help="Render for this Marathon (e.g. 1.4.3; default: the newest, 1.11): what its version accepts, "
+                   "and exit 2 for what it cannot run. deploy and scale use the version Marathon's /v2/info says.")
+def render(job_file: str, templates_dir: str | None, pretty: bool | None, marathon_version: str | None) -> None:
     """Print the Marathon app group JOB_FILE renders to (no network)."""
     from marathon_tf.user import output
     from marathon_tf.user.api import Job
 
     job = Job.from_file(job_file)
     if sys.stdout.isatty() if pretty is None else pretty:
-        output.emit_json(job.render(templates_dir))
+        output.emit_json(job.render(templates_dir, marathon_version=marathon_version))
     else:  # for programs: one compact line, stamped as text (no dict per app to build and serialise)
-        click.echo(job.render_json(templates_dir))
+        click.echo(job.render_json(templates_dir, marathon_version=marathon_version))
 
 
 @cli.command(context_settings=_CTX)

@@ -12,16 +12,18 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, cast
 
 from marathon_tf.contract import labels as L, naming
-from marathon_tf.contract.errors import MarathonNotFound, SpecError, UsageError
+from marathon_tf.contract.errors import MarathonError, MarathonNotFound, SpecError, Timeout, UsageError
+from marathon_tf.marathon import versions
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_state
-from marathon_tf.user.render import LABEL_PREFIX, SPEC_LABEL, render_group, task_apps
+from marathon_tf.user.render import LABEL_PREFIX, SPEC_LABEL, check_version, render_group, task_apps
 from marathon_tf.user.spec import MAX_COUNT, JobSpec, load_dict, with_counts
 from marathon_tf.user.spec.hints import closest
 from marathon_tf.user.status import job_status
 
 __all__ = [
-    "DeployResult", "check_deployable", "deploy", "put", "find_jobs", "resolve_job", "deployed_spec",
+    "DeployResult", "check_deployable", "marathon_capabilities", "deploy", "put", "find_jobs", "resolve_job",
+    "deployed_spec",
     "parse_scale_args", "ScalePlan", "plan_scale", "scale", "delete",
 ]
 
@@ -85,8 +87,8 @@ def check_gpu_feature(client: Client, spec: JobSpec, source: str) -> None:
     asked = [r for r, n in spec.counts().items() if spec.role(r).gpus]
     if not asked:
         return
-    features = ((client.info() or {}).get("marathon_config") or {}).get("features")
-    if not isinstance(features, list) or "gpu_resources" in features:
+    features = marathon_capabilities(client).features  # the /v2/info its version came from: read once
+    if features is None or "gpu_resources" in features:
         return
     role = asked[0]
     raise UsageError(f"{source}: roles.{role}.gpus is {spec.role(role).gpus}, but Marathon at {client.url} runs "
@@ -95,8 +97,25 @@ def check_gpu_feature(client: Client, spec: JobSpec, source: str) -> None:
                      hint="start Marathon with --enable_features gpu_resources, or run the job with gpus 0")
 
 
+def marathon_capabilities(client: Any) -> versions.Capabilities:
+    """What the client's Marathon allows, from its ``/v2/info`` version (read once per client:
+    :meth:`~marathon_tf.marathon.client.Client.capabilities`); the newest's when it cannot be told."""
+    get = getattr(client, "capabilities", None)
+    if callable(get):
+        return get()
+    try:  # a stand-in client with info() only
+        return versions.from_info(client.info())
+    except Timeout:
+        raise
+    except (MarathonError, AttributeError):
+        return versions.Capabilities()
+
+
 def check_deployable(client: Client, spec: JobSpec) -> None:
-    """What this Marathon refuses of the job, said before anything is sent (or removed)."""
+    """What this Marathon refuses of the job, said before anything is sent (or removed): what its version
+    cannot run (:func:`marathon_tf.user.render.check_version`: a container network on 1.4, …), then the
+    paths and features below."""
+    check_version(spec, marathon_capabilities(client), where=f"at {client.url}")
     check_fetch_paths(client, spec)
     check_volume_paths(client, spec)
     check_gpu_feature(client, spec, spec.source)
@@ -107,7 +126,8 @@ def deploy(client: Client, spec: JobSpec, *, templates_dir: str | None = None, f
     """Check and PUT the job's rendered group, nothing else (no admission, no earlier run looked at: the
     whole use case is :func:`marathon_tf.user.pipeline.deploy`)."""
     check_deployable(client, spec)
-    return put(client, spec.name, render_group(spec, templates_dir=templates_dir), force=force, dry_run=dry_run)
+    group = render_group(spec, templates_dir=templates_dir, marathon_version=marathon_capabilities(client))
+    return put(client, spec.name, group, force=force, dry_run=dry_run)
 
 
 def put(client: Client, job: str, group: dict[str, Any], *, force: bool = False, dry_run: bool = False) -> DeployResult:
@@ -248,8 +268,10 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
     started again unless ``force``. ``mesos``: the Mesos master the user named (``--mesos``)."""
     spec, current = deployed_spec(client, job)
     new_spec = apply_scale(spec, changes)
-    old_group = render_group(spec, templates_dir=templates_dir)
-    new_group = render_group(new_spec, templates_dir=templates_dir)
+    caps = marathon_capabilities(client)  # both rendered for this Marathon: only the counts differ
+    check_version(new_spec, caps, where=f"at {client.url}")
+    old_group = render_group(spec, templates_dir=templates_dir, marathon_version=caps)
+    new_group = render_group(new_spec, templates_dir=templates_dir, marathon_version=caps)
     plan = plan_scale(old_group, new_group)
     state = job_state(task_apps(current).values())
     ended = state in (L.JobState.SUCCEEDED, L.JobState.FAILED)

@@ -4,9 +4,9 @@ cluster (:mod:`marathon_tf.user.localrun`).
 
 :func:`deploy`, before anything is sent:
 
-1. what this Marathon refuses of the job (a file of this machine in ``fetch``, a relative volume, GPUs
-   without the feature: :func:`marathon_tf.user.jobs.check_deployable`);
-2. the job's group, rendered **once** (:func:`marathon_tf.user.render.render_group`);
+1. what this Marathon refuses of the job (what its version cannot run, a file of this machine in
+   ``fetch``, a relative volume, GPUs without the feature: :func:`marathon_tf.user.jobs.check_deployable`);
+2. the job's group, rendered **once**, for this Marathon's version (:func:`marathon_tf.user.render.render_group`);
 3. admission, checked **once**, with that group's apps (:func:`marathon_tf.user.admission.check`);
 4. what an earlier run left (:mod:`marathon_tf.user.redeploy`): a job that ended is deployed again
    only with ``resume`` said; one that runs exactly so is left alone (``no change``);
@@ -54,7 +54,8 @@ def deploy(client: Any, spec: JobSpec, *, resume: Optional[bool] = None, force: 
     started, where no earlier run can be (``deploy --local``, whose own lock is already in its logdir).
     ``mesos``: the Mesos master the user named (``--mesos`` / ``MESOS_URL``; None: the one Marathon names)."""
     jobs.check_deployable(client, spec)  # refused before anything is removed (--fresh) or sent
-    group = render_group(spec, templates_dir=templates_dir)
+    caps = jobs.marathon_capabilities(client)  # what this Marathon's version takes (read once, by the check)
+    group = render_group(spec, templates_dir=templates_dir, marathon_version=caps)
     verdict = admission.check(client, spec, wait=wait_for_resources, templates_dir=templates_dir, group=group,
                               mesos=mesos)
     previous, current = redeploy.previous_run(client, spec) if earlier_run else (None, None)
@@ -62,7 +63,7 @@ def deploy(client: Any, spec: JobSpec, *, resume: Optional[bool] = None, force: 
         raise previous.question(spec.name)
     released = current is not None and gang.released(current)  # NotPlaced: it starts again, attempt 1
     if (current is not None and not dry_run and redeploy.ended(current) is None and not released
-            and redeploy.unchanged(current, spec, templates_dir, rendered=group)):
+            and redeploy.unchanged(current, spec, templates_dir, rendered=group, marathon_version=caps)):
         return Deployment(spec.name, naming.group_id(spec.name), changed=False, marathon_url=client.url)
     note = None
     if previous is not None:

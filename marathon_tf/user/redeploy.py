@@ -85,9 +85,9 @@ def previous_run(client: Client, spec: JobSpec) -> tuple[Optional[Previous], Opt
 
 
 def unchanged(group: dict[str, Any], spec: JobSpec, templates_dir: Optional[str],
-              rendered: Optional[dict[str, Any]] = None) -> bool:
+              rendered: Optional[dict[str, Any]] = None, marathon_version: Any = None) -> bool:
     """Whether the running job is exactly what ``spec`` renders to (``rendered``, when the caller has
-    it; compared in our own renderings: Marathon's copy carries its defaults)."""
+    it; compared in our own renderings, both for ``marathon_version``: Marathon's copy carries its defaults)."""
     from marathon_tf.user.spec import load_dict
 
     stored = stored_spec(task_apps(group).values())
@@ -98,8 +98,11 @@ def unchanged(group: dict[str, Any], spec: JobSpec, templates_dir: Optional[str]
     except Exception:  # noqa: BLE001 - unreadable: deploy it again
         return False
     if rendered is None:
-        rendered = render_group(spec, templates_dir=templates_dir)
-    return render_group(deployed, templates_dir=templates_dir) == rendered
+        rendered = render_group(spec, templates_dir=templates_dir, marathon_version=marathon_version)
+    try:
+        return render_group(deployed, templates_dir=templates_dir, marathon_version=marathon_version) == rendered
+    except UsageError:  # what was deployed this Marathon cannot run as it is now rendered: deploy it again
+        return False
 
 
 def await_stopped(client: Client, job: str, *, wait: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> None:

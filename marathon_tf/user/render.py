@@ -11,6 +11,12 @@ The templates live in ``app_templates/`` (``group.json.j2``, ``task.json.j2``,
 of them. Every value reaches the template through ``tojson``; each rendered
 template is parsed back with ``json.loads`` and checked, so a broken custom
 template is reported instead of sent. No network I/O here.
+
+What is rendered depends on the Marathon it is for (``marathon_version``: the version its ``/v2/info``
+says, or ``render --marathon-version``; :mod:`marathon_tf.marathon.versions`): the ``unreachableStrategy``
+that version accepts, and a job that version cannot run (a container network on 1.4, the ``IS``
+operator or ``@hostname`` before 1.6) is refused naming the version (:func:`check_version`). Without a
+version the newest is assumed (what is rendered for 1.11).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import math
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Optional, Union, cast
 
 import jinja2
 
@@ -29,10 +35,16 @@ from marathon_tf import __version__
 from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.marathon import versions
 from marathon_tf.user.spec import JobSpec
 
 __all__ = ["render_group", "render_group_json", "render_app", "default_templates_dir", "RenderError", "LABEL_PREFIX",
-           "SPEC_LABEL", "task_apps", "RoleFacts", "role_facts", "template_environment", "render_template"]
+           "SPEC_LABEL", "task_apps", "RoleFacts", "role_facts", "template_environment", "render_template",
+           "VersionRefused", "check_version", "MarathonVersionLike"]
+
+#: What names the Marathon a job is rendered for: its version as ``/v2/info`` says it (``"1.4.3"``), parsed,
+#: or its answers (:class:`~marathon_tf.marathon.versions.Capabilities`); None: the newest.
+MarathonVersionLike = Optional[Union[str, versions.MarathonVersion, versions.Capabilities]]
 
 LABEL_PREFIX = L.PREFIX
 SPEC_LABEL = L.SPEC
@@ -53,6 +65,47 @@ def _grace(spec: JobSpec) -> int:
 
 class RenderError(UsageError):
     """A template produced something that is not a valid app or group."""
+
+
+class VersionRefused(UsageError):
+    """The job needs what the Marathon it is for does not have (exit 2, nothing sent)."""
+
+
+def _constraint_problems(spec: JobSpec, caps: versions.Capabilities) -> list[str]:
+    rules = [("constraints", i, c) for i, c in enumerate(spec.constraints)]
+    rules += [(f"roles.{r}.constraints", i, c) for r in naming.ROLES if spec.role(r).count
+              for i, c in enumerate(spec.role(r).constraints or ())]
+    out = []
+    for key, i, c in rules:
+        if c[1] == "IS" and not caps.has_constraint_is:
+            out.append(f"{key}[{i}] uses the IS operator, which Marathon has from 1.6 (its marathon.proto)")
+        if c[0].startswith("@") and not caps.has_pseudo_fields:
+            out.append(f"{key}[{i}] names {c[0]}, a field Marathon has from 1.6 (its mesos/Constraints.scala); "
+                       f"before, it is taken for an agent attribute no agent has and the task is never placed")
+    return out
+
+
+def check_version(spec: JobSpec, marathon_version: MarathonVersionLike, *, where: str = "") -> None:
+    """Refuse (:class:`VersionRefused`, exit 2) a job the Marathon it is for cannot run, naming its version
+    (``where``: how that Marathon is named, e.g. ``at http://m:8080``): a container network before 1.5,
+    the ``IS`` operator or an ``@`` field before 1.6, a Marathon older than 1.4. Nothing is sent."""
+    caps = versions.capabilities(marathon_version)
+    who = f"{caps.shown}{' ' + where if where else ''}"
+    if not caps.supported:
+        raise VersionRefused(f"{spec.source}: {who} is older than marathon-tf supports (Marathon 1.4 – 1.11)",
+                             hint="upgrade Marathon to 1.4 or newer")
+    if spec.network == "container" and not caps.has_networks:
+        raise VersionRefused(
+            f"{spec.source}: network.mode container needs Marathon 1.5 or newer; {who} drops top-level networks "
+            f"and container.portMappings (its api/v2/json/Formats.scala reads portMappings only under "
+            f"container.docker), so every task would fail with a misleading health-check portIndex error",
+            hint='use host networking (leave out "network", or {"mode": "host"}), or upgrade Marathon to 1.5+')
+    problems = _constraint_problems(spec, caps)
+    if problems:
+        raise VersionRefused(f"{spec.source}: {problems[0]}; {who} would not hold the job to it"
+                             + (f" (and {len(problems) - 1} more like it)" if len(problems) > 1 else ""),
+                             hint="use hostname instead of @hostname, LIKE with the value instead of IS, or "
+                                  "upgrade Marathon to 1.6+")
 
 
 def default_templates_dir() -> Path:
@@ -251,8 +304,10 @@ def _task_context(spec: JobSpec, role: str, index: int) -> TaskContext:
 class _Renderer:
     """Holds what every app of one job shares, so rendering 10,000 tasks stays linear."""
 
-    def __init__(self, spec: JobSpec, templates_dir: str | None):
+    def __init__(self, spec: JobSpec, templates_dir: str | None, marathon_version: MarathonVersionLike = None):
         self.spec = spec
+        self.caps = versions.capabilities(marathon_version)
+        check_version(spec, self.caps)
         self.env = _environment(str(templates_dir) if templates_dir else None)
         self.group_id = naming.group_id(spec.name)
         self.shared = {
@@ -262,6 +317,7 @@ class _Renderer:
             "fetch": _fetch(spec),
             "networks": _networks(spec),
             "instances": 1,
+            "unreachable": self.caps.unreachable_strategy,
         }
         self.spec_label = json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":"))
         self._per_role: dict[str, dict[str, Any]] = {}
@@ -314,6 +370,11 @@ class _Renderer:
     def _checked(self, template: str, app_id: str, app: dict[str, Any]) -> dict[str, Any]:
         if app.get("id") != app_id:
             raise RenderError(f"template {template} must keep the app id {app_id!r} (got {app.get('id')!r})")
+        if "unreachableStrategy" in app and not self.caps.accepts_unreachable(app["unreachableStrategy"]):
+            raise RenderError(f"template {template} writes unreachableStrategy "
+                              f"{json.dumps(app['unreachableStrategy'], sort_keys=True)}, which {self.caps.shown} "
+                              f"refuses (its state/UnreachableStrategy.scala)",
+                              hint='write "unreachableStrategy": {{ unreachable | tojson }} (what that version takes)')
         return app
 
     def app(self, role_name: str, index: int) -> dict[str, Any]:
@@ -370,14 +431,17 @@ class _Renderer:
             template, text.replace(_STAMP_ID_JSON, app_id).replace(_STAMP_INDEX_JSON, str(index))))
 
 
-def render_app(spec: JobSpec, role: str, index: int, *, templates_dir: str | None = None) -> dict[str, Any]:
-    """One task's Marathon app."""
-    return _Renderer(spec, templates_dir).app(role, index)
+def render_app(spec: JobSpec, role: str, index: int, *, templates_dir: str | None = None,
+               marathon_version: MarathonVersionLike = None) -> dict[str, Any]:
+    """One task's Marathon app (for ``marathon_version``: see the module)."""
+    return _Renderer(spec, templates_dir, marathon_version).app(role, index)
 
 
-def render_group(spec: JobSpec, *, templates_dir: str | None = None) -> dict[str, Any]:
-    """The job's Marathon group: ``{"id": "/<job>", "apps": [...]}``."""
-    r = _Renderer(spec, templates_dir)
+def render_group(spec: JobSpec, *, templates_dir: str | None = None,
+                 marathon_version: MarathonVersionLike = None) -> dict[str, Any]:
+    """The job's Marathon group: ``{"id": "/<job>", "apps": [...]}``, for the Marathon ``marathon_version``
+    names (None: the newest); :class:`VersionRefused` for a job that Marathon cannot run."""
+    r = _Renderer(spec, templates_dir, marathon_version)
     apps = [app for role in naming.ROLES for app in r.apps(role, spec.role(role).count)]
     group = _group(r.env, r.group_id, apps)
     if group.get("id") != r.group_id:
@@ -385,12 +449,13 @@ def render_group(spec: JobSpec, *, templates_dir: str | None = None) -> dict[str
     return group
 
 
-def render_group_json(spec: JobSpec, *, templates_dir: str | None = None) -> str:
+def render_group_json(spec: JobSpec, *, templates_dir: str | None = None,
+                      marathon_version: MarathonVersionLike = None) -> str:
     """The job's Marathon group as compact JSON text with sorted keys: exactly
     ``json.dumps(render_group(spec), separators=(",", ":"), sort_keys=True)``, built from the
     stamped texts without making and serialising a dict per app (what ``marathon-tf render``
     prints when its output goes to a program)."""
-    r = _Renderer(spec, templates_dir)
+    r = _Renderer(spec, templates_dir, marathon_version)
     texts: list[str] = []
     few: list[dict[str, Any]] = []
     for role in naming.ROLES:
@@ -406,7 +471,7 @@ def render_group_json(spec: JobSpec, *, templates_dir: str | None = None) -> str
         if len(keys) == 1 and shell.get("id") == r.group_id and _render_json(
                 r.env, "group.json.j2", {"group_id": r.group_id, "apps": few[:2]}) == {**shell, keys[0]: few[:2]}:
             return _compact(shell).replace(_compact(_STAMP_APPS), "[" + ",".join(texts) + "]", 1)
-    return _compact(render_group(spec, templates_dir=templates_dir))
+    return _compact(render_group(spec, templates_dir=templates_dir, marathon_version=r.caps))
 
 
 def _compact(value: Any) -> str:

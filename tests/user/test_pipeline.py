@@ -60,9 +60,9 @@ def counted(monkeypatch):
     cap = capacity.Capacity(capacity.parse_agents({"slaves": [SLAVE]}), {"*"}, "http://master:5050")
     real_init, real_check, real_effective = render._Renderer.__init__, admission.check, admission.effective
 
-    def init(self, spec, templates_dir):
+    def init(self, spec, templates_dir, marathon_version=None):
         rendered.append(spec)
-        real_init(self, spec, templates_dir)
+        real_init(self, spec, templates_dir, marathon_version)
 
     def check(*a, **k):
         calls["admission.check"] += 1

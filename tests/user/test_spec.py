@@ -163,6 +163,34 @@ def test_defaults_follow_the_training_style():
     assert tf1.tasks() == [("ps", 0), ("worker", 0), ("worker", 1)]
 
 
+def test_custom_style_defaults_to_tf_config_only_as_the_docs_say():
+    """docs/job-file.md: TF_CONFIG for every style but tf1 (issue 28, item 6). Classic flags appended to a
+    program we know nothing about stop it: ``sleep: unrecognized option '--ps_hosts=...'``."""
+    from marathon_tf.contract.cluster_spec import render as render_spec
+    from marathon_tf.contract.taskenv import TaskContext
+    from marathon_tf.user.render import render_app
+    from marathon_tf.user.spec import JobSpec
+
+    job = {"name": "sleepy", "command": ["sleep", "60"], "roles": {"ps": {"count": 1}, "worker": {"count": 2}}}
+    custom = load_dict(job)  # no style: custom
+    assert (custom.style, custom.cluster_spec, custom.completion) == ("custom", "tf_config", "worker0")
+    assert JobSpec.__dataclass_fields__["cluster_spec"].default == "tf_config"  # the model's own default agrees
+    assert "default: flags for style tf1, tf_config for every other style" in json_schema()["properties"][
+        "cluster_spec"]["description"]
+    env = render_app(custom, "worker", 1)["env"]
+    assert TaskContext.from_env(env).spec_style == "tf_config"
+    endpoints = {("ps", 0): "10.0.0.1:2222", ("worker", 0): "10.0.0.2:2222", ("worker", 1): "10.0.0.3:2222"}
+    out = render_spec({"ps": 1, "worker": 2}, endpoints, "worker", 1, style=custom.cluster_spec,
+                      argv=["sleep", "60"], shell=False, user_tf_config=None)
+    assert out.argv == ["sleep", "60"]  # nothing appended
+    assert json.loads(out.tf_config_env)["task"] == {"type": "worker", "index": 1}
+    both = load_dict({**job, "cluster_spec": "both"})  # flags only when asked for
+    assert render_spec({"ps": 1, "worker": 2}, endpoints, "worker", 1, style=both.cluster_spec, argv=["t"],
+                       shell=False, user_tf_config=None).argv[1:] == [
+        "--ps_hosts=10.0.0.1:2222", "--worker_hosts=10.0.0.2:2222,10.0.0.3:2222", "--job_name=worker",
+        "--task_index=1"]
+
+
 def test_to_dict_round_trips_and_with_counts_revalidates():
     spec = load_dict(minimal(env={"A": "1"}, labels={"team": "ml"}, constraints=[["hostname", "UNIQUE"]],
                              roles=roles(worker={"count": 2, "gpus": 1, "env": {"B": "2"}})))

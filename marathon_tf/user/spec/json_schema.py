@@ -55,7 +55,10 @@ def json_schema() -> dict[str, Any]:
             "command": command,
             "env": strmap,
             "style": {"enum": list(STYLES), "default": "custom"},
-            "cluster_spec": {"enum": list(SPEC_STYLES)},
+            "cluster_spec": {"enum": list(SPEC_STYLES),
+                             "description": "how the program is told the cluster: TF_CONFIG, classic flags, or both; "
+                                            "default: flags for style tf1, tf_config for every other style "
+                                            "(custom included)"},
             "completion": {"enum": list(COMPLETIONS)},
             "containerizer": {"enum": ["mesos", "docker"], "default": "mesos"},
             "roles": {"type": "object", "additionalProperties": False,

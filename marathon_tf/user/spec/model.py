@@ -21,8 +21,11 @@ DISCOVERY_MODES = ("mesos-dns", "mesos-dns-http", "marathon")
 CONSTRAINT_OPERATORS = ("UNIQUE", "CLUSTER", "GROUP_BY", "LIKE", "UNLIKE", "MAX_PER", "IS")
 MAX_COUNT = 10_000
 
+#: How each style's program is told the cluster unless ``cluster_spec`` says otherwise: ``custom`` gets
+#: TF_CONFIG only (docs/job-file.md), as flags appended to a program we know nothing about break it
+#: (``["sleep", "60"]`` -> ``sleep: unrecognized option '--ps_hosts=...'``); ``tf1`` programs read flags.
 _DEFAULT_SPEC_STYLE = {"tf1": "flags", "parameter_server": "tf_config",
-                       "multi_worker_mirrored": "tf_config", "custom": "both"}
+                       "multi_worker_mirrored": "tf_config", "custom": "tf_config"}
 _DEFAULT_COMPLETION = {"tf1": "all_workers", "parameter_server": "chief",
                        "multi_worker_mirrored": "all_workers", "custom": "worker0"}
 _ROLE_DEFAULTS = {
@@ -117,7 +120,7 @@ class JobSpec:
     command: tuple[str, ...] | str | None
     roles: Mapping[str, Role]
     style: str = "custom"
-    cluster_spec: str = "both"
+    cluster_spec: str = "tf_config"
     completion: str = "worker0"
     image: str | None = None
     containerizer: str = "mesos"
