@@ -246,8 +246,8 @@ def _header(status: dict[str, Any]) -> list[tuple[str, str]]:
             rows.append((label, str(status[key])))
     restart = status.get("restarting") or {}
     if restart.get("tasks"):
-        rows.append(("restarting", ", ".join(restart["tasks"]) + ": stopped with their grace, then started with "
-                                   "the new cluster spec, from the last checkpoint (not a failure)"))
+        rows.append(("restarting", ", ".join(restart["tasks"]) + ": stopped (the kill grace), then started again "
+                                   "with the new cluster spec, from the last checkpoint; not a failure"))
     for wait in status.get("waits") or []:
         rows.append(("waiting", wait))
     for straggler in status.get("stragglers") or []:
