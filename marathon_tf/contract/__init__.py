@@ -14,6 +14,7 @@ agent knows nothing of it. Change anything here and both sides change with it.
 ``joblock``        one run per logdir: the lock both the local runner and the deciding task take
 ``progress``       the step rate a task reports and how people read it (``step S/T, R/s, ETA``)
 ``shellexec``      how a task's ``cmd`` runs: ``sh -c``, exec'ing a simple command
+``spread``         placement rules across a job's tasks (``UNIQUE`` …) as per-app LIKE/UNLIKE constraints
 =================  ===========================================================================
 
 Nothing here imports any other part of marathon_tf.

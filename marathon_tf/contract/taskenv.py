@@ -50,6 +50,8 @@ Variables (all strings, as Marathon requires):
                            ``.retries``, ``.backoff_seconds``); unset: ``600/0/60``. A task placed
                            while its peers wait releases the job when the deadline passes
                            (:mod:`marathon_tf.task.admission`)
+``MTF_PLACEMENT``          ``1``: the job has placement rules across its tasks (``UNIQUE`` …), which
+                           its leader enforces through Marathon (:mod:`marathon_tf.task.placer`)
 =========================  ==============================================================
 
 A runner that is its own Marathon + Mesos-DNS (``marathon-tf local serve`` / ``deploy --local``)
@@ -135,6 +137,8 @@ class TaskContext:
     grace_seconds: float = 30.0
     #: (timeout seconds, retries, backoff seconds): the job's admission (see :mod:`marathon_tf.task.admission`)
     admission: tuple[float, int, float] = (600.0, 0, 60.0)
+    #: the job has placement rules across its tasks, which its leader enforces (:mod:`marathon_tf.task.placer`)
+    placement: bool = False
 
     def to_env(self) -> dict[str, str]:
         """The variables of :data:`VARS` (a field at its default only when the table says ``always``)."""
@@ -290,4 +294,6 @@ VARS: tuple[Var, ...] = (
     Var("gpus", "MTF_GPUS", Kind(int, str, "must be a whole number of GPUs")),
     Var("admission", "MTF_ADMISSION", Kind(_admission, lambda v: f"{_num(v[0])}/{int(v[1])}/{_num(v[2])}",
                                            "must look like TIMEOUT/RETRIES/BACKOFF, e.g. 600/3/60")),
+    Var("placement", "MTF_PLACEMENT", Kind(lambda raw: raw.strip().lower() in ("1", "true", "yes"),
+                                           lambda v: "1" if v else "", "must be 1 or empty")),
 )

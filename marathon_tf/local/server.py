@@ -36,7 +36,7 @@ from .launcher import Launcher
 from .scheduler import Scheduler
 from .security import GRANT_KEY, Security
 from .state import FRAMEWORK_ID, State, canonical_path, now_ts
-from .taskscope import event_visible
+from .taskscope import event_visible, marathon_scope
 
 __all__ = ["Runtime", "create_app", "MARATHON_VERSION", "DEFAULT_FEATURES", "FEATURES"]
 
@@ -259,7 +259,8 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
         return web.json_response({"killed": killed})
 
     app = web.Application(middlewares=[rt.faults.middleware, leader_header], client_max_size=64 * 2 ** 20)
-    rt.security.install(app)
+    rt.security.install(app, scope=marathon_scope(  # a task's token checks its constraint changes against the app
+        lambda app_id: (lambda a: a.definition if a is not None else None)(rt.state.apps.get(app_id))))
     app.router.add_get("/ping", ping)
     app.router.add_post("/_local/faults", add_fault)
     app.router.add_get("/_local/faults", list_faults)

@@ -30,6 +30,7 @@ and transitions").
 ``watchdog``         the progress watchdog: no new step for N s is a failed program
 ``observer``         what the bootstrap watches besides the exit: steps, stalls, its TF server, events
 ``tflog``            TensorFlow's lines naming a peer it waits for or lost
+``placer``           the job's placement rules across its tasks (UNIQUE …), enforced by its leader
 ``peers``            the peer a stalled task waits for (TensorFlow's words, else a look at its server)
 ``timeline``         the task's events, in memory and in the logdir's ``events.jsonl``
 ``status_server``    the task's HTTP endpoint: ``/health``, ``/status``, the rendezvous routes

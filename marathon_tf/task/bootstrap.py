@@ -204,7 +204,7 @@ class Bootstrap:
                                   lambda: self._signum, grace=self.grace, restart_backoff=restart_backoff, clock=clock,
                                   log=_log)
         self.restarts.count_earlier()
-        self.rendezvous_options: dict = {}  # extra make_rendezvous arguments (tests inject session/events)
+        self.rendezvous_options: dict = {"placement": control.placement} if control and control.placement else {}
         self.admission: AdmissionWatch | None = None
         self.gpu_check_options: dict = {}  # extra gpu_problem arguments (tests inject dev_dir/which/run)
 

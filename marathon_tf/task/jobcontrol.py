@@ -42,6 +42,7 @@ from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.keeper import Keeper, Reporter
 from marathon_tf.task.ledger import Ledger
+from marathon_tf.task.placer import Placer
 from marathon_tf.task.logdir import failures_path
 from marathon_tf.task.policy import decider_task, is_decider
 
@@ -167,6 +168,8 @@ class JobControl:
         self.extra_labels: Callable[[str, str], Mapping[str, Mapping[str, str]]] | None = None
         #: the job's restart ledger when this task keeps it
         self.keeper: Keeper | None = None
+        #: the job's placement rules across its tasks, enforced here (the deciding task, ``MTF_PLACEMENT``)
+        self.placement: Placer | None = None
         #: ``() -> dict | None``: the job's restart counts for the record (set by the bootstrap)
         self.counts: Callable[[], Mapping[str, Any] | None] = lambda: self.keeper.ledger.summary() if self.keeper \
             else None
@@ -262,6 +265,8 @@ def job_lifecycle(ctx: TaskContext, environ: Mapping[str, str]) -> dict:
         if control is not None and is_decider(ctx):
             keeper = Keeper(ctx, Ledger(ctx.restart_budget, ctx.preemption_budget), client=client, path=path, log=_log)
             control.keeper = keeper
+            if ctx.placement:  # rules across the job's tasks (UNIQUE …): this task places them (task/placer.py)
+                control.placement = Placer.of(client, ctx, threading.Event(), _log).start()
         elif not is_decider(ctx):
             reporter = Reporter(ctx, lambda: None)
     _log(f"restart budget: {n} failure(s) in {window:g} s and {ctx.preemption_budget[0]} preemption(s), job-wide ("

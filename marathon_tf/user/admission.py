@@ -14,7 +14,11 @@ Marathon is offered, cpus, mem, disk, gpus, the constraints, ports):
 * a job whose tasks do not all fit what is free now (its tasks placed one by one, as offers would
   be used) is said with the shortfall per resource, and waits for its admission deadline, or
   with ``wait=False`` (``--no-wait-for-resources``) is refused with exit 4, nothing sent;
-* a master that cannot be read skips the check with a note (Marathon decides, the deadline holds).
+* a master that cannot be read skips the check with a note (Marathon decides, the deadline holds);
+* a job whose placement rules no set of the registered agents can satisfy (more ``UNIQUE`` tasks than
+  hosts, ``MAX_PER n`` × hosts < tasks, ``GROUP_BY n`` over fewer values: :func:`infeasible_rules`)
+  is refused in one line naming the rule and the agents, exit 2, nothing sent — also on the local
+  runner's machine-sized agents; the packing places a rule's tasks as its leader would.
 
 An agent that is lost now is not registered, so not counted; GPU scheduling behaviour
 (``DeclinedScarceResources``) is left to Marathon: ``/v2/info`` does not say which it runs with.
@@ -27,13 +31,14 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Optional, Sequence, cast
 
+from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import NotPlaced, UsageError
-from marathon_tf.mesos.placement import Match, match
+from marathon_tf.mesos.placement import Match, field_value, match
 from marathon_tf.mesos.resources import Resource, attribute_text, ranges_minus
 from marathon_tf.user import capacity
 from marathon_tf.user.spec import JobSpec
 
-__all__ = ["Verdict", "check", "impossible", "too_large", "pack", "effective", "TIMEOUT_ENV"]
+__all__ = ["Verdict", "check", "impossible", "too_large", "pack", "infeasible_rules", "effective", "TIMEOUT_ENV"]
 
 #: Overrides the job file's ``admission.timeout`` at deploy (seconds, or 90s, 5m, 1h).
 TIMEOUT_ENV = "MARATHON_TF_ADMISSION_TIMEOUT"
@@ -150,16 +155,27 @@ def _take(free: list[Resource], taken: Match, ports: int) -> list[Resource]:
 
 
 def pack(apps: Sequence[tuple[str, Mapping[str, Any]]], cap: capacity.Capacity, *,
-         empty: bool = False) -> dict[str, int]:
+         scopes: Optional[Sequence[Optional[spread.Scope]]] = None) -> dict[str, int]:
     """Place the tasks ``(role, app)`` one by one on the agents' free resources (the first that fits,
-    as offers are taken; ``empty``: on everything they have, as if nothing ran); role → how many find no room."""
-    free = {a.id: list(a.total if empty else a.free) for a in cap.agents}
+    as offers are taken); role → how many find no room now. ``scopes``: each task's placement scope
+    (or None), whose rules add the per-app constraints its leader would write, given where the
+    scope's earlier tasks went (:func:`marathon_tf.contract.spread.translate`)."""
+    free = {a.id: list(a.free) for a in cap.agents}
     waiting: dict[str, int] = {}
-    for role, app in apps:
+    held: dict[str, list[capacity.ClusterAgent]] = {}
+    for i, (role, app) in enumerate(apps):
+        scope = scopes[i] if scopes is not None else None
+        if scope is not None:
+            siblings = held.setdefault(scope.name, [])
+            added = [list(c) for rule in scope.rules for c in spread.translate(
+                rule, [field_value(a.as_agent(a.total), rule.field) for a in siblings], len(scope.tasks))]
+            app = {**app, "constraints": list(app.get("constraints") or []) + added}
         for agent in cap.agents:
             result = _fits(app, agent, free[agent.id], cap.roles)
             if isinstance(result, Match):
                 free[agent.id] = _take(free[agent.id], result, int(_needs(app).get("ports", 0)))
+                if scope is not None:
+                    held[scope.name].append(agent)
                 break
         else:
             waiting[role] = waiting.get(role, 0) + 1
@@ -209,6 +225,23 @@ def too_large(job: str, apps: Sequence[tuple[str, Mapping[str, Any]]], cap: capa
     return None
 
 
+def infeasible_rules(spec: JobSpec, cap: capacity.Capacity) -> Optional[str]:
+    """The first placement rule of the job no placement on these agents can satisfy, in one line
+    (:func:`marathon_tf.contract.spread.infeasible`: more UNIQUE tasks than hosts or values, MAX_PER n ×
+    values < tasks, GROUP_BY n over fewer values); None when every rule can hold."""
+    from marathon_tf.user.render import placement_scopes
+
+    for scope in placement_scopes(spec):
+        for rule in scope.rules:
+            if rule.field in ("@region", "@zone"):  # fault domains are not in the Mesos model: Marathon decides
+                continue
+            values = [field_value(a.as_agent(a.total), rule.field) for a in cap.agents]
+            line = spread.infeasible(rule, scope.name, len(scope.tasks), values)
+            if line:
+                return line
+    return None
+
+
 def _shortfall(job: str, apps: Sequence[tuple[str, Mapping[str, Any]]], waiting: dict[str, int],
                cap: capacity.Capacity) -> str:
     need: dict[str, float] = {}
@@ -239,17 +272,31 @@ def check(client: Any, spec: JobSpec, *, mesos: Optional[str] = None, wait: bool
     start (default every task; ``scale``: the new ones). ``group``: the job's group as the deploy
     rendered it (else one app per role is rendered here). Raises :class:`UsageError` (exit 2) for a task
     that can never be placed, :class:`NotPlaced` (exit 4) for a shortfall when not ``wait``."""
-    from marathon_tf.user.render import render_app, task_apps
+    from marathon_tf.user.render import placement_scopes, render_app, task_apps
 
+    scopes = {t: scope for scope in placement_scopes(spec) for t in scope.tasks}
+    rules_note = None
+    if scopes:  # rules no placement can satisfy: refused whatever the agents' sizes
+        try:
+            everyone = capacity.registered(client, mesos)
+        except capacity.Unknown as e:
+            rules_note = f"placement rules not checked against the agents: {e}"
+        else:
+            refused = infeasible_rules(spec, everyone)
+            if refused:
+                raise UsageError(refused + "; nothing was sent",
+                                 hint="add agents, ask for fewer tasks, or loosen the rule (MAX_PER n); for "
+                                      "Marathon's per-app meaning write it in constraints_per_task")
     try:
         cap = capacity.read(client, mesos)
     except capacity.Unknown as e:
-        return Verdict(note=f"cluster capacity not checked: {e}")
+        return Verdict(note=rules_note or f"cluster capacity not checked: {e}")
     if cap is None:
-        return Verdict()
+        return Verdict(note=rules_note)
     roles = [r for r in spec.counts()]
     rendered = task_apps(dict(group)) if group is not None else {}
-    apps = {r: rendered.get(f"{r}-0") or render_app(spec, r, 0, templates_dir=templates_dir) for r in roles}
+    apps = {r: spread.strip(rendered.get(f"{r}-0") or render_app(spec, r, 0, templates_dir=templates_dir))
+            for r in roles}  # what every task of the role asks, without its place in the placement's turn
     refused = impossible(apps, cap)
     if refused:
         raise UsageError(refused + "; nothing was sent",
@@ -263,12 +310,12 @@ def check(client: Any, spec: JobSpec, *, mesos: Optional[str] = None, wait: bool
         raise UsageError(refused + "; nothing was sent",
                          hint=f"ask for fewer or smaller tasks, or add agents (the Mesos master at {cap.url} lists "
                               f"{len(cap.agents)} registered agent{'s' if len(cap.agents) != 1 else ''})")
-    waiting = pack(order, cap)
+    waiting = pack(order, cap, scopes=[scopes.get(naming.task_name(role, i)) for role, i in tasks if role in apps])
     if not waiting:
-        return Verdict(checked=True)
+        return Verdict(checked=True, note=rules_note)
     line = _shortfall(spec.name, order, waiting, cap)
     if not wait:
         raise NotPlaced(line + "; nothing was sent",
                         hint=f"without --no-wait-for-resources it waits up to admission.timeout "
                              f"({_num(spec.admission.timeout)} s) for room, then holds nothing")
-    return Verdict(checked=True, shortfall=line, waiting=waiting)
+    return Verdict(checked=True, shortfall=line, waiting=waiting, note=rules_note)

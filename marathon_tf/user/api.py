@@ -74,9 +74,13 @@ class Job:
         return warnings(self.spec)
 
     def summary(self) -> dict[str, Any]:
-        """What ``marathon-tf validate -o json`` prints."""
+        """What ``marathon-tf validate -o json`` prints (``placement``: what the job's constraints mean,
+        across tasks or per app: :func:`marathon_tf.user.render.placement_lines`)."""
+        from marathon_tf.user.render import placement_lines
+
         return {"file": self.spec.source, "valid": True, "name": self.name, "style": self.spec.style,
-                "counts": self.spec.counts(), "apps": len(self.spec.tasks()), "warnings": self.warnings}
+                "counts": self.spec.counts(), "apps": len(self.spec.tasks()), "warnings": self.warnings,
+                "placement": placement_lines(self.spec)}
 
     def render(self, templates_dir: Optional[str] = None, *, marathon_version: Optional[str] = None) -> dict[str, Any]:
         """The Marathon app group this job deploys as (``marathon-tf render``), for the Marathon of

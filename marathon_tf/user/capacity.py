@@ -34,7 +34,7 @@ from marathon_tf.mesos.agents import AgentInfo, free_resources
 from marathon_tf.mesos.resources import Resource, Value, ranges_size
 from marathon_tf.mesos.views import attributes_from_json, resources_from_full, resources_from_summary
 
-__all__ = ["ClusterAgent", "Capacity", "Unknown", "read", "parse_agents", "mesos_url", "TIMEOUT"]
+__all__ = ["ClusterAgent", "Capacity", "Unknown", "read", "registered", "parse_agents", "mesos_url", "TIMEOUT"]
 
 #: (connect, read) seconds for the master: a refusal is said within 2 s, a slow master is skipped.
 TIMEOUT = (1.5, 5.0)
@@ -168,6 +168,17 @@ def read(client: Any, given: Optional[str] = None) -> Optional[Capacity]:
     local = _local_agents(client)
     if local is not None and any(a.get("state") == "active" and a.get("enforced") is False for a in local):
         return None
+    return _read(client, given, local)
+
+
+def registered(client: Any, given: Optional[str] = None) -> Capacity:
+    """Every registered agent (hostname, attributes) whatever its size — the local runner's
+    machine-sized ones too: what a job's placement rules can use (:func:`marathon_tf.user.admission.check`);
+    :class:`Unknown` when the master cannot be read."""
+    return _read(client, given, _local_agents(client))
+
+
+def _read(client: Any, given: Optional[str], local: Optional[list[dict[str, Any]]]) -> Capacity:
     config = _config(client)
     url = mesos_url(client, given, config)
     if not url:

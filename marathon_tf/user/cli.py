@@ -227,6 +227,8 @@ def validate(job_file: str, fmt: str) -> None:
     else:
         roles = ", ".join(f"{n} {r}" for r, n in summary["counts"].items())
         click.echo(f"{job_file}: ok — job {job.name} ({job.spec.style}): {roles}; {summary['apps']} Marathon apps")
+        for line in summary["placement"]:  # what the constraints mean: across tasks, or per app
+            click.echo(f"  placement: {line}")
 
 
 @cli.command(context_settings=_CTX)

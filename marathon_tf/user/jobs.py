@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, cast
 
-from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract import labels as L, naming, spread
 from marathon_tf.contract.errors import MarathonError, MarathonNotFound, SpecError, Timeout, UsageError
 from marathon_tf.marathon import versions
 from marathon_tf.marathon.client import Client
@@ -22,8 +22,8 @@ from marathon_tf.user.spec.hints import closest
 from marathon_tf.user.status import job_status
 
 __all__ = [
-    "DeployResult", "check_deployable", "marathon_capabilities", "deploy", "put", "find_jobs", "resolve_job",
-    "deployed_spec",
+    "DeployResult", "check_deployable", "marathon_capabilities", "deploy", "put", "keep_placement", "find_jobs",
+    "resolve_job", "deployed_spec",
     "parse_scale_args", "ScalePlan", "plan_scale", "scale", "delete",
 ]
 
@@ -130,8 +130,31 @@ def deploy(client: Client, spec: JobSpec, *, templates_dir: str | None = None, f
     return put(client, spec.name, group, force=force, dry_run=dry_run)
 
 
-def put(client: Client, job: str, group: dict[str, Any], *, force: bool = False, dry_run: bool = False) -> DeployResult:
-    """PUT a rendered group: creating it, or updating it without restarting unchanged tasks."""
+def keep_placement(group: dict[str, Any], current: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``group`` with, for each app Marathon runs as rendered (its ``marathon-tf/digest`` is the one the
+    new rendering would carry), the constraints and placement label Marathon has now: what the job's
+    leader wrote there (:mod:`marathon_tf.contract.spread`) is kept, so an unchanged app is not
+    restarted by a PUT of the whole group (``scale``, a changed job deployed again)."""
+    from marathon_tf.marathon.marker import digest
+
+    have = {str(a.get("id", "")).rstrip("/"): a for a in (current or {}).get("apps") or []}
+    apps = []
+    for app in group.get("apps") or []:
+        now = have.get(str(app.get("id", "")).rstrip("/"))
+        if now is not None and (now.get("labels") or {}).get(L.DIGEST) == digest(app) \
+                and spread.LABEL in (now.get("labels") or {}):
+            labels = {k: v for k, v in (app.get("labels") or {}).items() if k != spread.LABEL}
+            labels[spread.LABEL] = now["labels"][spread.LABEL]
+            app = {**app, "constraints": [list(c) for c in now.get("constraints") or []], "labels": labels}
+        apps.append(app)
+    return {**group, "apps": apps} if group.get("apps") is not None else group
+
+
+def put(client: Client, job: str, group: dict[str, Any], *, force: bool = False, dry_run: bool = False,
+        current: Mapping[str, Any] | None = None) -> DeployResult:
+    """PUT a rendered group: creating it, or updating it without restarting unchanged tasks (``current``:
+    the job's group as Marathon has it, whose placement is kept: :func:`keep_placement`)."""
+    group = keep_placement(group, current)
     body = client.put_group(group, force=force, dry_run=dry_run)
     if dry_run:
         return DeployResult(job=job, group_id=group["id"], plan=body, group=group)
@@ -297,7 +320,7 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
                               # task names naming.task_name made (task_apps): they parse
                               starting=[cast(tuple[str, int], naming.parse_task_name(t)) for t in plan.start],
                               mesos=mesos)
-    result = put(client, job, new_group, force=force, dry_run=dry_run)
+    result = put(client, job, new_group, force=force, dry_run=dry_run, current=current)
     result.admission, result.admission_note = verdict.shortfall, verdict.note
     return plan, result
 

@@ -76,7 +76,7 @@ def deploy(client: Any, spec: JobSpec, *, resume: Optional[bool] = None, force: 
                     + (f" (removed {removed})" if removed else ""))
     if (previous is not None and previous.group is not None or released) and not dry_run:
         redeploy.await_stopped(client, spec.name)  # its end's deployment would lock the apps (409)
-    result = jobs.put(client, spec.name, group, force=force, dry_run=dry_run)
+    result = jobs.put(client, spec.name, group, force=force, dry_run=dry_run, current=current)
     return Deployment(job=result.job, group_id=result.group_id, deployment_id=result.deployment_id,
                       version=result.version, plan=result.plan, marathon_url=client.url, note=note,
                       resumed=None if previous is None else bool(resume), admission=verdict.shortfall,

@@ -25,14 +25,14 @@ import functools
 import json
 import math
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional, Union, cast
 
 import jinja2
 
 from marathon_tf import __version__
-from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract import labels as L, naming, spread
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import versions
@@ -40,7 +40,8 @@ from marathon_tf.user.spec import JobSpec
 
 __all__ = ["render_group", "render_group_json", "render_app", "default_templates_dir", "RenderError", "LABEL_PREFIX",
            "SPEC_LABEL", "task_apps", "RoleFacts", "role_facts", "template_environment", "render_template",
-           "VersionRefused", "check_version", "MarathonVersionLike"]
+           "placement_scopes", "placement_lines", "leader_task", "VersionRefused", "check_version",
+           "MarathonVersionLike"]
 
 #: What names the Marathon a job is rendered for: its version as ``/v2/info`` says it (``"1.4.3"``), parsed,
 #: or its answers (:class:`~marathon_tf.marathon.versions.Capabilities`); None: the newest.
@@ -75,6 +76,9 @@ def _constraint_problems(spec: JobSpec, caps: versions.Capabilities) -> list[str
     rules = [("constraints", i, c) for i, c in enumerate(spec.constraints)]
     rules += [(f"roles.{r}.constraints", i, c) for r in naming.ROLES if spec.role(r).count
               for i, c in enumerate(spec.role(r).constraints or ())]
+    rules += [("constraints_per_task", i, c) for i, c in enumerate(spec.constraints_per_task)]
+    rules += [(f"roles.{r}.constraints_per_task", i, c) for r in naming.ROLES if spec.role(r).count
+              for i, c in enumerate(spec.role(r).constraints_per_task or ())]
     out = []
     for key, i, c in rules:
         if c[1] == "IS" and not caps.has_constraint_is:
@@ -179,15 +183,47 @@ class RoleFacts:
     constraints: tuple[tuple[str, ...], ...]
     #: where ``constraints`` come from in the job file: ``constraints`` or ``roles.<role>.constraints``
     constraints_key: str
+    #: ``constraints_per_task``, the role's or the job's: copied into every app as they are
+    per_task: tuple[tuple[str, ...], ...] = ()
+    per_task_key: str = "constraints_per_task"
 
 
 def role_facts(spec: JobSpec, role_name: str) -> RoleFacts:
     role = spec.role(role_name)
     own = role.constraints is not None
+    own_per_task = role.constraints_per_task is not None
     command = role.command if role.command is not None or role_name == "tensorboard" else spec.command
     return RoleFacts(image=role.image or spec.image, command=command, env={**spec.env, **role.env},
                      constraints=tuple(role.constraints if role.constraints is not None else spec.constraints),
-                     constraints_key=f"roles.{role_name}.constraints" if own else "constraints")
+                     constraints_key=f"roles.{role_name}.constraints" if own else "constraints",
+                     per_task=tuple(role.constraints_per_task if role.constraints_per_task is not None
+                                    else spec.constraints_per_task),
+                     per_task_key=f"roles.{role_name}.constraints_per_task" if own_per_task else "constraints_per_task")
+
+
+def leader_task(spec: JobSpec) -> str:
+    """The job's deciding task, which leads its rendezvous and its placement (``chief-0`` or ``worker-0``)."""
+    return "chief-0" if spec.completion == "chief" else "worker-0"
+
+
+def placement_scopes(spec: JobSpec) -> list[spread.Scope]:
+    """The job's placement scopes (:mod:`marathon_tf.contract.spread`): the job's relational rules over
+    the roles without constraints of their own, each role's over its tasks; only scopes with rules."""
+    leader = leader_task(spec)
+    members: dict[str, list[str]] = {}
+    keys: dict[str, str] = {}
+    rules: dict[str, tuple[spread.Rule, ...]] = {}
+    for role in naming.ROLES:
+        count = spec.role(role).count
+        if not count:
+            continue
+        facts = role_facts(spec, role)
+        name = "job" if facts.constraints_key == "constraints" else role
+        rules[name] = spread.rules_of(facts.constraints)[1]
+        keys[name] = facts.constraints_key
+        members.setdefault(name, []).extend(naming.task_name(role, i) for i in range(count))
+    return [spread.Scope(name, keys[name], rules[name], tuple(tasks), leader if leader in tasks else tasks[0])
+            for name, tasks in members.items() if rules[name]]
 
 
 def _group(env: jinja2.Environment, group_id: str, apps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -301,6 +337,42 @@ def _task_context(spec: JobSpec, role: str, index: int) -> TaskContext:
     )
 
 
+def _tasks_text(tasks: tuple[str, ...]) -> str:
+    shown = ", ".join(tasks[:4]) + (f" … ({len(tasks)} tasks)" if len(tasks) > 4 else "")
+    return shown
+
+
+def placement_lines(spec: JobSpec) -> list[str]:
+    """What the job's constraints mean, one line per kind (``validate``): rules across a scope's tasks
+    (job or role), the same for each task, and ``constraints_per_task`` in each app as they are."""
+    out = []
+    for scope in placement_scopes(spec):
+        where = "the job's tasks" if scope.name == "job" else f"the {scope.name} tasks"
+        rules = ", ".join(spread.constraint_text(r.constraint()) for r in scope.rules)
+        out.append(f"{scope.key} {rules}: across {where} ({_tasks_text(scope.tasks)}), not within each app; "
+                   f"{scope.first} first, then the job's leader {leader_task(spec)} places the others one at a "
+                   f"time (UNLIKE/LIKE of the hosts or values their siblings hold) and moves one that lands "
+                   f"beside a sibling; the programs start once it holds. Marathon's per-app meaning: "
+                   f"constraints_per_task")
+    seen: set[tuple[str, tuple]] = set()
+    for role in spec.counts():
+        facts = role_facts(spec, role)
+        kept = spread.rules_of(facts.constraints)[0]
+        if kept and (facts.constraints_key, kept) not in seen:
+            seen.add((facts.constraints_key, kept))
+            out.append(f"{facts.constraints_key} {', '.join(spread.constraint_text(c) for c in kept)}: hold for "
+                       f"each task (the same within one app or across many)")
+        if facts.per_task and (facts.per_task_key, facts.per_task) not in seen:
+            seen.add((facts.per_task_key, facts.per_task))
+            relational = [c for c in facts.per_task if spread.relational(c)]
+            out.append(f"{facts.per_task_key} {', '.join(spread.constraint_text(c) for c in facts.per_task)}: copied "
+                       f"into each app as they are; Marathon compares them among one app's instances"
+                       + (", and each task is an app of its own, so "
+                          + ", ".join(spread.constraint_text(c) for c in relational)
+                          + " constrains nothing across tasks" if relational else ""))
+    return out
+
+
 class _Renderer:
     """Holds what every app of one job shares, so rendering 10,000 tasks stays linear."""
 
@@ -321,6 +393,8 @@ class _Renderer:
         }
         self.spec_label = json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":"))
         self._per_role: dict[str, dict[str, Any]] = {}
+        #: task name -> its placement scope (tasks of a job or role rule)
+        self.scopes = {t: scope for scope in placement_scopes(spec) for t in scope.tasks}
 
     def _role_parts(self, role_name: str) -> dict[str, Any]:
         """What every task of a role shares (command, container, env, constraints)."""
@@ -350,22 +424,50 @@ class _Renderer:
             "port_definitions": port_definitions,
             "status_port_index": port_names.index(STATUS_PORT) if STATUS_PORT in port_names else 0,
             "user_env": facts.env,
-            "constraints": [list(c) for c in facts.constraints],
+            "constraints": [list(c) for c in self._constraints(facts)],
             "template": "tensorboard.json.j2" if role_name == "tensorboard" else "task.json.j2",
         }
         self._per_role[role_name] = parts
         return parts
 
+    @staticmethod
+    def _constraints(facts: RoleFacts) -> list[tuple[str, ...]]:
+        """What every app of a role carries: ``constraints_per_task`` as they are, the rules' per-task
+        constraints (LIKE, UNLIKE, IS, CLUSTER value) and, for a rule on an attribute, that the agent has it."""
+        kept, rules = spread.rules_of(facts.constraints)
+        out = list(facts.per_task) + list(kept)
+        for rule in rules:
+            presence = rule.presence()
+            if presence is not None and presence not in out:
+                out.append(presence)
+        return out
+
     def _context(self, role_name: str, index: int, app_id: str, index_text: str) -> dict[str, Any]:
         parts = self._role_parts(role_name)
         env = dict(parts["user_env"])
-        env.update(_task_context(self.spec, role_name, index).to_env())
+        task_ctx = _task_context(self.spec, role_name, index)
+        if self.scopes:
+            task_ctx = replace(task_ctx, placement=True)
+        env.update(task_ctx.to_env())
         env["MTF_INDEX"] = index_text
         labels = dict(self.spec.labels)
         labels.update({L.JOB: self.spec.name, L.ROLE: role_name, L.INDEX: index_text, L.VERSION: __version__})
         if role_name == "worker" and index == 0:
             labels[SPEC_LABEL] = self.spec_label
-        return {**self.shared, **parts, "app_id": app_id, "env": env, "labels": labels}
+        out = {**self.shared, **parts, "app_id": app_id, "env": env, "labels": labels}
+        scope = self.scopes.get(naming.task_name(role_name, index))
+        if scope is not None:  # a task of a placement rule: the first is placed at once, the others held
+            labels[spread.RULES_LABEL] = scope.label()
+            if naming.task_name(role_name, index) != scope.first:
+                labels[spread.LABEL] = spread.label_value((spread.HOLD,), spread.held_why(scope))
+                out["constraints"] = parts["constraints"] + [list(spread.HOLD)]
+        return out
+
+    def _unheld(self, role_name: str) -> int:
+        """How many of a role's first tasks render differently from the rest: worker-0 (the spec
+        label) and the first task of a placement scope (not held)."""
+        first = naming.task_name(role_name, 0)
+        return 1 if role_name == "worker" or (first in self.scopes and self.scopes[first].first == first) else 0
 
     def _checked(self, template: str, app_id: str, app: dict[str, Any]) -> dict[str, Any]:
         if app.get("id") != app_id:
@@ -391,10 +493,10 @@ class _Renderer:
         is a string replace. The first and the last stamped task are also rendered the full way
         and must come out the same; if not (a custom template that does more with those values
         than print them), every task is rendered the full way."""
-        if count <= 2 or (role_name == "worker" and count <= 3):
+        first = self._unheld(role_name)  # worker-0 (the spec label), a scope's first task: rendered the full way
+        if count <= 2 or (first and count <= 3):
             return {i: self.app(role_name, i) for i in range(count)}, None
         template = self._role_parts(role_name)["template"]
-        first = 1 if role_name == "worker" else 0  # worker-0 carries the spec label: rendered the full way
         try:
             text = _render_text(self.env, template, self._context(role_name, count - 1, _STAMP_ID, _STAMP_INDEX))
             stamped = {i: self._stamp(template, text, role_name, i) for i in (first, count - 1)}

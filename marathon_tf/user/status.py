@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
-from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract import labels as L, naming, spread
 from marathon_tf.contract.errors import MarathonNotFound, UsageError
 from marathon_tf.contract.progress import eta_seconds, job_step
 from marathon_tf.marathon import transport
@@ -190,6 +190,10 @@ def _row(name: str, app: Mapping[str, Any], seen: Observed) -> dict[str, Any]:
         row["state"] = (STOPPED if app.get("instances", 1) == 0 else "waiting" if delay is None
                         else f"delayed {delay}s")
         why = stall_reason(entry, local=seen.local if entry else False)
+        rule = spread.split(app)[2] if spread.LABEL in (app.get("labels") or {}) else ""
+        if rule and row["state"] != STOPPED:  # the job's placement rule that holds it (marathon_tf.task.placer)
+            row["placement"] = rule
+            why = f"{rule}; {why}" if why else rule
         if why and row["state"] != STOPPED:
             row["waitingFor"] = why
     failure = last_failure(app)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract import labels as L, naming, spread
 from marathon_tf.contract.errors import JobFailed, MarathonError, MarathonUnavailable, Timeout
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.events import EventStream
@@ -85,6 +85,10 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
                 ended = job_status(client, job, probe=False, mesos=mesos)
                 if ended.state in FINAL_STATES + (L.QUEUED,):
                     return ended
+                # A job with placement rules: its leader's writes (?force=true) override the group's
+                # deployment, which waits for the held tasks (marathon_tf.task.placer): follow the job.
+                if _placed_by_leader(client, job):
+                    return ended
                 reason = ev.get("reason") or "cancelled or overridden by another deployment"
                 raise JobFailed(f"deployment {deployment_id} of {job} failed: {reason}")
 
@@ -118,6 +122,15 @@ def wait_job(client: Client, job: str, *, timeout: float | None,
             stream.wait(left)
         else:
             _sleep(left)
+
+
+def _placed_by_leader(client: Client, job: str) -> bool:
+    """Whether the job's apps carry placement rules (its leader writes constraints to them)."""
+    try:
+        group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps"))
+    except MarathonError:
+        return False
+    return any(spread.RULES_LABEL in (a.get("labels") or {}) for a in task_apps(group).values())
 
 
 def _converged(client: Client, job: str) -> bool:

@@ -516,9 +516,11 @@ def test_a_follower_of_a_scaled_job_waits_for_the_leader_of_its_own_spec(parts):
                                    schedule=(0.02, 0.1), fallback=0.2, long_poll=1.0, hint_wait=0)
     parts.append(scaled)
     scaled.start()
-    # 4 s: the leader's answer on a loaded machine
+    # The leader's answer comes when it comes (seconds on a loaded machine): wait for the follower to have
+    # read it, then its wait fails naming it.
+    wait_for(lambda: "has another cluster spec" in (scaled.leader_detail or ""), 60, what="the leader's answer")
     with pytest.raises(DiscoveryError, match="has another cluster spec"):
-        scaled.wait([PS, W0, W1], 4.0)
+        scaled.wait([PS, W0, W1], 0.5)
     assert scaled.direct_reads == 0 and scaled.long_polls > 0 and not set(scaled.view.peers) & {PS, W0, W1}
     same = start_follower(parts, lambda: Observation(address, "ok"))  # a follower of the leader's own spec
     assert same.wait([PS, W0], 10) == {PS: "10.0.0.1:1", W0: "127.0.0.1:2000"}

@@ -167,3 +167,60 @@ def test_a_job_the_whole_cluster_can_never_hold_at_once_is_refused_like_an_impos
     monkeypatch.setattr(capacity, "read", lambda client, given=None: busy)
     fits = load_dict({"name": "j", "command": "true", "roles": {"worker": {"count": 2, "cpus": 2, "mem": 64}}})
     assert admission.check(None, fits).waiting == {"worker": 1}
+
+
+# -- placement rules across the job's tasks (marathon_tf.contract.spread) ----------------------------
+
+
+def _rules_job(workers, job_rules, **role):
+    return load_dict({"name": "j", "command": "true", "constraints": job_rules,
+                      "roles": {"worker": {"count": workers, "cpus": 1, "mem": 64, **role}}})
+
+
+def test_a_rule_no_agents_can_satisfy_is_refused_naming_it_and_the_agents(monkeypatch):
+    cap = _cap(_slave(1), _slave(2), _slave(3))
+    monkeypatch.setattr(capacity, "registered", lambda client, given=None: cap)
+    monkeypatch.setattr(capacity, "read", lambda client, given=None: None)  # sizes not enforced: still refused
+    with pytest.raises(UsageError) as e:
+        admission.check(None, _rules_job(4, [["hostname", "UNIQUE"]]))
+    assert e.value.exit_code == 2
+    assert str(e.value) == ('job rule ["hostname", "UNIQUE"] needs 4 distinct hosts for its 4 tasks; the Mesos master '
+                            'lists 3 agents; nothing was sent')
+    assert "constraints_per_task" in e.value.hint
+    assert admission.check(None, _rules_job(3, [["hostname", "UNIQUE"]])).note is None
+    assert admission.check(None, _rules_job(6, [["hostname", "MAX_PER", "2"]])).note is None
+    with pytest.raises(UsageError) as e:
+        admission.check(None, _rules_job(7, [["hostname", "MAX_PER", "2"]]))
+    assert str(e.value).startswith('job rule ["hostname", "MAX_PER", "2"] fits at most 2 × 3 = 6 of its 7 tasks')
+    with pytest.raises(UsageError) as e:  # a role's own rule names its role; every agent has rack r1
+        admission.check(None, _rules_job(2, [], constraints=[["rack", "UNIQUE"]]))
+    assert str(e.value).startswith('worker rule ["rack", "UNIQUE"] needs 2 distinct values of rack for its 2 tasks; '
+                                   'the 3 agents the Mesos master lists have 1 (r1)')
+    # Marathon's per-app meaning constrains nothing across tasks: nothing to refuse
+    per_app = load_dict({"name": "j", "command": "true", "constraints_per_task": [["hostname", "UNIQUE"]],
+                         "roles": {"worker": {"count": 5, "cpus": 1, "mem": 64}}})
+    assert admission.check(None, per_app).note is None
+
+
+def test_rules_not_checked_when_the_master_cannot_be_read_say_so_and_proceed(monkeypatch):
+    def unknown(client, given=None):
+        raise capacity.Unknown("the Mesos master at http://master:5050 cannot be read (ConnectionError)")
+
+    monkeypatch.setattr(capacity, "registered", unknown)
+    monkeypatch.setattr(capacity, "read", unknown)
+    verdict = admission.check(None, _rules_job(9, [["hostname", "UNIQUE"]]))
+    assert verdict.note == ("placement rules not checked against the agents: the Mesos master at http://master:5050 "
+                            "cannot be read (ConnectionError)")
+
+
+def test_the_packing_places_a_rules_tasks_as_the_leader_would():
+    cap = _cap(_slave(1, cpus=4), _slave(2, cpus=4))
+    spec = _rules_job(3, [["hostname", "MAX_PER", "1"]])
+    app = admission.spread.strip(render_app(spec, "worker", 1))  # a held app: what it asks, without the hold
+    assert app["constraints"] == []
+    from marathon_tf.user.render import placement_scopes
+
+    (scope,) = placement_scopes(spec)
+    order = [("worker", app)] * 3
+    assert admission.pack(order, cap) == {}  # per app: all three fit (two on one agent)
+    assert admission.pack(order, cap, scopes=[scope] * 3) == {"worker": 1}  # the rule: one per agent

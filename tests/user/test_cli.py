@@ -92,7 +92,7 @@ def test_validate_json_output_parses(write_job):
     assert r.exit_code == 0
     assert json.loads(r.stdout) == {"file": str(f), "valid": True,
                                     "name": "mnist", "style": "tf1", "counts": {"ps": 1, "worker": 2}, "apps": 3,
-                                    "warnings": []}
+                                    "warnings": [], "placement": []}
 
 
 def test_bad_job_sends_nothing(write_job, httpserver):

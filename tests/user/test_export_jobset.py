@@ -518,3 +518,15 @@ def test_job_export_is_the_same_as_the_verb():
     with pytest.raises(Exception) as raised:
         job.export("jobset", strict=True)
     assert getattr(raised.value, "exit_code", None) == 2
+
+
+def test_constraints_per_task_carry_what_meant_something_per_task():
+    result = export(load_dict(minimal(image="i", constraints_per_task=[["hostname", "UNIQUE"],
+                                                                       ["rack", "LIKE", "r1|r2"]])))
+    assert result.untranslatable == ["constraints_per_task[0]: UNIQUE per task compared each task with its own app's "
+                                     "instances on Marathon: it constrained nothing across pods"]
+    manifest = yaml.safe_load(result.text)
+    worker = next(j for j in manifest["spec"]["replicatedJobs"] if j["name"] == "worker")
+    terms = worker["template"]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert {"key": "rack", "operator": "In", "values": ["r1", "r2"]} in terms[0]["matchExpressions"]

@@ -221,6 +221,11 @@ class _Deployments:
     def deployments(self):
         return [{"id": i} for i in self.ids]
 
+    def get_group(self, group_id, embed=()):
+        from marathon_tf.contract.errors import MarathonNotFound
+
+        raise MarathonNotFound(f"Group '{group_id}' does not exist")
+
 
 def test_the_jobs_end_overriding_its_deployment_is_the_jobs_outcome_not_a_failed_deployment(monkeypatch):
     from marathon_tf.contract.errors import JobFailed
@@ -292,3 +297,21 @@ def test_logs_of_a_job_that_does_not_exist_or_has_no_output_is_an_error(cluster)
     client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 0, "labels": LABELS, "cmd": "true"}]})
     r = CliRunner().invoke(cli, ["logs", "j", "--marathon", cluster.marathon_url])
     assert r.exit_code == 1 and "no task has output" in r.stderr and r.stdout == ""
+
+
+def test_a_deployment_the_jobs_leader_overrides_to_place_its_tasks_is_followed_on(monkeypatch):
+    from marathon_tf.contract import spread
+    from marathon_tf.user import watch
+
+    class Placed(_Deployments):
+        def get_group(self, group_id, embed=()):  # the job's apps carry placement rules (marathon_tf.task.placer)
+            return {"id": group_id, "apps": [{"id": "/j/worker-0", "labels": {
+                "marathon-tf/job": "j", "marathon-tf/role": "worker", "marathon-tf/index": "0",
+                spread.RULES_LABEL: '{"scope":"job","rules":[["hostname","UNIQUE"]]}'}}]}
+
+    monkeypatch.setattr(watch, "job_status", lambda client, job, probe=True, mesos=None: JobStatus.from_dict(
+        {"job": "j", "state": "Deploying"}))
+    event = {"eventType": "deployment_failed", "id": "d1",
+             "reason": "Deployment was forcefully overridden by another deployment"}
+    final = watch.wait_deployment(Placed(["d1"]), "d1", "j", timeout=None, stream=_Stream([event]))
+    assert final.state == "Deploying"  # no JobFailed: the job is followed from here on

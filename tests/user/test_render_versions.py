@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from marathon_schemas import RAML_1_11_ONLY, SCHEMAS, errors, unreachable_errors
+from marathon_tf.contract import spread
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.user.api import Job
 from marathon_tf.user.cli import cli
@@ -122,7 +123,9 @@ def test_constraints_a_version_does_not_know_are_refused(constraint, ok_from):
         render_group(load_dict(job), marathon_version="1.5.15")
     assert "roles.worker.constraints[0]" in e.value.message and "Marathon 1.5.15" in e.value.message
     app = task_apps(render_group(load_dict(job), marathon_version=ok_from))["worker-1"]
-    assert constraint in app["constraints"]
+    # a rule across the role's tasks (UNIQUE, GROUP_BY) is the label the job's leader reads, not the app's own
+    rules = json.loads(app["labels"].get(spread.RULES_LABEL, '{"rules": []}'))["rules"]
+    assert constraint in app["constraints"] or constraint in rules
     check_version(load_dict(minimal(constraints=[["hostname", "UNIQUE"]])), "1.4.0")  # plain hostname: any version
 
 

@@ -78,6 +78,14 @@ MALFORMED = [
     (minimal(constraints=[["hostname", "LIKE", "(["]]), "constraints[0]", "regular expression"),
     (minimal(constraints=[["hostname", "MAX_PER", "two"]]), "constraints[0]", "integer"),
     (minimal(constraints=["hostname:UNIQUE"]), "constraints[0]", "must be"),
+    (minimal(constraints_per_task=[["hostname", "MAX_PER"]]), "constraints_per_task[0]", "needs a value"),
+    (minimal(roles={"ps": {"count": 1, "constraints_per_task": [["x", "NOPE"]]}, "worker": {"count": 1}}),
+     "roles.ps.constraints_per_task[0]", "unknown operator"),
+    (minimal(discovery={"marathon_url": ""}, constraints=[["rack", "LIKE", "r1"], ["hostname", "UNIQUE"]]),
+     "constraints[1]", "needs discovery.marathon_url"),
+    (minimal(discovery={"marathon_url": ""}, roles={"ps": {"count": 2, "constraints": [["rack", "GROUP_BY"]]},
+                                                    "worker": {"count": 1}}),
+     "roles.ps.constraints[0]", "constraints_per_task"),
     (minimal(volumes=[{"host_path": "../rel", "container_path": "ckpt"}]), "volumes[0].host_path", ".."),
     (minimal(volumes=[{"host_path": "/x", "container_path": "../up"}]), "volumes[0].container_path", ".."),
     (minimal(volumes=[{"host_path": "/x"}]), "volumes[0].container_path", "required"),
@@ -253,3 +261,14 @@ def test_bad_prewarm_is_named(value, message):
     assert message in str(e.value)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(minimal(prewarm=value), json_schema())
+
+
+def test_constraints_per_task_round_trip_and_a_role_overrides_the_jobs():
+    spec = load_dict(minimal(constraints_per_task=[["hostname", "UNIQUE"]],
+                             roles={"ps": {"count": 1, "constraints_per_task": []}, "worker": {"count": 1}}))
+    assert spec.constraints_per_task == (("hostname", "UNIQUE"),)
+    assert spec.role("ps").constraints_per_task == () and spec.role("worker").constraints_per_task is None
+    assert load_dict(spec.to_dict()) == spec
+    assert "constraints_per_task" not in load_dict(minimal()).to_dict()  # unchanged for jobs without it
+    # per app: nothing across tasks, so no marathon_url is needed
+    assert load_dict(minimal(discovery={"marathon_url": ""}, constraints_per_task=[["hostname", "UNIQUE"]]))

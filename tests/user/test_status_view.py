@@ -225,3 +225,33 @@ def test_a_task_being_stopped_at_the_jobs_end_is_stopped_for_the_api_as_for_the_
     assert [t.state for t in final.tasks] == ["stopped"] * 3
     text = CliRunner().invoke(cli, ["status", "mnist", "--marathon", httpserver.url_for("")]).stdout
     assert [line.split()[1] for line in text.splitlines() if line.startswith(("ps-", "worker-"))] == ["stopped"] * 3
+
+
+def test_a_task_a_placement_rule_holds_says_which_rule():
+    from marathon_tf.contract import spread
+    from marathon_tf.user.status import Observed, build
+
+    spec = load_dict(minimal(constraints=[["hostname", "UNIQUE"]], roles={"ps": {"count": 1},
+                                                                          "worker": {"count": 2}}))
+    apps = {}
+    for app in render_group(spec)["apps"]:
+        name = app["id"].rsplit("/", 1)[-1]
+        apps[name] = dict(app, tasks=[], deployments=[])
+    apps["worker-0"]["tasks"] = [{"id": "w0", "state": "TASK_RUNNING", "host": "10.0.0.1", "ports": [1, 2],
+                                  "startedAt": "2026-11-21T00:00:00.000Z"}]
+    released = (("hostname", "UNLIKE", "10\\.0\\.0\\.1"),)
+    apps["ps-0"] = dict(apps["ps-0"], constraints=[list(c) for c in released], labels={
+        **apps["ps-0"]["labels"], spread.LABEL: spread.label_value(released, 'job rule ["hostname", "UNIQUE"]: away '
+                                                                            'from 10.0.0.1 (worker-0)')})
+    queue = {a["id"]: {"app": {"id": a["id"]}, "count": 1, "delay": {"overdue": True},
+                       "processedOffersSummary": {"processedOffersCount": 3, "rejectSummaryLastOffers": [
+                           {"reason": "UnfulfilledConstraint", "declined": 3, "processed": 3}]}}
+             for name, a in apps.items() if name != "worker-0"}
+    st = build(Observed("mnist", apps, queue, now=0.0)).to_dict()
+    rows = {t["task"]: t for t in st["tasks"]}
+    assert rows["ps-0"]["placement"] == 'job rule ["hostname", "UNIQUE"]: away from 10.0.0.1 (worker-0)'
+    assert rows["ps-0"]["waitingFor"].startswith('job rule ["hostname", "UNIQUE"]: away from 10.0.0.1 (worker-0); ')
+    assert rows["worker-1"]["waitingFor"].startswith('held by job rule ["hostname", "UNIQUE"]: its tasks are placed '
+                                                     "one at a time by the job's leader; ")
+    assert "placement" not in rows["worker-0"]
+    assert 'waits: held by job rule' in output.status_text(st)

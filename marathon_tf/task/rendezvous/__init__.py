@@ -120,10 +120,11 @@ def _event_stream(ctx: TaskContext, environ: Mapping[str, str]):
 def make_rendezvous(ctx: TaskContext, environ: Mapping[str, str], backend: Backend, *, me: PeerKey | None,
                     address: str | None, server, stop: threading.Event, slow: float,
                     rng: random.Random | None = None, session=None, dns_client=None, events=None,
-                    log: Callable[[str], None] = lambda m: None) -> Rendezvous | None:
+                    log: Callable[[str], None] = lambda m: None, placement=None) -> Rendezvous | None:
     """The leader's or a follower's rendezvous for this task, started; None when the job
     uses direct reads (``MTF_RENDEZVOUS=direct``, no leading task, or the leader has no
-    status endpoint to publish on)."""
+    status endpoint to publish on). ``placement``: the leader's :class:`marathon_tf.task.placer.Placer`,
+    whose held peers its view shows missing (no program starts before the job's placement rules hold)."""
     leader = leader_of(ctx)
     members = ctx.members()
     if rendezvous_mode(environ) == "direct" or leader is None or len(members) < 2:
@@ -140,7 +141,8 @@ def make_rendezvous(ctx: TaskContext, environ: Mapping[str, str], backend: Backe
         else:  # DNS is cheap to ask: calm polls every second or so
             slow = min(slow, max(FAST[1], 10 * len(members) / DNS_QUERIES_PER_SECOND))
         lead = LeaderRendezvous(backend, members, me, address, job=ctx.job, slow=slow, stop=stop, rng=rng,
-                                events=events if events is not None else _event_stream(ctx, environ), hints=hints)
+                                events=events if events is not None else _event_stream(ctx, environ), hints=hints,
+                                placement=placement)
         server.add_route(PATH, lead.handle)
         log(f"leading the rendezvous of {len(members)} task(s): GET {PATH} on the status port")
         return lead.start()

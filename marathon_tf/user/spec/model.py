@@ -49,7 +49,11 @@ class Role:
     image: str | None = None
     command: tuple[str, ...] | str | None = None
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: the role's own rules (None: the job's); UNIQUE, MAX_PER, GROUP_BY and CLUSTER without a value
+    #: hold across the role's tasks (:mod:`marathon_tf.contract.spread`)
     constraints: tuple[tuple[str, ...], ...] | None = None
+    #: copied into each of the role's apps as it is (None: the job's): Marathon's per-app meaning
+    constraints_per_task: tuple[tuple[str, ...], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,11 @@ class JobSpec:
     image: str | None = None
     containerizer: str = "mesos"
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: job-wide rules: UNIQUE, MAX_PER, GROUP_BY and CLUSTER without a value hold across the tasks of
+    #: every role without constraints of its own (:mod:`marathon_tf.contract.spread`); others per task
     constraints: tuple[tuple[str, ...], ...] = ()
+    #: copied into every app as it is (Marathon's own meaning: among one app's instances)
+    constraints_per_task: tuple[tuple[str, ...], ...] = ()
     volumes: tuple[Volume, ...] = ()
     fetch: tuple[Fetch, ...] = ()
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -180,6 +188,8 @@ class JobSpec:
             "network": _drop_none({"mode": self.network, "name": self.network_name}),
             "roles": {},
         }
+        if self.constraints_per_task:
+            out["constraints_per_task"] = [list(c) for c in self.constraints_per_task]
         if self.image:
             out["image"] = self.image
         if self.target_step is not None:
@@ -204,6 +214,8 @@ class JobSpec:
                 rd["env"] = dict(role.env)
             if role.constraints is not None:
                 rd["constraints"] = [list(c) for c in role.constraints]
+            if role.constraints_per_task is not None:
+                rd["constraints_per_task"] = [list(c) for c in role.constraints_per_task]
             out["roles"][r] = rd
         return out
 

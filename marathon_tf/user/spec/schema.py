@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_load, validate, validates_schema
 
 from marathon_tf.contract import naming
+from marathon_tf.contract.spread import relational
 from marathon_tf.user.spec.fields import (_Command, _Constraint, _Prewarm, _Str, _StrictInt, _StrictNumber, _StrMap,
                                           _env_key_problem, _label_key_problem)
 from marathon_tf.user.spec.hints import blocked, failed_paths
@@ -39,6 +40,7 @@ class _RoleSchema(_Base):
     command = _Command()
     env = _StrMap(key_check=_env_key_problem)
     constraints = fields.List(_Constraint())
+    constraints_per_task = fields.List(_Constraint())
 
 
 class _RolesSchema(_Base):
@@ -167,6 +169,7 @@ class _JobSchema(_Base):
                                   validate=validate.OneOf(["mesos", "docker"], error="must be one of {choices}"))
     roles = fields.Nested(_RolesSchema, required=True)
     constraints = fields.List(_Constraint())
+    constraints_per_task = fields.List(_Constraint())
     volumes = fields.List(fields.Nested(_VolumeSchema))
     fetch = fields.List(_FetchField())
     labels = _StrMap(key_check=_label_key_problem)
@@ -208,6 +211,16 @@ class _JobSchema(_Base):
                 err("name", problems)
         if isinstance(roles, dict):
             self._cross(data, roles, err)
+        if (data.get("discovery") or {}).get("marathon_url") == "":
+            placed = [(f"constraints[{i}]", c) for i, c in enumerate(data.get("constraints") or [])]
+            placed += [(f"roles.{r}.constraints[{i}]", c)
+                       for r, rd in (roles if isinstance(roles, dict) else {}).items()
+                       for i, c in enumerate((rd or {}).get("constraints") or [])]
+            for path, c in placed:
+                if relational(c):
+                    err(path, f"{c[1]} holds across tasks, which the job's leader places through Marathon: it needs "
+                              f"discovery.marathon_url (for Marathon's per-app meaning write it in "
+                              f"constraints_per_task)", "discovery.marathon_url")
         net = data.get("network") or {}
         if net.get("name") and net.get("mode", "host") != "container":
             err("network.name", "a network name needs network.mode 'container'", "network.mode")
@@ -276,6 +289,7 @@ class _JobSchema(_Base):
                 command=rd.get("command"),
                 env=rd.get("env", MappingProxyType({})),
                 constraints=tuple(rd["constraints"]) if "constraints" in rd else None,
+                constraints_per_task=tuple(rd["constraints_per_task"]) if "constraints_per_task" in rd else None,
             )
         disc = data.get("discovery") or {}
         rst = data.get("restart") or {}
@@ -293,6 +307,7 @@ class _JobSchema(_Base):
             containerizer=data.get("containerizer", "mesos"),
             env=data.get("env", MappingProxyType({})),
             constraints=tuple(data.get("constraints") or ()),
+            constraints_per_task=tuple(data.get("constraints_per_task") or ()),
             volumes=tuple(Volume(**v) for v in data.get("volumes") or ()),
             fetch=tuple(Fetch(**f) for f in data.get("fetch") or ()),
             labels=data.get("labels", MappingProxyType({})),

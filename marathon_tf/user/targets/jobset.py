@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from marathon_tf import __version__
-from marathon_tf.contract import cluster_spec, naming
+from marathon_tf.contract import cluster_spec, naming, spread
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.user.render import RenderError, render_template, role_facts, template_environment
 from marathon_tf.user.spec import JobSpec, Volume
@@ -318,6 +318,14 @@ def _role_context(job: _Job, role: str, cluster: dict[str, list[str]], group: bo
                          hint="set \"image\" in the job file (or the role's), or pass --image")
     selector = {"jobset.sigs.k8s.io/jobset-name": job.name, "jobset.sigs.k8s.io/replicatedjob-name": role}
     placement = kube.scheduling(facts.constraints, facts.constraints_key, selector)
+    if facts.per_task:  # Marathon's per-app meaning: LIKE, IS … carry over; UNIQUE & co. meant nothing across tasks
+        per_task = kube.scheduling([c for c in facts.per_task if not spread.relational(c)], facts.per_task_key,
+                                   selector)
+        placement.node_expressions += per_task.node_expressions
+        placement.untranslated += per_task.untranslated
+        placement.untranslated += [(f"{facts.per_task_key}[{i}]", f"{c[1]} per task compared each task with its "
+                                    "own app's instances on Marathon: it constrained nothing across pods")
+                                   for i, c in enumerate(facts.per_task) if spread.relational(c)]
     for loss in placement.untranslated:
         if loss not in job.losses:
             job.losses.append(loss)
