@@ -37,7 +37,8 @@ __all__ = ["KINDS", "REASONS", "merge", "timeline", "compact", "expand", "iso",
            "TASK_STARTED", "PEERS_FOUND", "PROGRAM_STARTED", "SERVER_UP", "FIRST_STEP", "PROGRAM_EXITED",
            "HANG", "WAITING", "PEER_MOVED", "FINISHED", "PREEMPTED", "SUBMITTED", "DEPLOYED", "ALL_RUNNING",
            "SCALED", "PLACEMENT_WAIT", "PLACED", "JOB_ENDED", "TASK_FAILED", "NOT_PLACED", "RESUBMITTED",
-           "SAVE_ROUND", "SAVED", "SAVE_FAILED", "STALLED", "GREW", "SHRANK", "BELOW_MIN", "LABEL_LIMIT"]
+           "SAVE_ROUND", "SAVED", "SAVE_FAILED", "STALLED", "GREW", "SHRANK", "BELOW_MIN",
+           "START_FAILED", "RESTARTING", "PLANNED", "ENDS", "cluster_change", "planned_text", "LABEL_LIMIT"]
 
 # a task's events (its bootstrap records them)
 TASK_STARTED = "task_started"        # the bootstrap runs (Marathon's TASK_RUNNING)
@@ -56,6 +57,9 @@ STALLED = "stalled"                  # steps came again after a pause far longer
 SAVE_ROUND = "save_round"            # the deciding task asks its program to save ("reason", "hold")
 SAVED = "saved"                      # the round's checkpoint is in the logdir ("step", "path", "seconds")
 SAVE_FAILED = "save_failed"          # the round could not save ("message": why); the stop goes on as before
+RESTARTING = "restarting"            # a planned restart (:data:`PLANNED`): never a failure, never counted
+START_FAILED = "start_failed"        # the program could not be started (an unusable logdir, GPUs it cannot
+                                     # see, a logdir another run holds, peers never found): the job fails
 # the job's events (the deciding task records them)
 SUBMITTED = "submitted"              # the job's apps were (re)deployed: Marathon's version time
 DEPLOYED = "deployed"                # Marathon's deployment is done: every task running and healthy
@@ -82,10 +86,50 @@ REASONS = {
     PLACEMENT_WAIT: "PlacementWait", PLACED: "Placed", JOB_ENDED: "JobEnded", TASK_FAILED: "TaskFailed",
     NOT_PLACED: "NotPlaced", RESUBMITTED: "Resubmitted", STALLED: "Stalled", SAVE_ROUND: "SaveRound",
     SAVED: "Saved", SAVE_FAILED: "SaveFailed", GREW: "Grew", SHRANK: "Shrank", BELOW_MIN: "BelowMin",
+    START_FAILED: "StartFailed", RESTARTING: "Restarting",
 }
 KINDS = tuple(REASONS)
+#: A task's events of one millisecond in the order of its life: the end of a run before the start of
+#: the next, its TF server up before its first step.
+_LIFE = (SUBMITTED, SCALED, DEPLOYED, ALL_RUNNING, PLACEMENT_WAIT, PLACED, HANG, PEER_MOVED, PROGRAM_EXITED,
+         PREEMPTED, TASK_FAILED, RESTARTING, START_FAILED, TASK_STARTED, PEERS_FOUND, PROGRAM_STARTED, SERVER_UP,
+         FIRST_STEP, WAITING, FINISHED, JOB_ENDED, NOT_PLACED, RESUBMITTED)
+_RANK = {kind: n for n, kind in enumerate(_LIFE)}
+#: the kinds that say the job's end (the record's)
+ENDS = (JOB_ENDED, NOT_PLACED)
 
-_CAUSES = (PROGRAM_EXITED, HANG, PEER_MOVED, PREEMPTED, TASK_FAILED)
+#: A *planned restart*: marathon-tf stops a task, or its program, on purpose and starts it again; never a
+#: failure (never ``TaskFailed``, never a task's last failure, never counted), an event of its own kind
+#: (:data:`RESTARTING`, with ``why``, one of these). Why → what ``status`` and ``events`` say
+#: (``Restarting for scale (2 → 3 workers)``). The one place the notion lives: the bootstrap records
+#: the program's stops (:meth:`marathon_tf.task.observer.TaskObserver.planned_restart`), the user's side
+#: reads a task's stop for a new configuration as one (:func:`marathon_tf.marathon.jobstate.planned_stop`,
+#: which the keeper's classification uses too).
+PLANNED = {
+    "scale": "scale",                          # marathon-tf scale: every task with the new cluster spec
+    "redeploy": "a new configuration",         # a re-deploy of a changed job file
+    "group": "the job's group restart",        # the keeper's round after a member's failure (a ps' …)
+    "preemption": "a preemption round",        # the keeper's round after a member's preemption
+    "peer_moved": "a peer that moved",         # a peer relaunched at a new address: the rewritten spec
+    "peer_restarted": "a peer restarted under it",  # a ParameterServerStrategy coordinator's peer
+    "resize": "the job's size change",         # an elastic job grew or shrank (docs/elastic.md)
+}
+
+
+def cluster_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """``2 → 3 workers`` (one role changed), ``worker 2 → 3, ps 1 → 2``; "" when the counts are the same."""
+    roles = sorted(r for r in set(before) | set(after) if int(before.get(r, 0) or 0) != int(after.get(r, 0) or 0))
+    if len(roles) == 1:
+        role = roles[0]
+        return f"{int(before.get(role, 0) or 0)} → {int(after.get(role, 0) or 0)} {role}s"
+    return ", ".join(f"{r} {int(before.get(r, 0) or 0)} → {int(after.get(r, 0) or 0)}" for r in roles)
+
+
+def planned_text(why: str, detail: str = "") -> str:
+    """``Restarting for scale (2 → 3 workers)``: what ``status`` says of a planned restart."""
+    return f"Restarting for {PLANNED.get(why, why)}" + (f" ({detail})" if detail else "")
+
+_CAUSES = (PROGRAM_EXITED, HANG, PEER_MOVED, PREEMPTED, TASK_FAILED, START_FAILED, RESTARTING)
 _MEMBERS = ("chief", "ps", "worker", "evaluator")
 #: Hosts' clocks differ a little: events this much before ``submitted`` still belong to it (seconds).
 CLOCK_SLACK = 2.0
@@ -104,6 +148,12 @@ def _key(event: Mapping[str, Any]) -> tuple:
     return (round(float(event.get("time", 0)), 3), event.get("task", ""), event.get("kind", ""))
 
 
+def _order(event: Mapping[str, Any]) -> tuple:
+    """Time order; a task's events of one millisecond in the order of its life (:data:`_LIFE`)."""
+    time_, task, kind = _key(event)
+    return time_, task, _RANK.get(kind, len(_RANK)), kind
+
+
 def merge(*sources: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Every event of ``sources`` once (the same task, kind and time is one event), in time order."""
     seen: dict[tuple, dict[str, Any]] = {}
@@ -111,7 +161,7 @@ def merge(*sources: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         for event in source or []:
             if isinstance(event, Mapping) and isinstance(event.get("time"), (int, float)) and event.get("kind"):
                 seen.setdefault(_key(event), dict(event))
-    return sorted(seen.values(), key=_key)
+    return sorted(seen.values(), key=_order)
 
 
 def _first(events: list[dict[str, Any]], kind: str) -> dict[str, float]:

@@ -81,7 +81,10 @@ class Restarter:
 
     # -- wiring ------------------------------------------------------------------------------------
     def _wire_keeper(self) -> None:
-        """The job's counts in this task's status and the record; the keeper's own entries as events."""
+        """The job's counts in this task's status and the record; the keeper's own entries as events;
+        this task's events in a record it writes (the deciding task's: its job view's, set in ``main``)."""
+        if self.control is not None and self.control.extra_labels is None:
+            self.control.extra_labels = self.observer.end_labels
         if not isinstance(self.policy, JobPolicy):
             return
         policy, keeper = self.policy, self.policy.keeper
@@ -230,9 +233,9 @@ class Restarter:
         if trainer.wait(timeout=0) is None:
             grace = self.grace if round_.get("grace") is None else min(self.grace, float(round_["grace"]))  # 0: now
             code = trainer.stop(grace)
-            what = "size change" if round_.get("kind") == "resize" else "group restart"
-            self.observer.program_exited(code, f"stopped for the job's {what} ({cause}; exit {code})",
-                                         failure=False)
+            why = "resize" if round_.get("kind") == "resize" else "preemption" if round_.get("kind") == PREEMPTION \
+                else "group"  # (an elastic job's size change: marathon_tf.task.resize)
+            self.observer.planned_restart(why, code, cause)
         self._round = (self._round[0], generation)
         delay = float(round_.get("delay") or 0)
         resize = round_.get("kind") == "resize"  # an elastic job's size change (marathon_tf.task.resize)
@@ -322,7 +325,7 @@ class Restarter:
         self.log(f"TensorFlow says {peer} was restarted under the training program (it keeps {peer}'s old "
                  f"incarnation and cannot take it back): restarting the program in place")
         code = trainer.stop(min(self.grace, PEER_GRACE))
-        self.observer.program_exited(code, f"stopped: {peer} was restarted under it (exit {code})", failure=False)
+        self.observer.planned_restart("peer_restarted", code, peer)
         return not self._stop.wait(PEER_SETTLE)  # the other peers of the same restart get there too
 
     # -- the task is stopped ------------------------------------------------------------------------------

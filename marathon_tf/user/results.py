@@ -68,6 +68,9 @@ class JobStatus:
     logdir_path: Optional[str] = None
     admission: Optional[dict[str, Any]] = field(default=None, compare=False)
     elastic: Optional[dict[str, Any]] = field(default=None, compare=False)
+    #: A planned restart under way (``scale``, a re-deploy): ``why``, ``change``, ``tasks``, ``text``
+    #: (``Restarting for scale (2 → 3 workers)``); None otherwise.
+    restarting: Optional[dict[str, Any]] = field(default=None, compare=False)
     data: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -77,7 +80,8 @@ class JobStatus:
                    tasks=tuple(TaskStatus.from_dict(t) for t in status.get("tasks") or []),
                    step=status.get("step"), target_step=status.get("targetStep"), final_step=status.get("finalStep"),
                    reason=status.get("reason"), logdir=status.get("logdir"), logdir_path=status.get("logdirPath"),
-                   admission=status.get("admission"), elastic=status.get("elastic"), data=dict(status))
+                   admission=status.get("admission"), restarting=status.get("restarting"),
+                   elastic=status.get("elastic"), data=dict(status))
 
     @property
     def ended(self) -> bool:
