@@ -21,6 +21,16 @@ stopping, says ``marathon-tf save-hook: saved step=<n> path=<checkpoint>`` and p
 bootstrap continues it (SIGCONT) or stops it: what ``marathon-tf checkpoint`` and every planned stop
 (a kill, ``scale``, ``delete --save``) ask for first (:class:`SaveOnRequest`, a ``SessionRunHook``).
 
+Elastic (``--elastic``, the job file ``job-elastic.json``: ``"worker": {"count": {"min": 2, "max": 3}}``,
+docs/elastic.md): a worker joins and leaves the running job without stopping the others. A ps knows the
+workers of the cluster spec it started with only, and refuses a newcomer's tensors ("No worker known as
+/job:worker/replica:0/task:2"); so every worker boots its TF server under a job of its own
+(``elastic_boot``) and passes its cluster in its session's config (TensorFlow's ClusterSpec propagation,
+``cluster_def``, with ``share_session_state_in_clusterspec_propagation``: the variables on the ps stay
+the ones every worker's session shares). Asynchronous training needs nothing else: each step is one
+worker's batch and one update, so neither the batch nor the learning rate changes with the job's size
+(``MARATHON_TF_WORKERS`` is logged), only the global step's rate.
+
 Output (stdout, one line per logged step): ``step=<global step> loss=<loss>``, then
 ``first_step_time=<unix time>`` after the first step and ``done final_step=<n> loss=<x>`` at the end
 (``preempted at step <n> ...`` instead when stopped).
@@ -38,6 +48,7 @@ import tensorflow.compat.v1 as tf
 tf.disable_eager_execution()
 
 PREEMPTED_CODE = 42  # marathon-tf's default restart.preemption_exit_codes: 42 and 143
+ELASTIC_BOOT = "elastic_boot"  # (--elastic) the job a worker's own server runs as: not one its session names
 _stop = {"signal": None}
 
 
@@ -62,6 +73,8 @@ def parse_args(argv=None):
                    help="sleep this many seconds after every local step (a slow worker, for tests)")
     p.add_argument("--step_sleep_task_index", type=int, default=None,
                    help="only the worker with this index sleeps (default: every worker)")
+    p.add_argument("--elastic", action="store_true",
+                   help="workers may join and leave the running job (ClusterSpec propagation, docs/elastic.md)")
     return p.parse_args(argv)
 
 
@@ -149,6 +162,11 @@ def run_worker(args, cluster, server):
 
     # Talk only to the ps tasks and ourselves: don't wait for (or hang on) the other workers.
     config = tf.ConfigProto(device_filters=["/job:ps", f"/job:worker/task:{args.task_index}"])
+    if args.elastic:  # the ps learns this worker from the session, not from the spec it started with
+        own = cluster.task_address("worker", args.task_index)
+        session_cluster = tf.train.ClusterSpec({"ps": cluster.job_tasks("ps"), "worker": {args.task_index: own}})
+        config.cluster_def.CopyFrom(session_cluster.as_cluster_def())
+        config.experimental.share_session_state_in_clusterspec_propagation = True
     scaffold = tf.train.Scaffold(saver=tf.train.Saver(max_to_keep=3))
     if is_chief:
         creator = tf.train.ChiefSessionCreator(
@@ -196,7 +214,12 @@ def main(argv=None):
         "ps": [h for h in args.ps_hosts.split(",") if h],
         "worker": [h for h in args.worker_hosts.split(",") if h],
     })
-    server = tf.train.Server(cluster, job_name=args.job_name, task_index=args.task_index)
+    if args.elastic and args.job_name == "worker":  # see the module: its own job, the cluster in the session
+        own = cluster.task_address("worker", args.task_index)
+        server = tf.train.Server(tf.train.ClusterSpec({ELASTIC_BOOT: [own]}), job_name=ELASTIC_BOOT, task_index=0)
+        log(f"worker:{args.task_index} elastic: {os.environ.get('MARATHON_TF_WORKERS', '?')} workers in the job")
+    else:
+        server = tf.train.Server(cluster, job_name=args.job_name, task_index=args.task_index)
     if args.job_name == "ps":
         log(f"ps:{args.task_index} serving on {cluster.task_address('ps', args.task_index)}")
         server.join()  # never returns: the launcher stops the ps when the workers are done
