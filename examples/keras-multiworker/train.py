@@ -23,6 +23,14 @@ later (:class:`SaveOnRequest`: they agree on it through TensorFlow's coordinatio
 step=<n> path=<backup>`` and pauses itself until its bootstrap continues it (SIGCONT) or stops it: what
 ``marathon-tf checkpoint`` and every planned stop (a kill, ``scale``, ``delete --save``) ask for first.
 
+Elastic (``job-elastic.json``: ``"worker": {"count": {"min": 2, "max": 3}}``, docs/elastic.md): every change of
+the job's size restarts every worker from the last backup with the new ``TF_CONFIG`` (TensorFlow's
+collectives are fixed at start); ``MARATHON_TF_WORKERS`` says the size. ``--global_batch_size N`` keeps the
+*global* batch at N whatever the size (each of the W workers takes N / W), so the learning rate and what a
+step means do not change with it; without it the per-worker ``--batch_size`` is kept and the global batch
+grows with the workers (then scale the learning rate with it: ``--lr_scaling linear``, the usual
+linear-scaling rule, ``lr x W / --lr_reference_workers``).
+
 Keras: TF 2.21's Keras 3 does not work with this strategy, so the program uses ``tf_keras``
 (Keras 2) and sets ``TF_USE_LEGACY_KERAS=1`` before TensorFlow is imported.
 
@@ -58,6 +66,11 @@ def parse_args(argv=None):
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--steps_per_epoch", type=int, default=40)
     p.add_argument("--batch_size", type=int, default=64, help="per worker; the global batch is this x workers")
+    p.add_argument("--global_batch_size", type=int, default=0,
+                   help="keep the global batch at this whatever the number of workers (elastic jobs; 0: off)")
+    p.add_argument("--lr_scaling", choices=["none", "linear"], default="none",
+                   help="linear: learning rate x workers / --lr_reference_workers (a global batch that grows)")
+    p.add_argument("--lr_reference_workers", type=int, default=1)
     p.add_argument("--checkpoint_dir", default="ckpt", help="shared directory for backups and the final weights")
     p.add_argument("--learning_rate", type=float, default=0.05)
     p.add_argument("--log_every", type=int, default=10, help="steps between step= lines")
@@ -243,8 +256,14 @@ def main(argv=None):
     workers = strategy.num_replicas_in_sync
     log(f"{task_type}:{task_id} in a group of {workers} replicas")
 
+    global_batch = args.global_batch_size or args.batch_size * workers
+    if args.global_batch_size and args.global_batch_size % workers:
+        global_batch = (args.global_batch_size // workers) * workers  # an even share for every replica
+    learning_rate = args.learning_rate * (workers / args.lr_reference_workers if args.lr_scaling == "linear" else 1)
+    log(f"global batch {global_batch} ({global_batch // workers} per worker), learning rate {learning_rate:g}; "
+        f"MARATHON_TF_WORKERS={os.environ.get('MARATHON_TF_WORKERS', '?')}")
     with strategy.scope():
-        model = build_model(args.learning_rate)
+        model = build_model(learning_rate)
 
     logger = StepLogger(args.log_every)
     callbacks = [
@@ -253,7 +272,7 @@ def main(argv=None):
                                      args.backup_every or args.steps_per_epoch, strategy.cluster_resolver),
         logger,
     ]
-    history = model.fit(make_dataset(args, args.batch_size * workers), epochs=args.epochs,
+    history = model.fit(make_dataset(args, global_batch), epochs=args.epochs,
                         steps_per_epoch=args.steps_per_epoch, callbacks=callbacks, verbose=0)
 
     # Every worker takes part in the save; only the chief's copy is kept.

@@ -329,7 +329,10 @@ class Marathon:
               templates_dir: Optional[str] = None, wait_for_resources: bool = True,
               **counts: Union[int, str]) -> ScaleResult:
         """Change role counts: ``scale("mnist", worker=8)``, ``scale("mnist", ps="+1")`` or
-        ``scale("mnist", "worker=8")`` (checked before any request). A job that has ended starts again
+        ``scale("mnist", "worker=8")`` (checked before any request). Of an elastic job (docs/elastic.md)
+        ``worker=5`` sets its target size within its bounds (nothing is re-rendered: the apps past it are set to
+        0 instances, the others run or wait as standbys) and ``worker="2..6"`` changes its bounds (a new job
+        file: every task restarts from the checkpoint, as a fixed job's scale). A job that has ended starts again
         only with ``force``. The tasks that start are checked against the cluster first, as a
         deploy's (:meth:`deploy`): ``admission`` says a shortfall."""
         from marathon_tf.user import jobs
@@ -410,9 +413,9 @@ class Marathon:
         return body
 
 
-def parse_scale(args: Union[list[str], tuple[str, ...]]) -> dict[str, tuple[str, int]]:
-    """``["worker=8", "ps=+1"]`` → ``{"worker": ("=", 8), "ps": ("+", 1)}`` (``workers=8`` too), checked
-    before any request (:class:`UsageError`)."""
+def parse_scale(args: Union[list[str], tuple[str, ...]]) -> dict[str, tuple[str, Any]]:
+    """``["worker=8", "ps=+1"]`` → ``{"worker": ("=", 8), "ps": ("+", 1)}`` (``workers=8`` too; an elastic
+    count's bounds ``worker=2..6`` → ``("..", (2, 6))``), checked before any request (:class:`UsageError`)."""
     from marathon_tf.user import jobs
 
     return jobs.parse_scale_args(list(args))

@@ -463,7 +463,9 @@ def scale(connection, args, job, force, dry_run, wait, timeout, mesos_url, wait_
     when Marathon runs only one marathon-tf job.
 
     Every task gets the rewritten cluster spec and the job resumes from its
-    checkpoint; scaling down stops the highest indices.
+    checkpoint; scaling down stops the highest indices. An elastic job (docs/elastic.md):
+    worker=5 sets its target size within its bounds (nothing restarts but what its size
+    change restarts), worker=2..6 changes the bounds (every task restarts, as above).
     """
     from marathon_tf.user import output
     from marathon_tf.user.api import ROLE_NAMES, parse_scale

@@ -223,19 +223,23 @@ def deployed_spec(client: Client, job: str) -> tuple[JobSpec, dict[str, Any]]:
 
 #: Role names as the job file spells them (``worker=8``), and their plurals as aliases (``workers=8``).
 ROLE_ALIASES = {**{r: r for r in naming.ROLES}, **{r + "s": r for r in naming.ROLES}}
-_SCALE_ARG = re.compile(r"^(?P<role>[a-z]+)=(?P<sign>[+-]?)(?P<n>[0-9]{1,6})$")
+_SCALE_ARG = re.compile(r"^(?P<role>[a-z]+)=(?:(?P<lo>[0-9]{1,6})\.\.(?P<hi>[0-9]{1,6})"
+                        r"|(?P<sign>[+-]?)(?P<n>[0-9]{1,6}))$")
+#: A change of an elastic count's bounds (``worker=2..6``): the sign of :func:`parse_scale_args`.
+BOUNDS = ".."
 
 
-def parse_scale_args(args: list[str]) -> dict[str, tuple[str, int]]:
-    """``["worker=8", "ps=+1"]`` → ``{"worker": ("=", 8), "ps": ("+", 1)}`` (``workers=8`` too); checked
-    before any request."""
+def parse_scale_args(args: list[str]) -> dict[str, tuple[str, Any]]:
+    """``["worker=8", "ps=+1"]`` → ``{"worker": ("=", 8), "ps": ("+", 1)}`` (``workers=8`` too); an elastic
+    count's new bounds ``worker=2..6`` → ``("..", (2, 6))``; checked before any request."""
     if not args:
         raise UsageError("nothing to scale: give ROLE=N, e.g. worker=8")
-    out: dict[str, tuple[str, int]] = {}
+    out: dict[str, tuple[str, Any]] = {}
     for arg in args:
         m = _SCALE_ARG.fullmatch(arg)
         if not m:
-            raise UsageError(f"{arg!r}: expected ROLE=N (e.g. worker=8, ps=2, worker=+2)")
+            raise UsageError(f"{arg!r}: expected ROLE=N (e.g. worker=8, ps=2, worker=+2; worker=2..6: an elastic "
+                             f"count's bounds)")
         role = ROLE_ALIASES.get(m.group("role"))
         if role is None:
             guess = closest(m.group("role"), ROLE_ALIASES)
@@ -244,6 +248,12 @@ def parse_scale_args(args: list[str]) -> dict[str, tuple[str, int]]:
                              + f" (roles: {', '.join(naming.ROLES)}; a plural such as workers is taken too)")
         if role in out:
             raise UsageError(f"{arg!r}: {role} is given twice")
+        if m.group("lo") is not None:
+            lo, hi = int(m.group("lo")), int(m.group("hi"))
+            if not 1 <= lo <= hi or hi > MAX_COUNT:
+                raise UsageError(f"{arg!r}: bounds MIN..MAX with 1 <= MIN <= MAX <= {MAX_COUNT}")
+            out[role] = (BOUNDS, (lo, hi))
+            continue
         n = int(m.group("n"))
         if n > MAX_COUNT:
             raise UsageError(f"{arg!r}: at most {MAX_COUNT} tasks per role")
@@ -251,13 +261,17 @@ def parse_scale_args(args: list[str]) -> dict[str, tuple[str, int]]:
     return out
 
 
-def apply_scale(spec: JobSpec, changes: Mapping[str, tuple[str, int]]) -> JobSpec:
-    counts = {}
+def apply_scale(spec: JobSpec, changes: Mapping[str, tuple[str, Any]]) -> JobSpec:
+    counts: dict[str, int | tuple[int, int]] = {}
     for role, (sign, n) in changes.items():
+        if sign == BOUNDS:
+            counts[role] = n
+            continue
         cur = spec.role(role).count
-        counts[role] = n if sign == "=" else cur + n if sign == "+" else cur - n
-        if counts[role] < 0:
+        count = n if sign == "=" else cur + n if sign == "+" else cur - n
+        if count < 0:
             raise UsageError(f"{role}: {cur} - {n} would be negative")
+        counts[role] = count
     try:
         return with_counts(spec, counts)
     except SpecError as e:
@@ -292,7 +306,56 @@ def plan_scale(current_group: dict[str, Any], new_group: dict[str, Any]) -> Scal
     return ScalePlan(start, stop, restart, unchanged)
 
 
-def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, templates_dir: str | None = None,
+def elastic_target(spec: JobSpec, changes: Mapping[str, tuple[str, Any]],
+                   apps: Mapping[str, Mapping[str, Any]]) -> dict[str, int] | None:
+    """``scale worker=5`` of a running elastic job: its target size (``{role: n}``), not a new job file: the
+    role's apps ``role-0`` … ``role-(n-1)`` run or wait as standbys, the others are set to 0 instances (no
+    configuration changes, nothing restarts but the job's size, docs/elastic.md). None when ``changes`` are
+    not that (bounds, fixed roles). UsageError for a target outside the role's bounds."""
+    targets = {}
+    for role, (sign, n) in changes.items():
+        r = spec.role(role)
+        if sign == BOUNDS or r.min_count is None:
+            return None
+        current = sum(1 for name, a in apps.items() if name.startswith(f"{role}-") and a.get("instances", 1))
+        target = n if sign == "=" else current + n if sign == "+" else current - n
+        if not r.min_count <= target <= r.count:
+            raise UsageError(f"{role}={target} is outside the job's elastic bounds {r.count_text}",
+                             hint=f"change the bounds with: marathon-tf scale {spec.name} {role}="
+                                  f"{min(target, r.min_count)}..{max(target, r.count)}")
+        targets[role] = target
+    return targets
+
+
+def _scale_target(client: Client, job: str, targets: Mapping[str, int], current: dict[str, Any], *,
+                  dry_run: bool) -> tuple[ScalePlan, DeployResult | None]:
+    """Set the elastic roles' apps to their target's instances (one bulk PUT of ``instances`` only)."""
+    apps = task_apps(current)
+    start: list[str] = []
+    stop: list[str] = []
+    unchanged: list[str] = []
+    updates: list[dict[str, Any]] = []
+    for name, app in sorted(apps.items(), key=lambda a: naming.parse_task_name(a[0]) or ("", 0)):
+        key = naming.parse_task_name(name)
+        if key is None or key[0] not in targets:
+            continue
+        want = 1 if key[1] < targets[key[0]] else 0
+        have = int(app.get("instances", 1))
+        (unchanged if want == have else start if want else stop).append(name)
+        if want != have:
+            updates.append({"id": app["id"], "instances": want})
+    plan = ScalePlan(start, stop, [], unchanged)
+    if not updates:
+        return plan, None
+    if dry_run:
+        return plan, DeployResult(job=job, group_id=naming.group_id(job), plan={"steps": [
+            {"actions": [{"action": "ScaleApplication", "app": u["id"]} for u in updates]}]})
+    body = client.update_apps(updates, force=True)
+    return plan, DeployResult(job=job, group_id=naming.group_id(job), deployment_id=body.get("deploymentId"),
+                              version=body.get("version"))
+
+
+def scale(client: Client, job: str, changes: Mapping[str, tuple[str, Any]], *, templates_dir: str | None = None,
           force: bool = False, dry_run: bool = False,
           wait_for_resources: bool = True, mesos: str | None = None) -> tuple[ScalePlan, DeployResult | None]:
     """Re-render with the new counts and PUT; ``(plan, None)`` when nothing would change.
@@ -302,6 +365,10 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
     Succeeded or Failed), or one whose tasks report its ``progress.target_step`` reached, is not
     started again unless ``force``. ``mesos``: the Mesos master the user named (``--mesos``)."""
     spec, current = deployed_spec(client, job)
+    targets = elastic_target(spec, changes, task_apps(current))
+    if targets is not None and job_state(task_apps(current).values()) not in (L.JobState.SUCCEEDED,
+                                                                              L.JobState.FAILED):
+        return _scale_target(client, job, targets, current, dry_run=dry_run)  # a running elastic job's size
     new_spec = apply_scale(spec, changes)
     caps = marathon_capabilities(client)  # both rendered for this Marathon: only the counts differ
     check_version(new_spec, caps, where=f"at {client.url}")

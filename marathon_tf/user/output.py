@@ -384,7 +384,7 @@ def elastic_text(view: Mapping[str, Any]) -> str:
     if view.get("final"):
         return str(view["final"])
     size, lo, hi = view.get("size"), view.get("min"), view.get("max")
-    text = f"{size} of {lo}..{hi}"
+    text = f"{size} of {lo}..{hi}" + (f" (target {view['target']})" if view.get("target") not in (None, hi) else "")
     if view.get("paused"):
         text += " (below its minimum: the job waits for placement)"
     standbys = view.get("standbys") or []

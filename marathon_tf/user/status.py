@@ -313,14 +313,15 @@ def _elastic(out: dict[str, Any], apps: Mapping[str, Mapping[str, Any]], seen: O
     role_apps = [a for name, a in apps.items() if name.startswith(role + "-")]
     waits = W.role_waits(role_apps, seen.queue, free=seen.free, now=seen.now).get(role)
     placed = waits.placed if waits is not None else 0
-    view: dict[str, Any] = {"role": role, "min": lo, "max": hi, "placed": placed,
+    target = sum(1 for a in role_apps if a.get("instances", 1))  # scale worker=N: the apps past it are at 0
+    view: dict[str, Any] = {"role": role, "min": lo, "max": hi, "placed": placed, "target": target,
                             "size": said.get("size", placed), "standbys": said.get("standbys")}
     for key in ("members", "generation", "paused", "changes", "vacant", "placedStandbys"):
         if said.get(key) is not None:
             view[key] = said[key]
-    if view["standbys"] is None:
-        view["standbys"] = sorted(n for n, a in apps.items() if n.startswith(role + "-") and not W.placed(a)
-                                  and a.get("instances", 1))
+    running = {n for n, a in apps.items() if n.startswith(role + "-") and a.get("instances", 1)}
+    view["standbys"] = sorted(n for n in (view["standbys"] if view["standbys"] is not None else
+                                          [n for n in running if not W.placed(apps[n])]) if n in running)
     if waits is not None and waits.waiting:
         view["waiting"] = waits.text()
         view["reasons"] = waits.to_dict()["reasons"]

@@ -173,3 +173,60 @@ def test_an_elastic_parameter_server_job_starts_at_its_minimum_grows_shrinks_and
 
     kinds = [e["kind"] for e in job_events(job.client, job.name, final)["events"]]
     assert kinds.count("grew") == 2 and kinds.count("shrank") == 1, kinds
+
+
+KERAS_TRAINING = re.compile(r"training from global step (\d+)")
+
+
+@pytest.mark.timeout(900)
+def test_an_elastic_keras_multiworker_job_starts_at_its_minimum_grows_shrinks_and_succeeds(tmp_path, sized_cluster,
+                                                                                          job_on):
+    from marathon_tf.user import jobs
+
+    block = job_on(sized_cluster, blocker(tmp_path))
+    block.wait(lambda: worker_task(block, "worker-0"), 60, "the blocker running")
+    epochs, per_epoch = 40, 40
+    job = job_on(sized_cluster, elastic_job(
+        tmp_path, "keras-multiworker", ["python3", "train.py", "--epochs", str(epochs), "--steps_per_epoch",
+                                        str(per_epoch), "--checkpoint_dir", "ckpt", "--log_every", "10",
+                                        "--backup_every", "20", "--global_batch_size", "96"], epochs * per_epoch))
+    # 1. starts with the two that fit (worker-0, the deciding task, among them) and trains
+    view = job.wait(lambda: size_is(job, "worker-0", 2), 180, "the job formed with 2 workers")
+    assert "worker-0" in view["members"] and len(view["standbys"]) == 1, view
+    job.wait(lambda: job.max_step() >= 40, 180, "training with 2 workers")
+    status = job.status()
+    assert status["state"] == L.JobState.RUNNING.value and status["elastic"]["size"] == 2, status.get("elastic")
+    standby = status["elastic"]["standbys"][0]
+    # 2. the blocker deleted: the standby is taken in after a save; every worker restarts at 3 from it
+    grew_at = time.monotonic()
+    jobs.delete(block.client, "blocker")
+    job.wait(lambda: size_is(job, "worker-0", 3), 90, "the job grew to 3 workers")
+    placed = wall(worker_task(job, standby)["stagedAt"])
+    resumed = job.wait(lambda: lines_of(job, "worker-0", KERAS_TRAINING, grew_at), 90, "worker-0 resumed")
+    first = job.wait(lambda: lines_of(job, standby, FIRST, grew_at), 90, "the newcomer's first step")
+    step_back = int(resumed[-1][1].group(1))
+    printed = max(int(m.group(1)) for t, m in lines_of(job, "worker-0", STEP) if t < resumed[-1][0])
+    assert step_back >= printed, (step_back, printed)  # 0 global steps trained again
+    grow_seconds = float(first[-1][1].group(1)) - placed
+    print(f"keras grow: standby placed -> its first step at 3 workers {grow_seconds:.1f} s", file=sys.stderr)
+    assert grow_seconds <= GROW_LIMIT, grow_seconds
+    job.wait(lambda: lines_of(job, "worker-0", STEP, resumed[-1][0]), 60, "training at 3 workers")
+    # 3. the agent of the newcomer killed: the others restart from the last backup at 2, nothing counted
+    victim = worker_task(job, standby)
+    killed = time.monotonic()
+    assert sized_cluster.kill_agent(victim["host"]) == [victim["id"]]
+    job.wait(lambda: size_is(job, "worker-0", 2), SHRINK_LIMIT, "the job shrank to 2 workers")
+    again = job.wait(lambda: lines_of(job, "worker-0", STEP, killed) and
+                     lines_of(job, "worker-0", KERAS_TRAINING, killed), 60, "training on at 2 workers")
+    shrink_seconds = min(t for t, _ in lines_of(job, "worker-0", STEP, killed)) - killed
+    print(f"keras shrink: agent killed -> training at 2 workers {shrink_seconds:.1f} s", file=sys.stderr)
+    assert again and shrink_seconds <= SHRINK_LIMIT, shrink_seconds
+    # 4. the agent back: the job grows again
+    sized_cluster.reconnect_agent(victim["host"])
+    job.wait(lambda: size_is(job, "worker-0", 3), 120, "the job grew again to 3 workers")
+    assert job.max_step() < epochs * per_epoch, "the job ended before the sequence did: raise the epochs"
+    # 5. it ends Succeeded with no failure counted
+    final = job.wait_state(900)
+    assert final["state"] == L.SUCCEEDED, final.get("reason")
+    assert (final.get("restartBudget") or {}).get("failures", 0) == 0, final.get("restartBudget")
+    assert "grew 2" in (final.get("elastic") or {}).get("final", ""), final.get("elastic")
