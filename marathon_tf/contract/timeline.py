@@ -35,6 +35,7 @@ __all__ = ["KINDS", "REASONS", "merge", "timeline", "compact", "expand", "iso",
            "TASK_STARTED", "PEERS_FOUND", "PROGRAM_STARTED", "SERVER_UP", "FIRST_STEP", "PROGRAM_EXITED",
            "HANG", "WAITING", "PEER_MOVED", "FINISHED", "PREEMPTED", "SUBMITTED", "DEPLOYED", "ALL_RUNNING",
            "SCALED", "PLACEMENT_WAIT", "PLACED", "JOB_ENDED", "TASK_FAILED", "NOT_PLACED", "RESUBMITTED",
+           "START_FAILED", "RESTARTING", "PLANNED", "ENDS", "cluster_change", "planned_text",
            "SAVE_ROUND", "SAVED", "SAVE_FAILED", "STALLED", "LABEL_LIMIT"]
 
 # a task's events (its bootstrap records them)
@@ -49,6 +50,9 @@ WAITING = "waiting"                  # the task waits for a peer (named)
 PEER_MOVED = "peer_moved"            # a peer came back at a new address: the program restarts
 FINISHED = "finished"                # the program succeeded
 PREEMPTED = "preempted"              # (issue 21: preemptions) the task was preempted
+RESTARTING = "restarting"            # a planned restart (:data:`PLANNED`): never a failure, never counted
+START_FAILED = "start_failed"        # the program could not be started (an unusable logdir, GPUs it cannot
+                                     # see, a logdir another run holds, peers never found): the job fails
 STALLED = "stalled"                  # steps came again after a pause far longer than usual ("seconds": lost)
 # a save round (the deciding task records them: task/saving.py)
 SAVE_ROUND = "save_round"            # the deciding task asks its program to save ("reason", "hold")
@@ -73,12 +77,50 @@ REASONS = {
     FIRST_STEP: "FirstStep", PROGRAM_EXITED: "ProgramExited", HANG: "Hang", WAITING: "Waiting",
     PEER_MOVED: "PeerMoved", FINISHED: "Finished", PREEMPTED: "Preempted", SCALED: "Scaled",
     PLACEMENT_WAIT: "PlacementWait", PLACED: "Placed", JOB_ENDED: "JobEnded", TASK_FAILED: "TaskFailed",
-    NOT_PLACED: "NotPlaced", RESUBMITTED: "Resubmitted", STALLED: "Stalled", SAVE_ROUND: "SaveRound",
-    SAVED: "Saved", SAVE_FAILED: "SaveFailed",
+    NOT_PLACED: "NotPlaced", RESUBMITTED: "Resubmitted", START_FAILED: "StartFailed", RESTARTING: "Restarting",
+    STALLED: "Stalled", SAVE_ROUND: "SaveRound", SAVED: "Saved", SAVE_FAILED: "SaveFailed",
 }
 KINDS = tuple(REASONS)
+#: A task's events of one millisecond in the order of its life: the end of a run before the start of
+#: the next, its TF server up before its first step.
+_LIFE = (SUBMITTED, SCALED, DEPLOYED, ALL_RUNNING, PLACEMENT_WAIT, PLACED, SAVE_ROUND, SAVED, SAVE_FAILED, HANG,
+         PEER_MOVED, PROGRAM_EXITED, PREEMPTED, TASK_FAILED, RESTARTING, START_FAILED, TASK_STARTED, PEERS_FOUND,
+         PROGRAM_STARTED, SERVER_UP, FIRST_STEP, STALLED, WAITING, FINISHED, JOB_ENDED, NOT_PLACED, RESUBMITTED)
+_RANK = {kind: n for n, kind in enumerate(_LIFE)}
+#: the kinds that say the job's end (the record's)
+ENDS = (JOB_ENDED, NOT_PLACED)
 
-_CAUSES = (PROGRAM_EXITED, HANG, PEER_MOVED, PREEMPTED, TASK_FAILED)
+#: A *planned restart*: marathon-tf stops a task, or its program, on purpose and starts it again; never a
+#: failure (never ``TaskFailed``, never a task's last failure, never counted), an event of its own kind
+#: (:data:`RESTARTING`, with ``why``, one of these). Why → what ``status`` and ``events`` say
+#: (``Restarting for scale (2 → 3 workers)``). The one place the notion lives: the bootstrap records
+#: the program's stops (:meth:`marathon_tf.task.observer.TaskObserver.planned_restart`), the user's side
+#: reads a task's stop for a new configuration as one (:func:`marathon_tf.marathon.jobstate.planned_stop`,
+#: which the keeper's classification uses too).
+PLANNED = {
+    "scale": "scale",                          # marathon-tf scale: every task with the new cluster spec
+    "redeploy": "a new configuration",         # a re-deploy of a changed job file
+    "group": "the job's group restart",        # the keeper's round after a member's failure (a ps' …)
+    "preemption": "a preemption round",        # the keeper's round after a member's preemption
+    "peer_moved": "a peer that moved",         # a peer relaunched at a new address: the rewritten spec
+    "peer_restarted": "a peer restarted under it",  # a ParameterServerStrategy coordinator's peer
+}
+
+
+def cluster_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """``2 → 3 workers`` (one role changed), ``worker 2 → 3, ps 1 → 2``; "" when the counts are the same."""
+    roles = sorted(r for r in set(before) | set(after) if int(before.get(r, 0) or 0) != int(after.get(r, 0) or 0))
+    if len(roles) == 1:
+        role = roles[0]
+        return f"{int(before.get(role, 0) or 0)} → {int(after.get(role, 0) or 0)} {role}s"
+    return ", ".join(f"{r} {int(before.get(r, 0) or 0)} → {int(after.get(r, 0) or 0)}" for r in roles)
+
+
+def planned_text(why: str, detail: str = "") -> str:
+    """``Restarting for scale (2 → 3 workers)``: what ``status`` says of a planned restart."""
+    return f"Restarting for {PLANNED.get(why, why)}" + (f" ({detail})" if detail else "")
+
+_CAUSES = (PROGRAM_EXITED, HANG, PEER_MOVED, PREEMPTED, TASK_FAILED, START_FAILED, RESTARTING)
 _MEMBERS = ("chief", "ps", "worker", "evaluator")
 #: Hosts' clocks differ a little: events this much before ``submitted`` still belong to it (seconds).
 CLOCK_SLACK = 2.0
@@ -97,6 +139,12 @@ def _key(event: Mapping[str, Any]) -> tuple:
     return (round(float(event.get("time", 0)), 3), event.get("task", ""), event.get("kind", ""))
 
 
+def _order(event: Mapping[str, Any]) -> tuple:
+    """Time order; a task's events of one millisecond in the order of its life (:data:`_LIFE`)."""
+    time_, task, kind = _key(event)
+    return time_, task, _RANK.get(kind, len(_RANK)), kind
+
+
 def merge(*sources: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Every event of ``sources`` once (the same task, kind and time is one event), in time order."""
     seen: dict[tuple, dict[str, Any]] = {}
@@ -104,7 +152,7 @@ def merge(*sources: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         for event in source or []:
             if isinstance(event, Mapping) and isinstance(event.get("time"), (int, float)) and event.get("kind"):
                 seen.setdefault(_key(event), dict(event))
-    return sorted(seen.values(), key=_key)
+    return sorted(seen.values(), key=_order)
 
 
 def _first(events: list[dict[str, Any]], kind: str) -> dict[str, float]:

@@ -340,11 +340,14 @@ class LocalCluster:
 
 def serve(port: int = 8080, host: str = "127.0.0.1", state_dir: Union[str, Path, None] = None,
           dns_port: int = 0, dns_http_port: int = 0, dns_refresh: float = 1.0,
-          on_ready: Optional[Callable[[LocalCluster], None]] = None, **options: Any) -> int:
+          on_ready: Optional[Callable[[LocalCluster], None]] = None,
+          on_stopping: Optional[Callable[[int, float], None]] = None, **options: Any) -> int:
     """Run a local cluster until SIGINT/SIGTERM/SIGHUP, then stop everything; returns the signal.
 
-    ``on_ready(cluster)`` is called once it listens (default: print the endpoints on stderr).
-    Must be called from the main thread (it installs signal handlers).
+    ``on_ready(cluster)`` is called once it listens (default: print the endpoints on stderr);
+    ``on_stopping(tasks, longest grace)`` at once on the first signal, before the tasks get their
+    grace; a second signal kills every task at once. Must be called from the main thread (it
+    installs signal handlers).
     """
     cluster = LocalCluster(state_dir=state_dir, host=host, marathon_port=port, dns_port=dns_port,
                            dns_http_port=dns_http_port, dns_refresh=dns_refresh, **options)
@@ -355,6 +358,8 @@ def serve(port: int = 8080, host: str = "127.0.0.1", state_dir: Union[str, Path,
 
     def handler(signum: int, frame: Any) -> None:
         received.append(signum)
+        if interrupted.is_set():  # a second signal: no more waiting for the graces
+            cluster.kill_tasks_now()
         interrupted.set()
 
     for sig in previous:
@@ -368,6 +373,10 @@ def serve(port: int = 8080, host: str = "127.0.0.1", state_dir: Union[str, Path,
             on_ready(cluster)
         while not interrupted.wait(0.5):
             pass
+        if on_stopping is not None:
+            tasks, grace = cluster.shutdown_plan()
+            if tasks:
+                on_stopping(tasks, grace)
         return received[0]
     finally:
         cluster.stop()

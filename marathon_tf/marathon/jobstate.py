@@ -9,6 +9,11 @@ labels when the job has ended, else from its apps (their newest task, instances,
 * No record: ``Stopped`` when every app is at 0 instances with no task; ``Running`` when every app's
   newest task runs; ``Deploying`` while a deployment names one of the apps; else ``Starting``.
 
+:func:`planned_stop`: whether a task's stop was marathon-tf's own doing (the job's end, or a new
+configuration of its app: ``scale``, a re-deploy), the one classification the keeper (task side) and
+``status`` / ``events`` (user side) use; :func:`restarting`: the job's tasks that a new configuration is
+restarting now (a planned restart, :data:`marathon_tf.contract.timeline.RESTARTING`).
+
 :func:`converged`: whether the apps show no deployment left to do (a deployment id Marathon has not
 listed yet may be done already: :func:`marathon_tf.user.watch.wait_deployment`).
 
@@ -25,7 +30,8 @@ from typing import Any, Iterable, Mapping, Optional
 from marathon_tf.contract import labels as L
 from marathon_tf.marathon.tasks import RUNNING, newest
 
-__all__ = ["job_labels", "stored_spec", "task_state", "job_state", "converged", "STOPPED"]
+__all__ = ["job_labels", "stored_spec", "task_state", "job_state", "converged", "planned_stop", "restarting",
+           "config_version", "STOPPED"]
 
 #: A task row's state for an app at 0 instances without a task (``status``' STATE column).
 STOPPED = "stopped"
@@ -99,3 +105,42 @@ def converged(apps: Iterable[Mapping[str, Any]]) -> bool:
         if len(current) != app.get("instances", 1):
             return False
     return bool(apps)
+
+
+def config_version(app: Mapping[str, Any]) -> str:
+    """The app's current configuration (``versionInfo.lastConfigChangeAt``, else its version): a task
+    launched before it runs an older one (a scaling alone does not change it)."""
+    return str((app.get("versionInfo") or {}).get("lastConfigChangeAt") or app.get("version") or "")
+
+
+def planned_stop(app: Mapping[str, Any] | None, version: Optional[str]) -> Optional[str]:
+    """Why a stop of a task of ``app`` that was launched with the app version ``version`` was
+    marathon-tf's own doing: ``the job ended`` (the app carries the job's record), ``its app was
+    removed`` (None app), ``its app has a new configuration`` (``scale``, a re-deploy: every task of the
+    job restarts with the new cluster spec); None when nothing says so (a failure, a preemption)."""
+    if app is None:
+        return "its app was removed"
+    if (app.get("labels") or {}).get(L.STATE):
+        return "the job ended"
+    changed = config_version(app)
+    if version and changed and changed > version:
+        return "its app has a new configuration"
+    return None
+
+
+def restarting(app: Mapping[str, Any]) -> Optional[str]:
+    """The version of the task a new configuration of ``app`` is restarting now, or None: while a
+    deployment names the app, its newest task was launched with an older configuration (it is being
+    stopped), or it has none yet and its last one was stopped for the new configuration."""
+    if not app.get("deployments") or (app.get("labels") or {}).get(L.STATE):
+        return None
+    changed = config_version(app)
+    task = newest(app.get("tasks"))
+    if task is not None:
+        version = str(task.get("version") or "")
+        return version if version and changed and version < changed else None
+    ltf = app.get("lastTaskFailure") or {}
+    version = str(ltf.get("version") or "")
+    if ltf.get("state") == "TASK_KILLED" and planned_stop(app, version):
+        return version
+    return None

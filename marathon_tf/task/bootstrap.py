@@ -234,7 +234,7 @@ class Bootstrap:
             if not unusable and self.control is not None and is_decider(self.ctx):
                 self._lock, unusable = lock_logdir(self.ctx, self.environ)  # one run of a job per logdir
             if unusable:  # hopeless: fail the job now instead of after N restarts
-                reason = f"{self.ctx.task}: {unusable}"
+                reason = self.observer.start_failed(f"{self.ctx.task}: {unusable}")  # an event too
                 _log(f"FAILED: {reason}")
                 self.status.update(phase=Phase.FAILED, last_error=reason)
                 if self.control is None:
@@ -263,7 +263,7 @@ class Bootstrap:
                 reason = startup_reason(self.ctx.startup_timeout, self.status.snapshot()["missing"])
                 self.status.set_healthy(True)  # parked: Marathon must not kill and relaunch it
                 if not (self.admission is not None and self.admission.placement_problem()):
-                    self._end_job(L.FAILED, reason)  # peers that wait to be placed: released as NotPlaced
+                    self._end_job(L.FAILED, self.observer.start_failed(reason))  # (else released: NotPlaced)
                 self._stop.wait()
             return getattr(e, "exit_code", 1)
         finally:
@@ -396,7 +396,7 @@ class Bootstrap:
             rate = self._rate.add(step)
             self.status.update(step=step, steps_per_second=None if rate is None else round(rate, 3))
             if self.watchdog.step(step):
-                self.observer.on_step(step)
+                self.observer.on_step(step, printed=False)
 
     def _start_trainer(self) -> Trainer:
         announce_resume(self.ctx, self.environ, self.status, _log)  # the checkpoint it will find, if any
@@ -518,7 +518,7 @@ class Bootstrap:
         # restarts_on_move), so whatever could be saved was saved just now; a program given SIGTERM would
         # only wait on the ps (TF1's chief recovering its session to save at its stop) until the grace ends.
         code = trainer.stop(0.0 if any(role == "ps" for role, _ in self.ctx.members()) else self.grace)
-        self.observer.program_exited(code, f"stopped for the rewritten cluster spec (exit {code})", failure=False)
+        self.observer.planned_restart("peer_moved", code, "the rewritten cluster spec")
         restarts = self.status.add_restart()
         _log(f"restarting the training program with the rewritten spec (restart {restarts}; "
              f"the previous run exited with {code})")

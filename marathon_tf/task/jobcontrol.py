@@ -27,11 +27,13 @@ import json
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping, cast
 
 from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.phases import Phase
+from marathon_tf.contract.progress import STEP_ROLES, job_step
 from marathon_tf.contract.taskenv import TaskContext, marathon_token
 from marathon_tf.marathon import tasks, transport
 from marathon_tf.marathon.client import Client, RetryPolicy
@@ -204,8 +206,33 @@ class JobControl:
         thread.start()
         return thread
 
+    def steps(self) -> dict[str, int | None]:
+        """The last step of every other running chief and worker (their ``/progress``; one group GET):
+        what the job's final step is made of besides this task's own. Empty when Marathon cannot be read."""
+        try:
+            apps = job_apps(self.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS))
+        except MarathonError:
+            return {}
+        urls = {}
+        for app_id, app in apps.items():
+            key = naming.parse_app_id(self.ctx.job, app_id)
+            task = tasks.newest_running(app)
+            if key is None or key[0] not in STEP_ROLES or naming.task_name(*key) == self.ctx.task or task is None:
+                continue
+            url = tasks.task_url(app, task, self.ctx.status_port_name, "/progress")
+            if url:
+                urls[naming.task_name(*key)] = url
+        if not urls:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(16, len(urls))) as pool:
+            return {name: (body or {}).get("step") for name, body in zip(urls, pool.map(self.get_json, urls.values()))}
+
     def finish(self, state: str, reason: str, final_step: int | None, stop: threading.Event) -> bool:
-        """Record ``state`` on the job (retrying until done or stopped); whether this task wrote it."""
+        """Record ``state`` on the job (retrying until done or stopped); whether this task wrote it.
+        ``final_step``: this task's own step; the record's is the job's
+        (:func:`marathon_tf.contract.progress.job_step`: the largest of it and the other chiefs' and
+        workers' last steps)."""
+        final_step = job_step({**self.steps(), self.ctx.task: final_step})
         extra = self.extra_labels(state, reason) if self.extra_labels else None
         if self.keeper is not None:
             self.keeper.ended = True  # the stops that follow are the job's end, not preemptions

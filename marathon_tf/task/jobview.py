@@ -31,6 +31,7 @@ from marathon_tf.contract.progress import median
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon.tasks import newest_running, task_url, wall
 from marathon_tf.marathon.client import Client
+from marathon_tf.marathon.jobstate import restarting
 from marathon_tf.marathon.queue import entries_by_app, placement
 from marathon_tf.marathon.record import GROUP_EMBEDS, job_apps
 from marathon_tf.task.jobcontrol import read_status
@@ -89,7 +90,8 @@ class JobView:
 
     def look(self) -> str | None:
         """One look at the job (see the module's docstring); "ended" once the job has its record."""
-        apps = job_apps(self.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS))
+        apps = job_apps(self.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS + (
+            "group.apps.deployments", "group.apps.lastTaskFailure")))  # (a planned restart: not a placement wait)
         if any((a.get("labels") or {}).get(L.STATE) for a in apps.values()):
             return "ended"
         roles: dict[str, dict[str, int]] = {}
@@ -136,9 +138,8 @@ class JobView:
             before = (earlier[-1].get("cluster") if earlier else None) or {}
             cluster = {r: int(n) for r, n in self.ctx.cluster.items()}
             if before and before != cluster:
-                change = ", ".join(f"{r} {before.get(r, 0)} → {cluster.get(r, 0)}"
-                                   for r in sorted(set(before) | set(cluster)) if before.get(r, 0) != cluster.get(r, 0))
-                self._once(T.SCALED, version, f"scaled: {change}", wall(version))
+                change = T.cluster_change(before, cluster)
+                self._once(T.SCALED, version, f"scaled: {change}", wall(version), why="scale", change=change)
             self._once(T.SUBMITTED, version, f"deployed version {version}", wall(version), version=version,
                        cluster=cluster)
         return version
@@ -165,8 +166,9 @@ class JobView:
             self._once(T.DEPLOYED, version, "deployment done: every task running and healthy", max(healthy))
 
     def _placement(self, apps: Mapping[str, Mapping], running: Mapping[str, tuple]) -> None:
-        missing: dict[Any, str] = {a.get("id"): n.rsplit("/", 1)[-1] for n, a in apps.items()
-                   if a.get("instances", 1) and n.rsplit("/", 1)[-1] not in running}
+        missing: dict[Any, str] = {a.get("id"): n.rsplit("/", 1)[-1] for n, a in apps.items()  # (a planned
+                                   if a.get("instances", 1) and n.rsplit("/", 1)[-1] not in running  # restart is
+                                   and not restarting(a)}                                          # no wait)
         for task in [t for t in self._waiting if t not in missing.values()]:
             self.events.record(T.PLACED, f"{task} runs after waiting to be placed ({self._waiting.pop(task)})",
                                task=task)

@@ -18,7 +18,10 @@
 * **Attribution.** A failure within :data:`~marathon_tf.task.ledger.ATTRIBUTION` seconds of a
   preemption or an infrastructure death (by the keeper's clock) is taken for its consequence
   (a PS chief fails when its ps is preempted); an answer that would end the job waits until
-  that time has passed.
+  that time has passed. So is a failure of a program that still ran in an older generation than
+  the group restart round another task's end started (it failed because its group went down,
+  before the round reached it: :meth:`Keeper._before_round`): one restart of the job's group is one
+  failure, the round's first report.
 * **What is not counted.** Stops marathon-tf asked for: the job's end (the keeper knows it
   ended) and a new version of a task's app (``scale``, a re-deploy: the app's
   ``versionInfo.lastConfigChangeAt`` is newer than the task's version, or the app is gone).
@@ -44,6 +47,7 @@ from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonError, MarathonNotFound
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import transport
+from marathon_tf.marathon.jobstate import planned_stop
 from marathon_tf.marathon.record import job_apps
 from marathon_tf.marathon.tasks import wall
 from marathon_tf.task.budget import STREAK_RESET, backoff
@@ -105,6 +109,8 @@ class Keeper:
                     self._group(entry, generation)
                 else:
                     self._attribute(entry)
+                    if self._before_round(entry, generation):
+                        self.ledger.set_counted(entry.id, False)
                 self._persist(entry.id)
                 self._say(entry)
         counted = (self.ledger.get(entry.id) or entry).counted
@@ -146,6 +152,18 @@ class Keeper:
         self._attribute(entry)
         if not self.ledger.over(self.ledger.get(entry.id) or entry):  # the job fails instead: no round
             self._start_round(entry)
+
+    def _before_round(self, entry: Entry, generation: int | None) -> bool:
+        """Whether ``entry`` is a failure of a program that ran in an older generation than the job's
+        group restart round under way, which another task's end started: the program failed because
+        its group was going down (a ParameterServerStrategy chief whose ps failed, before the round
+        reached it), a consequence of that round, not a failure of its own. Every member follows the
+        rounds, whatever its own restart scope, so a program still in an older generation was part
+        of the group being restarted."""
+        if entry.kind != FAILURE or generation is None or generation >= self.generation or not self._round_root:
+            return False
+        root = self.ledger.get(self._round_root[0])
+        return root is not None and root.task != entry.task
 
     def _attribute(self, entry: Entry) -> None:
         """Failures within :data:`ATTRIBUTION` s of a preemption/infrastructure death are its consequence."""
@@ -254,12 +272,7 @@ class Keeper:
             return "its app was removed"
         except MarathonError:
             return None
-        if (app.get("labels") or {}).get(L.STATE):
-            return "the job ended"
-        changed = (app.get("versionInfo") or {}).get("lastConfigChangeAt") or ""
-        if version and changed and changed > version:
-            return "its app has a new configuration"
-        return None
+        return planned_stop(app, version)  # the one classification of a planned stop (status, events use it too)
 
     # -- what Marathon saw --------------------------------------------------------------------------
     def observe_events(self, events: Sequence[Mapping[str, Any]]) -> None:

@@ -68,6 +68,7 @@ class TaskObserver:
         self._reports: deque[float] = deque()
         self._run_started: float | None = None
         self._first_step_seen = False
+        self._first_own_step = False  # a step the program printed, this run
         self._run = 0
         self._next_update = self._next_checkpoint = self._next_goodput = 0.0
         self._last_step_at: float | None = None
@@ -82,13 +83,24 @@ class TaskObserver:
         host = os.environ.get("HOST") or ""
         self.events.record(T.TASK_STARTED, f"{self.ctx.task} started" + (f" on {host}" if host else ""))
 
+    def start_failed(self, reason: str) -> str:
+        """The program cannot be started: the job fails with ``reason`` (whole, returned)."""
+        self.events.record(T.START_FAILED, reason)
+        return reason
+
+    def end_labels(self, state: str, reason: str) -> dict[str, dict[str, str]]:
+        """This task's events for the job's record, when it writes it (:meth:`TaskEvents.end_labels`)."""
+        from marathon_tf.contract import naming
+
+        return self.events.end_labels(naming.app_id(self.ctx.job, self.ctx.role, self.ctx.index), state, reason)
+
     def peers_found(self, count: int, seconds: float) -> None:
         self.events.record(T.PEERS_FOUND, f"all {count} peer(s) found in {seconds:.1f} s")
 
     def program_started(self, restarts: int, own_address: str | None) -> None:
         with self._lock:
             self._run += 1
-            self._run_started, self._first_step_seen = self.clock(), False
+            self._run_started, self._first_step_seen, self._first_own_step = self.clock(), False, False
             self._last_step_at = None
             self._reports.clear()
         self.tflog.clear()
@@ -101,12 +113,17 @@ class TaskObserver:
             self._own_address, self._server_look = own_address, self._run
             threading.Thread(target=self._await_server, args=(self._run,), name="server-look", daemon=True).start()
 
-    def on_step(self, step: int) -> None:
-        """A new step of the program (the watchdog saw it change)."""
+    def on_step(self, step: int, *, printed: bool = True) -> None:
+        """A new step of the program (the watchdog saw it change); ``printed``: the program printed it
+        (else it was read from the logdir: the job's step, which says nothing of this task's program).
+
+        ``FirstStep`` is this task's first step of this run of its program: one it printed (a ps's, or a
+        ParameterServerStrategy worker's, step is the logdir's), after its ``ServerUp``: a program that
+        trains has its TF server up, so a step that comes before the look at its port says so first."""
         now = self.clock()
         with self._lock:
-            first = not self._first_step_seen
-            self._first_step_seen = True
+            first, own = not self._first_step_seen, printed and not self._first_own_step
+            self._first_step_seen, self._first_own_step = True, self._first_own_step or printed
             self._reports.append(now)
             gap, self._last_step_at = (now - self._last_step_at if self._last_step_at is not None else 0.0), now
         usual = self.watchdog.usual_interval() or 0.0
@@ -115,7 +132,9 @@ class TaskObserver:
                                seconds=round(gap - usual, 3), step=step)
         if first:
             self.status.update(first_step_at=round(self.wall(), 3))
-        if first and self.ctx.role in WATCHED_ROLES:  # (a ps's step is the logdir's, not its program's)
+        if own and self.ctx.role in WATCHED_ROLES:
+            if self._server_up is False and self._server_look == self._run:
+                self._server_is_up(" (it trains: its first step came before the look at its port)")
             self.events.record(T.FIRST_STEP, f"first step: {step}" + (f" (run {self._run})" if self._run > 1 else ""),
                                step=step)
 
@@ -144,6 +163,16 @@ class TaskObserver:
         with self._lock:
             stalled = None if self._last_step_at is None else round(self.clock() - self._last_step_at, 3)
         return {"step": light.get("step"), "rate": light.get("steps_per_second"), "stalled": stalled}
+
+    def planned_restart(self, why: str, code: int, detail: str = "") -> None:
+        """The program was stopped on purpose, to start again (``why``: one of
+        :data:`marathon_tf.contract.timeline.PLANNED`): an event of its own kind, never a failure."""
+        where = self._where()
+        self._server_look = None
+        self.status.update(stall_seconds=None, waiting_for=None, report_rate=None)
+        self.events.record(T.RESTARTING, f"training program stopped for {T.PLANNED.get(why, why)}"
+                           + (f" ({detail})" if detail else "") + f"; it starts again (exit {code})",
+                           code=code, why=why, **where)
 
     def hang(self, verdict: str) -> str:
         """The watchdog's verdict, with the peer this task waits for when it is known; recorded."""
@@ -210,14 +239,21 @@ class TaskObserver:
             span = min(REPORT_WINDOW, now - self._run_started)
             return round(len(self._reports) / span, 3) if span > 0 else None
 
+    def _server_is_up(self, how: str = "") -> None:
+        """The program's TF server answers (once per run: the look stops)."""
+        with self._lock:
+            if self._server_up is not False:
+                return
+            self._server_up, self._server_look = True, None
+        self.status.update(server_up=True)
+        self.events.record(T.SERVER_UP, f"TF server up at {self._own_address}{how}")
+
     def _await_server(self, run: int) -> None:
         """Look at the program's own TF server until it answers (every 0.5 s, then every 5 s)."""
         started = self.clock()
         while self._server_look == run and self.clock() - started < 3600:
             if self.probe(cast(str, self._own_address)) == P.ANSWERS:  # set before this thread starts
                 if self._server_look == run:
-                    self._server_up = True
-                    self.status.update(server_up=True)
-                    self.events.record(T.SERVER_UP, f"TF server up at {self._own_address}")
+                    self._server_is_up()
                 return
             time.sleep(0.5 if self.clock() - started < 30 else 5.0)

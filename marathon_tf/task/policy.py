@@ -242,11 +242,26 @@ def ended_text(code: int, killed_by: int | None = None) -> str:
     return f"exited with {code}"
 
 
+#: The most a failure's reason carries of one line of the program's stderr (characters; a longer one is cut
+#: with "…": a tensor a program printed whole, a Keras dataset's repr).
+TAIL_LINE_CHARS = 300
+#: The most a failure's reason carries of the program's stderr in all (its newest lines that fit).
+TAIL_CHARS = 1000
+
+
 def tail_for_reason(stderr_tail: str, lines: int = 5) -> str:
     """The program's last meaningful stderr lines, joined (TensorFlow's start-up lines, which every
-    run prints, are left out: :func:`marathon_tf.task.tflog.is_noise`)."""
+    run prints, are left out: :func:`marathon_tf.task.tflog.is_noise`). The one place that caps what
+    a failure's reason (the record, the events, the ledger, the bootstrap's log) carries of a
+    program's stderr: each line at most :data:`TAIL_LINE_CHARS`, all at most :data:`TAIL_CHARS`."""
     kept = [line.strip() for line in stderr_tail.splitlines() if line.strip() and not is_noise(line)][-lines:]
-    return " | ".join(kept) if kept else "(no stderr)"
+    cut = [line if len(line) <= TAIL_LINE_CHARS else line[:TAIL_LINE_CHARS - 1] + "…" for line in kept]
+    shown: list[str] = []
+    for line in reversed(cut):
+        if shown and sum(len(x) + 3 for x in shown) + len(line) > TAIL_CHARS:
+            break
+        shown.insert(0, line)
+    return " | ".join(shown) if shown else "(no stderr)"
 
 
 def _with_tail(text: str, tail: str) -> str:

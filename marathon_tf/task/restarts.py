@@ -81,7 +81,10 @@ class Restarter:
 
     # -- wiring ------------------------------------------------------------------------------------
     def _wire_keeper(self) -> None:
-        """The job's counts in this task's status and the record; the keeper's own entries as events."""
+        """The job's counts in this task's status and the record; the keeper's own entries as events;
+        this task's events in a record it writes (the deciding task's: its job view's, set in ``main``)."""
+        if self.control is not None and self.control.extra_labels is None:
+            self.control.extra_labels = self.observer.end_labels
         if not isinstance(self.policy, JobPolicy):
             return
         policy, keeper = self.policy, self.policy.keeper
@@ -226,8 +229,7 @@ class Restarter:
         if trainer.wait(timeout=0) is None:
             grace = min(self.grace, float(round_.get("grace") or self.grace))
             code = trainer.stop(grace)
-            self.observer.program_exited(code, f"stopped for the job's group restart ({cause}; exit {code})",
-                                         failure=False)
+            self.observer.planned_restart("preemption" if round_.get("kind") == PREEMPTION else "group", code, cause)
         self._round = (self._round[0], generation)
         delay = float(round_.get("delay") or 0)
         self.log(f"the job's group restarts ({cause}, round {generation})"
@@ -315,7 +317,7 @@ class Restarter:
         self.log(f"TensorFlow says {peer} was restarted under the training program (it keeps {peer}'s old "
                  f"incarnation and cannot take it back): restarting the program in place")
         code = trainer.stop(min(self.grace, PEER_GRACE))
-        self.observer.program_exited(code, f"stopped: {peer} was restarted under it (exit {code})", failure=False)
+        self.observer.planned_restart("peer_restarted", code, peer)
         return not self._stop.wait(PEER_SETTLE)  # the other peers of the same restart get there too
 
     # -- the task is stopped ------------------------------------------------------------------------------
@@ -349,6 +351,9 @@ class Restarter:
                      + f"the training program gets it now and {left:.1f} s to save and exit")
         code = trainer.stop(left, signum)
         self.status.update(exit_code=code)
+        self.observer.program_exited(code, f"training program stopped: its task was stopped by {name}" + (
+            f" (the job's checkpoint at step {saved.step} saved first)" if saved is not None and saved.ok else "")
+            + f" (exit {code})", failure=False, kind="stopped")
         self.log(f"stopped by signal {signum}; training program exited with {code}")
         if telling is not None:
             telling.join(timeout=3.0)

@@ -6,6 +6,11 @@ Marathon is offered, cpus, mem, disk, gpus, the constraints, ports):
 
 * a task that fits on no agent even when the cluster is empty can never start: refused in one line,
   exit 2, nothing sent: ``worker needs gpus 4; the largest agent has 2 (agent-3)``;
+* so can a job whose tasks cannot all be held at once even by the empty cluster (the gang never
+  fits): its total need of a resource is more than every agent has together (``job big needs mem
+  27136 in all; the cluster has 20000 in all (1 agent)``), or a role's tasks do not all fit the
+  agents at once (``worker: 4 tasks of gpus 3 each; the agents hold at most 3 at once (agent-1 1, …)``):
+  refused alike, exit 2, nothing sent (:func:`too_large`);
 * a job whose tasks do not all fit what is free now (its tasks placed one by one, as offers would
   be used) is said with the shortfall per resource, and waits for its admission deadline, or
   with ``wait=False`` (``--no-wait-for-resources``) is refused with exit 4, nothing sent;
@@ -33,7 +38,7 @@ from marathon_tf.mesos.resources import Resource, attribute_text, ranges_minus
 from marathon_tf.user import capacity
 from marathon_tf.user.spec import JobSpec
 
-__all__ = ["Verdict", "check", "impossible", "pack", "infeasible_rules", "effective", "TIMEOUT_ENV"]
+__all__ = ["Verdict", "check", "impossible", "too_large", "pack", "infeasible_rules", "effective", "TIMEOUT_ENV"]
 
 #: Overrides the job file's ``admission.timeout`` at deploy (seconds, or 90s, 5m, 1h).
 TIMEOUT_ENV = "MARATHON_TF_ADMISSION_TIMEOUT"
@@ -177,6 +182,49 @@ def pack(apps: Sequence[tuple[str, Mapping[str, Any]]], cap: capacity.Capacity, 
     return waiting
 
 
+def _held(app: Mapping[str, Any], agent: capacity.ClusterAgent, cap: capacity.Capacity, most: int) -> int:
+    """How many tasks of ``app`` the empty ``agent`` holds at once (at most ``most``)."""
+    free, n = list(agent.total), 0
+    while n < most:
+        result = _fits(app, agent, free, cap.roles)
+        if not isinstance(result, Match):
+            break
+        free, n = _take(free, result, int(_needs(app).get("ports", 0))), n + 1
+    return n
+
+
+def too_large(job: str, apps: Sequence[tuple[str, Mapping[str, Any]]], cap: capacity.Capacity) -> Optional[str]:
+    """Why the job's tasks ``(role, app)`` can never all run at once on this cluster, even empty, in one
+    line with the numbers; None when they might. Certain, never a guess: a resource the job needs more
+    of in all than the agents have together, or a role more of whose tasks than the agents can hold
+    (the tasks of one role are alike, so filling agent after agent is the most they hold)."""
+    need: dict[str, float] = {}
+    for _, app in apps:
+        for name, value in _needs(app).items():
+            need[name] = need.get(name, 0.0) + value
+    agents = f"{len(cap.agents)} agent{'s' if len(cap.agents) != 1 else ''}"
+    over = [(name, total, sum(_amount(a.total, name, cap.roles) for a in cap.agents))
+            for name, total in need.items()]
+    over = [(n, t, w) for n, t, w in over if t > w]
+    if over:
+        return (f"job {job} needs " + ", ".join(f"{n} {_num(t)}" for n, t, _ in over) + " in all; the cluster has "
+                + ", ".join(f"{_num(w)}" + (f" {n}" if len(over) > 1 else "") for n, _, w in over)
+                + f" in all ({agents}): its tasks can never all run at once")
+    counts: dict[str, int] = {}
+    first: dict[str, Mapping[str, Any]] = {}
+    for role, app in apps:
+        counts[role] = counts.get(role, 0) + 1
+        first.setdefault(role, app)
+    for role, count in counts.items():
+        held = {a.name: _held(first[role], a, cap, count) for a in cap.agents}
+        if sum(held.values()) < count:
+            each = ", ".join(f"{n} {_num(v)}" for n, v in _needs(first[role]).items() if n != "ports")
+            shown = ", ".join(f"{name} {n}" for name, n in list(held.items())[:5]) + (" …" if len(held) > 5 else "")
+            return (f"job {job}: {role} has {count} tasks of {each} each; the agents hold at most "
+                    f"{sum(held.values())} of them at once ({shown}): its tasks can never all run at once")
+    return None
+
+
 def infeasible_rules(spec: JobSpec, cap: capacity.Capacity) -> Optional[str]:
     """The first placement rule of the job no placement on these agents can satisfy, in one line
     (:func:`marathon_tf.contract.spread.infeasible`: more UNIQUE tasks than hosts or values, MAX_PER n ×
@@ -256,6 +304,12 @@ def check(client: Any, spec: JobSpec, *, mesos: Optional[str] = None, wait: bool
                               f"lists {len(cap.agents)} registered agent{'s' if len(cap.agents) != 1 else ''})")
     tasks = list(starting) if starting is not None else spec.tasks()
     order = [(role, apps[role]) for role, _ in tasks if role in apps]
+    whole = [(role, apps[role]) for role, _ in spec.tasks() if role in apps]
+    refused = too_large(spec.name, whole, cap)
+    if refused:
+        raise UsageError(refused + "; nothing was sent",
+                         hint=f"ask for fewer or smaller tasks, or add agents (the Mesos master at {cap.url} lists "
+                              f"{len(cap.agents)} registered agent{'s' if len(cap.agents) != 1 else ''})")
     waiting = pack(order, cap, scopes=[scopes.get(naming.task_name(role, i)) for role, i in tasks if role in apps])
     if not waiting:
         return Verdict(checked=True, note=rules_note)

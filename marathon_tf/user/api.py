@@ -360,7 +360,14 @@ class Marathon:
              follow: bool = False, previous: bool = False, since: Optional[float] = None, agent_port: int = 5051,
              agent_url: Optional[str] = None) -> Iterator[LogLine]:
         """The tasks' output, line by line, read from the Mesos agents' sandboxes (also after the
-        tasks ended). ``since``: seconds; ``follow`` keeps going until the job ends."""
+        tasks ended). ``since``: seconds; ``follow`` keeps going until the job ends.
+
+        A task's stdout and stderr are two files without a time per line (as Mesos keeps them), so
+        they are not interleaved: a task's stdout lines come first, then its stderr's (each
+        :class:`LogLine` says its ``stream``). ``tail``: the last N lines *of each stream* of each
+        task, as ``marathon-tf logs --tail N`` does: with ``stream="both"`` up to 2N lines a task
+        (``logs("worker-0", tail=3)`` gives up to 3 of stdout and 3 of stderr; ``stream="stdout"``
+        for the program's last 3 lines alone)."""
         from marathon_tf.user import logs as tasklogs
 
         if since is not None and previous:
@@ -429,7 +436,8 @@ class JobHandle:
                                   timeout=timeout, on_progress=on_progress, check=check)
 
     def logs(self, task: Optional[str] = None, **options: Any) -> list[LogLine]:
-        """Every line the job's tasks (or one) wrote so far (see :meth:`Marathon.logs` for options)."""
+        """Every line the job's tasks (or one) wrote so far (see :meth:`Marathon.logs` for options: ``tail``
+        counts per stream, stdout's lines before stderr's)."""
         return list(self.marathon.logs(self.name, task, **options))
 
     def scale(self, *changes: str, **counts: Union[int, str]) -> ScaleResult:

@@ -370,18 +370,10 @@ def _say_admission(shortfall: str | None, note: str | None = None) -> None:
 
 
 def _progress_printer():
-    """A callback printing a job's progress line on stderr, only when it changed."""
+    """A callback printing a job's progress line on stderr when it changed (:class:`output.ProgressPrinter`)."""
     from marathon_tf.user import output
 
-    last = [""]
-
-    def show(status) -> None:  # a JobStatus, or its dict
-        line = output.progress_line(status.to_dict() if hasattr(status, "to_dict") else status)
-        if line != last[0]:
-            output.info(line)
-            last[0] = line
-
-    return show
+    return output.ProgressPrinter()
 
 
 def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster, wait_for_resources=True,
@@ -411,9 +403,7 @@ def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster,
     run = job.run_local(templates_dir=templates_dir, timeout=timeout, on_output=task_line,
                         on_progress=lambda st: progress(st.to_dict()), on_deployed=deployed,
                         cluster=cluster, wait_for_resources=wait_for_resources, admission_timeout=admission_timeout,
-                        on_stopping=lambda n, grace: output.info(
-                            f"stopping {n} task{'s' if n != 1 else ''} (grace up to {grace:g} s; "
-                            f"Ctrl-C again to kill now)"))
+                        on_stopping=lambda n, grace: output.info(output.stopping_line(n, grace)))
     status = run.status.to_dict()
     steps = status.get("finalStep", status.get("step"))
     output.info(f"job {job.name}: {run.state} in {run.seconds:.1f} s"
@@ -632,7 +622,8 @@ def checkpoint(connection, job, fmt, timeout) -> None:
 @click.option("--stream", type=click.Choice(["stdout", "stderr", "both"]), default="both", show_default=True,
               help="Which of the task's files; both are printed on stdout.")
 @click.option("--tail", "tail_lines", type=click.IntRange(min=-1), default=-1, metavar="N",
-              help="Only the last N lines of each log (default: all).")
+              help="Only the last N lines of each stream of each task (default: all): with --stream both, up "
+                   "to N of stdout then N of stderr, as the Python API's logs(tail=N).")
 @click.option("--since", type=DURATION, default=None, metavar="DURATION",
               help="Only task instances (sandboxes) that wrote output within DURATION (90s, 10m, 2h): Mesos "
                    "keeps no time per line, so whole instances are chosen; add --tail for their last lines.")
@@ -795,7 +786,8 @@ def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_ori
     held = localstate.hold(state, "local serve")  # `local clean` leaves it alone while it runs
     try:
         signum = serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port, state_dir=state,
-                       on_ready=ready, warm_pool=WarmPool, persist=True, **cluster, **security)
+                       on_ready=ready, on_stopping=lambda n, grace: output.info(output.stopping_line(n, grace)),
+                       warm_pool=WarmPool, persist=True, **cluster, **security)
     except ValueError as e:  # what the cluster refuses of its options (e.g. agents' addresses on this OS)
         raise UsageError(str(e)) from None
     finally:
@@ -831,17 +823,24 @@ def local_ui_install(tarball) -> None:
 @click.option("--older-than", type=DURATION, default=None, metavar="DURATION",
               help="Only runs idle for at least this long, e.g. 7d, 12h (default: every ended run).")
 @click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+@click.option("--serve-state", "serve", multiple=True, metavar="NAME",
+              help="Also remove this stopped `local serve`'s state folder: every job it remembers, their volumes "
+                   "and checkpoints, its sandboxes. NAME: the folder in the state directory (serve, by default) "
+                   "or its path. Repeatable.")
 @_output_opt
-def local_clean(older_than, dry_run, fmt) -> None:
-    """Remove the folders of ended local runs (`deploy --local` runs, a stopped `local serve`):
-    their sandboxes and volumes (checkpoints), in the state directory ($MARATHON_TF_STATE_DIR, else
-    $XDG_STATE_HOME/marathon-tf, else ~/.local/state/marathon-tf). A run whose runner is alive is
-    never touched (its lock says so); the web UI build is kept."""
+def local_clean(older_than, dry_run, serve, fmt) -> None:
+    """Remove the folders of ended `deploy --local` runs, in the state directory
+    ($MARATHON_TF_STATE_DIR, else $XDG_STATE_HOME/marathon-tf, else ~/.local/state/marathon-tf):
+    each run's sandboxes (the tasks' output), volumes (its checkpoints) and pre-warm logs.
+
+    Never removed: a run whose runner is alive (its lock says so); a `local serve`'s state folder
+    (the jobs it remembers, their volumes and checkpoints), stopped or running, unless named with
+    --serve-state (and then only when stopped); the web UI build."""
     from marathon_tf.user import localstate, output
     from marathon_tf.user.config import state_home
 
     home = state_home()
-    removed, kept = localstate.clean(home, older_than=older_than, dry_run=dry_run)
+    removed, kept = localstate.clean(home, older_than=older_than, dry_run=dry_run, serve=serve)
     if fmt == "json":
         output.emit_json({"stateDir": str(home), "dryRun": dry_run, "removed": [r.to_dict() for r in removed],
                           "kept": [r.to_dict() for r in kept]})

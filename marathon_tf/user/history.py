@@ -7,7 +7,10 @@ Where they come from (:mod:`marathon_tf.contract.timeline`):
   logdir is shared storage: ``<logdir>/.marathon-tf/events.jsonl``), else every running task's
   ``/events``;
 * and Marathon itself: every app's ``lastTaskFailure`` (a task that died: its bootstrap could not
-  say so) and, for a task that is not placed, ``/v2/queue``'s reason now.
+  say so), with the task's last words (the bootstrap's own lines at the end of its sandbox's
+  stderr) and, for a task that is not placed, ``/v2/queue``'s reason now;
+* the record's end itself (``marathon-tf/state`` and ``/reason``, whole), when none of the events
+  above says it (a record written from the user's side, or by a task that kept no events).
 
 Returns data; never prints (the text of a timeline and of events is :mod:`marathon_tf.user.output`'s).
 """
@@ -19,10 +22,17 @@ from typing import Any, Callable, Mapping
 
 from marathon_tf.contract import labels as L, timeline as T
 from marathon_tf.contract.errors import MarathonError
+from marathon_tf.marathon.jobstate import planned_stop, restarting
 from marathon_tf.marathon.queue import entries_by_app, placement
 from marathon_tf.marathon.tasks import wall
 
-__all__ = ["job_events", "status_timeline", "events_rows"]
+__all__ = ["job_events", "status_timeline", "events_rows", "last_words", "record_end"]
+
+#: Marathon's task states that are a task's own failure (a TASK_KILLED is a stop).
+_FAILED = ("TASK_FAILED", "TASK_ERROR", "TASK_LOST", "TASK_DROPPED", "TASK_GONE", "TASK_UNKNOWN")
+#: At most this much of a task's last words is shown.
+WORDS_LIMIT = 2000
+_BOOTSTRAP = "marathon-tf bootstrap: "
 
 
 def _get(url: str) -> dict[str, Any] | None:
@@ -31,14 +41,50 @@ def _get(url: str) -> dict[str, Any] | None:
     return transport.get_json(url, timeout=4.0)
 
 
+def last_words(client, job: str, task: str, *, lines: int = 20) -> str | None:
+    """What a task that died said last: the bootstrap's own lines among the last ``lines`` of its
+    newest instance's stderr (else its last line), one line, at most :data:`WORDS_LIMIT` characters;
+    None when its agent keeps no sandbox or cannot be read."""
+    from marathon_tf.contract.errors import MarathonTFError
+    from marathon_tf.user import logs
+
+    try:
+        found, _ = logs.find_task_logs(client, job, task)
+        if not found:
+            return None
+        text = logs.read_new(logs.AgentSession(client), found[-1], "stderr", tail=lines)
+    except (MarathonTFError, OSError, ValueError):
+        return None
+    said = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    own = [ln[len(_BOOTSTRAP):] for ln in said if ln.startswith(_BOOTSTRAP)]
+    words = " / ".join(own[-3:]) if own else (said[-1] if said else "")
+    return (words[:WORDS_LIMIT] + " …") if len(words) > WORDS_LIMIT else words or None
+
+
+def record_end(apps: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The job's end as its record says it (an event: ``JobEnded``, or ``NotPlaced``), or None."""
+    labels = next((a.get("labels") or {} for a in apps.values() if (a.get("labels") or {}).get(L.STATE)), None)
+    if not labels:
+        return None
+    when = wall(labels.get(L.FINISHED_AT))
+    if when is None:
+        return None
+    state = labels[L.STATE]
+    return {"time": when, "task": "job", "kind": T.NOT_PLACED if state == L.NOT_PLACED else T.JOB_ENDED,
+            "message": f"{state}: {labels[L.REASON]}" if labels.get(L.REASON) else state, "state": state}
+
+
 def job_events(client, job: str, status: Mapping[str, Any], *,
-               get: Callable[[str], dict[str, Any] | None] = _get) -> dict[str, Any]:
+               get: Callable[[str], dict[str, Any] | None] = _get,
+               words: Callable[[Any, str, str], str | None] = last_words) -> dict[str, Any]:
     """``{"events": [...], "omitted": N, "source": "record"|"tasks"}`` for a job (``status``: its
-    :func:`marathon_tf.user.status.job_status`, as ``-o json`` prints it)."""
+    :func:`marathon_tf.user.status.job_status`, as ``-o json`` prints it; ``words``: a task's last
+    words, :func:`last_words`)."""
     from marathon_tf.contract import naming
     from marathon_tf.user.render import task_apps
 
-    group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps", "group.apps.lastTaskFailure"))
+    group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps", "group.apps.tasks",
+                                                          "group.apps.deployments", "group.apps.lastTaskFailure"))
     apps = task_apps(group)
     events: list[dict[str, Any]] = []
     omitted, source = 0, "tasks"
@@ -60,18 +106,38 @@ def job_events(client, job: str, status: Mapping[str, Any], *,
             with ThreadPoolExecutor(max_workers=min(16, len(bases))) as pool:
                 for body in pool.map(get, [b + "/events" for b in bases.values()]):
                     events += (body or {}).get("events") or []
+    from marathon_tf.user.status import planned as planned_restart, version_cluster
+
+    before: dict[str, Any] = {}
     for name, app in apps.items():  # what Marathon saw: a task that died
         ltf = app.get("lastTaskFailure") or {}
         when = wall(ltf.get("timestamp"))
         if when and not (status.get("state") in (L.SUCCEEDED, L.FAILED) and ltf.get("state") == "TASK_KILLED"):
+            message = f"Marathon: {ltf.get('state', '')} {ltf.get('message', '')}".rstrip()
+            planned = ltf.get("state") == "TASK_KILLED" and planned_stop(app, str(ltf.get("version") or ""))
+            if planned:  # a planned restart (scale, a re-deploy): an event of its own kind, never TaskFailed
+                version = str(ltf.get("version") or "")
+                if version not in before:  # the cluster it ran with (one GET per version)
+                    before[version] = version_cluster(client, str(app.get("id")), version) if version else None
+                for_, change = planned_restart(before[version], apps)
+                events.append({"time": when, "task": name, "kind": T.RESTARTING, "why": for_,
+                               "message": f"{name} stopped for {T.PLANNED[for_]}" + (f" ({change})" if change else "")
+                                          + f": {planned}; it starts again ({message})"})
+                continue
+            said = words(client, job, name) if ltf.get("state") in _FAILED else None
             events.append({"time": when, "task": name, "kind": T.TASK_FAILED,
-                           "message": f"Marathon: {ltf.get('state', '')} {ltf.get('message', '')}".rstrip()})
+                           "message": message + (f"; its last words: {said}" if said else "")})
+    end = record_end(apps)
+    since = max((e["time"] for e in events if e.get("kind") == T.SUBMITTED and isinstance(e.get("time"), (int, float))),
+                default=float("-inf"))  # this deployment's end, not an earlier attempt's
+    if end is not None and not any(e.get("kind") in T.ENDS and e.get("time", 0) >= since for e in events):
+        events.append(end)  # the record's reason, whole, when no task's events carry it
     try:  # a task not placed now: Marathon's queue says why
         queue: Mapping[Any, Mapping[str, Any]] = entries_by_app(client.queue())  # looked up by ids that may be None
     except MarathonError:
         queue = {}
     for name, app in apps.items():
-        entry = queue.get(app.get("id"))
+        entry = None if restarting(app) else queue.get(app.get("id"))  # a planned restart waits for no offer
         why, since = placement(entry), wall((entry or {}).get("since"))
         if why and since:
             events.append({"time": since, "task": name, "kind": T.PLACEMENT_WAIT,

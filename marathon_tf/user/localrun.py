@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from marathon_tf.contract import joblock
-from marathon_tf.contract.errors import Interrupted, Timeout, UsageError
+from marathon_tf.contract.errors import Interrupted, NotPlaced, Timeout, UsageError
 from marathon_tf.marathon.client import Client, RetryPolicy
 from marathon_tf.user import localstate, pipeline, stopsignals
 from marathon_tf.user.results import Deployment, JobStatus
@@ -212,6 +212,7 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
         raise
     started: list[Any] = []  # the cluster, once made
     killed: list[int] = []
+    refused: list[bool] = []  # the deploy was refused before anything was sent (exit 2, 4): no run folder is kept
 
     def kill_now(signum: int) -> None:  # a second stop signal: no more waiting for the graces
         killed.append(signum)
@@ -229,7 +230,7 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
             result = _run(spec, cluster, state_dir,
                           templates_dir=templates_dir, timeout=timeout, emit_task_line=emit_task_line,
                           progress=progress, on_deployed=on_deployed, poll=poll, lock=lock,
-                          wait_for_resources=wait_for_resources, stopping=stopping)
+                          wait_for_resources=wait_for_resources, stopping=stopping, refused=refused)
         result.logdir = logdir
         return result
     except KeyboardInterrupt as e:  # stopsignals.Stopped (SIGINT, SIGTERM, SIGHUP), after the clean-up
@@ -242,6 +243,15 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
         runner.release()
         if lock is not None:
             lock.release()
+        if refused and made:  # its tasks never ran: nothing of it (pre-warm logs, an empty volume) is worth keeping
+            import shutil
+
+            shutil.rmtree(state_dir, ignore_errors=True)
+            if made_home is not None:
+                try:
+                    made_home.rmdir()
+                except OSError:
+                    pass
 
 
 def logdir_host_path(spec: JobSpec, host_paths: list[str] | None = None) -> str | None:
@@ -258,7 +268,8 @@ def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | N
          emit_task_line: Callable[[str, str, str], None], progress: Callable[[JobStatus], None],
          on_deployed: Callable[[Deployment, Any], None], poll: float,
          lock: joblock.Lock | None, wait_for_resources: bool = True,
-         stopping: Callable[[int, float], None] = lambda tasks, grace: None) -> LocalRun:
+         stopping: Callable[[int, float], None] = lambda tasks, grace: None,
+         refused: list[bool] | None = None) -> LocalRun:
     tailer = SandboxTailer(state_dir, emit_task_line)
     start = time.monotonic()
     try:
@@ -272,8 +283,13 @@ def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | N
             marathon_url=cluster.marathon_url))
         client = Client(cluster.marathon_url, retry=RetryPolicy(attempts=5, budget=30, initial=0.2, max_wait=2))
         # the same deploy as on a cluster: a task no agent can hold is refused (exit 2) before anything is sent
-        deployment = pipeline.deploy(client, local_spec, templates_dir=templates_dir,
-                                     wait_for_resources=wait_for_resources, earlier_run=False)
+        try:
+            deployment = pipeline.deploy(client, local_spec, templates_dir=templates_dir,
+                                         wait_for_resources=wait_for_resources, earlier_run=False)
+        except (UsageError, NotPlaced):  # refused (what fits no agent, no room now): nothing was sent
+            if refused is not None:
+                refused.append(True)
+            raise
         tailer.start()
         on_deployed(deployment, cluster)
         last: list[JobStatus] = []

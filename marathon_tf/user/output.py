@@ -10,8 +10,8 @@ from typing import Any, Mapping
 import click
 
 __all__ = ["emit_json", "error", "warn", "info", "status_table", "status_text", "table", "jobs_table",
-           "scale_plan_text", "progress_line", "plan_text", "scale_no_change", "clean_report", "timeline_text",
-           "events_text", "TWO_FILES"]
+           "scale_plan_text", "progress_line", "ProgressPrinter", "plan_text", "scale_no_change", "clean_report",
+           "timeline_text", "events_text", "stopping_line", "TWO_FILES"]
 
 
 def emit_json(data: Any) -> None:
@@ -95,6 +95,43 @@ def _admission(status: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
     return "", rows
 
 
+#: A progress line that differs from the last one shown only in the durations that count up (``1 waiting
+#: 13s``, ``deadline in 9m47s``) is shown again after this many seconds, not every time (every second).
+PROGRESS_REPEAT = 60.0
+
+
+def _shape(line: str) -> str:
+    """The line without its durations (``13s``, ``9m47s``, ``2h10m``, ``3d4h``)."""
+    import re
+
+    return re.sub(r"\b\d+(?:\.\d+)?(?:d\d+h|h\d{2}m|m\d{2}s|s)\b", "…", line)
+
+
+class ProgressPrinter:
+    """Prints a job's progress line on stderr when it changed: a new state, count, step, reason; a line
+    whose only change is a duration counting up is repeated at most every :data:`PROGRESS_REPEAT` s."""
+
+    def __init__(self, clock=None):
+        import time
+
+        self.clock = clock or time.monotonic
+        self.last, self.shown_at = "", float("-inf")
+
+    def __call__(self, status: Any) -> None:  # a JobStatus, or its dict
+        line = progress_line(status.to_dict() if hasattr(status, "to_dict") else status)
+        now = self.clock()
+        if line == self.last or (_shape(line) == _shape(self.last) and now - self.shown_at < PROGRESS_REPEAT):
+            return
+        info(line)
+        self.last, self.shown_at = line, now
+
+
+def _state_text(status: dict[str, Any]) -> str:
+    """The job's state as ``status`` says it: ``Running``, or a planned restart's ``Restarting for scale
+    (2 → 3 workers)`` (its JSON ``state`` stays Marathon's view: Deploying, Running)."""
+    return str((status.get("restarting") or {}).get("text") or status.get("state"))
+
+
 def progress_line(status: dict[str, Any]) -> str:
     """One line: per-role counts, the deployment step and the training step."""
     after, placement = _admission(status)
@@ -135,7 +172,7 @@ def progress_line(status: dict[str, Any]) -> str:
         parts.append("straggler " + ", ".join(status["stragglers"]))
     if status.get("tensorboard"):
         parts.append(f"TensorBoard {status['tensorboard']}")
-    return f"{status.get('job')}: {status.get('state')} — " + "; ".join(parts)
+    return f"{status.get('job')}: {_state_text(status)} — " + "; ".join(parts)
 
 
 _NARROW = ("TASK", "STATE", "ADDRESS", "STEP", "RESTARTS", "AGE", "LAST FAILURE")
@@ -162,7 +199,8 @@ def _cells(t: dict[str, Any], wide: bool = False) -> dict[str, str]:
     age = t.get("ageSeconds")
     address = str(t.get("address") or "")
     return {
-        "TASK": t["task"], "STATE": _state(t.get("state")), "ADDRESS": address if wide else _short_host(address),
+        "TASK": t["task"], "STATE": "restarting" if t.get("restarting") else _state(t.get("state")),
+        "ADDRESS": address if wide else _short_host(address),
         "HEALTH": str(t.get("health") or ""), "PHASE": str(t.get("phase") or ""),
         "STEP": "" if t.get("step") is None else str(t["step"]),
         "STEPS/S": "" if t.get("stepsPerSecond") is None else f"{t['stepsPerSecond']:.3g}",
@@ -216,6 +254,10 @@ def _header(status: dict[str, Any]) -> list[tuple[str, str]]:
                        ("tensorboard", "TensorBoard")):
         if status.get(key) is not None:
             rows.append((label, str(status[key])))
+    restart = status.get("restarting") or {}
+    if restart.get("tasks"):
+        rows.append(("restarting", ", ".join(restart["tasks"]) + ": stopped (the kill grace), then started again "
+                                   "with the new cluster spec, from the last checkpoint; not a failure"))
     for wait in status.get("waits") or []:
         rows.append(("waiting", wait))
     for straggler in status.get("stragglers") or []:
@@ -236,7 +278,7 @@ def status_text(status: dict[str, Any], *, wide: bool = False, width: int | None
 
     limit = None if wide else width
     after, placement = _admission(status)
-    lines = [f"job {status['job']} ({status['groupId']}): {status['state']}" + after]
+    lines = [f"job {status['job']} ({status['groupId']}): {_state_text(status)}" + after]
     header = placement + [(k, v) for k, v in _header(status) if not (after and k == "reason")]
     for label, value in header:
         first = f"  {label:<10} "
@@ -298,6 +340,11 @@ def scale_no_change(result, parsed) -> str:
     return f"no change: {result.job} already has " + ", ".join(f"{counts.get(role, 0)} {role}" for role in parsed)
 
 
+def stopping_line(tasks: int, grace: float) -> str:
+    """What ``deploy --local`` and ``local serve`` say at once on their first stop signal."""
+    return f"stopping {tasks} task{'s' if tasks != 1 else ''} (grace up to {grace:g} s; Ctrl-C again to kill now)"
+
+
 #: What ``logs`` says when it prints a task's two streams.
 TWO_FILES = ("note: a task's stdout is printed before its stderr, not interleaved by time: the agent keeps them "
               "as two files with no time per line (as Mesos does); --stream chooses one, and -f prints new lines "
@@ -312,10 +359,19 @@ def clean_report(home, removed: list, kept: list, *, dry_run: bool) -> None:
 
     for run in removed:
         idle = duration(time.time() - run.last_active)
-        click.echo(f"{'would remove' if dry_run else 'removed'} {run.path} (idle {idle})")
+        what = "a stopped local serve's state, " if run.serve else ""
+        click.echo(f"{'would remove' if dry_run else 'removed'} {run.path} ({what}idle {idle})")
     for run in kept:
-        info(f"kept {run.path}: " + (f"running, {run.running}" if run.running
-                                     else f"idle only {duration(time.time() - run.last_active)}"))
+        if run.running:
+            why = f"running, {run.running}"
+        elif run.serve:
+            jobs = (f"remembers {', '.join(run.jobs)} (their volumes and checkpoints)" if run.jobs
+                    else "remembers no job")
+            why = (f"a stopped local serve's state: {jobs}; removed only when named: "
+                   f"local clean --serve-state {run.path.name if run.path.parent == home else run.path}")
+        else:
+            why = f"idle only {duration(time.time() - run.last_active)}"
+        info(f"kept {run.path}: {why}")
     if not removed:
         info(f"no ended run to remove in {home}")
 

@@ -66,6 +66,9 @@ class JobStatus:
     #: Where the logdir is on this machine (local jobs), or on the agents (an absolute volume path).
     logdir_path: Optional[str] = None
     admission: Optional[dict[str, Any]] = field(default=None, compare=False)
+    #: A planned restart under way (``scale``, a re-deploy): ``why``, ``change``, ``tasks``, ``text``
+    #: (``Restarting for scale (2 → 3 workers)``); None otherwise.
+    restarting: Optional[dict[str, Any]] = field(default=None, compare=False)
     data: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -75,7 +78,7 @@ class JobStatus:
                    tasks=tuple(TaskStatus.from_dict(t) for t in status.get("tasks") or []),
                    step=status.get("step"), target_step=status.get("targetStep"), final_step=status.get("finalStep"),
                    reason=status.get("reason"), logdir=status.get("logdir"), logdir_path=status.get("logdirPath"),
-                   admission=status.get("admission"), data=dict(status))
+                   admission=status.get("admission"), restarting=status.get("restarting"), data=dict(status))
 
     @property
     def ended(self) -> bool:

@@ -24,22 +24,25 @@ from typing import Any, Callable, Mapping, Optional
 
 from marathon_tf.contract import labels as L, naming, spread
 from marathon_tf.contract.errors import MarathonNotFound, UsageError
-from marathon_tf.contract.progress import eta_seconds
+from marathon_tf.contract.progress import eta_seconds, job_step
 from marathon_tf.marathon import transport
-from marathon_tf.marathon.jobstate import STOPPED, job_labels, job_state, stored_spec
+from marathon_tf.marathon.jobstate import STOPPED, job_labels, job_state, planned_stop, restarting, stored_spec
 from marathon_tf.marathon.queue import entries_by_app, fetch as fetch_queue, launch_delay, stall_reason
 from marathon_tf.marathon.tasks import RUNNING, age, health, last_failure, newest, started_at, task_port, task_url
 from marathon_tf.user import gang, localstate, observe
 from marathon_tf.user.render import task_apps
 from marathon_tf.user.results import JobStatus
 
-__all__ = ["Observed", "GROUP_EMBEDS", "fetch", "build", "job_status"]
+__all__ = ["Observed", "GROUP_EMBEDS", "fetch", "build", "job_status", "version_cluster", "planned"]
 
 #: Every embed a status view needs (any embed drops Marathon's defaults, so name them all).
 GROUP_EMBEDS = ("group.groups", "group.apps", "group.apps.tasks", "group.apps.counts",
                 "group.apps.deployments", "group.apps.lastTaskFailure")
 
 ProbeGet = Callable[[str], Optional[dict]]
+
+#: A task's states on its way out: in an app at 0 instances it is shown ``stopped`` (the CLI and the API alike).
+STOPPING = ("TASK_KILLING", "TASK_KILLED", "TASK_FINISHED", "TASK_FAILED", "TASK_GONE", "TASK_DROPPED")
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,8 @@ class Observed:
     work_dir: Optional[Path] = None
     #: When it was looked at (Unix seconds; default: when made): ages and deadlines are counted from it.
     now: float = field(default_factory=time.time)
+    #: The cluster (role → count) the tasks a planned restart stops ran with (their app version's), else None.
+    previous_cluster: Optional[Mapping[str, int]] = None
 
 
 def _probe(url: str) -> Optional[dict]:
@@ -107,7 +112,57 @@ def fetch(client: Any, job: str, *, probe: bool = True, probe_get: Optional[Prob
         cap = _safe(lambda: capacity.read(client, mesos), None)
         free = _safe(lambda: cap.free_by_agent(), None) if cap is not None else None
     work = localstate.work_dir(client) if stored_spec(apps.values()).get("logdir") else None
-    return Observed(job, apps, queue, probes, local, free, work, now())
+    previous = _previous_cluster(client, apps)
+    return Observed(job, apps, queue, probes, local, free, work, now(), previous)
+
+
+def _cluster(app: Mapping[str, Any]) -> Optional[dict[str, int]]:
+    import json
+
+    try:
+        cluster = json.loads(str((app.get("env") or {}).get("MTF_CLUSTER") or ""))
+    except ValueError:
+        return None
+    return {str(r): int(n) for r, n in cluster.items()} if isinstance(cluster, dict) else None
+
+
+def version_cluster(client: Any, app_id: str, version: str) -> Optional[dict[str, int]]:
+    """The cluster (role → count) an earlier version of an app ran with: one GET
+    (``/v2/apps/<id>/versions/<version>``); None when it cannot be read."""
+    old = _safe(lambda: client.request("GET", f"/v2/apps{app_id}/versions/{version}").body, None)
+    return _cluster(old) if isinstance(old, dict) else None
+
+
+def _previous_cluster(client: Any, apps: Mapping[str, Mapping[str, Any]]) -> Optional[dict[str, int]]:
+    """The cluster the tasks a planned restart stops ran with (their app's earlier version), read only
+    while a new configuration restarts the job."""
+    for app in apps.values():
+        version = restarting(app)
+        if version:
+            return version_cluster(client, str(app.get("id")), version)
+    return None
+
+
+def planned(why_cluster: Optional[Mapping[str, int]], apps: Mapping[str, Mapping[str, Any]]) -> tuple[str, str]:
+    """``(why, change)`` of a planned restart from the cluster the stopped tasks ran with: ``scale`` and
+    ``2 → 3 workers`` when the job's counts changed, else ``redeploy``."""
+    from marathon_tf.contract import timeline as T
+
+    now = next((c for c in map(_cluster, apps.values()) if c), None)
+    change = T.cluster_change(why_cluster, now) if why_cluster and now else ""
+    return ("scale" if change else "redeploy"), change
+
+
+def _restart(seen: Observed) -> Optional[dict[str, Any]]:
+    """The planned restart a new configuration of the job makes now (``scale``, a re-deploy): which
+    tasks, why, and the line ``status`` says (``Restarting for scale (2 → 3 workers)``); None."""
+    from marathon_tf.contract import timeline as T
+
+    tasks = sorted(name for name, app in seen.apps.items() if restarting(app))
+    if not tasks:
+        return None
+    why, change = planned(seen.previous_cluster, seen.apps)
+    return {"why": why, "change": change, "tasks": tasks, "text": T.planned_text(why, change)}
 
 
 def _row(name: str, app: Mapping[str, Any], seen: Observed) -> dict[str, Any]:
@@ -116,6 +171,8 @@ def _row(name: str, app: Mapping[str, Any], seen: Observed) -> dict[str, Any]:
     row: dict[str, Any] = {"task": name, "role": role, "index": index, "appId": app.get("id"),
                            "instances": app.get("instances", 1)}
     task = newest(app.get("tasks"))
+    if task and app.get("instances", 1) == 0 and task.get("state") in STOPPING:
+        task = None  # being stopped (the job's record, a scale down): `stopped`, as the next look will say
     if task:
         port = task_port(app, task, "tf") or task_port(app, task, "http")
         row.update(state=task.get("state"), host=task.get("host"), port=port,
@@ -140,8 +197,13 @@ def _row(name: str, app: Mapping[str, Any], seen: Observed) -> dict[str, Any]:
         if why and row["state"] != STOPPED:
             row["waitingFor"] = why
     failure = last_failure(app)
-    if failure is not None:
+    ltf = app.get("lastTaskFailure") or {}
+    planned = ltf.get("state") == "TASK_KILLED" and planned_stop(app, str(ltf.get("version") or ""))
+    if failure is not None and not planned:  # a planned restart's stop is no failure (contract/timeline PLANNED)
         row["lastFailure"] = failure
+    if restarting(app):
+        row["restarting"] = True
+        row.pop("waitingFor", None)
     result = seen.probes.get(name)
     if result:
         row["phase"] = result.get("phase")
@@ -193,15 +255,19 @@ def build(seen: Observed) -> JobStatus:
     observe.restarts(out, labels.get(L.RESTARTS))  # the job's failures and preemptions against its budget
     observe.saving(out, labels.get(L.GOODPUT),  # its goodput, its last save round, whether it has the save hook
                    naming.deciding_task(str(stored_spec(apps.values()).get("completion") or "")))
-    gang.annotate(out, apps, seen.queue, free=seen.free, now=seen.now)  # a starting job: placed per role; Queued
+    restart = _restart(seen)
+    if restart:  # a planned restart (scale, re-deploy): not a start that waits to be placed
+        out["restarting"] = restart
+    else:
+        gang.annotate(out, apps, seen.queue, free=seen.free, now=seen.now)  # a starting job: placed per role; Queued
     if labels.get(L.FINISHED_AT):
         out["finishedAt"] = labels[L.FINISHED_AT]
-    steps = [s for s in (r.get("step") for r in tasks) if isinstance(s, int)]
+    step = job_step((r["task"], r.get("step")) for r in tasks)  # the one definition of the job's step
     if labels.get(L.FINAL_STEP):
         final = labels[L.FINAL_STEP]
         out["finalStep"] = int(final) if final.isdigit() else final
-    elif steps:
-        out["step"] = max(steps)
+    elif step is not None:
+        out["step"] = step
     if labels.get(L.REASON):
         out["reason"] = labels[L.REASON]
     resumed = [r["resumedFrom"] for r in tasks if isinstance(r.get("resumedFrom"), int)]

@@ -109,8 +109,9 @@ def test_a_shortfall_now_is_said_and_refused_only_without_waiting(cluster_with, 
                                         "would wait; it needs cpus 2 (1 free); nothing was sent")
     assert _nothing_of(api, "big")
     r = _cli(cluster.marathon_url, "scale", "fit", "worker=4", "--no-wait-for-resources", cwd=tmp_path)
-    assert r.returncode == 4, r.stderr
-    assert "1 of 2 worker would wait; it needs cpus 2 (1 free)" in r.stderr.splitlines()[0]
+    assert r.returncode == 2, r.stderr  # 4 workers of 1 cpu never fit 3 agents of 1 cpu: refused at once
+    assert r.stderr.splitlines()[0] == ("error: job fit needs cpus 4 in all; the cluster has 3 in all (3 agents): its "
+                                        "tasks can never all run at once; nothing was sent")
     assert sorted(a["id"] for a in api.get("/v2/groups/fit").json()["apps"]) == ["/fit/worker-0", "/fit/worker-1"]
     # waiting is the default: said on stderr, and sent
     r = _cli(cluster.marathon_url, "deploy", str(_job_file(tmp_path, big)), "--dry-run", cwd=tmp_path)

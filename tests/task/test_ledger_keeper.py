@@ -189,3 +189,25 @@ def test_a_failure_s_reason_leaves_out_the_lines_every_tensorflow_run_prints(mak
             "ValueError: bad batch\n")
     outcome = policy(make_ctx, permanent_exit_codes=(3,)).decide(3, stderr_tail=tail)
     assert outcome.reason.endswith("(permanent): ValueError: bad batch"), outcome.reason
+
+
+def test_one_group_restart_is_one_failure_whatever_fails_before_the_round_reaches_it(make_ctx):
+    """Issue 32: a job that restarted once showed `restarts 3/1` and failed `3 times … more than
+    restart.max_failures (1)`: the ps failed (the round's first report, counted), and the chief's program,
+    failing because its ps went away before the round reached it, was counted too (its own restart scope
+    is in place: its report is not a group one). A program that still ran in an older generation than the
+    round another task's end started is a consequence of that round."""
+    k, clock = keeper(make_ctx, budget=(1, 600.0), style="parameter_server")
+    ps = k.record(entry(0, "ps-0", t=clock.now), generation=0, group=True)
+    assert ps.counted and ps.failures == 1 and k.generation == 1 and k.round["cause"] == "ps-0 failed (exit 3)"
+    clock.now += 5 * ATTRIBUTION  # later than any attribution: the chief's RPCs to the lost ps time out
+    chief = k.record(entry(1, "chief-0", t=clock.now), generation=0)
+    assert not chief.counted and chief.failures == 1 and not k.ledger.over(entry(1, "chief-0"))
+    assert k.ledger.summary()["failures"] == 1
+    clock.now += 60  # a failure of the chief's own, in the new generation: counted (and past the budget)
+    assert k.record(entry(2, "chief-0", t=clock.now), generation=1).failures == 2
+    # the round's own root, failing again before it applied its round, is its own failure
+    k2, clock2 = keeper(make_ctx, budget=(5, 600.0), style="parameter_server")
+    k2.record(entry(0, "ps-0", t=clock2.now), generation=0, group=True)
+    clock2.now += 10
+    assert k2.record(entry(1, "ps-0", t=clock2.now), generation=0).counted

@@ -147,3 +147,21 @@ def test_client_from_env_uses_the_task_credentials(make_ctx, httpserver):
 def test_startup_reason():
     assert startup_reason(300, {"worker-1": "NXDOMAIN", "ps-0": "DNS timeout"}) == (
         "startup deadline (300s) passed; missing: ps-0 (DNS timeout), worker-1 (NXDOMAIN)")
+
+
+def test_the_records_final_step_is_the_jobs_the_largest_step_any_chief_or_worker_reported(
+        fake_marathon, status_endpoint, make_ctx):
+    """Issue 32: one job, two final steps: `[worker-1] done final_step=301` and the progress line `step 301,
+    target 300 reached`, then the record's `final step 300` (worker-0's own). The record's final step is
+    the job's step (contract/progress.job_step): the largest any chief or worker reported, the ps' (its
+    logdir's) aside."""
+    statuses = _workers(fake_marathon, status_endpoint)
+    statuses[1].update(phase="succeeded", step=301)
+    statuses[2].update(phase="succeeded", step=299)
+    ps, port = status_endpoint("ps", 0)
+    fake_marathon.add_app("ps", 0, status_port=port)
+    ps.update(step=400)  # a ps' step is the logdir's, not a trained one
+    ctx = make_ctx("worker", 0, cluster={"ps": 1, "worker": 3}, completion="all_workers")
+    control = JobControl(ctx, fake_marathon.client(), retry_interval=0.01)
+    assert control.finish(L.SUCCEEDED, "all 3 workers finished", 300, threading.Event())
+    assert fake_marathon.apps["/ml/mnist/worker-0"]["labels"][L.FINAL_STEP] == "301"

@@ -217,3 +217,17 @@ def test_trainer_keeps_the_last_twenty_stderr_lines(tmp_path):
     assert trainer.wait(20) == 2
     assert trainer.stderr_tail().splitlines() == [f"line {i}" for i in range(10, 30)]
     assert b"line 0\n" in err.getvalue() and b"step=5" in out.getvalue()  # still passed through
+
+
+def test_a_failures_reason_carries_a_bounded_part_of_the_programs_stderr():
+    """Issue 32: a Keras dataset's tensor, printed whole by the program, went whole into the failure's
+    reason (and the log, the events, the ledger). One place caps it: each line, and all of it."""
+    from marathon_tf.task.policy import TAIL_CHARS, TAIL_LINE_CHARS, tail_for_reason
+
+    tensor = "<_TensorSliceDataset element_spec=(TensorSpec(shape=(28, 28)))> tf.Tensor(" + "0.123 " * 20000 + ")"
+    tail = "\n".join(["Traceback (most recent call last):", tensor, tensor[:900], "ValueError: bad input shape"])
+    reason = tail_for_reason(tail)
+    assert len(reason) <= TAIL_CHARS and reason.endswith(" | ValueError: bad input shape")
+    assert all(len(part) <= TAIL_LINE_CHARS for part in reason.split(" | "))
+    assert "tf.Tensor(0.123 0.123" in reason and "…" in reason
+    assert tail_for_reason("ValueError: short") == "ValueError: short"

@@ -98,9 +98,9 @@ def test_the_admission_timeout_can_be_overridden_at_deploy():
 def test_the_master_the_user_named_is_passed_to_every_look_not_remembered(monkeypatch):
     """``--mesos`` / ``MESOS_URL`` goes with the calls that read the master (the status' waits, the
     admission deadline's look, the check of a deploy or scale); no client remembers it."""
-    from marathon_tf.user import release, status
-    from marathon_tf.user.api import Marathon
-    from marathon_tf.user.results import JobStatus
+    from marathon_tf.user import jobs, release, status, watch  # noqa: F401 - imported before the patch below:
+    from marathon_tf.user.api import Marathon                     # a module first imported under it would keep
+    from marathon_tf.user.results import JobStatus                # the fake job_status for the whole session
 
     seen = []
     monkeypatch.setattr(status, "job_status", lambda client, job, **kw: seen.append(("status", kw.get("mesos")))
@@ -137,6 +137,36 @@ def test_the_master_the_user_named_is_passed_to_every_look_not_remembered(monkey
     fetch(Client(), "mnist", probe=False, mesos="http://named:5050")
     fetch(Client(), "mnist", probe=False)
     assert read == ["http://named:5050", None]
+
+
+def test_a_job_the_whole_cluster_can_never_hold_at_once_is_refused_like_an_impossible_task(monkeypatch):
+    """Issue 32: a job needing 27,136 MiB on a cluster of 20,000 waited for room until its admission
+    deadline (10 minutes, a progress line every second). A job more of whose tasks than the empty cluster
+    holds would have to run at once (in all, or a role's gang) is refused at once: exit 2, the numbers."""
+    slaves = [_slave(1, cpus=4), _slave(2, cpus=4)]
+    for s in slaves:
+        s["resources"]["mem"] = 10000.0
+    cap = _cap(*slaves)
+    monkeypatch.setattr(capacity, "read", lambda client, given=None: cap)
+    big = load_dict({"name": "big", "command": "true", "roles": {
+        "ps": {"count": 1, "cpus": 0.5, "mem": 1024}, "worker": {"count": 4, "cpus": 0.5, "mem": 4096},
+        "chief": {"count": 1, "cpus": 1, "mem": 4096}, "evaluator": {"count": 1, "cpus": 1, "mem": 5632}}})
+    with pytest.raises(UsageError) as e:
+        admission.check(None, big)
+    assert e.value.exit_code == 2
+    assert str(e.value) == ("job big needs mem 27136 in all; the cluster has 20000 in all (2 agents): its tasks can "
+                            "never all run at once; nothing was sent")
+    # every task fits an agent, the total fits, but no agent holds two of them: 3 workers on 2 agents
+    gang = load_dict({"name": "gang", "command": "true", "roles": {"worker": {"count": 3, "cpus": 2.5, "mem": 64}}})
+    with pytest.raises(UsageError) as e:
+        admission.check(None, gang)
+    assert str(e.value).startswith("job gang: worker has 3 tasks of cpus 2.5, mem 64 each; the agents hold at most 2 "
+                                   "of them at once (10.0.0.1 1, 10.0.0.2 1)")
+    # what only waits for room now still waits (the same job on a busy cluster)
+    busy = _cap(_slave(1, cpus=4, used={"cpus": 3.0}), _slave(2, cpus=4, used={"cpus": 1.0}))
+    monkeypatch.setattr(capacity, "read", lambda client, given=None: busy)
+    fits = load_dict({"name": "j", "command": "true", "roles": {"worker": {"count": 2, "cpus": 2, "mem": 64}}})
+    assert admission.check(None, fits).waiting == {"worker": 1}
 
 
 # -- placement rules across the job's tasks (marathon_tf.contract.spread) ----------------------------

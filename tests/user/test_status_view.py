@@ -187,6 +187,46 @@ def test_status_says_where_the_running_tensorboard_answers(httpserver):
     assert f"TensorBoard http://10.0.0.7:{31000 + tb}" in r.stdout, r.stdout
 
 
+def test_the_waiting_progress_line_is_printed_when_it_changes_not_every_second(capsys):
+    """Issue 32: a job waiting for room printed a ~500-character progress line every second for 10 minutes
+    (only its `waiting 13s` and `deadline in 9m47s` counted on). A line is printed again when something
+    else in it changes, or once a minute."""
+    now = [0.0]
+    show = output.ProgressPrinter(clock=lambda: now[0])
+
+    def waiting(seconds: int, placed: int = 3) -> dict:
+        text = f"worker: {placed}/4 placed; 1 waiting {seconds}s: InsufficientGpus on 3 agents (need 2 each, 0 free)"
+        return {"job": "mnist", "state": "Deploying", "admission": {
+            "waiting": [text], "secondsLeft": 600 - seconds, "timeoutSeconds": 600, "attempt": 1, "attempts": 1}}
+
+    for second in range(1, 60):
+        now[0] = second
+        show(waiting(second))
+    assert len(capsys.readouterr().err.splitlines()) == 1
+    now[0] = 61
+    show(waiting(61))  # a minute later: once more, with its counts
+    now[0] = 62
+    show(waiting(62, placed=4))  # something else changed: at once
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and "waiting 61s" in lines[0] and "4/4 placed" in lines[1]
+
+
+def test_a_task_being_stopped_at_the_jobs_end_is_stopped_for_the_api_as_for_the_cli(httpserver):
+    """Issue 32: `final = run.wait()` showed `TASK_KILLING` in `final.tasks` where the CLI, a moment later,
+    showed `stopped`: a task of an app at 0 instances on its way out is `stopped` in both."""
+    apps = _apps(finished=True)
+    for i, app in enumerate(apps):
+        app["tasks"] = [{"id": f"t{i}", "host": "h", "state": "TASK_KILLING", "ports": [31000 + i, 32000 + i],
+                         "stagedAt": "2020-01-01T00:00:00.000Z", "startedAt": "2020-01-01T00:00:01.000Z"}]
+    _serve(httpserver, apps)
+    from marathon_tf.marathon.client import Client
+
+    final = job_status(Client(httpserver.url_for("")), "mnist", probe=False)
+    assert [t.state for t in final.tasks] == ["stopped"] * 3
+    text = CliRunner().invoke(cli, ["status", "mnist", "--marathon", httpserver.url_for("")]).stdout
+    assert [line.split()[1] for line in text.splitlines() if line.startswith(("ps-", "worker-"))] == ["stopped"] * 3
+
+
 def test_a_task_a_placement_rule_holds_says_which_rule():
     from marathon_tf.contract import spread
     from marathon_tf.user.status import Observed, build

@@ -111,6 +111,7 @@ class FollowerRendezvous(Side):
         first, cap = self.schedule
         delay, busy = first, 0
         lost_since: float | None = self.clock()
+        other_spec: str | None = None  # the leader that answered with another cluster spec (a scale under way)
         # a large job's tasks neither ask all at once nor ask Marathon at all if the leader calls first
         if self._await_hint(max(self.hint_wait, self.rng.uniform(0, first))):
             return
@@ -123,8 +124,10 @@ class FollowerRendezvous(Side):
                     self.locates += 1
                     obs = self.locate()
                     self.leader_address = obs.address
-                    self.leader_detail = "leader at " + obs.address if obs.address else "leader: " + obs.detail
+                    if not (obs.address and obs.address == other_spec):  # (else: still why it waits)
+                        self.leader_detail = "leader at " + obs.address if obs.address else "leader: " + obs.detail
             answered = self.leader_address is not None and self._poll_leader()
+            other_spec = self.leader_address if answered == "other" else None
             if answered is True:
                 lost_since, delay, busy = None, first, 0
                 continue

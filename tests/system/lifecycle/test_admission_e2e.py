@@ -21,6 +21,7 @@ import pytest
 from leaks import processes_under
 
 from marathon_tf.contract import labels as L
+from marathon_tf.contract.errors import UsageError
 from marathon_tf.marathon.client import Client, RetryPolicy
 from marathon_tf.marathon.waiting import wall
 from marathon_tf.user import jobs
@@ -118,10 +119,14 @@ def test_two_jobs_that_each_need_most_of_the_cluster_both_succeed_with_retries(c
 def test_a_job_whose_missing_agent_comes_back_before_its_deadline_starts_and_succeeds(cluster_of):
     cluster = cluster_of(agents=2, agent_resources=[AGENT])
     marathon = Marathon(client=_client(cluster))
-    handle = marathon.deploy(_spec(cluster, "back", 3, timeout=60))
+    with pytest.raises(UsageError) as refused:  # 3 workers of 1 cpu can never all run on 2 agents of 1 cpu
+        marathon.deploy(_spec(cluster, "back", 3, timeout=60))
+    assert str(refused.value).startswith("job back needs cpus 3 in all; the cluster has 2 in all (2 agents)")
+    # sent all the same (as a cluster losing an agent after the check would): it waits for the agent
+    jobs.deploy(_client(cluster), _spec(cluster, "back", 3, timeout=60))
     st = wait_for(lambda: (lambda s: s if "worker: 2/3 placed; 1 waiting" in str((s.admission or {}).get("waiting"))
                            else None)(marathon.status("back")), 30, interval=0.2, what="two placed, one waiting")
     assert st.admission["waiting"][0].endswith(": InsufficientCpus on 2 agents (need 1 each, 0 free)")
     cluster.add_agent(AGENT.replace("33400-33499", "33500-33599"))
-    final = marathon.wait("back", deployment_id=handle.deployment.deployment_id, timeout=60)
+    final = marathon.wait("back", timeout=60)
     assert final.state == L.SUCCEEDED, final

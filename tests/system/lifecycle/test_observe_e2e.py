@@ -60,8 +60,11 @@ def row(status: dict, task: str) -> dict:
 def test_metrics_match_the_program_and_the_timeline_and_events_tell_a_kill_and_its_recovery(tmp_path, local_job):
     job = local_job(tf1_job(tmp_path, 8000))
     job.wait(lambda: len(job.steps(task="worker-1")) >= 3, 180, "worker-1 training")
-    # /metrics: parsed by Prometheus' own parser; its step is one the program printed
+    # /metrics: parsed by Prometheus' own parser; its step is one the program printed. worker-1 training says
+    # nothing of worker-0's output: its first `step=` line (every 20 steps) may not have reached the runner's
+    # view of its sandbox yet (issue 32: max() of no step), so wait for it too.
     url = job.wait(lambda: row(job.status(), "worker-0").get("metricsUrl"), 30, "worker-0's metrics URL")
+    job.wait(lambda: job.steps(task="worker-0"), 60, "worker-0's first step line")
     before = max(s for _, _, s in job.steps(task="worker-0"))
     samples = scrape(url)
     labels = (("index", "0"), ("job", "linear-regression"), ("role", "worker"))
