@@ -210,7 +210,7 @@ class ReviveOffers:
         return self._flow(now)
 
     def _flow(self, now: float) -> list[str]:
-        calls: list[str] = []
+        calls = self._tick(now)  # the ticks up to now first, in time order
         if self._pull_at is not None and now >= self._pull_at:  # the limiter's timer: pull now
             self._pull_at, self._pulled, self._next_pull = None, True, now + self.interval
         if self._pending and (self._pulled or not self.interval):
@@ -220,7 +220,7 @@ class ReviveOffers:
                 self._pulled, self._next_pull = True, now + self.interval
             else:
                 self._pulled, self._pull_at = False, self._next_pull
-        return calls + self._tick(now)
+        return calls
 
     def _emit(self, state: _RoleState) -> list[str]:
         """``ReviveDirectiveFlowLogicWithSuppression.directivesForDiff`` of the last state and this one."""
