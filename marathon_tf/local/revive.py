@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional
+from typing import Iterable, Mapping
 
 from marathon_tf.mesos.resources import Resource
 
@@ -139,8 +139,9 @@ class ReviveOffers:
     """Marathon's suppress and revive stream for its one role, and what Mesos was told last.
 
     :meth:`observe` is told, at every scheduler pass, how many tasks of each app want offers, which
-    apps are backed off and whether any instance changed since; it returns the calls made to Mesos now, ``"revive"``, ``"unsuppress"`` (both clear the filters) or
-    ``"suppress"``. ``interval`` 0: no rate limiter and no repeat (every state passes at once).
+    apps are backed off and whether any instance changed since; it returns the calls made to Mesos
+    now: ``"revive"``, ``"unsuppress"`` (both clear the filters) or ``"suppress"``. ``interval`` 0: no
+    rate limiter and no repeat (every state passes at once).
     """
 
     def __init__(self, interval: float = MIN_REVIVE_OFFERS_INTERVAL, now: float = 0.0) -> None:

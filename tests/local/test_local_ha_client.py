@@ -93,7 +93,8 @@ def test_the_event_stream_through_a_standby_keeps_its_credentials_and_survives_t
         assert stream.available
 
 
-@pytest.mark.xfail(strict=True, reason="client (marathon_tf/marathon/client.py, not the local cluster's): a write answered "
+@pytest.mark.xfail(strict=True, reason="client (marathon_tf/marathon/client.py, not the local cluster's): "
+                   "a write answered "
                    "502 'Connection to leader refused.' by a standby during the election is taken as maybe-applied "
                    "and looked for 20 s (RetryPolicy.settle), then given up 'sent once'; issue 28 item 4 wants it "
                    "sent again once a leader answers and its state shows it absent, landing once")
