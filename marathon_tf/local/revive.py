@@ -39,14 +39,13 @@ So on a real cluster a newly queued task gets offers at once (its revive clears 
 the rate limiter holds its state back, at most one interval; a task that declines every offer waits:
 after the repeated revive its offers stay filtered for ``--decline_offer_duration``, unless an agent
 frees resources, a new agent joins, or another task is queued (another revive). And a task that
-failed is relaunched when its backoff ends *and* the next state passes the rate limiter: its failure
-and the delay took the two quick passes, so with the default 1 s backoff about one interval (5 s)
-after it failed.
+failed is relaunched only when a state after its backoff's end passes the rate limiter: its failure
+unsuppresses offers, which arrive while it is backed off and are declined (filtered), and the delay
+takes the next pass; so with the default 1 s backoff it is offered again up to one interval (5 s)
+after it failed, not when the backoff ends.
 
 Modelled for the one role the local Marathon uses (its filters are per agent, not per role and agent).
-What is not modelled: offers Marathon holds while nothing wants them (with suppression there are
-none for long), and an offer declined for lack of an interested launcher (a backed-off app's):
-the next revive clears such a filter anyway.
+Not modelled: offers Marathon holds while nothing wants them (with suppression there are none for long).
 """
 
 from __future__ import annotations
@@ -212,8 +211,8 @@ class ReviveOffers:
 
     def _flow(self, now: float) -> list[str]:
         calls = self._tick(now)  # the ticks up to now first, in time order
-        if self._pull_at is not None and now >= self._pull_at:  # the limiter's timer: pull now
-            self._pull_at, self._pulled, self._next_pull = None, True, now + self.interval
+        if self._pull_at is not None and now >= self._pull_at:  # the limiter's timer pulled (at its time)
+            self._pulled, self._next_pull, self._pull_at = True, self._pull_at + self.interval, None
         if self._pending and (self._pulled or not self.interval):
             self._pending = False
             calls += self._emit(self._state())

@@ -122,7 +122,9 @@ class Scheduler:
 
     def run_pass(self) -> None:
         """Every app: its kills, then Marathon's suppress/revive told what wants offers, then launches on
-        this pass's offers; the offers some app looked at and none used are declined (filtered)."""
+        this pass's offers; the offers no launch used are declined (filtered), also those made while
+        every waiting app is backed off (Marathon declines an offer no launcher wants:
+        ``M@1.11:.../core/launcher/impl/OfferProcessorImpl.scala``)."""
         if self.stopping:
             return
         now = time.monotonic()
@@ -138,11 +140,12 @@ class Scheduler:
                     for i in range(missing):
                         if not self._launch(app, count_offers=i == 0):
                             break
-            for agent in self._round.offered or []:
-                if agent.id in self._round.looked:
-                    self._offered_at[agent.id] = now
-                    if agent.id not in self._round.used:
-                        self.filters.decline(agent.id, self._round.free[agent.id], now, self.offer_filter)
+            if self._round.offered is None and wanting:  # offers made while every waiting app is backed off
+                self._round.offer(self)
+            for agent in self._round.offered or []:  # what no launch used is declined
+                self._offered_at[agent.id] = now
+                if agent.id not in self._round.used:
+                    self.filters.decline(agent.id, self._round.free[agent.id], now, self.offer_filter)
         finally:
             self._round = None
 
@@ -238,11 +241,9 @@ class Scheduler:
             load[t.agent_id] = load.get(t.agent_id, 0) + 1
         round_ = self._round or _Round(time.monotonic())
         if round_.offered is None:
-            round_.offered = self.offered(round_.now)
-            round_.free = {a.id: free_resources(a, self.used(a)) for a in round_.offered}
-        offered = [a for a in round_.offered if a.active]
+            round_.offer(self)
+        offered = [a for a in round_.offered or [] if a.active]
         results = [self._offer(app, agent, tasks) for agent in sorted(offered, key=lambda a: (load[a.id], a.index))]
-        round_.looked.update(a.id for a in offered)
         if count_offers:
             self.offers.record(app.id, results)
         chosen = next((r for r in results if isinstance(r, Match)), None)
@@ -453,12 +454,15 @@ class Scheduler:
 
 
 class _Round:
-    """One pass's offers: the agents offering (looked up on the first launch attempt), what each had
-    free, which some app looked at, which one was used."""
+    """One pass's offers: the agents offering (looked up on the first launch attempt, or at the end of
+    a pass in which every waiting app is backed off), what each had free, which were used."""
 
     def __init__(self, now: float) -> None:
         self.now = now
         self.offered: Optional[list[Agent]] = None
         self.free: dict[str, list] = {}
-        self.looked: set[str] = set()
         self.used: set[str] = set()
+
+    def offer(self, scheduler: Scheduler) -> None:
+        self.offered = scheduler.offered(self.now)
+        self.free = {a.id: free_resources(a, scheduler.used(a)) for a in self.offered}

@@ -84,6 +84,13 @@ def test_a_failed_task_is_revived_an_interval_after_it_failed_not_when_its_backo
     assert r.observe({"/a": 1}, ["/a"], now=100.0, changed=True) == ["unsuppress", "suppress"]
     assert r.observe({"/a": 1}, [], now=101.0) == []  # 1 s backoff over: held by the rate limiter
     assert r.observe({"/a": 1}, [], now=105.0) == ["unsuppress"]
+    # the same when the limiter's timer pulled long before the failure (it pulled then, not at the failure)
+    r = ReviveOffers(5.0, now=0.0)
+    r.observe({"/b": 1}, [], now=10.0)
+    r.observe({}, [], now=10.1, changed=True)  # the launch: the timer will pull at 15.0
+    assert r.observe({}, [], now=17.0, changed=True) == []  # some change, passed at 17 (the pull at 15)
+    assert r.observe({"/a": 1}, ["/a"], now=60.0, changed=True) == ["unsuppress", "suppress"]
+    assert r.observe({"/a": 1}, [], now=61.0) == [] and r.observe({"/a": 1}, [], now=65.0) == ["unsuppress"]
     with_zero = ReviveOffers(0.0, now=0.0)  # --revive-interval 0: every state at once
     assert with_zero.observe({"/a": 1}, ["/a"], now=100.0, changed=True) == ["unsuppress", "suppress"]
     assert with_zero.observe({"/a": 1}, [], now=101.0) == ["unsuppress"]
