@@ -85,6 +85,7 @@ def _released_by_tasks(cluster, name: str) -> float:
     from marathon_tf.marathon.client import Client
     from marathon_tf.marathon.waiting import wall
     from marathon_tf.user import jobs
+    from marathon_tf.user.status import job_status
     from marathon_tf.user.spec import load_dict
 
     client = Client(cluster.marathon_url)
@@ -95,7 +96,7 @@ def _released_by_tasks(cluster, name: str) -> float:
                       "roles": {"worker": {"count": 4, "cpus": 2, "mem": 128}}})
     deadline = wall(jobs.deploy(client, spec).version) + TIMEOUT
     st = _poll(lambda: (lambda s: s if s.get("state") == "NotPlaced" else None)(
-        jobs.job_status(client, name, probe=False)), TIMEOUT + 30)
+        job_status(client, name, probe=False).to_dict()), TIMEOUT + 30)
     return wall(st.get("finishedAt")) - deadline if st.get("finishedAt") else time.time() - deadline
 
 

@@ -34,7 +34,8 @@ def bench_cli(quick: bool) -> list[Row]:
     validate_s = median(run_seconds([exe, "validate", str(job)], n))
     bare = median(run_seconds([PYTHON, "-c", "pass"], n))
     return [
-        Row("CLI start: `marathon-tf --help`", round(help_s * 1000, 1), "ms", f"bare python start {bare * 1000:.0f} ms"),
+        Row("CLI start: `marathon-tf --help`", round(help_s * 1000, 1), "ms",
+            f"bare python start {bare * 1000:.0f} ms"),
         Row("CLI: `marathon-tf validate` an example", round(validate_s * 1000, 1), "ms"),
     ]
 
@@ -56,7 +57,8 @@ def bench_render(quick: bool) -> list[Row]:
         tasks = workers + 1
         per_task[workers] = secs / tasks
         rows.append(Row(f"validate + render 1 ps + {workers:,} workers", round(secs, 3), "s",
-                        f"peak {peak / 2**20:.1f} MiB; {secs / tasks * 1e6:.0f} µs and {peak / tasks / 1024:.1f} KiB per task"))
+                        f"peak {peak / 2**20:.1f} MiB; {secs / tasks * 1e6:.0f} µs and "
+                        f"{peak / tasks / 1024:.1f} KiB per task"))
     ratio = per_task[sizes[1]] / per_task[sizes[0]]
     rows.append(Row("render cost per task, 10k vs 1k (1.0 = linear)", round(ratio, 2), "×"))
     return rows
@@ -78,7 +80,8 @@ def bench_busy_ports(quick: bool) -> list[Row]:
                 sock.listen()
         api, dns, http = (str(sock.getsockname()[1]) for sock in holders)
         with tempfile.TemporaryDirectory() as state:
-            cmd = [exe, "local", "serve", "--port", api, "--dns-port", dns, "--dns-http-port", http, "--state-dir", state]
+            cmd = [exe, "local", "serve", "--port", api, "--dns-port", dns, "--dns-http-port", http,
+                   "--state-dir", state]
             busy_s = median(timed(lambda: subprocess.run(cmd, capture_output=True, timeout=120), n))  # exits 2
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stderr.splitlines()[0]
     finally:

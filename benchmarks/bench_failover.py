@@ -75,9 +75,12 @@ def bench_next_request(quick: bool) -> list[Row]:
             gave_up_one = list(GAVE_UP)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    runs = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
-    gave = lambda xs: f"; the client gave up {len(xs)}x during the election (at {runs(xs)} s) and was asked again" \
-        if xs else "; the client never gave up"
+    def runs(xs):
+        return ", ".join(f"{x:.2f}" for x in xs)
+
+    def gave(xs):
+        return (f"; the client gave up {len(xs)}x during the election (at {runs(xs)} s) and was asked again"
+                if xs else "; the client never gave up")
     return [Row("leader killed -> next successful request (CLI client, 3 URLs)", round(median(all_urls), 2), "s",
                 f"median of {n}; election gap {GAP:g} s (the earliest possible: {median(all_urls) / GAP:.2f}x it); "
                 f"runs: {runs(all_urls)}{gave(gave_up_all)}"),
@@ -88,6 +91,7 @@ def bench_next_request(quick: bool) -> list[Row]:
 def bench_next_step(quick: bool) -> list[Row]:
     from marathon_tf.marathon.client import Client, RetryPolicy
     from marathon_tf.user import jobs, spec as spec_mod
+    from marathon_tf.user.status import job_status
     from marathon_tf.user.localrun import SandboxTailer, local_cluster
 
     n = 3 if quick else 5
@@ -136,12 +140,13 @@ def bench_next_step(quick: bool) -> list[Row]:
             kills.append(next_steps(t0))
             _until(lambda: cluster.leader_url is not None, GAP + 10, "the next leader")
             cluster.start_instance(killed)
-        state = jobs.job_status(client, spec.name, probe=False)["state"]
+        state = job_status(client, spec.name, probe=False).to_dict()["state"]
     finally:
         tailer.stop()
         cluster.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    runs = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
+    def runs(xs):
+        return ", ".join(f"{x:.2f}" for x in xs)
     return [Row("leader killed -> every worker's next training step (local, TF1 example)", round(median(kills), 2),
                 "s", f"median of {n} kills; {median(kills) / median(quiet):.2f}x the same wait with no kill "
                      f"({median(quiet):.2f} s); runs: {runs(kills)}; no kill: {runs(quiet)}; job still {state}")]

@@ -94,7 +94,8 @@ def bench_metrics_overhead(quick: bool) -> list[Row]:
     (work / "job.json").write_text(json.dumps(job))
     state, err = work / "state", work / "stderr.txt"
     env = dict(os.environ, MARATHON_TF_STATE_DIR=str(state))
-    sandboxes = lambda: [p / "stdout" for p in (state.glob("*/sandboxes/*worker*") if state.exists() else [])]
+    def sandboxes():
+        return [p / "stdout" for p in (state.glob("*/sandboxes/*worker*") if state.exists() else [])]
     mp = multiprocessing.get_context("spawn")
     on, stop, scrapes = mp.Event(), mp.Event(), mp.Value("i", 0)
     with open(err, "w") as e:
@@ -137,7 +138,8 @@ def bench_metrics_overhead(quick: bool) -> list[Row]:
     done = sum(n for scraped, _, _, n in rates if scraped)
     cpu_per_scrape = (sum(c for s_, _, c, _ in rates if s_) - sum(c for s_, _, c, _ in rates if not s_)) / max(1, done)
     ratio = median(pairs)
-    each = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
+    def each(xs):
+        return ", ".join(f"{x:.2f}" for x in xs)
     return [
         Row("steady-state global steps/s, unscraped", round(median(off), 1), "steps/s",
             f"linear-regression-tf1 under `deploy --local`, {len(off)} windows of {seconds:g} s (median)"),

@@ -62,7 +62,8 @@ def bench_inplace_restart(quick: bool) -> list[Row]:
             except TimeoutError as e:
                 return [Row("in-place restart to next step", "did not complete", "", str(e))]
     on, off = median(results[True]), median(results[False])
-    runs = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
+    def runs(xs):
+        return ", ".join(f"{x:.2f}" for x in xs)
     return [
         Row("in-place restart to next step, pre-warmed (goal ≤ 2 s)", round(on, 2), "s",
             f"{'met' if on <= 2 else 'NOT met'}; SIGKILL of worker-1's program -> its next step= line (linear-"
@@ -148,7 +149,8 @@ def bench_render_vs_ecosystem(quick: bool) -> list[Row]:
     checkout, how = ecosystem_checkout()
     with tempfile.TemporaryDirectory(prefix="bench-render-") as tmp:
         work = Path(tmp)
-        ours = lambda workers: ([str(BIN / "marathon-tf"), "render", str(_our_input(workers, work))], None)
+        def ours(workers):
+            return ([str(BIN / "marathon-tf"), "render", str(_our_input(workers, work))], None)
         sizes = [1000, 2000, 10000] if os.environ.get("MTF_BENCH_ECOSYSTEM_10K") == "1" else [1000, 2000]
         results: dict[int, dict[str, tuple[float, int]]] = {}
         problem = how if checkout is None else None

@@ -2,8 +2,9 @@
 
 A counting HTTP server in a process of its own (Marathon is another machine: encoding an
 8 MB group must not take the GIL of the code measured) plays Marathon for a job of N workers
-whose tasks turn TASK_RUNNING over ``RAMP`` seconds (worker-0, the leader, first): ``GET /v2/groups/big`` (the whole group with its
-tasks, ~3 KB per app), ``GET /v2/apps/big/<task>`` (one app) and ``GET /v2/events`` (SSE: one
+whose tasks turn TASK_RUNNING over ``RAMP`` seconds (worker-0, the leader, first):
+``GET /v2/groups/big`` (the whole group with its tasks, ~3 KB per app), ``GET /v2/apps/big/<task>``
+(one app) and ``GET /v2/events`` (SSE: one
 ``status_update_event`` per task as it turns RUNNING). Every request and every byte it sends is
 counted, by who asked.
 
@@ -66,17 +67,18 @@ class _FakeMarathon:
         self._idle = []
         self._apps = []
         for i in range(total):
-            app = {"id": naming.app_id(JOB, "worker", i), "instances": 1, "cmd": "marathon-tf bootstrap -- python3 train.py",
-                   "cpus": 1, "mem": 2048, "labels": {"marathon-tf/job": JOB, "marathon-tf/role": "worker",
-                                                      "marathon-tf/index": str(i)},
+            app = {"id": naming.app_id(JOB, "worker", i), "instances": 1,
+                   "cmd": "marathon-tf bootstrap -- python3 train.py", "cpus": 1, "mem": 2048,
+                   "labels": {"marathon-tf/job": JOB, "marathon-tf/role": "worker", "marathon-tf/index": str(i)},
                    "portDefinitions": ports, "env": {"MTF_JOB": JOB, "MTF_ROLE": "worker", "MTF_INDEX": str(i)},
                    "tasksRunning": 0, "tasksStaged": 0, "tasks": []}
             self._apps.append(app)
             self._idle.append(json.dumps(app))
 
     def _task(self, i: int) -> dict:
-        return {"id": f"{JOB}_worker-{i}.instance-{i:08d}._app.1", "appId": f"/{JOB}/worker-{i}", "state": "TASK_RUNNING",
-                "host": "127.0.0.1", "ports": [31000 + i % 30000, self.status_port.get(i, self.default_status_port)],
+        return {"id": f"{JOB}_worker-{i}.instance-{i:08d}._app.1", "appId": f"/{JOB}/worker-{i}",
+                "state": "TASK_RUNNING", "host": "127.0.0.1",
+                "ports": [31000 + i % 30000, self.status_port.get(i, self.default_status_port)],
                 "startedAt": "2026-11-24T00:00:00.000Z", "stagedAt": "2026-11-24T00:00:00.000Z",
                 "slaveId": "agent-1", "version": "2026-11-24T00:00:00.000Z", "healthCheckResults": []}
 
@@ -93,8 +95,9 @@ class _FakeMarathon:
     def event(self, i: int) -> bytes:
         task = self._task(i)
         data = {"slaveId": "agent-1", "taskId": task["id"], "taskStatus": "TASK_RUNNING", "message": "",
-                "appId": task["appId"], "host": task["host"], "ipAddresses": [{"ipAddress": "127.0.0.1", "protocol": "IPv4"}],
-                "ports": task["ports"], "version": task["version"], "eventType": "status_update_event",
+                "appId": task["appId"], "host": task["host"],
+                "ipAddresses": [{"ipAddress": "127.0.0.1", "protocol": "IPv4"}], "ports": task["ports"],
+                "version": task["version"], "eventType": "status_update_event",
                 "timestamp": "2026-11-24T00:00:00.000Z"}
         return f"event: status_update_event\r\ndata: {json.dumps(data)}\r\n\r\n".encode()
 
@@ -293,7 +296,8 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
 
     from marathon_tf.contract.taskenv import TaskContext
     from marathon_tf.task.bootstrap import DEFAULT_WATCH_INTERVAL
-    from marathon_tf.task.discovery import MarathonBackend, Rendezvous, watch_interval
+    from marathon_tf.task.discovery import MarathonBackend, watch_interval
+    from marathon_tf.task.rendezvous import DirectRendezvous
     from marathon_tf.task.rendezvous import make_rendezvous
     from marathon_tf.task.status_server import StatusServer, TaskStatus
 
@@ -336,7 +340,7 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
             side = make_rendezvous(ctx(i), env, backend, me=("worker", i), address=f"127.0.0.1:{31000 + i % 30000}",
                                    server=status, stop=stop, rng=random.Random(i), session=session, slow=slow)
             if side is None:  # direct reads, as the bootstrap does them
-                side = Rendezvous(backend, sleep=stop.wait, stop=stop.is_set, rng=random.Random(i))
+                side = DirectRendezvous(backend, sleep=stop.wait, stop=stop.is_set, rng=random.Random(i))
             else:
                 sides.append(side)
             found = side.wait([m for m in members if m != ("worker", i)], 600)
@@ -384,11 +388,12 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
 
     group_reads = [n for t, who, what, n in fake.log if who == "leader" and what == "group"]
     by_what: dict[str, int] = {}
-    for t, who, what, n in fake.log:
+    for t, who, what, _n in fake.log:
         if t <= formed:
             by_what[f"{who} {what}"] = by_what.get(f"{who} {what}", 0) + 1
-    return {"forming": load(fake.start, formed), "formed": load(formed, end), "formed_after": formed - fake.running_at[-1],
-            "formed_in": formed - fake.start, "errors": errors, "simulated": len(sample), "watch": end - formed,
+    return {"forming": load(fake.start, formed), "formed": load(formed, end),
+            "formed_after": formed - fake.running_at[-1], "formed_in": formed - fake.start, "errors": errors,
+            "simulated": len(sample), "watch": end - formed,
             "requests": by_what, "complete": len(formed_at) == len(threads),
             "group_bytes": max([*group_reads, fake.group_bytes]),
             "timeline": timeline.summary(fake, formed_at, formed, cpu, direct),
@@ -416,7 +421,8 @@ def bench_leader_load(quick: bool) -> list[Row]:
         n = f"{total:,}"
         note = (f"leader rendezvous; {r['simulated']} simulated followers (scaled to {total - 1:,}) + the real leader; "
                 f"tasks RUNNING over {RAMP:g} s; the fake Marathon runs in a process of its own, the leader and the "
-                f"simulated followers share one (one GIL), the other followers' hint endpoint a third; requests while forming: "
+                f"simulated followers share one (one GIL), the other followers' hint endpoint a third; "
+                "requests while forming: "
                 + ", ".join(f"{k} {v}" for k, v in sorted(r["requests"].items())))
         if r["errors"] or not r["complete"]:
             rows.append(Row(f"{n}-task job: leader rendezvous", "did not form", "", "; ".join(r["errors"][:3])))

@@ -116,7 +116,8 @@ def _mtf_run(steps: int, work: Path, prewarm: bool = True) -> tuple[float, float
     job_file.write_text(json.dumps(job))
     state = work / "state"
     env = dict(os.environ, MARATHON_TF_STATE_DIR=str(state))
-    sandboxes = lambda: [p / "stdout" for p in (state.glob("*/sandboxes/*worker*") if state.exists() else [])]
+    def sandboxes():
+        return [p / "stdout" for p in (state.glob("*/sandboxes/*worker*") if state.exists() else [])]
     t0 = time.time()
     with LineWatcher(sandboxes) as watch:
         proc = subprocess.run([str(BIN / "marathon-tf"), "deploy", str(job_file), "--local", "--timeout", "600"],
@@ -146,10 +147,12 @@ def bench_local_vs_hand(quick: bool) -> list[Row]:
             if rate:
                 sps[mode].append(rate)
     hf, mf, of = (median(first[m]) for m in order)
-    each = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
+    def each(xs):
+        return ", ".join(f"{x:.2f}" for x in xs)
     rows = [
         Row("time to every worker's first step: hand-launched", round(hf, 2), "s",
-            f"linear-regression-tf1, 1 ps + 2 workers, each imports TensorFlow; median of {runs}: {each(first['hand'])}"),
+            f"linear-regression-tf1, 1 ps + 2 workers, each imports TensorFlow; median of {runs}: "
+            f"{each(first['hand'])}"),
         Row("time to every worker's first step: `deploy --local`", round(mf, 2), "s",
             f"from the command's start: the runner's shared pre-warmed interpreter (one import, forked per task), "
             f"local Marathon + Mesos-DNS, render, deploy, discovery; median of {runs}: {each(first['mtf'])}"),
@@ -165,7 +168,8 @@ def bench_local_vs_hand(quick: bool) -> list[Row]:
             Row("steady-state global steps/s: hand-launched", round(hs, 1), "steps/s",
                 f"{steps} steps, 20–100 % of the run; {each(sps['hand'])}"),
             Row("steady-state global steps/s: marathon-tf", round(ms, 1), "steps/s", each(sps["mtf"])),
-            Row("steady-state global steps/s: marathon-tf, prewarm: false", round(os_, 1), "steps/s", each(sps["mtf_off"])),
+            Row("steady-state global steps/s: marathon-tf, prewarm: false", round(os_, 1), "steps/s",
+                each(sps["mtf_off"])),
             Row("throughput ratio marathon-tf / hand (goal ≥ 0.97)", round(ms / hs, 3), "×",
                 "met" if ms / hs >= 0.97 else "NOT met"),
             Row("throughput ratio marathon-tf with prewarm: false / hand", round(os_ / hs, 3), "×", ""),
@@ -241,8 +245,8 @@ def bench_discovery(quick: bool) -> list[Row]:
         note = (f"Mesos-DNS refresh {refresh:g} s; measured from the SRV record answering" if mode == "mesos-dns"
                 else "measured from the task showing TASK_RUNNING in /v2/apps/…/tasks")
         rows.append(Row(f"discovery latency, {mode} (goal ≤ 1 s + one poll interval)", round(lat, 2), "s",
-                        f"{note}; the early peers had been polling for 6 s (discovery.poll_schedule: 0.25 s doubling to "
-                        f"1 s for a 3-task job); median of {runs}"))
+                        f"{note}; the early peers had been polling for 6 s (discovery.poll_schedule: 0.25 s "
+                        f"doubling to 1 s for a 3-task job); median of {runs}"))
     return rows
 
 
@@ -256,7 +260,8 @@ def bench_marathon_load(quick: bool) -> list[Row]:
 
     from marathon_tf.contract import naming
     from marathon_tf.task.bootstrap import DEFAULT_WATCH_INTERVAL
-    from marathon_tf.task.discovery import MarathonBackend, Rendezvous, watch_interval
+    from marathon_tf.task.discovery import MarathonBackend, watch_interval
+    from marathon_tf.task.rendezvous import DirectRendezvous
 
     total = 1000
     simulated = 40 if quick else 100
@@ -307,7 +312,7 @@ def bench_marathon_load(quick: bool) -> list[Row]:
 
     def task(i: int):
         backend = MarathonBackend(requests.Session(), url, job="big")
-        rdv = Rendezvous(backend, stop=stop.is_set)
+        rdv = DirectRendezvous(backend, stop=stop.is_set)
         found = rdv.wait(peers, timeout=120)
         formed_at.append(time.time())
         import random

@@ -4,8 +4,8 @@ clients × 200 requests, from a load generator in its own process (:mod:`benchma
 Baseline in the same run: ``GET /v2/info`` (a small fixed answer through the same server, middlewares
 and security), the same 50 × 200; the two are run twice, interleaved, and averaged. Then the server's
 RSS and open files before, after those 40,000 requests, after 100 event streams were opened and
-closed, and after another 10,000 ``/v2/apps`` (flat = no growth between the last two). The machine's load average is reported with each row: this
-runs on whatever else the machine does.
+closed, and after another 10,000 ``/v2/apps`` (flat = no growth between the last two). The
+machine's load average is reported with each row: this runs on whatever else the machine does.
 """
 
 from __future__ import annotations
@@ -102,7 +102,8 @@ def bench_serve_load(quick: bool) -> list[Row]:
                 proc.wait()
         shutil.rmtree(tmp, ignore_errors=True)
     n = int(per_client) * 50
-    ms = lambda s: f"{s * 1000:.0f} ms"
+    def ms(s):
+        return f"{s * 1000:.0f} ms"
     where = f"{load_before} before, {load_after} after; 2 cores shared with the load generator"
     return [
         Row(f"local serve GET /v2/apps, {APPS} apps, 50 clients x {per_client}", round(apps_run["rps"], 1), "req/s",

@@ -289,7 +289,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     job = load_job(args.example_dir)
     roles = job.get("roles", {})
-    count = lambda role, given: given if given is not None else int(roles.get(role, {}).get("count", 0))
+    def count(role, given):
+        return given if given is not None else int(roles.get(role, {}).get("count", 0))
     procs = launch(args.example_dir, ps=count("ps", args.ps), workers=count("worker", args.workers),
                    chief=count("chief", args.chief), extra_args=train_args,
                    cluster_spec=args.cluster_spec, logdir=args.logdir)

@@ -29,9 +29,19 @@ The Python API (:mod:`marathon_tf.user.api`) is here, imported on first use::
     job = Job.from_file("job.json")
     with LocalCluster() as cluster:
         print(cluster.deploy(job).wait().state)
+
+What it exports (``__all__``, kept so by ``tests/test_exported_members.py``):
+
+* the API: ``Job``, ``Marathon``, ``LocalCluster``, ``JobHandle``;
+* what it returns (:mod:`marathon_tf.user.results`): ``JobStatus``, ``TaskStatus``, ``JobSummary``,
+  ``Deployment``, ``ScaleResult``, ``LogLine``, ``LocalRunResult``; a job's state is a ``JobState``;
+* what it raises (:mod:`marathon_tf.contract.errors`, each with its exit code): ``MarathonTFError`` and
+  below it ``UsageError``, ``SpecError``, ``MarathonError``, ``MarathonUnavailable``,
+  ``MarathonAuthError``, ``MarathonNotFound``, ``MarathonConflict``, ``MarathonInvalid``,
+  ``DiscoveryError``, ``JobFailed``, ``NotPlaced``, ``Timeout``, ``Interrupted``.
 """
 
-from typing import Any
+import typing
 
 __version__ = "0.1.0"
 
@@ -41,14 +51,16 @@ _API = {"Job": "marathon_tf.user.api", "Marathon": "marathon_tf.user.api", "Loca
         "TaskStatus": "marathon_tf.user.results", "Deployment": "marathon_tf.user.results",
         "ScaleResult": "marathon_tf.user.results", "LogLine": "marathon_tf.user.results",
         "JobSummary": "marathon_tf.user.results", "LocalRunResult": "marathon_tf.user.results",
+        "JobState": "marathon_tf.contract.labels",
         **{name: "marathon_tf.contract.errors" for name in (
             "MarathonTFError", "UsageError", "SpecError", "MarathonError", "MarathonUnavailable", "MarathonAuthError",
-            "MarathonNotFound", "MarathonConflict", "MarathonInvalid", "JobFailed", "Timeout", "Interrupted")}}
+            "MarathonNotFound", "MarathonConflict", "MarathonInvalid", "DiscoveryError", "JobFailed", "NotPlaced",
+            "Timeout", "Interrupted")}}
 
 __all__ = ["__version__", *_API]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     module = _API.get(name)
     if module is None:
         raise AttributeError(f"module 'marathon_tf' has no attribute {name!r}")

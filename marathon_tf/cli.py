@@ -3,11 +3,9 @@ first, short name (scripts and checks that use it keep working). The CLI itself 
 :mod:`marathon_tf.user.cli`; the ``marathon-tf`` console script calls it directly.
 """
 
-import sys
-
 from marathon_tf.user.cli import cli, main
 
 __all__ = ["cli", "main"]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

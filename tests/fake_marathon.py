@@ -1,5 +1,10 @@
 """A fake Marathon on pytest-httpserver: the job's group GET (with embedded tasks) and the bulk
-``PUT /v2/apps`` that records a job's end (the ``fake_marathon`` fixture, tests/conftest.py)."""
+``PUT /v2/apps`` that records a job's end (the ``fake_marathon`` fixture, tests/conftest.py).
+
+With ``version`` it also says that version in ``/v2/info`` and takes the job's group PUT as that Marathon
+would: what its JSON Schema or its ``unreachableStrategy`` validator refuses (tests/marathon_schemas.py)
+is answered 422 with Marathon's ``details`` and kept in ``refused``; what it accepts replaces the group's
+apps (``GET`` shows them, as after a deployment)."""
 
 from __future__ import annotations
 
@@ -23,17 +28,24 @@ class FakeMarathon:
     that many PUTs answer 503 first.
     """
 
-    def __init__(self, server, job: str = JOB):
-        self.server, self.job = server, job
+    def __init__(self, server, job: str = JOB, version: str | None = None):
+        self.server, self.job, self.version = server, job, version
         self.apps: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[str, str, dict, Any]] = []
         self.fail_puts = 0
+        self.refused: list[tuple[dict, list[str]]] = []  # (group PUT, what the version refused in it)
         self.queue: list[dict[str, Any]] = []  # GET /v2/queue's entries
         self._lock = threading.Lock()
         server.expect_request(f"/v2/groups{naming.group_id(job)}", method="GET").respond_with_handler(self._group)
         server.expect_request("/v2/queue", method="GET").respond_with_handler(
             lambda request: Response(json.dumps({"queue": self.queue}), 200, content_type="application/json"))
         server.expect_request("/v2/apps", method="PUT").respond_with_handler(self._put_apps)
+        if version is not None:
+            server.expect_request("/v2/info", method="GET").respond_with_json(
+                {"name": "marathon", "version": version, "marathon_config": {"features": ["gpu_resources"]}})
+            server.expect_request(f"/v2/groups{naming.group_id(job)}", method="PUT").respond_with_handler(
+                self._put_group)
+            server.expect_request("/v2/deployments", method="GET").respond_with_json([])
 
     @property
     def url(self) -> str:
@@ -84,6 +96,22 @@ class FakeMarathon:
             if item.get("instances") == 0:
                 app["tasks"] = []
         return Response(json.dumps({"deploymentId": "d-1", "version": "v"}), 200, content_type="application/json")
+
+    def _put_group(self, request: Request) -> Response:
+        from marathon_schemas import errors  # jsonschema: a test dependency
+
+        self._record(request)
+        group = request.get_json()
+        problems = errors(group, self.version)
+        if problems:
+            self.refused.append((group, problems))
+            return Response(json.dumps({"message": "Object is not valid",
+                                        "details": [{"path": "/", "errors": problems}]}), 422,
+                            content_type="application/json")
+        with self._lock:
+            self.apps = {app["id"]: {**app, "tasks": []} for app in group.get("apps") or []}
+        return Response(json.dumps({"deploymentId": f"d-{len(self.puts())}", "version": "2026-01-01T00:00:00.000Z"}),
+                        200, content_type="application/json")
 
     def puts(self) -> list[tuple[str, str, dict, Any]]:
         return [c for c in self.calls if c[0] == "PUT"]

@@ -185,7 +185,8 @@ VERSION = "2026-11-25T10:00:00.000Z"
 INFO = json_answer('{"version": "1.11.0", "name": "marathon"}')
 #: Marathon's 409 for a locked app (FACTS.md §1.5, AppLockedException).
 LOCKED = json.dumps({"message": "App is locked by one or more deployments. Override with the option '?force=true'. "
-                                f"View details at '/v2/deployments/{DEPLOYMENT}'.", "deployments": [{"id": DEPLOYMENT}]})
+                                f"View details at '/v2/deployments/{DEPLOYMENT}'.",
+                     "deployments": [{"id": DEPLOYMENT}]})
 
 
 class ProxiedMarathon:

@@ -49,7 +49,8 @@ _MARKER = re.compile(r"<!--\s*readme-test:\s*(?P<body>.*?)\s*-->", re.S)
 #: Parts of a line that are dropped, and why.
 DROPPED = [
     (re.compile(r"^\s*python3?\s+-m\s+venv\b"), "the test runs in the project's environment (already made)"),
-    (re.compile(r"(^|/)pip3?\s+install\b|-m\s+pip\s+install\b"), "the test runs in the project's environment (already installed)"),
+    (re.compile(r"(^|/)pip3?\s+install\b|-m\s+pip\s+install\b"),
+     "the test runs in the project's environment (already installed)"),
     (re.compile(r"^\s*(bash\s+)?\.ci/run\b"), "the whole test suite, of which this test is a part"),
 ]
 #: What makes a block impossible to run here, and why.

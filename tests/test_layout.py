@@ -2,8 +2,9 @@
 
 ``marathon_tf/`` is three programs that run in different places (the user's machine, every
 Marathon task, the local cluster), the Marathon client two of them use, the Mesos model two of them
-use, and the contract all of them share (see ``marathon_tf/__init__.py``). This test reads every module's imports (also those
-inside functions, which run later but still tie the sides together) and holds them to:
+use, and the contract all of them share (see ``marathon_tf/__init__.py``). This test reads every
+module's imports (also those inside functions, which run later but still tie the sides together)
+and holds them to:
 
 * ``contract`` imports nothing else of marathon_tf;
 * ``marathon`` (the REST client, events, the job's record) only ``contract``;
@@ -17,7 +18,8 @@ inside functions, which run later but still tie the sides together) and holds th
   hands the local cluster; it models Mesos with ``mesos``, never with the local cluster's modules
   (production admission never imports the imitation).
 
-It also keeps modules to one concern: none over 600 lines unless its docstring says why.
+It also keeps modules to one concern: none over 600 lines unless its docstring says why; and no two
+modules import each other, directly or round a longer loop (an import cycle), inside functions or not.
 """
 
 from __future__ import annotations
@@ -45,6 +47,12 @@ USER_MAY_USE_OF_TASK = {"marathon_tf.task.bootstrap", "marathon_tf.task.warmpool
 #: Mesos with :mod:`marathon_tf.mesos` (it may still import ``local`` to start a local cluster)
 LOCAL_NOT_FOR_USER = ("marathon_tf.local.placement", "marathon_tf.local.resources", "marathon_tf.local.agents")
 MAX_LINES = 600
+#: Import cycles that exist today outside task/, each as the set of its modules (a cycle found is allowed
+#: when all its modules are in one of these). None is allowed in task/.
+KNOWN_CYCLES = [
+    # local/ (i27-mesos' side of issue 27)
+    {"marathon_tf.local.agentloss", "marathon_tf.local.scheduler"},
+]
 
 
 def module_name(path: Path) -> str:
@@ -111,7 +119,8 @@ def modules() -> list[Path]:
 
 def test_the_package_shows_its_sides():
     top = sorted(p.name for p in PACKAGE.iterdir() if not p.name.startswith(("_", ".")) or p.name == "__init__.py")
-    assert top == ["__init__.py", "bootstrap.py", "cli.py", "contract", "local", "marathon", "mesos", "task", "user"]
+    assert top == ["__init__.py", "bootstrap.py", "cli.py", "contract", "local", "marathon", "mesos", "py.typed",
+                   "task", "user"]
     for side in SIDES:
         doc = ast.get_docstring(ast.parse((PACKAGE / side / "__init__.py").read_text()))
         assert doc, f"marathon_tf/{side}/__init__.py must say what the side is"
@@ -157,7 +166,7 @@ def test_the_mesos_model_is_pure():
     ("marathon_tf.local.cluster", "from ..task import warmpool\n"),
     ("marathon_tf.contract.naming", "import marathon_tf.marathon.client\n"),
     ("marathon_tf.marathon.client", "from marathon_tf.user import watch\n"),
-    ("marathon_tf.user.jobs", "from marathon_tf.task.lifecycle import decide\n"),
+    ("marathon_tf.user.jobs", "from marathon_tf.task.policy import decide\n"),
     ("marathon_tf.mesos.placement", "from marathon_tf.local.agents import Agent\n"),
     ("marathon_tf.mesos.views", "from ..marathon import shapes\n"),
     ("marathon_tf.user.admission", "from marathon_tf.local.placement import match\n"),
@@ -169,8 +178,10 @@ def test_the_check_catches_an_import_against_the_layout(name, source):
 
 
 @pytest.mark.parametrize("name, source", [
-    ("marathon_tf.task.bootstrap", "from marathon_tf.contract import naming\nfrom marathon_tf.marathon.client import Client\n"),
-    ("marathon_tf.local.launcher", "from marathon_tf.contract.taskenv import PREWARM_SOCKET_VAR\nfrom . import reaper\n"),
+    ("marathon_tf.task.bootstrap",
+     "from marathon_tf.contract import naming\nfrom marathon_tf.marathon.client import Client\n"),
+    ("marathon_tf.local.launcher",
+     "from marathon_tf.contract.taskenv import PREWARM_SOCKET_VAR\nfrom . import reaper\n"),
     ("marathon_tf.user.cli", "from marathon_tf.task import bootstrap\nfrom marathon_tf.local import LocalCluster\n"),
     ("marathon_tf.local.scheduler", "from marathon_tf.mesos.placement import match\nfrom ..mesos import resources\n"),
     ("marathon_tf.user.admission", "from marathon_tf.mesos.placement import Match, match\n"),
@@ -188,3 +199,92 @@ def test_no_module_is_long_without_saying_why():
         if lines > MAX_LINES and f"{MAX_LINES} lines" not in (ast.get_docstring(ast.parse(source)) or ""):
             long.append(f"{path.relative_to(PACKAGE.parent)}: {lines} lines")
     assert long == [], "split these along their seams, or say in the docstring why not:\n" + "\n".join(long)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the package's modules it imports (at the top or inside functions; a package is its
+    ``__init__``)."""
+    sources = {module_name(p): p for p in modules()}
+    graph: dict[str, set[str]] = {}
+    for name, path in sources.items():
+        found = imported_modules(path.read_text(), name, path.name == "__init__.py")
+        graph[name] = {target for _, target in found if target in sources and target != name}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (``a -> b -> ... -> a``) of every group of modules that import each other round a
+    loop (the strongly connected components of more than one module, Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return [_loop(graph, group) for group in groups]
+
+
+def _loop(graph: dict[str, set[str]], group: set[str]) -> list[str]:
+    """A shortest way from the group's first module back to itself, within the group."""
+    start = min(group)
+    paths = {start: [start]}
+    todo = [start]
+    while todo:
+        v = todo.pop(0)
+        for w in sorted(graph[v] & group):
+            if w == start:
+                return paths[v] + [start]
+            if w not in paths:
+                paths[w] = paths[v] + [w]
+                todo.append(w)
+    raise AssertionError(f"no loop in {group}")  # pragma: no cover
+
+
+def test_no_import_cycles():
+    cycles = [c for c in import_cycles(import_graph())
+              if not any(set(c) <= known for known in KNOWN_CYCLES)]
+    assert cycles == [], "import cycles (break them: move the shared part to a module both import):\n" + "\n".join(
+        " -> ".join(c) for c in cycles)
+
+
+def test_no_allowance_for_the_task_side():
+    assert not any(m.startswith("marathon_tf.task") for known in KNOWN_CYCLES for m in known)
+
+
+def test_the_cycle_check_finds_a_cycle_through_an_import_inside_a_function():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_cycles(graph) == [["a", "b", "c", "a"]]
+    source = "def f():\n    from marathon_tf.task.keeper import Keeper\n"
+    assert imported_modules(source, "marathon_tf.task.policy", False) == [(2, "marathon_tf.task.keeper")]
+
+
+def test_the_task_side_lists_every_module_it_has():
+    doc = ast.get_docstring(ast.parse((PACKAGE / "task" / "__init__.py").read_text()))
+    names = sorted(p.stem for p in (PACKAGE / "task").glob("*.py") if p.name != "__init__.py")
+    names += sorted(f"{p.name}/" for p in (PACKAGE / "task").iterdir() if (p / "__init__.py").exists())
+    missing = [n for n in names if f"``{n}``" not in doc]
+    assert missing == [], f"marathon_tf/task/__init__.py's table does not name: {', '.join(missing)}"

@@ -182,3 +182,24 @@ def test_every_link_of_the_readme_and_the_docs_resolves():
             elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
                 broken.append(f"{page.relative_to(ROOT)}: {link} (no such heading)")
     assert broken == [], "\n".join(broken)
+
+
+def test_the_readmes_install_and_the_test_command_put_one_tensorflow_in_the_venv():
+    """Issue 32: the README installed `.[tf]` (the full `tensorflow`: `failed call to cuInit … (303)` in every
+    task of a machine without GPUs), then `.ci/run` added `tensorflow-cpu` to the same venv: two TensorFlow
+    distributions. Each extra names one; the README's install is the CPU one .ci/run installs, tf_keras
+    without its dependencies (it would pull the full `tensorflow`); .ci/run keeps a full `tensorflow` a venv
+    already holds instead of adding the other."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    tensorflows = {name: [d for d in deps if re.match(r"tensorflow(-cpu)?\b(?!-)", d.split("==")[0].split("[")[0])]
+                   for name, deps in extras.items() if name in ("tf", "tf-cpu")}
+    assert tensorflows == {"tf": ["tensorflow==2.21.0"], "tf-cpu": ["tensorflow-cpu==2.21.0"]}, tensorflows
+    install = ALL[0].text
+    assert ".venv/bin/pip install -e '.[tf-cpu]'" in install and "'.[tf]'" not in install, install
+    assert ".venv/bin/pip install --no-deps tf_keras==2.21.0" in install
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "if .venv/bin/python -m pip show -q tensorflow >/dev/null 2>&1; then tf=tf; else tf=tf-cpu; fi" in ci
+    assert 'pip install -q -e ".[$tf,test]"' in ci and "'.[tf-cpu,test]'" not in ci
+    assert '[ "$tf" = tf ] || .venv/bin/python -m pip install -q --no-deps tf_keras==2.21.0' in ci

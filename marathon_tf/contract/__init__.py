@@ -7,12 +7,14 @@ agent knows nothing of it. Change anything here and both sides change with it.
 =================  ===========================================================================
 ``naming``         (job, role, index) → Marathon app ids, task names, Mesos-DNS names; job-name rules
 ``taskenv``        the ``MTF_*`` variables a rendered app gives its task (:class:`TaskContext`)
+``phases``         a task's phase (``/status``, ``/metrics``) and the milestones of a job's start
 ``labels``         the Marathon labels on every app, and the job's record kept in them
 ``errors``         the error tree, each with its exit code and hint
 ``cluster_spec``   the peers' endpoints → ``TF_CONFIG`` and the classic flags a program reads
 ``joblock``        one run per logdir: the lock both the local runner and the deciding task take
 ``progress``       the step rate a task reports and how people read it (``step S/T, R/s, ETA``)
 ``shellexec``      how a task's ``cmd`` runs: ``sh -c``, exec'ing a simple command
+``spread``         placement rules across a job's tasks (``UNIQUE`` …) as per-app LIKE/UNLIKE constraints
 =================  ===========================================================================
 
 Nothing here imports any other part of marathon_tf.

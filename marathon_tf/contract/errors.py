@@ -1,7 +1,9 @@
 """The error vocabulary of marathon-tf.
 
-Every error carries the process exit code the CLI uses for it and, where we
-know one, a hint the user can act on. Commands only raise; the CLI prints.
+Every error carries the process exit code the CLI uses for it (``exit_code``, on the class, as
+click's exceptions do) and, where we know one, a hint the user can act on. Commands only raise; the
+CLI's one handler prints ``lines()`` and the hint and exits with ``exit_code`` (nothing printed for
+an error whose ``shown`` is set: the CLI said it already, e.g. a job's outcome line).
 
     MarathonTFError                  exit 1   base class
     ├── UsageError                   exit 2   bad arguments (e.g. ``scale workers=-1``)
@@ -41,7 +43,12 @@ __all__ = [
 
 
 class MarathonTFError(Exception):
+    """Every error of marathon-tf: a ``message``, a ``hint`` the user can act on (or None), the
+    process ``exit_code`` (1); ``lines()`` is what the CLI prints."""
+
     exit_code = 1
+    #: Whether the CLI has said it already (it then only exits with :attr:`exit_code`).
+    shown = False
 
     def __init__(self, message: str, *, hint: str | None = None):
         super().__init__(message)
@@ -54,6 +61,8 @@ class MarathonTFError(Exception):
 
 
 class UsageError(MarathonTFError):
+    """Bad arguments or a request that cannot be done as asked (exit 2); nothing was changed."""
+
     exit_code = 2
 
 
@@ -74,6 +83,8 @@ class SpecError(UsageError):
 
 
 class MarathonError(MarathonTFError):
+    """Marathon answered with an error (exit 1): its HTTP ``status`` and ``body`` when it answered."""
+
     def __init__(self, message: str, *, status: int | None = None, body=None,
                  hint: str | None = None):
         super().__init__(message, hint=hint)
@@ -82,18 +93,20 @@ class MarathonError(MarathonTFError):
 
 
 class MarathonUnavailable(MarathonError):
-    pass
+    """Marathon could not be reached, or answered 5xx, past the retry budget."""
 
 
 class MarathonAuthError(MarathonError):
-    pass
+    """Marathon refused the credentials (401 / 403); the message names those sent, never their value."""
 
 
 class MarathonNotFound(MarathonError):
-    pass
+    """404: no such group, app or deployment."""
 
 
 class MarathonConflict(MarathonError):
+    """409: the apps are locked by a deployment (``deployment_ids``), or the object exists already."""
+
     @property
     def deployment_ids(self) -> list[str]:
         deployments = self.body.get("deployments") if isinstance(self.body, dict) else None
@@ -107,6 +120,8 @@ def _oneline(text: str) -> str:
 
 
 class MarathonInvalid(MarathonError):
+    """400 / 422: Marathon refused the definition; ``details()`` says where, one line each."""
+
     def details(self) -> list[str]:
         """Marathon's 422/400 ``details`` as ``path: error`` lines."""
         body = self.body if isinstance(self.body, dict) else {}
@@ -125,21 +140,33 @@ class MarathonInvalid(MarathonError):
 
 
 class DiscoveryError(MarathonTFError):
-    pass
+    """A task did not find its peers before its startup deadline (the message names the missing ones)."""
 
 
 class JobFailed(MarathonTFError):
-    pass
+    """The job failed (its record says ``Failed``), or its deployment did. ``status``: the job's last
+    status when it is the job's outcome (the API's ``JobStatus``), else None."""
+
+    def __init__(self, message: str, *, hint: str | None = None, status=None):
+        super().__init__(message, hint=hint)
+        self.status = status
 
 
 class NotPlaced(MarathonTFError):
     """Not every task of the job could be placed: refused before anything was sent
-    (``--no-wait-for-resources``), or released at its admission deadline with no attempt left."""
+    (``--no-wait-for-resources``), or released at its admission deadline with no attempt left
+    (``status``: the job's last status, as for :class:`JobFailed`)."""
 
     exit_code = 4
 
+    def __init__(self, message: str, *, hint: str | None = None, status=None):
+        super().__init__(message, hint=hint)
+        self.status = status
+
 
 class Timeout(MarathonTFError):
+    """Gave up waiting while the work is still in progress (exit 3): the job keeps running."""
+
     exit_code = 3
 
 

@@ -9,7 +9,7 @@ a hash of the app's definition as sent, which changes only when the definition d
 deploy whose answer was lost whether Marathon applied it. The record drops it.
 
 The job's record, written when it ends (by the bootstrap that decides, see
-:mod:`marathon_tf.task.lifecycle`), on every app of the job, whose instances are set to 0
+:mod:`marathon_tf.task.jobcontrol`), on every app of the job, whose instances are set to 0
 so that Marathon relaunches nothing: ``marathon-tf/state`` (``Succeeded`` | ``Failed``),
 ``/finished-at`` (ISO time), ``/final-step``, ``/reason``; the deciding task's app also gets
 ``marathon-tf/events``, the job's events (:func:`marathon_tf.contract.timeline.compact`, at most 32 kB),

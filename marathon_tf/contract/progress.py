@@ -9,9 +9,29 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import Callable
+from typing import Any, Callable, Iterable, Mapping
 
-__all__ = ["StepRate", "eta_seconds", "describe", "duration", "parse_duration", "median", "window_text"]
+__all__ = ["StepRate", "eta_seconds", "describe", "duration", "parse_duration", "median", "window_text",
+           "job_step", "STEP_ROLES"]
+
+#: The roles whose step is the job's: they train (a ps's, an evaluator's step is read from the logdir).
+STEP_ROLES = ("chief", "worker")
+
+
+def job_step(steps: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> int | None:
+    """The job's step: the largest step any chief or worker reported (``{task: step}``, or
+    ``(task, step)`` pairs; a task's step is its program's last ``step=N``, else its logdir's);
+    None when none did. The one definition of the job's step while it runs and of its *final step*
+    once it ended: the record's ``marathon-tf/final-step`` (the deciding task's own step and the
+    other chiefs' and workers' last ones, :meth:`marathon_tf.task.jobcontrol.JobControl.finish`),
+    ``status``'s ``step`` / ``finalStep``, the progress line, ``deploy``'s last line and the API's
+    ``JobStatus.final_step``. (A ParameterServerStrategy chief reports the global step; in
+    between-graph training each worker prints the shared global step as it saw it, so the last
+    ones race past the target: ``step 301`` for a target of 300.)"""
+    pairs = steps.items() if isinstance(steps, Mapping) else steps
+    known = [s for task, s in pairs if isinstance(s, int) and not isinstance(s, bool)
+             and str(task).rsplit("-", 1)[0] in STEP_ROLES]
+    return max(known) if known else None
 
 
 class StepRate:

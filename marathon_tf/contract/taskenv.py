@@ -4,6 +4,10 @@
 :meth:`TaskContext.to_env`; the bootstrap reads it back with
 :meth:`TaskContext.from_env`. Nothing else should spell these variable names.
 
+Both directions come from one table, :data:`VARS`: for every field of the context, its variable,
+how its text is read and written (:class:`Kind`) and whether it is written when it has its default
+value. A field the table does not name cannot be carried (a test holds the table to the dataclass).
+
 Variables (all strings, as Marathon requires):
 
 =========================  ==============================================================
@@ -46,6 +50,8 @@ Variables (all strings, as Marathon requires):
                            ``.retries``, ``.backoff_seconds``); unset: ``600/0/60``. A task placed
                            while its peers wait releases the job when the deadline passes
                            (:mod:`marathon_tf.task.admission`)
+``MTF_PLACEMENT``          ``1``: the job has placement rules across its tasks (``UNIQUE`` …), which
+                           its leader enforces through Marathon (:mod:`marathon_tf.task.placer`)
 =========================  ==============================================================
 
 A runner that is its own Marathon + Mesos-DNS (``marathon-tf local serve`` / ``deploy --local``)
@@ -66,14 +72,17 @@ cluster, a file-based secret (DC/OS Enterprise) can be named the same way.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Mapping
 
-__all__ = ["TaskContext", "ENV_PREFIX", "PREWARM_SOCKET_VAR", "TOKEN_FILE_VAR", "marathon_token"]
+__all__ = ["TaskContext", "ENV_PREFIX", "PREWARM_SOCKET_VAR", "TOKEN_FILE_VAR", "marathon_token", "Kind", "Var",
+           "VARS", "prewarm_modules"]
 
 ENV_PREFIX = "MTF_"
 #: Names a file that holds the Marathon token a task authenticates with.
 TOKEN_FILE_VAR = "MARATHON_TOKEN_FILE"
+#: A shared fork server's socket, set by a local runner that pre-warms interpreters for its tasks.
+PREWARM_SOCKET_VAR = "MTF_PREWARM_SOCKET"
 
 
 def marathon_token(environ: Mapping[str, str]) -> str | None:
@@ -91,214 +100,59 @@ def marathon_token(environ: Mapping[str, str]) -> str | None:
             return f.read().strip() or None
     except OSError:
         return None
-#: A shared fork server's socket, set by a local runner that pre-warms interpreters for its tasks.
-PREWARM_SOCKET_VAR = "MTF_PREWARM_SOCKET"
-
-_DEFAULTS = {
-    "discovery": "mesos-dns",
-    "dns_domain": "mesos",
-    "dns_framework": "marathon",
-    "spec_style": "both",
-    "port_name": "tf",
-    "status_port_name": "status",
-    "network": "host",
-    "startup_timeout": 600.0,
-    "style": "custom",
-    "completion": "worker0",
-    "prewarm": ("tensorflow",),
-    "preemption_budget": (100, 86400.0),
-    "preemption_exit_codes": (42, 143),
-    "grace_seconds": 30.0,
-    "admission": (600.0, 0, 60.0),
-}
 
 
 @dataclass(frozen=True)
 class TaskContext:
+    """What a task knows of its job (see the module for the variables that carry each field)."""
+
     job: str
     role: str
     index: int
     cluster: Mapping[str, int]
-    discovery: str = _DEFAULTS["discovery"]
+    discovery: str = "mesos-dns"
     mesos_dns: str = ""
     mesos_dns_http: str = ""
-    dns_domain: str = _DEFAULTS["dns_domain"]
-    dns_framework: str = _DEFAULTS["dns_framework"]
+    dns_domain: str = "mesos"
+    dns_framework: str = "marathon"
     marathon_url: str = ""
-    spec_style: str = _DEFAULTS["spec_style"]
-    port_name: str = _DEFAULTS["port_name"]
-    status_port_name: str = _DEFAULTS["status_port_name"]
-    network: str = _DEFAULTS["network"]
-    startup_timeout: float = _DEFAULTS["startup_timeout"]
-    style: str = _DEFAULTS["style"]
-    completion: str = _DEFAULTS["completion"]
+    spec_style: str = "both"
+    port_name: str = "tf"
+    status_port_name: str = "status"
+    network: str = "host"
+    startup_timeout: float = 600.0
+    style: str = "custom"
+    completion: str = "worker0"
     restart_budget: tuple[int, float] = (5, 600.0)
     #: (no new step for, no first step within) seconds; None = adaptive (the default), 0 = off
     progress_timeouts: tuple[float | None, float | None] = (None, None)
     target_step: int | None = None
-    permanent_exit_codes: tuple[int, ...] = field(default_factory=tuple)
+    permanent_exit_codes: tuple[int, ...] = ()
     logdir: str = ""
-    prewarm: tuple[str, ...] = _DEFAULTS["prewarm"]
+    prewarm: tuple[str, ...] = ("tensorflow",)
     gpus: int = 0
     #: (N, SECONDS): the job fails after N preemptions within SECONDS (never counted as failures)
-    preemption_budget: tuple[int, float] = _DEFAULTS["preemption_budget"]
-    preemption_exit_codes: tuple[int, ...] = _DEFAULTS["preemption_exit_codes"]
-    grace_seconds: float = _DEFAULTS["grace_seconds"]
+    preemption_budget: tuple[int, float] = (100, 86400.0)
+    preemption_exit_codes: tuple[int, ...] = (42, 143)
+    grace_seconds: float = 30.0
     #: (timeout seconds, retries, backoff seconds): the job's admission (see :mod:`marathon_tf.task.admission`)
-    admission: tuple[float, int, float] = _DEFAULTS["admission"]
+    admission: tuple[float, int, float] = (600.0, 0, 60.0)
+    #: the job has placement rules across its tasks, which its leader enforces (:mod:`marathon_tf.task.placer`)
+    placement: bool = False
 
     def to_env(self) -> dict[str, str]:
-        env = {
-            "MTF_JOB": self.job,
-            "MTF_ROLE": self.role,
-            "MTF_INDEX": str(self.index),
-            "MTF_CLUSTER": json.dumps(dict(self.cluster), sort_keys=True, separators=(",", ":")),
-            "MTF_DISCOVERY": self.discovery,
-            "MTF_DNS_DOMAIN": self.dns_domain,
-            "MTF_DNS_FRAMEWORK": self.dns_framework,
-            "MTF_SPEC_STYLE": self.spec_style,
-            "MTF_PORT_NAME": self.port_name,
-            "MTF_STATUS_PORT_NAME": self.status_port_name,
-            "MTF_NETWORK": self.network,
-            "MTF_STARTUP_TIMEOUT": _num(self.startup_timeout),
-            "MTF_STYLE": self.style,
-            "MTF_COMPLETION": self.completion,
-            "MTF_RESTART_BUDGET": f"{self.restart_budget[0]}/{_num(self.restart_budget[1])}",
-        }
-        if self.mesos_dns:
-            env["MESOS_DNS"] = self.mesos_dns
-        if self.mesos_dns_http:
-            env["MTF_MESOS_DNS_HTTP"] = self.mesos_dns_http
-        if self.marathon_url:
-            env["MTF_MARATHON_URL"] = self.marathon_url
-        if self.permanent_exit_codes:
-            env["MTF_PERMANENT_EXIT_CODES"] = ",".join(str(c) for c in self.permanent_exit_codes)
-        if self.logdir:
-            env["MTF_LOGDIR"] = self.logdir
-        if any(t is not None for t in self.progress_timeouts):
-            env["MTF_PROGRESS_TIMEOUT"] = "/".join("" if t is None else _num(t) for t in self.progress_timeouts)
-        if self.target_step:
-            env["MTF_TARGET_STEP"] = str(int(self.target_step))
-        if tuple(self.prewarm) != _DEFAULTS["prewarm"]:
-            env["MTF_PREWARM"] = ",".join(self.prewarm) or "false"
-        if self.gpus:
-            env["MTF_GPUS"] = str(self.gpus)
-        if tuple(self.preemption_budget) != _DEFAULTS["preemption_budget"]:
-            env["MTF_PREEMPTION_BUDGET"] = f"{self.preemption_budget[0]}/{_num(self.preemption_budget[1])}"
-        if tuple(self.preemption_exit_codes) != _DEFAULTS["preemption_exit_codes"]:
-            env["MTF_PREEMPTION_EXIT_CODES"] = ",".join(str(c) for c in self.preemption_exit_codes) or "none"
-        if float(self.grace_seconds) != _DEFAULTS["grace_seconds"]:
-            env["MTF_GRACE_SECONDS"] = _num(self.grace_seconds)
-        if tuple(self.admission) != _DEFAULTS["admission"]:
-            timeout, retries, backoff = self.admission
-            env["MTF_ADMISSION"] = f"{_num(timeout)}/{int(retries)}/{_num(backoff)}"
+        """The variables of :data:`VARS` (a field at its default only when the table says ``always``)."""
+        env = {}
+        for var in VARS:
+            text = var.kind.write(getattr(self, var.field))
+            if var.always or text != var.kind.write(_DEFAULTS[var.field]):
+                env[var.name] = text
         return env
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> "TaskContext":
         """Read the context back; raises ValueError naming the variable that is wrong."""
-
-        def need(name: str) -> str:
-            value = environ.get(name, "")
-            if not value:
-                raise ValueError(f"{name} is not set (is this task rendered by marathon-tf?)")
-            return value
-
-        raw_cluster = need("MTF_CLUSTER")
-        try:
-            cluster = json.loads(raw_cluster)
-            if not isinstance(cluster, dict):
-                raise ValueError
-            cluster = {str(k): int(v) for k, v in cluster.items()}
-        except (ValueError, TypeError):
-            raise ValueError("MTF_CLUSTER must be a JSON object of role counts, e.g. {\"ps\":1,\"worker\":2}")
-        raw_index = need("MTF_INDEX")
-        try:
-            index = int(raw_index)
-        except ValueError:
-            raise ValueError("MTF_INDEX must be an integer")
-        budget = environ.get("MTF_RESTART_BUDGET", "5/600")
-        try:
-            n, _, window = budget.partition("/")
-            restart_budget = (int(n), float(window or 600))
-        except ValueError:
-            raise ValueError("MTF_RESTART_BUDGET must look like N/SECONDS, e.g. 5/600")
-        codes = environ.get("MTF_PERMANENT_EXIT_CODES", "")
-        try:
-            permanent = tuple(int(c) for c in codes.split(",") if c.strip())
-        except ValueError:
-            raise ValueError("MTF_PERMANENT_EXIT_CODES must be comma-separated integers")
-        raw = environ.get("MTF_PREEMPTION_BUDGET", "")
-        try:
-            n, _, window = raw.partition("/")
-            preemption_budget = (int(n), float(window or 86400)) if raw else _DEFAULTS["preemption_budget"]
-        except ValueError:
-            raise ValueError("MTF_PREEMPTION_BUDGET must look like N/SECONDS, e.g. 100/86400")
-        raw = environ.get("MTF_PREEMPTION_EXIT_CODES")
-        try:
-            preemption_codes = _DEFAULTS["preemption_exit_codes"] if raw is None else tuple(
-                int(c) for c in raw.split(",") if c.strip() and c.strip() != "none")
-        except ValueError:
-            raise ValueError("MTF_PREEMPTION_EXIT_CODES must be comma-separated integers")
-        try:
-            grace = float(environ.get("MTF_GRACE_SECONDS") or _DEFAULTS["grace_seconds"])
-        except ValueError:
-            raise ValueError("MTF_GRACE_SECONDS must be a number of seconds")
-        try:
-            timeout = float(environ.get("MTF_STARTUP_TIMEOUT") or _DEFAULTS["startup_timeout"])
-        except ValueError:
-            raise ValueError("MTF_STARTUP_TIMEOUT must be a number of seconds")
-        try:
-            progress = environ.get("MTF_PROGRESS_TIMEOUT", "").split("/")
-            progress_timeouts = (float(progress[0]) if progress[0] else None,
-                                 float(progress[1]) if len(progress) > 1 and progress[1] else None)
-        except ValueError:
-            raise ValueError("MTF_PROGRESS_TIMEOUT must look like SECONDS[/FIRST_STEP_SECONDS], e.g. 120/600")
-        try:
-            gpus = int(environ.get("MTF_GPUS") or 0)
-        except ValueError:
-            raise ValueError("MTF_GPUS must be a whole number of GPUs")
-        try:
-            target_step = int(environ["MTF_TARGET_STEP"]) if environ.get("MTF_TARGET_STEP") else None
-        except ValueError:
-            raise ValueError("MTF_TARGET_STEP must be an integer")
-        admission = _DEFAULTS["admission"]
-        if environ.get("MTF_ADMISSION"):
-            try:
-                a_timeout, a_retries, a_backoff = environ["MTF_ADMISSION"].split("/")
-                admission = (float(a_timeout), int(a_retries), float(a_backoff))
-            except ValueError:
-                raise ValueError("MTF_ADMISSION must look like TIMEOUT/RETRIES/BACKOFF, e.g. 600/3/60")
-        return cls(
-            job=need("MTF_JOB"),
-            role=need("MTF_ROLE"),
-            index=index,
-            cluster=cluster,
-            discovery=environ.get("MTF_DISCOVERY") or _DEFAULTS["discovery"],
-            mesos_dns=environ.get("MTF_RUNNER_MESOS_DNS") or environ.get("MESOS_DNS", ""),
-            mesos_dns_http=environ.get("MTF_RUNNER_MESOS_DNS_HTTP") or environ.get("MTF_MESOS_DNS_HTTP", ""),
-            dns_domain=environ.get("MTF_DNS_DOMAIN") or _DEFAULTS["dns_domain"],
-            dns_framework=environ.get("MTF_DNS_FRAMEWORK") or _DEFAULTS["dns_framework"],
-            marathon_url=environ.get("MTF_RUNNER_MARATHON_URL") or environ.get("MTF_MARATHON_URL", ""),
-            spec_style=environ.get("MTF_SPEC_STYLE") or _DEFAULTS["spec_style"],
-            port_name=environ.get("MTF_PORT_NAME") or _DEFAULTS["port_name"],
-            status_port_name=environ.get("MTF_STATUS_PORT_NAME") or _DEFAULTS["status_port_name"],
-            network=environ.get("MTF_NETWORK") or _DEFAULTS["network"],
-            startup_timeout=timeout,
-            style=environ.get("MTF_STYLE") or _DEFAULTS["style"],
-            completion=environ.get("MTF_COMPLETION") or _DEFAULTS["completion"],
-            restart_budget=restart_budget,
-            permanent_exit_codes=permanent,
-            logdir=environ.get("MTF_LOGDIR", ""),
-            progress_timeouts=progress_timeouts,
-            target_step=target_step,
-            prewarm=prewarm_modules(environ.get("MTF_PREWARM")),
-            gpus=gpus,
-            preemption_budget=preemption_budget,
-            preemption_exit_codes=preemption_codes,
-            grace_seconds=grace,
-            admission=admission,
-        )
+        return cls(**{var.field: var.read(environ) for var in VARS})
 
     @property
     def task(self) -> str:
@@ -306,10 +160,90 @@ class TaskContext:
 
     def members(self) -> list[tuple[str, int]]:
         """Every (role, index) of the TF cluster, chief first, then ps, then workers."""
-        out = []
+        out: list[tuple[str, int]] = []
         for role in ("chief", "ps", "worker"):
             out.extend((role, i) for i in range(int(self.cluster.get(role, 0))))
         return out
+
+
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(TaskContext)}
+
+
+# --- the table -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How one field's value is written as text (``write``) and read back (``read``: ValueError, or
+    anything ``read`` raises, becomes ``error``: what the text must look like)."""
+
+    read: Callable[[str], Any]
+    write: Callable[[Any], str]
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Var:
+    """One field of :class:`TaskContext` in the environment.
+
+    ``required``: the task cannot start without it (unset or empty: "is not set"); ``always``: written
+    even at its default value (else only when its text differs from the default's); ``empty``: an
+    empty value is read like any other text (else it means the default); ``runner``: a local
+    runner's variable that wins over this one when set (see the module)."""
+
+    field: str
+    name: str
+    kind: Kind
+    required: bool = False
+    always: bool = False
+    empty: bool = False
+    runner: str = ""
+
+    def read(self, environ: Mapping[str, str]) -> Any:
+        raw = (environ.get(self.runner) if self.runner else None) or environ.get(self.name)
+        if self.required and not raw:
+            raise ValueError(f"{self.name} is not set (is this task rendered by marathon-tf?)")
+        if raw is None or (raw == "" and not self.empty):
+            return _DEFAULTS[self.field]
+        try:
+            return self.kind.read(raw)
+        except (ValueError, TypeError):
+            raise ValueError(f"{self.name} {self.kind.error}") from None
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def _cluster(raw: str) -> dict[str, int]:
+    cluster = json.loads(raw)
+    if not isinstance(cluster, dict):
+        raise ValueError
+    return {str(k): int(v) for k, v in cluster.items()}
+
+
+def _budget(window: float, example: str) -> Kind:
+    """``N/SECONDS`` (SECONDS empty: ``window``)."""
+    def read(raw: str) -> tuple[int, float]:
+        n, _, seconds = raw.partition("/")
+        return int(n), float(seconds or window)
+    return Kind(read, lambda v: f"{v[0]}/{_num(v[1])}", f"must look like N/SECONDS, e.g. {example}")
+
+
+def _codes(none: str = "") -> Kind:
+    """Comma-separated integers (``none`` besides: the word for no code at all)."""
+    return Kind(lambda raw: tuple(int(c) for c in raw.split(",") if c.strip() and c.strip() != (none or None)),
+                lambda v: ",".join(str(c) for c in v) or none, "must be comma-separated integers")
+
+
+def _progress(raw: str) -> tuple[float | None, float | None]:
+    parts = raw.split("/")
+    return (float(parts[0]) if parts[0] else None, float(parts[1]) if len(parts) > 1 and parts[1] else None)
+
+
+def _admission(raw: str) -> tuple[float, int, float]:
+    timeout, retries, backoff = raw.split("/")
+    return float(timeout), int(retries), float(backoff)
 
 
 def prewarm_modules(raw: str | None) -> tuple[str, ...]:
@@ -321,5 +255,45 @@ def prewarm_modules(raw: str | None) -> tuple[str, ...]:
     return tuple(m.strip() for m in raw.split(",") if m.strip())
 
 
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else str(x)
+_TEXT = Kind(str, str)
+_SECONDS = Kind(float, _num, "must be a number of seconds")
+_OPTIONAL_INT = Kind(int, lambda v: str(int(v)) if v else "", "must be an integer")
+
+#: Every field of :class:`TaskContext` and its variable. Read in this order: the first wrong one is named.
+VARS: tuple[Var, ...] = (
+    Var("cluster", "MTF_CLUSTER", Kind(_cluster, lambda v: json.dumps(dict(v), sort_keys=True, separators=(",", ":")),
+                                       "must be a JSON object of role counts, e.g. {\"ps\":1,\"worker\":2}"),
+        required=True, always=True),
+    Var("index", "MTF_INDEX", Kind(int, str, "must be an integer"), required=True, always=True),
+    Var("job", "MTF_JOB", _TEXT, required=True, always=True),
+    Var("role", "MTF_ROLE", _TEXT, required=True, always=True),
+    Var("discovery", "MTF_DISCOVERY", _TEXT, always=True),
+    Var("mesos_dns", "MESOS_DNS", _TEXT, runner="MTF_RUNNER_MESOS_DNS"),
+    Var("mesos_dns_http", "MTF_MESOS_DNS_HTTP", _TEXT, runner="MTF_RUNNER_MESOS_DNS_HTTP"),
+    Var("dns_domain", "MTF_DNS_DOMAIN", _TEXT, always=True),
+    Var("dns_framework", "MTF_DNS_FRAMEWORK", _TEXT, always=True),
+    Var("marathon_url", "MTF_MARATHON_URL", _TEXT, runner="MTF_RUNNER_MARATHON_URL"),
+    Var("spec_style", "MTF_SPEC_STYLE", _TEXT, always=True),
+    Var("port_name", "MTF_PORT_NAME", _TEXT, always=True),
+    Var("status_port_name", "MTF_STATUS_PORT_NAME", _TEXT, always=True),
+    Var("network", "MTF_NETWORK", _TEXT, always=True),
+    Var("startup_timeout", "MTF_STARTUP_TIMEOUT", _SECONDS, always=True),
+    Var("style", "MTF_STYLE", _TEXT, always=True),
+    Var("completion", "MTF_COMPLETION", _TEXT, always=True),
+    Var("restart_budget", "MTF_RESTART_BUDGET", _budget(600.0, "5/600"), always=True, empty=True),
+    Var("permanent_exit_codes", "MTF_PERMANENT_EXIT_CODES", _codes()),
+    Var("preemption_budget", "MTF_PREEMPTION_BUDGET", _budget(86400.0, "100/86400")),
+    Var("preemption_exit_codes", "MTF_PREEMPTION_EXIT_CODES", _codes(none="none"), empty=True),
+    Var("grace_seconds", "MTF_GRACE_SECONDS", _SECONDS),
+    Var("logdir", "MTF_LOGDIR", _TEXT),
+    Var("progress_timeouts", "MTF_PROGRESS_TIMEOUT",
+        Kind(_progress, lambda v: "/".join("" if t is None else _num(t) for t in v),
+             "must look like SECONDS[/FIRST_STEP_SECONDS], e.g. 120/600")),
+    Var("target_step", "MTF_TARGET_STEP", _OPTIONAL_INT),
+    Var("prewarm", "MTF_PREWARM", Kind(prewarm_modules, lambda v: ",".join(v) or "false"), empty=True),
+    Var("gpus", "MTF_GPUS", Kind(int, str, "must be a whole number of GPUs")),
+    Var("admission", "MTF_ADMISSION", Kind(_admission, lambda v: f"{_num(v[0])}/{int(v[1])}/{_num(v[2])}",
+                                           "must look like TIMEOUT/RETRIES/BACKOFF, e.g. 600/3/60")),
+    Var("placement", "MTF_PLACEMENT", Kind(lambda raw: raw.strip().lower() in ("1", "true", "yes"),
+                                           lambda v: "1" if v else "", "must be 1 or empty")),
+)

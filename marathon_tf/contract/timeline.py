@@ -9,9 +9,10 @@ once it has ended (the label :data:`marathon_tf.contract.labels.EVENTS`, see :fu
 
 :func:`timeline` turns a list of events into
 
-* ``start``: the phases of the job's start, each with when it happened and how long it took
-  after the phase before it: submitted → deployment done → every task running → cluster spec
-  complete → every TF server up → first step (sorted by time: every duration is ≥ 0);
+* ``start``: the phases of the job's start (:class:`marathon_tf.contract.phases.StartPhase`), each
+  with when it happened and how long it took after the phase before it: submitted → deployment
+  done → every task running → cluster spec complete → every TF server up → first step (sorted by
+  time: every duration is ≥ 0);
 * ``recoveries``: for every failure of a program (exit, hang, a peer that moved, preemption):
   its cause → the program restarted (in place, or the task relaunched) → training again, with
   the seconds each took.
@@ -23,11 +24,13 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
-__all__ = ["KINDS", "REASONS", "PHASES", "merge", "timeline", "compact", "expand", "iso",
+from marathon_tf.contract.phases import StartPhase
+
+__all__ = ["KINDS", "REASONS", "merge", "timeline", "compact", "expand", "iso",
            "TASK_STARTED", "PEERS_FOUND", "PROGRAM_STARTED", "SERVER_UP", "FIRST_STEP", "PROGRAM_EXITED",
            "HANG", "WAITING", "PEER_MOVED", "FINISHED", "PREEMPTED", "SUBMITTED", "DEPLOYED", "ALL_RUNNING",
            "SCALED", "PLACEMENT_WAIT", "PLACED", "JOB_ENDED", "TASK_FAILED", "NOT_PLACED", "RESUBMITTED",
-           "LABEL_LIMIT"]
+           "START_FAILED", "RESTARTING", "PLANNED", "ENDS", "cluster_change", "planned_text", "LABEL_LIMIT"]
 
 # a task's events (its bootstrap records them)
 TASK_STARTED = "task_started"        # the bootstrap runs (Marathon's TASK_RUNNING)
@@ -41,6 +44,9 @@ WAITING = "waiting"                  # the task waits for a peer (named)
 PEER_MOVED = "peer_moved"            # a peer came back at a new address: the program restarts
 FINISHED = "finished"                # the program succeeded
 PREEMPTED = "preempted"              # (issue 21: preemptions) the task was preempted
+RESTARTING = "restarting"            # a planned restart (:data:`PLANNED`): never a failure, never counted
+START_FAILED = "start_failed"        # the program could not be started (an unusable logdir, GPUs it cannot
+                                     # see, a logdir another run holds, peers never found): the job fails
 # the job's events (the deciding task records them)
 SUBMITTED = "submitted"              # the job's apps were (re)deployed: Marathon's version time
 DEPLOYED = "deployed"                # Marathon's deployment is done: every task running and healthy
@@ -60,14 +66,49 @@ REASONS = {
     FIRST_STEP: "FirstStep", PROGRAM_EXITED: "ProgramExited", HANG: "Hang", WAITING: "Waiting",
     PEER_MOVED: "PeerMoved", FINISHED: "Finished", PREEMPTED: "Preempted", SCALED: "Scaled",
     PLACEMENT_WAIT: "PlacementWait", PLACED: "Placed", JOB_ENDED: "JobEnded", TASK_FAILED: "TaskFailed",
-    NOT_PLACED: "NotPlaced", RESUBMITTED: "Resubmitted",
+    NOT_PLACED: "NotPlaced", RESUBMITTED: "Resubmitted", START_FAILED: "StartFailed", RESTARTING: "Restarting",
 }
 KINDS = tuple(REASONS)
+#: A task's events of one millisecond in the order of its life: the end of a run before the start of
+#: the next, its TF server up before its first step.
+_LIFE = (SUBMITTED, SCALED, DEPLOYED, ALL_RUNNING, PLACEMENT_WAIT, PLACED, HANG, PEER_MOVED, PROGRAM_EXITED,
+         PREEMPTED, TASK_FAILED, RESTARTING, START_FAILED, TASK_STARTED, PEERS_FOUND, PROGRAM_STARTED, SERVER_UP,
+         FIRST_STEP, WAITING, FINISHED, JOB_ENDED, NOT_PLACED, RESUBMITTED)
+_RANK = {kind: n for n, kind in enumerate(_LIFE)}
+#: the kinds that say the job's end (the record's)
+ENDS = (JOB_ENDED, NOT_PLACED)
 
-#: (name, how it is found) of the start's phases, in their usual order
-PHASES = ("submitted", "deployment done", "every task running", "cluster spec complete",
-          "every TF server up", "first step")
-_CAUSES = (PROGRAM_EXITED, HANG, PEER_MOVED, PREEMPTED, TASK_FAILED)
+#: A *planned restart*: marathon-tf stops a task, or its program, on purpose and starts it again; never a
+#: failure (never ``TaskFailed``, never a task's last failure, never counted), an event of its own kind
+#: (:data:`RESTARTING`, with ``why``, one of these). Why → what ``status`` and ``events`` say
+#: (``Restarting for scale (2 → 3 workers)``). The one place the notion lives: the bootstrap records
+#: the program's stops (:meth:`marathon_tf.task.observer.TaskObserver.planned_restart`), the user's side
+#: reads a task's stop for a new configuration as one (:func:`marathon_tf.marathon.jobstate.planned_stop`,
+#: which the keeper's classification uses too).
+PLANNED = {
+    "scale": "scale",                          # marathon-tf scale: every task with the new cluster spec
+    "redeploy": "a new configuration",         # a re-deploy of a changed job file
+    "group": "the job's group restart",        # the keeper's round after a member's failure (a ps' …)
+    "preemption": "a preemption round",        # the keeper's round after a member's preemption
+    "peer_moved": "a peer that moved",         # a peer relaunched at a new address: the rewritten spec
+    "peer_restarted": "a peer restarted under it",  # a ParameterServerStrategy coordinator's peer
+}
+
+
+def cluster_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """``2 → 3 workers`` (one role changed), ``worker 2 → 3, ps 1 → 2``; "" when the counts are the same."""
+    roles = sorted(r for r in set(before) | set(after) if int(before.get(r, 0) or 0) != int(after.get(r, 0) or 0))
+    if len(roles) == 1:
+        role = roles[0]
+        return f"{int(before.get(role, 0) or 0)} → {int(after.get(role, 0) or 0)} {role}s"
+    return ", ".join(f"{r} {int(before.get(r, 0) or 0)} → {int(after.get(r, 0) or 0)}" for r in roles)
+
+
+def planned_text(why: str, detail: str = "") -> str:
+    """``Restarting for scale (2 → 3 workers)``: what ``status`` says of a planned restart."""
+    return f"Restarting for {PLANNED.get(why, why)}" + (f" ({detail})" if detail else "")
+
+_CAUSES = (PROGRAM_EXITED, HANG, PEER_MOVED, PREEMPTED, TASK_FAILED, START_FAILED, RESTARTING)
 _MEMBERS = ("chief", "ps", "worker", "evaluator")
 #: Hosts' clocks differ a little: events this much before ``submitted`` still belong to it (seconds).
 CLOCK_SLACK = 2.0
@@ -84,6 +125,12 @@ def _key(event: Mapping[str, Any]) -> tuple:
     return (round(float(event.get("time", 0)), 3), event.get("task", ""), event.get("kind", ""))
 
 
+def _order(event: Mapping[str, Any]) -> tuple:
+    """Time order; a task's events of one millisecond in the order of its life (:data:`_LIFE`)."""
+    time_, task, kind = _key(event)
+    return time_, task, _RANK.get(kind, len(_RANK)), kind
+
+
 def merge(*sources: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Every event of ``sources`` once (the same task, kind and time is one event), in time order."""
     seen: dict[tuple, dict[str, Any]] = {}
@@ -91,7 +138,7 @@ def merge(*sources: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         for event in source or []:
             if isinstance(event, Mapping) and isinstance(event.get("time"), (int, float)) and event.get("kind"):
                 seen.setdefault(_key(event), dict(event))
-    return sorted(seen.values(), key=_key)
+    return sorted(seen.values(), key=_order)
 
 
 def _first(events: list[dict[str, Any]], kind: str) -> dict[str, float]:
@@ -114,18 +161,19 @@ def _start(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     servers = _members(_first(events, SERVER_UP))
     steps = _first(events, FIRST_STEP)
     found = {
-        "submitted": job.get(SUBMITTED),
-        "deployment done": job.get(DEPLOYED),
-        "every task running": job.get(ALL_RUNNING) or (max(running.values()) if running else None),
-        "cluster spec complete": max(spec.values()) if spec else None,
-        "every TF server up": max(servers.values()) if servers else None,
-        "first step": min(steps.values()) if steps else None,
+        StartPhase.SUBMITTED: job.get(SUBMITTED),
+        StartPhase.DEPLOYED: job.get(DEPLOYED),
+        StartPhase.ALL_RUNNING: job.get(ALL_RUNNING) or (max(running.values()) if running else None),
+        StartPhase.SPEC_COMPLETE: max(spec.values()) if spec else None,
+        StartPhase.SERVERS_UP: max(servers.values()) if servers else None,
+        StartPhase.FIRST_STEP: min(steps.values()) if steps else None,
     }
-    known = sorted(((t, PHASES.index(name), name) for name, t in found.items() if t is not None))
+    order = list(StartPhase)
+    known = sorted(((t, order.index(phase), phase) for phase, t in found.items() if t is not None))
     origin = known[0][0] if known else 0.0
     out, previous = [], None
-    for t, _, name in known:
-        out.append({"phase": name, "at": iso(t), "time": round(t, 3), "sinceStart": round(t - origin, 3),
+    for t, _, phase in known:
+        out.append({"phase": phase.value, "at": iso(t), "time": round(t, 3), "sinceStart": round(t - origin, 3),
                     "seconds": round(t - (previous if previous is not None else t), 3)})
         previous = t
     return out
@@ -185,7 +233,7 @@ def compact(events: Iterable[Mapping[str, Any]], limit: int = LABEL_LIMIT) -> st
     """Events as one compact JSON text of at most ``limit`` bytes for a Marathon label: when they do
     not all fit, the oldest (the start) and the newest are kept, half the room each, and
     ``{"omitted": N}`` stands where events were left out."""
-    def text(kept: list) -> str:
+    def text(kept: list | dict) -> str:
         return json.dumps(kept, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
     rows = [{_SHORT.get(k, k): (round(v, 3) if k == "time" else v) for k, v in e.items()} for e in merge(events)]
@@ -210,10 +258,11 @@ def expand(label: str | None) -> tuple[list[dict[str, Any]], int]:
         rows = json.loads(label or "[]")
     except ValueError:
         return [], 0
-    events, omitted = [], 0
+    events: list[dict[str, Any]] = []
+    omitted = 0
     for row in rows if isinstance(rows, list) else []:
         if isinstance(row, dict) and "omitted" in row:
             omitted += int(row.get("omitted") or 0)
         elif isinstance(row, dict):
-            events.append({_LONG.get(k, k): v for k, v in row.items()})
+            events.append({_LONG[k] if k in _LONG else k: v for k, v in row.items()})
     return merge(events), omitted

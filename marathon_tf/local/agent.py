@@ -74,7 +74,7 @@ def resource_fields(agent: Agent, used: list[Resource], full: bool = True) -> di
         if r.role != "*":
             reserved.setdefault(r.role, []).append(r)
     unreserved = [r for r in agent.resources if r.role == "*"]
-    out = {"resources": summary_json(agent.resources),
+    out: dict[str, Any] = {"resources": summary_json(agent.resources),
            "reserved_resources": {role: summary_json(rs) for role, rs in reserved.items()},
            "unreserved_resources": summary_json(unreserved)}
     if full:

@@ -40,14 +40,14 @@ def _flag(request: web.Request, name: str, default: bool = False) -> bool:
 
 def label_selector(selector: str):
     """Marathon's label selector (``key``, ``key==value``, ``key!=value``, comma-joined) -> predicate."""
-    terms = []
+    terms: list[Callable[..., bool]] = []
     for term in [t.strip() for t in selector.split(",") if t.strip()]:
         if "!=" in term:
-            key, value = term.split("!=", 1)
-            terms.append(lambda labels, k=key.strip(), v=value.strip(): labels.get(k) != v)
+            key, value = (s.strip() for s in term.split("!=", 1))
+            terms.append(lambda labels, k=key, v=value: labels.get(k) != v)
         elif "==" in term:
-            key, value = term.split("==", 1)
-            terms.append(lambda labels, k=key.strip(), v=value.strip(): labels.get(k) == v)
+            key, value = (s.strip() for s in term.split("==", 1))
+            terms.append(lambda labels, k=key, v=value: labels.get(k) == v)
         else:
             terms.append(lambda labels, k=term: k in labels)
     return lambda labels: all(t(labels) for t in terms)
@@ -77,7 +77,7 @@ class MarathonApi:
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
-            raise invalid_json(f"Unexpected character or end of input: {exc}")
+            raise invalid_json(f"Unexpected character or end of input: {exc}") from exc
 
     def _cached(self, request: web.Request, build: Callable[[], Any]) -> web.Response:
         """The JSON answer ``build()`` gives, encoded once per state generation (see

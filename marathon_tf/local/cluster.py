@@ -115,15 +115,15 @@ class LocalCluster:
         gap = zk_session_timeout if election_gap is None else election_gap
         if gap < 0 or offer_filter < 0 or revive_interval < 0:
             raise ValueError("zk_session_timeout, offer_filter and revive_interval cannot be negative")
-        self._ha = dict(instances=marathon_instances, election_gap=float(gap))
+        self._ha: dict[str, Any] = dict(instances=marathon_instances, election_gap=float(gap))
         self._leadership: Optional[Leadership] = None
         self._agents = Agents(self.state_dir, host, agents, agent_resources, agent_attributes)
-        self._options = dict(heartbeat=heartbeat, kill_grace=kill_grace, kill_grace_cap=kill_grace_cap,
+        self._options: dict[str, Any] = dict(heartbeat=heartbeat, kill_grace=kill_grace, kill_grace_cap=kill_grace_cap,
                              shutdown_grace=shutdown_grace, agents=self._agents, features=features,
                              gpu_scheduling_behavior=gpu_scheduling_behavior, persist=persist,
                              filter_gpu_resources=filter_gpu_resources, offer_filter=float(offer_filter),
                              revive_interval=float(revive_interval))
-        self._dns_options = dict(refresh=dns_refresh, ttl=dns_ttl)
+        self._dns_options: dict[str, Any] = dict(refresh=dns_refresh, ttl=dns_ttl)
         #: Built before the servers start, so that :meth:`prewarm` can start interpreters first.
         self.launcher = Launcher(self.state_dir, host, kill_grace_cap, warm_pool=warm_pool)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -163,6 +163,7 @@ class LocalCluster:
     async def _startup(self) -> None:
         marathon_port, dns_port, dns_http_port = self._ports
         self._rt = Runtime(self.state_dir, self.host, security=self.security, launcher=self.launcher, **self._options)
+        rt = self._rt  # for the closures below
         self._rt.restore()
         n = self._ha["instances"]
         ports = [marathon_port + i if marathon_port else 0 for i in range(n)]
@@ -170,11 +171,11 @@ class LocalCluster:
         self._rt.zk_session_timeout = self._ha["election_gap"]
 
         def elected(url: str) -> None:
-            previous, self._rt.url = self._rt.url, url
+            previous, rt.url = rt.url, url
             if previous:  # a failover: the new leader's revive stream starts over (the first is "long ago")
-                self._rt.scheduler.leader_elected()
+                rt.scheduler.leader_elected()
 
-        self._leadership = Leadership(lambda: create_app(self._rt, self._ui_dir), self.host, _url_host(self.host),
+        self._leadership = Leadership(lambda: create_app(rt, self._ui_dir), self.host, _url_host(self.host),
                                       ports, on_elected=elected, listen=_listen,
                                       election_gap=self._ha["election_gap"])
         await self._leadership.start()
@@ -362,11 +363,14 @@ class LocalCluster:
 
 def serve(port: int = 8080, host: str = "127.0.0.1", state_dir: Union[str, Path, None] = None,
           dns_port: int = 0, dns_http_port: int = 0, dns_refresh: float = 1.0,
-          on_ready: Optional[Callable[[LocalCluster], None]] = None, **options: Any) -> int:
+          on_ready: Optional[Callable[[LocalCluster], None]] = None,
+          on_stopping: Optional[Callable[[int, float], None]] = None, **options: Any) -> int:
     """Run a local cluster until SIGINT/SIGTERM/SIGHUP, then stop everything; returns the signal.
 
-    ``on_ready(cluster)`` is called once it listens (default: print the endpoints on stderr).
-    Must be called from the main thread (it installs signal handlers).
+    ``on_ready(cluster)`` is called once it listens (default: print the endpoints on stderr);
+    ``on_stopping(tasks, longest grace)`` at once on the first signal, before the tasks get their
+    grace; a second signal kills every task at once. Must be called from the main thread (it
+    installs signal handlers).
     """
     cluster = LocalCluster(state_dir=state_dir, host=host, marathon_port=port, dns_port=dns_port,
                            dns_http_port=dns_http_port, dns_refresh=dns_refresh, **options)
@@ -377,6 +381,8 @@ def serve(port: int = 8080, host: str = "127.0.0.1", state_dir: Union[str, Path,
 
     def handler(signum: int, frame: Any) -> None:
         received.append(signum)
+        if interrupted.is_set():  # a second signal: no more waiting for the graces
+            cluster.kill_tasks_now()
         interrupted.set()
 
     for sig in previous:
@@ -390,6 +396,10 @@ def serve(port: int = 8080, host: str = "127.0.0.1", state_dir: Union[str, Path,
             on_ready(cluster)
         while not interrupted.wait(0.5):
             pass
+        if on_stopping is not None:
+            tasks, grace = cluster.shutdown_plan()
+            if tasks:
+                on_stopping(tasks, grace)
         return received[0]
     finally:
         cluster.stop()

@@ -20,7 +20,7 @@ import copy
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Iterable, Literal, Optional, overload
 
 from .errors import app_locked
 from .events import EventBus
@@ -105,6 +105,14 @@ class DeploymentManager:
 
     def for_app(self, app_id: str) -> list[Deployment]:
         return [d for d in self.running.values() if app_id in d.affected]
+
+    @overload
+    def deploy(self, target: Target, force: bool = ..., dry_run: Literal[False] = ...,
+               restart: Iterable[str] = ...) -> "Deployment": ...
+
+    @overload
+    def deploy(self, target: Target, force: bool = ..., *, dry_run: Literal[True],
+               restart: Iterable[str] = ...) -> dict: ...
 
     def deploy(self, target: Target, force: bool = False, dry_run: bool = False,
                restart: Iterable[str] = ()) -> "Deployment | dict":

@@ -115,7 +115,7 @@ class FaultInjector:
                          handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
         if request.path.startswith(ADMIN_PREFIX):
             return await handler(request)
-        rule = self._take(request.method, request.path)
+        rule: dict[str, Any] = self._take(request.method, request.path) or {}
         kind = rule["kind"] if rule else None
         if kind == "reset":
             self._record(request, None, kind)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import aiohttp
 
@@ -98,6 +98,7 @@ class HealthMonitor:
     def _record(self, index: int, check: dict, cause: Optional[str], started: float, mesos_level: bool) -> None:
         previous = self.task.health.get(index)
         now = now_ts()
+        result: dict[str, Any]
         if cause is None:
             result = {"alive": True, "consecutiveFailures": 0,
                       "firstSuccess": (previous or {}).get("firstSuccess") or now,

@@ -38,8 +38,8 @@ from marathon_tf.contract.shellexec import exec_form
 from marathon_tf.contract.taskenv import PREWARM_SOCKET_VAR
 from . import reaper
 
-__all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "wants_gpus", "passed_env", "PASSED_VARS", "exec_form",
-           "volume_problem", "last_line"]
+__all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "wants_gpus", "passed_env", "PASSED_VARS",
+           "exec_form", "volume_problem", "last_line"]
 
 #: What a task gets of the runner's own environment: what an operator passes to every task with the Mesos
 #: agent's ``--executor_environment_variables`` (apache/mesos ``src/slave/flags.cpp``: "passed to the

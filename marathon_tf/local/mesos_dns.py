@@ -21,7 +21,7 @@ import hashlib
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, cast
 
 from aiohttp import web
 from dnslib import QTYPE, RCODE, RR, SOA, SRV, A, DNSRecord
@@ -166,7 +166,8 @@ class MesosDns:
 
         class _Udp(asyncio.DatagramProtocol):
             def connection_made(self, transport: asyncio.BaseTransport) -> None:
-                self.transport = transport
+                # a datagram endpoint's protocol: its transport is a DatagramTransport
+                self.transport = cast(asyncio.DatagramTransport, transport)
 
             def datagram_received(self, data: bytes, addr) -> None:
                 out = outer.answer(data)

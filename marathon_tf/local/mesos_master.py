@@ -36,7 +36,8 @@ MESOS_PREFIX = "/mesos"
 
 #: Where the UI's "Mesos details" link (``/mesos/#/slaves/<agent>/frameworks/<fw>/executors/<task>``)
 #: lands: no Mesos UI, but the task's sandbox files, read from this server's agent endpoints.
-_LANDING = """<!doctype html><html><head><meta charset="utf-8"><title>Mesos (marathon-tf local)</title><link rel="icon" href="data:,"></head>
+_LANDING = """<!doctype html><html><head><meta charset="utf-8"><title>Mesos (marathon-tf local)</title>\
+<link rel="icon" href="data:,"></head>
 <body style="font-family: sans-serif"><h1>marathon-tf local runner</h1>
 <p>This machine is the only Mesos agent; there is no Mesos web UI. <a href="/ui/">Marathon UI</a></p>
 <div id="box"></div><script>

@@ -117,10 +117,10 @@ class Guardian:
 def main(argv: Optional[list[str]] = None) -> int:
     """``python reaper.py TOKEN FD`` (run as a file: no package import): wait for EOF on FD, then
     sweep TOKEN."""
-    token, fd = (argv if argv is not None else sys.argv[1:])[:2]
+    token, fd_arg = (argv if argv is not None else sys.argv[1:])[:2]
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    fd = int(fd)
+    fd = int(fd_arg)
     while True:
         try:
             if not os.read(fd, 4096):

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Optional
 
 from marathon_tf.mesos.resources import Resource
 
@@ -153,7 +153,8 @@ class ReviveOffers:
         self._last = _RoleState(False, 0)  # the last state past the rate limiter (sliding(2)'s left side)
         self._current_wanted = False       # the repeater's role state (from the last UpdateFramework)
         # the rate limiter, as if Marathon had been leader for longer than an interval
-        self._pulled, self._next_pull, self._pull_at, self._pending = True, -math.inf, None, False
+        self._pulled, self._next_pull, self._pending = True, -math.inf, False
+        self._pull_at: Optional[float] = None
         self._tick0, self._ticks, self._repeat_in = now, 0, 0
 
     # -- what the launch queue tells it ------------------------------------------------------

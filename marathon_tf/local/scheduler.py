@@ -33,7 +33,7 @@ import asyncio
 import signal
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Optional, cast
 
 from marathon_tf.mesos.agents import free_resources
 from marathon_tf.mesos.placement import Match, NoMatch, match
@@ -129,9 +129,14 @@ class Scheduler:
             return
         now = time.monotonic()
         queued = {app.id: self.reconcile(app) for app in list(self.state.apps.values())}
-        wanting = {a: n for a, (n, _) in queued.items() if n > 0}
+        # the instances wanting offers, by app and configuration: a new configuration's are new instances
+        # (M@1.11:.../deployment/impl/TaskReplaceActor.scala decommissions the old scheduled ones and
+        # schedules new ones; ReviveOffersState gives new instances a new version: a revive)
+        keys = {a: f"{a}@{getattr(self.state.apps.get(a), 'run_config_version', '')}" for a in queued}
+        wanting = {keys[a]: n for a, (n, _) in queued.items() if n > 0}
         changed, self._changed = self._changed, False
-        self.apply(self.revive.observe(wanting, [a for a in wanting if queued[a][1]], now, changed=changed))
+        self.apply(self.revive.observe(wanting, [keys[a] for a, (n, d) in queued.items() if n > 0 and d], now,
+                                       changed=changed))
         self._round = _Round(now)
         try:
             for app_id, (missing, delayed) in queued.items():
@@ -235,6 +240,7 @@ class Scheduler:
         """Launch one task on the first agent whose offer fits (agents with fewer tasks first);
         False when none does (the task stays in the queue)."""
         run_def = app.run_def
+        assert run_def is not None  # reconcile launches only apps with a run spec
         tasks = self.active_tasks()
         load = {a.id: 0 for a in self.agents.all}
         for t in tasks:
@@ -249,7 +255,7 @@ class Scheduler:
         chosen = next((r for r in results if isinstance(r, Match)), None)
         if chosen is None:
             return False
-        agent = chosen.agent
+        agent = cast(Agent, chosen.agent)  # _offer matched one of self.agents
         round_.used.add(agent.id)
         try:
             ports = self.launcher.ports.allocate(len(run_def.get("portDefinitions") or []),
@@ -413,8 +419,9 @@ class Scheduler:
             if grace is None:
                 grace = float(spec.get("taskKillGracePeriodSeconds") or self.kill_grace)
             done = asyncio.ensure_future(self.launcher.terminate(proc, grace))
-            self._terminating[task.id] = done
-            done.add_done_callback(lambda _f, task_id=task.id: self._terminating.pop(task_id, None))
+            task_id = task.id
+            self._terminating[task_id] = done
+            done.add_done_callback(lambda _f: self._terminating.pop(task_id, None))
 
     def signal_task(self, task: Task, sig: int) -> bool:
         """Send ``sig`` to a task's process group without Marathon knowing (a simulated crash)."""

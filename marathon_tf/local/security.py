@@ -122,7 +122,7 @@ def _hostname(host_header: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-def _ip(host: str) -> Optional[ipaddress._BaseAddress]:
+def _ip(host: str) -> Optional[Union[ipaddress.IPv4Address, ipaddress.IPv6Address]]:
     try:
         return ipaddress.ip_address(host)
     except ValueError:

@@ -37,7 +37,7 @@ from .revive import DECLINE_OFFER_DURATION, MIN_REVIVE_OFFERS_INTERVAL
 from .scheduler import Scheduler
 from .security import GRANT_KEY, Security
 from .state import FRAMEWORK_ID, State, canonical_path, now_ts
-from .taskscope import event_visible
+from .taskscope import event_visible, marathon_scope
 
 __all__ = ["Runtime", "create_app", "MARATHON_VERSION", "DEFAULT_FEATURES", "FEATURES"]
 
@@ -107,6 +107,7 @@ class Runtime:
     async def stop(self) -> None:
         if self._saver is not None:  # what runs now is what a restart brings back
             self._saver.cancel()
+            assert self.store is not None  # the saver runs only with a store
             self.store.save()
         for dep in list(self.deployments.running.values()):
             if dep.runner:
@@ -271,7 +272,8 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
         return web.json_response({"killed": killed})
 
     app = web.Application(middlewares=[rt.faults.middleware, leader_header], client_max_size=64 * 2 ** 20)
-    rt.security.install(app)
+    rt.security.install(app, scope=marathon_scope(  # a task's token checks its constraint changes against the app
+        lambda app_id: (lambda a: a.definition if a is not None else None)(rt.state.apps.get(app_id))))
     app.router.add_get("/ping", ping)
     app.router.add_post("/_local/faults", add_fault)
     app.router.add_get("/_local/faults", list_faults)

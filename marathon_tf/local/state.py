@@ -155,8 +155,8 @@ class Task:
         """True/False once every check has a result; None while any is unknown."""
         if n_checks == 0:
             return None
-        results = [self.health.get(i) for i in range(n_checks)]
-        if any(r is None for r in results):
+        results = [r for r in (self.health.get(i) for i in range(n_checks)) if r is not None]
+        if len(results) < n_checks:
             return None
         return all(r["alive"] for r in results)
 
@@ -353,7 +353,9 @@ class State:
         for snap in reversed(list(self.root_history.values())):
             group = snap["groups"].get(gid)
             if group is not None and group["version"] == version:
-                under = lambda path: gid == "/" or path == gid or path.startswith(gid.rstrip("/") + "/")
+                def under(path: str) -> bool:
+                    return gid == "/" or path == gid or path.startswith(gid.rstrip("/") + "/")
+
                 return ({k: copy.deepcopy(d) for k, (d, _) in snap["apps"].items() if under(k)},
                         {g: list(v["dependencies"]) for g, v in snap["groups"].items() if under(g)})
         return None

@@ -10,14 +10,24 @@ task's *job*: its app's group (``/ml/mnist`` for ``/ml/mnist/worker-0``):
   versions), ``/v2/queue`` and ``/v2/events`` filtered to the job's apps, ``/v2/info``,
   ``/v2/leader``, ``/ping``; the Mesos-DNS HTTP API (read-only; what DNS answers anyone anyway);
 * the job's record: ``PUT /v2/apps`` (bulk, ``force`` allowed) of the job's apps setting nothing but
-  ``labels`` and ``instances: 0`` (:func:`marathon_tf.marathon.record.finish_job`).
+  ``labels`` and ``instances: 0`` (:func:`marathon_tf.marathon.record.finish_job`);
+* the job's placement (:mod:`marathon_tf.task.placer`): the same bulk ``PUT`` may also set an app's
+  ``constraints``, when they differ from the app's current ones only in ``LIKE`` / ``UNLIKE`` entries
+  (the values its siblings hold, or the hold ``["hostname", "UNLIKE", ".*"]``): every other constraint
+  stays as the user deployed it, so a task can move its siblings between agents, never widen where
+  the job may run (no ``IS``, ``CLUSTER``, ``UNIQUE`` … added or removed); and read the agents'
+  hostnames and attributes (``GET /mesos/master/slaves``, what ``/v2/info`` names as the master), which
+  a rule on an attribute needs.
 
 Everything else — creating, changing or deleting apps and groups, killing tasks, deployments,
 another job, the admin API, the agents' sandboxes — is 403. A real cluster does this with its own
 machinery: DC/OS Enterprise gives a task a service account (``dcos:service:marathon:marathon:services:/ml``
 permissions scoped to a group, ``read`` or ``full``) whose secret reaches it through Marathon's
 ``secrets`` (as an environment variable or, DC/OS 1.10+, a file in the sandbox); open-source
-Marathon has only one set of ``--http_credentials`` for everyone.
+Marathon has only one set of ``--http_credentials`` for everyone. DC/OS cannot scope a permission to
+fields: the record already needs ``dcos:service:marathon:marathon:services:/<job> update``, which the
+placement's constraint writes use too; only a rule on an attribute adds the master's agents
+(``dcos:adminrouter:ops:mesos`` ``read``, or leave such rules unenforced: the leader says so once).
 """
 
 from __future__ import annotations
@@ -28,7 +38,7 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from aiohttp import web
 
@@ -36,13 +46,18 @@ from marathon_tf.contract.taskenv import TOKEN_FILE_VAR
 
 from .state import canonical_path, parent_path
 
-__all__ = ["Grant", "Grants", "refusal", "read_only", "event_visible", "TOKEN_FILE", "TOKEN_FILE_VAR"]
+__all__ = ["Grant", "Grants", "refusal", "marathon_scope", "read_only", "event_visible", "TOKEN_FILE",
+           "TOKEN_FILE_VAR", "MASTER_AGENTS"]
 
 #: Where, in its sandbox, a task finds its token (the agent's file API never serves it).
 SECRETS_DIR = ".secrets"
 TOKEN_FILE = f"{SECRETS_DIR}/marathon-token"
 #: What a task's bulk ``PUT /v2/apps`` may set on its job's apps.
-_RECORD_FIELDS = {"id", "labels", "instances"}
+_RECORD_FIELDS = {"id", "labels", "instances", "constraints"}
+#: The master's list of agents (their hostnames and attributes): a placement rule on an attribute reads it.
+MASTER_AGENTS = "/mesos/master/slaves"
+#: app id → its current definition (None: no such app), for checking what a task may change of it
+Definitions = Callable[[str], Optional[dict]]
 
 
 def _canonical(parts: list[str]) -> str:
@@ -121,13 +136,21 @@ def _app_path(rest: list[str]) -> str:
     return _canonical(rest)
 
 
-async def refusal(request: web.Request, grant: Grant) -> Optional[str]:
-    """Why the Marathon API refuses this request to ``grant``'s token (None: allowed)."""
+def marathon_scope(definitions: Definitions):
+    """The Marathon API's scope for task tokens, checking constraint changes against ``definitions``."""
+    async def scope(request: web.Request, grant: Grant) -> Optional[str]:
+        return await refusal(request, grant, definitions)
+    return scope
+
+
+async def refusal(request: web.Request, grant: Grant, definitions: Optional[Definitions] = None) -> Optional[str]:
+    """Why the Marathon API refuses this request to ``grant``'s token (None: allowed). ``definitions``:
+    the apps' current definitions (without: no constraint may be changed)."""
     parts = [p for p in request.path.split("/") if p]
     method = "GET" if request.method == "HEAD" else request.method
     resource, rest = (parts[1] if len(parts) > 1 and parts[0] == "v2" else ""), parts[2:]
     if method == "GET":
-        if request.path in ("/ping", "/v2/info", "/v2/leader", "/v2/events", "/v2/queue"):
+        if request.path in ("/ping", "/v2/info", "/v2/leader", "/v2/events", "/v2/queue", MASTER_AGENTS):
             return None
         if resource == "groups":
             if rest and rest[-1] == "versions" or len(rest) >= 2 and rest[-2] == "versions":
@@ -138,12 +161,12 @@ async def refusal(request: web.Request, grant: Grant) -> Optional[str]:
             return None
     elif method == "PUT" and resource == "apps" and not rest:
         partial = request.query.get("partialUpdate", "true").strip().lower() != "false"
-        why = _record_refusal(await _json(request), grant) if partial else "not with partialUpdate=false"
+        why = _record_refusal(await _json(request), grant, definitions) if partial else "not with partialUpdate=false"
         if why is None:
             return None
-        return f"a task's token may only record its job's end ({why})"
+        return f"a task's token may only record its job's end and move its tasks ({why})"
     return (f"{method} {request.path} is not allowed to task {grant.task_id}'s token: it may read job "
-            f"{grant.group} and record its end, nothing else")
+            f"{grant.group}, record its end and place its tasks, nothing else")
 
 
 async def read_only(request: web.Request, grant: Grant) -> Optional[str]:
@@ -160,19 +183,42 @@ async def _json(request: web.Request) -> Any:
         return None
 
 
-def _record_refusal(body: Any, grant: Grant) -> Optional[str]:
+def _record_refusal(body: Any, grant: Grant, definitions: Optional[Definitions] = None) -> Optional[str]:
     if not isinstance(body, list) or not body:
         return "the body must be a list of the job's apps"
     for item in body:
         if not isinstance(item, dict) or not isinstance(item.get("id"), str):
             return "every item needs its app id"
-        if not grant.covers(parent_path(_canonical(item["id"].split("/")))):
+        app_id = _canonical(item["id"].split("/"))
+        if not grant.covers(parent_path(app_id)):
             return f"{item['id']} is not an app of job {grant.group}"
         extra = sorted(set(item) - _RECORD_FIELDS)
         if extra:
-            return f"it may set labels and instances 0, not {', '.join(extra)}"
+            return f"it may set labels, instances 0 and LIKE/UNLIKE constraints, not {', '.join(extra)}"
         if "instances" in item and item["instances"] != 0:
             return "it may stop the job (instances 0), not scale it"
+        if "constraints" in item:
+            why = _constraints_refusal(item["constraints"], (definitions(app_id) if definitions else None))
+            if why is not None:
+                return f"{item['id']}: {why}"
+    return None
+
+
+_MOVABLE = ("LIKE", "UNLIKE")
+
+
+def _constraints_refusal(new: Any, current: Optional[dict]) -> Optional[str]:
+    """Whether ``new`` differs from the app's current constraints only in LIKE / UNLIKE entries."""
+    if current is None:
+        return "its constraints cannot be checked (no such app here)"
+    if not isinstance(new, list) or not all(isinstance(c, list) and 2 <= len(c) <= 3
+                                            and all(isinstance(x, str) for x in c) for c in new):
+        return "constraints must be [field, OPERATOR(, value)] lists"
+    if any(c[1] in _MOVABLE and len(c) != 3 for c in new):
+        return "a LIKE or UNLIKE constraint needs its value"
+    kept = [list(c) for c in current.get("constraints") or [] if len(c) < 2 or c[1] not in _MOVABLE]
+    if [c for c in new if c[1] not in _MOVABLE] != kept:
+        return "it may change only LIKE and UNLIKE constraints (where its siblings are), not the others"
     return None
 
 

@@ -13,7 +13,8 @@ from typing import Any, Iterable
 __all__ = ["ID_SEGMENT", "validate_app", "shape_errors", "group_details", "id_errors", "dependency_edges"]
 
 #: Marathon's ``PathId.ID_PATH_SEGMENT_PATTERN``.
-ID_SEGMENT = re.compile(r"^(([a-z0-9]|[a-z0-9][a-z0-9\-]*[a-z0-9])\.)*([a-z0-9]|[a-z0-9][a-z0-9\-]*[a-z0-9])|(\.|\.\.)$")
+ID_SEGMENT = re.compile(r"^(([a-z0-9]|[a-z0-9][a-z0-9\-]*[a-z0-9])\.)*([a-z0-9]|[a-z0-9][a-z0-9\-]*[a-z0-9])"
+                        r"|(\.|\.\.)$")
 _RESERVED = ("restart", "tasks", "versions")
 _CMD_RULE = "AppDefinition must either contain one of 'cmd' or 'args', and/or a 'container'."
 #: ``api/v2/Validation.scala`` ``featureEnabled`` (the unbalanced ")" is Marathon's).

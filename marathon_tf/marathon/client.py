@@ -19,11 +19,23 @@
   write may have been applied: not sent again; ``reconcile`` looks at Marathon's state and adopts what
   it finds (:mod:`.marker`: a group PUT carries a digest label per app), else the error says it was
   sent once. A 409 lock also gets a look first (our write may hold it).
+* A standby that cannot reach its leader (an election: it forwards to the dead one until Marathon's
+  ZooKeeper session times out) answers "Connection to leader refused." (502; 503 in 1.4.8–1.4.13). Such a
+  write is sent again once a leader answers, within the time limit and ``retry.budget`` (these answers
+  count no try): at once where that answer proves nothing was forwarded (up to 1.6.392), else only after a
+  look at Marathon's state — through a leader — shows it was not applied (1.6.486+'s forwarder says so also
+  for a connection that broke after it was made: :attr:`.versions.Capabilities.leader_refused_means_unsent`);
+  a write without such a look (each is idempotent: instances and labels set, not added) is sent again.
 * A server that does not answer like Marathon (not its JSON and ``/v2/info`` without ``version``, or
   a body not of the shape we read: :mod:`.shapes`) is one line saying so. 401/403 (Jetty's HTML page
   too) name the credentials sent, except Marathon 1.5+'s 403 for too many running deployments.
 * The event stream (:meth:`Client.events`) follows a standby's 302 to the leader, keeping the
-  credentials (``requests`` drops ``Authorization`` when a redirect changes host or port).
+  credentials (``requests`` drops ``Authorization`` when a redirect changes host or port); one that
+  cannot be followed is :class:`RedirectNotFollowed` (the stream then finds the leader: :mod:`.events`).
+* What differs between Marathon versions is asked of :meth:`Client.capabilities` (:mod:`.versions`).
+
+Over 600 lines: every request's retry, failover and error rules are here, in one place; the API methods
+at the end are a few lines each over them.
 * Everything returned is a plain dict/list as Marathon sent it, checked against the shape we read.
 """
 
@@ -44,10 +56,10 @@ import tenacity
 from marathon_tf.contract.errors import (MarathonAuthError, MarathonConflict, MarathonError, MarathonInvalid,
                                          MarathonNotFound, MarathonUnavailable, Timeout)
 from marathon_tf.contract.progress import duration
-from marathon_tf.marathon import marker, shapes, transport
+from marathon_tf.marathon import marker, shapes, transport, versions
 from marathon_tf.marathon.transport import redact_url
 
-__all__ = ["Client", "RetryPolicy", "redact_url", "DEFAULT_TIMEOUT", "CLI_TIMEOUT"]
+__all__ = ["Client", "RetryPolicy", "RedirectNotFollowed", "redact_url", "DEFAULT_TIMEOUT", "CLI_TIMEOUT"]
 
 log = logging.getLogger("marathon_tf.marathon")  # what -v shows before each request line
 
@@ -66,6 +78,9 @@ _TOO_MANY_DEPLOYMENTS = "of running deployments is achieved"
 #: refused." also covers a leader that took the request and never answered (M@1.8:.../api/forwarder/
 #: AsyncUrlConnectionRequestForwarder.scala, its comment on StreamTcpException): not proof there.
 _NOT_FORWARDED = re.compile(r"Could not determine the current leader|Detected proxying loop", re.I)
+#: A standby that forwarded to a leader it could not reach (M@1.11:src/main/scala/mesosphere/marathon/api/forwarder/
+#: RequestForwarder.scala ``ERROR_STATUS_CONNECTION_REFUSED``; 502, or 503 in v1.4.8–v1.4.13: versions.py).
+_LEADER_REFUSED = re.compile(r"Connection to leader refused", re.I)
 #: The longest wait between tries while Marathon answers "no leader" (an election lasts seconds: Marathon's
 #: --zk_session_timeout, 10 s by default, after a crash; a longer backoff would only answer later).
 ELECTION_POLL = 1.0
@@ -93,13 +108,26 @@ class RetryPolicy:
 class _Retryable(Exception):
     """A transient fault; carries the error to raise when the budget runs out. ``moved_on``: the client
     failed over to its next URL, which may be tried at once (nothing reached Marathon's state).
-    ``ambiguous``: a write that may have been applied."""
+    ``ambiguous``: a write that may have been applied. ``leader_refused``: a standby could not reach its
+    leader (an election); such answers count no try (the time budget bounds them)."""
 
-    def __init__(self, error: MarathonError, ambiguous: bool = False, moved_on: bool = False):
+    def __init__(self, error: MarathonError, ambiguous: bool = False, moved_on: bool = False,
+                 leader_refused: bool = False):
         super().__init__(error.message)
         self.error = error
         self.ambiguous = ambiguous
         self.moved_on = moved_on
+        self.leader_refused = leader_refused
+
+
+class RedirectNotFollowed(MarathonUnavailable):
+    """A standby's redirect of the event stream that cannot be followed from here: ``standby`` is the URL
+    asked, ``target`` where it led (M@1.11:src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala
+    builds it from the leader's ``--hostname`` and, unless ``--disable_http``, ``http://`` and its http port)."""
+
+    def __init__(self, message: str, *, standby: str, target: str | None):
+        super().__init__(message, hint="give the leader's own URL too (--marathon URL,URL…), reachable from here")
+        self.standby, self.target = standby, target
 
 
 class _Unsure(Exception):
@@ -149,15 +177,17 @@ class Client:
         self.deadline: float | None = None
         self._limit = 0.0
         self._looking = threading.local()  # a look at Marathon's state for a write: one try per read
+        self._capabilities: versions.Capabilities | None = None  # what /v2/info's version says, once read
         self.max_bytes = transport.max_bytes_from_env() if max_bytes is None else max_bytes
-        self.session = session or requests.Session()
-        transport.mount(self.session, max_bytes=self.max_bytes, deadline=lambda: self.deadline)
+        deadline = lambda: self.deadline  # noqa: E731
+        self.session = (transport.mount(session, max_bytes=self.max_bytes, deadline=deadline) if session is not None
+                        else transport.session(max_bytes=self.max_bytes, deadline=deadline))
         self.session.max_redirects = _MAX_REDIRECTS
         self.session.verify = verify
         self.session.headers["User-Agent"] = _USER_AGENT
         self.session.headers["Accept"] = "application/json"
         self.verify = verify
-        url_passwords = [unquote(urlsplit(u).password) for u in self.urls if urlsplit(u).password]
+        url_passwords = [unquote(p) for p in (urlsplit(u).password for u in self.urls) if p]
         self._secrets: list[str] = [s for s in (password, token, *url_passwords) if s]
         self._secrets += [quote(s, safe="") for s in self._secrets if quote(s, safe="") != s]
         if token:
@@ -285,7 +315,8 @@ class Client:
             # A write whose bytes may have reached Marathon (a timeout, a reset) is ambiguous.
             ambiguous = write and not unreachable
             kind = "timed out" if isinstance(e, requests.exceptions.Timeout) else "connection failed"
-            via = f" (redirected to {redact_url(getattr(e, transport.URL_ATTR))})" if getattr(e, transport.URL_ATTR, None) else ""
+            redirected = getattr(e, transport.URL_ATTR, None)
+            via = f" (redirected to {redact_url(redirected)})" if redirected else ""
             error = MarathonUnavailable(self._scrub(f"{shown}{via}: {kind}: {transport.short(e)}"),
                                         hint="is Marathon running at that address? (--marathon URL / MARATHON_URL)")
             if unreachable and not self._retry_unreachable():
@@ -319,10 +350,18 @@ class Client:
                 raise _Unsure(error, in_flight=False)
             raise error
         if status >= 500:
+            if status in (502, 503) and _LEADER_REFUSED.search(message):
+                self._failover()
+                unsent = not write or status == 503 or (self._capabilities is not None
+                                                         and self._capabilities.leader_refused_means_unsent)
+                raise _Retryable(MarathonUnavailable(
+                    text, status=status, body=body,
+                    hint="Marathon is electing a leader (its standby could not reach the old one); try again shortly"),
+                    moved_on=unsent and len(self.urls) > 1, leader_refused=True, ambiguous=not unsent)
             forwarded = not (status == 503 or (status == 502 and _NOT_FORWARDED.search(message)))
             if status in _RETRY_STATUS:
                 self._failover()
-                error: MarathonError = MarathonUnavailable(
+                error = MarathonUnavailable(
                     text, status=status, body=body,
                     hint="Marathon is unavailable or has no leader; check its /ping and leader election")
             else:
@@ -387,8 +426,15 @@ class Client:
             return seconds if left is None else max(0.0, min(seconds, left))
 
         single = getattr(self._looking, "depth", 0) > 0 or not retry
+        counted = [0]  # tries that count towards policy.attempts: all but "Connection to leader refused."
+        #: a write answered "Connection to leader refused." that may have reached a leader: looked for first
+        pending: list[_Retryable] = []
+
+        def stop(state: tenacity.RetryCallState) -> bool:
+            return single or counted[0] >= policy.attempts or (state.seconds_since_start or 0.0) >= policy.budget
+
         retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(1 if single else policy.attempts) | tenacity.stop_after_delay(policy.budget),
+            stop=stop,
             wait=wait,
             retry=tenacity.retry_if_exception_type(_Retryable),
             sleep=self.sleep,
@@ -400,12 +446,25 @@ class Client:
                     left = self.time_left()
                     if left is not None and left <= 0:
                         raise self._past_limit(shown, last[0] if last else None)
+                    if pending and reconcile is not None:
+                        try:
+                            found, answered = self._look_answered(reconcile)
+                        except Timeout:  # the time limit came during the look: say what the write met
+                            raise self._past_limit(shown, pending[0].error) from None
+                        if found is not None:
+                            return _Response(200, found)
+                        if not answered:
+                            raise pending[0]  # no leader to ask yet: wait, send nothing
+                        pending.clear()  # a leader says it was not applied: send it again
                     attempts += 1
                     try:
                         return self._round(method, path, params, json_body, stream)
                     except _Retryable as r:
                         last[:] = [r.error]
-                        if write and r.ambiguous:
+                        counted[0] += 0 if r.leader_refused else 1
+                        if write and r.leader_refused and r.ambiguous and reconcile is not None:
+                            pending[:] = [r]
+                        elif write and r.ambiguous and not r.leader_refused:
                             raise _Unsure(r.error) from None
                         if write and reconcile is not None and isinstance(r.error, MarathonConflict):
                             found = self.look(reconcile)  # the lock may be our own write's
@@ -417,7 +476,9 @@ class Client:
             err = r.error
             if attempts > 1:
                 err.message = f"{err.message} (gave up after {attempts} tries)"
-                err.args = (err.message,)
+            if pending:
+                err.message += "; no leader answered to tell whether it was applied (marathon-tf status shows it)"
+            err.args = (err.message,)
             raise err from None
         except _Unsure as u:
             return _Response(200, marker.settle(self, u.error, reconcile, in_flight=u.in_flight))
@@ -425,14 +486,18 @@ class Client:
 
     def look(self, reconcile: Callable[[], dict[str, Any] | None]) -> dict[str, Any] | None:
         """One look at Marathon's state for a write (each read tried once); None when it cannot tell."""
+        return self._look_answered(reconcile)[0]
+
+    def _look_answered(self, reconcile: Callable[[], dict[str, Any] | None]) -> tuple[dict[str, Any] | None, bool]:
+        """:meth:`look`, and whether Marathon answered it (False: it could not tell, e.g. no leader)."""
         self._looking.depth = getattr(self._looking, "depth", 0) + 1
         try:
-            return reconcile()
+            return reconcile(), True
         except (Timeout, MarathonAuthError):
             raise
         except MarathonError as e:
             log.debug("could not look at Marathon's state: %s", e.message)
-            return None
+            return None, False
         finally:
             self._looking.depth -= 1
 
@@ -451,7 +516,37 @@ class Client:
         return self.request("GET", "/ping").status == 200
 
     def info(self) -> dict[str, Any]:
-        return self._get("/v2/info", shapes.INFO)
+        info = self._get("/v2/info", shapes.INFO)
+        self._capabilities = versions.from_info(info)
+        return info
+
+    def capabilities(self) -> versions.Capabilities:
+        """What this Marathon's version allows and which features it runs with (:mod:`.versions`), from
+        ``/v2/info`` (read once per client); when it cannot be read or parsed, the newest Marathon's (what
+        marathon-tf does without a version), features unknown."""
+        if self._capabilities is None:
+            try:
+                self.info()
+            except Timeout:
+                raise
+            except MarathonError as e:
+                log.debug("Marathon's version is not known (%s): taken for the newest", e.message)
+                self._capabilities = versions.Capabilities()
+        assert self._capabilities is not None
+        return self._capabilities
+
+    def leader(self, *, retry: bool = True) -> str | None:
+        """``GET /v2/leader``: the leader's ``host:port`` as Marathon names it (its ``--hostname`` and http
+        port, or https port with ``--disable_http``: M@1.11:src/main/scala/mesosphere/marathon/MarathonModule.scala
+        ``provideHostPort``); None when there is none (404 "There is no leader", api/v2/LeaderResource.scala).
+        ``retry`` False: one try (the event stream's thread asks it between its own reconnects)."""
+        try:
+            body = self._shaped(self.request("GET", "/v2/leader", retry=retry).body, {"leader": str},
+                                f"GET {self.url}/v2/leader")
+        except MarathonNotFound:
+            return None
+        leader = body.get("leader") if isinstance(body, dict) else None
+        return leader if isinstance(leader, str) and leader.strip() else None
 
     def is_local(self) -> bool:
         """Whether this is marathon-tf's own single-machine runner (``/v2/info`` ``buildref: local``);
@@ -535,24 +630,17 @@ class Client:
         body = self.request("PUT", "/v2/apps", params=params, json_body=apps, reconcile=reconcile).body
         return self._shaped({} if body is None else body, shapes.OBJECT, f"PUT {self.url}/v2/apps")
 
-    def restart_app(self, app_id: str, *, force: bool = False) -> dict[str, Any]:
-        params = {"force": "true"} if force else None
-        return self.request("POST", f"/v2/apps{_path(app_id)}/restart", params=params).body
-
     def kill_task(self, app_id: str, task_id: str) -> dict[str, Any]:
         return self.request("DELETE", f"/v2/apps{_path(app_id)}/tasks/{quote(task_id, safe='')}").body
 
     def deployments(self) -> list[dict[str, Any]]:
         return self._get("/v2/deployments", shapes.DEPLOYMENTS)
 
-    def delete_deployment(self, deployment_id: str, *, force: bool = False) -> Any:
-        params = {"force": "true"} if force else None
-        return self.request("DELETE", f"/v2/deployments/{quote(deployment_id, safe='')}", params=params).body
-
     def queue(self) -> list[dict[str, Any]]:
         return self._get("/v2/queue", shapes.QUEUE).get("queue") or []
 
-    def events(self, event_types: Iterable[str] = (), *, read_timeout: float = 60.0) -> requests.Response:
+    def events(self, event_types: Iterable[str] = (), *, read_timeout: float = 60.0,
+               base: str | None = None) -> requests.Response:
         """Open ``/v2/events`` (SSE). Marathon wants ``Accept`` exactly ``text/event-stream``.
         The caller reads the stream (see :mod:`marathon_tf.marathon.events`) and closes it; each read
         waits at most ``read_timeout`` (Marathon sends a heartbeat every 10 s: a silent stream is dead).
@@ -560,30 +648,41 @@ class Client:
         ``plan-format=light``: deployment events without the whole original and target groups;
         1.5–1.7 read it, 1.4 and 1.8+ read only ``event_type`` and ignore it (1.8+ always send light
         plans): ``M@1.x:src/main/scala/mesosphere/marathon/core/event/impl/stream/HttpEventStreamServlet.scala``.
-        A standby's 302 to the leader (1.7+) is followed here, with the credentials; a 401/403 from
+        Asked for unless the version is known not to read it (:attr:`.versions.Capabilities.reads_plan_format_light`).
+        A standby's 302 to the leader (1.7.50+) is followed here, with the credentials; a 401/403 from
         where it led is a :class:`MarathonUnavailable` (the leader may change again), not an auth error.
+        A redirect that cannot be followed (https to http, a leader name that does not resolve here, a
+        refused connection) is :class:`RedirectNotFollowed`: the caller looks for the leader elsewhere
+        (:class:`~marathon_tf.marathon.events.EventStream`). ``base``: the Marathon URL to ask (default:
+        the one in use).
         """
-        url = self.urls[self._current] + "/v2/events"
+        base = (base or self.urls[self._current]).rstrip("/")
+        url = base + "/v2/events"
         shown = f"GET {redact_url(url)}"
-        params: Any = [("event_type", t) for t in event_types] + [("plan-format", "light")]
+        params: Any = [("event_type", t) for t in event_types]
+        if self._capabilities is None or self._capabilities.reads_plan_format_light:
+            params.append(("plan-format", "light"))
         try:
             r, answered = self._exchange("GET", url, params=params, stream=True,
                                          headers={"Accept": "text/event-stream"},
                                          timeout=(self.timeout[0], read_timeout))
         except transport.RedirectRefused as e:
-            raise MarathonUnavailable(self._scrub(f"{shown}: {e}")) from None
+            raise RedirectNotFollowed(self._scrub(f"{shown}: {e}"), standby=base, target=e.target) from None
         except requests.exceptions.RequestException as e:
-            if not getattr(e, transport.URL_ATTR, None):
+            where = getattr(e, transport.URL_ATTR, None)
+            if where:  # the standby's redirect led where this machine cannot connect
+                raise RedirectNotFollowed(self._scrub(f"{shown} (redirected to {redact_url(where)}): "
+                                                      f"{transport.short(e)}"), standby=base, target=where) from None
+            if base == self.urls[self._current]:
                 self._failover()
-            where = getattr(e, transport.URL_ATTR, None) or url
-            raise MarathonUnavailable(self._scrub(f"GET {redact_url(where)}: {transport.short(e)}")) from None
+            raise MarathonUnavailable(self._scrub(f"{shown}: {transport.short(e)}")) from None
         if r.status_code == 200:
             return r
         redirected = answered != url
         shown = f"GET {redact_url(answered)}"
         body = transport.body(r)
         r.close()
-        if r.status_code in _RETRY_STATUS and not redirected:
+        if r.status_code in _RETRY_STATUS and not redirected and base == self.urls[self._current]:
             self._failover()
         message = f"{shown}: {r.status_code} {shapes.message(body)}".rstrip()
         if r.status_code in (401, 403) and not redirected:

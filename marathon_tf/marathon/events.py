@@ -2,20 +2,37 @@
 reconnecting on drops. The user's side follows deployments with it
 (:mod:`marathon_tf.user.watch`); the rendezvous leader inside a task follows its peers' status
 updates (:mod:`marathon_tf.task.rendezvous`).
+
+A standby sends ``/v2/events`` to ``http://<leader --hostname>:<http port>`` (Marathon 1.7.50+,
+``M@1.11:src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala``; ``https`` only with
+``--disable_http``). When that cannot be followed from here (https to http, a name that does not resolve,
+a refused connection) the stream goes to the leader another way, once per standby, and says so once:
+a configured URL that is the leader (``--marathon URL,URL…``: first the one whose host ``/v2/leader``
+names, then the others), else the leader ``/v2/leader`` names at the configured URL's scheme and port
+(Marathons of one cluster usually share their ports). It stays there while the stream lasts; it never
+asks one standby over and over.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import queue
 import socket
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Optional
+from urllib.parse import urlsplit, urlunsplit
 
 import sseclient
 
-from marathon_tf.contract.errors import MarathonError, MarathonUnavailable
-from marathon_tf.marathon.client import Client
+from marathon_tf.contract.errors import MarathonError, MarathonUnavailable, Timeout
+from marathon_tf.marathon.client import Client, RedirectNotFollowed
+from marathon_tf.marathon.transport import redact_url
+
+log = logging.getLogger("marathon_tf.marathon")
+
+if TYPE_CHECKING:
+    import requests
 
 __all__ = ["EventStream", "INTERESTING"]
 
@@ -30,14 +47,20 @@ class EventStream:
     a standby's redirect led to a leader that was not up, or refused). ``available`` turns False
     when the server has no event stream (405/404) or refuses the credentials (401/403)."""
 
-    def __init__(self, client: Client, event_types=INTERESTING, *, reconnect_max: float = 10.0):
+    def __init__(self, client: Client, event_types=INTERESTING, *, reconnect_max: float = 10.0,
+                 say: Optional[Callable[[str], None]] = None):
         self.client = client
+        #: where the stream attached last when that is not the client's own URL (the leader found after a
+        #: redirect that could not be followed); None: the client's URL in use
+        self.base: Optional[str] = None
+        self._say = say or log.warning
+        self._said: set[tuple[str, str]] = set()
         self.event_types = tuple(event_types)
         self.events: "queue.Queue[dict[str, Any]]" = queue.Queue()
         self.available = True
         self.reconnects = 0
         self._stop = threading.Event()
-        self._response = None
+        self._response: requests.Response | None = None
         self._reconnect_max = reconnect_max
         self._thread = threading.Thread(target=self._run, name="marathon-events", daemon=True)
 
@@ -71,7 +94,7 @@ class EventStream:
         delay = 0.5
         while not self._stop.is_set():
             try:
-                self._response = self.client.events(self.event_types, read_timeout=30.0)
+                self._response = self._open()
                 delay = 0.5
                 for ev in sseclient.SSEClient(_unbuffered(self._response)).events():
                     if self._stop.is_set():
@@ -98,6 +121,61 @@ class EventStream:
             self._stop.wait(delay)
             delay = min(delay * 2, self._reconnect_max)
 
+    def _open(self) -> "requests.Response":
+        try:
+            return self.client.events(self.event_types, read_timeout=30.0, base=self.base)
+        except RedirectNotFollowed as e:
+            return self._to_leader(e)
+        except MarathonUnavailable:
+            if self.base is not None:  # the leader found earlier is gone: the client's URLs again next time
+                self.base = None
+            raise
+
+    def _to_leader(self, refused: RedirectNotFollowed) -> "requests.Response":
+        """The stream at the leader, when ``refused.standby``'s redirect cannot be followed (see the module)."""
+        tried, failures = {refused.standby.rstrip("/")}, []
+        for base in self._leader_candidates(refused):
+            if base.rstrip("/") in tried:
+                continue
+            tried.add(base.rstrip("/"))
+            try:
+                response = self.client.events(self.event_types, read_timeout=30.0, base=base)
+            except (Timeout, MarathonError) as e:
+                failures.append(f"{redact_url(base)}: {e.message}")
+                continue
+            self.base = base
+            self._once(("attached", base), f"event stream: {refused.message}; attached to the leader at "
+                                           f"{redact_url(base)} instead")
+            return response
+        self._once(("lost", refused.standby), f"event stream: {refused.message}; the leader could not be reached "
+                   "another way" + (f" ({'; '.join(failures)})" if failures else "")
+                   + "; give its URL with --marathon URL,URL… (the stream keeps trying; progress is polled meanwhile)")
+        raise refused
+
+    def _leader_candidates(self, refused: RedirectNotFollowed) -> list[str]:
+        """The configured URLs, the one on the leader's host first, then the leader ``/v2/leader`` names
+        (or the redirect named) at the configured URL's scheme, port and path."""
+        configured = list(self.client.urls)
+        try:
+            named = self.client.leader(retry=False)
+        except (Timeout, MarathonError):
+            named = None
+        host = _host(named) or urlsplit(refused.target or "").hostname
+        if not host:
+            return configured
+        model = urlsplit(refused.standby)
+        userinfo = model.netloc.rpartition("@")[0]
+        netloc = (userinfo + "@" if userinfo else "") + (f"[{host}]" if ":" in host else host)
+        netloc += f":{model.port}" if model.port else ""
+        derived = urlunsplit((model.scheme, netloc, model.path, "", ""))
+        on_host = [u for u in configured if (urlsplit(u).hostname or "").lower() == host.lower()]
+        return on_host + [derived] + [u for u in configured if u not in on_host]
+
+    def _once(self, key: tuple[str, str], line: str) -> None:
+        if key not in self._said:
+            self._said.add(key)
+            self._say(line)
+
     def wait(self, seconds: float) -> list[dict[str, Any]]:
         """Events that arrive within ``seconds`` (returns early on the first one)."""
         out = []
@@ -108,6 +186,13 @@ class EventStream:
         except queue.Empty:
             pass
         return out
+
+
+def _host(host_port: Optional[str]) -> Optional[str]:
+    """``m2.example:8080`` → ``m2.example`` (``[::1]:8080`` → ``::1``)."""
+    if not host_port:
+        return None
+    return urlsplit("//" + host_port.strip()).hostname
 
 
 def _shutdown(response) -> None:

@@ -23,7 +23,7 @@ import json
 import logging
 from typing import Any, Callable, Iterable, Mapping
 
-from marathon_tf.contract import labels as L
+from marathon_tf.contract import labels as L, spread
 from marathon_tf.contract.errors import MarathonError, MarathonNotFound, Timeout
 
 __all__ = ["digest", "stamp", "group_applied", "group_gone", "deployment_for", "settle", "SETTLE_POLL"]
@@ -35,7 +35,10 @@ SETTLE_POLL = 1.0
 
 
 def digest(app: Mapping[str, Any]) -> str:
-    """16 hex digits of SHA-256 over the app's canonical JSON, without its digest label."""
+    """16 hex digits of SHA-256 over the app's canonical JSON, without its digest label and without what
+    the job's placement added to its constraints (:func:`marathon_tf.contract.spread.strip`: the leader
+    writes that to waiting apps; it is no change of the job)."""
+    app = spread.strip(app)
     labels = {k: v for k, v in (app.get("labels") or {}).items() if k != L.DIGEST}
     bare = {k: v for k, v in app.items() if k != "labels"}
     if labels:

@@ -1,7 +1,7 @@
 """The job's record in Marathon: what the whole job's end looks like, whoever writes it.
 
 Marathon relaunches any task that exits, even with 0, so a training job ends only when someone
-says so. The deciding task's bootstrap (:mod:`marathon_tf.task.lifecycle`) does, and so does
+says so. The deciding task's bootstrap (:mod:`marathon_tf.task.jobcontrol`) does, and so does
 whoever follows a job from the user's side when a task can never start (``deploy --local``, a
 waiting ``deploy``: :func:`fail_if_hopeless`). Both write the same record with
 :func:`finish_job`: the labels of :mod:`marathon_tf.contract.labels` (``marathon-tf/state``,

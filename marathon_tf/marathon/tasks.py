@@ -26,8 +26,8 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-__all__ = ["RUNNING", "ACTIVE", "wall", "age", "newest", "newest_running", "port_index", "task_port", "task_host",
-           "task_address", "task_url"]
+__all__ = ["RUNNING", "ACTIVE", "wall", "age", "started_at", "newest", "newest_running", "oldest_first", "health",
+           "last_failure", "port_index", "task_port", "task_host", "task_address", "task_url"]
 
 RUNNING = "TASK_RUNNING"
 #: Task states of a task that is (about to be) alive.
@@ -56,6 +56,11 @@ def age(timestamp: Any, *, now: Callable[[], float] = time.time) -> Optional[flo
     return None if then is None else round(max(0.0, now() - then), 1)
 
 
+def started_at(task: Task) -> Optional[str]:
+    """When the task started (``startedAt``), else when it was staged (``stagedAt``), as Marathon wrote it."""
+    return task.get("startedAt") or task.get("stagedAt") or None
+
+
 def _since(task: Task) -> float:
     return wall(task.get("startedAt")) or wall(task.get("stagedAt")) or 0.0
 
@@ -69,9 +74,30 @@ def newest(tasks: Iterable[Any] | None, states: Optional[Iterable[str]] = None) 
     return max(candidates, key=_since, default=None)
 
 
+def oldest_first(tasks: Iterable[Any] | None) -> list[Task]:
+    """The tasks (objects only) from the oldest to the newest, by the same time as :func:`newest`."""
+    return sorted((t for t in tasks or [] if isinstance(t, Mapping)), key=_since)
+
+
 def newest_running(app: Mapping[str, Any] | None) -> Optional[Task]:
     """The app's newest ``TASK_RUNNING`` task, or None."""
     return newest((app or {}).get("tasks"), (RUNNING,))
+
+
+def health(task: Task) -> str:
+    """``healthy`` (every health check result alive), ``unhealthy``, or ``unknown`` (no result yet)."""
+    results = [r for r in task.get("healthCheckResults") or [] if isinstance(r, Mapping)]
+    if not results:
+        return "unknown"
+    return "healthy" if all(r.get("alive") for r in results) else "unhealthy"
+
+
+def last_failure(app: Mapping[str, Any]) -> Optional[str]:
+    """The app's ``lastTaskFailure`` in one line (``TASK_FAILED: Command exited with status 1``), or None."""
+    failure = app.get("lastTaskFailure") or {}
+    if not isinstance(failure, Mapping) or not failure:
+        return None
+    return f"{failure.get('state', '')}: {failure.get('message', '')}".strip(": ")
 
 
 def _port_list(app: Mapping[str, Any]) -> list[Mapping[str, Any]]:

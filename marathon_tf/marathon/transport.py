@@ -63,7 +63,12 @@ class AnswerTooLarge(requests.RequestException):
 
 
 class RedirectRefused(requests.RequestException):
-    """A redirect not followed: too many, from https to http, or one that would turn a write into a GET."""
+    """A redirect not followed: too many, from https to http, or one that would turn a write into a GET.
+    ``target``: where it led."""
+
+    def __init__(self, *args: Any, target: str | None = None, **kw: Any):
+        super().__init__(*args, **kw)
+        self.target = target
 
 
 class DeadlineExceeded(requests.exceptions.Timeout):
@@ -213,7 +218,8 @@ class BoundedAdapter(HTTPAdapter):
             seconds = left if seconds is None else min(seconds, left)
         return seconds
 
-    def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
+    # (ignore[override]: requests' Session.send always passes verify/cert/proxies by keyword; **kwargs takes them)
+    def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,  # type: ignore[override]
              **kwargs: Any) -> requests.Response:
         seconds = self._seconds(timeout)
         if seconds is not None and seconds <= 0:
@@ -265,9 +271,10 @@ def mount(target: requests.Session, *, max_bytes: int | None = None, deadline: D
     return target
 
 
-def session(*, max_bytes: int | None = None) -> requests.Session:
-    """A new ``requests.Session`` with every request bounded."""
-    return mount(requests.Session(), max_bytes=max_bytes)
+def session(*, max_bytes: int | None = None, deadline: Deadline = lambda: None) -> requests.Session:
+    """A new ``requests.Session`` with every request bounded (the only place marathon-tf's user side and
+    Marathon client make one: the REST client's, the status servers', TensorBoard's)."""
+    return mount(requests.Session(), max_bytes=max_bytes, deadline=deadline)
 
 
 def exchange(target: requests.Session, method: str, url: str, *, timeout: Any, verify: Any, max_redirects: int = 3,
@@ -297,12 +304,12 @@ def exchange(target: requests.Session, method: str, url: str, *, timeout: Any, v
         to = urljoin(url, location)
         if method not in ("GET", "HEAD") and r.status_code not in _KEEP_METHOD:
             raise RedirectRefused(f"redirected by {r.status_code} to {redact_url(to)}: not followed (it would turn the "
-                                  f"{method} into a GET)")
+                                  f"{method} into a GET)", target=to)
         if urlsplit(url).scheme == "https" and urlsplit(to).scheme != "https":
             raise RedirectRefused(f"redirected to {redact_url(to)}: not following it without TLS (the credentials "
-                                  f"would travel in clear)")
+                                  f"would travel in clear)", target=to)
         if hop == max_redirects:
-            raise RedirectRefused(f"more than {max_redirects} redirects (the last to {redact_url(to)})")
+            raise RedirectRefused(f"more than {max_redirects} redirects (the last to {redact_url(to)})", target=to)
         url, params = to, None  # the Location carries the query
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -321,7 +328,7 @@ def redact_url(url: str) -> str:
 def body(r: requests.Response) -> Any:
     """The answer's JSON, else its text (None when empty). A streamed answer (an error to the event
     stream) is read only up to 64 KiB and for as long as its request's timeouts allow."""
-    if not r._content_consumed:  # type: ignore[attr-defined]
+    if not r._content_consumed:
         chunks, size, end = [], 0, time.monotonic() + 10.0
         try:
             for chunk in r.iter_content(1024):
@@ -331,7 +338,7 @@ def body(r: requests.Response) -> Any:
                     break
         except requests.RequestException:
             pass
-        r._content, r._content_consumed = b"".join(chunks), True  # type: ignore[attr-defined]
+        r._content, r._content_consumed = b"".join(chunks), True
         r.close()
     if not r.content:
         return None

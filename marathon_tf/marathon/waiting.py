@@ -26,34 +26,22 @@ which the restart budget governs, not the deadline.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Iterable, Mapping, Optional
 
 from marathon_tf.contract import labels as L, naming
+from marathon_tf.marathon.queue import RESOURCES, launch_delay
+from marathon_tf.marathon.tasks import ACTIVE as PLACED_STATES, wall
 
 __all__ = ["Reason", "RoleWait", "role_waits", "summary", "attempt_started", "starting_members", "placed",
            "offer_free", "failed_in_this_config", "PLACED_STATES", "RESOURCES", "wall"]
 
-#: A task in these states holds its agent's resources (it was placed).
-PLACED_STATES = ("TASK_STAGING", "TASK_STARTING", "TASK_RUNNING")
-#: Marathon's reason → the resource it names.
-RESOURCES = {"InsufficientCpus": "cpus", "InsufficientMemory": "mem", "InsufficientDisk": "disk",
-             "InsufficientGpus": "gpus", "InsufficientPorts": "ports"}
+# PLACED_STATES: a task in these states holds its agent's resources (it was placed): tasks.ACTIVE.
+# RESOURCES: Marathon's reason → the resource it names (queue.RESOURCES); wall: tasks.wall.
 #: ``NoOfferMatchReason.reasonFunnel`` (M@1.8): the order reasons are shown in when counts tie.
 _FUNNEL = ("UnfulfilledRole", "UnfulfilledConstraint", "NoCorrespondingReservationFound", "AgentMaintenance",
            "InsufficientCpus", "InsufficientMemory", "InsufficientDisk", "InsufficientGpus", "InsufficientPorts",
            "DeclinedScarceResources")
 _UNITS = {"mem": " MiB", "disk": " MiB"}
-
-
-def wall(timestamp: Optional[str]) -> Optional[float]:
-    """A Marathon timestamp (``2026-11-24T06:37:55.582Z``) as Unix seconds."""
-    if not timestamp:
-        return None
-    try:
-        return datetime.fromisoformat(str(timestamp).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _num(x: float) -> str:
@@ -218,8 +206,7 @@ def role_waits(apps: Iterable[Mapping[str, Any]], queue: Mapping[str, Mapping[st
         waiting = [a for a in role_apps if not placed(a)]
         entries = [queue[a["id"]] for a in waiting if a.get("id") in queue]
         since = [w for w in (wall(e.get("since")) for e in entries) if w is not None]
-        delays = [float((e.get("delay") or {}).get("timeLeftSeconds") or 0) for e in entries
-                  if (e.get("delay") or {}).get("overdue") is False]
+        delays = [float(launch_delay(e)) for e in entries if launch_delay(e) is not None]
         out[role] = RoleWait(role, len(role_apps), len(role_apps) - len(waiting), len(waiting),
                              max(0.0, now - min(since)) if since else None,
                              _reasons(entries, waiting[0], free) if waiting else (),
@@ -237,8 +224,8 @@ def summary(waits: Mapping[str, RoleWait]) -> str:
 def attempt_started(apps: Iterable[Mapping[str, Any]]) -> Optional[float]:
     """When the job's current attempt was submitted: its apps' latest configuration change
     (``versionInfo.lastConfigChangeAt``: a deploy, a scale, a re-submission all change it)."""
-    times = [wall((a.get("versionInfo") or {}).get("lastConfigChangeAt") or a.get("version")) for a in apps]
-    times = [t for t in times if t is not None]
+    walls = [wall((a.get("versionInfo") or {}).get("lastConfigChangeAt") or a.get("version")) for a in apps]
+    times = [t for t in walls if t is not None]
     return max(times) if times else None
 
 

@@ -36,7 +36,7 @@ from typing import Iterable, Optional, Sequence
 from .agents import AgentInfo
 from .resources import Resource, Value, attribute_text
 
-__all__ = ["REASON_FUNNEL", "Match", "NoMatch", "match", "funnel", "meets_constraint"]
+__all__ = ["REASON_FUNNEL", "Match", "NoMatch", "match", "funnel", "meets_constraint", "field_value"]
 
 #: ``mesosphere.mesos.NoOfferMatchReason.reasonFunnel`` (Marathon 1.6-1.11; 1.4-1.5 lack
 #: ``AgentMaintenance`` and ``DeclinedScarceResources``).
@@ -71,7 +71,9 @@ def funnel(reasons: Iterable[str]) -> Optional[str]:
     return min(known, key=REASON_FUNNEL.index) if known else None
 
 
-def _field_value(agent: AgentInfo, name: str) -> Optional[str]:
+def field_value(agent: AgentInfo, name: str) -> Optional[str]:
+    """A constraint field's value on ``agent`` (``Constraints.readerForField``): its hostname for
+    ``hostname`` / ``@hostname``, else the attribute's text (None: the agent has none)."""
     if name in ("hostname", "@hostname"):
         return agent.hostname
     if name in ("@region", "@zone"):
@@ -94,10 +96,10 @@ def meets_constraint(agent: AgentInfo, placed: Sequence[AgentInfo], constraint: 
     instances on ``placed`` (one entry per instance)?"""
     name, operator = constraint[0], constraint[1]
     value = constraint[2] if len(constraint) > 2 else ""
-    offered = _field_value(agent, name)
+    offered = field_value(agent, name)
     if offered is None:
         return operator == "UNLIKE"
-    values = [_field_value(p, name) for p in placed]
+    values = [field_value(p, name) for p in placed]
     if operator == "UNIQUE":
         return all(v != offered for v in values)
     if operator == "CLUSTER":
@@ -182,10 +184,10 @@ def match(spec: dict, agent: AgentInfo, offer: list[Resource], placed: Sequence[
     wanted = len(spec.get("portDefinitions") or [])
     if not agent.enforced or not wanted:
         return Match(agent, consumed, None, gpus=gpus)
-    taken = set(taken_ports)
+    ports_taken = set(taken_ports)
     for r in offer:
         if r.name == "ports" and r.role in roles and isinstance(r.value, tuple):
-            candidates = [p for b, e in r.value for p in range(b, e + 1) if p not in taken]
+            candidates = [p for b, e in r.value for p in range(b, e + 1) if p not in ports_taken]
             if len(candidates) >= wanted:
                 return Match(agent, consumed, candidates, port_role=r.role, gpus=gpus)
     return NoMatch(agent, ["InsufficientPorts"], offer)

@@ -135,7 +135,7 @@ def parse_resources(text: str) -> list[Resource]:
             raise ValueError(f"resource {head}: must be a number, got {pair[1].strip()!r}")
         if head == "ports" and not isinstance(value, tuple):
             raise ValueError(f"resource ports: must be ranges like [31000-32000], got {pair[1].strip()!r}")
-        if head == "gpus" and value != int(value):
+        if head == "gpus" and isinstance(value, float) and value != int(value):  # a float: gpus is in SCALARS
             raise ValueError(f"resource gpus: must be a whole number, got {pair[1].strip()!r}")
         key = (head, role)
         before = merged.get(key)

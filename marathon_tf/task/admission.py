@@ -150,7 +150,7 @@ def watch_admission(ctx: TaskContext, control, has_peers: bool, events: Optional
                     log: Callable[[str], None] = lambda m: None,
                     rng: Optional[random.Random] = None) -> Optional[AdmissionWatch]:
     """A started watch for a task that waits for peers and can talk to Marathon (``control``: the
-    bootstrap's :class:`~marathon_tf.task.lifecycle.JobControl`), else None."""
+    bootstrap's :class:`~marathon_tf.task.jobcontrol.JobControl`), else None."""
     if control is None or not has_peers:
         return None
     watch = AdmissionWatch(ctx, control.client, events=events, log=log, rng=rng)

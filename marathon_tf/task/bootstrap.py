@@ -19,21 +19,19 @@ missing peers; the job's leader reads the backend, the others long-poll it:
 :mod:`marathon_tf.task.rendezvous`; meanwhile the job's admission deadline is watched: peers
 still not placed then release the job, NotPlaced: :mod:`marathon_tf.task.admission`) -> TF_CONFIG /
 flags / ``cluster_spec.json`` -> run the program, pass its output through -> watch for peers that
-moved and restart the program with the rewritten spec -> on its exit, the policy decides (:class:`marathon_tf.task.lifecycle.JobPolicy`
-in ``main``; see :mod:`marathon_tf.task.lifecycle` for the table): restart the program in place
-(after a short backoff, with a freshly checked spec), exit for Marathon to relaunch the
-task, stay up, or end the job (wait for the other workers under ``all_workers``, then
-record Succeeded/Failed on every app and scale them to 0, through a
-:class:`~marathon_tf.task.lifecycle.JobControl`). With a JobControl, a passed startup deadline
+moved and restart the program with the rewritten spec -> on its exit, the policy decides
+(:class:`marathon_tf.task.jobpolicy.JobPolicy` in ``main``; :mod:`marathon_tf.task.policy` is the
+table, its :class:`~marathon_tf.task.policy.Action` leads to the task's next
+:class:`~marathon_tf.contract.phases.Phase`): restart the program in place (after a short
+backoff, with a freshly checked spec; :class:`~marathon_tf.task.restarts.Restarter`), exit for
+Marathon to relaunch the task, stay up, or end the job (wait for the other workers under
+``all_workers``, then record Succeeded/Failed on every app and scale them to 0, through a
+:class:`~marathon_tf.task.jobcontrol.JobControl`). With a JobControl, a passed startup deadline
 fails the job (naming the missing peers) instead of exiting into a relaunch loop.
 After the job's end the bootstrap stays up and healthy until Marathon stops it.
 
-Which roles restart when a peer moves: every cluster member, the ps included (a TF1 ps
-receives tensors from the workers at the addresses in its own spec: left with a moved
-worker's old address it hangs that worker's first step; measured). The chief restores
-the ps's variables from the last checkpoint. Tensorboard is not a cluster member: no
-discovery, no TF_CONFIG, no flags.
-This module never imports TensorFlow.
+Which roles restart when a peer moves: every cluster member, the ps included (:func:`restarts_on_move`).
+Tensorboard is not a cluster member: no discovery, no TF_CONFIG, no flags. This module never imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -50,20 +48,25 @@ from typing import Callable, Mapping, Sequence
 
 from marathon_tf.contract import cluster_spec, naming, joblock, labels as L
 from marathon_tf.contract.errors import DiscoveryError, UsageError
+from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.progress import StepRate
 from marathon_tf.contract.shellexec import exec_form
 from marathon_tf.contract.taskenv import TOKEN_FILE_VAR, TaskContext
 from marathon_tf.task.admission import AdmissionWatch, watch_admission
-from marathon_tf.task.discovery import Backend, PeerKey, Rendezvous, make_backend, watch_interval
+from marathon_tf.task.budget import BACKOFF
+from marathon_tf.task.discovery import Backend, PeerKey, make_backend, watch_interval
 from marathon_tf.task.gpucheck import gpu_problem
+from marathon_tf.task.jobcontrol import JobControl, job_lifecycle
+from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.keeper import PATH as LEDGER_PATH
-from marathon_tf.task.lifecycle import JobControl, is_decider, logdir_path, logdir_problem, startup_reason
-from marathon_tf.task.observer import TaskObserver, events_path
+from marathon_tf.task.logdir import events_path, lock_logdir, logdir_path, logdir_problem
+from marathon_tf.task.observer import TaskObserver
+from marathon_tf.task.policy import Decision, ExitPolicy, is_decider, startup_reason
 from marathon_tf.task.prewarm import Prewarmer
-from marathon_tf.task.rendezvous import make_rendezvous
-from marathon_tf.task.restarts import JobRestarts, job_lifecycle, program_grace
+from marathon_tf.task.rendezvous import DirectRendezvous, Rendezvous, make_rendezvous
+from marathon_tf.task.restarts import Restarter, program_grace
 from marathon_tf.task.status_server import StatusServer, TaskStatus
-from marathon_tf.task.supervisor import ExitPolicy, Outcome, Trainer, die_with_parent, relay_stop_signals
+from marathon_tf.task.supervisor import Trainer, die_with_parent, relay_stop_signals
 from marathon_tf.task.timeline import TaskEvents
 from marathon_tf.task.watchdog import ProgressWatchdog
 
@@ -73,7 +76,7 @@ __all__ = ["main", "Bootstrap", "job_lifecycle", "parse_args", "shell_command", 
 SPEC_FILE = "cluster_spec.json"
 SHELL_CHARS = set(" \t\n;&|<>()$`\\\"'*?[]#")
 DEFAULT_WATCH_INTERVAL = 20.0
-RESTART_BACKOFF = (1.0, 30.0)  # repeated failures: in-place restarts wait 1, 2, 4 ... s, at most 30 s (the first: none)
+RESTART_BACKOFF = BACKOFF  # repeated failures: in-place restarts wait 1, 2, 4 ... s, at most 30 s (the first: none)
 
 
 USAGE = """\
@@ -158,10 +161,11 @@ def restarts_on_move(role: str) -> bool:
     return role in ("chief", "ps", "worker", "evaluator")
 
 
-class Bootstrap(JobRestarts):
+class Bootstrap:
     """One task's bootstrap. ``run()`` returns the process exit code; ``request_stop`` is what
     the SIGTERM/SIGINT handlers call (from any thread). ``control`` (None: nothing is done to
-    the job as a whole) waits for the workers and records the job's end when the policy says so."""
+    the job as a whole) waits for the workers and records the job's end when the policy says so;
+    ``restarts`` (a :class:`~marathon_tf.task.restarts.Restarter`) is its restart half."""
 
     def __init__(self, ctx: TaskContext, environ: Mapping[str, str], command: Sequence[str], *,
                  backend: Backend | None = None, policy: ExitPolicy | None = None,
@@ -174,12 +178,8 @@ class Bootstrap(JobRestarts):
         self._backend = backend
         self.policy = policy or ExitPolicy(ctx.permanent_exit_codes)
         self.control = control
-        self.restart_backoff = restart_backoff
         self.grace = program_grace(ctx.grace_seconds) if grace is None else grace
         self.watch_interval, self.clock, self.tick = watch_interval, clock, tick
-        self._round: tuple[str | None, int] = (None, 0)  # (rendezvous leader, generation) the program runs in
-        self._streak, self._run_started, self._stepped = 0, 0.0, False
-        self._peer_restarts: list[float] = []  # when the coordinator was restarted for a peer's restart
         self.rng = rng or random.Random()
         self.stdout, self.stderr = stdout, stderr
         self.status = TaskStatus(job=ctx.job, task=ctx.task, role=ctx.role, index=ctx.index)
@@ -187,6 +187,7 @@ class Bootstrap(JobRestarts):
         self._stop = threading.Event()
         self._signum: int | None = None
         self.endpoints: dict[PeerKey, str] = {}
+        self.rendezvous: Rendezvous | None = None
         self.spec: cluster_spec.RenderedSpec | None = None
         self.watchdog = ProgressWatchdog.for_role(ctx.role, ctx.progress_timeouts, clock=clock, prints_steps=bool(
             ctx.target_step and (ctx.role == "chief" or ctx.style != "parameter_server")))
@@ -194,14 +195,16 @@ class Bootstrap(JobRestarts):
                                      is_decider(ctx), logdir=logdir_path(ctx, self.environ),
                                      events=TaskEvents(ctx.task, events_path(ctx, self.environ)))
         self._lock: joblock.Lock | None = None
-        self._count_earlier_restarts()
         self._rate = StepRate(clock=clock)
         self._printed_steps = False
         self._next_logdir_look = 0.0
         self.prewarmer = None if self.shell or ctx.role == "tensorboard" else Prewarmer.for_command(
             self.command, ctx.prewarm, self.environ, cwd=self.environ.get("MESOS_SANDBOX") or None, log=_log)
-        self._wire_keeper()
-        self.rendezvous_options: dict = {}  # extra make_rendezvous arguments (tests inject session/events)
+        self.restarts = Restarter(ctx, self.policy, control, self.status, self.observer, self._stop,
+                                  lambda: self._signum, grace=self.grace, restart_backoff=restart_backoff, clock=clock,
+                                  log=_log)
+        self.restarts.count_earlier()
+        self.rendezvous_options: dict = {"placement": control.placement} if control and control.placement else {}
         self.admission: AdmissionWatch | None = None
         self.gpu_check_options: dict = {}  # extra gpu_problem arguments (tests inject dev_dir/which/run)
 
@@ -226,11 +229,11 @@ class Bootstrap(JobRestarts):
             if not unusable and self.ctx.gpus:  # GPUs it cannot see: the agent's setup, the same on a relaunch
                 unusable = gpu_problem(self.ctx.gpus, self.environ, **self.gpu_check_options)
             if not unusable and self.control is not None and is_decider(self.ctx):
-                unusable = self._lock_logdir()  # one run of a job per logdir
+                self._lock, unusable = lock_logdir(self.ctx, self.environ)  # one run of a job per logdir
             if unusable:  # hopeless: fail the job now instead of after N restarts
-                reason = f"{self.ctx.task}: {unusable}"
+                reason = self.observer.start_failed(f"{self.ctx.task}: {unusable}")  # an event too
                 _log(f"FAILED: {reason}")
-                self.status.update(phase="failed", last_error=reason)
+                self.status.update(phase=Phase.FAILED, last_error=reason)
                 if self.control is None:
                     return 1
                 self._end_job(L.FAILED, reason)  # then parked, healthy, until Marathon stops it
@@ -240,7 +243,7 @@ class Bootstrap(JobRestarts):
                                              log=_log, rng=self.rng)
             try:
                 if not self._discover():
-                    return 128 + (self._signum or signal.SIGTERM)
+                    return self.restarts.stop_code()
             finally:
                 if self.admission is not None:
                     self.admission.done()
@@ -249,7 +252,7 @@ class Bootstrap(JobRestarts):
         except (DiscoveryError, UsageError, ValueError, OSError) as e:
             self._no_more_starts()
             message = getattr(e, "message", None) or str(e)
-            self.status.update(phase="failed", last_error=message)
+            self.status.update(phase=Phase.FAILED, last_error=message)
             self.status.set_healthy(False)
             _log(f"FAILED: {message}")
             if isinstance(e, DiscoveryError) and self.control is not None:
@@ -257,31 +260,17 @@ class Bootstrap(JobRestarts):
                 reason = startup_reason(self.ctx.startup_timeout, self.status.snapshot()["missing"])
                 self.status.set_healthy(True)  # parked: Marathon must not kill and relaunch it
                 if not (self.admission is not None and self.admission.placement_problem()):
-                    self._end_job(L.FAILED, reason)  # peers that wait to be placed: released as NotPlaced
+                    self._end_job(L.FAILED, self.observer.start_failed(reason))  # (else released: NotPlaced)
                 self._stop.wait()
             return getattr(e, "exit_code", 1)
         finally:
             if self._lock is not None:
                 self._lock.release()
             self._no_more_starts()
-            if hasattr(getattr(self, "rendezvous", None), "close"):
+            if self.rendezvous is not None:
                 self.rendezvous.close()
             if self.server:
                 self.server.close()
-
-    def _lock_logdir(self) -> str | None:
-        """Take the logdir's lock (:mod:`marathon_tf.contract.joblock`); why not (one line), or None."""
-        path = logdir_path(self.ctx, self.environ)
-        if path is None:
-            return None
-        try:
-            self._lock = joblock.acquire(path, self.ctx.job, joblock.run_id(self.ctx.marathon_url, self.ctx.job))
-        except joblock.LogdirLocked as e:
-            return e.message
-        except OSError as e:
-            return f"cannot lock the logdir {self.ctx.logdir}: {e.strerror or e}"
-        self._lock.keep_alive()
-        return None
 
     def _start_server(self) -> None:
         port = status_port(self.ctx, self.environ)
@@ -290,7 +279,7 @@ class Bootstrap(JobRestarts):
             return
         bind = self.environ.get("MTF_STATUS_BIND") or "0.0.0.0"
         self.server = StatusServer(self.status, bind, port, routes={"/events": self.observer.events.route}).start()
-        keeper = getattr(self.policy, "keeper", None)
+        keeper = self.policy.keeper if isinstance(self.policy, JobPolicy) else None
         if keeper is not None:  # the job's restart ledger (marathon_tf.task.keeper)
             self.server.add_route(LEDGER_PATH, keeper.get)
             self.server.add_post_route(LEDGER_PATH, keeper.post)
@@ -313,16 +302,16 @@ class Bootstrap(JobRestarts):
         self._backend = self._backend or make_backend(self.ctx, self.environ)
         # The job's leader reads the backend for everyone; the others long-poll it (marathon_tf.task.rendezvous).
         self.rendezvous = make_rendezvous(
-            self.ctx, self.environ, self._backend, me=me, address=self.endpoints.get(me), server=self.server,
-            stop=self._stop, slow=watch_interval(sum(self.ctx.cluster.values()), self.watch_interval),
-            rng=self.rng, log=_log, **self.rendezvous_options) or Rendezvous(
+            self.ctx, self.environ, self._backend, me=me, address=self.endpoints.get(me) if me else None,
+            server=self.server, slow=watch_interval(sum(self.ctx.cluster.values()), self.watch_interval),
+            stop=self._stop, rng=self.rng, log=_log, **self.rendezvous_options) or DirectRendezvous(
             self._backend, clock=self.clock, sleep=self._stop.wait, rng=self.rng, stop=self._stop.is_set)
         _log(f"{self.ctx.task} of {self.ctx.job}: discovering {len(peers)} peer(s) via {self.ctx.discovery}")
 
         def progress(found: dict[PeerKey, str], missing: dict[PeerKey, str]) -> None:
             self.status.update(peers=self._named({**self.endpoints, **found}), missing=self._named(missing))
 
-        self._wire_ledger()
+        self.restarts.attach(self.rendezvous)
         began = self.clock()
         found = self.rendezvous.wait(peers, self.ctx.startup_timeout, on_progress=progress)
         if found is None:
@@ -350,22 +339,22 @@ class Bootstrap(JobRestarts):
                 self.status.warn(warning)
         self.status.update(cluster=self.spec.cluster, tf_config=self.spec.tf_config,
                            peers=self._named(self.endpoints), missing={})
-        self._write_spec_file()
+        self._write_spec_file(self.spec)
 
-    def _write_spec_file(self) -> None:
+    def _write_spec_file(self, spec: cluster_spec.RenderedSpec) -> None:
         directory = self.environ.get("MESOS_SANDBOX") or os.getcwd()
         path = os.path.join(directory, SPEC_FILE)
         tmp = f"{path}.tmp.{os.getpid()}"
         with open(tmp, "w") as f:
-            json.dump(self.spec.document(self.ctx.role, self.ctx.index), f, indent=2, sort_keys=True)
+            json.dump(spec.document(self.ctx.role, self.ctx.index), f, indent=2, sort_keys=True)
             f.write("\n")
         os.replace(tmp, path)
 
-    def _child_env(self) -> dict[str, str]:
+    def _child_env(self, spec: cluster_spec.RenderedSpec) -> dict[str, str]:
         env = dict(self.environ)
         env.pop(TOKEN_FILE_VAR, None)  # the bootstrap's credentials (a local runner's task token), not the program's
-        if self.spec.tf_config_env is not None:
-            env["TF_CONFIG"] = self.spec.tf_config_env
+        if spec.tf_config_env is not None:
+            env["TF_CONFIG"] = spec.tf_config_env
         elif not env.get("TF_CONFIG"):
             env.pop("TF_CONFIG", None)  # never an empty TF_CONFIG
         env.setdefault("PYTHONUNBUFFERED", "1")
@@ -390,17 +379,10 @@ class Bootstrap(JobRestarts):
         else:
             _log(f"resumed from the Keras backup ({keras}; in {self.ctx.logdir})")
 
-    def _count_earlier_restarts(self) -> None:
-        """A relaunched task's restarts so far: its failures in the job-wide record (each one was
-        followed by a restart, in place or by Marathon)."""
-        budget = getattr(self.policy, "budget", None)
-        earlier = sum(1 for r in budget.shared() if r.get("task") == self.ctx.task) if budget is not None else 0
-        if earlier:
-            self.status.update(restarts=earlier, failures=earlier)
-
     def _on_step(self, step: int) -> None:
         """A ``step=N`` line of the program: the step and its rate (steps/s over the last minute)."""
-        self._printed_steps = self._stepped = True
+        self._printed_steps = True
+        self.restarts.stepped()
         rate = self._rate.add(step)
         self.status.update(step=step, steps_per_second=None if rate is None else round(rate, 3))
         if self.watchdog.step(step):
@@ -421,20 +403,21 @@ class Bootstrap(JobRestarts):
             rate = self._rate.add(step)
             self.status.update(step=step, steps_per_second=None if rate is None else round(rate, 3))
             if self.watchdog.step(step):
-                self.observer.on_step(step)
+                self.observer.on_step(step, printed=False)
 
     def _start_trainer(self) -> Trainer:
         self._announce_checkpoint()
+        assert self.spec is not None  # rendered (_render) before any start
         argv = ["/bin/sh", "-c", exec_form(self.spec.argv[0])] if self.shell else self.spec.argv
-        trainer = Trainer(argv, self._child_env(), cwd=self.environ.get("MESOS_SANDBOX") or None,
+        trainer = Trainer(argv, self._child_env(self.spec), cwd=self.environ.get("MESOS_SANDBOX") or None,
                           on_step=self._on_step, on_text=self.observer.on_text, stdout=self.stdout, stderr=self.stderr,
                           **({"spawn": self.prewarmer.spawn} if self.prewarmer else {}))
         self.watchdog.started()
-        self._run_started, self._stepped = self.clock(), False
+        self.restarts.program_started()
         me, _ = self._members()
-        self.observer.program_started(self.status.snapshot()["restarts"], self.endpoints.get(me))
+        self.observer.program_started(self.status.snapshot()["restarts"], self.endpoints.get(me) if me else None)
         trainer.start()
-        self.status.update(phase="running", exit_code=None)
+        self.status.update(phase=Phase.RUNNING, exit_code=None)
         if trainer.pid is not None:
             _log(f"started training program (pid {trainer.pid})")
         return trainer
@@ -445,28 +428,31 @@ class Bootstrap(JobRestarts):
             self.prewarmer.close()
 
     def _next_watch(self) -> float:
-        every = getattr(getattr(self, "rendezvous", None), "watch_every", None)  # a leader's view is local: check every tick
+        every = self.rendezvous.watch_every if self.rendezvous is not None else None  # a leader's view: every tick
         if every is not None:
             return self.clock() + every
         mean = watch_interval(sum(self.ctx.cluster.values()), self.watch_interval)  # longer for big jobs
         return self.clock() + mean * self.rng.uniform(0.5, 1.5)
 
     def _supervise(self) -> int:
-        self._round = self._current_round()  # rounds before this program are not ours to follow
-        trainer = self._start_trainer()
+        """Run the program until this task's part in the job is over; the bootstrap's exit code.
+        Every tick: the task stopped (:meth:`Restarter.stopped`), the job's group restarting, a hang,
+        a restarted peer, the program's end (the policy's :class:`~marathon_tf.task.policy.Decision`:
+        start it again, or :meth:`_finished`), a peer that moved (:meth:`_watch`)."""
+        restarts = self.restarts
+        restarts.begin()  # rounds before this program are not ours to follow
+        trainer: Trainer | None = self._start_trainer()
         watching = len(self.endpoints) > 1 and self._backend is not None
         next_watch = self._next_watch()
-        while True:
+        while trainer is not None:
             code = trainer.wait(timeout=self.tick)
             self._logdir_step()
             self.observer.tick(code is None, self._peer_addresses)
             if self._stop.is_set():
-                return self._stopped(trainer)
-            round_ = self._new_round()
+                return restarts.stopped(trainer)
+            round_ = restarts.new_round()
             if round_ is not None:  # the keeper restarts the job's group: not this program's failure
-                trainer = self._group_restart(trainer, round_)
-                if trainer is None:
-                    return 128 + (self._signum or signal.SIGTERM)
+                trainer = self._again(restarts.stop_for_round(trainer, round_))
                 next_watch = self._next_watch()
                 continue
             hung = self.watchdog.overdue() if code is None else None
@@ -474,26 +460,52 @@ class Bootstrap(JobRestarts):
                 hung = self.observer.hang(hung)  # names the peer it waits for, when known
                 _log(f"{hung}: stopping the training program")
                 code = trainer.stop(self.grace)
-            peer = self._peer_restarted_under() if code is None else None
+            peer = restarts.peer_restarted_under() if code is None else None
             if peer:
-                trainer = self._restart_for_restarted_peer(trainer, peer)
-                if trainer is None:
-                    return 128 + (self._signum or signal.SIGTERM)
+                trainer = self._again(restarts.stop_for_peer(trainer, peer))
                 next_watch = self._next_watch()
                 continue
             if code is not None:
-                trainer = self._ended(trainer, code, hung)
-                if not isinstance(trainer, Trainer):
-                    return trainer
+                decision = restarts.ended(trainer, code, hung)
+                if decision is None:  # the program's 143 came from the task's own stop
+                    return restarts.stopped(trainer)
+                if not decision.restart:
+                    return self._finished(code, decision)
+                trainer = self._again(restarts.prepare(trainer, decision))
                 next_watch = self._next_watch()
                 continue
             if watching and self.clock() >= next_watch:
                 trainer = self._watch(trainer)
                 next_watch = self._next_watch()
+        return restarts.stop_code()  # stopped while the program waited to start again
+
+    def _again(self, go_on: bool) -> Trainer | None:
+        """The program started again once its peers are settled, if ``go_on`` (None: stopped meanwhile)."""
+        return self._settle_and_start() if go_on else None
+
+    def _settle_and_start(self) -> Trainer | None:
+        """Look the peers up once (a peer that moved meanwhile is in the new spec; one that is down is
+        waited for: a restart with its stale address would hang), then start the program again."""
+        me, peers = self._members()
+        if peers and self._backend is not None and self.rendezvous is not None:
+            try:
+                moved = self.rendezvous.settle({p: self.endpoints[p] for p in peers}, self.ctx.startup_timeout)
+            except Exception as e:  # a failing lookup must not stop the restart
+                _log(f"could not re-check the peers before the restart: {e}")
+                moved = {}
+            if moved is None:
+                return None
+            if moved:
+                self.endpoints.update(moved)
+                self._render()
+        restarts = self.status.add_restart()
+        _log(f"restarting the training program in place (restart {restarts})")
+        return self._start_trainer()
 
     def _watch(self, trainer: Trainer) -> Trainer:
         """One low-rate watch poll; a moved peer rewrites the spec (and restarts the program)."""
         me, peers = self._members()
+        assert self.rendezvous is not None  # watching: discovery made one
         moved = self.rendezvous.moved({p: self.endpoints[p] for p in peers})
         if not moved:
             return trainer
@@ -508,7 +520,7 @@ class Bootstrap(JobRestarts):
         # restarts_on_move), so nothing can be saved any more; a program given SIGTERM would only wait on
         # the ps (TF1's chief recovering its session to save at its stop) until the grace ends.
         code = trainer.stop(0.0 if any(role == "ps" for role, _ in self.ctx.members()) else self.grace)
-        self.observer.program_exited(code, f"stopped for the rewritten cluster spec (exit {code})", failure=False)
+        self.observer.planned_restart("peer_moved", code, "the rewritten cluster spec")
         restarts = self.status.add_restart()
         _log(f"restarting the training program with the rewritten spec (restart {restarts}; "
              f"the previous run exited with {code})")
@@ -522,31 +534,33 @@ class Bootstrap(JobRestarts):
             return
         self.control.finish(state, reason, self.status.snapshot()["step"], self._stop)
 
-    def _finished(self, code: int, outcome: Outcome) -> int:
+    def _finished(self, code: int, decision: Decision) -> int:
+        """The program will not start again in this task: the phase the decision leads to, the job's
+        end when it records one, then stay up until stopped (or exit, for a relaunch)."""
         self._no_more_starts()
-        self.status.update(phase=outcome.phase, exit_code=code, last_error=outcome.reason)
-        self.status.set_healthy(outcome.healthy)
-        _log(f"training program exited with {code}: {outcome.phase}"
-             + (f" ({outcome.reason})" if outcome.reason else "")
-             + ("; staying up until stopped" if outcome.stay_up else ""))
+        self.status.update(phase=decision.phase, exit_code=code, last_error=decision.reason)
+        self.status.set_healthy(decision.healthy)
+        _log(f"training program exited with {code}: {decision.phase}"
+             + (f" ({decision.reason})" if decision.reason else "")
+             + ("; staying up until stopped" if decision.stay_up else ""))
         if code == 0:
-            self.observer.finished(f"training program finished (exit 0): {outcome.phase}")
-        if outcome.finish:
-            state, reason = outcome.finish, outcome.reason or f"{self.ctx.task} finished"
-            if outcome.await_workers and self.control is not None:
+            self.observer.finished(f"training program finished (exit 0): {decision.phase}")
+        if decision.finish:
+            state: str | None = decision.finish
+            reason: str | None = decision.reason or f"{self.ctx.task} finished"
+            if decision.await_workers and self.control is not None:
                 _log("waiting for the other workers to finish")
                 waited = self.control.await_workers(self._stop)
                 state, reason = waited if waited else (None, None)
-            elif outcome.finish == L.SUCCEEDED:
+            elif decision.finish == L.SUCCEEDED:
                 reason = f"{self.ctx.task} finished"
-            if state == L.FAILED and outcome.finish == L.SUCCEEDED:
+            if state == L.FAILED and decision.finish == L.SUCCEEDED:
                 self.status.update(last_error=reason)
-            if state is not None and not self._stop.is_set():
+            if state is not None and reason is not None and not self._stop.is_set():
                 self._end_job(state, reason)
-        if outcome.stay_up:
+        if decision.stay_up:
             self._stop.wait()
-            return outcome.exit_code
-        return outcome.exit_code
+        return decision.exit_code
 
 
 def main(argv: list[str] | None = None) -> int:

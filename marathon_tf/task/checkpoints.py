@@ -77,7 +77,7 @@ def newest_checkpoint(logdir: str | os.PathLike) -> Checkpoint | None:
             continue
         m = _MODEL_PATH.search(text)
         n = _TRAILING_NUMBER.search(m.group("path")) if m else None
-        if n and (best is None or (int(n.group(1)), written) > best[:2]):
+        if m and n and (best is None or (int(n.group(1)), written) > best[:2]):
             best = (int(n.group(1)), written, directory, m.group("path"))
     if best is None:
         return None
@@ -257,9 +257,9 @@ def event_file_step(path: str | os.PathLike) -> int | None:
 
 def training_step(logdir: str | os.PathLike) -> int | None:
     """How far training got by the logdir: the largest event step, else the newest checkpoint's."""
-    steps = [event_file_step(d / name) for d in _walk(Path(logdir))
-             for name in _names(d) if name.startswith("events.out.tfevents.")]
-    steps = [s for s in steps if s is not None]
+    read = [event_file_step(d / name) for d in _walk(Path(logdir))
+            for name in _names(d) if name.startswith("events.out.tfevents.")]
+    steps = [s for s in read if s is not None]
     return max(steps) if steps else latest_checkpoint_step(logdir)
 
 

@@ -2,10 +2,12 @@
 
 A :class:`Backend` answers "where is each of these peers now?" with one
 :class:`Observation` per peer: an address, or what was seen instead (NXDOMAIN,
-no task, task not running: TASK_STAGING, ...). :class:`Rendezvous` polls a backend
-with exponential backoff and jitter until every peer is known or the deadline
-passes, and later watches for peers that moved. Everything external (DNS client,
-HTTP session, clock, sleep, random) is passed in.
+no task, task not running: TASK_STAGING, ...). The rendezvous (:mod:`marathon_tf.task.rendezvous`)
+asks a backend until every peer is known, and later watches for peers that moved; the polling
+schedule of a job's size is here (:func:`poll_schedule`, :func:`watch_interval`). Everything
+external (DNS client, HTTP session, clock, sleep, random) is passed in; a session made here is a
+bounded one (:func:`marathon_tf.marathon.transport.session`). Marathon's tasks are read as
+:mod:`marathon_tf.marathon.tasks` reads them (the newest running task, its port by name).
 
 Scale: the Marathon backend makes ONE request per poll for the whole job; the DNS
 backends ask only for the peers they are given (the rendezvous passes only the
@@ -14,20 +16,19 @@ still-missing ones) with bounded concurrency.
 
 from __future__ import annotations
 
-import random
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from marathon_tf.contract import naming
-from marathon_tf.contract.errors import DiscoveryError
 from marathon_tf.contract.taskenv import TaskContext, marathon_token
+from marathon_tf.marathon import transport
+from marathon_tf.marathon.tasks import newest_running, port_index, task_address
 
 __all__ = [
     "PeerKey", "Observation", "Backend", "SrvRecord", "LookupFailure", "DnsClient", "DnspythonClient",
-    "MesosDnsBackend", "MesosDnsHttpBackend", "MarathonBackend", "make_backend", "Rendezvous",
-    "missing_message",
+    "MesosDnsBackend", "MesosDnsHttpBackend", "MarathonBackend", "make_backend", "missing_message",
+    "poll_schedule", "watch_interval", "JOB_POLLS_PER_SECOND",
 ]
 
 PeerKey = tuple[str, int]
@@ -143,8 +144,9 @@ class DnspythonClient:
 class MesosDnsBackend:
     """SRV ``_<port>._<task label>._tcp.<framework>.<domain>.`` then the target's A record."""
 
-    def __init__(self, client: DnsClient, *, job: str, port_name: str = "tf", framework: str = "marathon",
+    def __init__(self, client: DnsClient | None, *, job: str, port_name: str = "tf", framework: str = "marathon",
                  domain: str = "mesos", concurrency: int = MAX_CONCURRENCY):
+        # client None: only srv_name() is used (MesosDnsHttpBackend)
         self.client, self.job, self.port_name = client, job, port_name
         self.framework, self.domain, self.concurrency = framework, domain, concurrency
 
@@ -154,11 +156,13 @@ class MesosDnsBackend:
 
     def _one(self, peer: PeerKey) -> Observation:
         name = self.srv_name(peer)
+        client = self.client
+        assert client is not None, "a backend without a DNS client only names records"
         try:
-            records = self.client.srv(name)
-            addresses = []
+            records = client.srv(name)
+            addresses: list[str] = []
             for rec in records:
-                ips = list(rec.addresses) or self.client.a(rec.target)
+                ips = list(rec.addresses) or client.a(rec.target)
                 addresses.extend(f"{ip}:{rec.port}" for ip in sorted(ips)[:1])
         except LookupFailure as e:
             return Observation(None, f"{e} ({name})")
@@ -225,12 +229,12 @@ class MarathonBackend:
         self.bytes_read = 0
         self.last_bytes = 0     # the size of the last answer (the group grows with the job)
         self.last_error: str | None = None  # why the last lookup() got no group at all, else None
-        self.port_indexes: dict[PeerKey, int] = {}  # each app's index of the port named port_name
+        self.port_indexes: dict[PeerKey, int] = {}  # each app's index of the port named port_name (once read)
         self.also_port: str | None = None  # another port whose addresses lookup() records (the leader's hints)
         self.also_indexes: dict[PeerKey, int] = {}
         self.also_addresses: dict[PeerKey, str | None] = {}
 
-    def _get(self, path: str, params) -> tuple[object | None, str]:
+    def _get(self, path: str, params) -> tuple[Any | None, str]:
         """GET ``path`` with failover between the URLs: (response, "ok") or (None, why)."""
         why = "no Marathon URL"
         for attempt in range(len(self.urls)):
@@ -283,33 +287,19 @@ class MarathonBackend:
             return Observation(None, "Marathon sent invalid JSON")
         return self._observe(app) if isinstance(app, dict) else Observation(None, "Marathon sent no app")
 
-    def _port_index(self, app: dict, port_name: str | None = None) -> int:
-        for source in (app.get("portDefinitions"), (app.get("container") or {}).get("portMappings")):
-            for i, pd in enumerate(source or []):
-                if isinstance(pd, dict) and pd.get("name") == (port_name or self.port_name):
-                    return i
-        return 0
-
     def _observe(self, app: dict, port_name: str | None = None) -> Observation:
-        tasks = [t for t in app.get("tasks") or [] if isinstance(t, dict)]
-        if not tasks:
+        """Where the app's newest running task serves its port named ``port_name`` (default: the TF port)."""
+        known = [t for t in app.get("tasks") or [] if isinstance(t, dict)]
+        if not known:
             return Observation(None, "no task")
-        running = [t for t in tasks if t.get("state") == "TASK_RUNNING"]
-        if not running:
-            return Observation(None, "task not running: " + ", ".join(sorted({str(t.get("state")) for t in tasks})))
-        task = max(running, key=lambda t: str(t.get("startedAt") or ""))
-        index = self._port_index(app, port_name)
-        ports = task.get("ports") or []
-        host = task.get("host")
-        if self.network == "container":
-            ips = [a.get("ipAddress") for a in task.get("ipAddresses") or [] if isinstance(a, dict)]
-            host = next((ip for ip in ips if ip), host)
-            if len(ports) <= index:
-                mappings = (app.get("container") or {}).get("portMappings") or []
-                ports = [m.get("containerPort") for m in mappings]
-        if not host or len(ports) <= index or not ports[index]:
-            return Observation(None, f"running task has no host/port {port_name or self.port_name!r}")
-        return Observation(f"{host}:{ports[index]}", "ok")
+        task = newest_running(app)
+        if task is None:
+            return Observation(None, "task not running: " + ", ".join(sorted({str(t.get("state")) for t in known})))
+        name = port_name or self.port_name
+        address = task_address(app, task, name, container_network=self.network == "container")
+        if address is None:
+            return Observation(None, f"running task has no host/port {name!r}")
+        return Observation(address, "ok")
 
     def lookup(self, peers: Sequence[PeerKey]) -> dict[PeerKey, Observation]:
         group, why = self.fetch_group()
@@ -325,9 +315,13 @@ class MarathonBackend:
                 key = naming.parse_app_id(self.job, str(app.get("id", "")))
                 if key is not None:
                     apps[key] = app
-                    self.port_indexes[key] = self._port_index(app)
+                    index = port_index(app, self.port_name)
+                    if index is not None:
+                        self.port_indexes[key] = index
                     if self.also_port:
-                        self.also_indexes[key] = self._port_index(app, self.also_port)
+                        index = port_index(app, self.also_port)
+                        if index is not None:
+                            self.also_indexes[key] = index
                         self.also_addresses[key] = self._observe(app, self.also_port).address
         return {p: self._observe(apps[p]) if p in apps else Observation(None, f"no app {naming.app_id(self.job, *p)}")
                 for p in peers}
@@ -350,14 +344,12 @@ def marathon_headers(environ: Mapping[str, str]) -> dict[str, str]:
 def make_backend(ctx: TaskContext, environ: Mapping[str, str], *, session=None,
                  dns_client: DnsClient | None = None) -> Backend:
     """The backend ``ctx.discovery`` names, built from the task's context and environment."""
-    common = {"job": ctx.job, "port_name": ctx.port_name}
+    common: dict[str, Any] = {"job": ctx.job, "port_name": ctx.port_name}
     if ctx.discovery == "mesos-dns":
         client = dns_client or DnspythonClient(ctx.mesos_dns)
         return MesosDnsBackend(client, framework=ctx.dns_framework, domain=ctx.dns_domain, **common)
     if session is None:
-        import requests
-
-        session = requests.Session()
+        session = transport.session()
     if ctx.discovery == "mesos-dns-http":
         if not ctx.mesos_dns_http:
             raise ValueError("MTF_MESOS_DNS_HTTP is not set (needed for MTF_DISCOVERY=mesos-dns-http)")
@@ -401,80 +393,3 @@ def watch_interval(tasks: int, base: float) -> float:
     """Mean seconds between watch polls once formed: ``base``, longer for large jobs so that
     the job's watch load stays under a fifth of :data:`JOB_POLLS_PER_SECOND`."""
     return max(base, max(1, tasks) / (JOB_POLLS_PER_SECOND / 5))
-
-
-class Rendezvous:
-    """Poll a backend until every peer is known (backoff + jitter), then watch for moves.
-    Without explicit delays, the backoff follows :func:`poll_schedule` for the job's size."""
-
-    def __init__(self, backend: Backend, *, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
-                 stop: Callable[[], bool] = lambda: False, initial_delay: float | None = None,
-                 max_delay: float | None = None):
-        self.backend, self.clock, self.sleep = backend, clock, sleep
-        self.rng, self.stop = rng or random.Random(), stop
-        self.initial_delay, self.max_delay = initial_delay, max_delay
-        self.polls = 0
-        self.last_seen: dict[PeerKey, str] = {}
-
-    def wait(self, peers: Sequence[PeerKey], timeout: float,
-             on_progress: Callable[[dict[PeerKey, str], dict[PeerKey, str]], None] | None = None
-             ) -> dict[PeerKey, str] | None:
-        """Addresses of every peer; None if ``stop()`` became true; DiscoveryError at the deadline."""
-        deadline = self.clock() + timeout
-        found: dict[PeerKey, str] = {}
-        missing = list(peers)
-        first, cap = poll_schedule(len(peers) + 1)
-        delay = self.initial_delay if self.initial_delay is not None else first
-        max_delay = self.max_delay if self.max_delay is not None else cap
-        while True:
-            self.polls += 1
-            for peer, obs in self.backend.lookup(missing).items():
-                if obs.address:
-                    found[peer] = obs.address
-                    self.last_seen.pop(peer, None)
-                else:
-                    self.last_seen[peer] = obs.detail
-            missing = [p for p in missing if p not in found]
-            if on_progress:
-                on_progress(dict(found), {p: self.last_seen.get(p, "not asked yet") for p in missing})
-            if not missing:
-                return found
-            remaining = deadline - self.clock()
-            if remaining <= 0:
-                raise DiscoveryError(missing_message({p: self.last_seen.get(p, "?") for p in missing}, timeout),
-                                     hint="check that every task of the job is running and in Mesos-DNS")
-            if self.stop():
-                return None
-            self.sleep(min(remaining, delay * self.rng.uniform(0.5, 1.5)))
-            if self.stop():
-                return None
-            delay = min(max_delay, delay * 2)
-
-    def settle(self, current: Mapping[PeerKey, str], timeout: float) -> dict[PeerKey, str] | None:
-        """Before an in-place restart: wait until every peer is seen running (a peer that is down
-        is waited for, not left at its stale address), then the peers at a new address.
-        None if ``stop()`` became true; DiscoveryError at the deadline."""
-        self.polls += 1
-        moved, missing = {}, []
-        for peer, obs in self.backend.lookup(list(current)).items():
-            if not obs.address:
-                missing.append(peer)
-            elif obs.address != current.get(peer):
-                moved[peer] = obs.address
-        if missing:
-            found = self.wait(missing, timeout)
-            if found is None:
-                return None
-            moved.update({p: a for p, a in found.items() if a != current.get(p)})
-        return moved
-
-    def moved(self, current: Mapping[PeerKey, str]) -> dict[PeerKey, str]:
-        """One watch poll: the peers now seen at an address other than ``current``'s.
-        A peer that is missing (relaunching) is not a move: its new address will be."""
-        self.polls += 1
-        out = {}
-        for peer, obs in self.backend.lookup(list(current)).items():
-            if obs.address and obs.address != current.get(peer):
-                out[peer] = obs.address
-        return out

@@ -12,7 +12,8 @@ A task whose app asks for ``gpus`` (``MTF_GPUS``) needs, inside its container:
   also when its environment sets ``NVIDIA_VISIBLE_DEVICES``).
 
 When ``nvidia-smi`` is there, ``nvidia-smi -L`` must list the GPUs; else ``libcuda.so`` must be found.
-What cannot work is one line naming the likely cause (:func:`gpu_problem`); the bootstrap fails the job
+What cannot work is one line naming the likely cause (:func:`gpu_problem`; on the local runner, which
+has no containerizer, that this machine lacks the GPUs); the bootstrap fails the job
 with it at once (a relaunch would meet the same agent setup), instead of TensorFlow silently training
 on the CPU or failing in every restart.
 """
@@ -34,6 +35,10 @@ DRIVER_DIR = "/usr/local/nvidia"
 _DEVICE = re.compile(r"^nvidia\d+$")
 _CONTAINERIZER = ("is it run by the Mesos containerizer with the GPU isolator (agent --isolation=…,gpu/nvidia) "
                   "on an agent that has GPUs?")
+#: The local runner (``--local``, ``local serve``) adds this to every task's environment (contract/taskenv).
+_LOCAL_RUNNER = "MTF_RUNNER_MARATHON_URL"
+_LOCAL = ("the local runner (--local, local serve) runs each task as a process of this machine, with this "
+          "machine's GPUs: run the job on a machine that has them (and --agent-resources gpus:N no more than it has)")
 _DRIVER = ("the NVIDIA driver volume is missing: the agent mounts it at /usr/local/nvidia only into images "
            "labelled com.nvidia.volumes.needed=\"nvidia_driver\" (Mesos < 1.8) or setting NVIDIA_VISIBLE_DEVICES")
 
@@ -53,10 +58,11 @@ def gpu_problem(gpus: int, environ: Mapping[str, str], *, dev_dir: str = "/dev",
     devices = sorted(os.path.basename(p) for p in glob.glob(os.path.join(dev_dir, "nvidia*"))
                      if _DEVICE.match(os.path.basename(p)))
     given = f"given {gpus} GPU{'s' if gpus != 1 else ''}"
+    cause = _LOCAL if environ.get(_LOCAL_RUNNER) else _CONTAINERIZER  # no Mesos containerizer on the local runner
     if not devices:
-        return f"{given} but no GPU device ({dev_dir}/nvidia0, …) is visible: {_CONTAINERIZER}"
+        return f"{given} but no GPU device ({dev_dir}/nvidia0, …) is visible: {cause}"
     if len(devices) < gpus:
-        return f"{given} but only {len(devices)} GPU device(s) are visible ({', '.join(devices)}): {_CONTAINERIZER}"
+        return f"{given} but only {len(devices)} GPU device(s) are visible ({', '.join(devices)}): {cause}"
     path = os.pathsep.join(filter(None, [environ.get("PATH", ""), os.path.join(DRIVER_DIR, "bin")]))
     smi = which("nvidia-smi", path=path)
     if smi is None:
@@ -73,5 +79,5 @@ def gpu_problem(gpus: int, environ: Mapping[str, str], *, dev_dir: str = "/dev",
         said = " ".join(((done.stdout or "") + " " + (done.stderr or "")).split())[:200]
         return f"{given} but `nvidia-smi -L` failed (exit {done.returncode}: {said}): {_DRIVER}"
     if len(listed) < gpus:
-        return f"{given} but `nvidia-smi -L` lists {len(listed)}: {_CONTAINERIZER}"
+        return f"{given} but `nvidia-smi -L` lists {len(listed)}: {cause}"
     return None

@@ -22,45 +22,29 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from marathon_tf.contract import labels as L, naming, timeline as T
 from marathon_tf.contract.errors import MarathonError
+from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.progress import median
 from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.marathon.tasks import newest_running, task_url, wall
 from marathon_tf.marathon.client import Client
+from marathon_tf.marathon.jobstate import restarting
 from marathon_tf.marathon.queue import entries_by_app, placement
 from marathon_tf.marathon.record import GROUP_EMBEDS, job_apps
-from marathon_tf.task.lifecycle import _get_json
+from marathon_tf.task.jobcontrol import read_status
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.timeline import TaskEvents
 
-__all__ = ["JobView", "stragglers", "INTERVAL", "STRAGGLER_LOOKS", "status_url"]
+__all__ = ["JobView", "stragglers", "INTERVAL", "STRAGGLER_LOOKS"]
 
 INTERVAL = 10.0
 MAX_PER_SECOND = 25.0
 STRAGGLER_LOOKS = 3
 STRAGGLER_RATIO = 0.5
 _COMPARED = ("chief", "worker")
-
-
-def wall_seconds(timestamp: str | None) -> float | None:
-    """Marathon's ISO timestamp (``2026-11-25T10:00:00.000Z``) in Unix seconds; None when missing or bad."""
-    if not timestamp:
-        return None
-    try:
-        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def status_url(app: Mapping[str, Any], task: Mapping[str, Any], port_name: str, path: str) -> str | None:
-    names = [p.get("name") for p in app.get("portDefinitions") or []]
-    ports = task.get("ports") or []
-    if port_name not in names or names.index(port_name) >= len(ports) or not task.get("host"):
-        return None
-    return f"http://{task['host']}:{ports[names.index(port_name)]}{path}"
 
 
 def stragglers(rates: Mapping[str, float | None]) -> set[str]:
@@ -80,7 +64,7 @@ def stragglers(rates: Mapping[str, float | None]) -> set[str]:
 
 class JobView:
     def __init__(self, ctx: TaskContext, client: Client, status: TaskStatus, events: TaskEvents, *,
-                 get_json: Callable[[str], dict[str, Any] | None] = _get_json, interval: float = INTERVAL,
+                 get_json: Callable[[str], dict[str, Any] | None] = read_status, interval: float = INTERVAL,
                  log: Callable[[str], None] = lambda m: None):
         self.ctx, self.client, self.status, self.events = ctx, client, status, events
         self.get_json, self.log = get_json, log
@@ -106,7 +90,8 @@ class JobView:
 
     def look(self) -> str | None:
         """One look at the job (see the module's docstring); "ended" once the job has its record."""
-        apps = job_apps(self.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS))
+        apps = job_apps(self.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS + (
+            "group.apps.deployments", "group.apps.lastTaskFailure")))  # (a planned restart: not a placement wait)
         if any((a.get("labels") or {}).get(L.STATE) for a in apps.values()):
             return "ended"
         roles: dict[str, dict[str, int]] = {}
@@ -118,10 +103,10 @@ class JobView:
                 continue
             counts = roles.setdefault(parsed[0], {"total": 0, "running": 0})
             counts["total"] += 1
-            live = [t for t in app.get("tasks") or [] if t.get("state") == "TASK_RUNNING"]
-            if live:
+            live = newest_running(app)
+            if live is not None:
                 counts["running"] += 1
-                running[task_name] = (app, max(live, key=lambda t: t.get("startedAt") or ""))
+                running[task_name] = (app, live)
         version = self._submitted(apps)
         self._placement(apps, running)
         self._deployment(apps, running, version)
@@ -153,10 +138,9 @@ class JobView:
             before = (earlier[-1].get("cluster") if earlier else None) or {}
             cluster = {r: int(n) for r, n in self.ctx.cluster.items()}
             if before and before != cluster:
-                change = ", ".join(f"{r} {before.get(r, 0)} → {cluster.get(r, 0)}"
-                                   for r in sorted(set(before) | set(cluster)) if before.get(r, 0) != cluster.get(r, 0))
-                self._once(T.SCALED, version, f"scaled: {change}", wall_seconds(version))
-            self._once(T.SUBMITTED, version, f"deployed version {version}", wall_seconds(version), version=version,
+                change = T.cluster_change(before, cluster)
+                self._once(T.SCALED, version, f"scaled: {change}", wall(version), why="scale", change=change)
+            self._once(T.SUBMITTED, version, f"deployed version {version}", wall(version), version=version,
                        cluster=cluster)
         return version
 
@@ -167,22 +151,24 @@ class JobView:
         wanted = [n for n, a in apps.items() if a.get("instances", 1) and naming.parse_task_name(n.rsplit("/", 1)[-1])]
         if len(running) < len(wanted):
             return
-        started = [wall_seconds(t.get("startedAt")) for _, t in running.values()]
+        started = [wall(t.get("startedAt")) for _, t in running.values()]
         if all(started):
-            self._once(T.ALL_RUNNING, version, f"all {len(running)} tasks running", max(started))
+            self._once(T.ALL_RUNNING, version, f"all {len(running)} tasks running",
+                       max(s for s in started if s is not None))
         healthy = []
         for app, task in running.values():
             results = task.get("healthCheckResults") or []
             if app.get("healthChecks") and not (results and all(r.get("alive") for r in results)):
                 return
-            healthy.append(max([wall_seconds(task.get("startedAt")) or 0.0] + [wall_seconds(r.get("firstSuccess")) or 0.0
-                                                                        for r in results]))
+            healthy.append(max([wall(task.get("startedAt")) or 0.0] + [wall(r.get("firstSuccess")) or 0.0
+                                                                              for r in results]))
         if healthy and not any(a.get("deployments") for a in apps.values()):
             self._once(T.DEPLOYED, version, "deployment done: every task running and healthy", max(healthy))
 
     def _placement(self, apps: Mapping[str, Mapping], running: Mapping[str, tuple]) -> None:
-        missing = {a.get("id"): n.rsplit("/", 1)[-1] for n, a in apps.items()
-                   if a.get("instances", 1) and n.rsplit("/", 1)[-1] not in running}
+        missing: dict[Any, str] = {a.get("id"): n.rsplit("/", 1)[-1] for n, a in apps.items()  # (a planned
+                                   if a.get("instances", 1) and n.rsplit("/", 1)[-1] not in running  # restart is
+                                   and not restarting(a)}                                          # no wait)
         for task in [t for t in self._waiting if t not in missing.values()]:
             self.events.record(T.PLACED, f"{task} runs after waiting to be placed ({self._waiting.pop(task)})",
                                task=task)
@@ -202,7 +188,7 @@ class JobView:
         """The report rate of every training chief and worker (this task's own from its status)."""
         urls = {}
         for task, (app, t) in running.items():
-            base = status_url(app, t, self.ctx.status_port_name, "")
+            base = task_url(app, t, self.ctx.status_port_name)
             if base:
                 self.urls[task] = base
             if task.rsplit("-", 1)[0] in _COMPARED and task != self.ctx.task and base:
@@ -214,7 +200,7 @@ class JobView:
         if self.ctx.role in _COMPARED:
             results[self.ctx.task] = self.status.light()
         rates = {task: (p or {}).get("report_rate") for task, p in results.items()
-                 if p and p.get("phase") == "running" and p.get("first_step_at")}
+                 if p and p.get("phase") == Phase.RUNNING and p.get("first_step_at")}
         return rates, sorted(results)
 
     def end_labels(self, state: str, reason: str) -> dict[str, dict[str, str]]:

@@ -1,29 +1,34 @@
 """Who keeps the job's restart ledger, and how the other tasks talk to it.
 
-* :class:`Keeper` runs in the deciding task's bootstrap (:func:`marathon_tf.task.lifecycle.decider_task`).
+* :class:`Keeper` runs in the deciding task's bootstrap (:func:`marathon_tf.task.policy.decider_task`).
   It records every end of a program the bootstraps report (``POST /ledger`` on its status port;
   its own program's directly), watches Marathon for the ends nobody reported (the rendezvous
   leader's ``status_update_event`` stream, and one group ``GET`` with ``lastTaskFailure`` every
   10 s: :meth:`Keeper.observe_events`, :meth:`Keeper.observe_group`), and answers with the job's
-  counts, from which the reporting bootstrap decides (:func:`marathon_tf.task.lifecycle.decide`).
+  counts (:class:`~marathon_tf.task.ledger.Answer`), from which the reporting bootstrap decides
+  (:func:`marathon_tf.task.policy.decide`).
   ``GET /ledger`` shows the entries.
 * **Group restarts.** Where TensorFlow cannot take one member back alone (every member of a
   ``multi_worker_mirrored`` job; a ps), the keeper starts a *round*: its generation goes up and
   the rendezvous leader publishes it (``"restart"`` in ``GET /rendezvous``); every member's
   bootstrap then stops its program (SIGTERM, the round's grace) and starts it again in place, at
   the same address. Only the round's first report is counted: the peers' programs that fail
-  because of it report an older generation and are its consequences.
+  because of it report an older generation and are its consequences. Failure rounds in a row wait
+  :func:`marathon_tf.task.budget.backoff` before they restart.
 * **Attribution.** A failure within :data:`~marathon_tf.task.ledger.ATTRIBUTION` seconds of a
   preemption or an infrastructure death (by the keeper's clock) is taken for its consequence
   (a PS chief fails when its ps is preempted); an answer that would end the job waits until
-  that time has passed.
+  that time has passed. So is a failure of a program that still ran in an older generation than
+  the group restart round another task's end started (it failed because its group went down,
+  before the round reached it: :meth:`Keeper._before_round`): one restart of the job's group is one
+  failure, the round's first report.
 * **What is not counted.** Stops marathon-tf asked for: the job's end (the keeper knows it
   ended) and a new version of a task's app (``scale``, a re-deploy: the app's
   ``versionInfo.lastConfigChangeAt`` is newer than the task's version, or the app is gone).
 * :class:`Reporter` is the other bootstraps' side: it finds the keeper (the rendezvous leader's
   address, else one lookup), posts, and sends its own task's earlier entries along, so a
   relaunched keeper learns them again. Without an answer the bootstrap falls back on its own
-  count (:class:`marathon_tf.task.lifecycle.RestartBudget`).
+  count (:class:`marathon_tf.task.budget.RestartBudget`).
 
 Why a task decides from the job's counts and not from its own: a relaunched task starts a fresh
 bootstrap, so a per-task count restarts at 0 with every relaunch and a job whose program always
@@ -36,42 +41,26 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonError, MarathonNotFound
 from marathon_tf.contract.taskenv import TaskContext
-from marathon_tf.task.jobview import wall_seconds
-from marathon_tf.task.ledger import (ATTRIBUTION, FAILURE, INFRASTRUCTURE, PREEMPTION, Entry, Ledger, append_file,
-                                     classify_status, read_file)
+from marathon_tf.marathon import transport
+from marathon_tf.marathon.jobstate import planned_stop
+from marathon_tf.marathon.record import job_apps
+from marathon_tf.marathon.tasks import wall
+from marathon_tf.task.budget import STREAK_RESET, backoff
+from marathon_tf.task.ledger import (ATTRIBUTION, FAILURE, INFRASTRUCTURE, PREEMPTION, Answer, Entry, Ledger,
+                                     append_file, bucket, classify_status, read_file)
 
-__all__ = ["Keeper", "Reporter", "PATH", "group_scope", "STOPPED", "STREAK_RESET", "round_delay"]
+__all__ = ["Keeper", "Reporter", "PATH", "STOPPED"]
 
 PATH = "/ledger"
 #: A report's kind when the bootstrap itself was stopped (SIGTERM): the keeper decides what it was.
 STOPPED = "stopped"
-#: Failure rounds further apart than this (seconds) start the backoff again.
-STREAK_RESET = 60.0
 #: Grace a failure round gives the peers' programs (they are usually stuck in a collective).
 FAILURE_ROUND_GRACE = 5.0
-
-
-def round_delay(streak: int, cap: float = 30.0) -> float:
-    """Seconds before restarting after the ``streak``-th failure in a row: 0 for the first
-    (a restart is immediate), then 1, 2, 4 ... at most ``cap``."""
-    return 0.0 if streak <= 1 else min(cap, 2.0 ** (streak - 2))
-
-
-def group_scope(style: str, role: str, members: int) -> bool:
-    """Whether a failed ``role`` program needs every member of the job to restart (TF cannot take
-    it back alone, see /work/shared/background/TF_RUNTIME.md): a ps (its variables and sessions
-    are gone; TF2's coordinator cannot recover from a lost ps), any member of a
-    ``multi_worker_mirrored`` group. A job of one member has no group."""
-    if members < 2:
-        return False
-    if style == "multi_worker_mirrored":
-        return role in ("worker", "chief")
-    return role == "ps"
 
 
 class Keeper:
@@ -92,12 +81,12 @@ class Keeper:
         self._lock = threading.RLock()
         self.ended = False
         #: called with the round (``{"generation", "kind", "cause", "delay", "grace"}``) when one starts
-        self.on_round: Callable[[dict[str, Any]], None] | None = None
+        self.on_round: Callable[[dict[str, Any]], object] | None = None
         #: called after the counts changed (the bootstrap shows them in its status)
         self.on_change: Callable[[], None] | None = None
         #: called with the entries the keeper makes itself (a stop it classified, Marathon's word):
         #: their bootstrap could not record them in its own events
-        self.on_entry: Callable[[Entry], None] | None = None
+        self.on_entry: Callable[[Entry], object] | None = None
         self._peer_hosts: Callable[[], Mapping[str, str]] = lambda: {}
         self._addresses: dict[str, set[str]] = {}
         for entry in read_file(path):  # what an earlier keeper (or the tasks' own budgets) wrote
@@ -105,7 +94,7 @@ class Keeper:
 
     # -- recording ----------------------------------------------------------------------------------
     def record(self, entry: Entry, *, generation: int | None = None, group: bool = False,
-               history: list[Entry] = ()) -> dict[str, Any]:
+               history: Iterable[Entry] = ()) -> Answer:
         """Record one end of a program; the answer a reporter gets (the job's counts)."""
         for old in history:  # a task's own earlier entries: a relaunched keeper learns them again
             if old.id != entry.id and self.ledger.add(old):
@@ -120,6 +109,8 @@ class Keeper:
                     self._group(entry, generation)
                 else:
                     self._attribute(entry)
+                    if self._before_round(entry, generation):
+                        self.ledger.set_counted(entry.id, False)
                 self._persist(entry.id)
                 self._say(entry)
         counted = (self.ledger.get(entry.id) or entry).counted
@@ -130,29 +121,28 @@ class Keeper:
                 self.sleep(waited)
         return self.answer(entry)
 
-    def answer(self, entry: Entry, *, counted: bool | None = None, ended: bool = False) -> dict[str, Any]:
+    def answer(self, entry: Entry, *, counted: bool | None = None, ended: bool = False) -> Answer:
+        """The job's counts after ``entry`` (its bucket's failures: an evaluator's are its own)."""
         kept = self.ledger.get(entry.id) or entry
         summary = self.ledger.summary()
-        out = {"keeper": self.id, "counted": kept.counted if counted is None else counted, "kind": kept.kind,
-               "failures": self.ledger.count(FAILURE, "evaluator" if entry.task.startswith("evaluator-") else "job"),
-               "max_failures": self.ledger.max_failures, "window_seconds": self.ledger.window,
-               "preemptions": summary["preemptions"], "max_preemptions": self.ledger.max_preemptions,
-               "generation": self.generation, "ended": ended or self.ended}
-        if self.round is not None:
-            out["round"] = dict(self.round)
-        return out
+        return Answer(counted=kept.counted if counted is None else counted, kind=kept.kind, keeper=self.id,
+                      failures=self.ledger.count(FAILURE, bucket(entry.task)),
+                      max_failures=self.ledger.max_failures, window_seconds=self.ledger.window,
+                      preemptions=summary["preemptions"], max_preemptions=self.ledger.max_preemptions,
+                      generation=self.generation, ended=ended or self.ended,
+                      round=dict(self.round) if self.round is not None else None)
 
     def _group(self, entry: Entry, generation: int) -> None:
         """A member of a group-restart role: the first report of a generation starts a round, later
         ones (an older generation) are its consequences, unless a preemption or infrastructure
         death comes within the attribution time of a round a failure started (then it takes over)."""
         if generation < self.generation:
-            root = self.ledger.get(self._round_root[0]) if self._round_root else None
-            took_over = (root is not None and root.kind == FAILURE and entry.kind in (PREEMPTION, INFRASTRUCTURE)
-                         and self.clock() - self._round_root[1] <= ATTRIBUTION)
-            if took_over:
+            round_root = self._round_root
+            root = self.ledger.get(round_root[0]) if round_root else None
+            if (round_root is not None and root is not None and root.kind == FAILURE
+                    and entry.kind in (PREEMPTION, INFRASTRUCTURE) and self.clock() - round_root[1] <= ATTRIBUTION):
                 self.ledger.set_counted(root.id, False)
-                self._round_root = (entry.id, self._round_root[1])
+                self._round_root = (entry.id, round_root[1])
                 if self.round is not None:
                     self.round.update(kind=entry.kind, cause=self._cause(entry), delay=0.0)
                     self._publish()
@@ -162,6 +152,18 @@ class Keeper:
         self._attribute(entry)
         if not self.ledger.over(self.ledger.get(entry.id) or entry):  # the job fails instead: no round
             self._start_round(entry)
+
+    def _before_round(self, entry: Entry, generation: int | None) -> bool:
+        """Whether ``entry`` is a failure of a program that ran in an older generation than the job's
+        group restart round under way, which another task's end started: the program failed because
+        its group was going down (a ParameterServerStrategy chief whose ps failed, before the round
+        reached it), a consequence of that round, not a failure of its own. Every member follows the
+        rounds, whatever its own restart scope, so a program still in an older generation was part
+        of the group being restarted."""
+        if entry.kind != FAILURE or generation is None or generation >= self.generation or not self._round_root:
+            return False
+        root = self.ledger.get(self._round_root[0])
+        return root is not None and root.task != entry.task
 
     def _attribute(self, entry: Entry) -> None:
         """Failures within :data:`ATTRIBUTION` s of a preemption/infrastructure death are its consequence."""
@@ -175,18 +177,12 @@ class Keeper:
                 if e.kind == FAILURE and e.counted:
                     self.ledger.set_counted(e.id, False)
 
-    def start_round(self, entry: Entry) -> dict[str, Any]:
-        """Start a group restart for ``entry`` (the keeper's own program, or a stop being classified)."""
-        with self._lock:
-            self._start_round(entry)
-            return dict(self.round or {})
-
     def _start_round(self, entry: Entry) -> None:
         now = self.clock()
         if entry.kind == FAILURE and (self.ledger.get(entry.id) or entry).counted:
             self._streak = self._streak + 1 if now - self._last_failure_round <= STREAK_RESET else 1
             self._last_failure_round = now
-            delay, grace = round_delay(self._streak), min(FAILURE_ROUND_GRACE, self.ctx.grace_seconds)
+            delay, grace = backoff(self._streak), min(FAILURE_ROUND_GRACE, self.ctx.grace_seconds)
         else:
             delay, grace = 0.0, self.ctx.grace_seconds
         if (naming.parse_task_name(entry.task) or ("",))[0] == "ps":
@@ -229,7 +225,7 @@ class Keeper:
 
     # -- stops: asked for by marathon-tf, or a preemption ---------------------------------------------
     def stopped(self, entry: Entry, app_version: str | None, *, generation: int | None = None,
-                group: bool = False) -> dict[str, Any]:
+                group: bool = False) -> Answer:
         """A bootstrap was stopped (SIGTERM). Nothing is counted when the job ended or the task's app
         has a newer configuration (marathon-tf's scale or a re-deploy); otherwise a preemption.
         A group round starts at once (its members must restart whatever the classification)."""
@@ -276,15 +272,10 @@ class Keeper:
             return "its app was removed"
         except MarathonError:
             return None
-        if (app.get("labels") or {}).get(L.STATE):
-            return "the job ended"
-        changed = (app.get("versionInfo") or {}).get("lastConfigChangeAt") or ""
-        if version and changed and changed > version:
-            return "its app has a new configuration"
-        return None
+        return planned_stop(app, version)  # the one classification of a planned stop (status, events use it too)
 
     # -- what Marathon saw --------------------------------------------------------------------------
-    def observe_events(self, events: list[Mapping[str, Any]]) -> None:
+    def observe_events(self, events: Sequence[Mapping[str, Any]]) -> None:
         """Marathon's ``status_update_event`` s of the job's apps: terminal states nobody reported."""
         for event in events:
             if event.get("eventType") not in (None, "status_update_event"):
@@ -293,7 +284,7 @@ class Keeper:
             if key is None:
                 continue
             self._observed(naming.task_name(*key), str(event.get("taskId") or ""), str(event.get("taskStatus") or ""),
-                           str(event.get("message") or ""), wall_seconds(event.get("timestamp")) or time.time(),
+                           str(event.get("message") or ""), wall(event.get("timestamp")) or time.time(),
                            str(event.get("version") or ""))
 
     def observe_group(self, group: Mapping[str, Any]) -> None:
@@ -302,8 +293,6 @@ class Keeper:
         ERROR, LOST, DROPPED, GONE, GONE_BY_OPERATOR, UNKNOWN (and a health check's kill), not for
         an ordinary TASK_KILLED (mesosphere/marathon ``state/TaskFailure.scala``,
         ``isFailureState``, 1.4 to 1.11): kills are seen in the events and the bootstraps' reports."""
-        from marathon_tf.marathon.record import job_apps
-
         for app_id, app in job_apps(group).items():
             key = naming.parse_app_id(self.ctx.job, app_id)
             if key is None or key[0] == "tensorboard":
@@ -316,7 +305,7 @@ class Keeper:
             ltf = app.get("lastTaskFailure") or {}
             if ltf.get("taskId") and (not current or str(ltf.get("version") or "") >= current):
                 self._observed(task, str(ltf["taskId"]), str(ltf.get("state") or ""), str(ltf.get("message") or ""),
-                               wall_seconds(ltf.get("timestamp")) or time.time(), "", from_failure=True)
+                               wall(ltf.get("timestamp")) or time.time(), "", from_failure=True)
             for t in app.get("tasks") or []:
                 if t.get("state") in ("TASK_UNREACHABLE", "TASK_LOST", "TASK_UNKNOWN"):
                     self._observed(task, str(t.get("id") or ""), str(t["state"]), "", time.time(), "")
@@ -376,8 +365,8 @@ class Keeper:
         if stopped:
             for old in history:
                 self.ledger.add(old)
-            return 200, self.stopped(entry, body.get("app_version"), generation=generation, group=group)
-        return 200, self.record(entry, generation=generation, group=group, history=history)
+            return 200, self.stopped(entry, body.get("app_version"), generation=generation, group=group).to_dict()
+        return 200, self.record(entry, generation=generation, group=group, history=history).to_dict()
 
     def get(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
         """``GET /ledger``: the counts and the entries (newest last)."""
@@ -387,21 +376,18 @@ class Keeper:
 
 class Reporter:
     """A bootstrap's way to the keeper. ``locate() -> "host:port"`` of the deciding task's status
-    endpoint (or None: not known now)."""
+    endpoint (or None: not known now); ``session``: default a bounded one
+    (:func:`marathon_tf.marathon.transport.session`)."""
 
     def __init__(self, ctx: TaskContext, locate: Callable[[], str | None], *, session=None,
                  timeout: float = 3.0, tries: int = 3, wait: Callable[[float], Any] = time.sleep):
         self.ctx, self.locate, self.timeout, self.tries, self.wait = ctx, locate, timeout, tries, wait
-        if session is None:
-            import requests
-
-            session = requests.Session()
-        self.session = session
+        self.session = session if session is not None else transport.session()
         self.mine: list[Entry] = []  # this task's own entries (sent along: a relaunched keeper learns them)
         self.keeper: str | None = None
 
     def report(self, entry: Entry, *, generation: int | None = None, group: bool = False,
-               stopped: bool = False, app_version: str | None = None) -> dict[str, Any] | None:
+               stopped: bool = False, app_version: str | None = None) -> Answer | None:
         """Tell the keeper; its answer, or None when it cannot be reached (then decide alone)."""
         body = {"job": self.ctx.job, "entry": {**entry.to_dict(), "kind": STOPPED if stopped else entry.kind},
                 "generation": generation, "group": group, "app_version": app_version,
@@ -415,11 +401,11 @@ class Reporter:
                 try:
                     r = self.session.post(f"http://{address}{PATH}", json=body,
                                           timeout=(self.timeout, self.timeout + ATTRIBUTION + 2))
-                    answer = r.json() if r.status_code == 200 else None
+                    answer = Answer.from_dict(r.json()) if r.status_code == 200 else None
                 except Exception:  # refused, reset, timeout, not JSON: the keeper is away
                     answer = None
-                if isinstance(answer, dict) and "failures" in answer:
-                    self.keeper = str(answer.get("keeper"))
+                if answer is not None:
+                    self.keeper = answer.keeper
                     return answer
             if attempt + 1 < self.tries:
                 self.wait(0.5 * (attempt + 1))

@@ -40,8 +40,8 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Iterable, Mapping
 
-__all__ = ["FAILURE", "PREEMPTION", "INFRASTRUCTURE", "KINDS", "Entry", "Ledger", "bucket", "classify_status",
-           "ATTRIBUTION", "PREEMPTED_STATES", "FAILED_STATES", "read_file", "append_file"]
+__all__ = ["FAILURE", "PREEMPTION", "INFRASTRUCTURE", "KINDS", "Entry", "Answer", "Ledger", "bucket",
+           "classify_status", "ATTRIBUTION", "PREEMPTED_STATES", "FAILED_STATES", "read_file", "append_file"]
 
 FAILURE, PREEMPTION, INFRASTRUCTURE = "failure", "preemption", "infrastructure"
 KINDS = (FAILURE, PREEMPTION, INFRASTRUCTURE)
@@ -92,6 +92,57 @@ class Entry:
                        task_id=str(data.get("task_id") or ""), final=bool(data.get("final")),
                        counted=bool(data.get("counted", True)), source=str(data.get("source") or "bootstrap"))
         except (KeyError, TypeError, ValueError):
+            return None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The job's counts after one end of a program, from which its bootstrap decides
+    (:func:`marathon_tf.task.policy.decide`): the keeper's answer to a report (``POST /ledger``, the
+    JSON of :meth:`to_dict`, read back with :meth:`from_dict`), or a task's own count when no keeper
+    answered (``alone``: :meth:`marathon_tf.task.budget.RestartBudget.take`)."""
+
+    counted: bool           # the entry counts against its budget (False: a consequence of another end)
+    failures: int           # counted failures within the window (of the entry's bucket), this one included
+    max_failures: int
+    window_seconds: float
+    preemptions: int        # counted preemptions within their window
+    max_preemptions: int
+    kind: str = ""          # the entry's kind as the keeper kept it
+    keeper: str = ""        # the keeper's id
+    generation: int = 0     # the keeper's group restart generation
+    ended: bool = False     # the job has its end: nothing is counted any more
+    round: dict[str, Any] | None = None  # the group restart round under way (generation, kind, cause, delay, grace)
+    alone: bool = False     # no keeper answered: the task's own count
+
+    #: the counts the job's record keeps (``marathon-tf/restarts``)
+    COUNTS = ("failures", "max_failures", "window_seconds", "preemptions", "max_preemptions")
+
+    def counts(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.COUNTS}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The keeper's answer on the wire."""
+        out = {"keeper": self.keeper, "counted": self.counted, "kind": self.kind, **self.counts(),
+               "generation": self.generation, "ended": self.ended}
+        if self.round is not None:
+            out["round"] = dict(self.round)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Answer | None":
+        """A keeper's answer from JSON; None when it is not one (then the task counts alone)."""
+        if not isinstance(data, Mapping) or any(k not in data for k in cls.COUNTS):
+            return None
+        try:
+            round_ = data.get("round")
+            return cls(counted=bool(data.get("counted", True)), failures=int(data["failures"]),
+                       max_failures=int(data["max_failures"]), window_seconds=float(data["window_seconds"]),
+                       preemptions=int(data["preemptions"]), max_preemptions=int(data["max_preemptions"]),
+                       kind=str(data.get("kind") or ""), keeper=str(data.get("keeper")),
+                       generation=int(data.get("generation") or 0), ended=bool(data.get("ended")),
+                       round=dict(round_) if isinstance(round_, Mapping) else None)
+        except (TypeError, ValueError):
             return None
 
 
@@ -190,9 +241,10 @@ class Ledger:
         with self._lock:
             infra = sum(1 for e in self._entries.values() if e.kind == INFRASTRUCTURE)
             last = max(self._entries.values(), key=lambda e: e.time, default=None)
-        out = {"failures": self.count(FAILURE), "max_failures": self.max_failures, "window_seconds": self.window,
-               "preemptions": self.count(PREEMPTION), "max_preemptions": self.max_preemptions,
-               "preemption_window_seconds": self.preemption_window, "infrastructure": infra}
+        out: dict[str, Any] = {
+            "failures": self.count(FAILURE), "max_failures": self.max_failures, "window_seconds": self.window,
+            "preemptions": self.count(PREEMPTION), "max_preemptions": self.max_preemptions,
+            "preemption_window_seconds": self.preemption_window, "infrastructure": infra}
         evaluator = self.count(FAILURE, "evaluator")
         if evaluator:
             out["evaluator_failures"] = evaluator

@@ -20,6 +20,7 @@ collector (``prometheus_client``), so a step costs nothing extra: the numbers ex
 ``marathon_tf_checkpoint_age_seconds``     gauge  since it was written
 ``marathon_tf_phase{phase}``               gauge  1 for the current phase: ``waiting_for_peers``,
                                                   ``starting``, ``training``, ``done``, ``failed``
+                                                  (:meth:`marathon_tf.contract.phases.Phase.metric`)
 ``marathon_tf_waiting_for_peer{peer}``     gauge  seconds this task has waited for ``peer`` (named
                                                   by TensorFlow or by a look at its TF server)
 =========================================  =====  ====================================================
@@ -42,24 +43,20 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-__all__ = ["PHASES", "metrics_route", "phase_of", "CONTENT_TYPE"]
+from marathon_tf.contract.phases import METRIC_PHASES, Phase
+
+__all__ = ["metrics_route", "phase_of", "CONTENT_TYPE"]
 
 #: The classic text format every Prometheus reads (the names are all plain ``[a-z_]``).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-PHASES = ("waiting_for_peers", "starting", "training", "done", "failed")
 _LABELS = ["job", "role", "index"]
 
 
 def phase_of(status: dict[str, Any]) -> str:
-    """The bootstrap's phase in the metrics' words."""
+    """The bootstrap's phase in the metrics' words (:meth:`~marathon_tf.contract.phases.Phase.metric`)."""
     phase = status.get("phase")
-    if phase == "discovering":
-        return "waiting_for_peers"
-    if phase == "succeeded":
-        return "done"
-    if phase == "failed":
-        return "failed"
-    return "training" if status.get("first_step_at") else "starting"
+    current = Phase(phase) if phase in Phase._value2member_map_ else Phase.RUNNING
+    return current.metric(stepped=bool(status.get("first_step_at")))
 
 
 class _Collector:
@@ -76,7 +73,7 @@ class _Collector:
                 g.add_metric(own, float(value))
                 yield g
 
-        def counter(name: str, doc: str, value: float) -> Any:
+        def counter(name: str, doc: str, value: float | None) -> Any:
             c = CounterMetricFamily(name, doc, labels=_LABELS)
             c.add_metric(own, float(value or 0))
             return c
@@ -103,7 +100,7 @@ class _Collector:
                              "written.", max(0.0, time.time() - checkpoint["written_at"]))
         current = phase_of(s)
         phase = GaugeMetricFamily("marathon_tf_phase", "1 for the task's current phase.", labels=_LABELS + ["phase"])
-        for name in PHASES:
+        for name in METRIC_PHASES:
             phase.add_metric(own + [name], 1.0 if name == current else 0.0)
         yield phase
         waiting = s.get("waiting_for")

@@ -25,31 +25,22 @@ import os
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 from marathon_tf.contract import timeline as T
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task import peers as P
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.tflog import TFLogWatcher
-from marathon_tf.task.timeline import EVENTS_FILE, TaskEvents
+from marathon_tf.task.timeline import TaskEvents
 from marathon_tf.task.watchdog import WATCHED_ROLES, ProgressWatchdog
 
-__all__ = ["TaskObserver", "REPORT_WINDOW", "events_path"]
+__all__ = ["TaskObserver", "REPORT_WINDOW"]
 
 #: Step reports are counted over this many seconds.
 REPORT_WINDOW = 20.0
 _UPDATE_EVERY = 1.0
 _CHECKPOINT_EVERY = 10.0
-
-
-def events_path(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
-    """``<logdir>/.marathon-tf/events.jsonl`` when the job's logdir is a local directory this task
-    can write (the restart budget's rule, :func:`marathon_tf.task.lifecycle.failures_path`)."""
-    from marathon_tf.task.lifecycle import failures_path
-
-    failures = failures_path(ctx, environ)
-    return os.path.join(os.path.dirname(os.path.dirname(failures)), EVENTS_FILE) if failures else None
 
 
 class TaskObserver:
@@ -66,6 +57,7 @@ class TaskObserver:
         self._reports: deque[float] = deque()
         self._run_started: float | None = None
         self._first_step_seen = False
+        self._first_own_step = False  # a step the program printed, this run
         self._run = 0
         self._next_update = self._next_checkpoint = 0.0
         self._waiting_peer: str | None = None
@@ -79,13 +71,24 @@ class TaskObserver:
         host = os.environ.get("HOST") or ""
         self.events.record(T.TASK_STARTED, f"{self.ctx.task} started" + (f" on {host}" if host else ""))
 
+    def start_failed(self, reason: str) -> str:
+        """The program cannot be started: the job fails with ``reason`` (whole, returned)."""
+        self.events.record(T.START_FAILED, reason)
+        return reason
+
+    def end_labels(self, state: str, reason: str) -> dict[str, dict[str, str]]:
+        """This task's events for the job's record, when it writes it (:meth:`TaskEvents.end_labels`)."""
+        from marathon_tf.contract import naming
+
+        return self.events.end_labels(naming.app_id(self.ctx.job, self.ctx.role, self.ctx.index), state, reason)
+
     def peers_found(self, count: int, seconds: float) -> None:
         self.events.record(T.PEERS_FOUND, f"all {count} peer(s) found in {seconds:.1f} s")
 
     def program_started(self, restarts: int, own_address: str | None) -> None:
         with self._lock:
             self._run += 1
-            self._run_started, self._first_step_seen = self.clock(), False
+            self._run_started, self._first_step_seen, self._first_own_step = self.clock(), False, False
             self._reports.clear()
         self.tflog.clear()
         self._server_up = False if own_address and self.ctx.role != "tensorboard" else None
@@ -96,16 +99,23 @@ class TaskObserver:
             self._own_address, self._server_look = own_address, self._run
             threading.Thread(target=self._await_server, args=(self._run,), name="server-look", daemon=True).start()
 
-    def on_step(self, step: int) -> None:
-        """A new step of the program (the watchdog saw it change)."""
+    def on_step(self, step: int, *, printed: bool = True) -> None:
+        """A new step of the program (the watchdog saw it change); ``printed``: the program printed it
+        (else it was read from the logdir: the job's step, which says nothing of this task's program).
+
+        ``FirstStep`` is this task's first step of this run of its program: one it printed (a ps's, or a
+        ParameterServerStrategy worker's, step is the logdir's), after its ``ServerUp``: a program that
+        trains has its TF server up, so a step that comes before the look at its port says so first."""
         now = self.clock()
         with self._lock:
-            first = not self._first_step_seen
-            self._first_step_seen = True
+            first, own = not self._first_step_seen, printed and not self._first_own_step
+            self._first_step_seen, self._first_own_step = True, self._first_own_step or printed
             self._reports.append(now)
         if first:
             self.status.update(first_step_at=round(self.wall(), 3))
-        if first and self.ctx.role in WATCHED_ROLES:  # (a ps's step is the logdir's, not its program's)
+        if own and self.ctx.role in WATCHED_ROLES:
+            if self._server_up is False and self._server_look == self._run:
+                self._server_is_up(" (it trains: its first step came before the look at its port)")
             self.events.record(T.FIRST_STEP, f"first step: {step}" + (f" (run {self._run})" if self._run > 1 else ""),
                                step=step)
 
@@ -126,6 +136,15 @@ class TaskObserver:
         if failure and kind == "failure":
             self.status.add("failures")
         self.events.record(T.PROGRAM_EXITED, message or f"training program exited with {code}", code=code)
+
+    def planned_restart(self, why: str, code: int, detail: str = "") -> None:
+        """The program was stopped on purpose, to start again (``why``: one of
+        :data:`marathon_tf.contract.timeline.PLANNED`): an event of its own kind, never a failure."""
+        self._server_look = None
+        self.status.update(stall_seconds=None, waiting_for=None, report_rate=None)
+        self.events.record(T.RESTARTING, f"training program stopped for {T.PLANNED.get(why, why)}"
+                           + (f" ({detail})" if detail else "") + f"; it starts again (exit {code})",
+                           code=code, why=why)
 
     def hang(self, verdict: str) -> str:
         """The watchdog's verdict, with the peer this task waits for when it is known; recorded."""
@@ -161,7 +180,7 @@ class TaskObserver:
             waiting = self.diagnosis.waiting_for()
             fields["waiting_for"] = waiting
             peer = (waiting or {}).get("peer")
-            if peer and peer != self._waiting_peer:
+            if waiting and peer and peer != self._waiting_peer:
                 self.events.record(T.WAITING, f"waiting {waiting['seconds']:.0f}s for {peer}: {waiting['why']}",
                                    peer=peer)
             self._waiting_peer = peer
@@ -184,14 +203,21 @@ class TaskObserver:
             span = min(REPORT_WINDOW, now - self._run_started)
             return round(len(self._reports) / span, 3) if span > 0 else None
 
+    def _server_is_up(self, how: str = "") -> None:
+        """The program's TF server answers (once per run: the look stops)."""
+        with self._lock:
+            if self._server_up is not False:
+                return
+            self._server_up, self._server_look = True, None
+        self.status.update(server_up=True)
+        self.events.record(T.SERVER_UP, f"TF server up at {self._own_address}{how}")
+
     def _await_server(self, run: int) -> None:
         """Look at the program's own TF server until it answers (every 0.5 s, then every 5 s)."""
         started = self.clock()
         while self._server_look == run and self.clock() - started < 3600:
-            if self.probe(self._own_address) == P.ANSWERS:
+            if self.probe(cast(str, self._own_address)) == P.ANSWERS:  # set before this thread starts
                 if self._server_look == run:
-                    self._server_up = True
-                    self.status.update(server_up=True)
-                    self.events.record(T.SERVER_UP, f"TF server up at {self._own_address}")
+                    self._server_is_up()
                 return
             time.sleep(0.5 if self.clock() - started < 30 else 5.0)

@@ -1,7 +1,8 @@
 """Which peer a stalled task waits for: TensorFlow's own words, else a look at the peers' TF servers.
 
 A chief or worker whose step has not moved for a while (:data:`STALL_AFTER`, or 3 × its usual
-interval between steps; at most half the progress watchdog's limit) is *stalled*. :class:`PeerDiagnosis` then names the peer it waits for:
+interval between steps; at most half the progress watchdog's limit) is *stalled*. :class:`PeerDiagnosis`
+then names the peer it waits for:
 
 1. a peer TensorFlow named during the stall (:class:`marathon_tf.task.tflog.TFLogWatcher`:
    ``CreateSession still waiting for response from worker: /job:ps/replica:0/task:0``, a gRPC

@@ -41,7 +41,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence, cast
 
 from marathon_tf.contract.taskenv import PREWARM_SOCKET_VAR
 from marathon_tf.task.supervisor import _die_with_parent, popen
@@ -143,7 +143,7 @@ class ForkedProcess:
     gives up on the start altogether (``cancel``)."""
 
     def __init__(self, args: Sequence[str], stdout, stderr, cancel: Callable[[], None],
-                 writers: tuple[int, int] = ()):
+                 writers: tuple[int, ...] = ()):
         self.args, self.stdout, self.stderr, self.stdin = list(args), stdout, stderr, None
         self.pid: int | None = None
         self.returncode: int | None = None
@@ -213,7 +213,9 @@ class ForkedProcess:
 
     def wait(self, timeout: float | None = None) -> int:
         if not self._done.wait(timeout):
+            assert timeout is not None  # without a timeout the wait ends only once done
             raise subprocess.TimeoutExpired(self.args, timeout)
+        assert self.returncode is not None  # _exited sets it before it sets _done
         return self.returncode
 
     def signal_group(self, sig: int) -> None:
@@ -250,7 +252,7 @@ class ForkServer:
         self.ready = threading.Event()  # the hello arrived, or the server is gone
         self.dead = False
         self._lock = threading.Lock()
-        self._pending: deque[ForkedProcess] = deque()
+        self._pending: deque[tuple[ForkedProcess, dict[str, str], str | None]] = deque()  # (child, env, cwd)
         self._running: dict[int, ForkedProcess] = {}
         threading.Thread(target=self._read, daemon=True, name="prewarm-server").start()
 
@@ -360,11 +362,12 @@ class ForkServer:
                 f"with it")
 
     def _log_hello(self) -> None:
-        rss = self.hello.get("rss_kib")
-        self.log(f"pre-warmed {self.label} in {self.hello.get('seconds', 0):.1f} s"
+        hello = self.hello or {}  # just set (_read)
+        rss = hello.get("rss_kib")
+        self.log(f"pre-warmed {self.label} in {hello.get('seconds', 0):.1f} s"
                  + (f" ({rss / 1024:.0f} MiB)" if rss else "")
                  + ("" if self.proc else " (shared by this machine's tasks)"))
-        for module, error in (self.hello.get("failed") or {}).items():
+        for module, error in (hello.get("failed") or {}).items():
             self.log(f"could not pre-import {module} ({error}): the program starts the ordinary way")
 
     def fork(self, argv: Sequence[str], env: Mapping[str, str], cwd: str | None, *, interpreter: str,
@@ -427,9 +430,10 @@ class Prewarmer:
     def __init__(self, command: Sequence[str], modules: Sequence[str], environ: Mapping[str, str], *,
                  cwd: str | None = None, log: Callable[[str], None] = lambda m: None,
                  memory_look_after: float = MEMORY_LOOK_AFTER, mem_limit_mib: float | None = None):
-        self.command = python_command(command)
-        if self.command is None:
+        python = python_command(command)
+        if python is None:
             raise ValueError(f"not a Python program: {list(command)!r}")
+        self.command: PythonCommand = python
         self.modules, self.cwd, self.log = list(modules), cwd, log
         self.env = dict(environ)
         self.env.pop("TF_CONFIG", None)  # the one variable that differs at the program's start
@@ -511,12 +515,13 @@ class Prewarmer:
             self._stepped.clear()
         child = None
         if server is not None and python_command(argv) == self.command:
-            child = server.fork(argv, env, cwd, interpreter=self.interpreter, options=self.command.options,
+            # a server is kept only once _open has resolved the interpreter
+            child = server.fork(argv, env, cwd, interpreter=cast(str, self.interpreter), options=self.command.options,
                                 modules=self.modules)
         self.last = child
         if child is None:
             return popen(argv, env, cwd)
-        if server.proc is not None and self.mem_limit_mib:
+        if server is not None and server.proc is not None and self.mem_limit_mib:  # (a child: a server)
             threading.Thread(target=self._look_at_memory, args=(generation, server, child), daemon=True,
                              name="prewarm-memory").start()
         return child
@@ -532,10 +537,12 @@ class Prewarmer:
         with self._lock:
             if self._closed or generation != self._generation or child.pid is None:
                 return
+        limit = self.mem_limit_mib
+        assert limit is not None  # looked at only with a limit (_spawn)
         program, own = _usage_kib(child.pid) or 0, server.private_kib() or 0
-        if (program + own) / 1024 > MEMORY_HEADROOM * self.mem_limit_mib:
+        if (program + own) / 1024 > MEMORY_HEADROOM * limit:
             self.log(f"warning: the program ({program / 1024:.0f} MiB) and its pre-warmed interpreter's own memory "
-                     f"({own / 1024:.0f} MiB) come close to the task's {self.mem_limit_mib:g} MiB; raise mem or set "
+                     f"({own / 1024:.0f} MiB) come close to the task's {limit:g} MiB; raise mem or set "
                      f'"prewarm": false')
 
     @property

@@ -464,7 +464,7 @@ def main():
             sys.stderr.flush()
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGINT)
-        raise SystemExit(1)
+        raise SystemExit(1) from None  # the traceback is already printed, as Python would
 
 
 if __name__ == "__main__":

@@ -20,12 +20,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Mapping
 from urllib.parse import parse_qs
 
+from marathon_tf.contract.phases import Phase
+
 __all__ = ["TaskStatus", "StatusServer", "POST_LIMIT"]
 
 #: The largest request body a POST route gets (a report to the keeper is a few kB).
 POST_LIMIT = 256 * 1024
 
-PHASES = ("discovering", "running", "succeeded", "failed")
 _HEAVY = ("cluster", "tf_config", "peers", "missing")
 #: ``/progress``: what the deciding task reads of every chief and worker (small: no cluster spec)
 PROGRESS_FIELDS = ("task", "role", "index", "phase", "step", "steps_per_second", "report_rate", "restarts",
@@ -38,7 +39,7 @@ class TaskStatus:
     def __init__(self, *, job: str, task: str, role: str, index: int):
         self._lock = threading.Lock()
         self._data: dict[str, Any] = {
-            "job": job, "task": task, "role": role, "index": index, "phase": "discovering",
+            "job": job, "task": task, "role": role, "index": index, "phase": Phase.DISCOVERING.value,
             "cluster": {}, "tf_config": None, "peers": {}, "missing": {}, "step": None,
             "exit_code": None, "restarts": 0, "last_error": None, "warnings": [],
             "resumed_from": None, "steps_per_second": None,
@@ -54,8 +55,8 @@ class TaskStatus:
             for key, value in fields.items():
                 if key not in self._data:
                     raise KeyError(f"unknown status field {key!r}")
-                if key == "phase" and value not in PHASES:
-                    raise ValueError(f"unknown phase {value!r}")
+                if key == "phase":  # one of the task's phases (kept as its plain value: JSON, labels)
+                    value = Phase.of(value).value
                 self._data[key] = value
 
     def set_healthy(self, healthy: bool) -> None:
@@ -169,7 +170,8 @@ class _Server(ThreadingHTTPServer):
         if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):  # a caller that left
             super().handle_error(request, client_address)
     task_status: TaskStatus
-    routes: Mapping[str, Callable[[dict[str, str]], tuple[int, dict]]]
+    #: (code, body dict or JSON bytes[, extra headers]) by path
+    routes: Mapping[str, Callable[[dict[str, str]], tuple[Any, ...]]]
     post_routes: Mapping[str, Callable[[dict[str, str], object], tuple[int, dict]]] = {}
 
 

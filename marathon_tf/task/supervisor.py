@@ -1,14 +1,16 @@
-"""Run the training program as a child process and decide what its exit means.
+"""Run the training program as a child process; the bootstrap's own stop signals.
 
 * :class:`Trainer` starts the program in its own process group, passes its
   stdout/stderr through line by line (one reader thread per stream; a line longer than
   :data:`LINE_LIMIT` is read and passed on in pieces, so memory is bounded), remembers the
   last ``step=<int>`` and the last :data:`STDERR_TAIL_LINES` lines of stderr (for the
-  job's failure reason), and stops it: signal -> grace period -> SIGKILL of the group.
-* :class:`ExitPolicy` is the one place that maps the program's exit code to what the
-  bootstrap does next (phase, stay up, exit or restart in place, health, record the
-  job's end). :class:`marathon_tf.task.lifecycle.JobPolicy` is the job-aware subclass the
-  bootstrap's ``main`` uses.
+  job's failure reason), and stops it: signal -> grace period -> SIGKILL of the group. Its exit
+  status is a shell's (:func:`marathon_tf.contract.shellexec.exit_status`: killed by signal N is
+  128 + N).
+* :func:`relay_stop_signals`, :func:`die_with_parent`: how SIGTERM/SIGINT reach the bootstrap, and
+  how it dies with its parent.
+
+What an exit *means* is decided elsewhere: :mod:`marathon_tf.task.policy`.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from dataclasses import dataclass
 from typing import BinaryIO, Callable, Mapping, Sequence
 
-__all__ = ["STEP_RE", "STDERR_TAIL_LINES", "LINE_LIMIT", "Trainer", "Outcome", "ExitPolicy", "exit_status",
-           "die_with_parent", "popen", "relay_stop_signals", "STOP_SIGNALS"]
+from marathon_tf.contract.shellexec import exit_status
+
+__all__ = ["STEP_RE", "STDERR_TAIL_LINES", "LINE_LIMIT", "Trainer", "die_with_parent", "popen", "relay_stop_signals",
+           "STOP_SIGNALS"]
 
 STEP_RE = re.compile(r"\bstep[=: ]\s*(\d+)")
 STDERR_TAIL_LINES = 20
@@ -109,11 +112,6 @@ def popen(argv: Sequence[str], env: Mapping[str, str], cwd: str | None) -> subpr
     return subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
-
-
-def exit_status(returncode: int) -> int:
-    """A process exit code as a shell reports it: killed by signal N -> 128 + N."""
-    return 128 - returncode if returncode < 0 else returncode
 
 
 class Trainer:
@@ -231,6 +229,7 @@ class Trainer:
         if signal_group is not None:
             signal_group(sig)
             return
+        assert self.proc is not None, "not started"
         try:
             os.killpg(self.proc.pid, sig)
         except (ProcessLookupError, PermissionError):
@@ -252,46 +251,6 @@ class Trainer:
                 self.proc.wait(grace)
             except subprocess.TimeoutExpired:
                 self._signal_group(signal.SIGKILL)
-        return self.wait()
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What the bootstrap does after the program exited."""
-
-    phase: str              # "succeeded" | "failed"
-    stay_up: bool           # keep serving status until SIGTERM instead of exiting
-    exit_code: int          # the bootstrap's exit code (now, or when it is stopped)
-    healthy: bool           # what GET /health says while staying up
-    reason: str | None = None
-    restart: bool = False   # restart the program in place (same host:port) instead of exiting
-    finish: str | None = None  # record the job's end (labels.SUCCEEDED | labels.FAILED) and stop it
-    await_workers: bool = False  # before finishing: wait until every other worker succeeded
-    group: bool = False     # with restart: every member of the job restarts (a keeper's round)
-    kind: str = "failure"   # failure | preemption | infrastructure (marathon_tf.task.ledger)
-    counted: bool = True    # counted against the job's budget for its kind
-    round: dict | None = None  # the group restart round the keeper started (generation, delay, grace)
-
-
-class ExitPolicy:
-    """The program exited with ``code``: what now?
-
-    * 0: succeeded; stay up (Marathon relaunches any task that exits, even with 0) and
-      exit 0 when stopped on purpose.
-    * a code in ``permanent_exit_codes``: failed for good; stay up (no relaunch loop),
-      and stay *healthy* so Marathon's health check does not kill and relaunch it either.
-    * anything else: failed; exit with the code so Marathon relaunches the task.
-    """
-
-    def __init__(self, permanent_exit_codes: Sequence[int] = ()):
-        self.permanent_exit_codes = frozenset(int(c) for c in permanent_exit_codes)
-
-    def decide(self, code: int, *, stderr_tail: str = "", **what: object) -> Outcome:
-        """``stderr_tail``: the program's last stderr lines; ``what``: what the bootstrap knows of the
-        end (its kind, the signal; :class:`marathon_tf.task.lifecycle.JobPolicy` uses them, this one does not)."""
-        if code == 0:
-            return Outcome("succeeded", True, 0, True)
-        if code in self.permanent_exit_codes:
-            return Outcome("failed", True, code, True,
-                           f"training program exited with permanent code {code}: not retried")
-        return Outcome("failed", False, code, False, f"training program exited with code {code}")
+        code = self.wait()
+        assert code is not None  # no timeout: it waited for the exit
+        return code

@@ -22,7 +22,7 @@ import time
 from collections import deque
 from typing import Any, Callable
 
-from marathon_tf.contract import timeline as T
+from marathon_tf.contract import labels as L, timeline as T
 
 __all__ = ["TaskEvents", "EVENTS_FILE", "KEPT", "READ_LIMIT"]
 
@@ -92,6 +92,13 @@ class TaskEvents:
             if isinstance(event, dict):
                 out.append(event)
         return out
+
+    def end_labels(self, app_id: str, state: str, reason: str) -> dict[str, dict[str, str]]:
+        """What the job's record adds on this task's app when this task writes it and keeps no view of
+        the job (it is not the deciding task: a task whose start failed, a program that failed for
+        good): its own events (every task's, from the logdir's file when there is one) with the end."""
+        self.record(T.JOB_ENDED, f"{state}: {reason}", task="job", state=state)
+        return {app_id: {L.EVENTS: T.compact(self.shared() or self.mine())}}
 
     def route(self, query: dict[str, str]) -> tuple[int, dict]:
         """``GET /events``: this task's events, and the job's file when this task reads one

@@ -18,8 +18,9 @@ task it starts, setting :data:`~marathon_tf.contract.taskenv.PREWARM_SOCKET_VAR`
 
 A server is the runner's child: it keeps the runner's own variables (``keep``: the token its sweep
 looks for, :mod:`marathon_tf.local.reaper`) and a parent-death signal, and every program it forks
-has a parent-death signal relative to it and is killed when its task's bootstrap goes away. The server decides for every program whether it can
-run in place (same interpreter, options, modules, and environment but for per-task variables),
+has a parent-death signal relative to it and is killed when its task's bootstrap goes away. The
+server decides for every program whether it can run in place (same interpreter, options, modules,
+and environment but for per-task variables),
 else it starts the program the ordinary way.
 """
 

@@ -14,8 +14,10 @@
 Everything returned is a typed view of what the CLI prints with ``-o json``
 (:mod:`marathon_tf.user.results`); every error is one of :mod:`marathon_tf.contract.errors`
 (``SpecError`` for a bad job, ``MarathonError`` and its kinds for Marathon's answers, ``Timeout``,
-``JobFailed``), with the message and hint the CLI prints. Nothing here prints. The ``marathon-tf``
-command is a thin layer over this module (:mod:`marathon_tf.user.cli`).
+``JobFailed``, ``NotPlaced``), with the message and hint the CLI prints. Nothing here prints. The
+``marathon-tf`` command is a thin layer over this module (:mod:`marathon_tf.user.cli`): CLI → API →
+the use cases (:mod:`.pipeline`: deploy and follow; :mod:`.status`: a job's status; :mod:`.jobs`:
+find, scale, delete; :mod:`.history`: events; :mod:`.logs`).
 """
 
 from __future__ import annotations
@@ -24,13 +26,17 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Union, cast
 
-from marathon_tf.contract.errors import JobFailed, NotPlaced, UsageError
+from marathon_tf.contract import naming
+from marathon_tf.contract.errors import UsageError
 from marathon_tf.user.results import (Deployment, JobStatus, JobSummary, LocalRunResult, LogLine, ScaleResult)
 from marathon_tf.user.spec import JobSpec
 
-__all__ = ["Job", "Marathon", "LocalCluster", "JobHandle", "connect"]
+if TYPE_CHECKING:
+    from marathon_tf.user.targets import ExportResult
+
+__all__ = ["Job", "Marathon", "LocalCluster", "JobHandle", "connect", "parse_scale", "ROLE_NAMES"]
 
 Progress = Callable[[JobStatus], None]
 
@@ -68,15 +74,40 @@ class Job:
         return warnings(self.spec)
 
     def summary(self) -> dict[str, Any]:
-        """What ``marathon-tf validate -o json`` prints."""
-        return {"file": self.spec.source, "valid": True, "name": self.name, "style": self.spec.style,
-                "counts": self.spec.counts(), "apps": len(self.spec.tasks()), "warnings": self.warnings}
+        """What ``marathon-tf validate -o json`` prints (``placement``: what the job's constraints mean,
+        across tasks or per app: :func:`marathon_tf.user.render.placement_lines`)."""
+        from marathon_tf.user.render import placement_lines
 
-    def render(self, templates_dir: Optional[str] = None) -> dict[str, Any]:
-        """The Marathon app group this job deploys as (``marathon-tf render``)."""
+        return {"file": self.spec.source, "valid": True, "name": self.name, "style": self.spec.style,
+                "counts": self.spec.counts(), "apps": len(self.spec.tasks()), "warnings": self.warnings,
+                "placement": placement_lines(self.spec)}
+
+    def render(self, templates_dir: Optional[str] = None, *, marathon_version: Optional[str] = None) -> dict[str, Any]:
+        """The Marathon app group this job deploys as (``marathon-tf render``), for the Marathon of
+        ``marathon_version`` (``"1.4.3"``; None: the newest, 1.11 — deploy and scale use the version their
+        Marathon's ``/v2/info`` says). A job that version cannot run is
+        :class:`~marathon_tf.user.render.VersionRefused` (a ``UsageError``, exit 2); an unreadable version
+        is a ``UsageError``."""
         from marathon_tf.user.render import render_group
 
-        return render_group(self.spec, templates_dir=templates_dir)
+        return render_group(self.spec, templates_dir=templates_dir, marathon_version=_version(marathon_version))
+
+    def render_json(self, templates_dir: Optional[str] = None, *, marathon_version: Optional[str] = None) -> str:
+        """The same group as one compact JSON line with sorted keys (``marathon-tf render`` to a program)."""
+        from marathon_tf.user.render import render_group_json
+
+        return render_group_json(self.spec, templates_dir=templates_dir, marathon_version=_version(marathon_version))
+
+    def export(self, target: str = "jobset", *, fmt: str = "yaml", strict: bool = False,
+               **options: Any) -> "ExportResult":
+        """The same job as another orchestrator's manifest (``marathon-tf export --to jobset``): a
+        Kubernetes JobSet. ``result.text`` is the manifest, ``result.untranslatable`` the job-file keys
+        it does not carry; ``strict`` raises :class:`~marathon_tf.user.targets.Untranslatable` (exit 2)
+        instead. ``options``: ``name``, ``namespace``, ``image``, ``volumes``, ``workdir``,
+        ``templates_dir`` (:func:`marathon_tf.user.targets.export`; docs/leaving-mesos.md)."""
+        from marathon_tf.user.targets import export
+
+        return export(self.spec, target, fmt=fmt, strict=strict, **options)
 
     def to_dict(self) -> dict[str, Any]:
         """The normalized job file."""
@@ -87,7 +118,8 @@ class Job:
                   on_deployed: Callable[[Deployment], None] = lambda d: None,
                   templates_dir: Optional[str] = None, cluster: Optional[dict[str, Any]] = None,
                   wait_for_resources: bool = True,
-                  on_stopping: Callable[[int, float], None] = lambda tasks, grace: None) -> LocalRunResult:
+                  on_stopping: Callable[[int, float], None] = lambda tasks, grace: None,
+                  admission_timeout: Optional[float] = None) -> LocalRunResult:
         """Run the job to its end on this machine, as ``deploy --local`` does: a fresh local cluster,
         stopped when the job ends (also on Ctrl-C), or when it was not placed (``NotPlaced``: the
         agents given with ``agent_resources`` cannot hold it; a task that fits on none is refused with
@@ -95,28 +127,34 @@ class Job:
         ``cluster``: the local cluster's options (:class:`~marathon_tf.local.LocalCluster`'s: ``agents``,
         ``agent_resources``, ``agent_attributes``, ``features``, ``dns_refresh``, ``dns_ttl`` …).
         On Ctrl-C (or SIGTERM/SIGHUP) ``on_stopping(tasks, longest grace in s)`` is called before the
-        tasks are stopped with their grace; a second one kills them at once."""
+        tasks are stopped with their grace; a second one kills them at once. ``admission_timeout``:
+        as :meth:`Marathon.deploy`'s. The result's ``error()`` is the error its end is (exit code on
+        its class), None when it succeeded."""
         from marathon_tf.user import admission, localrun
 
-        def deployed(result, cluster) -> None:
-            on_deployed(replace(_deployment(result, cluster.marathon_url), mesos_dns=cluster.mesos_dns))
+        def deployed(deployment: Deployment, cluster) -> None:
+            on_deployed(replace(deployment, mesos_dns=cluster.mesos_dns))
 
-        run = localrun.run(admission.effective(self.spec), templates_dir=templates_dir, timeout=timeout,
-                           state_dir=Path(state_dir) if state_dir else None,
+        run = localrun.run(admission.effective(self.spec, admission_timeout), templates_dir=templates_dir,
+                           timeout=timeout, state_dir=Path(state_dir) if state_dir else None,
                            emit_task_line=lambda task, stream, text: on_output(LogLine(task, stream, text)),
-                           progress=lambda s: on_progress(JobStatus.from_dict(s)), on_deployed=deployed,
+                           progress=on_progress, on_deployed=deployed,
                            cluster_options=cluster, wait_for_resources=wait_for_resources, stopping=on_stopping)
         return LocalRunResult(job=self.name, state=run.state, seconds=run.seconds, state_dir=str(run.state_dir),
-                              status=JobStatus.from_dict(run.status), logdir_path=run.logdir)
+                              status=run.status, logdir_path=run.logdir)
+
+    def check_capacity(self, mesos: str, *, templates_dir: Optional[str] = None,
+                       admission_timeout: Optional[float] = None):
+        """The admission check against the Mesos master at ``mesos`` alone, nothing sent (``deploy
+        --dry-run`` without a Marathon): :class:`UsageError` for a task that fits on no agent; the
+        verdict (:class:`marathon_tf.user.admission.Verdict`: ``shortfall``, ``note``) otherwise."""
+        from marathon_tf.user import admission
+
+        return admission.check(None, admission.effective(self.spec, admission_timeout), mesos=mesos,
+                               templates_dir=templates_dir)
 
     def __repr__(self) -> str:
         return f"Job({self.name!r}, style={self.spec.style!r}, counts={self.spec.counts()!r})"
-
-
-def _deployment(result, url: str, *, resumed: Optional[bool] = None, note: Optional[str] = None) -> Deployment:
-    return Deployment(job=result.job, group_id=result.group_id, deployment_id=result.deployment_id,
-                      version=result.version, plan=result.plan, resumed=resumed, marathon_url=url, note=note,
-                      admission=result.admission, admission_note=result.admission_note)
 
 
 def connect(url: Optional[str] = None, *, user: Optional[str] = None, password: Optional[str] = None,
@@ -140,8 +178,17 @@ def connect(url: Optional[str] = None, *, user: Optional[str] = None, password: 
                   max_bytes=max_bytes)
 
 
-#: How often a waiting deploy looks for a task that can never start (a group GET each time).
-HOPELESS_EVERY = 10.0
+def _version(text: Optional[str]) -> Any:
+    """``--marathon-version`` / ``marathon_version=`` checked: a Marathon version, or None."""
+    if text is None:
+        return None
+    from marathon_tf.marathon.versions import parse_version
+
+    version = parse_version(text)
+    if version is None:
+        raise UsageError(f"--marathon-version {text!r}: not a Marathon version (e.g. 1.4.3, 1.7, 1.11.24)",
+                         hint="the version Marathon's /v2/info says (its \"version\")")
+    return version
 
 
 class Marathon:
@@ -172,15 +219,11 @@ class Marathon:
     # -- jobs -----------------------------------------------------------------------------------
     def jobs(self) -> list[JobSummary]:
         """The marathon-tf jobs on this Marathon (``marathon-tf list``)."""
+        from marathon_tf.marathon.jobstate import job_state
         from marathon_tf.user import jobs
 
-        rows = []
-        for name, apps in jobs.find_jobs(self.client).items():
-            states = {(a.get("labels") or {}).get(jobs.STATE_LABEL) for a in apps} - {None}
-            running = sum(a.get("tasksRunning", 0) for a in apps)
-            rows.append(JobSummary(name, len(apps), running, states.pop() if len(states) == 1
-                                   else "Running" if running else "Starting"))
-        return rows
+        return [JobSummary(name, len(apps), sum(a.get("tasksRunning", 0) for a in apps), job_state(apps).value)
+                for name, apps in jobs.find_jobs(self.client).items()]
 
     def resolve(self, job: Optional[str] = None, verb: str = "status") -> str:
         """The job named, or the only marathon-tf job on this Marathon (else :class:`UsageError`)."""
@@ -202,50 +245,46 @@ class Marathon:
         Admission (:mod:`marathon_tf.user.admission`), before anything is sent: a task that fits on
         no agent raises :class:`UsageError`; a job that does not fit what is free now is said in
         ``deployment.admission`` and waits (``wait_for_resources=False``: :class:`NotPlaced`).
-        ``admission_timeout`` (default ``MARATHON_TF_ADMISSION_TIMEOUT``, else the job file's)."""
-        from marathon_tf.user import admission, gang, jobs, redeploy
+        ``admission_timeout`` (default ``MARATHON_TF_ADMISSION_TIMEOUT``, else the job file's).
+        The whole use case: :func:`marathon_tf.user.pipeline.deploy` (the group rendered once,
+        admission checked once)."""
+        from marathon_tf.user import admission, pipeline
 
         spec = admission.effective(job.spec if isinstance(job, Job) else job, admission_timeout)
-        jobs.check_deployable(self.client, spec)  # refused before anything is removed (--fresh) or sent
-        verdict = admission.check(self.client, spec, wait=wait_for_resources, templates_dir=templates_dir,
-                                  mesos=self.mesos)
-        previous, group = redeploy.previous_run(self.client, spec)
-        if previous is not None and resume is None:
-            raise previous.question(spec.name)
-        released = group is not None and gang.released(group)  # NotPlaced: it starts again, attempt 1
-        if (group is not None and not dry_run and redeploy.ended(group) is None and not released
-                and redeploy.unchanged(group, spec, templates_dir)):
-            from marathon_tf.contract import naming
+        deployment = pipeline.deploy(self.client, spec, resume=resume, force=force, dry_run=dry_run, mesos=self.mesos,
+                                     templates_dir=templates_dir, wait_for_resources=wait_for_resources)
+        return JobHandle(self, spec.name, deployment)
 
-            return JobHandle(self, spec.name, Deployment(spec.name, naming.group_id(spec.name), changed=False,
-                                                         marathon_url=self.url))
-        note = None
-        if previous is not None:
-            ended = "left its volumes" if previous.state == "deleted" else f"had ended ({previous.state})"
-            where = f" in {previous.checkpoints}" if previous.checkpoints else ""
-            note = f"job {spec.name} {ended}: it resumes from its checkpoints{where}"
-            if resume is False:
-                removed = None if dry_run else redeploy.start_fresh(self.client, spec.name, previous)
-                note = (f"job {spec.name} {ended}: it starts from scratch"
-                        + (f" (removed {removed})" if removed else ""))
-        if (previous is not None and previous.group is not None or released) and not dry_run:
-            redeploy.await_stopped(self.client, spec.name)  # its end's deployment would lock the apps (409)
-        result = jobs.deploy(self.client, spec, templates_dir=templates_dir, force=force, dry_run=dry_run)
-        result.admission, result.admission_note = verdict.shortfall, verdict.note
-        return JobHandle(self, spec.name, _deployment(result, self.url, note=note,
-                                                      resumed=None if previous is None else bool(resume)))
-
-    def status(self, job: Optional[str] = None, *, drive: bool = True) -> JobStatus:
+    def status(self, job: Optional[str] = None, *, drive: bool = True, timeline: bool = False) -> JobStatus:
         """The job's state, progress and tasks (``marathon-tf status -o json``). ``drive``: a starting
         job past its admission deadline is released, a ``Queued`` one whose next attempt is due is
-        submitted again (:mod:`marathon_tf.user.gang`; then the status after it is returned)."""
-        from marathon_tf.user import gang, jobs
+        submitted again (:mod:`marathon_tf.user.release`; then the status after it is returned).
+        ``timeline``: with its ``timeline`` (``status --timeline``: the start's phases, every recovery)."""
+        from marathon_tf.user import release
+        from marathon_tf.user.status import job_status
 
         name = self.resolve(job)
-        status = jobs.job_status(self.client, name, mesos=self.mesos)
-        if drive and gang.drive(self.client, name, status, mesos=self.mesos):
-            status = jobs.job_status(self.client, name, mesos=self.mesos)
-        return JobStatus.from_dict(status)
+        status = job_status(self.client, name, mesos=self.mesos)
+        if drive and release.drive(self.client, name, status.to_dict(), mesos=self.mesos):
+            status = job_status(self.client, name, mesos=self.mesos)
+        return status.updated(timeline=self.timeline(name, status)) if timeline else status
+
+    def timeline(self, job: str, status: JobStatus) -> dict[str, Any]:
+        """The job's timeline (``status --timeline``): the start's phases and every recovery, from its
+        events (:mod:`marathon_tf.user.history`; ``status``: the job's status now)."""
+        from marathon_tf.user import history
+
+        return history.status_timeline(history.job_events(self.client, job.strip("/"), status.to_dict()))
+
+    def events(self, job: Optional[str] = None) -> dict[str, Any]:
+        """What happened to the job, in time order (``marathon-tf events -o json``): ``{"job", "events":
+        [{"time", "task", "reason", "message", …}], "omitted", "source"}``."""
+        from marathon_tf.user import history
+        from marathon_tf.user.status import job_status
+
+        name = self.resolve(job, verb="events")
+        found = history.job_events(self.client, name, job_status(self.client, name, mesos=self.mesos).to_dict())
+        return {"job": name, **found, "events": history.events_rows(found["events"])}
 
     def wait(self, job: Optional[str] = None, *, deployment_id: Optional[str] = None,
              timeout: Optional[float] = None, on_progress: Progress = lambda s: None, decide: bool = True,
@@ -253,46 +292,30 @@ class Marathon:
         """Follow the deployment, then the job, until its record says Succeeded, Failed or NotPlaced;
         raises :class:`~marathon_tf.contract.errors.Timeout` after ``timeout`` seconds (the job keeps
         running) and, with ``check``, :class:`~marathon_tf.contract.errors.JobFailed` when it failed
-        (:class:`~marathon_tf.contract.errors.NotPlaced` when it was not placed).
+        (:class:`~marathon_tf.contract.errors.NotPlaced` when it was not placed; both carry the final
+        status: ``error.status``; :meth:`JobStatus.error`).
         ``decide``: a task that can never start (its command cannot be executed, its URIs cannot be
         fetched…) fails the job, as the deciding task does. ``admit``: past the admission deadline the
-        job is released, and submitted again when its next attempt is due (:mod:`marathon_tf.user.gang`)."""
-        from marathon_tf.contract.errors import MarathonError
-        from marathon_tf.marathon.events import EventStream
-        from marathon_tf.marathon.record import fail_if_hopeless
-        from marathon_tf.user import gang, watch
+        job is released, and submitted again when its next attempt is due (:mod:`marathon_tf.user.release`).
+        The one wait loop: :func:`marathon_tf.user.pipeline.follow`."""
+        from marathon_tf.user import pipeline
 
         name = self.resolve(job)
-        start = time.monotonic()
-        next_look = [start]
-
-        def show(status: dict[str, Any]) -> None:
-            on_progress(JobStatus.from_dict(status))
-            if admit:
-                try:
-                    gang.drive(self.client, name, status, mesos=self.mesos)
-                except MarathonError:
-                    pass
-            # one extra group GET per HOPELESS_EVERY s, not per poll (as the deciding task's watch does)
-            if decide and status.get("state") not in watch.FINAL_STATES and time.monotonic() >= next_look[0]:
-                next_look[0] = time.monotonic() + HOPELESS_EVERY
-                try:
-                    fail_if_hopeless(self.client, name, final_step=status.get("step"))
-                except MarathonError:
-                    pass
-
-        with EventStream(self.client) as stream:
-            if deployment_id is not None:
-                watch.wait_deployment(self.client, deployment_id, name, timeout=timeout, on_progress=show,
-                                      stream=stream, mesos=self.mesos)
-            left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
-            final = JobStatus.from_dict(watch.wait_job(self.client, name, timeout=left, on_progress=show,
-                                                       stream=stream, mesos=self.mesos))
-        if check and final.state == "Failed":
-            raise JobFailed(f"job {name} failed" + (f": {final.reason}" if final.reason else ""))
-        if check and final.state == "NotPlaced":
-            raise NotPlaced(f"job {name} was not placed" + (f": {final.reason}" if final.reason else ""))
+        final = pipeline.follow(self.client, name, deployment_id=deployment_id, timeout=timeout, mesos=self.mesos,
+                                on_progress=on_progress, decide=decide, admit=admit)
+        error = final.error() if check else None
+        if error is not None:
+            raise error
         return final
+
+    def wait_deployment(self, job: str, deployment_id: str, *, timeout: Optional[float] = None,
+                        on_progress: Progress = lambda s: None) -> JobStatus:
+        """Until the deployment is done (every task it starts running and healthy; ``scale --wait``):
+        the job's status then. :class:`~marathon_tf.contract.errors.Timeout` after ``timeout`` s."""
+        from marathon_tf.user import watch
+
+        return watch.wait_deployment(self.client, deployment_id, job.strip("/"), timeout=timeout, mesos=self.mesos,
+                                     on_progress=on_progress)
 
     def scale(self, job: Optional[str] = None, *changes: str, force: bool = False, dry_run: bool = False,
               templates_dir: Optional[str] = None, wait_for_resources: bool = True,
@@ -308,7 +331,7 @@ class Marathon:
         name = self.resolve(job, verb="scale")
         plan, result = jobs.scale(self.client, name, parsed, templates_dir=templates_dir, force=force,
                                   dry_run=dry_run, wait_for_resources=wait_for_resources, mesos=self.mesos)
-        tasks = {k: tuple(v) for k, v in plan.to_dict().items()}
+        tasks: dict[str, Any] = {k: tuple(v) for k, v in plan.to_dict().items()}
         if result is None:
             return ScaleResult(job=name, changed=False, **tasks)
         return ScaleResult(job=name, changed=True, deployment_id=result.deployment_id, plan=result.plan,
@@ -319,7 +342,14 @@ class Marathon:
              follow: bool = False, previous: bool = False, since: Optional[float] = None, agent_port: int = 5051,
              agent_url: Optional[str] = None) -> Iterator[LogLine]:
         """The tasks' output, line by line, read from the Mesos agents' sandboxes (also after the
-        tasks ended). ``since``: seconds; ``follow`` keeps going until the job ends."""
+        tasks ended). ``since``: seconds; ``follow`` keeps going until the job ends.
+
+        A task's stdout and stderr are two files without a time per line (as Mesos keeps them), so
+        they are not interleaved: a task's stdout lines come first, then its stderr's (each
+        :class:`LogLine` says its ``stream``). ``tail``: the last N lines *of each stream* of each
+        task, as ``marathon-tf logs --tail N`` does: with ``stream="both"`` up to 2N lines a task
+        (``logs("worker-0", tail=3)`` gives up to 3 of stdout and 3 of stderr; ``stream="stdout"``
+        for the program's last 3 lines alone)."""
         from marathon_tf.user import logs as tasklogs
 
         if since is not None and previous:
@@ -346,12 +376,24 @@ class Marathon:
                              hint="delete without --purge, and remove the volume's host_path on the agents")
         body = jobs.delete(self.client, name, force=force)
         body = body if isinstance(body, dict) else {}
-        if purge:
+        if purge and work is not None:  # (purge: a work dir, else refused above)
             from marathon_tf.user import redeploy
 
             removed = redeploy.purge_deleted(self.client, name, work, body.get("deploymentId"))
             body = {**body, "purged": str(removed) if removed else None}
         return body
+
+
+def parse_scale(args: Union[list[str], tuple[str, ...]]) -> dict[str, tuple[str, int]]:
+    """``["worker=8", "ps=+1"]`` → ``{"worker": ("=", 8), "ps": ("+", 1)}`` (``workers=8`` too), checked
+    before any request (:class:`UsageError`)."""
+    from marathon_tf.user import jobs
+
+    return jobs.parse_scale_args(list(args))
+
+
+#: The role names ``scale`` takes: as the job file spells them (``worker``), and their plurals.
+ROLE_NAMES = frozenset(naming.ROLES) | {r + "s" for r in naming.ROLES}
 
 
 class JobHandle:
@@ -375,11 +417,12 @@ class JobHandle:
                                   timeout=timeout, on_progress=on_progress, check=check)
 
     def logs(self, task: Optional[str] = None, **options: Any) -> list[LogLine]:
-        """Every line the job's tasks (or one) wrote so far (see :meth:`Marathon.logs` for options)."""
+        """Every line the job's tasks (or one) wrote so far (see :meth:`Marathon.logs` for options: ``tail``
+        counts per stream, stdout's lines before stderr's)."""
         return list(self.marathon.logs(self.name, task, **options))
 
     def scale(self, *changes: str, **counts: Union[int, str]) -> ScaleResult:
-        return self.marathon.scale(self.name, *changes, **counts)
+        return self.marathon.scale(self.name, *changes, **cast("dict[str, Any]", counts))  # role=N, passed on
 
     def delete(self, *, force: bool = False, purge: bool = False) -> dict[str, Any]:
         return self.marathon.delete(self.name, force=force, purge=purge)

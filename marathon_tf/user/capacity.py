@@ -43,7 +43,8 @@ from marathon_tf.mesos.agents import AgentInfo, free_resources
 from marathon_tf.mesos.resources import Resource, Value, ranges_minus, ranges_size
 from marathon_tf.mesos.views import attributes_from_json, resources_from_full, resources_from_summary
 
-__all__ = ["ClusterAgent", "Capacity", "Unknown", "read", "parse_agents", "marathon_offers", "mesos_url", "TIMEOUT"]
+__all__ = ["ClusterAgent", "Capacity", "Unknown", "read", "registered", "parse_agents", "marathon_offers",
+           "mesos_url", "TIMEOUT"]
 
 #: (connect, read) seconds for the master: a refusal is said within 2 s, a slow master is skipped.
 TIMEOUT = (1.5, 5.0)
@@ -155,7 +156,7 @@ def _taken(slave: Mapping[str, Any], name: str) -> list[Resource]:
 def _minus(offered: list[Resource], own: list[Resource]) -> list[Resource]:
     """``offered`` (an agent's offers to every framework, by role) less Marathon's own offers of it (whose
     summaries carry no reservation: taken from their allocation role first, then unreserved, then any)."""
-    left = [[r.name, r.value, r.role] for r in offered]
+    left: list[list[Any]] = [[r.name, r.value, r.role] for r in offered]
     for mine in own:
         order = sorted(left, key=lambda x: (x[2] != mine.role, x[2] != "*"))
         if isinstance(mine.value, float):
@@ -253,6 +254,17 @@ def read(client: Any, given: Optional[str] = None) -> Optional[Capacity]:
     local = _local_agents(client)
     if local is not None and any(a.get("state") == "active" and a.get("enforced") is False for a in local):
         return None
+    return _read(client, given, local)
+
+
+def registered(client: Any, given: Optional[str] = None) -> Capacity:
+    """Every registered agent (hostname, attributes) whatever its size — the local runner's
+    machine-sized ones too: what a job's placement rules can use (:func:`marathon_tf.user.admission.check`);
+    :class:`Unknown` when the master cannot be read."""
+    return _read(client, given, _local_agents(client))
+
+
+def _read(client: Any, given: Optional[str], local: Optional[list[dict[str, Any]]]) -> Capacity:
     info = _info(client)
     config = _config(client, info)
     url = mesos_url(client, given, config)
@@ -267,7 +279,7 @@ def read(client: Any, given: Optional[str] = None) -> Optional[Capacity]:
     if not isinstance(body, dict) or not isinstance(body.get("slaves"), list):
         raise Unknown(f"the Mesos master at {url} answered GET /master/slaves with HTTP {r.status_code}"
                       + (" (it wants credentials)" if r.status_code in (401, 403) else ""))
-    names = {a.get("id"): a.get("name") for a in local or []}
+    names: dict[Any, Any] = {a.get("id"): a.get("name") for a in local or []}  # agent id -> hostname
     own = _own_offers(session, url, info) if _offers_anywhere(body) else {}
     agents = parse_agents(body, names, own)
     roles = {"*"}

@@ -1,11 +1,14 @@
 """The ``marathon-tf`` command. Parses arguments, calls the Python API (:mod:`marathon_tf.user.api`),
-prints.
+prints. The connection options (``--marathon``, the credentials, TLS, ``--max-response``) are one
+decorator whose values go to ``ctx.obj``, from which the API object is built once per command.
 
-Exit codes: 0 ok, 1 runtime failure, 2 usage or spec error (a task that fits on no agent
-included), 3 timed out while still in progress, 4 not placed (the cluster has no room for
-every task: refused with --no-wait-for-resources, or released at the admission deadline with
-no attempt left), 130 interrupted. Heavy modules are imported inside the
-commands so that ``marathon-tf --help`` starts fast and TensorFlow is never
+Exit codes, each on its error class (:mod:`marathon_tf.contract.errors`; commands only raise, and
+:class:`_Group` turns an error into its lines and its code, in one place): 0 ok, 1 runtime failure
+(a job that failed: ``JobFailed``), 2 usage or spec error (a task that fits on no agent included),
+3 timed out while still in progress, 4 not placed (``NotPlaced``: the cluster has no room for every
+task: refused with --no-wait-for-resources, or released at the admission deadline with no attempt
+left), 128 + the signal's number when stopped (``Interrupted``: 130 for Ctrl-C). Heavy modules are
+imported inside the commands so that ``marathon-tf --help`` starts fast and TensorFlow is never
 imported here.
 
 Over 600 lines: every command's options and help are declared here, as this is the one module
@@ -29,81 +32,102 @@ _CTX = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 class _Group(click.Group):
-    """Maps our exceptions to exit codes and one-line messages."""
+    """The one place errors become exit codes: each error class carries its own (``exit_code``,
+    :mod:`marathon_tf.contract.errors`), and its lines and hint are printed on stderr (unless the
+    command said it already: ``shown``). Ctrl-C outside ``deploy --local`` is :class:`Interrupted`."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except MarathonTFError as e:
-            from marathon_tf.user import output
+            if not e.shown:
+                from marathon_tf.user import output
 
-            output.error(e.lines(), e.hint)
+                output.error(e.lines(), e.hint)
             ctx.exit(e.exit_code)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(Interrupted.exit_code)
 
 
-def _marathon_options(f):
-    """--marathon and credentials, each fed by an environment variable."""
+class _Connection:
+    """A verb's connection options (``ctx.obj``: each option's callback puts its value here), and
+    the API's :class:`~marathon_tf.user.api.Marathon` built from them, once (:meth:`marathon`)."""
+
+    def __init__(self) -> None:
+        self.options: dict[str, Any] = {}
+        self.max_response: int | None = None
+        self._marathon: Any = None
+
+    def marathon(self, *, limit: float | None = None, mesos: str | None = None):
+        """The API object for this Marathon; every request is over within ``limit`` seconds from now
+        (None: each request within its own deadline only); ``mesos``: the master read for the cluster's
+        capacity."""
+        if self._marathon is None:
+            from marathon_tf.user import output
+            from marathon_tf.user.api import Marathon, connect
+
+            o = self.options
+            if o.get("insecure"):
+                output.warn("TLS verification is off (--insecure): the connection to Marathon can be intercepted")
+            client = connect(o.get("url"), user=o.get("user"), password=o.get("password"), token=o.get("token"),
+                             ca_bundle=o.get("ca_bundle"), insecure=bool(o.get("insecure")),
+                             max_bytes=self.max_response)
+            client.limit(limit)
+            self._marathon = Marathon(client=client, mesos=mesos)
+        return self._marathon
+
+
+def _remember(name: str):
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        ctx.ensure_object(_Connection).options[name] = value
+
+    return callback
+
+
+def _max_response(ctx, param, value):
+    connection = ctx.ensure_object(_Connection)
+    if value is None:
+        return None
+    from marathon_tf.marathon.transport import parse_size
+
+    try:
+        connection.max_response = parse_size(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e), ctx, param) from None
+    return None
+
+
+def _connection_options(f):
+    """--marathon and credentials, each fed by an environment variable, for every verb that talks to
+    Marathon: their values go to ``ctx.obj`` (a :class:`_Connection`), which the verb gets first."""
     opts = [
-        click.option("--marathon", "marathon_url", envvar="MARATHON_URL", show_envvar=True, metavar="URL[,URL…]",
+        click.option("--marathon", envvar="MARATHON_URL", show_envvar=True, metavar="URL[,URL…]",
+                     expose_value=False, callback=_remember("url"),
                      help="Marathon base URL; a comma-separated list fails over to the next on errors."),
-        click.option("--user", envvar="MARATHON_USER", show_envvar=True, help="HTTP basic auth user."),
-        click.option("--password", envvar="MARATHON_PASSWORD", show_envvar=True,
+        click.option("--user", envvar="MARATHON_USER", show_envvar=True, expose_value=False,
+                     callback=_remember("user"), help="HTTP basic auth user."),
+        click.option("--password", envvar="MARATHON_PASSWORD", show_envvar=True, expose_value=False,
+                     callback=_remember("password"),
                      help="HTTP basic auth password (prefer the environment variable)."),
-        click.option("--token", envvar="MARATHON_TOKEN", show_envvar=True,
-                     help="DC/OS token, sent as 'Authorization: token=…'."),
+        click.option("--token", envvar="MARATHON_TOKEN", show_envvar=True, expose_value=False,
+                     callback=_remember("token"), help="DC/OS token, sent as 'Authorization: token=…'."),
         click.option("--ca-bundle", envvar="MARATHON_CA_BUNDLE", show_envvar=True, type=click.Path(dir_okay=False),
+                     expose_value=False, callback=_remember("ca_bundle"),
                      help="CA bundle to verify Marathon's TLS certificate."),
-        click.option("--insecure", is_flag=True, help="Do not verify TLS certificates (not recommended)."),
+        click.option("--insecure", is_flag=True, expose_value=False, callback=_remember("insecure"),
+                     help="Do not verify TLS certificates (not recommended)."),
         click.option("--max-response", envvar="MARATHON_TF_MAX_RESPONSE", show_envvar=True, metavar="SIZE",
                      expose_value=False, callback=_max_response,
                      help="Refuse a Marathon answer larger than this, e.g. 64M (default 32M)."),
     ]
     for opt in reversed(opts):
         f = opt(f)
-    return f
-
-
-def _max_response(ctx, param, value):
-    if value is None:
-        return None
-    from marathon_tf.marathon.transport import parse_size
-
-    try:
-        ctx.meta["marathon_tf.max_response"] = parse_size(value)
-    except ValueError as e:
-        raise click.BadParameter(str(e), ctx, param) from None
-    return None
+    return click.pass_obj(f)
 
 
 #: How long a verb that does not wait for a job may take at most, unless ``--timeout`` says otherwise.
 VERB_LIMIT = 120.0
-
-
-def _client(marathon_url, user, password, token, ca_bundle, insecure, *, limit=None):
-    """The REST client for the connection options; every request is over within ``limit`` seconds
-    from now (None: each request within its own deadline only)."""
-    from marathon_tf.user import output
-    from marathon_tf.user.api import connect
-
-    if insecure:
-        output.warn("TLS verification is off (--insecure): the connection to Marathon can be intercepted")
-    ctx = click.get_current_context(silent=True)
-    client = connect(marathon_url, user=user, password=password, token=token, ca_bundle=ca_bundle, insecure=insecure,
-                     max_bytes=ctx.meta.get("marathon_tf.max_response") if ctx else None)
-    client.limit(limit)
-    return client
-
-
-def _marathon(*options, limit=None, mesos: str | None = None):
-    """The API's :class:`~marathon_tf.user.api.Marathon` for the connection options (``limit``: see
-    :func:`_client`; ``mesos``: the master read for the cluster's capacity)."""
-    from marathon_tf.user.api import Marathon
-
-    return Marathon(client=_client(*options, limit=limit), mesos=mesos)
-
 
 
 class _Duration(click.ParamType):
@@ -169,17 +193,19 @@ def cli(verbose: int, quiet: bool) -> None:
 @_templates_opt
 @click.option("--pretty/--compact", default=None,
               help="indented JSON / one compact line (default: indented on a terminal, compact otherwise)")
-def render(job_file: str, templates_dir: str | None, pretty: bool | None) -> None:
+@click.option("--marathon-version", "marathon_version", metavar="VERSION", default=None,
+              help="Render for this Marathon (e.g. 1.4.3; default: the newest, 1.11): what its version accepts, "
+                   "and exit 2 for what it cannot run. deploy and scale use the version Marathon's /v2/info says.")
+def render(job_file: str, templates_dir: str | None, pretty: bool | None, marathon_version: str | None) -> None:
     """Print the Marathon app group JOB_FILE renders to (no network)."""
     from marathon_tf.user import output
     from marathon_tf.user.api import Job
-    from marathon_tf.user.render import render_group_json
 
     job = Job.from_file(job_file)
     if sys.stdout.isatty() if pretty is None else pretty:
-        output.emit_json(job.render(templates_dir))
+        output.emit_json(job.render(templates_dir, marathon_version=marathon_version))
     else:  # for programs: one compact line, stamped as text (no dict per app to build and serialise)
-        click.echo(render_group_json(job.spec, templates_dir=templates_dir))
+        click.echo(job.render_json(templates_dir, marathon_version=marathon_version))
 
 
 @cli.command(context_settings=_CTX)
@@ -201,6 +227,45 @@ def validate(job_file: str, fmt: str) -> None:
     else:
         roles = ", ".join(f"{n} {r}" for r, n in summary["counts"].items())
         click.echo(f"{job_file}: ok — job {job.name} ({job.spec.style}): {roles}; {summary['apps']} Marathon apps")
+        for line in summary["placement"]:  # what the constraints mean: across tasks, or per app
+            click.echo(f"  placement: {line}")
+
+
+@cli.command(context_settings=_CTX)
+@click.argument("job_file", type=click.Path(dir_okay=True))
+@click.option("--to", "target", type=click.Choice(["jobset"]), default="jobset", show_default=True,
+              help="Target: a Kubernetes JobSet (jobset.x-k8s.io/v1alpha2, JobSet v0.12+).")
+@click.option("-o", "--output", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
+              help="Manifest format.")
+@click.option("--strict", is_flag=True, help="Exit 2 if any key of the job does not translate.")
+@click.option("--name", default=None, help="The JobSet's name (default: the job's, / and . as -).")
+@click.option("-n", "--namespace", default=None, help="metadata.namespace (default: kubectl's current).")
+@click.option("--image", default=None, help="Image for roles the job gives none.")
+@click.option("--volume", "volumes", multiple=True, metavar="PATH=SOURCE",
+              help="A job volume (container_path or host_path) as pvc:CLAIM, hostPath:/ABS/PATH or emptyDir; "
+                   "repeatable.")
+@click.option("--workdir", default="/workspace", show_default=True, help="Container working directory.")
+@_templates_opt
+def export(job_file: str, target: str, fmt: str, strict: bool, name: str | None, namespace: str | None,
+           image: str | None, volumes: tuple[str, ...], workdir: str, templates_dir: str | None) -> None:
+    """Print JOB_FILE as a manifest for another orchestrator: a Kubernetes JobSet. Nothing is sent.
+    Keys that do not translate are listed on stderr and in the manifest (docs/leaving-mesos.md)."""
+    from marathon_tf.contract.errors import UsageError
+    from marathon_tf.user import output
+    from marathon_tf.user.api import Job
+
+    mapped: dict[str, str] = {}
+    for item in volumes:
+        path, sep, source = item.partition("=")
+        if not sep or not path or not source:
+            raise UsageError(f"--volume {item!r}: expected PATH=SOURCE (pvc:CLAIM, hostPath:/ABS/PATH or emptyDir)")
+        mapped[path] = source
+    result = Job.from_file(job_file).export(target, fmt=fmt, strict=strict, name=name, namespace=namespace,
+                                            image=image, volumes=mapped, workdir=workdir,
+                                            templates_dir=templates_dir)
+    for line in result.lines:
+        output.warn(line)
+    click.echo(result.text, nl=not result.text.endswith("\n"))
 
 
 @cli.command(context_settings=_CTX)
@@ -217,7 +282,7 @@ def schema() -> None:
 
 @cli.command(context_settings=_CTX)
 @click.argument("job_file", type=click.Path(dir_okay=True))
-@_marathon_options
+@_connection_options
 @click.option("--local", is_flag=True, help="Run the job on this machine (a built-in Marathon + Mesos-DNS).")
 @click.option("--wait/--detach", default=True, show_default=True,
               help="Follow the deployment and the job to its end, or return once Marathon accepted it.")
@@ -238,36 +303,34 @@ def schema() -> None:
                                      "else the job holds nothing (exit 4 once no attempt is left).")
 @local_options.cluster_options(local_options.DEPLOY_DNS_REFRESH, prefix="(--local) ")
 @click.pass_context
-def deploy(ctx, job_file, marathon_url, user, password, token, ca_bundle, insecure, local, wait, timeout, force,
-           dry_run, templates_dir, fmt, resume, mesos_url, wait_for_resources, admission_timeout, **cluster) -> None:
+def deploy(ctx, connection, job_file, local, wait, timeout, force, dry_run, templates_dir, fmt, resume, mesos_url,
+           wait_for_resources, admission_timeout, **cluster) -> None:
     """Deploy JOB_FILE as a Marathon group (PUT: re-running it changes only what changed; a job that
     already runs this way is left alone: `no change`). Before anything is sent the cluster's capacity
     is read: a task that fits on no agent is refused (exit 2); a job that does not fit what is free
     now waits for room until its admission deadline, then holds nothing (NotPlaced, exit 4)."""
-    from marathon_tf.user import admission, output
+    from marathon_tf.user import output
     from marathon_tf.user.api import Job
 
     if not local and local_options.given(ctx):
         raise UsageError(f"{', '.join(local_options.given(ctx))}: only with --local (they shape the local cluster)")
     job = Job.from_file(job_file)  # a bad job file stops here: nothing is sent
-    job = Job(admission.effective(job.spec, admission_timeout))
     for line in job.warnings:
         output.warn(line)
     if local:
-        sys.exit(_deploy_local(job, templates_dir=templates_dir, timeout=timeout, fmt=fmt, detach=not wait,
-                               dry_run=dry_run, cluster=local_options.to_cluster(**cluster),
-                               wait_for_resources=wait_for_resources))
-    if dry_run and not marathon_url:
+        return _deploy_local(job, templates_dir=templates_dir, timeout=timeout, fmt=fmt, detach=not wait,
+                             dry_run=dry_run, cluster=local_options.to_cluster(**cluster),
+                             wait_for_resources=wait_for_resources, admission_timeout=admission_timeout)
+    if dry_run and not connection.options.get("url"):
         if mesos_url:  # a task no agent of that master can hold: exit 2 here too
-            verdict = admission.check(None, job.spec, mesos=mesos_url, templates_dir=templates_dir)
+            verdict = job.check_capacity(mesos_url, templates_dir=templates_dir, admission_timeout=admission_timeout)
             _say_admission(verdict.shortfall, verdict.note)
         output.info("dry run without a Marathon (--marathon / MARATHON_URL): the rendered group follows")
         output.emit_json(job.render(templates_dir))
         return
-    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure,
-                         limit=None if wait else timeout or VERB_LIMIT, mesos=mesos_url)
+    marathon = connection.marathon(limit=None if wait else timeout or VERB_LIMIT, mesos=mesos_url)
     dep = marathon.deploy(job, resume=resume, force=force, dry_run=dry_run, templates_dir=templates_dir,
-                          wait_for_resources=wait_for_resources).deployment
+                          wait_for_resources=wait_for_resources, admission_timeout=admission_timeout).deployment
     _say_admission(dep.admission, dep.admission_note)
     if dry_run:
         if fmt == "json":
@@ -284,10 +347,16 @@ def deploy(ctx, job_file, marathon_url, user, password, token, ca_bundle, insecu
     final = _follow(marathon, job.name, dep.deployment_id if dep.changed else None, wait=wait, timeout=timeout)
     if fmt == "json":
         output.emit_json({**dep.to_dict(), **({"status": final.to_dict()} if final else {})})
-    if final and final.state == "Failed":
-        sys.exit(1)
-    if final and final.state == "NotPlaced":
-        sys.exit(4)
+    _raise_for_outcome(final)
+
+
+def _raise_for_outcome(final) -> None:
+    """A job that ended Failed or NotPlaced is the command's error (exit 1 or 4, from its class); its
+    outcome line was printed already."""
+    error = final.error() if final is not None else None
+    if error is not None:
+        error.shown = True
+        raise error
 
 
 def _say_admission(shortfall: str | None, note: str | None = None) -> None:
@@ -301,23 +370,16 @@ def _say_admission(shortfall: str | None, note: str | None = None) -> None:
 
 
 def _progress_printer():
-    """A callback printing a job's progress line on stderr, only when it changed."""
+    """A callback printing a job's progress line on stderr when it changed (:class:`output.ProgressPrinter`)."""
     from marathon_tf.user import output
 
-    last = [""]
-
-    def show(status) -> None:  # a JobStatus, or its dict
-        line = output.progress_line(status.to_dict() if hasattr(status, "to_dict") else status)
-        if line != last[0]:
-            output.info(line)
-            last[0] = line
-
-    return show
+    return output.ProgressPrinter()
 
 
-def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster, wait_for_resources=True) -> int:
+def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster, wait_for_resources=True,
+                  admission_timeout=None) -> None:
     """Run the job on this machine; task output is streamed as ``[worker-1] …``."""
-    from marathon_tf.user import localrun, observe, output
+    from marathon_tf.user import announce, localrun, output
 
     localrun.check_local_options(detach)
     asked = localrun.unenforced(job.spec)
@@ -325,7 +387,7 @@ def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster,
         output.warn(f"{', '.join(asked)}: {localrun.LOCAL_RESOURCES}")
     if dry_run:
         output.emit_json(job.render(templates_dir))
-        return 0
+        return
     out_err = fmt == "json"  # keep stdout for the JSON result
 
     def task_line(line) -> None:
@@ -335,15 +397,13 @@ def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster,
         output.info(f"local Marathon {dep.marathon_url} (Mesos-DNS {dep.mesos_dns}): deployed {dep.group_id}, "
                     f"deployment {dep.deployment_id}")
         _say_admission(dep.admission, dep.admission_note)
-        output.info(observe.scrape_hint(dep.marathon_url))
+        output.info(announce.scrape_hint(dep.marathon_url))
 
-    progress = observe.announcing(_progress_printer(), output.info)  # + metrics URLs, TensorBoard, once
+    progress = announce.announcing(_progress_printer(), output.info)  # + metrics URLs, TensorBoard, once
     run = job.run_local(templates_dir=templates_dir, timeout=timeout, on_output=task_line,
                         on_progress=lambda st: progress(st.to_dict()), on_deployed=deployed,
-                        cluster=cluster, wait_for_resources=wait_for_resources,
-                        on_stopping=lambda n, grace: output.info(
-                            f"stopping {n} task{'s' if n != 1 else ''} (grace up to {grace:g} s; "
-                            f"Ctrl-C again to kill now)"))
+                        cluster=cluster, wait_for_resources=wait_for_resources, admission_timeout=admission_timeout,
+                        on_stopping=lambda n, grace: output.info(output.stopping_line(n, grace)))
     status = run.status.to_dict()
     steps = status.get("finalStep", status.get("step"))
     output.info(f"job {job.name}: {run.state} in {run.seconds:.1f} s"
@@ -353,7 +413,7 @@ def _deploy_local(job, *, templates_dir, timeout, fmt, detach, dry_run, cluster,
                 + (f"; logdir {run.logdir_path}" if run.logdir_path else ""))
     if fmt == "json":
         output.emit_json(run.to_dict())
-    return 0 if run.succeeded else 4 if run.state == "NotPlaced" else 1
+    _raise_for_outcome(run.status)
 
 
 def _follow(marathon, job: str, deployment_id: str | None, *, wait: bool, timeout: float | None,
@@ -381,7 +441,7 @@ def _follow(marathon, job: str, deployment_id: str | None, *, wait: bool, timeou
 @cli.command(context_settings=_CTX)
 @click.argument("args", nargs=-1, required=True, metavar="[JOB] ROLE=N…")
 @click.option("--job", hidden=True, help="The job to scale (same as the JOB argument).")
-@_marathon_options
+@_connection_options
 @click.option("--force", is_flag=True,
               help="Override a deployment that locks the job's apps; start a job that has ended (or reached "
                    "its target step) again.")
@@ -394,8 +454,8 @@ def _follow(marathon, job: str, deployment_id: str | None, *, wait: bool, timeou
 @_resources_opt
 @_templates_opt
 @_output_opt
-def scale(args, job, marathon_url, user, password, token, ca_bundle, insecure, force, dry_run, wait, timeout,
-          mesos_url, wait_for_resources, templates_dir, fmt) -> None:
+def scale(connection, args, job, force, dry_run, wait, timeout, mesos_url, wait_for_resources, templates_dir,
+          fmt) -> None:
     """Change role counts, e.g. `marathon-tf scale mnist worker=8` (or ps=2, worker=+2, worker=-1),
     roles named as in the job file; plurals (workers=8) are taken as aliases. JOB may be left out
     when Marathon runs only one marathon-tf job.
@@ -403,23 +463,23 @@ def scale(args, job, marathon_url, user, password, token, ca_bundle, insecure, f
     Every task gets the rewritten cluster spec and the job resumes from its
     checkpoint; scaling down stops the highest indices.
     """
-    from marathon_tf.user import jobs, output
+    from marathon_tf.user import output
+    from marathon_tf.user.api import ROLE_NAMES, parse_scale
 
     args = list(args)
-    if args and "=" not in args[0] and (len(args) > 1 or args[0] not in jobs.ROLE_ALIASES):
+    if args and "=" not in args[0] and (len(args) > 1 or args[0] not in ROLE_NAMES):
         if job and job != args[0]:
             raise UsageError(f"two jobs named: {args[0]} and --job {job}")
         job = args.pop(0)
-    jobs.parse_scale_args(args)  # checked before any request
-    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure,
-                         limit=None if wait else timeout or VERB_LIMIT, mesos=mesos_url)
+    parsed = parse_scale(args)  # checked before any request
+    marathon = connection.marathon(limit=None if wait else timeout or VERB_LIMIT, mesos=mesos_url)
     result = marathon.scale(job, *args, templates_dir=templates_dir, force=force, dry_run=dry_run,
                             wait_for_resources=wait_for_resources)
     _say_admission(result.admission, result.admission_note)
     if fmt == "json":
         output.emit_json(result.to_dict())
     elif not result.changed:
-        click.echo(output.scale_no_change(result, jobs.parse_scale_args(args)))
+        click.echo(output.scale_no_change(result, parsed))
     else:
         click.echo(output.scale_plan_text(result.to_dict()["tasks"]))
         if dry_run:
@@ -427,15 +487,13 @@ def scale(args, job, marathon_url, user, password, token, ca_bundle, insecure, f
     if result.changed and not dry_run:
         output.info(f"scaling {result.group_id}: deployment {result.deployment_id}")
         if wait:
-            from marathon_tf.user import watch
-
-            watch.wait_deployment(marathon.client, result.deployment_id, result.job, timeout=timeout,
-                                  on_progress=_progress_printer(), mesos=marathon.mesos)
+            marathon.wait_deployment(result.job, result.deployment_id, timeout=timeout,
+                                     on_progress=_progress_printer())
 
 
 @cli.command(context_settings=_CTX)
 @click.argument("job", required=False)
-@_marathon_options
+@_connection_options
 @click.option("--watch", "follow", is_flag=True,
               help="Follow the job until it ends (Ctrl-C to stop); exit 0 Succeeded, 1 Failed, 4 NotPlaced.")
 @click.option("-o", "--output", "fmt", type=click.Choice(["text", "wide", "json"]), default="text",
@@ -445,63 +503,58 @@ def scale(args, job, marathon_url, user, password, token, ca_bundle, insecure, f
 @click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
               help=f"Give up after this long (exit 3); default {VERB_LIMIT:g}s, with --watch none.")
 @_mesos_opt
-def status(job, marathon_url, user, password, token, ca_bundle, insecure, follow, fmt, timeline, timeout,
-           mesos_url) -> None:
+def status(connection, job, follow, fmt, timeline, timeout, mesos_url) -> None:
     """Show a job: state, progress (step S/T, steps/s, ETA), logdir, tasks waiting for a peer,
     stragglers, and per task its state, host:port, step, restarts, age and last failure. A job that
     waits to be placed: per role how many tasks are placed and why the rest wait, and its admission
     deadline; past it the job is released (NotPlaced), and a Queued one whose next attempt is due is
     submitted again."""
-    from marathon_tf.user import history, output
+    from marathon_tf.user import output
 
-    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure,
-                         limit=None if follow else timeout or VERB_LIMIT, mesos=mesos_url)
+    marathon = connection.marathon(limit=None if follow else timeout or VERB_LIMIT, mesos=mesos_url)
     name = marathon.resolve(job)
-    st = _follow(marathon, name, None, wait=True, timeout=timeout, decide=False) if follow else marathon.status(name)
+    if follow:
+        st = _follow(marathon, name, None, wait=True, timeout=timeout, decide=False)
+        st = st.updated(timeline=marathon.timeline(name, st)) if timeline else st
+    else:
+        st = marathon.status(name, timeline=timeline)
     shown = st.to_dict()
-    if timeline:
-        shown["timeline"] = history.status_timeline(history.job_events(marathon.client, name, shown))
     if fmt == "json":
         output.emit_json(shown)
     else:
         output.status_table(shown, wide=fmt == "wide")
         if timeline:
-            click.echo("\n" + history.timeline_text(shown["timeline"]))
-    if follow and st.state == "Failed":
-        sys.exit(1)
-    if follow and st.state == "NotPlaced":
-        sys.exit(4)
+            click.echo("\n" + output.timeline_text(shown["timeline"]))
+    if follow:
+        _raise_for_outcome(st)
 
 
 @cli.command(context_settings=_CTX)
 @click.argument("job", required=False)
-@_marathon_options
+@_connection_options
 @_output_opt
 @_verb_timeout_opt
-def events(job, marathon_url, user, password, token, ca_bundle, insecure, fmt, timeout) -> None:
+def events(connection, job, fmt, timeout) -> None:
     """What happened to JOB, in time order (like kubectl describe): its start, every failure with
     its whole message, hangs, restarts, preemptions, scale, placement waits, the end."""
-    from marathon_tf.user import history, jobs, output
+    from marathon_tf.user import output
 
-    client = _client(marathon_url, user, password, token, ca_bundle, insecure, limit=timeout or VERB_LIMIT)
-    name = jobs.resolve_job(client, job, verb="events")
-    found = history.job_events(client, name, jobs.job_status(client, name))
+    found = connection.marathon(limit=timeout or VERB_LIMIT).events(job)
     if fmt == "json":
-        output.emit_json({"job": name, **found, "events": history.events_rows(found["events"])})
+        output.emit_json(found)
     else:
-        click.echo(history.events_text(found["events"], found["omitted"]))
+        click.echo(output.events_text(found["events"], found["omitted"]))
 
 
 @cli.command("list", context_settings=_CTX)
-@_marathon_options
+@_connection_options
 @_output_opt
 @_verb_timeout_opt
-def list_jobs(marathon_url, user, password, token, ca_bundle, insecure, fmt, timeout) -> None:
+def list_jobs(connection, fmt, timeout) -> None:
     """List the marathon-tf jobs on Marathon."""
     from marathon_tf.user import output
 
-    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure, limit=timeout or VERB_LIMIT)
-    rows = [row.to_dict() for row in marathon.jobs()]
+    rows = [row.to_dict() for row in connection.marathon(limit=timeout or VERB_LIMIT).jobs()]
     if fmt == "json":
         output.emit_json(rows)
     else:
@@ -510,19 +563,18 @@ def list_jobs(marathon_url, user, password, token, ca_bundle, insecure, fmt, tim
 
 @cli.command(context_settings=_CTX)
 @click.argument("job")
-@_marathon_options
+@_connection_options
 @click.option("--force", is_flag=True, help="Delete even while a deployment holds the job.")
 @_output_opt
 @click.option("--purge", is_flag=True,
               help="Also remove the job's volumes (its checkpoints), once its tasks stopped: local jobs only "
                    "(`local serve`); a cluster's are on the agents.")
 @_verb_timeout_opt
-def delete(job, marathon_url, user, password, token, ca_bundle, insecure, force, fmt, purge, timeout) -> None:
+def delete(connection, job, force, fmt, purge, timeout) -> None:
     """Delete JOB: stop all its tasks and remove its group (and, with --purge, its local volumes)."""
     from marathon_tf.user import output
 
-    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure, limit=timeout or VERB_LIMIT)
-    body = marathon.delete(job, force=force, purge=purge)
+    body = connection.marathon(limit=timeout or VERB_LIMIT).delete(job, force=force, purge=purge)
     if fmt == "json":
         output.emit_json(body)
     else:
@@ -533,7 +585,7 @@ def delete(job, marathon_url, user, password, token, ca_bundle, insecure, force,
 @cli.command(context_settings=_CTX)
 @click.argument("job")
 @click.argument("task", required=False)
-@_marathon_options
+@_connection_options
 @click.option("-f", "--follow", "follow_", is_flag=True,
               help="Keep printing new output, also of relaunched tasks, until the job ends (exit 0).")
 @click.option("-p", "--previous", is_flag=True,
@@ -541,7 +593,8 @@ def delete(job, marathon_url, user, password, token, ca_bundle, insecure, force,
 @click.option("--stream", type=click.Choice(["stdout", "stderr", "both"]), default="both", show_default=True,
               help="Which of the task's files; both are printed on stdout.")
 @click.option("--tail", "tail_lines", type=click.IntRange(min=-1), default=-1, metavar="N",
-              help="Only the last N lines of each log (default: all).")
+              help="Only the last N lines of each stream of each task (default: all): with --stream both, up "
+                   "to N of stdout then N of stderr, as the Python API's logs(tail=N).")
 @click.option("--since", type=DURATION, default=None, metavar="DURATION",
               help="Only task instances (sandboxes) that wrote output within DURATION (90s, 10m, 2h): Mesos "
                    "keeps no time per line, so whole instances are chosen; add --tail for their last lines.")
@@ -550,8 +603,7 @@ def delete(job, marathon_url, user, password, token, ca_bundle, insecure, force,
 @click.option("--agent-url", default=None, help="Read from this agent URL instead of <task host>:<agent port>.")
 @click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
               help=f"Give up after this long (exit 3); default {VERB_LIMIT:g}s, with -f none.")
-def logs(job, task, marathon_url, user, password, token, ca_bundle, insecure, follow_, previous, stream,
-         tail_lines, since, agent_port, agent_url, timeout) -> None:
+def logs(connection, job, task, follow_, previous, stream, tail_lines, since, agent_port, agent_url, timeout) -> None:
     """Print a job's task output (TASK like worker-1; all tasks if left out), read from the
     Mesos agents' sandboxes (and from the local runner's), also after the task ended.
 
@@ -563,8 +615,7 @@ def logs(job, task, marathon_url, user, password, token, ca_bundle, insecure, fo
 
     if since is not None and previous:
         raise UsageError("--since and --previous choose instances in two ways: give one of them")
-    marathon = _marathon(marathon_url, user, password, token, ca_bundle, insecure,
-                         limit=None if follow_ else timeout or VERB_LIMIT)
+    marathon = connection.marathon(limit=None if follow_ else timeout or VERB_LIMIT)
     first: dict[str, str] = {}  # task -> the stream it printed first
     noted = False
     try:
@@ -669,7 +720,7 @@ def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_ori
     from marathon_tf.local.security import Security, parse_auth
     from marathon_tf.local.extras.ui import check_ui_dir
     from marathon_tf.task.warmpool import WarmPool
-    from marathon_tf.user import localstate, observe, output
+    from marathon_tf.user import announce, localstate, output
     from marathon_tf.user.config import state_home
     from marathon_tf.user.localrun import LOCAL_RESOURCES
 
@@ -695,8 +746,8 @@ def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_ori
         output.info(f"Marathon API  {urls}   (export MARATHON_URL={urls})")
         output.info(f"Mesos-DNS     {runner.mesos_dns} (DNS), {runner.mesos_dns_http} (HTTP)")
         output.info(f"sandboxes     {runner.state_dir}/sandboxes    — Ctrl-C stops everything")
-        output.info(observe.scrape_hint(runner.marathon_url))
-        observe.follow_in_background(runner.marathon_url, security["auth"], output.info, following)
+        output.info(announce.scrape_hint(runner.marathon_url))
+        announce.follow_in_background(runner.marathon_url, security["auth"], output.info, following)
         if ui_dir:
             output.info(f"web UI        {runner.marathon_url}/ui/")
         if not cluster["agent_resources"]:
@@ -706,7 +757,8 @@ def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_ori
     held = localstate.hold(state, "local serve")  # `local clean` leaves it alone while it runs
     try:
         signum = serve(port=port, host=host, dns_port=dns_port, dns_http_port=dns_http_port, state_dir=state,
-                       on_ready=ready, warm_pool=WarmPool, persist=True, **cluster, **security)
+                       on_ready=ready, on_stopping=lambda n, grace: output.info(output.stopping_line(n, grace)),
+                       warm_pool=WarmPool, persist=True, **cluster, **security)
     except ValueError as e:  # what the cluster refuses of its options (e.g. agents' addresses on this OS)
         raise UsageError(str(e)) from None
     finally:
@@ -715,7 +767,9 @@ def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_ori
     from marathon_tf.user.stopsignals import signal_name
 
     output.info(f"stopped by {signal_name(signum)}: every task was stopped")
-    sys.exit(128 + signum)
+    stopped = Interrupted(f"stopped by {signal_name(signum)}", signum=signum)  # exit 128 + its number
+    stopped.shown = True
+    raise stopped
 
 
 @local.command("ui-install", context_settings=_CTX)
@@ -740,17 +794,24 @@ def local_ui_install(tarball) -> None:
 @click.option("--older-than", type=DURATION, default=None, metavar="DURATION",
               help="Only runs idle for at least this long, e.g. 7d, 12h (default: every ended run).")
 @click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+@click.option("--serve-state", "serve", multiple=True, metavar="NAME",
+              help="Also remove this stopped `local serve`'s state folder: every job it remembers, their volumes "
+                   "and checkpoints, its sandboxes. NAME: the folder in the state directory (serve, by default) "
+                   "or its path. Repeatable.")
 @_output_opt
-def local_clean(older_than, dry_run, fmt) -> None:
-    """Remove the folders of ended local runs (`deploy --local` runs, a stopped `local serve`):
-    their sandboxes and volumes (checkpoints), in the state directory ($MARATHON_TF_STATE_DIR, else
-    $XDG_STATE_HOME/marathon-tf, else ~/.local/state/marathon-tf). A run whose runner is alive is
-    never touched (its lock says so); the web UI build is kept."""
+def local_clean(older_than, dry_run, serve, fmt) -> None:
+    """Remove the folders of ended `deploy --local` runs, in the state directory
+    ($MARATHON_TF_STATE_DIR, else $XDG_STATE_HOME/marathon-tf, else ~/.local/state/marathon-tf):
+    each run's sandboxes (the tasks' output), volumes (its checkpoints) and pre-warm logs.
+
+    Never removed: a run whose runner is alive (its lock says so); a `local serve`'s state folder
+    (the jobs it remembers, their volumes and checkpoints), stopped or running, unless named with
+    --serve-state (and then only when stopped); the web UI build."""
     from marathon_tf.user import localstate, output
     from marathon_tf.user.config import state_home
 
     home = state_home()
-    removed, kept = localstate.clean(home, older_than=older_than, dry_run=dry_run)
+    removed, kept = localstate.clean(home, older_than=older_than, dry_run=dry_run, serve=serve)
     if fmt == "json":
         output.emit_json({"stateDir": str(home), "dryRun": dry_run, "removed": [r.to_dict() for r in removed],
                           "kept": [r.to_dict() for r in kept]})
@@ -759,6 +820,8 @@ def local_clean(older_than, dry_run, fmt) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The ``marathon-tf`` command: every error a command raises ends it with its class's exit code
+    (handled once, in :class:`_Group`)."""
     cli.main(args=argv, prog_name="marathon-tf")
 
 

@@ -71,7 +71,8 @@ def resolve(*, url: str | None = None, user: str | None = None, password: str | 
     url = url or cfg.get("marathon_url")
     if not url:
         raise UsageError("no Marathon URL",
-                         hint="pass --marathon URL or set MARATHON_URL; on this machine start `marathon-tf local serve` "
+                         hint="pass --marathon URL or set MARATHON_URL; on this machine start "
+                              "`marathon-tf local serve` "
                               "(or run a job by itself with `marathon-tf deploy job.json --local`)")
     urls = tuple(u.strip() for u in str(url).split(",") if u.strip())
     for u in urls:

@@ -7,23 +7,32 @@ Where they come from (:mod:`marathon_tf.contract.timeline`):
   logdir is shared storage: ``<logdir>/.marathon-tf/events.jsonl``), else every running task's
   ``/events``;
 * and Marathon itself: every app's ``lastTaskFailure`` (a task that died: its bootstrap could not
-  say so) and, for a task that is not placed, ``/v2/queue``'s reason now.
+  say so), with the task's last words (the bootstrap's own lines at the end of its sandbox's
+  stderr) and, for a task that is not placed, ``/v2/queue``'s reason now;
+* the record's end itself (``marathon-tf/state`` and ``/reason``, whole), when none of the events
+  above says it (a record written from the user's side, or by a task that kept no events).
 
-Returns data and text; never prints.
+Returns data; never prints (the text of a timeline and of events is :mod:`marathon_tf.user.output`'s).
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from marathon_tf.contract import labels as L, timeline as T
 from marathon_tf.contract.errors import MarathonError
-from marathon_tf.contract.progress import duration
+from marathon_tf.marathon.jobstate import planned_stop, restarting
 from marathon_tf.marathon.queue import entries_by_app, placement
+from marathon_tf.marathon.tasks import wall
 
-__all__ = ["job_events", "status_timeline", "timeline_text", "events_text", "events_rows"]
+__all__ = ["job_events", "status_timeline", "events_rows", "last_words", "record_end"]
+
+#: Marathon's task states that are a task's own failure (a TASK_KILLED is a stop).
+_FAILED = ("TASK_FAILED", "TASK_ERROR", "TASK_LOST", "TASK_DROPPED", "TASK_GONE", "TASK_UNKNOWN")
+#: At most this much of a task's last words is shown.
+WORDS_LIMIT = 2000
+_BOOTSTRAP = "marathon-tf bootstrap: "
 
 
 def _get(url: str) -> dict[str, Any] | None:
@@ -32,21 +41,50 @@ def _get(url: str) -> dict[str, Any] | None:
     return transport.get_json(url, timeout=4.0)
 
 
-def _wall(timestamp: str | None) -> float | None:
+def last_words(client, job: str, task: str, *, lines: int = 20) -> str | None:
+    """What a task that died said last: the bootstrap's own lines among the last ``lines`` of its
+    newest instance's stderr (else its last line), one line, at most :data:`WORDS_LIMIT` characters;
+    None when its agent keeps no sandbox or cannot be read."""
+    from marathon_tf.contract.errors import MarathonTFError
+    from marathon_tf.user import logs
+
     try:
-        return datetime.fromisoformat(str(timestamp).replace("Z", "+00:00")).timestamp() if timestamp else None
-    except ValueError:
+        found, _ = logs.find_task_logs(client, job, task)
+        if not found:
+            return None
+        text = logs.read_new(logs.AgentSession(client), found[-1], "stderr", tail=lines)
+    except (MarathonTFError, OSError, ValueError):
         return None
+    said = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    own = [ln[len(_BOOTSTRAP):] for ln in said if ln.startswith(_BOOTSTRAP)]
+    words = " / ".join(own[-3:]) if own else (said[-1] if said else "")
+    return (words[:WORDS_LIMIT] + " …") if len(words) > WORDS_LIMIT else words or None
+
+
+def record_end(apps: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The job's end as its record says it (an event: ``JobEnded``, or ``NotPlaced``), or None."""
+    labels = next((a.get("labels") or {} for a in apps.values() if (a.get("labels") or {}).get(L.STATE)), None)
+    if not labels:
+        return None
+    when = wall(labels.get(L.FINISHED_AT))
+    if when is None:
+        return None
+    state = labels[L.STATE]
+    return {"time": when, "task": "job", "kind": T.NOT_PLACED if state == L.NOT_PLACED else T.JOB_ENDED,
+            "message": f"{state}: {labels[L.REASON]}" if labels.get(L.REASON) else state, "state": state}
 
 
 def job_events(client, job: str, status: Mapping[str, Any], *,
-               get: Callable[[str], dict[str, Any] | None] = _get) -> dict[str, Any]:
+               get: Callable[[str], dict[str, Any] | None] = _get,
+               words: Callable[[Any, str, str], str | None] = last_words) -> dict[str, Any]:
     """``{"events": [...], "omitted": N, "source": "record"|"tasks"}`` for a job (``status``: its
-    :func:`marathon_tf.user.jobs.job_status`)."""
+    :func:`marathon_tf.user.status.job_status`, as ``-o json`` prints it; ``words``: a task's last
+    words, :func:`last_words`)."""
     from marathon_tf.contract import naming
     from marathon_tf.user.render import task_apps
 
-    group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps", "group.apps.lastTaskFailure"))
+    group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps", "group.apps.tasks",
+                                                          "group.apps.deployments", "group.apps.lastTaskFailure"))
     apps = task_apps(group)
     events: list[dict[str, Any]] = []
     omitted, source = 0, "tasks"
@@ -68,19 +106,39 @@ def job_events(client, job: str, status: Mapping[str, Any], *,
             with ThreadPoolExecutor(max_workers=min(16, len(bases))) as pool:
                 for body in pool.map(get, [b + "/events" for b in bases.values()]):
                     events += (body or {}).get("events") or []
+    from marathon_tf.user.status import planned as planned_restart, version_cluster
+
+    before: dict[str, Any] = {}
     for name, app in apps.items():  # what Marathon saw: a task that died
         ltf = app.get("lastTaskFailure") or {}
-        when = _wall(ltf.get("timestamp"))
+        when = wall(ltf.get("timestamp"))
         if when and not (status.get("state") in (L.SUCCEEDED, L.FAILED) and ltf.get("state") == "TASK_KILLED"):
+            message = f"Marathon: {ltf.get('state', '')} {ltf.get('message', '')}".rstrip()
+            planned = ltf.get("state") == "TASK_KILLED" and planned_stop(app, str(ltf.get("version") or ""))
+            if planned:  # a planned restart (scale, a re-deploy): an event of its own kind, never TaskFailed
+                version = str(ltf.get("version") or "")
+                if version not in before:  # the cluster it ran with (one GET per version)
+                    before[version] = version_cluster(client, str(app.get("id")), version) if version else None
+                for_, change = planned_restart(before[version], apps)
+                events.append({"time": when, "task": name, "kind": T.RESTARTING, "why": for_,
+                               "message": f"{name} stopped for {T.PLANNED[for_]}" + (f" ({change})" if change else "")
+                                          + f": {planned}; it starts again ({message})"})
+                continue
+            said = words(client, job, name) if ltf.get("state") in _FAILED else None
             events.append({"time": when, "task": name, "kind": T.TASK_FAILED,
-                           "message": f"Marathon: {ltf.get('state', '')} {ltf.get('message', '')}".rstrip()})
+                           "message": message + (f"; its last words: {said}" if said else "")})
+    end = record_end(apps)
+    since = max((e["time"] for e in events if e.get("kind") == T.SUBMITTED and isinstance(e.get("time"), (int, float))),
+                default=float("-inf"))  # this deployment's end, not an earlier attempt's
+    if end is not None and not any(e.get("kind") in T.ENDS and e.get("time", 0) >= since for e in events):
+        events.append(end)  # the record's reason, whole, when no task's events carry it
     try:  # a task not placed now: Marathon's queue says why
-        queue = entries_by_app(client.queue())
+        queue: Mapping[Any, Mapping[str, Any]] = entries_by_app(client.queue())  # looked up by ids that may be None
     except MarathonError:
         queue = {}
     for name, app in apps.items():
-        entry = queue.get(app.get("id"))
-        why, since = placement(entry), _wall((entry or {}).get("since"))
+        entry = None if restarting(app) else queue.get(app.get("id"))  # a planned restart waits for no offer
+        why, since = placement(entry), wall((entry or {}).get("since"))
         if why and since:
             events.append({"time": since, "task": name, "kind": T.PLACEMENT_WAIT,
                            "message": f"{name} waits to be placed: {why}"})
@@ -95,36 +153,6 @@ def status_timeline(found: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _seconds(x: float | None) -> str:
-    return "" if x is None else (f"{x:.1f}s" if x < 60 else duration(x))
-
-
-def timeline_text(tl: Mapping[str, Any]) -> str:
-    """The start's phases and each recovery, as lines."""
-    lines = ["timeline"]
-    if not tl.get("start"):
-        lines.append("  (no events yet)")
-    for i, phase in enumerate(tl.get("start") or []):
-        lines.append((f"  {phase['phase']:<22}  {phase['at']}  +{_seconds(phase['sinceStart']):<7}"
-                      + (f"  ({_seconds(phase['seconds'])} after {tl['start'][i - 1]['phase']})" if i else "")).rstrip())
-    recoveries = tl.get("recoveries") or []
-    if recoveries:
-        lines.append("recoveries")
-    for r in recoveries:
-        steps = [f"{r['at']}  {r['task']}: {r['cause']}"]
-        if r.get("restarted"):
-            steps.append(f"    → restarted ({r.get('how')}) after {_seconds(r.get('secondsToRestart'))}")
-        if r.get("trainingAgain"):
-            steps.append(f"    → training again after {_seconds(r.get('secondsToTraining'))} "
-                         f"({_seconds(r.get('seconds'))} in all)")
-        elif r.get("restarted"):
-            steps.append("    → not training yet")
-        lines.extend("  " + s for s in steps)
-    if tl.get("omittedEvents"):
-        lines.append(f"  ({tl['omittedEvents']} events were left out of the job's record)")
-    return "\n".join(lines)
-
-
 def events_rows(events: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Events for ``-o json``: time (ISO), task, reason, message, the details."""
     out = []
@@ -134,18 +162,3 @@ def events_rows(events: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
         row.update({k: v for k, v in e.items() if k not in ("time", "task", "kind", "message")})
         out.append(row)
     return out
-
-
-def events_text(events: list[Mapping[str, Any]], omitted: int = 0) -> str:
-    """``TIME  TASK  EVENT  MESSAGE``, one line per event, the whole message (like kubectl describe)."""
-    if not events:
-        return "no events"
-    rows = events_rows(events)
-    wt, wr = max(len(r["task"]) for r in rows), max(len(r["reason"]) for r in rows)
-    lines = [f"{'TIME':<24}  {'TASK':<{wt}}  {'EVENT':<{wr}}  MESSAGE"]
-    for r in rows:
-        lines.append(f"{r['time']:<24}  {r['task']:<{wt}}  {r['reason']:<{wr}}  {r['message']}")
-    if omitted:
-        lines.append(f"({omitted} events were left out of the job's record)")
-    return "\n".join(lines)
-

@@ -1,41 +1,31 @@
-"""What the CLI verbs do, on top of the Marathon client: deploy, scale, status,
-list, delete. Returns plain data; never prints (the CLI does).
+"""What the verbs do, on top of the Marathon client: what this Marathon refuses of a job, the PUT of
+its group, finding jobs, scale, delete. Returns plain data; never prints (the CLI does). A job's
+status is :mod:`marathon_tf.user.status`; the deploy use case (render once, admission once, put,
+follow) is :mod:`marathon_tf.user.pipeline`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping, cast
 
-from marathon_tf.contract import labels as L, naming
-from marathon_tf.contract.errors import MarathonNotFound, SpecError, UsageError
-from marathon_tf.contract.progress import eta_seconds
-from marathon_tf.marathon import transport
+from marathon_tf.contract import labels as L, naming, spread
+from marathon_tf.contract.errors import MarathonError, MarathonNotFound, SpecError, Timeout, UsageError
+from marathon_tf.marathon import versions
 from marathon_tf.marathon.client import Client
-from marathon_tf.marathon.queue import fetch as fetch_queue
-from marathon_tf.user import gang, localstate, observe
-from marathon_tf.user.render import LABEL_PREFIX, SPEC_LABEL, render_group, task_apps
-from marathon_tf.user.spec import MAX_COUNT, JobSpec, load_dict
+from marathon_tf.marathon.jobstate import job_state
+from marathon_tf.user.render import LABEL_PREFIX, SPEC_LABEL, check_version, render_group, task_apps
+from marathon_tf.user.spec import MAX_COUNT, JobSpec, load_dict, with_counts
 from marathon_tf.user.spec.hints import closest
+from marathon_tf.user.status import job_status
 
 __all__ = [
-    "DeployResult", "deploy", "find_jobs", "resolve_job", "deployed_spec", "parse_scale_args",
-    "ScalePlan", "plan_scale", "scale", "job_status", "delete", "STATE_LABEL", "group_embeds",
+    "DeployResult", "check_deployable", "marathon_capabilities", "deploy", "put", "keep_placement", "find_jobs",
+    "resolve_job", "deployed_spec",
+    "parse_scale_args", "ScalePlan", "plan_scale", "scale", "delete",
 ]
-
-STATE_LABEL = L.STATE
-FINISHED_LABEL = L.FINISHED_AT
-STARTED_LABEL = L.PREFIX + "started-at"
-STEP_LABEL = L.FINAL_STEP
-REASON_LABEL = L.REASON
-
-#: Every embed a status view needs (any embed drops Marathon's defaults, so name them all).
-group_embeds = ("group.groups", "group.apps", "group.apps.tasks", "group.apps.counts",
-                "group.apps.deployments", "group.apps.lastTaskFailure")
 
 
 @dataclass
@@ -50,7 +40,7 @@ class DeployResult:
     admission_note: str | None = None  # why the capacity was not checked (the master cannot be read)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"job": self.job, "groupId": self.group_id}
+        out: dict[str, Any] = {"job": self.job, "groupId": self.group_id}
         if self.plan is not None:
             out["plan"] = self.plan
         else:
@@ -97,8 +87,8 @@ def check_gpu_feature(client: Client, spec: JobSpec, source: str) -> None:
     asked = [r for r, n in spec.counts().items() if spec.role(r).gpus]
     if not asked:
         return
-    features = ((client.info() or {}).get("marathon_config") or {}).get("features")
-    if not isinstance(features, list) or "gpu_resources" in features:
+    features = marathon_capabilities(client).features  # the /v2/info its version came from: read once
+    if features is None or "gpu_resources" in features:
         return
     role = asked[0]
     raise UsageError(f"{source}: roles.{role}.gpus is {spec.role(role).gpus}, but Marathon at {client.url} runs "
@@ -107,8 +97,25 @@ def check_gpu_feature(client: Client, spec: JobSpec, source: str) -> None:
                      hint="start Marathon with --enable_features gpu_resources, or run the job with gpus 0")
 
 
+def marathon_capabilities(client: Any) -> versions.Capabilities:
+    """What the client's Marathon allows, from its ``/v2/info`` version (read once per client:
+    :meth:`~marathon_tf.marathon.client.Client.capabilities`); the newest's when it cannot be told."""
+    get = getattr(client, "capabilities", None)
+    if callable(get):
+        return get()
+    try:  # a stand-in client with info() only
+        return versions.from_info(client.info())
+    except Timeout:
+        raise
+    except (MarathonError, AttributeError):
+        return versions.Capabilities()
+
+
 def check_deployable(client: Client, spec: JobSpec) -> None:
-    """What this Marathon refuses of the job, said before anything is sent (or removed)."""
+    """What this Marathon refuses of the job, said before anything is sent (or removed): what its version
+    cannot run (:func:`marathon_tf.user.render.check_version`: a container network on 1.4, …), then the
+    paths and features below."""
+    check_version(spec, marathon_capabilities(client), where=f"at {client.url}")
     check_fetch_paths(client, spec)
     check_volume_paths(client, spec)
     check_gpu_feature(client, spec, spec.source)
@@ -116,12 +123,38 @@ def check_deployable(client: Client, spec: JobSpec) -> None:
 
 def deploy(client: Client, spec: JobSpec, *, templates_dir: str | None = None, force: bool = False,
            dry_run: bool = False) -> DeployResult:
-    """PUT the rendered group: creating it, or updating it without restarting unchanged tasks."""
+    """Check and PUT the job's rendered group, nothing else (no admission, no earlier run looked at: the
+    whole use case is :func:`marathon_tf.user.pipeline.deploy`)."""
     check_deployable(client, spec)
-    return _put(client, spec.name, render_group(spec, templates_dir=templates_dir), force=force, dry_run=dry_run)
+    group = render_group(spec, templates_dir=templates_dir, marathon_version=marathon_capabilities(client))
+    return put(client, spec.name, group, force=force, dry_run=dry_run)
 
 
-def _put(client: Client, job: str, group: dict[str, Any], *, force: bool, dry_run: bool) -> DeployResult:
+def keep_placement(group: dict[str, Any], current: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``group`` with, for each app Marathon runs as rendered (its ``marathon-tf/digest`` is the one the
+    new rendering would carry), the constraints and placement label Marathon has now: what the job's
+    leader wrote there (:mod:`marathon_tf.contract.spread`) is kept, so an unchanged app is not
+    restarted by a PUT of the whole group (``scale``, a changed job deployed again)."""
+    from marathon_tf.marathon.marker import digest
+
+    have = {str(a.get("id", "")).rstrip("/"): a for a in (current or {}).get("apps") or []}
+    apps = []
+    for app in group.get("apps") or []:
+        now = have.get(str(app.get("id", "")).rstrip("/"))
+        if now is not None and (now.get("labels") or {}).get(L.DIGEST) == digest(app) \
+                and spread.LABEL in (now.get("labels") or {}):
+            labels = {k: v for k, v in (app.get("labels") or {}).items() if k != spread.LABEL}
+            labels[spread.LABEL] = now["labels"][spread.LABEL]
+            app = {**app, "constraints": [list(c) for c in now.get("constraints") or []], "labels": labels}
+        apps.append(app)
+    return {**group, "apps": apps} if group.get("apps") is not None else group
+
+
+def put(client: Client, job: str, group: dict[str, Any], *, force: bool = False, dry_run: bool = False,
+        current: Mapping[str, Any] | None = None) -> DeployResult:
+    """PUT a rendered group: creating it, or updating it without restarting unchanged tasks (``current``:
+    the job's group as Marathon has it, whose placement is kept: :func:`keep_placement`)."""
+    group = keep_placement(group, current)
     body = client.put_group(group, force=force, dry_run=dry_run)
     if dry_run:
         return DeployResult(job=job, group_id=group["id"], plan=body, group=group)
@@ -148,7 +181,8 @@ def resolve_job(client: Client, job: str | None, verb: str = "status") -> str:
         return job.strip("/")
     jobs = find_jobs(client)
     if not jobs:
-        raise UsageError(f"no marathon-tf job found on {client.url}", hint="deploy one with: marathon-tf deploy job.json")
+        raise UsageError(f"no marathon-tf job found on {client.url}",
+                         hint="deploy one with: marathon-tf deploy job.json")
     if len(jobs) > 1:
         raise UsageError(f"several marathon-tf jobs on {client.url}: {', '.join(jobs)}",
                          hint=f"name one: marathon-tf {verb} {next(iter(jobs))} …")
@@ -165,7 +199,8 @@ def deployed_spec(client: Client, job: str) -> tuple[JobSpec, dict[str, Any]]:
     anchor = apps.get("worker-0")
     raw = (anchor or {}).get("labels", {}).get(SPEC_LABEL)
     if not raw:
-        raise UsageError(f"group {naming.group_id(job)} was not deployed by marathon-tf (no {SPEC_LABEL} label on worker-0)")
+        raise UsageError(f"group {naming.group_id(job)} was not deployed by marathon-tf "
+                         f"(no {SPEC_LABEL} label on worker-0)")
     try:
         return load_dict(json.loads(raw), source=f"{naming.group_id(job)} ({SPEC_LABEL})"), group
     except (ValueError, SpecError) as e:
@@ -212,7 +247,7 @@ def apply_scale(spec: JobSpec, changes: Mapping[str, tuple[str, int]]) -> JobSpe
         if counts[role] < 0:
             raise UsageError(f"{role}: {cur} - {n} would be negative")
     try:
-        return spec.with_counts(counts)
+        return with_counts(spec, counts)
     except SpecError as e:
         raise UsageError(f"cannot scale to {counts}: {e.lines()[0].split(': ', 1)[-1]}") from None
 
@@ -236,7 +271,8 @@ def plan_scale(current_group: dict[str, Any], new_group: dict[str, Any]) -> Scal
     old, new = task_apps(current_group), task_apps(new_group)
     start = [t for t in new if t not in old]
     stop = [t for t in old if t not in new]
-    restart, unchanged = [], []
+    restart: list[str] = []
+    unchanged: list[str] = []
     for t in new:
         if t in old:
             changed = any(old[t].get(k) != new[t].get(k) for k in _COMPARED if k in new[t])
@@ -252,18 +288,21 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
     The plan compares our own renderings of the old and the new spec (Marathon's copy carries its
     defaults, which would make every task look changed). A finished job (its record says
     Succeeded or Failed), or one whose tasks report its ``progress.target_step`` reached, is not
-    started again unless ``force``."""
+    started again unless ``force``. ``mesos``: the Mesos master the user named (``--mesos``)."""
     spec, current = deployed_spec(client, job)
     new_spec = apply_scale(spec, changes)
-    old_group = render_group(spec, templates_dir=templates_dir)
-    new_group = render_group(new_spec, templates_dir=templates_dir)
+    caps = marathon_capabilities(client)  # both rendered for this Marathon: only the counts differ
+    check_version(new_spec, caps, where=f"at {client.url}")
+    old_group = render_group(spec, templates_dir=templates_dir, marathon_version=caps)
+    new_group = render_group(new_spec, templates_dir=templates_dir, marathon_version=caps)
     plan = plan_scale(old_group, new_group)
-    ended = {(a.get("labels") or {}).get(STATE_LABEL) for a in task_apps(current).values()} & {L.SUCCEEDED, L.FAILED}
+    state = job_state(task_apps(current).values())
+    ended = state in (L.JobState.SUCCEEDED, L.JobState.FAILED)
     if ended and not force:
-        raise UsageError(f"job {job} has ended ({ended.pop()}): scaling it would start every task again",
+        raise UsageError(f"job {job} has ended ({state}): scaling it would start every task again",
                          hint=f"to run it again from its checkpoint: marathon-tf scale {job} … --force")
     if spec.target_step and not ended and not force:  # done training, its end not recorded yet
-        step = job_status(client, job, mesos=mesos).get("step")
+        step = job_status(client, job, mesos=mesos).step
         if isinstance(step, int) and step >= spec.target_step:
             raise UsageError(f"job {job} has reached its target step ({step} of {spec.target_step}): scaling "
                              f"it now would restart its programs for nothing",
@@ -278,241 +317,12 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, int]], *, t
     from marathon_tf.user import admission  # the tasks that start must fit (exit 2 / 4 before any PUT)
 
     verdict = admission.check(client, new_spec, wait=wait_for_resources, templates_dir=templates_dir,
-                              starting=[naming.parse_task_name(t) for t in plan.start], mesos=mesos)
-    result = _put(client, job, new_group, force=force, dry_run=dry_run)
+                              # task names naming.task_name made (task_apps): they parse
+                              starting=[cast(tuple[str, int], naming.parse_task_name(t)) for t in plan.start],
+                              mesos=mesos)
+    result = put(client, job, new_group, force=force, dry_run=dry_run, current=current)
     result.admission, result.admission_note = verdict.shortfall, verdict.note
     return plan, result
-
-
-# ----------------------------------------------------------------------------- status
-
-
-def _tf_port(app: dict[str, Any], task: dict[str, Any], name: str) -> int | None:
-    names = [p.get("name") for p in app.get("portDefinitions") or []]
-    ports = task.get("ports") or []
-    if name in names and names.index(name) < len(ports):
-        return ports[names.index(name)]
-    return None
-
-
-def _health(task: dict[str, Any]) -> str:
-    results = task.get("healthCheckResults") or []
-    if not results:
-        return "unknown"
-    return "healthy" if all(r.get("alive") for r in results) else "unhealthy"
-
-
-def _probe(url: str) -> dict[str, Any] | None:
-    """A task's status server's JSON (None: no whole answer within 2 s)."""
-    return transport.get_json(url, timeout=2.0)
-
-
-def job_status(client: Client, job: str, *, probe: bool = True,
-               probe_get: Callable[[str], dict[str, Any] | None] | None = None,
-               mesos: str | None = None) -> dict[str, Any]:
-    """The job as a table of tasks plus its state (from the record labels, or derived). ``mesos``: the
-    Mesos master the user named (``--mesos`` / ``MESOS_URL``), read for a starting job's waits."""
-    try:
-        group = client.get_group(naming.group_id(job), embed=group_embeds)
-    except MarathonNotFound:
-        raise UsageError(f"job {job!r} does not exist on {client.url}",
-                         hint="see the jobs with: marathon-tf list") from None
-    queue = {q.get("app", {}).get("id"): q for q in _safe(lambda: fetch_queue(client), [])}
-    apps = task_apps(group)
-    tasks = []
-    probes = {}
-    for name, app in apps.items():
-        role, index = naming.parse_task_name(name) or ("?", 0)
-        running = [t for t in app.get("tasks") or [] if t.get("state")]
-        t = max(running, key=lambda x: x.get("stagedAt") or "", default=None)
-        row: dict[str, Any] = {"task": name, "role": role, "index": index, "appId": app.get("id"),
-                               "instances": app.get("instances", 1)}
-        if t:
-            port = _tf_port(app, t, "tf") or _tf_port(app, t, "http")
-            row.update(state=t.get("state"), host=t.get("host"), port=port,
-                       address=f"{t.get('host')}:{port}" if port else t.get("host"),
-                       health=_health(t), taskId=t.get("id"))
-            started = t.get("startedAt") or t.get("stagedAt")
-            age = _age(started)
-            if age is not None:
-                row.update(startedAt=started, ageSeconds=age)
-            status_port = _tf_port(app, t, "status")
-            if probe and status_port and t.get("state") == "TASK_RUNNING":
-                probes[name] = f"http://{t.get('host')}:{status_port}/status"
-                row["metricsUrl"] = f"http://{t.get('host')}:{status_port}/metrics"
-        else:
-            q = queue.get(app.get("id")) or {}
-            delay = q.get("delay") or {}
-            if app.get("instances", 1) == 0:
-                row["state"] = "stopped"
-            elif delay and not delay.get("overdue", True):
-                row["state"] = f"delayed {delay.get('timeLeftSeconds', 0)}s"
-            else:
-                row["state"] = "waiting"
-            why = stall_reason(q, local=client.is_local() if q else False)
-            if why and row["state"] != "stopped":
-                row["waitingFor"] = why
-        ltf = app.get("lastTaskFailure") or {}
-        if ltf:
-            row["lastFailure"] = f"{ltf.get('state', '')}: {ltf.get('message', '')}".strip(": ")
-        tasks.append(row)
-    if probes:
-        get = probe_get or _probe
-        with ThreadPoolExecutor(max_workers=min(16, len(probes))) as pool:
-            for name, result in zip(probes, pool.map(get, probes.values())):
-                if result:
-                    row = next(r for r in tasks if r["task"] == name)
-                    row["phase"] = result.get("phase")
-                    row["step"] = result.get("step")
-                    row["restarts"] = result.get("restarts") or 0
-                    if result.get("steps_per_second") is not None:
-                        row["stepsPerSecond"] = result["steps_per_second"]
-                    if result.get("resumed_from") is not None:
-                        row["resumedFrom"] = result["resumed_from"]
-                    observe.take_probe(row, result)  # the peer it waits for, the job's view
-    tb = next((r for r in tasks if r["role"] == "tensorboard" and r.get("state") == "TASK_RUNNING"), None)
-    labels = {}
-    for app in apps.values():
-        labels.update({k: v for k, v in (app.get("labels") or {}).items() if k.startswith(LABEL_PREFIX)})
-    deployments = [d.get("id") for app in apps.values() for d in app.get("deployments") or []]
-    state = labels.get(STATE_LABEL) or _derive_state(tasks, deployments)
-    if state in (L.SUCCEEDED, L.FAILED):
-        for row in tasks:  # stopping a finished job kills its tasks: that is no failure of theirs
-            if str(row.get("lastFailure", "")).startswith("TASK_KILLED"):
-                del row["lastFailure"]
-    steps = [r.get("step") for r in tasks if isinstance(r.get("step"), int)]
-    out = {
-        "job": job,
-        "groupId": naming.group_id(job),
-        "state": state,
-        "deployments": sorted(set(deployments)),
-        "tasks": tasks,
-        "counts": _counts(tasks),
-    }
-    if tb and tb.get("port"):
-        out["tensorboard"] = f"http://{tb['host']}:{tb['port']}"
-    observe.annotate(out, queue)  # waits named by the peer (with its state), stragglers
-    observe.restarts(out, labels.get(L.RESTARTS))  # the job's failures and preemptions against its budget
-    gang.annotate(out, apps, queue, client, mesos=mesos)  # a starting job: placed per role, why the rest wait; Queued
-    if labels.get(STARTED_LABEL):
-        out["startedAt"] = labels[STARTED_LABEL]
-    if labels.get(FINISHED_LABEL):
-        out["finishedAt"] = labels[FINISHED_LABEL]
-    if labels.get(STEP_LABEL):
-        out["finalStep"] = int(labels[STEP_LABEL]) if labels[STEP_LABEL].isdigit() else labels[STEP_LABEL]
-    elif steps:
-        out["step"] = max(steps)
-    if labels.get(REASON_LABEL):
-        out["reason"] = labels[REASON_LABEL]
-    resumed = [r["resumedFrom"] for r in tasks if isinstance(r.get("resumedFrom"), int)]
-    if resumed:
-        out["resumedFrom"] = max(resumed)
-    spec = stored_spec(apps)
-    if spec.get("logdir"):
-        out["logdir"] = spec["logdir"]
-        host = next((v.get("host_path") for v in spec.get("volumes") or []
-                     if v.get("container_path") == spec["logdir"]), None)
-        if host:
-            out["logdirVolume"] = host
-        work = localstate.work_dir(client)
-        path = localstate.deployed_logdir(spec, work, job)
-        if path:  # on this machine for the local runner, else on the agents
-            out.update(logdirPath=path, logdirOnThisMachine=work is not None)
-    target = (spec.get("progress") or {}).get("target_step")
-    if target:
-        out["targetStep"] = target
-    if "step" in out:
-        rates = [r["stepsPerSecond"] for r in tasks if r.get("step") == out["step"] and r.get("stepsPerSecond")]
-        rate = max(rates) if rates else None
-        out["progress"] = {"step": out["step"], "targetStep": target, "stepsPerSecond": rate,
-                           "etaSeconds": _round(eta_seconds(out["step"], target, rate))}
-    return out
-
-
-def stored_spec(apps: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
-    """The job file as deployed (the spec label worker-0 carries), or {} if unreadable."""
-    for app in apps.values():
-        raw = (app.get("labels") or {}).get(SPEC_LABEL)
-        if raw:
-            try:
-                spec = json.loads(raw)
-                return spec if isinstance(spec, dict) else {}
-            except ValueError:
-                return {}
-    return {}
-
-
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 1)
-
-
-def _age(timestamp: str | None) -> float | None:
-    """Seconds since a Marathon timestamp (``2026-11-24T06:37:55.582Z``)."""
-    if not timestamp:
-        return None
-    try:
-        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if then.tzinfo is None:
-        then = then.replace(tzinfo=timezone.utc)
-    return round(max(0.0, (datetime.now(timezone.utc) - then).total_seconds()), 1)
-
-
-_REASONS = {
-    "InsufficientCpus": "cpus", "InsufficientMemory": "mem", "InsufficientDisk": "disk",
-    "InsufficientGpus": "gpus", "InsufficientPorts": "ports", "UnfulfilledConstraint": "constraints",
-    "UnfulfilledRole": "role", "NoCorrespondingReservationFound": "reservation",
-    "DeclinedScarceResources": "no GPU agents may be used", "AgentMaintenance": "agent maintenance",
-}
-
-
-def stall_reason(queue_entry: dict[str, Any], *, local: bool = False) -> str | None:
-    """Why Marathon cannot place a task, from ``/v2/queue``'s offer summary (1.3+). The local
-    runner's agents decline offers for the same reasons; otherwise it launches a queued task itself."""
-    summary = (queue_entry or {}).get("processedOffersSummary") or {}
-    rejected = [r for r in summary.get("rejectSummaryLastOffers") or [] if r.get("declined")]
-    if rejected:
-        parts = [f"{_REASONS.get(r.get('reason'), r.get('reason'))} ({r['declined']} of "
-                 f"{r.get('processed', r['declined'])} offers declined)" for r in rejected]
-        return "no offer with enough " + ", ".join(parts)
-    if local:
-        return f"launch by the local runner (queued since {queue_entry['since']})" if queue_entry.get("since") else None
-    if summary.get("processedOffersCount") == 0 and queue_entry.get("since"):
-        return f"no offers received since {queue_entry['since']}"
-    return None
-
-
-def _safe(fn, default):
-    try:
-        return fn()
-    except Exception:  # the queue is advisory: a Marathon without it still has a status
-        return default
-
-
-def _derive_state(tasks: list[dict[str, Any]], deployments: list[str]) -> str:
-    states = [t.get("state") for t in tasks]
-    if tasks and all(s == "stopped" for s in states):
-        return "Stopped"
-    if tasks and all(s == "TASK_RUNNING" for s in states):
-        return "Running"
-    if deployments:
-        return "Deploying"
-    return "Starting"
-
-
-def _counts(tasks: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    counts: dict[str, dict[str, int]] = {}
-    for t in tasks:
-        c = counts.setdefault(t["role"], {"total": 0, "staged": 0, "running": 0, "healthy": 0})
-        c["total"] += 1
-        if t.get("state") in ("TASK_STAGING", "TASK_STARTING"):
-            c["staged"] += 1
-        elif t.get("state") == "TASK_RUNNING":
-            c["running"] += 1
-            if t.get("health") == "healthy":  # healthy among the running (a task that ended keeps its last result)
-                c["healthy"] += 1
-    return counts
 
 
 def delete(client: Client, job: str, *, force: bool = False) -> dict[str, Any]:

@@ -1,10 +1,10 @@
 """``marathon-tf deploy job.json --local``: the same pipeline on one machine.
 
 Starts the built-in Marathon + Mesos-DNS (:mod:`marathon_tf.local`), points the
-job's discovery at them, deploys through the ordinary client, streams every
-task's output prefixed with its name (``[worker-1] …``), and returns when the
-job has ended (its record says Succeeded or Failed; before the record exists,
-the deciding task's bootstrap phase is used). Everything it started is stopped
+job's discovery at them, deploys and follows it with the same use case as on a cluster
+(:mod:`marathon_tf.user.pipeline`: render once, admission once, put, the one wait loop), streams
+every task's output prefixed with its name (``[worker-1] …``), and returns when the job has ended
+(its record says Succeeded, Failed or NotPlaced). Everything it started is stopped
 when it returns, also on Ctrl-C, SIGTERM and SIGHUP (:mod:`marathon_tf.user.stopsignals`:
 raised as :class:`~marathon_tf.contract.errors.Interrupted`, exit 128 + the signal's number):
 the tasks get their grace period, and a second signal kills them at once; when it is killed
@@ -23,10 +23,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from marathon_tf.contract import joblock, labels as L
-from marathon_tf.contract.errors import Interrupted, Timeout, UsageError
+from marathon_tf.contract import joblock
+from marathon_tf.contract.errors import Interrupted, NotPlaced, Timeout, UsageError
 from marathon_tf.marathon.client import Client, RetryPolicy
-from marathon_tf.user import admission, gang, jobs, localstate, stopsignals
+from marathon_tf.user import localstate, pipeline, stopsignals
+from marathon_tf.user.results import Deployment, JobStatus
 from marathon_tf.user.spec import JobSpec
 
 __all__ = ["LocalRun", "run", "local_cluster", "default_state_dir", "SandboxTailer"]
@@ -154,28 +155,16 @@ class SandboxTailer:
 @dataclass
 class LocalRun:
     state: str
-    status: dict[str, Any]
+    status: JobStatus
     seconds: float
     state_dir: Path
     logdir: str | None = None  # where the job's logdir is on this machine
 
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.state == L.SUCCEEDED else 4 if self.state == L.NOT_PLACED else 1
-
-
-def _decided(status: dict[str, Any]) -> str | None:
-    """The job's end is its record (written by the deciding task's bootstrap, see lifecycle; or
-    ``NotPlaced`` at its admission deadline with no attempt left). Bootstrap phases are not used: a
-    task that exits to be relaunched shows ``failed`` briefly."""
-    state = status.get("state")
-    return state if state in L.RECORDED else None
-
 
 def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | None = None,
         state_dir: Path | None = None, emit_task_line: Callable[[str, str, str], None] = lambda *a: None,
-        progress: Callable[[dict[str, Any]], None] = lambda s: None,
-        on_deployed: Callable[[jobs.DeployResult, Any], None] = lambda r, c: None,
+        progress: Callable[[JobStatus], None] = lambda s: None,
+        on_deployed: Callable[[Deployment, Any], None] = lambda d, c: None,
         poll: float = 1.0, cluster_options: dict[str, Any] | None = None,
         wait_for_resources: bool = True,
         stopping: Callable[[int, float], None] = lambda tasks, grace: None) -> LocalRun:
@@ -223,6 +212,7 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
         raise
     started: list[Any] = []  # the cluster, once made
     killed: list[int] = []
+    refused: list[bool] = []  # the deploy was refused before anything was sent (exit 2, 4): no run folder is kept
 
     def kill_now(signum: int) -> None:  # a second stop signal: no more waiting for the graces
         killed.append(signum)
@@ -240,7 +230,7 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
             result = _run(spec, cluster, state_dir,
                           templates_dir=templates_dir, timeout=timeout, emit_task_line=emit_task_line,
                           progress=progress, on_deployed=on_deployed, poll=poll, lock=lock,
-                          wait_for_resources=wait_for_resources, stopping=stopping)
+                          wait_for_resources=wait_for_resources, stopping=stopping, refused=refused)
         result.logdir = logdir
         return result
     except KeyboardInterrupt as e:  # stopsignals.Stopped (SIGINT, SIGTERM, SIGHUP), after the clean-up
@@ -253,6 +243,15 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
         runner.release()
         if lock is not None:
             lock.release()
+        if refused and made:  # its tasks never ran: nothing of it (pre-warm logs, an empty volume) is worth keeping
+            import shutil
+
+            shutil.rmtree(state_dir, ignore_errors=True)
+            if made_home is not None:
+                try:
+                    made_home.rmdir()
+                except OSError:
+                    pass
 
 
 def logdir_host_path(spec: JobSpec, host_paths: list[str] | None = None) -> str | None:
@@ -266,10 +265,11 @@ def logdir_host_path(spec: JobSpec, host_paths: list[str] | None = None) -> str 
 
 
 def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | None, timeout: float | None,
-         emit_task_line: Callable[[str, str, str], None], progress: Callable[[dict[str, Any]], None],
-         on_deployed: Callable[[jobs.DeployResult, Any], None], poll: float,
+         emit_task_line: Callable[[str, str, str], None], progress: Callable[[JobStatus], None],
+         on_deployed: Callable[[Deployment, Any], None], poll: float,
          lock: joblock.Lock | None, wait_for_resources: bool = True,
-         stopping: Callable[[int, float], None] = lambda tasks, grace: None) -> LocalRun:
+         stopping: Callable[[int, float], None] = lambda tasks, grace: None,
+         refused: list[bool] | None = None) -> LocalRun:
     tailer = SandboxTailer(state_dir, emit_task_line)
     start = time.monotonic()
     try:
@@ -282,29 +282,33 @@ def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | N
             spec.discovery, nameserver=cluster.mesos_dns, http_api=cluster.mesos_dns_http,
             marathon_url=cluster.marathon_url))
         client = Client(cluster.marathon_url, retry=RetryPolicy(attempts=5, budget=30, initial=0.2, max_wait=2))
-        verdict = admission.check(client, local_spec, templates_dir=templates_dir,  # a task no agent can hold: exit 2
-                                  wait=wait_for_resources)
+        # the same deploy as on a cluster: a task no agent can hold is refused (exit 2) before anything is sent
+        try:
+            deployment = pipeline.deploy(client, local_spec, templates_dir=templates_dir,
+                                         wait_for_resources=wait_for_resources, earlier_run=False)
+        except (UsageError, NotPlaced):  # refused (what fits no agent, no room now): nothing was sent
+            if refused is not None:
+                refused.append(True)
+            raise
         tailer.start()
-        result = jobs.deploy(client, local_spec, templates_dir=templates_dir)
-        result.admission, result.admission_note = verdict.shortfall, verdict.note
-        on_deployed(result, cluster)
-        while True:
-            status = jobs.job_status(client, spec.name)
-            progress(status)
-            if gang.drive(client, spec.name, status):  # the admission deadline, the next attempt
-                continue
-            end = _decided(status)
-            if not end:  # a task that can never start (tensorboard included) fails the job
-                from marathon_tf.marathon.record import fail_if_hopeless
+        on_deployed(deployment, cluster)
+        last: list[JobStatus] = []
 
-                fail_if_hopeless(client, spec.name, final_step=status.get("step"))
-            if end:
-                return LocalRun(end, status, time.monotonic() - start, state_dir)
-            if timeout is not None and time.monotonic() - start >= timeout:
-                raise Timeout(f"job {spec.name} was still {status.get('state', 'running').lower()} after "
-                              f"{timeout:g} s; it was stopped with the local cluster",
-                              hint=f"task output is in {state_dir}/sandboxes")
-            time.sleep(poll)
+        def seen(status: JobStatus) -> None:
+            last[:] = [status]
+            progress(status)
+
+        # its end is its record (the deciding task's, or NotPlaced at its admission deadline with no attempt
+        # left); bootstrap phases are not used: a task that exits to be relaunched shows failed briefly
+        left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
+        try:
+            final = pipeline.follow(client, spec.name, timeout=left, on_progress=seen, poll=poll, events=False,
+                                    hopeless_every=0.0)  # a task that can never start (tensorboard too): at once
+        except Timeout:
+            state = last[0].state if last else "running"
+            raise Timeout(f"job {spec.name} was still {(state or 'running').lower()} after {timeout:g} s; it was "
+                          f"stopped with the local cluster", hint=f"task output is in {state_dir}/sandboxes") from None
+        return LocalRun(final.state, final, time.monotonic() - start, state_dir)
     except KeyboardInterrupt:
         try:
             tasks, grace = cluster.shutdown_plan()

@@ -13,9 +13,16 @@ runs have ended, and cleaning them up (``local clean``, ``delete --purge``, ``de
     └── ui/                            the web UI build (`local ui-install`; never cleaned)
 
 A run is *running* while its runner holds the lock, or while any logdir lock in its volumes has a
-live holder; a folder without a runner lock (made before there was one) also counts as running
-while a task wrote output within :data:`~marathon_tf.contract.joblock.STALE_AFTER` seconds.
-Everything else is an ended run, which ``local clean`` removes.
+live holder; a folder no runner ever locked (made before there was a lock: no ``.marathon-tf/``)
+also counts as running while a task wrote output within
+:data:`~marathon_tf.contract.joblock.STALE_AFTER` seconds. A folder a runner locked and let go of
+has ended, however recent its output.
+
+A ``local serve``'s state folder (it holds :data:`SERVE_STATE_FILE`, or it is the default
+``serve/``) is not a run: it is what the serve remembers (its jobs, their volumes and checkpoints),
+to be picked up by the next ``local serve`` on it. Stopped, it is *stopped*, never *ended*:
+``local clean`` keeps it unless it is named (``serve=``, the CLI's ``--serve-state NAME``).
+Everything else that is not running is an ended run, which ``local clean`` removes.
 """
 
 from __future__ import annotations
@@ -30,11 +37,16 @@ from typing import Any, Iterable, Optional
 from marathon_tf.contract import joblock
 from marathon_tf.contract.errors import UsageError
 
-__all__ = ["hold", "work_dir", "volumes_dir", "logdir_host_path", "deployed_logdir", "Run", "runs", "clean", "purge_volumes",
-           "UI_DIR"]
+__all__ = ["hold", "work_dir", "volumes_dir", "logdir_host_path", "deployed_logdir", "Run", "runs", "clean",
+           "purge_volumes", "UI_DIR", "SERVE_DIR", "SERVE_STATE_FILE"]
 
 #: The web UI build's folder in the state home.
 UI_DIR = "ui"
+#: ``local serve``'s default state folder in the state home.
+SERVE_DIR = "serve"
+#: The file a ``local serve`` remembers its Marathon in (``marathon_tf.local.extras.persist.STATE_FILE``;
+#: named here too: the user's side reads no module of the local cluster for it).
+SERVE_STATE_FILE = "marathon-state.json"
 
 
 def hold(state_dir: Path, what: str) -> joblock.Lock:
@@ -103,16 +115,24 @@ def deployed_logdir(spec: dict[str, Any], work: Optional[Path], job: str) -> Opt
 
 @dataclass
 class Run:
-    """One runner's folder in the state home."""
+    """One runner's folder in the state home: a ``deploy --local`` run, or a ``local serve``'s state
+    (``serve``: then ``jobs`` are the jobs it remembers)."""
 
     path: Path
     last_active: float
-    running: Optional[str] = None  # why it counts as running (None: it ended)
+    running: Optional[str] = None  # why it counts as running (None: it ended, or the serve stopped)
     jobs: list[str] = field(default_factory=list)
+    serve: bool = False
+
+    @property
+    def state(self) -> str:
+        """``running``, ``stopped`` (a ``local serve`` that does not run: it keeps its state) or ``ended``."""
+        return "running" if self.running else "stopped" if self.serve else "ended"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": str(self.path), "jobs": self.jobs, "running": self.running is not None,
-                "why": self.running, "lastActive": round(self.last_active, 3)}
+        return {"path": str(self.path), "kind": "serve" if self.serve else "run", "state": self.state,
+                "jobs": self.jobs, "running": self.running is not None, "why": self.running,
+                "lastActive": round(self.last_active, 3)}
 
 
 def _mtime(path: Path) -> float:
@@ -130,39 +150,86 @@ def _locks(run: Path) -> Iterable[Path]:
             yield lock.parent.parent
 
 
+def is_serve(path: Path) -> bool:
+    """Whether a folder is a ``local serve``'s state (what it remembers), not one run."""
+    return (path / SERVE_STATE_FILE).is_file() or path.name == SERVE_DIR
+
+
+def _remembered(path: Path) -> list[str]:
+    """The jobs a ``local serve``'s state file holds (its top-level groups)."""
+    import json
+
+    try:
+        groups = json.loads((path / SERVE_STATE_FILE).read_text()).get("groups") or {}
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [g.strip("/") for g in groups if isinstance(g, str) and g.strip("/") and g.count("/") == 1]
+
+
 def _examine(run: Path, now: float) -> Run:
     outputs = [p for box in (run / "sandboxes").glob("*") for p in (box / "stdout", box / "stderr")]
     last = max([_mtime(run), _mtime(run / joblock.LOCK_FILE)] + [_mtime(p) for p in outputs])
     volumes = run / "volumes"
-    out = Run(run, last, jobs=sorted(p.name for p in volumes.iterdir() if p.is_dir()) if volumes.is_dir() else [])
+    jobs = sorted(p.name for p in volumes.iterdir() if p.is_dir()) if volumes.is_dir() else []
+    serve = is_serve(run)
+    out = Run(run, last, jobs=sorted(set(jobs) | set(_remembered(run))) if serve else jobs, serve=serve)
     for where in _locks(run):
         holder = joblock.holder(str(where))
         if holder:
             out.running = f"held by {joblock.describe(holder)}"
             return out
-    if not (run / joblock.LOCK_FILE).exists() and now - last < joblock.STALE_AFTER:
+    # A runner that ever locked the folder left .marathon-tf/ behind: it ended when it let go. Only a
+    # folder of a marathon-tf without the lock is judged by its output.
+    if not serve and not (run / os.path.dirname(joblock.LOCK_FILE)).is_dir() and now - last < joblock.STALE_AFTER:
         out.running = f"a task wrote output {now - last:.0f} s ago"
     return out
 
 
 def runs(home: Path, now: Optional[float] = None) -> list[Run]:
-    """Every runner's folder in ``home`` (those with sandboxes or volumes), oldest first."""
+    """Every runner's folder in ``home`` (those with sandboxes or volumes, and every ``local serve``'s
+    state), oldest first."""
     now = time.time() if now is None else now
     if not home.is_dir():
         return []
     found = [_examine(p, now) for p in home.iterdir()
-             if p.is_dir() and p.name != UI_DIR and ((p / "sandboxes").is_dir() or (p / "volumes").is_dir())]
+             if p.is_dir() and p.name != UI_DIR and ((p / "sandboxes").is_dir() or (p / "volumes").is_dir()
+                                                     or (p / SERVE_STATE_FILE).is_file())]
     return sorted(found, key=lambda r: r.last_active)
 
 
+def _named_serves(home: Path, names: Iterable[str], found: list[Run], now: float) -> dict[Path, Run]:
+    """The ``local serve`` state folders ``names`` asks for (a folder name in ``home``, or a path)."""
+    by_path = {r.path.resolve(): r for r in found}
+    out: dict[Path, Run] = {}
+    for name in names:
+        path = (Path(name) if os.sep in name or name in (".", "..") else home / name).resolve()
+        run = by_path.get(path) or (_examine(path, now) if path.is_dir() else None)
+        if run is None or not run.serve:
+            serves = ", ".join(r.path.name for r in found if r.serve) or "none"
+            raise UsageError(f"--serve-state {name}: {path} is not a local serve's state folder "
+                             f"(those in {home}: {serves})", hint="name the folder `local serve --state-dir` used")
+        out[path] = run
+    return out
+
+
 def clean(home: Path, *, older_than: Optional[float] = None, dry_run: bool = False,
-          now: Optional[float] = None) -> tuple[list[Run], list[Run]]:
+          now: Optional[float] = None, serve: Iterable[str] = ()) -> tuple[list[Run], list[Run]]:
     """Remove the ended runs (idle for at least ``older_than`` seconds); ``(removed, kept)``, where
-    ``kept`` are the running ones and, with ``older_than``, the recent ended ones."""
+    ``kept`` are the running ones, every ``local serve``'s state and, with ``older_than``, the
+    recent ended ones. A ``local serve``'s state folder (its remembered jobs, their volumes and
+    checkpoints) is removed only when ``serve`` names it (its folder name in ``home``, or its path)
+    and that serve is stopped; ``older_than`` does not apply to a named one."""
     now = time.time() if now is None else now
+    found = runs(home, now)
+    named = _named_serves(home, serve, found, now)
+    for path, run in named.items():
+        if path not in {r.path.resolve() for r in found}:
+            found.append(run)  # a serve's state outside the state home, named by its path
     removed, kept = [], []
-    for run in runs(home, now):
-        if run.running or (older_than is not None and now - run.last_active < older_than):
+    for run in found:
+        asked = run.path.resolve() in named
+        if run.running or (run.serve and not asked) or (
+                not asked and older_than is not None and now - run.last_active < older_than):
             kept.append(run)
             continue
         if not dry_run:

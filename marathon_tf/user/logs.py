@@ -28,6 +28,8 @@ from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonNotFound, MarathonTFError, UsageError
 from marathon_tf.marathon import transport
 from marathon_tf.marathon.client import Client
+from marathon_tf.marathon.jobstate import job_state
+from marathon_tf.marathon.tasks import oldest_first
 from marathon_tf.user.render import task_apps
 
 __all__ = ["TaskLog", "LogError", "AgentSession", "find_task_logs", "read_new", "follow", "agent_base"]
@@ -58,7 +60,7 @@ class AgentSession(requests.Session):
         self._marathon = {_origin(u) for u in client.urls}
         transport.mount(self, max_bytes=client.max_bytes, deadline=lambda: client.deadline)  # bounded as Marathon's
 
-    def request(self, method, url, *args, **kwargs):  # type: ignore[override]
+    def request(self, method, url, *args, **kwargs):
         if _origin(url) in self._marathon:
             return self._client.session.request(method, url, *args, **kwargs)
         return super().request(method, url, *args, **kwargs)
@@ -101,7 +103,7 @@ def _get(session: requests.Session, url: str, **params: Any) -> requests.Respons
         raise error from None
 
 
-def _agent_state(session: requests.Session, agent: str, cache: dict[str, dict]) -> dict:
+def _agent_state(session: requests.Session, agent: str, cache: dict[str, Any]) -> dict:
     if agent not in cache:
         r = _get(session, f"{agent}/state")
         try:
@@ -129,7 +131,7 @@ def _sandboxes(state: dict, prefix: str) -> list[tuple[str, str]]:
 def _instances(client: Client, session: requests.Session, name: str, app: dict[str, Any], *, agent_port: int,
                agent_url: str | None, cache: dict[str, dict], local: bool) -> list[TaskLog]:
     """Every instance of ``app`` whose sandbox an agent still keeps, oldest first, running ones last."""
-    running = sorted(app.get("tasks") or [], key=lambda x: x.get("stagedAt") or "")
+    running = oldest_first(app.get("tasks"))
     hosts = [t.get("host", "") for t in running]
     failure = app.get("lastTaskFailure") or {}
     if failure.get("host"):
@@ -166,14 +168,15 @@ def find_task_logs(client: Client, job: str, task: str | None, *, agent_port: in
         group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps", "group.apps.tasks",
                                                               "group.apps.lastTaskFailure"))
     except MarathonNotFound:
-        raise UsageError(f"job {job!r} does not exist on {client.url}", hint="see the jobs with: marathon-tf list") from None
+        raise UsageError(f"job {job!r} does not exist on {client.url}",
+                         hint="see the jobs with: marathon-tf list") from None
     session = session or AgentSession(client)
     apps = task_apps(group)
     if task and task not in apps:
         raise UsageError(f"{job} has no task {task} (it has {', '.join(apps) or 'none'})",
                          hint=f"see the job with: marathon-tf status {job}")
-    ended = next((a.get("labels", {}).get(L.STATE) for a in apps.values()
-                  if a.get("labels", {}).get(L.STATE) in (L.SUCCEEDED, L.FAILED)), None)
+    state = job_state(apps.values())
+    ended = state.value if state in (L.JobState.SUCCEEDED, L.JobState.FAILED) else None
     out: list[TaskLog] = []
     cache: dict[str, dict] = {}
     local = client.is_local() if agent_url is None else False

@@ -5,18 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Any
+from typing import Any, Mapping
 
 import click
 
-__all__ = ["emit_json", "error", "warn", "info", "status_table", "status_text", "table", "jobs_table", "scale_plan_text",
-           "progress_line", "plan_text", "scale_no_change", "clean_report", "TWO_FILES"]
-
-
-def _stderr_console():
-    from rich.console import Console  # imported on use: keeps `marathon-tf --help` fast
-
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+__all__ = ["emit_json", "error", "warn", "info", "status_table", "status_text", "table", "jobs_table",
+           "scale_plan_text", "progress_line", "ProgressPrinter", "plan_text", "scale_no_change", "clean_report",
+           "timeline_text", "events_text", "stopping_line", "TWO_FILES"]
 
 
 def emit_json(data: Any) -> None:
@@ -100,6 +95,43 @@ def _admission(status: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
     return "", rows
 
 
+#: A progress line that differs from the last one shown only in the durations that count up (``1 waiting
+#: 13s``, ``deadline in 9m47s``) is shown again after this many seconds, not every time (every second).
+PROGRESS_REPEAT = 60.0
+
+
+def _shape(line: str) -> str:
+    """The line without its durations (``13s``, ``9m47s``, ``2h10m``, ``3d4h``)."""
+    import re
+
+    return re.sub(r"\b\d+(?:\.\d+)?(?:d\d+h|h\d{2}m|m\d{2}s|s)\b", "…", line)
+
+
+class ProgressPrinter:
+    """Prints a job's progress line on stderr when it changed: a new state, count, step, reason; a line
+    whose only change is a duration counting up is repeated at most every :data:`PROGRESS_REPEAT` s."""
+
+    def __init__(self, clock=None):
+        import time
+
+        self.clock = clock or time.monotonic
+        self.last, self.shown_at = "", float("-inf")
+
+    def __call__(self, status: Any) -> None:  # a JobStatus, or its dict
+        line = progress_line(status.to_dict() if hasattr(status, "to_dict") else status)
+        now = self.clock()
+        if line == self.last or (_shape(line) == _shape(self.last) and now - self.shown_at < PROGRESS_REPEAT):
+            return
+        info(line)
+        self.last, self.shown_at = line, now
+
+
+def _state_text(status: dict[str, Any]) -> str:
+    """The job's state as ``status`` says it: ``Running``, or a planned restart's ``Restarting for scale
+    (2 → 3 workers)`` (its JSON ``state`` stays Marathon's view: Deploying, Running)."""
+    return str((status.get("restarting") or {}).get("text") or status.get("state"))
+
+
 def progress_line(status: dict[str, Any]) -> str:
     """One line: per-role counts, the deployment step and the training step."""
     after, placement = _admission(status)
@@ -140,7 +172,7 @@ def progress_line(status: dict[str, Any]) -> str:
         parts.append("straggler " + ", ".join(status["stragglers"]))
     if status.get("tensorboard"):
         parts.append(f"TensorBoard {status['tensorboard']}")
-    return f"{status.get('job')}: {status.get('state')} — " + "; ".join(parts)
+    return f"{status.get('job')}: {_state_text(status)} — " + "; ".join(parts)
 
 
 _NARROW = ("TASK", "STATE", "ADDRESS", "STEP", "RESTARTS", "AGE", "LAST FAILURE")
@@ -167,7 +199,8 @@ def _cells(t: dict[str, Any], wide: bool = False) -> dict[str, str]:
     age = t.get("ageSeconds")
     address = str(t.get("address") or "")
     return {
-        "TASK": t["task"], "STATE": _state(t.get("state")), "ADDRESS": address if wide else _short_host(address),
+        "TASK": t["task"], "STATE": "restarting" if t.get("restarting") else _state(t.get("state")),
+        "ADDRESS": address if wide else _short_host(address),
         "HEALTH": str(t.get("health") or ""), "PHASE": str(t.get("phase") or ""),
         "STEP": "" if t.get("step") is None else str(t["step"]),
         "STEPS/S": "" if t.get("stepsPerSecond") is None else f"{t['stepsPerSecond']:.3g}",
@@ -211,6 +244,10 @@ def _header(status: dict[str, Any]) -> list[tuple[str, str]]:
                        ("tensorboard", "TensorBoard")):
         if status.get(key) is not None:
             rows.append((label, str(status[key])))
+    restart = status.get("restarting") or {}
+    if restart.get("tasks"):
+        rows.append(("restarting", ", ".join(restart["tasks"]) + ": stopped (the kill grace), then started again "
+                                   "with the new cluster spec, from the last checkpoint; not a failure"))
     for wait in status.get("waits") or []:
         rows.append(("waiting", wait))
     for straggler in status.get("stragglers") or []:
@@ -231,7 +268,7 @@ def status_text(status: dict[str, Any], *, wide: bool = False, width: int | None
 
     limit = None if wide else width
     after, placement = _admission(status)
-    lines = [f"job {status['job']} ({status['groupId']}): {status['state']}" + after]
+    lines = [f"job {status['job']} ({status['groupId']}): {_state_text(status)}" + after]
     header = placement + [(k, v) for k, v in _header(status) if not (after and k == "reason")]
     for label, value in header:
         first = f"  {label:<10} "
@@ -293,6 +330,11 @@ def scale_no_change(result, parsed) -> str:
     return f"no change: {result.job} already has " + ", ".join(f"{counts.get(role, 0)} {role}" for role in parsed)
 
 
+def stopping_line(tasks: int, grace: float) -> str:
+    """What ``deploy --local`` and ``local serve`` say at once on their first stop signal."""
+    return f"stopping {tasks} task{'s' if tasks != 1 else ''} (grace up to {grace:g} s; Ctrl-C again to kill now)"
+
+
 #: What ``logs`` says when it prints a task's two streams.
 TWO_FILES = ("note: a task's stdout is printed before its stderr, not interleaved by time: the agent keeps them "
               "as two files with no time per line (as Mesos does); --stream chooses one, and -f prints new lines "
@@ -306,9 +348,65 @@ def clean_report(home, removed: list, kept: list, *, dry_run: bool) -> None:
     from marathon_tf.contract.progress import duration
 
     for run in removed:
-        click.echo(f"{'would remove' if dry_run else 'removed'} {run.path} (idle {duration(time.time() - run.last_active)})")
+        idle = duration(time.time() - run.last_active)
+        what = "a stopped local serve's state, " if run.serve else ""
+        click.echo(f"{'would remove' if dry_run else 'removed'} {run.path} ({what}idle {idle})")
     for run in kept:
-        info(f"kept {run.path}: " + (f"running, {run.running}" if run.running
-                                     else f"idle only {duration(time.time() - run.last_active)}"))
+        if run.running:
+            why = f"running, {run.running}"
+        elif run.serve:
+            jobs = (f"remembers {', '.join(run.jobs)} (their volumes and checkpoints)" if run.jobs
+                    else "remembers no job")
+            why = (f"a stopped local serve's state: {jobs}; removed only when named: "
+                   f"local clean --serve-state {run.path.name if run.path.parent == home else run.path}")
+        else:
+            why = f"idle only {duration(time.time() - run.last_active)}"
+        info(f"kept {run.path}: {why}")
     if not removed:
         info(f"no ended run to remove in {home}")
+
+
+def _seconds(x: float | None) -> str:
+    from marathon_tf.contract.progress import duration
+
+    return "" if x is None else (f"{x:.1f}s" if x < 60 else duration(x))
+
+
+def timeline_text(tl: Mapping[str, Any]) -> str:
+    """The start's phases and each recovery, as lines."""
+    lines = ["timeline"]
+    if not tl.get("start"):
+        lines.append("  (no events yet)")
+    for i, phase in enumerate(tl.get("start") or []):
+        after = f"  ({_seconds(phase['seconds'])} after {tl['start'][i - 1]['phase']})" if i else ""
+        lines.append((f"  {phase['phase']:<22}  {phase['at']}  +{_seconds(phase['sinceStart']):<7}" + after).rstrip())
+    recoveries = tl.get("recoveries") or []
+    if recoveries:
+        lines.append("recoveries")
+    for r in recoveries:
+        steps = [f"{r['at']}  {r['task']}: {r['cause']}"]
+        if r.get("restarted"):
+            steps.append(f"    → restarted ({r.get('how')}) after {_seconds(r.get('secondsToRestart'))}")
+        if r.get("trainingAgain"):
+            steps.append(f"    → training again after {_seconds(r.get('secondsToTraining'))} "
+                         f"({_seconds(r.get('seconds'))} in all)")
+        elif r.get("restarted"):
+            steps.append("    → not training yet")
+        lines.extend("  " + s for s in steps)
+    if tl.get("omittedEvents"):
+        lines.append(f"  ({tl['omittedEvents']} events were left out of the job's record)")
+    return "\n".join(lines)
+
+
+def events_text(rows: list[Mapping[str, Any]], omitted: int = 0) -> str:
+    """``TIME  TASK  EVENT  MESSAGE``, one line per event (``events -o json``'s rows), the whole message
+    (like kubectl describe)."""
+    if not rows:
+        return "no events"
+    wt, wr = max(len(r["task"]) for r in rows), max(len(r["reason"]) for r in rows)
+    lines = [f"{'TIME':<24}  {'TASK':<{wt}}  {'EVENT':<{wr}}  MESSAGE"]
+    for r in rows:
+        lines.append(f"{r['time']:<24}  {r['task']:<{wt}}  {r['reason']:<{wr}}  {r['message']}")
+    if omitted:
+        lines.append(f"({omitted} events were left out of the job's record)")
+    return "\n".join(lines)

@@ -18,8 +18,8 @@ from typing import Any, Callable, Optional
 from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonNotFound, UsageError
 from marathon_tf.marathon.client import Client
+from marathon_tf.marathon.jobstate import job_labels, job_state, stored_spec
 from marathon_tf.user import localstate
-from marathon_tf.user.jobs import stored_spec
 from marathon_tf.user.render import render_group, task_apps
 from marathon_tf.user.spec import JobSpec
 
@@ -59,8 +59,8 @@ def _has_files(path: Path) -> bool:
 
 def ended(group: dict[str, Any]) -> Optional[str]:
     """The job's recorded end (``Succeeded`` / ``Failed``), None while it has none."""
-    states = {(app.get("labels") or {}).get(L.STATE) for app in task_apps(group).values()}
-    return next((s for s in (L.SUCCEEDED, L.FAILED) if s in states), None)
+    state = job_state(task_apps(group).values())
+    return state.value if state in (L.JobState.SUCCEEDED, L.JobState.FAILED) else None
 
 
 def previous_run(client: Client, spec: JobSpec) -> tuple[Optional[Previous], Optional[dict[str, Any]]]:
@@ -77,27 +77,32 @@ def previous_run(client: Client, spec: JobSpec) -> tuple[Optional[Previous], Opt
     state = ended(group)
     if state is None:
         return None, group
-    checkpoints = localstate.deployed_logdir(stored_spec(task_apps(group)) or spec.to_dict(), work, spec.name)
+    checkpoints = localstate.deployed_logdir(stored_spec(task_apps(group).values()) or spec.to_dict(), work, spec.name)
     if checkpoints is None:  # its logdir was inside each sandbox (or none): nothing to resume from
         return None, group
-    finished = next(((a.get("labels") or {}).get(L.FINISHED_AT) for a in task_apps(group).values()
-                     if (a.get("labels") or {}).get(L.FINISHED_AT)), None)
+    finished = job_labels(task_apps(group).values()).get(L.FINISHED_AT)
     return Previous(state, finished, checkpoints, work, group), group
 
 
-def unchanged(group: dict[str, Any], spec: JobSpec, templates_dir: Optional[str]) -> bool:
-    """Whether the running job is exactly what ``spec`` renders to (compared in our own renderings:
-    Marathon's copy carries its defaults)."""
+def unchanged(group: dict[str, Any], spec: JobSpec, templates_dir: Optional[str],
+              rendered: Optional[dict[str, Any]] = None, marathon_version: Any = None) -> bool:
+    """Whether the running job is exactly what ``spec`` renders to (``rendered``, when the caller has
+    it; compared in our own renderings, both for ``marathon_version``: Marathon's copy carries its defaults)."""
     from marathon_tf.user.spec import load_dict
 
-    stored = stored_spec(task_apps(group))
+    stored = stored_spec(task_apps(group).values())
     if not stored:
         return False
     try:
         deployed = load_dict(stored, source=spec.source)
     except Exception:  # noqa: BLE001 - unreadable: deploy it again
         return False
-    return render_group(deployed, templates_dir=templates_dir) == render_group(spec, templates_dir=templates_dir)
+    if rendered is None:
+        rendered = render_group(spec, templates_dir=templates_dir, marathon_version=marathon_version)
+    try:
+        return render_group(deployed, templates_dir=templates_dir, marathon_version=marathon_version) == rendered
+    except UsageError:  # what was deployed this Marathon cannot run as it is now rendered: deploy it again
+        return False
 
 
 def await_stopped(client: Client, job: str, *, wait: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> None:

@@ -10,7 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Optional
 
+from marathon_tf.contract.errors import JobFailed, MarathonTFError, NotPlaced
+from marathon_tf.contract.labels import RECORDED, JobState
+
 __all__ = ["TaskStatus", "JobStatus", "JobSummary", "Deployment", "ScaleResult", "LogLine", "LocalRunResult"]
+
+_STATES = {s.value for s in JobState}
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class JobStatus:
     the rest wait, and its deadline (see :mod:`marathon_tf.user.gang`)."""
 
     job: str
+    #: A :class:`~marathon_tf.contract.labels.JobState` (a ``str``: ``status.state == "Running"``).
     state: str
     tasks: tuple[TaskStatus, ...] = ()
     step: Optional[int] = None
@@ -59,26 +65,45 @@ class JobStatus:
     #: Where the logdir is on this machine (local jobs), or on the agents (an absolute volume path).
     logdir_path: Optional[str] = None
     admission: Optional[dict[str, Any]] = field(default=None, compare=False)
+    #: A planned restart under way (``scale``, a re-deploy): ``why``, ``change``, ``tasks``, ``text``
+    #: (``Restarting for scale (2 → 3 workers)``); None otherwise.
+    restarting: Optional[dict[str, Any]] = field(default=None, compare=False)
     data: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_dict(cls, status: dict[str, Any]) -> "JobStatus":
-        return cls(job=status["job"], state=status.get("state", ""),
+        state = status.get("state", "")
+        return cls(job=status["job"], state=JobState(state) if state in _STATES else state,
                    tasks=tuple(TaskStatus.from_dict(t) for t in status.get("tasks") or []),
                    step=status.get("step"), target_step=status.get("targetStep"), final_step=status.get("finalStep"),
                    reason=status.get("reason"), logdir=status.get("logdir"), logdir_path=status.get("logdirPath"),
-                   admission=status.get("admission"), data=dict(status))
+                   admission=status.get("admission"), restarting=status.get("restarting"), data=dict(status))
 
     @property
     def ended(self) -> bool:
-        return self.state in ("Succeeded", "Failed", "NotPlaced")
+        """Whether its record says how it ended (Succeeded, Failed, NotPlaced)."""
+        return self.state in RECORDED
 
     @property
     def succeeded(self) -> bool:
-        return self.state == "Succeeded"
+        return self.state == JobState.SUCCEEDED
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.data)
+
+    def updated(self, **fields: Any) -> "JobStatus":
+        """The same status with more (or other) fields."""
+        return JobStatus.from_dict({"job": self.job, "state": self.state, **self.data, **fields})
+
+    def error(self) -> Optional[MarathonTFError]:
+        """The error a job that ended so is (exit code on its class): :class:`JobFailed` (Failed),
+        :class:`NotPlaced`; None for any other state. It carries this status (``status``)."""
+        reason = f": {self.reason}" if self.reason else ""
+        if self.state == JobState.FAILED:
+            return JobFailed(f"job {self.job} failed{reason}", status=self)
+        if self.state == JobState.NOT_PLACED:
+            return NotPlaced(f"job {self.job} was not placed{reason}", status=self)
+        return None
 
 
 @dataclass(frozen=True)
@@ -184,7 +209,11 @@ class LocalRunResult:
 
     @property
     def succeeded(self) -> bool:
-        return self.state == "Succeeded"
+        return self.state == JobState.SUCCEEDED
+
+    def error(self) -> Optional[MarathonTFError]:
+        """The error the run's end is (:meth:`JobStatus.error`), or None when it succeeded."""
+        return self.status.error()
 
     def to_dict(self) -> dict[str, Any]:
         out = {"job": self.job, "state": self.state, "seconds": round(self.seconds, 3), "stateDir": self.state_dir,

@@ -5,7 +5,8 @@ SIGINT. Inside :func:`converted`, the first of SIGINT/SIGTERM/SIGHUP raises :cla
 (a :class:`KeyboardInterrupt`, so every ``except KeyboardInterrupt`` clean-up path applies) in the
 main thread; further ones are only remembered until the block is left, so the clean-up itself is
 not interrupted (``again``, when given, is called with each of them: e.g. a second Ctrl-C that
-cuts the clean-up's waiting short). The caller exits with ``128 + signum`` (130, 143, 129).
+cuts the clean-up's waiting short). The caller raises :class:`~marathon_tf.contract.errors.Interrupted`
+with the signal's number, whose exit code is ``128 + signum`` (130, 143, 129).
 """
 
 from __future__ import annotations

@@ -62,6 +62,7 @@ class Fix:
             if target.is_dir():
                 shutil.rmtree(target)
             return
+        assert self.old is not None  # a fix that writes new text names the text it replaces
         text = target.read_text(encoding="utf-8") if target.is_file() else ""
         if self.old not in text:
             if self.new in text:

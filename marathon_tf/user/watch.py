@@ -1,18 +1,26 @@
 """Following a deployment and a job: Marathon's event stream
 (:class:`marathon_tf.marathon.events.EventStream`) wakes us early; polling
-``/v2/deployments`` and the group is the source of truth and the fallback when
-there is no stream.
+``/v2/deployments`` and the job's status (:func:`marathon_tf.user.status.job_status`) is the source of
+truth and the fallback when there is no stream.
+
+:func:`wait_job` is the one loop that follows a job to its end (``deploy``, ``deploy --local``,
+``status --watch``, the API's ``wait``: :func:`marathon_tf.user.pipeline.follow` wires it up);
+:func:`wait_deployment` follows one deployment (``scale --wait``, and ``deploy`` before the job).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Callable
 
-from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract import labels as L, naming, spread
 from marathon_tf.contract.errors import JobFailed, MarathonError, MarathonUnavailable, Timeout
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.events import EventStream
+from marathon_tf.marathon.jobstate import converged
+from marathon_tf.user.render import task_apps
+from marathon_tf.user.results import JobStatus
+from marathon_tf.user.status import job_status
 
 __all__ = ["wait_deployment", "wait_job", "FINAL_STATES", "NOT_LISTED_GRACE"]
 
@@ -23,10 +31,10 @@ NOT_LISTED_GRACE = 30.0
 
 
 def wait_deployment(client: Client, deployment_id: str | None, job: str, *, timeout: float | None,
-                    on_progress: Callable[[dict[str, Any]], None] = lambda s: None,
+                    on_progress: Callable[[JobStatus], None] = lambda s: None,
                     poll: float = 2.0, clock: Callable[[], float] = time.monotonic,
                     stream: EventStream | None = None, grace: float = NOT_LISTED_GRACE,
-                    mesos: str | None = None) -> dict[str, Any]:
+                    mesos: str | None = None) -> JobStatus:
     """Wait until the deployment has left ``/v2/deployments`` (every task running and
     healthy). Raises :class:`Timeout` (exit 3) when ``timeout`` passes first.
 
@@ -36,10 +44,9 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
     reported (``M@1.4:.../upgrade/DeploymentManager.scala``). So an id not listed yet is finished only
     once it has been listed, or the event stream said ``deployment_success`` for it, or the job's
     apps show it done (no app names a deployment and each runs its instance count of tasks of its
-    current configuration), or ``grace`` seconds passed. ``mesos``: the Mesos master the user named
-    (``--mesos`` / ``MESOS_URL``), for the job's status (:func:`marathon_tf.user.jobs.job_status`)."""
-    from marathon_tf.user.jobs import job_status  # lazily: the bootstrap uses EventStream without jinja2/marshmallow
-
+    current configuration), or ``grace`` seconds passed. The statuses carry the deployment
+    (``deployment``: as ``/v2/deployments`` lists it, None when it does not). ``mesos``: the Mesos
+    master the user named (``--mesos`` / ``MESOS_URL``), for the job's waits."""
     deadline = None if timeout is None else clock() + timeout
     outage = _Outage(clock)
     seen = succeeded = False
@@ -47,13 +54,12 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
     while True:
         try:
             active = {d.get("id"): d for d in client.deployments()}
-            status = job_status(client, job, probe=False, mesos=mesos)
+            status = job_status(client, job, probe=False, mesos=mesos).updated(deployment=active.get(deployment_id))
         except MarathonUnavailable as e:
             outage.tolerate(e)
             _sleep(poll)
             continue
         outage.clear()
-        status["deployment"] = active.get(deployment_id)
         on_progress(status)
         if deployment_id is None:
             return status
@@ -77,22 +83,24 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
                 # The job's own end (its record, written with ?force=true) overrides the deployment:
                 # that is the job's outcome, not a failed deployment.
                 ended = job_status(client, job, probe=False, mesos=mesos)
-                if ended.get("state") in FINAL_STATES + (L.QUEUED,):
+                if ended.state in FINAL_STATES + (L.QUEUED,):
+                    return ended
+                # A job with placement rules: its leader's writes (?force=true) override the group's
+                # deployment, which waits for the held tasks (marathon_tf.task.placer): follow the job.
+                if _placed_by_leader(client, job):
                     return ended
                 reason = ev.get("reason") or "cancelled or overridden by another deployment"
                 raise JobFailed(f"deployment {deployment_id} of {job} failed: {reason}")
 
 
 def wait_job(client: Client, job: str, *, timeout: float | None,
-             on_progress: Callable[[dict[str, Any]], None] = lambda s: None,
+             on_progress: Callable[[JobStatus], None] = lambda s: None,
              poll: float = 2.0, clock: Callable[[], float] = time.monotonic,
-             stream: EventStream | None = None, mesos: str | None = None) -> dict[str, Any]:
+             stream: EventStream | None = None, mesos: str | None = None) -> JobStatus:
     """Follow a job until its record says Succeeded, Failed or NotPlaced; returns the final status.
     A ``Queued`` job (released at its deadline, an attempt left) is followed on: whoever follows
-    re-submits it when it is due (``on_progress``: :func:`marathon_tf.user.gang.drive`). ``mesos``: as
-    for :func:`wait_deployment`."""
-    from marathon_tf.user.jobs import job_status
-
+    re-submits it when it is due (``on_progress``: :func:`marathon_tf.user.release.drive`). ``mesos``:
+    as for :func:`wait_deployment`."""
     deadline = None if timeout is None else clock() + timeout
     outage = _Outage(clock)
     while True:
@@ -104,10 +112,10 @@ def wait_job(client: Client, job: str, *, timeout: float | None,
             continue
         outage.clear()
         on_progress(status)
-        if status.get("state") in FINAL_STATES:
+        if status.state in FINAL_STATES:
             return status
         if deadline is not None and clock() >= deadline:
-            raise Timeout(f"job {job} is still {status.get('state', 'running').lower()} after {timeout:g} s",
+            raise Timeout(f"job {job} is still {(status.state or 'running').lower()} after {timeout:g} s",
                           hint=f"it keeps running; follow it with: marathon-tf status {job} --watch")
         left = poll if deadline is None else max(0.0, min(poll, deadline - clock()))
         if stream is not None and stream.available:
@@ -116,26 +124,24 @@ def wait_job(client: Client, job: str, *, timeout: float | None,
             _sleep(left)
 
 
+def _placed_by_leader(client: Client, job: str) -> bool:
+    """Whether the job's apps carry placement rules (its leader writes constraints to them)."""
+    try:
+        group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps"))
+    except MarathonError:
+        return False
+    return any(spread.RULES_LABEL in (a.get("labels") or {}) for a in task_apps(group).values())
+
+
 def _converged(client: Client, job: str) -> bool:
     """Whether the job's apps show no deployment left to do: none names a deployment, and each runs
     exactly its ``instances`` tasks launched at or after its ``versionInfo.lastConfigChangeAt``."""
-    from marathon_tf.user.render import task_apps
-
     try:
         group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps", "group.apps.tasks",
                                                               "group.apps.deployments"))
     except MarathonError:
         return False
-    apps = task_apps(group)
-    for app in apps.values():
-        if app.get("deployments"):
-            return False
-        changed = (app.get("versionInfo") or {}).get("lastConfigChangeAt") or app.get("version") or ""
-        current = [t for t in app.get("tasks") or []
-                   if t.get("state") == "TASK_RUNNING" and (t.get("version") or "") >= changed]
-        if len(current) != app.get("instances", 1):
-            return False
-    return bool(apps)
+    return converged(task_apps(group).values())
 
 
 class _Outage:
@@ -143,7 +149,8 @@ class _Outage:
     keep polling for ``grace`` seconds before giving up with the last error."""
 
     def __init__(self, clock: Callable[[], float], grace: float = 60.0):
-        self.clock, self.grace, self.since = clock, grace, None
+        self.clock, self.grace = clock, grace
+        self.since: float | None = None
 
     def tolerate(self, error: MarathonUnavailable) -> None:
         now = self.clock()

@@ -77,3 +77,13 @@ def test_the_records_events_fit_a_label_and_say_how_many_were_left_out():
     assert events[-1]["time"] == 1399.0  # and the newest
     assert T.expand(T.compact(START)) == (T.merge(START), 0)
     assert T.expand("not json") == ([], 0) and json.loads(T.compact([])) == []
+
+
+def test_a_tasks_events_of_one_millisecond_are_in_the_order_of_its_life():
+    from marathon_tf.contract import timeline as T
+
+    t = 100.0
+    events = [{"time": t, "task": "w", "kind": k} for k in (T.FIRST_STEP, T.PROGRAM_STARTED, T.SERVER_UP,
+                                                            T.RESTARTING)]
+    assert [e["kind"] for e in T.merge(events)] == [T.RESTARTING, T.PROGRAM_STARTED, T.SERVER_UP, T.FIRST_STEP]
+    assert set(T.KINDS) == set(T._LIFE)

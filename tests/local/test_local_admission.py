@@ -81,11 +81,13 @@ def test_a_task_that_fits_on_no_agent_is_refused_in_one_line_before_anything_is_
     for args in ([], ["--dry-run"]):
         r = _cli(cluster.marathon_url, "deploy", str(path), *args, cwd=tmp_path)
         assert r.returncode == 2, r.stderr
-        assert r.stderr.splitlines()[0] == "error: worker needs gpus 4; the largest agent has 2 (agent-1); nothing was sent"
+        assert r.stderr.splitlines()[0] == ("error: worker needs gpus 4; the largest agent has 2 (agent-1); "
+                                            "nothing was sent")
     # a dry run without a Marathon reads the master it is given (a real master names agents by hostname)
     r = _cli(None, "deploy", str(path), "--dry-run", "--mesos", cluster.marathon_url + "/mesos", cwd=tmp_path)
     assert r.returncode == 2 and r.stdout == "", r.stderr
-    assert r.stderr.splitlines()[0] == "error: worker needs gpus 4; the largest agent has 2 (127.0.0.1); nothing was sent"
+    assert r.stderr.splitlines()[0] == ("error: worker needs gpus 4; the largest agent has 2 (127.0.0.1); "
+                                        "nothing was sent")
     # more than one resource short: each named with its largest agent; memory in the role that asks it
     job["roles"]["worker"].update(gpus=1, mem=4096, cpus=3)
     r = _cli(cluster.marathon_url, "deploy", str(_job_file(tmp_path, job)), cwd=tmp_path)
@@ -107,8 +109,9 @@ def test_a_shortfall_now_is_said_and_refused_only_without_waiting(cluster_with, 
                                         "would wait; it needs cpus 2 (1 free); nothing was sent")
     assert _nothing_of(api, "big")
     r = _cli(cluster.marathon_url, "scale", "fit", "worker=4", "--no-wait-for-resources", cwd=tmp_path)
-    assert r.returncode == 4, r.stderr
-    assert "1 of 2 worker would wait; it needs cpus 2 (1 free)" in r.stderr.splitlines()[0]
+    assert r.returncode == 2, r.stderr  # 4 workers of 1 cpu never fit 3 agents of 1 cpu: refused at once
+    assert r.stderr.splitlines()[0] == ("error: job fit needs cpus 4 in all; the cluster has 3 in all (3 agents): its "
+                                        "tasks can never all run at once; nothing was sent")
     assert sorted(a["id"] for a in api.get("/v2/groups/fit").json()["apps"]) == ["/fit/worker-0", "/fit/worker-1"]
     # waiting is the default: said on stderr, and sent
     r = _cli(cluster.marathon_url, "deploy", str(_job_file(tmp_path, big)), "--dry-run", cwd=tmp_path)

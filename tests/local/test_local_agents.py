@@ -102,7 +102,7 @@ def test_a_job_that_fits_nowhere_waits_with_the_queues_reasons(cluster_with, wai
 
 def test_status_says_why_a_task_of_a_job_waits(cluster_with, wait):
     from marathon_tf.marathon.client import Client
-    from marathon_tf.user import jobs
+    from marathon_tf.user.status import job_status
     from marathon_tf.user.render import render_group
     from marathon_tf.user.spec import load_dict
 
@@ -117,7 +117,7 @@ def test_status_says_why_a_task_of_a_job_waits(cluster_with, wait):
     wait(lambda: api.running("/big/ps-0"), what="ps-0")
     st = wait(lambda: (lambda s: s if all(t.get("waitingFor", "").startswith("no offer")
                                           for t in s["tasks"] if t["role"] == "worker") else None)(
-        jobs.job_status(Client(cluster.marathon_url), "big")), what="the workers' reasons")
+        job_status(Client(cluster.marathon_url), "big").to_dict()), what="the workers' reasons")
     workers = [t for t in st["tasks"] if t["role"] == "worker"]
     assert [t["waitingFor"] for t in workers] == ["no offer with enough cpus (3 of 3 offers declined)"] * 2
 
@@ -258,7 +258,8 @@ def test_features_follow_the_option_and_a_gpu_app_without_them_gets_marathons_42
     r = api.post("/v2/apps", json=_app("/g", gpus=1))
     assert r.status_code == 422
     assert r.json() == {"message": "Object is not valid", "details": [
-        {"path": "/", "errors": ["Feature gpu_resources is not enabled. Enable with --enable_features gpu_resources)"]}]}
+        {"path": "/",
+         "errors": ["Feature gpu_resources is not enabled. Enable with --enable_features gpu_resources)"]}]}
     r = api.put("/v2/groups/j", json={"apps": [_app("w", gpus=2)]})
     assert r.status_code == 422 and r.json()["details"][0]["path"] == "/apps(0)"
     assert api.post("/v2/apps", json=_app("/c", gpus=0)).status_code == 201

@@ -148,7 +148,8 @@ def test_apps_list_filters(api, make_app):
         make_app("alpha", instances=0, labels={"role": "ps"}),
         make_app("beta", instances=0, labels={"role": "worker", "gpu": "yes"}),
         make_app("gamma", instances=0)]})
-    ids = lambda **q: [a["id"] for a in api.get("/v2/apps", params=q).json()["apps"]]
+    def ids(**q):
+        return [a["id"] for a in api.get("/v2/apps", params=q).json()["apps"]]
     assert ids(id="ALP") == ["/job/alpha"]
     assert ids(label="role") == ["/job/alpha", "/job/beta"]
     assert ids(label="role==worker") == ["/job/beta"]

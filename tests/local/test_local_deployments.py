@@ -66,7 +66,8 @@ def test_locked_app_409_and_force(api, make_app, cluster):
     assert r2.status_code == 409
     body = r2.json()
     assert body["deployments"] == [{"id": dep1}]
-    assert body["message"].startswith("App is locked by one or more deployments. Override with the option '?force=true'.")
+    assert body["message"].startswith(
+        "App is locked by one or more deployments. Override with the option '?force=true'.")
     r3 = api.put("/v2/groups/job", params={"force": "true"}, json={"apps": [make_app("w", cmd="sleep 600")]})
     assert r3.status_code == 200
     api.wait_deployed()

@@ -36,7 +36,7 @@ def cli_client(urls) -> Client:
 
 @pytest.fixture
 def short_session_ha(tmp_path):
-    # named: a 3 s ZooKeeper session, as the client copes today (see the stock case's xfail below)
+    # named: a 3 s ZooKeeper session (a cluster configured shorter than stock)
     with LocalCluster(state_dir=tmp_path / "state", dns_refresh=0, heartbeat=0.5, kill_grace=1.0,
                       shutdown_grace=1.0, marathon_instances=3, zk_session_timeout=3.0,
                       auth=Credentials(**AUTH)) as c:
@@ -44,11 +44,7 @@ def short_session_ha(tmp_path):
 
 
 @pytest.mark.parametrize("which", [
-    pytest.param("ha", marks=pytest.mark.xfail(strict=False, reason=(
-        "client (marathon_tf/marathon/client.py): a read answered 502 'Connection to leader refused.' is retried "
-        "at most RetryPolicy.attempts (8) rounds, the wait capped at ELECTION_POLL (1 s) + jitter: often under "
-        "stock Marathon's 10 s --zk_session_timeout, so it gives up 'after 8 tries' before the election; it "
-        "should retry 502s for the time budget, not a count")), id="stock-10s"),
+    pytest.param("ha", id="stock-10s"),
     pytest.param("short_session_ha", id="zk-session-3s")])
 def test_the_cli_client_given_every_url_rides_through_the_leaders_death(which, request):
     ha = request.getfixturevalue(which)
@@ -93,11 +89,6 @@ def test_the_event_stream_through_a_standby_keeps_its_credentials_and_survives_t
         assert stream.available
 
 
-@pytest.mark.xfail(strict=True, reason="client (marathon_tf/marathon/client.py, not the local cluster's): "
-                   "a write answered "
-                   "502 'Connection to leader refused.' by a standby during the election is taken as maybe-applied "
-                   "and looked for 20 s (RetryPolicy.settle), then given up 'sent once'; issue 28 item 4 wants it "
-                   "sent again once a leader answers and its state shows it absent, landing once")
 def test_a_write_sent_during_the_election_lands_once(ha):
     # Stock 1.11: until the dead leader's ZooKeeper session expires (--zk_session_timeout, 10 s) the standbys
     # forward to it and answer sendError(502, "Connection to leader refused.")

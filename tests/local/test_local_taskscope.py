@@ -71,7 +71,47 @@ def test_events_and_revocation(tmp_path):
     grants = Grants()
     path = grants.issue("t1", "/ml/mnist/worker-0", tmp_path)
     token = open(path).read()
-    assert grants.find(token) == Grant("t1", "/ml/mnist/worker-0") and oct((tmp_path / path).stat().st_mode)[-3:] == "600"
+    assert grants.find(token) == Grant("t1", "/ml/mnist/worker-0")
+    assert oct((tmp_path / path).stat().st_mode)[-3:] == "600"
     assert Grant("t", "/top-level-app").covers("/top-level-app") is False  # no job: nothing
     grants.revoke("t1", tmp_path)
     assert grants.find(token) is None and not (tmp_path / path).exists() and len(grants) == 0
+
+
+# -- the job's placement (marathon_tf.task.placer): LIKE / UNLIKE constraints of the job's apps ------
+
+CURRENT = {"/ml/mnist/worker-1": {"constraints": [["rack", "IS", "r1"], ["hostname", "UNLIKE", ".*"]]}}
+
+
+def _placement_why(body):
+    async def run():
+        payload = streams.StreamReader(mock.Mock(_reading_paused=False), 2 ** 16, loop=asyncio.get_running_loop())
+        payload.feed_data(json.dumps(body).encode())
+        payload.feed_eof()
+        return await refusal(make_mocked_request("PUT", "/v2/apps?force=true", payload=payload), GRANT,
+                             CURRENT.get)
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("constraints, why", [
+    ([["rack", "IS", "r1"], ["hostname", "UNLIKE", "127\\.0\\.0\\.1"]], None),  # released, its siblings' hosts
+    ([["rack", "IS", "r1"], ["hostname", "UNLIKE", ".*"], ["rack", "LIKE", "r1|r2"]], None),
+    ([["rack", "IS", "r1"]], None),
+    ([["hostname", "UNLIKE", "x"]], "only LIKE and UNLIKE"),  # the IS dropped: the job could go anywhere
+    ([["rack", "IS", "r2"], ["hostname", "UNLIKE", "x"]], "only LIKE and UNLIKE"),
+    ([["rack", "IS", "r1"], ["hostname", "UNIQUE"]], "only LIKE and UNLIKE"),
+    ([["rack", "IS", "r1"], ["hostname", "UNLIKE"]], "needs its value"),
+    ("x", "must be [field, OPERATOR(, value)] lists"),
+])
+def test_a_task_may_change_only_the_like_and_unlike_constraints_of_its_jobs_apps(constraints, why):
+    said = _placement_why([{"id": "/ml/mnist/worker-1", "constraints": constraints, "labels": {"a": "b"}}])
+    assert said is None if why is None else why in said
+    # another job's app, or an app the runner does not know, stays refused
+    assert "not an app of job" in _placement_why([{"id": "/ml/other/worker-1", "constraints": []}])
+    assert "cannot be checked" in _placement_why([{"id": "/ml/mnist/worker-9", "constraints": []}])
+
+
+def test_without_the_apps_definitions_no_constraint_may_change():
+    assert "cannot be checked" in _why("PUT", "/v2/apps", [{"id": "/ml/mnist/worker-1", "constraints": []}])
+    assert _why("GET", "/mesos/master/slaves") is None  # the agents' attributes, for a rule on an attribute
+    assert "nothing else" in _why("GET", "/mesos/master/state")

@@ -68,7 +68,8 @@ def test_409_locked_is_retried_and_force_is_passed(httpserver):
     assert client(httpserver).put_group(GROUP)["deploymentId"] == DEPLOYMENT
     httpserver.clear_log()
     httpserver.clear()
-    httpserver.expect_request("/v2/groups/mnist", method="PUT", query_string="force=true").respond_with_response(deployed())
+    httpserver.expect_request("/v2/groups/mnist", method="PUT",
+                              query_string="force=true").respond_with_response(deployed())
     client(httpserver).put_group(GROUP, force=True)
     assert httpserver.log[0][0].args["force"] == "true"
 

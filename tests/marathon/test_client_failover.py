@@ -47,7 +47,8 @@ def leader():
     server.stop()
 
 
-SSE = "event: event_stream_attached\r\ndata: {\"remoteAddress\":\"127.0.0.1\",\"eventType\":\"event_stream_attached\"}\r\n\r\n"
+SSE = ("event: event_stream_attached\r\n"
+       "data: {\"remoteAddress\":\"127.0.0.1\",\"eventType\":\"event_stream_attached\"}\r\n\r\n")
 
 
 @pytest.mark.parametrize("status", [502, 503])
@@ -208,7 +209,8 @@ def test_a_dead_url_and_a_leaderless_one_are_passed_over_at_once_then_backed_off
     # One attempt tries every URL (a refused connection or a 502 applied nothing): the dead leader of an
     # election costs no backoff while another URL answers; the backoff comes between rounds.
     answers = iter([Response(jetty_page(502, "Could not determine the current leader"), status=502,
-                             content_type="text/html")] * 2 + [Response('{"apps": []}', content_type="application/json")])
+                             content_type="text/html")] * 2
+                   + [Response('{"apps": []}', content_type="application/json")])
     httpserver.expect_request("/v2/apps").respond_with_handler(lambda request: next(answers))
     slept = []
     c = Client(["http://127.0.0.1:9", base(httpserver)], retry=fast(), sleep=slept.append)
@@ -221,7 +223,8 @@ def test_while_there_is_no_leader_the_backoff_stays_short(httpserver, status, wa
     # An election lasts about Marathon's --zk_session_timeout (10 s, M@1.8:src/main/scala/mesosphere/marathon/
     # ZookeeperConf.scala): a backoff growing past a second would only see the new leader later.
     answers = iter([Response(jetty_page(status, "Could not determine the current leader"), status=status,
-                             content_type="text/html")] * 2 + [Response('{"apps": []}', content_type="application/json")])
+                             content_type="text/html")] * 2
+                   + [Response('{"apps": []}', content_type="application/json")])
     httpserver.expect_request("/v2/apps").respond_with_handler(lambda request: next(answers))
     slept = []
     policy = RetryPolicy(attempts=5, budget=60, initial=2.0, max_wait=10, jitter=0)

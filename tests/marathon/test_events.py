@@ -21,7 +21,8 @@ def test_close_returns_at_once_while_the_reader_waits_on_a_silent_stream():
         yield b'event: event_stream_attached\r\ndata: {"remoteAddress": "127.0.0.1"}\r\n\r\n'
         released.wait(60)
 
-    answer = lambda r: Answer(200, silent(), headers={"Content-Type": "text/event-stream"}, length=False)
+    def answer(r):
+        return Answer(200, silent(), headers={"Content-Type": "text/event-stream"}, length=False)
     with Hostile(answer) as server:
         stream = EventStream(Client(server.url), event_types=("status_update_event",))
         with stream:

@@ -106,8 +106,8 @@ def test_tf1_cluster_finds_itself_and_trains(tmp_path, mesos_dns, procs):
     for worker in members[1:]:
         try:
             wait_for(lambda: phase(worker) == "succeeded", 75, interval=0.5, what=f"{worker} succeeded")
-        except AssertionError:
-            raise AssertionError("\n".join(procs.output(p)[-3000:] for p in started.values()))
+        except AssertionError as e:
+            raise AssertionError("\n".join(procs.output(p)[-3000:] for p in started.values())) from e
         status = _get(f"http://127.0.0.1:{ports[worker][1]}/status")
         # 5 steps each; the global step read in the same run may precede its own increment
         assert status["exit_code"] == 0 and status["step"] >= 4

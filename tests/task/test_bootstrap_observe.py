@@ -52,11 +52,14 @@ def test_a_stalled_worker_names_the_silent_ps_and_the_watchdogs_verdict_does_too
 # a coordinator whose first run TensorFlow tells that worker-1 was restarted under it (it then hangs,
 # as TF 2.21's ParameterServerStrategy coordinator does); its second run trains and ends
 COORDINATOR = ("import os, pathlib, sys, time\n"
-               "runs = pathlib.Path(os.environ['MESOS_SANDBOX'], 'runs'); n = len(runs.read_text()) if runs.exists() else 0\n"
+               "runs = pathlib.Path(os.environ['MESOS_SANDBOX'], 'runs'); "
+               "n = len(runs.read_text()) if runs.exists() else 0\n"
                "runs.write_text('x' * (n + 1))\n"
                "if n == 0:\n"
-               "    print('ERROR:tensorflow:Worker /job:worker/replica:0/task:1 failed with AbortedError(): RecvTensor '\n"
-               "          'expects a different device incarnation: 1 vs. 2. Your worker job (\"/job:worker/replica:0/'\n"
+               "    print('ERROR:tensorflow:Worker /job:worker/replica:0/task:1 failed with AbortedError(): "
+               "RecvTensor '\n"
+               "          'expects a different device incarnation: 1 vs. 2. Your worker job "
+               "(\"/job:worker/replica:0/'\n"
                "          'task:1\") was probably restarted. Make sure your worker program is running with the same '\n"
                "          'ClusterSpec that was used to create the client.', file=sys.stderr, flush=True)\n"
                "    time.sleep(600)\n"
@@ -80,3 +83,55 @@ def test_a_coordinator_that_holds_a_restarted_workers_old_incarnation_is_restart
     err = capsys.readouterr().err
     assert "TensorFlow says worker-1 was restarted under the training program" in err, err[-3000:]
     assert run.status()["failures"] == 0 and run.status()["restarts"] == 1
+
+
+def test_first_step_is_the_tasks_own_after_its_server_up_once_per_run():
+    """Issue 32: after relaunches `FirstStep` came before `ServerUp` (the look at the port lags the step),
+    and a ParameterServerStrategy worker's `FirstStep` said `first step: 200` (the logdir's, the job's step:
+    its program prints none). FirstStep is the task's first printed step of each run, after its ServerUp."""
+    from marathon_tf.contract.taskenv import TaskContext
+    from marathon_tf.task.observer import TaskObserver
+    from marathon_tf.task.status_server import TaskStatus
+    from marathon_tf.task.watchdog import ProgressWatchdog
+
+    ctx = TaskContext(job="j", role="worker", index=1, cluster={"ps": 1, "worker": 2})
+    status = TaskStatus(job="j", task="worker-1", role="worker", index=1)
+    observer = TaskObserver(ctx, status, ProgressWatchdog.for_role("worker", (0, 0)), probe=lambda address: "silent")
+    for run in (1, 2):
+        observer.program_started(run - 1, "127.0.0.1:1")
+        observer.on_step(200 * run, printed=False)  # the logdir's step: not this program's first
+        observer.on_step(200 * run + 1)
+        observer.on_step(200 * run + 2)
+        observer.program_exited(137, "killed")
+    kinds = [(e["kind"], e.get("step")) for e in observer.events.mine()
+             if e["kind"] in (T.PROGRAM_STARTED, T.SERVER_UP, T.FIRST_STEP)]
+    assert kinds == [(T.PROGRAM_STARTED, None), (T.SERVER_UP, None), (T.FIRST_STEP, 201),
+                     (T.PROGRAM_STARTED, None), (T.SERVER_UP, None), (T.FIRST_STEP, 401)], kinds
+    assert status.snapshot()["server_up"] is True
+
+
+def test_a_planned_restart_of_the_program_is_an_event_of_its_own_kind_never_a_failure():
+    """Issue 32: the program stopped for the job's group restart (or a moved peer, a peer restarted under
+    a coordinator) was a `ProgramExited`; a planned restart is a `Restarting` event with its why, counts no
+    failure, and the timeline still shows how long it took to train again."""
+    from marathon_tf.contract.taskenv import TaskContext
+    from marathon_tf.task.observer import TaskObserver
+    from marathon_tf.task.status_server import TaskStatus
+    from marathon_tf.task.watchdog import ProgressWatchdog
+
+    ctx = TaskContext(job="j", role="worker", index=0, cluster={"ps": 1, "worker": 2})
+    status = TaskStatus(job="j", task="worker-0", role="worker", index=0)
+    observer = TaskObserver(ctx, status, ProgressWatchdog.for_role("worker", (0, 0)), probe=lambda a: "silent")
+    observer.program_started(0, None)
+    observer.on_step(10)
+    observer.planned_restart("group", 143, "ps-0 failed (exit 137)")
+    observer.program_started(1, None)
+    observer.on_step(20)
+    [event] = [e for e in observer.events.mine() if e["kind"] == T.RESTARTING]
+    assert event["why"] == "group" and event["code"] == 143
+    assert event["message"] == ("training program stopped for the job's group restart (ps-0 failed (exit 137)); it "
+                                "starts again (exit 143)")
+    assert not any(e["kind"] == T.PROGRAM_EXITED for e in observer.events.mine())
+    assert status.snapshot()["failures"] == 0
+    [recovery] = T.timeline(observer.events.mine())["recoveries"]
+    assert recovery["kind"] == T.RESTARTING and recovery["how"] == "in place" and "trainingAgain" in recovery

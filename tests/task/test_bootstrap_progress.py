@@ -8,7 +8,8 @@ import struct
 
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.bootstrap import Bootstrap
-from marathon_tf.task.lifecycle import JobPolicy, RestartBudget
+from marathon_tf.task.budget import RestartBudget
+from marathon_tf.task.jobpolicy import JobPolicy
 from test_checkpoints import write_checkpoint
 
 

@@ -13,7 +13,7 @@ from task_helpers import FakeBackend, task_env, wait_for
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.bootstrap import Bootstrap, parse_args, shell_command
-from marathon_tf.task.supervisor import ExitPolicy
+from marathon_tf.task.policy import ExitPolicy
 
 CLUSTER = {"ps": 1, "worker": 2}
 PEERS = {("ps", 0): "10.0.0.1:2000", ("worker", 0): "10.0.0.2:2001", ("worker", 1): "10.0.0.3:2002"}
@@ -198,7 +198,8 @@ def test_tensorboard_skips_discovery_and_gets_no_spec(tmp_path, runs):
 
 
 def test_shell_string_with_placeholders(tmp_path, runs):
-    run = runs(env_for(tmp_path), FakeBackend(PEERS), command=["echo ps={ps_hosts} me={job_name}/{task_index} | tr a-z A-Z"])
+    run = runs(env_for(tmp_path), FakeBackend(PEERS),
+               command=["echo ps={ps_hosts} me={job_name}/{task_index} | tr a-z A-Z"])
     run.wait_phase("succeeded")
     assert run.out.getvalue().decode().strip() == "PS=10.0.0.1:2000 ME=WORKER/0"
 

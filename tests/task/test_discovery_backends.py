@@ -8,8 +8,9 @@ import requests
 
 from task_helpers import FakeMarathon
 from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.task.rendezvous import DirectRendezvous
 from marathon_tf.task.discovery import (DnspythonClient, MarathonBackend, MesosDnsBackend, MesosDnsHttpBackend,
-                                        Rendezvous, SrvRecord, make_backend, marathon_headers)
+                                        SrvRecord, make_backend, marathon_headers)
 
 PEERS = [("ps", 0), ("worker", 0), ("worker", 1)]
 
@@ -182,7 +183,7 @@ def test_1000_task_job_makes_one_marathon_request_per_poll(clock):
     peers = [("worker", i) for i in range(1000)]
     for role, i in peers[:990]:
         marathon.add_running(role, i, f"h{i}", 31000)
-    rdv = Rendezvous(backend_for(marathon), clock=clock, sleep=clock.sleep, rng=random.Random(1))
+    rdv = DirectRendezvous(backend_for(marathon), clock=clock, sleep=clock.sleep, rng=random.Random(1))
 
     def progress(found, missing):
         if rdv.polls == 3:  # the last ten appear before the fourth poll

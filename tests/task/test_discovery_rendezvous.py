@@ -6,13 +6,14 @@ import pytest
 
 from task_helpers import FakeBackend
 from marathon_tf.contract.errors import DiscoveryError
-from marathon_tf.task.discovery import MesosDnsBackend, Rendezvous
+from marathon_tf.task.discovery import MesosDnsBackend
+from marathon_tf.task.rendezvous import DirectRendezvous
 
 PEERS = [("ps", 0), ("worker", 1), ("worker", 2)]
 
 
 def rendezvous(backend, clock, **kw):
-    return Rendezvous(backend, clock=clock, sleep=clock.sleep, rng=random.Random(7), **kw)
+    return DirectRendezvous(backend, clock=clock, sleep=clock.sleep, rng=random.Random(7), **kw)
 
 
 def test_all_peers_present_needs_one_poll(fake_dns, clock):
@@ -78,7 +79,7 @@ def test_stop_ends_the_wait(clock):
 
 def test_moved_reports_only_peers_at_a_new_address():
     backend = FakeBackend({("ps", 0): "a:1", ("worker", 1): "b:2"})
-    rdv = Rendezvous(backend)
+    rdv = DirectRendezvous(backend)
     current = {("ps", 0): "a:1", ("worker", 1): "b:2", ("worker", 2): "c:3"}
     assert rdv.moved(current) == {}  # worker-2 vanished (relaunching): not a move yet
     backend.addresses[("worker", 2)] = "c:9"

@@ -2,7 +2,8 @@
 
 import random
 
-from marathon_tf.task.discovery import JOB_POLLS_PER_SECOND, Observation, Rendezvous, poll_schedule, watch_interval
+from marathon_tf.task.discovery import JOB_POLLS_PER_SECOND, Observation, poll_schedule, watch_interval
+from marathon_tf.task.rendezvous import DirectRendezvous
 
 
 def test_small_jobs_poll_fast_and_large_jobs_are_bounded():
@@ -36,7 +37,7 @@ def run(n_peers, ready_after):
         now[0] += s
 
     backend = SlowPeers(lambda: now[0], ready_after)
-    rdv = Rendezvous(backend, clock=lambda: now[0], sleep=sleep, rng=random.Random(1))
+    rdv = DirectRendezvous(backend, clock=lambda: now[0], sleep=sleep, rng=random.Random(1))
     found = rdv.wait([("worker", i) for i in range(n_peers)], timeout=600)
     return found, sleeps, now[0]
 

@@ -14,9 +14,9 @@ import pytest
 
 from marathon_tf.contract import labels as L
 from marathon_tf.contract.taskenv import TaskContext
-from marathon_tf.task import lifecycle as lc
 from marathon_tf.task.bootstrap import Bootstrap, job_lifecycle
 from marathon_tf.task.gpucheck import gpu_problem
+from marathon_tf.task.jobcontrol import JobControl
 from polling import wait_for
 
 
@@ -57,6 +57,17 @@ def test_no_device_file_names_the_containerizer_and_isolator(tmp_path):
     problem = gpu_problem(1, fake_smi(tmp_path, TWO), dev_dir=devices(tmp_path, "nvidiactl", "null"), **NO_LIB)
     assert problem.startswith("given 1 GPU but no GPU device")
     assert "Mesos containerizer" in problem and "gpu/nvidia" in problem and "\n" not in problem
+
+
+def test_on_the_local_runner_the_reason_speaks_of_this_machine_not_of_the_mesos_containerizer(tmp_path):
+    """Issue 32: a GPU job on `local serve` failed with "is it run by the Mesos containerizer with the GPU
+    isolator …?": the local runner has no containerizer; it gives a task this machine's GPUs."""
+    env = {**fake_smi(tmp_path, TWO), "MTF_RUNNER_MARATHON_URL": "http://127.0.0.1:8080"}
+    problem = gpu_problem(4, env, dev_dir=devices(tmp_path, "nvidiactl"), **NO_LIB)
+    assert problem.startswith("given 4 GPUs but no GPU device") and "containerizer" not in problem
+    assert "the local runner (--local, local serve) runs each task as a process of this machine" in problem
+    problem = gpu_problem(4, env, dev_dir=devices(tmp_path, "nvidia0"), **NO_LIB)
+    assert "only 1 GPU device(s) are visible (nvidia0): the local runner" in problem
 
 
 def test_fewer_devices_than_asked(tmp_path):
@@ -103,7 +114,7 @@ def test_a_task_that_cannot_see_its_gpus_fails_the_job_at_once(tmp_path, fake_ma
     ctx = make_ctx("worker", 0, marathon_url=fake_marathon.url, style="tf1", completion="worker0", gpus=1)
     env = {**task_environ(ctx), "PATH": str(tmp_path / "empty-bin")}
     parts = job_lifecycle(ctx, env)
-    parts["control"] = lc.JobControl(ctx, fake_marathon.client(), retry_interval=0.05, poll_interval=0.05)
+    parts["control"] = JobControl(ctx, fake_marathon.client(), retry_interval=0.05, poll_interval=0.05)
     err = io.BytesIO()
     boot = Bootstrap(ctx, env, [sys.executable, "-c", "open('started', 'w')"], stdout=io.BytesIO(), stderr=err,
                      tick=0.02, **parts)
@@ -122,3 +133,36 @@ def test_a_task_that_cannot_see_its_gpus_fails_the_job_at_once(tmp_path, fake_ma
         boot.request_stop(signal.SIGTERM)
         thread.join(10)
     assert result == [1]
+
+
+def test_a_start_failure_of_a_task_that_does_not_decide_is_in_the_records_events(tmp_path, fake_marathon, make_ctx,
+                                                                                 task_environ):
+    """Issue 32: `events big` said `no events` for a job whose worker-1 could not see its GPUs: the record
+    written by a task that is not the deciding one carried no events. Now its own events, with the start
+    failure (whole) and the end, are in the record on its app."""
+    from marathon_tf.contract import timeline as T
+
+    fake_marathon.add_app("ps", 0)
+    for i in range(2):
+        fake_marathon.add_app("worker", i)
+    ctx = make_ctx("worker", 1, marathon_url=fake_marathon.url, style="tf1", completion="all_workers", gpus=4)
+    env = {**task_environ(ctx), "PATH": str(tmp_path / "empty-bin")}
+    parts = job_lifecycle(ctx, env)
+    parts["control"] = JobControl(ctx, fake_marathon.client(), retry_interval=0.05, poll_interval=0.05)
+    boot = Bootstrap(ctx, env, [sys.executable, "-c", "pass"], stdout=io.BytesIO(), stderr=io.BytesIO(),
+                     tick=0.02, **parts)
+    boot.gpu_check_options = {"dev_dir": devices(tmp_path), **NO_LIB}
+    thread = threading.Thread(target=boot.run, daemon=True)
+    thread.start()
+    try:
+        assert wait_for(lambda: fake_marathon.puts(), 10, what="the job's record")
+        labels = fake_marathon.apps["/ml/mnist/worker-1"]["labels"]
+        events, _ = T.expand(labels.get(L.EVENTS))
+        kinds = [e["kind"] for e in events]
+        assert T.START_FAILED in kinds and T.JOB_ENDED in kinds, events
+        failed = next(e for e in events if e["kind"] == T.START_FAILED)
+        assert failed["task"] == "worker-1" and failed["message"] == labels[L.REASON]  # whole
+        assert failed["message"].startswith("worker-1: given 4 GPUs but no GPU device")
+    finally:
+        boot.request_stop(signal.SIGTERM)
+        thread.join(10)

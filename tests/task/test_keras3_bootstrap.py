@@ -9,9 +9,9 @@ import threading
 from pathlib import Path
 
 from marathon_tf.contract import keras3, labels as L
-from marathon_tf.task import lifecycle as lc
 from marathon_tf.task.bootstrap import Bootstrap, job_lifecycle
 from marathon_tf.task.discovery import Observation
+from marathon_tf.task.jobcontrol import JobControl
 from polling import wait_for
 
 STDERR = Path(__file__).resolve().parent.parent / "data" / "keras3" / "mwms.stderr"
@@ -30,7 +30,7 @@ def test_keras_3_under_multi_worker_mirrored_fails_the_job_with_the_fix(tmp_path
     ctx = make_ctx("worker", 0, style="multi_worker_mirrored", completion="all_workers", cluster={"worker": 2},
                    marathon_url=fake_marathon.url, restart_budget=(5, 600.0))
     parts = job_lifecycle(ctx, task_environ(ctx))
-    parts["control"] = lc.JobControl(ctx, fake_marathon.client(), retry_interval=0.05, poll_interval=0.05)
+    parts["control"] = JobControl(ctx, fake_marathon.client(), retry_interval=0.05, poll_interval=0.05)
     program = f"import sys; sys.stderr.write(open({str(STDERR)!r}).read()); sys.exit(1)"
     err = io.BytesIO()
     boot = Bootstrap(ctx, {**task_environ(ctx), "MTF_RENDEZVOUS": "direct"}, [sys.executable, "-c", program],

@@ -9,10 +9,12 @@ import pytest
 
 from marathon_tf.contract import labels as L
 from marathon_tf.contract.errors import MarathonNotFound
-from marathon_tf.task import lifecycle as lc
+from marathon_tf.task.budget import RestartBudget
+from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.keeper import Keeper
 from marathon_tf.task.ledger import (ATTRIBUTION, FAILURE, INFRASTRUCTURE, PREEMPTION, Entry, Ledger,
                                      classify_status, read_file)
+from marathon_tf.task.policy import Action, decide
 
 
 class Clock:
@@ -42,18 +44,18 @@ def test_failures_of_every_relaunch_of_every_task_count_against_one_budget(make_
     for n, task in enumerate(["worker-1", "worker-1", "ps-0", "worker-1"]):
         clock.now += 30  # well apart: no attribution
         answers.append(k.record(entry(n, task, t=clock.now, task_id=f"{task}.relaunch-{n}", final=True)))
-    assert [a["failures"] for a in answers] == [1, 2, 3, 4]
-    assert answers[-1]["max_failures"] == 3 and k.ledger.over(entry(3, "worker-1", t=clock.now))
-    lc_action = lc.decide(style="tf1", role="worker", code=3, decider=False, completion="all_workers",
-                          permanent=False, failures=answers[-1]["failures"], max_failures=3)
-    assert lc_action == lc.FAIL_JOB
+    assert [a.failures for a in answers] == [1, 2, 3, 4]
+    assert answers[-1].max_failures == 3 and k.ledger.over(entry(3, "worker-1", t=clock.now))
+    action = decide(style="tf1", role="worker", code=3, decider=False, completion="all_workers",
+                    permanent=False, failures=answers[-1].failures, max_failures=3)
+    assert action == Action.FAIL_JOB
 
 
 def test_failures_leave_the_window(make_ctx):
     k, clock = keeper(make_ctx, budget=(1, 60.0))
     k.record(entry(0, t=clock.now))
     clock.now += 61
-    assert k.record(entry(1, t=clock.now))["failures"] == 1
+    assert k.record(entry(1, t=clock.now)).failures == 1
 
 
 def test_preemptions_have_their_own_budget_and_never_spend_the_failures(make_ctx):
@@ -61,28 +63,28 @@ def test_preemptions_have_their_own_budget_and_never_spend_the_failures(make_ctx
     for n in range(3):
         clock.now += 30
         answer = k.record(entry(n, kind=PREEMPTION, t=clock.now, code=42))
-        assert answer["failures"] == 0 and answer["counted"]
-    assert answer["preemptions"] == 3 and answer["max_preemptions"] == 2
-    action = lc.decide(style="tf1", role="worker", code=42, decider=False, completion="all_workers", permanent=False,
+        assert answer.failures == 0 and answer.counted
+    assert answer.preemptions == 3 and answer.max_preemptions == 2
+    action = decide(style="tf1", role="worker", code=42, decider=False, completion="all_workers", permanent=False,
                        failures=0, max_failures=0, kind=PREEMPTION, preemptions=3, max_preemptions=2)
-    assert action == lc.FAIL_JOB  # a job preempted for ever ends too
+    assert action == Action.FAIL_JOB  # a job preempted for ever ends too
 
 
 def test_an_infrastructure_death_and_the_failures_it_causes_are_not_counted(make_ctx):
     k, clock = keeper(make_ctx, budget=(0, 600.0))
     infra = k.record(entry(0, "worker-1", INFRASTRUCTURE, t=clock.now, code=137,
                            reason="the pre-warmed interpreter that forked it died"))
-    assert infra["failures"] == 0 and k.ledger.summary()["infrastructure"] == 1
+    assert infra.failures == 0 and k.ledger.summary()["infrastructure"] == 1
     clock.now += ATTRIBUTION / 2  # its peer's program fails because worker-1 went away
     peer = k.record(entry(1, "worker-0", t=clock.now))
-    assert not peer["counted"] and peer["failures"] == 0
+    assert not peer.counted and peer.failures == 0
     clock.now += 10 * ATTRIBUTION  # a failure of its own, later: counted
-    assert k.record(entry(2, "worker-0", t=clock.now))["failures"] == 1
+    assert k.record(entry(2, "worker-0", t=clock.now)).failures == 1
 
 
 def test_a_failure_reported_just_before_the_preemption_that_caused_it_is_uncounted(make_ctx):
     k, clock = keeper(make_ctx)
-    assert k.record(entry(0, "chief-0", t=clock.now))["failures"] == 1
+    assert k.record(entry(0, "chief-0", t=clock.now)).failures == 1
     clock.now += 0.5
     k.record(entry(1, "ps-0", PREEMPTION, t=clock.now, code=None))
     assert k.ledger.summary()["failures"] == 0 and k.ledger.summary()["preemptions"] == 1
@@ -162,7 +164,7 @@ def test_a_relaunched_keeper_reads_the_logdir_file(make_ctx, tmp_path):
 
 def policy(make_ctx, **fields):
     ctx = make_ctx("worker", 1, restart_budget=(0, 600.0), **fields)
-    return lc.JobPolicy(ctx, lc.RestartBudget(0, 600, task=ctx.task, clock=Clock()), wall=Clock())
+    return JobPolicy(ctx, RestartBudget(0, 600, task=ctx.task, clock=Clock()), wall=Clock())
 
 
 def test_a_preemption_exit_code_restarts_without_spending_the_failure_budget(make_ctx):
@@ -187,3 +189,25 @@ def test_a_failure_s_reason_leaves_out_the_lines_every_tensorflow_run_prints(mak
             "ValueError: bad batch\n")
     outcome = policy(make_ctx, permanent_exit_codes=(3,)).decide(3, stderr_tail=tail)
     assert outcome.reason.endswith("(permanent): ValueError: bad batch"), outcome.reason
+
+
+def test_one_group_restart_is_one_failure_whatever_fails_before_the_round_reaches_it(make_ctx):
+    """Issue 32: a job that restarted once showed `restarts 3/1` and failed `3 times … more than
+    restart.max_failures (1)`: the ps failed (the round's first report, counted), and the chief's program,
+    failing because its ps went away before the round reached it, was counted too (its own restart scope
+    is in place: its report is not a group one). A program that still ran in an older generation than the
+    round another task's end started is a consequence of that round."""
+    k, clock = keeper(make_ctx, budget=(1, 600.0), style="parameter_server")
+    ps = k.record(entry(0, "ps-0", t=clock.now), generation=0, group=True)
+    assert ps.counted and ps.failures == 1 and k.generation == 1 and k.round["cause"] == "ps-0 failed (exit 3)"
+    clock.now += 5 * ATTRIBUTION  # later than any attribution: the chief's RPCs to the lost ps time out
+    chief = k.record(entry(1, "chief-0", t=clock.now), generation=0)
+    assert not chief.counted and chief.failures == 1 and not k.ledger.over(entry(1, "chief-0"))
+    assert k.ledger.summary()["failures"] == 1
+    clock.now += 60  # a failure of the chief's own, in the new generation: counted (and past the budget)
+    assert k.record(entry(2, "chief-0", t=clock.now), generation=1).failures == 2
+    # the round's own root, failing again before it applied its round, is its own failure
+    k2, clock2 = keeper(make_ctx, budget=(5, 600.0), style="parameter_server")
+    k2.record(entry(0, "ps-0", t=clock2.now), generation=0, group=True)
+    clock2.now += 10
+    assert k2.record(entry(1, "ps-0", t=clock2.now), generation=0).counted

@@ -12,9 +12,11 @@ import pytest
 
 from marathon_tf.contract import labels as L
 from marathon_tf.contract.taskenv import TaskContext
-from marathon_tf.task import lifecycle as lc
 from marathon_tf.task.bootstrap import Bootstrap, job_lifecycle
 from marathon_tf.task.discovery import Observation
+from marathon_tf.task.jobcontrol import JobControl
+from marathon_tf.task.jobpolicy import JobPolicy
+from marathon_tf.task.logdir import FAILURES_FILE
 from polling import alive, wait_for
 
 PEERS = {("ps", 0): "127.0.0.1:2000", ("worker", 0): "127.0.0.1:2001", ("worker", 1): "127.0.0.1:2002"}
@@ -46,11 +48,12 @@ class Run:
         (sandbox / "codes").write_text(" ".join(str(c) for c in codes))
         parts = job_lifecycle(ctx, env)
         if control and fake is not None:
-            parts["control"] = lc.JobControl(ctx, fake.client(), retry_interval=0.05, poll_interval=0.05)
+            parts["control"] = JobControl(ctx, fake.client(), retry_interval=0.05, poll_interval=0.05)
         elif not control:
             parts["control"] = None
         self.err = io.BytesIO()
-        env = {**env, "MTF_RENDEZVOUS": "direct"}  # the fake backend is read by every task (tests/task/test_rendezvous*)
+        # the fake backend is read by every task (tests/task/test_rendezvous*)
+        env = {**env, "MTF_RENDEZVOUS": "direct"}
         self.boot = Bootstrap(ctx, env, [sys.executable, "-c", program], backend=backend or Backend(PEERS),
                               stdout=io.BytesIO(), stderr=self.err, tick=0.02, restart_backoff=(0.01, 0.05),
                               **parts)
@@ -163,13 +166,13 @@ def test_a_program_ending_143_just_before_its_bootstrap_gets_the_tasks_sigterm_i
     (tmp_path / "catch").write_text("")
     ctx = context(make_ctx, fake_marathon, restart_budget=(0, 600.0))
     run = runs(ctx, task_environ(ctx), tmp_path, [0], fake=fake_marathon, program=SLEEPER)
-    run.boot.sigterm_wait = 10.0  # the test's own SIGTERM to the bootstrap comes after the program is reaped
-    wait_for(lambda: run.status()["step"] == 10, 10, what="its first step")
+    run.boot.restarts.sigterm_wait = 10.0  # the test's own SIGTERM to the bootstrap comes after the program is reaped
+    wait_for(lambda: run.status()["step"] == 10, 30, what="its first step")
     pid = int((tmp_path / "pid").read_text())
     os.kill(pid, signal.SIGTERM)
-    wait_for(lambda: not alive(pid), 10, what="the program's end")
+    wait_for(lambda: not alive(pid), 30, what="the program's end")
     run.boot.request_stop(signal.SIGTERM)
-    run.thread.join(10)
+    run.thread.join(30)  # (seconds on a loaded machine: it reports the stop to the keeper first)
     assert not run.thread.is_alive() and run.result == 143
     assert run.status()["restarts"] == 0 and fake_marathon.puts() == []
     assert run.boot.policy.keeper.ledger.summary()["failures"] == 0
@@ -252,7 +255,8 @@ def test_startup_deadline_with_a_peer_marathon_never_placed_releases_the_job_not
     wait_for(lambda: fake_marathon.puts(), 10, what="the record")
     apps = fake_marathon.apps.values()
     assert {a["labels"][L.STATE] for a in apps} == {L.NOT_PLACED} and {a["instances"] for a in apps} == {0}
-    assert fake_marathon.apps["/ml/mnist/worker-0"]["labels"][L.REASON] == "ps: 0/1 placed; 1 waiting | worker: 1/2 placed; 1 waiting"
+    assert fake_marathon.apps["/ml/mnist/worker-0"]["labels"][L.REASON] == (
+        "ps: 0/1 placed; 1 waiting | worker: 1/2 placed; 1 waiting")
     assert run.stop() == 1
     assert not (tmp_path / "runs").exists()  # the program never ran
 
@@ -286,7 +290,7 @@ def test_job_lifecycle_builds_policy_and_control_from_the_env(tmp_path, make_ctx
     (tmp_path / "logs").mkdir()
     ctx = make_ctx(marathon_url="http://127.0.0.1:1", logdir="logs", restart_budget=(4, 30.0))
     parts = job_lifecycle(ctx, {"MESOS_SANDBOX": str(tmp_path), "MARATHON_TOKEN": "t0k"})
-    assert isinstance(parts["policy"], lc.JobPolicy) and parts["control"].client.urls == ["http://127.0.0.1:1"]
+    assert isinstance(parts["policy"], JobPolicy) and parts["control"].client.urls == ["http://127.0.0.1:1"]
     budget = parts["policy"].budget
-    assert (budget.max_failures, budget.window, budget.path) == (4, 30.0, str(tmp_path / "logs" / lc.FAILURES_FILE))
+    assert (budget.max_failures, budget.window, budget.path) == (4, 30.0, str(tmp_path / "logs" / FAILURES_FILE))
     assert job_lifecycle(TaskContext(job="j", role="ps", index=0, cluster={"ps": 1}), {})["control"] is None

@@ -6,7 +6,10 @@ import sys
 import pytest
 
 from marathon_tf.contract import labels as L
-from marathon_tf.task import lifecycle as lc
+from marathon_tf.task.budget import RestartBudget
+from marathon_tf.task.jobpolicy import JobPolicy
+from marathon_tf.task.logdir import failures_path, logdir_problem
+from marathon_tf.task.policy import Action, decide, decider_task, is_decider
 from marathon_tf.task.supervisor import Trainer
 
 
@@ -19,19 +22,20 @@ class Wall:
 
 
 def table(style, role, code, *, decider=False, completion="worker0", permanent=False, failures=1, max_failures=3):
-    return lc.decide(style=style, role=role, code=code, decider=decider, completion=completion,
+    return decide(style=style, role=role, code=code, decider=decider, completion=completion,
                      permanent=permanent, failures=failures, max_failures=max_failures)
 
 
 @pytest.mark.parametrize("style", ["tf1", "parameter_server", "custom"])
-@pytest.mark.parametrize("role,action", [("worker", lc.RESTART), ("chief", lc.RESTART),
-                                         ("evaluator", lc.RESTART), ("ps", lc.EXIT)])
+@pytest.mark.parametrize("role,action", [("worker", Action.RESTART), ("chief", Action.RESTART),
+                                         ("evaluator", Action.RESTART), ("ps", Action.EXIT)])
 def test_within_budget_workers_restart_in_place_and_a_ps_exits(style, role, action):
     assert table(style, role, 1) == action
     assert table(style, role, 137, failures=3, max_failures=3) == action  # the Nth failure is still allowed
 
 
-@pytest.mark.parametrize("role,action", [("worker", lc.EXIT), ("chief", lc.EXIT), ("evaluator", lc.RESTART)])
+@pytest.mark.parametrize("role,action", [("worker", Action.EXIT), ("chief", Action.EXIT),
+                                         ("evaluator", Action.RESTART)])
 def test_multi_worker_mirrored_has_no_partial_recovery(role, action):
     assert table("multi_worker_mirrored", role, 1) == action
 
@@ -39,36 +43,36 @@ def test_multi_worker_mirrored_has_no_partial_recovery(role, action):
 @pytest.mark.parametrize("style", ["tf1", "parameter_server", "multi_worker_mirrored", "custom"])
 @pytest.mark.parametrize("role", ["worker", "chief", "ps", "evaluator"])
 def test_permanent_codes_and_an_exhausted_budget_fail_the_job(style, role):
-    assert table(style, role, 3, permanent=True, failures=0) == lc.FAIL_JOB
-    assert table(style, role, 1, failures=4, max_failures=3) == lc.FAIL_JOB
-    assert table(style, role, 1, failures=1, max_failures=0) == lc.FAIL_JOB  # max_failures 0: no retry
+    assert table(style, role, 3, permanent=True, failures=0) == Action.FAIL_JOB
+    assert table(style, role, 1, failures=4, max_failures=3) == Action.FAIL_JOB
+    assert table(style, role, 1, failures=1, max_failures=0) == Action.FAIL_JOB  # max_failures 0: no retry
 
 
 @pytest.mark.parametrize("completion,decider,action", [
-    ("chief", True, lc.FINISH), ("worker0", True, lc.FINISH), ("all_workers", True, lc.AWAIT_WORKERS),
-    ("chief", False, lc.STAY), ("worker0", False, lc.STAY), ("all_workers", False, lc.STAY)])
+    ("chief", True, Action.FINISH), ("worker0", True, Action.FINISH), ("all_workers", True, Action.AWAIT_WORKERS),
+    ("chief", False, Action.STAY), ("worker0", False, Action.STAY), ("all_workers", False, Action.STAY)])
 def test_exit_zero(completion, decider, action):
     assert table("tf1", "worker", 0, decider=decider, completion=completion, failures=0) == action
 
 
 def test_tensorboard_never_decides_the_job():
-    assert table("tf1", "tensorboard", 0, failures=0) == lc.STAY
-    assert table("tf1", "tensorboard", 3, permanent=True) == lc.EXIT
-    assert table("tf1", "tensorboard", 1, failures=99) == lc.EXIT
+    assert table("tf1", "tensorboard", 0, failures=0) == Action.STAY
+    assert table("tf1", "tensorboard", 3, permanent=True) == Action.EXIT
+    assert table("tf1", "tensorboard", 1, failures=99) == Action.EXIT
 
 
 def test_decider_task(make_ctx):
-    assert lc.decider_task("chief") == "chief-0"
-    assert lc.decider_task("worker0") == lc.decider_task("all_workers") == "worker-0"
-    assert lc.is_decider(make_ctx("chief", 0, completion="chief", cluster={"chief": 1, "ps": 1, "worker": 1}))
-    assert not lc.is_decider(make_ctx("worker", 0, completion="chief", cluster={"chief": 1, "ps": 1, "worker": 1}))
-    assert lc.is_decider(make_ctx("worker", 0, completion="all_workers"))
-    assert not lc.is_decider(make_ctx("worker", 1, completion="worker0"))
+    assert decider_task("chief") == "chief-0"
+    assert decider_task("worker0") == decider_task("all_workers") == "worker-0"
+    assert is_decider(make_ctx("chief", 0, completion="chief", cluster={"chief": 1, "ps": 1, "worker": 1}))
+    assert not is_decider(make_ctx("worker", 0, completion="chief", cluster={"chief": 1, "ps": 1, "worker": 1}))
+    assert is_decider(make_ctx("worker", 0, completion="all_workers"))
+    assert not is_decider(make_ctx("worker", 1, completion="worker0"))
 
 
 def test_budget_window_slides():
     wall = Wall()
-    budget = lc.RestartBudget(2, 60, task="worker-1", clock=wall)
+    budget = RestartBudget(2, 60, task="worker-1", clock=wall)
     assert [budget.record(1) for _ in range(3)] == [1, 2, 3]
     wall.now += 61
     assert budget.count() == 0 and budget.record(1) == 1
@@ -77,11 +81,11 @@ def test_budget_window_slides():
 def test_budget_is_job_wide_through_the_shared_file(tmp_path):
     wall = Wall()
     path = str(tmp_path / "failures.jsonl")
-    ps, worker = (lc.RestartBudget(2, 600, task=t, path=path, clock=wall) for t in ("ps-0", "worker-1"))
+    ps, worker = (RestartBudget(2, 600, task=t, path=path, clock=wall) for t in ("ps-0", "worker-1"))
     assert ps.record(1, "oops") == 1
     wall.now += 10
     assert worker.record(137, "Killed") == 2
-    relaunched = lc.RestartBudget(2, 600, task="ps-0", path=path, clock=wall)  # a new process: memory is empty
+    relaunched = RestartBudget(2, 600, task="ps-0", path=path, clock=wall)  # a new process: memory is empty
     assert relaunched.count() == 2 and relaunched.record(1) == 3
     records = [json.loads(line) for line in open(path)]
     assert [(r["task"], r["code"]) for r in records] == [("ps-0", 1), ("worker-1", 137), ("ps-0", 1)]
@@ -93,28 +97,28 @@ def test_budget_is_job_wide_through_the_shared_file(tmp_path):
 def test_budget_skips_malformed_lines(tmp_path):
     path = tmp_path / "failures.jsonl"
     path.write_text('not json\n{"task": "x"}\n{"task": "w", "time": 999999.0, "code": 1}\n')
-    assert lc.RestartBudget(5, 600, task="w", path=str(path), clock=Wall()).count() == 1
+    assert RestartBudget(5, 600, task="w", path=str(path), clock=Wall()).count() == 1
 
 
 def test_failures_path_needs_a_writable_logdir(tmp_path, make_ctx):
-    assert lc.failures_path(make_ctx(logdir=""), {}) is None
-    assert lc.failures_path(make_ctx(logdir="ckpt"), {"MESOS_SANDBOX": str(tmp_path)}) is None  # not there
+    assert failures_path(make_ctx(logdir=""), {}) is None
+    assert failures_path(make_ctx(logdir="ckpt"), {"MESOS_SANDBOX": str(tmp_path)}) is None  # not there
     (tmp_path / "ckpt").mkdir()
-    path = lc.failures_path(make_ctx(logdir="ckpt"), {"MESOS_SANDBOX": str(tmp_path)})
+    path = failures_path(make_ctx(logdir="ckpt"), {"MESOS_SANDBOX": str(tmp_path)})
     assert path == str(tmp_path / "ckpt" / ".marathon-tf" / "failures.jsonl")
     assert (tmp_path / "ckpt" / ".marathon-tf").is_dir()
-    assert lc.failures_path(make_ctx(logdir=str(tmp_path / "ckpt")), {}) == path
+    assert failures_path(make_ctx(logdir=str(tmp_path / "ckpt")), {}) == path
     locked = tmp_path / "ro"
     locked.mkdir(mode=0o500)
     import os
     if os.geteuid() != 0:  # root can write anywhere
-        assert lc.failures_path(make_ctx(logdir=str(locked)), {}) is None
+        assert failures_path(make_ctx(logdir=str(locked)), {}) is None
 
 
 def policy(make_ctx, role="worker", index=1, max_failures=2, **fields):
     ctx = make_ctx(role, index, style=fields.pop("style", "tf1"), permanent_exit_codes=(3,),
                    restart_budget=(max_failures, 600.0), **fields)
-    return lc.JobPolicy(ctx, lc.RestartBudget(max_failures, 600, task=ctx.task, clock=Wall()))
+    return JobPolicy(ctx, RestartBudget(max_failures, 600, task=ctx.task, clock=Wall()))
 
 
 def test_job_policy_permanent_failure_names_task_code_and_stderr(make_ctx):
@@ -169,7 +173,7 @@ def test_a_failure_with_an_unusable_logdir_fails_the_job_at_once(make_ctx, tmp_p
     blocker = tmp_path / "file"
     blocker.write_text("x")
     ctx = make_ctx("worker", 1, style="tf1", logdir=str(blocker / "ckpt"), restart_budget=(5, 600.0))
-    p = lc.JobPolicy(ctx, lc.RestartBudget(5, 600, task=ctx.task, clock=Wall()), {})
+    p = JobPolicy(ctx, RestartBudget(5, 600, task=ctx.task, clock=Wall()), {})
     outcome = p.decide(1, stderr_tail="Traceback | NotFoundError")
     assert outcome.finish == L.FAILED and not outcome.restart
     assert outcome.reason == f"worker-1 failed (exit 1): logdir {blocker}/ckpt cannot be created: Not a directory"
@@ -178,14 +182,14 @@ def test_a_failure_with_an_unusable_logdir_fails_the_job_at_once(make_ctx, tmp_p
 
 def test_logdir_problem(make_ctx, tmp_path):
     ok = tmp_path / "ok"
-    assert lc.logdir_problem(make_ctx(logdir=str(ok)), {}) is None and ok.is_dir()  # created
-    assert lc.logdir_problem(make_ctx(logdir="gs://bucket/x"), {}) is None  # not checked
+    assert logdir_problem(make_ctx(logdir=str(ok)), {}) is None and ok.is_dir()  # created
+    assert logdir_problem(make_ctx(logdir="gs://bucket/x"), {}) is None  # not checked
     (tmp_path / "f").write_text("")
-    assert "is not a directory" in lc.logdir_problem(make_ctx(logdir="f"), {"MESOS_SANDBOX": str(tmp_path)})
+    assert "is not a directory" in logdir_problem(make_ctx(logdir="f"), {"MESOS_SANDBOX": str(tmp_path)})
     gone = tmp_path / "box" / "ckpt"
     gone.parent.mkdir()
     gone.symlink_to(tmp_path / "vanished")
-    assert lc.logdir_problem(make_ctx(logdir="ckpt"), {"MESOS_SANDBOX": str(gone.parent)}) == (
+    assert logdir_problem(make_ctx(logdir="ckpt"), {"MESOS_SANDBOX": str(gone.parent)}) == (
         f"logdir ckpt ({tmp_path}/vanished) is gone: the volume's host path does not exist any more")
 
 
@@ -213,3 +217,17 @@ def test_trainer_keeps_the_last_twenty_stderr_lines(tmp_path):
     assert trainer.wait(20) == 2
     assert trainer.stderr_tail().splitlines() == [f"line {i}" for i in range(10, 30)]
     assert b"line 0\n" in err.getvalue() and b"step=5" in out.getvalue()  # still passed through
+
+
+def test_a_failures_reason_carries_a_bounded_part_of_the_programs_stderr():
+    """Issue 32: a Keras dataset's tensor, printed whole by the program, went whole into the failure's
+    reason (and the log, the events, the ledger). One place caps it: each line, and all of it."""
+    from marathon_tf.task.policy import TAIL_CHARS, TAIL_LINE_CHARS, tail_for_reason
+
+    tensor = "<_TensorSliceDataset element_spec=(TensorSpec(shape=(28, 28)))> tf.Tensor(" + "0.123 " * 20000 + ")"
+    tail = "\n".join(["Traceback (most recent call last):", tensor, tensor[:900], "ValueError: bad input shape"])
+    reason = tail_for_reason(tail)
+    assert len(reason) <= TAIL_CHARS and reason.endswith(" | ValueError: bad input shape")
+    assert all(len(part) <= TAIL_LINE_CHARS for part in reason.split(" | "))
+    assert "tf.Tensor(0.123 0.123" in reason and "…" in reason
+    assert tail_for_reason("ValueError: short") == "ValueError: short"

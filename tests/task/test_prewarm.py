@@ -23,13 +23,15 @@ from task_helpers import FakeBackend, task_env, wait_for
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.bootstrap import Bootstrap
 from marathon_tf.task.prewarm import PythonCommand, Prewarmer, python_command
-from marathon_tf.task.supervisor import ExitPolicy, Outcome, Trainer, popen
+from marathon_tf.task.policy import Action, Decision, ExitPolicy
+from marathon_tf.task.supervisor import Trainer, popen
 
 PROBE = textwrap.dedent("""\
     import json, os, re, sys
     what = sys.argv[1] if len(sys.argv) > 1 else ""
     print(json.dumps({"argv": sys.argv, "path0": sys.path[0], "file": globals().get("__file__"),
-                      "name": __name__, "spec": re.sub(" at 0x[0-9a-f]+", "", repr(__spec__)), "loader": type(__loader__).__name__,
+                      "name": __name__, "spec": re.sub(" at 0x[0-9a-f]+", "", repr(__spec__)),
+                      "loader": type(__loader__).__name__,
                       "cached": globals().get("__cached__", "<none>"), "package": __package__,
                       "cwd": os.getcwd(), "tf_config": os.environ.get("TF_CONFIG"), "stdin": sys.stdin.read(),
                       "main_is_me": sys.modules["__main__"].__dict__ is globals(),
@@ -130,7 +132,7 @@ def test_exit_codes_and_tracebacks_are_python_s(program, what, code):
     env, cwd = program
     plain, warm, started = both([sys.executable, "prog/probe.py", what], env, cwd)
     assert started["started"] == "in_place"
-    from marathon_tf.task.supervisor import exit_status
+    from marathon_tf.contract.shellexec import exit_status
 
     assert exit_status(plain[0]) == exit_status(warm[0]) == code
     assert plain[1] == warm[1]
@@ -286,7 +288,7 @@ class RestartOnce(ExitPolicy):
     def decide(self, code, *, stderr_tail="", **what):
         self.calls += 1
         if self.calls == 1 and code != 0:
-            return Outcome("failed", False, code, False, "first run failed", restart=True)
+            return Decision(Action.RESTART, code, "first run failed")
         return super().decide(code, stderr_tail=stderr_tail)
 
 

@@ -409,18 +409,20 @@ def test_hints_to_a_follower_not_up_yet_are_retried_without_holding_up_the_other
     got = []
     up.add_route(ld.HINT_PATH, lambda q: got.append("worker-1") or (200, {"ok": True}))
     up.start()
-    hints = ld.Hints(JOB, "worker-0", "127.0.0.1:1", workers=1, tries=8, first_retry=0.05)
+    # 10 tries, 0.05 s doubling: ps-0 is tried for ~51 s, long enough for a loaded machine to start it below
+    hints = ld.Hints(JOB, "worker-0", "127.0.0.1:1", workers=1, tries=10, first_retry=0.05)
     parts.append(hints)
     hints.send({PS: f"127.0.0.1:{free}"})  # refused: its bootstrap has not started its endpoint
     wait_for(lambda: hints.tried >= 2, 5, interval=0.01, what="a retry")
     hints.send({W1: f"127.0.0.1:{up.port}"})  # the one sender thread is not asleep on ps-0's retries
     wait_for(lambda: got == ["worker-1"], 5, interval=0.01, what="worker-1's hint")
-    assert hints.sent == 1
+    # (the sender counts it once the answer is back, a moment after the route ran)
+    wait_for(lambda: hints.sent == 1, 5, interval=0.01, what="worker-1's hint counted")
     later = StatusServer(TaskStatus(job=JOB, task="ps-0", role="ps", index=0), "127.0.0.1", free)
     parts.append(later)
     later.add_route(ld.HINT_PATH, lambda q: got.append("ps-0") or (200, {"ok": True}))
     later.start()
-    wait_for(lambda: hints.sent == 2, 10, interval=0.01, what="ps-0's hint once it is up")
+    wait_for(lambda: hints.sent == 2, 60, interval=0.01, what="ps-0's hint once it is up")
     assert got == ["worker-1", "ps-0"]
 
 
@@ -516,8 +518,11 @@ def test_a_follower_of_a_scaled_job_waits_for_the_leader_of_its_own_spec(parts):
                                    schedule=(0.02, 0.1), fallback=0.2, long_poll=1.0, hint_wait=0)
     parts.append(scaled)
     scaled.start()
-    with pytest.raises(DiscoveryError, match="has another cluster spec"):  # 4 s: the leader's answer on a loaded machine
-        scaled.wait([PS, W0, W1], 4.0)
+    # The leader's answer comes when it comes (seconds on a loaded machine): wait for the follower to have
+    # read it, then its wait fails naming it.
+    wait_for(lambda: "has another cluster spec" in (scaled.leader_detail or ""), 60, what="the leader's answer")
+    with pytest.raises(DiscoveryError, match="has another cluster spec"):
+        scaled.wait([PS, W0, W1], 0.5)
     assert scaled.direct_reads == 0 and scaled.long_polls > 0 and not set(scaled.view.peers) & {PS, W0, W1}
     same = start_follower(parts, lambda: Observation(address, "ok"))  # a follower of the leader's own spec
     assert same.wait([PS, W0], 10) == {PS: "10.0.0.1:1", W0: "127.0.0.1:2000"}

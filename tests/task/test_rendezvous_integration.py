@@ -42,10 +42,10 @@ def test_followers_ask_the_leader_not_dns_and_follow_a_moved_ps(tmp_path, mesos_
     try:
         for member, proc in started.items():
             wait_for(lambda: _tf_configs(procs, proc), 30, what=f"{member}'s TF_CONFIG")
-    except AssertionError:
-        raise AssertionError("\n".join(procs.output(p)[-2000:] for p in started.values()))
+    except AssertionError as e:
+        raise AssertionError("\n".join(procs.output(p)[-2000:] for p in started.values())) from e
     expected = [f"127.0.0.1:{ports[('worker', 0)][0]}", f"127.0.0.1:{ports[('worker', 1)][0]}"]
-    for member, proc in started.items():
+    for proc in started.values():
         assert _tf_configs(procs, proc)[0]["cluster"]["worker"] == expected
     leader_out = procs.output(started[("worker", 0)])
     assert "leading the rendezvous of 3 task(s)" in leader_out
@@ -73,7 +73,8 @@ def test_followers_ask_the_leader_not_dns_and_follow_a_moved_ps(tmp_path, mesos_
     again = procs.start(env, [sys.executable, "-c", PRINT], options=["--grace", "2"], name="ps-0-again")
     mesos_dns.set_task("ps", 0, new_tf, status_port=new_status)
     for member in (("worker", 0), ("worker", 1)):
-        wait_for(lambda: any(c["cluster"]["ps"] == [f"127.0.0.1:{new_tf}"] for c in _tf_configs(procs, started[member])),
+        wait_for(lambda: any(c["cluster"]["ps"] == [f"127.0.0.1:{new_tf}"]
+                             for c in _tf_configs(procs, started[member])),
                  30, what=f"{member} restarted with the moved ps")
         assert "peer ps-0 moved" in procs.output(started[member])
     wait_for(lambda: _tf_configs(procs, again), 30, what="the relaunched ps's TF_CONFIG")

@@ -100,13 +100,14 @@ def test_the_admission_timeout_can_be_overridden_at_deploy():
 def test_the_master_the_user_named_is_passed_to_every_look_not_remembered(monkeypatch):
     """``--mesos`` / ``MESOS_URL`` goes with the calls that read the master (the status' waits, the
     admission deadline's look, the check of a deploy or scale); no client remembers it."""
-    from marathon_tf.user import gang, jobs
-    from marathon_tf.user.api import Marathon
+    from marathon_tf.user import jobs, release, status, watch  # noqa: F401 - imported before the patch below:
+    from marathon_tf.user.api import Marathon                     # a module first imported under it would keep
+    from marathon_tf.user.results import JobStatus                # the fake job_status for the whole session
 
     seen = []
-    monkeypatch.setattr(jobs, "job_status", lambda client, job, **kw: seen.append(("status", kw.get("mesos")))
-                        or {"job": job, "state": "Deploying", "tasks": []})
-    monkeypatch.setattr(gang, "drive", lambda client, job, status, **kw: seen.append(("drive", kw.get("mesos"))))
+    monkeypatch.setattr(status, "job_status", lambda client, job, **kw: seen.append(("status", kw.get("mesos")))
+                        or JobStatus.from_dict({"job": job, "state": "Deploying", "tasks": []}))
+    monkeypatch.setattr(release, "drive", lambda client, job, st, **kw: seen.append(("drive", kw.get("mesos"))))
     Marathon(client=object(), mesos="http://named:5050").status("j")
     assert seen == [("status", "http://named:5050"), ("drive", "http://named:5050")]
     seen.clear()
@@ -119,9 +120,24 @@ def test_the_master_the_user_named_is_passed_to_every_look_not_remembered(monkey
     read = []
     monkeypatch.setattr(capacity, "read", lambda client, given=None: read.append(given))
     spec = load_dict({"name": "mnist", "command": "true", "roles": {"ps": {"count": 1}, "worker": {"count": 2}}})
-    apps = {a["id"]: dict(a, tasks=[]) for a in render_group(spec)["apps"]}
-    gang.annotate({"job": "mnist", "tasks": []}, apps, {}, client=None, now=0.0, mesos="http://named:5050")
-    gang.annotate({"job": "mnist", "tasks": []}, apps, {}, client=None, now=0.0)
+    group = render_group(spec)
+
+    class Client:
+        url = "http://marathon"
+
+        def get_group(self, group_id, embed=()):
+            return {"id": group["id"], "apps": [dict(a, tasks=[]) for a in group["apps"]]}
+
+        def request(self, *a, **k):
+            raise RuntimeError("no queue here")
+
+        def is_local(self):
+            return False
+
+    from marathon_tf.user.status import fetch
+
+    fetch(Client(), "mnist", probe=False, mesos="http://named:5050")
+    fetch(Client(), "mnist", probe=False)
     assert read == ["http://named:5050", None]
 
 
@@ -186,3 +202,90 @@ def test_capacity_asks_the_master_for_marathons_offers_only_when_something_is_of
     httpserver.expect_request("/master/slaves").respond_with_json({"slaves": [_slave(1, cpus=4)]})
     assert capacity.read(_Client()).agents[0].free_summary()["cpus"] == 4.0
     assert [r.path for r, _ in httpserver.log] == ["/master/slaves"]  # nothing offered: no second look
+
+
+def test_a_job_the_whole_cluster_can_never_hold_at_once_is_refused_like_an_impossible_task(monkeypatch):
+    """Issue 32: a job needing 27,136 MiB on a cluster of 20,000 waited for room until its admission
+    deadline (10 minutes, a progress line every second). A job more of whose tasks than the empty cluster
+    holds would have to run at once (in all, or a role's gang) is refused at once: exit 2, the numbers."""
+    slaves = [_slave(1, cpus=4), _slave(2, cpus=4)]
+    for s in slaves:
+        s["resources"]["mem"] = 10000.0
+    cap = _cap(*slaves)
+    monkeypatch.setattr(capacity, "read", lambda client, given=None: cap)
+    big = load_dict({"name": "big", "command": "true", "roles": {
+        "ps": {"count": 1, "cpus": 0.5, "mem": 1024}, "worker": {"count": 4, "cpus": 0.5, "mem": 4096},
+        "chief": {"count": 1, "cpus": 1, "mem": 4096}, "evaluator": {"count": 1, "cpus": 1, "mem": 5632}}})
+    with pytest.raises(UsageError) as e:
+        admission.check(None, big)
+    assert e.value.exit_code == 2
+    assert str(e.value) == ("job big needs mem 27136 in all; the cluster has 20000 in all (2 agents): its tasks can "
+                            "never all run at once; nothing was sent")
+    # every task fits an agent, the total fits, but no agent holds two of them: 3 workers on 2 agents
+    gang = load_dict({"name": "gang", "command": "true", "roles": {"worker": {"count": 3, "cpus": 2.5, "mem": 64}}})
+    with pytest.raises(UsageError) as e:
+        admission.check(None, gang)
+    assert str(e.value).startswith("job gang: worker has 3 tasks of cpus 2.5, mem 64 each; the agents hold at most 2 "
+                                   "of them at once (10.0.0.1 1, 10.0.0.2 1)")
+    # what only waits for room now still waits (the same job on a busy cluster)
+    busy = _cap(_slave(1, cpus=4, used={"cpus": 3.0}), _slave(2, cpus=4, used={"cpus": 1.0}))
+    monkeypatch.setattr(capacity, "read", lambda client, given=None: busy)
+    fits = load_dict({"name": "j", "command": "true", "roles": {"worker": {"count": 2, "cpus": 2, "mem": 64}}})
+    assert admission.check(None, fits).waiting == {"worker": 1}
+
+
+# -- placement rules across the job's tasks (marathon_tf.contract.spread) ----------------------------
+
+
+def _rules_job(workers, job_rules, **role):
+    return load_dict({"name": "j", "command": "true", "constraints": job_rules,
+                      "roles": {"worker": {"count": workers, "cpus": 1, "mem": 64, **role}}})
+
+
+def test_a_rule_no_agents_can_satisfy_is_refused_naming_it_and_the_agents(monkeypatch):
+    cap = _cap(_slave(1), _slave(2), _slave(3))
+    monkeypatch.setattr(capacity, "registered", lambda client, given=None: cap)
+    monkeypatch.setattr(capacity, "read", lambda client, given=None: None)  # sizes not enforced: still refused
+    with pytest.raises(UsageError) as e:
+        admission.check(None, _rules_job(4, [["hostname", "UNIQUE"]]))
+    assert e.value.exit_code == 2
+    assert str(e.value) == ('job rule ["hostname", "UNIQUE"] needs 4 distinct hosts for its 4 tasks; the Mesos master '
+                            'lists 3 agents; nothing was sent')
+    assert "constraints_per_task" in e.value.hint
+    assert admission.check(None, _rules_job(3, [["hostname", "UNIQUE"]])).note is None
+    assert admission.check(None, _rules_job(6, [["hostname", "MAX_PER", "2"]])).note is None
+    with pytest.raises(UsageError) as e:
+        admission.check(None, _rules_job(7, [["hostname", "MAX_PER", "2"]]))
+    assert str(e.value).startswith('job rule ["hostname", "MAX_PER", "2"] fits at most 2 × 3 = 6 of its 7 tasks')
+    with pytest.raises(UsageError) as e:  # a role's own rule names its role; every agent has rack r1
+        admission.check(None, _rules_job(2, [], constraints=[["rack", "UNIQUE"]]))
+    assert str(e.value).startswith('worker rule ["rack", "UNIQUE"] needs 2 distinct values of rack for its 2 tasks; '
+                                   'the 3 agents the Mesos master lists have 1 (r1)')
+    # Marathon's per-app meaning constrains nothing across tasks: nothing to refuse
+    per_app = load_dict({"name": "j", "command": "true", "constraints_per_task": [["hostname", "UNIQUE"]],
+                         "roles": {"worker": {"count": 5, "cpus": 1, "mem": 64}}})
+    assert admission.check(None, per_app).note is None
+
+
+def test_rules_not_checked_when_the_master_cannot_be_read_say_so_and_proceed(monkeypatch):
+    def unknown(client, given=None):
+        raise capacity.Unknown("the Mesos master at http://master:5050 cannot be read (ConnectionError)")
+
+    monkeypatch.setattr(capacity, "registered", unknown)
+    monkeypatch.setattr(capacity, "read", unknown)
+    verdict = admission.check(None, _rules_job(9, [["hostname", "UNIQUE"]]))
+    assert verdict.note == ("placement rules not checked against the agents: the Mesos master at http://master:5050 "
+                            "cannot be read (ConnectionError)")
+
+
+def test_the_packing_places_a_rules_tasks_as_the_leader_would():
+    cap = _cap(_slave(1, cpus=4), _slave(2, cpus=4))
+    spec = _rules_job(3, [["hostname", "MAX_PER", "1"]])
+    app = admission.spread.strip(render_app(spec, "worker", 1))  # a held app: what it asks, without the hold
+    assert app["constraints"] == []
+    from marathon_tf.user.render import placement_scopes
+
+    (scope,) = placement_scopes(spec)
+    order = [("worker", app)] * 3
+    assert admission.pack(order, cap) == {}  # per app: all three fit (two on one agent)
+    assert admission.pack(order, cap, scopes=[scope] * 3) == {"worker": 1}  # the rule: one per agent

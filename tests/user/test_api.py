@@ -61,7 +61,8 @@ def test_deploy_wait_status_logs_and_the_job_deployed_again(cluster, tmp_path):
     final = handle.wait(timeout=120)
     assert isinstance(final, JobStatus) and final.state == "Succeeded" and final.succeeded, final.to_dict()
     status = handle.status()
-    printed = json.loads(CliRunner().invoke(cli, ["status", "api-demo", "-o", "json", "--marathon", cluster.url]).stdout)
+    printed = json.loads(CliRunner().invoke(cli, ["status", "api-demo", "-o", "json",
+                                                  "--marathon", cluster.url]).stdout)
     assert JobStatus.from_dict(printed) == status and set(printed) == set(status.to_dict())  # the data of -o json
     checkpoints = tmp_path / "state" / "volumes" / "api-demo" / "ckpt"
     assert status.logdir == "ckpt" and status.logdir_path == str(checkpoints)  # on this machine
@@ -130,3 +131,29 @@ def test_an_ended_job_without_a_lasting_logdir_is_deployed_again_without_asking(
     again = cluster.deploy(job)  # nothing to resume from: neither asked, nor "no change" (it must run again)
     assert again.deployment.changed and again.deployment.resumed is None
     assert again.wait(timeout=120).state == "Succeeded"
+
+
+def test_logs_tail_counts_per_stream_in_the_api_as_in_the_cli_and_both_say_so(monkeypatch):
+    """Issue 32: `run.logs("worker-0", tail=3)` returned 6 lines (3 per stream); the CLI said why (its note on
+    two files), the API did not. The same meaning in both, said in both: the API's docstring, the CLI's
+    --tail help, the README's example and its note."""
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from marathon_tf.user import logs as tasklogs
+    from marathon_tf.user.api import Marathon
+    from marathon_tf.user.cli import cli
+
+    def follow(client, job, task, streams, *, tail, **kw):
+        for stream in streams:
+            yield task, stream, "".join(f"{stream} {n}\n" for n in range(10)[-tail:])
+
+    monkeypatch.setattr(tasklogs, "follow", follow)
+    lines = list(Marathon(client=object()).logs("j", "worker-0", tail=3))
+    assert [(x.stream, x.text) for x in lines] == [(s, f"{s} {n}") for s in ("stdout", "stderr") for n in (7, 8, 9)]
+    assert "the last N lines *of each stream* of each task" in " ".join(Marathon.logs.__doc__.split())
+    help_text = " ".join(CliRunner().invoke(cli, ["logs", "--help"], terminal_width=200).stdout.split())
+    assert "Only the last N lines of each stream of each task" in help_text and "logs(tail=N)" in help_text
+    readme = Path(__file__).parents[2].joinpath("README.md").read_text()
+    assert 'run.logs("worker-0", tail=3, stream="stdout")' in readme and "`logs(tail=N)` counts per stream" in readme

@@ -15,7 +15,7 @@ from marathon_tf.user.spec import load_dict
 
 from user_helpers import minimal, no_job_yet
 
-VERBS = [["deploy"], ["render"], ["validate"], ["schema"], ["scale"], ["status"], ["list"], ["delete"],
+VERBS = [["deploy"], ["render"], ["validate"], ["export"], ["schema"], ["scale"], ["status"], ["list"], ["delete"],
          ["local"], ["local", "serve"]]
 
 
@@ -92,7 +92,7 @@ def test_validate_json_output_parses(write_job):
     assert r.exit_code == 0
     assert json.loads(r.stdout) == {"file": str(f), "valid": True,
                                     "name": "mnist", "style": "tf1", "counts": {"ps": 1, "worker": 2}, "apps": 3,
-                                    "warnings": []}
+                                    "warnings": [], "placement": []}
 
 
 def test_bad_job_sends_nothing(write_job, httpserver):
@@ -207,7 +207,8 @@ def test_scale_with_several_jobs_asks_which(httpserver):
 def test_scale_renders_the_new_group_from_the_stored_spec(httpserver):
     group = render_group(load_dict(minimal()))
     httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json(group)
-    httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json({"deploymentId": "d2", "version": "v"})
+    httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json(
+        {"deploymentId": "d2", "version": "v"})
     r = CliRunner().invoke(cli, ["scale", "--job", "mnist", "workers=3", "--marathon", httpserver.url_for(""),
                                  "-o", "json"])
     assert r.exit_code == 0, r.output
@@ -220,7 +221,8 @@ def test_scale_renders_the_new_group_from_the_stored_spec(httpserver):
 
 
 def test_importing_the_cli_does_not_import_tensorflow():
-    code = ("import sys, marathon_tf.user.cli, marathon_tf.user.render, marathon_tf.marathon.client, marathon_tf.user.jobs; "
+    code = ("import sys, marathon_tf.user.cli, marathon_tf.user.render, marathon_tf.marathon.client, "
+            "marathon_tf.user.jobs; "
             "bad = [m for m in sys.modules if m == 'tensorflow' or m.startswith('tensorflow.')]; "
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

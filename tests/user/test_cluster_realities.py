@@ -17,7 +17,8 @@ from werkzeug import Response
 from marathon_tf.contract.errors import Timeout
 from marathon_tf.local import LocalCluster
 from marathon_tf.local.security import Credentials
-from marathon_tf.user import jobs, watch
+from marathon_tf.user import watch
+from marathon_tf.user.results import JobStatus
 from marathon_tf.user.cli import cli
 from marathon_tf.user.render import render_group
 from marathon_tf.user.spec import load_dict
@@ -56,7 +57,8 @@ class _Clock:
 
 @pytest.fixture
 def quiet_status(monkeypatch):
-    monkeypatch.setattr(jobs, "job_status", lambda client, job, probe=True, mesos=None: {"state": "Deploying"})
+    monkeypatch.setattr(watch, "job_status", lambda client, job, probe=True, mesos=None: JobStatus.from_dict(
+        {"job": "j", "state": "Deploying"}))
     monkeypatch.setattr(watch, "_sleep", lambda seconds: [])
 
 
@@ -191,7 +193,8 @@ def test_logs_sends_no_marathon_credentials_to_the_agents(httpserver):
 
         def read(request):
             offset = int(request.args["offset"])
-            body = {"data": "", "offset": len(content)} if offset == -1 else {"data": content[offset:], "offset": offset}
+            body = ({"data": "", "offset": len(content)} if offset == -1
+                    else {"data": content[offset:], "offset": offset})
             return Response(json.dumps(body), content_type="application/json")
 
         agent.expect_request("/files/read").respond_with_handler(read)

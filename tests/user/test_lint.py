@@ -78,3 +78,29 @@ def test_validate_and_deploy_print_the_warning_and_still_succeed(tmp_path):
     assert len(json.loads(r.stdout)["warnings"]) == 1
     r = CliRunner().invoke(cli, ["deploy", str(path), "--dry-run"], env={"MARATHON_URL": ""})
     assert r.exit_code == 0 and "warning: " in r.stderr and FIX in r.stderr
+
+
+def test_a_python3_c_program_is_read_from_the_command_itself(tmp_path):
+    """Issue 32: a `python3 -c` program that never uses Keras was warned about Keras 3 (its program could
+    not be read here); its code is the command itself."""
+    def inline(code, **more):
+        return load_dict({"name": "k", "style": "multi_worker_mirrored", "command": ["python3", "-c", code],
+                          "roles": {"worker": {"count": 2}}, **more}, base_dir=tmp_path)
+
+    assert warnings(inline(NO_KERAS)) == []
+    assert warnings(load_dict({"name": "k", "style": "multi_worker_mirrored", "command": f"python3 -c '{NO_KERAS}'",
+                               "roles": {"worker": {"count": 2}}}, base_dir=tmp_path)) == []
+    [line] = warnings(inline(TF_KERAS))
+    assert line.startswith("job.json: env: the command's python3 -c program uses tf.keras, which is Keras 3")
+    [line] = warnings(inline(KERAS3))
+    assert line.startswith("job.json: command: its python3 -c program: imports keras, which is Keras 3")
+
+
+def test_each_fetched_program_is_read_as_itself(tmp_path):
+    """Two fetched files, the command naming the first: its own source is read (not the last fetch's)."""
+    (tmp_path / "train.py").write_text(TF_KERAS)
+    (tmp_path / "util.py").write_text(NO_KERAS)
+    spec = load_dict({"name": "k", "style": "multi_worker_mirrored", "command": ["python3", "train.py"],
+                      "fetch": ["train.py", "util.py"], "roles": {"worker": {"count": 2}}}, base_dir=tmp_path)
+    [line] = warnings(spec)
+    assert "train.py uses tf.keras" in line

@@ -42,7 +42,7 @@ def _state_home(tmp_path):
     lock = localstate.hold(running, "running")
     training = _run_dir(home, "training-20260112-000000", age=3 * DAY)  # a live logdir lock in its volume
     logdir_lock = joblock.acquire(str(training / "volumes" / "training-20260112-000000" / "ckpt"), "training")
-    serve = _run_dir(home, "serve", age=0)  # no runner lock (an older marathon-tf), output just now
+    serve = _run_dir(home, "legacy-20260113-000000", age=0)  # no runner lock (an older marathon-tf), output just now
     (home / "ui").mkdir()
     (home / "ui" / "index.html").write_text("<html>")
     return home, {"old": old, "yesterday": yesterday, "dead": dead, "running": running, "training": training,
@@ -73,14 +73,14 @@ def test_dry_run_lists_exactly_the_ended_runs_and_clean_removes_only_them(tmp_pa
         assert r.exit_code == 0
         assert sorted(line.split()[1] for line in r.stdout.splitlines()) == sorted(
             str(runs[k]) for k in ("dead", "yesterday"))
-        assert sorted(p.name for p in home.iterdir()) == ["running-20260112-000000", "serve",
+        assert sorted(p.name for p in home.iterdir()) == ["legacy-20260113-000000", "running-20260112-000000",
                                                           "training-20260112-000000", "ui"]
     finally:
         for lock in locks:
             lock.release()
     # once their runners let go (and a minute after the last output), they are ended runs too
     assert sorted(r.path.name for r in localstate.runs(home, now=time.time() + 120) if not r.running) == [
-        "running-20260112-000000", "serve", "training-20260112-000000"]
+        "legacy-20260113-000000", "running-20260112-000000", "training-20260112-000000"]
 
 
 def test_runs_of_one_job_started_in_the_same_second_get_folders_of_their_own(tmp_path, monkeypatch):
@@ -100,3 +100,77 @@ def test_runs_of_one_job_started_in_the_same_second_get_folders_of_their_own(tmp
     assert len(set(made)) == 8 and all(p.is_dir() for p in made)
     assert sorted(p.name for p in made) == sorted(["ml-job-20261125-170000"]
                                                   + [f"ml-job-20261125-170000-{n}" for n in range(2, 9)])
+
+
+def _serve_state(home, name="serve", *, age=0.0, jobs=("mnist",)):
+    """A `local serve`'s state folder as it stops: the Marathon it remembers, each job's checkpoints in
+    its volume, sandboxes with fresh output, and the runner's lock let go (only .marathon-tf/ stays)."""
+    state = home / name
+    groups = {"/": {}, **{f"/{job}": {} for job in jobs}}
+    (state / ".marathon-tf").mkdir(parents=True)
+    (state / ".marathon-tf" / "lock.guard").write_text("")
+    (state / localstate.SERVE_STATE_FILE).write_text(json.dumps({"format": 1, "groups": groups, "apps": {}}))
+    ckpts = []
+    for job in jobs:
+        box = state / "sandboxes" / f"{job}_worker-0.instance-1"
+        box.mkdir(parents=True)
+        (box / "stdout").write_text("[worker-0] done final_step=301\n")
+        ckpt = state / "volumes" / job / "ckpt"
+        ckpt.mkdir(parents=True)
+        for f in ("checkpoint", "model.ckpt-301.index", "model.ckpt-301.data-00000-of-00001"):
+            (ckpt / f).write_text("x")
+            ckpts.append(ckpt / f)
+    then = time.time() - age
+    for path in [*state.rglob("*"), state]:
+        os.utime(path, (then, then))
+    return state, ckpts
+
+
+def test_a_plain_local_clean_never_removes_a_checkpoint_under_a_serve_state(tmp_path):
+    """Issue 32: a minute after `local serve` stopped, `local clean --dry-run` said `would remove
+    …/marathon-tf/serve`, its remembered jobs and their checkpoints (`volumes/<job>/ckpt/model.ckpt-301…`),
+    and a moment before it had called the stopped serve "running". A serve's state is stopped, kept by
+    every plain `local clean`, and removed only by name (--serve-state)."""
+    home = tmp_path / "state"
+    just_stopped, fresh = _serve_state(home, "serve", jobs=("mnist", "big"))
+    old, stale = _serve_state(home, "lab", age=30 * DAY, jobs=("lr",))  # `local serve --state-dir <home>/lab`, long ago
+    ended = _run_dir(home, "lr-20260101-000000", age=0)  # a `deploy --local` that let go of its lock just now
+    (ended / ".marathon-tf").mkdir()
+    (ended / ".marathon-tf" / "lock.guard").write_text("")
+    env = {"MARATHON_TF_STATE_DIR": str(home)}
+    for args in (["--dry-run"], [], ["--older-than", "0s"], ["-o", "json"]):
+        r = CliRunner().invoke(cli, ["local", "clean", *args], env=env)
+        assert r.exit_code == 0, r.output
+        removed = [x["path"] for x in json.loads(r.stdout)["removed"]] if "json" in args else r.stdout
+        assert str(just_stopped) not in removed and str(old) not in removed, (args, r.stdout)
+        assert all(p.exists() for p in fresh + stale), args
+    assert not ended.exists()  # ended, not "running, a task wrote output 0 s ago"
+    r = CliRunner().invoke(cli, ["local", "clean", "--dry-run"], env=env)
+    assert "running" not in r.stderr, r.stderr  # a stopped serve is stopped, never running
+    assert (f"kept {just_stopped}: a stopped local serve's state: remembers big, mnist (their volumes and "
+            f"checkpoints); removed only when named: local clean --serve-state serve") in r.stderr
+    assert {r_.path.name: r_.state for r_ in localstate.runs(home)} == {"serve": "stopped", "lab": "stopped"}
+
+    # asked by name, with the flag that says so: that serve's state only
+    r = CliRunner().invoke(cli, ["local", "clean", "--serve-state", "lab"], env=env)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith(f"removed {old} (a stopped local serve's state, idle")
+    assert not old.exists() and all(p.exists() for p in fresh)
+    r = CliRunner().invoke(cli, ["local", "clean", "--serve-state", "lr-20260101-000000"], env=env)
+    assert r.exit_code == 2 and "is not a local serve's state folder (those in" in r.output
+    # a running serve is never removed, named or not
+    lock = localstate.hold(just_stopped, "local serve")
+    try:
+        r = CliRunner().invoke(cli, ["local", "clean", "--serve-state", "serve"], env=env)
+        assert r.exit_code == 0 and f"kept {just_stopped}: running, held by job local serve" in r.stderr
+        assert all(p.exists() for p in fresh)
+    finally:
+        lock.release()
+    r = CliRunner().invoke(cli, ["local", "clean", "--serve-state", str(just_stopped)], env=env)
+    assert r.exit_code == 0 and not just_stopped.exists()
+
+
+def test_the_serve_state_file_is_the_one_local_serve_writes():
+    from marathon_tf.local.extras import persist
+
+    assert localstate.SERVE_STATE_FILE == persist.STATE_FILE

@@ -1,5 +1,5 @@
 """The local cluster's options on ``local serve`` and ``deploy --local``: help, one-line refusals,
-and a deploy on agents too small for the job (it waits, saying why, until its --timeout)."""
+and a deploy on agents too small for the job (refused at once, leaving nothing behind)."""
 
 from __future__ import annotations
 
@@ -57,39 +57,43 @@ def test_local_serve_refuses_bad_resources_before_it_listens():
     assert "--agent-resources: resource ports: must be ranges like [31000-32000]" in r.stderr
 
 
-@pytest.mark.timeout(120)
-def test_deploy_local_on_agents_too_small_waits_saying_why(tmp_path):
-    # every task fits an agent (one that fits none is refused before the deploy: tests/local/test_local_admission.py),
-    # but the three agents hold only two of the three workers beside the ps
+def _deploy_local(tmp_path, roles: dict, *args: str) -> tuple[subprocess.CompletedProcess, Path]:
     job = tmp_path / "job.json"
-    job.write_text(json.dumps({"name": "toobig", "command": ["sleep", "600"],
-                               "roles": {"ps": {"count": 1, "cpus": 0.5, "mem": 64},
-                                         "worker": {"count": 3, "cpus": 1, "mem": 64}}}))
-    env = dict(os.environ, MARATHON_TF_STATE_DIR=str(tmp_path / "state"))
+    job.write_text(json.dumps({"name": "toobig", "command": ["sleep", "600"], "roles": roles}))
+    state = tmp_path / "state"
+    env = dict(os.environ, MARATHON_TF_STATE_DIR=str(state))
     env.pop("MARATHON_URL", None)
-    r = subprocess.run([str(Path(sys.executable).parent / "marathon-tf"), "deploy", str(job), "--local",
-                        "--timeout", "8", "--agents", "3", "--agent-resources", "cpus:1;mem:512;ports:[33400-33499]"],
+    r = subprocess.run([str(Path(sys.executable).parent / "marathon-tf"), "deploy", str(job), "--local", *args],
                        capture_output=True, text=True, env=env, timeout=100, cwd=tmp_path)
-    assert r.returncode == 3, r.stderr[-3000:]
-    assert "waits: no offer with enough cpus (3 of 3 offers declined)" in r.stderr
-    assert "worker: 2/3 placed; 1 waiting" in r.stderr and "InsufficientCpus on 3 agents (need 1 each" in r.stderr
-    assert "job toobig does not fit what the cluster has free now: 1 of 3 worker would wait" in r.stderr
+    return r, state
+
+
+@pytest.mark.timeout(120)
+def test_deploy_local_on_agents_too_small_for_the_whole_job_is_refused_at_once_and_leaves_no_folder(tmp_path):
+    """Issue 32: every task fits an agent, but the three agents can never hold the job at once (3.5 cpus of 3):
+    it waited for room until its admission deadline (10 minutes by default, printing a long line every
+    second), and a refused deploy left its run folder behind (prewarm/*.log). Refused like a task that fits
+    no agent: exit 2 with the numbers, nothing sent, no run folder."""
+    r, state = _deploy_local(tmp_path, {"ps": {"count": 1, "cpus": 0.5, "mem": 64}, "worker": {"count": 3, "cpus": 1,
+                             "mem": 64}}, "--agents", "3", "--agent-resources", "cpus:1;mem:512;ports:[33400-33499]")
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert r.stderr.splitlines()[0] == ("error: job toobig needs cpus 3.5 in all; the cluster has 3 in all (3 agents): "
+                                        "its tasks can never all run at once; nothing was sent")
     assert "does not enforce" not in r.stderr  # the agents do enforce
+    assert not state.exists() or list(state.iterdir()) == [], list(state.rglob("*"))
 
 
 @pytest.mark.timeout(60)
-def test_deploy_local_no_wait_for_resources_refuses_a_job_its_agents_cannot_hold_now(tmp_path):
-    job = tmp_path / "job.json"
-    job.write_text(json.dumps({"name": "toobig", "command": ["sleep", "600"],
-                               "roles": {"worker": {"count": 3, "cpus": 1, "mem": 64}}}))
-    env = dict(os.environ, MARATHON_TF_STATE_DIR=str(tmp_path / "state"))
-    env.pop("MARATHON_URL", None)
-    r = subprocess.run([str(Path(sys.executable).parent / "marathon-tf"), "deploy", str(job), "--local",
-                        "--no-wait-for-resources", "--agents", "2", "--agent-resources", "cpus:1;mem:512;ports:[33400-33499]"],
-                       capture_output=True, text=True, env=env, timeout=50, cwd=tmp_path)
+def test_deploy_local_no_wait_for_resources_refuses_a_job_its_agents_cannot_hold_now_and_leaves_no_folder(tmp_path):
+    # the whole job fits two agents of 1.5 cpus (a ps and a worker on each), but offers are taken as they come:
+    # both ps land on the first agent, and the second worker finds no room (exit 4 without waiting)
+    r, state = _deploy_local(tmp_path, {"ps": {"count": 2, "cpus": 0.5, "mem": 64}, "worker": {"count": 2, "cpus": 1,
+                             "mem": 64}}, "--no-wait-for-resources", "--agents", "2", "--agent-resources",
+                             "cpus:1.5;mem:512;ports:[33400-33499]")
     assert r.returncode == 4, r.stderr[-3000:]
-    assert r.stderr.splitlines()[0] == ("error: job toobig does not fit what the cluster has free now: 1 of 3 worker "
-                                        "would wait; it needs cpus 3 (2 free, 2 in all); nothing was sent")
+    assert r.stderr.splitlines()[0] == ("error: job toobig does not fit what the cluster has free now: 1 of 2 worker "
+                                        "would wait; nothing was sent")
+    assert not state.exists() or list(state.iterdir()) == [], list(state.rglob("*"))
 
 
 def test_the_stock_options_reach_the_cluster_and_election_gap_is_an_alias(monkeypatch):

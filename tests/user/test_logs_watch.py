@@ -11,7 +11,9 @@ from marathon_tf.contract.errors import Timeout
 from marathon_tf.local import LocalCluster
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.events import EventStream
-from marathon_tf.user import jobs, logs
+from marathon_tf.user import logs, pipeline
+from marathon_tf.user.results import JobStatus
+from marathon_tf.user.status import job_status
 from marathon_tf.user import output
 from marathon_tf.user.cli import cli
 from marathon_tf.user.watch import wait_deployment
@@ -50,7 +52,8 @@ def test_logs_previous_without_an_earlier_instance_is_exit_1_as_documented(clust
     client = Client(cluster.marathon_url)
     client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 1, "labels": LABELS,
                                             "cmd": "echo only-run; sleep 60"}]})
-    run = lambda *a: CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url, *a])
+    def run(*a):
+        return CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url, *a])
     assert wait_for(lambda: "only-run" in run().stdout)
     r = run("--previous")
     assert r.exit_code == 1 and r.stdout == "", r.output  # `logs --help`: errors exit 1; was 2
@@ -65,7 +68,8 @@ def _relaunched_then_ended(cluster, body: str, instances: int, last_words: str, 
     cmd = f"n=$(ls ../ | wc -l); {body}; exit 1"
     client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 1, "labels": LABELS, "cmd": cmd,
                                             "backoffSeconds": 0.2, "backoffFactor": 1.0}]})
-    boxes = lambda: sorted((cluster.state_dir / "sandboxes").glob("*"), key=lambda p: p.stat().st_mtime)
+    def boxes():
+        return sorted((cluster.state_dir / "sandboxes").glob("*"), key=lambda p: p.stat().st_mtime)
     assert wait_for(lambda: len(boxes()) >= instances and last_words in (boxes()[instances - 1] / "stdout").read_text())
     client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 0, "cmd": cmd,
                                             "labels": {**LABELS, "marathon-tf/state": state}}]}, force=True)
@@ -78,7 +82,8 @@ def test_logs_of_finished_and_restarted_tasks_tail_in_lines_and_follow_ends_with
     boxes = _relaunched_then_ended(cluster, "for i in 1 2 3 4 5; do echo run-$n line-$i; done; echo oops >&2", 2,
                                    "line-5", "Succeeded")
     last, before = boxes[-1], boxes[-2]
-    run = lambda *a: CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url, *a])
+    def run(*a):
+        return CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url, *a])
     r = run("--tail", "2", "--stream", "stdout")
     assert r.exit_code == 0, r.output
     tag = (last / "stdout").read_text().split()[0]
@@ -98,7 +103,8 @@ def test_logs_since_picks_the_instances_that_wrote_output_in_that_time(cluster):
     for box in old:  # every instance but the last wrote its output an hour ago
         for name in ("stdout", "stderr"):
             os.utime(box / name, (hour_ago, hour_ago))
-    run = lambda *a: CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url, *a])
+    def run(*a):
+        return CliRunner().invoke(cli, ["logs", "j", "worker-0", "--marathon", cluster.marathon_url, *a])
     r = run("--since", "10m", "--stream", "stdout")
     assert r.exit_code == 0, r.output
     assert r.stdout.splitlines() == [f"[worker-0] {(recent / 'stdout').read_text().strip()}"]
@@ -172,7 +178,7 @@ def test_events_arrive_and_wait_deployment_ends_when_tasks_run(cluster):
                                                        "cmd": "sleep 60"}]})
         status = wait_deployment(client, body["deploymentId"], "j", timeout=30, stream=stream, poll=5.0)
         assert body["deploymentId"] not in {d["id"] for d in client.deployments()}
-        assert status["tasks"][0]["state"] == "TASK_RUNNING"
+        assert status.tasks[0].state == "TASK_RUNNING"
         types = []
         assert wait_for(lambda: types.extend(e["eventType"] for e in probe.wait(0.2)) or
                         {"status_update_event", "deployment_success"} <= set(types), 5), types
@@ -192,8 +198,8 @@ def test_wait_deployment_times_out_with_exit_code_3(cluster):
 def test_status_derives_running_and_counts(cluster):
     client = Client(cluster.marathon_url)
     client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 1, "labels": LABELS, "cmd": "sleep 60"}]})
-    assert wait_for(lambda: jobs.job_status(client, "j")["state"] == "Running")
-    st = jobs.job_status(client, "j")
+    assert wait_for(lambda: job_status(client, "j").to_dict()["state"] == "Running")
+    st = job_status(client, "j").to_dict()
     assert st["counts"]["worker"]["running"] == 1
 
 
@@ -215,17 +221,23 @@ class _Deployments:
     def deployments(self):
         return [{"id": i} for i in self.ids]
 
+    def get_group(self, group_id, embed=()):
+        from marathon_tf.contract.errors import MarathonNotFound
+
+        raise MarathonNotFound(f"Group '{group_id}' does not exist")
+
 
 def test_the_jobs_end_overriding_its_deployment_is_the_jobs_outcome_not_a_failed_deployment(monkeypatch):
     from marathon_tf.contract.errors import JobFailed
     from marathon_tf.user import watch
 
     states = iter([{"state": "Deploying"}, {"state": "Failed", "reason": "worker-1 exited 3 (permanent)"}])
-    monkeypatch.setattr(jobs, "job_status", lambda client, job, probe=True, mesos=None: next(states))
+    monkeypatch.setattr(watch, "job_status",
+                        lambda client, job, probe=True, mesos=None: JobStatus.from_dict({"job": "j", **next(states)}))
     event = {"eventType": "deployment_failed", "id": "d1",
              "reason": "Deployment was forcefully overridden by another deployment"}
     final = watch.wait_deployment(_Deployments(["d1"]), "d1", "j", timeout=None, stream=_Stream([event]))
-    assert final["state"] == "Failed" and final["reason"] == "worker-1 exited 3 (permanent)"
+    assert final.state == "Failed" and final.reason == "worker-1 exited 3 (permanent)"
     # a deployment that failed while the job has no end: the deployment's own words
     states = iter([{"state": "Deploying"}, {"state": "Deploying"}])
     with pytest.raises(JobFailed) as e:
@@ -238,7 +250,8 @@ def test_following_survives_a_short_marathon_outage(monkeypatch):
     from marathon_tf.user import watch
 
     now = [0.0]
-    answers = iter([MarathonUnavailable("down"), MarathonUnavailable("down"), {"state": "Succeeded"}])
+    answers = iter([MarathonUnavailable("down"), MarathonUnavailable("down"),
+                    JobStatus.from_dict({"job": "j", "state": "Succeeded"})])
 
     def status(client, job, probe=True, mesos=None):
         a = next(answers)
@@ -246,9 +259,9 @@ def test_following_survives_a_short_marathon_outage(monkeypatch):
             raise a
         return a
 
-    monkeypatch.setattr(jobs, "job_status", status)
+    monkeypatch.setattr(watch, "job_status", status)
     monkeypatch.setattr(watch, "_sleep", lambda s: now.__setitem__(0, now[0] + 10) or [])
-    assert watch.wait_job(None, "j", timeout=None, clock=lambda: now[0])["state"] == "Succeeded"
+    assert watch.wait_job(None, "j", timeout=None, clock=lambda: now[0]).state == "Succeeded"
     answers = iter([MarathonUnavailable("down")] * 20)
     with pytest.raises(MarathonUnavailable):
         watch.wait_job(None, "j", timeout=None, clock=lambda: now[0])
@@ -256,12 +269,12 @@ def test_following_survives_a_short_marathon_outage(monkeypatch):
 
 @pytest.mark.parametrize("state,code", [("Succeeded", 0), ("Failed", 1)])
 def test_status_watch_exits_with_the_jobs_outcome_and_says_why(monkeypatch, state, code):
-    from marathon_tf.user import jobs, watch
+    from marathon_tf.user import watch
 
-    final = {"job": "j", "groupId": "/j", "state": state, "tasks": [], "counts": {}, "reason": "the reason"}
-    monkeypatch.setattr(jobs, "job_status", lambda *a, **k: final)
-    monkeypatch.setattr(jobs, "job_status", lambda *a, **k: final)
-    monkeypatch.setattr(watch, "EventStream", lambda client: _Ctx())
+    final = JobStatus.from_dict({"job": "j", "groupId": "/j", "state": state, "tasks": [], "counts": {},
+                                 "reason": "the reason"})
+    monkeypatch.setattr(watch, "job_status", lambda *a, **k: final)
+    monkeypatch.setattr(pipeline, "EventStream", lambda client: _Ctx())
     r = CliRunner().invoke(cli, ["status", "j", "--watch", "--marathon", "http://127.0.0.1:1"])
     assert r.exit_code == code, r.output
     assert f"job j: {state} (the reason)" in r.stderr
@@ -284,3 +297,21 @@ def test_logs_of_a_job_that_does_not_exist_or_has_no_output_is_an_error(cluster)
     client.put_group({"id": "/j", "apps": [{"id": "/j/worker-0", "instances": 0, "labels": LABELS, "cmd": "true"}]})
     r = CliRunner().invoke(cli, ["logs", "j", "--marathon", cluster.marathon_url])
     assert r.exit_code == 1 and "no task has output" in r.stderr and r.stdout == ""
+
+
+def test_a_deployment_the_jobs_leader_overrides_to_place_its_tasks_is_followed_on(monkeypatch):
+    from marathon_tf.contract import spread
+    from marathon_tf.user import watch
+
+    class Placed(_Deployments):
+        def get_group(self, group_id, embed=()):  # the job's apps carry placement rules (marathon_tf.task.placer)
+            return {"id": group_id, "apps": [{"id": "/j/worker-0", "labels": {
+                "marathon-tf/job": "j", "marathon-tf/role": "worker", "marathon-tf/index": "0",
+                spread.RULES_LABEL: '{"scope":"job","rules":[["hostname","UNIQUE"]]}'}}]}
+
+    monkeypatch.setattr(watch, "job_status", lambda client, job, probe=True, mesos=None: JobStatus.from_dict(
+        {"job": "j", "state": "Deploying"}))
+    event = {"eventType": "deployment_failed", "id": "d1",
+             "reason": "Deployment was forcefully overridden by another deployment"}
+    final = watch.wait_deployment(Placed(["d1"]), "d1", "j", timeout=None, stream=_Stream([event]))
+    assert final.state == "Deploying"  # no JobFailed: the job is followed from here on

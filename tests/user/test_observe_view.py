@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from user_helpers import minimal
 from marathon_tf.contract import labels as L, timeline as T
 from marathon_tf.marathon.client import Client
-from marathon_tf.user import history, jobs, observe, output
+from marathon_tf.user import announce, history, output
+from marathon_tf.user.status import job_status
 from marathon_tf.user.cli import cli
 from marathon_tf.user.render import render_group
 from marathon_tf.user.spec import load_dict
@@ -45,7 +46,7 @@ def _status(httpserver, ps_state, queue=()):
     httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json({"id": "/mnist",
                                                                                    "apps": _apps(ps_state)})
     httpserver.expect_request("/v2/queue").respond_with_json({"queue": list(queue)})
-    return jobs.job_status(Client(httpserver.url_for("")), "mnist", probe_get=_probe)
+    return job_status(Client(httpserver.url_for("")), "mnist", probe_get=_probe).to_dict()
 
 
 def test_a_wait_names_the_peer_and_its_state_from_marathon(httpserver):
@@ -73,7 +74,7 @@ def test_stragglers_come_from_the_deciding_tasks_view(httpserver):
 
 def test_metrics_urls_once_every_task_runs_and_tensorboard_once_it_answers():
     answers = {"http://h:6006": False}
-    announcer = observe.Announcer(lambda url: answers[url])
+    announcer = announce.Announcer(lambda url: answers[url])
     tasks = [{"task": "ps-0", "role": "ps", "state": "TASK_RUNNING", "metricsUrl": "http://h:1/metrics"},
              {"task": "worker-0", "role": "worker", "state": "TASK_STAGING"},
              {"task": "tensorboard-0", "role": "tensorboard", "state": "TASK_RUNNING"}]
@@ -152,3 +153,94 @@ def test_a_running_jobs_events_come_from_the_deciding_tasks_shared_file_or_from_
     found = history.job_events(FakeClient(), "j", status, get=own)
     assert sorted(asked) == ["http://a/events", "http://a/events?shared=1", "http://b/events"]  # no shared file
     assert [e["kind"] for e in found["events"]] == [e["kind"] for e in EVENTS] and found["source"] == "tasks"
+
+
+def test_every_start_failure_is_in_events_with_its_whole_message(httpserver):
+    """Issue 32: `events big` said `no events` (`-o json`: `{"events": [], "source": "tasks"}`) for a job
+    that failed at start, whose record carried no events (written by a task that kept none, or from the
+    user's side): the record's reason, whole, is an event; a task that died says Marathon's word with
+    its last words (its bootstrap's lines at the end of its stderr)."""
+    reason = ("worker-1: given 4 GPUs but no GPU device (/dev/nvidia0, …) is visible: " + "the whole reason " * 20)
+    apps = _apps("TASK_RUNNING")
+    for app in apps:
+        app.update(instances=0, tasks=[], labels={**app["labels"], L.STATE: "Failed", L.REASON: reason,
+                                                  L.FINISHED_AT: "2026-11-28T11:27:13.801Z"})
+    apps[1]["lastTaskFailure"] = {"state": "TASK_KILLED", "message": "Command exited with status 1",
+                                  "timestamp": "2026-11-28T11:27:14.447Z"}  # parked, then stopped: no failure
+    apps[2]["lastTaskFailure"] = {"state": "TASK_FAILED", "message": "Command exited with status 2",
+                                  "timestamp": "2026-11-28T11:27:12.000Z"}
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json({"id": "/mnist", "apps": apps})
+    httpserver.expect_request("/v2/queue").respond_with_json({"queue": []})
+    client = Client(httpserver.url_for(""))
+    status = job_status(client, "mnist", probe=False).to_dict()
+    words = {"worker-1": "error: MTF_CLUSTER is not JSON"}
+    found = history.job_events(client, "mnist", status, words=lambda c, job, task: words.get(task))
+    assert [(e["task"], e["kind"]) for e in found["events"]] == [("worker-1", T.TASK_FAILED), ("job", T.JOB_ENDED)]
+    assert found["events"][0]["message"] == ("Marathon: TASK_FAILED Command exited with status 2; its last words: "
+                                             "error: MTF_CLUSTER is not JSON")
+    assert found["events"][1]["message"] == f"Failed: {reason}"  # whole
+    r = CliRunner().invoke(cli, ["events", "mnist", "--marathon", httpserver.url_for("")])
+    assert r.exit_code == 0 and "no events" not in r.output
+    assert r.stdout.splitlines()[-1].split()[1:3] == ["job", "JobEnded"] and r.stdout.rstrip().endswith(
+        reason.rstrip())
+
+
+def test_a_tasks_last_words_are_its_bootstraps_lines_at_the_end_of_its_stderr(monkeypatch):
+    from marathon_tf.user import logs
+
+    stderr = ("2026 I tensorflow: something\nmarathon-tf bootstrap: status on http://0.0.0.0:1/status\n"
+              "marathon-tf bootstrap: FAILED: worker-1: given 4 GPUs but no GPU device\nTraceback: noise\n")
+    monkeypatch.setattr(logs, "find_task_logs", lambda client, job, task: ([object()], None))
+    monkeypatch.setattr(logs, "AgentSession", lambda client: None)
+    monkeypatch.setattr(logs, "read_new", lambda session, log, stream, tail: stderr)
+    assert history.last_words(None, "j", "worker-1") == ("status on http://0.0.0.0:1/status / FAILED: worker-1: "
+                                                         "given 4 GPUs but no GPU device")
+    monkeypatch.setattr(logs, "read_new", lambda session, log, stream, tail: "x" * 5000 + "\n")
+    assert history.last_words(None, "j", "worker-1") == "x" * history.WORDS_LIMIT + " …"
+
+
+def test_a_scale_restart_is_a_planned_restart_not_a_failure_nor_a_placement_wait(httpserver):
+    """Issue 32: during `scale … worker=3`, `status` said `Deploying` with `placement chief: 0/1 placed; 1 waiting`,
+    events said `PlacementWait chief-0 … no offers since …` while the chief was still being killed, and the
+    stops were `TaskFailed … TASK_KILLED` in events and in LAST FAILURE. A new configuration restarting the
+    job's tasks is a planned restart: `Restarting for scale (2 → 3 workers)`, its own event kind, no failure."""
+    old_version, new_version = "2026-11-28T12:20:33.161Z", "2026-11-28T12:20:56.005Z"
+    spec = load_dict(minimal(roles={"ps": {"count": 1}, "worker": {"count": 3}}))
+    apps = []
+    for app in render_group(spec)["apps"]:
+        app = dict(app, version=new_version, versionInfo={"lastConfigChangeAt": new_version},
+                   deployments=[{"id": "d-scale"}])
+        if app["id"].endswith("worker-2"):  # the new task: starting
+            app["tasks"] = [{"id": "w2", "host": "h", "state": "TASK_STAGING", "version": new_version,
+                             "stagedAt": "2026-11-28T12:20:57.000Z", "ports": [1, 2]}]
+        elif app["id"].endswith("worker-1"):  # stopped already, its new task not launched yet
+            app["tasks"] = []
+            app["lastTaskFailure"] = {"state": "TASK_KILLED", "message": "Command terminated with signal Terminated",
+                                      "timestamp": "2026-11-28T12:20:58.000Z", "version": old_version}
+        else:  # being stopped with its grace
+            app["tasks"] = [{"id": app["id"][1:].replace("/", "_"), "host": "h", "state": "TASK_KILLING",
+                             "version": old_version, "stagedAt": "2026-11-28T12:20:34.000Z", "ports": [1, 2]}]
+        apps.append(app)
+    old_env = dict(apps[0]["env"], MTF_CLUSTER=json.dumps({"ps": 1, "worker": 2}))
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json({"id": "/mnist", "apps": apps})
+    httpserver.expect_request("/v2/queue").respond_with_json({"queue": [
+        {**QUEUE[1], "app": {"id": "/mnist/worker-1"}, "since": "2026-11-28T12:20:58.100Z"}]})
+    for app in apps:
+        httpserver.expect_request(f"/v2/apps{app['id']}/versions/{old_version}").respond_with_json(
+            dict(app, env=old_env))
+    url = httpserver.url_for("")
+    client = Client(url)
+    st = job_status(client, "mnist", probe=False).to_dict()
+    assert st["restarting"]["text"] == "Restarting for scale (2 → 3 workers)"
+    assert st["restarting"]["tasks"] == ["ps-0", "worker-0", "worker-1"] and "admission" not in st
+    assert not any(t.get("lastFailure") or t.get("waitingFor") for t in st["tasks"]), st["tasks"]
+    text = output.status_text(st)
+    assert text.splitlines()[0] == "job mnist (/mnist): Restarting for scale (2 → 3 workers)"
+    assert "placement" not in text and "TASK_KILLED" not in text and "waits" not in text
+    assert output.progress_line(st).startswith("mnist: Restarting for scale (2 → 3 workers) — ")
+    found = history.job_events(client, "mnist", st, words=lambda *a: None)["events"]
+    assert [(e["task"], e["kind"]) for e in found] == [("worker-1", T.RESTARTING)], found
+    assert found[0]["message"].startswith("worker-1 stopped for scale (2 → 3 workers): its app has a new "
+                                          "configuration; it starts again (Marathon: TASK_KILLED")
+    r = CliRunner().invoke(cli, ["events", "mnist", "--marathon", url])
+    assert "TaskFailed" not in r.stdout and "PlacementWait" not in r.stdout and " Restarting " in r.stdout

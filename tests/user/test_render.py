@@ -10,7 +10,7 @@ import pytest
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT4
 
-from marathon_tf.contract import naming
+from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.user import spec as spec_mod
@@ -160,7 +160,11 @@ def test_role_overrides_take_precedence():
     ps, worker = render_group(spec)["apps"]
     assert ps["container"]["docker"]["image"] == "img:ps" and worker["container"]["docker"]["image"] == "img:job"
     assert ps["env"]["A"] == "ps" and ps["env"]["B"] == "job" and worker["env"]["A"] == "job"
-    assert ps["constraints"] == [] and worker["constraints"] == [["hostname", "UNIQUE"]]
+    # the job's UNIQUE is a rule across the job's tasks (here worker-0 only: ps has its own constraints),
+    # kept in a label for the job's leader, not copied into the app (marathon_tf.contract.spread)
+    assert ps["constraints"] == [] and worker["constraints"] == []
+    assert json.loads(worker["labels"][spread.RULES_LABEL]) == {"scope": "job", "rules": [["hostname", "UNIQUE"]]}
+    assert spread.RULES_LABEL not in ps["labels"]
     assert ps["cmd"].endswith("-- ps-server")
 
 
@@ -338,3 +342,72 @@ def test_job_fields_reach_the_task_environment_and_schema():
     assert off_env["MTF_PROGRESS_TIMEOUT"] == "0/0" and TaskContext.from_env(off_env).progress_timeouts == (0.0, 0.0)
     restart = spec_mod.json_schema()["properties"]["restart"]["properties"]
     assert restart["progress_timeout_seconds"]["minimum"] == 0 and "first_step_timeout_seconds" in restart
+
+
+# -- placement rules across the job's tasks (marathon_tf.contract.spread, marathon_tf.task.placer) ----
+
+
+def test_a_job_rule_is_a_label_every_task_of_its_scope_carries_and_all_but_the_first_wait_held():
+    spec = load_dict(minimal(constraints=[["hostname", "UNIQUE"], ["rack", "LIKE", "r[12]"]],
+                             constraints_per_task=[["hostname", "MAX_PER", "1"]],
+                             roles={"ps": {"count": 2}, "worker": {"count": 3}}))
+    apps = task_apps(render_group(spec))
+    hold = list(spread.HOLD)
+    assert apps["worker-0"]["constraints"] == [["hostname", "MAX_PER", "1"], ["rack", "LIKE", "r[12]"]]
+    for name in ("ps-0", "ps-1", "worker-1", "worker-2"):  # the leader worker-0 places these one at a time
+        assert apps[name]["constraints"] == [["hostname", "MAX_PER", "1"], ["rack", "LIKE", "r[12]"], hold]
+        assert spread.split(apps[name]) == ((("hostname", "MAX_PER", "1"), ("rack", "LIKE", "r[12]")),
+                                            (spread.HOLD,), 'held by job rule ["hostname", "UNIQUE"]: its tasks are '
+                                                            "placed one at a time by the job's leader")
+    for app in apps.values():
+        assert json.loads(app["labels"][spread.RULES_LABEL]) == {"scope": "job", "rules": [["hostname", "UNIQUE"]]}
+        assert app["env"]["MTF_PLACEMENT"] == "1"
+    assert spread.LABEL not in apps["worker-0"]["labels"]
+
+
+def test_a_roles_rule_spans_its_tasks_and_its_first_task_goes_first():
+    spec = load_dict(minimal(roles={"ps": {"count": 3, "constraints": [["rack", "MAX_PER", "2"]]},
+                                    "worker": {"count": 2}}))
+    apps = task_apps(render_group(spec))
+    assert apps["ps-0"]["constraints"] == [["rack", "LIKE", ".*"]]  # a rule on an attribute: agents that have it
+    assert apps["ps-2"]["constraints"] == [["rack", "LIKE", ".*"], list(spread.HOLD)]
+    assert json.loads(apps["ps-1"]["labels"][spread.RULES_LABEL])["scope"] == "ps"
+    assert "MTF_PLACEMENT" in apps["worker-0"]["env"] and spread.RULES_LABEL not in apps["worker-1"]["labels"]
+
+
+def test_a_job_without_rules_renders_as_before():
+    apps = task_apps(render_group(load_dict(minimal(constraints=[["rack", "LIKE", "r1"]]))))
+    for app in apps.values():
+        assert app["constraints"] == [["rack", "LIKE", "r1"]] and "MTF_PLACEMENT" not in app["env"]
+        assert not {spread.LABEL, spread.RULES_LABEL} & set(app["labels"])
+
+
+def test_many_held_tasks_are_stamped_as_rendered_one_by_one():
+    from marathon_tf.user.render import render_group_json
+
+    spec = load_dict(minimal(constraints=[["hostname", "MAX_PER", "3"]], roles={"ps": {"count": 7},
+                                                                                  "worker": {"count": 9}}))
+    group = render_group(spec)
+    assert json.loads(render_group_json(spec)) == group
+    full = [render_app(spec, *naming.parse_task_name(t)) for t in task_apps(group)]
+    assert group["apps"] == full
+
+
+def test_a_put_keeps_what_the_leader_wrote_to_an_app_whose_rendering_did_not_change():
+    from marathon_tf.marathon.marker import digest, stamp
+    from marathon_tf.user.jobs import keep_placement
+
+    spec = load_dict(minimal(constraints=[["hostname", "UNIQUE"]], roles={"ps": {"count": 1},
+                                                                          "worker": {"count": 2}}))
+    sent = stamp(render_group(spec))
+    now = json.loads(json.dumps(sent))  # as Marathon has it once the leader released worker-1
+    w1 = next(a for a in now["apps"] if a["id"].endswith("worker-1"))
+    w1["constraints"] = [["hostname", "UNLIKE", "10\\.0\\.0\\.1"]]
+    w1["labels"][spread.LABEL] = spread.label_value((("hostname", "UNLIKE", "10\\.0\\.0\\.1"),), "away from 10.0.0.1")
+    assert digest(w1) == w1["labels"]["marathon-tf/digest"]  # the placement is no change of the job
+    again = stamp(keep_placement(render_group(spec), now))
+    assert again == now  # PUT again: nothing changed, nothing restarts
+    scaled = keep_placement(render_group(load_dict(minimal(constraints=[["hostname", "UNIQUE"]],
+                                                           roles={"ps": {"count": 1}, "worker": {"count": 3}}))), now)
+    w1_scaled = next(a for a in scaled["apps"] if a["id"].endswith("worker-1"))
+    assert w1_scaled["constraints"] == [list(spread.HOLD)]  # its env changed (MTF_CLUSTER): rendered afresh, held

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from marathon_tf.contract.errors import SpecError
 from marathon_tf.user.cli import cli
-from marathon_tf.user.spec import json_schema, load_dict, load_job
+from marathon_tf.user.spec import json_schema, load_dict, load_job, with_counts
 
 from user_helpers import minimal
 
@@ -45,7 +45,8 @@ MALFORMED = [
     (minimal(completion="sometimes"), "completion", "one of"),
     (minimal(style="tf2"), "style", "one of"),
     (minimal(cluster_spec="yaml"), "cluster_spec", "one of"),
-    (minimal(containerizer="docker", roles=roles(worker={"count": 1, "gpus": 1})), "roles.worker.gpus", "Mesos containerizer"),
+    (minimal(containerizer="docker", roles=roles(worker={"count": 1, "gpus": 1})), "roles.worker.gpus",
+     "Mesos containerizer"),
     (minimal(name="Bad_Name"), "name", "lowercase"),
     (minimal(name="/abs"), "name", "relative"),
     (minimal(name="a//b"), "name", "relative"),
@@ -77,6 +78,14 @@ MALFORMED = [
     (minimal(constraints=[["hostname", "LIKE", "(["]]), "constraints[0]", "regular expression"),
     (minimal(constraints=[["hostname", "MAX_PER", "two"]]), "constraints[0]", "integer"),
     (minimal(constraints=["hostname:UNIQUE"]), "constraints[0]", "must be"),
+    (minimal(constraints_per_task=[["hostname", "MAX_PER"]]), "constraints_per_task[0]", "needs a value"),
+    (minimal(roles={"ps": {"count": 1, "constraints_per_task": [["x", "NOPE"]]}, "worker": {"count": 1}}),
+     "roles.ps.constraints_per_task[0]", "unknown operator"),
+    (minimal(discovery={"marathon_url": ""}, constraints=[["rack", "LIKE", "r1"], ["hostname", "UNIQUE"]]),
+     "constraints[1]", "needs discovery.marathon_url"),
+    (minimal(discovery={"marathon_url": ""}, roles={"ps": {"count": 2, "constraints": [["rack", "GROUP_BY"]]},
+                                                    "worker": {"count": 1}}),
+     "roles.ps.constraints[0]", "constraints_per_task"),
     (minimal(volumes=[{"host_path": "../rel", "container_path": "ckpt"}]), "volumes[0].host_path", ".."),
     (minimal(volumes=[{"host_path": "/x", "container_path": "../up"}]), "volumes[0].container_path", ".."),
     (minimal(volumes=[{"host_path": "/x"}]), "volumes[0].container_path", "required"),
@@ -107,9 +116,9 @@ def test_malformed_job_is_exit_2_naming_the_field(write_job, job, path, word):
     f = write_job(job)
     result = CliRunner().invoke(cli, ["validate", str(f)])
     assert result.exit_code == 2, result.output
-    lines = [l for l in result.stderr.splitlines() if not l.startswith("hint:")]
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("hint:")]
     wanted = f"{f}: {path}: "
-    hit = [l for l in lines if wanted in l]
+    hit = [line for line in lines if wanted in line]
     assert hit, f"no line names {path!r}: {lines}"
     assert word.lower() in hit[0].lower(), hit[0]
     assert result.stdout == ""
@@ -162,15 +171,43 @@ def test_defaults_follow_the_training_style():
     assert tf1.tasks() == [("ps", 0), ("worker", 0), ("worker", 1)]
 
 
+def test_custom_style_defaults_to_tf_config_only_as_the_docs_say():
+    """docs/job-file.md: TF_CONFIG for every style but tf1 (issue 28, item 6). Classic flags appended to a
+    program we know nothing about stop it: ``sleep: unrecognized option '--ps_hosts=...'``."""
+    from marathon_tf.contract.cluster_spec import render as render_spec
+    from marathon_tf.contract.taskenv import TaskContext
+    from marathon_tf.user.render import render_app
+    from marathon_tf.user.spec import JobSpec
+
+    job = {"name": "sleepy", "command": ["sleep", "60"], "roles": {"ps": {"count": 1}, "worker": {"count": 2}}}
+    custom = load_dict(job)  # no style: custom
+    assert (custom.style, custom.cluster_spec, custom.completion) == ("custom", "tf_config", "worker0")
+    assert JobSpec.__dataclass_fields__["cluster_spec"].default == "tf_config"  # the model's own default agrees
+    assert "default: flags for style tf1, tf_config for every other style" in json_schema()["properties"][
+        "cluster_spec"]["description"]
+    env = render_app(custom, "worker", 1)["env"]
+    assert TaskContext.from_env(env).spec_style == "tf_config"
+    endpoints = {("ps", 0): "10.0.0.1:2222", ("worker", 0): "10.0.0.2:2222", ("worker", 1): "10.0.0.3:2222"}
+    out = render_spec({"ps": 1, "worker": 2}, endpoints, "worker", 1, style=custom.cluster_spec,
+                      argv=["sleep", "60"], shell=False, user_tf_config=None)
+    assert out.argv == ["sleep", "60"]  # nothing appended
+    assert json.loads(out.tf_config_env)["task"] == {"type": "worker", "index": 1}
+    both = load_dict({**job, "cluster_spec": "both"})  # flags only when asked for
+    assert render_spec({"ps": 1, "worker": 2}, endpoints, "worker", 1, style=both.cluster_spec, argv=["t"],
+                       shell=False, user_tf_config=None).argv[1:] == [
+        "--ps_hosts=10.0.0.1:2222", "--worker_hosts=10.0.0.2:2222,10.0.0.3:2222", "--job_name=worker",
+        "--task_index=1"]
+
+
 def test_to_dict_round_trips_and_with_counts_revalidates():
     spec = load_dict(minimal(env={"A": "1"}, labels={"team": "ml"}, constraints=[["hostname", "UNIQUE"]],
                              roles=roles(worker={"count": 2, "gpus": 1, "env": {"B": "2"}})))
     again = load_dict(json.loads(json.dumps(spec.to_dict())))
     assert again == spec
-    bigger = spec.with_counts({"worker": 8})
+    bigger = with_counts(spec, {"worker": 8})
     assert bigger.role("worker").count == 8 and bigger.role("worker").gpus == 1
     with pytest.raises(SpecError):
-        spec.with_counts({"ps": 0})
+        with_counts(spec, {"ps": 0})
 
 
 def test_relative_fetch_paths_resolve_next_to_the_job_file(write_job, tmp_path):
@@ -224,3 +261,14 @@ def test_bad_prewarm_is_named(value, message):
     assert message in str(e.value)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(minimal(prewarm=value), json_schema())
+
+
+def test_constraints_per_task_round_trip_and_a_role_overrides_the_jobs():
+    spec = load_dict(minimal(constraints_per_task=[["hostname", "UNIQUE"]],
+                             roles={"ps": {"count": 1, "constraints_per_task": []}, "worker": {"count": 1}}))
+    assert spec.constraints_per_task == (("hostname", "UNIQUE"),)
+    assert spec.role("ps").constraints_per_task == () and spec.role("worker").constraints_per_task is None
+    assert load_dict(spec.to_dict()) == spec
+    assert "constraints_per_task" not in load_dict(minimal()).to_dict()  # unchanged for jobs without it
+    # per app: nothing across tasks, so no marathon_url is needed
+    assert load_dict(minimal(discovery={"marathon_url": ""}, constraints_per_task=[["hostname", "UNIQUE"]]))

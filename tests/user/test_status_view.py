@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from user_helpers import minimal
 from marathon_tf.contract.progress import StepRate, describe, duration
-from marathon_tf.user import jobs, output
+from marathon_tf.user import output, status as job_status_module
+from marathon_tf.user.status import job_status
 from marathon_tf.user.cli import cli
 from marathon_tf.user.render import render_group
 from marathon_tf.user.spec import load_dict
@@ -54,7 +55,7 @@ def test_running_job_progress_restarts_age_and_logdir(httpserver, monkeypatch):
     _serve(httpserver, _apps(finished=False))
     from marathon_tf.marathon.client import Client
 
-    st = jobs.job_status(Client(httpserver.url_for("")), "mnist", probe_get=_probe)
+    st = job_status(Client(httpserver.url_for("")), "mnist", probe_get=_probe).to_dict()
     assert st["progress"] == {"step": 400, "targetStep": 1000, "stepsPerSecond": 20.0, "etaSeconds": 30.0}
     assert st["logdir"] == "ckpt" and st["logdirVolume"] == "/shared/mnist"
     w0 = next(t for t in st["tasks"] if t["task"] == "worker-0")
@@ -114,7 +115,7 @@ def test_a_task_waiting_on_the_local_runner_does_not_speak_of_offers(httpserver)
          "processedOffersSummary": {"processedOffersCount": 0}}]})
     from marathon_tf.marathon.client import Client
 
-    st = jobs.job_status(Client(httpserver.url_for("")), "mnist")
+    st = job_status(Client(httpserver.url_for("")), "mnist").to_dict()
     ps = st["tasks"][0]
     assert ps["waitingFor"] == "launch by the local runner (queued since 2026-11-21T00:00:00.000Z)"
     assert "offer" not in output.status_text(st)
@@ -132,13 +133,14 @@ def test_the_progress_line_counts_healthy_among_the_running():
     # a finished job's tasks being killed keep their last health check result: was "worker 0/2 running, 2 healthy"
     tasks = [{"task": f"worker-{i}", "role": "worker", "state": "TASK_KILLING", "health": "healthy"} for i in (0, 1)]
     tasks.append({"task": "ps-0", "role": "ps", "state": "TASK_RUNNING", "health": "healthy"})
-    line = output.progress_line({"job": "j", "state": "Succeeded", "counts": jobs._counts(tasks)})
+    line = output.progress_line({"job": "j", "state": "Succeeded", "counts": job_status_module._counts(tasks)})
     assert "worker 0/2 running, 0 healthy" in line and "ps 1/1 running, 1 healthy" in line
 
 
 def test_a_released_job_with_an_attempt_left_shows_queued_with_its_next_attempt():
     from marathon_tf.contract import labels as L
     from marathon_tf.contract.timeline import iso
+    from marathon_tf.marathon.jobstate import job_state
     from marathon_tf.user import gang
 
     group = render_group(load_dict(minimal(admission={"timeout": 60, "retries": 3})))
@@ -147,18 +149,21 @@ def test_a_released_job_with_an_attempt_left_shows_queued_with_its_next_attempt(
     record = {L.STATE: L.NOT_PLACED, L.REASON: reason, L.ATTEMPT: "1", L.ATTEMPTS: "4",
               L.NEXT_ATTEMPT_AT: iso(now + 40)}
     apps = {a["id"]: dict(a, instances=0, tasks=[], labels={**a["labels"], **record}) for a in group["apps"]}
-    status = {"job": "mnist", "groupId": "/mnist", "state": L.NOT_PLACED, "reason": reason, "tasks": [], "counts": {}}
-    gang.annotate(status, apps, {}, client=None, now=now)
+    status = {"job": "mnist", "groupId": "/mnist", "state": job_state(apps.values()).value, "reason": reason,
+              "tasks": [], "counts": {}}
+    gang.annotate(status, apps, {}, now=now)
     assert status["state"] == "Queued"
     assert status["admission"] == {"attempt": 2, "attempts": 4, "timeoutSeconds": 60.0,
                                    "nextAttemptAt": iso(now + 40), "nextInSeconds": 40.0}
-    assert output.status_text(status).splitlines()[0] == f"job mnist (/mnist): Queued (attempt 2 of 4, next in 40s): {reason}"
+    assert output.status_text(status).splitlines()[0] == (
+        f"job mnist (/mnist): Queued (attempt 2 of 4, next in 40s): {reason}")
     assert output.progress_line(status) == f"mnist: Queued (attempt 2 of 4, next in 40s): {reason}"
     # no attempt left: the record stays NotPlaced
     last = {k: dict(v, labels={k2: v2 for k2, v2 in v["labels"].items() if k2 != L.NEXT_ATTEMPT_AT})
             for k, v in apps.items()}
-    status = {"job": "mnist", "groupId": "/mnist", "state": L.NOT_PLACED, "reason": reason, "tasks": [], "counts": {}}
-    gang.annotate(status, last, {}, client=None, now=now)
+    status = {"job": "mnist", "groupId": "/mnist", "state": job_state(last.values()).value, "reason": reason,
+              "tasks": [], "counts": {}}
+    gang.annotate(status, last, {}, now=now)
     assert status["state"] == L.NOT_PLACED and status["admission"]["attempt"] == 1
 
 
@@ -180,3 +185,73 @@ def test_status_says_where_the_running_tensorboard_answers(httpserver):
     assert json.loads(r.stdout)["tensorboard"] == f"http://10.0.0.7:{31000 + tb}"
     r = CliRunner().invoke(cli, ["status", "mnist", "--marathon", httpserver.url_for("")])
     assert f"TensorBoard http://10.0.0.7:{31000 + tb}" in r.stdout, r.stdout
+
+
+def test_the_waiting_progress_line_is_printed_when_it_changes_not_every_second(capsys):
+    """Issue 32: a job waiting for room printed a ~500-character progress line every second for 10 minutes
+    (only its `waiting 13s` and `deadline in 9m47s` counted on). A line is printed again when something
+    else in it changes, or once a minute."""
+    now = [0.0]
+    show = output.ProgressPrinter(clock=lambda: now[0])
+
+    def waiting(seconds: int, placed: int = 3) -> dict:
+        text = f"worker: {placed}/4 placed; 1 waiting {seconds}s: InsufficientGpus on 3 agents (need 2 each, 0 free)"
+        return {"job": "mnist", "state": "Deploying", "admission": {
+            "waiting": [text], "secondsLeft": 600 - seconds, "timeoutSeconds": 600, "attempt": 1, "attempts": 1}}
+
+    for second in range(1, 60):
+        now[0] = second
+        show(waiting(second))
+    assert len(capsys.readouterr().err.splitlines()) == 1
+    now[0] = 61
+    show(waiting(61))  # a minute later: once more, with its counts
+    now[0] = 62
+    show(waiting(62, placed=4))  # something else changed: at once
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and "waiting 61s" in lines[0] and "4/4 placed" in lines[1]
+
+
+def test_a_task_being_stopped_at_the_jobs_end_is_stopped_for_the_api_as_for_the_cli(httpserver):
+    """Issue 32: `final = run.wait()` showed `TASK_KILLING` in `final.tasks` where the CLI, a moment later,
+    showed `stopped`: a task of an app at 0 instances on its way out is `stopped` in both."""
+    apps = _apps(finished=True)
+    for i, app in enumerate(apps):
+        app["tasks"] = [{"id": f"t{i}", "host": "h", "state": "TASK_KILLING", "ports": [31000 + i, 32000 + i],
+                         "stagedAt": "2020-01-01T00:00:00.000Z", "startedAt": "2020-01-01T00:00:01.000Z"}]
+    _serve(httpserver, apps)
+    from marathon_tf.marathon.client import Client
+
+    final = job_status(Client(httpserver.url_for("")), "mnist", probe=False)
+    assert [t.state for t in final.tasks] == ["stopped"] * 3
+    text = CliRunner().invoke(cli, ["status", "mnist", "--marathon", httpserver.url_for("")]).stdout
+    assert [line.split()[1] for line in text.splitlines() if line.startswith(("ps-", "worker-"))] == ["stopped"] * 3
+
+
+def test_a_task_a_placement_rule_holds_says_which_rule():
+    from marathon_tf.contract import spread
+    from marathon_tf.user.status import Observed, build
+
+    spec = load_dict(minimal(constraints=[["hostname", "UNIQUE"]], roles={"ps": {"count": 1},
+                                                                          "worker": {"count": 2}}))
+    apps = {}
+    for app in render_group(spec)["apps"]:
+        name = app["id"].rsplit("/", 1)[-1]
+        apps[name] = dict(app, tasks=[], deployments=[])
+    apps["worker-0"]["tasks"] = [{"id": "w0", "state": "TASK_RUNNING", "host": "10.0.0.1", "ports": [1, 2],
+                                  "startedAt": "2026-11-21T00:00:00.000Z"}]
+    released = (("hostname", "UNLIKE", "10\\.0\\.0\\.1"),)
+    apps["ps-0"] = dict(apps["ps-0"], constraints=[list(c) for c in released], labels={
+        **apps["ps-0"]["labels"], spread.LABEL: spread.label_value(released, 'job rule ["hostname", "UNIQUE"]: away '
+                                                                            'from 10.0.0.1 (worker-0)')})
+    queue = {a["id"]: {"app": {"id": a["id"]}, "count": 1, "delay": {"overdue": True},
+                       "processedOffersSummary": {"processedOffersCount": 3, "rejectSummaryLastOffers": [
+                           {"reason": "UnfulfilledConstraint", "declined": 3, "processed": 3}]}}
+             for name, a in apps.items() if name != "worker-0"}
+    st = build(Observed("mnist", apps, queue, now=0.0)).to_dict()
+    rows = {t["task"]: t for t in st["tasks"]}
+    assert rows["ps-0"]["placement"] == 'job rule ["hostname", "UNIQUE"]: away from 10.0.0.1 (worker-0)'
+    assert rows["ps-0"]["waitingFor"].startswith('job rule ["hostname", "UNIQUE"]: away from 10.0.0.1 (worker-0); ')
+    assert rows["worker-1"]["waitingFor"].startswith('held by job rule ["hostname", "UNIQUE"]: its tasks are placed '
+                                                     "one at a time by the job's leader; ")
+    assert "placement" not in rows["worker-0"]
+    assert 'waits: held by job rule' in output.status_text(st)

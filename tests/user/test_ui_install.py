@@ -40,7 +40,8 @@ FAKE_NPM = textwrap.dedent(f'''\
     #!{sys.executable}
     import json, os, pathlib, sys
     calls = pathlib.Path(os.environ["FAKE_NPM_CALLS"])
-    calls.write_text(calls.read_text() + " ".join(sys.argv[1:]) + "\\n" if calls.exists() else " ".join(sys.argv[1:]) + "\\n")
+    line = " ".join(sys.argv[1:]) + "\\n"
+    calls.write_text(calls.read_text() + line if calls.exists() else line)
     root = pathlib.Path.cwd()
     if sys.argv[1] == "install":
         assert "version-check" not in (root / "gulpfile.js").read_text(), "version-check still in the build"

@@ -36,7 +36,8 @@ def _serve(httpserver, labels=None):
         for app in group["apps"]:
             app["labels"] = {**app["labels"], **labels}
     httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json(group)
-    httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json({"deploymentId": "d2", "version": "v"})
+    httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json(
+        {"deploymentId": "d2", "version": "v"})
     return httpserver.url_for("")
 
 
@@ -86,7 +87,8 @@ def test_scale_refuses_a_job_that_reached_its_target_step_without_force(httpserv
     httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json(group)
     httpserver.expect_request("/v2/queue").respond_with_json({"queue": []})
     httpserver.expect_request("/status").respond_with_json({"phase": "running", "step": step})
-    httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json({"deploymentId": "d2", "version": "v"})
+    httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json(
+        {"deploymentId": "d2", "version": "v"})
     url = httpserver.url_for("")
     r = CliRunner().invoke(cli, ["scale", "mnist", "workers=3", "--marathon", url])
     if refused:

@@ -4,7 +4,7 @@ Without it every task of a job reads Marathon (``GET /v2/groups/<job>?embed=grou
 ~3 MB for 1,000 apps) or Mesos-DNS (one SRV query per peer) on each poll, so the load on them
 grows with tasks x job size. With it:
 
-* **The leader** is the job's deciding task (:func:`marathon_tf.task.lifecycle.decider_task`:
+* **The leader** is the job's deciding task (:func:`marathon_tf.task.policy.decider_task`:
   ``chief-0`` or ``worker-0``). Its bootstrap runs :class:`LeaderRendezvous`: a thread that
   looks up every peer through the ordinary :mod:`~marathon_tf.task.discovery` backend and publishes
   the result, with a version, at ``GET /rendezvous`` on its status endpoint::
@@ -19,8 +19,9 @@ grows with tasks x job size. With it:
   when ``MTF_MARATHON_URL`` is set) or, without that stream, for :data:`HOT_WINDOW` s after a
   change; otherwise slowly: the watch interval, or every :data:`RESYNC` s when events wake it
   (``marathon`` mode, where the updates themselves carry the task's host and ports and go
-  straight into the view: TASK_RUNNING places a peer, TASK_KILLED & co. make it missing); the DNS backends about every second for small jobs (a tenth of the DNS
-  budget: Mesos-DNS trails Marathon's events by its refresh interval). Group GETs are spaced so
+  straight into the view: TASK_RUNNING places a peer, TASK_KILLED & co. make it missing); the DNS
+  backends about every second for small jobs (a tenth of the DNS budget: Mesos-DNS trails
+  Marathon's events by its refresh interval). Group GETs are spaced so
   that the leader reads at most :data:`BYTE_BUDGET` bytes/s from Marathon; DNS polls at most
   :data:`DNS_QUERIES_PER_SECOND` queries/s. With the event stream, the first read waits for it
   to attach (:data:`ATTACH_WAIT`), and later group reads run in a thread of their own (a
@@ -41,16 +42,19 @@ grows with tasks x job size. With it:
   the backend itself (the per-task rendezvous of old) until a leader answers again. A
   relaunched leader is a new leader (new id): followers take its view whole.
 
-Both sides offer the bootstrap what :class:`marathon_tf.task.discovery.Rendezvous` does
-(``wait``, ``moved``, ``settle``, ``polls``) plus ``close()``; their ``moved`` reads the
+Both sides, and a task that reads the backend itself (:class:`DirectRendezvous`), offer the
+bootstrap one interface, :class:`Rendezvous` (``wait``, ``moved``, ``settle``, ``restart_round``,
+``close``, ``polls``, ``watch_every``, ``leader_address``); the sides' ``moved`` reads the
 local view (no I/O), so the bootstrap checks it every tick (``watch_every``): a peer's move
 reaches every task within a second. ``moved`` reports nothing while one of the peers is
 missing, so a task never restarts with a stale address mixed in: it waits for the rewritten
-spec. ``MTF_RENDEZVOUS=direct`` turns all of this off (every task reads the backend).
+spec. The keeper's group restart rounds travel in the leader's view (``carries_rounds``).
+``MTF_RENDEZVOUS=direct`` turns all of this off (every task reads the backend).
 
-Modules: :mod:`.view` (the versioned view both sides keep, what the bootstrap reads of it, the
-wire format of ``/rendezvous``), :mod:`.leader`, :mod:`.follower`, :mod:`.hints` (the leader
-telling followers where it is); this package wires them for a task (:func:`make_rendezvous`).
+Modules: :mod:`.base` (the interface), :mod:`.direct` (reading the backend itself), :mod:`.view`
+(the versioned view both sides keep, what the bootstrap reads of it, the wire format of
+``/rendezvous``), :mod:`.leader`, :mod:`.follower`, :mod:`.hints` (the leader telling followers
+where it is); this package wires them for a task (:func:`make_rendezvous`).
 """
 
 from __future__ import annotations
@@ -62,8 +66,13 @@ from typing import Callable, Mapping
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.marathon.client import RetryPolicy
+from marathon_tf.marathon.events import EventStream
 from marathon_tf.task.discovery import Backend, MarathonBackend, PeerKey, make_backend
-from marathon_tf.task.lifecycle import decider_task
+from marathon_tf.task.jobcontrol import client_from_env
+from marathon_tf.task.policy import decider_task
+from marathon_tf.task.rendezvous.base import Rendezvous
+from marathon_tf.task.rendezvous.direct import DirectRendezvous
 from marathon_tf.task.rendezvous.follower import BUSY_TRIES, FollowerRendezvous, fallback_after, hint_wait_for
 from marathon_tf.task.rendezvous.hints import Hints
 from marathon_tf.task.rendezvous.leader import (BYTE_BUDGET, DNS_QUERIES_PER_SECOND, FAST, HOT_WINDOW,
@@ -71,8 +80,8 @@ from marathon_tf.task.rendezvous.leader import (BYTE_BUDGET, DNS_QUERIES_PER_SEC
 from marathon_tf.task.rendezvous.view import HINT_PATH, MAX_WAIT, PATH, cluster_key
 
 __all__ = ["PATH", "HINT_PATH", "MAX_WAIT", "HOT_WINDOW", "BYTE_BUDGET", "DNS_QUERIES_PER_SECOND", "BUSY_TRIES",
-           "rendezvous_mode", "leader_of", "hint_wait_for", "fallback_after", "LeaderRendezvous",
-           "FollowerRendezvous", "Hints", "make_rendezvous", "cluster_key"]
+           "rendezvous_mode", "leader_of", "hint_wait_for", "fallback_after", "Rendezvous", "DirectRendezvous",
+           "LeaderRendezvous", "FollowerRendezvous", "Hints", "make_rendezvous", "cluster_key"]
 
 
 def rendezvous_mode(environ: Mapping[str, str]) -> str:
@@ -100,10 +109,6 @@ def _locator(ctx: TaskContext, environ: Mapping[str, str], leader: PeerKey, sess
 
 def _event_stream(ctx: TaskContext, environ: Mapping[str, str]):
     """Marathon's ``status_update_event`` stream when ``MTF_MARATHON_URL`` is set, else None."""
-    from marathon_tf.marathon.client import RetryPolicy
-    from marathon_tf.marathon.events import EventStream
-    from marathon_tf.task.lifecycle import client_from_env
-
     client = client_from_env(ctx, environ, retry=RetryPolicy(attempts=1, budget=5.0, initial=0.5, max_wait=1.0))
     if client is None:
         return None
@@ -115,10 +120,11 @@ def _event_stream(ctx: TaskContext, environ: Mapping[str, str]):
 def make_rendezvous(ctx: TaskContext, environ: Mapping[str, str], backend: Backend, *, me: PeerKey | None,
                     address: str | None, server, stop: threading.Event, slow: float,
                     rng: random.Random | None = None, session=None, dns_client=None, events=None,
-                    log: Callable[[str], None] = lambda m: None):
+                    log: Callable[[str], None] = lambda m: None, placement=None) -> Rendezvous | None:
     """The leader's or a follower's rendezvous for this task, started; None when the job
     uses direct reads (``MTF_RENDEZVOUS=direct``, no leading task, or the leader has no
-    status endpoint to publish on)."""
+    status endpoint to publish on). ``placement``: the leader's :class:`marathon_tf.task.placer.Placer`,
+    whose held peers its view shows missing (no program starts before the job's placement rules hold)."""
     leader = leader_of(ctx)
     members = ctx.members()
     if rendezvous_mode(environ) == "direct" or leader is None or len(members) < 2:
@@ -135,7 +141,8 @@ def make_rendezvous(ctx: TaskContext, environ: Mapping[str, str], backend: Backe
         else:  # DNS is cheap to ask: calm polls every second or so
             slow = min(slow, max(FAST[1], 10 * len(members) / DNS_QUERIES_PER_SECOND))
         lead = LeaderRendezvous(backend, members, me, address, job=ctx.job, slow=slow, stop=stop, rng=rng,
-                                events=events if events is not None else _event_stream(ctx, environ), hints=hints)
+                                events=events if events is not None else _event_stream(ctx, environ), hints=hints,
+                                placement=placement)
         server.add_route(PATH, lead.handle)
         log(f"leading the rendezvous of {len(members)} task(s): GET {PATH} on the status port")
         return lead.start()

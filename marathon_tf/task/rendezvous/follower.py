@@ -1,6 +1,7 @@
 """A follower's side of the rendezvous: find the leader (its hint, or one small lookup), long-poll
 its view; without a leader for a while, read the discovery backend itself
-(see :mod:`marathon_tf.task.rendezvous`)."""
+(see :mod:`marathon_tf.task.rendezvous`). Its requests go through a bounded session
+(:func:`marathon_tf.marathon.transport.session`) unless one is given."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
 
+import requests
+
+from marathon_tf.marathon import transport
 from marathon_tf.task.discovery import Backend, Observation, PeerKey, poll_schedule
 from marathon_tf.task.rendezvous.view import LONG_POLL, PATH, Side, cluster_key, keys, patch
 
@@ -48,11 +52,7 @@ class FollowerRendezvous(Side):
         self.locate, self.direct, self.job, self.me = locate, direct, job, me
         self.others = [m for m in members if m != me]
         self.cluster = cluster_key(members)
-        if session is None:
-            import requests
-
-            session = requests.Session()
-        self.session = session
+        self.session = session if session is not None else transport.session()
         self.rng = rng or random.Random()
         self.schedule = schedule or poll_schedule(len(members))
         self.fallback = fallback if fallback is not None else fallback_after(len(members))
@@ -110,7 +110,8 @@ class FollowerRendezvous(Side):
     def _loop(self) -> None:
         first, cap = self.schedule
         delay, busy = first, 0
-        lost_since = self.clock()
+        lost_since: float | None = self.clock()
+        other_spec: str | None = None  # the leader that answered with another cluster spec (a scale under way)
         # a large job's tasks neither ask all at once nor ask Marathon at all if the leader calls first
         if self._await_hint(max(self.hint_wait, self.rng.uniform(0, first))):
             return
@@ -123,8 +124,10 @@ class FollowerRendezvous(Side):
                     self.locates += 1
                     obs = self.locate()
                     self.leader_address = obs.address
-                    self.leader_detail = "leader at " + obs.address if obs.address else "leader: " + obs.detail
+                    if not (obs.address and obs.address == other_spec):  # (else: still why it waits)
+                        self.leader_detail = "leader at " + obs.address if obs.address else "leader: " + obs.detail
             answered = self.leader_address is not None and self._poll_leader()
+            other_spec = self.leader_address if answered == "other" else None
             if answered is True:
                 lost_since, delay, busy = None, first, 0
                 continue
@@ -162,7 +165,9 @@ class FollowerRendezvous(Side):
             doc = resp.json() if resp.status_code == 200 else None
         except Exception as e:  # refused / reset / timeout / not JSON: look the leader up again
             self.leader_detail = f"leader at {self.leader_address} unreachable ({type(e).__name__})"
-            return "busy" if self.leader_id and type(e).__name__ == "ReadTimeout" else False
+            # no whole answer in time
+            busy = isinstance(e, (requests.exceptions.ReadTimeout, transport.DeadlineExceeded))
+            return "busy" if self.leader_id and busy else False
         self.long_polls += 1
         self.polls += 1
         if not isinstance(doc, dict) or doc.get("job") != self.job or not isinstance(doc.get("version"), int):

@@ -3,10 +3,14 @@ ask Marathon (``marathon`` discovery, where the leader reads every task's ports 
 
 from __future__ import annotations
 
+import heapq
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Mapping
+from urllib.parse import urlencode
 
+from marathon_tf.marathon import transport
 from marathon_tf.task.discovery import PeerKey
 from marathon_tf.task.rendezvous.view import HINT_PATH
 
@@ -20,12 +24,11 @@ class Hints:
 
     A try that fails is retried later (0.25 s doubling) from a heap, not by a sender thread
     sleeping: thousands of followers whose endpoints are not up yet must not hold up the
-    hints of those that are."""
+    hints of those that are. Each try is one bounded GET (:func:`marathon_tf.marathon.transport.get_json`:
+    2 s to connect, 2 s to answer, 4 s in all)."""
 
     def __init__(self, job: str, task: str, at: str, *, workers: int = 48, tries: int = 6,
                  closed: threading.Event | None = None, first_retry: float = 0.25):
-        from concurrent.futures import ThreadPoolExecutor
-
         self.job, self.task, self.at, self.tries, self.first_retry = job, task, at, tries, first_retry
         self.closed = closed or threading.Event()
         self.sent = 0
@@ -53,26 +56,13 @@ class Hints:
             pass
 
     def _one(self, key: PeerKey, address: str, attempt: int) -> None:
-        import http.client
-        from urllib.parse import urlencode
-
         if self.closed.is_set() or self._pending.get(key) != address:
             return  # closed, or a newer address is being hinted
-        path = f"{HINT_PATH}?{urlencode({'job': self.job, 'task': self.task, 'at': self.at})}"
-        host, _, port = address.rpartition(":")
         self.tried += 1
-        conn = http.client.HTTPConnection(host, int(port), timeout=2.0)  # light: thousands of these
-        try:
-            conn.request("GET", path)
-            if conn.getresponse().status == 200:
-                self.sent += 1
-                return
-        except (OSError, http.client.HTTPException, ValueError):
-            pass
-        finally:
-            conn.close()
-        import heapq
-
+        query = urlencode({"job": self.job, "task": self.task, "at": self.at})
+        if transport.get_json(f"http://{address}{HINT_PATH}?{query}", timeout=4.0) is not None:  # 200 {"ok": true}
+            self.sent += 1
+            return
         with self._lock:
             if attempt + 1 >= self.tries:  # given up: a later read of the same address tries again
                 if self._pending.get(key) == address:
@@ -87,8 +77,6 @@ class Hints:
                 self._retrier.start()
 
     def _retry_loop(self) -> None:
-        import heapq
-
         while True:
             with self._lock:
                 while not self.closed.is_set() and (not self._retries or self._retries[0][0] > time.monotonic()):

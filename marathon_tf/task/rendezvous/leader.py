@@ -9,7 +9,7 @@ import random
 import threading
 import time
 import uuid
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 from marathon_tf.contract import naming
 from marathon_tf.task.discovery import Backend, MarathonBackend, Observation, PeerKey
@@ -50,8 +50,14 @@ class LeaderRendezvous(Side):
                  clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
                  fast: tuple[float, float] = FAST, byte_budget: float = BYTE_BUDGET,
                  dns_qps: float = DNS_QUERIES_PER_SECOND, hot_window: float = HOT_WINDOW,
-                 hints: Hints | None = None):
+                 hints: Hints | None = None, placement=None):
         super().__init__(stop=stop, clock=clock)
+        #: the job's placement (:class:`marathon_tf.task.placer.Placer`): a peer it holds is missing
+        self.placement = placement
+        self._raw_lock = threading.Lock()
+        self._raw: tuple[dict[PeerKey, str], dict[PeerKey, str]] = ({me: address},
+                                                                    {p: "not asked yet" for p in members if p != me})
+        self._moved_at: dict[PeerKey, float] = {}  # when each peer's address last changed (monotonic)
         self.hints = hints
         self._status_of: dict[PeerKey, str | None] = {}  # followers' status addresses (for hints)
         self.backend, self.job, self.me, self.slow, self.events = backend, job, me, slow, events
@@ -74,6 +80,9 @@ class LeaderRendezvous(Side):
         #: called with each batch of the job's status updates (the keeper's ledger reads them too)
         self.listeners: list[Callable[[list[dict[str, Any]]], None]] = []
         self.view.update({me: address}, {p: "not asked yet" for p in self.others})
+        if placement is not None:
+            placement.listeners.append(self.recheck)
+            self.listeners.append(lambda events: placement.wake())
 
     def start(self) -> "LeaderRendezvous":
         self._start(self._loop, "rendezvous-leader")
@@ -87,6 +96,38 @@ class LeaderRendezvous(Side):
             self.hints.close()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- what the view shows: the lookups, less the peers the placement holds ------------------------
+    def _publish(self, present: Mapping[PeerKey, str], missing: Mapping[PeerKey, str]) -> bool:
+        """The lookups' result (``present``, ``missing``) into the view, through the placement's hold;
+        whether the lookups changed."""
+        with self._raw_lock:
+            old = self._raw[0]
+            now = time.monotonic()
+            moved = [p for p, a in present.items() if old.get(p) != a]
+            for p in moved:
+                self._moved_at[p] = now
+            changed = moved or set(old) != set(present) or self._raw[1] != dict(missing)
+            self._raw = (dict(present), dict(missing))
+            self._show()
+        if moved and self.placement is not None:
+            self.placement.wake()
+        return bool(changed)
+
+    def _show(self) -> None:
+        present, missing = dict(self._raw[0]), dict(self._raw[1])
+        if self.placement is not None:
+            held = self.placement.hold({naming.task_name(*p): self._moved_at.get(p, 0.0) for p in present
+                                        if p != self.me})
+            for p in [p for p in present if naming.task_name(*p) in held]:
+                missing[p] = held[naming.task_name(*p)]
+                del present[p]
+        self.view.update(present, missing)
+
+    def recheck(self) -> None:
+        """The placement looked again: show the view through its new verdict."""
+        with self._raw_lock:
+            self._show()
 
     def _hint(self, status_of: Mapping[PeerKey, str | None]) -> None:
         """Note followers' status addresses; hint the new ones."""
@@ -103,7 +144,7 @@ class LeaderRendezvous(Side):
 
     def _document(self, delta: tuple[dict, dict] | None) -> dict[str, Any]:
         view = self.view
-        doc = {"job": self.job, "leader": self.leader_id, "leader_task": naming.task_name(*self.me),
+        doc: dict[str, Any] = {"job": self.job, "leader": self.leader_id, "leader_task": naming.task_name(*self.me),
                "cluster": self.cluster,
                "version": view.version, "complete": not view.missing, "delta": delta is not None,
                "reads": self.polls, "events": self.events_seen, "event_stream": self._streaming()}
@@ -181,7 +222,8 @@ class LeaderRendezvous(Side):
                 self._hot_until, self._delay = self.clock() + min(self.hot_window, AFTER_EVENT), first
                 next_read = max(time.monotonic(), last_read + gap)  # never faster than the budget
 
-    def _after_read(self, result, started: float) -> tuple[float, float, float]:
+    def _after_read(self, result: tuple[Mapping[PeerKey, Observation], int, str | None],
+                    started: float) -> tuple[float, float, float]:
         """Merge a read into the view and plan the next: (next read, this read's start, budget gap)."""
         first, cap = self.fast
         missing, asked = self._merge(*result, started)
@@ -234,8 +276,8 @@ class LeaderRendezvous(Side):
         """A lookup into the view: (missing peers, peers asked). A peer a status update placed
         or removed after the read began keeps what the update said; when Marathon gave no
         answer at all, the peers already known stay (the missing ones say why)."""
-        with self.view.cond:
-            present, missing = dict(self.view.peers), dict(self.view.missing)
+        with self._raw_lock:
+            present, missing = dict(self._raw[0]), dict(self._raw[1])
         self.polls += 1
         if error is not None:
             missing = {p: error for p in missing}
@@ -249,7 +291,7 @@ class LeaderRendezvous(Side):
             else:
                 present.pop(peer, None)
                 missing[peer] = obs.detail
-        self._changed = self.view.update(present, missing)
+        self._changed = self._publish(present, missing)
         if not missing:
             self._formed = True
         if error is None:
@@ -264,8 +306,9 @@ class LeaderRendezvous(Side):
     def _apply(self, events: Sequence[Mapping[str, Any]]) -> None:
         """Status updates into the view: TASK_RUNNING puts the task at ``host:ports[i]``; a
         terminal state (of the task we know, or of any when we know none) makes it missing."""
-        with self.view.cond:
-            present, missing = dict(self.view.peers), dict(self.view.missing)
+        backend = cast(MarathonBackend, self.backend)  # called only when _events_carry_addresses()
+        with self._raw_lock:
+            present, missing = dict(self._raw[0]), dict(self._raw[1])
         status_of = {}
         for event in events:
             key = naming.parse_app_id(self.job, str(event.get("appId") or ""))
@@ -273,13 +316,13 @@ class LeaderRendezvous(Side):
                 continue
             state, task = str(event.get("taskStatus") or ""), event.get("taskId")
             ports, host = event.get("ports") or [], event.get("host")
-            index = self.backend.port_indexes.get(key, 0)
+            index = backend.port_indexes.get(key, 0)
             if state == "TASK_RUNNING" and host and len(ports) > index and ports[index]:
                 present[key] = f"{host}:{ports[index]}"
                 missing.pop(key, None)
                 self._task_of[key] = task
                 self._stamp[key] = time.monotonic()
-                status = self.backend.also_indexes.get(key)
+                status = backend.also_indexes.get(key)
                 if status is not None and len(ports) > status:
                     status_of[key] = f"{host}:{ports[status]}"
             elif state in GONE and self._task_of.get(key) in (None, task):
@@ -287,7 +330,7 @@ class LeaderRendezvous(Side):
                 missing[key] = f"task {state}"
                 self._task_of.pop(key, None)
                 self._stamp[key] = time.monotonic()
-        self.view.update(present, missing)
+        self._publish(present, missing)
         self._hint(status_of)
 
     def _gap(self, asked: int) -> float:

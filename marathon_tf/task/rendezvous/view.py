@@ -1,6 +1,6 @@
 """What both sides of the leader rendezvous keep: a versioned view of the job's peers, and what
-the bootstrap reads of it (:class:`Side`: ``wait``, ``moved``, ``settle``, as
-:class:`marathon_tf.task.discovery.Rendezvous` offers). Also the wire format of ``GET /rendezvous``:
+the bootstrap reads of it (:class:`Side`: the :class:`~marathon_tf.task.rendezvous.base.Rendezvous`
+interface over the view). Also the wire format of ``GET /rendezvous``:
 its path, the long poll's bounds, peers by task name (``{"ps-0": "host:port"}``) and deltas
 (``null`` = removed).
 """
@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 from marathon_tf.contract import naming
 from marathon_tf.contract.errors import DiscoveryError
 from marathon_tf.task.discovery import PeerKey, missing_message
+from marathon_tf.task.rendezvous.base import Progress, Rendezvous
 
 __all__ = ["PATH", "HINT_PATH", "MAX_WAIT", "LONG_POLL", "HISTORY", "View", "Side", "names", "patch", "keys", "diff",
            "cluster_key"]
@@ -64,7 +65,7 @@ class View:
     """A versioned view of the peers: present ones with their address, missing ones with why.
     The last :data:`HISTORY` changes are kept as deltas, so a follower gets only what changed."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         lock = threading.RLock()
         self.cond = threading.Condition(lock)
         # the long polls of a forming job's followers (complete=1) wait here, on the same lock:
@@ -129,15 +130,18 @@ def diff(old: Mapping[PeerKey, str], new: Mapping[PeerKey, str]) -> dict[str, st
     return out
 
 
-class Side:
-    """What the bootstrap uses (the :class:`~marathon_tf.task.discovery.Rendezvous` interface)."""
+class Side(Rendezvous):
+    """What the bootstrap uses of either side: the view, read through the
+    :class:`~marathon_tf.task.rendezvous.base.Rendezvous` interface."""
 
     watch_every = 0.0  # moved() is local: check it at every tick
+    carries_rounds = True
 
     def __init__(self, *, stop: threading.Event | None, clock: Callable[[], float]):
         self.view = View()
         self.clock = clock
         self.polls = 0
+        self.leader_id: str | None = None  # the leader's id (a new one: a relaunched leader)
         self._stop = stop or threading.Event()
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
@@ -176,8 +180,7 @@ class Side:
         self.view.wake()
 
     def wait(self, peers: Sequence[PeerKey], timeout: float,
-             on_progress: Callable[[dict[PeerKey, str], dict[PeerKey, str]], None] | None = None
-             ) -> dict[PeerKey, str] | None:
+             on_progress: Progress | None = None) -> dict[PeerKey, str] | None:
         """Addresses of every peer once the view has them all; None when stopped;
         DiscoveryError after ``timeout`` seconds naming what is missing."""
         deadline = self.clock() + timeout
@@ -222,7 +225,7 @@ class Side:
     def restart_round(self) -> tuple[str | None, dict[str, Any] | None]:
         """(the leader's id, the group restart round it published last)."""
         with self.view.cond:
-            return getattr(self, "leader_id", None), self.view.round
+            return self.leader_id, self.view.round
 
     def settle(self, current: Mapping[PeerKey, str], timeout: float) -> dict[PeerKey, str] | None:
         """Wait until every peer in ``current`` is present, then the ones that moved."""

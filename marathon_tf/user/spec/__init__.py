@@ -11,15 +11,15 @@ file exists) but does no network I/O. One concern per module:
 ``model``          the dataclasses (:class:`JobSpec` …), allowed values and defaults
 ``fields``         the spec's own marshmallow fields (strict numbers, clean strings …)
 ``schema``         the marshmallow schemas: every key's shape, rules across keys
-``load``           file → JSON → schema → :class:`JobSpec`, problems as one SpecError
+``load``           file → JSON → schema → :class:`JobSpec`, problems as one SpecError; ``with_counts``
 ``json_schema``    the spec as JSON Schema, for editors
 =================  ====================================================================
 """
 
 from marathon_tf.user.spec.json_schema import json_schema
-from marathon_tf.user.spec.load import load_dict, load_job, parse_json
+from marathon_tf.user.spec.load import load_dict, load_job, parse_json, with_counts
 from marathon_tf.user.spec.model import (MAX_COUNT, STYLES, Admission, Discovery, Fetch, JobSpec, Restart, Role,
                                          Volume)
 
 __all__ = ["JobSpec", "Role", "Discovery", "Restart", "Admission", "Volume", "Fetch", "STYLES", "load_job", "load_dict",
-           "parse_json", "json_schema", "MAX_COUNT"]
+           "parse_json", "with_counts", "json_schema", "MAX_COUNT"]

@@ -174,7 +174,7 @@ class _Constraint(fields.Field):
             try:
                 re.compile(val)
             except re.error as e:
-                raise ValidationError(f"{op} value is not a valid regular expression: {e}")
+                raise ValidationError(f"{op} value is not a valid regular expression: {e}") from e
         if op in ("MAX_PER", "GROUP_BY") and val is not None and not re.fullmatch(r"[0-9]+", val):
             raise ValidationError(f"{op} value must be an integer")
         return tuple(value)

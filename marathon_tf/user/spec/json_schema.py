@@ -21,6 +21,14 @@ _ADMISSION = ("all-or-nothing start: a task that fits on no agent is refused bef
               "tasks are not all placed by the deadline holds nothing: every app scaled to 0, recorded NotPlaced")
 
 
+#: What the job's and a role's constraints mean (marathon_tf.contract.spread).
+_RULES = ("UNIQUE, MAX_PER, GROUP_BY and CLUSTER without a value hold across the tasks (the job's: of every role "
+          "without constraints of its own), placed by the job's leader through Marathon; LIKE, UNLIKE, IS and "
+          "CLUSTER value hold for each task")
+_PER_TASK = ("copied into every app as they are: Marathon compares them among one app's instances, and each task is "
+             "an app of its own, so UNIQUE, MAX_PER and GROUP_BY constrain nothing across tasks")
+
+
 def json_schema() -> dict[str, Any]:
     """The job spec as JSON Schema (draft 2020-12), for editors."""
     num = {"type": "number"}
@@ -31,6 +39,8 @@ def json_schema() -> dict[str, Any]:
     constraint = {"type": "array", "minItems": 2, "maxItems": 3, "items": {"type": "string"},
                   "description": "Marathon constraint: [field, OPERATOR(, value)]; operators "
                                  + ", ".join(CONSTRAINT_OPERATORS)}
+    rules = {"type": "array", "items": constraint, "description": _RULES}
+    per_task = {"type": "array", "items": constraint, "description": _PER_TASK}
     role = {
         "type": "object", "additionalProperties": False,
         "properties": {
@@ -38,7 +48,8 @@ def json_schema() -> dict[str, Any]:
             "cpus": {**num, "minimum": 0.001}, "mem": {**num, "minimum": 1, "description": "MiB"},
             "disk": {**num, "minimum": 0}, "gpus": {"type": "integer", "minimum": 0},
             "image": string, "command": command, "env": strmap,
-            "constraints": {"type": "array", "items": constraint},
+            "constraints": {**rules, "description": "the role's own rules (instead of the job's): " + _RULES},
+            "constraints_per_task": {**per_task, "description": "instead of the job's: " + _PER_TASK},
         },
     }
     return {
@@ -55,12 +66,16 @@ def json_schema() -> dict[str, Any]:
             "command": command,
             "env": strmap,
             "style": {"enum": list(STYLES), "default": "custom"},
-            "cluster_spec": {"enum": list(SPEC_STYLES)},
+            "cluster_spec": {"enum": list(SPEC_STYLES),
+                             "description": "how the program is told the cluster: TF_CONFIG, classic flags, or both; "
+                                            "default: flags for style tf1, tf_config for every other style "
+                                            "(custom included)"},
             "completion": {"enum": list(COMPLETIONS)},
             "containerizer": {"enum": ["mesos", "docker"], "default": "mesos"},
             "roles": {"type": "object", "additionalProperties": False,
                       "properties": {r: role for r in naming.ROLES}},
-            "constraints": {"type": "array", "items": constraint},
+            "constraints": rules,
+            "constraints_per_task": per_task,
             "volumes": {"type": "array", "items": {
                 "type": "object", "additionalProperties": False, "required": ["host_path", "container_path"],
                 "properties": {"host_path": string, "container_path": string, "mode": {"enum": ["RW", "RO"]}}}},

@@ -4,7 +4,8 @@ Today one: Keras 3 under the multi-worker strategies (:mod:`marathon_tf.contract
 style ``multi_worker_mirrored`` or ``parameter_server`` whose chief/worker environment does not
 route ``tf.keras`` to ``tf_keras`` (``TF_USE_LEGACY_KERAS``), on a TensorFlow that ships Keras 3
 (2.16 and later; an image tagged with an older version does not), is warned about, unless its
-program can be read here (a ``fetch`` of this machine) and uses no Keras. A program that imports
+program can be read here (a ``fetch`` of this machine, or the code of a ``python3 -c CODE`` command)
+and uses no Keras. A program that imports
 ``keras`` itself gets Keras 3 whatever the environment says, and is warned about too. Reads the
 job's own program files; no network, no TensorFlow.
 """
@@ -23,6 +24,8 @@ __all__ = ["warnings", "STRATEGIES"]
 
 #: The styles whose strategy Keras 3's model.fit does not run under.
 STRATEGIES = {"multi_worker_mirrored": "MultiWorkerMirroredStrategy", "parameter_server": "ParameterServerStrategy"}
+#: The name a ``python3 -c CODE`` program goes by in the warnings.
+INLINE = "the command's python3 -c program"
 #: Roles that run model.fit (a ps only serves variables).
 _FIT_ROLES = ("chief", "worker")
 _IMPORTS_KERAS = re.compile(r"^\s*(?:import\s+keras\b|from\s+keras\b)", re.MULTILINE)
@@ -33,17 +36,28 @@ _TF_IMAGE_VERSION = re.compile(r"tensorflow[^/:]*:(\d+)\.(\d+)")
 def _keras2_image(image: str | None) -> bool:
     """An image tagged with a TensorFlow before 2.16 (whose tf.keras is Keras 2)."""
     m = _TF_IMAGE_VERSION.search(image or "")
-    return bool(m) and (int(m.group(1)), int(m.group(2))) < (2, 16)
+    return m is not None and (int(m.group(1)), int(m.group(2))) < (2, 16)
 
 
-def _scripts(command) -> list[str]:
+def _words(command) -> list[str]:
     if command is None:
         return []
     try:
-        words = list(command) if isinstance(command, tuple) else shlex.split(command)
+        return list(command) if isinstance(command, tuple) else shlex.split(command)
     except ValueError:
         return []
-    return [w for w in words if w.endswith(".py")]
+
+
+def _scripts(command) -> list[str]:
+    return [w for w in _words(command) if w.endswith(".py")]
+
+
+def _inline(command) -> str | None:
+    """The program of ``python3 -c CODE`` (the whole command, not a shell line around it), else None."""
+    words = _words(command)
+    if len(words) >= 3 and Path(words[0]).name.startswith("python") and words[1] == "-c":
+        return words[2]
+    return None
 
 
 def _programs(spec: JobSpec, roles: list[str]) -> dict[str, str] | None:
@@ -57,15 +71,19 @@ def _programs(spec: JobSpec, roles: list[str]) -> dict[str, str] | None:
     out: dict[str, str] = {}
     for role in roles:
         command = spec.roles[role].command if spec.roles[role].command is not None else spec.command
+        inline = _inline(command)
+        if inline is not None:  # `python3 -c CODE`: the program is in the job file itself
+            out[INLINE] = inline
+            continue
         scripts = _scripts(command)
         if not scripts:
             return None
         for script in scripts:
-            path = local.get(Path(script).name)
-            if path is None:
+            found = local.get(Path(script).name)
+            if found is None:
                 return None
             try:
-                out[path.name] = path.read_text(encoding="utf-8", errors="replace")
+                out[found.name] = found.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 return None
     return out
@@ -89,7 +107,8 @@ def warnings(spec: JobSpec) -> list[str]:
                 f"(TensorFlow 2.16 and later), and {fails}: {FIX}"]
     for name, source in sorted(programs.items()):
         if _IMPORTS_KERAS.search(source):
-            return [f"{spec.source}: fetch {name}: imports keras, which is Keras 3 whatever the environment, and "
+            where = "command: its python3 -c program" if name == INLINE else f"fetch {name}"
+            return [f"{spec.source}: {where}: imports keras, which is Keras 3 whatever the environment, and "
                     f"{fails}: {FIX}"]
     uses = sorted(name for name, source in programs.items() if _TF_KERAS.search(source))
     if uses and keras3_env:

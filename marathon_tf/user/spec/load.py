@@ -11,7 +11,7 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 from urllib.parse import urlparse
 
 from marshmallow import Schema, ValidationError, fields
@@ -21,7 +21,7 @@ from marathon_tf.user.spec.hints import closest
 from marathon_tf.user.spec.model import JobSpec
 from marathon_tf.user.spec.schema import _FetchField, _FetchSchema, _JobSchema
 
-__all__ = ["load_job", "load_dict", "parse_json"]
+__all__ = ["load_job", "load_dict", "parse_json", "with_counts"]
 
 
 def _flatten(messages: Any, path: str = "") -> list[tuple[str, str]]:
@@ -226,3 +226,11 @@ def load_job(path: str | os.PathLike) -> JobSpec:
     except OSError as e:
         raise SpecError(source, [("", f"cannot read: {e.strerror}")]) from None
     return load_dict(parse_json(raw, source), source=source, base_dir=p.resolve().parent)
+
+
+def with_counts(spec: JobSpec, counts: Mapping[str, int]) -> JobSpec:
+    """A copy of ``spec`` with new role counts, validated like a fresh job.json (:class:`SpecError`)."""
+    data = spec.to_dict()
+    for role, n in counts.items():
+        data["roles"].setdefault(role, {})["count"] = n
+    return load_dict(data, source=spec.source)

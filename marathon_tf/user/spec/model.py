@@ -21,8 +21,11 @@ DISCOVERY_MODES = ("mesos-dns", "mesos-dns-http", "marathon")
 CONSTRAINT_OPERATORS = ("UNIQUE", "CLUSTER", "GROUP_BY", "LIKE", "UNLIKE", "MAX_PER", "IS")
 MAX_COUNT = 10_000
 
+#: How each style's program is told the cluster unless ``cluster_spec`` says otherwise: ``custom`` gets
+#: TF_CONFIG only (docs/job-file.md), as flags appended to a program we know nothing about break it
+#: (``["sleep", "60"]`` -> ``sleep: unrecognized option '--ps_hosts=...'``); ``tf1`` programs read flags.
 _DEFAULT_SPEC_STYLE = {"tf1": "flags", "parameter_server": "tf_config",
-                       "multi_worker_mirrored": "tf_config", "custom": "both"}
+                       "multi_worker_mirrored": "tf_config", "custom": "tf_config"}
 _DEFAULT_COMPLETION = {"tf1": "all_workers", "parameter_server": "chief",
                        "multi_worker_mirrored": "all_workers", "custom": "worker0"}
 _ROLE_DEFAULTS = {
@@ -46,7 +49,11 @@ class Role:
     image: str | None = None
     command: tuple[str, ...] | str | None = None
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: the role's own rules (None: the job's); UNIQUE, MAX_PER, GROUP_BY and CLUSTER without a value
+    #: hold across the role's tasks (:mod:`marathon_tf.contract.spread`)
     constraints: tuple[tuple[str, ...], ...] | None = None
+    #: copied into each of the role's apps as it is (None: the job's): Marathon's per-app meaning
+    constraints_per_task: tuple[tuple[str, ...], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -86,8 +93,10 @@ class Restart:
     backoff_seconds: float = 1.0
     backoff_factor: float = 1.15
     max_launch_delay_seconds: float = 300.0
-    progress_timeout_seconds: float | None = None   # watchdog: no new step for this long = failed (None: adaptive, 0: off)
-    first_step_timeout_seconds: float | None = None  # watchdog: no first step this long after start (None: adaptive, 0: off)
+    # watchdog: no new step for this long = failed (None: adaptive, 0: off)
+    progress_timeout_seconds: float | None = None
+    # watchdog: no first step this long after start (None: adaptive, 0: off)
+    first_step_timeout_seconds: float | None = None
     #: preemptions (a task stopped from outside, or a program exiting with a preemption code) within
     #: :data:`PREEMPTION_WINDOW` seconds before the job fails; never counted against ``max_failures``
     max_preemptions: int = 100
@@ -115,12 +124,16 @@ class JobSpec:
     command: tuple[str, ...] | str | None
     roles: Mapping[str, Role]
     style: str = "custom"
-    cluster_spec: str = "both"
+    cluster_spec: str = "tf_config"
     completion: str = "worker0"
     image: str | None = None
     containerizer: str = "mesos"
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: job-wide rules: UNIQUE, MAX_PER, GROUP_BY and CLUSTER without a value hold across the tasks of
+    #: every role without constraints of its own (:mod:`marathon_tf.contract.spread`); others per task
     constraints: tuple[tuple[str, ...], ...] = ()
+    #: copied into every app as it is (Marathon's own meaning: among one app's instances)
+    constraints_per_task: tuple[tuple[str, ...], ...] = ()
     volumes: tuple[Volume, ...] = ()
     fetch: tuple[Fetch, ...] = ()
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -175,6 +188,8 @@ class JobSpec:
             "network": _drop_none({"mode": self.network, "name": self.network_name}),
             "roles": {},
         }
+        if self.constraints_per_task:
+            out["constraints_per_task"] = [list(c) for c in self.constraints_per_task]
         if self.image:
             out["image"] = self.image
         if self.target_step is not None:
@@ -199,20 +214,12 @@ class JobSpec:
                 rd["env"] = dict(role.env)
             if role.constraints is not None:
                 rd["constraints"] = [list(c) for c in role.constraints]
+            if role.constraints_per_task is not None:
+                rd["constraints_per_task"] = [list(c) for c in role.constraints_per_task]
             out["roles"][r] = rd
         return out
 
-    # -- changes -----------------------------------------------------------------
-    def with_counts(self, counts: Mapping[str, int]) -> "JobSpec":
-        """A copy with new role counts, validated like a fresh job.json."""
-        from marathon_tf.user.spec.load import load_dict  # the schema builds JobSpecs: imported on use
-
-        data = self.to_dict()
-        for role, n in counts.items():
-            rd = data["roles"].setdefault(role, {})
-            rd["count"] = n
-        return load_dict(data, source=self.source)
-
+    # -- changes (new counts, validated like a fresh job.json: spec.load.with_counts) -----------------
     def with_overrides(self, **changes: Any) -> "JobSpec":
         return replace(self, **changes)
 

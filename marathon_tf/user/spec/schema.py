@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import re
 from types import MappingProxyType
+from typing import Any
 from urllib.parse import urlparse
 
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_load, validate, validates_schema
 
 from marathon_tf.contract import naming
+from marathon_tf.contract.spread import relational
 from marathon_tf.user.spec.fields import (_Command, _Constraint, _Prewarm, _Str, _StrictInt, _StrictNumber, _StrMap,
                                           _env_key_problem, _label_key_problem)
 from marathon_tf.user.spec.hints import blocked, failed_paths
@@ -30,13 +32,15 @@ class _Base(Schema):
 class _RoleSchema(_Base):
     count = _StrictInt(validate=validate.Range(min=0, max=MAX_COUNT, error="must be between {min} and {max}"))
     cpus = _StrictNumber(validate=validate.Range(min=0.001, max=4096, error="must be between {min} and {max}"))
-    mem = _StrictNumber(validate=validate.Range(min=1, max=16 * 1024 * 1024, error="must be between {min} and {max} (MiB)"))
+    mem = _StrictNumber(validate=validate.Range(min=1, max=16 * 1024 * 1024,
+                                                error="must be between {min} and {max} (MiB)"))
     disk = _StrictNumber(validate=validate.Range(min=0, max=1024 ** 3, error="must be >= {min}"))
     gpus = _StrictInt(validate=validate.Range(min=0, max=1024, error="must be >= {min}"))
     image = _Str()
     command = _Command()
     env = _StrMap(key_check=_env_key_problem)
     constraints = fields.List(_Constraint())
+    constraints_per_task = fields.List(_Constraint())
 
 
 class _RolesSchema(_Base):
@@ -82,12 +86,15 @@ class _FetchField(fields.Field):
 
 class _DiscoverySchema(_Base):
     mode = fields.String(validate=validate.OneOf(DISCOVERY_MODES, error="must be one of {choices}"))
-    domain = _Str(validate=validate.Regexp(r"^[a-z0-9]([a-z0-9.\-]*[a-z0-9])?$", error="must be a DNS domain like 'mesos'"))
-    framework = _Str(validate=validate.Regexp(r"^[a-z0-9]([a-z0-9\-]*[a-z0-9])?$", error="must be a DNS label like 'marathon'"))
+    domain = _Str(validate=validate.Regexp(r"^[a-z0-9]([a-z0-9.\-]*[a-z0-9])?$",
+                                           error="must be a DNS domain like 'mesos'"))
+    framework = _Str(validate=validate.Regexp(r"^[a-z0-9]([a-z0-9\-]*[a-z0-9])?$",
+                                              error="must be a DNS label like 'marathon'"))
     nameserver = _Str(allow_empty=True)
     http_api = _Str(allow_empty=True)
     marathon_url = _Str(allow_empty=True)
-    startup_timeout = _StrictNumber(validate=validate.Range(min=1, max=7 * 86400, error="must be between {min} and {max} seconds"))
+    startup_timeout = _StrictNumber(validate=validate.Range(min=1, max=7 * 86400,
+                                                            error="must be between {min} and {max} seconds"))
 
     @validates_schema(pass_original=True, skip_on_field_errors=False)
     def _check(self, data, original, **kwargs):
@@ -110,15 +117,18 @@ class _DiscoverySchema(_Base):
 class _RestartSchema(_Base):
     max_failures = _StrictInt(validate=validate.Range(min=0, max=100_000, error="must be >= {min}"))
     window_seconds = _StrictNumber(validate=validate.Range(min=1, error="must be >= {min}"))
-    permanent_exit_codes = fields.List(_StrictInt(validate=validate.Range(min=1, max=127, error="must be between {min} and {max}")))
+    permanent_exit_codes = fields.List(_StrictInt(validate=validate.Range(min=1, max=127,
+                                                                          error="must be between {min} and {max}")))
     backoff_seconds = _StrictNumber(validate=validate.Range(min=0, max=86400, error="must be between {min} and {max}"))
     backoff_factor = _StrictNumber(validate=validate.Range(min=1, max=100, error="must be between {min} and {max}"))
-    max_launch_delay_seconds = _StrictNumber(validate=validate.Range(min=0, max=86400, error="must be between {min} and {max}"))
+    max_launch_delay_seconds = _StrictNumber(validate=validate.Range(min=0, max=86400,
+                                                                     error="must be between {min} and {max}"))
     # not set: adaptive (the default); 0: off (marathon_tf.task.watchdog)
     progress_timeout_seconds = _StrictNumber(validate=validate.Range(min=0, error="must be >= {min} (0: off)"))
     first_step_timeout_seconds = _StrictNumber(validate=validate.Range(min=0, error="must be >= {min} (0: off)"))
     max_preemptions = _StrictInt(validate=validate.Range(min=0, max=100_000, error="must be >= {min}"))
-    preemption_exit_codes = fields.List(_StrictInt(validate=validate.Range(min=1, max=255, error="must be between {min} and {max}")))
+    preemption_exit_codes = fields.List(_StrictInt(validate=validate.Range(min=1, max=255,
+                                                                           error="must be between {min} and {max}")))
     grace_seconds = _StrictNumber(validate=validate.Range(min=1, max=3600, error="must be between {min} and {max}"))
 
     @validates_schema
@@ -126,11 +136,13 @@ class _RestartSchema(_Base):
         both = sorted(set(data.get("permanent_exit_codes") or ()) & set(data.get("preemption_exit_codes") or ()))
         if both:
             raise ValidationError({"preemption_exit_codes": [
-                f"{', '.join(map(str, both))} also in permanent_exit_codes: a code is a failure or a preemption, not both"]})
+                f"{', '.join(map(str, both))} also in permanent_exit_codes: "
+                "a code is a failure or a preemption, not both"]})
 
 
 class _AdmissionSchema(_Base):
-    timeout = _StrictNumber(validate=validate.Range(min=1, max=7 * 86400, error="must be between {min} and {max} seconds"))
+    timeout = _StrictNumber(validate=validate.Range(min=1, max=7 * 86400,
+                                                    error="must be between {min} and {max} seconds"))
     retries = _StrictInt(validate=validate.Range(min=0, max=1000, error="must be between {min} and {max}"))
     backoff_seconds = _StrictNumber(validate=validate.Range(min=0, max=86400, error="must be between {min} and {max}"))
 
@@ -140,7 +152,8 @@ class _ProgressSchema(_Base):
 
 
 class _NetworkSchema(_Base):
-    mode = fields.String(load_default="host", validate=validate.OneOf(["host", "container"], error="must be one of {choices}"))
+    mode = fields.String(load_default="host",
+                         validate=validate.OneOf(["host", "container"], error="must be one of {choices}"))
     name = _Str(validate=validate.Regexp(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", error="must be a network name"))
 
 
@@ -152,9 +165,11 @@ class _JobSchema(_Base):
     style = fields.String(load_default="custom", validate=validate.OneOf(STYLES, error="must be one of {choices}"))
     cluster_spec = fields.String(validate=validate.OneOf(SPEC_STYLES, error="must be one of {choices}"))
     completion = fields.String(validate=validate.OneOf(COMPLETIONS, error="must be one of {choices}"))
-    containerizer = fields.String(load_default="mesos", validate=validate.OneOf(["mesos", "docker"], error="must be one of {choices}"))
+    containerizer = fields.String(load_default="mesos",
+                                  validate=validate.OneOf(["mesos", "docker"], error="must be one of {choices}"))
     roles = fields.Nested(_RolesSchema, required=True)
     constraints = fields.List(_Constraint())
+    constraints_per_task = fields.List(_Constraint())
     volumes = fields.List(fields.Nested(_VolumeSchema))
     fetch = fields.List(_FetchField())
     labels = _StrMap(key_check=_label_key_problem)
@@ -196,6 +211,16 @@ class _JobSchema(_Base):
                 err("name", problems)
         if isinstance(roles, dict):
             self._cross(data, roles, err)
+        if (data.get("discovery") or {}).get("marathon_url") == "":
+            placed = [(f"constraints[{i}]", c) for i, c in enumerate(data.get("constraints") or [])]
+            placed += [(f"roles.{r}.constraints[{i}]", c)
+                       for r, rd in (roles if isinstance(roles, dict) else {}).items()
+                       for i, c in enumerate((rd or {}).get("constraints") or [])]
+            for path, c in placed:
+                if relational(c):
+                    err(path, f"{c[1]} holds across tasks, which the job's leader places through Marathon: it needs "
+                              f"discovery.marathon_url (for Marathon's per-app meaning write it in "
+                              f"constraints_per_task)", "discovery.marathon_url")
         net = data.get("network") or {}
         if net.get("name") and net.get("mode", "host") != "container":
             err("network.name", "a network name needs network.mode 'container'", "network.mode")
@@ -235,7 +260,8 @@ class _JobSchema(_Base):
         if data.get("containerizer") == "docker":
             for r in naming.ROLES:
                 if (roles.get(r) or {}).get("gpus", 0) > 0:
-                    err(f"roles.{r}.gpus", "GPUs need the Mesos containerizer (UCR): remove \"containerizer\": \"docker\"")
+                    err(f"roles.{r}.gpus",
+                        "GPUs need the Mesos containerizer (UCR): remove \"containerizer\": \"docker\"")
         for r in naming.ROLES:
             rd = roles.get(r) or {}
             if rd.get("count", 0) and r != "tensorboard" and data.get("command") is None and rd.get("command") is None:
@@ -263,10 +289,13 @@ class _JobSchema(_Base):
                 command=rd.get("command"),
                 env=rd.get("env", MappingProxyType({})),
                 constraints=tuple(rd["constraints"]) if "constraints" in rd else None,
+                constraints_per_task=tuple(rd["constraints_per_task"]) if "constraints_per_task" in rd else None,
             )
         disc = data.get("discovery") or {}
         rst = data.get("restart") or {}
         net = data.get("network") or {}
+        admission: dict[str, Any] = {k: float(v) if k != "retries" else v
+                                     for k, v in (data.get("admission") or {}).items()}
         return JobSpec(
             name=data["name"],
             command=data.get("command"),
@@ -278,6 +307,7 @@ class _JobSchema(_Base):
             containerizer=data.get("containerizer", "mesos"),
             env=data.get("env", MappingProxyType({})),
             constraints=tuple(data.get("constraints") or ()),
+            constraints_per_task=tuple(data.get("constraints_per_task") or ()),
             volumes=tuple(Volume(**v) for v in data.get("volumes") or ()),
             fetch=tuple(Fetch(**f) for f in data.get("fetch") or ()),
             labels=data.get("labels", MappingProxyType({})),
@@ -286,8 +316,7 @@ class _JobSchema(_Base):
             restart=Restart(**{**rst, "permanent_exit_codes": tuple(rst.get("permanent_exit_codes", ())),
                                "preemption_exit_codes": tuple(rst.get("preemption_exit_codes",
                                                                       Restart.preemption_exit_codes))}),
-            admission=Admission(**{k: float(v) if k != "retries" else v
-                                   for k, v in (data.get("admission") or {}).items()}),
+            admission=Admission(**admission),
             network=net.get("mode", "host"),
             network_name=net.get("name"),
             bootstrap=data.get("bootstrap", "marathon-tf bootstrap"),

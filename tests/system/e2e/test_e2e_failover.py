@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 
 import jobfiles
 import pytest
@@ -58,7 +57,8 @@ def test_the_leader_killed_during_a_running_example(serve, tmp_path):
         assert r.returncode == 0, r.stderr
         during = json.loads(r.stdout)
         assert during["state"] == "Running", during
-        tasks = lambda st: {t["task"]: t.get("taskId") for t in st["tasks"] if t["role"] in ("ps", "worker")}
+        def tasks(st):
+            return {t["task"]: t.get("taskId") for t in st["tasks"] if t["role"] in ("ps", "worker")}
         assert tasks(during) == tasks(before)  # the same tasks, running on
         r = serve.cli("scale", JOB, "tensorboard=1")
         assert r.returncode == 0, r.stdout + r.stderr

@@ -49,7 +49,7 @@ def test_a_second_run_says_it_resumed_from_the_checkpoint(serve):
     checkpoints = serve.state / "volumes" / "linear-regression" / "ckpt"
     r = serve.cli("deploy", str(job_file), "--detach")  # again, on the same serve: asked, not guessed
     assert r.returncode == 2 and r.stderr.startswith(
-        f"error: job linear-regression has ended (Succeeded at "), r.stderr
+        "error: job linear-regression has ended (Succeeded at "), r.stderr
     assert f"deploying it again resumes from its checkpoints in {checkpoints}" in r.stderr
     assert "--resume" in r.stderr and "--fresh" in r.stderr
     r = serve.cli("deploy", str(job_file), "--detach", "--resume")  # same volume: it resumes, and says so

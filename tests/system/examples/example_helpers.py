@@ -35,7 +35,7 @@ class TaskOutput:
 
     @property
     def steps(self) -> List[tuple]:
-        return [(int(s), float(l)) for s, l in STEP_RE.findall(self.stdout)]
+        return [(int(s), float(loss)) for s, loss in STEP_RE.findall(self.stdout)]
 
     @property
     def final_step(self) -> Optional[int]:

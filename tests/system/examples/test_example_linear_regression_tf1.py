@@ -44,7 +44,8 @@ def test_resumes_global_step_from_checkpoint(run_example, ckpt_dir):
     _check_trained(first, 100)
     second = run_example(NAME, args=["--train_steps=160", f"--checkpoint_dir={ckpt_dir}", "--log_every=10"])
     _check_trained(second, 160)
-    for task in (second.tasks["worker-0"], second.tasks["worker-1"]):  # continued, not restarted at 0 (whichever worker trained the steps)
+    # continued, not restarted at 0 (whichever worker trained the steps)
+    for task in (second.tasks["worker-0"], second.tasks["worker-1"]):
         assert "session ready at global step 0/" not in task.stdout, second.describe()
     steps = sorted(s for n in ("worker-0", "worker-1") for s in second.tasks[n].steps)
     assert steps and steps[0][0] > 100, second.describe()

@@ -56,7 +56,9 @@ class LocalJob:
         return self
 
     def status(self) -> dict:
-        return self.jobs.job_status(self.client, self.name)
+        from marathon_tf.user.status import job_status
+
+        return job_status(self.client, self.name).to_dict()
 
     def steps(self, since: float = 0.0, task: str | None = None) -> list[tuple[float, str, int]]:
         """``(time, task, step)`` of every ``step=`` line seen after ``since``, in time order."""

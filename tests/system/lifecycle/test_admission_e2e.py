@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 
 import pytest
 from leaks import processes_under
 
 from marathon_tf.contract import labels as L
+from marathon_tf.contract.errors import UsageError
 from marathon_tf.marathon.client import Client, RetryPolicy
 from marathon_tf.marathon.waiting import wall
 from marathon_tf.user import jobs
+from marathon_tf.user.status import job_status
 from marathon_tf.user.api import Marathon
 from marathon_tf.user.spec import load_dict
 from polling import wait_for
@@ -68,7 +69,7 @@ def test_placed_tasks_release_a_job_nobody_follows_at_its_deadline(cluster_of, t
     cluster = cluster_of(agents=3, agent_resources=[AGENT])
     client = _client(cluster)
     submitted = wall(jobs.deploy(client, _spec(cluster, "part", 4, timeout=6)).version)
-    st = wait_for(lambda: (lambda s: s if s.get("state") in L.RECORDED else None)(jobs.job_status(client, "part")),
+    st = wait_for(lambda: (lambda s: s if s.get("state") in L.RECORDED else None)(job_status(client, "part").to_dict()),
                   40, interval=0.2, what="the job's record")
     assert st["state"] == L.NOT_PLACED, st
     assert st["reason"].startswith("worker: 3/4 placed; 1 waiting ")
@@ -79,8 +80,10 @@ def test_placed_tasks_release_a_job_nobody_follows_at_its_deadline(cluster_of, t
     assert [a["instances"] for a in apps] == [0] * 4 and 0 <= released - deadline <= 5, released - deadline
     # the placed tasks were stopped (their grace period): no program ever started, nothing is held
     wait_for(lambda: not processes_under(tmp_path / "state"), 10, what="the placed tasks stopped")
-    slaves = client.request("GET", "/mesos/master/slaves").body["slaves"]
-    assert sum(float(s["used_resources"].get("cpus") or 0) for s in slaves) == 0
+    # (an agent frees a task's resources at its terminal status update, a moment after its process ended)
+    wait_for(lambda: sum(float(s["used_resources"].get("cpus") or 0)
+                         for s in client.request("GET", "/mesos/master/slaves").body["slaves"]) == 0,
+             10, interval=0.2, what="the agents' resources freed")
     print(f"deadline to the record: {released - deadline:.2f} s", file=sys.stderr)
 
 
@@ -118,10 +121,14 @@ def test_two_jobs_that_each_need_most_of_the_cluster_both_succeed_with_retries(c
 def test_a_job_whose_missing_agent_comes_back_before_its_deadline_starts_and_succeeds(cluster_of):
     cluster = cluster_of(agents=2, agent_resources=[AGENT])
     marathon = Marathon(client=_client(cluster))
-    handle = marathon.deploy(_spec(cluster, "back", 3, timeout=60))
+    with pytest.raises(UsageError) as refused:  # 3 workers of 1 cpu can never all run on 2 agents of 1 cpu
+        marathon.deploy(_spec(cluster, "back", 3, timeout=60))
+    assert str(refused.value).startswith("job back needs cpus 3 in all; the cluster has 2 in all (2 agents)")
+    # sent all the same (as a cluster losing an agent after the check would): it waits for the agent
+    jobs.deploy(_client(cluster), _spec(cluster, "back", 3, timeout=60))
     st = wait_for(lambda: (lambda s: s if "worker: 2/3 placed; 1 waiting" in str((s.admission or {}).get("waiting"))
                            else None)(marathon.status("back")), 30, interval=0.2, what="two placed, one waiting")
     assert st.admission["waiting"][0].endswith(": InsufficientCpus on 2 agents (need 1 each, 0 free)")
     cluster.add_agent(AGENT.replace("33400-33499", "33500-33599"))
-    final = marathon.wait("back", deployment_id=handle.deployment.deployment_id, timeout=60)
+    final = marathon.wait("back", timeout=60)
     assert final.state == L.SUCCEEDED, final

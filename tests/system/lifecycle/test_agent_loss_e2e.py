@@ -1,9 +1,10 @@
 """A Mesos agent dies under a running TF job on a 3-agent local cluster (real TensorFlow): its
 task turns TASK_UNREACHABLE, Marathon's unreachableStrategy (rendered 0/0) replaces it on another
 agent at once, and the job ends Succeeded from its checkpoint. With Mesos-DNS's real defaults
-(``RefreshSeconds`` 60, ``TTL`` 60: ``records/config.go`` ``NewConfig`` in mesosphere/mesos-dns@e888ef4; records rebuilt only
-at each refresh: ``resolver/resolver.go`` ``Reload``) the job forms (its tasks appear in DNS only at
-the first refresh after they start) and recovers (the lost ps's old record stays up to a minute)
+(``RefreshSeconds`` 60, ``TTL`` 60: ``records/config.go`` ``NewConfig`` in mesosphere/mesos-dns@e888ef4;
+records rebuilt only at each refresh: ``resolver/resolver.go`` ``Reload``) the job forms (its tasks
+appear in DNS only at the first refresh after they start) and recovers (the lost ps's old record
+stays up to a minute)
 with the bootstrap's polling as it is.
 
 The TF1 example (1 ps + 2 workers, flags, checkpoints in a shared volume); on three machine-sized

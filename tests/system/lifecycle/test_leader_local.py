@@ -46,7 +46,8 @@ def test_only_the_leader_reads_the_job_and_a_killed_ps_reaches_everyone(tmp_path
                   and "group.apps.tasks" in str(r["query"])]
     leader_app = [r for r in log if r["method"] == "GET" and r["path"] == f"/v2/apps/{job.name}/worker-0"]
     if mode == "marathon":
-        assert len(leader_app) <= 3 * 5  # at most one per follower (none if the leader's hint came first), a few more early
+        # at most one per follower (none if the leader's hint came first), a few more early
+        assert len(leader_app) <= 3 * 5
         assert group_gets, "the leader reads the group"
     else:
         assert not leader_app  # followers find the leader through Mesos-DNS

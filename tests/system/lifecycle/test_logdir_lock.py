@@ -82,9 +82,9 @@ def test_under_local_serve_a_second_job_on_the_same_logdir_fails_naming_the_hold
 
         def status(name):
             from marathon_tf.marathon.client import Client
-            from marathon_tf.user import jobs
+            from marathon_tf.user.status import job_status
 
-            return jobs.job_status(Client(c.marathon_url), name)
+            return job_status(Client(c.marathon_url), name).to_dict()
 
         deploy("alpha", 600)
         lock = tmp_path / "shared/.marathon-tf/lock"

@@ -8,13 +8,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from leaks import processes_under  # noqa: F401 (used by the tests through this module)
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
-import pytest
 import requests
 from click.testing import CliRunner, Result
 
@@ -70,10 +68,10 @@ def run_subprocess(args: list[str], env: dict[str, str] | None = None, timeout: 
                             cwd=cwd, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as e:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        raise AssertionError(f"marathon-tf {args} did not end in {timeout} s: {err.decode(errors='replace')}")
+        raise AssertionError(f"marathon-tf {args} did not end in {timeout} s: {err.decode(errors='replace')}") from e
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 

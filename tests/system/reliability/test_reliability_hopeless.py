@@ -121,7 +121,7 @@ def test_a_logdir_that_cannot_be_created_is_refused_before_launch(tmp_path):
 
 def test_a_task_whose_logdir_cannot_be_created_fails_the_job_at_once(tmp_path):
     """The bootstrap's own check (what a cluster run gets): here through the local Marathon API."""
-    from marathon_tf.user import jobs
+    from marathon_tf.user.status import job_status
     from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
     from marathon_tf.marathon.client import Client
 
@@ -132,7 +132,7 @@ def test_a_task_whose_logdir_cannot_be_created_fails_the_job_at_once(tmp_path):
                    discovery={"mode": "mesos-dns", "nameserver": c.mesos_dns, "marathon_url": c.marathon_url})
         r = _deploy_to(c, tmp_path, job, "--detach", timeout=60)
         assert r.returncode == 0, r.stderr
-        status = wait_for(lambda: (s := jobs.job_status(Client(c.marathon_url), "hopeless"))["state"] == "Failed"
+        status = wait_for(lambda: (s := job_status(Client(c.marathon_url), "hopeless").to_dict())["state"] == "Failed"
                           and s, timeout=60, what="the job failed")
         assert status["reason"] in (f"worker-{i}: logdir {blocker}/ckpt cannot be created: Not a directory"
                                     for i in (0, 1))
@@ -183,7 +183,7 @@ def test_a_checkpoint_directory_that_vanishes_mid_run_fails_the_job_with_one_lin
 def test_on_marathon_the_deciding_task_fails_a_job_whose_tensorboard_cannot_start(tmp_path):
     """Nobody watching (`deploy --detach` to the local Marathon API): worker-0's bootstrap sees the
     tensorboard app's hopeless lastTaskFailure and records the job as Failed with it."""
-    from marathon_tf.user import jobs
+    from marathon_tf.user.status import job_status
     from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
     from marathon_tf.marathon.client import Client
 
@@ -194,7 +194,7 @@ def test_on_marathon_the_deciding_task_fails_a_job_whose_tensorboard_cannot_star
         job["roles"]["tensorboard"] = {"count": 1, "command": ["no-such-tensorboard", "--logdir", "ckpt"]}
         r = _deploy_to(c, tmp_path, job, "--detach", timeout=60)
         assert r.returncode == 0, r.stderr
-        status = wait_for(lambda: (s := jobs.job_status(Client(c.marathon_url), "hopeless"))["state"] == "Failed"
+        status = wait_for(lambda: (s := job_status(Client(c.marathon_url), "hopeless").to_dict())["state"] == "Failed"
                           and s, timeout=90, what="the job failed")
         assert status["reason"] == ("tensorboard-0 cannot run: Command exited with status 127: "
                                     "/bin/sh: 1: exec: no-such-tensorboard: not found")
@@ -223,7 +223,7 @@ def test_a_waiting_deploy_fails_a_job_whose_deciding_task_cannot_start(tmp_path)
     """No task can decide (the bootstrap itself cannot be executed, so every task exits 127 and
     Marathon relaunches them for ever): the waiting `deploy` on Marathon's API fails the job with
     the reason, instead of following a deployment that never ends. `status --watch` only reads."""
-    from marathon_tf.user import jobs
+    from marathon_tf.user.status import job_status
     from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
     from marathon_tf.marathon.client import Client
 
@@ -235,5 +235,5 @@ def test_a_waiting_deploy_fails_a_job_whose_deciding_task_cannot_start(tmp_path)
         line = _summary(r, "hopeless")
         assert "Failed" in line and "cannot run: Command exited with status 127" in line \
                and "no-such-bootstrap: not found" in line, line
-        assert jobs.job_status(Client(c.marathon_url), "hopeless")["state"] == "Failed"
+        assert job_status(Client(c.marathon_url), "hopeless").to_dict()["state"] == "Failed"
     assert wait_none_referring_to(tmp_path / "state") == []

@@ -167,7 +167,8 @@ def test_sigterm_gives_the_training_program_its_grace_period(tmp_path):
     """Like Ctrl-C: the runner stops every task with its grace period, so a program that saves on
     SIGTERM (here: 3 s of work, then a file) finishes that work before everything is gone."""
     program = ("import pathlib, signal, sys, time\n"
-               "def stop(*_):\n    time.sleep(3)\n    pathlib.Path('saved-on-sigterm').write_text('ok')\n    sys.exit(0)\n"
+               "def stop(*_):\n    time.sleep(3)\n"
+               "    pathlib.Path('saved-on-sigterm').write_text('ok')\n    sys.exit(0)\n"
                "signal.signal(signal.SIGTERM, stop)\nprint('step=1', flush=True)\ntime.sleep(600)\n")
     job = tmp_path / "job.json"
     job.write_text(json.dumps({"name": "graceful", "command": ["python3", "-c", program],

@@ -1,0 +1,276 @@
+"""What differs between the Marathons marathon-tf talks to (1.4 – 1.11), in one place.
+
+The version comes from ``/v2/info`` (:meth:`marathon_tf.marathon.client.Client.capabilities`, read once
+per client) or, offline, from ``marathon-tf render --marathon-version X``. :class:`Capabilities` answers
+each question the renderer, the pre-send checks and the client ask, by name; every answer cites the
+Marathon source it was read in (mesosphere/marathon: ``vX.Y.Z:`` a tag, ``releases/1.x:`` a branch tip).
+A Marathon whose version is not known (no ``--marathon-version``, a ``/v2/info`` that cannot be read
+or parsed) is taken for the newest: what marathon-tf renders and does without a version is what it
+renders for 1.11.
+
+=====================================  ==============  ===============================================
+question                               versions        what marathon-tf does
+=====================================  ==============  ===============================================
+``unreachableStrategy`` 0/0 accepted   1.4.6+          writes 0/0; 1/2 on 1.4.0–1.4.5
+top-level ``networks``                 1.5+            a container-network job is refused on 1.4
+constraint operator ``IS``             1.6+            refused on 1.4–1.5
+``@hostname``/``@region``/``@zone``    1.6+            refused on 1.4–1.5
+``plan-format=light`` on the stream    1.5.9–1.7       asked for (1.8+ always light; 1.4 heavy)
+standby redirects ``/v2/events``       1.7.50+         followed; when it cannot be, the leader's URL
+no leader                              503 / 502       both mean "no leader" (502 from 1.7.149)
+"Connection to leader refused."        502/503         a write is sent again once a leader answers
+403 too many running deployments       1.5.9+/1.6.486  told apart from an auth error (by its text)
+``role`` in ``/v2/queue``              1.9+            not read (the reasons do without it)
+``--gpu_scheduling_behavior``          1.5.7+          default ``undefined``; ``restricted`` from 1.8
+``maxLaunchDelaySeconds`` default      3600 / 300      always written (the job's ``restart``)
+=====================================  ==============  ===============================================
+
+docs/cluster.md has the same table for users. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+__all__ = ["MarathonVersion", "Capabilities", "capabilities", "from_info", "parse_version", "NEWEST",
+           "OLDEST_SUPPORTED"]
+
+
+@dataclass(frozen=True, order=True)
+class MarathonVersion:
+    """A Marathon release as ``/v2/info`` names it: ``1.4.3``, ``1.6.322-2bf46b341`` (1.6+ count commits
+    in the third number), ``1.5.0-SNAPSHOT``. Compared by (major, minor, patch); ``text`` is what was said."""
+
+    major: int
+    minor: int
+    patch: int = 0
+    text: str = field(default="", compare=False)
+
+    def __str__(self) -> str:
+        return self.text or f"{self.major}.{self.minor}.{self.patch}"
+
+
+_VERSION = re.compile(r"^\s*v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,9}))?(?:[-+.~][0-9A-Za-z.+~-]*)?\s*$")
+
+
+def parse_version(text: Any) -> Optional[MarathonVersion]:
+    """``"1.4.3"`` → MarathonVersion(1, 4, 3); None when ``text`` is not a version (a missing patch is 0)."""
+    if isinstance(text, MarathonVersion):
+        return text
+    if not isinstance(text, str):
+        return None
+    m = _VERSION.match(text)
+    if m is None:
+        return None
+    return MarathonVersion(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0), text.strip())
+
+
+def _v(text: str) -> MarathonVersion:
+    version = parse_version(text)
+    assert version is not None
+    return version
+
+
+#: What an unknown version is taken for (its answers are the newest's).
+NEWEST = _v("1.11.0")
+#: marathon-tf is written against 1.4 – 1.11 (``unreachableStrategy``, ``instance_changed_event``, the
+#: Mesos-level ``MESOS_HTTP`` health check all came with 1.4).
+OLDEST_SUPPORTED = _v("1.4.0")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """The answers for one Marathon (``version`` None: not known, taken for the newest). ``features``: the
+    ``--enable_features`` its ``/v2/info`` lists (``marathon_config.features``, ``M@1.4..1.11:src/main/scala/
+    mesosphere/marathon/api/v2/InfoResource.scala``); None when not known (offline, or not listed)."""
+
+    version: Optional[MarathonVersion] = None
+    features: Optional[tuple[str, ...]] = None
+
+    def _since(self, text: str) -> bool:
+        return self.version is None or self.version >= _v(text)
+
+    @property
+    def shown(self) -> str:
+        """``Marathon 1.4.3`` (or ``Marathon (version unknown)``)."""
+        return f"Marathon {self.version}" if self.version is not None else "Marathon (version unknown)"
+
+    @property
+    def supported(self) -> bool:
+        """1.4 or newer (see :data:`OLDEST_SUPPORTED`)."""
+        return self._since(str(OLDEST_SUPPORTED))
+
+    # ------------------------------------------------------------------ what is rendered
+    @property
+    def accepts_zero_unreachable(self) -> bool:
+        """``unreachableStrategy`` 0/0 passes the validator from 1.4.6 (``inactiveAfter >= 0``,
+        ``<= expungeAfter``: ``v1.4.6:src/main/scala/mesosphere/marathon/state/UnreachableStrategy.scala``);
+        1.4.0–1.4.5 require ``inactiveAfter >= 1 second`` and ``< expungeAfter`` (``v1.4.0`` … ``v1.4.5:``
+        the same file), so every app with 0/0 is refused with 422."""
+        return self._since("1.4.6")
+
+    @property
+    def default_unreachable(self) -> tuple[int, int]:
+        """Marathon's own default (inactiveAfter, expungeAfter) seconds: 300/600 through 1.4.8, 0/0 from
+        1.4.9 (``UnreachableEnabled.DefaultInactiveAfter`` in ``v1.4.8:`` and ``v1.4.9:src/main/scala/
+        mesosphere/marathon/state/UnreachableStrategy.scala``)."""
+        return (0, 0) if self._since("1.4.9") else (300, 600)
+
+    @property
+    def unreachable_strategy(self) -> dict[str, int]:
+        """What every TF task's app carries (app_templates/task.json.j2): 0/0 (replace a lost task at once,
+        kill the old copy when it returns) where it is accepted; on 1.4.0–1.4.5 1/2, the closest that
+        validator accepts (integer seconds, ``inactiveAfter >= 1 < expungeAfter``) and the value Marathon
+        itself treats as 1.4's "instant": its 1.4.6 migration (``MIGRATION_1_4_6_UNREACHABLE_STRATEGY``)
+        turns 1/2 into 0/0 (``v1.4.6:changelog.md``). There the instance becomes inactive (and is replaced)
+        only when a later status update for it is processed (``v1.4.3:src/main/scala/mesosphere/marathon/
+        core/instance/update/InstanceUpdater.scala``): at the latest the next task reconciliation
+        (``--reconciliation_interval``, 10 min by default, ``v1.4.3:.../MarathonConf.scala``)."""
+        if self.accepts_zero_unreachable:
+            return {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}
+        return {"inactiveAfterSeconds": 1, "expungeAfterSeconds": 2}
+
+    def accepts_unreachable(self, strategy: Any) -> bool:
+        """Whether this version's validator takes ``strategy`` (an app's ``unreachableStrategy`` as sent):
+        ``"disabled"``, or whole seconds with ``inactiveAfter >= 0, <= expungeAfter`` (1.4.6+) or
+        ``inactiveAfter >= 1, < expungeAfter`` (1.4.0–1.4.5); see :attr:`accepts_zero_unreachable`."""
+        if strategy == "disabled":
+            return True
+        if not isinstance(strategy, dict):
+            return False
+        inactive, expunge = strategy.get("inactiveAfterSeconds", 0), strategy.get("expungeAfterSeconds", 0)
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in (inactive, expunge)):
+            return False
+        if self.accepts_zero_unreachable:
+            return 0 <= inactive <= expunge
+        return 1 <= inactive < expunge
+
+    @property
+    def has_networks(self) -> bool:
+        """Top-level ``networks`` and ``container.portMappings`` are read from 1.5 (``v1.5.0:docs/docs/rest-api/
+        public/api/v2/types/app.raml``); 1.4 reads ``portMappings`` only under ``container.docker`` and has
+        no ``networks`` (``v1.4.3:src/main/scala/mesosphere/marathon/api/v2/json/Formats.scala``
+        ``DockerContainerParameters``): it drops both, and the app then fails with a misleading health
+        check ``portIndex`` error."""
+        return self._since("1.5.0")
+
+    @property
+    def has_constraint_is(self) -> bool:
+        """The ``IS`` operator exists from 1.6 (``IS = 6`` in ``v1.6.322:src/main/proto/marathon.proto``,
+        absent in ``v1.5.15:``)."""
+        return self._since("1.6.0")
+
+    @property
+    def has_pseudo_fields(self) -> bool:
+        """``@hostname`` (and ``@region``, ``@zone``) are constraint fields from 1.6
+        (``v1.6.322:src/main/scala/mesosphere/mesos/Constraints.scala`` ``hostnameField``); 1.4–1.5 know only
+        ``hostname`` (``v1.5.15:`` the same file) and would take ``@hostname`` for an agent attribute no agent
+        has: the task would never be placed."""
+        return self._since("1.6.0")
+
+    # ------------------------------------------------------------------ the event stream
+    @property
+    def reads_plan_format_light(self) -> bool:
+        """``/v2/events?plan-format=light`` (deployment events without the whole original and target
+        groups) is read by 1.5.9–1.7 (``releases/1.5`` … ``releases/1.7:src/main/scala/mesosphere/marathon/
+        core/event/impl/stream/HttpEventStreamServlet.scala``; back-ported in commit ef75f5dd8, first tag
+        v1.5.9); 1.4 does not know it, 1.8+ always send light plans and ignore it."""
+        return self._since("1.5.9") and not self.light_plans_only
+
+    @property
+    def light_plans_only(self) -> bool:
+        """1.8+ write ``plan`` as ``{id, steps, version}`` always (``releases/1.8:`` the servlet has no
+        ``plan-format``)."""
+        return self._since("1.8.0")
+
+    @property
+    def redirects_events(self) -> bool:
+        """A standby answers ``/v2/events`` with a 302 to ``http(s)://<leader host:port>`` from 1.7.50
+        (``v1.7.50:src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala``
+        ``shouldBeRedirectedToLeader``, commit ff0a492c9): ``https`` only with ``--disable_http``, else
+        ``http`` and the leader's http port, under the leader's ``--hostname``. Before, it proxies the stream."""
+        return self._since("1.7.50")
+
+    # ------------------------------------------------------------------ a standby's answers
+    @property
+    def no_leader_status(self) -> int:
+        """What a standby answers when it knows no leader: 503 before 1.7.149, 502 from then
+        (``v1.7.50:`` and ``v1.7.149:src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala``
+        ``ERROR_STATUS_NO_CURRENT_LEADER``). The client fails over on both."""
+        return 502 if self._since("1.7.149") else 503
+
+    @property
+    def leader_refused_status(self) -> int:
+        """What a standby answers when its leader cannot be reached ("Connection to leader refused."):
+        502 in 1.4.0–1.4.7, 503 in 1.4.8–1.4.13 (``v1.4.7:`` / ``v1.4.8:src/main/scala/mesosphere/marathon/
+        api/LeaderProxyFilter.scala``), 502 from 1.5 (``v1.5.0:`` the same file; ``releases/1.11:src/main/
+        scala/mesosphere/marathon/api/forwarder/AsyncUrlConnectionRequestForwarder.scala``)."""
+        return 503 if _v("1.4.8") <= (self.version or NEWEST) < _v("1.5.0") else 502
+
+    @property
+    def leader_refused_means_unsent(self) -> bool:
+        """Whether "Connection to leader refused." proves the request never reached a leader. Up to 1.6.392
+        the standby forwards with ``HttpURLConnection`` and says so only for a ``ConnectException`` (no TCP
+        connection: nothing sent; ``v1.4.3:`` / ``v1.6.392:src/main/scala/mesosphere/marathon/api/
+        LeaderProxyFilter.scala``). From 1.6.486 it forwards with akka-http by default and says so for any
+        ``StreamTcpException``, "if the TCP connection is established, but gives no response, or if the TCP
+        connection is refused outright" (``releases/1.11:src/main/scala/mesosphere/marathon/api/forwarder/
+        AsyncUrlConnectionRequestForwarder.scala``): almost always a dead leader during an election, but a
+        leader that died while handling the request is possible, so a write is looked for before it is sent
+        again (:mod:`marathon_tf.marathon.marker`)."""
+        return self.version is not None and self.version < _v("1.6.486")
+
+    @property
+    def limits_running_deployments(self) -> bool:
+        """403 "Max number (N) of running deployments is achieved" (``--max_running_deployments``) from 1.5.9 on
+        1.5 and 1.6.486 on 1.6 (``TooManyRunningDeploymentsException`` in ``v1.5.9:`` / ``v1.6.486:src/main/scala/
+        mesosphere/marathon/api/MarathonExceptionMapper.scala``; absent in ``v1.5.8:`` and ``v1.6.392:``), and all
+        1.7+. The client tells it from an auth error by its text, whatever the version."""
+        if self.version is None:
+            return True
+        return _v("1.5.9") <= self.version < _v("1.6.0") or self.version >= _v("1.6.486")
+
+    # ------------------------------------------------------------------ what is read back
+    @property
+    def queue_has_role(self) -> bool:
+        """``/v2/queue`` entries carry ``role`` from 1.9 (``releases/1.9:docs/docs/rest-api/public/api/v2/types/
+        queue.raml``). marathon-tf does not read it: the decline reasons say what it needs."""
+        return self._since("1.9.0")
+
+    @property
+    def gpu_scheduling_default(self) -> Optional[str]:
+        """``--gpu_scheduling_behavior``'s default, or None where the option does not exist (before 1.5.7:
+        ``v1.5.7:src/main/scala/mesosphere/marathon/GpuSchedulingBehavior.scala`` is its first tag): ``undefined``
+        through 1.7 (a task without GPUs may take a GPU agent; ``releases/1.7:src/main/scala/mesosphere/mesos/
+        ResourceMatcher.scala``), ``restricted`` from 1.8 (such a task declines GPU offers,
+        ``DeclinedScarceResources``; ``releases/1.8:src/main/scala/mesosphere/marathon/MarathonConf.scala``).
+        An app's ``GPU_SCHEDULING_BEHAVIOR`` label overrides it from 1.5.7. Only a default: ``/v2/info`` does
+        not say what the operator chose."""
+        if not self._since("1.5.7"):
+            return None
+        return "restricted" if self._since("1.8.0") else "undefined"
+
+    @property
+    def default_max_launch_delay(self) -> int:
+        """``maxLaunchDelaySeconds``' default: 3600 through 1.7, 300 from 1.8 (commit 3b842ed50, FACTS §5.7).
+        marathon-tf always writes it (the job's ``restart.max_launch_delay_seconds``)."""
+        return 300 if self._since("1.8.0") else 3600
+
+
+def from_info(info: Any) -> Capabilities:
+    """The answers for the Marathon whose ``/v2/info`` body is ``info``."""
+    info = info if isinstance(info, dict) else {}
+    features = (info.get("marathon_config") or {}).get("features") if isinstance(info.get("marathon_config"),
+                                                                                   dict) else None
+    listed = tuple(str(f) for f in features) if isinstance(features, list) else None
+    return Capabilities(parse_version(info.get("version")), listed)
+
+
+def capabilities(version: Union[None, str, MarathonVersion, Capabilities]) -> Capabilities:
+    """The answers for ``version`` (a string as ``/v2/info`` says it, a parsed one, or answers already);
+    an unparsable or missing one is taken for the newest."""
+    if isinstance(version, Capabilities):
+        return version
+    return Capabilities(parse_version(version))

@@ -1,0 +1,108 @@
+"""The exit policy of a task of a job: each end of its program is recorded in the job's ledger, and the
+decision (:mod:`marathon_tf.task.policy`) is taken on the job's counts.
+
+``keeper`` (the deciding task, :class:`marathon_tf.task.keeper.Keeper`) or ``reporter`` (any other,
+:class:`marathon_tf.task.keeper.Reporter`) records each end and answers with the job's counts
+(:class:`~marathon_tf.task.ledger.Answer`); without an answer the task's own
+:class:`~marathon_tf.task.budget.RestartBudget` counts. What the end was (its kind, the signal, what
+died with it) is the bootstrap's to say (:mod:`marathon_tf.task.restarts`); what is permanent (a
+permanent code, an unexecutable program, an unusable logdir, Keras 3's multi-worker failure) is
+found here. This module never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Mapping
+
+from marathon_tf.contract import keras3
+from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.task.budget import RestartBudget
+from marathon_tf.task.keeper import Keeper, Reporter
+from marathon_tf.task.ledger import FAILURE, PREEMPTION, Answer, Entry
+from marathon_tf.task.logdir import logdir_problem
+from marathon_tf.task.policy import (GROUP, RELAUNCH, UNEXECUTABLE_CODES, Action, Decision, Ending, ExitPolicy,
+                                     decide, group_scope, is_decider, reason, restart_scope, tail_for_reason)
+
+__all__ = ["JobPolicy"]
+
+
+class JobPolicy(ExitPolicy):
+    """:class:`~marathon_tf.task.policy.ExitPolicy` for a task of a job: :func:`~marathon_tf.task.policy.decide`
+    on the job's counts (see the module).
+
+    ``rounds``: the task's rendezvous carries the keeper's group restart rounds (the bootstrap sets
+    it). ``decide`` records (a side effect) and returns the :class:`~marathon_tf.task.policy.Decision`;
+    after a job-ending failure the task stays up and *healthy* (Marathon's health check must not
+    kill and relaunch a parked task). ``counts``: the job's counts as the last answer said.
+    """
+
+    def __init__(self, ctx: TaskContext, budget: RestartBudget, environ: Mapping[str, str] | None = None, *,
+                 keeper: Keeper | None = None, reporter: Reporter | None = None,
+                 wall: Callable[[], float] = time.time):
+        super().__init__(ctx.permanent_exit_codes)
+        self.ctx, self.budget, self.keeper, self.reporter, self.wall = ctx, budget, keeper, reporter, wall
+        self.environ = environ  # None: the logdir is not re-checked after a failure
+        self.task_id = (environ or {}).get("MESOS_TASK_ID") or ""
+        self.app_version = (environ or {}).get("MARATHON_APP_VERSION") or None
+        self.rounds = False
+        self._seq = 0
+        self.counts: Answer | None = None
+
+    def entry(self, kind: str, code: int | None, reason: str, *, final: bool = False) -> Entry:
+        self._seq += 1
+        return Entry(id=f"{self.task_id or self.ctx.task}#{self._seq}", task=self.ctx.task, kind=kind,
+                     time=self.wall(), code=code, reason=reason[:2000], task_id=self.task_id, final=final)
+
+    def _count(self, entry: Entry, generation: int | None, group: bool) -> Answer:
+        """The job's counts after ``entry`` (the keeper's answer, or this task's own)."""
+        answer = None
+        if self.keeper is not None:
+            answer = self.keeper.record(entry, generation=generation, group=group)
+        elif self.reporter is not None:
+            answer = self.reporter.report(entry, generation=generation, group=group)
+        if answer is None:  # alone: this task's own count (and the logdir's file)
+            answer = self.budget.take(entry, self.ctx.preemption_budget)
+        self.counts = answer
+        return answer
+
+    def stopped(self, code: int | None, generation: int | None, reason: str) -> None:
+        """The bootstrap was stopped (SIGTERM) and stops its program: tell the keeper, which decides
+        whether it was a preemption (not when marathon-tf asked: the job's end, a new app version)."""
+        entry = self.entry(PREEMPTION, code, reason, final=True)
+        group = group_scope(self.ctx.style, self.ctx.role, len(self.ctx.members())) and self.rounds
+        if self.keeper is not None:
+            self.keeper.stopped(entry, self.app_version, generation=generation, group=group)
+        elif self.reporter is not None:
+            self.reporter.report(entry, generation=generation, group=group, stopped=True,
+                                 app_version=self.app_version)
+
+    # ignore[override]: ExitPolicy.decide's **what stands for exactly these keywords (its docstring)
+    def decide(self, code: int, *, stderr_tail: str = "", kind: str = FAILURE,  # type: ignore[override]
+               generation: int | None = None, killed_by: int | None = None, why: str | None = None) -> Decision:
+        """``kind``: what the bootstrap knows (``preemption``: a preemption exit code it did not
+        cause; ``infrastructure``: ``why`` says what died); ``generation``: the restart round the
+        program ran in; ``killed_by``: the signal that ended it."""
+        ctx = self.ctx
+        if code == 0 or ctx.role == "tensorboard":  # nothing to count
+            action = decide(style=ctx.style, role=ctx.role, code=code, decider=is_decider(ctx),
+                            completion=ctx.completion, permanent=False, failures=0, max_failures=0)
+            return Decision(action, code, reason(action, Ending(ctx.task, code, killed_by=killed_by)))
+        unusable = logdir_problem(ctx, self.environ) if kind == FAILURE and self.environ is not None else None
+        unexecutable = kind == FAILURE and code in UNEXECUTABLE_CODES
+        keras = keras3.runtime_failure(stderr_tail) if kind == FAILURE else None  # no relaunch fixes it
+        permanent = kind == FAILURE and (code in self.permanent_exit_codes or unexecutable or unusable is not None
+                                         or keras is not None)
+        ending = Ending(ctx.task, code, kind, killed_by, why, keras or tail_for_reason(stderr_tail), unusable,
+                        unexecutable, permanent)
+        scope = restart_scope(ctx.style, ctx.role, len(ctx.members()), self.rounds)
+        entry = self.entry(kind, code, ending.said, final=scope == RELAUNCH and not permanent)
+        answer = self._count(entry, generation, scope == GROUP)
+        counted = answer.counted
+        action = decide(style=ctx.style, role=ctx.role, code=code, decider=is_decider(ctx), completion=ctx.completion,
+                        permanent=permanent, failures=answer.failures if counted else 0,
+                        max_failures=answer.max_failures, kind=kind, preemptions=answer.preemptions if counted else 0,
+                        max_preemptions=answer.max_preemptions, scope=scope)
+        round_ = answer.round if action is Action.GROUP_RESTART and (answer.round or {}).get("generation") else None
+        return Decision(action, code, reason(action, ending, answer), kind=kind,
+                        counted=True if action is Action.FAIL_JOB else counted, round=round_)

@@ -1,0 +1,97 @@
+"""The job's logdir as a task sees it: where it is, whether it is usable, the files marathon-tf keeps there.
+
+The logdir (``MTF_LOGDIR``, a volume's container path or an absolute path; relative paths are inside
+the sandbox) holds the program's checkpoints and, in ``.marathon-tf/``, what marathon-tf keeps for
+the job across its tasks' relaunches: the restart budget's ``failures.jsonl``
+(:mod:`marathon_tf.task.budget`), the events (:mod:`marathon_tf.task.timeline`) and the lock of one
+run per logdir (:mod:`marathon_tf.contract.joblock`). A logdir that is not a usable directory fails
+the job at once (:func:`logdir_problem`: at the start and after every failure), with one line.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+from marathon_tf.contract import joblock
+from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.task.timeline import EVENTS_FILE
+
+__all__ = ["logdir_path", "failures_path", "events_path", "logdir_problem", "lock_logdir", "FAILURES_FILE"]
+
+FAILURES_FILE = os.path.join(".marathon-tf", "failures.jsonl")
+
+
+def logdir_path(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
+    """The job's logdir as a local path for this task (relative paths are inside the sandbox);
+    None without a logdir or for a URL (``gs://…``)."""
+    if not ctx.logdir or "://" in ctx.logdir:
+        return None
+    base = environ.get("MESOS_SANDBOX") or os.getcwd()
+    return ctx.logdir if os.path.isabs(ctx.logdir) else os.path.join(base, ctx.logdir)
+
+
+def failures_path(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
+    """``<logdir>/.marathon-tf/failures.jsonl`` when the job's logdir (relative paths are inside
+    the sandbox) is a directory this task can write; else None (the budget is per task)."""
+    logdir = logdir_path(ctx, environ)
+    if logdir is None:
+        return None
+    if not (os.path.isdir(logdir) and os.access(logdir, os.W_OK | os.X_OK)):
+        return None
+    path = os.path.join(logdir, FAILURES_FILE)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    except OSError:
+        return None
+    return path
+
+
+def events_path(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
+    """``<logdir>/.marathon-tf/events.jsonl`` when the job's logdir is a local directory this task
+    can write (the restart budget's rule, :func:`failures_path`)."""
+    failures = failures_path(ctx, environ)
+    return os.path.join(os.path.dirname(os.path.dirname(failures)), EVENTS_FILE) if failures else None
+
+
+def logdir_problem(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
+    """Why the job's logdir is unusable (one line), or None: it must be (or be creatable as) a
+    directory this task can create files in. Only local paths are checked (not ``gs://`` etc.);
+    relative ones are inside the sandbox (a volume's container path)."""
+    logdir = logdir_path(ctx, environ)
+    if logdir is None:
+        return None
+    shown = ctx.logdir if ctx.logdir == logdir else f"{ctx.logdir} ({os.path.realpath(logdir)})"
+    if os.path.islink(logdir) and not os.path.exists(logdir):
+        return f"logdir {shown} is gone: the volume's host path does not exist any more"
+    if os.path.exists(logdir) and not os.path.isdir(logdir):
+        return f"logdir {shown} is not a directory"
+    try:
+        os.makedirs(logdir, exist_ok=True)
+    except OSError as e:
+        return f"logdir {shown} cannot be created: {e.strerror or e}"
+    probe = os.path.join(logdir, f".marathon-tf-write-test.{os.getpid()}")
+    try:
+        with open(probe, "w") as f:
+            f.write("ok")
+        os.unlink(probe)
+    except OSError as e:
+        return f"logdir {shown} is not writable: {e.strerror or e}"
+    return None
+
+
+def lock_logdir(ctx: TaskContext, environ: Mapping[str, str]) -> tuple[joblock.Lock | None, str | None]:
+    """Take the logdir's lock (one run of a job per logdir, :mod:`marathon_tf.contract.joblock`), kept
+    alive until released: (the lock, None), or (None, why not in one line); (None, None) without a
+    local logdir."""
+    path = logdir_path(ctx, environ)
+    if path is None:
+        return None, None
+    try:
+        lock = joblock.acquire(path, ctx.job, joblock.run_id(ctx.marathon_url, ctx.job))
+    except joblock.LogdirLocked as e:
+        return None, e.message
+    except OSError as e:
+        return None, f"cannot lock the logdir {ctx.logdir}: {e.strerror or e}"
+    lock.keep_alive()
+    return lock, None

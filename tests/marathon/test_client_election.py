@@ -1,0 +1,186 @@
+"""A write during a Marathon leader election (issue 28, item 4, the client's half): a standby that forwards
+to the dead leader answers 502 "Connection to leader refused." (``M@1.11:src/main/scala/mesosphere/marathon/
+api/forwarder/AsyncUrlConnectionRequestForwarder.scala``; 503 in v1.4.8–v1.4.13). The write is sent again once
+a leader answers and lands once:
+
+* up to 1.6.392 that answer proves nothing was forwarded (``HttpURLConnection``, only a ``ConnectException``:
+  ``v1.4.3:`` / ``v1.6.392:src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala``): sent again at once;
+* from 1.6.486 (and when the version is not known) it is also said for a connection that broke after it was
+  made (the forwarder's own comment): the group is looked at through a leader first; sent again only when
+  it is not there (adopted when it is: the old leader applied it before it died);
+* other 502s on a write still mean "maybe applied" (a proxy's): sent once, never again (marathon/marker.py).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from werkzeug import Response
+
+from marathon_tf.contract.errors import MarathonError, MarathonUnavailable, Timeout
+from marathon_tf.marathon import marker
+from marathon_tf.marathon.client import Client, RetryPolicy
+
+GROUP = {"id": "/mnist", "apps": [{"id": "/mnist/worker-0", "cmd": "x", "instances": 1}]}
+REFUSED = "Connection to leader refused."
+
+
+def jetty(status: int, reason: str, path: str = "/v2/groups/mnist") -> Response:
+    """Jetty's sendError page, as a Marathon standby sends it."""
+    return Response(f"<html>\n<head>\n<title>Error {status} {reason}</title>\n</head>\n<body><h2>HTTP ERROR "
+                    f"{status}</h2>\n<p>Problem accessing {path}. Reason:\n<pre>    {reason}</pre></p></body>\n"
+                    "</html>\n",
+                    status=status, content_type="text/html")
+
+
+def fast(**kw):
+    return RetryPolicy(**{"attempts": 3, "budget": 30, "initial": 0.001, "max_wait": 0.01, "jitter": 0, **kw})
+
+
+class Election:
+    """A standby in front of the cluster: while the election lasts (``refusals`` more answers) every request is
+    "Connection to leader refused."; then the new leader answers. ``applied``: the dead leader had applied
+    the group before it died (Marathon's group then carries our digests)."""
+
+    def __init__(self, server, refusals: int, status: int = 502, applied: bool = False, version: str | None = None):
+        self.left, self.status = refusals, status
+        self.stored: dict | None = None
+        self.leader_puts: list[dict] = []
+        self.log: list[str] = []
+        self._lock = threading.Lock()
+        self._applied = applied
+        server.expect_request("/v2/groups/mnist", method="PUT").respond_with_handler(self.put)
+        server.expect_request("/v2/groups/mnist", method="GET").respond_with_handler(self.get)
+        server.expect_request("/v2/deployments", method="GET").respond_with_handler(self.deployments)
+        if version:
+            server.expect_request("/v2/info").respond_with_json({"name": "marathon", "version": version})
+
+    def _refused(self, what: str) -> Response | None:
+        with self._lock:
+            if self.left > 0:
+                self.left -= 1
+                self.log.append(f"{what} refused")
+                return jetty(self.status, REFUSED)
+        self.log.append(what)
+        return None
+
+    def put(self, request):
+        body = json.loads(request.data)
+        if self._applied and self.stored is None:  # the old leader took it, then died before answering
+            self.stored = body
+        refused = self._refused("PUT")
+        if refused is not None:
+            return refused
+        self.leader_puts.append(body)
+        self.stored = body
+        return Response(json.dumps({"deploymentId": f"d-{len(self.leader_puts)}", "version": "v"}),
+                        content_type="application/json")
+
+    def get(self, request):
+        refused = self._refused("GET")
+        if refused is not None:
+            return refused
+        if self.stored is None:
+            return Response(json.dumps({"message": "Group '/mnist' does not exist"}), status=404,
+                            content_type="application/json")
+        return Response(json.dumps({**self.stored, "apps": [{**a, "version": "v"} for a in self.stored["apps"]]}),
+                        content_type="application/json")
+
+    def deployments(self, request):
+        refused = self._refused("GET deployments")
+        if refused is not None:
+            return refused
+        return Response(json.dumps([{"id": "d-old", "version": "v", "affectedApps": ["/mnist/worker-0"]}]),
+                        content_type="application/json")
+
+
+def client(server, **kw) -> Client:
+    return Client(server.url_for("").rstrip("/"), **{"retry": fast(), **kw})
+
+
+@pytest.mark.parametrize("refusals", [1, 4, 12])
+def test_a_refused_group_put_lands_once_after_the_election(httpserver, refusals):
+    """More refusals than ``attempts`` (3): they count no try, only the time budget bounds them."""
+    election = Election(httpserver, refusals)
+    c = client(httpserver)
+    body = c.put_group(GROUP)
+    assert body["deploymentId"] == "d-1"
+    assert len(election.leader_puts) == 1 and election.leader_puts[0] == marker.stamp(GROUP)
+    # while no leader could say whether it was applied, it was not sent again: looks (GETs) only
+    sent_after_first = [e for e in election.log[1:] if e.startswith("PUT")]
+    assert sent_after_first == ["PUT"], election.log
+
+
+def test_a_group_the_dead_leader_applied_is_adopted_not_sent_again(httpserver):
+    """1.6.486+'s forwarder says "Connection to leader refused." also when the leader took the request and
+    died before answering: the look through the new leader finds our digests."""
+    election = Election(httpserver, refusals=2, applied=True)
+    body = client(httpserver).put_group(GROUP)
+    assert body.get("adopted") and body["deploymentId"] == "d-old"
+    assert election.leader_puts == []  # the new leader got no PUT: it has the group already
+    assert [e for e in election.log if e.startswith("PUT")] == ["PUT refused"]
+
+
+@pytest.mark.parametrize("version, status", [("1.4.3", 502), ("1.4.8", 503), ("1.6.392", 502)])
+def test_where_the_answer_proves_nothing_was_forwarded_it_is_sent_again_at_once(httpserver, version, status):
+    election = Election(httpserver, refusals=3, status=status, version=version)
+    c = client(httpserver)
+    c.capabilities()  # the version, as deploy reads it before the PUT
+    assert c.put_group(GROUP)["deploymentId"] == "d-1"
+    assert election.log == ["PUT refused"] * 3 + ["PUT"]  # no looks needed
+    assert len(election.leader_puts) == 1
+
+
+def test_an_idempotent_write_without_a_look_is_sent_again(httpserver):
+    answers = iter([jetty(502, REFUSED, "/v2/apps")] * 4)
+    puts = []
+
+    def put(request):
+        puts.append(json.loads(request.data))
+        return next(answers, None) or Response('{"deploymentId": "d", "version": "v"}', content_type="application/json")
+
+    httpserver.expect_request("/v2/apps", method="PUT").respond_with_handler(put)
+    assert client(httpserver).update_apps([{"id": "/mnist/worker-0", "instances": 0}])["deploymentId"] == "d"
+    assert len(puts) == 5
+
+
+def test_it_gives_up_at_the_budget_saying_no_leader_answered(httpserver):
+    election = Election(httpserver, refusals=10**6)
+    with pytest.raises(MarathonUnavailable) as e:
+        client(httpserver, retry=fast(budget=0.5)).put_group(GROUP)
+    assert REFUSED in e.value.message and "no leader answered to tell whether it was applied" in e.value.message
+    assert election.leader_puts == [] and [x for x in election.log if x.startswith("PUT")] == ["PUT refused"]
+
+
+def test_and_within_the_time_limit(httpserver):
+    Election(httpserver, refusals=10**6)
+    c = client(httpserver, retry=fast(budget=60))
+    c.limit(1.0)
+    with pytest.raises(Timeout) as e:
+        c.put_group(GROUP)
+    assert "time limit" in e.value.message  # (naming the refusal, unless the limit came between two tries)
+
+
+def test_another_502_on_a_write_still_means_maybe_applied_and_is_not_sent_again(httpserver):
+    puts = []
+
+    def put(request):
+        puts.append(1)
+        return jetty(502, "Proxy Error")
+
+    httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_handler(put)
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json(
+        {"message": "Group '/mnist' does not exist"}, status=404)
+    with pytest.raises(MarathonError) as e:
+        client(httpserver, retry=fast(settle=0.0)).put_group(GROUP)
+    assert len(puts) == 1 and "it was sent once and not again" in e.value.message
+
+
+def test_a_read_refused_by_a_standby_fails_over_at_once(httpserver):
+    """Reads are sent again freely (nothing to apply): the same as before."""
+    answers = iter([jetty(502, REFUSED, "/v2/deployments")] * 2)
+    httpserver.expect_request("/v2/deployments").respond_with_handler(
+        lambda r: next(answers, None) or Response("[]", content_type="application/json"))
+    assert client(httpserver).deployments() == []

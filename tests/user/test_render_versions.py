@@ -1,0 +1,174 @@
+"""Rendering for a Marathon version (issue 28, item 2): golden renders of every example for 1.4.3, 1.4.9, 1.7
+and 1.11, each validated against that version's JSON Schema (tests/marathon_schemas.py: the 1.4 schema for
+1.4.x, the 1.7 schema for 1.7, and for 1.11 the 1.7 schema plus the app fields 1.11's RAML adds) and against
+the ``unreachableStrategy`` validator Marathon enforces in code; what a version cannot run is refused naming it.
+
+Marathon sources: see marathon_tf/marathon/versions.py and tests/marathon/test_versions.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from marathon_schemas import RAML_1_11_ONLY, SCHEMAS, errors, unreachable_errors
+from marathon_tf.contract import spread
+from marathon_tf.contract.errors import UsageError
+from marathon_tf.user.api import Job
+from marathon_tf.user.cli import cli
+from marathon_tf.user.render import VersionRefused, check_version, render_group, render_group_json, task_apps
+from marathon_tf.user.spec import load_dict, load_job
+
+from user_helpers import minimal
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).parent / "golden"
+EXAMPLE_JOBS = sorted(ROOT.glob("examples/*/job*.json"))
+VERSIONS = ("1.4.3", "1.4.9", "1.7", "1.11")
+#: Versions whose render differs from the default one (the newest's) get their own golden folder.
+OWN_GOLDEN = {"1.4.3": GOLDEN / "marathon-1.4.3"}
+needs_schemas = pytest.mark.skipif(not SCHEMAS.is_dir(), reason="tests/data/marathon-schema is missing")
+
+
+def _text(group) -> str:
+    return json.dumps(group, indent=2, sort_keys=True).replace(ROOT.as_uri(), "file://ROOT") + "\n"
+
+
+def _golden(version: str, job_file: Path) -> Path:
+    return OWN_GOLDEN.get(version, GOLDEN) / f"{job_file.parent.name}__{job_file.stem}.json"
+
+
+@needs_schemas
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("job_file", EXAMPLE_JOBS, ids=[f"{p.parent.name}/{p.name}" for p in EXAMPLE_JOBS])
+def test_golden_render_per_marathon_version_is_one_that_version_accepts(job_file, version):
+    """1.4.9, 1.7 and 1.11 render byte for byte as before this change (tests/user/golden/); 1.4.3 has its own
+    goldens (UPDATE_GOLDEN=1 rewrites them), which differ only in unreachableStrategy."""
+    group = render_group(load_job(job_file), marathon_version=version)
+    assert errors(group, version) == []
+    golden = _golden(version, job_file)
+    if os.environ.get("UPDATE_GOLDEN") == "1" and version in OWN_GOLDEN:
+        golden.parent.mkdir(exist_ok=True)
+        golden.write_text(_text(group))
+    assert golden.is_file(), f"no golden file {golden}; run with UPDATE_GOLDEN=1 once"
+    assert _text(group) == golden.read_text()
+    assert render_group_json(load_job(job_file), marathon_version=version) == json.dumps(
+        group, separators=(",", ":"), sort_keys=True)
+
+
+@pytest.mark.parametrize("job_file", EXAMPLE_JOBS, ids=[f"{p.parent.name}/{p.name}" for p in EXAMPLE_JOBS])
+def test_for_1_4_3_only_the_unreachable_strategy_differs_and_the_newest_is_the_default(job_file):
+    spec = load_job(job_file)
+    default, old = render_group(spec), render_group(spec, marathon_version="1.4.3")
+    assert render_group(spec, marathon_version="1.11") == default  # no version: the newest
+    tasks = [a for a in old["apps"] if "unreachableStrategy" in a]
+    assert tasks and all(a["unreachableStrategy"] == {"inactiveAfterSeconds": 1, "expungeAfterSeconds": 2}
+                         for a in tasks)
+    for app in old["apps"]:
+        if "unreachableStrategy" in app:
+            app["unreachableStrategy"] = {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}
+    assert old == default
+
+
+@needs_schemas
+def test_the_default_render_is_what_1_4_3_refuses_and_1_4_6_accepts():
+    """Why 1.4.0–1.4.5 need their own: 0/0 fails their UnreachableStrategy validator (v1.4.5:
+    src/main/scala/mesosphere/marathon/state/UnreachableStrategy.scala); the schema alone does not see it."""
+    group = render_group(load_dict(minimal()))
+    assert [e for e in errors(group, "1.4.3") if "unreachableStrategy" in e]
+    assert errors(group, "1.4.6") == []
+    for version in ("1.4.0", "1.4.5"):
+        assert all(unreachable_errors(a, version) == [] for a in render_group(load_dict(minimal()),
+                                                                              marathon_version=version)["apps"])
+
+
+@needs_schemas
+def test_1_11_is_validated_with_what_its_raml_adds():
+    app = {**render_group(load_dict(minimal()))["apps"][0], "role": "ml", "tty": False}
+    assert errors({"id": "/mnist", "apps": [app]}, "1.11") == []
+    assert [e for e in errors({"id": "/mnist", "apps": [app]}, "1.7") if "role" in e or "tty" in e]
+    raml = (Path("/work/shared/marathon-api/raml/1.11/v2/types/app.raml"))
+    if raml.is_file():  # the list in marathon_schemas.py is what that RAML's App type has beyond the 1.7 schema
+        text = raml.read_text()
+        assert all(f"\n      {name}?:" in text for name in RAML_1_11_ONLY)
+
+
+CONTAINER_NETWORK = minimal(network={"mode": "container", "name": "dcos"})
+
+
+@needs_schemas
+@pytest.mark.parametrize("version", ["1.4.0", "1.4.3", "1.4.13"])
+def test_a_container_network_job_is_refused_for_1_4_naming_the_version(version):
+    spec = load_dict(CONTAINER_NETWORK)
+    with pytest.raises(VersionRefused) as e:
+        render_group(spec, marathon_version=version)
+    assert isinstance(e.value, UsageError) and e.value.exit_code == 2
+    assert f"Marathon {version}" in e.value.message and "network.mode container needs Marathon 1.5" in e.value.message
+    assert "portIndex" in e.value.message and "host networking" in e.value.hint
+    # what it would have sent is what 1.4's schema has no place for (and Formats.scala drops)
+    newest = render_group(spec)
+    assert any("networks" in line for line in errors(newest, "1.4.3"))
+    assert errors(render_group(spec, marathon_version="1.5.0"), "1.7") == []
+
+
+@pytest.mark.parametrize("constraint, ok_from", [(["rack", "IS", "r1"], "1.6.0"), (["@hostname", "UNIQUE"], "1.6.0"),
+                                                  (["@zone", "GROUP_BY", "2"], "1.6.0")])
+def test_constraints_a_version_does_not_know_are_refused(constraint, ok_from):
+    job = minimal(roles={"ps": {"count": 1}, "worker": {"count": 2, "constraints": [constraint]}})
+    with pytest.raises(VersionRefused) as e:
+        render_group(load_dict(job), marathon_version="1.5.15")
+    assert "roles.worker.constraints[0]" in e.value.message and "Marathon 1.5.15" in e.value.message
+    app = task_apps(render_group(load_dict(job), marathon_version=ok_from))["worker-1"]
+    # a rule across the role's tasks (UNIQUE, GROUP_BY) is the label the job's leader reads, not the app's own
+    rules = json.loads(app["labels"].get(spread.RULES_LABEL, '{"rules": []}'))["rules"]
+    assert constraint in app["constraints"] or constraint in rules
+    check_version(load_dict(minimal(constraints=[["hostname", "UNIQUE"]])), "1.4.0")  # plain hostname: any version
+
+
+def test_a_custom_template_with_an_unreachable_strategy_the_version_refuses_is_reported(tmp_path):
+    """A task.json.j2 copied before templates got ``unreachable`` (0/0 written out) would be refused by 1.4.3."""
+    default = (ROOT / "app_templates" / "task.json.j2").read_text()
+    (tmp_path / "task.json.j2").write_text(default.replace(
+        '"unreachableStrategy": {{ unreachable | tojson }}',
+        '"unreachableStrategy": {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}'))
+    spec = load_dict(minimal())
+    assert render_group(spec, templates_dir=str(tmp_path), marathon_version="1.4.6")  # 0/0 is fine there
+    with pytest.raises(UsageError) as e:
+        render_group(spec, templates_dir=str(tmp_path), marathon_version="1.4.3")
+    assert "Marathon 1.4.3 refuses" in e.value.message and "unreachable | tojson" in e.value.hint
+
+
+def test_a_marathon_older_than_1_4_is_refused():
+    with pytest.raises(VersionRefused, match="older than marathon-tf supports"):
+        render_group(load_dict(minimal()), marathon_version="1.3.13")
+
+
+def test_job_render_takes_the_version_and_checks_it():
+    job = Job.from_dict(minimal())
+    assert job.render(marathon_version="1.4.3")["apps"][0]["unreachableStrategy"]["inactiveAfterSeconds"] == 1
+    assert json.loads(job.render_json(marathon_version="1.4.3"))["apps"][0]["unreachableStrategy"][
+        "expungeAfterSeconds"] == 2
+    assert job.render() == job.render(marathon_version="1.11.24")
+    with pytest.raises(UsageError, match="not a Marathon version"):
+        job.render(marathon_version="latest")
+
+
+def test_render_cli_takes_marathon_version(write_job):
+    path = write_job(minimal())
+    r = CliRunner().invoke(cli, ["render", str(path), "--compact", "--marathon-version", "1.4.3"])
+    assert r.exit_code == 0, r.output
+    assert {json.dumps(a["unreachableStrategy"], sort_keys=True) for a in json.loads(r.stdout)["apps"]} == {
+        '{"expungeAfterSeconds": 2, "inactiveAfterSeconds": 1}'}
+    default = CliRunner().invoke(cli, ["render", str(path), "--compact"])
+    assert default.stdout == CliRunner().invoke(cli, ["render", str(path), "--compact", "--marathon-version",
+                                                      "1.11"]).stdout
+    bad = CliRunner().invoke(cli, ["render", str(path), "--marathon-version", "eleven"])
+    assert bad.exit_code == 2 and "not a Marathon version" in bad.stderr
+    net = CliRunner().invoke(cli, ["render", str(write_job(CONTAINER_NETWORK)), "--marathon-version", "1.4.3"])
+    assert net.exit_code == 2 and net.stdout == ""
+    assert "Marathon 1.4.3" in net.stderr and "network.mode container" in net.stderr
+    assert "--marathon-version" in CliRunner().invoke(cli, ["render", "--help"]).output
