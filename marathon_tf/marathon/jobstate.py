@@ -141,9 +141,11 @@ def restarting(app: Mapping[str, Any]) -> Optional[str]:
     task = newest(app.get("tasks"))
     if task is not None:
         version = str(task.get("version") or "")
-        return version if version and changed and version < changed and task.get("id") != moved else None
+        return version if version and changed and version < changed and not (moved and task.get("id") == moved) \
+            else None
     ltf = app.get("lastTaskFailure") or {}
     version = str(ltf.get("version") or "")
-    if ltf.get("state") == "TASK_KILLED" and planned_stop(app, version) and ltf.get("taskId") != moved:
+    if ltf.get("state") == "TASK_KILLED" and planned_stop(app, version) \
+            and not (moved and ltf.get("taskId") == moved):
         return version
     return None

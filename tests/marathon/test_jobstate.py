@@ -92,3 +92,5 @@ def test_a_new_configuration_restarts_a_task_but_a_placement_move_does_not():
     assert restarting(with_(old, off="t0")) == old["version"]  # an earlier move of another task
     assert planned_stop(with_(None, killed, off="t1"), old["version"]) == "its app has a new configuration"
     assert spread.displaced({"labels": {spread.LABEL: "not json"}}) is None
+    # nothing moved, a failure without a task id (as some versions write it): still the restart
+    assert restarting(with_(None, {k: v for k, v in killed.items() if k != "taskId"})) == old["version"]
