@@ -1,8 +1,11 @@
-"""The Marathon leader's death on the local HA Marathon (``marathon_instances=3``, election gap 3 s).
+"""The Marathon leader's death on the local HA Marathon (``marathon_instances=3``), with stock Marathon's
+ZooKeeper session (``--zk_session_timeout``, 10 s: the local cluster's default since issue 28; 3 s before).
 
 * next request: the leader instance is killed; seconds until the CLI's client (``user/cli.py``
   ``_client``: every URL, the CLI's retry policy) gets its next answer (``GET /v2/apps``). Baseline: the
-  election gap, the earliest any request can succeed; also a client given one standby's URL only.
+  election gap, the earliest any request can succeed; also a client given one standby's URL only. A
+  client that gives up during the election (its retries counted, not timed: marathon/client.py) is asked
+  again at once, as a user runs the command again; how often that happened is noted.
 * next training step: the linear-regression example (1 ps + 2 workers, real TensorFlow) trains; the
   leader is killed; seconds until every worker printed its next ``step=`` line (every 5 steps).
   Baseline, in the same run: the same wait from an instant when nothing is killed (the tasks do not
@@ -24,14 +27,26 @@ from typing import Callable
 from .bench_lifecycle import STEP, _job_file, _until
 from .common import Row, median
 
-GAP = 3.0
+GAP = 10.0  # LocalCluster's default zk_session_timeout (stock Marathon's)
+#: request() calls that gave up during an election (asked again at once)
+GAVE_UP: list[float] = []
 
 
 def _kill_and_time(cluster, request: Callable[[], object]) -> float:
-    """Kill the leader, time ``request()``; then start the dead instance again and wait for a leader."""
+    """Kill the leader, time ``request()`` (asked again at once when it gives up); then start the dead
+    instance again and wait for a leader."""
+    from marathon_tf.contract.errors import MarathonError
+
     t0 = time.monotonic()
     killed = cluster.kill_leader()
-    request()
+    while True:
+        try:
+            request()
+            break
+        except MarathonError:
+            GAVE_UP.append(time.monotonic() - t0)
+            if time.monotonic() - t0 > GAP + 60:
+                raise
     seconds = time.monotonic() - t0
     _until(lambda: cluster.leader_url is not None, GAP + 10, "the next leader")
     cluster.start_instance(killed)
@@ -45,24 +60,32 @@ def bench_next_request(quick: bool) -> list[Row]:
     n = 3 if quick else 5
     tmp = Path(tempfile.mkdtemp(prefix="bench-failover-"))
     try:
-        with LocalCluster(state_dir=tmp / "state", dns_refresh=0, marathon_instances=3, election_gap=GAP) as c:
+        with LocalCluster(state_dir=tmp / "state", dns_refresh=0, marathon_instances=3) as c:
             every = Client(c.marathon_urls, timeout=CLI_TIMEOUT, retry=RetryPolicy(connection_errors=False))
+            GAVE_UP.clear()
             all_urls = [_kill_and_time(c, every.list_apps) for _ in range(n)]
+            gave_up_all, gave_up_one = list(GAVE_UP), []
+            GAVE_UP.clear()
             one = []
             for _ in range(n):
                 leader = c.leader_url
                 standby = next(u for u in c.marathon_urls if u != leader)
                 client = Client(standby, timeout=CLI_TIMEOUT, retry=RetryPolicy(connection_errors=False))
                 one.append(_kill_and_time(c, client.list_apps))
+            gave_up_one = list(GAVE_UP)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     def runs(xs):
         return ", ".join(f"{x:.2f}" for x in xs)
+
+    def gave(xs):
+        return (f"; the client gave up {len(xs)}x during the election (at {runs(xs)} s) and was asked again"
+                if xs else "; the client never gave up")
     return [Row("leader killed -> next successful request (CLI client, 3 URLs)", round(median(all_urls), 2), "s",
                 f"median of {n}; election gap {GAP:g} s (the earliest possible: {median(all_urls) / GAP:.2f}x it); "
-                f"runs: {runs(all_urls)}"),
+                f"runs: {runs(all_urls)}{gave(gave_up_all)}"),
             Row("leader killed -> next successful request (CLI client, one standby's URL)", round(median(one), 2),
-                "s", f"median of {n}; {median(one) / GAP:.2f}x the gap; runs: {runs(one)}")]
+                "s", f"median of {n}; {median(one) / GAP:.2f}x the gap; runs: {runs(one)}{gave(gave_up_one)}")]
 
 
 def bench_next_step(quick: bool) -> list[Row]:
@@ -82,7 +105,7 @@ def bench_next_step(quick: bool) -> list[Row]:
                 lines.append((time.monotonic(), task))
 
     cluster = local_cluster(state_dir=tmp / "state", dns_refresh=0.5, kill_grace=2.0, marathon_instances=3,
-                            election_gap=GAP)
+                            )
     tailer = SandboxTailer(tmp / "state", emit, interval=0.02)
     workers = {"worker-0", "worker-1"}
     kills: list[float] = []

@@ -25,7 +25,9 @@ bootstrap own; the rest is TensorFlow starting and reconnecting.
 
 Medians of 3 runs (1 with ``quick``). Each run deploys the linear-regression example (1 ps +
 2 workers) on a fresh in-process LocalCluster with Mesos-DNS refresh 0.5 s and bootstrap watch
-interval 2 s (``python -m marathon_tf.bootstrap --watch-interval 2``).
+interval 2 s (``python -m marathon_tf.bootstrap --watch-interval 2``), and otherwise the local
+cluster's defaults: since issue 28 those of a stock Marathon 1.11 (a killed task is offered again when
+Marathon revives offers, at most every 5 s: ``marathon_tf/local/revive.py``; no TASK_KILLING).
 """
 
 from __future__ import annotations

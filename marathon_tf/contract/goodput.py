@@ -16,9 +16,10 @@ holds of:
                peers were all found)
 ``start``      from then until the deciding task's first step
 ``recovery``   from the moment the deciding task's program last stepped before it ended, was
-               preempted, hung or was stopped (an event with ``stalled``: the seconds since its last
-               step) until its next first step; per event in ``recoveries``. A planned stop's save
-               round is part of its recovery (the program is held from the save on)
+               preempted, hung, stopped or restarted on purpose (an event with ``stalled``: the
+               seconds since its last step) until its next first step; per event in ``recoveries``.
+               A planned stop's save round is part of its recovery (the program is held from the
+               save on)
 ``stalled``    pauses of the deciding task's steps far longer than usual that ended by themselves
                (``stalled`` events: their lost ``seconds``)
 ``training``   the rest
@@ -39,7 +40,7 @@ __all__ = ["CAUSES", "goodput"]
 
 #: The causes of lost time, in the order ``status`` shows them.
 CAUSES = ("placement", "start", "recovery", "retrained", "stalled")
-_ENDS = (T.PROGRAM_EXITED, T.HANG, T.PEER_MOVED, T.PREEMPTED, T.TASK_FAILED)
+_ENDS = (T.PROGRAM_EXITED, T.HANG, T.PEER_MOVED, T.PREEMPTED, T.TASK_FAILED, T.RESTARTING)
 
 
 def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -39,7 +39,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 __all__ = ["LABEL", "RULES_LABEL", "HOLD", "RELATIONAL", "Rule", "Scope", "Member", "Plan", "relational",
            "is_hostname", "escape", "value_text", "rules_of", "split", "strip", "translate", "breaches",
-           "infeasible", "plan", "scope_of_app", "constraint_text", "held_why", "label_value"]
+           "infeasible", "plan", "scope_of_app", "constraint_text", "held_why", "label_value", "displaced"]
 
 #: What the placement added to an app's constraints (JSON ``{"added": [...], "why": "..."}``).
 LABEL = "marathon-tf/placement"
@@ -190,8 +190,26 @@ def strip(app: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def label_value(added: Sequence[Constraint], why: str) -> str:
-    return json.dumps({"added": [list(c) for c in added], "why": why}, separators=(",", ":"))
+def label_value(added: Sequence[Constraint], why: str, off: Optional[str] = None) -> str:
+    """The :data:`LABEL` text: the constraints the placement added, why, and ``off``: the id of the task
+    this write stops (a change of an app's constraints restarts its task: the placement's doing, not a
+    new configuration of the job, :func:`displaced`)."""
+    data: dict[str, Any] = {"added": [list(c) for c in added], "why": why}
+    if off:
+        data["off"] = off
+    return json.dumps(data, separators=(",", ":"))
+
+
+def displaced(app: Mapping[str, Any]) -> Optional[str]:
+    """The id of the task the placement's last write to ``app`` stopped (moved or held), or None."""
+    raw = (app.get("labels") or {}).get(LABEL)
+    if not raw:
+        return None
+    try:
+        off = json.loads(raw).get("off")
+    except (ValueError, TypeError, AttributeError):
+        return None
+    return str(off) if off else None
 
 
 # -- one rule against the values siblings hold --------------------------------------------------

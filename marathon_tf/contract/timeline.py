@@ -52,14 +52,14 @@ WAITING = "waiting"                  # the task waits for a peer (named)
 PEER_MOVED = "peer_moved"            # a peer came back at a new address: the program restarts
 FINISHED = "finished"                # the program succeeded
 PREEMPTED = "preempted"              # (issue 21: preemptions) the task was preempted
+RESTARTING = "restarting"            # a planned restart (:data:`PLANNED`): never a failure, never counted
+START_FAILED = "start_failed"        # the program could not be started (an unusable logdir, GPUs it cannot
+                                     # see, a logdir another run holds, peers never found): the job fails
 STALLED = "stalled"                  # steps came again after a pause far longer than usual ("seconds": lost)
 # a save round (the deciding task records them: task/saving.py)
 SAVE_ROUND = "save_round"            # the deciding task asks its program to save ("reason", "hold")
 SAVED = "saved"                      # the round's checkpoint is in the logdir ("step", "path", "seconds")
 SAVE_FAILED = "save_failed"          # the round could not save ("message": why); the stop goes on as before
-RESTARTING = "restarting"            # a planned restart (:data:`PLANNED`): never a failure, never counted
-START_FAILED = "start_failed"        # the program could not be started (an unusable logdir, GPUs it cannot
-                                     # see, a logdir another run holds, peers never found): the job fails
 # the job's events (the deciding task records them)
 SUBMITTED = "submitted"              # the job's apps were (re)deployed: Marathon's version time
 DEPLOYED = "deployed"                # Marathon's deployment is done: every task running and healthy
@@ -93,7 +93,7 @@ KINDS = tuple(REASONS)
 #: the next, its TF server up before its first step.
 _LIFE = (SUBMITTED, SCALED, DEPLOYED, ALL_RUNNING, PLACEMENT_WAIT, PLACED, SAVE_ROUND, SAVED, SAVE_FAILED, GREW,
          SHRANK, BELOW_MIN, HANG, PEER_MOVED, PROGRAM_EXITED, PREEMPTED, TASK_FAILED, RESTARTING, START_FAILED,
-         TASK_STARTED, PEERS_FOUND, PROGRAM_STARTED, SERVER_UP, FIRST_STEP, WAITING, STALLED, FINISHED, JOB_ENDED,
+         TASK_STARTED, PEERS_FOUND, PROGRAM_STARTED, SERVER_UP, FIRST_STEP, STALLED, WAITING, FINISHED, JOB_ENDED,
          NOT_PLACED, RESUBMITTED)
 _RANK = {kind: n for n, kind in enumerate(_LIFE)}
 #: the kinds that say the job's end (the record's)

@@ -1,5 +1,9 @@
 """A single-machine Marathon (1.8 REST API), Mesos and Mesos-DNS: ``marathon-tf deploy --local`` and the test bed.
 
+Its defaults are a stock Marathon 1.11 on Mesos 1.11 (elections that wait out the ZooKeeper session,
+no TASK_KILLING without ``task_killing``, GPU agents offered only with ``gpu_resources``, declined
+offers filtered and revived as Marathon does, 1.11's kill order); each friendlier behaviour is an option.
+
 ``LocalCluster`` runs the aiohttp Marathon server, the Mesos-DNS DNS and HTTP
 servers and the task processes on a background event loop; ``serve`` blocks
 until SIGINT/SIGTERM (``marathon-tf local serve``). ``per_agent`` is how the agent
@@ -29,6 +33,8 @@ too; this package plays the cluster with it.
                        (one by default, several for HA)
 ``scheduler.py``       keeps every app's tasks at its target: offers matched, launches, backoff, kills
 ``offers.py``          the offer statistics of ``/v2/queue`` (Marathon's launch queue)
+``revive.py``          which agents offer: Mesos's filters on declined offers, Marathon's suppress/revive
+``scaling.py``         which surplus tasks Marathon kills first (1.11's ``ScalingProposition``)
 ``agents.py``          the Mesos agents this machine plays: addresses 127.0.0.N, sandboxes, state;
                        ``per_agent``
 ``agentloss.py``       an agent lost and found: TASK_UNREACHABLE, ``unreachableStrategy``

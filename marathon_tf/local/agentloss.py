@@ -87,6 +87,7 @@ class AgentLoss:
                     self._kill(proc)
                     del self._orphans[task_id]
         self.s.offers.forget_agent(agent.id)
+        self.s.agent_registered(agent.id)  # the master removes the agent, and its offer filters with it
         self.s.wake()
         return changed
 
@@ -98,6 +99,7 @@ class AgentLoss:
         """``agent`` re-registered with the master."""
         died = agent.state == "down"
         agent.state, agent.lost_at = "active", None
+        self.s.agent_registered(agent.id)  # offered at once
         agent.reregistered_time = time.time()
         for task_id, (task, proc) in list(self._orphans.items()):
             if task.agent_id == agent.id:  # Marathon forgot it: an unknown task is killed

@@ -29,7 +29,12 @@ from .ports import PortInUse, busy_ports, runner_ports
 from .security import Credentials, Security
 from .taskscope import read_only
 from .launcher import Launcher, WarmPoolFactory
+from .revive import DECLINE_OFFER_DURATION, MIN_REVIVE_OFFERS_INTERVAL
 from .server import DEFAULT_FEATURES, FEATURES, Runtime, create_app
+
+#: Marathon's ``--zk_session_timeout`` default (``M@1.11:src/main/scala/mesosphere/marathon/ZookeeperConf.scala``:
+#: 10 s; ``M@1.11:`` = mesosphere/marathon@releases/1.11): how long a crashed leader is still named.
+ZK_SESSION_TIMEOUT = 10.0
 
 __all__ = ["LocalCluster", "PortInUse", "busy_ports", "serve"]
 
@@ -62,14 +67,22 @@ class LocalCluster:
     marathon-tf's is :class:`marathon_tf.task.warmpool.WarmPool`); None: every task starts cold.
     ``marathon_instances``: HA Marathon, that many API instances over the one state (ports
     ``marathon_port``, ``+1``, …; all free ones for 0), the first one elected; a killed leader
-    (:meth:`kill_leader`) is replaced ``election_gap`` seconds later (see
+    (:meth:`kill_leader`) is replaced ``zk_session_timeout`` seconds later (Marathon's
+    ``--zk_session_timeout``, 10 s: meanwhile the standbys forward to the dead one and answer 502
+    "Connection to leader refused."; ``election_gap``, if given, is the same and wins; see
     :mod:`marathon_tf.local.leadership`).
 
     ``agents`` Mesos agents, each offering ``agent_resources`` and carrying ``agent_attributes``
     (Mesos syntax; ``a|b`` or several values: one per agent in turn; see :mod:`~marathon_tf.local.agents`);
     none given: one agent as large as the machine whose resources are not enforced.
-    ``features``: Marathon's ``--enable_features``; ``gpu_scheduling_behavior``: its
-    ``--gpu_scheduling_behavior`` (``restricted``: tasks without GPUs decline agents with GPUs).
+    ``features``: Marathon's ``--enable_features`` (``task_killing``: a kill is TASK_KILLING first;
+    ``gpu_resources``: GPUs, and agents with GPUs offered at all); ``gpu_scheduling_behavior``: its
+    ``--gpu_scheduling_behavior`` (``restricted``: tasks without GPUs decline agents with GPUs);
+    ``filter_gpu_resources``: the Mesos master's ``--filter_gpu_resources`` (agents with GPUs are not
+    offered to a Marathon without ``gpu_resources``); ``offer_filter``: Marathon's
+    ``--decline_offer_duration`` in seconds (a declined offer is filtered that long; 0: never);
+    ``revive_interval``: its ``--min_revive_offers_interval`` (0: every suppress/revive at once); see
+    :mod:`marathon_tf.local.revive`.
     ``persist``: keep the state (apps, groups, deployments) in ``state_dir`` and reload it when a cluster
     starts there again (``local serve``; see :mod:`~marathon_tf.local.extras.persist`).
     Bad values raise ValueError.
@@ -80,10 +93,12 @@ class LocalCluster:
                  dns_ttl: int = 5, heartbeat: float = 10.0, kill_grace: float = 3.0, kill_grace_cap: float = 30.0,
                  shutdown_grace: float = 2.0, auth: Optional[Credentials] = None, allow_origins: tuple = (),
                  ui_dir: Union[str, Path, None] = None, warm_pool: Optional[WarmPoolFactory] = None,
-                 marathon_instances: int = 1, election_gap: float = 3.0,
+                 marathon_instances: int = 1, election_gap: Optional[float] = None,
                  agents: int = 1, agent_resources: Sequence[str] = (), agent_attributes: Sequence[str] = (),
                  features: Sequence[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: str = "restricted",
-                 persist: bool = False) -> None:
+                 persist: bool = False, zk_session_timeout: float = ZK_SESSION_TIMEOUT,
+                 filter_gpu_resources: bool = True, offer_filter: float = DECLINE_OFFER_DURATION,
+                 revive_interval: float = MIN_REVIVE_OFFERS_INTERVAL) -> None:
         if marathon_instances < 1:
             raise ValueError("marathon_instances must be at least 1")
         self.security = Security(host, allow_origins, auth)  # raises AuthError for an unsafe setup
@@ -97,12 +112,17 @@ class LocalCluster:
         self.state_dir = Path(tempfile.mkdtemp(prefix="marathon-tf-local-") if state_dir is None else state_dir)
         self.host = host
         self._ports = (marathon_port, dns_port, dns_http_port)
-        self._ha: dict[str, Any] = dict(instances=marathon_instances, election_gap=election_gap)
+        gap = zk_session_timeout if election_gap is None else election_gap
+        if gap < 0 or offer_filter < 0 or revive_interval < 0:
+            raise ValueError("zk_session_timeout, offer_filter and revive_interval cannot be negative")
+        self._ha: dict[str, Any] = dict(instances=marathon_instances, election_gap=float(gap))
         self._leadership: Optional[Leadership] = None
         self._agents = Agents(self.state_dir, host, agents, agent_resources, agent_attributes)
         self._options: dict[str, Any] = dict(heartbeat=heartbeat, kill_grace=kill_grace, kill_grace_cap=kill_grace_cap,
                              shutdown_grace=shutdown_grace, agents=self._agents, features=features,
-                             gpu_scheduling_behavior=gpu_scheduling_behavior, persist=persist)
+                             gpu_scheduling_behavior=gpu_scheduling_behavior, persist=persist,
+                             filter_gpu_resources=filter_gpu_resources, offer_filter=float(offer_filter),
+                             revive_interval=float(revive_interval))
         self._dns_options: dict[str, Any] = dict(refresh=dns_refresh, ttl=dns_ttl)
         #: Built before the servers start, so that :meth:`prewarm` can start interpreters first.
         self.launcher = Launcher(self.state_dir, host, kill_grace_cap, warm_pool=warm_pool)
@@ -148,9 +168,12 @@ class LocalCluster:
         n = self._ha["instances"]
         ports = [marathon_port + i if marathon_port else 0 for i in range(n)]
         self._rt.ha = n > 1  # /v2/info's marathon_config.ha, as Marathon's --[disable_]ha says
+        self._rt.zk_session_timeout = self._ha["election_gap"]
 
         def elected(url: str) -> None:
-            rt.url = url
+            previous, rt.url = rt.url, url
+            if previous:  # a failover: the new leader's revive stream starts over (the first is "long ago")
+                rt.scheduler.leader_elected()
 
         self._leadership = Leadership(lambda: create_app(rt, self._ui_dir), self.host, _url_host(self.host),
                                       ports, on_elected=elected, listen=_listen,
@@ -282,7 +305,7 @@ class LocalCluster:
 
     def kill_leader(self) -> str:
         """Crash the leader instance (it stops answering at once); returns its URL. Another is elected
-        ``election_gap`` seconds later; the tasks run on."""
+        ``zk_session_timeout`` seconds later; the tasks run on."""
         return self.kill_instance(None)
 
     def kill_instance(self, url: Optional[str]) -> str:

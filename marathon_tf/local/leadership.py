@@ -1,31 +1,37 @@
 """HA Marathon in the local cluster: several API instances over one state, one of them the leader.
 
-Modelled on Marathon 1.8, the version this runner emulates (``M@1.8`` = mesosphere/marathon
-branch ``releases/1.8``):
+Modelled on Marathon 1.11, whose defaults the local cluster has (``M@1.11`` = mesosphere/marathon
+branch ``releases/1.11``; 1.8, whose REST API the runner speaks, has the same code here):
 
-* Every request passes ``LeaderProxyFilter`` (mounted on ``/*``: ``M@1.8:src/main/scala/mesosphere/
+* Every request passes ``LeaderProxyFilter`` (mounted on ``/*``: ``M@1.11:src/main/scala/mesosphere/
   marathon/api/HttpBindings.scala``; ``.../api/LeaderProxyFilter.scala``). The leader serves it,
   adding ``X-Marathon-Leader: http://host:port`` (here: ``server.py``). A standby that knows the
   leader redirects ``/v2/events`` to it with a 302 (``shouldBeRedirectedToLeader``) and forwards
   everything else (``.../api/forwarder/AsyncUrlConnectionRequestForwarder.scala``: the request's
   headers except ``Connection``/``Host``, plus ``X-Marathon-Via: 1.1 host:port`` to catch loops
   and ``X-Forwarded-For``; the leader's status, headers and body back, plus ``X-Marathon-Via``);
-  a leader it cannot connect to gives 502 "Connection to leader refused.". With no leader known
-  it waits for one (``waitForConsistentLeadership``: 11 looks, 250 ms apart), then answers 502
-  "Could not determine the current leader" as a Jetty error page (1.4–1.6: 503).
+  a leader it cannot connect to gives ``sendError(502, "Connection to leader refused.")``
+  (``.../api/forwarder/RequestForwarder.scala`` ``ERROR_STATUS_CONNECTION_REFUSED``; Jetty's HTML error
+  page, no ``X-Marathon-Leader``). With no leader known it waits for one
+  (``waitForConsistentLeadership``: 11 looks, 250 ms apart), then answers 502 "Could not determine
+  the current leader" as a Jetty error page (1.4–1.6: 503).
 * ``/v2/leader`` (``.../api/v2/LeaderResource.scala``): GET ``{"leader": "host:port"}``; DELETE on
   the leader answers ``{"message": "Leadership abdicated"}`` and abdicates 500 ms later.
 * A killed leader (a crash: :meth:`Leadership.kill`) stops answering at once; for ``election_gap``
-  seconds the standbys still name it (its ZooKeeper session has not expired; Marathon's
-  ``--zk_session_timeout`` defaults to 10 s, ``M@1.8:.../ZookeeperConf.scala``), so their forwards
-  fail with 502 and ``/v2/events`` is redirected to the dead port; then the next live instance is
-  elected. After an abdication there is no leader for ``election_gap`` seconds (standbys hold
-  requests, then 502), then the next live instance is elected.
+  seconds — ``LocalCluster``'s ``zk_session_timeout``, Marathon's ``--zk_session_timeout``, 10 s by
+  default (``M@1.11:src/main/scala/mesosphere/marathon/ZookeeperConf.scala``): its ZooKeeper session
+  has not expired, so its leader node is still there — the standbys still name it, so every request
+  they forward fails with that 502 and ``/v2/events`` is redirected to the dead port; then the next
+  live instance is elected. After an abdication there is no leader for ``election_gap`` seconds
+  (standbys hold requests, then 502), then the next live instance is elected (a simplification: a real
+  1.11 leader that abdicates closes its leader latch and exits, ``.../core/election/ElectionService.scala``
+  ``abdicateLeadership``, so the next one leads once it has started).
 
 Only Marathon's routes (``/v2/…``, ``/ping``) go through the leader. The admin API (``/_local/``),
 the Mesos master and agent endpoints and the UI are served by every live instance. The state, the
 scheduler and the tasks are shared and keep running through an election (tasks on Mesos agents
-outlive their framework's leader; what a new leader reconciles is not modelled).
+outlive their framework's leader; what a new leader reconciles is not modelled, but its suppress/revive
+stream starts over: ``revive.py``).
 """
 
 from __future__ import annotations
@@ -87,7 +93,7 @@ class Leadership:
 
     def __init__(self, make_app: Callable[[], web.Application], host: str, url_host: str, ports: list[int], *,
                  on_elected: Callable[[str], None], listen: Callable[..., Awaitable[None]],
-                 election_gap: float = 3.0) -> None:
+                 election_gap: float = 10.0) -> None:
         self.make_app, self.host, self.url_host = make_app, host, url_host
         self.instances = [Instance(i, port) for i, port in enumerate(ports)]
         self.on_elected, self.listen, self.election_gap = on_elected, listen, election_gap

@@ -10,9 +10,10 @@ of each agent and ``rejectSummaryLaunchAttempt`` from every offer, both as the w
 before it; ``?embed=lastUnusedOffers`` adds ``lastUnusedOffers`` (``{"offer", "reason", "timestamp"}``,
 every reason of the offer).
 
-Mesos offers each agent's free resources every allocation interval (1 s by default); the local
-scheduler tries to place a waiting task at once and every 100 ms, and counts one offer per agent
-at most every :data:`OFFER_INTERVAL` seconds per app (a used offer is always counted).
+Mesos offers each agent's free resources at most once per allocation interval (1 s by default; at
+once after a revive), and the local scheduler makes its offers so (``scheduler.py``, ``revive.py``):
+every offer an app looks at is counted (:data:`OFFER_INTERVAL`, 0, is the least time between two
+counted rounds of one app; a used offer is always counted).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .state import now_ts
 
 __all__ = ["OfferStats", "OFFER_INTERVAL"]
 
-OFFER_INTERVAL = 1.0
+OFFER_INTERVAL = 0.0
 
 
 @dataclass

@@ -1,5 +1,7 @@
 """Keeps every app's tasks at its target: launches, relaunches with backoff, kills.
 
+``M@1.11:`` = mesosphere/marathon@releases/1.11, ``Mesos@1.11.x:`` = apache/mesos@1.11.x (paths in them).
+
 Marathon's scheduler in miniature. A reconcile pass per app compares the tasks
 of the current run spec (``AppState.run_def``/``target``, set by deployment
 steps) with the target: it kills tasks of an old config (all at once when the
@@ -9,7 +11,18 @@ backoff delay has passed. Every exit, even code 0, is relaunched; TASK_FAILED
 and TASK_FINISHED grow the delay, TASK_KILLED does not (FACTS §5.7).
 
 A task is launched on the first agent whose offer fits it (:mod:`marathon_tf.mesos.placement`; agents with
-fewer tasks first), or waits in the queue with the offers' reasons counted (``offers.py``).
+fewer tasks first), or waits in the queue with the offers' reasons counted (``offers.py``). Which agents
+offer is Mesos's and Marathon 1.11's (``revive.py``): an offer nobody used is declined with a filter
+(``offer_filter`` seconds, Marathon's ``--decline_offer_duration``), Marathon suppresses offers while
+nothing wants them and revives them (clearing the filters) when a task is queued, at most once per
+``revive_interval`` (``--min_revive_offers_interval``); the master offers agents with GPUs only to a
+Marathon with ``gpu_resources`` (``filter_gpu_resources``, the Mesos master's ``--filter_gpu_resources``:
+``Mesos@1.11.x:src/master/allocator/mesos/hierarchical.cpp`` ``isCapableOfReceivingAgent``). Surplus tasks
+are killed in Marathon 1.11's order (``scaling.py``), and a kill is a ``TASK_KILLING`` first only with
+the ``task_killing`` feature (Marathon's ``--enable_features task_killing`` gives its framework the
+``TASK_KILLING_STATE`` capability, ``M@1.11:src/main/scala/mesosphere/marathon/MarathonSchedulerDriver.scala``;
+without it Mesos's executor sends none, ``Mesos@1.11.x:src/launcher/executor.cpp`` ``kill``): the task
+stays TASK_RUNNING, in ``/v2/apps`` and Mesos-DNS, until it is TASK_KILLED.
 An agent that is lost (``agentloss.py``) turns its tasks TASK_UNREACHABLE; the app's
 ``unreachableStrategy`` then decides when they are replaced and forgotten.
 """
@@ -32,10 +45,17 @@ from .events import EventBus
 from .health import HealthMonitor
 from .launcher import FetchError, Launcher, last_line, task_env, wants_gpus
 from .offers import OfferStats
+from .revive import DECLINE_OFFER_DURATION, MIN_REVIVE_OFFERS_INTERVAL, OfferFilters, ReviveOffers
+from .scaling import surplus
 from .state import FRAMEWORK_ID, AppState, State, Task, now_ts
 from .taskscope import TOKEN_FILE_VAR, Grants
 
-__all__ = ["Scheduler"]
+__all__ = ["Scheduler", "ALLOCATION_INTERVAL"]
+
+#: The Mesos master's ``--allocation_interval`` (``Mesos@1.11.x:src/master/constants.hpp``
+#: ``DEFAULT_ALLOCATION_INTERVAL``, 1 s): an agent whose offer was used or declined is offered again
+#: at the next batch allocation.
+ALLOCATION_INTERVAL = 1.0
 
 _CONDITION = {"TASK_STAGING": "Staging", "TASK_RUNNING": "Running", "TASK_KILLING": "Killing",
               "TASK_FINISHED": "Finished", "TASK_FAILED": "Failed", "TASK_KILLED": "Killed",
@@ -46,7 +66,10 @@ class Scheduler:
     """Runs on the server's event loop; all state changes happen there."""
 
     def __init__(self, state: State, launcher: Launcher, bus: EventBus, kill_grace: float = 3.0,
-                 shutdown_grace: float = 2.0, agents: Optional[Agents] = None, gpu_restricted: bool = True) -> None:
+                 shutdown_grace: float = 2.0, agents: Optional[Agents] = None, gpu_restricted: bool = True, *,
+                 task_killing: bool = False, gpu_capable: bool = True, filter_gpu_resources: bool = True,
+                 offer_filter: float = DECLINE_OFFER_DURATION,
+                 revive_interval: float = MIN_REVIVE_OFFERS_INTERVAL) -> None:
         self.state = state
         self.launcher = launcher
         self.bus = bus
@@ -54,6 +77,20 @@ class Scheduler:
         self.offers = OfferStats()
         #: ``--gpu_scheduling_behavior restricted`` with ``gpu_resources`` enabled (mesos/placement.py).
         self.gpu_restricted = gpu_restricted
+        #: Marathon's ``task_killing`` feature: a kill is TASK_KILLING first.
+        self.task_killing = task_killing
+        #: Agents with GPUs are offered only to a Marathon with ``gpu_resources`` (``gpu_capable``) while
+        #: the master filters them (``--filter_gpu_resources``, its default).
+        self.gpu_capable, self.filter_gpu_resources = gpu_capable, filter_gpu_resources
+        #: Declined offers: filtered for ``offer_filter`` seconds; suppressed and revived by ``revive``.
+        self.offer_filter = offer_filter
+        self.filters = OfferFilters()
+        self.revive = ReviveOffers(revive_interval, time.monotonic())
+        self._changed = False  # an instance changed since the last pass (a state for the revive stream)
+        self._round: Optional[_Round] = None
+        #: agent id -> when its last offer was made: the master offers an agent again at its next batch
+        #: allocation (``--allocation_interval``), at once after a revive or when the agent (re)registers.
+        self._offered_at: dict[str, float] = {}
         self.kill_grace = kill_grace
         self.shutdown_grace = shutdown_grace
         self._procs: dict[str, asyncio.subprocess.Process] = {}
@@ -74,19 +111,71 @@ class Scheduler:
         self._wake.set()
 
     async def run(self) -> None:
-        """Reconcile every 100 ms or when woken, until ``shutdown``."""
+        """A pass every 100 ms or when woken, until ``shutdown``."""
         while not self.stopping:
-            for app in list(self.state.apps.values()):
-                self.reconcile(app)
+            self.run_pass()
             try:
                 await asyncio.wait_for(self._wake.wait(), 0.1)
             except asyncio.TimeoutError:
                 pass
             self._wake.clear()
 
-    def reconcile(self, app: AppState) -> None:
-        if app.run_def is None or self.stopping:
+    def run_pass(self) -> None:
+        """Every app: its kills, then Marathon's suppress/revive told what wants offers, then launches on
+        this pass's offers; the offers no launch used are declined (filtered), also those made while
+        every waiting app is backed off (Marathon declines an offer no launcher wants:
+        ``M@1.11:.../core/launcher/impl/OfferProcessorImpl.scala``)."""
+        if self.stopping:
             return
+        now = time.monotonic()
+        queued = {app.id: self.reconcile(app) for app in list(self.state.apps.values())}
+        # the instances wanting offers, by app and configuration: a new configuration's are new instances
+        # (M@1.11:.../deployment/impl/TaskReplaceActor.scala decommissions the old scheduled ones and
+        # schedules new ones; ReviveOffersState gives new instances a new version: a revive)
+        keys = {a: f"{a}@{getattr(self.state.apps.get(a), 'run_config_version', '')}" for a in queued}
+        wanting = {keys[a]: n for a, (n, _) in queued.items() if n > 0}
+        changed, self._changed = self._changed, False
+        self.apply(self.revive.observe(wanting, [keys[a] for a, (n, d) in queued.items() if n > 0 and d], now,
+                                       changed=changed))
+        self._round = _Round(now)
+        try:
+            for app_id, (missing, delayed) in queued.items():
+                app = self.state.apps.get(app_id)
+                if app is not None and missing > 0 and not delayed:
+                    for i in range(missing):
+                        if not self._launch(app, count_offers=i == 0):
+                            break
+            if self._round.offered is None and wanting:  # offers made while every waiting app is backed off
+                self._round.offer(self)
+            for agent in self._round.offered or []:  # what no launch used is declined
+                self._offered_at[agent.id] = now
+                if agent.id not in self._round.used:
+                    self.filters.decline(agent.id, self._round.free[agent.id], now, self.offer_filter)
+        finally:
+            self._round = None
+
+    def apply(self, calls: list[str]) -> None:
+        """Marathon's calls to Mesos: a revive or an unsuppress clears the offer filters, and the master
+        makes its offers at once (``reviveOffers`` → ``generateOffers``)."""
+        if any(c in ("revive", "unsuppress") for c in calls):
+            self.filters.clear()
+            self._offered_at.clear()
+
+    def agent_registered(self, agent_id: str) -> None:
+        """An agent (re)registered or was removed: no filter, no wait for the next batch allocation
+        (``addSlave`` → ``generateOffers(slaveId)``; ``removeSlave`` → ``removeFilters``)."""
+        self.filters.forget(agent_id)
+        self._offered_at.pop(agent_id, None)
+
+    def leader_elected(self) -> None:
+        """A new Marathon leader (after a failover): its revive stream starts over."""
+        self.apply(self.revive.restart(time.monotonic()))
+        self.wake()
+
+    def reconcile(self, app: AppState) -> tuple[int, bool]:
+        """Kill what ``app`` has too many of; (tasks that want offers, whether it is backed off)."""
+        if app.run_def is None or self.stopping:
+            return 0, False
         self.loss.expire(app)
         strategy = app.run_def.get("upgradeStrategy") or {}
         live = [t for t in app.active_tasks() if not t.killing and not t.inactive]
@@ -98,25 +187,18 @@ class Scheduler:
             ready = [t for t in new if t.running and (n_checks == 0 or t.healthy(n_checks))]
             if no_overcap or app.target == 0 or len(ready) >= app.target:
                 for task in old:
-                    self.kill(task, "upgrade")
-        if len(new) > app.target:
-            oldest_first = app.run_def.get("killSelection") == "OLDEST_FIRST"
-            surplus = sorted(new, key=lambda t: t.staged_at, reverse=not oldest_first)[: len(new) - app.target]
-            for task in surplus:
-                self.kill(task, "scale down")
+                    self.kill(task, "upgrade", decommission=True)
+        for task in surplus(app.run_def, new, app.target, lambda t: self.agents.by_id(t.agent_id)):
+            self.kill(task, "scale down", decommission=True)
         missing = app.target - len(new)
         if missing <= 0:
             app.queued_since = None
             self.offers.finished(app.id)
-            return
+            return 0, False
         app.queued_since = app.queued_since or now_ts()
         if no_overcap and any(t.killing and t.config_version != app.run_config_version for t in app.active_tasks()):
-            return
-        if time.monotonic() < app.launch_after:
-            return
-        for i in range(missing):
-            if not self._launch(app, count_offers=i == 0):
-                break
+            return 0, False
+        return missing, time.monotonic() < app.launch_after
 
     # -- placement --------------------------------------------------------------------
     def active_tasks(self) -> list[Task]:
@@ -138,6 +220,22 @@ class Scheduler:
                      gpu_restricted=self.gpu_restricted)
 
     # -- launching --------------------------------------------------------------------
+    def offered(self, now: float) -> list[Agent]:
+        """The agents that offer Marathon their free resources now: active ones, none while Marathon
+        suppresses offers, none with GPUs unless Marathon may have them, each at most once per
+        allocation interval, none whose declined offer is filtered."""
+        if self.revive.suppressed:
+            return []
+        out = []
+        for agent in self.agents.active():
+            if self.filter_gpu_resources and not self.gpu_capable and agent.gpus > 0:
+                continue
+            if now < self._offered_at.get(agent.id, -ALLOCATION_INTERVAL) + ALLOCATION_INTERVAL:
+                continue
+            if not self.filters.filtered(agent.id, free_resources(agent, self.used(agent)), now):
+                out.append(agent)
+        return out
+
     def _launch(self, app: AppState, count_offers: bool = True) -> bool:
         """Launch one task on the first agent whose offer fits (agents with fewer tasks first);
         False when none does (the task stays in the queue)."""
@@ -147,14 +245,18 @@ class Scheduler:
         load = {a.id: 0 for a in self.agents.all}
         for t in tasks:
             load[t.agent_id] = load.get(t.agent_id, 0) + 1
-        results = [self._offer(app, agent, tasks)
-                   for agent in sorted(self.agents.active(), key=lambda a: (load[a.id], a.index))]
+        round_ = self._round or _Round(time.monotonic())
+        if round_.offered is None:
+            round_.offer(self)
+        offered = [a for a in round_.offered or [] if a.active]
+        results = [self._offer(app, agent, tasks) for agent in sorted(offered, key=lambda a: (load[a.id], a.index))]
         if count_offers:
             self.offers.record(app.id, results)
         chosen = next((r for r in results if isinstance(r, Match)), None)
         if chosen is None:
             return False
         agent = cast(Agent, chosen.agent)  # _offer matched one of self.agents
+        round_.used.add(agent.id)
         try:
             ports = self.launcher.ports.allocate(len(run_def.get("portDefinitions") or []),
                                                  candidates=chosen.port_candidates, host=agent.hostname)
@@ -266,6 +368,7 @@ class Scheduler:
 
     def _status(self, task: Task, state: str, message: str) -> None:
         task.state = state
+        self._changed = True
         self.bus.publish("status_update_event", slaveId=task.agent_id, taskId=task.id, taskStatus=state,
                          message=message, appId=task.app_id, host=task.host,
                          ipAddresses=[{"ipAddress": task.host, "protocol": "IPv4"}],
@@ -289,18 +392,26 @@ class Scheduler:
         self.kill(task, "unhealthy")
 
     # -- killing ----------------------------------------------------------------------
-    def kill(self, task: Task, reason: str, grace: Optional[float] = None) -> None:
-        """Kill a task: TASK_KILLING now, SIGTERM then SIGKILL after the grace period (one whose
-        agent is lost cannot be reached: it is expunged)."""
+    def kill(self, task: Task, reason: str, grace: Optional[float] = None, decommission: bool = False) -> None:
+        """Kill a task: SIGTERM then SIGKILL after the grace period, TASK_KILLING first only with the
+        ``task_killing`` feature (one whose agent is lost cannot be reached: it is expunged).
+        ``decommission``: Marathon changed the instance's goal (a scale down, an upgrade), which it
+        publishes as an ``instance_changed_event`` of the unchanged condition
+        (``M@1.11:.../core/instance/update/InstanceChangedEventsGenerator.scala``: a goal change is a
+        state change; ``.../core/deployment/impl/DeploymentActor.scala`` ``decommissionInstances``)."""
         if task.killing or not task.active:
             return
         if task.unreachable_since is not None:
             self.loss.expunge(task)
             return
         task.killing = True
+        self._changed = True
         if task.state == "TASK_STAGING":
             return
-        self._status(task, "TASK_KILLING", reason)
+        if decommission:
+            self.instance_changed(task, _CONDITION.get(task.state, "Unknown"))
+        if self.task_killing:
+            self._status(task, "TASK_KILLING", reason)
         proc = self._procs.get(task.id)
         if proc is not None:
             app = self.state.apps.get(task.app_id)
@@ -347,3 +458,18 @@ class Scheduler:
         if watchers:
             await asyncio.wait(watchers, timeout=longest + 5)
         self.launcher.kill_all_now()
+
+
+class _Round:
+    """One pass's offers: the agents offering (looked up on the first launch attempt, or at the end of
+    a pass in which every waiting app is backed off), what each had free, which were used."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.offered: Optional[list[Agent]] = None
+        self.free: dict[str, list] = {}
+        self.used: set[str] = set()
+
+    def offer(self, scheduler: Scheduler) -> None:
+        self.offered = scheduler.offered(self.now)
+        self.free = {a.id: free_resources(a, scheduler.used(a)) for a in self.offered}

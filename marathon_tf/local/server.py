@@ -33,6 +33,7 @@ from .faults import FaultInjector
 from .agent import add_agent_routes
 from .mesos_master import MESOS_PREFIX, add_master_routes
 from .launcher import Launcher
+from .revive import DECLINE_OFFER_DURATION, MIN_REVIVE_OFFERS_INTERVAL
 from .scheduler import Scheduler
 from .security import GRANT_KEY, Security
 from .state import FRAMEWORK_ID, State, canonical_path, now_ts
@@ -54,12 +55,17 @@ class Runtime:
                  kill_grace: float = 3.0, kill_grace_cap: float = 30.0, shutdown_grace: float = 2.0,
                  security: Security | None = None, launcher: Launcher | None = None, agents: Agents | None = None,
                  features: Iterable[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: str = "restricted",
-                 persist: bool = False) -> None:
+                 persist: bool = False, filter_gpu_resources: bool = True,
+                 offer_filter: float = DECLINE_OFFER_DURATION,
+                 revive_interval: float = MIN_REVIVE_OFFERS_INTERVAL) -> None:
         self.host = host
         self.security = security or Security(host)
         self.heartbeat = heartbeat
         self.url = ""
         self.ha = False  # several instances over this one state (LocalCluster's marathon_instances)
+        #: ``--zk_session_timeout`` (s): how long a dead leader is still named (LocalCluster sets it).
+        self.zk_session_timeout = 10.0
+        self.offer_filter, self.revive_interval = offer_filter, revive_interval
         self.features = sorted(set(features))
         self.state = State(host, features=self.features)
         self.bus = EventBus()
@@ -69,7 +75,11 @@ class Runtime:
         self.agents = agents or Agents(self.launcher.state_dir, host)
         self.scheduler = Scheduler(self.state, self.launcher, self.bus, kill_grace, shutdown_grace, self.agents,
                                    gpu_restricted=gpu_scheduling_behavior == "restricted"
-                                   and "gpu_resources" in self.features)
+                                   and "gpu_resources" in self.features,
+                                   task_killing="task_killing" in self.features,
+                                   gpu_capable="gpu_resources" in self.features,
+                                   filter_gpu_resources=filter_gpu_resources, offer_filter=offer_filter,
+                                   revive_interval=revive_interval)
         self.scheduler.grants = self.security.grants if self.security.issues_tokens else None
         self.agent_admin = AgentAdmin(self.scheduler)
         self.deployments = DeploymentManager(self.state, self.scheduler, self.bus)
@@ -181,8 +191,11 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
                                     "local_port_min": 10000, "local_port_max": 20000, "master": "local",
                                     "mesos_role": "*", "mesos_user": "", "webui_url": rt.url,
                                     "env_vars_prefix": "", "default_network_name": "",
+                                    "decline_offer_duration": int(rt.offer_filter * 1000),
+                                    "min_revive_offers_interval": int(rt.revive_interval * 1000),
                                     "mesos_leader_ui_url": f"http://{request.host}{MESOS_PREFIX}"},
-                "zookeeper_config": {"zk": "", "zk_timeout": 10000, "zk_session_timeout": 10000,
+                "zookeeper_config": {"zk": "", "zk_timeout": 10000,
+                                     "zk_session_timeout": int(rt.zk_session_timeout * 1000),
                                      "zk_max_versions": 50},
                 "http_config": {"http_port": int(rt.url.rsplit(":", 1)[-1]) if rt.url else 0, "https_port": 8443}}
 

@@ -14,7 +14,8 @@ labels when the job has ended, else from its apps (their newest task, instances,
 :func:`planned_stop`: whether a task's stop was marathon-tf's own doing (the job's end, or a new
 configuration of its app: ``scale``, a re-deploy), the one classification the keeper (task side) and
 ``status`` / ``events`` (user side) use; :func:`restarting`: the job's tasks that a new configuration is
-restarting now (a planned restart, :data:`marathon_tf.contract.timeline.RESTARTING`).
+restarting now (a planned restart, :data:`marathon_tf.contract.timeline.RESTARTING`; not a task the job's
+placement moved or held: :func:`marathon_tf.contract.spread.displaced`).
 
 :func:`converged`: whether the apps show no deployment left to do (a deployment id Marathon has not
 listed yet may be done already: :func:`marathon_tf.user.watch.wait_deployment`).
@@ -30,6 +31,7 @@ import json
 from typing import Any, Iterable, Mapping, Optional
 
 from marathon_tf.contract import labels as L
+from marathon_tf.contract.spread import displaced
 from marathon_tf.marathon.tasks import RUNNING, newest
 
 __all__ = ["job_labels", "stored_spec", "task_state", "job_state", "converged", "standbys", "planned_stop",
@@ -162,12 +164,15 @@ def restarting(app: Mapping[str, Any]) -> Optional[str]:
     if not app.get("deployments") or (app.get("labels") or {}).get(L.STATE):
         return None
     changed = config_version(app)
+    moved = displaced(app)  # the job's placement moved or held this task: a placement wait, no restart
     task = newest(app.get("tasks"))
     if task is not None:
         version = str(task.get("version") or "")
-        return version if version and changed and version < changed else None
+        return version if version and changed and version < changed and not (moved and task.get("id") == moved) \
+            else None
     ltf = app.get("lastTaskFailure") or {}
     version = str(ltf.get("version") or "")
-    if ltf.get("state") == "TASK_KILLED" and planned_stop(app, version):
+    if ltf.get("state") == "TASK_KILLED" and planned_stop(app, version) \
+            and not (moved and ltf.get("taskId") == moved):
         return version
     return None

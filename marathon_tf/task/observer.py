@@ -167,11 +167,12 @@ class TaskObserver:
     def planned_restart(self, why: str, code: int, detail: str = "") -> None:
         """The program was stopped on purpose, to start again (``why``: one of
         :data:`marathon_tf.contract.timeline.PLANNED`): an event of its own kind, never a failure."""
+        where = self._where()
         self._server_look = None
         self.status.update(stall_seconds=None, waiting_for=None, report_rate=None)
         self.events.record(T.RESTARTING, f"training program stopped for {T.PLANNED.get(why, why)}"
                            + (f" ({detail})" if detail else "") + f"; it starts again (exit {code})",
-                           code=code, why=why)
+                           code=code, why=why, **where)
 
     def hang(self, verdict: str) -> str:
         """The watchdog's verdict, with the peer this task waits for when it is known; recorded."""

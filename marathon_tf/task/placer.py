@@ -237,7 +237,8 @@ class Placer:
     def _write(app: Mapping[str, Any], member: spread.Member, added: tuple[tuple[str, ...], ...],
                why: str) -> dict[str, Any]:
         labels = dict(app.get("labels") or {})
-        labels[spread.LABEL] = spread.label_value(added, why)
+        task = T.newest(app.get("tasks"), T.ACTIVE)  # the write restarts it: the placement's own stop
+        labels[spread.LABEL] = spread.label_value(added, why, str(task["id"]) if task and task.get("id") else None)
         return {"id": app.get("id"), "constraints": [list(c) for c in member.base + added], "labels": labels}
 
     def _say(self, key: str, message: str) -> None:

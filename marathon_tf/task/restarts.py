@@ -359,6 +359,9 @@ class Restarter:
                      + f"the training program gets it now and {left:.1f} s to save and exit")
         code = trainer.stop(left, signum)
         self.status.update(exit_code=code)
+        self.observer.program_exited(code, f"training program stopped: its task was stopped by {name}" + (
+            f" (the job's checkpoint at step {saved.step} saved first)" if saved is not None and saved.ok else "")
+            + f" (exit {code})", failure=False, kind="stopped")
         self.log(f"stopped by signal {signum}; training program exited with {code}")
         if telling is not None:
             telling.join(timeout=3.0)

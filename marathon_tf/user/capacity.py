@@ -6,9 +6,18 @@ marathon/api/v2/InfoResource.scala``). One ``GET <master>/master/slaves``: every
 apache/mesos ``src/master/readonly_handler.cpp`` ``SlaveWriter``/``SlavesWriter`` write it, the total
 (``resources``; per role in ``unreserved_resources_full`` and ``reserved_resources_full``), what its
 tasks use (``used_resources``) and what is offered to a framework now (``offered_resources``), each
-with its ``*_full`` form (roles and reservations). What an agent has free is
-``resources − used_resources − offered_resources`` (``unreserved_resources`` is the unreserved part of
-the *total*: ``totalResources.unreserved()``, not what is free). Unreachable agents are not listed.
+with its ``*_full`` form (roles and reservations). What an agent has free *for Marathon* is
+``resources − used_resources − offered_resources`` + what of it is offered to Marathon itself: an offer
+Marathon holds is Marathon's to use (it declines what it cannot use, and a launch takes from it), one
+held by another framework is not. Which offers are Marathon's: ``GET <master>/master/frameworks
+?framework_id=<id>`` (apache/mesos@1.11.x:src/master/readonly_handler.cpp ``frameworks``,
+``FullFrameworkWriter``: each framework's ``offers``, every offer's ``slave_id``, ``resources`` (a summary)
+and ``allocation_info.role``, src/common/http.cpp ``json(…, const Offer&)``), Marathon's framework id from
+its ``/v2/info`` ``frameworkId`` (mesosphere/marathon@releases/1.11:src/main/scala/mesosphere/marathon/api/
+v2/InfoResource.scala; 1.4 too), else the framework named ``marathon_config.framework_name``; asked only
+when some agent has resources offered, and when it cannot be read every offer counts as taken, as
+before. (``unreserved_resources`` is the unreserved part of the *total*: ``totalResources.unreserved()``,
+not what is free.) Unreachable agents are not listed.
 
 Credentials: Marathon's (a token, basic auth) go to the master only when it is at Marathon's own
 origin (DC/OS's admin router serves both); another host gets none, and a master that wants some is
@@ -31,10 +40,11 @@ import requests
 
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.mesos.agents import AgentInfo, free_resources
-from marathon_tf.mesos.resources import Resource, Value, ranges_size
+from marathon_tf.mesos.resources import Resource, Value, ranges_minus, ranges_size
 from marathon_tf.mesos.views import attributes_from_json, resources_from_full, resources_from_summary
 
-__all__ = ["ClusterAgent", "Capacity", "Unknown", "read", "registered", "parse_agents", "mesos_url", "TIMEOUT"]
+__all__ = ["ClusterAgent", "Capacity", "Unknown", "read", "registered", "parse_agents", "marathon_offers",
+           "mesos_url", "TIMEOUT"]
 
 #: (connect, read) seconds for the master: a refusal is said within 2 s, a slow master is skipped.
 TIMEOUT = (1.5, 5.0)
@@ -84,15 +94,21 @@ class Capacity:
         return {a.id: a.free_summary() for a in self.agents}
 
 
-def _config(client: Any) -> dict[str, Any]:
-    """Marathon's ``/v2/info`` ``marathon_config`` ({} when it cannot be read)."""
+def _info(client: Any) -> dict[str, Any]:
+    """Marathon's ``/v2/info`` ({} when it cannot be read)."""
     if client is None:
         return {}
     try:
         info = client.info() or {}
     except MarathonError:
         return {}
-    return (info.get("marathon_config") or {}) if isinstance(info, dict) else {}
+    return info if isinstance(info, dict) else {}
+
+
+def _config(client: Any, info: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """Marathon's ``/v2/info`` ``marathon_config`` ({} when it cannot be read)."""
+    info = _info(client) if info is None else info
+    return dict(info.get("marathon_config") or {})
 
 
 def mesos_url(client: Any, given: Optional[str] = None, config: Optional[Mapping[str, Any]] = None) -> Optional[str]:
@@ -137,18 +153,88 @@ def _taken(slave: Mapping[str, Any], name: str) -> list[Resource]:
     return resources_from_summary(slave.get(name) or {})  # roles unknown: counted against the unreserved part
 
 
-def parse_agents(body: Mapping[str, Any], names: Optional[Mapping[str, str]] = None) -> list[ClusterAgent]:
-    """``/master/slaves`` (or ``/master/state``) → the active agents (``names``: id → name shown)."""
+def _minus(offered: list[Resource], own: list[Resource]) -> list[Resource]:
+    """``offered`` (an agent's offers to every framework, by role) less Marathon's own offers of it (whose
+    summaries carry no reservation: taken from their allocation role first, then unreserved, then any)."""
+    left: list[list[Any]] = [[r.name, r.value, r.role] for r in offered]
+    for mine in own:
+        order = sorted(left, key=lambda x: (x[2] != mine.role, x[2] != "*"))
+        if isinstance(mine.value, float):
+            need = mine.value
+            for item in order:
+                if item[0] == mine.name and isinstance(item[1], float) and need > 1e-9:
+                    part = min(item[1], need)
+                    item[1], need = round(item[1] - part, 6), need - part
+        elif isinstance(mine.value, tuple):
+            ports = [p for b, e in mine.value for p in range(b, e + 1)]
+            for item in order:
+                if item[0] == mine.name and isinstance(item[1], tuple):
+                    item[1] = ranges_minus(item[1], ports)
+    return [Resource(n, v, role) for n, v, role in left if v not in (0.0, ())]
+
+
+def parse_agents(body: Mapping[str, Any], names: Optional[Mapping[str, str]] = None,
+                 own_offers: Optional[Mapping[str, list[Resource]]] = None) -> list[ClusterAgent]:
+    """``/master/slaves`` (or ``/master/state``) → the active agents (``names``: id → name shown;
+    ``own_offers``: agent id → what of it is offered to Marathon now, which stays free for it)."""
     out = []
     for slave in (body or {}).get("slaves") or []:
         if not isinstance(slave, Mapping) or slave.get("active") is False or slave.get("deactivated"):
             continue
         total = _total(slave)
         agent = AgentInfo(id=str(slave.get("id") or ""), hostname=str(slave.get("hostname") or ""), resources=total)
-        free = free_resources(agent, _taken(slave, "used_resources") + _taken(slave, "offered_resources"))
+        others = _minus(_taken(slave, "offered_resources"), list((own_offers or {}).get(agent.id, ())))
+        free = free_resources(agent, _taken(slave, "used_resources") + others)
         out.append(ClusterAgent(agent.id, agent.hostname, (names or {}).get(agent.id) or agent.hostname or agent.id,
                                 total, free, attributes_from_json(slave.get("attributes") or {})))
     return out
+
+
+def _offers_anywhere(body: Mapping[str, Any]) -> bool:
+    for slave in (body or {}).get("slaves") or []:
+        if not isinstance(slave, Mapping):
+            continue
+        full = slave.get("offered_resources_full")
+        if full or any(v for v in (slave.get("offered_resources") or {}).values()
+                       if isinstance(v, (int, float)) or (isinstance(v, str) and v.strip("[]{}"))):
+            return True
+    return False
+
+
+def marathon_offers(body: Mapping[str, Any], framework_id: Optional[str],
+                    framework_name: Optional[str]) -> dict[str, list[Resource]]:
+    """``/master/frameworks`` → agent id → the resources offered to Marathon (the framework with
+    ``framework_id``; without one, the only active framework named ``framework_name``)."""
+    frameworks = [f for f in (body or {}).get("frameworks") or [] if isinstance(f, Mapping)]
+    if framework_id:
+        mine = [f for f in frameworks if f.get("id") == framework_id]
+    else:
+        mine = [f for f in frameworks if framework_name and f.get("name") == framework_name and f.get("active", True)]
+        mine = mine if len(mine) == 1 else []
+    out: dict[str, list[Resource]] = {}
+    for framework in mine:
+        for offer in framework.get("offers") or []:
+            if not isinstance(offer, Mapping):
+                continue
+            role = str((offer.get("allocation_info") or {}).get("role") or "*")
+            out.setdefault(str(offer.get("slave_id") or ""), []).extend(
+                resources_from_summary(offer.get("resources") or {}, role))
+    return out
+
+
+def _own_offers(session: requests.Session, url: str, info: Mapping[str, Any]) -> dict[str, list[Resource]]:
+    """What the master offers Marathon now, per agent ({} when it cannot be told)."""
+    framework_id = info.get("frameworkId")
+    framework_name = (info.get("marathon_config") or {}).get("framework_name") or info.get("name")
+    if not framework_id and not framework_name:
+        return {}
+    params = {"framework_id": framework_id} if framework_id else None
+    try:
+        r = session.get(url + "/master/frameworks", params=params, timeout=TIMEOUT)
+        body = r.json() if r.status_code == 200 else None
+    except (requests.RequestException, ValueError):
+        return {}
+    return marathon_offers(body, framework_id, framework_name) if isinstance(body, dict) else {}
 
 
 def _local_agents(client: Any) -> Optional[list[dict[str, Any]]]:
@@ -179,12 +265,14 @@ def registered(client: Any, given: Optional[str] = None) -> Capacity:
 
 
 def _read(client: Any, given: Optional[str], local: Optional[list[dict[str, Any]]]) -> Capacity:
-    config = _config(client)
+    info = _info(client)
+    config = _config(client, info)
     url = mesos_url(client, given, config)
     if not url:
         raise Unknown("Marathon names no Mesos master (/v2/info mesos_leader_ui_url); give --mesos URL or MESOS_URL")
+    session = _session(client, url)
     try:
-        r = _session(client, url).get(url + "/master/slaves", timeout=TIMEOUT)
+        r = session.get(url + "/master/slaves", timeout=TIMEOUT)
         body = r.json() if r.status_code == 200 else None
     except (requests.RequestException, ValueError) as e:
         raise Unknown(f"the Mesos master at {url} cannot be read ({type(e).__name__})") from None
@@ -192,7 +280,8 @@ def _read(client: Any, given: Optional[str], local: Optional[list[dict[str, Any]
         raise Unknown(f"the Mesos master at {url} answered GET /master/slaves with HTTP {r.status_code}"
                       + (" (it wants credentials)" if r.status_code in (401, 403) else ""))
     names: dict[Any, Any] = {a.get("id"): a.get("name") for a in local or []}  # agent id -> hostname
-    agents = parse_agents(body, names)
+    own = _own_offers(session, url, info) if _offers_anywhere(body) else {}
+    agents = parse_agents(body, names, own)
     roles = {"*"}
     if local is not None:  # the local Marathon is offered every role its agents have
         roles |= {r.role for a in agents for r in a.total}

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Mapping, cast
 
-from marathon_tf.contract import labels as L, naming, spread
+from marathon_tf.contract import labels as L, naming, spread, timeline
 from marathon_tf.contract.errors import (MarathonError, MarathonNotFound, MarathonTFError, SaveFailed, SpecError,
                                          Timeout, UsageError)
 from marathon_tf.marathon import transport, versions
@@ -390,7 +390,7 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, Any]], *, t
         return plan, None
     saving = None
     if not dry_run and not ended and (plan.stop or plan.restart):  # the tasks that stop: the job's checkpoint first
-        change = ", ".join(f"{r} {spec.counts().get(r, 0)} → {new_spec.counts().get(r, 0)}" for r in changes)
+        change = timeline.cluster_change(spec.counts(), new_spec.counts())  # "2 → 3 workers", as status says it
         pool = ThreadPoolExecutor(max_workers=1)  # (while the checks below run; a refused scale only saved)
         saving = pool.submit(save_round, client, job, reason=f"marathon-tf scale ({change})",
                              timeout=SCALE_SAVE_TIMEOUT)

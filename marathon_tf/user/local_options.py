@@ -1,5 +1,8 @@
 """The local cluster's options, shared by ``local serve`` and ``deploy --local``: agents and their
-resources and attributes, Marathon's features and GPU scheduling, Mesos-DNS's refresh and TTL.
+resources and attributes, Marathon's features and GPU scheduling, Mesos-DNS's refresh and TTL, and
+how far the local cluster is a stock Marathon 1.11 on Mesos 1.11 (their defaults; each friendlier
+behaviour is an option): the ZooKeeper session an election waits out, the master's GPU filter, the
+filter on declined offers and the suppress/revive rate (see ``marathon_tf/local/revive.py``).
 
 :func:`cluster_options` adds them to a click command; :func:`to_cluster` checks the values (one
 :class:`UsageError` naming the option) and turns them into
@@ -14,16 +17,24 @@ import click
 
 from marathon_tf.contract.errors import UsageError
 
-__all__ = ["cluster_options", "to_cluster", "OPTION_NAMES", "given", "DEPLOY_DNS_REFRESH", "SERVE_DNS_REFRESH"]
+__all__ = ["cluster_options", "to_cluster", "OPTION_NAMES", "given", "DEPLOY_DNS_REFRESH", "SERVE_DNS_REFRESH",
+           "ZK_SESSION_TIMEOUT", "OFFER_FILTER", "REVIVE_INTERVAL"]
 
 #: Mesos-DNS's refresh by default (a cluster's is 60 s; one machine can afford less): ``deploy --local``
 #: (one job, as fast as it can form) and ``local serve``.
 DEPLOY_DNS_REFRESH = 0.25
 SERVE_DNS_REFRESH = 1.0
 
+#: Stock Marathon 1.11's defaults (mesosphere/marathon@releases/1.11): ``--zk_session_timeout`` 10 s
+#: (src/main/scala/mesosphere/marathon/ZookeeperConf.scala), ``--decline_offer_duration`` 120 s
+#: (.../core/launcher/OfferProcessorConfig.scala), ``--min_revive_offers_interval`` 5 s
+#: (.../core/launchqueue/ReviveOffersConfig.scala).
+ZK_SESSION_TIMEOUT, OFFER_FILTER, REVIVE_INTERVAL = 10.0, 120.0, 5.0
+
 #: The click parameter names these options fill.
 OPTION_NAMES = ("agents", "agent_resources", "agent_attributes", "features", "gpu_scheduling_behavior",
-                "dns_refresh", "dns_ttl")
+                "dns_refresh", "dns_ttl", "zk_session_timeout", "filter_gpu_resources", "offer_filter",
+                "revive_interval")
 
 
 def cluster_options(dns_refresh: float, prefix: str = "") -> Callable:
@@ -42,7 +53,9 @@ def cluster_options(dns_refresh: float, prefix: str = "") -> Callable:
                           "'rack:r1;zone:a' (for constraints); 'A|B' or repeated: in turn, as --agent-resources."),
         click.option("--features", default="gpu_resources", show_default=True, metavar="LIST",
                      help=prefix + "Marathon's --enable_features, comma-separated ('' for none; without "
-                          "gpu_resources Marathon refuses apps with gpus)."),
+                          "gpu_resources Marathon refuses apps with gpus and is offered no agent with GPUs; "
+                          "task_killing: a killed task is TASK_KILLING before TASK_KILLED, else it stays "
+                          "TASK_RUNNING until it is gone, as on a stock Marathon)."),
         click.option("--gpu-scheduling-behavior", type=click.Choice(["restricted", "unrestricted"]),
                      default="restricted", show_default=True,
                      help=prefix + "Marathon's --gpu_scheduling_behavior: restricted keeps tasks without GPUs "
@@ -53,14 +66,44 @@ def cluster_options(dns_refresh: float, prefix: str = "") -> Callable:
                           "(a cluster's default: 60)."),
         click.option("--dns-ttl", type=click.IntRange(0), default=5, show_default=True, metavar="SECONDS",
                      help=prefix + "Mesos-DNS TTL of its answers (a cluster's default: 60)."),
+        click.option("--zk-session-timeout", type=click.FloatRange(0, 600), default=ZK_SESSION_TIMEOUT,
+                     show_default=True, metavar="SECONDS",
+                     help=prefix + "Marathon's --zk_session_timeout: how long after the leader's death (or "
+                          "abdication) another instance is elected; meanwhile the standbys forward to the dead "
+                          "one and answer 502 'Connection to leader refused.' (with --marathon-instances)."),
+        click.option("--filter-gpu-resources/--no-filter-gpu-resources", default=True, show_default=True,
+                     help=prefix + "The Mesos master's --filter_gpu_resources: agents with GPUs are offered only "
+                          "to a Marathon with the gpu_resources feature."),
+        click.option("--offer-filter", type=click.FloatRange(0), default=OFFER_FILTER, show_default=True,
+                     metavar="SECONDS",
+                     help=prefix + "Marathon's --decline_offer_duration: an offer no waiting task could use is "
+                          "not made again for this long, unless the agent frees resources or a task is "
+                          "queued (0: offers come back at once)."),
+        click.option("--revive-interval", type=click.FloatRange(0), default=REVIVE_INTERVAL, show_default=True,
+                     metavar="SECONDS",
+                     help=prefix + "Marathon's --min_revive_offers_interval: its suppress/revive calls to Mesos "
+                          "are at most this often, so a task queued right after another change may wait up to "
+                          "this long for offers (0: at once)."),
     ]
 
     def decorate(f: Callable) -> Callable:
+        _election_gap_is_an_alias(f)
         for opt in reversed(opts):
             f = opt(f)
         return f
 
     return decorate
+
+
+def _election_gap_is_an_alias(f: Callable) -> None:
+    """``local serve``'s own ``--election-gap`` (in ``cli.py``, default 3) is what ``--zk-session-timeout``
+    now says: it becomes an alias that wins only when given (default None: LocalCluster takes
+    ``zk_session_timeout``, 10 s, stock Marathon's)."""
+    for param in getattr(f, "__click_params__", []):
+        if getattr(param, "name", None) == "election_gap":
+            param.default = None
+            param.show_default = False
+            param.help = "Deprecated alias of --zk-session-timeout (wins when given)."
 
 
 def given(ctx: click.Context) -> list[str]:
@@ -70,7 +113,9 @@ def given(ctx: click.Context) -> list[str]:
 
 
 def to_cluster(agents: int, agent_resources: tuple[str, ...], agent_attributes: tuple[str, ...], features: str,
-               gpu_scheduling_behavior: str, dns_refresh: float, dns_ttl: int) -> dict[str, Any]:
+               gpu_scheduling_behavior: str, dns_refresh: float, dns_ttl: int,
+               zk_session_timeout: float = ZK_SESSION_TIMEOUT, filter_gpu_resources: bool = True,
+               offer_filter: float = OFFER_FILTER, revive_interval: float = REVIVE_INTERVAL) -> dict[str, Any]:
     """LocalCluster's keyword arguments; raises UsageError naming the option for a bad value."""
     from marathon_tf.local import per_agent
     from marathon_tf.mesos.resources import parse_attributes, parse_resources
@@ -92,4 +137,6 @@ def to_cluster(agents: int, agent_resources: tuple[str, ...], agent_attributes: 
         raise UsageError(f"--features: {', '.join(unknown)} unknown to Marathon 1.8 (it knows {', '.join(FEATURES)})")
     return {"agents": agents, "agent_resources": agent_resources, "agent_attributes": agent_attributes,
             "features": wanted, "gpu_scheduling_behavior": gpu_scheduling_behavior, "dns_refresh": dns_refresh,
-            "dns_ttl": dns_ttl}
+            "dns_ttl": dns_ttl, "zk_session_timeout": zk_session_timeout,
+            "filter_gpu_resources": filter_gpu_resources, "offer_filter": offer_filter,
+            "revive_interval": revive_interval}

@@ -13,14 +13,14 @@ from marathon_tf.marathon.client import CLI_TIMEOUT, Client, RetryPolicy
 from marathon_tf.marathon.events import EventStream
 from polling import wait_for
 
-GAP = 1.5
+GAP = 10.0  # stock Marathon's --zk_session_timeout, the LocalCluster default
 AUTH = {"user": "ops", "password": "s3cret"}
 
 
 @pytest.fixture
 def ha(tmp_path):
     with LocalCluster(state_dir=tmp_path / "state", dns_refresh=0, heartbeat=0.5, kill_grace=1.0,
-                      shutdown_grace=1.0, marathon_instances=3, election_gap=GAP,
+                      shutdown_grace=1.0, marathon_instances=3,
                       auth=Credentials(**AUTH)) as c:
         yield c
 
@@ -34,7 +34,20 @@ def cli_client(urls) -> Client:
     return Client(urls, timeout=CLI_TIMEOUT, retry=RetryPolicy(connection_errors=False), **AUTH)
 
 
-def test_the_cli_client_given_every_url_rides_through_the_leaders_death(ha):
+@pytest.fixture
+def short_session_ha(tmp_path):
+    # named: a 3 s ZooKeeper session (a cluster configured shorter than stock)
+    with LocalCluster(state_dir=tmp_path / "state", dns_refresh=0, heartbeat=0.5, kill_grace=1.0,
+                      shutdown_grace=1.0, marathon_instances=3, zk_session_timeout=3.0,
+                      auth=Credentials(**AUTH)) as c:
+        yield c
+
+
+@pytest.mark.parametrize("which", [
+    pytest.param("ha", id="stock-10s"),
+    pytest.param("short_session_ha", id="zk-session-3s")])
+def test_the_cli_client_given_every_url_rides_through_the_leaders_death(which, request):
+    ha = request.getfixturevalue(which)
     client = cli_client(ha.marathon_urls)
     client.put_group({"id": "/g", "apps": [app("/g/a")]})
     killed_at = time.monotonic()
@@ -74,3 +87,17 @@ def test_the_event_stream_through_a_standby_keeps_its_credentials_and_survives_t
         body = client.put_group({"id": "/g", "apps": [app("/g/a", 2)]})
         assert wait_for(lambda: saw(body["deploymentId"]), 20, what="deployment_success from the new leader")
         assert stream.available
+
+
+def test_a_write_sent_during_the_election_lands_once(ha):
+    # Stock 1.11: until the dead leader's ZooKeeper session expires (--zk_session_timeout, 10 s) the standbys
+    # forward to it and answer sendError(502, "Connection to leader refused.")
+    # (M@1.11:src/main/scala/mesosphere/marathon/api/forwarder/AsyncUrlConnectionRequestForwarder.scala).
+    client = cli_client(ha.marathon_urls)
+    client.put_group({"id": "/g", "apps": [app("/g/a")]})
+    ha.kill_leader()
+    body = client.put_group({"id": "/g", "apps": [app("/g/a", 2)]})  # the scale, sent during the election
+    assert body["deploymentId"]
+    versions = client.request("GET", "/v2/apps/g/a/versions").body["versions"]
+    assert len(versions) == 2  # applied once: the first deploy, then the scale
+    assert client.get_app("/g/a")["instances"] == 2

@@ -144,7 +144,20 @@ def test_exit_zero_is_relaunched(api, make_app, cluster, wait):
          what="two finished runs")
 
 
+def _dns_ips(cluster, name: str) -> list[str]:
+    import requests
+
+    records = requests.get(f"{cluster.mesos_dns_http}/v1/hosts/{name}", timeout=10).json()
+    return [r["ip"] for r in records if r["ip"]]
+
+
 def test_scale_down_kill_sigterm_then_sigkill(api, make_app, cluster, wait):
+    # Stock Marathon 1.11 (no --enable_features task_killing): its framework lacks the TASK_KILLING_STATE
+    # capability (mesosphere/marathon@releases/1.11:src/main/scala/mesosphere/marathon/MarathonSchedulerDriver.scala),
+    # so Mesos's executor sends no TASK_KILLING (apache/mesos@1.11.x:src/launcher/executor.cpp kill():
+    # "Send TASK_KILLING if the framework can handle it"): the task stays TASK_RUNNING in /v2/apps and in
+    # Mesos-DNS (records for TASK_RUNNING tasks: mesosphere/mesos-dns@e888ef4:records/generator.go) through
+    # its kill grace, then TASK_KILLED.
     stubborn = "trap 'echo TERM >> got_term' TERM; while true; do sleep 0.1; done"
     api.put("/v2/apps/s", json=make_app("s", cmd=stubborn, taskKillGracePeriodSeconds=1))
     api.wait_deployed()
@@ -152,11 +165,31 @@ def test_scale_down_kill_sigterm_then_sigkill(api, make_app, cluster, wait):
     pid = cluster.task_pids()[0]
     t0 = time.monotonic()
     api.put("/v2/apps/s", json={"instances": 0})
+    wait(lambda: (_sandbox(cluster, task["id"]) / "got_term").exists(), what="the SIGTERM")
+    assert [t["state"] for t in api.tasks("/s")] == ["TASK_RUNNING"]  # within its grace: still running
+    assert _dns_ips(cluster, "s.marathon.mesos") == ["127.0.0.1"]
     api.wait_deployed()
     elapsed = time.monotonic() - t0
     assert 0.9 <= elapsed < 5, elapsed
-    assert "TERM" in (_sandbox(cluster, task["id"]) / "got_term").read_text()
     wait(lambda: not _alive(pid), what="process gone")
+    states = [e["taskStatus"] for e in cluster.events("status_update_event") if e["taskId"] == task["id"]]
+    assert states == ["TASK_STAGING", "TASK_RUNNING", "TASK_KILLED"]
+    assert _dns_ips(cluster, "s.marathon.mesos") == []
+
+
+def test_with_the_task_killing_feature_a_kill_is_task_killing_first(cluster_with, make_app, wait):
+    # --enable_features task_killing: the framework has TASK_KILLING_STATE, the executor sends TASK_KILLING
+    # when it starts the kill (same sources as above); Mesos-DNS drops the task then.
+    cluster, api = cluster_with(features=("gpu_resources", "task_killing"))
+    stubborn = "trap 'echo TERM >> got_term' TERM; while true; do sleep 0.1; done"
+    api.put("/v2/apps/s", json=make_app("s", cmd=stubborn, taskKillGracePeriodSeconds=1))
+    api.wait_deployed()
+    task = api.running("/s")[0]
+    api.put("/v2/apps/s", json={"instances": 0})
+    wait(lambda: (cluster.state_dir / "sandboxes" / task["id"] / "got_term").exists(), what="the SIGTERM")
+    assert [t["state"] for t in api.tasks("/s")] in (["TASK_KILLING"], [])
+    assert _dns_ips(cluster, "s.marathon.mesos") == []
+    api.wait_deployed()
     states = [e["taskStatus"] for e in cluster.events("status_update_event") if e["taskId"] == task["id"]]
     assert states == ["TASK_STAGING", "TASK_RUNNING", "TASK_KILLING", "TASK_KILLED"]
 

@@ -169,10 +169,18 @@ def test_a_race_that_put_the_workers_on_one_host_is_corrected_before_any_program
     cluster = cluster_of(agents=1)
     client = _client(cluster)
     group = render_group(load_dict(_job(cluster, "race", 3, [["hostname", "UNIQUE"]])))
-    for app in group["apps"]:  # no holds: every task is launched at once
+    for app in group["apps"]:  # no holds: every task is launched as soon as offers come
         app["constraints"] = [list(c) for c in spread.split(app)[0]]
         app["labels"].pop(spread.LABEL, None)
+    # the siblings are placed before the leader starts (else a quick leader would hold them before any
+    # offer came: no race), then the leader joins them on the one agent
+    leader = next(a for a in group["apps"] if a["id"].endswith("/worker-0"))
+    leader["instances"] = 0
     jobs.put(client, "race", group)
+    wait_for(lambda: sorted(a["id"][-8:] for a in client.get_group("/race", embed=("group.apps", "group.apps.tasks"))
+                            ["apps"] if any(t.get("state") == "TASK_RUNNING" for t in a.get("tasks") or [])) ==
+             ["worker-1", "worker-2"], 30, interval=0.2, what="the siblings placed on the one agent")
+    client.update_apps([{"id": leader["id"], "instances": 1}], force=True)
     # the leader finds its siblings beside it and moves them: one released (nowhere to go yet), one held
     wait_for(lambda: len(re.findall(r"placement: moving worker-\d off 127\.0\.0\.1", _stderr(cluster, "worker-0")))
              == 2, 30, interval=0.2, what="the leader moving the two stacked workers")

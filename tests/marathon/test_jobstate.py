@@ -64,3 +64,33 @@ def test_queue_reasons_delays_and_words():
     delayed = {"delay": {"overdue": False, "timeLeftSeconds": 12}}
     assert Q.placement(delayed) == "delayed 12s (Marathon's launch backoff)"
     assert set(Q.RESOURCES) < set(Q.WORDS) and Q.WORDS["UnfulfilledConstraint"] == "constraints"
+
+
+def test_a_new_configuration_restarts_a_task_but_a_placement_move_does_not():
+    """``restarting``: a task of an older configuration is being restarted while a deployment names its
+    app; not when the job's placement wrote the change to move or hold that very task (its label's
+    ``off``, marathon_tf.task.placer), which is a placement wait that status shows with its rule."""
+    from marathon_tf.contract import spread
+    from marathon_tf.marathon.jobstate import planned_stop, restarting
+
+    def with_(task, ltf=None, off=None):
+        out = {"id": "/j/worker-1", "instances": 1, "deployments": [{"id": "d1"}],
+               "versionInfo": {"lastConfigChangeAt": "2026-11-28T10:00:05.000Z"},
+               "tasks": [task] if task else [], "labels": {}}
+        if ltf:
+            out["lastTaskFailure"] = ltf
+        if off is not None:
+            out["labels"][spread.LABEL] = spread.label_value((("hostname", "UNLIKE", "h1"),), "away", off)
+        return out
+
+    old = {"id": "t1", "version": "2026-11-28T10:00:00.000Z", "state": "TASK_RUNNING"}
+    killed = {"taskId": "t1", "version": old["version"], "state": "TASK_KILLED"}
+    assert restarting(with_(old)) == old["version"]
+    assert restarting(with_(None, killed)) == old["version"]
+    assert restarting(with_(old, off="t1")) is None
+    assert restarting(with_(None, killed, off="t1")) is None
+    assert restarting(with_(old, off="t0")) == old["version"]  # an earlier move of another task
+    assert planned_stop(with_(None, killed, off="t1"), old["version"]) == "its app has a new configuration"
+    assert spread.displaced({"labels": {spread.LABEL: "not json"}}) is None
+    # nothing moved, a failure without a task id (as some versions write it): still the restart
+    assert restarting(with_(None, {k: v for k, v in killed.items() if k != "taskId"})) == old["version"]

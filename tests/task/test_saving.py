@@ -262,6 +262,7 @@ def test_a_relaunched_chief_waits_for_the_ps_to_take_its_new_address_before_its_
         client = Client()
         urls: list[str] = []
         placement = None
+        extra_labels = None
 
         def get_json(self, url):
             self.urls.append(url)

@@ -1,13 +1,15 @@
 """The capacity check before anything is sent, without a cluster: the Mesos master's agents as
 ``/master/slaves`` writes them (apache/mesos ``src/master/readonly_handler.cpp`` ``SlaveWriter``:
 ``resources``, ``used_resources``, ``offered_resources``, ``reserved_resources``, ``attributes``,
-``active``), what fits on none of them, and a master that cannot be read (skipped with a note)."""
+``active``), what fits on none of them, a master that cannot be read (skipped with a note), and what is
+offered to Marathon itself (free for it) against what other frameworks hold (not)."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
+import requests
 
 from marathon_tf.contract.errors import NotPlaced, UsageError
 from marathon_tf.user import admission, capacity
@@ -137,6 +139,69 @@ def test_the_master_the_user_named_is_passed_to_every_look_not_remembered(monkey
     fetch(Client(), "mnist", probe=False, mesos="http://named:5050")
     fetch(Client(), "mnist", probe=False)
     assert read == ["http://named:5050", None]
+
+
+# --------------------------------------------------------------------------- offers: Marathon's are free for it
+
+
+def _offered(slave, cpus, ports=None):
+    slave["offered_resources"] = {"cpus": cpus, "mem": 0.0, "disk": 0.0, "gpus": 0.0,
+                                  **({"ports": ports} if ports else {})}
+    return slave
+
+
+def _offer(agent, cpus, role="*", ports=None, framework="marathon-fw"):
+    return {"id": f"o-{agent}-{framework}", "framework_id": framework, "slave_id": agent,
+            "allocation_info": {"role": role},
+            "resources": {"cpus": cpus, "mem": 0.0, "disk": 0.0, "gpus": 0.0, **({"ports": ports} if ports else {})}}
+
+
+def test_resources_offered_to_marathon_count_as_free_those_offered_to_others_do_not():
+    # apache/mesos@1.11.x:src/master/readonly_handler.cpp: an agent's offered_resources are every framework's
+    # offers of it (SlaveWriter); a framework's own are its "offers" (FullFrameworkWriter), each with slave_id,
+    # resources (a summary) and allocation_info.role (src/common/http.cpp json(…, const Offer&)).
+    slaves = {"slaves": [_offered(_slave(1, cpus=4), 3.0, "[31000-31099]"), _offered(_slave(2, cpus=4), 2.0)]}
+    frameworks = {"frameworks": [
+        {"id": "marathon-fw", "name": "marathon", "active": True,
+         "offers": [_offer("S1", 3.0, ports="[31000-31099]"), _offer("S2", 0.5)]},
+        {"id": "spark-fw", "name": "spark", "active": True, "offers": [_offer("S2", 1.5, framework="spark-fw")]}]}
+    own = capacity.marathon_offers(frameworks, "marathon-fw", "marathon")
+    agents = {a.id: a.free_summary() for a in capacity.parse_agents(slaves, own_offers=own)}
+    assert agents["S1"]["cpus"] == 4.0 and agents["S1"]["ports"] == 100.0  # all offered to Marathon: free
+    assert agents["S2"]["cpus"] == 2.5  # 1.5 held by another framework is not
+    # without Marathon's offers (unknown), every offer counts as taken, as before
+    before = {a.id: a.free_summary()["cpus"] for a in capacity.parse_agents(slaves)}
+    assert before == {"S1": 1.0, "S2": 2.0}
+    # no framework id in /v2/info: the one active framework named as Marathon's framework_name
+    assert capacity.marathon_offers(frameworks, None, "marathon") == own
+    assert capacity.marathon_offers(frameworks, None, "nobody") == {}
+
+
+def test_capacity_asks_the_master_for_marathons_offers_only_when_something_is_offered(httpserver):
+    class _Client:  # /v2/info of Marathon 1.11: frameworkId, marathon_config.framework_name
+        urls, session, verify = ["http://marathon:8080"], requests.Session(), True
+
+        def is_local(self):
+            return False
+
+        def info(self):
+            return {"name": "marathon", "frameworkId": "marathon-fw",
+                    "marathon_config": {"framework_name": "marathon",
+                                        "mesos_leader_ui_url": httpserver.url_for("/").rstrip("/")}}
+
+    slaves = {"slaves": [_offered(_slave(1, cpus=4), 3.0)]}
+    httpserver.expect_request("/master/slaves").respond_with_json(slaves)
+    httpserver.expect_request("/master/frameworks", query_string="framework_id=marathon-fw").respond_with_json(
+        {"frameworks": [{"id": "marathon-fw", "name": "marathon", "offers": [_offer("S1", 2.0)]},
+                        {"id": "other", "name": "other", "offers": [_offer("S1", 1.0, framework="other")]}]})
+    cap = capacity.read(_Client())
+    assert cap.agents[0].free_summary()["cpus"] == 3.0  # 4 - 1 held by the other framework
+    assert [r.path for r, _ in httpserver.log] == ["/master/slaves", "/master/frameworks"]
+    httpserver.clear_log()
+    httpserver.clear()
+    httpserver.expect_request("/master/slaves").respond_with_json({"slaves": [_slave(1, cpus=4)]})
+    assert capacity.read(_Client()).agents[0].free_summary()["cpus"] == 4.0
+    assert [r.path for r, _ in httpserver.log] == ["/master/slaves"]  # nothing offered: no second look
 
 
 def test_a_job_the_whole_cluster_can_never_hold_at_once_is_refused_like_an_impossible_task(monkeypatch):

@@ -16,7 +16,8 @@ from marathon_tf.user.cli import cli
 from user_helpers import minimal
 
 OPTIONS = ("--agents", "--agent-resources", "--agent-attributes", "--features", "--gpu-scheduling-behavior",
-           "--dns-refresh", "--dns-ttl")
+           "--dns-refresh", "--dns-ttl", "--zk-session-timeout", "--filter-gpu-resources / --no-filter-gpu-resources",
+           "--offer-filter", "--revive-interval")
 
 
 @pytest.mark.parametrize("verb", [["deploy"], ["local", "serve"]])
@@ -25,8 +26,12 @@ def test_help_describes_the_cluster_options(verb):
     for option in OPTIONS:
         assert option in text
     assert "cpus:4;mem:8192;disk:20000;gpus:2;ports:[31000-32000]" in text.replace("\n", "").replace(" ", "")
+    for default in ("--zk-session-timeout SECONDS", "--offer-filter SECONDS", "--revive-interval SECONDS"):
+        line = text[text.index(default):].split("[default:", 1)[1].split("]", 1)[0].split(";")[0].strip()
+        assert line in ("10.0", "120.0", "5.0")  # stock Marathon 1.11's
     if verb == ["local", "serve"]:  # the HA Marathon (local serve only)
         assert "--marathon-instances N" in text and "--election-gap SECONDS" in text
+        assert "Deprecated alias of --zk-session-timeout" in text
 
 
 @pytest.mark.parametrize("args, message", [
@@ -89,3 +94,25 @@ def test_deploy_local_no_wait_for_resources_refuses_a_job_its_agents_cannot_hold
     assert r.stderr.splitlines()[0] == ("error: job toobig does not fit what the cluster has free now: 1 of 2 worker "
                                         "would wait; nothing was sent")
     assert not state.exists() or list(state.iterdir()) == [], list(state.rglob("*"))
+
+
+def test_the_stock_options_reach_the_cluster_and_election_gap_is_an_alias(monkeypatch):
+    from marathon_tf.user import local_options
+
+    kw = local_options.to_cluster(agents=1, agent_resources=(), agent_attributes=(), features="task_killing",
+                                  gpu_scheduling_behavior="restricted", dns_refresh=1.0, dns_ttl=5)
+    assert (kw["zk_session_timeout"], kw["offer_filter"], kw["revive_interval"], kw["filter_gpu_resources"]) == \
+        (10.0, 120.0, 5.0, True)
+    seen = {}
+
+    def fake_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir, cluster):
+        seen.update(cluster)
+
+    import marathon_tf.user.cli as cli_module
+    monkeypatch.setattr(cli_module, "_local_serve", fake_serve)
+    args = ["local", "serve", "--port", "0", "--dns-port", "0", "--dns-http-port", "0"]
+    assert CliRunner().invoke(cli, args + ["--offer-filter", "0", "--no-filter-gpu-resources"]).exit_code == 0
+    assert seen["election_gap"] is None and seen["zk_session_timeout"] == 10.0 and seen["offer_filter"] == 0.0
+    assert seen["filter_gpu_resources"] is False
+    assert CliRunner().invoke(cli, args + ["--election-gap", "2"]).exit_code == 0
+    assert seen["election_gap"] == 2.0  # given: it wins (LocalCluster takes election_gap over zk_session_timeout)

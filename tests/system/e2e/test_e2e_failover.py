@@ -28,7 +28,7 @@ def steps(text: str) -> list[int]:
 
 @pytest.fixture
 def serve(tmp_path):
-    s = Serve(tmp_path, "--marathon-instances", "3", "--election-gap", "2")
+    s = Serve(tmp_path, "--marathon-instances", "3")  # the stock 10 s ZooKeeper session (--zk-session-timeout)
     yield s
     s.stop()
     assert wait_no_processes(s.state) == []

@@ -80,8 +80,10 @@ def test_placed_tasks_release_a_job_nobody_follows_at_its_deadline(cluster_of, t
     assert [a["instances"] for a in apps] == [0] * 4 and 0 <= released - deadline <= 5, released - deadline
     # the placed tasks were stopped (their grace period): no program ever started, nothing is held
     wait_for(lambda: not processes_under(tmp_path / "state"), 10, what="the placed tasks stopped")
-    slaves = client.request("GET", "/mesos/master/slaves").body["slaves"]
-    assert sum(float(s["used_resources"].get("cpus") or 0) for s in slaves) == 0
+    # (an agent frees a task's resources at its terminal status update, a moment after its process ended)
+    wait_for(lambda: sum(float(s["used_resources"].get("cpus") or 0)
+                         for s in client.request("GET", "/mesos/master/slaves").body["slaves"]) == 0,
+             10, interval=0.2, what="the agents' resources freed")
     print(f"deadline to the record: {released - deadline:.2f} s", file=sys.stderr)
 
 
