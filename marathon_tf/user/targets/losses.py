@@ -59,6 +59,10 @@ def _changed(value: object, default: object) -> list[str]:
 def job_losses(spec: JobSpec, *, workdir: str) -> list[tuple[str, str]]:
     """The keys of ``spec`` no target carries, in the job file's order, with the reason."""
     out: list[tuple[str, str]] = []
+    for role, (low, high) in spec.elastic().items():  # (docs/elastic.md)
+        out.append((f"roles.{role}.count", f"an elastic count ({low}..{high}) is marathon-tf's: the JobSet runs "
+                                           f"{high} {role} pods, all of them needed to start (JobSet's replicas do "
+                                           f"not change while it runs)"))
     for i, f in enumerate(spec.fetch):
         name = f.dest_path or PurePosixPath(urlparse(f.uri).path).name or f.uri
         shown = name if f.client_path else f.uri
