@@ -10,8 +10,9 @@ are all restarted after a failure resumes from the last backup, at that step.
 Preemption: a worker that gets SIGTERM (its task is stopped) tells the others through TensorFlow's
 coordination service; ``tf.distribute.experimental.PreemptionCheckpointHandler`` has every worker
 save the backup at the same step (the next one), and every worker exits with 42, the code
-marathon-tf takes for "preempted, restart me" (``restart.preemption_exit_codes``): the group
-restarts and resumes from that step.  (Keras' own ``save_before_preemption`` is for Google Cloud
+marathon-tf takes for "preempted, restart me" (``restart.preemption_exit_codes``), once every worker
+has saved (worker 0 hosts the coordination service the others use until then): the group restarts
+and resumes from that step.  (Keras' own ``save_before_preemption`` is for Google Cloud
 only; :class:`BackupAndRestoreOnPreemption` does the same anywhere.)  At the end the trained weights are saved: worker 0
 writes them to ``<checkpoint_dir>/final``, the other workers (every worker must take part in the
 save) to a worker-specific temporary directory that they delete afterwards.  All workers exit 0.
@@ -151,6 +152,7 @@ class StepLogger(keras.callbacks.Callback):
 
 
 PREEMPTED_CODE = 42  # marathon-tf's default restart.preemption_exit_codes: 42 and 143
+EXIT_BARRIER_MS = 20_000  # how long a preempted worker waits for the others to finish their save
 
 
 class BackupAndRestoreOnPreemption(keras.callbacks.BackupAndRestore):
@@ -185,6 +187,13 @@ class BackupAndRestoreOnPreemption(keras.callbacks.BackupAndRestore):
         log(f"preempted at step {int(self.model.optimizer.iterations.numpy())}; backup saved; "
             f"exiting {PREEMPTED_CODE}")
         sys.stderr.flush()
+        # Worker 0's process hosts the coordination service the others still call while they finish the
+        # same save (the handler's key-value writes): nobody leaves before everyone has saved.
+        try:
+            context.context().wait_at_barrier("marathon_tf_preempted_exit", EXIT_BARRIER_MS)
+        except Exception as e:  # noqa: BLE001 - a peer that died meanwhile: its backup is its restart's concern
+            log(f"not every worker reached the exit within {EXIT_BARRIER_MS // 1000} s ({type(e).__name__}); "
+                "exiting anyway")
         os._exit(PREEMPTED_CODE)  # the backup is written: skip TensorFlow's slow shutdown
 
 

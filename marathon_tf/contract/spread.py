@@ -385,7 +385,11 @@ def plan(scope: Scope, members: Mapping[str, Member], leader: Optional[str] = No
         moving += [t for t in breaches(rule, placed, total) if t != leader and t not in moving]
     ok = [t for t in order if t not in moving]
     waiting = [t for t in tasks if members[t].host is None]
-    queue = [t for t in waiting if not members[t].held] + [t for t in waiting if members[t].held] + moving
+    # a task released to move (its kill under way) keeps its turn: releasing a held one instead would
+    # write to both again and flip the two each time Marathon ends the kills in the other order
+    leaving = [t for t in moving if members[t].added and not members[t].held]
+    queue = ([t for t in waiting if not members[t].held] + leaving + [t for t in waiting if members[t].held]
+             + [t for t in moving if t not in leaving])
     released = queue[0] if queue else None
     out.moves, out.released = moving, released
     for t in queue:

@@ -35,7 +35,7 @@ from marathon_tf.contract.spread import displaced
 from marathon_tf.marathon.tasks import RUNNING, newest
 
 __all__ = ["job_labels", "stored_spec", "task_state", "job_state", "converged", "standbys", "planned_stop",
-           "restarting", "config_version", "STOPPED"]
+           "restarting", "replaced", "config_version", "STOPPED"]
 
 #: A task row's state for an app at 0 instances without a task (``status``' STATE column).
 STOPPED = "stopped"
@@ -142,6 +142,18 @@ def config_version(app: Mapping[str, Any]) -> str:
     return str((app.get("versionInfo") or {}).get("lastConfigChangeAt") or app.get("version") or "")
 
 
+def replaced(app: Mapping[str, Any], task: Mapping[str, Any]) -> bool:
+    """Whether ``task`` is on its way out: a deployment names its app and the task was launched with an
+    older configuration (``scale``, a re-deploy, a placement write: Marathon kills it and launches one
+    with the new configuration, ``upgradeStrategy`` 0/0). A peer found there would be gone in a moment:
+    its address is not the one the job's new cluster spec will have. A configuration change without a
+    deployment (a forced one cancelled it) replaces nothing: Marathon leaves such tasks running."""
+    if not app.get("deployments"):
+        return False
+    version, changed = str(task.get("version") or ""), config_version(app)
+    return bool(version and changed and version < changed)
+
+
 def planned_stop(app: Mapping[str, Any] | None, version: Optional[str]) -> Optional[str]:
     """Why a stop of a task of ``app`` that was launched with the app version ``version`` was
     marathon-tf's own doing: ``the job ended`` (the app carries the job's record), ``its app was
@@ -163,13 +175,10 @@ def restarting(app: Mapping[str, Any]) -> Optional[str]:
     stopped), or it has none yet and its last one was stopped for the new configuration."""
     if not app.get("deployments") or (app.get("labels") or {}).get(L.STATE):
         return None
-    changed = config_version(app)
     moved = displaced(app)  # the job's placement moved or held this task: a placement wait, no restart
     task = newest(app.get("tasks"))
     if task is not None:
-        version = str(task.get("version") or "")
-        return version if version and changed and version < changed and not (moved and task.get("id") == moved) \
-            else None
+        return str(task.get("version")) if replaced(app, task) and not (moved and task.get("id") == moved) else None
     ltf = app.get("lastTaskFailure") or {}
     version = str(ltf.get("version") or "")
     if ltf.get("state") == "TASK_KILLED" and planned_stop(app, version) \

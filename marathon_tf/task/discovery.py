@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 from marathon_tf.contract import naming
 from marathon_tf.contract.taskenv import TaskContext, marathon_token
 from marathon_tf.marathon import transport
+from marathon_tf.marathon.jobstate import replaced
 from marathon_tf.marathon.tasks import newest_running, port_index, task_address
 
 __all__ = [
@@ -295,6 +296,9 @@ class MarathonBackend:
         task = newest_running(app)
         if task is None:
             return Observation(None, "task not running: " + ", ".join(sorted({str(t.get("state")) for t in known})))
+        if replaced(app, task):
+            return Observation(None, "its task is being replaced (launched with an earlier configuration of its "
+                                     "app; a deployment under way)")
         name = port_name or self.port_name
         address = task_address(app, task, name, container_network=self.network == "container")
         if address is None:

@@ -238,7 +238,9 @@ class Placer:
                why: str) -> dict[str, Any]:
         labels = dict(app.get("labels") or {})
         task = T.newest(app.get("tasks"), T.ACTIVE)  # the write restarts it: the placement's own stop
-        labels[spread.LABEL] = spread.label_value(added, why, str(task["id"]) if task and task.get("id") else None)
+        # a write to a task that waits stops nothing: the app's last stop is still the placement's earlier one
+        off = str(task["id"]) if task and task.get("id") else spread.displaced(app)
+        labels[spread.LABEL] = spread.label_value(added, why, off)
         return {"id": app.get("id"), "constraints": [list(c) for c in member.base + added], "labels": labels}
 
     def _say(self, key: str, message: str) -> None:

@@ -173,8 +173,11 @@ def _row(name: str, app: Mapping[str, Any], seen: Observed) -> dict[str, Any]:
     row: dict[str, Any] = {"task": name, "role": role, "index": index, "appId": app.get("id"),
                            "instances": app.get("instances", 1)}
     task = newest(app.get("tasks"))
-    if task and app.get("instances", 1) == 0 and task.get("state") in STOPPING:
-        task = None  # being stopped (the job's record, a scale down): `stopped`, as the next look will say
+    ended = bool((app.get("labels") or {}).get(L.STATE))
+    if task and app.get("instances", 1) == 0 and (task.get("state") in STOPPING or ended):
+        # being stopped (a scale down; the job ended, whose record is on the app: a stock Marathon shows the
+        # task TASK_RUNNING until its kill ends, no TASK_KILLING): `stopped`, as the next look will say
+        task = None
     if task:
         port = task_port(app, task, "tf") or task_port(app, task, "http")
         row.update(state=task.get("state"), host=task.get("host"), port=port,

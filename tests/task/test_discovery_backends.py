@@ -122,6 +122,32 @@ def test_marathon_prefers_the_newest_running_task(marathon):
     assert backend_for(marathon).lookup([("worker", 0)])[("worker", 0)].address == "fresh:32000"
 
 
+def test_marathon_does_not_give_a_task_its_app_is_replacing(marathon):
+    """A ``scale`` (or re-deploy) changes the apps' configuration: Marathon kills each old task and launches
+    a new one (``upgradeStrategy`` 0/0); meanwhile the old task still runs (its kill grace, a save round
+    first). A new worker that took its address would start beside peers about to move (the Keras
+    MultiWorkerMirrored scale test, seen in a loaded CI). Marathon's task ``version`` is the app version it
+    was launched with; ``versionInfo.lastConfigChangeAt`` the last change of configuration (a scale alone
+    does not change it): ``M@1.11:src/main/scala/mesosphere/marathon/raml/AppConversion.scala`` (versionInfo),
+    ``.../raml/TaskConversion.scala`` (a task's ``version``: its run spec version)."""
+    marathon.add_running("worker", 0, "old", 31000)
+    marathon.add_running("worker", 1, "old", 31010)
+    group = marathon.group()
+    for app in group["apps"]:
+        app["versionInfo"] = {"lastConfigChangeAt": "2024-01-01T10:00:00.000Z",
+                              "lastScalingAt": "2024-01-01T10:00:00.000Z"}
+        for task in app["tasks"]:
+            task["version"] = "2024-01-01T09:00:00.000Z"
+    group["apps"][0]["deployments"] = [{"id": "d1"}]  # worker-0 is being restarted
+    group["apps"][1]["deployments"] = []  # a forced update cancelled worker-1's deployment: it stays
+    marathon.group = lambda: group
+    result = backend_for(marathon).lookup([("worker", 0), ("worker", 1)])
+    assert result[("worker", 0)].address is None and "being replaced" in result[("worker", 0)].detail
+    assert result[("worker", 1)].address == "old:31010"
+    group["apps"][0]["tasks"][0]["version"] = "2024-01-01T10:00:00.000Z"  # launched with the new configuration
+    assert backend_for(marathon).lookup([("worker", 0)])[("worker", 0)].address == "old:31000"
+
+
 def test_marathon_fails_over_on_connection_error_and_503(marathon):
     marathon.add_running("ps", 0, "h", 31000)
     marathon.script = {"http://m1:8080": [requests.ConnectionError("down")], "http://m2:8080": [503]}

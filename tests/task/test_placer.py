@@ -186,3 +186,31 @@ def test_a_released_task_no_offer_fits_is_looked_at_less_and_less_often():
     assert len(m.puts) == 1  # released once; nothing to write while it waits for an offer
     assert placer.rounds <= 10  # 0.05, 0.1, 0.2, 0.4, 0.4 … not 30 reads at the fast pace
     placer.wake()  # a peer change or a status update: a round at once
+
+
+def test_a_later_write_to_a_task_it_stopped_still_names_that_stop_as_the_placements():
+    """Two siblings stacked on the leader's host: the first round moves one and holds the other, both
+    stopped by that write. Marathon ends the two kills in either order; the one released keeps its turn
+    (no write flips the two), and when the held one is released later (a write with no task to stop) its
+    label still names the task the placement stopped, else ``status`` takes that stop for a restart of
+    the job and hides its wait (the race test in tests/local/test_local_placement.py, seen in a loaded CI)."""
+    m = Marathon([_app("worker-0", "10.0.0.1", staged="a"), _app("worker-1", "10.0.0.1", staged="b"),
+                  _app("worker-2", "10.0.0.1", staged="c")])
+    said = []
+    placer = Placer(m, JOB, "worker-0", log=said.append)
+    placer.round()
+    w1, w2 = m.apps[f"/{JOB}/worker-1"], m.apps[f"/{JOB}/worker-2"]
+    assert (spread.displaced(w1), spread.displaced(w2)) == ("worker-1.1", "worker-2.1")
+    assert w1["constraints"] == [["hostname", "UNLIKE", "10\\.0\\.0\\.1"]] and w2["constraints"] == [list(HOLD)]
+    assert sorted(line.split(":")[1] for line in said if " moving " in line) == [" moving worker-1 off 10.0.0.1",
+                                                                                 " moving worker-2 off 10.0.0.1"]
+    w2["tasks"] = []  # worker-2's kill ends first, worker-1's is still under way
+    writes = len(m.puts)
+    placer.round()
+    assert len(m.puts) == writes and sum(" moving " in line for line in said) == 2  # nothing flips, said once
+    m.apps[f"/{JOB}/worker-1"]["tasks"] = [{"id": "worker-1.2", "host": "10.0.0.2", "state": "TASK_RUNNING",
+                                           "stagedAt": "d"}]
+    placer.round()
+    w2 = m.apps[f"/{JOB}/worker-2"]
+    assert w2["constraints"] == [["hostname", "UNLIKE", "10\\.0\\.0\\.1|10\\.0\\.0\\.2"]]  # released: a second write
+    assert spread.displaced(w2) == "worker-2.1"

@@ -44,13 +44,8 @@ def test_a_second_ctrl_c_kills_every_task_at_once(tmp_path):
                  what="the stopping line")
         assert line in err.read_text(errors="replace"), err.read_text()[-3000:]
         assert proc.poll() is None  # the task has its grace: the program ignores SIGTERM, so it is waited for
-        second = time.monotonic()
-        os.kill(proc.pid, signal.SIGINT)
-        assert proc.wait(timeout=60) == 130, err.read_text()[-3000:]
+        _second_ctrl_c_kills_at_once(proc, err, tmp_path / "state")
         assert "the local job stubborn was stopped (its tasks killed at once: a second stop signal)" in err.read_text()
-        took = time.monotonic() - second
-        assert took < 15, f"{took:.1f} s after the second Ctrl-C (the grace is 30 s)\n" + err.read_text()[-3000:]
-        assert wait_none_referring_to(tmp_path / "state", seconds=10) == []
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -89,14 +84,19 @@ def test_a_stopping_local_serve_says_at_once_what_it_stops_and_for_how_long(tmp_
         wait_for(lambda: line in err.read_text(errors="replace") or proc.poll() is not None, timeout=10,
                  what="the stopping line, at once")
         assert line in err.read_text(errors="replace"), err.read_text()[-3000:]
-        second = time.monotonic()
-        os.kill(proc.pid, signal.SIGINT)
-        assert proc.wait(timeout=60) == 130, err.read_text()[-3000:]
-        took = time.monotonic() - second
-        assert took < 15, f"{took:.1f} s after the second Ctrl-C (the grace is 30 s)\n" + err.read_text()[-3000:]
-        assert wait_none_referring_to(tmp_path / "state", seconds=10) == []
+        _second_ctrl_c_kills_at_once(proc, err, tmp_path / "state")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         kill_referring_to(tmp_path / "state")
+
+
+def _second_ctrl_c_kills_at_once(proc, err, state):
+    """A second SIGINT: the runner exits 130 within 15 s (not the 30 s grace) and leaves no process behind."""
+    second = time.monotonic()
+    os.kill(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=60) == 130, err.read_text()[-3000:]
+    took = time.monotonic() - second
+    assert took < 15, f"{took:.1f} s after the second Ctrl-C (the grace is 30 s)\n" + err.read_text()[-3000:]
+    assert wait_none_referring_to(state, seconds=10) == []
