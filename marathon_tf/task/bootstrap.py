@@ -400,8 +400,9 @@ class Bootstrap:
         restarts = self.restarts
         restarts.begin()  # rounds before this program are not ours to follow
         me, _ = self._members()
-        if me is not None:  # relaunched elsewhere: the peers restart for the new address first
+        if me is not None:  # relaunched elsewhere, or a scale: the peers restart for the new spec first
             restarts.await_peers_took(self.ctx.task, self.endpoints[me])
+            self._take_moves()  # a peer that restarted meanwhile: its new address, before the program has the old
         trainer: Trainer | None = self._start_trainer()
         watching = len(self.endpoints) > 1 and self._backend is not None
         next_watch = self._next_watch()
@@ -473,20 +474,28 @@ class Bootstrap:
         _log(f"restarting the training program in place (restart {restarts})")
         return self._start_trainer()
 
-    def _watch(self, trainer: Trainer) -> Trainer:
-        """One low-rate watch poll; a moved peer rewrites the spec (and restarts the program)."""
-        me, peers = self._members()
+    def _take_moves(self) -> dict[PeerKey, str]:
+        """The peers the rendezvous now sees elsewhere than this task's spec: said, and the spec rewritten."""
+        _, peers = self._members()
         if self.elastic is not None:  # an elastic member's new address is a size change, not a move
             peers = [p for p in peers if p[0] != self.elastic.role]
-        assert self.rendezvous is not None  # watching: discovery made one
+        if not peers or self.rendezvous is None or self._backend is None:
+            return {}
         moved = self.rendezvous.moved({p: self.endpoints[p] for p in peers})
-        if not moved:
-            return trainer
         for peer, address in sorted(moved.items()):
             _log(f"peer {naming.task_name(*peer)} moved: {self.endpoints[peer]} -> {address}")
             self.observer.peer_moved(naming.task_name(*peer), self.endpoints[peer], address)
-        self.endpoints.update(moved)
-        self._render()
+        if moved:
+            self.endpoints.update(moved)
+            self._render()
+        return moved
+
+    def _watch(self, trainer: Trainer) -> Trainer:
+        """One low-rate watch poll; a moved peer rewrites the spec (and restarts the program)."""
+        assert self.rendezvous is not None  # watching: discovery made one
+        moved = self._take_moves()
+        if not moved:
+            return trainer
         if not restarts_on_move(self.ctx.role):
             return trainer
         self.saving.before_move([naming.task_name(*peer) for peer in sorted(moved)])  # the job's checkpoint first

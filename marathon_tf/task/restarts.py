@@ -21,6 +21,7 @@ from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.shellexec import signal_exit, signal_name
 from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.marathon.jobstate import replaced
 from marathon_tf.marathon.record import GROUP_EMBEDS, job_apps
 from marathon_tf.marathon.tasks import newest_running, task_url
 from marathon_tf.task.budget import BACKOFF, STREAK_RESET, backoff
@@ -141,45 +142,59 @@ class Restarter:
         checkpoint onto the ps and trains a few steps that are trained again (or fails, counted: the flaky
         preempted-chief test), a ParameterServerStrategy coordinator loses its variables on the ps and its
         functions on the workers. The ps for a chief or worker of a job with one; the ps and the workers
-        for a ParameterServerStrategy coordinator. Needs Marathon (to find the peers' status ports)."""
-        roles = ("ps", "worker") if self.ctx.style == "parameter_server" and self.ctx.role == "chief" else ("ps",)
-        if self.control is None or self.ctx.role not in ("chief", "worker") or not self.ctx.cluster.get("ps"):
+        for a ParameterServerStrategy coordinator; every other member of a MultiWorkerMirroredStrategy group,
+        whose collectives are fixed at start: a member that does not name this task at this address yet
+        runs an earlier cluster spec (a ``scale``'s new worker started beside peers about to restart is
+        restarted with them). Needs Marathon (to find the peers' status ports)."""
+        mwms = self.ctx.style == "multi_worker_mirrored"
+        roles = ("chief", "worker") if mwms else \
+            ("ps", "worker") if self.ctx.style == "parameter_server" and self.ctx.role == "chief" else ("ps",)
+        if self.control is None or self.ctx.role not in ("chief", "worker") or \
+                not (mwms or self.ctx.cluster.get("ps")):
             return
         deadline, stale_seen = self.clock() + timeout, False
         while not self._stop.is_set():
-            stale = self._stale_peers(me, address, roles)
+            stale = self._stale_peers(me, address, roles, read_status=not mwms)
             if not stale:
                 if stale_seen:  # they re-rendered: give their programs the moment they take to restart
                     self._stop.wait(0.5)
                 return
             if not stale_seen:
-                self.log(f"{', '.join(stale)} still hold{'s' if len(stale) == 1 else ''} an earlier address of "
-                         f"{me}: waiting until they restart with {address} before the program starts")
+                self.log("waiting before the program starts for "
+                         + ", ".join(f"{peer} ({why})" for peer, why in stale.items()))
                 stale_seen = True
             if self.clock() >= deadline:
-                self.log(f"{', '.join(stale)} did not take {address} within {timeout:g} s: starting anyway")
+                self.log(f"{', '.join(stale)} not settled within {timeout:g} s: starting anyway")
                 return
             self._stop.wait(0.25)
 
-    def _stale_peers(self, me: str, address: str, roles: tuple[str, ...]) -> list[str]:
-        """The peers of ``roles`` whose ``/status`` names another address for ``me`` (one that does not
-        answer: none)."""
+    def _stale_peers(self, me: str, address: str, roles: tuple[str, ...], read_status: bool = True) -> dict[str, str]:
+        """The peers of ``roles`` not settled for ``me`` at ``address``, with why: a deployment is replacing
+        its task (launched with an earlier configuration, or none running yet: it restarts with the job's
+        new cluster spec), or (``read_status``) its ``/status`` names another address for ``me``."""
         assert self.control is not None  # (await_peers_took)
         try:
             apps = job_apps(self.control.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS))
         except MarathonError:
-            return []
-        stale = []
+            return {}
+        stale = {}
         for role in roles:
+            if role in self.ctx.elastic:  # its members and standbys: the job's size (marathon_tf.task.elastic)
+                continue
             for index in range(int(self.ctx.cluster.get(role, 0))):
                 if (role, index) == (self.ctx.role, self.ctx.index):
                     continue
+                name = naming.task_name(role, index)
                 app = apps.get(naming.app_id(self.ctx.job, role, index))
                 task = newest_running(app)
-                url = task_url(app, task, self.ctx.status_port_name, "/status") if app and task is not None else None
+                if app and app.get("deployments") and (task is None or replaced(app, task)):
+                    stale[name] = "it restarts with the job's new configuration"
+                    continue
+                url = task_url(app, task, self.ctx.status_port_name, "/status") \
+                    if read_status and app and task is not None else None
                 held = ((self.control.get_json(url) or {}).get("peers") or {}).get(me) if url else None
                 if held and held != address:
-                    stale.append(naming.task_name(role, index))
+                    stale[name] = f"it holds an earlier address of {me}, {held}"
         return stale
 
     def program_started(self) -> None:
