@@ -328,9 +328,10 @@ def test_a_preempted_parameter_server_coordinator_saves_and_resumes_without_spen
 
 
 def scaled_example(tmp_path, local_job, example: str, command: list[str], target: int, scale_at: int,
-                   timeout: float):
-    """``example`` with a failure budget of 0, scaled to 3 workers once it reached ``scale_at``: (job, its
-    end status). It must end Succeeded with 3 workers and no failure counted (the scale's kills and
+                   timeout: float, checkpointed: bool = False):
+    """``example`` with a failure budget of 0, scaled to 3 workers once it reached ``scale_at`` (and, with
+    ``checkpointed``, wrote a checkpoint into its shared ``ckpt``: a step printed is not a step saved): (job,
+    its end status). It must end Succeeded with 3 workers and no failure counted (the scale's kills and
     restarts are marathon-tf's own)."""
     from jobfiles import example_job
 
@@ -338,6 +339,8 @@ def scaled_example(tmp_path, local_job, example: str, command: list[str], target
                                     progress={"target_step": target},
                                     restart={"max_failures": 0, "window_seconds": 600})))
     job.wait(lambda: job.max_step() >= scale_at, 150, f"step >= {scale_at}", 0.05)
+    if checkpointed:
+        job.wait(lambda: list((tmp_path / "shared" / "ckpt").glob("*.index")), 60, "a checkpoint", 0.05)
     job.jobs.scale(job.client, job.name, {"worker": ("=", 3)})
     status = job.wait_state(timeout)
     assert status["state"] == L.SUCCEEDED, (status, job.text()[-4000:])
@@ -356,7 +359,9 @@ def test_scaling_a_parameter_server_job_counts_no_failure(tmp_path, local_job):
     # the chief (the stock kill and relaunch cycle), and end Succeeded with 2 workers (seen once in CI)
     command = ["python3", "train.py", "--train_steps", "2000", "--checkpoint_dir", "ckpt", "--log_every", "20",
                "--save_every", "100"]
-    job, _ = scaled_example(tmp_path, local_job, "mnist-ps-strategy", command, 2000, 100, 200)
+    # (scaled once a checkpoint is there: the chief scaled at step 100 before its first save starts afresh, and
+    # a save under way when the ps goes fails, both seen in a fresh-clone CI)
+    job, _ = scaled_example(tmp_path, local_job, "mnist-ps-strategy", command, 2000, 100, 200, checkpointed=True)
     assert re.search(r"chief: restored \S+, global step \d+/2000, 3 workers", job.text("chief-0")), \
         job.text("chief-0")[-3000:]
 
