@@ -129,11 +129,11 @@ def scale_to_3(saver: str):
 @pytest.mark.timeout(900)
 def test_tf1_a_sigterm_to_the_chief_then_to_the_ps_then_a_scale_each_save_first_and_train_nothing_twice(
         tmp_path, local_job):
-    job = local_job(tf1_job(tmp_path, target=6000))
-    stop_and_resume(job, sigterm("worker-0"), saver="worker-0", ready=TF1_READY, after=1500)
-    step = stop_and_resume(job, sigterm("ps-0"), saver="worker-0", ready=TF1_READY, after=job.max_step() + 1000)
+    job = local_job(tf1_job(tmp_path, target=7000))  # (the program's own checkpoints: every RARE = 5,000 steps)
+    stop_and_resume(job, sigterm("worker-0"), saver="worker-0", ready=TF1_READY, after=3000)
+    step = stop_and_resume(job, sigterm("ps-0"), saver="worker-0", ready=TF1_READY, after=job.max_step() + 300)
     assert step in checkpoints(tmp_path) and step < RARE  # the round's own checkpoint, not the hook's
-    stop_and_resume(job, scale_to_3("worker-0"), saver="worker-0", ready=TF1_READY, after=job.max_step() + 500)
+    stop_and_resume(job, scale_to_3("worker-0"), saver="worker-0", ready=TF1_READY, after=job.max_step() + 300)
     status = succeeded_without_a_failure(job)
     assert sorted(t["task"] for t in status["tasks"] if t["role"] == "worker") == ["worker-0", "worker-1", "worker-2"]
 
@@ -141,9 +141,9 @@ def test_tf1_a_sigterm_to_the_chief_then_to_the_ps_then_a_scale_each_save_first_
 @pytest.mark.timeout(900)
 def test_pss_a_sigterm_to_the_chief_then_to_the_ps_then_a_scale_each_save_first_and_train_nothing_twice(
         tmp_path, local_job):
-    job = local_job(pss_job(tmp_path, target=2500))
-    stop_and_resume(job, sigterm("chief-0"), saver="chief-0", ready=PSS_READY, after=600)
-    stop_and_resume(job, sigterm("ps-0"), saver="chief-0", ready=PSS_READY, after=job.max_step() + 400)
+    job = local_job(pss_job(tmp_path, target=3000))
+    stop_and_resume(job, sigterm("chief-0"), saver="chief-0", ready=PSS_READY, after=1200)
+    stop_and_resume(job, sigterm("ps-0"), saver="chief-0", ready=PSS_READY, after=job.max_step() + 300)
     stop_and_resume(job, scale_to_3("chief-0"), saver="chief-0", ready=PSS_READY, after=job.max_step() + 300)
     succeeded_without_a_failure(job)
 
