@@ -9,7 +9,7 @@ and transitions").
 
 ===================  ==========================================================================
 ``bootstrap``        the task's main loop: discovery → cluster spec → program → its end
-``cmdline``          the bootstrap's command line: usage, options, one shell string or an argv
+``invocation``       its command line and the task's own addresses from the environment (pure)
 ``discovery``        the peers' host:port from Mesos-DNS (SRV / HTTP API) or Marathon's tasks API
 ``rendezvous/``      finding the peers: the interface (``base``), one task reading for the job
                      (``leader``) and the others asking it (``follower``, ``hints``, ``view``), or

@@ -40,7 +40,6 @@ import json
 import os
 import random
 import signal
-import socket
 import sys
 import threading
 import time
@@ -54,10 +53,11 @@ from marathon_tf.contract.shellexec import exec_form
 from marathon_tf.contract.taskenv import TOKEN_FILE_VAR, WORKERS_VAR, TaskContext
 from marathon_tf.task.admission import AdmissionWatch, watch_admission
 from marathon_tf.task.budget import BACKOFF
-from marathon_tf.task.cmdline import DEFAULT_WATCH_INTERVAL, USAGE, parse_args, shell_command
 from marathon_tf.task.discovery import Backend, PeerKey, make_backend, watch_interval
 from marathon_tf.task.elastic import ElasticMember, attach as elastic_attach
 from marathon_tf.task.gpucheck import gpu_problem
+from marathon_tf.task.invocation import (DEFAULT_WATCH_INTERVAL, USAGE, own_address, parse_args, shell_command,
+                                         status_port)
 from marathon_tf.task.jobcontrol import JobControl, job_lifecycle
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.keeper import PATH as LEDGER_PATH
@@ -83,24 +83,6 @@ RESTART_BACKOFF = BACKOFF  # repeated failures: in-place restarts wait 1, 2, 4 .
 def _log(message: str) -> None:
     sys.stderr.write(f"marathon-tf bootstrap: {message}\n")
     sys.stderr.flush()
-
-
-def own_address(ctx: TaskContext, environ: Mapping[str, str]) -> str:
-    """This task's TF address: HOST (MESOS_CONTAINER_IP in container networking) and PORT_<TF>."""
-    port = environ.get(f"PORT_{ctx.port_name.upper()}") or environ.get("PORT0")
-    if not port:
-        raise UsageError(f"neither PORT_{ctx.port_name.upper()} nor PORT0 is set: the app needs a port "
-                         f"named {ctx.port_name!r}")
-    host = environ.get("HOST") or socket.gethostname()
-    if ctx.network == "container" and environ.get("MESOS_CONTAINER_IP"):
-        host = environ["MESOS_CONTAINER_IP"]
-    return f"{host}:{port}"
-
-
-def status_port(ctx: TaskContext, environ: Mapping[str, str]) -> int | None:
-    """The status endpoint's port: PORT_<STATUS> or PORT1; None when neither is set."""
-    value = environ.get(f"PORT_{ctx.status_port_name.upper()}") or environ.get("PORT1")
-    return int(value) if value else None
 
 
 def restarts_on_move(role: str) -> bool:

@@ -40,7 +40,7 @@ from marathon_tf.marathon.client import Client, RetryPolicy
 from marathon_tf.marathon.record import GROUP_EMBEDS, finish_job, hopeless_verdict, job_apps
 from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.jobpolicy import JobPolicy
-from marathon_tf.task.keeper import Keeper, Reporter
+from marathon_tf.task.keeper import Keeper, Reporter, asked_for
 from marathon_tf.task.ledger import Ledger
 from marathon_tf.task.placer import Placer
 from marathon_tf.task.logdir import failures_path
@@ -288,4 +288,7 @@ def job_lifecycle(ctx: TaskContext, environ: Mapping[str, str]) -> dict:
          + (f"; also in {path}" if path else "")
          + ")")
     budget = RestartBudget(n, window, task=ctx.task, path=path)
-    return {"policy": JobPolicy(ctx, budget, environ, keeper=keeper, reporter=reporter), "control": control}
+    version = environ.get("MARATHON_APP_VERSION") or None
+    planned = (lambda: asked_for(client, ctx.job, ctx.task, version)) if client is not None else None
+    return {"policy": JobPolicy(ctx, budget, environ, keeper=keeper, reporter=reporter, planned=planned),
+            "control": control}

@@ -39,9 +39,12 @@ class JobPolicy(ExitPolicy):
 
     def __init__(self, ctx: TaskContext, budget: RestartBudget, environ: Mapping[str, str] | None = None, *,
                  keeper: Keeper | None = None, reporter: Reporter | None = None,
-                 wall: Callable[[], float] = time.time):
+                 wall: Callable[[], float] = time.time, planned: Callable[[], str | None] | None = None):
         super().__init__(ctx.permanent_exit_codes)
         self.ctx, self.budget, self.keeper, self.reporter, self.wall = ctx, budget, keeper, reporter, wall
+        #: why this task's own stop is under way by marathon-tf's doing (its app removed, a new configuration,
+        #: the job's end: :func:`marathon_tf.task.keeper.asked_for`), or None; None: not asked
+        self.planned = planned
         self.environ = environ  # None: the logdir is not re-checked after a failure
         self.task_id = (environ or {}).get("MESOS_TASK_ID") or ""
         self.app_version = (environ or {}).get("MARATHON_APP_VERSION") or None
@@ -96,6 +99,14 @@ class JobPolicy(ExitPolicy):
         ending = Ending(ctx.task, code, kind, killed_by, why, keras or tail_for_reason(stderr_tail), unusable,
                         unexecutable, permanent)
         scope = restart_scope(ctx.style, ctx.role, len(ctx.members()), self.rounds)
+        stopping = self.planned() if kind == FAILURE and not permanent and self.planned is not None else None
+        if stopping:  # a peer's planned stop ended it (the ps of a job being deleted): nothing to count or report
+            action = decide(style=ctx.style, role=ctx.role, code=code, decider=is_decider(ctx),
+                            completion=ctx.completion, permanent=False, failures=0, max_failures=0, scope=scope)
+            then = {Action.RESTART: "restarting it in place", Action.GROUP_RESTART: "the job's group restarts"}.get(
+                action, "exiting")
+            return Decision(action, code, f"training program {ending.ended} while its task is being stopped "
+                                          f"({stopping}): not counted; {then}", kind=kind, counted=False)
         entry = self.entry(kind, code, ending.said, final=scope == RELAUNCH and not permanent)
         answer = self._count(entry, generation, scope == GROUP)
         counted = answer.counted

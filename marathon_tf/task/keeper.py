@@ -54,7 +54,7 @@ from marathon_tf.task.budget import STREAK_RESET, backoff
 from marathon_tf.task.ledger import (ATTRIBUTION, FAILURE, INFRASTRUCTURE, PREEMPTION, Answer, Entry, Ledger,
                                      append_file, bucket, classify_status, read_file)
 
-__all__ = ["Keeper", "Reporter", "PATH", "STOPPED"]
+__all__ = ["Keeper", "Reporter", "PATH", "STOPPED", "asked_for"]
 
 PATH = "/ledger"
 #: A report's kind when the bootstrap itself was stopped (SIGTERM): the keeper decides what it was.
@@ -274,18 +274,7 @@ class Keeper:
         """Why a stop of ``task`` was marathon-tf's (or its app's owner's) doing, or None."""
         if self.ended:
             return "the job ended"
-        if self.client is None:
-            return None
-        key = naming.parse_task_name(task)
-        if key is None:
-            return None
-        try:
-            app = self.client.get_app(naming.app_id(self.ctx.job, *key))
-        except MarathonNotFound:
-            return "its app was removed"
-        except MarathonError:
-            return None
-        return planned_stop(app, version)  # the one classification of a planned stop (status, events use it too)
+        return asked_for(self.client, self.ctx.job, task, version)
 
     # -- what Marathon saw --------------------------------------------------------------------------
     def observe_events(self, events: Sequence[Mapping[str, Any]]) -> None:
@@ -385,6 +374,24 @@ class Keeper:
         """``GET /ledger``: the counts and the entries (newest last)."""
         return 200, {"job": self.ctx.job, "keeper": self.id, "generation": self.generation, "round": self.round,
                      "summary": self.ledger.summary(), "entries": [e.to_dict() for e in self.ledger.entries()[-200:]]}
+
+
+def asked_for(client, job: str, task: str, version: str | None) -> str | None:
+    """Why a stop of ``task`` (launched with its app's ``version``) is marathon-tf's (or its app's owner's)
+    doing: its app removed (``delete``), given a new configuration (``scale``, a re-deploy) or carrying the
+    job's end; None when Marathon says nothing of the kind, or cannot be asked (no ``client``, an error).
+    Marathon stores the new target before it kills anything (the app is gone from ``GET /v2/apps/{id}``
+    as soon as its group's ``DELETE`` is answered), so this holds from the first kill on."""
+    key = naming.parse_task_name(task)
+    if client is None or key is None:
+        return None
+    try:
+        app = client.get_app(naming.app_id(job, *key))
+    except MarathonNotFound:
+        return "its app was removed"
+    except MarathonError:
+        return None
+    return planned_stop(app, version)  # the one classification of a planned stop (status, events use it too)
 
 
 class Reporter:

@@ -51,7 +51,7 @@ def bootstrap_command(app: Mapping) -> Optional[list[str]]:
     """The training command of an app that runs ``marathon-tf bootstrap [options] -- cmd...``
     (``cmd`` or ``args``); None for anything else, and for a shell-string command."""
     from marathon_tf.contract.errors import UsageError
-    from marathon_tf.task.bootstrap import parse_args, shell_command
+    from marathon_tf.task.invocation import parse_args, shell_command
 
     if app.get("cmd") is not None:
         try:

@@ -231,3 +231,56 @@ def test_a_failures_reason_carries_a_bounded_part_of_the_programs_stderr():
     assert all(len(part) <= TAIL_LINE_CHARS for part in reason.split(" | "))
     assert "tf.Tensor(0.123 0.123" in reason and "…" in reason
     assert tail_for_reason("ValueError: short") == "ValueError: short"
+
+
+# --- a program that fails because a peer's planned stop took its ps away --------------------------------
+
+
+@pytest.mark.parametrize("alone", [False, True], ids=["keeper-answers", "task-alone"])
+def test_a_failure_while_its_own_task_is_being_stopped_by_marathon_tf_is_not_counted_anywhere(make_ctx, tmp_path,
+                                                                                               alone):
+    """``delete --save`` of a TF1 job: Marathon kills the ps and the workers at about the same time; a worker's
+    program that loses its ps before its own SIGTERM arrives exits 1 by itself. Counted, it was the one failure
+    that a ``deploy --resume`` of the job showed (a fresh-clone CI: Succeeded, failures 1 under max_failures 0,
+    read back from the logdir's failures.jsonl). Its task's stop is marathon-tf's own doing (its app removed):
+    not counted, not reported, not written."""
+    from marathon_tf.task.keeper import Keeper
+    from marathon_tf.task.ledger import Ledger
+
+    path = tmp_path / "failures.jsonl"
+    ctx = make_ctx("worker", 1, style="tf1", restart_budget=(0, 600.0))
+    keeper = None if alone else Keeper(ctx, Ledger((0, 600.0), (5, 600.0)), path=str(path))
+    why: list = ["its app was removed"]
+    p = JobPolicy(ctx, RestartBudget(0, 600, task=ctx.task, clock=Wall(), path=str(path)), keeper=keeper,
+                  planned=lambda: why[0])
+    outcome = p.decide(1, stderr_tail="UnavailableError: Socket closed")
+    assert outcome.action is Action.RESTART and not outcome.counted and not outcome.finish, outcome
+    assert outcome.reason == ("training program exited with 1 while its task is being stopped (its app was "
+                              "removed): not counted; restarting it in place")
+    assert not path.exists() or path.read_text() == ""
+    assert keeper is None or keeper.ledger.summary()["failures"] == 0
+    why[0] = None  # the same end with nothing planned: the job's one allowed failure was 0
+    outcome = p.decide(1, stderr_tail="UnavailableError: Socket closed")
+    assert outcome.finish == L.FAILED and outcome.counted, outcome
+    assert json.loads(path.read_text().splitlines()[-1])["task"] == "worker-1"
+
+
+def test_asked_for_reads_a_deleted_app_as_removed_and_a_newer_configuration_as_planned(httpserver):
+    """Marathon stores a change's target before its answer (``GroupManagerImpl.updateRootEither``:
+    ``storeRoot(plan.target, …)`` then ``root := Option(plan.target)``, mesosphere/marathon@90619da), so
+    the app of a deleted group is gone (404, ``{"message": "App '/…' does not exist"}``) while its tasks
+    are still being killed."""
+    from marathon_tf.marathon.client import Client, RetryPolicy
+    from marathon_tf.task.keeper import asked_for
+
+    client = Client(httpserver.url_for(""), retry=RetryPolicy(attempts=1, budget=1, initial=0.1, max_wait=0.1))
+    httpserver.expect_request("/v2/apps/ml/mnist/worker-1").respond_with_json(
+        {"message": "App '/ml/mnist/worker-1' does not exist"}, status=404)
+    assert asked_for(client, "ml/mnist", "worker-1", "2026-11-28T10:00:00.000Z") == "its app was removed"
+    httpserver.clear()
+    app = {"id": "/ml/mnist/worker-1", "labels": {}, "version": "2026-11-28T10:05:00.000Z",
+           "versionInfo": {"lastConfigChangeAt": "2026-11-28T10:05:00.000Z"}}
+    httpserver.expect_request("/v2/apps/ml/mnist/worker-1").respond_with_json({"app": app})
+    assert asked_for(client, "ml/mnist", "worker-1", "2026-11-28T10:00:00.000Z") == "its app has a new configuration"
+    assert asked_for(client, "ml/mnist", "worker-1", "2026-11-28T10:05:00.000Z") is None
+    assert asked_for(None, "ml/mnist", "worker-1", None) is None

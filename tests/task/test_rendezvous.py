@@ -340,16 +340,19 @@ def test_status_updates_go_into_the_view_while_a_group_read_is_under_way(parts, 
     backend = MarathonBackend(slow, "http://m", job=JOB)
     events = FakeEvents()
     lead, _ = start_leader(parts, backend, events=events)
-    wait_for(lambda: lead.polls == 1, 5, what="the first read")
+    # (at least one: with a peer missing the leader reads again at once, so a look for exactly one can miss it
+    # on a loaded machine — seen, a timeout)
+    wait_for(lambda: lead.polls >= 1, 5, what="the first read")
     assert list(lead.document()["missing"]) == ["worker-1"]
     slow.slow = True
     assert slow.started.wait(5)  # the next read hangs in Marathon ...
+    reads = lead.polls  # (one loop: no read ends while this one hangs)
     events.push(appId="/ml/mnist/worker-1", taskId="w1.a", taskStatus="TASK_RUNNING", host="10.0.0.2",
                 ports=[32000, 32001])
     wait_for(lambda: lead.document()["complete"], 5, interval=0.01, what="the update applied meanwhile")
-    assert lead.polls == 1 and lead.document()["peers"]["worker-1"] == "10.0.0.2:32000"
+    assert lead.polls == reads and lead.document()["peers"]["worker-1"] == "10.0.0.2:32000"
     slow.release.set()  # ... and answers from before the update (no worker-1): the update's word stands
-    wait_for(lambda: lead.polls == 2, 5, what="the slow read merged")
+    wait_for(lambda: lead.polls == reads + 1, 5, what="the slow read merged")
     assert lead.document()["complete"] and lead.document()["peers"]["worker-1"] == "10.0.0.2:32000"
 
 
@@ -380,7 +383,7 @@ def test_the_first_read_waits_for_the_event_stream_to_attach(parts):
     time.sleep(0.3)
     assert marathon.requests == [] and lead.polls == 0  # a status update now would be in neither
     events.attached = True
-    wait_for(lambda: lead.polls == 1, 5, what="the first read once attached")
+    wait_for(lambda: lead.polls >= 1, 5, what="the first read once attached")
 
 
 def test_a_re_read_for_lost_updates_is_skipped_when_the_updates_completed_the_view(parts, monkeypatch):
@@ -389,7 +392,7 @@ def test_a_re_read_for_lost_updates_is_skipped_when_the_updates_completed_the_vi
     backend = MarathonBackend(marathon, "http://m", job=JOB)
     events = FakeEvents()
     lead, _ = start_leader(parts, backend, events=events)
-    wait_for(lambda: lead.polls == 1, 5, what="the first read")
+    wait_for(lambda: lead.polls >= 1, 5, what="the first read")  # (== 1 is checked below)
     for i, key in enumerate([PS, W1]):
         events.push(appId=naming.app_id(JOB, *key), taskId=f"t{i}", taskStatus="TASK_RUNNING", host="10.0.0.3",
                     ports=[33000 + i, 34000 + i])

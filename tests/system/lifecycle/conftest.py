@@ -60,14 +60,24 @@ class LocalJob:
 
         return job_status(self.client, self.name).to_dict()
 
-    def steps(self, since: float = 0.0, task: str | None = None) -> list[tuple[float, str, int]]:
-        """``(time, task, step)`` of every ``step=`` line seen after ``since``, in time order."""
+    def steps(self, since: float = 0.0, task: str | None = None,
+              started: str | None = None) -> list[tuple[float, str, int]]:
+        """``(time, task, step)`` of every ``step=`` line seen after ``since``, in time order; with
+        ``started``, only those a task printed after its first line past ``since`` that holds it (the
+        program's restart). A time here is when the tailer read the line, not when it was printed: a
+        line a killed program printed just before its kill can be read after it (a CI run: worker-1's
+        step 1254 read after the kill that followed checkpoint 1259, the resumed 1353 five seconds
+        later), and only a line's place in its task's stream tells which program printed it."""
         with self._lock:
             lines = list(self.lines)
-        out = []
+        out, restarted = [], set()
         for t, name, stream, text in lines:
+            if t < since or stream != "stdout" or (task is not None and name != task):
+                continue
+            if started is not None and started in text:
+                restarted.add(name)
             m = STEP_LINE.search(text)
-            if m and t >= since and (task is None or name == task) and stream == "stdout":
+            if m and (started is None or name in restarted):
                 out.append((t, name, int(m.group(1))))
         return out
 

@@ -88,74 +88,64 @@ TF1_READY = r"marathon-tf bootstrap: resumed from checkpoint at step (\d+)"
 PSS_READY = r"chief: restored .*ckpt-(\d+), global step"
 
 
-def stop_and_resume(job, tmp_path, disrupt, *, saver: str, ready: str, after: int, saved_by_round: bool = True):
-    """Train past ``after``, ``disrupt(job)``, then: the job's failures 0 and it succeeds; the
-    checkpoint every restarted program restored is the round's; no global step printed before the
-    restart is above it (0 steps trained again)."""
+def stop_and_resume(job, disrupt, *, saver: str, ready: str, after: int) -> int:
+    """Train past ``after``, ``disrupt(job)``, then: the checkpoint the saver's restarted program restored
+    is the round's; no global step printed before the restart is above it (0 steps trained again). The
+    round's step."""
     job.wait(lambda: job.max_step() > after, 240, f"step > {after}", 0.05)
     began = time.monotonic()
+    before = len(rounds(job, saver))
     disrupt(job)
     job.wait(lambda: resumed(job, began, ready, saver), 240, "the saver restored the checkpoint", 0.1)
     said = rounds(job, saver)
-    assert said, job.text(saver)[-3000:]
+    assert len(said) > before, job.text(saver)[-3000:]
     back = resumed(job, began, ready, saver)
     assert back[0] == said[-1], (said, back, job.text()[-3000:])  # the checkpoint restored is the round's
     assert highest_step_before_restart(job, began) <= said[-1], (said, job.text()[-3000:])  # 0 steps again
+    return said[-1]
+
+
+def succeeded_without_a_failure(job) -> dict:
     status = job.wait_state(400)
     assert status["state"] == L.SUCCEEDED, (status.get("reason"), status.get("failures"), job.text()[-4000:])
     assert status["failures"] == 0, status
-    return said[-1], status
+    return status
 
 
-@pytest.mark.timeout(600)
-def test_tf1_a_sigterm_to_the_ps_task_saves_first_and_nothing_is_trained_twice(tmp_path, local_job):
-    job = local_job(tf1_job(tmp_path, target=6000))
-    step, _ = stop_and_resume(job, tmp_path, lambda j: j.cluster.kill_task(f"/{j.name}/ps-0", "TERM"),
-                              saver="worker-0", ready=TF1_READY, after=3000)
-    assert step in checkpoints(tmp_path) and step < RARE
+def sigterm(app: str):
+    return lambda j: j.cluster.kill_task(f"/{j.name}/{app}", "TERM")
 
 
-@pytest.mark.timeout(600)
-def test_tf1_a_sigterm_to_the_chiefs_task_saves_first_and_nothing_is_trained_twice(tmp_path, local_job):
-    job = local_job(tf1_job(tmp_path, target=6000))
-    stop_and_resume(job, tmp_path, lambda j: j.cluster.kill_task(f"/{j.name}/worker-0", "TERM"),
-                    saver="worker-0", ready=TF1_READY, after=3000)
-
-
-@pytest.mark.timeout(600)
-def test_tf1_scale_saves_first_and_nothing_is_trained_twice(tmp_path, local_job):
-    job = local_job(tf1_job(tmp_path, target=6000))
-
+def scale_to_3(saver: str):
     def scale(j):
         result = j.jobs.scale(j.client, j.name, {"worker": ("=", 3)})[1]
-        assert result is not None and result.saved and result.saved["task"] == "worker-0", result
-    stop_and_resume(job, tmp_path, scale, saver="worker-0", ready=TF1_READY, after=3000)
-    status = job.status()
+        assert result is not None and result.saved and result.saved["task"] == saver, result
+    return scale
+
+
+# One job per example serves three planned stops in a row (each its own round, restore and count): a SIGTERM
+# to the saver's task, one to the ps task, a scale to 3 workers; the job then succeeds with no failure.
+
+@pytest.mark.timeout(900)
+def test_tf1_a_sigterm_to_the_chief_then_to_the_ps_then_a_scale_each_save_first_and_train_nothing_twice(
+        tmp_path, local_job):
+    job = local_job(tf1_job(tmp_path, target=7000))  # (the program's own checkpoints: every RARE = 5,000 steps)
+    stop_and_resume(job, sigterm("worker-0"), saver="worker-0", ready=TF1_READY, after=3000)
+    step = stop_and_resume(job, sigterm("ps-0"), saver="worker-0", ready=TF1_READY, after=job.max_step() + 300)
+    assert step in checkpoints(tmp_path) and step < RARE  # the round's own checkpoint, not the hook's
+    stop_and_resume(job, scale_to_3("worker-0"), saver="worker-0", ready=TF1_READY, after=job.max_step() + 300)
+    status = succeeded_without_a_failure(job)
     assert sorted(t["task"] for t in status["tasks"] if t["role"] == "worker") == ["worker-0", "worker-1", "worker-2"]
 
 
-@pytest.mark.timeout(600)
-def test_pss_a_sigterm_to_the_ps_task_saves_first_and_nothing_is_trained_twice(tmp_path, local_job):
-    job = local_job(pss_job(tmp_path, target=2500))
-    stop_and_resume(job, tmp_path, lambda j: j.cluster.kill_task(f"/{j.name}/ps-0", "TERM"),
-                    saver="chief-0", ready=PSS_READY, after=1200)
-
-
-@pytest.mark.timeout(600)
-def test_pss_a_sigterm_to_the_chiefs_task_saves_first_and_nothing_is_trained_twice(tmp_path, local_job):
-    job = local_job(pss_job(tmp_path, target=2500))
-    stop_and_resume(job, tmp_path, lambda j: j.cluster.kill_task(f"/{j.name}/chief-0", "TERM"),
-                    saver="chief-0", ready=PSS_READY, after=1200)
-
-
-@pytest.mark.timeout(600)
-def test_pss_scale_saves_first_and_nothing_is_trained_twice(tmp_path, local_job):
-    job = local_job(pss_job(tmp_path, target=2500))
-
-    def scale(j):
-        result = j.jobs.scale(j.client, j.name, {"worker": ("=", 3)})[1]
-        assert result is not None and result.saved and result.saved["task"] == "chief-0", result
-    stop_and_resume(job, tmp_path, scale, saver="chief-0", ready=PSS_READY, after=1200)
+@pytest.mark.timeout(900)
+def test_pss_a_sigterm_to_the_chief_then_to_the_ps_then_a_scale_each_save_first_and_train_nothing_twice(
+        tmp_path, local_job):
+    job = local_job(pss_job(tmp_path, target=3000))
+    stop_and_resume(job, sigterm("chief-0"), saver="chief-0", ready=PSS_READY, after=1200)
+    stop_and_resume(job, sigterm("ps-0"), saver="chief-0", ready=PSS_READY, after=job.max_step() + 300)
+    stop_and_resume(job, scale_to_3("chief-0"), saver="chief-0", ready=PSS_READY, after=job.max_step() + 300)
+    succeeded_without_a_failure(job)
 
 
 # --- checkpoint ----------------------------------------------------------------------------------------
@@ -228,7 +218,10 @@ def delete_save_and_resume(job, tmp_path, *, saver: str, ready: str, after: int)
     assert resumed(job, resumed_at, ready, saver)[0] == said[-1], (said, job.text()[-3000:])
     assert highest_step_before_restart(job, began) <= said[-1], (said, job.text()[-3000:])
     status = job.wait_state(400)
-    assert status["state"] == L.SUCCEEDED and status["failures"] == 0, (status, job.text()[-3000:])
+    ledger = sorted((tmp_path / "shared").glob("**/.marathon-tf/failures.jsonl"))
+    assert status["state"] == L.SUCCEEDED and status["failures"] == 0, (
+        status.get("reason"), status.get("failures"), status.get("restartBudget"),
+        [p.read_text() for p in ledger], job.text()[-6000:])
 
 
 @pytest.mark.timeout(700)

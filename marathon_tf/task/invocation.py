@@ -1,17 +1,21 @@
-"""The bootstrap's command line: ``marathon-tf bootstrap [--watch-interval S] [--grace S] -- COMMAND...``
-(its usage, its options, whether the command is one shell string). Pure; used by
-:mod:`marathon_tf.task.bootstrap` (which re-exports these names) and the pre-warm pool."""
+"""How a task's bootstrap is invoked: its command line (options, then the training command, run as
+one shell string or exec'd as it is) and the addresses the task's environment gives it (Marathon's
+``HOST``, ``PORT_<NAME>``/``PORT0``/``PORT1``). Pure: read by :mod:`marathon_tf.task.bootstrap` and by
+the pre-warm pool (:mod:`marathon_tf.task.warmpool`), which needs the command without the bootstrap."""
 
 from __future__ import annotations
 
-from typing import Sequence
+import socket
+from typing import Mapping, Sequence
 
 from marathon_tf.contract.errors import UsageError
+from marathon_tf.contract.taskenv import TaskContext
 
-__all__ = ["USAGE", "parse_args", "shell_command", "SHELL_CHARS", "DEFAULT_WATCH_INTERVAL"]
+__all__ = ["USAGE", "DEFAULT_WATCH_INTERVAL", "parse_args", "shell_command", "own_address", "status_port"]
 
 SHELL_CHARS = set(" \t\n;&|<>()$`\\\"'*?[]#")
 DEFAULT_WATCH_INTERVAL = 20.0
+
 
 USAGE = """\
 Usage: marathon-tf bootstrap [--watch-interval S] [--grace S] -- COMMAND...
@@ -61,3 +65,21 @@ def parse_args(argv: Sequence[str]) -> tuple[dict[str, float], list[str]]:
 def shell_command(command: Sequence[str]) -> bool:
     """Whether the command is one shell string (exactly one argument with spaces/shell syntax)."""
     return len(command) == 1 and any(ch in SHELL_CHARS for ch in command[0])
+
+
+def own_address(ctx: TaskContext, environ: Mapping[str, str]) -> str:
+    """This task's TF address: HOST (MESOS_CONTAINER_IP in container networking) and PORT_<TF>."""
+    port = environ.get(f"PORT_{ctx.port_name.upper()}") or environ.get("PORT0")
+    if not port:
+        raise UsageError(f"neither PORT_{ctx.port_name.upper()} nor PORT0 is set: the app needs a port "
+                         f"named {ctx.port_name!r}")
+    host = environ.get("HOST") or socket.gethostname()
+    if ctx.network == "container" and environ.get("MESOS_CONTAINER_IP"):
+        host = environ["MESOS_CONTAINER_IP"]
+    return f"{host}:{port}"
+
+
+def status_port(ctx: TaskContext, environ: Mapping[str, str]) -> int | None:
+    """The status endpoint's port: PORT_<STATUS> or PORT1; None when neither is set."""
+    value = environ.get(f"PORT_{ctx.status_port_name.upper()}") or environ.get("PORT1")
+    return int(value) if value else None
