@@ -321,9 +321,12 @@ class Keeper:
             return
         entry = Entry(id=f"marathon:{task_id}", task=task, kind=kind, time=when, task_id=task_id, source="marathon",
                       reason=f"{state}: {message}".strip(": ") + " (Marathon's status: no word from its bootstrap)")
-        if state == "TASK_KILLED" and not from_failure:
+        if self.client is not None and not (state == "TASK_KILLED" and from_failure):
+            # a kill, or a task that failed or exited while marathon-tf stopped it (a `delete`'s ps that exits
+            # for a relaunch its removed app will never have): counted only if the stop was not planned. A
+            # health check's kill (lastTaskFailure TASK_KILLED) is Marathon's own verdict: taken as it is.
             threading.Thread(target=self._classify_stop, args=(entry, version or None), daemon=True,
-                             name="ledger-kill").start()
+                             name="ledger-observed").start()
             return
         self._take(entry)
 

@@ -5,6 +5,8 @@ Pure bookkeeping: no network, an injected clock."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from marathon_tf.contract import labels as L
@@ -138,6 +140,22 @@ def test_a_stop_is_a_preemption_unless_marathon_tf_asked_for_it(make_ctx, app, m
     k._classify_stop(stop, "2026-11-25T10:00:00.000Z")  # what stopped() runs in its thread
     assert k.ledger.summary()["preemptions"] == (1 if counted else 0)
     assert k.ledger.summary()["failures"] == 0
+
+
+@pytest.mark.parametrize("missing, counted", [(True, 0), (False, 1)], ids=["app-removed", "app-current"])
+def test_a_failure_marathon_saw_is_counted_only_when_the_tasks_stop_was_not_planned(make_ctx, missing, counted):
+    """A ps whose program ends while a ``delete`` stops the job exits for a relaunch its removed app never gets:
+    Marathon's TASK_FAILED (no report from its bootstrap, which counted nothing) must not be counted either."""
+    app = {"versionInfo": {"lastConfigChangeAt": "2026-11-25T10:00:00.000Z"}, "labels": {}}
+    k, clock = keeper(make_ctx, client=FakeClient(app, missing))
+    k.observe_events([{"eventType": "status_update_event", "appId": "/ml/mnist/ps-0", "taskId": "p1",
+                       "taskStatus": "TASK_FAILED", "message": "Command exited with status 1",
+                       "timestamp": "2026-11-25T10:01:00.000Z", "version": "2026-11-25T10:00:00.000Z"}])
+    deadline = time.monotonic() + 5
+    while counted and not k.ledger.summary()["failures"] and time.monotonic() < deadline:
+        time.sleep(0.01)  # (classified in a thread: it asks Marathon)
+    time.sleep(0.2)
+    assert k.ledger.summary()["failures"] == counted
 
 
 def test_reports_are_checked(make_ctx):
