@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -55,18 +56,52 @@ DEFAULT_COMPLETION = {
 }
 
 
-def free_ports(n: int) -> List[int]:
-    """``n`` distinct currently-free TCP ports on 127.0.0.1 (held open together while picking)."""
-    socks, ports = [], []
+def ephemeral_range() -> tuple:
+    """The kernel's ephemeral port range: where outgoing connections and binds to port 0 take ports."""
     try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((HOST, 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(n: int) -> List[int]:
+    """``n`` distinct free TCP ports on 127.0.0.1, chosen at random *below* the kernel's ephemeral range
+    and bind-tested. A port picked inside that range (a bind to port 0) can be taken by any outgoing
+    connection or another program's bind before TensorFlow binds it, seconds later ("Could not start gRPC
+    server", seen in a CI run); below it, only a program that names the port can."""
+    low, _ = ephemeral_range()
+    pool = list(range(max(1024, low - 12000), low))
+    if len(pool) < 10 * n:  # an unusual range: the kernel's choice, held open together while picking
+        socks, ports = [], []
+        try:
+            for _ in range(n):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s.bind((HOST, 0))
+                socks.append(s)
+                ports.append(s.getsockname()[1])
+        finally:
+            for s in socks:
+                s.close()
+        return ports
+    ports = []
+    for port in random.SystemRandom().sample(pool, len(pool)):
+        if len(ports) == n:
+            break
+        if _bindable(port):
+            ports.append(port)
+    if len(ports) != n:
+        raise OSError(f"no {n} free ports below {low}")
     return ports
 
 
