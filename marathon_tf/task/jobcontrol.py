@@ -36,7 +36,7 @@ from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.progress import STEP_ROLES, job_step
 from marathon_tf.contract.taskenv import TaskContext, marathon_token
 from marathon_tf.marathon import tasks, transport
-from marathon_tf.marathon.client import Client, RetryPolicy
+from marathon_tf.marathon.client import DEFAULT_TIMEOUT, Client, RetryPolicy
 from marathon_tf.marathon.record import GROUP_EMBEDS, finish_job, hopeless_verdict, job_apps
 from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.jobpolicy import JobPolicy
@@ -137,7 +137,7 @@ def await_workers(client: Client, ctx: TaskContext, *, timeout: float = AWAIT_SI
 
 
 def client_from_env(ctx: TaskContext, environ: Mapping[str, str], *,
-                    retry: RetryPolicy | None = None) -> Client | None:
+                    retry: RetryPolicy | None = None, timeout: tuple[float, float] | None = None) -> Client | None:
     """A Marathon client for ``MTF_MARATHON_URL`` with ``MARATHON_TOKEN`` (or the token file
     ``MARATHON_TOKEN_FILE`` names) or ``MARATHON_USER``/``MARATHON_PASSWORD`` from the task's
     environment; None without a URL."""
@@ -147,7 +147,8 @@ def client_from_env(ctx: TaskContext, environ: Mapping[str, str], *,
     user = environ.get("MARATHON_USER") or None
     password = environ.get("MARATHON_PASSWORD") if user else None
     return Client(ctx.marathon_url, token=token, user=user, password=password,
-                  retry=retry or RetryPolicy(attempts=8, budget=60.0, initial=0.5, max_wait=10.0))
+                  retry=retry or RetryPolicy(attempts=8, budget=60.0, initial=0.5, max_wait=10.0),
+                  timeout=timeout or DEFAULT_TIMEOUT)
 
 
 class JobControl:
@@ -289,6 +290,9 @@ def job_lifecycle(ctx: TaskContext, environ: Mapping[str, str]) -> dict:
          + ")")
     budget = RestartBudget(n, window, task=ctx.task, path=path)
     version = environ.get("MARATHON_APP_VERSION") or None
-    planned = (lambda: asked_for(client, ctx.job, ctx.task, version)) if client is not None else None
+    # One quick look when a program ends (a Marathon that does not answer must not hold up a restart in place):
+    quick = client_from_env(ctx, environ, retry=RetryPolicy(attempts=1, budget=3.0, initial=0.1, max_wait=0.5),
+                            timeout=(2.0, 3.0))
+    planned = (lambda: asked_for(quick, ctx.job, ctx.task, version)) if quick is not None else None
     return {"policy": JobPolicy(ctx, budget, environ, keeper=keeper, reporter=reporter, planned=planned),
             "control": control}

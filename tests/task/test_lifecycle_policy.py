@@ -284,3 +284,22 @@ def test_asked_for_reads_a_deleted_app_as_removed_and_a_newer_configuration_as_p
     assert asked_for(client, "ml/mnist", "worker-1", "2026-11-28T10:00:00.000Z") == "its app has a new configuration"
     assert asked_for(client, "ml/mnist", "worker-1", "2026-11-28T10:05:00.000Z") is None
     assert asked_for(None, "ml/mnist", "worker-1", None) is None
+
+
+def test_a_marathon_that_does_not_answer_does_not_hold_up_the_decision(make_ctx, tmp_path):
+    """The planned-stop look is one quick request: a program's end is decided (and counted: nothing says the
+    stop was planned) within seconds when Marathon is away, not after the job client's 60 s of retries."""
+    import socket
+    import time
+
+    from marathon_tf.task.jobcontrol import job_lifecycle
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    ctx = make_ctx("worker", 1, style="tf1", restart_budget=(3, 600.0), marathon_url=url)
+    p = job_lifecycle(ctx, {"MARATHON_APP_VERSION": "2026-11-28T10:00:00.000Z"})["policy"]
+    began = time.monotonic()
+    outcome = p.decide(1, stderr_tail="boom")
+    assert time.monotonic() - began < 8, "the decision waited on Marathon"
+    assert outcome.restart and outcome.counted, outcome
