@@ -286,9 +286,9 @@ def _rows(cases: list, n: int) -> list[Row]:
             continue
         runs, respecs = [p[0] for p in pairs], [p[1] for p in pairs]
         launches = [p[2] for p in pairs if p[2] is not None]
-        marathon = (f"; Marathon launched the last task it relaunched after {median(launches):.1f} s (runs: "
-                    f"{', '.join(f'{x:.1f}' for x in launches)}: its backoff and revive interval, not ours)"
-                    if launches else "; no task relaunched by Marathon")
+        marathon = (f"; the last task Marathon launched again printed its first line after {median(launches):.1f} s "
+                    f"(runs: {', '.join(f'{x:.1f}' for x in launches)}; after a kill, Marathon's backoff and revive "
+                    f"interval)" if launches else "; no task launched again by Marathon")
         rows.append(Row(name, round(median(runs), 1), "s",
                         f"median of {n}; disruption -> every worker's step= line after its program started again; "
                         f"runs: {', '.join(f'{r:.1f}' for r in runs)}; the last program (re)started with the "
