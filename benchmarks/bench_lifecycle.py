@@ -21,7 +21,11 @@
 
 Each row also says when the last training program was (re)started with the rewritten spec
 (from the bootstraps' "started training program" lines): the part discovery and the
-bootstrap own; the rest is TensorFlow starting and reconnecting.
+bootstrap own; the rest is TensorFlow starting and reconnecting. And, where Marathon launched tasks
+again (a killed task, a new configuration), when it launched the last one (its bootstrap's first line):
+the part a stock Marathon owns (the app's ``backoffSeconds``, 1 s by default, then the next pass of its
+revive rate limiter, at most ``--min_revive_offers_interval`` 5 s), which no bootstrap can shorten. The
+mnist-ps-strategy kill is measured a second time with ``restart.backoff_seconds: 0``.
 
 Medians of 3 runs (1 with ``quick``). Each run deploys the linear-regression example (1 ps +
 2 workers) on a fresh in-process LocalCluster with Mesos-DNS refresh 0.5 s and bootstrap watch
@@ -70,22 +74,29 @@ def _job_file(tmp: Path, example: str = "linear-regression-tf1",
     return out
 
 
-def _pss_job_file(tmp: Path) -> Path:
+def _pss_job_file(tmp: Path, **changes) -> Path:
     """mnist-ps-strategy (chief + 1 ps + 2 workers; only the chief prints steps)."""
-    return _job_file(tmp, "mnist-ps-strategy", ("--log_every", "10", "--save_every", "100"))
+    return _job_file(tmp, "mnist-ps-strategy", ("--log_every", "10", "--save_every", "100"), **changes)
+
+
+def _pss_no_backoff(tmp: Path) -> Path:
+    """The same with Marathon's ``backoffSeconds`` 0 (``restart.backoff_seconds``): a killed task is launched
+    again at the failure's own revive, not at the next one after its 1 s backoff (up to 5 s later)."""
+    return _pss_job_file(tmp, restart={"max_failures": 20, "window_seconds": 600, "backoff_seconds": 0})
 
 
 def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int,
              prepare: Callable[[object], None] | None = None, *, job_file: Callable[[Path], Path] | None = None,
              trainers: set[str] | None = None, cluster_options: dict | None = None,
              steps_lost: list | None = None, saver: str = "worker-0", alone: str | None = None,
-             **job_changes) -> float:
+             **job_changes) -> tuple[float, float, float | None]:
     """Deploy (``job_file(tmp)``, default the TF1 job file with ``job_changes``), train until step > 500,
     ``prepare(cluster)`` (untimed), ``disrupt(cluster, client, job)``, and time until every worker (or
     every task in ``trainers``) printed a step line after its program started again (every trainer's
     program starts again, but ``alone``'s when only its does). ``steps_lost``: gets the global steps
     trained again (the highest step printed before a program started again, less the checkpoint step
-    ``saver`` resumed from)."""
+    ``saver`` resumed from). Returns (seconds to every trainer's step, to the last program's start, to the
+    last bootstrap Marathon launched — None if it relaunched none)."""
     from marathon_tf.user import jobs, spec as spec_mod
     from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
     from marathon_tf.marathon.client import Client, RetryPolicy
@@ -97,6 +108,7 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
 
     started: list[tuple[float, str]] = []  # the bootstraps' "started training program" lines
     resumed: list[tuple[float, str, int]] = []  # their "resumed from checkpoint at step N" lines
+    relaunched: list[float] = []  # a bootstrap's first line ("status on …"): Marathon launched a task
 
     def emit(task: str, stream: str, line: str) -> None:
         m = STEP.search(line)
@@ -106,6 +118,9 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
         elif "marathon-tf bootstrap: started training program" in line:
             with lock:
                 started.append((time.monotonic(), task))
+        elif "marathon-tf bootstrap: status on " in line:
+            with lock:
+                relaunched.append(time.monotonic())
         elif RESUMED.search(line):
             with lock:
                 resumed.append((time.monotonic(), task, int(RESUMED.search(line).group(1))))
@@ -142,12 +157,13 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
         with lock:
             last = max(min(t for t, task, _ in lines if task == w and t > (since(w) or float("inf"))) for w in workers)
             respec = max((t for t, _ in started if t0 < t <= last), default=t0)
+            launch = max((t for t in relaunched if t0 < t <= last), default=None)
             if steps_lost is not None:  # (a restart's announcement comes just before its program starts)
                 again = min([t for t, _ in started if t > t0] + [t for t, _, _ in resumed if t > t0])
                 before = max((s for t, _, s in lines if t < again), default=0)
                 back = [s for t, task, s in resumed if t > t0 and task == saver]
                 steps_lost.append(max(0, before - back[0]) if back else "?")
-        return last - t0, respec - t0
+        return last - t0, respec - t0, (launch - t0 if launch is not None else None)
     finally:
         tailer.stop()
         cluster.stop()
@@ -208,6 +224,8 @@ def bench_recovery(quick: bool) -> list[Row]:
              ("recovery after two workers killed together (local)", _kill_together("worker-0", "worker-1"), 2, {}),
              ("recovery after chief + ps killed together (local; mnist-ps-strategy, chief's next step)",
               _kill_together("chief-0", "ps-0"), 0, pss),
+             ("recovery after chief + ps killed together (local; mnist-ps-strategy, restart.backoff_seconds 0)",
+              _kill_together("chief-0", "ps-0"), 0, {**pss, "job_file": _pss_no_backoff}),
              ("scale 2 -> 3 workers to resumed training (local)", _scale, 3, {})]
     return _rows(cases, n)
 
@@ -267,10 +285,14 @@ def _rows(cases: list, n: int) -> list[Row]:
             rows.append(pairs)
             continue
         runs, respecs = [p[0] for p in pairs], [p[1] for p in pairs]
+        launches = [p[2] for p in pairs if p[2] is not None]
+        marathon = (f"; the last task Marathon launched again printed its first line after {median(launches):.1f} s "
+                    f"(runs: {', '.join(f'{x:.1f}' for x in launches)}; after a kill, Marathon's backoff and revive "
+                    f"interval)" if launches else "; no task launched again by Marathon")
         rows.append(Row(name, round(median(runs), 1), "s",
                         f"median of {n}; disruption -> every worker's step= line after its program started again; "
                         f"runs: {', '.join(f'{r:.1f}' for r in runs)}; the last program (re)started with the "
-                        f"new spec after {median(respecs):.1f} s (the rest is TensorFlow starting)"))
+                        f"new spec after {median(respecs):.1f} s (the rest is TensorFlow starting){marathon}"))
     return rows
 
 

@@ -64,7 +64,7 @@ from marathon_tf.task.keeper import PATH as LEDGER_PATH
 from marathon_tf.task.logdir import events_path, lock_logdir, logdir_path, logdir_problem
 from marathon_tf.task.observer import TaskObserver
 from marathon_tf.task.policy import Decision, ExitPolicy, is_decider, startup_reason
-from marathon_tf.task.prewarm import Prewarmer
+from marathon_tf.task.prewarm import ForkedProcess, Prewarmer
 from marathon_tf.task.rendezvous import DirectRendezvous, Rendezvous, make_rendezvous
 from marathon_tf.task.restarts import Restarter, program_grace
 from marathon_tf.task.saving import HOLD_PATH, SAVE_PATH, Saving, announce_resume
@@ -358,7 +358,7 @@ class Bootstrap:
         self.observer.program_started(self.status.snapshot()["restarts"], self.endpoints.get(me) if me else None)
         trainer.start()
         self.status.update(phase=Phase.RUNNING, exit_code=None)
-        if trainer.pid is not None:
+        if trainer.pid is not None and not isinstance(trainer.proc, ForkedProcess):  # (a fork's: prewarm says it)
             _log(f"started training program (pid {trainer.pid})")
         return trainer
 

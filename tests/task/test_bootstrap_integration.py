@@ -58,7 +58,10 @@ def test_peer_that_appears_late_in_dns(tmp_path, mesos_dns, procs):
     proc = procs.start(env, [sys.executable, "-c", "import os; print('TFC=' + os.environ['TF_CONFIG'])"],
                        name="worker-0")
     base = f"http://127.0.0.1:{status_port}"
-    wait_for(lambda: _get(base + "/status").get("missing"), 20, what="discovering")
+    # The leader shows its peers "not asked yet" before its first look (rendezvous/leader.py); wait for
+    # the look's answer, not for the first view of the missing peers.
+    wait_for(lambda: set(_get(base + "/status").get("missing", {}).values()) - {"not asked yet"}, 20,
+             what="the first answer from Mesos-DNS")
     status = _get(base + "/status")
     assert status["phase"] == "discovering"
     assert status["missing"] == {"worker-1": "NXDOMAIN (_tf._worker-1-mnist-ml._tcp.marathon.mesos.)"}

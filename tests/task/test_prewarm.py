@@ -329,6 +329,7 @@ def test_the_bootstrap_runs_prewarmed_and_restarts_in_a_fork_of_the_same_server(
         assert tfc[0] == tfc[1] and tfc[0]["task"] == {"type": "worker", "index": 1}
         log = capsys.readouterr().err  # the bootstrap's own log lines
         assert log.count("runs in the pre-warmed interpreter") == 2, log
+        assert log.count("started training program") == 2, log  # one line a start (ci run 20 had two)
         assert boot.status.snapshot()["step"] == 5 and boot.prewarmer.waiting is None  # closed once finished
     finally:
         boot.request_stop()
