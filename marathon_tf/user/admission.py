@@ -269,9 +269,10 @@ def check(client: Any, spec: JobSpec, *, mesos: Optional[str] = None, wait: bool
           starting: Optional[Sequence[tuple[str, int]]] = None, templates_dir: Optional[str] = None,
           group: Optional[Mapping[str, Any]] = None) -> Verdict:
     """The check of a job before it is sent (see the module). ``starting``: the tasks that would
-    start (default every task; ``scale``: the new ones). ``group``: the job's group as the deploy
-    rendered it (else one app per role is rendered here). Raises :class:`UsageError` (exit 2) for a task
-    that can never be placed, :class:`NotPlaced` (exit 4) for a shortfall when not ``wait``."""
+    start (default every task the job cannot start without, an elastic role's ``min``; ``scale``: the new
+    ones). ``group``: the job's group as the deploy rendered it (else one app per role is rendered here).
+    Raises :class:`UsageError` (exit 2) for a task that can never be placed, :class:`NotPlaced` (exit 4)
+    for a shortfall when not ``wait``."""
     from marathon_tf.user.render import placement_scopes, render_app, task_apps
 
     scopes = {t: scope for scope in placement_scopes(spec) for t in scope.tasks}
@@ -302,9 +303,9 @@ def check(client: Any, spec: JobSpec, *, mesos: Optional[str] = None, wait: bool
         raise UsageError(refused + "; nothing was sent",
                          hint=f"ask for less per task, or add agents that have it (the Mesos master at {cap.url} "
                               f"lists {len(cap.agents)} registered agent{'s' if len(cap.agents) != 1 else ''})")
-    tasks = list(starting) if starting is not None else spec.tasks()
+    tasks = list(starting) if starting is not None else spec.required_tasks()  # (an elastic role: its min)
     order = [(role, apps[role]) for role, _ in tasks if role in apps]
-    whole = [(role, apps[role]) for role, _ in spec.tasks() if role in apps]
+    whole = [(role, apps[role]) for role, _ in spec.required_tasks() if role in apps]
     refused = too_large(spec.name, whole, cap)
     if refused:
         raise UsageError(refused + "; nothing was sent",

@@ -234,6 +234,28 @@ def test_a_job_the_whole_cluster_can_never_hold_at_once_is_refused_like_an_impos
     assert admission.check(None, fits).waiting == {"worker": 1}
 
 
+def test_an_elastic_role_is_admitted_by_its_min_its_standbys_hold_nothing(monkeypatch):
+    """Issue 30: admission's all-or-nothing unit is the job with ``min`` workers. A cluster that holds 2
+    of them at once admits ``{"min": 2, "max": 3}`` (the third is a standby, placed when there is room),
+    and refuses the same job with a fixed count of 3; a shortfall counts the min only."""
+    cap = _cap(_slave(1, cpus=2), _slave(2, cpus=2))
+    monkeypatch.setattr(capacity, "read", lambda client, given=None: cap)
+
+    def job(count):
+        return load_dict({"name": "el", "command": "true", "style": "multi_worker_mirrored",
+                          "roles": {"worker": {"count": count, "cpus": 2, "mem": 64}}})
+    assert job({"min": 2, "max": 3}).required_tasks() == [("worker", 0), ("worker", 1)]
+    assert job(3).required_tasks() == job(3).tasks()
+    verdict = admission.check(None, job({"min": 2, "max": 3}))
+    assert verdict.checked and not verdict.waiting
+    with pytest.raises(UsageError) as e:
+        admission.check(None, job(3))
+    assert str(e.value).startswith("job el needs cpus 6 in all; the cluster has 4 in all (2 agents)")
+    busy = _cap(_slave(1, cpus=2, used={"cpus": 2.0}), _slave(2, cpus=2))
+    monkeypatch.setattr(capacity, "read", lambda client, given=None: busy)
+    assert admission.check(None, job({"min": 2, "max": 3})).waiting == {"worker": 1}
+
+
 # -- placement rules across the job's tasks (marathon_tf.contract.spread) ----------------------------
 
 

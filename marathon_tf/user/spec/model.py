@@ -195,6 +195,12 @@ class JobSpec:
         """Every (role, index) of the job, in render order."""
         return [(r, i) for r in naming.ROLES for i in range(self.roles[r].count)]
 
+    def required_tasks(self) -> list[tuple[str, int]]:
+        """The tasks the job cannot start without (admission's all-or-nothing unit): every task, but only
+        the first ``min`` of an elastic role (the others are standbys that hold nothing until placed)."""
+        return [(r, i) for r in naming.ROLES
+                for i in range(self.roles[r].count if self.roles[r].min_count is None else self.roles[r].min_count)]
+
     def to_dict(self) -> dict[str, Any]:
         """The normalized job as job.json (loadable by :func:`load_dict`)."""
         out: dict[str, Any] = {

@@ -52,12 +52,16 @@ def cluster_of(tmp_path):
     wait_for(lambda: not processes_under(tmp_path / "state"), 10, what="no task process left")
 
 
-def _spec(cluster, name, workers, program="import sys; sys.exit(0)", **admission):
-    return load_dict({"name": name, "command": ["python3", "-c", program], "prewarm": False,
+def _spec(cluster, name, workers, program="import sys; sys.exit(0)", elastic=False, **admission):
+    """``elastic``: the worker count ``{"min": workers, "max": workers + 1}`` (issue 30: the job's
+    all-or-nothing unit is its ``min`` workers; the extra app is a standby that holds nothing)."""
+    count = {"min": workers, "max": workers + 1} if elastic else workers
+    style = {"style": "multi_worker_mirrored"} if elastic else {}  # (custom programs cannot be elastic)
+    return load_dict({**style, "name": name, "command": ["python3", "-c", program], "prewarm": False,
                       "admission": admission, "restart": {"max_failures": 0},
                       "discovery": {"nameserver": cluster.mesos_dns, "http_api": cluster.mesos_dns_http,
                                     "marathon_url": cluster.marathon_url},
-                      "roles": {"worker": {"count": workers, "cpus": 1, "mem": 128}}})
+                      "roles": {"worker": {"count": count, "cpus": 1, "mem": 128}}})
 
 
 def _client(cluster):
@@ -65,19 +69,23 @@ def _client(cluster):
 
 
 @pytest.mark.timeout(120)
-def test_placed_tasks_release_a_job_nobody_follows_at_its_deadline(cluster_of, tmp_path):
+@pytest.mark.parametrize("elastic", [False, True], ids=["fixed", "elastic"])
+def test_placed_tasks_release_a_job_nobody_follows_at_its_deadline(cluster_of, tmp_path, elastic):
     cluster = cluster_of(agents=3, agent_resources=[AGENT])
     client = _client(cluster)
-    submitted = wall(jobs.deploy(client, _spec(cluster, "part", 4, timeout=6)).version)
+    submitted = wall(jobs.deploy(client, _spec(cluster, "part", 4, timeout=6, elastic=elastic)).version)
     st = wait_for(lambda: (lambda s: s if s.get("state") in L.RECORDED else None)(job_status(client, "part").to_dict()),
                   40, interval=0.2, what="the job's record")
     assert st["state"] == L.NOT_PLACED, st
-    assert st["reason"].startswith("worker: 3/4 placed; 1 waiting ")
+    # (elastic: the standby waits as well, holding nothing; the deadline is the min's)
+    said = "worker: 3 of 4..5 placed; 2 waiting " if elastic else "worker: 3/4 placed; 1 waiting "
+    assert st["reason"].startswith(said)
     assert st["reason"].endswith(": InsufficientCpus on 3 agents (need 1 each, 0 free)")
     apps = client.get_group("/part", embed=("group.apps",))["apps"]
     deadline = submitted + 6  # (the release is a new configuration: lastConfigChangeAt moved)
     released = wall(apps[0]["labels"][L.FINISHED_AT])
-    assert [a["instances"] for a in apps] == [0] * 4 and 0 <= released - deadline <= 5, released - deadline
+    assert [a["instances"] for a in apps] == [0] * (5 if elastic else 4) and 0 <= released - deadline <= 5, \
+        released - deadline
     # the placed tasks were stopped (their grace period): no program ever started, nothing is held
     wait_for(lambda: not processes_under(tmp_path / "state"), 10, what="the placed tasks stopped")
     # (an agent frees a task's resources at its terminal status update, a moment after its process ended)
@@ -88,14 +96,16 @@ def test_placed_tasks_release_a_job_nobody_follows_at_its_deadline(cluster_of, t
 
 
 @pytest.mark.timeout(240)
-def test_two_jobs_that_each_need_most_of_the_cluster_both_succeed_with_retries(cluster_of):
+@pytest.mark.parametrize("elastic", [False, True], ids=["fixed", "elastic"])
+def test_two_jobs_that_each_need_most_of_the_cluster_both_succeed_with_retries(cluster_of, elastic):
     """Each job needs 3 of the 4 agents and trains longer than its admission timeout: whichever is
     placed second holds what it got only until its deadline, is released (NotPlaced, Queued), and
     is submitted again after its jittered backoff by the ``wait`` that follows it, until it fits."""
     cluster = cluster_of(agents=4, agent_resources=[AGENT])
     marathon = Marathon(client=_client(cluster))
     program = "import time; time.sleep(5)"
-    handles = [marathon.deploy(_spec(cluster, name, 3, program, timeout=3, retries=8, backoff_seconds=1))
+    handles = [marathon.deploy(_spec(cluster, name, 3, program, timeout=3, retries=8, backoff_seconds=1,
+                                     elastic=elastic))
                for name in ("one", "two")]
     finals: dict[str, object] = {}
     seen: dict[str, set] = {"one": set(), "two": set()}
@@ -118,16 +128,18 @@ def test_two_jobs_that_each_need_most_of_the_cluster_both_succeed_with_retries(c
 
 
 @pytest.mark.timeout(120)
-def test_a_job_whose_missing_agent_comes_back_before_its_deadline_starts_and_succeeds(cluster_of):
+@pytest.mark.parametrize("elastic", [False, True], ids=["fixed", "elastic"])
+def test_a_job_whose_missing_agent_comes_back_before_its_deadline_starts_and_succeeds(cluster_of, elastic):
     cluster = cluster_of(agents=2, agent_resources=[AGENT])
     marathon = Marathon(client=_client(cluster))
     with pytest.raises(UsageError) as refused:  # 3 workers of 1 cpu can never all run on 2 agents of 1 cpu
-        marathon.deploy(_spec(cluster, "back", 3, timeout=60))
+        marathon.deploy(_spec(cluster, "back", 3, timeout=60, elastic=elastic))
     assert str(refused.value).startswith("job back needs cpus 3 in all; the cluster has 2 in all (2 agents)")
     # sent all the same (as a cluster losing an agent after the check would): it waits for the agent
-    jobs.deploy(_client(cluster), _spec(cluster, "back", 3, timeout=60))
-    st = wait_for(lambda: (lambda s: s if "worker: 2/3 placed; 1 waiting" in str((s.admission or {}).get("waiting"))
-                           else None)(marathon.status("back")), 30, interval=0.2, what="two placed, one waiting")
+    jobs.deploy(_client(cluster), _spec(cluster, "back", 3, timeout=60, elastic=elastic))
+    said = "worker: 2 of 3..4 placed; 2 waiting" if elastic else "worker: 2/3 placed; 1 waiting"
+    st = wait_for(lambda: (lambda s: s if said in str((s.admission or {}).get("waiting"))
+                           else None)(marathon.status("back")), 30, interval=0.2, what=said)
     assert st.admission["waiting"][0].endswith(": InsufficientCpus on 2 agents (need 1 each, 0 free)")
     cluster.add_agent(AGENT.replace("33400-33499", "33500-33599"))
     final = marathon.wait("back", timeout=60)
