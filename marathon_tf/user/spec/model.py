@@ -198,8 +198,7 @@ class JobSpec:
     def required_tasks(self) -> list[tuple[str, int]]:
         """The tasks the job cannot start without (admission's all-or-nothing unit): every task, but only
         the first ``min`` of an elastic role (the others are standbys that hold nothing until placed)."""
-        return [(r, i) for r in naming.ROLES
-                for i in range(self.roles[r].count if self.roles[r].min_count is None else self.roles[r].min_count)]
+        return [(r, i) for r in naming.ROLES for i in range(_required(self.roles[r]))]
 
     def to_dict(self) -> dict[str, Any]:
         """The normalized job as job.json (loadable by :func:`load_dict`)."""
@@ -264,3 +263,8 @@ class JobSpec:
 
 def _drop_none(d: dict) -> dict:
     return {k: v for k, v in d.items() if v is not None}
+
+
+def _required(role: Role) -> int:
+    """How many of ``role``'s tasks the job cannot start without: its ``min`` when elastic, else all."""
+    return role.count if role.min_count is None else role.min_count
