@@ -75,6 +75,8 @@ def elastic_job(tmp_path, example: str, command: list[str], target: int, **chang
              "worker": {"count": {"min": 2, "max": 3}, "cpus": 1, "mem": 1536, "constraints": ELSEWHERE}}
     if example == "keras-multiworker":
         roles = {"worker": roles["worker"]}
+    elif example == "linear-regression-tf1":  # (worker-0 is TF1's chief, on the worker agents)
+        roles = {"ps": roles["ps"], "worker": roles["worker"]}
     # the default bootstrap (marathon-tf bootstrap): the local runner's shared pre-warmed interpreters, as on
     # local serve (a standby placed starts from an interpreter that imported TensorFlow already)
     return str(example_job(example, tmp_path, command=command, roles=roles,
@@ -230,3 +232,54 @@ def test_an_elastic_keras_multiworker_job_starts_at_its_minimum_grows_shrinks_an
     assert final["state"] == L.SUCCEEDED, final.get("reason")
     assert (final.get("restartBudget") or {}).get("failures", 0) == 0, final.get("restartBudget")
     assert "grew 2" in (final.get("elastic") or {}).get("final", ""), final.get("elastic")
+
+
+STARTED = re.compile(r"marathon-tf bootstrap: started training program \(pid (\d+)\)")
+
+
+@pytest.mark.timeout(600)
+def test_a_tf1_worker_joins_and_leaves_a_running_elastic_job_without_stopping_the_others(tmp_path, sized_cluster,
+                                                                                        job_on):
+    """TF1 asynchronous between-graph training (``--elastic``: ClusterSpec propagation, docs/elastic.md): the
+    standby placed when the blocker goes trains beside the two workers without their programs starting
+    again; its agent killed, it is let go and the two train on, again without a restart; Succeeded, no
+    failure counted."""
+    from marathon_tf.user import jobs
+
+    block = job_on(sized_cluster, blocker(tmp_path))
+    block.wait(lambda: worker_task(block, "worker-0"), 60, "the blocker running")
+    target = 8000  # (~200 steps a second on a loaded 2-core machine: the sequence ends near step 2,500)
+    job = job_on(sized_cluster, elastic_job(
+        tmp_path, "linear-regression-tf1", ["python3", "train.py", "--train_steps", str(target), "--checkpoint_dir",
+                                            "ckpt", "--log_every", "50", "--elastic"], target))
+    view = job.wait(lambda: size_is(job, "worker-0", 2), 180, "the job formed with 2 workers")
+    assert len(view["standbys"]) == 1, view
+    job.wait(lambda: job.max_step() > 500, 120, "training with 2 workers")
+    standby = view["standbys"][0]
+    # (the cluster's lines: the blocker's own worker-0 said it started too; counts compared, not absolute)
+    starts = {w: len(lines_of(job, w, STARTED)) for w in ("worker-0", "worker-1")}
+    # 1. joins: the blocker deleted, the standby is placed and trains; the two others are not stopped
+    grew_at, grew_wall = time.monotonic(), time.time()
+    jobs.delete(block.client, "blocker")
+    job.wait(lambda: size_is(job, "worker-0", 3), 60, "the job grew to 3 workers")
+    placed = wall(worker_task(job, standby)["stagedAt"]) - grew_wall
+    first = job.wait(lambda: lines_of(job, standby, STEP, grew_at), 60, "the newcomer's first step")
+    join_seconds = first[0][0] - grew_at
+    print(f"tf1 join: blocker deleted -> the newcomer placed {placed:.1f} s, its first step {join_seconds:.1f} s",
+          file=sys.stderr)
+    assert join_seconds - placed <= GROW_LIMIT, (join_seconds, placed)
+    job.wait(lambda: all(lines_of(job, w, STEP, first[0][0]) for w in ("worker-0", "worker-1")), 30,
+             "the two others training beside it")
+    assert {w: len(lines_of(job, w, STARTED)) for w in starts} == starts, "a worker's program started again"
+    # 2. leaves: its agent killed, the two train on without a restart, nothing counted
+    victim = worker_task(job, standby)
+    killed = time.monotonic()
+    assert sized_cluster.kill_agent(victim["host"]) == [victim["id"]]
+    job.wait(lambda: size_is(job, "worker-0", 2), SHRINK_LIMIT, "the job shrank to 2 workers")
+    job.wait(lambda: all(lines_of(job, w, STEP, killed + 1.0) for w in ("worker-0", "worker-1")), SHRINK_LIMIT,
+             "the two training on")
+    assert {w: len(lines_of(job, w, STARTED)) for w in starts} == starts, "a worker's program started again"
+    assert job.max_step() < target, "the job ended before the sequence did: raise the target"
+    final = job.wait_state(420)
+    assert final["state"] == L.SUCCEEDED, final.get("reason")
+    assert (final.get("restartBudget") or {}).get("failures", 0) == 0, final.get("restartBudget")
