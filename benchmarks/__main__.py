@@ -36,10 +36,11 @@ def _optional():
     except ImportError:
         pass
     try:
-        from . import bench_failover, bench_lifecycle
+        from . import bench_elastic, bench_failover, bench_lifecycle
 
         out.update(bench_lifecycle.BENCHMARKS)
         out.update(bench_failover.BENCHMARKS)
+        out.update(bench_elastic.BENCHMARKS)
     except ImportError:
         pass
     try:

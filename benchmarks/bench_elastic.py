@@ -1,0 +1,221 @@
+"""Elastic jobs (issue 30, docs/elastic.md) with real TensorFlow on a local cluster sized so that only two
+workers fit (4 agents: one for the chief and the ps, three that hold one worker each; a blocker job holds the
+fourth at first), the elastic mnist-ps-strategy (workers ``{"min": 2, "max": 3}``), in one run:
+
+* steps/s at 2 workers (the chief's global steps over :data:`WINDOW` s), then the blocker deleted:
+* grow: seconds from the standby's placement (Marathon's ``stagedAt`` of its task) to the chief's first step
+  at 3 workers (its ``first_step_time=``), and from the blocker's deletion; nothing trained again (the
+  checkpoint the restarted coordinator restored is at or past every step printed before);
+* steps/s at 3 workers, and the scaling efficiency: rate at 3 / (rate at 2 × 3/2);
+* shrink: the agent of the third worker killed -> seconds until the deciding task's membership is 2 and the
+  chief has stepped since (a ParameterServerStrategy coordinator trains on without the lost worker).
+
+Baseline in the same run (the named one for the grow): the same example at a fixed size of 2 on a cluster
+with room for 3, ``scale worker=3`` -> the chief's first step at 3 workers (every task of the job starts again
+with the new cluster spec: how a job grows without ``min``/``max``). Each run deploys on a fresh in-process
+LocalCluster (Mesos-DNS refresh 0.5 s; otherwise a stock Marathon 1.11's defaults); one run each (``quick`` or
+not: each is ~2 minutes of real training).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from .bench_lifecycle import _job_file, _until
+from .common import Row
+
+STEP = re.compile(r"\bstep=(\d+) loss=")
+FIRST = re.compile(r"first_step_time=([0-9.]+)")
+RESTORED = re.compile(r"restored \S+, global step (\d+)/")
+BIG = "cpus:2;mem:8192;disk:10000;ports:[31000-32000]"
+SMALL = "cpus:1;mem:4096;disk:10000;ports:[31000-32000]"
+#: Seconds of steps a rate is measured over.
+WINDOW = 15.0
+
+
+def _roles(workers: Any) -> dict:
+    return {"chief": {"count": 1, "cpus": 1, "mem": 1536, "constraints": [["hostname", "LIKE", "127.0.0.1"]]},
+            "ps": {"count": 1, "cpus": 0.5, "mem": 1024, "constraints": [["hostname", "LIKE", "127.0.0.1"]]},
+            "worker": {"count": workers, "cpus": 1, "mem": 1536,
+                       "constraints": [["hostname", "UNLIKE", "127.0.0.1"]]}}
+
+
+class _Run:
+    """A sized local cluster, the chief's lines as they come, and the jobs deployed on it."""
+
+    def __init__(self):
+        from marathon_tf.marathon.client import Client, RetryPolicy
+        from marathon_tf.user.localrun import SandboxTailer, local_cluster
+
+        self.tmp = Path(tempfile.mkdtemp(prefix="bench-elastic-"))
+        self.lines: list[tuple[float, str, str]] = []
+        self.lock = threading.Lock()
+        self.cluster = local_cluster(state_dir=self.tmp / "state", dns_refresh=0.5, kill_grace=2.0, agents=4,
+                                     agent_resources=(f"{BIG}|{SMALL}|{SMALL}|{SMALL}",))
+        self.tailer = SandboxTailer(self.tmp / "state", self._emit, interval=0.05)
+        self.cluster.start()
+        self.client = Client(self.cluster.marathon_url,
+                             retry=RetryPolicy(attempts=5, budget=30, initial=0.2, max_wait=2))
+        self.tailer.start()
+
+    def _emit(self, task: str, stream: str, line: str) -> None:
+        if task == "chief-0":
+            with self.lock:
+                self.lines.append((time.monotonic(), stream, line))
+
+    def found(self, pattern: re.Pattern, since: float = 0.0) -> list[tuple[float, re.Match]]:
+        with self.lock:
+            return [(t, m) for t, _, x in self.lines if t >= since and (m := pattern.search(x))]
+
+    def deploy(self, path: Path) -> str:
+        from marathon_tf.user import jobs, spec as spec_mod
+
+        spec = spec_mod.load_job(str(path))
+        spec = spec.with_overrides(discovery=dataclasses.replace(
+            spec.discovery, nameserver=self.cluster.mesos_dns, http_api=self.cluster.mesos_dns_http,
+            marathon_url=self.cluster.marathon_url))
+        jobs.deploy(self.client, spec)
+        return spec.name
+
+    def rate(self, since: float) -> float:
+        """The chief's global steps per second over :data:`WINDOW` s from ``since`` (waits for them)."""
+        _until(lambda: any(t > since + WINDOW for t, _ in self.found(STEP, since)), WINDOW + 60, "steps to rate")
+        steps = [(t, int(m.group(1))) for t, m in self.found(STEP, since) if t <= since + WINDOW]
+        return (steps[-1][1] - steps[0][1]) / (steps[-1][0] - steps[0][0])
+
+    def view(self, job: str) -> dict:
+        """The deciding task's (chief-0's) ``elastic`` view from its /status."""
+        from marathon_tf.marathon import transport
+        from marathon_tf.marathon.tasks import newest_running, task_url
+
+        app = self.client.get_app(f"/{job}/chief-0")
+        task = newest_running(app)
+        url = task_url(app, task, "status", "/status") if task is not None else None
+        return ((transport.get_json(url, timeout=2.0) or {}).get("elastic") or {}) if url else {}
+
+    def sized(self, job: str, n: int) -> bool:
+        view = self.view(job)
+        return view.get("size") == n and not view.get("placedStandbys")
+
+    def task_of(self, job: str, app: str) -> dict | None:
+        tasks = self.client.request("GET", f"/v2/apps/{job}/{app}/tasks").body["tasks"]
+        return next((t for t in tasks if t.get("state") == "TASK_RUNNING"), None)
+
+    def close(self) -> None:
+        self.tailer.stop()
+        self.cluster.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _file(run: _Run, workers: Any, name: str) -> Path:
+    flags = ("--log_every", "10", "--save_every", "100000")
+    path = _job_file(run.tmp / name, "mnist-ps-strategy", flags, roles=_roles(workers), name=name,
+                     restart={"max_failures": 0, "window_seconds": 600})
+    return path
+
+
+def _wall(stamp: str) -> float:
+    from marathon_tf.marathon.tasks import wall
+
+    value = wall(stamp)
+    assert value is not None, stamp
+    return value
+
+
+def elastic_run() -> dict[str, float]:
+    """The elastic sequence (see the module): its figures."""
+    from marathon_tf.user import jobs
+
+    run = _Run()
+    try:
+        blocker = run.tmp / "blocker.json"
+        blocker.write_text(json.dumps({
+            "name": "blocker", "style": "custom", "command": ["sleep", "100000"],
+            "roles": {"worker": {"count": 1, "cpus": 1, "mem": 256,
+                                 "constraints": [["hostname", "LIKE", "127.0.0.4"]]}}}))
+        run.deploy(blocker)
+        _until(lambda: run.task_of("blocker", "worker-0") is not None, 60, "the blocker running")
+        (run.tmp / "elastic").mkdir()
+        job = run.deploy(_file(run, {"min": 2, "max": 3}, "elastic"))
+        _until(lambda: run.sized(job, 2), 180, "the job formed with 2 workers")
+        _until(lambda: run.found(STEP), 120, "training with 2 workers")
+        at_2 = run.rate(run.found(STEP)[0][0] + 5.0)  # (past its first steps)
+        standby = run.view(job)["standbys"][0]
+        deleted, deleted_wall = time.monotonic(), time.time()
+        jobs.delete(run.client, "blocker")
+        _until(lambda: run.sized(job, 3), 90, "the job grew to 3 workers")
+        _until(lambda: run.found(FIRST, deleted), 90, "the first step at 3 workers")
+        first = float(run.found(FIRST, deleted)[0][1].group(1))
+        placed = _wall(run.task_of(job, standby)["stagedAt"])
+        restored = run.found(RESTORED, deleted)
+        printed = max(int(m.group(1)) for t, m in run.found(STEP) if t < restored[0][0])
+        again = max(0, printed - int(restored[0][1].group(1)))
+        at_3 = run.rate(run.found(FIRST, deleted)[0][0] + 2.0)
+        victim = run.task_of(job, standby)
+        killed = time.monotonic()
+        run.cluster.kill_agent(victim["host"])
+        _until(lambda: run.sized(job, 2), 60, "the job shrank to 2 workers")
+        sized = time.monotonic()
+        _until(lambda: run.found(STEP, sized), 60, "a step at 2 workers")
+        return {"rate2": at_2, "rate3": at_3, "grow_placed": first - placed, "grow_deleted": first - deleted_wall,
+                "again": again, "shrink": run.found(STEP, sized)[0][0] - killed, "placed_after": placed - deleted_wall}
+    finally:
+        run.close()
+
+
+def fixed_scale_run() -> float:
+    """The baseline: a fixed-size job of 2 workers, ``scale worker=3`` -> the chief's first step at 3."""
+    from marathon_tf.user import jobs
+
+    run = _Run()
+    try:
+        (run.tmp / "fixed").mkdir()
+        job = run.deploy(_file(run, 2, "fixed"))
+        _until(lambda: any(int(m.group(1)) > 300 for _, m in run.found(STEP)), 240, "training with 2 workers")
+        asked, asked_wall = time.monotonic(), time.time()
+        jobs.scale(run.client, job, {"worker": ("=", 3)})
+        _until(lambda: run.found(FIRST, asked), 120, "the first step at 3 workers")
+        return float(run.found(FIRST, asked)[0][1].group(1)) - asked_wall
+    finally:
+        run.close()
+
+
+def _once(name: str, fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001 - the row says what went wrong; the other benchmarks go on
+        return Row(name, "failed", "", f"{type(e).__name__}: {e}")
+
+
+def bench_elastic(quick: bool) -> list[Row]:
+    figures = _once("elastic mnist-ps-strategy", elastic_run)
+    if isinstance(figures, Row):
+        return [figures]
+    baseline = _once("fixed-size scale 2 -> 3 (baseline)", fixed_scale_run)
+    rows = [Row("elastic PSS: steps/s at 2 workers", round(figures["rate2"], 1), "steps/s",
+                f"the chief's global steps over {WINDOW:g} s"),
+            Row("elastic PSS: steps/s at 3 workers", round(figures["rate3"], 1), "steps/s",
+                f"scaling efficiency {figures['rate3'] / (figures['rate2'] * 1.5):.2f} "
+                f"(rate at 3 / (rate at 2 x 3/2))"),
+            Row("elastic PSS: standby placed -> first step at 3 workers", round(figures["grow_placed"], 1), "s",
+                f"the blocker's deletion -> first step {figures['grow_deleted']:.1f} s (the standby placed after "
+                f"{figures['placed_after']:.1f} s); global steps trained again: {figures['again']}")]
+    if isinstance(baseline, Row):
+        rows.append(baseline)
+    else:
+        rows.append(Row("fixed-size PSS: scale 2 -> 3 workers -> first step at 3 (baseline)", round(baseline, 1),
+                        "s", f"elastic grow from the room made / this: {figures['grow_deleted'] / baseline:.2f}"))
+    rows.append(Row("elastic PSS: worker's agent lost -> membership 2 and a step", round(figures["shrink"], 1), "s",
+                    "the coordinator trains on (no restart, no failure counted)"))
+    return rows
+
+
+BENCHMARKS = {"elastic": bench_elastic}
