@@ -12,6 +12,11 @@ then names the peer it waits for:
    (``SIGSTOP``) or frozen still has its socket, the kernel still accepts the connection, but
    nothing answers (``silent``); a dead one refuses the connection (``refused``). Measured against
    a TF 2.21 server: answers in ≈ 30 ms, stopped → silent, killed → refused; the server logs nothing.
+   ``refused`` is said only when the connection itself is refused (nothing listens at the address):
+   a connection that was made and then reset or dropped without an answer had a listener, which did
+   not answer (``silent``): a kernel that resets connections its stopped owner's full accept queue
+   cannot take (``net.ipv4.tcp_abort_on_overflow``), or the rare program that closes its socket
+   during the look (the next look says ``refused``).
 
 The look happens in a thread of its own, at most every :data:`LOOK_EVERY` seconds while the task is
 stalled, at most :data:`MAX_PROBED` peers (ps first, then chief, then workers), so a job that
@@ -48,7 +53,8 @@ _ORDER = {"ps": 0, "chief": 1, "worker": 2}
 
 def probe(address: str, timeout: float = PROBE_TIMEOUT) -> str:
     """Whether the gRPC server at ``host:port`` answers: :data:`ANSWERS`, :data:`SILENT` (connected,
-    no answer within ``timeout``), :data:`REFUSED` or ``unreachable``."""
+    no answer within ``timeout``, or the connection reset without one), :data:`REFUSED` (nothing listens)
+    or ``unreachable``."""
     host, _, port = address.rpartition(":")
     try:
         conn = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
@@ -61,10 +67,8 @@ def probe(address: str, timeout: float = PROBE_TIMEOUT) -> str:
         conn.sendall(_PREFACE)
         head = conn.recv(9)
         return ANSWERS if len(head) >= 4 and head[3] == 0x04 else SILENT
-    except socket.timeout:
+    except OSError:  # the timeout, or reset / dropped after the connection was made: a listener, no answer
         return SILENT
-    except OSError:
-        return REFUSED
     finally:
         conn.close()
 

@@ -363,7 +363,8 @@ class Restarter:
         if self.saving is not None and signum == signal.SIGTERM and trainer.wait(timeout=0) is None:
             self.log(f"stopped by {name}: a save round first (at most {round_budget(self.grace):g} s of the "
                      f"{self.grace:g} s grace)")
-            saved = self.saving.before_stop(round_budget(self.grace))
+            saved = self.saving.before_stop(round_budget(self.grace),
+                                            self.policy.planned if isinstance(self.policy, JobPolicy) else None)
         left = max(0.0, self.grace - (self.clock() - began))
         if saved is not None and saved.ok:
             left = min(left, AFTER_SAVE_GRACE)

@@ -447,11 +447,19 @@ class Saving:
         """This task takes part in rounds (a cluster member with peers; not tensorboard)."""
         return self.ctx.role != "tensorboard" and len(self.ctx.members()) > 1
 
-    def before_stop(self, budget: float) -> SaveResult | None:
-        """The task is stopped (SIGTERM) with ``budget`` s for a round: the job's checkpoint first."""
+    def before_stop(self, budget: float, planned: Callable[[], str | None] | None = None) -> SaveResult | None:
+        """The task is stopped (SIGTERM) with ``budget`` s for a round: the job's checkpoint first. A round that
+        fails while ``planned()`` (:func:`marathon_tf.task.keeper.asked_for`) says the job ended or its app was
+        removed had nothing to do: the deciding task's program has ended already (asked after the round, so a
+        stop that is not one of those costs no look at Marathon)."""
         if not self.members_save() or budget <= 0:
             return None
-        return self.ask(f"{self.ctx.task} is stopped", hold=True, timeout=budget)
+        result = self.ask(f"{self.ctx.task} is stopped", hold=True, timeout=budget)
+        if not result.ok and planned is not None:
+            why = planned()
+            if why in ("the job ended", "its app was removed"):
+                return SaveResult(False, f"{why}: nothing to save")
+        return result
 
     def before_move(self, moved: Sequence[str]) -> SaveResult | None:
         """Peers ``moved``: the job restarts with the new spec; save first, unless nothing is left to save

@@ -299,18 +299,21 @@ def follow(client: Client, job: str, task: str | None, streams: tuple[str, ...],
     session = session or AgentSession(client)
     known: dict[str, TaskLog] = {}
     unreachable_since: float | None = None
+    ended: str | None = None
     while True:
-        found, ended = find_task_logs(client, job, task, agent_port=agent_port, agent_url=agent_url,
-                                      previous=previous, since=since, session=session)
-        if since is not None and not found and not known and (not follow_ or ended):
-            raise LogError(f"{job}: no task{' ' + task if task else ''} wrote output in that time",
-                             hint="a longer --since, or leave it out")
-        if not found and not known and (not follow_ or ended):
-            raise LogError(f"{job}: no task has output to read yet (none has run, or their agents removed "
-                             f"the sandboxes)", hint=f"see the job with: marathon-tf status {job}")
-        for log in found:
-            known.setdefault(log.task_id, log).agent = log.agent  # (the local runner's agent moves with Marathon)
-        try:
+        try:  # finding the sandboxes reads the agents' /state too: an agent gone since Marathon named it is
+            # the same outage as one gone while reading (a killed Marathon leader, whose port served the
+            # local runner's agent API, between the look at the group and the look at /state)
+            found, ended = find_task_logs(client, job, task, agent_port=agent_port, agent_url=agent_url,
+                                          previous=previous, since=since, session=session)
+            if since is not None and not found and not known and (not follow_ or ended):
+                raise LogError(f"{job}: no task{' ' + task if task else ''} wrote output in that time",
+                               hint="a longer --since, or leave it out")
+            if not found and not known and (not follow_ or ended):
+                raise LogError(f"{job}: no task has output to read yet (none has run, or their agents removed "
+                               f"the sandboxes)", hint=f"see the job with: marathon-tf status {job}")
+            for log in found:
+                known.setdefault(log.task_id, log).agent = log.agent  # (the local runner's agent moves with Marathon)
             for log in list(known.values()):
                 for stream in streams:
                     text = read_new(session, log, stream, tail=tail)

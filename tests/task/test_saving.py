@@ -222,6 +222,14 @@ def test_which_planned_stops_ask_for_a_round(tmp_path):
                                                                  "exclude": ["worker-1"]}
     assert ask(make(tmp_path, style="multi_worker_mirrored", cluster={"worker": 2})).before_move(["worker-1"]) is None
     assert ask(make(tmp_path, task="worker-0", cluster={"worker": 1})).before_stop(20.0) is None  # alone: no job
+    # a round that fails at the job's end (the deciding task's program is gone): said as the end, not a fault
+    ended = make(tmp_path, decider=False, task="ps-0")
+    ended.ask = lambda reason, **kw: SaveResult(False, "the deciding task did not answer: Connection reset")
+    for why in ("the job ended", "its app was removed"):
+        assert ended.before_stop(20.0, lambda: why).message == f"{why}: nothing to save"
+    for why in ("its app has a new configuration", None):  # a scale's round that failed is a fault to say
+        assert ended.before_stop(20.0, lambda: why).message.startswith("the deciding task did not answer")
+    assert ended.before_stop(20.0).message.startswith("the deciding task did not answer")
     assert ask(make(tmp_path, style="parameter_server", task="ps-0", decider=False,
                     cluster={"chief": 1, "ps": 1, "worker": 2})).before_move(["chief-0"]) is None
 

@@ -71,6 +71,32 @@ def test_the_probe_tells_an_answering_a_silent_and_a_dead_server_apart():
     assert P.probe("not-a-host.invalid:1") == "unreachable"
 
 
+def test_a_connection_reset_without_an_answer_is_silent_not_refused():
+    """A listener that takes the connection and resets it (a stopped program's full accept queue with
+    ``tcp_abort_on_overflow``) did not answer; only a connection refused outright means nothing listens
+    (fresh-clone CI run 22: a SIGSTOPped ps-0 was said to refuse connections)."""
+    import socket
+    import struct
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def reset_each():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()  # RST
+
+    threading.Thread(target=reset_each, daemon=True).start()
+    try:
+        assert P.probe(f"127.0.0.1:{listener.getsockname()[1]}", timeout=2.0) == P.SILENT
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+
+
 def test_a_stalled_task_names_the_peer_that_does_not_answer_and_prefers_tensorflows_word(monkeypatch):
     now = [1000.0]
     looked = {"ps-0": P.SILENT, "worker-1": P.ANSWERS, "chief-0": P.REFUSED}

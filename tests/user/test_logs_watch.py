@@ -315,3 +315,58 @@ def test_a_deployment_the_jobs_leader_overrides_to_place_its_tasks_is_followed_o
              "reason": "Deployment was forcefully overridden by another deployment"}
     final = watch.wait_deployment(Placed(["d1"]), "d1", "j", timeout=None, stream=_Stream([event]))
     assert final.state == "Deploying"  # no JobFailed: the job is followed from here on
+
+
+class _Agent:
+    """A Mesos agent's /state and /files/read for one sandbox, unreachable for the first ``down`` requests to /state
+    (a Marathon leader killed between `logs -f`'s look at the group and its look at the agent: in the local runner its
+    agent API is served on Marathon's port; fresh-clone CI of 6adcc80, tests/system/e2e/test_e2e_failover.py)."""
+
+    def __init__(self, down):
+        self.down = down
+        self.text = "step=1\n"
+
+    def get(self, url, params=None, timeout=None):
+        import requests
+
+        if url.endswith("/state"):
+            if self.down:
+                self.down -= 1
+                raise requests.ConnectionError("refused")
+            ex = {"id": "j_worker-0.1", "directory": "/sandbox", "tasks": [{"id": "j_worker-0.1"}]}
+            return _Answer({"frameworks": [{"executors": [ex]}]})
+        offset = int(params["offset"])
+        return _Answer({"offset": len(self.text)} if offset < 0 else {"data": self.text[offset:offset + 1000]})
+
+
+class _Answer:
+    status_code = 200
+
+    def __init__(self, body):
+        self.body = body
+
+    def json(self):
+        return self.body
+
+
+class _Group:
+    def __init__(self, ends_after):
+        self.looks = 0
+        self.ends_after = ends_after
+
+    def get_group(self, group_id, embed=()):
+        self.looks += 1
+        labels = {**LABELS, **({"marathon-tf/state": "Succeeded"} if self.looks > self.ends_after else {})}
+        return {"apps": [{"id": "/j/worker-0", "instances": 1, "labels": labels,
+                          "tasks": [{"id": "j_worker-0.1", "host": "a1", "state": "TASK_RUNNING"}]}]}
+
+
+def test_follow_looks_again_at_an_agent_that_did_not_answer_while_finding_the_sandboxes():
+    agent, marathon = _Agent(down=2), _Group(ends_after=3)
+    got = list(logs.follow(marathon, "j", None, ("stdout",), tail=None, follow_=True, agent_port=5051,
+                           agent_url="http://a1:5051", session=agent, sleep=lambda s: None))
+    assert got == [("worker-0", "stdout", "step=1\n")] and marathon.looks == 4
+    # without -f, or once the job has ended, an agent that does not answer is the one-line error it was
+    with pytest.raises(logs.LogError, match="cannot read task logs from the Mesos agent at http://a1:5051"):
+        list(logs.follow(_Group(ends_after=3), "j", None, ("stdout",), tail=None, follow_=False, agent_port=5051,
+                         agent_url="http://a1:5051", session=_Agent(down=1), sleep=lambda s: None))

@@ -105,13 +105,6 @@ def stop_and_resume(job, disrupt, *, saver: str, ready: str, after: int) -> int:
     return said[-1]
 
 
-def succeeded_without_a_failure(job) -> dict:
-    status = job.wait_state(400)
-    assert status["state"] == L.SUCCEEDED, (status.get("reason"), status.get("failures"), job.text()[-4000:])
-    assert status["failures"] == 0, status
-    return status
-
-
 def sigterm(app: str):
     return lambda j: j.cluster.kill_task(f"/{j.name}/{app}", "TERM")
 
@@ -123,29 +116,31 @@ def scale_to_3(saver: str):
     return scale
 
 
-# One job per example serves three planned stops in a row (each its own round, restore and count): a SIGTERM
-# to the saver's task, one to the ps task, a scale to 3 workers; the job then succeeds with no failure.
+# One job per example serves four planned stops in a row (each its own round, restore and count): a SIGTERM
+# to the saver's task, one to the ps task, a scale to 3 workers, `delete --save` then `deploy --resume`; the
+# job then succeeds with no failure.
 
 @pytest.mark.timeout(900)
-def test_tf1_a_sigterm_to_the_chief_then_to_the_ps_then_a_scale_each_save_first_and_train_nothing_twice(
+def test_tf1_a_sigterm_to_the_chief_then_to_the_ps_a_scale_a_delete_save_each_save_first_and_train_nothing_twice(
         tmp_path, local_job):
     job = local_job(tf1_job(tmp_path, target=7000))  # (the program's own checkpoints: every RARE = 5,000 steps)
     stop_and_resume(job, sigterm("worker-0"), saver="worker-0", ready=TF1_READY, after=3000)
     step = stop_and_resume(job, sigterm("ps-0"), saver="worker-0", ready=TF1_READY, after=job.max_step() + 300)
     assert step in checkpoints(tmp_path) and step < RARE  # the round's own checkpoint, not the hook's
     stop_and_resume(job, scale_to_3("worker-0"), saver="worker-0", ready=TF1_READY, after=job.max_step() + 300)
-    status = succeeded_without_a_failure(job)
-    assert sorted(t["task"] for t in status["tasks"] if t["role"] == "worker") == ["worker-0", "worker-1", "worker-2"]
+    assert sorted(t["task"] for t in job.status()["tasks"] if t["role"] == "worker") == [
+        "worker-0", "worker-1", "worker-2"]
+    delete_save_and_resume(job, tmp_path, saver="worker-0", ready=TF1_READY, after=job.max_step() + 300)
 
 
 @pytest.mark.timeout(900)
-def test_pss_a_sigterm_to_the_chief_then_to_the_ps_then_a_scale_each_save_first_and_train_nothing_twice(
+def test_pss_a_sigterm_to_the_chief_then_to_the_ps_a_scale_a_delete_save_each_save_first_and_train_nothing_twice(
         tmp_path, local_job):
-    job = local_job(pss_job(tmp_path, target=3000))
+    job = local_job(pss_job(tmp_path, target=3600))
     stop_and_resume(job, sigterm("chief-0"), saver="chief-0", ready=PSS_READY, after=1200)
     stop_and_resume(job, sigterm("ps-0"), saver="chief-0", ready=PSS_READY, after=job.max_step() + 300)
     stop_and_resume(job, scale_to_3("chief-0"), saver="chief-0", ready=PSS_READY, after=job.max_step() + 300)
-    succeeded_without_a_failure(job)
+    delete_save_and_resume(job, tmp_path, saver="chief-0", ready=PSS_READY, after=job.max_step() + 300)
 
 
 # --- checkpoint ----------------------------------------------------------------------------------------
@@ -222,18 +217,6 @@ def delete_save_and_resume(job, tmp_path, *, saver: str, ready: str, after: int)
     assert status["state"] == L.SUCCEEDED and status["failures"] == 0, (
         status.get("reason"), status.get("failures"), status.get("restartBudget"),
         [p.read_text() for p in ledger], job.text()[-6000:])
-
-
-@pytest.mark.timeout(700)
-def test_tf1_delete_save_then_deploy_resume_trains_nothing_twice(tmp_path, local_job):
-    job = local_job(tf1_job(tmp_path, target=6000))
-    delete_save_and_resume(job, tmp_path, saver="worker-0", ready=TF1_READY, after=3000)
-
-
-@pytest.mark.timeout(700)
-def test_pss_delete_save_then_deploy_resume_trains_nothing_twice(tmp_path, local_job):
-    job = local_job(pss_job(tmp_path, target=2500))
-    delete_save_and_resume(job, tmp_path, saver="chief-0", ready=PSS_READY, after=1200)
 
 
 # --- goodput against a run whose truth is known ---------------------------------------------------------
