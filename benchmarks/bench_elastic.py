@@ -1,20 +1,24 @@
 """Elastic jobs (issue 30, docs/elastic.md) with real TensorFlow on a local cluster sized so that only two
 workers fit (4 agents: one for the chief and the ps, three that hold one worker each; a blocker job holds the
-fourth at first), the elastic mnist-ps-strategy (workers ``{"min": 2, "max": 3}``), in one run:
+fourth at first), the elastic mnist-ps-strategy and keras-multiworker (workers ``{"min": 2, "max": 3}``), in one
+run each:
 
-* steps/s at 2 workers (the chief's global steps over :data:`WINDOW` s), then the blocker deleted:
-* grow: seconds from the standby's placement (Marathon's ``stagedAt`` of its task) to the chief's first step
-  at 3 workers (its ``first_step_time=``), and from the blocker's deletion; nothing trained again (the
-  checkpoint the restarted coordinator restored is at or past every step printed before);
+* steps/s at 2 workers (the deciding task's global steps over :data:`WINDOW` s: the PSS chief, Keras's worker-0),
+  then the blocker deleted:
+* grow: seconds from the standby's placement (Marathon's ``stagedAt`` of its task) to the first step at 3
+  workers (``first_step_time=`` of the restarted coordinator; in Keras, of the newcomer, every worker
+  restarting), and from the blocker's deletion; nothing trained again (the checkpoint restored is at or past
+  every step printed before);
 * steps/s at 3 workers, and the scaling efficiency: rate at 3 / (rate at 2 × 3/2);
-* shrink: the agent of the third worker killed -> seconds until the deciding task's membership is 2 and the
-  chief has stepped since (a ParameterServerStrategy coordinator trains on without the lost worker).
+* shrink: the agent of the third worker killed -> seconds until the deciding task's membership is 2 and a step
+  at 2 (a ParameterServerStrategy coordinator trains on without the lost worker; Keras's workers restart from
+  the last backup: the first step of the restarted worker-0).
 
 Baseline in the same run (the named one for the grow): the same example at a fixed size of 2 on a cluster
-with room for 3, ``scale worker=3`` -> the chief's first step at 3 workers (every task of the job starts again
+with room for 3, ``scale worker=3`` -> the first step at 3 workers (every task of the job starts again
 with the new cluster spec: how a job grows without ``min``/``max``). Each run deploys on a fresh in-process
 LocalCluster (Mesos-DNS refresh 0.5 s; otherwise a stock Marathon 1.11's defaults); one run each (``quick`` or
-not: each is ~2 minutes of real training).
+not: each is 1-2 minutes of real training).
 """
 
 from __future__ import annotations
@@ -34,22 +38,41 @@ from .common import Row
 
 STEP = re.compile(r"\bstep=(\d+) loss=")
 FIRST = re.compile(r"first_step_time=([0-9.]+)")
-RESTORED = re.compile(r"restored \S+, global step (\d+)/")
 BIG = "cpus:2;mem:8192;disk:10000;ports:[31000-32000]"
 SMALL = "cpus:1;mem:4096;disk:10000;ports:[31000-32000]"
 #: Seconds of steps a rate is measured over.
 WINDOW = 15.0
 
 
-def _roles(workers: Any) -> dict:
-    return {"chief": {"count": 1, "cpus": 1, "mem": 1536, "constraints": [["hostname", "LIKE", "127.0.0.1"]]},
-            "ps": {"count": 1, "cpus": 0.5, "mem": 1024, "constraints": [["hostname", "LIKE", "127.0.0.1"]]},
-            "worker": {"count": workers, "cpus": 1, "mem": 1536,
-                       "constraints": [["hostname", "UNLIKE", "127.0.0.1"]]}}
+@dataclasses.dataclass(frozen=True)
+class Example:
+    name: str
+    example: str
+    command: tuple[str, ...]
+    decider: str
+    restored: re.Pattern  # the decider's line that says the step it resumes from
+    coordinated: bool  # PSS: one coordinator (restarts to grow, trains on when a worker is lost)
+
+    def roles(self, workers: Any) -> dict:
+        on_first = [["hostname", "LIKE", "127.0.0.1"]]
+        roles = {"chief": {"count": 1, "cpus": 1, "mem": 1536, "constraints": on_first},
+                 "ps": {"count": 1, "cpus": 0.5, "mem": 1024, "constraints": on_first},
+                 "worker": {"count": workers, "cpus": 1, "mem": 1536,
+                            "constraints": [["hostname", "UNLIKE", "127.0.0.1"]]}}
+        return roles if self.coordinated else {"worker": roles["worker"]}
+
+
+PSS = Example("PSS", "mnist-ps-strategy", ("python3", "train.py", "--train_steps", "20000", "--checkpoint_dir", "ckpt",
+                                          "--log_every", "10", "--save_every", "100000"),
+              "chief-0", re.compile(r"restored \S+, global step (\d+)/"), True)
+KERAS = Example("Keras", "keras-multiworker", ("python3", "train.py", "--epochs", "200", "--steps_per_epoch", "40",
+                                               "--checkpoint_dir", "ckpt", "--log_every", "10", "--backup_every", "20",
+                                               "--global_batch_size", "96"),
+                "worker-0", re.compile(r"training from global step (\d+)"), False)
 
 
 class _Run:
-    """A sized local cluster, the chief's lines as they come, and the jobs deployed on it."""
+    """A sized local cluster, its tasks' lines as they come, and the jobs deployed on it."""
 
     def __init__(self):
         from marathon_tf.marathon.client import Client, RetryPolicy
@@ -67,13 +90,12 @@ class _Run:
         self.tailer.start()
 
     def _emit(self, task: str, stream: str, line: str) -> None:
-        if task == "chief-0":
-            with self.lock:
-                self.lines.append((time.monotonic(), stream, line))
-
-    def found(self, pattern: re.Pattern, since: float = 0.0) -> list[tuple[float, re.Match]]:
         with self.lock:
-            return [(t, m) for t, _, x in self.lines if t >= since and (m := pattern.search(x))]
+            self.lines.append((time.monotonic(), task, line))
+
+    def found(self, task: str, pattern: re.Pattern, since: float = 0.0) -> list[tuple[float, re.Match]]:
+        with self.lock:
+            return [(t, m) for t, n, x in self.lines if n == task and t >= since and (m := pattern.search(x))]
 
     def deploy(self, path: Path) -> str:
         from marathon_tf.user import jobs, spec as spec_mod
@@ -85,24 +107,25 @@ class _Run:
         jobs.deploy(self.client, spec)
         return spec.name
 
-    def rate(self, since: float) -> float:
-        """The chief's global steps per second over :data:`WINDOW` s from ``since`` (waits for them)."""
-        _until(lambda: any(t > since + WINDOW for t, _ in self.found(STEP, since)), WINDOW + 60, "steps to rate")
-        steps = [(t, int(m.group(1))) for t, m in self.found(STEP, since) if t <= since + WINDOW]
+    def rate(self, task: str, since: float) -> float:
+        """``task``'s global steps per second over :data:`WINDOW` s from ``since`` (waits for them)."""
+        _until(lambda: any(t > since + WINDOW for t, _ in self.found(task, STEP, since)), WINDOW + 60,
+               "steps to rate")
+        steps = [(t, int(m.group(1))) for t, m in self.found(task, STEP, since) if t <= since + WINDOW]
         return (steps[-1][1] - steps[0][1]) / (steps[-1][0] - steps[0][0])
 
-    def view(self, job: str) -> dict:
-        """The deciding task's (chief-0's) ``elastic`` view from its /status."""
+    def view(self, job: str, decider: str) -> dict:
+        """The deciding task's ``elastic`` view from its /status."""
         from marathon_tf.marathon import transport
         from marathon_tf.marathon.tasks import newest_running, task_url
 
-        app = self.client.get_app(f"/{job}/chief-0")
+        app = self.client.get_app(f"/{job}/{decider}")
         task = newest_running(app)
         url = task_url(app, task, "status", "/status") if task is not None else None
         return ((transport.get_json(url, timeout=2.0) or {}).get("elastic") or {}) if url else {}
 
-    def sized(self, job: str, n: int) -> bool:
-        view = self.view(job)
+    def sized(self, job: str, decider: str, n: int) -> bool:
+        view = self.view(job, decider)
         return view.get("size") == n and not view.get("placedStandbys")
 
     def task_of(self, job: str, app: str) -> dict | None:
@@ -115,11 +138,10 @@ class _Run:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def _file(run: _Run, workers: Any, name: str) -> Path:
-    flags = ("--log_every", "10", "--save_every", "100000")
-    path = _job_file(run.tmp / name, "mnist-ps-strategy", flags, roles=_roles(workers), name=name,
+def _file(run: _Run, ex: Example, workers: Any, name: str) -> Path:
+    (run.tmp / name).mkdir()
+    return _job_file(run.tmp / name, ex.example, (), roles=ex.roles(workers), name=name, command=list(ex.command),
                      restart={"max_failures": 0, "window_seconds": 600})
-    return path
 
 
 def _wall(stamp: str) -> float:
@@ -130,8 +152,8 @@ def _wall(stamp: str) -> float:
     return value
 
 
-def elastic_run() -> dict[str, float]:
-    """The elastic sequence (see the module): its figures."""
+def elastic_run(ex: Example) -> dict[str, float]:
+    """The elastic sequence (see the module) for ``ex``: its figures."""
     from marathon_tf.user import jobs
 
     run = _Run()
@@ -143,47 +165,55 @@ def elastic_run() -> dict[str, float]:
                                  "constraints": [["hostname", "LIKE", "127.0.0.4"]]}}}))
         run.deploy(blocker)
         _until(lambda: run.task_of("blocker", "worker-0") is not None, 60, "the blocker running")
-        (run.tmp / "elastic").mkdir()
-        job = run.deploy(_file(run, {"min": 2, "max": 3}, "elastic"))
-        _until(lambda: run.sized(job, 2), 180, "the job formed with 2 workers")
-        _until(lambda: run.found(STEP), 120, "training with 2 workers")
-        at_2 = run.rate(run.found(STEP)[0][0] + 5.0)  # (past its first steps)
-        standby = run.view(job)["standbys"][0]
+        job, d = run.deploy(_file(run, ex, {"min": 2, "max": 3}, "elastic")), ex.decider
+        _until(lambda: run.sized(job, d, 2), 180, "the job formed with 2 workers")
+        _until(lambda: run.found(d, STEP), 180, "training with 2 workers")
+        at_2 = run.rate(d, run.found(d, STEP)[0][0] + 5.0)  # (past its first steps)
+        standby = run.view(job, d)["standbys"][0]
         deleted, deleted_wall = time.monotonic(), time.time()
         jobs.delete(run.client, "blocker")
-        _until(lambda: run.sized(job, 3), 90, "the job grew to 3 workers")
-        _until(lambda: run.found(FIRST, deleted), 90, "the first step at 3 workers")
-        first = float(run.found(FIRST, deleted)[0][1].group(1))
+        _until(lambda: run.sized(job, d, 3), 90, "the job grew to 3 workers")
+        newcomer = d if ex.coordinated else standby  # whose first step is the first at 3
+        _until(lambda: run.found(newcomer, FIRST, deleted) and run.found(d, ex.restored, deleted), 90,
+               "the first step at 3 workers")
+        first = float(run.found(newcomer, FIRST, deleted)[0][1].group(1))
         placed = _wall(run.task_of(job, standby)["stagedAt"])
-        restored = run.found(RESTORED, deleted)
-        printed = max(int(m.group(1)) for t, m in run.found(STEP) if t < restored[0][0])
+        restored = run.found(d, ex.restored, deleted)
+        printed = max(int(m.group(1)) for t, m in run.found(d, STEP) if t < restored[0][0])
         again = max(0, printed - int(restored[0][1].group(1)))
-        at_3 = run.rate(run.found(FIRST, deleted)[0][0] + 2.0)
+        _until(lambda: run.found(d, STEP, restored[0][0]), 60, "a step at 3 workers")
+        at_3 = run.rate(d, run.found(d, STEP, restored[0][0])[0][0] + 2.0)
         victim = run.task_of(job, standby)
         killed = time.monotonic()
         run.cluster.kill_agent(victim["host"])
-        _until(lambda: run.sized(job, 2), 60, "the job shrank to 2 workers")
+        _until(lambda: run.sized(job, d, 2), 60, "the job shrank to 2 workers")
         sized = time.monotonic()
-        _until(lambda: run.found(STEP, sized), 60, "a step at 2 workers")
+
+        def stepped_at_2() -> list:  # Keras: a step of the program started again at 2
+            since = sized if ex.coordinated else (run.found(d, ex.restored, killed) or [(float("inf"), None)])[0][0]
+            return run.found(d, STEP, since)
+        _until(stepped_at_2, 90, "a step at 2 workers")
         return {"rate2": at_2, "rate3": at_3, "grow_placed": first - placed, "grow_deleted": first - deleted_wall,
-                "again": again, "shrink": run.found(STEP, sized)[0][0] - killed, "placed_after": placed - deleted_wall}
+                "again": again, "shrink": stepped_at_2()[0][0] - killed, "placed_after": placed - deleted_wall}
     finally:
         run.close()
 
 
-def fixed_scale_run() -> float:
-    """The baseline: a fixed-size job of 2 workers, ``scale worker=3`` -> the chief's first step at 3."""
+def fixed_scale_run(ex: Example) -> float:
+    """The baseline: a fixed-size job of 2 workers, ``scale worker=3`` -> the first step at 3 (the
+    coordinator's; in Keras, worker-2's)."""
     from marathon_tf.user import jobs
 
     run = _Run()
     try:
-        (run.tmp / "fixed").mkdir()
-        job = run.deploy(_file(run, 2, "fixed"))
-        _until(lambda: any(int(m.group(1)) > 300 for _, m in run.found(STEP)), 240, "training with 2 workers")
+        job = run.deploy(_file(run, ex, 2, "fixed"))
+        _until(lambda: any(int(m.group(1)) > 300 for _, m in run.found(ex.decider, STEP)), 240,
+               "training with 2 workers")
         asked, asked_wall = time.monotonic(), time.time()
         jobs.scale(run.client, job, {"worker": ("=", 3)})
-        _until(lambda: run.found(FIRST, asked), 120, "the first step at 3 workers")
-        return float(run.found(FIRST, asked)[0][1].group(1)) - asked_wall
+        newcomer = ex.decider if ex.coordinated else "worker-2"
+        _until(lambda: run.found(newcomer, FIRST, asked), 120, "the first step at 3 workers")
+        return float(run.found(newcomer, FIRST, asked)[0][1].group(1)) - asked_wall
     finally:
         run.close()
 
@@ -195,27 +225,34 @@ def _once(name: str, fn: Callable[[], Any]) -> Any:
         return Row(name, "failed", "", f"{type(e).__name__}: {e}")
 
 
-def bench_elastic(quick: bool) -> list[Row]:
-    figures = _once("elastic mnist-ps-strategy", elastic_run)
+def _rows(ex: Example) -> list[Row]:
+    figures = _once(f"elastic {ex.name}", lambda: elastic_run(ex))
     if isinstance(figures, Row):
         return [figures]
-    baseline = _once("fixed-size scale 2 -> 3 (baseline)", fixed_scale_run)
-    rows = [Row("elastic PSS: steps/s at 2 workers", round(figures["rate2"], 1), "steps/s",
-                f"the chief's global steps over {WINDOW:g} s"),
-            Row("elastic PSS: steps/s at 3 workers", round(figures["rate3"], 1), "steps/s",
+    baseline = _once(f"fixed-size {ex.name} scale 2 -> 3 (baseline)", lambda: fixed_scale_run(ex))
+    rows = [Row(f"elastic {ex.name}: steps/s at 2 workers", round(figures["rate2"], 1), "steps/s",
+                f"{ex.decider}'s global steps over {WINDOW:g} s"),
+            Row(f"elastic {ex.name}: steps/s at 3 workers", round(figures["rate3"], 1), "steps/s",
                 f"scaling efficiency {figures['rate3'] / (figures['rate2'] * 1.5):.2f} "
                 f"(rate at 3 / (rate at 2 x 3/2))"),
-            Row("elastic PSS: standby placed -> first step at 3 workers", round(figures["grow_placed"], 1), "s",
-                f"the blocker's deletion -> first step {figures['grow_deleted']:.1f} s (the standby placed after "
-                f"{figures['placed_after']:.1f} s); global steps trained again: {figures['again']}")]
+            Row(f"elastic {ex.name}: standby placed -> first step at 3 workers", round(figures["grow_placed"], 1),
+                "s", f"the blocker's deletion -> first step {figures['grow_deleted']:.1f} s (the standby placed "
+                     f"after {figures['placed_after']:.1f} s); global steps trained again: {figures['again']}")]
     if isinstance(baseline, Row):
         rows.append(baseline)
     else:
-        rows.append(Row("fixed-size PSS: scale 2 -> 3 workers -> first step at 3 (baseline)", round(baseline, 1),
-                        "s", f"elastic grow from the room made / this: {figures['grow_deleted'] / baseline:.2f}"))
-    rows.append(Row("elastic PSS: worker's agent lost -> membership 2 and a step", round(figures["shrink"], 1), "s",
-                    "the coordinator trains on (no restart, no failure counted)"))
+        rows.append(Row(f"fixed-size {ex.name}: scale 2 -> 3 workers -> first step at 3 (baseline)",
+                        round(baseline, 1), "s",
+                        f"elastic grow from the room made / this: {figures['grow_deleted'] / baseline:.2f}"))
+    rows.append(Row(f"elastic {ex.name}: worker's agent lost -> membership 2 and a step at 2",
+                    round(figures["shrink"], 1), "s",
+                    "the coordinator trains on (no restart, no failure counted)" if ex.coordinated else
+                    "the workers restart from the last backup at 2 (no failure counted)"))
     return rows
+
+
+def bench_elastic(quick: bool) -> list[Row]:
+    return _rows(PSS) + _rows(KERAS)
 
 
 BENCHMARKS = {"elastic": bench_elastic}
