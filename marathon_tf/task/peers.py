@@ -60,6 +60,8 @@ def probe(address: str, timeout: float = PROBE_TIMEOUT) -> str:
         conn = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
     except ConnectionRefusedError:
         return REFUSED
+    except ConnectionResetError:  # a listener took the connection and reset it before connect() returned
+        return SILENT
     except (OSError, ValueError):
         return UNREACHABLE
     try:
