@@ -241,8 +241,6 @@ class Restarter:
         cause = round_.get("cause") or "a member ended"
         if trainer.wait(timeout=0) is None:
             grace = min(self.grace, float(round_.get("grace") or self.grace))
-            if self.saving is not None:  # the round's checkpoint first (the stop that caused this asked for it)
-                self.saving.settle(round_budget(self.grace))
             code = trainer.stop(grace)
             self.observer.planned_restart("preemption" if round_.get("kind") == PREEMPTION else "group", code, cause)
         self._round = (self._round[0], generation)
