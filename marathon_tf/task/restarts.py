@@ -247,8 +247,6 @@ class Restarter:
         cause = round_.get("cause") or "a member ended"
         if trainer.wait(timeout=0) is None:
             grace = self.grace if round_.get("grace") is None else min(self.grace, float(round_["grace"]))  # 0: now
-            if self.saving is not None:  # the round's checkpoint first (the stop that caused this asked for it)
-                self.saving.settle(round_budget(self.grace))
             code = trainer.stop(grace)
             why = "resize" if round_.get("kind") == "resize" else "preemption" if round_.get("kind") == PREEMPTION \
                 else "group"  # (an elastic job's size change: marathon_tf.task.resize)

@@ -238,14 +238,6 @@ class Saving:
             if not current.result.ok or current.result.held or not hold:
                 return current.result
 
-    def settle(self, timeout: float) -> bool:
-        """Wait (at most ``timeout`` s) for a round under way here to end: a group restart the same stop
-        caused (a ps's preemption, reported beside its round) must not stop the program that saves for it.
-        Whether none is under way now."""
-        with self._lock:
-            current = self._current
-        return current is None or current.done.wait(max(0.0, timeout))
-
     def _run(self, reason: str, hold: bool, deadline: float, exclude: Sequence[str]) -> SaveResult:
         began, began_wall = self.clock(), self.wall()
         trainer = self.trainer

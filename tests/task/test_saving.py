@@ -108,28 +108,6 @@ def test_a_round_saves_at_the_programs_next_step_confirms_it_in_the_logdir_and_l
     assert kinds == ["save_round", "saved"], kinds
 
 
-def test_a_group_restart_waits_for_the_round_under_way_before_it_stops_the_program(tmp_path, programs):
-    """A ps's SIGTERM asks for a round and reports its preemption beside it; the keeper's group restart round
-    reached the deciding task's loop while its program was saving, and stopped it mid-save ("save round
-    failed: the training program exited"; fresh clone of i30-elastic, the PSS four-stop test). ``settle``
-    is what the loop waits on before it stops the program (restarts.Restarter.stop_for_round)."""
-    saving = make(tmp_path)
-    program = Program(saving, HOOKED, str(tmp_path / "ckpt"))
-    programs.append(program)
-    program.wait_steps(3)
-    assert saving.settle(0.0)  # no round: nothing to wait for
-    results = []
-    asked = threading.Thread(target=lambda: results.append(saving.save("ps-0 is stopped", hold=True, timeout=10)))
-    asked.start()
-    deadline = time.monotonic() + 5
-    while saving._current is None and time.monotonic() < deadline:
-        time.sleep(0.001)
-    assert saving._current is not None, "the round ended before it could be waited on"
-    assert saving.settle(10.0) and saving._current is None  # returns once the round ended ...
-    asked.join(5)
-    assert results and results[0].ok, results  # ... with its checkpoint saved
-
-
 def test_a_round_before_a_stop_keeps_the_program_held_and_a_stop_kills_it_at_once(tmp_path, programs):
     saving = make(tmp_path)
     program = Program(saving, HOOKED, str(tmp_path / "ckpt"))
