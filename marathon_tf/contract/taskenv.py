@@ -75,14 +75,18 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Mapping
 
-__all__ = ["TaskContext", "ENV_PREFIX", "PREWARM_SOCKET_VAR", "TOKEN_FILE_VAR", "marathon_token", "Kind", "Var",
-           "VARS", "prewarm_modules"]
+__all__ = ["TaskContext", "ENV_PREFIX", "PREWARM_SOCKET_VAR", "FORKED_PID_FILE", "TOKEN_FILE_VAR", "marathon_token",
+           "Kind", "Var", "VARS", "prewarm_modules"]
 
 ENV_PREFIX = "MTF_"
 #: Names a file that holds the Marathon token a task authenticates with.
 TOKEN_FILE_VAR = "MARATHON_TOKEN_FILE"
 #: A shared fork server's socket, set by a local runner that pre-warms interpreters for its tasks.
 PREWARM_SOCKET_VAR = "MTF_PREWARM_SOCKET"
+#: The file in a task's sandbox where a program forked by that shared server leaves its pid: it is the
+#: server's child, not its bootstrap's, and the local runner's kill reaches it there as a real agent's
+#: reaches a program its bootstrap started (``marathon_tf.local.proctree``).
+FORKED_PID_FILE = ".marathon-tf-forked-pid"
 
 
 def marathon_token(environ: Mapping[str, str]) -> str | None:

@@ -335,6 +335,7 @@ class Bootstrap:
         argv = ["/bin/sh", "-c", exec_form(self.spec.argv[0])] if self.shell else self.spec.argv
         trainer = Trainer(argv, self._child_env(self.spec), cwd=self.environ.get("MESOS_SANDBOX") or None,
                           on_step=self._on_step, on_text=self._on_text, stdout=self.stdout, stderr=self.stderr,
+                          ignore_term=self.ctx.role == "ps",  # it serves through the save round (supervisor)
                           **({"spawn": self.prewarmer.spawn} if self.prewarmer else {}))
         self.saving.program_started(trainer)
         self.watchdog.started()

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence, cast
 
-from marathon_tf.contract.taskenv import PREWARM_SOCKET_VAR
+from marathon_tf.contract.taskenv import FORKED_PID_FILE, PREWARM_SOCKET_VAR
 from marathon_tf.task.supervisor import _die_with_parent, popen
 
 __all__ = ["PythonCommand", "python_command", "Prewarmer", "ForkServer", "ForkedProcess", "CHILD", "SOCKET_VAR",
@@ -371,11 +371,16 @@ class ForkServer:
             self.log(f"could not pre-import {module} ({error}): the program starts the ordinary way")
 
     def fork(self, argv: Sequence[str], env: Mapping[str, str], cwd: str | None, *, interpreter: str,
-             options: Sequence[str], modules: Sequence[str]) -> ForkedProcess | None:
+             options: Sequence[str], modules: Sequence[str], ignore_term: bool = False) -> ForkedProcess | None:
         """Ask for ``argv`` to be started; None if the server cannot take the order (then start it
         the ordinary way). Returns at once, also while the server is still importing."""
-        order = {"fork": {"argv": list(argv), "env": dict(env), "cwd": cwd, "interpreter": interpreter,
-                          "options": list(options), "modules": list(modules)}}
+        fork: dict[str, object] = {"argv": list(argv), "env": dict(env), "cwd": cwd, "interpreter": interpreter,
+                                   "options": list(options), "modules": list(modules)}
+        if ignore_term:
+            fork["ignore_term"] = True
+        if env.get("MESOS_SANDBOX"):  # where the local runner's kill finds it (FORKED_PID_FILE)
+            fork["pidfile"] = os.path.join(env["MESOS_SANDBOX"], FORKED_PID_FILE)
+        order = {"fork": fork}
         data = json.dumps(order).encode()
         with self._lock:
             if self.dead:
@@ -499,15 +504,15 @@ class Prewarmer:
         with self._lock:
             return self._server
 
-    def spawn(self, argv: Sequence[str], env: Mapping[str, str], cwd: str | None):
+    def spawn(self, argv: Sequence[str], env: Mapping[str, str], cwd: str | None, ignore_term: bool = False):
         """The Trainer's spawn hook: the fork server runs ``argv``, or an ordinary start."""
         with self._lock:
             closed = self._closed
         if closed:  # nothing pre-warmed any more: the ordinary start
-            return popen(argv, env, cwd)
-        return self._in_spawner(self._spawn, list(argv), dict(env), cwd)
+            return popen(argv, env, cwd, ignore_term)
+        return self._in_spawner(self._spawn, list(argv), dict(env), cwd, ignore_term)
 
-    def _spawn(self, argv: list[str], env: dict[str, str], cwd: str | None):
+    def _spawn(self, argv: list[str], env: dict[str, str], cwd: str | None, ignore_term: bool = False):
         with self._lock:
             server = self._server
             self._generation += 1
@@ -517,10 +522,10 @@ class Prewarmer:
         if server is not None and python_command(argv) == self.command:
             # a server is kept only once _open has resolved the interpreter
             child = server.fork(argv, env, cwd, interpreter=cast(str, self.interpreter), options=self.command.options,
-                                modules=self.modules)
+                                modules=self.modules, ignore_term=ignore_term)
         self.last = child
         if child is None:
-            return popen(argv, env, cwd)
+            return popen(argv, env, cwd, ignore_term)
         if server is not None and server.proc is not None and self.mem_limit_mib:  # (a child: a server)
             threading.Thread(target=self._look_at_memory, args=(generation, server, child), daemon=True,
                              name="prewarm-memory").start()

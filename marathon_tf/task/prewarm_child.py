@@ -377,6 +377,13 @@ def _serve(server, listener, client, linger):
                 _send(sock, {"exited": pid, "code": code})
 
 
+def _ignore_sigterm():
+    """A ps's program starts with SIGTERM ignored (``marathon_tf.task.supervisor.ignore_sigterm``)."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def _become(order, fds, server_pid):
     """In the forked process: the program's session, descriptors, directory and environment."""
     os.setsid()
@@ -392,6 +399,14 @@ def _become(order, fds, server_pid):
         os.close(fd)
     os.chdir(order.get("cwd") or os.getcwd())
     env = order.get("env") or {}
+    if order.get("ignore_term"):
+        _ignore_sigterm()
+    if order.get("pidfile"):  # the local agent's kill reaches it there, as a real agent's reaches its bootstrap's child
+        try:
+            with open(order["pidfile"], "w") as f:
+                f.write("%d\n" % os.getpid())
+        except OSError:
+            pass
     if order.get("reason"):
         _exec(order)
     os.environ.clear()
