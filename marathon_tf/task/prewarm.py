@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence, cast
 
 from marathon_tf.contract.taskenv import FORKED_PID_FILE, PREWARM_SOCKET_VAR
-from marathon_tf.task.supervisor import _die_with_parent, popen
+from marathon_tf.task.supervisor import _die_with_parent, ignore_sigterm, popen, start_ignoring_sigterm
 
 __all__ = ["PythonCommand", "python_command", "Prewarmer", "ForkServer", "ForkedProcess", "CHILD", "SOCKET_VAR",
            "MEMORY_LOOK_AFTER", "MEMORY_HEADROOM", "server_argv", "resolve_interpreter"]
@@ -145,6 +145,7 @@ class ForkedProcess:
     def __init__(self, args: Sequence[str], stdout, stderr, cancel: Callable[[], None],
                  writers: tuple[int, ...] = ()):
         self.args, self.stdout, self.stderr, self.stdin = list(args), stdout, stderr, None
+        self.ignore_term = False  # started with SIGTERM ignored (supervisor.ignore_sigterm)
         self.pid: int | None = None
         self.returncode: int | None = None
         self.started: dict | None = None  # {"started": "in_place"|"ordinary", "reason": ...}
@@ -177,9 +178,11 @@ class ForkedProcess:
         the program the ordinary way on the same pipes. Runs on the Prewarmer's spawner thread
         (the parent-death signal is bound to the thread that forks)."""
         try:
+            linux = sys.platform.startswith("linux")
             proc = subprocess.Popen(self.args, env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL,
                                     stdout=self._writers[0], stderr=self._writers[1], start_new_session=True,
-                                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+                                    preexec_fn=(start_ignoring_sigterm if linux else ignore_sigterm) if self.ignore_term
+                                    else (_die_with_parent if linux else None))
         except OSError as e:
             os.write(self._writers[1], f"cannot execute {self.args[0]!r}: {e.strerror or e}\n".encode())
             self._close_writers()
@@ -262,10 +265,14 @@ class ForkServer:
         """Start a server of our own (its output goes where the bootstrap's goes)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
+            # SIGTERM ignored: a real agent's kill signals the task's whole tree (marathon_tf.local.proctree), and
+            # the server's death would SIGKILL every program it forked (their parent-death signal) before the
+            # bootstrap's save round; it ends with the bootstrap (close, or its own parent-death signal)
             proc = subprocess.Popen(server_argv(interpreter, options, modules, fd=theirs.fileno()), env=dict(env),
                                     cwd=cwd, stdin=subprocess.DEVNULL, start_new_session=True,
                                     pass_fds=(theirs.fileno(),),
-                                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+                                    preexec_fn=start_ignoring_sigterm if sys.platform.startswith("linux") else
+                                    ignore_sigterm)
         except OSError as e:
             ours.close()
             log(f"cannot pre-warm {interpreter}: {e}")
@@ -397,6 +404,7 @@ class ForkServer:
                 return None
             child = ForkedProcess(argv, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"), cancel=self.close,
                                   writers=(out_w, err_w))
+            child.ignore_term = ignore_term
             self._pending.append((child, dict(env), cwd))
         return child
 

@@ -377,11 +377,13 @@ def _serve(server, listener, client, linger):
                 _send(sock, {"exited": pid, "code": code})
 
 
-def _ignore_sigterm():
-    """A ps's program starts with SIGTERM ignored (``marathon_tf.task.supervisor.ignore_sigterm``)."""
+def _sigterm(ignore):
+    """SIGTERM as the program starts with it: ignored in a job with save rounds
+    (``marathon_tf.task.supervisor.ignore_sigterm``),
+    else its default (a bootstrap's own server ignores it, and its forks would inherit that)."""
     import signal
 
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN if ignore else signal.SIG_DFL)
 
 
 def _become(order, fds, server_pid):
@@ -399,8 +401,7 @@ def _become(order, fds, server_pid):
         os.close(fd)
     os.chdir(order.get("cwd") or os.getcwd())
     env = order.get("env") or {}
-    if order.get("ignore_term"):
-        _ignore_sigterm()
+    _sigterm(order.get("ignore_term"))
     if order.get("pidfile"):  # the local agent's kill reaches it there, as a real agent's reaches its bootstrap's child
         try:
             with open(order["pidfile"], "w") as f:

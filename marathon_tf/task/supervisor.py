@@ -49,19 +49,22 @@ def _die_with_parent(sig: int = signal.SIGKILL) -> None:  # pragma: no cover - r
         pass
 
 
-def _start_ps_program() -> None:  # pragma: no cover - runs in the child
+def start_ignoring_sigterm() -> None:  # pragma: no cover - runs in the child
+    """``preexec_fn`` of a process the bootstrap ends itself (a program of a job with save rounds, the
+    pre-warmed interpreter):
+    it dies with the bootstrap (SIGKILL), and ignores SIGTERM (:func:`ignore_sigterm`)."""
     _die_with_parent()
     ignore_sigterm()
 
 
 def ignore_sigterm() -> None:
-    """In a ps's program, before it runs: SIGTERM ignored, a disposition the program keeps across ``exec``
-    unless it installs a handler of its own. A Mesos agent's command executor sends a killed task's SIGTERM
-    to its whole process tree (:mod:`marathon_tf.local.proctree`), the program included, at the moment its
-    bootstrap gets it, and a TensorFlow server dies of it at once: the variables the chief's save round
-    reads would go with it. Ignoring it, the ps serves until its bootstrap has seen the round through,
-    then is ended (:meth:`Trainer.stop`; a ps holds nothing to save). A ps program with a SIGTERM handler
-    of its own still gets the agent's SIGTERM at once, and handles it."""
+    """In a program of a job with save rounds, before it runs: SIGTERM ignored, a disposition the program keeps
+    across ``exec`` unless it installs a handler of its own. A Mesos agent's command executor sends a killed
+    task's SIGTERM to its whole process tree (:mod:`marathon_tf.local.proctree`), the program included, at
+    the moment its bootstrap gets it; a TensorFlow server dies of it at once, and with it what the round
+    needs (the variables a ps serves, the steps a worker has in flight). Ignoring it, the program goes on
+    until its bootstrap has seen the round through, then is ended (:meth:`Trainer.stop`). A program with a
+    SIGTERM handler of its own still gets the agent's SIGTERM at once, and handles it."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
@@ -149,19 +152,19 @@ def relay_stop_signals(stop: Callable[[int], None]) -> Callable[[], None]:
 
 def popen(argv: Sequence[str], env: Mapping[str, str], cwd: str | None, ignore_term: bool = False) -> subprocess.Popen:
     """Start the program the ordinary way: its own process group, stdin /dev/null, stdout/stderr
-    on pipes, dies with the bootstrap; ``ignore_term``: SIGTERM ignored (:func:`ignore_sigterm`, a ps).
+    on pipes, dies with the bootstrap; ``ignore_term``: SIGTERM ignored (:func:`ignore_sigterm`).
     (:class:`marathon_tf.task.prewarm.Prewarmer` has a faster ``spawn`` with the same guarantees.)"""
     linux = sys.platform.startswith("linux")
     return subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                            preexec_fn=(_start_ps_program if linux else ignore_sigterm) if ignore_term else
+                            preexec_fn=(start_ignoring_sigterm if linux else ignore_sigterm) if ignore_term else
                             (_die_with_parent if linux else None))
 
 
 class Trainer:
     """One run of the training program (``start`` it again for a restart). ``spawn`` starts the
     process (default :func:`popen`; the bootstrap passes :meth:`marathon_tf.task.prewarm.Prewarmer.spawn`);
-    ``ignore_term``: with SIGTERM ignored (:func:`ignore_sigterm`: a ps's program)."""
+    ``ignore_term``: with SIGTERM ignored (:func:`ignore_sigterm`: in a job with save rounds)."""
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str], *, cwd: str | None = None,
                  on_step: Callable[[int], None] = lambda step: None,
@@ -172,7 +175,7 @@ class Trainer:
 
         self.argv, self.env, self.cwd, self.on_step, self.on_text = list(argv), dict(env), cwd, on_step, on_text
         self.spawn = spawn
-        #: start the program with SIGTERM ignored (:func:`ignore_sigterm`: a ps's)
+        #: start the program with SIGTERM ignored (:func:`ignore_sigterm`: in a job with save rounds)
         self.ignore_term = ignore_term
         self.stdout = stdout or sys.stdout.buffer
         self.stderr = stderr or sys.stderr.buffer
@@ -318,7 +321,7 @@ class Trainer:
 
     def stop(self, grace: float, sig: int = signal.SIGTERM) -> int:
         """Send ``sig`` to the program's group, SIGKILL it after ``grace`` seconds; its exit status. A program
-        that ignores SIGTERM as it was started (:func:`ignore_sigterm`: no handler of its own) is killed at
+        started with SIGTERM ignored that still ignores it (:func:`ignore_sigterm`: no handler of its own) is killed at
         once, and its status is the one SIGTERM's default action would have left (143). A
         program held for a save round (``held``) is killed at once: the round saved the job's checkpoint at
         the step it is held at, and continued it would train (or save) past the checkpoint to be restored."""
@@ -327,7 +330,7 @@ class Trainer:
         assert self.proc is not None, "not started"
         if self.held is not None and self.proc.poll() is None:
             self._signal_group(signal.SIGKILL)
-        elif self.proc.poll() is None and sig == signal.SIGTERM and ignores_sigterm(self.proc.pid):
+        elif self.proc.poll() is None and sig == signal.SIGTERM and self.ignore_term and ignores_sigterm(self.proc.pid):
             # started so (ignore_sigterm) and no handler since: SIGTERM's default action, which it stands for
             self._signal_group(signal.SIGKILL)
             code = self.wait()
