@@ -20,6 +20,8 @@ Saving on request (marathon-tf's save hook, docs/restarts.md): the chief says
 stopping, says ``marathon-tf save-hook: saved step=<n> path=<checkpoint>`` and pauses itself until its
 bootstrap continues it (SIGCONT) or stops it: what ``marathon-tf checkpoint`` and every planned stop
 (a kill, ``scale``, ``delete --save``) ask for first (:class:`SaveOnRequest`, a ``SessionRunHook``).
+Where marathon-tf's bootstrap runs those rounds (``MTF_SAVE_ROUNDS=1``) the chief leaves SIGTERM to it: on
+a real Mesos agent the task's SIGTERM reaches the program with its bootstrap, which has it save first.
 
 Elastic (``--elastic``, the job file ``job-elastic.json``: ``"worker": {"count": {"min": 2, "max": 3}}``,
 docs/elastic.md): a worker joins and leaves the running job without stopping the others. A ps knows the
@@ -180,7 +182,10 @@ def run_worker(args, cluster, server):
 
     local_steps = 0
     sleep = args.step_sleep if args.step_sleep_task_index in (None, args.task_index) else 0.0
-    signal.signal(signal.SIGTERM, _on_stop)
+    if not (is_chief and os.environ.get("MTF_SAVE_ROUNDS") == "1"):
+        # (marathon-tf's save rounds, when its bootstrap runs them, save before every planned stop and end the
+        # chief itself: its own save here would race the round, which holds the other workers first)
+        signal.signal(signal.SIGTERM, _on_stop)
     with tf.train.MonitoredSession(session_creator=creator, hooks=hooks) as sess:
         # A first run without training: where the job is (maybe restored from a checkpoint,
         # maybe already done by the other workers).

@@ -25,7 +25,9 @@ Saving on request (marathon-tf's save hook, docs/restarts.md): the coordinator s
 ``marathon-tf save-hook: ready``; on SIGUSR1 it saves a checkpoint after the round of steps it
 scheduled, without stopping, says ``marathon-tf save-hook: saved step=<n> path=<checkpoint>`` and
 pauses itself until its bootstrap continues it (SIGCONT) or stops it: what ``marathon-tf checkpoint``
-and every planned stop (a kill, ``scale``, ``delete --save``) ask for first.
+and every planned stop (a kill, ``scale``, ``delete --save``) ask for first. Where marathon-tf's bootstrap
+runs those rounds (``MTF_SAVE_ROUNDS=1``) the coordinator leaves SIGTERM to it: on a real Mesos agent the
+task's SIGTERM reaches the program with its bootstrap, which has it save first.
 
 Output (chief's stdout): ``step=<global step> loss=<loss>`` every ``--log_every`` steps,
 ``first_step_time=<unix time>`` after the first step, ``done final_step=<n> loss=<x>`` at the end
@@ -152,7 +154,10 @@ def run_coordinator(args, resolver):
     per_worker_iterator = iter(coordinator.create_per_worker_dataset(make_dataset_fn(args)))
 
     loss, first, last_saved = float("nan"), True, step
-    signal.signal(signal.SIGTERM, _on_stop)
+    if os.environ.get("MTF_SAVE_ROUNDS") != "1":
+        # (marathon-tf's save rounds, when its bootstrap runs them, save before every planned stop and end the
+        # coordinator itself: its own save here would race the round's)
+        signal.signal(signal.SIGTERM, _on_stop)
     while step < args.train_steps and _stop["signal"] is None:
         # The first round is a single step, so first_step_time marks the first finished step.
         n = 1 if first else min(args.log_every, args.train_steps - step)

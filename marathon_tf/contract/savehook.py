@@ -31,6 +31,14 @@ In Python::
         print(f"marathon-tf save-hook: saved step={step} path={path}", flush=True)
         os.kill(os.getpid(), signal.SIGSTOP)         # the bootstrap continues it
 
+**SIGTERM.** On a real Mesos agent a killed task's SIGTERM reaches the program together with its bootstrap
+(the command executor signals the task's whole process tree). Where the bootstrap runs save rounds for
+the job it says so in the program's environment (:data:`ROUNDS_VAR` ``=1``) and starts every member's
+program with SIGTERM ignored: it has the deciding task's program save first (holding the others of a
+``tf1`` job before), then ends each. A program with the hook that saves on
+SIGTERM by itself leaves SIGTERM alone there (its own save would race the round's); run by other means,
+it keeps its handler.
+
 Who asks, when, and what happens when a kill's grace is too short: docs/restarts.md.
 """
 
@@ -40,13 +48,15 @@ import re
 import signal
 from typing import NamedTuple
 
-__all__ = ["SIGNAL", "READY", "SAVED_PREFIX", "Saved", "saved_line", "parse"]
+__all__ = ["SIGNAL", "READY", "SAVED_PREFIX", "ROUNDS_VAR", "Saved", "saved_line", "parse"]
 
 #: The signal that asks a program to save now (without stopping).
 SIGNAL = signal.SIGUSR1
 #: The line a program prints once it handles :data:`SIGNAL`.
 READY = "marathon-tf save-hook: ready"
 SAVED_PREFIX = "marathon-tf save-hook: saved"
+#: ``1`` in a program's environment when its bootstrap runs save rounds for the job (see SIGTERM above).
+ROUNDS_VAR = "MTF_SAVE_ROUNDS"
 _SAVED = re.compile(r"marathon-tf save-hook: saved step=(?P<step>\d+)(?: path=(?P<path>\S+))?")
 
 

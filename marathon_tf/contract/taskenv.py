@@ -83,8 +83,8 @@ from dataclasses import MISSING, dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-__all__ = ["TaskContext", "ENV_PREFIX", "PREWARM_SOCKET_VAR", "TOKEN_FILE_VAR", "WORKERS_VAR", "marathon_token",
-           "Kind", "Var", "VARS", "prewarm_modules"]
+__all__ = ["TaskContext", "ENV_PREFIX", "PREWARM_SOCKET_VAR", "FORKED_PID_FILE", "TOKEN_FILE_VAR", "WORKERS_VAR",
+           "marathon_token", "Kind", "Var", "VARS", "prewarm_modules"]
 
 ENV_PREFIX = "MTF_"
 #: Names a file that holds the Marathon token a task authenticates with.
@@ -93,6 +93,10 @@ TOKEN_FILE_VAR = "MARATHON_TOKEN_FILE"
 PREWARM_SOCKET_VAR = "MTF_PREWARM_SOCKET"
 #: The training program's environment: how many workers its cluster spec holds (set by the bootstrap).
 WORKERS_VAR = "MARATHON_TF_WORKERS"
+#: The file in a task's sandbox where a program forked by that shared server leaves its pid: it is the
+#: server's child, not its bootstrap's, and the local runner's kill reaches it there as a real agent's
+#: reaches a program its bootstrap started (``marathon_tf.local.proctree``).
+FORKED_PID_FILE = ".marathon-tf-forked-pid"
 
 
 def marathon_token(environ: Mapping[str, str]) -> str | None:

@@ -40,6 +40,7 @@ too; this package plays the cluster with it.
 ``agentloss.py``       an agent lost and found: TASK_UNREACHABLE, ``unreachableStrategy``
 ``agent_admin.py``     ``/_local/agents``: agents added, lost and found on request
 ``launcher.py``        runs a task's command as a process, as a Mesos agent would
+``proctree.py``        a task's process tree signalled as Mesos's command executor does (``killtree``)
 ``reaper.py``          nothing outlives the runner: its token in every task, the guardian
 ``mesos_master.py``    the Mesos master's endpoints (``/master/state``, ``/master/slaves``)
 ``agent.py``           the Mesos agents' endpoints (``/state``, ``/files/…``) that ``logs`` reads

@@ -3,8 +3,8 @@
 Each task gets a sandbox ``<state>/sandboxes/<task id>/`` (``stdout``/``stderr``
 files, fetched URIs, volume links) as its working directory, Marathon's task
 environment (FACTS §5.5), its own process group, and on Linux a parent-death
-signal so it dies with the runner. Killing sends SIGTERM to the group and
-SIGKILL after the grace period.
+signal so it dies with the runner. Killing sends SIGTERM to the task's process tree and
+SIGKILL after the grace period, as Mesos's command executor does (:mod:`.proctree`).
 
 Nothing outlives the runner, whatever kills it: a simple ``cmd`` is exec'd by its
 ``/bin/sh -c`` wrapper (``exec cmd``: the command itself is the runner's child and
@@ -35,8 +35,8 @@ from typing import Callable, Mapping, Optional, Protocol
 from urllib.parse import unquote, urlparse
 
 from marathon_tf.contract.shellexec import exec_form
-from marathon_tf.contract.taskenv import PREWARM_SOCKET_VAR
-from . import reaper
+from marathon_tf.contract.taskenv import FORKED_PID_FILE, PREWARM_SOCKET_VAR
+from . import proctree, reaper
 
 __all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "wants_gpus", "passed_env", "PASSED_VARS",
            "exec_form", "volume_problem", "last_line"]
@@ -247,6 +247,7 @@ class Launcher:
         self.kill_grace_cap = kill_grace_cap
         self.ports = PortAllocator(host)
         self.live_groups: set[int] = set()
+        self.boxes: dict[int, Path] = {}  # a task's command (pid) -> its sandbox
         self.token = reaper.new_token()
         self.guardian = reaper.Guardian(self.token)
         #: Variables every task gets on top of its app's environment: the runner's own addresses
@@ -348,7 +349,25 @@ class Launcher:
                 raise FetchError(f"Command exited with status {code}: cannot execute {argv[0]!r}: "
                                  f"{e.strerror or e}") from None
         self.live_groups.add(proc.pid)
+        self.boxes[proc.pid] = box
         return proc
+
+    def forked_program(self, root: int) -> list[int]:
+        """The program the pre-warmed interpreter forked for the task whose command is ``root`` (its pid,
+        from the sandbox; only while it lives and carries this runner's token): an extra root of the
+        task's tree (:mod:`marathon_tf.local.proctree`)."""
+        box = self.boxes.get(root)
+        if box is None:
+            return []
+        try:
+            pid = int((box / FORKED_PID_FILE).read_text().strip())
+        except (OSError, ValueError):
+            return []
+        return [pid] if pid in reaper.carriers(self.token, only=(pid,)) else []
+
+    def signal_task(self, root: int, sig: int) -> None:
+        """``sig`` to a task's whole process tree, as Mesos's command executor sends it (:mod:`.proctree`)."""
+        proctree.killtree(root, sig, self.forked_program(root))
 
     def signal_group(self, pgid: int, sig: int) -> None:
         """Send ``sig`` to a task's process group (ignoring a group that is gone)."""
@@ -384,22 +403,24 @@ class Launcher:
         return False
 
     async def terminate(self, proc: asyncio.subprocess.Process, grace: float) -> None:
-        """SIGTERM the group, SIGKILL after ``grace`` (capped) seconds; returns when it exited.
-        The whole group gets the grace period, not only its first process: a ``sh -c`` that dies
-        of SIGTERM at once must not cut short the bootstrap it forked, which is stopping its
+        """SIGTERM the task's process tree, SIGKILL it after ``grace`` (capped) seconds, as Mesos's command
+        executor does (:mod:`.proctree`: the training program gets the SIGTERM with its bootstrap); returns
+        when it exited. The whole group gets the grace period, not only its first process: a ``sh -c``
+        that dies of SIGTERM at once must not cut short the bootstrap it forked, which is stopping its
         training program."""
         grace = max(0.0, min(grace, self.kill_grace_cap))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
-        self.signal_group(proc.pid, signal.SIGTERM)
+        await loop.run_in_executor(None, self.signal_task, proc.pid, signal.SIGTERM)
         try:
             await asyncio.wait_for(proc.wait(), grace)
         except asyncio.TimeoutError:
-            self.signal_group(proc.pid, signal.SIGKILL)
+            await loop.run_in_executor(None, self.signal_task, proc.pid, signal.SIGKILL)
             await proc.wait()
         while loop.time() < deadline and self.group_alive(proc.pid):
             await asyncio.sleep(0.1)
         self.reap_group(proc.pid)
+        self.boxes.pop(proc.pid, None)
 
     def prewarm(self, app: dict) -> Optional[str]:
         """Start the shared pre-warmed interpreter ``app``'s tasks will use (if any) ahead of them."""

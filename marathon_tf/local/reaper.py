@@ -34,12 +34,12 @@ def new_token() -> str:
     return f"{os.getpid()}-{secrets.token_hex(8)}"
 
 
-def carriers(token: str, exclude: tuple[int, ...] = ()) -> list[int]:
-    """Pids of live processes whose environment holds ``MARATHON_TF_RUNNER=<token>``."""
+def carriers(token: str, exclude: tuple[int, ...] = (), only: tuple[int, ...] | None = None) -> list[int]:
+    """Pids of live processes whose environment holds ``MARATHON_TF_RUNNER=<token>`` (of ``only``, when given)."""
     needle = f"{TOKEN_VAR}={token}".encode()
     found = []
     try:
-        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+        pids = list(only) if only is not None else [int(p) for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
         return []
     skip = set(exclude) | {os.getpid()}

@@ -45,7 +45,7 @@ import threading
 import time
 from typing import Callable, Mapping, Sequence
 
-from marathon_tf.contract import cluster_spec, naming, joblock, labels as L
+from marathon_tf.contract import cluster_spec, naming, joblock, labels as L, savehook
 from marathon_tf.contract.errors import DiscoveryError, UsageError
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.progress import StepRate
@@ -302,9 +302,19 @@ class Bootstrap:
             f.write("\n")
         os.replace(tmp, path)
 
+    def _rounds_need_it(self) -> bool:
+        """Whether the program starts with SIGTERM ignored (supervisor.ignore_sigterm): every member's in a job
+        with save rounds. A real agent's SIGTERM reaches the program with its bootstrap, and the round needs
+        them all: the deciding task's saves, a ps serves the variables saved, a ParameterServerStrategy
+        coordinator reaches the step boundary it saves at only when its workers finish the steps in flight,
+        a synchronous group saves together. The bootstrap ends its program after the round."""
+        return self.saving.members_save()
+
     def _child_env(self, spec: cluster_spec.RenderedSpec) -> dict[str, str]:
         env = dict(self.environ)
         env.pop(TOKEN_FILE_VAR, None)  # the bootstrap's credentials (a local runner's task token), not the program's
+        if self.saving.members_save():
+            env[savehook.ROUNDS_VAR] = "1"  # it leaves SIGTERM to the bootstrap's save rounds (contract.savehook)
         if spec.tf_config_env is not None:
             env["TF_CONFIG"] = spec.tf_config_env
         elif not env.get("TF_CONFIG"):
@@ -350,6 +360,7 @@ class Bootstrap:
         argv = ["/bin/sh", "-c", exec_form(self.spec.argv[0])] if self.shell else self.spec.argv
         trainer = Trainer(argv, self._child_env(self.spec), cwd=self.environ.get("MESOS_SANDBOX") or None,
                           on_step=self._on_step, on_text=self._on_text, stdout=self.stdout, stderr=self.stderr,
+                          ignore_term=self._rounds_need_it(),
                           **({"spawn": self.prewarmer.spawn} if self.prewarmer else {}))
         self.saving.program_started(trainer)
         self.watchdog.started()

@@ -43,8 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence, cast
 
-from marathon_tf.contract.taskenv import PREWARM_SOCKET_VAR
-from marathon_tf.task.supervisor import _die_with_parent, popen
+from marathon_tf.contract.taskenv import FORKED_PID_FILE, PREWARM_SOCKET_VAR
+from marathon_tf.task.supervisor import _die_with_parent, ignore_sigterm, popen, start_ignoring_sigterm
 
 __all__ = ["PythonCommand", "python_command", "Prewarmer", "ForkServer", "ForkedProcess", "CHILD", "SOCKET_VAR",
            "MEMORY_LOOK_AFTER", "MEMORY_HEADROOM", "server_argv", "resolve_interpreter"]
@@ -145,6 +145,7 @@ class ForkedProcess:
     def __init__(self, args: Sequence[str], stdout, stderr, cancel: Callable[[], None],
                  writers: tuple[int, ...] = ()):
         self.args, self.stdout, self.stderr, self.stdin = list(args), stdout, stderr, None
+        self.ignore_term = False  # started with SIGTERM ignored (supervisor.ignore_sigterm)
         self.pid: int | None = None
         self.returncode: int | None = None
         self.started: dict | None = None  # {"started": "in_place"|"ordinary", "reason": ...}
@@ -177,9 +178,11 @@ class ForkedProcess:
         the program the ordinary way on the same pipes. Runs on the Prewarmer's spawner thread
         (the parent-death signal is bound to the thread that forks)."""
         try:
+            linux = sys.platform.startswith("linux")
             proc = subprocess.Popen(self.args, env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL,
                                     stdout=self._writers[0], stderr=self._writers[1], start_new_session=True,
-                                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+                                    preexec_fn=(start_ignoring_sigterm if linux else ignore_sigterm) if self.ignore_term
+                                    else (_die_with_parent if linux else None))
         except OSError as e:
             os.write(self._writers[1], f"cannot execute {self.args[0]!r}: {e.strerror or e}\n".encode())
             self._close_writers()
@@ -262,10 +265,14 @@ class ForkServer:
         """Start a server of our own (its output goes where the bootstrap's goes)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
+            # SIGTERM ignored: a real agent's kill signals the task's whole tree (marathon_tf.local.proctree), and
+            # the server's death would SIGKILL every program it forked (their parent-death signal) before the
+            # bootstrap's save round; it ends with the bootstrap (close, or its own parent-death signal)
             proc = subprocess.Popen(server_argv(interpreter, options, modules, fd=theirs.fileno()), env=dict(env),
                                     cwd=cwd, stdin=subprocess.DEVNULL, start_new_session=True,
                                     pass_fds=(theirs.fileno(),),
-                                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+                                    preexec_fn=start_ignoring_sigterm if sys.platform.startswith("linux") else
+                                    ignore_sigterm)
         except OSError as e:
             ours.close()
             log(f"cannot pre-warm {interpreter}: {e}")
@@ -371,11 +378,16 @@ class ForkServer:
             self.log(f"could not pre-import {module} ({error}): the program starts the ordinary way")
 
     def fork(self, argv: Sequence[str], env: Mapping[str, str], cwd: str | None, *, interpreter: str,
-             options: Sequence[str], modules: Sequence[str]) -> ForkedProcess | None:
+             options: Sequence[str], modules: Sequence[str], ignore_term: bool = False) -> ForkedProcess | None:
         """Ask for ``argv`` to be started; None if the server cannot take the order (then start it
         the ordinary way). Returns at once, also while the server is still importing."""
-        order = {"fork": {"argv": list(argv), "env": dict(env), "cwd": cwd, "interpreter": interpreter,
-                          "options": list(options), "modules": list(modules)}}
+        fork: dict[str, object] = {"argv": list(argv), "env": dict(env), "cwd": cwd, "interpreter": interpreter,
+                                   "options": list(options), "modules": list(modules)}
+        if ignore_term:
+            fork["ignore_term"] = True
+        if env.get("MESOS_SANDBOX"):  # where the local runner's kill finds it (FORKED_PID_FILE)
+            fork["pidfile"] = os.path.join(env["MESOS_SANDBOX"], FORKED_PID_FILE)
+        order = {"fork": fork}
         data = json.dumps(order).encode()
         with self._lock:
             if self.dead:
@@ -392,6 +404,7 @@ class ForkServer:
                 return None
             child = ForkedProcess(argv, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"), cancel=self.close,
                                   writers=(out_w, err_w))
+            child.ignore_term = ignore_term
             self._pending.append((child, dict(env), cwd))
         return child
 
@@ -511,15 +524,15 @@ class Prewarmer:
         with self._lock:
             return self._server
 
-    def spawn(self, argv: Sequence[str], env: Mapping[str, str], cwd: str | None):
+    def spawn(self, argv: Sequence[str], env: Mapping[str, str], cwd: str | None, ignore_term: bool = False):
         """The Trainer's spawn hook: the fork server runs ``argv``, or an ordinary start."""
         with self._lock:
             closed = self._closed
         if closed:  # nothing pre-warmed any more: the ordinary start
-            return popen(argv, env, cwd)
-        return self._in_spawner(self._spawn, list(argv), dict(env), cwd)
+            return popen(argv, env, cwd, ignore_term)
+        return self._in_spawner(self._spawn, list(argv), dict(env), cwd, ignore_term)
 
-    def _spawn(self, argv: list[str], env: dict[str, str], cwd: str | None):
+    def _spawn(self, argv: list[str], env: dict[str, str], cwd: str | None, ignore_term: bool = False):
         with self._lock:
             server = self._server
             self._generation += 1
@@ -529,10 +542,10 @@ class Prewarmer:
         if server is not None and python_command(argv) == self.command:
             # a server is kept only once _open has resolved the interpreter
             child = server.fork(argv, env, cwd, interpreter=cast(str, self.interpreter), options=self.command.options,
-                                modules=self.modules)
+                                modules=self.modules, ignore_term=ignore_term)
         self.last = child
         if child is None:
-            return popen(argv, env, cwd)
+            return popen(argv, env, cwd, ignore_term)
         if server is not None and server.proc is not None and self.mem_limit_mib:  # (a child: a server)
             threading.Thread(target=self._look_at_memory, args=(generation, server, child), daemon=True,
                              name="prewarm-memory").start()

@@ -377,6 +377,15 @@ def _serve(server, listener, client, linger):
                 _send(sock, {"exited": pid, "code": code})
 
 
+def _sigterm(ignore):
+    """SIGTERM as the program starts with it: ignored in a job with save rounds
+    (``marathon_tf.task.supervisor.ignore_sigterm``),
+    else its default (a bootstrap's own server ignores it, and its forks would inherit that)."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN if ignore else signal.SIG_DFL)
+
+
 def _become(order, fds, server_pid):
     """In the forked process: the program's session, descriptors, directory and environment."""
     os.setsid()
@@ -392,6 +401,13 @@ def _become(order, fds, server_pid):
         os.close(fd)
     os.chdir(order.get("cwd") or os.getcwd())
     env = order.get("env") or {}
+    _sigterm(order.get("ignore_term"))
+    if order.get("pidfile"):  # the local agent's kill reaches it there, as a real agent's reaches its bootstrap's child
+        try:
+            with open(order["pidfile"], "w") as f:
+                f.write("%d\n" % os.getpid())
+        except OSError:
+            pass
     if order.get("reason"):
         _exec(order)
     os.environ.clear()

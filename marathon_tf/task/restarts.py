@@ -349,15 +349,11 @@ class Restarter:
         round (:meth:`marathon_tf.task.saving.Saving.before_stop`: the deciding task has its program save
         while this task's program, a ps included, still serves), then the program gets the signal and
         the rest of the grace (at most :data:`~marathon_tf.task.saving.AFTER_SAVE_GRACE` s once the round
-        saved), while the keeper is told (it decides whether it was a preemption, not when marathon-tf
+        saved), while the keeper is told — after the round, so that the group restart round it may open cannot stop
+        the deciding task's program mid-save (it decides whether it was a preemption, not when marathon-tf
         asked: the job's end, a new app version). The program's exit code."""
         signum = self._signum() or signal.SIGTERM
         name = signal_name(signum)
-        telling = None
-        if isinstance(self.policy, JobPolicy) and self.ctx.role != "tensorboard":
-            telling = threading.Thread(target=self.policy.stopped, args=(None, self._round[1], f"stopped by {name} "
-                                       f"(its task was killed)"), daemon=True, name="ledger-report")
-            telling.start()
         began = self.clock()
         saved = None
         if self.saving is not None and signum == signal.SIGTERM and trainer.wait(timeout=0) is None:
@@ -365,6 +361,13 @@ class Restarter:
                      f"{self.grace:g} s grace)")
             saved = self.saving.before_stop(round_budget(self.grace),
                                             self.policy.planned if isinstance(self.policy, JobPolicy) else None)
+        telling = None
+        if isinstance(self.policy, JobPolicy) and self.ctx.role != "tensorboard":
+            # told after the round, beside the program's stop: the keeper's answer to a ps's or the deciding
+            # task's stop is a group restart round, which would stop the deciding task's program mid-save
+            telling = threading.Thread(target=self.policy.stopped, args=(None, self._round[1], f"stopped by {name} "
+                                       f"(its task was killed)"), daemon=True, name="ledger-report")
+            telling.start()
         left = max(0.0, self.grace - (self.clock() - began))
         if saved is not None and saved.ok:
             left = min(left, AFTER_SAVE_GRACE)

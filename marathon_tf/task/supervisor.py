@@ -22,11 +22,12 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from typing import BinaryIO, Callable, Mapping, Sequence
+from typing import BinaryIO, Callable, Mapping, Sequence, cast
 
 from marathon_tf.contract.shellexec import exit_status
 
-__all__ = ["STEP_RE", "STDERR_TAIL_LINES", "LINE_LIMIT", "Trainer", "die_with_parent", "popen", "relay_stop_signals",
+__all__ = ["STEP_RE", "STDERR_TAIL_LINES", "LINE_LIMIT", "Trainer", "die_with_parent", "ignore_sigterm",
+           "ignores_sigterm", "popen", "relay_stop_signals",
            "STOP_SIGNALS"]
 
 STEP_RE = re.compile(r"\bstep[=: ]\s*(\d+)")
@@ -46,6 +47,50 @@ def _die_with_parent(sig: int = signal.SIGKILL) -> None:  # pragma: no cover - r
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def start_ignoring_sigterm() -> None:  # pragma: no cover - runs in the child
+    """``preexec_fn`` of a process the bootstrap ends itself (a program of a job with save rounds, the
+    pre-warmed interpreter):
+    it dies with the bootstrap (SIGKILL), and ignores SIGTERM (:func:`ignore_sigterm`)."""
+    _die_with_parent()
+    ignore_sigterm()
+
+
+def ignore_sigterm() -> None:
+    """In a program of a job with save rounds, before it runs: SIGTERM ignored, a disposition the program keeps
+    across ``exec`` unless it installs a handler of its own. A Mesos agent's command executor sends a killed
+    task's SIGTERM to its whole process tree (:mod:`marathon_tf.local.proctree`), the program included, at
+    the moment its bootstrap gets it; a TensorFlow server dies of it at once, and with it what the round
+    needs (the variables a ps serves, the steps a worker has in flight). Ignoring it, the program goes on
+    until its bootstrap has seen the round through, then is ended (:meth:`Trainer.stop`). A program with a
+    SIGTERM handler of its own still gets the agent's SIGTERM at once, and handles it."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def ignores_sigterm(pgid: int) -> bool:
+    """Whether every live process of process group ``pgid`` ignores SIGTERM (``SigIgn`` in
+    ``/proc/<pid>/status``; False where that cannot be read: SIGTERM is then sent as ever)."""
+    bit = 1 << (signal.SIGTERM - 1)
+    found = False
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return False
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rpartition(b")")[2].split()
+            if int(fields[2]) != pgid or fields[0] == b"Z":
+                continue
+            with open(f"/proc/{pid}/status", "rb") as f:
+                ignored = next(int(line.split()[1], 16) for line in f if line.startswith(b"SigIgn:"))
+        except (OSError, IndexError, ValueError, StopIteration):
+            continue
+        if not ignored & bit:
+            return False
+        found = True
+    return found
 
 
 def die_with_parent() -> None:
@@ -105,28 +150,33 @@ def relay_stop_signals(stop: Callable[[int], None]) -> Callable[[], None]:
     return restore
 
 
-def popen(argv: Sequence[str], env: Mapping[str, str], cwd: str | None) -> subprocess.Popen:
+def popen(argv: Sequence[str], env: Mapping[str, str], cwd: str | None, ignore_term: bool = False) -> subprocess.Popen:
     """Start the program the ordinary way: its own process group, stdin /dev/null, stdout/stderr
-    on pipes, dies with the bootstrap. (:class:`marathon_tf.task.prewarm.Prewarmer` has a faster
-    ``spawn`` with the same guarantees.)"""
+    on pipes, dies with the bootstrap; ``ignore_term``: SIGTERM ignored (:func:`ignore_sigterm`).
+    (:class:`marathon_tf.task.prewarm.Prewarmer` has a faster ``spawn`` with the same guarantees.)"""
+    linux = sys.platform.startswith("linux")
     return subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+                            preexec_fn=(start_ignoring_sigterm if linux else ignore_sigterm) if ignore_term else
+                            (_die_with_parent if linux else None))
 
 
 class Trainer:
     """One run of the training program (``start`` it again for a restart). ``spawn`` starts the
-    process (default :func:`popen`; the bootstrap passes :meth:`marathon_tf.task.prewarm.Prewarmer.spawn`)."""
+    process (default :func:`popen`; the bootstrap passes :meth:`marathon_tf.task.prewarm.Prewarmer.spawn`);
+    ``ignore_term``: with SIGTERM ignored (:func:`ignore_sigterm`: in a job with save rounds)."""
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str], *, cwd: str | None = None,
                  on_step: Callable[[int], None] = lambda step: None,
                  on_text: Callable[[str], None] | None = None,
                  stdout: BinaryIO | None = None, stderr: BinaryIO | None = None,
-                 spawn: Callable[[Sequence[str], Mapping[str, str], str | None], subprocess.Popen] = popen):
+                 spawn: Callable[..., subprocess.Popen] = popen, ignore_term: bool = False):
         import sys
 
         self.argv, self.env, self.cwd, self.on_step, self.on_text = list(argv), dict(env), cwd, on_step, on_text
         self.spawn = spawn
+        #: start the program with SIGTERM ignored (:func:`ignore_sigterm`: in a job with save rounds)
+        self.ignore_term = ignore_term
         self.stdout = stdout or sys.stdout.buffer
         self.stderr = stderr or sys.stderr.buffer
         self.proc: subprocess.Popen | None = None
@@ -153,7 +203,7 @@ class Trainer:
         self._spawn_error = None
         self.killed_by = self.held = None
         try:
-            self.proc = self.spawn(self.argv, self.env, self.cwd)
+            self.proc = self.spawn(self.argv, self.env, self.cwd, **({"ignore_term": True} if self.ignore_term else {}))
         except OSError as e:
             self.proc = None
             code = 127 if isinstance(e, FileNotFoundError) else 126
@@ -270,7 +320,9 @@ class Trainer:
             self.send(signal.SIGCONT)
 
     def stop(self, grace: float, sig: int = signal.SIGTERM) -> int:
-        """Send ``sig`` to the program's group, SIGKILL it after ``grace`` seconds; its exit status. A
+        """Send ``sig`` to the program's group, SIGKILL it after ``grace`` seconds; its exit status. A program
+        started with SIGTERM ignored that still ignores it (:func:`ignore_sigterm`: no handler of its own) is killed at
+        once, and its status is the one SIGTERM's default action would have left (143). A
         program held for a save round (``held``) is killed at once: the round saved the job's checkpoint at
         the step it is held at, and continued it would train (or save) past the checkpoint to be restored."""
         if self._spawn_error is not None:
@@ -278,6 +330,11 @@ class Trainer:
         assert self.proc is not None, "not started"
         if self.held is not None and self.proc.poll() is None:
             self._signal_group(signal.SIGKILL)
+        elif self.proc.poll() is None and sig == signal.SIGTERM and self.ignore_term and ignores_sigterm(self.proc.pid):
+            # started so (ignore_sigterm) and no handler since: SIGTERM's default action, which it stands for
+            self._signal_group(signal.SIGKILL)
+            code = self.wait()
+            return 128 + signal.SIGTERM if code == 128 + signal.SIGKILL else cast(int, code)
         elif self.proc.poll() is None:
             self._signal_group(sig)
             self._signal_group(signal.SIGCONT)  # a stopped (SIGSTOP, hung) program must see it

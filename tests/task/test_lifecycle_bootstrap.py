@@ -32,6 +32,7 @@ SLEEPER = ("import os, signal, sys, time; runs = open('runs', 'a+'); runs.write(
            "n = len(open('runs').read()); open('pid', 'w').write(str(os.getpid())); "
            "print('step=%d loss=1' % (10 * n), flush=True); "
            "os.path.exists('catch') and signal.signal(signal.SIGTERM, lambda *a: sys.exit(143)); "
+           "os.path.exists('dfl') and signal.signal(signal.SIGTERM, signal.SIG_DFL); "
            "n > 1 and sys.exit(0); time.sleep(60)")
 
 
@@ -141,9 +142,12 @@ def test_a_program_that_exits_143_by_itself_is_a_failure_not_a_preemption(tmp_pa
 
 def test_a_program_killed_by_a_sigterm_from_outside_is_a_preemption(tmp_path, fake_marathon, make_ctx, task_environ,
                                                                     runs, capsys):
-    """SIGTERM to the program alone (not through its bootstrap): it dies of it (143), a preemption:
-    restarted, the failure budget (0) untouched; its next run ends the job Succeeded."""
+    """SIGTERM to the program alone (not through its bootstrap): it ends of it (143), a preemption:
+    restarted, the failure budget (0) untouched; its next run ends the job Succeeded. (A program of a job
+    with save rounds starts with SIGTERM ignored, supervisor.ignore_sigterm: this one restores its default,
+    as a program may.)"""
     job(fake_marathon)
+    (tmp_path / "dfl").write_text("")
     ctx = context(make_ctx, fake_marathon, restart_budget=(0, 600.0))
     run = runs(ctx, task_environ(ctx), tmp_path, [0], fake=fake_marathon, program=SLEEPER)
     wait_for(lambda: run.status()["step"] == 10, 10, what="its first step")

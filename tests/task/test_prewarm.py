@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
@@ -191,6 +192,37 @@ def test_the_trainer_stops_a_prewarmed_program_like_any_other(program):
         wait_for(lambda: steps == [1], 30, what="step=1 through the pump")
         assert trainer.stop(grace=5) == 128 + signal.SIGTERM
         assert b'"argv": ["prog/probe.py", "sleep"]' in out.getvalue()
+    finally:
+        warmer.close()
+
+
+def test_the_agents_sigterm_to_the_whole_tree_reaches_a_prewarmed_program_not_through_its_interpreters_death(
+        program):
+    """A real agent's kill SIGTERMs the task's whole process tree (Mesos's command executor, modelled in
+    marathon_tf.local.proctree; apache/mesos c1b42f7 src/launcher/executor.cpp), the bootstrap's own pre-warmed
+    interpreter included. It ignores SIGTERM (it ends with the bootstrap): had it died of it, every program it
+    forked would have been SIGKILLed at once (their parent-death signal), no save round, no SIGTERM handler.
+    Its programs get SIGTERM as any child would (the default: they die of it), a ps's ignores it."""
+    env, cwd = program
+    warmer = Prewarmer([sys.executable, "prog/probe.py"], ["mtf_marker"], env, cwd=cwd).start()
+    try:
+        wait_for(lambda: warmer.waiting is not None, 30, what="a pre-warmed interpreter")
+        for ps in (False, True):
+            steps: list[int] = []
+            trainer = Trainer([sys.executable, "prog/probe.py", "sleep"], env, cwd=cwd, on_step=steps.append,
+                              stdout=io.BytesIO(), stderr=io.BytesIO(), spawn=warmer.spawn, ignore_term=ps)
+            trainer.start()
+            wait_for(lambda: steps == [1], 30, what="step=1 through the pump")
+            for pid in (warmer.server.proc.pid, trainer.pid):  # what killtree sends (SIGSTOP/SIGCONT aside)
+                os.kill(pid, signal.SIGTERM)
+            time.sleep(0.5)
+            assert warmer.server.proc.poll() is None
+            if ps:
+                assert trainer.wait(timeout=0) is None  # it serves on: its bootstrap ends it after the round
+                assert trainer.stop(grace=5) == 128 + signal.SIGTERM
+            else:
+                assert trainer.wait(timeout=10) == 128 + signal.SIGTERM and trainer.infrastructure() is None
+            wait_for(lambda: warmer.waiting is not None, 30, what="the next pre-warmed fork")
     finally:
         warmer.close()
 

@@ -335,3 +335,33 @@ def test_a_new_multi_worker_mirrored_worker_waits_for_the_peers_a_scale_is_repla
     boot.restarts.await_peers_took("worker-2", "10.0.0.4:3333", timeout=10)
     assert len(looks) == 5
     assert logs == ["waiting before the program starts for worker-1 (it restarts with the job's new configuration)"]
+
+
+def test_a_stopped_task_tells_the_keeper_only_after_its_save_round():
+    """The keeper answers a ps's (or the deciding task's) stop with a group restart round, which restarts the
+    deciding task's program: told while the round runs, it stopped that program mid-save ('save round failed:
+    the training program exited', a fresh clone's PSS four-stop test under load). The report follows the round."""
+    from types import SimpleNamespace
+
+    from marathon_tf.task.jobpolicy import JobPolicy
+    from marathon_tf.task.restarts import Restarter
+
+    order: list[str] = []
+    policy = JobPolicy.__new__(JobPolicy)
+    policy.stopped = lambda *a: order.append("told the keeper")  # type: ignore[method-assign]
+    policy.planned = lambda: None  # type: ignore[method-assign]
+
+    def before_stop(budget, planned):
+        order.append("round began")
+        time.sleep(0.3)  # the report, were it sent beside the round, would come now
+        order.append("round ended")
+        return SaveResult(True, step=7, path="logs/model.ckpt-7", held=True)
+
+    trainer = SimpleNamespace(wait=lambda timeout=None: None, stop=lambda grace, sig: order.append("program stopped")
+                              or -9)
+    me = SimpleNamespace(ctx=SimpleNamespace(role="ps"), policy=policy, _round=(None, 1), grace=10.0,
+                         _signum=lambda: signal.SIGTERM, saving=SimpleNamespace(before_stop=before_stop),
+                         clock=time.monotonic, log=lambda m: None, status=SimpleNamespace(update=lambda **k: None),
+                         observer=SimpleNamespace(program_exited=lambda *a, **k: None))
+    assert Restarter.stopped(me, trainer) == -9  # type: ignore[arg-type]
+    assert order.index("told the keeper") > order.index("round ended")

@@ -366,7 +366,7 @@ def test_follow_looks_again_at_an_agent_that_did_not_answer_while_finding_the_sa
     got = list(logs.follow(marathon, "j", None, ("stdout",), tail=None, follow_=True, agent_port=5051,
                            agent_url="http://a1:5051", session=agent, sleep=lambda s: None))
     assert got == [("worker-0", "stdout", "step=1\n")] and marathon.looks == 4
-    # without -f, or once the job has ended, an agent that does not answer is the one-line error it was
+    # without -f, an agent that does not answer is the one-line error it was
     with pytest.raises(logs.LogError, match="cannot read task logs from the Mesos agent at http://a1:5051"):
         list(logs.follow(_Group(ends_after=3), "j", None, ("stdout",), tail=None, follow_=False, agent_port=5051,
                          agent_url="http://a1:5051", session=_Agent(down=1), sleep=lambda s: None))

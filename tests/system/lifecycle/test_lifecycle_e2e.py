@@ -24,10 +24,11 @@ pytestmark = [pytest.mark.tf]
 BOOTSTRAP = f"{sys.executable} -m marathon_tf.bootstrap --watch-interval 2 --grace 5"
 
 
-def linear_job(tmp_path, steps: int, *, save_every: int = 100, log_every: int = 20, **changes) -> str:
+def linear_job(tmp_path, steps: int, *, save_every: int = 100, log_every: int = 20, prefix: tuple | list = (),
+               **changes) -> str:
     from jobfiles import example_job
 
-    command = ["python3", "train.py", "--train_steps", str(steps), "--checkpoint_dir", "ckpt",
+    command = [*prefix, "python3", "train.py", "--train_steps", str(steps), "--checkpoint_dir", "ckpt",
                "--log_every", str(log_every), "--save_checkpoint_steps", str(save_every)]
     return example_job("linear-regression-tf1", tmp_path, command=command, bootstrap=BOOTSTRAP, **changes)
 
@@ -205,8 +206,14 @@ def test_scaling_workers_mid_training_resumes_from_the_checkpoint(tmp_path, loca
     assert all(int(x.split("global step ")[1].split("/")[0]) >= saved for x in ready), (saved, ready)
 
 
+#: The examples' own SIGTERM handling is what they do run without marathon-tf's save rounds: where its bootstrap
+#: runs rounds (MTF_SAVE_ROUNDS=1) their chief leaves SIGTERM to it (contract/savehook; test_save_e2e.py
+#: stops whole tasks). The tests of that handling run the program without the variable.
+WITHOUT_ROUNDS = ["env", "-u", "MTF_SAVE_ROUNDS"]
+
+
 def preempt(job, task: str) -> float:
-    """SIGTERM to ``task``'s training program (its task stopped from outside); when."""
+    """SIGTERM to ``task``'s training program alone; when."""
     pid = trainer_pid(job.cluster.state_dir, task)
     stopped_at = time.monotonic()
     os.kill(pid, signal.SIGTERM)
@@ -231,11 +238,11 @@ def preempted_example(tmp_path, local_job, example: str, command: list[str], tas
 
 @pytest.mark.timeout(150)
 def test_a_preempted_chief_saves_a_checkpoint_and_resumes_from_it_without_spending_the_budget(tmp_path, local_job):
-    """Issue 21: SIGTERM to the chief's program mid-run (its task stopped from outside) -> the example
-    ends the step it is in, its CheckpointSaverHook saves at that step, it exits 42 -> restarted in
-    place at once, resumes from that very step; the job succeeds with no failure counted (the budget
-    is 0 here: before, the SIGTERM's 143 was a failure and the job Failed)."""
-    job = local_job(linear_job(tmp_path, TARGET, save_every=100_000, log_every=50,
+    """Issue 21: SIGTERM to the chief's program mid-run (the example's own handling, without save rounds:
+    WITHOUT_ROUNDS) -> the example ends the step it is in, its CheckpointSaverHook saves at that step, it
+    exits 42 -> restarted in place at once, resumes from that very step; the job succeeds with no failure
+    counted (the budget is 0 here: before, the SIGTERM's 143 was a failure and the job Failed)."""
+    job = local_job(linear_job(tmp_path, TARGET, save_every=100_000, log_every=50, prefix=WITHOUT_ROUNDS,
                                restart={"max_failures": 0, "window_seconds": 600}))
     job.wait(lambda: job.max_step() > 1200, 90, "step > 1200", 0.05)
     stopped_at = preempt(job, "worker-0")
@@ -310,11 +317,11 @@ def test_a_preempted_keras_worker_has_every_worker_back_up_and_resume_without_sp
 
 @pytest.mark.timeout(240)
 def test_a_preempted_parameter_server_coordinator_saves_and_resumes_without_spending_the_budget(tmp_path, local_job):
-    """Issue 21, the ParameterServerStrategy example: SIGTERM to the chief's (coordinator's) program ->
-    it saves at the step it reached and exits 42 -> restarted in place, it restores that step; no
-    failure counted (budget 0)."""
-    command = ["python3", "train.py", "--train_steps", "400", "--checkpoint_dir", "ckpt", "--log_every", "20",
-               "--save_every", "100000"]
+    """Issue 21, the ParameterServerStrategy example: SIGTERM to the chief's (coordinator's) program (its own
+    handling, without save rounds: WITHOUT_ROUNDS) -> it saves at the step it reached and exits 42 ->
+    restarted in place, it restores that step; no failure counted (budget 0)."""
+    command = [*WITHOUT_ROUNDS, "python3", "train.py", "--train_steps", "400", "--checkpoint_dir", "ckpt",
+               "--log_every", "20", "--save_every", "100000"]
     job, status, stopped_at = preempted_example(tmp_path, local_job, "mnist-ps-strategy", command, "chief-0", 400)
     assert status["preemptions"] == 1, status
     said = re.search(r"preempted at step (\d+) \(signal 15\); checkpoint saved; exiting 42", job.text("chief-0"))
