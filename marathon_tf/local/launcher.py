@@ -354,16 +354,18 @@ class Launcher:
 
     def forked_program(self, root: int) -> list[int]:
         """The program the pre-warmed interpreter forked for the task whose command is ``root`` (its pid,
-        from the sandbox; only while it lives and carries this runner's token): an extra root of the
-        task's tree (:mod:`marathon_tf.local.proctree`)."""
+        from the sandbox; only while it lives, carries this runner's token and works in that sandbox: a pid
+        the file names may have been reused by another task's program since): an extra root of the task's
+        tree (:mod:`marathon_tf.local.proctree`)."""
         box = self.boxes.get(root)
         if box is None:
             return []
         try:
             pid = int((box / FORKED_PID_FILE).read_text().strip())
+            here = os.path.realpath(f"/proc/{pid}/cwd") == os.path.realpath(box)
         except (OSError, ValueError):
             return []
-        return [pid] if pid in reaper.carriers(self.token, only=(pid,)) else []
+        return [pid] if here and pid in reaper.carriers(self.token, only=(pid,)) else []
 
     def signal_task(self, root: int, sig: int) -> None:
         """``sig`` to a task's whole process tree, as Mesos's command executor sends it (:mod:`.proctree`)."""

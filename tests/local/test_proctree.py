@@ -89,7 +89,8 @@ def test_the_local_agents_kill_reaches_the_program_of_a_bootstrap_and_a_forked_o
     box.mkdir()
     mark, forked_mark = tmp_path / "mark", tmp_path / "forked"
     env = {**os.environ, reaper.TOKEN_VAR: launcher.token}
-    forked = subprocess.Popen([sys.executable, "-c", TRAPS, str(forked_mark)], start_new_session=True, env=env)
+    forked = subprocess.Popen([sys.executable, "-c", TRAPS, str(forked_mark)], start_new_session=True, env=env,
+                              cwd=box)  # (a forked program works in its task's sandbox)
     (box / FORKED_PID_FILE).write_text(f"{forked.pid}\n")
     starter = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {TRAPS!r}, {str(mark)!r}], "
                f"start_new_session=True); time.sleep(60)")
@@ -103,7 +104,12 @@ def test_the_local_agents_kill_reaches_the_program_of_a_bootstrap_and_a_forked_o
         await launcher.terminate(proc, 5.0)
         return proc.returncode
 
+    other = tmp_path / "other"
+    other.mkdir()
     try:
+        launcher.boxes[1] = other  # a pid file naming a live carrier of the token that works elsewhere: not taken
+        (other / FORKED_PID_FILE).write_text(f"{forked.pid}\n")
+        assert launcher.forked_program(1) == []
         assert asyncio.run(run()) == -signal.SIGTERM
         assert _wait(mark) and mark.read_text() == "TERM"
         assert _wait(forked_mark) and forked_mark.read_text() == "TERM"
