@@ -149,6 +149,7 @@ class Bootstrap:
 
     # -- control ---------------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
+        self.saving.keep_held()  # first: the agent's kill has just continued every process of the task
         if self._signum is None:
             self._signum = signum
         self._stop.set()

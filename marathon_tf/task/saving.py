@@ -428,6 +428,16 @@ class Saving:
             self._expire(trainer, "outside", seconds)
         return 200, {"held": True, "step": self.status.light().get("step")}
 
+    def keep_held(self) -> None:
+        """The task is being stopped: a program held for a round stays held. A real agent's kill stops,
+        signals and then *continues* every process of the task's tree (stout's ``killtree``: SIGSTOP,
+        SIGTERM, SIGCONT; :mod:`marathon_tf.local.proctree`), so a held program, which ignores the SIGTERM,
+        would train past the checkpoint to be restored until its bootstrap ends it. Called at once from
+        the bootstrap's signal relay, before the stop's round."""
+        trainer = self.trainer
+        if trainer is not None and trainer.held is not None:
+            trainer.send(signal.SIGSTOP)
+
     # -- a member's planned stop ------------------------------------------------------------------------
     def ask(self, reason: str, *, hold: bool, timeout: float, exclude: Sequence[str] = ()) -> SaveResult:
         """A round from the deciding task: run here, or asked of it."""

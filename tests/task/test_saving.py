@@ -5,6 +5,7 @@ checkpoint index TensorFlow would."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -123,6 +124,22 @@ def test_a_round_before_a_stop_keeps_the_program_held_and_a_stop_kills_it_at_onc
     assert again == result
     began = time.monotonic()
     assert program.trainer.stop(25.0) == 128 + signal.SIGKILL and time.monotonic() - began < 2
+
+
+def test_a_held_program_continued_by_the_agents_kill_is_held_again_at_once(tmp_path, programs):
+    """A real agent's kill ends its tree walk with SIGCONT to every process (stout's killtree; apache/mesos
+    c1b42f7 3rdparty/stout/include/stout/os/posix/killtree.hpp): a program held for a round would train on
+    past the checkpoint. The bootstrap's relay holds it again first (Saving.keep_held)."""
+    saving = make(tmp_path)
+    program = Program(saving, HOOKED, str(tmp_path / "ckpt"))
+    programs.append(program)
+    program.wait_steps(3)
+    assert saving.save("ps-0 is stopped", hold=True, timeout=10).ok and program.trainer.held == "self"
+    seen = len(program.steps)
+    os.kill(program.trainer.pid, signal.SIGCONT)  # what the agent's killtree ends with
+    saving.keep_held()
+    time.sleep(0.5)
+    assert program.trainer.paused() and len(program.steps) <= seen + 1, (seen, len(program.steps))
 
 
 def test_rounds_asked_together_are_one(tmp_path, programs):
