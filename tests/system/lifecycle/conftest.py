@@ -81,6 +81,11 @@ class LocalJob:
                 out.append((t, name, int(m.group(1))))
         return out
 
+    def seen(self, task: str, text: str) -> float | None:
+        """When the tailer first read a line of ``task`` holding ``text`` (None: not yet)."""
+        with self._lock:
+            return next((t for t, name, _, line in self.lines if name == task and text in line), None)
+
     def max_step(self) -> int:
         return max((s for _, _, s in self.steps()), default=-1)
 
