@@ -8,8 +8,9 @@ variables (which live on the ps tasks), schedules training steps onto the worker
 ``coordinator.schedule`` in a custom loop, saves checkpoints with ``tf.train.CheckpointManager``
 in ``--checkpoint_dir`` (restored on start, so a restarted job resumes), and exits 0 once the
 global step has reached ``--train_steps`` and the last checkpoint is written (at once: TensorFlow's
-teardown of the coordinator can take up to a minute, while every other task waits).  A scheduled step may run twice when a worker fails;
-the loop only looks at the global step, so a repeat is harmless.
+teardown of the coordinator can take up to a minute, while every other task waits).  A scheduled
+step may run twice when a worker fails; the loop only looks at the global step, so a repeat is
+harmless.
 
 Data: synthetic 28x28 "digits" — ten fixed random prototype images (seeded) plus noise — so it
 is learnable and needs no download.  The model is a small MLP written with tf.Module (no Keras:
@@ -187,9 +188,9 @@ def run_coordinator(args, resolver):
         os._exit(PREEMPTED_CODE)  # the checkpoint is written: skip TensorFlow's slow shutdown
     log(f"done final_step={step} loss={loss:.6f}")
     sys.stderr.flush()
-    # The checkpoint is written: skip TensorFlow's shutdown here too. Tearing down the coordinator (its
-    # eager context's remote contexts on every ps and worker) took from under a second to 60 s after this
-    # line (CI, a job scaled to 3 workers), while the bootstrap waited on the program to report it done.
+    # The checkpoint is written: skip TensorFlow's shutdown here too. The interpreter's exit (tearing down
+    # the coordinator and its connections to every ps and worker) took from under a second to 60 s after
+    # this line (CI, a job scaled to 3 workers), while every other task waited for the job to end.
     os._exit(0)
 
 
