@@ -1,8 +1,8 @@
 """Mesos-DNS for the local Marathon: A/SRV records over DNS (dnslib) and its HTTP API.
 
-Records follow FACTS §7 for every TASK_RUNNING task of app ``/g/app`` (label
-``app-g``, legacy name ``app.g``; the task's host is its agent's address, 127.0.0.N, and the
-canonical name ends in its agent id's tail, ``-s0`` for agent 1):
+Records follow Mesos-DNS's ``records/generator.go`` (mesosphere/mesos-dns@e888ef4) for every TASK_RUNNING
+task of app ``/g/app`` (label ``app-g``, legacy name ``app.g``; the task's host is its agent's address,
+127.0.0.N, and the canonical name ends in its agent id's tail, ``-s0`` for agent 1):
 ``<label>.marathon.mesos.`` and ``<label>.marathon.slave.mesos.`` (A), the
 canonical ``<label>-<hash5>-s0.marathon[.slave].mesos.`` (A),
 ``_<label>._<proto>.marathon.mesos.`` (SRV, every port), ``_<name>._<label>._<proto>
@@ -239,7 +239,8 @@ class MesosDns:
                 "MesosAuthentication": ""}
 
     def http_app(self) -> web.Application:
-        """The ``/v1`` API (every route GET, JSON; not-found shapes per FACTS §7.4)."""
+        """The ``/v1`` API (every route GET, JSON; not-found shapes as mesos-dns@e888ef4
+        ``resolver/resolver.go``'s ``Rest*`` handlers answer)."""
 
         def key(name: str) -> str:
             name = name.lower().replace(".*", "")

@@ -37,7 +37,7 @@ Who decides what:
   counted against ``restart.max_preemptions`` only; a program killed because the runner's
   machinery died (its pre-warmed interpreter) is not counted at all.
 * **Within the budget** the restart scope follows what TensorFlow 2.21 can recover from
-  (``/work/shared/background/TF_RUNTIME.md``, :func:`restart_scope`): a chief/worker/evaluator
+  (docs/restarts.md, :func:`restart_scope`): a chief/worker/evaluator
   program of ``tf1``, ``parameter_server`` and ``custom`` restarts *in place* (same host:port, so
   its peers take it back), at once the first time and then after :func:`marathon_tf.task.budget.backoff`.
   A ps, and any member of a ``multi_worker_mirrored`` job (no partial recovery), need the whole
@@ -201,7 +201,7 @@ def is_decider(ctx: TaskContext) -> bool:
 
 def group_scope(style: str, role: str, members: int) -> bool:
     """Whether a failed ``role`` program needs every member of the job to restart (TF cannot take
-    it back alone, see /work/shared/background/TF_RUNTIME.md): a ps (its variables and sessions
+    it back alone, see docs/restarts.md): a ps (its variables and sessions
     are gone; TF2's coordinator cannot recover from a lost ps), any member of a
     ``multi_worker_mirrored`` group. A job of one member has no group."""
     if members < 2:
