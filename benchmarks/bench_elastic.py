@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .bench_lifecycle import _job_file, _until
-from .common import Row
+from .bench_lifecycle import _job_file
+from .common import Row, until
 
 STEP = re.compile(r"\bstep=(\d+) loss=")
 FIRST = re.compile(r"first_step_time=([0-9.]+)")
@@ -97,6 +97,19 @@ class _Run:
         with self.lock:
             return [(t, m) for t, n, x in self.lines if n == task and t >= since and (m := pattern.search(x))]
 
+    def last(self, *tasks: str) -> str:
+        """What each task printed last, and when (a wait's ``seen``)."""
+        now, out = time.monotonic(), []
+        with self.lock:
+            for task in tasks:
+                mine = [(t, x) for t, n, x in self.lines if n == task]
+                steps = [(t, m.group(1)) for t, x in mine if (m := STEP.search(x))]
+                out.append(f"{task}: " + (f"last step {steps[-1][1]} {now - steps[-1][0]:.0f} s ago; " if steps else
+                                          "no step yet; ")
+                           + (f"last line {now - mine[-1][0]:.0f} s ago: {mine[-1][1][:160]!r}" if mine else
+                              "no line yet"))
+        return " | ".join(out)
+
     def deploy(self, path: Path) -> str:
         from marathon_tf.user import jobs, spec as spec_mod
 
@@ -109,8 +122,8 @@ class _Run:
 
     def rate(self, task: str, since: float) -> float:
         """``task``'s global steps per second over :data:`WINDOW` s from ``since`` (waits for them)."""
-        _until(lambda: any(t > since + WINDOW for t, _ in self.found(task, STEP, since)), WINDOW + 60,
-               "steps to rate")
+        until(lambda: any(t > since + WINDOW for t, _ in self.found(task, STEP, since)), WINDOW + 60,
+              f"{WINDOW:g} s of {task}'s steps to rate", seen=lambda: self.last(task))
         steps = [(t, int(m.group(1))) for t, m in self.found(task, STEP, since) if t <= since + WINDOW]
         return (steps[-1][1] - steps[0][1]) / (steps[-1][0] - steps[0][0])
 
@@ -164,35 +177,41 @@ def elastic_run(ex: Example) -> dict[str, float]:
             "roles": {"worker": {"count": 1, "cpus": 1, "mem": 256,
                                  "constraints": [["hostname", "LIKE", "127.0.0.4"]]}}}))
         run.deploy(blocker)
-        _until(lambda: run.task_of("blocker", "worker-0") is not None, 60, "the blocker running")
+        until(lambda: run.task_of("blocker", "worker-0") is not None, 60, "the blocker running")
         job, d = run.deploy(_file(run, ex, {"min": 2, "max": 3}, "elastic")), ex.decider
-        _until(lambda: run.sized(job, d, 2), 180, "the job formed with 2 workers")
-        _until(lambda: run.found(d, STEP), 180, "training with 2 workers")
+
+        def seen() -> str:  # what the deciding task's view and the workers said last
+            view = run.view(job, d)
+            return (f"{d}'s membership: size {view.get('size')}, standbys {view.get('standbys')}; "
+                    + run.last(*dict.fromkeys([d, 'worker-0', 'worker-1', 'worker-2'])))
+
+        until(lambda: run.sized(job, d, 2), 180, "the job formed with 2 workers", seen=seen)
+        until(lambda: run.found(d, STEP), 180, "training with 2 workers", seen=seen)
         at_2 = run.rate(d, run.found(d, STEP)[0][0] + 5.0)  # (past its first steps)
         standby = run.view(job, d)["standbys"][0]
         deleted, deleted_wall = time.monotonic(), time.time()
         jobs.delete(run.client, "blocker")
-        _until(lambda: run.sized(job, d, 3), 90, "the job grew to 3 workers")
+        until(lambda: run.sized(job, d, 3), 90, "the job grew to 3 workers", seen=seen)
         newcomer = d if ex.coordinated else standby  # whose first step is the first at 3
-        _until(lambda: run.found(newcomer, FIRST, deleted) and run.found(d, ex.restored, deleted), 90,
-               "the first step at 3 workers")
+        until(lambda: run.found(newcomer, FIRST, deleted) and run.found(d, ex.restored, deleted), 90,
+              "the first step at 3 workers", seen=seen)
         first = float(run.found(newcomer, FIRST, deleted)[0][1].group(1))
         placed = _wall(run.task_of(job, standby)["stagedAt"])
         restored = run.found(d, ex.restored, deleted)
         printed = max(int(m.group(1)) for t, m in run.found(d, STEP) if t < restored[0][0])
         again = max(0, printed - int(restored[0][1].group(1)))
-        _until(lambda: run.found(d, STEP, restored[0][0]), 60, "a step at 3 workers")
+        until(lambda: run.found(d, STEP, restored[0][0]), 60, "a step at 3 workers", seen=seen)
         at_3 = run.rate(d, run.found(d, STEP, restored[0][0])[0][0] + 2.0)
         victim = run.task_of(job, standby)
         killed = time.monotonic()
         run.cluster.kill_agent(victim["host"])
-        _until(lambda: run.sized(job, d, 2), 60, "the job shrank to 2 workers")
+        until(lambda: run.sized(job, d, 2), 60, "the job shrank to 2 workers", seen=seen)
         sized = time.monotonic()
 
         def stepped_at_2() -> list:  # Keras: a step of the program started again at 2
             since = sized if ex.coordinated else (run.found(d, ex.restored, killed) or [(float("inf"), None)])[0][0]
             return run.found(d, STEP, since)
-        _until(stepped_at_2, 90, "a step at 2 workers")
+        until(stepped_at_2, 90, "a step at 2 workers", seen=seen)
         return {"rate2": at_2, "rate3": at_3, "grow_placed": first - placed, "grow_deleted": first - deleted_wall,
                 "again": again, "shrink": stepped_at_2()[0][0] - killed, "placed_after": placed - deleted_wall}
     finally:
@@ -207,12 +226,14 @@ def fixed_scale_run(ex: Example) -> float:
     run = _Run()
     try:
         job = run.deploy(_file(run, ex, 2, "fixed"))
-        _until(lambda: any(int(m.group(1)) > 300 for _, m in run.found(ex.decider, STEP)), 240,
-               "training with 2 workers")
+        until(lambda: any(int(m.group(1)) > 300 for _, m in run.found(ex.decider, STEP)), 240,
+              f"training with 2 workers (a step past 300 from {ex.decider})",
+              seen=lambda: run.last(ex.decider, "worker-0", "worker-1"))
         asked, asked_wall = time.monotonic(), time.time()
         jobs.scale(run.client, job, {"worker": ("=", 3)})
         newcomer = ex.decider if ex.coordinated else "worker-2"
-        _until(lambda: run.found(newcomer, FIRST, asked), 120, "the first step at 3 workers")
+        until(lambda: run.found(newcomer, FIRST, asked), 120, f"the first step at 3 workers ({newcomer}'s)",
+              seen=lambda: run.last(newcomer, "worker-2"))
         return float(run.found(newcomer, FIRST, asked)[0][1].group(1)) - asked_wall
     finally:
         run.close()

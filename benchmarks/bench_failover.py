@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .bench_lifecycle import STEP, _job_file, _until
-from .common import Row, median
+from .bench_lifecycle import STEP, _job_file
+from .common import Row, median, until
 
 GAP = 10.0  # LocalCluster's default zk_session_timeout (stock Marathon's)
 #: request() calls that gave up during an election (asked again at once)
@@ -48,7 +48,7 @@ def _kill_and_time(cluster, request: Callable[[], object]) -> float:
             if time.monotonic() - t0 > GAP + 60:
                 raise
     seconds = time.monotonic() - t0
-    _until(lambda: cluster.leader_url is not None, GAP + 10, "the next leader")
+    until(lambda: cluster.leader_url is not None, GAP + 10, "the next leader")
     cluster.start_instance(killed)
     return seconds
 
@@ -117,7 +117,7 @@ def bench_next_step(quick: bool) -> list[Row]:
             with lock:
                 return workers <= {task for t, task in lines if t > t0}
 
-        _until(stepped, 60, "every worker's next step")
+        until(stepped, 60, "every worker's next step")
         with lock:
             return max(min(t for t, task in lines if t > t0 and task == w) for w in workers) - t0
 
@@ -130,7 +130,7 @@ def bench_next_step(quick: bool) -> list[Row]:
         client = Client(cluster.marathon_urls, retry=RetryPolicy(attempts=10, budget=60, initial=0.2, max_wait=2))
         tailer.start()
         jobs.deploy(client, spec)
-        _until(lambda: len(lines) > 40, 180, "training")
+        until(lambda: len(lines) > 40, 180, "training")
         for _ in range(n):
             time.sleep(1.0)
             quiet.append(next_steps(time.monotonic()))
@@ -138,7 +138,7 @@ def bench_next_step(quick: bool) -> list[Row]:
             t0 = time.monotonic()
             killed = cluster.kill_leader()
             kills.append(next_steps(t0))
-            _until(lambda: cluster.leader_url is not None, GAP + 10, "the next leader")
+            until(lambda: cluster.leader_url is not None, GAP + 10, "the next leader")
             cluster.start_instance(killed)
         state = job_status(client, spec.name, probe=False).to_dict()["state"]
     finally:

@@ -40,14 +40,13 @@ import dataclasses
 import json
 import re
 import shutil
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Callable
 
-from .common import ROOT, Row, median
+from .common import ROOT, Repeated, Row, median, repeat, until
 
 STEP = re.compile(r"\bstep=(\d+) loss=")
 RESUMED = re.compile(r"marathon-tf bootstrap: resumed from checkpoint at step (\d+)")
@@ -136,7 +135,8 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
         client = Client(cluster.marathon_url, retry=RetryPolicy(attempts=5, budget=30, initial=0.2, max_wait=2))
         tailer.start()
         jobs.deploy(client, spec)
-        _until(lambda: any(s > 500 for _, _, s in lines), 120, "training")
+        until(lambda: any(s > 500 for _, _, s in lines), 120, "training past step 500",
+              seen=lambda: _steps_seen(lines, lock, time.monotonic()))
         if prepare is not None:
             prepare(cluster)
         t0 = time.monotonic()
@@ -153,7 +153,22 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
             with lock:
                 return all(any(t > (since(w) or float("inf")) for t, task, _ in lines if task == w) for w in workers)
 
-        _until(recovered, 90, "every worker's next step")
+        def waiting() -> str:
+            """Each trainer not back yet: whether its program started again, and its last step."""
+            now, out = time.monotonic(), []
+            with lock:
+                for w in sorted(workers):
+                    if any(t > (since(w) or float("inf")) for t, task, _ in lines if task == w):
+                        continue
+                    start = since(w)
+                    last = max(((t, s) for t, task, s in lines if task == w), default=None)
+                    out.append(f"{w}: " + (f"program started again {start - t0:+.1f} s after the disruption, no step "
+                                           f"since" if start is not None else "its program has not started again")
+                               + (f" (last step {last[1]} at {last[0] - t0:+.1f} s)" if last else " (no step ever)"))
+            return "; ".join(out) + f" ({now - t0:.0f} s after the disruption)"
+
+        until(recovered, 90, f"every {'trainer' if trainers else 'worker'}'s next step after its program "
+              f"started again ({', '.join(sorted(workers))})", seen=waiting)
         with lock:
             last = max(min(t for t, task, _ in lines if task == w and t > (since(w) or float("inf"))) for w in workers)
             respec = max((t for t, _ in started if t0 < t <= last), default=t0)
@@ -170,12 +185,15 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+def _steps_seen(lines: list, lock: threading.Lock, now: float) -> str:
+    """Each task's last step= line, and how long ago."""
+    with lock:
+        last: dict[str, tuple[float, int]] = {}
+        for t, task, step in lines:
+            last[task] = (t, step)
+    if not last:
+        return "no step= line from any task"
+    return ", ".join(f"{task} step {step} {now - t:.0f} s ago" for task, (t, step) in sorted(last.items()))
 
 
 def _kill(app: str, sig: str = "KILL") -> Callable[[object, object, str], None]:
@@ -252,47 +270,40 @@ def bench_preemption(quick: bool) -> list[Row]:
     rows = []
     for name, disrupt, alone in cases:
         lost: list[int] = []
-        runs = _repeat(name, n, lambda: _one_run(disrupt, 2, job_file=lambda tmp: _job_file(tmp, flags=flags),
-                                                 steps_lost=lost, alone=alone), lambda: f", {lost[-1]} steps again")
-        rows.append(runs if isinstance(runs, Row) else Row(
-            name, round(median([r[0] for r in runs]), 1), "s",
-            f"median of {n}; SIGTERM -> every worker's step= line after its program started again; runs: "
-            f"{', '.join(f'{r[0]:.1f}' for r in runs)}; global steps trained again: "
-            f"{', '.join(str(s) for s in lost)} (checkpoints every 5,000 steps; steps printed every 5)"))
+        runs = repeat(name, n, lambda: _one_run(disrupt, 2, job_file=lambda tmp: _job_file(tmp, flags=flags),
+                                                steps_lost=lost, alone=alone), lambda r: f", {lost[-1]} steps again")
+        rows.append(_row_failed(name, runs) if not runs.results else Row(
+            name, round(median([r[0] for r in runs.results]), 1), "s",
+            f"median of {len(runs.results)}; SIGTERM -> every worker's step= line after its program started again; "
+            f"runs: {', '.join(f'{r[0]:.1f}' for r in runs.results)}; global steps trained again: "
+            f"{', '.join(str(s) for s in lost)} (checkpoints every 5,000 steps; steps printed every 5)"
+            f"{runs.note()}"))
     return rows
 
 
-def _repeat(name: str, n: int, once: Callable[[], tuple], said: Callable[[], str] = lambda: ""):
-    """``once()`` ``n`` times (each result printed as it comes, kept if a later run fails): the
-    results, or the case's row when it did not recover or failed (the other cases go on)."""
-    results = []
-    try:
-        for _ in range(n):
-            results.append(once())
-            print(f"    {name}: {results[-1][0]:.2f} s{said()}", file=sys.stderr, flush=True)
-    except TimeoutError as e:
-        return Row(name, "did not recover", "", str(e))
-    except Exception as e:
-        return Row(name, "failed", "", f"{type(e).__name__}: {e}")
-    return results
+def _row_failed(name: str, runs: Repeated) -> Row:
+    """The case's row when no repetition completed."""
+    return Row(name, "did not complete", "", " | ".join(runs.failures))
 
 
 def _rows(cases: list, n: int) -> list[Row]:
     rows = []
     for name, disrupt, workers, options in cases:
-        pairs = _repeat(name, n, lambda: _one_run(disrupt, workers, **options))
-        if isinstance(pairs, Row):
-            rows.append(pairs)
+        repeated = repeat(name, n, lambda: _one_run(disrupt, workers, **options))
+        if not repeated.results:
+            rows.append(_row_failed(name, repeated))
             continue
+        pairs = repeated.results
         runs, respecs = [p[0] for p in pairs], [p[1] for p in pairs]
         launches = [p[2] for p in pairs if p[2] is not None]
         marathon = (f"; the last task Marathon launched again printed its first line after {median(launches):.1f} s "
                     f"(runs: {', '.join(f'{x:.1f}' for x in launches)}; after a kill, Marathon's backoff and revive "
                     f"interval)" if launches else "; no task launched again by Marathon")
         rows.append(Row(name, round(median(runs), 1), "s",
-                        f"median of {n}; disruption -> every worker's step= line after its program started again; "
-                        f"runs: {', '.join(f'{r:.1f}' for r in runs)}; the last program (re)started with the "
-                        f"new spec after {median(respecs):.1f} s (the rest is TensorFlow starting){marathon}"))
+                        f"median of {len(runs)}; disruption -> every worker's step= line after its program started "
+                        f"again; runs: {', '.join(f'{r:.1f}' for r in runs)}; the last program (re)started with the "
+                        f"new spec after {median(respecs):.1f} s (the rest is TensorFlow starting){marathon}"
+                        f"{repeated.note()}"))
     return rows
 
 

@@ -50,29 +50,42 @@ def _kill_program(task: str):
 
 
 def bench_inplace_restart(quick: bool) -> list[Row]:
+    """SIGKILL of worker-1's training program: seconds until *its* next step (only its program restarts,
+    in place; its peers train on), pre-warmed and not, alternating."""
     from .bench_lifecycle import _one_run
 
     n = 1 if quick else 3
-    results: dict[bool, list[float]] = {True: [], False: []}
+    runs: dict[bool, list[float]] = {True: [], False: []}
+    failures: list[str] = []
     for i in range(n):
         for prewarm in ((True, False) if i % 2 == 0 else (False, True)):  # alternate: drift hits both alike
             try:
-                results[prewarm].append(_one_run(_kill_program("worker-1"), 2,
-                                                 **({} if prewarm else {"prewarm": False}))[0])
-            except TimeoutError as e:
-                return [Row("in-place restart to next step", "did not complete", "", str(e))]
-    on, off = median(results[True]), median(results[False])
-    def runs(xs):
+                runs[prewarm].append(_one_run(_kill_program("worker-1"), 2, alone="worker-1",
+                                              trainers={"worker-1"}, **({} if prewarm else {"prewarm": False}))[0])
+            except Exception as e:  # noqa: BLE001 - the row says what went wrong; the other runs go on
+                failures.append(f"{'pre-warmed' if prewarm else 'prewarm: false'} run {i + 1}: "
+                                f"{type(e).__name__}: {e}")
+    failed = f"; {len(failures)} run(s) failed: {' | '.join(failures)}" if failures else ""
+
+    def each(xs):
         return ", ".join(f"{x:.2f}" for x in xs)
-    return [
-        Row("in-place restart to next step, pre-warmed (goal ≤ 2 s)", round(on, 2), "s",
-            f"{'met' if on <= 2 else 'NOT met'}; SIGKILL of worker-1's program -> its next step= line (linear-"
-            f"regression-tf1, local); a first failure restarts at once (no backoff); median of {n}: "
-            f"{runs(results[True])}"),
-        Row("in-place restart to next step, prewarm: false", round(off, 2), "s",
-            f"the restart imports TensorFlow again; median of {n}: {runs(results[False])}"),
-        Row("in-place restart ratio pre-warmed / not", round(on / off, 2), "×", ""),
-    ]
+    rows = []
+    if runs[True]:
+        on = median(runs[True])
+        rows.append(Row("in-place restart to next step, pre-warmed (goal ≤ 1 s)", round(on, 2), "s",
+                        f"{'met' if on <= 1 else 'NOT met'}; SIGKILL of worker-1's program -> its next step= line "
+                        f"(linear-regression-tf1, local); a first failure restarts at once (no backoff); median of "
+                        f"{len(runs[True])}: {each(runs[True])}{failed}"))
+    else:
+        rows.append(Row("in-place restart to next step, pre-warmed (goal ≤ 1 s)", "did not complete", "",
+                        failed.lstrip("; ")))
+    if runs[False]:
+        off = median(runs[False])
+        rows.append(Row("in-place restart to next step, prewarm: false", round(off, 2), "s",
+                        f"the restart imports TensorFlow again; median of {len(runs[False])}: {each(runs[False])}"))
+        if runs[True]:
+            rows.append(Row("in-place restart ratio pre-warmed / not", round(median(runs[True]) / off, 2), "×", ""))
+    return rows
 
 
 # ------------------------------------------------------------------------------ render vs ecosystem

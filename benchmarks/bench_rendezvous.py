@@ -204,13 +204,13 @@ class _FakeProcess:
     """The parent's handle on the fake Marathon's process."""
 
     def __init__(self, total: int, ramp: float, default_status_port: int, status_port: dict[int, int]):
-        from .common import ROOT
+        from .common import HARNESS
 
         self.total, self.start = total, time.monotonic() + 0.5  # the first task runs once the fake is up
         self.running_at = _running_at(self.start, total, ramp)
         self.proc = subprocess.Popen([sys.executable, "-c", "from benchmarks.bench_rendezvous import _serve_fake; "
                                       "_serve_fake()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     cwd=str(ROOT))
+                                     cwd=str(HARNESS))
         self.proc.stdin.write(json.dumps({"total": total, "ramp": ramp, "start": self.start,
                                           "default_status_port": default_status_port,
                                           "status_port": status_port}) + "\n")

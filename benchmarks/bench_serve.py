@@ -22,7 +22,7 @@ from pathlib import Path
 
 import requests
 
-from .common import BIN, PYTHON, ROOT, Row
+from .common import BIN, HARNESS, PYTHON, Row
 
 APPS = 100
 
@@ -50,7 +50,7 @@ def _until(what: str, check, timeout: float) -> None:
 
 def _loadgen(url: str, *args: str) -> dict:
     out = subprocess.run([PYTHON, "-m", "benchmarks.loadgen", url, *args], capture_output=True, text=True,
-                         cwd=ROOT, timeout=600, check=True)
+                         cwd=HARNESS, timeout=600, check=True)
     return json.loads(out.stdout)
 
 

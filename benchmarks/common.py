@@ -1,4 +1,11 @@
-"""Shared helpers: medians, subprocess timing, the machine's description."""
+"""Shared helpers: medians, subprocess timing, the machine's description, and waits sized to the machine.
+
+A benchmark waits for what it measures (a step, a recovery) with :func:`until`: its limit is the
+benchmark's own figure for an idle 2-core machine times :func:`slowdown`, a factor measured once per run
+(how long ``import tensorflow`` takes here now, against :data:`IDLE_IMPORT_S`), so a loaded machine gets
+longer waits instead of a timeout; when a wait still runs out, its error says what it waited for and what
+it saw (``seen``). :func:`repeat` runs a case ``n`` times and keeps every repetition that completed when
+another fails."""
 
 from __future__ import annotations
 
@@ -10,8 +17,13 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
-ROOT = Path(__file__).resolve().parents[1]
+#: The folder this benchmark code is in (``python -m benchmarks.…`` runs from it).
+HARNESS = Path(__file__).resolve().parents[1]
+#: The source tree whose examples the benchmarks deploy: this checkout, or the version ``--compare`` runs
+#: (``MTF_BENCH_ROOT``; its package is the one this interpreter imports).
+ROOT = Path(os.environ.get("MTF_BENCH_ROOT") or HARNESS)
 PYTHON = sys.executable
 BIN = Path(PYTHON).parent
 
@@ -65,3 +77,107 @@ def machine() -> str:
         pass
     return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores ({cpu or 'unknown CPU'}){mem}, "
             f"Python {platform.python_version()}")
+
+
+#: ``import tensorflow`` in a fresh interpreter on this project's 2-core machine, nearly idle (seconds;
+#: 2026-12-06, 3.34, 3.32, 2.98 at load average 1.4): the unit :func:`slowdown` measures the machine in.
+IDLE_IMPORT_S = 3.0
+_slowdown: float | None = None
+
+
+def slowdown() -> float:
+    """How much slower than idle this machine is now (≥ 1): ``import tensorflow`` timed once per run
+    against :data:`IDLE_IMPORT_S` (what every task of a benchmark does first); 1 without TensorFlow.
+    ``MTF_BENCH_SLOWDOWN`` sets it."""
+    global _slowdown
+    if _slowdown is None:
+        if os.environ.get("MTF_BENCH_SLOWDOWN"):
+            _slowdown = max(1.0, float(os.environ["MTF_BENCH_SLOWDOWN"]))
+        else:
+            t = time.perf_counter()
+            done = subprocess.run([PYTHON, "-c", "import tensorflow"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+            seconds = time.perf_counter() - t
+            _slowdown = max(1.0, seconds / IDLE_IMPORT_S) if done.returncode == 0 else 1.0
+    return _slowdown
+
+
+class WaitedTooLong(TimeoutError):
+    """A benchmark's wait ran out; its text says what it waited for, how long, and what it saw."""
+
+
+def until(predicate: Callable[[], bool], idle_seconds: float, what: str,
+          seen: Callable[[], str] | None = None) -> None:
+    """Wait for ``predicate`` up to ``idle_seconds`` × :func:`slowdown`; else :class:`WaitedTooLong`
+    naming ``what`` and, with ``seen``, what was seen by then."""
+    limit = idle_seconds * slowdown()
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > deadline:
+            said = ""
+            if seen is not None:
+                try:
+                    said = f"; saw: {seen()}"
+                except Exception as e:  # noqa: BLE001 - a description must never hide the timeout
+                    said = f"; (what was seen could not be described: {type(e).__name__})"
+            raise WaitedTooLong(f"waited {limit:.0f} s ({idle_seconds:g} s × {slowdown():.1f} for this machine's "
+                                f"load) for {what}{said}")
+        time.sleep(0.05)
+
+
+@dataclass
+class Repeated:
+    """What :func:`repeat` got: each completed repetition's result, and each failed one's reason."""
+    results: list
+    failures: list[str]
+
+    def note(self) -> str:
+        """``"; 1 of 3 failed: …"`` (empty when none failed)."""
+        if not self.failures:
+            return ""
+        return (f"; {len(self.failures)} of {len(self.results) + len(self.failures)} failed: "
+                + " | ".join(self.failures))
+
+
+def repeat(name: str, n: int, once: Callable[[], Any], said: Callable[[Any], str] = lambda r: "") -> Repeated:
+    """``once()`` ``n`` times, each result printed as it comes; a repetition that raises is recorded and
+    the others still run."""
+    out = Repeated([], [])
+    for i in range(n):
+        try:
+            result = once()
+        except Exception as e:  # noqa: BLE001 - the row says what went wrong; the other repetitions go on
+            out.failures.append(f"run {i + 1}: {type(e).__name__}: {e}")
+            print(f"    {name}: run {i + 1} failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            continue
+        out.results.append(result)
+        first = result[0] if isinstance(result, tuple) else result
+        shown = f"{first:.2f} s" if isinstance(first, (int, float)) else str(first)
+        print(f"    {name}: {shown}{said(result)}", file=sys.stderr, flush=True)
+    return out
+
+
+def descendants(pid: int | None = None) -> list[tuple[int, str]]:
+    """``(pid, command line)`` of every live process below ``pid`` (default: this one), from /proc."""
+    root = os.getpid() if pid is None else pid
+    children: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            if stat[stat.rindex(")") + 2:].split()[0] == "Z":
+                continue
+            names[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(
+                errors="replace").strip()[:120]
+        except (OSError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], list(children.get(root, []))
+    while todo:
+        p = todo.pop()
+        out.append((p, names.get(p, "?")))
+        todo += children.get(p, [])
+    return out

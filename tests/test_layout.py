@@ -25,6 +25,7 @@ modules import each other, directly or round a longer loop (an import cycle), in
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -282,9 +283,30 @@ def test_the_cycle_check_finds_a_cycle_through_an_import_inside_a_function():
     assert imported_modules(source, "marathon_tf.task.policy", False) == [(2, "marathon_tf.task.keeper")]
 
 
-def test_the_task_side_lists_every_module_it_has():
-    doc = ast.get_docstring(ast.parse((PACKAGE / "task" / "__init__.py").read_text()))
-    names = sorted(p.stem for p in (PACKAGE / "task").glob("*.py") if p.name != "__init__.py")
-    names += sorted(f"{p.name}/" for p in (PACKAGE / "task").iterdir() if (p / "__init__.py").exists())
-    missing = [n for n in names if f"``{n}``" not in doc]
-    assert missing == [], f"marathon_tf/task/__init__.py's table does not name: {', '.join(missing)}"
+def unlisted(package: Path, doc: str) -> list[str]:
+    """The modules and subpackages of ``package`` that its docstring's table does not name (as
+    ````name````, ````name.py```` or ``:mod:`.name```; a subpackage as ````name/…````)."""
+    missing = [p.stem for p in sorted(package.glob("*.py")) if p.name != "__init__.py"
+               and not re.search(rf"``{p.stem}(\.py)?``|:mod:`\.{p.stem}`", doc)]
+    missing += [f"{p.name}/" for p in sorted(package.iterdir())
+                if (p / "__init__.py").exists() and f"``{p.name}/" not in doc]
+    return missing
+
+
+@pytest.mark.parametrize("package", sorted(p.parent.relative_to(PACKAGE.parent).as_posix()
+                                           for p in PACKAGE.rglob("__init__.py") if "__pycache__" not in p.parts))
+def test_every_package_lists_every_module_it_has(package):
+    init = PACKAGE.parent / package / "__init__.py"
+    missing = unlisted(init.parent, ast.get_docstring(ast.parse(init.read_text())) or "")
+    assert missing == [], f"{package}/__init__.py's table does not name: {', '.join(missing)}"
+
+
+def test_the_table_check_finds_a_module_left_out(tmp_path):
+    (tmp_path / "__init__.py").write_text("")
+    for name in ("alpha", "beta", "gamma"):
+        (tmp_path / f"{name}.py").write_text("")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "__init__.py").write_text("")
+    assert unlisted(tmp_path, "``alpha``  one\n``beta.py``  two\n``sub/``  three") == ["gamma"]
+    assert unlisted(tmp_path, ":mod:`.alpha`, :mod:`.beta`, ``gamma``") == ["sub/"]
+    assert unlisted(tmp_path, "``alphabet`` ``betamax``") == ["alpha", "beta", "gamma", "sub/"]

@@ -14,7 +14,7 @@ import pytest
 
 from e2e_helpers import communicate_or_stop
 from leaks import wait_no_processes
-from readme_blocks import PORTS, blocks, job_file, plan
+from readme_blocks import PORTS, SHELLS, blocks, job_file, plan
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -203,3 +203,15 @@ def test_the_readmes_install_and_the_test_command_put_one_tensorflow_in_the_venv
     assert "if .venv/bin/python -m pip show -q tensorflow >/dev/null 2>&1; then tf=tf; else tf=tf-cpu; fi" in ci
     assert 'pip install -q -e ".[$tf,test]"' in ci and "'.[tf-cpu,test]'" not in ci
     assert '[ "$tf" = tf ] || .venv/bin/python -m pip install -q --no-deps tf_keras==2.21.0' in ci
+
+
+def test_the_venv_is_put_on_path_before_the_first_bare_marathon_tf_command():
+    """Issue 43, item 6: the two commands install into ``.venv`` and call ``.venv/bin/marathon-tf``; the tour
+    then used bare ``marathon-tf``, which a new shell does not find. The README says how, once, before the
+    first block that calls it by name."""
+    text = README.read_text()
+    found = blocks(text)
+    first_bare = next(b for b in found if b.lang in SHELLS and re.search(r"(^|\n)\s*marathon-tf\s", b.text))
+    before = text[:text.index(first_bare.text)]
+    assert "source .venv/bin/activate" in before[before.index("```bash"):], \
+        "say `source .venv/bin/activate` (or the .venv/bin/ prefix) before the first bare marathon-tf command"

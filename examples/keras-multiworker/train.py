@@ -153,6 +153,7 @@ class StepLogger(keras.callbacks.Callback):
 
 PREEMPTED_CODE = 42  # marathon-tf's default restart.preemption_exit_codes: 42 and 143
 EXIT_BARRIER_MS = 20_000  # how long a preempted worker waits for the others to finish their save
+DEPARTURE_S = 1.0  # how long worker 0 stays after the last barrier: the others' answers reach them first
 
 
 class BackupAndRestoreOnPreemption(keras.callbacks.BackupAndRestore):
@@ -296,7 +297,25 @@ def main(argv=None):
     if logger.logged != step:
         log(f"step={step} loss={logger.loss:.6f}")
     log(f"done final_step={step} loss={logger.loss:.6f} accuracy={accuracy:.4f}")
-    return 0
+    leave(0, is_chief(task_type, task_id))
+
+
+def leave(code, hosts_coordination):
+    """Exit once every worker is done, without TensorFlow's teardown. Worker 0's process hosts the coordination
+    service the others shut down through: left to the interpreter's exit, a worker still shutting down when
+    worker 0 has gone retries its RPCs ("UNAVAILABLE: Failed to send RPC to coordination service") for
+    seconds. So every worker meets the others at a barrier, then leaves at once; worker 0 last, a moment after
+    the barrier, so that the others have their answer from it first."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        context.context().wait_at_barrier("marathon_tf_done", EXIT_BARRIER_MS)
+    except Exception as e:  # noqa: BLE001 - a peer that died meanwhile: nothing left to wait for
+        log(f"not every worker reached the end within {EXIT_BARRIER_MS // 1000} s ({type(e).__name__}); "
+            "exiting anyway")
+    if hosts_coordination:
+        time.sleep(DEPARTURE_S)
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ agent knows nothing of it. Change anything here and both sides change with it.
 ``spread``         placement rules across a job's tasks (``UNIQUE`` …) as per-app LIKE/UNLIKE constraints
 ``savehook``       how a training program is asked to save a checkpoint now, and how it answers
 ``goodput``        a job's wall time split by cause (placement, start, training, recovery, …)
+``timeline``       a job's events, and the timeline of its start and of every recovery built from them
+``keras3``         Keras 3 and the multi-worker strategies: what both sides say about it, in the same words
 =================  ===========================================================================
 
 Nothing here imports any other part of marathon_tf.

@@ -210,6 +210,7 @@ class LocalCluster:
             await self._rt.stop()
         for task in self._background:
             task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)  # ended before the loop closes
         if self._leadership is not None:
             await self._leadership.stop()
         for runner in self._runners:

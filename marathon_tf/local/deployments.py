@@ -1,4 +1,5 @@
-"""Deployment plans and their execution (FACTS §3).
+"""Deployment plans and their execution (mesosphere/marathon v1.4.3 ``upgrade/DeploymentPlan.scala``,
+``upgrade/DeploymentManager.scala``, ``upgrade/DeploymentActor.scala``).
 
 ``plan_steps`` diffs the current root group against a target: a StopApplication
 step for removed apps, a StartApplication step for new ones, then one step per

@@ -1,7 +1,9 @@
 """The event bus behind ``/v2/events``: every published event goes to every subscriber.
 
 Events are plain dicts with Marathon's fields plus ``eventType`` and ``timestamp``
-(FACTS §4.2). Subscribers are asyncio queues living on the server's event loop;
+(mesosphere/marathon releases/1.11
+``core/event/Events.scala``, the case classes' fields). Subscribers are asyncio queues living on the
+server's event loop;
 ``recent`` keeps the last events for Python-side inspection in tests; ``listeners`` are told of
 every event (the state's change counter).
 

@@ -2,7 +2,8 @@
 
 Each task gets a sandbox ``<state>/sandboxes/<task id>/`` (``stdout``/``stderr``
 files, fetched URIs, volume links) as its working directory, Marathon's task
-environment (FACTS §5.5), its own process group, and on Linux a parent-death
+environment (mesosphere/marathon releases/1.11 ``mesos/TaskBuilder.scala``
+``taskContextEnv``), its own process group, and on Linux a parent-death
 signal so it dies with the runner. Killing sends SIGTERM to the task's process tree and
 SIGKILL after the grace period, as Mesos's command executor does (:mod:`.proctree`).
 

@@ -1,8 +1,8 @@
 """Mesos-DNS for the local Marathon: A/SRV records over DNS (dnslib) and its HTTP API.
 
-Records follow FACTS §7 for every TASK_RUNNING task of app ``/g/app`` (label
-``app-g``, legacy name ``app.g``; the task's host is its agent's address, 127.0.0.N, and the
-canonical name ends in its agent id's tail, ``-s0`` for agent 1):
+Records follow Mesos-DNS's ``records/generator.go`` (mesosphere/mesos-dns@e888ef4) for every TASK_RUNNING
+task of app ``/g/app`` (label ``app-g``, legacy name ``app.g``; the task's host is its agent's address,
+127.0.0.N, and the canonical name ends in its agent id's tail, ``-s0`` for agent 1):
 ``<label>.marathon.mesos.`` and ``<label>.marathon.slave.mesos.`` (A), the
 canonical ``<label>-<hash5>-s0.marathon[.slave].mesos.`` (A),
 ``_<label>._<proto>.marathon.mesos.`` (SRV, every port), ``_<name>._<label>._<proto>
@@ -103,6 +103,7 @@ class MesosDns:
         self._serial = int(time.time())
         self._udp: Optional[asyncio.DatagramTransport] = None
         self._tcp: Optional[asyncio.AbstractServer] = None
+        self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}  # the open TCP connections' handlers
 
     # -- records --------------------------------------------------------------------
     def records(self) -> Records:
@@ -187,7 +188,11 @@ class MesosDns:
                     raise
 
     async def _serve_tcp(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """DNS over TCP: 2-byte length-prefixed messages."""
+        """DNS over TCP: 2-byte length-prefixed messages; the connection is tracked until it ends, so
+        that :meth:`stop_dns` ends it before the loop closes."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections[task] = writer
         try:
             while True:
                 size = int.from_bytes(await reader.readexactly(2), "big")
@@ -200,12 +205,22 @@ class MesosDns:
             pass
         finally:
             writer.close()
+            if task is not None:
+                self._connections.pop(task, None)
 
     async def stop_dns(self) -> None:
+        """Stop listening and end every open TCP connection (a resolver may keep one open): a
+        connection's handler left pending when the loop closes is a traceback at the program's exit."""
         if self._udp is not None:
             self._udp.close()
         if self._tcp is not None:
             self._tcp.close()
+            # Closing its transport ends a handler's read (not a cancel: a cancelled handler is an error
+            # the stream's own callback reports).
+            handlers = list(self._connections)
+            for writer in self._connections.values():
+                writer.close()
+            await asyncio.gather(*handlers, return_exceptions=True)
             await self._tcp.wait_closed()
 
     # -- HTTP API ---------------------------------------------------------------------
@@ -224,7 +239,8 @@ class MesosDns:
                 "MesosAuthentication": ""}
 
     def http_app(self) -> web.Application:
-        """The ``/v1`` API (every route GET, JSON; not-found shapes per FACTS §7.4)."""
+        """The ``/v1`` API (every route GET, JSON; not-found shapes as mesos-dns@e888ef4
+        ``resolver/resolver.go``'s ``Rest*`` handlers answer)."""
 
         def key(name: str) -> str:
             name = name.lower().replace(".*", "")

@@ -1,4 +1,5 @@
-"""Readiness checks during deployments (Marathon's ``ReadinessBehavior``, FACTS §3).
+"""Readiness checks during deployments (Marathon's ``ReadinessBehavior``,
+mesosphere/marathon releases/1.11 ``core/readiness/ReadinessCheckExecutor.scala``).
 
 While a deployment step starts, scales or restarts an app with ``readinessChecks``,
 each task it waits for is probed over HTTP(S) on the port named ``portName``

@@ -8,7 +8,8 @@ steps) with the target: it kills tasks of an old config (all at once when the
 upgrade strategy allows no over-capacity, else after the new ones are healthy)
 and surplus tasks (``killSelection``), and launches missing ones once the
 backoff delay has passed. Every exit, even code 0, is relaunched; TASK_FAILED
-and TASK_FINISHED grow the delay, TASK_KILLED does not (FACTS §5.7).
+and TASK_FINISHED grow the delay, TASK_KILLED does not (mesosphere/marathon releases/1.11
+``core/task/update/impl/steps/NotifyRateLimiterStepImpl.scala``, ``core/launchqueue/impl/RateLimiter.scala``).
 
 A task is launched on the first agent whose offer fits it (:mod:`marathon_tf.mesos.placement`; agents with
 fewer tasks first), or waits in the queue with the offers' reasons counted (``offers.py``). Which agents

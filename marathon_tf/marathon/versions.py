@@ -254,7 +254,8 @@ class Capabilities:
 
     @property
     def default_max_launch_delay(self) -> int:
-        """``maxLaunchDelaySeconds``' default: 3600 through 1.7, 300 from 1.8 (commit 3b842ed50, FACTS §5.7).
+        """``maxLaunchDelaySeconds``' default: 3600 through 1.7, 300 from 1.8 (mesosphere/marathon commit 3b842ed50;
+        ``docs/docs/rest-api/public/api/v2/types/app.raml`` at v1.7.236 and releases/1.8).
         marathon-tf always writes it (the job's ``restart.max_launch_delay_seconds``)."""
         return 300 if self._since("1.8.0") else 3600
 

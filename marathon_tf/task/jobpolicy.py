@@ -21,7 +21,7 @@ from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.keeper import Keeper, Reporter
 from marathon_tf.task.ledger import FAILURE, PREEMPTION, Answer, Entry
 from marathon_tf.task.logdir import logdir_problem
-from marathon_tf.task.policy import (GROUP, RELAUNCH, UNEXECUTABLE_CODES, Action, Decision, Ending, ExitPolicy,
+from marathon_tf.task.policy import (GROUP, RELAUNCH, Action, Decision, Ending, ExitPolicy, cannot_run_program,
                                      decide, group_scope, is_decider, reason, restart_scope, tail_for_reason)
 
 __all__ = ["JobPolicy"]
@@ -92,7 +92,7 @@ class JobPolicy(ExitPolicy):
                             completion=ctx.completion, permanent=False, failures=0, max_failures=0)
             return Decision(action, code, reason(action, Ending(ctx.task, code, killed_by=killed_by)))
         unusable = logdir_problem(ctx, self.environ) if kind == FAILURE and self.environ is not None else None
-        unexecutable = kind == FAILURE and code in UNEXECUTABLE_CODES
+        unexecutable = kind == FAILURE and cannot_run_program(code, stderr_tail)
         keras = keras3.runtime_failure(stderr_tail) if kind == FAILURE else None  # no relaunch fixes it
         permanent = kind == FAILURE and (code in self.permanent_exit_codes or unexecutable or unusable is not None
                                          or keras is not None)

@@ -25,7 +25,8 @@ Who decides what:
   stays up (healthy) until the job is stopped.
 * **A permanent exit code** (``restart.permanent_exit_codes``) fails the job at once; so do a
   program that cannot be executed (:data:`UNEXECUTABLE_CODES`: the shell's 127 "not found" and
-  126 "not executable", also when the bootstrap itself could not spawn it), a logdir that is
+  126 "not executable", also when the bootstrap itself could not spawn it; Python's exit 2 for a script
+  that does not exist: :func:`cannot_run_program`), a logdir that is
   not a usable directory (:func:`marathon_tf.task.logdir.logdir_problem`) and Keras 3's
   ``model.fit`` failing under a multi-worker strategy (:func:`marathon_tf.contract.keras3.runtime_failure`).
 * **Any other failure** counts against the job's restart budget (N failures within a sliding
@@ -37,7 +38,7 @@ Who decides what:
   counted against ``restart.max_preemptions`` only; a program killed because the runner's
   machinery died (its pre-warmed interpreter) is not counted at all.
 * **Within the budget** the restart scope follows what TensorFlow 2.21 can recover from
-  (``/work/shared/background/TF_RUNTIME.md``, :func:`restart_scope`): a chief/worker/evaluator
+  (docs/restarts.md, :func:`restart_scope`): a chief/worker/evaluator
   program of ``tf1``, ``parameter_server`` and ``custom`` restarts *in place* (same host:port, so
   its peers take it back), at once the first time and then after :func:`marathon_tf.task.budget.backoff`.
   A ps, and any member of a ``multi_worker_mirrored`` job (no partial recovery), need the whole
@@ -67,6 +68,7 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -85,6 +87,15 @@ __all__ = ["Action", "Decision", "Ending", "ExitPolicy", "decide", "restart_scop
 #: Exit codes that mean "the command could not be executed" (POSIX shells; the bootstrap uses them
 #: for its own spawn errors too): always permanent, a relaunch cannot fix them.
 UNEXECUTABLE_CODES = (126, 127)
+#: Python's own words when the script it was given does not exist (it exits 2 with them): as permanent as
+#: 127, a relaunch in the same sandbox cannot make the file appear (a typo in the command, a missing fetch).
+_NO_SCRIPT = re.compile(r"can't open file '?[^\n]*'?: \[Errno 2\] No such file or directory")
+
+
+def cannot_run_program(code: int, stderr_tail: str) -> bool:
+    """Whether the program could not be run at all: the shell's 126/127, or Python's exit 2 for a
+    script that does not exist."""
+    return code in UNEXECUTABLE_CODES or (code == 2 and _NO_SCRIPT.search(stderr_tail or "") is not None)
 #: Who restarts after a program ended (:func:`restart_scope`).
 SELF, GROUP, RELAUNCH = "self", "group", "relaunch"
 
@@ -201,7 +212,7 @@ def is_decider(ctx: TaskContext) -> bool:
 
 def group_scope(style: str, role: str, members: int) -> bool:
     """Whether a failed ``role`` program needs every member of the job to restart (TF cannot take
-    it back alone, see /work/shared/background/TF_RUNTIME.md): a ps (its variables and sessions
+    it back alone, see docs/restarts.md): a ps (its variables and sessions
     are gone; TF2's coordinator cannot recover from a lost ps), any member of a
     ``multi_worker_mirrored`` group. A job of one member has no group."""
     if members < 2:

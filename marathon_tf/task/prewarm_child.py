@@ -53,6 +53,7 @@ if sys.path and sys.path[0] and os.path.realpath(sys.path[0]) == os.path.dirname
 import json  # noqa: E402
 import re  # noqa: E402
 import time  # noqa: E402
+from typing import Any  # noqa: E402
 
 _PER_TASK = re.compile(r"^(TF_CONFIG|HOST|PWD|OLDPWD|SHLVL|_|PORTS?|PORT\d+|PORT_\w+|MESOS_\w+|MARATHON_\w+|MTF_\w+)$")
 MAX_MESSAGE = 1 << 20
@@ -138,7 +139,7 @@ def _fresh_main(filename):
     import builtins
     import types
 
-    main = types.ModuleType("__main__")
+    main: Any = types.ModuleType("__main__")  # a module's dunders are set as CPython's own __main__ has them
     main.__builtins__ = builtins
     if filename is not None:
         from importlib.machinery import SourceFileLoader
@@ -157,7 +158,7 @@ def _run(kind, target, args):
         sys.argv = ["-m"] + list(args)  # runpy puts the module's path in sys.argv[0], as -m does
         sys.path.insert(0, os.getcwd())
         _fresh_main(None)
-        runpy._run_module_as_main(target, alter_argv=True)
+        runpy._run_module_as_main(target, alter_argv=True)  # type: ignore[attr-defined]  # what ``-m`` runs
         return
     filename = os.path.abspath(target)
     with open(filename, "rb") as f:
@@ -290,8 +291,8 @@ def _serve(server, listener, client, linger):
         os.set_blocking(fd, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w)
-    clients = {}   # socket -> set of the pids it started
-    owner = {}     # pid -> socket
+    clients: dict[Any, set[int]] = {}   # socket -> set of the pids it started
+    owner: dict[int, Any] = {}          # pid -> socket
     if client is not None:
         clients[client] = set()
         _send(client, {"hello": server["hello"]})

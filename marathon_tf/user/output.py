@@ -64,12 +64,17 @@ def info(message: str) -> None:
 
 
 def restarts_text(budget: dict[str, Any]) -> str:
-    """``restarts 4/5 in 10m, preemptions 1/100`` (``status``' restartBudget)."""
+    """``restarts 4/5 in 10m, preemptions 1/100`` (``status``' restartBudget). A restart is a failure the
+    budget allowed, so the count never goes past the limit: the failures past it (the one that failed the
+    job, and any that came at the same time) are said apart."""
     from marathon_tf.contract.progress import window_text
 
     window = budget.get("windowSeconds")
-    text = f"restarts {budget.get('failures', 0)}/{budget.get('maxFailures', '?')}" + \
-        (f" in {window_text(float(window))}" if window else "")
+    failures, limit = budget.get("failures", 0), budget.get("maxFailures")
+    over = isinstance(limit, int) and isinstance(failures, int) and failures > limit
+    text = f"restarts {min(failures, limit) if over else failures}/{'?' if limit is None else limit}" + \
+        (f" in {window_text(float(window))}" if window else "") + \
+        (f" ({failures} failures: the budget is spent)" if over else "")
     if budget.get("preemptions"):
         text += f", preemptions {budget['preemptions']}/{budget.get('maxPreemptions', '?')}"
     if budget.get("infrastructure"):

@@ -119,3 +119,37 @@ def test_refresh_interval_delays_records(tmp_path):
         assert seen_at is not None, "record never appeared"
         assert saw_nx, "record appeared without refresh lag"
         assert seen_at - running_at <= 1.6
+
+
+_OPEN_CONNECTION_AT_EXIT = """
+import socket, sys
+from pathlib import Path
+import dns.message
+from marathon_tf.local import LocalCluster
+cluster = LocalCluster(state_dir=Path(sys.argv[1]), dns_refresh=0, heartbeat=0.5, kill_grace=1.0,
+                       shutdown_grace=1.0)
+cluster.start()
+host, port = cluster.mesos_dns.split(":")
+conn = socket.create_connection((host, int(port)))  # a resolver that keeps its TCP connection open
+query = dns.message.make_query("leader.mesos.", "A").to_wire()
+conn.sendall(len(query).to_bytes(2, "big") + query)
+size = int.from_bytes(conn.recv(2), "big")
+assert conn.recv(size)
+cluster.stop()
+print("stopped")
+"""
+
+
+def test_a_program_using_the_local_cluster_exits_cleanly_with_a_dns_connection_open(tmp_path):
+    """A program that uses the Python API's ``LocalCluster`` (the benchmarks do) and stops it while a
+    resolver's TCP connection is still open ends without a word on stderr: no "Task was destroyed but it
+    is pending!" for the DNS connection's handler, no "Event loop is closed" traceback (issue 43, item 11)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _OPEN_CONNECTION_AT_EXIT, str(tmp_path / "state")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "stopped"
+    assert "Task was destroyed" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert "Exception ignored" not in done.stderr, done.stderr

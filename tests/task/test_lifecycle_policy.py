@@ -169,6 +169,18 @@ def test_a_program_that_cannot_be_executed_is_permanent_whatever_the_configured_
                               "cannot execute 'pythn3': No such file")
 
 
+def test_a_script_python_cannot_open_is_permanent_like_127(make_ctx):
+    """A misspelt script (``python3 trian.py``): Python exits 2 with "can't open file"; no relaunch in
+    the same sandbox makes the file appear, so the first failure fails the job (issue 43, item 1)."""
+    said = "python3: can't open file '/sandbox/trian.py': [Errno 2] No such file or directory"
+    outcome = policy(make_ctx, max_failures=5).decide(2, stderr_tail=said)
+    assert outcome.finish == L.FAILED and not outcome.restart and outcome.stay_up
+    assert outcome.reason == f"worker-1 could not run its program (exit 2, permanent): {said}"
+    # an exit 2 for any other reason (argparse's usage error) stays an ordinary, counted failure
+    other = policy(make_ctx, max_failures=5).decide(2, stderr_tail="train.py: error: unrecognized arguments: --x")
+    assert other.finish is None and other.restart
+
+
 def test_a_failure_with_an_unusable_logdir_fails_the_job_at_once(make_ctx, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")

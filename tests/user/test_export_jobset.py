@@ -530,3 +530,17 @@ def test_constraints_per_task_carry_what_meant_something_per_task():
     terms = worker["template"]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert {"key": "rack", "operator": "In", "values": ["r1", "r2"]} in terms[0]["matchExpressions"]
+
+
+def test_what_the_doc_says_is_listed_is_what_is_listed():
+    """Issue 43, item 10: docs/leaving-mesos.md said a key is "listed when set", but a key set to the default
+    (every example writes ``"window_seconds": 600``) is not listed. The doc says what the code does: listed
+    when not the default."""
+    base = minimal(image="i", restart={"max_failures": 3})
+    default = export(load_dict({**base, "restart": {"max_failures": 3, "window_seconds": 600}}), "jobset")
+    changed = export(load_dict({**base, "restart": {"max_failures": 3, "window_seconds": 900}}), "jobset")
+    assert not any("restart.window_seconds" in line for line in default.untranslatable)
+    assert any("restart.window_seconds" in line for line in changed.untranslatable)
+    doc = (ROOT / "docs" / "leaving-mesos.md").read_text()
+    assert "listed when set" not in doc and "| `restart.window_seconds`, `max_preemptions` | listed when not the " \
+                                            "default:" in doc

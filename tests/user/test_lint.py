@@ -104,3 +104,53 @@ def test_each_fetched_program_is_read_as_itself(tmp_path):
                       "fetch": ["train.py", "util.py"], "roles": {"worker": {"count": 2}}}, base_dir=tmp_path)
     [line] = warnings(spec)
     assert "train.py uses tf.keras" in line
+
+
+def _fetched(tmp_path, command, fetch=("train.py",), **more):
+    for name in fetch:
+        (tmp_path / name).write_text("print('step=1 loss=0.1')\n")
+    return load_dict({"name": "t", "style": "tf1", "command": command, "fetch": list(fetch),
+                      "roles": {"ps": {"count": 1}, "worker": {"count": 2}}, **more}, base_dir=tmp_path)
+
+
+def test_a_script_no_fetch_brings_is_warned_with_the_file_it_likely_means(tmp_path):
+    """Issue 43, item 1: ``python3 trian.py`` with ``fetch: [train.py]`` ran 7 attempts before failing on
+    "can't open file": the task's working directory is its sandbox, which holds only what was fetched."""
+    [line] = warnings(_fetched(tmp_path, ["python3", "trian.py", "--steps", "5"]))
+    assert line == ("job.json: command: trian.py is neither among the fetched files (train.py) nor in a volume; "
+                    "the program cannot start: did you mean train.py?")
+    imaged = warnings(_fetched(tmp_path, "python3 -u trian.py", image="tensorflow/tensorflow:2.21.0"))
+    assert len(imaged) == 1 and "unless image tensorflow/tensorflow:2.21.0 puts it" in imaged[0]
+
+
+@pytest.mark.parametrize("command, more", [
+    (["python3", "train.py"], {}),                               # fetched
+    (["python3", "./train.py"], {}),                             # fetched, written with ./
+    (["python3", "ckpt/train.py"], {"volumes": [{"host_path": "/mnt/x", "container_path": "ckpt"}]}),  # a volume
+    (["python3", "/opt/app/train.py"], {}),                      # an absolute path: the image's, not known here
+    (["python3", "-m", "trainer"], {}),                          # a module
+    ("cd src && python3 trian.py", {}),                          # a shell line: not read
+])
+def test_no_warning_where_the_script_is_there_or_cannot_be_known(tmp_path, command, more):
+    assert warnings(_fetched(tmp_path, command, **more)) == []
+
+
+def test_no_warning_when_an_archive_is_fetched_or_nothing_is(tmp_path):
+    (tmp_path / "code.tar.gz").write_bytes(b"")
+    assert warnings(_fetched(tmp_path, ["python3", "trian.py"], fetch=("code.tar.gz",))) == []
+    assert warnings(load_dict({"name": "t", "style": "tf1", "command": ["python3", "trian.py"],
+                               "roles": {"ps": {"count": 1}, "worker": {"count": 2}}})) == []
+
+
+def test_validate_suggests_the_enumerated_value_a_misspelt_one_means(tmp_path):
+    f = tmp_path / "job.json"
+    f.write_text(json.dumps({"name": "t", "style": "paramter_server", "command": "true",
+                             "roles": {"worker": {"count": 1, "cpu": 1}}}))
+    r = CliRunner().invoke(cli, ["validate", str(f)])
+    assert r.exit_code == 2
+    assert "style: must be one of tf1, parameter_server, multi_worker_mirrored, custom; did you mean " \
+           "parameter_server?" in r.stderr
+    assert "roles.worker.cpu: unknown key; did you mean cpus?" in r.stderr
+    f.write_text(json.dumps({"name": "t", "style": "tf2", "command": "true", "roles": {"worker": {"count": 1}}}))
+    r = CliRunner().invoke(cli, ["validate", str(f)])  # tf2 is no misspelt tf1: no guess
+    assert "style: must be one of tf1, parameter_server, multi_worker_mirrored, custom\n" in r.stderr + "\n"

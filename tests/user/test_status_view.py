@@ -261,3 +261,12 @@ def test_a_task_a_placement_rule_holds_says_which_rule():
                                                      "one at a time by the job's leader; ")
     assert "placement" not in rows["worker-0"]
     assert 'waits: held by job rule' in output.status_text(st)
+
+
+def test_the_restart_count_never_goes_past_the_limit():
+    """Issue 43, item 1: a job with two workers failing together showed `restarts 7/5 in 10m`. A restart is
+    a failure the budget allowed: at most the limit; the failures past it are said apart."""
+    assert output.restarts_text({"failures": 4, "maxFailures": 5, "windowSeconds": 600}) == "restarts 4/5 in 10m"
+    assert output.restarts_text({"failures": 7, "maxFailures": 5, "windowSeconds": 600}) == (
+        "restarts 5/5 in 10m (7 failures: the budget is spent)")
+    assert output.restarts_text({"failures": 1}) == "restarts 1/?"

@@ -9,6 +9,7 @@ import random
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping, Sequence, cast
 
 from marathon_tf.contract import naming
@@ -66,7 +67,7 @@ class LeaderRendezvous(Side):
         self.cluster = cluster_key(members)
         self._formed = False
         self._insurance = False  # the next read is only in case status updates were lost
-        self._pool = None  # the thread of group reads that run while status updates go on
+        self._pool: ThreadPoolExecutor | None = None  # the thread of group reads that run while status updates go on
         self._stamp: dict[PeerKey, float] = {}  # when a status update last changed each peer
         self.rng = rng or random.Random()
         self.fast, self.byte_budget, self.dns_qps, self.hot_window = fast, byte_budget, dns_qps, hot_window
@@ -252,8 +253,6 @@ class LeaderRendezvous(Side):
 
     def _reader(self):
         if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rendezvous-read")
         return self._pool
 

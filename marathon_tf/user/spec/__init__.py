@@ -13,6 +13,8 @@ file exists) but does no network I/O. One concern per module:
 ``schema``         the marshmallow schemas: every key's shape, rules across keys
 ``load``           file → JSON → schema → :class:`JobSpec`, problems as one SpecError; ``with_counts``
 ``json_schema``    the spec as JSON Schema, for editors
+``hints``          which key the user meant: the closest allowed key to a misspelt one
+``lint``           warnings about a valid job that will likely fail at run time
 =================  ====================================================================
 """
 

@@ -215,7 +215,7 @@ class _Constraint(fields.Field):
             raise ValidationError(f"{op} needs a value")
         if op in ("LIKE", "UNLIKE"):
             try:
-                re.compile(val)
+                re.compile(str(val))
             except re.error as e:
                 raise ValidationError(f"{op} value is not a valid regular expression: {e}") from e
         if op in ("MAX_PER", "GROUP_BY") and val is not None and not re.fullmatch(r"[0-9]+", val):

@@ -13,14 +13,14 @@ from marshmallow import Schema, fields
 __all__ = ["closest", "failed_paths", "blocked"]
 
 
-def closest(key: Any, allowed: Iterable[str]) -> str | None:
-    """The allowed key ``key`` most likely misspells (difflib, ratio ≥ 0.6; case is ignored), or None."""
+def closest(key: Any, allowed: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The allowed key ``key`` most likely misspells (difflib, ratio ≥ ``cutoff``; case is ignored), or None."""
     if not isinstance(key, str):
         return None
     choices = {a.lower(): a for a in allowed}
     if key.lower() in choices:
         return choices[key.lower()]
-    match = difflib.get_close_matches(key.lower(), list(choices), n=1, cutoff=0.6)
+    match = difflib.get_close_matches(key.lower(), list(choices), n=1, cutoff=cutoff)
     return choices[match[0]] if match else None
 
 

@@ -113,6 +113,9 @@ def _unknown_key(data: Any, path: str) -> tuple[str, list[tuple[str, str]], str 
     return f"unknown {what}; did you mean {guess}?", inner, f"{parent}.{guess}" if parent else guess
 
 
+_ONE_OF = "must be one of "
+
+
 def _problems(data: Any, messages: Any) -> list[tuple[str, str]]:
     """marshmallow's messages → every problem, with "did you mean" for unknown keys and the problems
     inside their values; a required key that is missing because it was misspelt is not reported twice."""
@@ -123,6 +126,12 @@ def _problems(data: Any, messages: Any) -> list[tuple[str, str]]:
             problems.extend(inner)
             if guess:
                 meant.add(guess)
+        elif msg.startswith(_ONE_OF):  # an enumerated value: the one a misspelt value most likely means
+            value = _value_at(data, path)
+            # (a stricter match than for keys: ``tf2`` is not a misspelt ``tf1``)
+            guess = closest(value, msg[len(_ONE_OF):].split(", "), 0.75) if isinstance(value, str) else None
+            if guess is not None and guess != value:
+                msg += f"; did you mean {guess}?"
         problems.append((path, msg))
     return [(p, m) for p, m in problems if not (m == "is required" and p in meant)]
 
