@@ -3,7 +3,7 @@
 A task's status port (:mod:`marathon_tf.task.status_server`) serves read-only routes to anyone
 (``/health``, ``/status``, ``/progress``, ``/metrics``, ``/events``, ``GET /ledger``) and *control*
 routes that change the job: ``POST /save``, ``POST /hold``, ``POST /ledger``, the rendezvous
-leader's ``GET /rendezvous`` and a follower's ``GET /leader`` hint (:data:`CONTROL_PATHS`; every
+leader's ``GET /rendezvous`` and a follower's ``GET /leader`` hint (:data:`CONTROL_GETS`; every
 POST is one). A control request must carry the job's key, ``Authorization: Bearer <key>``
 (:data:`HEADER`); :class:`Guard` is the one check (401 without it, 403 with a wrong one, compared with
 :func:`hmac.compare_digest`).
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
-__all__ = ["KEY_FILE_VAR", "KEY_FILE", "HEADER", "CONTROL_PATHS", "state_home", "owner_key", "job_key",
+__all__ = ["KEY_FILE_VAR", "KEY_FILE", "HEADER", "CONTROL_GETS", "CONTROL_PATHS", "state_home", "owner_key", "job_key",
            "write_task_key", "task_key", "Guard", "JobKeyAuth", "install", "installed", "headers"]
 
 #: Names the file in a task's sandbox that holds its job's key (only the runner sets it: ``MTF_*``).
@@ -53,8 +53,11 @@ KEY_FILE = ".secrets/job-key"
 #: The request header that carries the key.
 HEADER = "Authorization"
 _SCHEME = "Bearer "
-#: The routes that change a job (every POST is one too).
-CONTROL_PATHS = frozenset({"/save", "/hold", "/ledger", "/rendezvous", "/leader"})
+#: The GET routes that take part in steering a job (the rendezvous and the leader's hint); every POST is a
+#: control route too.
+CONTROL_GETS = frozenset({"/rendezvous", "/leader"})
+#: Every path a task's control requests go to (where :class:`JobKeyAuth` sends the key).
+CONTROL_PATHS = CONTROL_GETS | {"/save", "/hold", "/ledger"}
 _OWNER_FILE = ".keys/owner-key"
 _LABEL = b"marathon-tf job key\0"
 
@@ -135,7 +138,7 @@ def headers(key: str | None) -> dict[str, str]:
 
 
 def _is_control(method: str, path: str) -> bool:
-    return method == "POST" or path in CONTROL_PATHS
+    return method not in ("GET", "HEAD") or path in CONTROL_GETS
 
 
 class Guard:

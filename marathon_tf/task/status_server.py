@@ -8,7 +8,7 @@ handlers ``query dict (+ "_client": the caller's IP, "_accept_encoding": its Acc
 -> (code, body dict or JSON bytes[, extra headers])`` given to :class:`StatusServer`; POST routes
 (the deciding task's ``/ledger``, :mod:`marathon_tf.task.keeper`) are handlers ``(query, JSON body)
 -> (code, body dict)``, the body at most :data:`POST_LIMIT` bytes. Every control route (every POST, and the
-GETs :data:`marathon_tf.contract.taskauth.CONTROL_PATHS` names) passes the job's
+GETs :data:`marathon_tf.contract.taskauth.CONTROL_GETS` names) passes the job's
 :class:`~marathon_tf.contract.taskauth.Guard` first, here and nowhere else: 401 without the job's key,
 403 with a wrong one; the read-only routes stay open.
 :class:`TaskStatus` is the thread-safe record the bootstrap updates and the
