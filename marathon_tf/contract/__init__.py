@@ -17,6 +17,7 @@ agent knows nothing of it. Change anything here and both sides change with it.
 ``spread``         placement rules across a job's tasks (``UNIQUE`` …) as per-app LIKE/UNLIKE constraints
 ``savehook``       how a training program is asked to save a checkpoint now, and how it answers
 ``goodput``        a job's wall time split by cause (placement, start, training, recovery, …)
+``taskauth``       who may steer a job: the job's key, the one check of a status port's control routes
 =================  ===========================================================================
 
 Nothing here imports any other part of marathon_tf.

@@ -28,8 +28,8 @@ import re
 import socket
 import threading
 import time
-from typing import Any, Callable, Mapping, Optional
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from typing import Any, Callable, Iterable, Mapping, Optional
+from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 import requests
 import urllib3
@@ -41,7 +41,8 @@ from marathon_tf.contract import taskauth
 
 __all__ = ["DEFAULT_MAX_BYTES", "MAX_BYTES_ENV", "URL_ATTR", "AnswerTooLarge", "DeadlineExceeded", "NotSent",
            "RedirectRefused", "BoundedAdapter", "mount", "session", "exchange", "body", "get_json", "post_json",
-           "parse_size", "show_size", "max_bytes_from_env", "oneline", "short", "unreachable", "redact_url"]
+           "parse_size", "show_size", "max_bytes_from_env", "oneline", "short", "unreachable", "redact_url",
+           "secret_forms", "scrub"]
 
 DEFAULT_MAX_BYTES = 32 << 20
 #: The attribute an exception raised after a redirect carries: the URL it was sent to (errors name it).
@@ -331,6 +332,27 @@ def redact_url(url: str) -> str:
             host = f"{host}:{parts.port}"
         parts = parts._replace(netloc=host)
     return urlunsplit(parts)
+
+
+def secret_forms(*values: str | None, user: str | None = None) -> list[str]:
+    """Every form of these secrets that a message could carry: each as it is and URL-quoted, and, with
+    ``user``, the base64 of ``user:secret`` (an echoed basic ``Authorization`` header)."""
+    import base64
+
+    forms: list[str] = []
+    for value in (v for v in values if v):
+        forms += [value, quote(value, safe="")]
+        if user:
+            forms.append(base64.b64encode(f"{user}:{value}".encode()).decode())
+    return sorted({f for f in forms if f}, key=len, reverse=True)
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every one of ``secrets`` replaced by ``***`` (what the CLI and a task write)."""
+    for s in secrets:
+        if s:
+            text = text.replace(s, "***")
+    return text
 
 
 def body(r: requests.Response) -> Any:

@@ -52,6 +52,7 @@ from marathon_tf.contract.progress import StepRate
 from marathon_tf.contract.shellexec import exec_form
 from marathon_tf.contract.taskauth import KEY_FILE_VAR, Guard, install, task_key
 from marathon_tf.contract.taskenv import TOKEN_FILE_VAR, WORKERS_VAR, TaskContext
+from marathon_tf.task import stderr
 from marathon_tf.task.admission import AdmissionWatch, watch_admission
 from marathon_tf.task.budget import BACKOFF
 from marathon_tf.task.discovery import Backend, PeerKey, make_backend, watch_interval
@@ -82,8 +83,7 @@ RESTART_BACKOFF = BACKOFF  # repeated failures: in-place restarts wait 1, 2, 4 .
 
 
 def _log(message: str) -> None:
-    sys.stderr.write(f"marathon-tf bootstrap: {message}\n")
-    sys.stderr.flush()
+    stderr.log(message)  # every credential the task holds scrubbed
 
 
 def restarts_on_move(role: str) -> bool:
@@ -561,6 +561,7 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ValueError) as e:
         _log(f"error: {getattr(e, 'message', e)}")
         return 2
+    stderr.hold(os.environ)  # none of its credentials is ever written (task/stderr.py)
     install(task_key(os.environ))  # its requests to the job's other tasks carry the job's key (contract.taskauth)
     boot = Bootstrap(ctx, os.environ, command, watch_interval=options["watch_interval"], grace=options["grace"],
                      **job_lifecycle(ctx, os.environ))
