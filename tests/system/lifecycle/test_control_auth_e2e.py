@@ -133,3 +133,11 @@ def test_only_the_jobs_tasks_and_owner_steer_it(tmp_path, local_job):
                         ("the apps", group), ("events", events), ("task output", job.text())):
         assert key not in text, where
 
+
+    # the tasks steer each other with it: a round that holds the job (as a planned stop asks it) reaches
+    # worker-1's /hold from worker-0, key and all
+    method, url, body = requests_[1]
+    r = requests.post(url, json={**body, "timeout": 30}, headers={"Authorization": "Bearer " + key}, timeout=60)
+    assert r.status_code == 200 and r.json()["ok"], r.text
+    held = requests.get(_url(job, "worker-1", "/status"), timeout=10).json()
+    assert held["phase"] == "saving", held
