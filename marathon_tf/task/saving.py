@@ -6,7 +6,7 @@ saves at its next step boundary on SIGUSR1, says ``saved step=N path=P`` and pau
 (the task's phase :attr:`~marathon_tf.contract.phases.Phase.SAVING`):
 
 1. **Who asks.** The deciding task (``chief-0``, else ``worker-0``: the program that saves in every
-   style) runs every round; anyone asks it with ``POST /save`` on its status port: ``marathon-tf
+   style) runs every round; its owner and tasks ask it with ``POST /save`` on its status port: ``marathon-tf
    checkpoint`` and ``JobHandle.checkpoint()``, ``scale`` and ``delete --save`` before they change
    anything (:mod:`marathon_tf.user.jobs`), and every member's bootstrap before it stops its
    program for a planned reason: a kill with grace (SIGTERM: an operator, a drain, ``scale``,

@@ -3,7 +3,7 @@
 ``GET /health`` -> 200 unless the bootstrap is unhealthy (503);
 ``GET /status`` -> the JSON described in docs/architecture.md;
 ``GET /metrics`` -> Prometheus' text format (:mod:`marathon_tf.task.metrics`, imported on first use);
-extra read-only GET routes (the leader's ``/rendezvous``, :mod:`marathon_tf.task.rendezvous`) are
+extra GET routes (the leader's ``/rendezvous``, :mod:`marathon_tf.task.rendezvous`) are
 handlers ``query dict (+ "_client": the caller's IP, "_accept_encoding": its Accept-Encoding)
 -> (code, body dict or JSON bytes[, extra headers])`` given to :class:`StatusServer`; POST routes
 (the deciding task's ``/ledger``, :mod:`marathon_tf.task.keeper`) are handlers ``(query, JSON body)
