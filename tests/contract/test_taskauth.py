@@ -64,6 +64,8 @@ def test_without_a_key_control_routes_are_taken_from_the_jobs_hosts_only():
 def test_a_task_sends_its_key_to_control_paths_only():
     auth = taskauth.JobKeyAuth(KEY)
     for url, sent in (("http://10.0.0.1:3000/hold", True), ("http://10.0.0.1:3000/rendezvous?after=1", True),
+                      ("http://10.0.0.1:3000/save", True), ("http://10.0.0.1:3000/ledger", True),
+                      ("http://10.0.0.1:3000/leader?job=j", True), ("http://10.0.0.1:3000/status", False),
                       ("http://m:8080/v2/apps/ml/mnist", False), ("http://dns:8123/v1/services/x", False)):
         prepared = requests.Request("GET", url).prepare()
         assert (prepared.headers.get("Authorization") == "Bearer " + KEY) is False

@@ -30,6 +30,7 @@ import os, signal, sys, time
 logdir, asked, step = sys.argv[1], {"save": False}, 0
 signal.signal(signal.SIGUSR1, lambda *_: asked.update(save=True))
 print("marathon-tf save-hook: ready", flush=True)
+print("key file given:", "MTF_JOB_KEY_FILE" in os.environ, flush=True)
 while True:
     step += 1
     print(f"step={step} loss=1.0", flush=True)
@@ -105,6 +106,9 @@ def test_only_the_jobs_tasks_and_owner_steer_it(tmp_path, local_job):
     key = keys[0].read_text().strip()
     assert len({k.read_text().strip() for k in keys}) == 1 and len(key) == 64
 
+    for task in ("worker-0", "worker-1"):  # the training program is not given the key's file
+        assert "key file given: False" in job.text(task) and "key file given: True" not in job.text(task)
+
     if os.geteuid() == 0 and os.path.exists("/usr/bin/python3"):  # another uid: no key, no steering
         read = _as_nobody(f"print(open({str(keys[0])!r}).read())")
         assert read.returncode != 0 and "Permission" in read.stderr and key not in read.stdout, read
@@ -128,7 +132,8 @@ def test_only_the_jobs_tasks_and_owner_steer_it(tmp_path, local_job):
     assert r.exit_code == 0 and f"checkpoint of {job.name} at step" in r.stdout, (r.stdout, r.stderr)
     r_json = CliRunner().invoke(cli, ["status", job.name, "--marathon", job.cluster.marathon_url, "-o", "json"])
     group = requests.get(f"{job.cluster.marathon_url}/v2/groups?embed=group.apps", timeout=10).text
-    events = json.dumps(job.cluster.events()) if hasattr(job.cluster, "events") else ""
+    events = json.dumps(job.cluster.events())
+    assert '"status_update_event"' in events
     for where, text in (("checkpoint", r.stdout + r.stderr), ("status -o json", r_json.stdout + r_json.stderr),
                         ("the apps", group), ("events", events), ("task output", job.text())):
         assert key not in text, where
