@@ -220,7 +220,7 @@ class Bootstrap:
             return
         bind = self.environ.get("MTF_STATUS_BIND") or "0.0.0.0"
         # the job's key guards the control routes (contract.taskauth); without one, the hosts of its tasks
-        guard = Guard(task_key(self.environ), lambda: self._named(self.endpoints))
+        guard = Guard(task_key(self.environ), lambda: self._named(dict(self.endpoints)))
         self.server = StatusServer(self.status, bind, port, routes={"/events": self.observer.events.route},
                                    guard=guard).start()
         keeper = self.policy.keeper if isinstance(self.policy, JobPolicy) else None
