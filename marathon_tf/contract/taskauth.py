@@ -80,26 +80,38 @@ def owner_key(environ: Mapping[str, str] = os.environ, *, create: bool = True) -
     is none and it may not or cannot be made."""
     path = state_home(environ) / _OWNER_FILE
     with _owner_lock:
-        try:
-            return bytes.fromhex(path.read_text().strip())
-        except (OSError, ValueError):
-            if not create:
-                return None
+        key = _read_owner_key(path)
+        if key is not None or not create:
+            return key
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.chmod(path.parent, 0o700)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another process made it meanwhile
+            # Written whole under a name of its own, then linked into place: another process never reads a
+            # key half written, and of two made at once, the first linked is everyone's.
+            tmp = path.with_name(f".owner-key.{os.getpid()}.{secrets.token_hex(4)}")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_bytes(32).hex())
+                f.flush()
+                os.fsync(f.fileno())
             try:
-                return bytes.fromhex(path.read_text().strip())
-            except (OSError, ValueError):
-                return None
+                os.link(tmp, path)
+            except FileExistsError:  # another process made it meanwhile: its key is the one
+                pass
+            finally:
+                os.unlink(tmp)
         except OSError:
             return None
-        key = secrets.token_bytes(32)
-        with os.fdopen(fd, "w") as f:
-            f.write(key.hex())
-        return key
+        return _read_owner_key(path)
+
+
+def _read_owner_key(path: Path) -> bytes | None:
+    """The owner key in ``path``: 32 bytes written as hex; None when absent or not that."""
+    try:
+        key = bytes.fromhex(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return key if len(key) == 32 else None
 
 
 def job_key(owner: bytes, group: str) -> str:

@@ -104,3 +104,18 @@ def test_the_status_server_checks_every_control_route_in_one_place(installed):
         assert got == [{"job": "j"}]
     finally:
         server.close()
+
+
+def test_processes_making_the_owner_key_at_once_all_get_the_same_whole_key(tmp_path):
+    """xdist workers, or a runner and a CLI, may make the owner key at the same moment: none may read a key
+    half written (an empty one would derive other job keys: every control request then 403)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from marathon_tf.contract import taskauth; "
+            "print(taskauth.owner_key({'MARATHON_TF_STATE_DIR': sys.argv[1]}).hex())")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+             for _ in range(8)]
+    keys = {p.communicate(timeout=60)[0].strip() for p in procs}
+    assert len(keys) == 1 and len(bytes.fromhex(keys.pop())) == 32
+    assert [p.name for p in (tmp_path / ".keys").iterdir()] == ["owner-key"]  # no temporary file left
