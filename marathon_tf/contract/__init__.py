@@ -19,6 +19,7 @@ agent knows nothing of it. Change anything here and both sides change with it.
 ``goodput``        a job's wall time split by cause (placement, start, training, recovery, …)
 ``timeline``       a job's events, and the timeline of its start and of every recovery built from them
 ``keras3``         Keras 3 and the multi-worker strategies: what both sides say about it, in the same words
+``taskauth``       who may steer a job: the job's key, the one check of a status port's control routes
 =================  ===========================================================================
 
 Nothing here imports any other part of marathon_tf.

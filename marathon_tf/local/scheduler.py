@@ -34,8 +34,9 @@ import asyncio
 import signal
 import time
 from pathlib import Path
-from typing import Optional, cast
+from typing import Callable, Optional, cast
 
+from marathon_tf.contract import taskauth
 from marathon_tf.mesos.agents import free_resources
 from marathon_tf.mesos.placement import Match, NoMatch, match
 from marathon_tf.mesos.resources import Resource, ports_resource
@@ -48,7 +49,7 @@ from .launcher import FetchError, Launcher, last_line, task_env, wants_gpus
 from .offers import OfferStats
 from .revive import DECLINE_OFFER_DURATION, MIN_REVIVE_OFFERS_INTERVAL, OfferFilters, ReviveOffers
 from .scaling import surplus
-from .state import FRAMEWORK_ID, AppState, State, Task, now_ts
+from .state import FRAMEWORK_ID, AppState, State, Task, now_ts, parent_path
 from .taskscope import TOKEN_FILE_VAR, Grants
 
 __all__ = ["Scheduler", "ALLOCATION_INTERVAL"]
@@ -106,6 +107,10 @@ class Scheduler:
         #: With auth on (``local serve --auth``): every task gets a token of its own, scoped to its job,
         #: unless its app brings its own credentials (:mod:`~marathon_tf.local.taskscope`).
         self.grants: Optional[Grants] = None
+        #: The owner key of whoever runs this runner (``() -> bytes | None``): each task gets its job's key,
+        #: derived from it, in a file of its sandbox (:mod:`marathon_tf.contract.taskauth`); its owner's CLI
+        #: derives the same key to steer the job (``checkpoint``, ``scale``'s save).
+        self.owner_key: Callable[[], Optional[bytes]] = taskauth.owner_key
 
     # -- loop -------------------------------------------------------------------------
     def wake(self) -> None:
@@ -285,6 +290,10 @@ class Scheduler:
             if self.grants is not None and not {"MARATHON_TOKEN", TOKEN_FILE_VAR, "MARATHON_USER"} & set(own):
                 # a token of its own to call the runner back with, scoped to its job (local/taskscope.py)
                 env[TOKEN_FILE_VAR] = self.grants.issue(task.id, task.app_id, box)
+            owner = self.owner_key()
+            if owner is not None:  # the job's key: only its tasks and its owner steer it (contract/taskauth.py)
+                env[taskauth.KEY_FILE_VAR] = taskauth.write_task_key(taskauth.job_key(owner, parent_path(task.app_id)),
+                                                                     box)
             if task.killing or self.stopping:
                 raise FetchError("Task killed before it was started")
             if task.unreachable_since is not None:  # its agent was lost while the task was staged

@@ -162,6 +162,7 @@ class Client:
         session: requests.Session | None = None,
         sleep: Callable[[float], None] = time.sleep,
         max_bytes: int | None = None,
+        quote_refusals: bool = True,
     ):
         if isinstance(urls, str):
             urls = urls.split(",")
@@ -188,8 +189,10 @@ class Client:
         self.session.headers["Accept"] = "application/json"
         self.verify = verify
         url_passwords = [unquote(p) for p in (urlsplit(u).password for u in self.urls) if p]
-        self._secrets: list[str] = [s for s in (password, token, *url_passwords) if s]
-        self._secrets += [quote(s, safe="") for s in self._secrets if quote(s, safe="") != s]
+        self._secrets = transport.secret_forms(password, token, *url_passwords, user=user)
+        #: whether a 401/403 error repeats what Marathon said (False: a task's, whose output is a log
+        #: anyone reading the sandbox sees; a careless Marathon echoes credentials it was sent)
+        self.quote_refusals = quote_refusals
         if token:
             self.session.headers["Authorization"] = f"token={token}"
             self._credentials_shown = "a token (MARATHON_TOKEN)"
@@ -228,9 +231,7 @@ class Client:
         return Timeout(f"{shown}: not sent: the time limit ({limit}) has passed", hint="give it more time: --timeout")
 
     def _scrub(self, text: str) -> str:
-        for s in self._secrets:
-            text = text.replace(s, "***")
-        return transport.oneline(text)
+        return transport.oneline(transport.scrub(text, self._secrets))
 
     def _retry_unreachable(self) -> bool:
         return self.retry.connection_errors or len(self.urls) > 1
@@ -268,7 +269,7 @@ class Client:
                 "MARATHON_TOKEN (DC/OS)" if not self._credentials_shown else
                 "check MARATHON_USER/MARATHON_PASSWORD or MARATHON_TOKEN" if status == 401 else
                 "these credentials lack the permission for this request")
-        said = f"{status} {message.rstrip('.')}".rstrip()
+        said = f"{status} {message.rstrip('.')}".rstrip() if self.quote_refusals else str(status)
         return MarathonAuthError(self._scrub(f"{shown}: {said}: Marathon {what}; {sent}"),
                                  status=status, body=body, hint=hint)
 

@@ -28,8 +28,8 @@ import re
 import socket
 import threading
 import time
-from typing import Any, Callable, Mapping, Optional
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from typing import Any, Callable, Iterable, Mapping, Optional
+from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 import requests
 import urllib3
@@ -37,9 +37,12 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from marathon_tf.contract import taskauth
+
 __all__ = ["DEFAULT_MAX_BYTES", "MAX_BYTES_ENV", "URL_ATTR", "AnswerTooLarge", "DeadlineExceeded", "NotSent",
            "RedirectRefused", "BoundedAdapter", "mount", "session", "exchange", "body", "get_json", "post_json",
-           "parse_size", "show_size", "max_bytes_from_env", "oneline", "short", "unreachable", "redact_url"]
+           "parse_size", "show_size", "max_bytes_from_env", "oneline", "short", "unreachable", "redact_url",
+           "secret_forms", "scrub"]
 
 DEFAULT_MAX_BYTES = 32 << 20
 #: The attribute an exception raised after a redirect carries: the URL it was sent to (errors name it).
@@ -273,8 +276,14 @@ def mount(target: requests.Session, *, max_bytes: int | None = None, deadline: D
 
 def session(*, max_bytes: int | None = None, deadline: Deadline = lambda: None) -> requests.Session:
     """A new ``requests.Session`` with every request bounded (the only place marathon-tf's user side and
-    Marathon client make one: the REST client's, the status servers', TensorBoard's)."""
-    return mount(requests.Session(), max_bytes=max_bytes, deadline=deadline)
+    Marathon client make one: the REST client's, the status servers', TensorBoard's). In a task whose
+    bootstrap installed its job key (:func:`marathon_tf.contract.taskauth.install`), its requests to the
+    control routes of the job's other tasks carry it."""
+    made = mount(requests.Session(), max_bytes=max_bytes, deadline=deadline)
+    auth = taskauth.installed()
+    if auth is not None:
+        made.auth = auth
+    return made
 
 
 def exchange(target: requests.Session, method: str, url: str, *, timeout: Any, verify: Any, max_redirects: int = 3,
@@ -323,6 +332,27 @@ def redact_url(url: str) -> str:
             host = f"{host}:{parts.port}"
         parts = parts._replace(netloc=host)
     return urlunsplit(parts)
+
+
+def secret_forms(*values: str | None, user: str | None = None) -> list[str]:
+    """Every form of these secrets that a message could carry: each as it is and URL-quoted, and, with
+    ``user``, the base64 of ``user:secret`` (an echoed basic ``Authorization`` header)."""
+    import base64
+
+    forms: list[str] = []
+    for value in (v for v in values if v):
+        forms += [value, quote(value, safe="")]
+        if user:
+            forms.append(base64.b64encode(f"{user}:{value}".encode()).decode())
+    return sorted({f for f in forms if f}, key=len, reverse=True)
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every one of ``secrets`` replaced by ``***`` (what the CLI and a task write)."""
+    for s in secrets:
+        if s:
+            text = text.replace(s, "***")
+    return text
 
 
 def body(r: requests.Response) -> Any:
@@ -383,13 +413,14 @@ def unreachable(e: BaseException) -> bool:
     return isinstance(reason, urllib3.exceptions.NewConnectionError)
 
 
-def post_json(url: str, payload: Any, *, timeout: float, max_bytes: int = 1 << 20) -> tuple[int | None, Any, str]:
+def post_json(url: str, payload: Any, *, timeout: float, max_bytes: int = 1 << 20,
+              headers: Mapping[str, str] | None = None) -> tuple[int | None, Any, str]:
     """POST ``payload`` as JSON to a task's status server: (status code, the answer's JSON or text, ""), or
     (None, None, why) when no whole answer came within ``timeout`` seconds (refused, reset, timed out)."""
     with session(max_bytes=max_bytes) as s:
         try:
             r, _ = exchange(s, "POST", url, timeout=(min(5.0, timeout), timeout), verify=True, json_body=payload,
-                            max_redirects=0)
+                            max_redirects=0, headers=headers)
             return r.status_code, body(r), ""
         except requests.RequestException as e:
             return None, None, short(e)

@@ -44,6 +44,7 @@ and transitions").
 ``metrics``          ``/metrics``: Prometheus' text format, built on scrape from the status
 ``checkpoints``      the logdir's newest checkpoint and TensorBoard step, without TensorFlow
 ``gpucheck``         whether a task given GPUs can see them (one line naming the likely cause)
+``stderr``           what the bootstrap writes on stderr, every credential it holds scrubbed
 ===================  ==========================================================================
 
 It builds on :mod:`marathon_tf.contract` and :mod:`marathon_tf.marathon`, never on the user's

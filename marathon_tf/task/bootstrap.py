@@ -50,7 +50,9 @@ from marathon_tf.contract.errors import DiscoveryError, UsageError
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.progress import StepRate
 from marathon_tf.contract.shellexec import exec_form
+from marathon_tf.contract.taskauth import KEY_FILE_VAR, Guard, install, task_key
 from marathon_tf.contract.taskenv import TOKEN_FILE_VAR, WORKERS_VAR, TaskContext
+from marathon_tf.task import stderr
 from marathon_tf.task.admission import AdmissionWatch, watch_admission
 from marathon_tf.task.budget import BACKOFF
 from marathon_tf.task.discovery import Backend, PeerKey, make_backend, watch_interval
@@ -81,8 +83,7 @@ RESTART_BACKOFF = BACKOFF  # repeated failures: in-place restarts wait 1, 2, 4 .
 
 
 def _log(message: str) -> None:
-    sys.stderr.write(f"marathon-tf bootstrap: {message}\n")
-    sys.stderr.flush()
+    stderr.log(message)  # every credential the task holds scrubbed
 
 
 def restarts_on_move(role: str) -> bool:
@@ -218,7 +219,10 @@ class Bootstrap:
             _log(f"no PORT_{self.ctx.status_port_name.upper()}/PORT1: not serving status")
             return
         bind = self.environ.get("MTF_STATUS_BIND") or "0.0.0.0"
-        self.server = StatusServer(self.status, bind, port, routes={"/events": self.observer.events.route}).start()
+        # the job's key guards the control routes (contract.taskauth); without one, the hosts of its tasks
+        guard = Guard(task_key(self.environ), lambda: self._named(dict(self.endpoints)))
+        self.server = StatusServer(self.status, bind, port, routes={"/events": self.observer.events.route},
+                                   guard=guard).start()
         keeper = self.policy.keeper if isinstance(self.policy, JobPolicy) else None
         if keeper is not None:  # the job's restart ledger (marathon_tf.task.keeper)
             self.server.add_route(LEDGER_PATH, keeper.get)
@@ -256,8 +260,7 @@ class Bootstrap:
             self.status.update(peers=self._named({**self.endpoints, **found}), missing=self._named(missing))
 
         self.restarts.attach(self.rendezvous)
-        self.saving.locate, self.saving.peer_hosts = lambda: getattr(self.rendezvous, "leader_address", None), \
-            self._peer_addresses
+        self.saving.locate = lambda: getattr(self.rendezvous, "leader_address", None)
         began = self.clock()
         if self.elastic is not None:  # the peers are the membership's, once the job takes this task in
             taken = elastic_attach(self, self.elastic, peers)
@@ -314,6 +317,7 @@ class Bootstrap:
     def _child_env(self, spec: cluster_spec.RenderedSpec) -> dict[str, str]:
         env = dict(self.environ)
         env.pop(TOKEN_FILE_VAR, None)  # the bootstrap's credentials (a local runner's task token), not the program's
+        env.pop(KEY_FILE_VAR, None)  # nor the job's key (contract.taskauth)
         if self.saving.members_save():
             env[savehook.ROUNDS_VAR] = "1"  # it leaves SIGTERM to the bootstrap's save rounds (contract.savehook)
         if spec.tf_config_env is not None:
@@ -557,6 +561,8 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ValueError) as e:
         _log(f"error: {getattr(e, 'message', e)}")
         return 2
+    stderr.hold(os.environ)  # none of its credentials is ever written (task/stderr.py)
+    install(task_key(os.environ))  # its requests to the job's other tasks carry the job's key (contract.taskauth)
     boot = Bootstrap(ctx, os.environ, command, watch_interval=options["watch_interval"], grace=options["grace"],
                      **job_lifecycle(ctx, os.environ))
     if boot.control is not None and is_decider(ctx):  # tasks that can never start fail the job

@@ -24,7 +24,6 @@ TensorFlow, jinja2 or marshmallow: the bootstrap imports it.
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +37,7 @@ from marathon_tf.contract.taskenv import TaskContext, marathon_token
 from marathon_tf.marathon import tasks, transport
 from marathon_tf.marathon.client import DEFAULT_TIMEOUT, Client, RetryPolicy
 from marathon_tf.marathon.record import GROUP_EMBEDS, finish_job, hopeless_verdict, job_apps
+from marathon_tf.task import stderr
 from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.keeper import Keeper, Reporter, asked_for
@@ -50,8 +50,7 @@ __all__ = ["JobControl", "await_workers", "client_from_env", "job_lifecycle", "r
 
 
 def _log(message: str) -> None:
-    sys.stderr.write(f"marathon-tf bootstrap: {message}\n")
-    sys.stderr.flush()
+    stderr.log(message)  # every credential the task holds scrubbed
 
 
 def read_status(url: str) -> dict[str, Any] | None:
@@ -148,7 +147,7 @@ def client_from_env(ctx: TaskContext, environ: Mapping[str, str], *,
     password = environ.get("MARATHON_PASSWORD") if user else None
     return Client(ctx.marathon_url, token=token, user=user, password=password,
                   retry=retry or RetryPolicy(attempts=8, budget=60.0, initial=0.5, max_wait=10.0),
-                  timeout=timeout or DEFAULT_TIMEOUT)
+                  timeout=timeout or DEFAULT_TIMEOUT, quote_refusals=False)
 
 
 class JobControl:

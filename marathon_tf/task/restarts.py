@@ -31,7 +31,6 @@ from marathon_tf.task.ledger import FAILURE, INFRASTRUCTURE, PREEMPTION
 from marathon_tf.task.observer import TaskObserver
 from marathon_tf.task.policy import Action, Decision, ExitPolicy
 from marathon_tf.task.rendezvous import LeaderRendezvous, Rendezvous
-from marathon_tf.task.rendezvous.view import names
 from marathon_tf.task.saving import AFTER_SAVE_GRACE, Saving, round_budget
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.supervisor import Trainer
@@ -110,7 +109,6 @@ class Restarter:
         if keeper is not None and isinstance(rendezvous, LeaderRendezvous):
             keeper.on_round = rendezvous.view.set_round
             rendezvous.listeners.append(keeper.observe_events)
-            keeper.peers(lambda: names(rendezvous.view.peers))
         elif keeper is None:
             self.policy.rounds = not leads  # the leader without a keeper (no Marathon): nobody starts rounds
         if reporter is not None and not leads:

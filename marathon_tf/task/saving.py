@@ -6,7 +6,7 @@ saves at its next step boundary on SIGUSR1, says ``saved step=N path=P`` and pau
 (the task's phase :attr:`~marathon_tf.contract.phases.Phase.SAVING`):
 
 1. **Who asks.** The deciding task (``chief-0``, else ``worker-0``: the program that saves in every
-   style) runs every round; anyone asks it with ``POST /save`` on its status port: ``marathon-tf
+   style) runs every round; its owner and tasks ask it with ``POST /save`` on its status port: ``marathon-tf
    checkpoint`` and ``JobHandle.checkpoint()``, ``scale`` and ``delete --save`` before they change
    anything (:mod:`marathon_tf.user.jobs`), and every member's bootstrap before it stops its
    program for a planned reason: a kill with grace (SIGTERM: an operator, a drain, ``scale``,
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -153,8 +152,8 @@ class Saving:
     """A task's part in save rounds (see the module). ``decider``: this task runs them; ``logdir``:
     the job's logdir in this sandbox (where the round confirms the checkpoint). Set by the bootstrap:
     ``locate() -> "host:port"`` of the deciding task's status endpoint (a follower's rendezvous
-    leader), ``peer_urls() -> {task: status base URL}`` (the deciding task's view of the job),
-    ``peer_hosts() -> {task: "host:port"}`` (whose requests are taken)."""
+    leader), ``peer_urls() -> {task: status base URL}`` (the deciding task's view of the job). Who may
+    ask for a round or a hold is the status server's one check (:mod:`marathon_tf.contract.taskauth`)."""
 
     def __init__(self, ctx: TaskContext, status: TaskStatus, events: TaskEvents, logdir: str | None, *,
                  decider: bool, log: Callable[[str], None] = lambda m: None,
@@ -166,7 +165,6 @@ class Saving:
         self.trainer: Trainer | None = None
         self.locate: Callable[[], str | None] = lambda: None
         self.peer_urls: Callable[[], Mapping[str, str]] = lambda: {}
-        self.peer_hosts: Callable[[], Mapping[str, str]] = lambda: {}
         self._session = session
         self._lock = threading.Lock()
         self._current: _Round | None = None
@@ -174,7 +172,6 @@ class Saving:
         self._holds = 0  # generation of this task's hold (a later hold or a release ends an earlier timer)
         self._said_no_hook = False
         self._first_step: float | None = None
-        self._addresses: dict[str, set[str]] = {}
         status.update(save_hook=None)
 
     @property
@@ -369,30 +366,12 @@ class Saving:
         timer.start()
 
     # -- HTTP -----------------------------------------------------------------------------------------
-    def _from(self, client: str | None, tasks: Sequence[str] | None) -> bool:
-        """Whether a request comes from the host of one of ``tasks`` (None: any member)."""
-        hosts = {a.rpartition(":")[0] for t, a in self.peer_hosts().items() if tasks is None or t in tasks}
-        if not client or not hosts:
-            return True  # nothing known to compare
-        for host in hosts:
-            if host not in self._addresses:
-                try:
-                    self._addresses[host] = {str(a[4][0]) for a in socket.getaddrinfo(host, None)} | {host}
-                except OSError:
-                    self._addresses[host] = {host}
-            if client in self._addresses[host]:
-                return True
-        return client in ("127.0.0.1", "::1") and any(h in ("127.0.0.1", "localhost", socket.gethostname())
-                                                      for h in hosts)
-
     def post_save(self, query: Mapping[str, str], body: Any) -> tuple[int, dict[str, Any]]:
         """``POST /save`` ``{"job", "reason", "hold", "timeout", "exclude"}`` (the deciding task): 200 with
         the round's answer (``ok`` true), 409 with why not."""
         if not isinstance(body, dict) or body.get("job") != self.ctx.job:
             return 400, {"ok": False, "message": f"not a save request for job {self.ctx.job!r}"}
         hold = bool(body.get("hold"))
-        if hold and not self._from(query.get("_client"), None):
-            return 403, {"ok": False, "message": "a round that holds the job is asked by its own tasks only"}
         try:
             timeout = min(600.0, max(0.5, float(body.get("timeout") or 60.0)))
         except (TypeError, ValueError):
@@ -406,8 +385,6 @@ class Saving:
         freeze this task's program for the round under way, or let it go on."""
         if not isinstance(body, dict) or body.get("job") != self.ctx.job:
             return 400, {"held": False, "message": f"not a hold for job {self.ctx.job!r}"}
-        if not self._from(query.get("_client"), [decider_task(self.ctx.completion)]):
-            return 403, {"held": False, "message": "only the job's deciding task holds its programs"}
         trainer = self.trainer
         if body.get("release"):
             if trainer is not None and trainer.held == "outside":

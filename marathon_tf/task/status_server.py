@@ -3,11 +3,14 @@
 ``GET /health`` -> 200 unless the bootstrap is unhealthy (503);
 ``GET /status`` -> the JSON described in docs/architecture.md;
 ``GET /metrics`` -> Prometheus' text format (:mod:`marathon_tf.task.metrics`, imported on first use);
-extra read-only GET routes (the leader's ``/rendezvous``, :mod:`marathon_tf.task.rendezvous`) are
+extra GET routes (the leader's ``/rendezvous``, :mod:`marathon_tf.task.rendezvous`) are
 handlers ``query dict (+ "_client": the caller's IP, "_accept_encoding": its Accept-Encoding)
 -> (code, body dict or JSON bytes[, extra headers])`` given to :class:`StatusServer`; POST routes
 (the deciding task's ``/ledger``, :mod:`marathon_tf.task.keeper`) are handlers ``(query, JSON body)
--> (code, body dict)``, the body at most :data:`POST_LIMIT` bytes.
+-> (code, body dict)``, the body at most :data:`POST_LIMIT` bytes. Every control route (every POST, and the
+GETs :data:`marathon_tf.contract.taskauth.CONTROL_GETS` names) passes the job's
+:class:`~marathon_tf.contract.taskauth.Guard` first, here and nowhere else: 401 without the job's key,
+403 with a wrong one; the read-only routes stay open.
 :class:`TaskStatus` is the thread-safe record the bootstrap updates and the
 server reads.
 """
@@ -21,6 +24,7 @@ from typing import Any, Callable, Mapping
 from urllib.parse import parse_qs
 
 from marathon_tf.contract.phases import Phase
+from marathon_tf.contract.taskauth import HEADER, Guard
 
 __all__ = ["TaskStatus", "StatusServer", "POST_LIMIT"]
 
@@ -120,6 +124,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.routes = {**self.server.routes, "/metrics": metrics_route(status.light)}
             self._send(*self.server.routes["/metrics"]({}))
         elif path in self.server.routes:
+            refused = self.server.guard.refusal("GET", path, self.headers.get(HEADER), self.client_address[0])
+            if refused is not None:
+                self._send(*refused)
+                return
             query = {k: v[-1] for k, v in parse_qs(self.path.partition("?")[2]).items()}
             query["_client"] = self.client_address[0]  # who asks (set here: a URL cannot forge it)
             query["_accept_encoding"] = self.headers.get("Accept-Encoding", "")
@@ -144,6 +152,10 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(self.rfile.read(length) or b"null")
         except ValueError:
             self._send(400, {"message": "the body is not JSON"})
+            return
+        refused = self.server.guard.refusal("POST", path, self.headers.get(HEADER), self.client_address[0], body)
+        if refused is not None:
+            self._send(*refused)
             return
         query = {k: v[-1] for k, v in parse_qs(self.path.partition("?")[2]).items()}
         query["_client"] = self.client_address[0]
@@ -179,15 +191,19 @@ class _Server(ThreadingHTTPServer):
     #: (code, body dict or JSON bytes[, extra headers]) by path
     routes: Mapping[str, Callable[[dict[str, str]], tuple[Any, ...]]]
     post_routes: Mapping[str, Callable[[dict[str, str], object], tuple[int, dict]]] = {}
+    guard: Guard
 
 
 class StatusServer:
-    """Serve a :class:`TaskStatus` on (host, port) in a background thread."""
+    """Serve a :class:`TaskStatus` on (host, port) in a background thread; ``guard``: who may use the
+    control routes (default: the job-host fallback with no host known, i.e. anyone)."""
 
     def __init__(self, status: TaskStatus, host: str, port: int,
-                 routes: Mapping[str, Callable[[dict[str, str]], tuple[int, dict]]] | None = None):
+                 routes: Mapping[str, Callable[[dict[str, str]], tuple[int, dict]]] | None = None,
+                 guard: Guard | None = None):
         self._server = _Server((host, port), _Handler)
         self._server.task_status = status
+        self._server.guard = guard if guard is not None else Guard(None)
         self._server.routes = dict(routes or {})
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
                                         daemon=True, name="status-server")

@@ -604,7 +604,9 @@ def delete(connection, job, force, fmt, purge, save, timeout) -> None:
 def checkpoint(connection, job, fmt, timeout) -> None:
     """Have JOB save a checkpoint now, without stopping it: its deciding task asks its program through
     the save hook (docs/restarts.md) and confirms the checkpoint in the logdir. Prints the step and the
-    path; exit 1 with the reason when the job cannot (its program has no save hook, none runs now)."""
+    path; exit 1 with the reason when the job cannot (its program has no save hook, none runs now).
+    The request carries the job's key, derived from your owner key in the state home: on the local
+    runner only you and the job's own tasks can steer it (docs/architecture.md)."""
     from marathon_tf.user import output
 
     marathon = connection.marathon(limit=None)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from marathon_tf.contract import taskauth
 from marathon_tf.contract.errors import UsageError
 
 __all__ = ["Endpoint", "resolve", "config_path", "state_home"]
@@ -42,12 +43,10 @@ def config_path(environ: Mapping[str, str] = os.environ) -> Path:
 
 
 def state_home(environ: Mapping[str, str] = os.environ) -> Path:
-    """Where local runs keep their state (sandboxes, checkpoints): ``$MARATHON_TF_STATE_DIR``, else
-    ``$XDG_STATE_HOME/marathon-tf``, else ``~/.local/state/marathon-tf``; always absolute."""
-    if environ.get("MARATHON_TF_STATE_DIR"):
-        return Path(environ["MARATHON_TF_STATE_DIR"]).expanduser().absolute()
-    base = environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
-    return Path(base).expanduser().absolute() / "marathon-tf"
+    """Where local runs keep their state (sandboxes, checkpoints, the owner key that derives each job's
+    key): ``$MARATHON_TF_STATE_DIR``, else ``$XDG_STATE_HOME/marathon-tf``, else
+    ``~/.local/state/marathon-tf``; always absolute (:func:`marathon_tf.contract.taskauth.state_home`)."""
+    return taskauth.state_home(environ)
 
 
 def _file(environ: Mapping[str, str]) -> dict:

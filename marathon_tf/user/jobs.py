@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Mapping, cast
 
-from marathon_tf.contract import labels as L, naming, spread, timeline
+from marathon_tf.contract import labels as L, naming, spread, taskauth, timeline
 from marathon_tf.contract.errors import (MarathonError, MarathonNotFound, MarathonTFError, SaveFailed, SpecError,
                                          Timeout, UsageError)
 from marathon_tf.marathon import transport, versions
@@ -456,8 +456,10 @@ def save_round(client: Client, job: str, *, reason: str = "marathon-tf checkpoin
     if url is None:
         raise SaveFailed(f"job {job}: its deciding task {decider} is not running, so nothing can be saved now",
                          hint=f"see why with: marathon-tf status {job}")
+    owner = taskauth.owner_key(create=False)  # the job's key: the task API's control routes need it
+    key = taskauth.job_key(owner, naming.group_id(job)) if owner is not None else None
     code, body, why = transport.post_json(url, {"job": job, "reason": reason, "hold": False, "timeout": timeout},
-                                          timeout=timeout + 10)
+                                          timeout=timeout + 10, headers=taskauth.headers(key))
     if code is None:
         raise SaveFailed(f"job {job}: its deciding task {decider} did not answer the save request ({why})")
     if code == 200 and isinstance(body, dict) and body.get("ok"):

@@ -160,10 +160,8 @@ def test_a_failure_marathon_saw_is_counted_only_when_the_tasks_stop_was_not_plan
 
 def test_reports_are_checked(make_ctx):
     k, clock = keeper(make_ctx)
-    k.peers(lambda: {"worker-1": "10.9.9.9:2000"})
     good = {"job": "ml/mnist", "entry": entry(0, "worker-1", t=clock.now).to_dict()}
-    assert k.post({"_client": "10.9.9.9"}, good)[0] == 200
-    assert k.post({"_client": "10.1.1.1"}, {**good, "entry": entry(1, t=clock.now).to_dict()})[0] == 403
+    assert k.post({"_client": "10.9.9.9"}, good)[0] == 200  # who may report: the status server's check
     assert k.post({}, {**good, "job": "other"})[0] == 400
     assert k.post({}, {"job": "ml/mnist", "entry": {"kind": "nonsense"}})[0] == 400
     assert k.get({})[1]["summary"]["failures"] == 1
@@ -229,3 +227,30 @@ def test_one_group_restart_is_one_failure_whatever_fails_before_the_round_reache
     k2.record(entry(0, "ps-0", t=clock2.now), generation=0, group=True)
     clock2.now += 10
     assert k2.record(entry(1, "ps-0", t=clock2.now), generation=0).counted
+
+
+def test_a_report_reaches_a_keeper_whose_job_has_a_key_only_with_the_key(make_ctx):
+    """The keeper's ``POST /ledger`` behind the status server's one check (contract/taskauth.py): a
+    bootstrap that installed its job's key reports; one without it is refused and decides alone."""
+    from marathon_tf.contract import taskauth
+    from marathon_tf.task.keeper import PATH, Reporter
+    from marathon_tf.task.status_server import StatusServer, TaskStatus
+
+    k, clock = keeper(make_ctx)
+    key = "f" * 64
+    server = StatusServer(TaskStatus(job="ml/mnist", task="worker-0", role="worker", index=0), "127.0.0.1", 0,
+                          guard=taskauth.Guard(key)).start()
+    server.add_post_route(PATH, k.post)
+    try:
+        address = f"127.0.0.1:{server.port}"
+        stranger = Reporter(make_ctx("worker", 1), lambda: address, tries=1)
+        assert stranger.report(entry(0, t=clock.now)) is None and k.ledger.summary()["failures"] == 0
+        taskauth.install(key)
+        try:
+            member = Reporter(make_ctx("worker", 1), lambda: address, tries=1)
+        finally:
+            taskauth.install(None)
+        answer = member.report(entry(1, t=clock.now))
+        assert answer is not None and answer.failures == 1 and k.ledger.summary()["failures"] == 1
+    finally:
+        server.close()

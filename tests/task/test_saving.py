@@ -212,17 +212,6 @@ def test_the_other_trainers_are_held_and_let_go(tmp_path, programs):
     program.wait_steps(seen + 3)
 
 
-def test_a_hold_from_another_host_than_the_deciding_tasks_is_refused(tmp_path):
-    follower = make(tmp_path, decider=False, task="worker-1")
-    follower.peer_hosts = lambda: {"worker-0": "10.0.0.9:2222"}
-    code, body = follower.post_hold({"_client": "10.0.0.7"}, {"job": "j"})
-    assert code == 403 and not body["held"]
-    decider = make(tmp_path)
-    decider.peer_hosts = lambda: {"ps-0": "10.0.0.8:2222"}
-    assert decider.post_save({"_client": "10.0.0.7"}, {"job": "j", "hold": True})[0] == 403
-    assert decider.post_save({"_client": "10.0.0.7"}, {"job": "j", "hold": False, "timeout": 1})[0] == 409
-
-
 def test_which_planned_stops_ask_for_a_round(tmp_path):
     asked: list[tuple] = []
 

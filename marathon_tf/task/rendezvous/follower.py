@@ -48,7 +48,6 @@ class FollowerRendezvous(Side):
         self.hints = 0
         self._hinted: str | None = None
         self._hint_event = threading.Event()
-        self._resolved: dict[str, set[str]] = {}
         self.locate, self.direct, self.job, self.me = locate, direct, job, me
         self.others = [m for m in members if m != me]
         self.cluster = cluster_key(members)
@@ -73,29 +72,17 @@ class FollowerRendezvous(Side):
 
     def hint(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
         """``GET /leader?job=&task=&at=host:port`` from the leader: where it serves the view.
-        Taken only from the job's leading task, sent from the host it names (the caller's
-        address, which a web page elsewhere cannot take); the follower then checks that the
-        address answers as this job's leader before it believes anything it says."""
+        Taken only with the job's key (the status server's one check, :mod:`marathon_tf.contract.taskauth`)
+        and naming the job's leading task; the follower then checks that the address answers as this
+        job's leader before it believes anything it says."""
         at = query.get("at") or ""
         host, _, port = at.rpartition(":")
         if query.get("job") != self.job or query.get("task") != self.leader_task or not host or not port.isdigit():
             return 400, {"message": "not a hint from this job's leader"}
-        if query.get("_client") not in self._addresses(host):
-            return 403, {"message": f"a hint for {at} must come from {host}"}
         self.hints += 1
         self._hinted = at
         self._hint_event.set()
         return 200, {"ok": True}
-
-    def _addresses(self, host: str) -> set[str]:
-        if host not in self._resolved:
-            import socket
-
-            try:
-                self._resolved[host] = {str(a[4][0]) for a in socket.getaddrinfo(host, None)} | {host}
-            except OSError:
-                self._resolved[host] = {host}
-        return self._resolved[host]
 
     def _await_hint(self, seconds: float) -> bool:
         """Wait up to ``seconds`` for the leader's hint; True when it is time to end."""

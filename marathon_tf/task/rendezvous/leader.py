@@ -365,9 +365,9 @@ class LeaderRendezvous(Side):
                     try:
                         listener(events)
                     except Exception as e:  # a listener's bug must not stop the rendezvous
-                        import sys
+                        from marathon_tf.task import stderr
 
-                        sys.stderr.write(f"marathon-tf bootstrap: status update listener: {type(e).__name__}: {e}\n")
+                        stderr.log(f"status update listener: {type(e).__name__}: {e}")
                 reconnects = getattr(self.events, "reconnects", 0)
                 if events or reconnects != self._reconnects:
                     self.events_seen += len(events)

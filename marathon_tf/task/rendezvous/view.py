@@ -180,9 +180,9 @@ class Side(Rendezvous):
                 try:
                     target()
                 except Exception as e:  # a bug or an odd answer must not end discovery for good
-                    import sys
+                    from marathon_tf.task import stderr
 
-                    sys.stderr.write(f"marathon-tf bootstrap: rendezvous error (retrying): {type(e).__name__}: {e}\n")
+                    stderr.log(f"rendezvous error (retrying): {type(e).__name__}: {e}")
                     self._wait(1.0)
         return run
 
