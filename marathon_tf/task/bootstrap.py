@@ -61,7 +61,7 @@ from marathon_tf.task.invocation import (DEFAULT_WATCH_INTERVAL, USAGE, own_addr
 from marathon_tf.task.jobcontrol import JobControl, job_lifecycle
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.keeper import PATH as LEDGER_PATH
-from marathon_tf.task.logdir import events_path, lock_logdir, logdir_path, logdir_problem
+from marathon_tf.task.logdir import events_path, lock_logdir, logdir_path, logdir_problem, space_problem
 from marathon_tf.task.observer import TaskObserver
 from marathon_tf.task.policy import Decision, ExitPolicy, is_decider, startup_reason
 from marathon_tf.task.prewarm import ForkedProcess, Prewarmer
@@ -140,6 +140,7 @@ class Bootstrap:
         self.restarts.count_earlier()
         self.saving = self.restarts.saving = Saving(ctx, self.status, self.observer.events, self.observer.logdir,
                                                     decider=is_decider(ctx), log=_log, clock=clock)
+        self.restarts.space = self.saving.space = lambda: space_problem(self.ctx, self.environ)  # a full logdir
         #: an elastic job's side (marathon_tf.task.elastic: the membership its deciding task publishes)
         self.elastic = ElasticMember(ctx, self.status, self._stop, log=_log, clock=clock, ready=lambda: (
             self.prewarmer is None or self.prewarmer.warm())) if ctx.elastic and ctx.role != "tensorboard" else None
@@ -425,6 +426,10 @@ class Bootstrap:
                 decision = restarts.ended(trainer, code, hung)
                 if decision is None:  # the program's 143 came from the task's own stop
                     return restarts.stopped(trainer)
+                if decision.space:  # it failed on a full logdir: room first (bounded), then as decided
+                    decision = restarts.await_space(decision)
+                    if decision is None:
+                        return restarts.stop_code()
                 if not decision.restart:
                     return self._finished(code, decision)
                 trainer = self._again(restarts.prepare(trainer, decision))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from dataclasses import replace
 from typing import Any, Callable
 
 from marathon_tf.contract import naming, timeline as T
@@ -28,6 +29,7 @@ from marathon_tf.task.budget import BACKOFF, STREAK_RESET, backoff
 from marathon_tf.task.jobcontrol import JobControl
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.ledger import FAILURE, INFRASTRUCTURE, PREEMPTION
+from marathon_tf.task.logdir import NO_SPACE
 from marathon_tf.task.observer import TaskObserver
 from marathon_tf.task.policy import Action, Decision, ExitPolicy
 from marathon_tf.task.rendezvous import LeaderRendezvous, Rendezvous
@@ -37,7 +39,7 @@ from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.supervisor import Trainer
 from marathon_tf.task.tflog import RESTARTED
 
-__all__ = ["Restarter", "program_grace", "SIGTERM_EXIT", "SIGTERM_WAIT"]
+__all__ = ["Restarter", "program_grace", "SIGTERM_EXIT", "SIGTERM_WAIT", "SPACE_WAIT", "SPACE_POLL"]
 
 #: The exit code of a program that ended on SIGTERM: a preemption only after a SIGTERM.
 SIGTERM_EXIT = signal_exit(signal.SIGTERM)
@@ -49,6 +51,10 @@ SIGTERM_WAIT = 1.0
 PEER_RESTARTS, PEER_SETTLE, PEER_GRACE = 5, 1.0, 1.0
 #: Seconds a relaunched task's first program waits at most for its peers to take its new address.
 RELAUNCH_SETTLE = 60.0
+#: Seconds a program that failed on a full logdir waits at most for room before the job fails.
+SPACE_WAIT = 600.0
+#: Seconds between two looks at a full logdir's filesystem.
+SPACE_POLL = 1.0
 
 
 def program_grace(grace_seconds: float) -> float:
@@ -64,6 +70,7 @@ class Restarter:
     (:func:`program_grace`); ``restart_backoff``: (first, cap) of :func:`~marathon_tf.task.budget.backoff`."""
 
     sigterm_wait = SIGTERM_WAIT
+    space_wait, space_poll = SPACE_WAIT, SPACE_POLL
 
     def __init__(self, ctx: TaskContext, policy: ExitPolicy, control: JobControl | None, status: TaskStatus,
                  observer: TaskObserver, stop: threading.Event, signum: Callable[[], int | None], *, grace: float,
@@ -78,6 +85,8 @@ class Restarter:
         self._round: tuple[str | None, int] = (None, 0)  # (rendezvous leader, generation) the program runs in
         self._streak, self._run_started, self._stepped = 0, 0.0, False
         self._peer_restarts: list[float] = []  # when the coordinator was restarted for a peer's restart
+        #: why the job's logdir has no room now, or None (marathon_tf.task.logdir.space_problem; set by the bootstrap)
+        self.space: Callable[[], str | None] = lambda: None
         self._wire_keeper()
 
     # -- wiring ------------------------------------------------------------------------------------
@@ -280,6 +289,32 @@ class Restarter:
         self.show_counts()
         self.observer.program_exited(code, decision.reason, failure=decision.counted, kind=decision.kind)
         return decision
+
+    def await_space(self, decision: Decision) -> Decision | None:
+        """The program failed on a full logdir (``decision.space``): wait until its filesystem has room
+        again (looked at every :attr:`space_poll` s, at most :attr:`space_wait` s; ``status`` shows the
+        wait, ``waiting_for_space``), then go on as ``decision`` says — the program starts again and
+        resumes from its last checkpoint. The job fails, with one line, if no room comes; None when the
+        task was stopped meanwhile."""
+        why, began = decision.space or NO_SPACE, self.clock()
+        self.log(f"{decision.reason}: waiting for room (at most {self.space_wait:g} s)")
+        while True:
+            waited = self.clock() - began
+            self.status.update(phase=Phase.RUNNING, exit_code=decision.exit_code, last_error=decision.reason,
+                               waiting_for_space={"why": why, "seconds": round(waited, 1), "limit": self.space_wait})
+            if waited >= self.space_wait:
+                self.status.update(waiting_for_space=None)
+                return Decision(Action.FAIL_JOB, decision.exit_code, f"{self.ctx.task} failed (exit "
+                                f"{decision.exit_code}): {why}, and no room came within {self.space_wait:g} s",
+                                kind=INFRASTRUCTURE, counted=False)
+            if self._stop.wait(min(self.space_poll, max(0.0, self.space_wait - waited))):
+                self.status.update(waiting_for_space=None)
+                return None
+            now = self.space()
+            if now is None:  # (the restart says so, with the decision's reason)
+                self.status.update(waiting_for_space=None)
+                return replace(decision, reason=f"{decision.reason}; room came back after {self.clock() - began:.0f} s")
+            why = now
 
     def _preempted(self, trainer: Trainer, code: int) -> bool:
         """Whether an exit code the job names (``restart.preemption_exit_codes``) is a preemption: 143
