@@ -291,30 +291,40 @@ class Restarter:
         return decision
 
     def await_space(self, decision: Decision) -> Decision | None:
-        """The program failed on a full logdir (``decision.space``): wait until its filesystem has room
-        again (looked at every :attr:`space_poll` s, at most :attr:`space_wait` s; ``status`` shows the
-        wait, ``waiting_for_space``), then go on as ``decision`` says — the program starts again and
-        resumes from its last checkpoint. The job fails, with one line, if no room comes; None when the
-        task was stopped meanwhile."""
-        why, began = decision.space or NO_SPACE, self.clock()
+        """The program failed on a full logdir (``decision.space``): wait for room (:meth:`wait_for_room`),
+        then go on as ``decision`` says — the program starts again and resumes from its last checkpoint.
+        The job fails, with one line, if no room comes; None when the task was stopped meanwhile."""
         self.log(f"{decision.reason}: waiting for room (at most {self.space_wait:g} s)")
-        while True:
-            waited = self.clock() - began
-            self.status.update(phase=Phase.RUNNING, exit_code=decision.exit_code, last_error=decision.reason,
-                               waiting_for_space={"why": why, "seconds": round(waited, 1), "limit": self.space_wait})
-            if waited >= self.space_wait:
-                self.status.update(waiting_for_space=None)
-                return Decision(Action.FAIL_JOB, decision.exit_code, f"{self.ctx.task} failed (exit "
-                                f"{decision.exit_code}): {why}, and no room came within {self.space_wait:g} s",
-                                kind=INFRASTRUCTURE, counted=False)
-            if self._stop.wait(min(self.space_poll, max(0.0, self.space_wait - waited))):
-                self.status.update(waiting_for_space=None)
-                return None
-            now = self.space()
-            if now is None:  # (the restart says so, with the decision's reason)
-                self.status.update(waiting_for_space=None)
-                return replace(decision, reason=f"{decision.reason}; room came back after {self.clock() - began:.0f} s")
-            why = now
+        waited = self.wait_for_room(decision.space or NO_SPACE, decision.reason, decision.exit_code)
+        if waited is None:
+            return None
+        room, said = waited
+        if not room:
+            return Decision(Action.FAIL_JOB, decision.exit_code, f"{self.ctx.task} failed (exit {decision.exit_code}): "
+                                                                 f"{said}", kind=INFRASTRUCTURE, counted=False)
+        return replace(decision, reason=f"{decision.reason}; {said}")  # (the restart says so)
+
+    def wait_for_room(self, why: str, reason: str | None, exit_code: int | None = None) -> tuple[bool, str] | None:
+        """Wait until the logdir's filesystem has room again (:attr:`space`, looked at every :attr:`space_poll`
+        s, at most :attr:`space_wait` s), ``status`` showing the wait (``waiting_for_space``, and ``reason``):
+        ``(True, "room came back after N s")``, ``(False, "<why>, and no room came within N s")``, or None
+        when the task was stopped meanwhile."""
+        began = self.clock()
+        try:
+            while True:
+                waited = self.clock() - began
+                self.status.update(exit_code=exit_code, last_error=reason, waiting_for_space={
+                    "why": why, "seconds": round(waited, 1), "limit": self.space_wait})
+                if waited >= self.space_wait:
+                    return False, f"{why}, and no room came within {self.space_wait:g} s"
+                if self._stop.wait(min(self.space_poll, max(0.0, self.space_wait - waited))):
+                    return None
+                now = self.space()
+                if now is None:
+                    return True, f"room came back after {self.clock() - began:.0f} s"
+                why = now
+        finally:
+            self.status.update(waiting_for_space=None)
 
     def _preempted(self, trainer: Trainer, code: int) -> bool:
         """Whether an exit code the job names (``restart.preemption_exit_codes``) is a preemption: 143

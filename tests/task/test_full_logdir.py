@@ -86,6 +86,7 @@ class Run:
     failure fails the job), running in a thread."""
 
     def __init__(self, tmp_path, logdir, target: int, space_wait: float):
+        tmp_path.mkdir(exist_ok=True)
         env = task_env("worker", 0, {"worker": 1}, sandbox=str(tmp_path), logdir=str(logdir), style="tf1")
         env["MTF_RENDEZVOUS"] = "direct"
         ctx = TaskContext.from_env(env)
@@ -200,3 +201,29 @@ def test_what_a_full_logdir_is_and_that_it_is_still_a_refusal_before_the_first_s
     assert logdir_problem(ctx, {}) == f"logdir {small_fs} is not writable: No space left on device"
     (small_fs / "filler").unlink()
     assert space_problem(ctx, {}) is None and logdir_problem(ctx, {}) is None
+
+
+def test_a_relaunched_task_waits_for_room_where_its_job_has_a_checkpoint_a_new_job_is_refused(tmp_path, small_fs,
+                                                                                             runs):
+    """The `scale` and the ps's SIGTERM of the issue relaunch tasks while the disk is full: a task that starts
+    then, where its job has a checkpoint to resume from, waits for room (it failed the job at once before); a
+    logdir without one (the job's first start) is still refused at once."""
+    resumed, new = small_fs / "ckpt", small_fs / "new"
+    resumed.mkdir()
+    new.mkdir()
+    (resumed / "model.ckpt-5.data-00000-of-00001").write_bytes(b"x" * 20000)
+    (resumed / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-5"\n')
+    fill(small_fs)
+    first = runs(tmp_path / "a", new, target=12, space_wait=60.0)
+    wait_for(lambda: first.status()["phase"] == "failed", 30, what="the new job's refusal")
+    assert first.status()["last_error"] == f"worker-0: logdir {new} is not writable: No space left on device"
+    again = runs(tmp_path / "b", resumed, target=12, space_wait=60.0)
+    wait_for(lambda: _failed_or_waiting(again), 30, what="the relaunched task to wait (or fail)")
+    st = again.status()
+    assert st["phase"] == "discovering" and st["step"] is None, st["last_error"]  # nothing started
+    assert st["waiting_for_space"]["why"] == f"{NO_SPACE} (logdir {resumed}: 0 bytes free)"
+    assert st["last_error"] == (f"worker-0: {NO_SPACE} (logdir {resumed}: 0 bytes free): waiting for room before "
+                                f"the training program starts from the job's last checkpoint")
+    (small_fs / "filler").unlink()
+    wait_for(lambda: again.status()["phase"] == "succeeded", 30, what="the job to finish")
+    assert "resumed from step 5" in again.printed() and again.status()["waiting_for_space"] is None
