@@ -254,7 +254,9 @@ def test_a_task_waiting_for_room_on_a_full_logdir_says_so_in_status(httpserver):
     def probe(url):
         if ":32001" in url:  # worker-0 (the deciding task)
             return {"phase": "running", "step": 2001, "waiting_for_space": {"why": why, "seconds": 12.3,
-                                                                             "limit": 600.0}}
+                                                                             "limit": 600.0},
+                    "ledger": {"failures": 1, "max_failures": 5, "window_seconds": 600.0, "preemptions": 0,
+                               "infrastructure": 1}}  # its failure on the full logdir: not counted
         return {"phase": "running", "step": 2001}
 
     httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json({"id": "/mnist",
@@ -266,3 +268,5 @@ def test_a_task_waiting_for_room_on_a_full_logdir_says_so_in_status(httpserver):
     assert st["waits"] == [line]
     assert f"waiting {line}" in " ".join(output.status_text(st).split())  # (wrapped to the terminal)
     assert line in output.progress_line(st)
+    assert "restarts 1/5 in 10m, 1 not counted (infrastructure: the runner's machinery, a full logdir)" in \
+        output.progress_line(st)  # (it said "the runner's machinery" alone)
