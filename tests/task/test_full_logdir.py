@@ -24,6 +24,10 @@ from marathon_tf.task.bootstrap import Bootstrap
 from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.logdir import NO_SPACE, logdir_problem, space_problem
+from marathon_tf.task.saving import SAVE_PATH, Saving
+from marathon_tf.task.status_server import StatusServer, TaskStatus
+from marathon_tf.task.supervisor import Trainer
+from marathon_tf.task.timeline import TaskEvents
 
 #: A program that trains to argv[2] steps, writing a checkpoint (20 kB of data, then its index) every 5 steps
 #: into the logdir (argv[1]), and resumes from the index it finds there; a write that fails kills it (exit 1).
@@ -227,3 +231,57 @@ def test_a_relaunched_task_waits_for_room_where_its_job_has_a_checkpoint_a_new_j
     (small_fs / "filler").unlink()
     wait_for(lambda: again.status()["phase"] == "succeeded", 30, what="the job to finish")
     assert "resumed from step 5" in again.printed() and again.status()["waiting_for_space"] is None
+
+
+#: A program with the save hook whose save, on SIGUSR1, writes 2 MB of checkpoint data into the logdir
+#: (argv[1]): on a 1 MiB filesystem it fails half-written (a crash leaves the file) and the program exits 1.
+BIG_SAVER = r"""
+import os, signal, sys, time
+logdir, asked, step = sys.argv[1], {"save": False}, 0
+signal.signal(signal.SIGUSR1, lambda *_: asked.update(save=True))
+print("marathon-tf save-hook: ready", flush=True)
+while True:
+    step += 1
+    print(f"step={step} loss=1.0", flush=True)
+    time.sleep(0.02)
+    if asked["save"]:
+        with open(os.path.join(logdir, f"model.ckpt-{step}.data-00000-of-00001"), "wb") as f:
+            for _ in range(32):
+                f.write(b"x" * 65536)
+                f.flush()
+"""
+
+
+def test_a_save_round_whose_save_fills_the_disk_is_answered_409_with_the_reason(tmp_path, small_fs):
+    """The issue's `marathon-tf checkpoint --timeout 30s`: the deciding task's save route answers (409, the
+    reason first) when the program's save fails on a full disk."""
+    logdir = small_fs / "ckpt"
+    logdir.mkdir()
+    ctx = TaskContext(job="j", role="worker", index=0, cluster={"worker": 1}, style="tf1", logdir=str(logdir),
+                      grace_seconds=30)
+    status = TaskStatus(job="j", task="worker-0", role="worker", index=0)
+    saving = Saving(ctx, status, TaskEvents("worker-0"), str(logdir), decider=True)
+    saving.space = lambda: space_problem(ctx, {})
+    steps: list[int] = []
+    sink = io.BytesIO()
+    trainer = Trainer([sys.executable, "-c", BIG_SAVER, str(logdir)], {}, on_step=steps.append,
+                      on_text=saving.on_text, stdout=sink, stderr=sink)
+    saving.program_started(trainer)
+    trainer.start()
+    server = StatusServer(status, "127.0.0.1", 0).start()
+    server.add_post_route(SAVE_PATH, saving.post_save)
+    try:
+        wait_for(lambda: len(steps) >= 3 and saving.hook.ready, 20, what="the program's first steps")
+        body = json.dumps({"job": "j", "reason": "marathon-tf checkpoint", "timeout": 30}).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{server.port}{SAVE_PATH}", body,
+                                         {"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=40)
+        answer = json.loads(refused.value.read())
+        assert refused.value.code == 409 and answer["ok"] is False
+        assert answer["message"] == f"{NO_SPACE} (logdir {logdir}: 0 bytes free): the training program exited"
+        assert trainer.wait(timeout=5) == 1
+    finally:
+        server.close()
+        if trainer.wait(timeout=0) is None:
+            trainer.stop(1.0)
