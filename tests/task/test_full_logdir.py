@@ -75,13 +75,16 @@ def small_fs(tmp_path):
 
 def fill(fs) -> None:
     """Fill the filesystem to its last byte (what a runaway log does)."""
-    with open(fs / "filler", "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError:
-            pass
+    fd = os.open(fs / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        for size in (65536, 4096, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
     assert os.statvfs(fs).f_bavail == 0
 
 
@@ -285,3 +288,17 @@ def test_a_save_round_whose_save_fills_the_disk_is_answered_409_with_the_reason(
         server.close()
         if trainer.wait(timeout=0) is None:
             trainer.stop(1.0)
+
+
+def test_the_events_file_keeps_the_events_once_room_is_back(small_fs):
+    """An event that met the full disk is left out of the job's events file; the later ones are kept (the
+    task gave the file up for good at its first error before)."""
+    path = small_fs / "events.jsonl"
+    events = TaskEvents("worker-0", str(path))
+    fill(small_fs)
+    events.record("task_failed", "while the disk is full")
+    assert path.read_text() == ""  # (created, nothing written)
+    (small_fs / "filler").unlink()
+    events.record("task_started", "after")
+    assert [json.loads(line)["message"] for line in path.read_text().splitlines()] == ["after"]
+    assert [e["message"] for e in events.mine()] == ["while the disk is full", "after"]

@@ -7,6 +7,7 @@ permitted)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -41,13 +42,16 @@ def test_tf1_a_full_logdir_at_a_checkpoint_is_waited_out_and_the_job_succeeds(tm
                                         progress={"target_step": TARGET},
                                         restart={"max_failures": 0, "window_seconds": 600})))
         job.wait(lambda: job.max_step() > 700, 300, "step > 700 (a checkpoint at 300 and 600)", 0.1)
-        with open(shared / "filler", "wb") as f:  # the disk fills (a runaway log)
-            try:
-                while True:
-                    f.write(b"\0" * (1 << 20))
-                    f.flush()
-            except OSError:
-                pass
+        fd = os.open(shared / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND)  # the disk fills (a runaway log)
+        try:
+            for size in (1 << 20, 4096, 1):
+                try:
+                    while True:
+                        os.write(fd, b"\0" * size)
+                except OSError:
+                    pass
+        finally:
+            os.close(fd)
 
         def waiting():
             return [w for w in job.status().get("waits") or [] if "for room" in w]
