@@ -141,7 +141,9 @@ class Bootstrap:
         self.restarts.count_earlier()
         self.saving = self.restarts.saving = Saving(ctx, self.status, self.observer.events, self.observer.logdir,
                                                     decider=is_decider(ctx), log=_log, clock=clock)
-        self.restarts.space = self.saving.space = lambda: space_problem(self.ctx, self.environ)  # a full logdir
+        # a full logdir: a wait for room lasts until the next checkpoint fits; a save round is refused while full
+        self.restarts.space = lambda: space_problem(self.ctx, self.environ, checkpoint_room=True)
+        self.saving.space = lambda: space_problem(self.ctx, self.environ)
         #: an elastic job's side (marathon_tf.task.elastic: the membership its deciding task publishes)
         self.elastic = ElasticMember(ctx, self.status, self._stop, log=_log, clock=clock, ready=lambda: (
             self.prewarmer is None or self.prewarmer.warm())) if ctx.elastic and ctx.role != "tensorboard" else None

@@ -120,10 +120,12 @@ def _checkpoint_bytes(logdir: str) -> int:
     return total
 
 
-def space_problem(ctx: TaskContext, environ: Mapping[str, str], stderr_tail: str = "") -> str | None:
+def space_problem(ctx: TaskContext, environ: Mapping[str, str], stderr_tail: str = "", *,
+                  checkpoint_room: bool = False) -> str | None:
     """Why the job's logdir has no room (one line, starting with :data:`NO_SPACE`), or None: a file
     cannot be written there for want of space (``ENOSPC``/``EDQUOT``), or — when the program's
-    ``stderr_tail`` says it ran out of space — there is less free than its newest checkpoint takes.
+    ``stderr_tail`` says it ran out of space, and with ``checkpoint_room`` (room for the program's next
+    save: what a wait for room waits for) — there is less free than its newest checkpoint takes.
     Only an existing local logdir is looked at (anything else is :func:`logdir_problem`'s)."""
     logdir = logdir_path(ctx, environ)
     if logdir is None or not os.path.isdir(logdir):
@@ -142,7 +144,7 @@ def space_problem(ctx: TaskContext, environ: Mapping[str, str], stderr_tail: str
         if e.errno in _FULL:
             return f"{NO_SPACE} (logdir {shown}: {free if free is not None else '?'} bytes free)"
         return None  # not a matter of space: logdir_problem says what it is
-    if stderr_tail and _SAID_FULL.search(stderr_tail) and free is not None:
+    if (checkpoint_room or (stderr_tail and _SAID_FULL.search(stderr_tail))) and free is not None:
         need = _checkpoint_bytes(logdir)
         if free < need:
             return f"{NO_SPACE} (logdir {shown}: {free} bytes free, its newest checkpoint takes {need})"

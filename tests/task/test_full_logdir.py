@@ -202,6 +202,8 @@ def test_what_a_full_logdir_is_and_that_it_is_still_a_refusal_before_the_first_s
     said = space_problem(ctx, {}, "OSError: [Errno 28] No space left on device")
     assert said is not None and said.startswith(f"{NO_SPACE} (logdir {small_fs}: ") and \
         said.endswith("its newest checkpoint takes 300000)")
+    # a wait for room lasts until the next checkpoint fits (else the program would fail on it again at once)
+    assert space_problem(ctx, {}, checkpoint_room=True) == said
     fill(small_fs)
     assert space_problem(ctx, {}) == f"{NO_SPACE} (logdir {small_fs}: 0 bytes free)"
     # before the first start (the bootstrap's check, `deploy --local`'s lock) it stays a refusal, as it was
