@@ -11,10 +11,14 @@ they did not do, so the logdir is locked by whoever runs the job:
   the same Marathon; e.g. relaunched on another host, or started by the ``deploy --local`` that
   holds the lock) takes over instead of refusing.
 
-The lock file is JSON: ``{"job", "run", "host", "pid", "started", "heartbeat"}``. Its holder
-rewrites ``heartbeat`` every :data:`HEARTBEAT` seconds; a lock is stale, and is taken over, when
-its holder's process is gone (same host) or its heartbeat is older than :data:`STALE_AFTER`
-seconds (any host: shared storage). The check-and-write happens under ``flock`` on a guard file.
+The lock file is JSON: ``{"job", "run", "host", "pid", "pid_start", "started", "heartbeat"}``
+(``pid_start``: the holder process's start time, as ``/proc/<pid>/stat`` gives it, so that a pid
+used again by another process is not taken for the holder). Its holder rewrites ``heartbeat`` every
+:data:`HEARTBEAT` seconds; a lock is stale, and is taken over, when its holder's process is gone
+(same host) or its heartbeat is older than :data:`STALE_AFTER` seconds (any host: shared storage).
+The check-and-write happens under ``flock`` on a guard file. A stale lock whose holder process still
+exists (:func:`holder_process_lives`: a stopped runner, a suspended laptop) is not a dead run:
+``local clean`` never removes what such a process holds.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from typing import Any, Optional
 
 from marathon_tf.contract.errors import MarathonTFError
 
-__all__ = ["LOCK_FILE", "HEARTBEAT", "STALE_AFTER", "LogdirLocked", "Lock", "acquire", "describe", "run_id", "holder"]
+__all__ = ["LOCK_FILE", "HEARTBEAT", "STALE_AFTER", "LogdirLocked", "Lock", "acquire", "describe", "run_id", "holder",
+           "lock_record", "holder_process_lives", "process_start"]
 
 LOCK_FILE = os.path.join(".marathon-tf", "lock")
 HEARTBEAT = 10.0
@@ -71,6 +76,25 @@ def _pid_alive(pid: Any) -> bool:
         return True
 
 
+def process_start(pid: Any) -> Optional[str]:
+    """A process's start time (clock ticks since boot, ``/proc/<pid>/stat`` field 22): with its pid, the
+    process's identity; None when it cannot be read (no such process, no ``/proc``)."""
+    try:
+        with open(f"/proc/{int(pid)}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[19]
+    except (OSError, ValueError, TypeError, IndexError):
+        return None
+
+
+def holder_process_lives(holder: dict[str, Any]) -> bool:
+    """Does the process that wrote ``holder`` still exist on this host, running or stopped (the same pid
+    and, when the lock recorded it, the same start time), whatever its heartbeat says?"""
+    if holder.get("host") != socket.gethostname() or not _pid_alive(holder.get("pid")):
+        return False
+    start = holder.get("pid_start")
+    return start is None or process_start(holder.get("pid")) == start
+
+
 def _stale(holder: dict[str, Any], host: str, now: float) -> bool:
     if holder.get("host") == host and not _pid_alive(holder.get("pid")):
         return True
@@ -87,6 +111,11 @@ def _read(path: str) -> Optional[dict[str, Any]]:
     except (OSError, ValueError):
         return {}  # unreadable / torn: treated as stale (no heartbeat)
     return data if isinstance(data, dict) else {}
+
+
+def lock_record(logdir: str) -> Optional[dict[str, Any]]:
+    """``<logdir>/.marathon-tf/lock`` as written, live or stale (None: no lock; ``{}``: unreadable)."""
+    return _read(os.path.join(logdir, LOCK_FILE))
 
 
 def holder(logdir: str) -> Optional[dict[str, Any]]:
@@ -171,9 +200,10 @@ def acquire(logdir: str, job: str, run: str = "", *, pid: Optional[int] = None) 
                         return Lock(logdir, holder, owned=False)
                 else:
                     raise LogdirLocked(os.path.realpath(logdir), holder)  # a volume link: its host path
-            record = {"job": job, "run": run, "host": host, "pid": pid or os.getpid(),
+            owner = pid or os.getpid()
+            fields = {"job": job, "run": run, "host": host, "pid": owner, "pid_start": process_start(owner),
                       "started": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-            lock = Lock(logdir, record)
+            lock = Lock(logdir, fields)
             lock._write()
             return lock
         finally:

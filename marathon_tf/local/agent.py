@@ -4,7 +4,8 @@ state directory), ``GET /files/read`` (``path``, ``offset``, ``length`` →
 ``{"data", "offset"}``; ``offset=-1`` gives the size), ``GET /files/browse``
 (``path`` → the directory's entries, as ``ls -l``) and ``GET /files/download``.
 ``marathon-tf logs`` uses the first two; the Marathon web UI all of them, as JSONP
-(``?jsonp=callback``, which Mesos answers with ``callback(<json>);``).
+(``?jsonp=callback``, which Mesos answers with ``callback(<json>);``) — given only to the server's own
+pages: ``security.py`` refuses a JSONP request that does not show it is same-origin.
 
 Served by the local Marathon on its own port (on a cluster they are on each agent,
 port 5051). Only files inside the agents' sandbox directories can be read. Each agent N

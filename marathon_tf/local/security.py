@@ -12,6 +12,11 @@ visits must not be able to reach it. One aiohttp middleware checks, in order:
    Requests a browser marks ``Sec-Fetch-Site: cross-site``/``same-site`` without
    an ``Origin`` (``<script>`` JSONP reads of sandboxes, images) get 403 too,
    except top-level GET navigations. Allowed origins get CORS headers.
+   A script-typed answer (JSONP, ``?jsonp=callback``, as Mesos' endpoints give it) is read by a
+   ``<script src>``, which any page may include whatever the answer's headers say, and which an older
+   browser (or ``referrerpolicy="no-referrer"``) sends with no ``Origin`` and no ``Sec-Fetch-*``: it
+   is given only to a request that shows it comes from this server's own pages (an ``Origin`` or
+   ``Referer`` of this server or an allowed origin, or ``Sec-Fetch-Site: same-origin``/``none``); else 403.
 3. Authentication (optional, required off loopback): HTTP basic
    (``Authorization: Basic ...``) or a DC/OS-style token
    (``Authorization: token=...``), what ``marathon-tf``'s ``MARATHON_USER``/
@@ -50,6 +55,9 @@ from .taskscope import Grant, Grants, refusal
 __all__ = ["Credentials", "Security", "parse_auth", "is_loopback", "AuthError", "GRANT_KEY"]
 
 _UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
+#: Content types a ``<script src>`` runs (what a cross-site page could read through a callback).
+_SCRIPT_TYPES = {"text/javascript", "application/javascript", "application/x-javascript", "text/ecmascript",
+                 "application/ecmascript"}
 #: jetty/jetty.project jetty-security/.../authentication/BasicAuthenticator.java (9.4):
 #: ``"basic realm=\"" + _loginService.getName() + "\""`` (a charset only when one is configured)
 _REALM = 'basic realm="Mesosphere"'
@@ -265,7 +273,22 @@ class Security:
             if request.content_type != "application/json":
                 return _refuse(415, "Unsupported Media Type", _cors_headers(cors))
         request[_CORS_KEY] = cors or ""
-        return await handler(request)
+        same_origin = self._same_origin(request, own)
+        if "jsonp" in request.query and not same_origin:
+            return _script_refused(cors)
+        response = await handler(request)
+        if not same_origin and isinstance(response, web.Response) and response.content_type in _SCRIPT_TYPES:
+            return _script_refused(cors)
+        return response
+
+    def _same_origin(self, request: web.Request, own: str) -> bool:
+        """Does the request show it comes from this server's own pages (or an allowed origin, or the
+        address bar)? One with no such evidence may be a ``<script src>`` on any page."""
+        if request.headers.get("Origin"):
+            return True  # checked above: this server's or an allowed origin
+        referer = request.headers.get("Referer", "")
+        from_own_page = bool(referer) and self.origin_allowed(referer, own)
+        return from_own_page or request.headers.get("Sec-Fetch-Site") in ("same-origin", "none")
 
     async def on_prepare(self, request: web.Request, response: web.StreamResponse) -> None:
         """``on_response_prepare`` hook: CORS headers for an allowed origin (also on streams like SSE)."""
@@ -286,6 +309,11 @@ def _cors_headers(origin: Optional[str]) -> dict[str, str]:
     return {"Access-Control-Allow-Origin": origin, "Access-Control-Allow-Credentials": "true",
             "Access-Control-Expose-Headers": "Marathon-Deployment-Id, X-Marathon-Leader, Location",
             "Vary": "Origin"}
+
+
+def _script_refused(cors: Optional[str]) -> web.Response:
+    return _refuse(403, "a script (JSONP) answer is given only to this server's own pages "
+                        "(cross-site request refused)", _cors_headers(cors))
 
 
 def _refuse(status: int, message: str, headers: Optional[Mapping[str, str]] = None) -> web.Response:

@@ -55,6 +55,7 @@ from marathon_tf.contract.taskenv import TOKEN_FILE_VAR, WORKERS_VAR, TaskContex
 from marathon_tf.task import stderr
 from marathon_tf.task.admission import AdmissionWatch, watch_admission
 from marathon_tf.task.budget import BACKOFF
+from marathon_tf.task.checkpoints import newest_checkpoint
 from marathon_tf.task.discovery import Backend, PeerKey, make_backend, watch_interval
 from marathon_tf.task.elastic import ElasticMember, attach as elastic_attach
 from marathon_tf.task.gpucheck import gpu_problem
@@ -63,7 +64,7 @@ from marathon_tf.task.invocation import (DEFAULT_WATCH_INTERVAL, USAGE, own_addr
 from marathon_tf.task.jobcontrol import JobControl, job_lifecycle
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.keeper import PATH as LEDGER_PATH
-from marathon_tf.task.logdir import events_path, lock_logdir, logdir_path, logdir_problem
+from marathon_tf.task.logdir import events_path, lock_logdir, logdir_path, logdir_problem, space_problem
 from marathon_tf.task.observer import TaskObserver
 from marathon_tf.task.policy import Decision, ExitPolicy, is_decider, startup_reason
 from marathon_tf.task.prewarm import ForkedProcess, Prewarmer
@@ -141,6 +142,9 @@ class Bootstrap:
         self.restarts.count_earlier()
         self.saving = self.restarts.saving = Saving(ctx, self.status, self.observer.events, self.observer.logdir,
                                                     decider=is_decider(ctx), log=_log, clock=clock)
+        # a full logdir: a wait for room lasts until the next checkpoint fits; a save round is refused while full
+        self.restarts.space = lambda: space_problem(self.ctx, self.environ, checkpoint_room=True)
+        self.saving.space = lambda: space_problem(self.ctx, self.environ)
         #: an elastic job's side (marathon_tf.task.elastic: the membership its deciding task publishes)
         self.elastic = ElasticMember(ctx, self.status, self._stop, log=_log, clock=clock, ready=lambda: (
             self.prewarmer is None or self.prewarmer.warm())) if ctx.elastic and ctx.role != "tensorboard" else None
@@ -167,6 +171,11 @@ class Bootstrap:
             self._start_server()
             self.observer.task_started()
             unusable = logdir_problem(self.ctx, self.environ) if self.ctx.role != "tensorboard" else None
+            if unusable:  # a full logdir of a job with a checkpoint: room is waited for (bounded)
+                waited = self._room_to_resume(unusable)
+                if waited is None:
+                    return self.restarts.stop_code()
+                unusable = waited or None
             if not unusable and self.ctx.gpus:  # GPUs it cannot see: the agent's setup, the same on a relaunch
                 unusable = gpu_problem(self.ctx.gpus, self.environ, **self.gpu_check_options)
             if not unusable and self.control is not None and is_decider(self.ctx):
@@ -212,6 +221,29 @@ class Bootstrap:
                 self.rendezvous.close()
             if self.server:
                 self.server.close()
+
+    def _room_to_resume(self, unusable: str) -> str | None:
+        """The logdir is ``unusable`` at this task's start: why the job fails at once, '' when it was only full
+        and room came, None when the task was stopped meanwhile. A full logdir is a refusal before the job's
+        first checkpoint; once there is one to resume from (this task relaunched: a scale, a preemption, a
+        peer's group restart) room is waited for, bounded, as after a program's failure on it
+        (:meth:`Restarter.wait_for_room`)."""
+        space = space_problem(self.ctx, self.environ)
+        logdir = logdir_path(self.ctx, self.environ)
+        if space is None or logdir is None or newest_checkpoint(logdir) is None:
+            return unusable
+        reason = f"{self.ctx.task}: {space}: waiting for room before the training program starts from the job's " \
+                 f"last checkpoint"
+        _log(f"{reason} (at most {self.restarts.space_wait:g} s)")
+        waited = self.restarts.wait_for_room(space, reason)
+        if waited is None:
+            return None
+        room, said = waited
+        if not room:
+            return said
+        _log(f"{self.ctx.task}: {said}")
+        self.status.update(last_error=None)
+        return logdir_problem(self.ctx, self.environ) or ""
 
     def _start_server(self) -> None:
         port = status_port(self.ctx, self.environ)
@@ -429,6 +461,10 @@ class Bootstrap:
                 decision = restarts.ended(trainer, code, hung)
                 if decision is None:  # the program's 143 came from the task's own stop
                     return restarts.stopped(trainer)
+                if decision.space:  # it failed on a full logdir: room first (bounded), then as decided
+                    decision = restarts.await_space(decision)
+                    if decision is None:
+                        return restarts.stop_code()
                 if not decision.restart:
                     return self._finished(code, decision)
                 trainer = self._again(restarts.prepare(trainer, decision))

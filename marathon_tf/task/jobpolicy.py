@@ -7,7 +7,9 @@ decision (:mod:`marathon_tf.task.policy`) is taken on the job's counts.
 :class:`~marathon_tf.task.budget.RestartBudget` counts. What the end was (its kind, the signal, what
 died with it) is the bootstrap's to say (:mod:`marathon_tf.task.restarts`); what is permanent (a
 permanent code, an unexecutable program, an unusable logdir, Keras 3's multi-worker failure) is
-found here. This module never imports TensorFlow.
+found here, and so is a logdir whose filesystem is full (:func:`~marathon_tf.task.logdir.space_problem`):
+infrastructure, not counted, the program waits for room (:attr:`~marathon_tf.task.policy.Decision.space`).
+This module never imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from marathon_tf.contract import keras3
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.keeper import Keeper, Reporter
-from marathon_tf.task.ledger import FAILURE, PREEMPTION, Answer, Entry
-from marathon_tf.task.logdir import logdir_problem
+from marathon_tf.task.ledger import FAILURE, INFRASTRUCTURE, PREEMPTION, Answer, Entry
+from marathon_tf.task.logdir import logdir_problem, space_problem
 from marathon_tf.task.policy import (GROUP, RELAUNCH, Action, Decision, Ending, ExitPolicy, cannot_run_program,
                                      decide, group_scope, is_decider, reason, restart_scope, tail_for_reason)
 
@@ -91,13 +93,17 @@ class JobPolicy(ExitPolicy):
             action = decide(style=ctx.style, role=ctx.role, code=code, decider=is_decider(ctx),
                             completion=ctx.completion, permanent=False, failures=0, max_failures=0)
             return Decision(action, code, reason(action, Ending(ctx.task, code, killed_by=killed_by)))
+        space = space_problem(ctx, self.environ, stderr_tail) if kind == FAILURE and self.environ is not None \
+            else None
+        if space:  # the disk is full: infrastructure that usually passes (not counted; waits for room)
+            kind, why = INFRASTRUCTURE, space
         unusable = logdir_problem(ctx, self.environ) if kind == FAILURE and self.environ is not None else None
         unexecutable = kind == FAILURE and cannot_run_program(code, stderr_tail)
         keras = keras3.runtime_failure(stderr_tail) if kind == FAILURE else None  # no relaunch fixes it
         permanent = kind == FAILURE and (code in self.permanent_exit_codes or unexecutable or unusable is not None
                                          or keras is not None)
         ending = Ending(ctx.task, code, kind, killed_by, why, keras or tail_for_reason(stderr_tail), unusable,
-                        unexecutable, permanent)
+                        unexecutable, permanent, space)
         scope = restart_scope(ctx.style, ctx.role, len(ctx.members()), self.rounds)
         stopping = self.planned() if kind == FAILURE and not permanent and self.planned is not None else None
         if stopping:  # a peer's planned stop ended it (the ps of a job being deleted): nothing to count or report
@@ -116,4 +122,4 @@ class JobPolicy(ExitPolicy):
                         max_preemptions=answer.max_preemptions, scope=scope)
         round_ = answer.round if action is Action.GROUP_RESTART and (answer.round or {}).get("generation") else None
         return Decision(action, code, reason(action, ending, answer), kind=kind,
-                        counted=True if action is Action.FAIL_JOB else counted, round=round_)
+                        counted=True if action is Action.FAIL_JOB else counted, round=round_, space=space)

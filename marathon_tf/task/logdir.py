@@ -6,20 +6,37 @@ the job across its tasks' relaunches: the restart budget's ``failures.jsonl``
 (:mod:`marathon_tf.task.budget`), the events (:mod:`marathon_tf.task.timeline`) and the lock of one
 run per logdir (:mod:`marathon_tf.contract.joblock`). A logdir that is not a usable directory fails
 the job at once (:func:`logdir_problem`: at the start and after every failure), with one line.
+
+A logdir whose filesystem is full (:func:`space_problem`) is different once the job runs: a full disk
+is an infrastructure fault that usually passes (a log rotated, a cleaner ran), so a program that failed
+on it is not counted against the job's budget; it starts again from its last checkpoint when there is
+room (:meth:`marathon_tf.task.restarts.Restarter.await_space`, bounded), and a save round asked
+meanwhile is answered with why. Before the first start a full logdir is still a refusal.
 """
 
 from __future__ import annotations
 
+import errno
+import glob
 import os
+import re
 from typing import Mapping
 
 from marathon_tf.contract import joblock
 from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.task.checkpoints import newest_checkpoint
 from marathon_tf.task.timeline import EVENTS_FILE
 
-__all__ = ["logdir_path", "failures_path", "events_path", "logdir_problem", "lock_logdir", "FAILURES_FILE"]
+__all__ = ["logdir_path", "failures_path", "events_path", "logdir_problem", "lock_logdir", "FAILURES_FILE",
+           "NO_SPACE", "space_problem", "free_bytes"]
 
 FAILURES_FILE = os.path.join(".marathon-tf", "failures.jsonl")
+#: What a save round, the task's status and the job's reasons say of a full logdir (the one wording).
+NO_SPACE = "no space left on the logdir's filesystem"
+#: Errors of a full filesystem (or of a full quota on it).
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+#: A program's stderr that says it ran out of space (Python's OSError, TensorFlow's own words).
+_SAID_FULL = re.compile(r"No space left on device|Disk quota exceeded|\[Errno (28|122)\]|ENOSPC|EDQUOT")
 
 
 def logdir_path(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
@@ -77,6 +94,60 @@ def logdir_problem(ctx: TaskContext, environ: Mapping[str, str]) -> str | None:
         os.unlink(probe)
     except OSError as e:
         return f"logdir {shown} is not writable: {e.strerror or e}"
+    return None
+
+
+def free_bytes(path: str) -> int | None:
+    """Bytes an unprivileged writer may still use on ``path``'s filesystem (None: it cannot be read)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _checkpoint_bytes(logdir: str) -> int:
+    """Bytes the newest checkpoint's files take (what the program's next save needs again); 0 without one."""
+    found = newest_checkpoint(logdir)
+    if found is None or not found.path:
+        return 0
+    total = 0
+    for name in glob.glob(glob.escape(found.path) + ".*"):
+        try:
+            total += os.stat(name).st_size
+        except OSError:
+            continue
+    return total
+
+
+def space_problem(ctx: TaskContext, environ: Mapping[str, str], stderr_tail: str = "", *,
+                  checkpoint_room: bool = False) -> str | None:
+    """Why the job's logdir has no room (one line, starting with :data:`NO_SPACE`), or None: a file
+    cannot be written there for want of space (``ENOSPC``/``EDQUOT``), or — when the program's
+    ``stderr_tail`` says it ran out of space, and with ``checkpoint_room`` (room for the program's next
+    save: what a wait for room waits for) — there is less free than its newest checkpoint takes.
+    Only an existing local logdir is looked at (anything else is :func:`logdir_problem`'s)."""
+    logdir = logdir_path(ctx, environ)
+    if logdir is None or not os.path.isdir(logdir):
+        return None
+    shown = ctx.logdir if ctx.logdir == logdir else f"{ctx.logdir} ({os.path.realpath(logdir)})"
+    free = free_bytes(logdir)
+    probe = os.path.join(logdir, f".marathon-tf-space-test.{os.getpid()}")
+    try:
+        try:
+            with open(probe, "w") as f:
+                f.write("ok")
+        finally:
+            if os.path.lexists(probe):
+                os.unlink(probe)
+    except OSError as e:
+        if e.errno in _FULL:
+            return f"{NO_SPACE} (logdir {shown}: {free if free is not None else '?'} bytes free)"
+        return None  # not a matter of space: logdir_problem says what it is
+    if (checkpoint_room or (stderr_tail and _SAID_FULL.search(stderr_tail))) and free is not None:
+        need = _checkpoint_bytes(logdir)
+        if free < need:
+            return f"{NO_SPACE} (logdir {shown}: {free} bytes free, its newest checkpoint takes {need})"
     return None
 
 

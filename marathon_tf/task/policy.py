@@ -33,6 +33,10 @@ Who decides what:
   window), kept job-wide by the deciding task (:mod:`marathon_tf.task.ledger`,
   :mod:`marathon_tf.task.keeper`), or by the task alone when that one does not answer
   (:mod:`marathon_tf.task.budget`). More than N fails the job.
+* **A full logdir** (:func:`marathon_tf.task.logdir.space_problem`: no room left on its filesystem) is
+  an infrastructure fault, not the program's: not counted; the program starts again from its last
+  checkpoint once there is room (:attr:`Decision.space`: the bootstrap waits for it, bounded, and
+  fails the job with one line if it never comes). Before the first start it is a refusal.
 * **Preemptions** (an exit code in ``restart.preemption_exit_codes``, 143 only after a SIGTERM;
   SIGTERM to the bootstrap that marathon-tf did not ask for) are restarted like failures but
   counted against ``restart.max_preemptions`` only; a program killed because the runner's
@@ -163,6 +167,7 @@ class Decision:
     kind: str = FAILURE     # failure | preemption | infrastructure (marathon_tf.task.ledger)
     counted: bool = True    # counted against the job's budget for its kind
     round: dict[str, Any] | None = None  # the group restart round the keeper started (generation, delay, grace)
+    space: str | None = None  # the logdir's filesystem is full (why): wait for room before starting again
 
     @property
     def phase(self) -> Phase:
@@ -424,6 +429,7 @@ class Ending:
     unusable: str | None = None   # the logdir's problem (permanent)
     unexecutable: bool = False    # it could not be executed (permanent)
     permanent: bool = False       # no restart can help: a permanent code, or one of the two above
+    space: str | None = None      # the logdir's filesystem is full (not the program's fault: not counted)
 
     @property
     def ended(self) -> str:
@@ -462,6 +468,11 @@ def reason(action: Action, ending: Ending, answer: Answer | None = None) -> str 
                     f"did not answer); last: " + _with_tail(ended, tail))
         return (f"the job's programs failed {answer.failures} times in {answer.window_seconds:g} s, more than "
                 f"restart.max_failures ({answer.max_failures}); last: " + _with_tail(f"{task} {ended}", tail))
+    then = {Action.RESTART: "restarting it in place", Action.GROUP_RESTART: "the job's group restarts"}.get(
+        action, "exiting so Marathon relaunches the task")
+    if ending.space:
+        return f"training program {ended}: {ending.space} (not counted: infrastructure); {then} from the last " \
+               f"checkpoint once there is room"
     whose = "counted by the task alone: the deciding task did not answer" if answer.alone else "job-wide"
     if not answer.counted:
         budget = "not counted" + ("" if kind == INFRASTRUCTURE else ": a consequence of another task's end")
@@ -473,8 +484,6 @@ def reason(action: Action, ending: Ending, answer: Answer | None = None) -> str 
         budget = f"failure {answer.failures} of at most {answer.max_failures} in {answer.window_seconds:g} s, {whose}"
     what = f"was killed: {ending.why}" if kind == INFRASTRUCTURE else "was preempted" if kind == PREEMPTION else ended
     detail = "" if kind == INFRASTRUCTURE else _with_tail("", tail) if kind == FAILURE else f" ({ended})"
-    then = {Action.RESTART: "restarting it in place", Action.GROUP_RESTART: "the job's group restarts"}.get(
-        action, "exiting so Marathon relaunches the task")
     return f"training program {what} ({budget}); {then}{detail}"
 
 

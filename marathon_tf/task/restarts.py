@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from dataclasses import replace
 from typing import Any, Callable
 
 from marathon_tf.contract import naming, timeline as T
@@ -28,6 +29,7 @@ from marathon_tf.task.budget import BACKOFF, STREAK_RESET, backoff
 from marathon_tf.task.jobcontrol import JobControl
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.ledger import FAILURE, INFRASTRUCTURE, PREEMPTION
+from marathon_tf.task.logdir import NO_SPACE
 from marathon_tf.task.observer import TaskObserver
 from marathon_tf.task.policy import Action, Decision, ExitPolicy
 from marathon_tf.task.rendezvous import LeaderRendezvous, Rendezvous
@@ -36,7 +38,7 @@ from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.supervisor import Trainer
 from marathon_tf.task.tflog import RESTARTED
 
-__all__ = ["Restarter", "program_grace", "SIGTERM_EXIT", "SIGTERM_WAIT"]
+__all__ = ["Restarter", "program_grace", "SIGTERM_EXIT", "SIGTERM_WAIT", "SPACE_WAIT", "SPACE_POLL"]
 
 #: The exit code of a program that ended on SIGTERM: a preemption only after a SIGTERM.
 SIGTERM_EXIT = signal_exit(signal.SIGTERM)
@@ -48,6 +50,10 @@ SIGTERM_WAIT = 1.0
 PEER_RESTARTS, PEER_SETTLE, PEER_GRACE = 5, 1.0, 1.0
 #: Seconds a relaunched task's first program waits at most for its peers to take its new address.
 RELAUNCH_SETTLE = 60.0
+#: Seconds a program that failed on a full logdir waits at most for room before the job fails.
+SPACE_WAIT = 600.0
+#: Seconds between two looks at a full logdir's filesystem.
+SPACE_POLL = 1.0
 
 
 def program_grace(grace_seconds: float) -> float:
@@ -63,6 +69,7 @@ class Restarter:
     (:func:`program_grace`); ``restart_backoff``: (first, cap) of :func:`~marathon_tf.task.budget.backoff`."""
 
     sigterm_wait = SIGTERM_WAIT
+    space_wait, space_poll = SPACE_WAIT, SPACE_POLL
 
     def __init__(self, ctx: TaskContext, policy: ExitPolicy, control: JobControl | None, status: TaskStatus,
                  observer: TaskObserver, stop: threading.Event, signum: Callable[[], int | None], *, grace: float,
@@ -77,6 +84,8 @@ class Restarter:
         self._round: tuple[str | None, int] = (None, 0)  # (rendezvous leader, generation) the program runs in
         self._streak, self._run_started, self._stepped = 0, 0.0, False
         self._peer_restarts: list[float] = []  # when the coordinator was restarted for a peer's restart
+        #: why the job's logdir has no room now, or None (marathon_tf.task.logdir.space_problem; set by the bootstrap)
+        self.space: Callable[[], str | None] = lambda: None
         self._wire_keeper()
 
     # -- wiring ------------------------------------------------------------------------------------
@@ -278,6 +287,42 @@ class Restarter:
         self.show_counts()
         self.observer.program_exited(code, decision.reason, failure=decision.counted, kind=decision.kind)
         return decision
+
+    def await_space(self, decision: Decision) -> Decision | None:
+        """The program failed on a full logdir (``decision.space``): wait for room (:meth:`wait_for_room`),
+        then go on as ``decision`` says — the program starts again and resumes from its last checkpoint.
+        The job fails, with one line, if no room comes; None when the task was stopped meanwhile."""
+        self.log(f"{decision.reason}: waiting for room (at most {self.space_wait:g} s)")
+        waited = self.wait_for_room(decision.space or NO_SPACE, decision.reason, decision.exit_code)
+        if waited is None:
+            return None
+        room, said = waited
+        if not room:
+            return Decision(Action.FAIL_JOB, decision.exit_code, f"{self.ctx.task} failed (exit {decision.exit_code}): "
+                                                                 f"{said}", kind=INFRASTRUCTURE, counted=False)
+        return replace(decision, reason=f"{decision.reason}; {said}")  # (the restart says so)
+
+    def wait_for_room(self, why: str, reason: str | None, exit_code: int | None = None) -> tuple[bool, str] | None:
+        """Wait until the logdir's filesystem has room again (:attr:`space`, looked at every :attr:`space_poll`
+        s, at most :attr:`space_wait` s), ``status`` showing the wait (``waiting_for_space``, and ``reason``):
+        ``(True, "room came back after N s")``, ``(False, "<why>, and no room came within N s")``, or None
+        when the task was stopped meanwhile."""
+        began = self.clock()
+        try:
+            while True:
+                waited = self.clock() - began
+                self.status.update(exit_code=exit_code, last_error=reason, waiting_for_space={
+                    "why": why, "seconds": round(waited, 1), "limit": self.space_wait})
+                if waited >= self.space_wait:
+                    return False, f"{why}, and no room came within {self.space_wait:g} s"
+                if self._stop.wait(min(self.space_poll, max(0.0, self.space_wait - waited))):
+                    return None
+                now = self.space()
+                if now is None:
+                    return True, f"room came back after {self.clock() - began:.0f} s"
+                why = now
+        finally:
+            self.status.update(waiting_for_space=None)
 
     def _preempted(self, trainer: Trainer, code: int) -> bool:
         """Whether an exit code the job names (``restart.preemption_exit_codes``) is a preemption: 143

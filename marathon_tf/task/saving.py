@@ -165,6 +165,8 @@ class Saving:
         self.trainer: Trainer | None = None
         self.locate: Callable[[], str | None] = lambda: None
         self.peer_urls: Callable[[], Mapping[str, str]] = lambda: {}
+        #: why the job's logdir has no room now, or None (marathon_tf.task.logdir.space_problem; set by the bootstrap)
+        self.space: Callable[[], str | None] = lambda: None
         self._session = session
         self._lock = threading.Lock()
         self._current: _Round | None = None
@@ -238,6 +240,9 @@ class Saving:
     def _run(self, reason: str, hold: bool, deadline: float, exclude: Sequence[str]) -> SaveResult:
         began, began_wall = self.clock(), self.wall()
         trainer = self.trainer
+        full = self.space() if self.logdir else None
+        if full:  # a checkpoint cannot be written: said at once (the program waits for room, or will fail on it)
+            return SaveResult(False, f"{full}: no checkpoint can be saved now")
         if trainer is None or trainer.proc is None or trainer.proc.poll() is not None:
             return SaveResult(False, f"no training program runs in {self.ctx.task} now (it is starting or "
                                      f"restarting): nothing to save")
@@ -257,6 +262,8 @@ class Saving:
         if saved is None:
             why = "the training program exited" if trainer.proc.poll() is not None else \
                 f"the training program did not say it saved within {self.clock() - began:.1f} s"
+            full = self.space() if self.logdir else None
+            why = f"{full}: {why}" if full else why
             return self._failed(why, trainer, held)
         self._await_pause(trainer)
         found = self._confirm(saved, began_wall, deadline)

@@ -54,6 +54,8 @@ class TaskStatus:
             # save rounds (marathon_tf.task.saving): whether the program has the save hook (None: not
             # known yet), the last checkpoint a round confirmed; the job's goodput (the deciding task)
             "save_hook": None, "last_save": None, "goodput": None,
+            # a program that failed on a full logdir waits for room (marathon_tf.task.restarts.Restarter.await_space)
+            "waiting_for_space": None,
             # an elastic job (docs/elastic.md): this task's place in its membership; the deciding task
             # also shows the job's size, bounds, members and standbys (marathon_tf.task.resize)
             "elastic": None,

@@ -5,7 +5,9 @@ port's ``/events``) and, when the job's logdir is a directory the task can write
 on a cluster, the run's volume locally), appends them to ``<logdir>/.marathon-tf/events.jsonl``,
 one JSON object per line, written with one ``write`` on ``O_APPEND`` (lines of several tasks never
 interleave), as the restart budget's ``failures.jsonl`` is. So the history survives the task: a
-relaunched task, and the deciding task, read what the others recorded.
+relaunched task, and the deciding task, read what the others recorded. An event that cannot be written
+there is left out of the file (said on stderr); the file is given up only for another reason than a
+full disk.
 
 Why not Marathon's labels while the job runs: a label change is a new app version, and Marathon
 restarts the app's task for it. Only the job's end (which stops every task anyway) puts the events
@@ -14,6 +16,7 @@ into the record (:func:`marathon_tf.contract.timeline.compact`, on the deciding 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -62,7 +65,8 @@ class TaskEvents:
                     os.close(fd)
             except OSError as e:
                 sys.stderr.write(f"marathon-tf bootstrap: cannot append to {self.path}: {e}\n")
-                self.path = None
+                if e.errno not in (errno.ENOSPC, errno.EDQUOT):  # a full disk passes: the next events are kept
+                    self.path = None
         return event
 
     def mine(self) -> list[dict[str, Any]]:

@@ -839,7 +839,9 @@ def local_clean(older_than, dry_run, serve, fmt) -> None:
     ($MARATHON_TF_STATE_DIR, else $XDG_STATE_HOME/marathon-tf, else ~/.local/state/marathon-tf):
     each run's sandboxes (the tasks' output), volumes (its checkpoints) and pre-warm logs.
 
-    Never removed: a run whose runner is alive (its lock says so); a `local serve`'s state folder
+    Never removed: a run whose runner is alive (its lock says so), or whose runner's process still
+    exists, stopped or not; a run any live process uses (a task working in it, a file in it open);
+    a `local serve`'s state folder
     (the jobs it remembers, their volumes and checkpoints), stopped or running, unless named with
     --serve-state (and then only when stopped); the web UI build."""
     from marathon_tf.user import localstate, output

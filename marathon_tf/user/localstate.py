@@ -13,7 +13,10 @@ runs have ended, and cleaning them up (``local clean``, ``delete --purge``, ``de
     └── ui/                            the web UI build (`local ui-install`; never cleaned)
 
 A run is *running* while its runner holds the lock, or while any logdir lock in its volumes has a
-live holder; a folder no runner ever locked (made before there was a lock: no ``.marathon-tf/``)
+live holder; while the process that took one of those locks still exists (the same pid and start
+time), stopped or not — a SIGSTOPped runner, a suspended laptop, a debugger: its heartbeat is late, yet
+it has not ended; and while any live process works in the folder or has a file in it open (a task
+whose runner died). A folder no runner ever locked (made before there was a lock: no ``.marathon-tf/``)
 also counts as running while a task wrote output within
 :data:`~marathon_tf.contract.joblock.STALE_AFTER` seconds. A folder a runner locked and let go of
 has ended, however recent its output.
@@ -36,6 +39,7 @@ from typing import Any, Iterable, Optional
 
 from marathon_tf.contract import joblock
 from marathon_tf.contract.errors import UsageError
+from marathon_tf.user import inuse
 
 __all__ = ["hold", "work_dir", "volumes_dir", "logdir_host_path", "deployed_logdir", "Run", "runs", "clean",
            "purge_volumes", "UI_DIR", "SERVE_DIR", "SERVE_STATE_FILE"]
@@ -178,6 +182,15 @@ def _examine(run: Path, now: float) -> Run:
         if holder:
             out.running = f"held by {joblock.describe(holder)}"
             return out
+        written = joblock.lock_record(str(where))
+        if written and joblock.holder_process_lives(written):
+            beat = written.get("heartbeat")
+            late = f", no heartbeat for {now - beat:.0f} s" if isinstance(beat, (int, float)) else ""
+            out.running = f"held by {joblock.describe(written)}, whose process still exists (stopped?{late})"
+            return out
+    for user in inuse.users(run):
+        out.running = f"a live process uses it: pid {user.pid} ({user.name}) {user.what}"
+        return out
     # A runner that ever locked the folder left .marathon-tf/ behind: it ended when it let go. Only a
     # folder of a marathon-tf without the lock is judged by its output.
     if not serve and not (run / os.path.dirname(joblock.LOCK_FILE)).is_dir() and now - last < joblock.STALE_AFTER:

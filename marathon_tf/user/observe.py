@@ -8,7 +8,8 @@ Pure annotators: they take a status being built from one look at the job
   task, the job's view (:mod:`marathon_tf.task.jobview`);
 * :func:`annotate` turns them into ``waits`` (``worker-1 waiting 45s for ps-0 (ps-0: Staging on
   agent-2)``, the peer's state from Marathon: its task's state and host, or why it is not placed,
-  from ``/v2/queue``, or what its own bootstrap says) and ``stragglers``;
+  from ``/v2/queue``, or what its own bootstrap says; ``worker-0 waiting 12s for room: no space left
+  on the logdir's filesystem (…)``) and ``stragglers``;
 * :func:`restarts`: the job's failures and preemptions against its restart budget;
 * :func:`saving`: the job's goodput (the record's once it ended, else the deciding task's), the
   checkpoint its last save round confirmed, and whether its deciding task's program has the save hook.
@@ -32,6 +33,8 @@ def take_probe(row: dict[str, Any], result: Mapping[str, Any]) -> None:
     """Copy a task's ``/status`` fields ``status`` shows beyond its step into its row."""
     if result.get("waiting_for"):
         row["waitingForPeer"] = result["waiting_for"]
+    if isinstance(result.get("waiting_for_space"), dict):  # its program failed on a full logdir (task/restarts.py)
+        row["waitingForSpace"] = result["waiting_for_space"]
     if result.get("job_view"):
         row["jobView"] = result["job_view"]
     if result.get("failures"):
@@ -119,6 +122,12 @@ def annotate(status: dict[str, Any], queue: Mapping[Any, Mapping[str, Any]]) -> 
     rows = {r["task"]: r for r in status.get("tasks") or []}
     waits = []
     for row in rows.values():
+        space = row.get("waitingForSpace") or {}
+        if space.get("why"):
+            limit = space.get("limit")
+            waits.append(f"{row['task']} waiting {duration(space.get('seconds') or 0)} for room: {space['why']}; "
+                         f"its program starts again from the last checkpoint once there is room"
+                         + (f" (the job fails after {duration(limit)})" if isinstance(limit, (int, float)) else ""))
         waiting = row.get("waitingForPeer") or {}
         peer = waiting.get("peer")
         if not peer:

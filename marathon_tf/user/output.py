@@ -78,7 +78,7 @@ def restarts_text(budget: dict[str, Any]) -> str:
     if budget.get("preemptions"):
         text += f", preemptions {budget['preemptions']}/{budget.get('maxPreemptions', '?')}"
     if budget.get("infrastructure"):
-        text += f", {budget['infrastructure']} not counted (the runner's machinery)"
+        text += f", {budget['infrastructure']} not counted (infrastructure: the runner's machinery, a full logdir)"
     return text
 
 

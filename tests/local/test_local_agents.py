@@ -301,7 +301,8 @@ def test_master_and_agent_endpoints_show_every_agent_in_mesos_shape(cluster_with
         v["cpus"] for v in agent["reserved_resources_allocated"].values()) == 1.5
     assert [e["id"] for f in agent["frameworks"] for e in f["executors"]] == [task["id"]]
     assert api.get("/slave(3)/state").status_code == 404
-    r = requests.get(f"{cluster.marathon_url}/mesos/master/slaves", params={"jsonp": "cb"}, timeout=5)
+    r = requests.get(f"{cluster.marathon_url}/mesos/master/slaves", params={"jsonp": "cb"}, timeout=5,
+                     headers={"Referer": cluster.marathon_url + "/mesos"})  # JSONP: for the server's own pages
     assert r.text.startswith("cb(")
 
 

@@ -110,6 +110,43 @@ def test_same_origin_browser_writes_pass_and_cross_site_reads_do_not(cluster):
     assert requests.get(own + "/v2/apps", headers={"Origin": "null"}, timeout=10).status_code == 403
 
 
+def test_no_cross_site_page_reads_a_task_output_through_jsonp(cluster):
+    """Issue 46.2: ``GET /state?jsonp=leak`` and ``/files/read?path=<sandbox>/stdout&jsonp=leak`` answered
+    ``200 text/javascript`` to what a ``<script src>`` on another site sends (a cross-site Referer, no
+    Origin, no Fetch Metadata: an older browser), so any page could read every task's output.
+
+    A real Mesos answers JSONP for its own web UI: apache/mesos 1.9.0
+    ``3rdparty/libprocess/src/http.cpp`` lines 690-708 (``OK(value, jsonp)`` writes
+    ``callback(<json>)`` as ``text/javascript``), used by ``src/slave/http.cpp`` line 1503 (``/state``)
+    and ``src/files/files.cpp`` lines 564 and 595 (``/files/read``); the UI loads them with
+    ``$http.jsonp(... '?jsonp=JSON_CALLBACK')`` (``src/webui/app/controllers.js`` line 528), from the
+    same origin: that stays."""
+    own = cluster.marathon_url
+    host = urlsplit(own).netloc
+    requests.put(own + "/v2/apps/talk", json={"cmd": "echo secret-output-46; exec sleep 600"},
+                 timeout=10).raise_for_status()
+    stdout = wait_for(lambda: next((p for p in cluster.state_dir.glob("sandboxes/*/stdout")
+                                    if b"secret-output-46" in p.read_bytes()), None), 30, what="the task's stdout")
+    read = f"/files/read?path={stdout}&offset=0&jsonp=leak"
+    script_from_evil = {"Host": host, "Referer": "http://evil.example/page.html"}
+    for path in ("/state?jsonp=leak", read, "/files/browse?path=" + str(stdout.parent) + "&jsonp=leak",
+                 "/mesos/master/state?jsonp=leak"):
+        for headers in (script_from_evil, {"Host": host},  # no Referer either: referrerpolicy="no-referrer"
+                        {**script_from_evil, "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"}):
+            status, body, answer = _raw(own, "GET", path, headers=headers)
+            assert status == 403 and b"secret-output-46" not in body and b"leak(" not in body, (path, headers)
+            assert not answer.get("Content-Type", "").startswith("text/javascript")
+    # the server's own pages (the Mesos UI) still get JSONP, as from a real Mesos; plain JSON is unchanged
+    for headers in ({"Host": host, "Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "no-cors",
+                     "Referer": own + "/mesos"},
+                    {"Host": host, "Referer": own + "/ui/"}):  # an older browser: no Fetch Metadata
+        status, body, answer = _raw(own, "GET", read, headers=headers)
+        assert status == 200 and answer["Content-Type"].startswith("text/javascript"), (status, body)
+        assert body.startswith(b"leak(") and b"secret-output-46" in body
+    r = requests.get(own + "/files/read", params={"path": str(stdout), "offset": 0}, timeout=10)
+    assert r.status_code == 200 and "secret-output-46" in r.json()["data"]
+
+
 def test_allowed_origin_gets_cors(tmp_path):
     dev = "http://localhost:3000"
     with LocalCluster(state_dir=tmp_path, allow_origins=(dev,), shutdown_grace=0.5) as c:

@@ -74,7 +74,9 @@ def test_mesos_endpoints_lead_the_ui_to_the_sandbox(api, make_app, wait, cluster
     assert url == f"http://{host}/mesos"
 
     def jsonp(endpoint: str, **params) -> object:
-        r = api.get(urlsplit(endpoint).path, params={**params, "jsonp": "cb_1"})
+        # as the Mesos UI's <script> loads are sent from the server's own page (JSONP is for them only)
+        r = api.get(urlsplit(endpoint).path, params={**params, "jsonp": "cb_1"},
+                    headers={"Sec-Fetch-Site": "same-origin", "Referer": cluster.marathon_url + "/mesos"})
         assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/javascript"), (endpoint, r.text)
         match = re.fullmatch(r"cb_1\((.*)\);", r.text, re.S)
         return json.loads(match.group(1))
@@ -97,7 +99,8 @@ def test_mesos_endpoints_lead_the_ui_to_the_sandbox(api, make_app, wait, cluster
     for path in ("/etc", str(cluster.state_dir)):
         assert api.get("/files/browse", params={"path": path}).status_code == 404
     assert api.get("/files/download", params={"path": "/etc/passwd"}).status_code == 404
-    assert api.get("/state", params={"jsonp": "alert(1)//"}).status_code == 400
+    assert api.get("/state", params={"jsonp": "alert(1)//"},
+                   headers={"Sec-Fetch-Site": "same-origin"}).status_code == 400
 
 
 def test_readiness_checks_hold_the_deployment_and_show_their_results(api, make_app, wait, tmp_path):

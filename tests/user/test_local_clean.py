@@ -4,7 +4,10 @@ UI build; `--dry-run` lists exactly what it would remove; `--older-than` keeps r
 
 import json
 import os
+import signal
+import socket
 import subprocess
+import sys
 import time
 
 from click.testing import CliRunner
@@ -174,3 +177,89 @@ def test_the_serve_state_file_is_the_one_local_serve_writes():
     from marathon_tf.local.extras import persist
 
     assert localstate.SERVE_STATE_FILE == persist.STATE_FILE
+
+
+_RUNNER = """
+import sys, time
+from pathlib import Path
+from marathon_tf.user import localstate
+lock = localstate.hold(Path(sys.argv[1]), "mnist")
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def _runner(run):
+    """A real runner process holding ``run``'s lock (as `deploy --local` does), keeping its heartbeat."""
+    proc = subprocess.Popen([sys.executable, "-c", _RUNNER, str(run)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def _age_heartbeat(run, seconds):
+    """The lock as its runner wrote it, its heartbeat ``seconds`` old (a stopped runner writes no new one)."""
+    record = json.loads((run / joblock.LOCK_FILE).read_text())
+    record["heartbeat"] = time.time() - seconds
+    (run / joblock.LOCK_FILE).write_text(json.dumps(record))
+
+
+def _clean(home):
+    r = CliRunner().invoke(cli, ["local", "clean"], env={"MARATHON_TF_STATE_DIR": str(home)})
+    assert r.exit_code == 0, r.output
+    return r
+
+
+def test_a_stopped_runner_s_run_is_never_removed(tmp_path):
+    """Issue 44.3: the runner of a `deploy --local` SIGSTOPped (a suspended laptop) with its tasks training:
+    75 s later `local clean` removed its run folder, checkpoints included. Its process exists (same pid, same
+    start time), stopped: the run is kept, whatever the heartbeat says."""
+    home = tmp_path / "state"
+    run = _run_dir(home, "mnist-20261206-020000", age=0)
+    ckpt = run / "volumes" / "mnist-20261206-020000" / "ckpt" / "model.ckpt-16032.index"
+    ckpt.write_text("x")
+    runner = _runner(run)
+    try:
+        runner.send_signal(signal.SIGSTOP)
+        _age_heartbeat(run, 75)
+        assert joblock.holder(str(run)) is None  # its lock is stale by heartbeat: what clean went by
+        r = _clean(home)
+        assert r.stdout == "" and ckpt.exists()
+        assert f"kept {run}: running, held by job mnist (host {socket.gethostname()}, pid {runner.pid}" in r.stderr
+        assert "whose process still exists (stopped?, no heartbeat for 75 s)" in r.stderr
+        runner.send_signal(signal.SIGCONT)
+    finally:
+        runner.kill()
+        runner.wait()
+    # its runner gone, no process left in it: an ended run, removed
+    assert _clean(home).stdout.split()[:2] == ["removed", str(run)] and not run.exists()
+
+
+def test_a_run_whose_task_lives_is_never_removed_and_a_reused_pid_is_no_runner(tmp_path):
+    """Issue 44.3: a run whose runner died but whose task process lives (its working directory the sandbox,
+    its output the sandbox's stdout) is kept until that process ends; a lock whose pid now names another
+    process (another start time) does not keep a run."""
+    home = tmp_path / "state"
+    run = _run_dir(home, "mnist-20261206-020000", age=0)
+    box = next((run / "sandboxes").iterdir())
+    runner = _runner(run)
+    with open(box / "stdout", "ab") as out:
+        task = subprocess.Popen(["sleep", "600"], cwd=box, stdout=out, stderr=subprocess.DEVNULL,
+                                start_new_session=True)  # the runner's task, outliving it
+    try:
+        runner.kill()
+        runner.wait()
+        assert joblock.holder(str(run)) is None
+        r = _clean(home)
+        assert r.stdout == "" and run.exists()
+        assert f"kept {run}: running, a live process uses it: pid {task.pid} (sleep)" in r.stderr
+        task.send_signal(signal.SIGSTOP)  # stopped, it still uses it
+        assert _clean(home).stdout == "" and run.exists()
+    finally:
+        task.kill()
+        task.wait()
+    # a live pid with another start time than the lock's is not its runner
+    record = json.loads((run / joblock.LOCK_FILE).read_text())
+    assert record["pid_start"].isdigit()
+    (run / joblock.LOCK_FILE).write_text(json.dumps({**record, "pid": os.getpid(), "pid_start": "1",
+                                                     "heartbeat": time.time() - 75}))
+    assert _clean(home).stdout.split()[:2] == ["removed", str(run)] and not run.exists()

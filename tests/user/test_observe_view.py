@@ -244,3 +244,29 @@ def test_a_scale_restart_is_a_planned_restart_not_a_failure_nor_a_placement_wait
                                           "configuration; it starts again (Marathon: TASK_KILLED")
     r = CliRunner().invoke(cli, ["events", "mnist", "--marathon", url])
     assert "TaskFailed" not in r.stdout and "PlacementWait" not in r.stdout and " Restarting " in r.stdout
+
+
+def test_a_task_waiting_for_room_on_a_full_logdir_says_so_in_status(httpserver):
+    """Issue 46.1: a program that failed on a full logdir waits for room; `status` says which task, how long,
+    why, and when the job fails."""
+    why = "no space left on the logdir's filesystem (logdir ckpt: 0 bytes free)"
+
+    def probe(url):
+        if ":32001" in url:  # worker-0 (the deciding task)
+            return {"phase": "running", "step": 2001, "waiting_for_space": {"why": why, "seconds": 12.3,
+                                                                             "limit": 600.0},
+                    "ledger": {"failures": 1, "max_failures": 5, "window_seconds": 600.0, "preemptions": 0,
+                               "infrastructure": 1}}  # its failure on the full logdir: not counted
+        return {"phase": "running", "step": 2001}
+
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json({"id": "/mnist",
+                                                                                   "apps": _apps("TASK_RUNNING")})
+    httpserver.expect_request("/v2/queue").respond_with_json({"queue": []})
+    st = job_status(Client(httpserver.url_for("")), "mnist", probe_get=probe).to_dict()
+    line = (f"worker-0 waiting 12s for room: {why}; its program starts again from the last checkpoint once there "
+            f"is room (the job fails after 10m00s)")
+    assert st["waits"] == [line]
+    assert f"waiting {line}" in " ".join(output.status_text(st).split())  # (wrapped to the terminal)
+    assert line in output.progress_line(st)
+    assert "restarts 1/5 in 10m, 1 not counted (infrastructure: the runner's machinery, a full logdir)" in \
+        output.progress_line(st)  # (it said "the runner's machinery" alone)
