@@ -413,6 +413,7 @@ class Ending:
     unusable: str | None = None   # the logdir's problem (permanent)
     unexecutable: bool = False    # it could not be executed (permanent)
     permanent: bool = False       # no restart can help: a permanent code, or one of the two above
+    peer: str | None = None       # the frozen peer it hung on (a ps): the job's group restarts for it
 
     @property
     def ended(self) -> str:
@@ -464,6 +465,8 @@ def reason(action: Action, ending: Ending, answer: Answer | None = None) -> str 
     detail = "" if kind == INFRASTRUCTURE else _with_tail("", tail) if kind == FAILURE else f" ({ended})"
     then = {Action.RESTART: "restarting it in place", Action.GROUP_RESTART: "the job's group restarts"}.get(
         action, "exiting so Marathon relaunches the task")
+    if ending.peer and action is Action.GROUP_RESTART:
+        then = f"the job's group restarts, {ending.peer} with it (its program does not answer)"
     return f"training program {what} ({budget}); {then}{detail}"
 
 
