@@ -203,7 +203,8 @@ def test_a_checkpoint_that_times_out_before_the_coordinator_answers_leaves_it_tr
     from marathon_tf.user.api import Marathon
 
     job = local_job(pss_job(tmp_path, target=4000, log_every=400))
-    job.wait(lambda: job.max_step() >= 400, 240, "step >= 400", 0.05)
+    job.wait(lambda: job.max_step() >= 1, 240, "the first step", 0.1)
+    job.wait(lambda: job.max_step() >= 400, 120, f"step >= 400 (steps: {job.steps(task='chief-0')[-5:]})", 0.1)
     failed = None
     for _ in range(6):  # (a signal that comes just before the end of a round of steps is answered in time)
         before = len(rounds(job, "chief-0"))
