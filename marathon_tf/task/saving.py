@@ -17,7 +17,8 @@ saves at its next step boundary on SIGUSR1, says ``saved step=N path=P`` and pau
    save, and in a ``tf1`` job (asynchronous workers) every other chief and worker is frozen first
    (``POST /hold`` to their bootstraps: SIGSTOP) — so the checkpoint is the job's last trained state.
    A held program is released by its own stop or restart (it is killed: continued, it would train or
-   save past the checkpoint to be restored), or after :func:`hold_limit` s when no stop came.
+   save past the checkpoint to be restored), or after :func:`hold_limit` s when no stop came. The
+   other trainers are held until the round's deadline; only a confirmed round extends their hold.
 3. **Confirmed.** The deciding task sends its program SIGUSR1, waits for its ``saved`` line, then
    until the logdir shows that checkpoint (:func:`marathon_tf.task.checkpoints.newest_checkpoint`,
    written since the round began), and answers ``{"ok", "step", "path", "seconds"}``.
@@ -27,6 +28,12 @@ saves at its next step boundary on SIGUSR1, says ``saved step=N path=P`` and pau
    before: SIGTERM and the whole grace. After a confirmed round a stopping program that is held is
    killed at once, any other (a ps: it holds nothing to save) gets SIGTERM and at most
    :data:`AFTER_SAVE_GRACE` s.
+5. **Nothing stays held.** Every way out of a round (confirmed, timed out, the program gone, an error)
+   lets go of what that round held, and only that: a program stopped by someone else (an operator's
+   SIGSTOP) stays stopped; every other trainer asked to hold is released, an answer that came too late
+   included. A program that answers after its round gave up (a ParameterServerStrategy coordinator
+   saves at the end of the round of steps it scheduled) pauses itself as the hook says: it is
+   continued at once, and that late checkpoint is said (the task's log, ``last_save``).
 
 :class:`Saving` is composed into the bootstrap of every task (``boot.saving``). This module never
 imports TensorFlow.
