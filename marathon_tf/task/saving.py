@@ -55,6 +55,7 @@ from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import transport
 from marathon_tf.task.checkpoints import newest_checkpoint
+from marathon_tf.task.hooklines import SaveHook
 from marathon_tf.task.policy import decider_task
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.supervisor import Trainer
@@ -110,48 +111,6 @@ class SaveResult:
         return cls(bool(data["ok"]), str(data.get("message") or ""), step if isinstance(step, int) else None,
                    str(data["path"]) if data.get("path") else None, float(data.get("seconds") or 0.0),
                    bool(data.get("held")))
-
-
-class SaveHook:
-    """What the program said of the save hook (every piece of its output goes through :meth:`feed`)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self.ready = False
-        self._saved: savehook.Saved | None = None
-        self._count = 0
-
-    def reset(self) -> None:
-        """A new run of the program: it says again whether it has the hook."""
-        with self._cond:
-            self.ready = False
-
-    def feed(self, text: str) -> str | savehook.Saved | None:
-        said = savehook.parse(text)
-        if said is not None:
-            with self._cond:
-                if said == savehook.READY:
-                    self.ready = True
-                elif isinstance(said, savehook.Saved):
-                    self.ready = True
-                    self._saved, self._count = said, self._count + 1
-                self._cond.notify_all()
-        return said
-
-    def mark(self) -> int:
-        with self._cond:
-            return self._count
-
-    def last(self) -> savehook.Saved | None:
-        """The last ``saved`` line the program said."""
-        with self._cond:
-            return self._saved
-
-    def wait_saved(self, after: int, timeout: float) -> savehook.Saved | None:
-        """The first ``saved`` line said after :meth:`mark` returned ``after`` (None: none within ``timeout``)."""
-        with self._cond:
-            self._cond.wait_for(lambda: self._count > after, max(0.0, timeout))
-            return self._saved if self._count > after else None
 
 
 class _Asked:
