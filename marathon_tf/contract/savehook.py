@@ -15,7 +15,8 @@ marathon-tf; each example implements it in a few lines):
    bootstrap confirms the new checkpoint in the logdir (:mod:`marathon_tf.task.checkpoints`, no
    TensorFlow) and continues it (SIGCONT), or keeps it paused when a planned stop follows, so that
    nothing is trained after the checkpoint that will be restored. A program that does not pause
-   itself is paused by its bootstrap as soon as the line is read.
+   itself is paused by its bootstrap as soon as the line is read. One that answers after the round
+   gave up (it saves only at the end of a long round of steps) is continued at once.
 
 In Python::
 

@@ -19,6 +19,7 @@ and transitions").
 ``restarts``         the bootstrap's restart half (Restarter): rounds, in place, backoff, the stop
 ``saving``           save rounds: the deciding task's program saves now (on request, before every
                      planned stop), the job's training held meanwhile, the checkpoint confirmed
+``hooklines``        what the program said of the save hook (ready, each saved line, counted)
 ``resize``           an elastic job's size, decided by its deciding task (Resizer): form, grow after a
                      save, shrink, wait below min; the membership and resize rounds it publishes
 ``elastic``          every task's side of an elastic job: taken in (standby meanwhile), its peers and

@@ -15,9 +15,10 @@ This module never imports TensorFlow.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Callable, Mapping
 
-from marathon_tf.contract import keras3
+from marathon_tf.contract import keras3, naming
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.keeper import Keeper, Reporter
@@ -54,10 +55,10 @@ class JobPolicy(ExitPolicy):
         self._seq = 0
         self.counts: Answer | None = None
 
-    def entry(self, kind: str, code: int | None, reason: str, *, final: bool = False) -> Entry:
+    def entry(self, kind: str, code: int | None, reason: str, *, final: bool = False, peer: str = "") -> Entry:
         self._seq += 1
         return Entry(id=f"{self.task_id or self.ctx.task}#{self._seq}", task=self.ctx.task, kind=kind,
-                     time=self.wall(), code=code, reason=reason[:2000], task_id=self.task_id, final=final)
+                     time=self.wall(), code=code, reason=reason[:2000], task_id=self.task_id, final=final, peer=peer)
 
     def _count(self, entry: Entry, generation: int | None, group: bool) -> Answer:
         """The job's counts after ``entry`` (the keeper's answer, or this task's own)."""
@@ -84,10 +85,14 @@ class JobPolicy(ExitPolicy):
 
     # ignore[override]: ExitPolicy.decide's **what stands for exactly these keywords (its docstring)
     def decide(self, code: int, *, stderr_tail: str = "", kind: str = FAILURE,  # type: ignore[override]
-               generation: int | None = None, killed_by: int | None = None, why: str | None = None) -> Decision:
+               generation: int | None = None, killed_by: int | None = None, why: str | None = None,
+               peer: str | None = None) -> Decision:
         """``kind``: what the bootstrap knows (``preemption``: a preemption exit code it did not
         cause; ``infrastructure``: ``why`` says what died); ``generation``: the restart round the
-        program ran in; ``killed_by``: the signal that ended it."""
+        program ran in; ``killed_by``: the signal that ended it; ``peer``: the peer whose frozen program
+        this one hung on (a ps, :func:`marathon_tf.task.peers.frozen_ps`): where the job has rounds, the
+        failure is counted once and the job's group restarts, that peer with it, instead of this program
+        alone (it would only hang on the frozen peer again)."""
         ctx = self.ctx
         if code == 0 or ctx.role == "tensorboard":  # nothing to count
             action = decide(style=ctx.style, role=ctx.role, code=code, decider=is_decider(ctx),
@@ -105,6 +110,12 @@ class JobPolicy(ExitPolicy):
         ending = Ending(ctx.task, code, kind, killed_by, why, keras or tail_for_reason(stderr_tail), unusable,
                         unexecutable, permanent, space)
         scope = restart_scope(ctx.style, ctx.role, len(ctx.members()), self.rounds)
+        role = (naming.parse_task_name(peer or "") or ("",))[0]
+        peer = peer if kind == FAILURE and not permanent and self.rounds and \
+            group_scope(ctx.style, role, len(ctx.members())) else None
+        if peer:
+            scope = GROUP
+            ending = replace(ending, peer=peer)
         stopping = self.planned() if kind == FAILURE and not permanent and self.planned is not None else None
         if stopping:  # a peer's planned stop ended it (the ps of a job being deleted): nothing to count or report
             action = decide(style=ctx.style, role=ctx.role, code=code, decider=is_decider(ctx),
@@ -113,7 +124,7 @@ class JobPolicy(ExitPolicy):
                 action, "exiting")
             return Decision(action, code, f"training program {ending.ended} while its task is being stopped "
                                           f"({stopping}): not counted; {then}", kind=kind, counted=False)
-        entry = self.entry(kind, code, ending.said, final=scope == RELAUNCH and not permanent)
+        entry = self.entry(kind, code, ending.said, final=scope == RELAUNCH and not permanent, peer=peer or "")
         answer = self._count(entry, generation, scope == GROUP)
         counted = answer.counted
         action = decide(style=ctx.style, role=ctx.role, code=code, decider=is_decider(ctx), completion=ctx.completion,

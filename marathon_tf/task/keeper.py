@@ -182,7 +182,7 @@ class Keeper:
             delay, grace = backoff(self._streak), min(FAILURE_ROUND_GRACE, self.ctx.grace_seconds)
         else:
             delay, grace = 0.0, self.ctx.grace_seconds
-        if (naming.parse_task_name(entry.task) or ("",))[0] == "ps":
+        if (naming.parse_task_name(entry.peer or entry.task) or ("",))[0] == "ps":
             grace = 0.0  # the job's variables were on that ps: nothing can be saved, a stop would only wait on it
         self.generation += 1
         self._round_root = (entry.id, now)
@@ -209,6 +209,8 @@ class Keeper:
     def _cause(entry: Entry) -> str:
         what = {FAILURE: "failed", PREEMPTION: "was preempted", INFRASTRUCTURE: "was killed with the runner's "
                 "machinery"}.get(entry.kind, entry.kind)
+        if entry.peer:  # a program hung on a frozen peer: the round is the peer's restart
+            return f"{entry.peer} does not answer ({entry.task} hung waiting for it)"
         return f"{entry.task} {what}" + (f" (exit {entry.code})" if entry.code is not None else "")
 
     def _persist(self, entry_id: str) -> None:

@@ -40,6 +40,8 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Iterable, Mapping
 
+from marathon_tf.contract import naming
+
 __all__ = ["FAILURE", "PREEMPTION", "INFRASTRUCTURE", "KINDS", "Entry", "Answer", "Ledger", "bucket",
            "classify_status", "ATTRIBUTION", "PREEMPTED_STATES", "FAILED_STATES", "read_file", "append_file"]
 
@@ -54,6 +56,11 @@ PREEMPTED_STATES = frozenset({"TASK_KILLED", "TASK_GONE_BY_OPERATOR", "TASK_GONE
                               "TASK_UNREACHABLE", "TASK_UNKNOWN"})
 FAILED_STATES = frozenset({"TASK_FAILED", "TASK_ERROR"})
 _EXITED = re.compile(r"exited with status (\d+)")
+
+
+def _task_name(value: Any) -> str:
+    """A task's name from JSON (``ps-0``), else ``""``."""
+    return value if isinstance(value, str) and naming.parse_task_name(value) is not None else ""
 
 
 def bucket(task: str) -> str:
@@ -75,6 +82,8 @@ class Entry:
     final: bool = False     # its bootstrap exits after it (Marathon's status of that task is this entry)
     counted: bool = True    # False: the consequence of another entry
     source: str = "bootstrap"
+    peer: str = ""          # the peer the evidence names as the cause (a frozen ps this task hung on): its group
+                            # round restarts the job for that peer
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v not in (None, "", False) or k in ("counted", "kind")}
@@ -90,7 +99,8 @@ class Entry:
             return cls(id=str(data["id"]), task=str(data["task"]), kind=kind, time=float(data["time"]),
                        reason=str(data.get("reason") or "")[:2000], code=int(code) if code is not None else None,
                        task_id=str(data.get("task_id") or ""), final=bool(data.get("final")),
-                       counted=bool(data.get("counted", True)), source=str(data.get("source") or "bootstrap"))
+                       counted=bool(data.get("counted", True)), source=str(data.get("source") or "bootstrap"),
+                       peer=_task_name(data.get("peer")))
         except (KeyError, TypeError, ValueError):
             return None
 

@@ -73,6 +73,8 @@ class TaskObserver:
         self._next_update = self._next_checkpoint = self._next_goodput = 0.0
         self._last_step_at: float | None = None
         self._waiting_peer: str | None = None
+        #: the ps the last hang's evidence names as frozen (:func:`marathon_tf.task.peers.frozen_ps`), or None
+        self.hung_on: str | None = None
         self._own_address: str | None = None
         self._server_look: int | None = None  # the run whose TF server is being looked for
         self._server_up: bool | None = None  # None: no TF server to look for
@@ -103,6 +105,7 @@ class TaskObserver:
             self._run_started, self._first_step_seen, self._first_own_step = self.clock(), False, False
             self._last_step_at = None
             self._reports.clear()
+        self.hung_on = None
         self.tflog.clear()
         self._server_up = False if own_address and self.ctx.role != "tensorboard" else None
         self.status.update(first_step_at=None, waiting_for=None, server_up=self._server_up)
@@ -179,6 +182,7 @@ class TaskObserver:
         waiting = self.diagnosis.waiting_for()
         if waiting:
             verdict = f"{verdict}; waiting for {waiting['peer']} ({waiting['why']})"
+        self.hung_on = P.frozen_ps(waiting)
         self.events.record(T.HANG, verdict, peer=(waiting or {}).get("peer"), **self._where())
         return verdict
 

@@ -33,7 +33,8 @@ from typing import Callable, Mapping
 
 from marathon_tf.task.tflog import TFLogWatcher
 
-__all__ = ["probe", "PeerDiagnosis", "STALL_AFTER", "LOOK_EVERY", "MAX_PROBED", "ANSWERS", "SILENT", "REFUSED"]
+__all__ = ["probe", "PeerDiagnosis", "frozen_ps", "STALL_AFTER", "LOOK_EVERY", "MAX_PROBED", "ANSWERS", "SILENT",
+           "REFUSED"]
 
 #: A task is stalled after this long without a step (or 3 × its usual interval, if longer).
 STALL_AFTER = 10.0
@@ -73,6 +74,17 @@ def probe(address: str, timeout: float = PROBE_TIMEOUT) -> str:
         return SILENT
     finally:
         conn.close()
+
+
+def frozen_ps(waiting: Mapping[str, object] | None) -> str | None:
+    """The ps a stalled task waits for when the evidence says its program is frozen (its TF server takes the
+    connection and does not answer: stopped, hung; :func:`probe`'s ``silent``), else None. A ps that refuses
+    connections is dead (its own bootstrap sees its end); a chief or worker is restarted by its own watchdog."""
+    peer = str((waiting or {}).get("peer") or "")
+    why = str((waiting or {}).get("why") or "")
+    if not peer.startswith("ps-") or not why.endswith(_WHY[SILENT]):
+        return None
+    return peer
 
 
 class PeerDiagnosis:

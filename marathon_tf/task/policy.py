@@ -430,6 +430,7 @@ class Ending:
     unexecutable: bool = False    # it could not be executed (permanent)
     permanent: bool = False       # no restart can help: a permanent code, or one of the two above
     space: str | None = None      # the logdir's filesystem is full (not the program's fault: not counted)
+    peer: str | None = None       # the frozen peer it hung on (a ps): the job's group restarts for it
 
     @property
     def ended(self) -> str:
@@ -484,6 +485,8 @@ def reason(action: Action, ending: Ending, answer: Answer | None = None) -> str 
         budget = f"failure {answer.failures} of at most {answer.max_failures} in {answer.window_seconds:g} s, {whose}"
     what = f"was killed: {ending.why}" if kind == INFRASTRUCTURE else "was preempted" if kind == PREEMPTION else ended
     detail = "" if kind == INFRASTRUCTURE else _with_tail("", tail) if kind == FAILURE else f" ({ended})"
+    if ending.peer and action is Action.GROUP_RESTART:
+        then = f"the job's group restarts, {ending.peer} with it (its program does not answer)"
     return f"training program {what} ({budget}); {then}{detail}"
 
 

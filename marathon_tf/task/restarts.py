@@ -282,8 +282,11 @@ class Restarter:
         why = trainer.infrastructure() if not hung else None
         kind = INFRASTRUCTURE if why else PREEMPTION if not hung and self._preempted(trainer, code) else FAILURE
         tail = trainer.stderr_tail() + (f"\n{hung}" if hung else "")
+        # a hang on a frozen ps (the evidence names it): the ps is restarted with the job's group, not this
+        # program alone (restarted in place, it would only wait for the frozen ps again)
+        peer = self.observer.hung_on if hung else None
         decision = self.policy.decide(code, stderr_tail=tail, kind=kind, generation=self._round[1],
-                                      killed_by=trainer.killed_by, why=why)
+                                      killed_by=trainer.killed_by, why=why, **({"peer": peer} if peer else {}))
         self.show_counts()
         self.observer.program_exited(code, decision.reason, failure=decision.counted, kind=decision.kind)
         return decision

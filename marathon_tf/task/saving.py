@@ -17,7 +17,8 @@ saves at its next step boundary on SIGUSR1, says ``saved step=N path=P`` and pau
    save, and in a ``tf1`` job (asynchronous workers) every other chief and worker is frozen first
    (``POST /hold`` to their bootstraps: SIGSTOP) — so the checkpoint is the job's last trained state.
    A held program is released by its own stop or restart (it is killed: continued, it would train or
-   save past the checkpoint to be restored), or after :func:`hold_limit` s when no stop came.
+   save past the checkpoint to be restored), or after :func:`hold_limit` s when no stop came. The
+   other trainers are held until the round's deadline; only a confirmed round extends their hold.
 3. **Confirmed.** The deciding task sends its program SIGUSR1, waits for its ``saved`` line, then
    until the logdir shows that checkpoint (:func:`marathon_tf.task.checkpoints.newest_checkpoint`,
    written since the round began), and answers ``{"ok", "step", "path", "seconds"}``.
@@ -27,6 +28,12 @@ saves at its next step boundary on SIGUSR1, says ``saved step=N path=P`` and pau
    before: SIGTERM and the whole grace. After a confirmed round a stopping program that is held is
    killed at once, any other (a ps: it holds nothing to save) gets SIGTERM and at most
    :data:`AFTER_SAVE_GRACE` s.
+5. **Nothing stays held.** Every way out of a round (confirmed, timed out, the program gone, an error)
+   lets go of what that round held, and only that: a program stopped by someone else (an operator's
+   SIGSTOP) stays stopped; every other trainer asked to hold is released, an answer that came too late
+   included. A program that answers after its round gave up (a ParameterServerStrategy coordinator
+   saves at the end of the round of steps it scheduled) pauses itself as the hook says: it is
+   continued at once, and that late checkpoint is said (the task's log, ``last_save``).
 
 :class:`Saving` is composed into the bootstrap of every task (``boot.saving``). This module never
 imports TensorFlow.
@@ -47,6 +54,7 @@ from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import transport
 from marathon_tf.task.checkpoints import newest_checkpoint
+from marathon_tf.task.hooklines import SaveHook
 from marathon_tf.task.policy import decider_task
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.supervisor import Trainer
@@ -104,41 +112,17 @@ class SaveResult:
                    bool(data.get("held")))
 
 
-class SaveHook:
-    """What the program said of the save hook (every piece of its output goes through :meth:`feed`)."""
+class _Asked:
+    """What one round did to the programs, so that every way out of it lets go of exactly that: its own
+    program (``mark``: the hook's count when it was asked; ``taken``: the round took its answer) and the
+    other trainers it asked to hold (``tried``) and that said they are (``held``)."""
 
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self.ready = False
-        self._saved: savehook.Saved | None = None
-        self._count = 0
-
-    def reset(self) -> None:
-        """A new run of the program: it says again whether it has the hook."""
-        with self._cond:
-            self.ready = False
-
-    def feed(self, text: str) -> str | savehook.Saved | None:
-        said = savehook.parse(text)
-        if said is not None:
-            with self._cond:
-                if said == savehook.READY:
-                    self.ready = True
-                elif isinstance(said, savehook.Saved):
-                    self.ready = True
-                    self._saved, self._count = said, self._count + 1
-                self._cond.notify_all()
-        return said
-
-    def mark(self) -> int:
-        with self._cond:
-            return self._count
-
-    def wait_saved(self, after: int, timeout: float) -> savehook.Saved | None:
-        """The first ``saved`` line said after :meth:`mark` returned ``after`` (None: none within ``timeout``)."""
-        with self._cond:
-            self._cond.wait_for(lambda: self._count > after, max(0.0, timeout))
-            return self._saved if self._count > after else None
+    def __init__(self, trainer: Trainer, reason: str):
+        self.trainer, self.reason = trainer, reason
+        self.mark: int | None = None
+        self.taken = False
+        self.tried: list[str] = []
+        self.held: list[str] = []
 
 
 class _Round:
@@ -172,6 +156,9 @@ class Saving:
         self._current: _Round | None = None
         self._last: SaveResult | None = None
         self._holds = 0  # generation of this task's hold (a later hold or a release ends an earlier timer)
+        self._waiting = False  # a round waits for its program's ``saved`` line (one said otherwise is late)
+        self._handled = 0  # the hook's count of ``saved`` lines up to the last one a round took or continued
+        self._unanswered: str | None = None  # the reason of the last round that ended before its program answered
         self._said_no_hook = False
         self._first_step: float | None = None
         status.update(save_hook=None)
@@ -189,8 +176,19 @@ class Saving:
         self.hook.reset()
 
     def on_text(self, text: str) -> None:
-        if self.hook.feed(text) is not None and not self.status.light().get("save_hook"):
+        said = self.hook.feed(text)
+        if said is not None and not self.status.light().get("save_hook"):
             self.status.update(save_hook=True)
+        if isinstance(said, savehook.Saved):
+            with self._lock:
+                count = self.hook.mark()
+                late = not self._waiting and count > self._handled
+                reason, self._unanswered = (self._unanswered, None) if late else (None, self._unanswered)
+                if late:
+                    self._handled = count
+            trainer = self.trainer
+            if late and trainer is not None:
+                self._late(trainer, said, reason)
 
     def stepped(self) -> None:
         """The program made a step: one that has stepped for :data:`READY_WITHIN` s without saying ``ready``
@@ -251,28 +249,52 @@ class Saving:
                                      f"{savehook.READY!r}; docs/restarts.md)")
         self.events.record(T.SAVE_ROUND, f"save round: {reason}", reason=reason, hold=hold)
         self.status.update(phase=Phase.SAVING)
-        held = self._hold_others(reason, exclude) if hold and self.ctx.style == "tf1" else []
-        mark = self.hook.mark()
+        asked = _Asked(trainer, reason)
+        try:
+            return self._steps(asked, reason, hold, deadline, exclude, began, began_wall)
+        except Exception as e:  # noqa: BLE001 - whatever broke the round, what it held is let go
+            return self._failed(f"the round broke off: {type(e).__name__}: {e}"[:300], asked)
+        finally:
+            self._closed(asked)
+
+    def _steps(self, asked: "_Asked", reason: str, hold: bool, deadline: float, exclude: Sequence[str],
+               began: float, began_wall: float) -> SaveResult:
+        trainer = asked.trainer
+        if hold and self.ctx.style == "tf1":
+            self._hold_others(asked, reason, exclude, deadline)
+        with self._lock:
+            asked.mark = self.hook.mark()
+            self._waiting, self._unanswered = True, None
         self.log(f"save round ({reason}): asking the training program to save now"
-                 + (f"; {', '.join(held)} held" if held else ""))
+                 + (f"; {', '.join(asked.held)} held" if asked.held else ""))
         trainer.send(savehook.SIGNAL)
         saved = None
-        while saved is None and self.clock() < deadline and trainer.proc.poll() is None:
-            saved = self.hook.wait_saved(mark, min(0.1, max(0.0, deadline - self.clock())))
+        while saved is None and self.clock() < deadline and trainer.proc is not None and trainer.proc.poll() is None:
+            saved = self.hook.wait_saved(asked.mark, min(0.1, max(0.0, deadline - self.clock())))
         if saved is None:
-            why = "the training program exited" if trainer.proc.poll() is not None else \
-                f"the training program did not say it saved within {self.clock() - began:.1f} s"
+            if trainer.proc is not None and trainer.proc.poll() is not None:
+                why = "the training program exited"
+            else:
+                why = (f"the training program did not say it saved within {self.clock() - began:.1f} s (it was "
+                       f"asked, so it may still save a checkpoint at its next step boundary; it then trains on)")
             full = self.space() if self.logdir else None
             why = f"{full}: {why}" if full else why
-            return self._failed(why, trainer, held)
+            return self._failed(why, asked)
+        with self._lock:
+            asked.taken = True
+            self._handled = max(self._handled, self.hook.mark())  # this round's answer: not a late one
         self._await_pause(trainer)
         found = self._confirm(saved, began_wall, deadline)
         if isinstance(found, str):
-            return self._failed(found, trainer, held)
+            return self._failed(found, asked)
         step, path = found
         seconds = round(self.clock() - began, 3)
         if hold:
             self._expire(trainer, "self", hold_limit(self.ctx.grace_seconds))
+            if asked.held:  # held for the round (bounded by its deadline): now until the stop
+                self._post_all({t: u for t, u in self.peer_urls().items() if t in asked.held},
+                               {"job": self.ctx.job, "reason": reason, "extend": True,
+                                "seconds": hold_limit(self.ctx.grace_seconds)})
         else:
             self._resume(trainer)
             self.status.update(phase=Phase.RUNNING)
@@ -283,6 +305,44 @@ class Saving:
         self.log(f"save round ({reason}): checkpoint at step {step} confirmed in the logdir ({path}) after "
                  f"{seconds:.2f} s" + ("; training stays held until the stop" if hold else ""))
         return SaveResult(True, step=step, path=path, seconds=seconds, held=hold)
+
+    def _closed(self, asked: "_Asked") -> None:
+        """The round is over, whichever way: a ``saved`` line its program said that the round did not take
+        (it came after the round gave up) is a late answer (:meth:`_late`), and so is any said from now on."""
+        with self._lock:
+            self._waiting = False
+            count = self.hook.mark()
+            unanswered = asked.mark is not None and not asked.taken
+            late = unanswered and count > (asked.mark or 0) and count > self._handled
+            self._unanswered = asked.reason if unanswered and not late else None
+            if late:
+                self._handled = count
+        if late:
+            self._late(asked.trainer, self.hook.last(), asked.reason)
+
+    def _late(self, trainer: Trainer, saved: savehook.Saved | None, reason: str | None) -> None:
+        """The program said it saved when no round waited for it (it answered after its round had ended): it
+        pauses itself, as the hook says, and nothing will stop or continue it. Continue it (once it is
+        paused, for at most :data:`SELF_PAUSE` s) and say what it wrote."""
+        step = saved.step if saved is not None else None
+        what = f"step {step}" + (f", {saved.path}" if saved is not None and saved.path else "")
+        self.log(f"the training program saved a checkpoint late ({what}), after the save round"
+                 + (f" ({reason})" if reason else "") + " had ended: it goes on training")
+        self.status.update(last_save={"step": step, "path": saved.path if saved is not None else None,
+                                      "at": round(self.wall(), 3),
+                                      "reason": f"said late, after its round had ended: {reason}" if reason
+                                      else "said when no round waited for it"})
+
+        def go_on() -> None:
+            end = self.clock() + SELF_PAUSE
+            while self.clock() < end and trainer.held is None and trainer.paused() is False \
+                    and trainer.proc is not None and trainer.proc.poll() is None:
+                time.sleep(0.01)
+            if trainer.paused() is None:  # (no /proc to read: its pause comes right after the line)
+                time.sleep(0.2)
+            if self.trainer is trainer and trainer.held is None and trainer.paused() is not False:
+                trainer.send(signal.SIGCONT)
+        threading.Thread(target=go_on, daemon=True, name="save-late").start()
 
     def _confirm(self, saved: savehook.Saved, since: float, deadline: float) -> tuple[int, str] | str:
         """(step, path) of the checkpoint the logdir shows at ``saved``'s step, written since the round
@@ -315,7 +375,10 @@ class Saving:
             trainer.hold("self")
 
     def _resume(self, trainer: Trainer) -> None:
-        """Continue a program held for the round, and again if it stopped itself late (after a pause here)."""
+        """Continue a program the round held, and again if it stopped itself late (after a pause here). A
+        program the round did not hold is left as it is: one stopped by someone else stays stopped."""
+        if trainer.held is None:
+            return
         trainer.resume()
         end = self.clock() + 0.5
         while self.clock() < end and trainer.held is None:
@@ -323,22 +386,26 @@ class Saving:
                 trainer.send(signal.SIGCONT)
             time.sleep(0.05)
 
-    def _failed(self, why: str, trainer: Trainer, held: Sequence[str]) -> SaveResult:
-        self._resume(trainer)
-        self._release(held)
+    def _failed(self, why: str, asked: "_Asked") -> SaveResult:
+        self._resume(asked.trainer)
+        self._release(asked.tried)
         if self.status.light().get("phase") == Phase.SAVING:
             self.status.update(phase=Phase.RUNNING)
         self.events.record(T.SAVE_FAILED, f"save round failed: {why}")
         self.log(f"save round failed: {why}")
         return SaveResult(False, why)
 
-    def _hold_others(self, reason: str, exclude: Sequence[str]) -> list[str]:
-        """Freeze every other chief and worker (``POST /hold``); the ones that are held."""
+    def _hold_others(self, asked: "_Asked", reason: str, exclude: Sequence[str], deadline: float) -> None:
+        """Freeze every other chief and worker (``POST /hold``) until the round's deadline (a confirmed round
+        holds them longer: until the stop); ``asked.held``: the ones that said they are held, ``asked.tried``:
+        every one asked (an answer that came too late still holds: each is let go when the round fails)."""
         urls = {t: u for t, u in self.peer_urls().items() if t != self.ctx.task and t not in exclude
                 and (naming.parse_task_name(t) or ("",))[0] in ("chief", "worker")}
-        body = {"job": self.ctx.job, "reason": reason, "seconds": hold_limit(self.ctx.grace_seconds)}
+        asked.tried = sorted(urls)
+        seconds = round(max(0.0, deadline - self.clock()) + 2 * HOLD_TIMEOUT, 3)
+        body = {"job": self.ctx.job, "reason": reason, "seconds": min(seconds, hold_limit(self.ctx.grace_seconds))}
         answers = self._post_all(urls, body)
-        return sorted(t for t, a in answers.items() if (a or {}).get("held"))
+        asked.held = sorted(t for t, a in answers.items() if (a or {}).get("held"))
 
     def _release(self, held: Sequence[str]) -> None:
         urls = {t: u for t, u in self.peer_urls().items() if t in held}
@@ -389,7 +456,9 @@ class Saving:
 
     def post_hold(self, query: Mapping[str, str], body: Any) -> tuple[int, dict[str, Any]]:
         """``POST /hold`` ``{"job", "seconds"}`` or ``{"job", "release": true}`` (from the deciding task):
-        freeze this task's program for the round under way, or let it go on."""
+        freeze this task's program for the round under way (for ``seconds``, at most :func:`hold_limit`), or
+        let it go on; ``{"job", "seconds", "extend": true}``: the round confirmed its checkpoint, a program
+        still held stays so for ``seconds`` from now (one no longer held is not held again)."""
         if not isinstance(body, dict) or body.get("job") != self.ctx.job:
             return 400, {"held": False, "message": f"not a hold for job {self.ctx.job!r}"}
         trainer = self.trainer
@@ -401,14 +470,19 @@ class Saving:
             return 200, {"held": False}
         if trainer is None or trainer.proc is None or trainer.proc.poll() is not None:
             return 200, {"held": False, "message": "no training program runs"}
+        try:
+            seconds = float(body.get("seconds") or hold_limit(self.ctx.grace_seconds))
+        except (TypeError, ValueError):
+            seconds = hold_limit(self.ctx.grace_seconds)
+        seconds = min(max(seconds, 0.5), hold_limit(self.ctx.grace_seconds))  # a hold is always bounded
+        if body.get("extend"):  # the round confirmed its checkpoint: held until the stop (never held anew)
+            if trainer.held == "outside":
+                self._expire(trainer, "outside", seconds)
+            return 200, {"held": trainer.held == "outside"}
         if trainer.held is None:
             trainer.hold("outside")
             self.status.update(phase=Phase.SAVING)
             self.log(f"held for the job's save round ({body.get('reason') or 'a planned stop'})")
-            try:
-                seconds = float(body.get("seconds") or hold_limit(self.ctx.grace_seconds))
-            except (TypeError, ValueError):
-                seconds = hold_limit(self.ctx.grace_seconds)
             self._expire(trainer, "outside", seconds)
         return 200, {"held": True, "step": self.status.light().get("step")}
 

@@ -600,7 +600,8 @@ def delete(connection, job, force, fmt, purge, save, timeout) -> None:
 @_connection_options
 @_output_opt
 @click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
-              help="How long the save may take (default 120s); past it, exit 1 and the job goes on.")
+              help="How long the save may take (default 120s); past it, exit 1 and the job goes on (its "
+                   "program, already asked, may still save at its next step boundary: status shows it).")
 def checkpoint(connection, job, fmt, timeout) -> None:
     """Have JOB save a checkpoint now, without stopping it: its deciding task asks its program through
     the save hook (docs/restarts.md) and confirms the checkpoint in the logdir. Prints the step and the

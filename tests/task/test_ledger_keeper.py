@@ -254,3 +254,32 @@ def test_a_report_reaches_a_keeper_whose_job_has_a_key_only_with_the_key(make_ct
         assert answer is not None and answer.failures == 1 and k.ledger.summary()["failures"] == 1
     finally:
         server.close()
+
+
+def test_a_hang_on_a_frozen_ps_restarts_the_group_for_the_ps_and_counts_one_failure(make_ctx):
+    """Issue 44 item 4: a worker hung on a frozen ps (the watchdog's verdict names it: its TF server does not
+    answer) was restarted alone, hung on the frozen ps again, and the job Failed. Its failure now starts the
+    job's group round for that ps (every member restarts in place, the ps too, with no grace: its variables
+    are lost anyway), counted once; the other worker's hang on the same ps is that round's consequence."""
+    k, clock = keeper(make_ctx, budget=(2, 600.0), style="tf1")
+    worker = policy(make_ctx, style="tf1")
+    worker.keeper, worker.rounds = k, True
+    hung = "no progress for 10 s since step 640; waiting for ps-0 (its TF server does not answer)"
+    decision = worker.decide(143, stderr_tail=hung, killed_by=15, generation=0, peer="ps-0")
+    assert decision.action is Action.GROUP_RESTART and decision.counted, decision
+    assert decision.round is not None and decision.round["generation"] == 1 and decision.round["grace"] == 0.0
+    assert k.round["cause"] == "ps-0 does not answer (worker-1 hung waiting for it)", k.round
+    assert "the job's group restarts, ps-0 with it (its program does not answer)" in decision.reason, decision.reason
+    recorded = k.ledger.entries()[-1]
+    assert (recorded.task, recorded.peer, recorded.counted) == ("worker-1", "ps-0", True)
+    assert Entry.from_dict(recorded.to_dict()) == recorded  # (the file and the report carry it)
+    clock.now += 3
+    other = k.record(entry(1, "worker-0", t=clock.now, peer="ps-0"), generation=0, group=True)
+    assert not other.counted and k.ledger.summary()["failures"] == 1 and k.generation == 1
+    # without rounds (no rendezvous leader) nothing restarts the ps: the task's own scope, as before
+    alone = policy(make_ctx, style="tf1")
+    assert alone.decide(143, stderr_tail=hung, generation=0, peer="ps-0").action is not Action.GROUP_RESTART
+    # a worker named as the frozen peer restarts itself (its own watchdog): no group round for it
+    assert policy(make_ctx, style="tf1").decide(
+        143, stderr_tail=hung, generation=0, peer="worker-0").action is not Action.GROUP_RESTART
+    assert Entry.from_dict({**recorded.to_dict(), "peer": "../etc"}).peer == ""  # a report's peer is a task name

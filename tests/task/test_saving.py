@@ -188,6 +188,143 @@ def test_a_save_the_logdir_does_not_show_fails_in_time_and_the_program_goes_on(t
     assert [e["kind"] for e in saving.events.mine()][-1] == "save_failed"
 
 
+#: A program with the save hook that answers at the end of a scheduled round of steps (a ParameterServerStrategy
+#: coordinator's loop): asked, it saves only after argv[2] s more of steps, then says so and pauses itself.
+LATE = r"""
+import os, signal, sys, time
+logdir, later, asked, step = sys.argv[1], float(sys.argv[2]), {"at": None}, 0
+signal.signal(signal.SIGUSR1, lambda *_: asked.update(at=asked["at"] or time.monotonic()))
+print("marathon-tf save-hook: ready", flush=True)
+while True:
+    step += 1
+    print(f"step={step} loss=1.0", flush=True)
+    time.sleep(0.02)
+    if asked["at"] is not None and time.monotonic() - asked["at"] >= later:
+        asked["at"] = None
+        with open(os.path.join(logdir, "checkpoint"), "w") as f:
+            f.write(f'model_checkpoint_path: "model.ckpt-{step}"\n')
+        print(f"marathon-tf save-hook: saved step={step} path={logdir}/model.ckpt-{step}", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
+"""
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_a_program_that_answers_after_its_round_timed_out_is_continued_and_the_late_checkpoint_said(
+        tmp_path, programs):
+    """Issue 44 item 2 / issue 47 item 4: ``checkpoint --timeout 1s`` on a ParameterServerStrategy job; the
+    coordinator answered at the end of its scheduled round of steps, after the round had failed, paused
+    itself as the hook says and stayed stopped (state T) for ever. A late self-pause is continued."""
+    saving = make(tmp_path, style="parameter_server", task="chief-0",
+                  cluster={"chief": 1, "ps": 1, "worker": 1})
+    program = Program(saving, LATE, str(tmp_path / "ckpt"), "1.5")
+    programs.append(program)
+    program.wait_steps(3)
+    result = saving.save("marathon-tf checkpoint", hold=False, timeout=0.5)
+    assert not result.ok and program.trainer.held is None, result
+    wait_for(lambda: saving.hook.mark() == 1, 10, "the program's late saved line")
+    said = saving.hook.wait_saved(0, 0)
+    assert said is not None
+    wait_for(lambda: any(s > said.step + 5 for s in program.steps), 5,
+             f"steps after the late save at {said.step} (stopped: {program.trainer.paused()})")
+    assert not program.trainer.paused()
+    assert "it may still save a checkpoint at its next step boundary" in result.message, result  # said truthfully
+    assert saving.status.light()["last_save"]["step"] == said.step
+    assert "said late, after its round had ended: marathon-tf checkpoint" in \
+        saving.status.light()["last_save"]["reason"]
+    assert any("saved a checkpoint late" in line and "goes on training" in line for line in saving.logs), saving.logs
+
+
+def test_a_program_the_operator_stopped_stays_stopped_when_the_round_fails_and_goes_on_once_continued(
+        tmp_path, programs):
+    """The round continues only what it held: a deciding program stopped by someone else (an operator, a
+    debugger) is left stopped when the round times out; continued by them, it answers the round's signal
+    late, pauses itself, and is continued (nothing stays held)."""
+    saving = make(tmp_path)
+    program = Program(saving, HOOKED, str(tmp_path / "ckpt"))
+    programs.append(program)
+    program.wait_steps(3)
+    os.kill(program.trainer.pid, signal.SIGSTOP)  # the operator
+    wait_for(lambda: program.trainer.paused(), 5, "the operator's stop")
+    result = saving.save("marathon-tf checkpoint", hold=False, timeout=0.5)
+    assert not result.ok and "did not say it saved" in result.message, result
+    time.sleep(1.0)
+    assert program.trainer.paused(), "the round continued a program it had not stopped"
+    seen = len(program.steps)
+    os.kill(program.trainer.pid, signal.SIGCONT)  # the operator again: it saves now (asked), pauses itself
+    wait_for(lambda: saving.hook.mark() == 1, 10, "the program's late saved line")
+    program.wait_steps(seen + 10, timeout=5)
+    assert not program.trainer.paused()
+
+
+def test_a_round_that_breaks_off_lets_go_of_its_program(tmp_path, programs):
+    """Whatever ends a round, what it held is let go: here the logdir's check raises after the program
+    paused itself for the round."""
+    saving = make(tmp_path)
+    program = Program(saving, HOOKED, str(tmp_path / "ckpt"))
+    programs.append(program)
+    program.wait_steps(3)
+
+    def broken(*_):
+        raise OSError("the logdir cannot be read")
+    saving._confirm = broken
+    result = saving.save("marathon-tf checkpoint", hold=True, timeout=5)
+    assert not result.ok and "the logdir cannot be read" in result.message, result
+    seen = len(program.steps)
+    program.wait_steps(seen + 5, timeout=5)
+    assert program.trainer.held is None and saving.status.light()["phase"] == Phase.RUNNING
+
+
+class _Session:
+    """The deciding task's HTTP session towards the other trainers: each ``POST /hold`` recorded; a hold
+    answered too late (the request timed out, the peer held all the same)."""
+
+    def __init__(self):
+        self.posts: list[tuple[str, dict]] = []
+
+    def post(self, url, json, timeout):
+        self.posts.append((url, json))
+        if not json.get("release"):
+            raise TimeoutError("read timed out")
+        return type("R", (), {"status_code": 200, "json": lambda self: {"held": False}})()
+
+
+def test_a_hold_answered_too_late_is_released_when_the_round_fails_and_lasts_no_longer_than_the_round(
+        tmp_path, programs):
+    saving = make(tmp_path, logdir=True)
+    saving._session = session = _Session()
+    saving.peer_urls = lambda: {"worker-1": "http://127.0.0.1:1", "ps-0": "http://127.0.0.1:2"}
+    program = Program(saving, HOOKED, "none")  # says it saved, writes nothing: the round fails
+    programs.append(program)
+    program.wait_steps(3)
+    result = saving.save("worker-1 is stopped", hold=True, timeout=1.0)
+    assert not result.ok
+    holds = [body for url, body in session.posts if not body.get("release")]
+    assert [url for url, body in session.posts] == ["http://127.0.0.1:1/hold", "http://127.0.0.1:1/hold"]
+    assert holds and holds[0]["seconds"] <= 1.0 + 4.0, holds  # bounded by the round's deadline
+    assert session.posts[-1][1] == {"job": "j", "release": True}
+
+
+def test_a_hold_is_always_bounded_and_an_extension_never_holds_anew(tmp_path, programs):
+    follower = make(tmp_path, decider=False, task="worker-1")
+    program = Program(follower, PLAIN)
+    programs.append(program)
+    program.wait_steps(3)
+    code, body = follower.post_hold({}, {"job": "j", "seconds": 0.6, "extend": True})
+    assert (code, body["held"]) == (200, False) and program.trainer.held is None
+    assert follower.post_hold({}, {"job": "j", "seconds": 0.6})[1]["held"]
+    assert follower.post_hold({}, {"job": "j", "seconds": 1.5, "extend": True})[1]["held"]
+    time.sleep(0.9)
+    assert program.trainer.held == "outside"  # extended past the first 0.6 s
+    wait_for(lambda: program.trainer.held is None, 3, "the hold's end")
+    program.wait_steps(len(program.steps) + 3)
+
+
 def test_no_program_no_round(tmp_path):
     saving = make(tmp_path)
     result = saving.save("check", hold=False, timeout=1)

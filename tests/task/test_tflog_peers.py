@@ -127,3 +127,16 @@ def test_a_stalled_task_names_the_peer_that_does_not_answer_and_prefers_tensorfl
     d.update(12.0, 2.0, peers)  # usual interval 2 s: stalled after 3 x 2 = 6 s ... (12 s here) ...
     d.update(20.0, 30.0, peers)  # ... but a job with 30 s between steps is not stalled at 20 s
     assert d.waiting_for() is None
+
+
+def test_the_ps_a_hang_waits_for_is_frozen_only_when_its_server_takes_the_connection_and_does_not_answer():
+    """Issue 44 item 4: which peer the watchdog's hang restarts instead of the hung program."""
+    from marathon_tf.task.peers import frozen_ps
+
+    assert frozen_ps({"peer": "ps-0", "why": "its TF server does not answer", "seconds": 12.0}) == "ps-0"
+    assert frozen_ps({"peer": "ps-1", "why": "TensorFlow: CreateSession still waiting for response from worker: "
+                                              "/job:ps/replica:0/task:1; its TF server does not answer"}) == "ps-1"
+    assert frozen_ps({"peer": "ps-0", "why": "its TF server refuses connections"}) is None  # dead: its own end
+    assert frozen_ps({"peer": "worker-1", "why": "its TF server does not answer"}) is None
+    assert frozen_ps({"peer": "ps-0", "why": "TensorFlow: CreateSession still waiting for response"}) is None
+    assert frozen_ps(None) is None

@@ -35,10 +35,11 @@ def tf1_job(tmp_path, *, target: int = 20000, **changes) -> str:
                            **changes))
 
 
-def pss_job(tmp_path, *, target: int = 4000, **changes) -> str:
+def pss_job(tmp_path, *, target: int = 4000, log_every: int = 10, **changes) -> str:
     from jobfiles import example_job
 
-    command = ["python3", "train.py", "--train_steps", str(target), "--checkpoint_dir", "ckpt", "--log_every", "10",
+    command = ["python3", "train.py", "--train_steps", str(target), "--checkpoint_dir", "ckpt", "--log_every",
+               str(log_every),
                "--save_every", str(RARE)]
     return str(example_job("mnist-ps-strategy", tmp_path, command=command, bootstrap=BOOTSTRAP,
                            progress={"target_step": target}, restart={"max_failures": 0, "window_seconds": 600},
@@ -190,6 +191,37 @@ def test_checkpoint_of_a_program_without_the_hook_says_so_and_exits_1(tmp_path, 
     with pytest.raises(SaveFailed, match="worker-0's training program declares no save hook") as e:
         ask_checkpoint(job)
     assert e.value.exit_code == 1
+
+
+@pytest.mark.timeout(400)
+def test_a_checkpoint_that_times_out_before_the_coordinator_answers_leaves_it_training(tmp_path, local_job):
+    """Issue 44 item 2 / issue 47 item 4: the coordinator answers SIGUSR1 only at the end of the round of steps
+    it scheduled (400 here, seconds), so ``checkpoint --timeout 1s`` fails first; it then saved, paused itself
+    as the hook says, and nothing continued it: chief-0 stayed stopped (state T) and the job never ended. Now
+    its bootstrap continues it: it trains on past the late checkpoint, and the job succeeds, with no failure."""
+    from marathon_tf.contract.errors import SaveFailed
+    from marathon_tf.user.api import Marathon
+
+    job = local_job(pss_job(tmp_path, target=4000, log_every=400))
+    job.wait(lambda: job.max_step() >= 1, 240, "the first step", 0.1)
+    job.wait(lambda: job.max_step() >= 400, 120, f"step >= 400 (steps: {job.steps(task='chief-0')[-5:]})", 0.1)
+    failed = None
+    for _ in range(6):  # (a signal that comes just before the end of a round of steps is answered in time)
+        before = len(rounds(job, "chief-0"))
+        try:
+            Marathon(client=job.client).job(job.name).checkpoint(timeout=1)
+        except SaveFailed as e:
+            failed = e
+            break
+        job.wait(lambda: len(rounds(job, "chief-0")) > before, 30, "the round's saved line", 0.1)
+    assert failed is not None, "every checkpoint was answered within 1 s"
+    job.wait(lambda: len(rounds(job, "chief-0")) > before, 60, "the coordinator's late saved line", 0.1)
+    late = rounds(job, "chief-0")[-1]
+    job.wait(lambda: any(s > late for _, _, s in job.steps(task="chief-0")), 60,
+             f"chief-0 stepping past its late save at step {late}", 0.2)
+    assert "it may still save a checkpoint at its next step boundary" in str(failed), failed  # said truthfully
+    status = job.wait_state(300)
+    assert status["state"] == L.SUCCEEDED and status["failures"] == 0, (status.get("reason"), job.text()[-4000:])
 
 
 def delete_save_and_resume(job, tmp_path, *, saver: str, ready: str, after: int):

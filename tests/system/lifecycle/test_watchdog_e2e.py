@@ -83,3 +83,43 @@ def test_a_frozen_worker_is_failed_by_the_watchdog(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         kill_referring_to(tmp_path / "state")
+
+
+@pytest.mark.tf
+@pytest.mark.timeout(420)
+def test_a_frozen_ps_is_restarted_with_the_group_and_the_job_succeeds_with_one_failure(tmp_path, local_job):
+    """Issue 44 item 4: ``kill -STOP`` of ps-0's program (TF1). The workers hang on it; the watchdog's verdict
+    names it (``waiting for ps-0 (its TF server does not answer)``), yet it used to restart the worker, which
+    hung on the frozen ps again, until the job Failed (3 failures). Now the hang is counted once and the
+    job's group restarts, ps-0 with it: the job trains on to its target and Succeeds with 1 failure."""
+    import time
+
+    from e2e_helpers import trainer_pid
+
+    from marathon_tf.contract import labels as L
+
+    bootstrap = f"{sys.executable} -m marathon_tf.bootstrap --watch-interval 2 --grace 5"
+    command = ["python3", "train.py", "--train_steps", "2500", "--checkpoint_dir", "ckpt", "--log_every", "20",
+               "--save_checkpoint_steps", "200"]
+    job = local_job(str(jobfiles.example_job(
+        "linear-regression-tf1", tmp_path, command=command, bootstrap=bootstrap, progress={"target_step": 2500},
+        restart={"max_failures": 2, "window_seconds": 600, "progress_timeout_seconds": 10,
+                 "first_step_timeout_seconds": 200})))
+    job.wait(lambda: job.max_step() > 600, 240, "step > 600", 0.1)
+    pid = job.wait(lambda: trainer_pid(job.cluster.state_dir, "ps-0"), 10, "ps-0's program")
+    os.kill(pid, signal.SIGSTOP)
+    frozen = time.monotonic()
+    try:
+        job.wait(lambda: trainer_pid(job.cluster.state_dir, "ps-0") not in (None, pid), 120,
+                 "ps-0's program restarted", 0.5)
+    finally:
+        try:
+            os.kill(pid, signal.SIGCONT)  # (already killed by its restart; else not left behind stopped)
+        except ProcessLookupError:
+            pass
+    assert any("waiting for ps-0 (its TF server does not answer)" in x and "no progress for" in x
+               for t, n, s, x in list(job.lines) if t > frozen), job.text()[-4000:]
+    status = job.wait_state(300)
+    assert status["state"] == L.SUCCEEDED and status["failures"] == 1, (
+        status.get("reason"), status.get("failures"), job.text()[-6000:])
+    assert "ps-0 does not answer (worker-" in job.text(), job.text()[-4000:]  # the group round's cause
