@@ -1,4 +1,4 @@
-"""The aiohttp application of the local Marathon (emulating Marathon 1.8).
+"""The aiohttp application of the local Marathon (Marathon 1.8's REST API; the version it plays: ``versions.py``).
 
 Wires the runtime (state, event bus, launcher, scheduler, deployments, faults)
 and serves: the /v2 resources of ``api.py``, ``/v2/events`` (SSE exactly as
