@@ -39,9 +39,8 @@ the start); a leader host that drops packets (504 / 500 on 1.4 – 1.6).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-
-from marathon_tf.marathon.versions import MarathonVersion, parse_version
 
 __all__ = ["Played", "played", "DEFAULT_VERSION", "SCALE_APPS_INTERVAL", "BAD_CONNECTION"]
 
@@ -53,23 +52,25 @@ SCALE_APPS_INTERVAL = 300.0
 #: ``JavaUrlConnectionRequestForwarder.ERROR_STATUS_BAD_CONNECTION`` (v1.4.3 ``api/LeaderProxyFilter.scala:320``).
 BAD_CONNECTION = "Failed to successfully establish a connection to the leader."
 
-_OLDEST, _NEWEST = MarathonVersion(1, 4, 0), MarathonVersion(1, 11, 999999)
+#: ``1.4.3``, ``1.6.322-2bf46b341`` (what ``/v2/info`` says; the local cluster knows no client's parser:
+#: it knows marathon-tf only through ``contract/``).
+_VERSION = re.compile(r"^(\d{1,4})\.(\d{1,4})(?:\.(\d{1,9}))?(?:[-+][0-9A-Za-z.+-]*)?$")
 
 
-def _v(major: int, minor: int, patch: int = 0) -> MarathonVersion:
-    return MarathonVersion(major, minor, patch)
+def _v(major: int, minor: int, patch: int = 0) -> tuple[int, int, int]:
+    return (major, minor, patch)
+
+
+_OLDEST, _NEWEST = _v(1, 4, 0), _v(1, 11, 999999999)
 
 
 @dataclass(frozen=True)
 class Played:
     """The Marathon version the local cluster plays and what follows from it."""
 
-    version: MarathonVersion
-
-    @property
-    def text(self) -> str:
-        """What ``/v2/info`` says."""
-        return str(self.version)
+    version: tuple[int, int, int]
+    #: What ``/v2/info`` says.
+    text: str
 
     @property
     def deployment_lock(self) -> bool:
@@ -113,7 +114,10 @@ class Played:
 def played(text: object = None) -> Played:
     """``"1.7.236"`` → what the local cluster plays (None: :data:`DEFAULT_VERSION`); ValueError naming the
     range for anything else."""
-    version = parse_version(DEFAULT_VERSION if text is None else text)
+    said = (DEFAULT_VERSION if text is None else text)
+    m = _VERSION.match(said.strip()) if isinstance(said, str) else None
+    version = _v(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) if m else None
     if version is None or not (_OLDEST <= version <= _NEWEST):
         raise ValueError(f"marathon version {text!r}: the local cluster plays 1.4.0 to 1.11.x (e.g. 1.4.3, 1.7.236)")
-    return Played(version)
+    assert isinstance(said, str)
+    return Played(version, said.strip())
