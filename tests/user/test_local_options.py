@@ -141,3 +141,20 @@ def test_the_marathon_version_and_scale_apps_interval_reach_the_cluster(monkeypa
     r = CliRunner().invoke(cli, args + ["--marathon-version", "1.7.236", "--scale-apps-interval", "5"])
     assert r.exit_code == 0, r.output
     assert (seen["marathon_version"], seen["scale_apps_interval"]) == ("1.7.236", 5.0)
+
+
+def test_deploy_local_passes_the_marathon_version_to_its_cluster(tmp_path, monkeypatch):
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps(minimal()))
+    seen = {}
+
+    def fake_deploy_local(job, **kw):
+        seen.update(kw["cluster"])
+
+    import marathon_tf.user.cli as cli_module
+    monkeypatch.setattr(cli_module, "_deploy_local", fake_deploy_local)
+    r = CliRunner().invoke(cli, ["deploy", str(job), "--local", "--marathon-version", "1.4.3",
+                                 "--scale-apps-interval", "10"])
+    assert r.exit_code == 0, r.output
+    assert (seen["marathon_version"], seen["scale_apps_interval"], seen["gpu_scheduling_behavior"]) == \
+        ("1.4.3", 10.0, None)
