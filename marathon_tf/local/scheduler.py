@@ -408,15 +408,21 @@ class Scheduler:
             app.backoff = base if app.backoff is None else min(app.backoff * factor, cap)
             app.launch_after = time.monotonic() + app.backoff
         app.tasks.pop(task.id, None)
-        if self.deployment_lock and task.config_version == app.run_config_version:
-            # the exit's ScaleRunSpec: dropped while a deployment holds the app and no step of it is
-            # starting the app (v1.4.3 MarathonSchedulerActor.scala:169, v1.7.236:146-159); else it
-            # queues every missing task of the app
-            if self.locked(app.id) and not self.starting(app.id):
-                self.unqueued.add(app.id)
-            else:
-                self.unqueued.discard(app.id)
+        if task.config_version == app.run_config_version:
+            self.scale_run_spec(app.id)
         self.wake()
+
+    def scale_run_spec(self, app_id: str) -> None:
+        """A task of ``app_id`` became terminal or UnreachableInactive: Marathon 1.4 – 1.7 send
+        ``ScaleRunSpec`` (v1.4.3 ``core/task/update/impl/steps/ScaleAppUpdateStepImpl.scala:25,44``), which
+        is dropped while a deployment holds the app and no step of it is starting the app (v1.4.3
+        ``MarathonSchedulerActor.scala:169``, v1.7.236 ``:146-159``), else queues every missing task."""
+        if not self.deployment_lock:
+            return
+        if self.locked(app_id) and not self.starting(app_id):
+            self.unqueued.add(app_id)
+        else:
+            self.unqueued.discard(app_id)
 
     def _status(self, task: Task, state: str, message: str) -> None:
         task.state = state

@@ -9,7 +9,8 @@ what                                   versions        the local cluster
 =====================================  ==============  ===============================================
 ``/v2/info``'s ``version``             all             the version played
 the deployment lock                    1.4 – 1.7       a task of an app a deployment holds, once that
-                                                       app's own step is done, is not relaunched
+                                                       app's own step is done, is not relaunched (nor
+                                                       replaced when its agent is lost)
                                                        (``MarathonSchedulerActor.scala``: a
                                                        ``ScaleRunSpec`` of a locked app is dropped,
                                                        v1.4.3:169, v1.7.236:159); 1.8+ relaunches

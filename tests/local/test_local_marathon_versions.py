@@ -179,3 +179,26 @@ def test_gpu_scheduling_follows_the_version(cluster_with, make_app, tmp_path):
         return "DeclinedScarceResources" in reasons
     assert wait_for(declined, 15, what="DeclinedScarceResources on 1.11")
     assert new.running("/cpu") == []
+
+
+@pytest.mark.parametrize("version, replaced", [("1.7.236", False), (None, True)])
+def test_a_task_lost_with_its_agent_while_a_deployment_holds_its_app(cluster_with, make_app, version, replaced):
+    # UnreachableInactive is as scaling-worthy as a terminal state (v1.4.3 core/task/update/impl/steps/
+    # ScaleAppUpdateStepImpl.scala:25,44): its ScaleRunSpec is dropped for the lock just the same
+    # (v1.7.236 MarathonSchedulerActor.scala:146-159); 1.8+ reschedules it (releases/1.8
+    # core/instance/Instance.scala:46).
+    options = {"agents": 2, "agent_resources": (SMALL_AGENT,)}
+    cluster, api = cluster_with(**options, **({} if version is None else {"marathon_version": version}))
+    group = _group(make_app)
+    group["apps"][0]["unreachableStrategy"] = {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}
+    assert api.put("/v2/groups/g", json=group).status_code in (200, 201)
+    first = wait_for(lambda: api.running("/g/a"), 15, what="/g/a to run")[0]
+    time.sleep(0.5)
+    assert len(api.deployments()) == 1
+    assert cluster.agent_unreachable(first["host"]) == [first["id"]]
+    if replaced:
+        assert wait_for(lambda: [t for t in api.running("/g/a") if t["host"] != first["host"]], 10,
+                        what="/g/a replaced on the other agent")
+        return
+    time.sleep(3)
+    assert [t for t in api.tasks("/g/a") if t["id"] != first["id"]] == [] and "/g/a" not in _queued(api)
