@@ -2,7 +2,8 @@
 
 Its defaults are a stock Marathon 1.11 on Mesos 1.11 (elections that wait out the ZooKeeper session,
 no TASK_KILLING without ``task_killing``, GPU agents offered only with ``gpu_resources``, declined
-offers filtered and revived as Marathon does, 1.11's kill order); each friendlier behaviour is an option.
+offers filtered and revived as Marathon does, 1.11's kill order); each friendlier behaviour is an option,
+and ``marathon_version`` plays an older Marathon (1.4 – 1.7's deployment lock and queue purge, …).
 
 ``LocalCluster`` runs the aiohttp Marathon server, the Mesos-DNS DNS and HTTP
 servers and the task processes on a background event loop; ``serve`` blocks
@@ -28,6 +29,7 @@ too; this package plays the cluster with it.
 ``health.py``          health checks of a running task (MESOS_HTTP, TCP, COMMAND)
 ``events.py``          the event bus behind ``/v2/events``
 ``errors.py``          Marathon's API error responses as exceptions
+``versions.py``        which Marathon it plays (``--marathon-version``) and what follows from it
 ``state.py``           the in-memory Marathon state: apps, groups, tasks, their JSON
 ``leadership.py``      Marathon's API instances over the one state, the leader and the standbys
                        (one by default, several for HA)

@@ -135,6 +135,7 @@ class AgentLoss:
                 if not task.inactive and elapsed >= seconds[0]:
                     task.inactive = True
                     self.s.instance_changed(task, "UnreachableInactive")
+                    self.s.scale_run_spec(app.id)  # 1.4 - 1.7: dropped while a deployment holds the app
                 if task.inactive and elapsed >= seconds[1]:
                     self.expunge(task)
             elif task.id in self._doomed and now >= self._doomed[task.id]:

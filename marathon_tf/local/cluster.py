@@ -31,6 +31,7 @@ from .taskscope import read_only
 from .launcher import Launcher, WarmPoolFactory
 from .revive import DECLINE_OFFER_DURATION, MIN_REVIVE_OFFERS_INTERVAL
 from .server import DEFAULT_FEATURES, FEATURES, Runtime, create_app
+from .versions import SCALE_APPS_INTERVAL, played
 
 #: Marathon's ``--zk_session_timeout`` default (``M@1.11:src/main/scala/mesosphere/marathon/ZookeeperConf.scala``:
 #: 10 s; ``M@1.11:`` = mesosphere/marathon@releases/1.11): how long a crashed leader is still named.
@@ -83,6 +84,12 @@ class LocalCluster:
     ``--decline_offer_duration`` in seconds (a declined offer is filtered that long; 0: never);
     ``revive_interval``: its ``--min_revive_offers_interval`` (0: every suppress/revive at once); see
     :mod:`marathon_tf.local.revive`.
+    ``marathon_version``: the Marathon the local one plays (``"1.4.3"``, ``"1.7.236"``; None: the newest,
+    1.11): ``/v2/info``'s version, the deployment lock and the queue purge of 1.4 – 1.7, a standby's
+    answers (:mod:`marathon_tf.local.versions`); ``gpu_scheduling_behavior`` None is that version's
+    default (``restricted`` from 1.8, ``unrestricted`` before; none before 1.5.7). ``scale_apps_interval``:
+    Marathon's ``--scale_apps_interval`` in seconds (300), the periodic check that queues again the
+    missing tasks of apps no deployment holds.
     ``persist``: keep the state (apps, groups, deployments) in ``state_dir`` and reload it when a cluster
     starts there again (``local serve``; see :mod:`~marathon_tf.local.extras.persist`).
     Bad values raise ValueError.
@@ -95,18 +102,27 @@ class LocalCluster:
                  ui_dir: Union[str, Path, None] = None, warm_pool: Optional[WarmPoolFactory] = None,
                  marathon_instances: int = 1, election_gap: Optional[float] = None,
                  agents: int = 1, agent_resources: Sequence[str] = (), agent_attributes: Sequence[str] = (),
-                 features: Sequence[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: str = "restricted",
+                 features: Sequence[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: Optional[str] = None,
                  persist: bool = False, zk_session_timeout: float = ZK_SESSION_TIMEOUT,
                  filter_gpu_resources: bool = True, offer_filter: float = DECLINE_OFFER_DURATION,
-                 revive_interval: float = MIN_REVIVE_OFFERS_INTERVAL) -> None:
+                 revive_interval: float = MIN_REVIVE_OFFERS_INTERVAL, marathon_version: Optional[str] = None,
+                 scale_apps_interval: float = SCALE_APPS_INTERVAL) -> None:
         if marathon_instances < 1:
             raise ValueError("marathon_instances must be at least 1")
         self.security = Security(host, allow_origins, auth)  # raises AuthError for an unsafe setup
         unknown = sorted(set(features) - set(FEATURES))
         if unknown:
             raise ValueError(f"features: {', '.join(unknown)} unknown to Marathon 1.8 (it knows {', '.join(FEATURES)})")
+        version = played(marathon_version)
+        if gpu_scheduling_behavior is None:
+            gpu_scheduling_behavior = version.gpu_scheduling_default
         if gpu_scheduling_behavior not in ("restricted", "unrestricted"):
             raise ValueError(f"gpu scheduling behavior {gpu_scheduling_behavior!r}: restricted or unrestricted")
+        if gpu_scheduling_behavior == "restricted" and not version.knows_gpu_scheduling_behavior:
+            raise ValueError(f"gpu scheduling behavior restricted: Marathon {version.text} has no "
+                             "--gpu_scheduling_behavior (from 1.5.7)")
+        if scale_apps_interval <= 0:
+            raise ValueError("scale_apps_interval must be positive")
         self._ui_dir = ui_dir
         self._own_dir = state_dir is None
         self.state_dir = Path(tempfile.mkdtemp(prefix="marathon-tf-local-") if state_dir is None else state_dir)
@@ -122,7 +138,9 @@ class LocalCluster:
                              shutdown_grace=shutdown_grace, agents=self._agents, features=features,
                              gpu_scheduling_behavior=gpu_scheduling_behavior, persist=persist,
                              filter_gpu_resources=filter_gpu_resources, offer_filter=float(offer_filter),
-                             revive_interval=float(revive_interval))
+                             revive_interval=float(revive_interval), marathon_version=version,
+                             scale_apps_interval=float(scale_apps_interval))
+        self._played = version
         self._dns_options: dict[str, Any] = dict(refresh=dns_refresh, ttl=dns_ttl)
         #: Built before the servers start, so that :meth:`prewarm` can start interpreters first.
         self.launcher = Launcher(self.state_dir, host, kill_grace_cap, warm_pool=warm_pool)
@@ -177,7 +195,7 @@ class LocalCluster:
 
         self._leadership = Leadership(lambda: create_app(rt, self._ui_dir), self.host, _url_host(self.host),
                                       ports, on_elected=elected, listen=_listen,
-                                      election_gap=self._ha["election_gap"])
+                                      election_gap=self._ha["election_gap"], played=self._played)
         await self._leadership.start()
         self.marathon_urls = [i.url for i in self._leadership.instances]
         self.marathon_url = self.marathon_urls[0]

@@ -12,6 +12,11 @@ exactly their target of tasks running, and healthy when health checks exist
 (without health checks a task counts once it has run for ``settle`` seconds, so
 a command that dies at once keeps the deployment open, like a crash loop), and
 ready when readiness checks exist (``readiness.py``).
+
+Playing Marathon 1.4 – 1.7 (``lock``, ``versions.py``): an action is over once its app first reached its
+target (the step's actor for that app stops, as ``TaskStartActor`` does), though the step waits for its
+other actions; meanwhile the deployment still holds the app, so a task of it that dies is not
+relaunched (``Scheduler.unqueued``). A cancelled deployment purges its apps' queued tasks (``purge``).
 """
 
 from __future__ import annotations
@@ -75,6 +80,14 @@ class Deployment:
     affected: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     readiness: Optional[Readiness] = None
+    #: Apps whose action in the current step is over (1.4 – 1.7: its actor has stopped).
+    over: set[str] = field(default_factory=set)
+
+    def acting_on(self, app_id: str) -> bool:
+        """Whether an action of the current step is still acting on ``app_id`` (its actor runs)."""
+        step = self.steps[self.current_step - 1] if 0 < self.current_step <= len(self.steps) else []
+        return any(a["app"] == app_id and a["action"] != "StopApplication" and app_id not in self.over
+                   for a in step)
 
     def plan_json(self) -> dict:
         """The light plan of 1.8 events: ``{id, steps, version}``."""
@@ -95,8 +108,13 @@ class DeploymentManager:
     """Creates, runs, cancels and lists deployments."""
 
     def __init__(self, state: State, scheduler: Scheduler, bus: EventBus, poll: float = 0.05,
-                 settle: float = 0.15) -> None:
+                 settle: float = 0.15, lock: bool = False, purge: bool = False) -> None:
         self.state = state
+        #: 1.4 – 1.7: the deployment lock keeps a finished action's app from relaunching; a cancel purges.
+        self.lock, self.purge = lock, purge
+        scheduler.locked = lambda app_id: bool(self.for_app(app_id))
+        scheduler.starting = lambda app_id: any(d.acting_on(app_id) for d in self.for_app(app_id))
+        scheduler.deployment_lock = lock
         self.settle = settle
         self.scheduler = scheduler
         self.bus = bus
@@ -157,6 +175,8 @@ class DeploymentManager:
         if dep.runner is not None:
             dep.runner.cancel()
         self.readiness.forget(set(dep.affected))
+        if self.purge:  # deploymentFailed: v1.4.3 MarathonSchedulerActor.scala:283, v1.7.236:285
+            self.scheduler.purge(dep.affected)
         self.bus.publish("deployment_failed", id=dep.id, plan=dep.plan_json(), reason=reason)
 
     def rollback(self, dep: Deployment) -> "Deployment":
@@ -175,11 +195,12 @@ class DeploymentManager:
         try:
             for number, step in enumerate(dep.steps[first - 1:], start=first):
                 dep.current_step = number
+                dep.over = set()
                 self.bus.publish("deployment_info", plan=dep.plan_json(), currentStep={"actions": step})
                 for action in step:
                     self._apply(action)
                 self.scheduler.wake()
-                while not all(self._done(a, dep) for a in step):
+                while not self._step_done(step, dep):
                     await asyncio.sleep(self.poll)
                 for action in step:
                     if action["action"] == "StopApplication":
@@ -195,6 +216,14 @@ class DeploymentManager:
                 self.bus.publish("deployment_failed", id=dep.id, plan=dep.plan_json(), reason=repr(exc))
             raise
 
+    def _step_done(self, step: list[dict], dep: Deployment) -> bool:
+        if not self.lock:
+            return all(self._done(a, dep) for a in step)
+        for action in step:  # 1.4 – 1.7: an action, once over, stays over
+            if action["app"] not in dep.over and self._done(action, dep):
+                dep.over.add(action["app"])
+        return all(a["app"] in dep.over for a in step)
+
     def _apply(self, action: dict) -> None:
         app = self.state.apps.get(action["app"])
         if app is None:
@@ -203,6 +232,7 @@ class DeploymentManager:
         if kind == "StopApplication":
             app.target = 0
             return
+        self.scheduler.queued(app.id)  # the step's actor queues what the app lacks
         if kind == "StartApplication" or kind == "RestartApplication" or app.run_config_version is None:
             app.run_config_version = app.last_config_change_at
             app.reset_backoff()

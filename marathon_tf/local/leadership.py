@@ -27,6 +27,13 @@ branch ``releases/1.11``; 1.8, whose REST API the runner speaks, has the same co
   1.11 leader that abdicates closes its leader latch and exits, ``.../core/election/ElectionService.scala``
   ``abdicateLeadership``, so the next one leads once it has started).
 
+Playing an older Marathon (``versions.py``): up to 1.6.392 a standby forwards with ``HttpURLConnection``,
+so a GET or DELETE whose leader refuses the connection gets 502 "Failed to successfully establish a
+connection to the leader." (the failure surfaces while the status is read: v1.4.3
+``api/LeaderProxyFilter.scala:320,325-332``) and only a PUT/POST, which fails writing its body, gets
+"Connection to leader refused." (v1.4.3 ``:286-287``; 503 on 1.4.8 – 1.4.x, v1.4.8 ``:287``); "no leader"
+is a 503 before 1.7.149.
+
 Only Marathon's routes (``/v2/…``, ``/ping``) go through the leader. The admin API (``/_local/``),
 the Mesos master and agent endpoints and the UI are served by every live instance. The state, the
 scheduler and the tasks are shared and keep running through an election (tasks on Mesos agents
@@ -47,6 +54,7 @@ from yarl import URL
 
 from .errors import jetty_error
 from .faults import ADMIN_PREFIX
+from .versions import Played, played as _played
 
 __all__ = ["Leadership", "Instance", "NO_LEADER", "LEADER_REFUSED", "HOLD_LOOKS", "HOLD_INTERVAL"]
 
@@ -93,7 +101,9 @@ class Leadership:
 
     def __init__(self, make_app: Callable[[], web.Application], host: str, url_host: str, ports: list[int], *,
                  on_elected: Callable[[str], None], listen: Callable[..., Awaitable[None]],
-                 election_gap: float = 10.0) -> None:
+                 election_gap: float = 10.0, played: Optional[Played] = None) -> None:
+        #: The Marathon version played: its standbys' answers.
+        self.played = played or _played()
         self.make_app, self.host, self.url_host = make_app, host, url_host
         self.instances = [Instance(i, port) for i, port in enumerate(ports)]
         self.on_elected, self.listen, self.election_gap = on_elected, listen, election_gap
@@ -210,7 +220,7 @@ class Leadership:
                         return web.Response(status=302, headers={"Location": named.url + request.raw_path})
                     return await self._forward(inst, named, request)
                 await asyncio.sleep(HOLD_INTERVAL)  # an election is under way: hold the request
-            return jetty_error(502, NO_LEADER, request.path)
+            return jetty_error(self.played.no_leader_status, NO_LEADER, request.path)
 
         return leader_proxy
 
@@ -238,7 +248,10 @@ class Leadership:
                     if k.lower() not in _NOT_RETURNED:
                         out.headers.add(k, v)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
-            return jetty_error(502, LEADER_REFUSED, request.path)
+            if request.method in ("GET", "HEAD", "DELETE"):
+                text = self.played.read_forward_failure
+                return jetty_error(502, text, request.path)
+            return jetty_error(self.played.write_forward_status, LEADER_REFUSED, request.path)
         out.headers.add("X-Marathon-Via", via)
         return out
 

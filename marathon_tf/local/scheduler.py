@@ -26,6 +26,12 @@ without it Mesos's executor sends none, ``Mesos@1.11.x:src/launcher/executor.cpp
 stays TASK_RUNNING, in ``/v2/apps`` and Mesos-DNS, until it is TASK_KILLED.
 An agent that is lost (``agentloss.py``) turns its tasks TASK_UNREACHABLE; the app's
 ``unreachableStrategy`` then decides when they are replaced and forgotten.
+
+Playing Marathon 1.4 – 1.7 (``versions.py``), an app's missing tasks are not always in the launch
+queue (``unqueued``): a task of an app a deployment holds that dies after the app's own step is done is
+not relaunched (its ``ScaleRunSpec`` is dropped for the lock), and a cancelled deployment purges its
+apps' queued tasks; a deployment step that starts the app, a task exit while no deployment holds it, or
+the periodic scale check (``scale_apps_interval``, which skips locked apps) queues them again.
 """
 
 from __future__ import annotations
@@ -51,8 +57,9 @@ from .revive import DECLINE_OFFER_DURATION, MIN_REVIVE_OFFERS_INTERVAL, OfferFil
 from .scaling import surplus
 from .state import FRAMEWORK_ID, AppState, State, Task, now_ts, parent_path
 from .taskscope import TOKEN_FILE_VAR, Grants
+from .versions import SCALE_APPS_INTERVAL
 
-__all__ = ["Scheduler", "ALLOCATION_INTERVAL"]
+__all__ = ["Scheduler", "ALLOCATION_INTERVAL", "SCALE_APPS_INTERVAL"]
 
 #: The Mesos master's ``--allocation_interval`` (``Mesos@1.11.x:src/master/constants.hpp``
 #: ``DEFAULT_ALLOCATION_INTERVAL``, 1 s): an agent whose offer was used or declined is offered again
@@ -71,7 +78,8 @@ class Scheduler:
                  shutdown_grace: float = 2.0, agents: Optional[Agents] = None, gpu_restricted: bool = True, *,
                  task_killing: bool = False, gpu_capable: bool = True, filter_gpu_resources: bool = True,
                  offer_filter: float = DECLINE_OFFER_DURATION,
-                 revive_interval: float = MIN_REVIVE_OFFERS_INTERVAL) -> None:
+                 revive_interval: float = MIN_REVIVE_OFFERS_INTERVAL,
+                 scale_apps_interval: float = SCALE_APPS_INTERVAL) -> None:
         self.state = state
         self.launcher = launcher
         self.bus = bus
@@ -111,6 +119,17 @@ class Scheduler:
         #: derived from it, in a file of its sandbox (:mod:`marathon_tf.contract.taskauth`); its owner's CLI
         #: derives the same key to steer the job (``checkpoint``, ``scale``'s save).
         self.owner_key: Callable[[], Optional[bytes]] = taskauth.owner_key
+        #: Apps whose missing tasks Marathon (1.4 – 1.7) has not queued (see the module).
+        self.unqueued: set[str] = set()
+        #: Whether a deployment holds the app (``locked``), and whether a step of it is starting the app
+        #: now (``starting``: its actor queues the app's tasks itself); the deployments tell (server.py).
+        self.locked: Callable[[str], bool] = lambda app_id: False
+        self.starting: Callable[[str], bool] = lambda app_id: False
+        #: The deployment lock of 1.4 – 1.7 (``versions.Played.deployment_lock``).
+        self.deployment_lock = False
+        #: Marathon's ``--scale_apps_interval`` (s): the periodic scale check.
+        self.scale_apps_interval = scale_apps_interval
+        self._next_scale_check = time.monotonic() + scale_apps_interval
 
     # -- loop -------------------------------------------------------------------------
     def wake(self) -> None:
@@ -119,6 +138,8 @@ class Scheduler:
     async def run(self) -> None:
         """A pass every 100 ms or when woken, until ``shutdown``."""
         while not self.stopping:
+            if time.monotonic() >= self._next_scale_check:
+                self.scale_check()
             self.run_pass()
             try:
                 await asyncio.wait_for(self._wake.wait(), 0.1)
@@ -160,6 +181,26 @@ class Scheduler:
         finally:
             self._round = None
 
+    def scale_check(self) -> None:
+        """Marathon's periodic ``ScaleRunSpecs``: every app no deployment holds gets its missing tasks
+        queued (a locked one is skipped: ``MarathonSchedulerActor.scala`` ``withLockFor``)."""
+        self._next_scale_check = time.monotonic() + self.scale_apps_interval
+        for app_id in sorted(self.unqueued):
+            if not self.locked(app_id):
+                self.unqueued.discard(app_id)
+                self.wake()
+
+    def purge(self, app_ids: list[str]) -> None:
+        """``launchQueue.purge``: these apps' missing tasks leave the queue until something queues them."""
+        self.unqueued.update(a for a in app_ids if a in self.state.apps)
+        self.wake()
+
+    def queued(self, app_id: str) -> None:
+        """A deployment step queues the app's missing tasks (``TaskStartActor`` / ``TaskReplaceActor``)."""
+        if app_id in self.unqueued:
+            self.unqueued.discard(app_id)
+            self.wake()
+
     def apply(self, calls: list[str]) -> None:
         """Marathon's calls to Mesos: a revive or an unsuppress clears the offer filters, and the master
         makes its offers at once (``reviveOffers`` → ``generateOffers``)."""
@@ -200,6 +241,9 @@ class Scheduler:
         if missing <= 0:
             app.queued_since = None
             self.offers.finished(app.id)
+            return 0, False
+        if app.id in self.unqueued:  # not in the launch queue (1.4 – 1.7: a lock, a purge)
+            app.queued_since = None
             return 0, False
         app.queued_since = app.queued_since or now_ts()
         if no_overcap and any(t.killing and t.config_version != app.run_config_version for t in app.active_tasks()):
@@ -374,7 +418,21 @@ class Scheduler:
             app.backoff = base if app.backoff is None else min(app.backoff * factor, cap)
             app.launch_after = time.monotonic() + app.backoff
         app.tasks.pop(task.id, None)
+        if task.config_version == app.run_config_version:
+            self.scale_run_spec(app.id)
         self.wake()
+
+    def scale_run_spec(self, app_id: str) -> None:
+        """A task of ``app_id`` became terminal or UnreachableInactive: Marathon 1.4 – 1.7 send
+        ``ScaleRunSpec`` (v1.4.3 ``core/task/update/impl/steps/ScaleAppUpdateStepImpl.scala:25,44``), which
+        is dropped while a deployment holds the app and no step of it is starting the app (v1.4.3
+        ``MarathonSchedulerActor.scala:169``, v1.7.236 ``:146-159``), else queues every missing task."""
+        if not self.deployment_lock:
+            return
+        if self.locked(app_id) and not self.starting(app_id):
+            self.unqueued.add(app_id)
+        else:
+            self.unqueued.discard(app_id)
 
     def _status(self, task: Task, state: str, message: str) -> None:
         task.state = state

@@ -1,4 +1,4 @@
-"""The aiohttp application of the local Marathon (emulating Marathon 1.8).
+"""The aiohttp application of the local Marathon (Marathon 1.8's REST API; the version it plays: ``versions.py``).
 
 Wires the runtime (state, event bus, launcher, scheduler, deployments, faults)
 and serves: the /v2 resources of ``api.py``, ``/v2/events`` (SSE exactly as
@@ -38,11 +38,12 @@ from .scheduler import Scheduler
 from .security import GRANT_KEY, Security
 from .state import FRAMEWORK_ID, State, canonical_path, now_ts
 from .taskscope import event_visible, marathon_scope
+from .versions import DEFAULT_VERSION, SCALE_APPS_INTERVAL, Played, played
 
 __all__ = ["Runtime", "create_app", "MARATHON_VERSION", "DEFAULT_FEATURES", "FEATURES"]
 
-#: The one Marathon version this runner emulates.
-MARATHON_VERSION = "1.8.222"
+#: The Marathon version this runner plays by default (``--marathon-version``: ``versions.py``).
+MARATHON_VERSION = DEFAULT_VERSION
 #: ``--enable_features`` values Marathon 1.8 knows (``mesosphere/marathon/Features.scala``), and ours by default.
 FEATURES = ("vips", "task_killing", "external_volumes", "secrets", "gpu_resources")
 DEFAULT_FEATURES = ("gpu_resources",)
@@ -57,8 +58,11 @@ class Runtime:
                  features: Iterable[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: str = "restricted",
                  persist: bool = False, filter_gpu_resources: bool = True,
                  offer_filter: float = DECLINE_OFFER_DURATION,
-                 revive_interval: float = MIN_REVIVE_OFFERS_INTERVAL) -> None:
+                 revive_interval: float = MIN_REVIVE_OFFERS_INTERVAL, marathon_version: Played | None = None,
+                 scale_apps_interval: float = SCALE_APPS_INTERVAL) -> None:
         self.host = host
+        #: The Marathon version played (``versions.py``).
+        self.played = marathon_version or played()
         self.security = security or Security(host)
         self.heartbeat = heartbeat
         self.url = ""
@@ -79,10 +83,11 @@ class Runtime:
                                    task_killing="task_killing" in self.features,
                                    gpu_capable="gpu_resources" in self.features,
                                    filter_gpu_resources=filter_gpu_resources, offer_filter=offer_filter,
-                                   revive_interval=revive_interval)
+                                   revive_interval=revive_interval, scale_apps_interval=scale_apps_interval)
         self.scheduler.grants = self.security.grants if self.security.issues_tokens else None
         self.agent_admin = AgentAdmin(self.scheduler)
-        self.deployments = DeploymentManager(self.state, self.scheduler, self.bus)
+        self.deployments = DeploymentManager(self.state, self.scheduler, self.bus,
+                                             lock=self.played.deployment_lock, purge=self.played.purge_on_cancel)
         self.api = MarathonApi(self.state, self.scheduler, self.deployments, self.bus)
         self._scheduler_task: asyncio.Task | None = None
         #: ``persist``: the state is kept in the state dir and reloaded at start (``extras/persist.py``).
@@ -184,7 +189,7 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
         raise web.HTTPNotFound()
 
     def info(request: web.Request) -> dict:
-        return {"name": "marathon", "version": MARATHON_VERSION, "buildref": "local", "elected": True,
+        return {"name": "marathon", "version": rt.played.text, "buildref": "local", "elected": True,
                 "leader": rt.url.split("://", 1)[-1], "frameworkId": FRAMEWORK_ID,
                 "marathon_config": {"framework_name": "marathon", "hostname": rt.host, "ha": rt.ha,
                                     "checkpoint": True, "executor": "//cmd", "features": list(rt.features),
@@ -193,6 +198,7 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
                                     "env_vars_prefix": "", "default_network_name": "",
                                     "decline_offer_duration": int(rt.offer_filter * 1000),
                                     "min_revive_offers_interval": int(rt.revive_interval * 1000),
+                                    "scale_apps_interval": int(rt.scheduler.scale_apps_interval * 1000),
                                     "mesos_leader_ui_url": f"http://{request.host}{MESOS_PREFIX}"},
                 "zookeeper_config": {"zk": "", "zk_timeout": 10000,
                                      "zk_session_timeout": int(rt.zk_session_timeout * 1000),

@@ -2,7 +2,9 @@
 resources and attributes, Marathon's features and GPU scheduling, Mesos-DNS's refresh and TTL, and
 how far the local cluster is a stock Marathon 1.11 on Mesos 1.11 (their defaults; each friendlier
 behaviour is an option): the ZooKeeper session an election waits out, the master's GPU filter, the
-filter on declined offers and the suppress/revive rate (see ``marathon_tf/local/revive.py``).
+filter on declined offers and the suppress/revive rate (see ``marathon_tf/local/revive.py``), and which
+Marathon it plays (``--marathon-version``, 1.4.0 – 1.11.x; see ``marathon_tf/local/versions.py``) with
+its ``--scale_apps_interval``.
 
 :func:`cluster_options` adds them to a click command; :func:`to_cluster` checks the values (one
 :class:`UsageError` naming the option) and turns them into
@@ -18,7 +20,7 @@ import click
 from marathon_tf.contract.errors import UsageError
 
 __all__ = ["cluster_options", "to_cluster", "OPTION_NAMES", "given", "DEPLOY_DNS_REFRESH", "SERVE_DNS_REFRESH",
-           "ZK_SESSION_TIMEOUT", "OFFER_FILTER", "REVIVE_INTERVAL"]
+           "ZK_SESSION_TIMEOUT", "OFFER_FILTER", "REVIVE_INTERVAL", "SCALE_APPS_INTERVAL"]
 
 #: Mesos-DNS's refresh by default (a cluster's is 60 s; one machine can afford less): ``deploy --local``
 #: (one job, as fast as it can form) and ``local serve``.
@@ -30,11 +32,13 @@ SERVE_DNS_REFRESH = 1.0
 #: (.../core/launcher/OfferProcessorConfig.scala), ``--min_revive_offers_interval`` 5 s
 #: (.../core/launchqueue/ReviveOffersConfig.scala).
 ZK_SESSION_TIMEOUT, OFFER_FILTER, REVIVE_INTERVAL = 10.0, 120.0, 5.0
+#: Marathon's ``--scale_apps_interval`` default, 300 s (src/main/scala/mesosphere/marathon/MarathonConf.scala).
+SCALE_APPS_INTERVAL = 300.0
 
 #: The click parameter names these options fill.
 OPTION_NAMES = ("agents", "agent_resources", "agent_attributes", "features", "gpu_scheduling_behavior",
                 "dns_refresh", "dns_ttl", "zk_session_timeout", "filter_gpu_resources", "offer_filter",
-                "revive_interval")
+                "revive_interval", "marathon_version", "scale_apps_interval")
 
 
 def cluster_options(dns_refresh: float, prefix: str = "") -> Callable:
@@ -57,9 +61,20 @@ def cluster_options(dns_refresh: float, prefix: str = "") -> Callable:
                           "task_killing: a killed task is TASK_KILLING before TASK_KILLED, else it stays "
                           "TASK_RUNNING until it is gone, as on a stock Marathon)."),
         click.option("--gpu-scheduling-behavior", type=click.Choice(["restricted", "unrestricted"]),
-                     default="restricted", show_default=True,
+                     default=None,
                      help=prefix + "Marathon's --gpu_scheduling_behavior: restricted keeps tasks without GPUs "
-                          "off agents with GPUs."),
+                          "off agents with GPUs (DeclinedScarceResources). Default: the --marathon-version's, "
+                          "restricted from 1.8, unrestricted before (1.5.7 – 1.7's undefined; no such option "
+                          "before 1.5.7)."),
+        click.option("--marathon-version", default=None, metavar="VERSION",
+                     help=prefix + "The Marathon the local one plays, 1.4.0 to 1.11.x (default: the newest, "
+                          "1.11): /v2/info's version and, on 1.4 - 1.7, the deployment lock (a task of an app "
+                          "an open deployment holds is not relaunched once the app has started) and the "
+                          "queue purge of a cancelled deployment; a standby's answers."),
+        click.option("--scale-apps-interval", type=click.FloatRange(0, min_open=True), default=SCALE_APPS_INTERVAL,
+                     show_default=True, metavar="SECONDS",
+                     help=prefix + "Marathon's --scale_apps_interval: how often it queues again the missing "
+                          "tasks of apps no deployment holds (on 1.4 - 1.7, those a lock or a purge left out)."),
         click.option("--dns-refresh", type=click.FloatRange(0), default=dns_refresh, show_default=True,
                      metavar="SECONDS",
                      help=prefix + "Mesos-DNS RefreshSeconds: how long new and moved tasks take to show up "
@@ -113,9 +128,11 @@ def given(ctx: click.Context) -> list[str]:
 
 
 def to_cluster(agents: int, agent_resources: tuple[str, ...], agent_attributes: tuple[str, ...], features: str,
-               gpu_scheduling_behavior: str, dns_refresh: float, dns_ttl: int,
+               gpu_scheduling_behavior: str | None, dns_refresh: float, dns_ttl: int,
                zk_session_timeout: float = ZK_SESSION_TIMEOUT, filter_gpu_resources: bool = True,
-               offer_filter: float = OFFER_FILTER, revive_interval: float = REVIVE_INTERVAL) -> dict[str, Any]:
+               offer_filter: float = OFFER_FILTER, revive_interval: float = REVIVE_INTERVAL,
+               marathon_version: str | None = None,
+               scale_apps_interval: float = SCALE_APPS_INTERVAL) -> dict[str, Any]:
     """LocalCluster's keyword arguments; raises UsageError naming the option for a bad value."""
     from marathon_tf.local import per_agent
     from marathon_tf.mesos.resources import parse_attributes, parse_resources
@@ -135,8 +152,18 @@ def to_cluster(agents: int, agent_resources: tuple[str, ...], agent_attributes: 
     unknown = sorted(set(wanted) - set(FEATURES))
     if unknown:
         raise UsageError(f"--features: {', '.join(unknown)} unknown to Marathon 1.8 (it knows {', '.join(FEATURES)})")
+    from marathon_tf.local.versions import played
+
+    try:
+        version = played(marathon_version)
+    except ValueError as e:
+        raise UsageError(f"--marathon-version: {e}") from None
+    if gpu_scheduling_behavior == "restricted" and not version.knows_gpu_scheduling_behavior:
+        raise UsageError(f"--gpu-scheduling-behavior: Marathon {version.text} has no --gpu_scheduling_behavior "
+                         "(it came with 1.5.7)")
     return {"agents": agents, "agent_resources": agent_resources, "agent_attributes": agent_attributes,
             "features": wanted, "gpu_scheduling_behavior": gpu_scheduling_behavior, "dns_refresh": dns_refresh,
             "dns_ttl": dns_ttl, "zk_session_timeout": zk_session_timeout,
             "filter_gpu_resources": filter_gpu_resources, "offer_filter": offer_filter,
-            "revive_interval": revive_interval}
+            "revive_interval": revive_interval, "marathon_version": marathon_version,
+            "scale_apps_interval": scale_apps_interval}

@@ -17,7 +17,7 @@ from user_helpers import minimal
 
 OPTIONS = ("--agents", "--agent-resources", "--agent-attributes", "--features", "--gpu-scheduling-behavior",
            "--dns-refresh", "--dns-ttl", "--zk-session-timeout", "--filter-gpu-resources / --no-filter-gpu-resources",
-           "--offer-filter", "--revive-interval")
+           "--offer-filter", "--revive-interval", "--marathon-version VERSION", "--scale-apps-interval SECONDS")
 
 
 @pytest.mark.parametrize("verb", [["deploy"], ["local", "serve"]])
@@ -41,6 +41,12 @@ def test_help_describes_the_cluster_options(verb):
      "--agent-attributes: 3 agent values for 2 agents"),
     (["--local", "--features", "gpu_resources,gpus"], "--features: gpus unknown to Marathon 1.8"),
     (["--local", "--dns-ttl", "-1"], "--dns-ttl"),
+    (["--marathon-version", "1.7.236"], "--marathon-version: only with --local"),
+    (["--local", "--marathon-version", "1.3.0"], "--marathon-version: marathon version '1.3.0': the local cluster "
+                                                 "plays 1.4.0 to 1.11.x"),
+    (["--local", "--marathon-version", "1.4.3", "--gpu-scheduling-behavior", "restricted"],
+     "--gpu-scheduling-behavior: Marathon 1.4.3 has no --gpu_scheduling_behavior"),
+    (["--local", "--scale-apps-interval", "0"], "--scale-apps-interval"),
 ])
 def test_bad_cluster_options_are_one_line_and_start_nothing(tmp_path, args, message):
     job = tmp_path / "job.json"
@@ -116,3 +122,39 @@ def test_the_stock_options_reach_the_cluster_and_election_gap_is_an_alias(monkey
     assert seen["filter_gpu_resources"] is False
     assert CliRunner().invoke(cli, args + ["--election-gap", "2"]).exit_code == 0
     assert seen["election_gap"] == 2.0  # given: it wins (LocalCluster takes election_gap over zk_session_timeout)
+
+
+def test_the_marathon_version_and_scale_apps_interval_reach_the_cluster(monkeypatch):
+    # MarathonConf.scala's --scale_apps_interval default, 300000 ms (mesosphere/marathon v1.7.236
+    # src/main/scala/mesosphere/marathon/MarathonConf.scala:202-206)
+    seen = {}
+
+    def fake_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir, cluster):
+        seen.update(cluster)
+
+    import marathon_tf.user.cli as cli_module
+    monkeypatch.setattr(cli_module, "_local_serve", fake_serve)
+    args = ["local", "serve", "--port", "0", "--dns-port", "0", "--dns-http-port", "0"]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    assert (seen["marathon_version"], seen["scale_apps_interval"], seen["gpu_scheduling_behavior"]) == \
+        (None, 300.0, None)  # the newest, and its GPU default (restricted) chosen by the cluster
+    r = CliRunner().invoke(cli, args + ["--marathon-version", "1.7.236", "--scale-apps-interval", "5"])
+    assert r.exit_code == 0, r.output
+    assert (seen["marathon_version"], seen["scale_apps_interval"]) == ("1.7.236", 5.0)
+
+
+def test_deploy_local_passes_the_marathon_version_to_its_cluster(tmp_path, monkeypatch):
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps(minimal()))
+    seen = {}
+
+    def fake_deploy_local(job, **kw):
+        seen.update(kw["cluster"])
+
+    import marathon_tf.user.cli as cli_module
+    monkeypatch.setattr(cli_module, "_deploy_local", fake_deploy_local)
+    r = CliRunner().invoke(cli, ["deploy", str(job), "--local", "--marathon-version", "1.4.3",
+                                 "--scale-apps-interval", "10"])
+    assert r.exit_code == 0, r.output
+    assert (seen["marathon_version"], seen["scale_apps_interval"], seen["gpu_scheduling_behavior"]) == \
+        ("1.4.3", 10.0, None)

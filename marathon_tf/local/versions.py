@@ -1,0 +1,124 @@
+"""Which Marathon the local cluster plays (``--marathon-version``, ``LocalCluster(marathon_version=...)``).
+
+The local Marathon is 1.11 by default; given an older version it behaves as that one where marathon-tf
+depends on it (``vX.Y.Z:`` = a tag of mesosphere/marathon, ``releases/1.x:`` a branch; paths under
+``src/main/scala/mesosphere/marathon/``):
+
+=====================================  ==============  ===============================================
+what                                   versions        the local cluster
+=====================================  ==============  ===============================================
+``/v2/info``'s ``version``             all             the version played
+the deployment lock                    1.4 – 1.7       a task of an app a deployment holds, once that
+                                                       app's own step is done, is not relaunched (nor
+                                                       replaced when its agent is lost)
+                                                       (``MarathonSchedulerActor.scala``: a
+                                                       ``ScaleRunSpec`` of a locked app is dropped,
+                                                       v1.4.3:169, v1.7.236:159); 1.8+ relaunches
+                                                       regardless (releases/1.8: ``core/instance/
+                                                       Instance.scala:46``, ``core/launchqueue/impl/
+                                                       LaunchQueueActor.scala:128-133``)
+the periodic scale check               all             every ``scale_apps_interval`` s, apps not
+                                                       locked get their missing tasks queued again
+                                                       (``MarathonConf.scala`` ``scale_apps_interval``,
+                                                       300 s)
+a forced cancel purges the queue       1.4 – 1.7       every app of the cancelled plan loses its
+                                                       queued tasks (``deploymentFailed``: v1.4.3:283,
+                                                       v1.5.15:290, v1.7.236:285; gone in 1.8)
+a standby's failed forward             1.4 – 1.6.392   GET/DELETE: 502 "Failed to successfully
+                                                       establish a connection to the leader."; writes:
+                                                       "Connection to leader refused." (503 on
+                                                       1.4.8 – 1.4.x, else 502)
+no leader                              < 1.7.149       503 (502 from 1.7.149)
+``DeclinedScarceResources``            1.5.7+          only with ``restricted``; before 1.5.7 there is
+                                                       no such option (tasks may take GPU agents)
+=====================================  ==============  ===============================================
+
+What is not modelled: the asynchronous purge of 1.5 – 1.7 is done at once (before the next deployment's
+first step queues its apps); ``--scale_apps_initial_delay`` (the first check comes one interval after
+the start); a leader host that drops packets (504 / 500 on 1.4 – 1.6).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["Played", "played", "DEFAULT_VERSION", "SCALE_APPS_INTERVAL", "BAD_CONNECTION"]
+
+#: What the local Marathon is by default: the newest marathon-tf supports.
+DEFAULT_VERSION = "1.11.0"
+#: Marathon's ``--scale_apps_interval`` default, 300 000 ms (``MarathonConf.scala``, v1.4.3:224-228,
+#: v1.7.236:202-206).
+SCALE_APPS_INTERVAL = 300.0
+#: ``JavaUrlConnectionRequestForwarder.ERROR_STATUS_BAD_CONNECTION`` (v1.4.3 ``api/LeaderProxyFilter.scala:320``).
+BAD_CONNECTION = "Failed to successfully establish a connection to the leader."
+
+#: ``1.4.3``, ``1.6.322-2bf46b341`` (what ``/v2/info`` says; the local cluster knows no client's parser:
+#: it knows marathon-tf only through ``contract/``).
+_VERSION = re.compile(r"^(\d{1,4})\.(\d{1,4})(?:\.(\d{1,9}))?(?:[-+][0-9A-Za-z.+-]*)?$")
+
+
+def _v(major: int, minor: int, patch: int = 0) -> tuple[int, int, int]:
+    return (major, minor, patch)
+
+
+_OLDEST, _NEWEST = _v(1, 4, 0), _v(1, 11, 999999999)
+
+
+@dataclass(frozen=True)
+class Played:
+    """The Marathon version the local cluster plays and what follows from it."""
+
+    version: tuple[int, int, int]
+    #: What ``/v2/info`` says.
+    text: str
+
+    @property
+    def deployment_lock(self) -> bool:
+        """A deployment's lock keeps a failed task of its app from being relaunched (1.4 – 1.7)."""
+        return self.version < _v(1, 8)
+
+    @property
+    def purge_on_cancel(self) -> bool:
+        """A cancelled deployment's apps lose their queued tasks (1.4 – 1.7)."""
+        return self.version < _v(1, 8)
+
+    @property
+    def read_forward_failure(self) -> str:
+        """What a standby answers a GET/DELETE it cannot forward (the leader's port refuses)."""
+        return BAD_CONNECTION if self.version < _v(1, 6, 486) else "Connection to leader refused."
+
+    @property
+    def write_forward_status(self) -> int:
+        """The status of "Connection to leader refused." (503 on 1.4.8 – 1.4.x: v1.4.8
+        ``api/LeaderProxyFilter.scala:287``)."""
+        return 503 if _v(1, 4, 8) <= self.version < _v(1, 5) else 502
+
+    @property
+    def no_leader_status(self) -> int:
+        """"Could not determine the current leader": 503 before 1.7.149, then 502."""
+        return 503 if self.version < _v(1, 7, 149) else 502
+
+    @property
+    def gpu_scheduling_default(self) -> str:
+        """``--gpu_scheduling_behavior``'s default: ``restricted`` from 1.8 (releases/1.8
+        ``MarathonConf.scala``); ``undefined`` before, which lets tasks without GPUs take GPU agents
+        (played as ``unrestricted``)."""
+        return "restricted" if self.version >= _v(1, 8) else "unrestricted"
+
+    @property
+    def knows_gpu_scheduling_behavior(self) -> bool:
+        """``--gpu_scheduling_behavior`` exists (1.5.7+), so ``DeclinedScarceResources`` can happen."""
+        return self.version >= _v(1, 5, 7)
+
+
+def played(text: object = None) -> Played:
+    """``"1.7.236"`` → what the local cluster plays (None: :data:`DEFAULT_VERSION`); ValueError naming the
+    range for anything else."""
+    said = (DEFAULT_VERSION if text is None else text)
+    m = _VERSION.match(said.strip()) if isinstance(said, str) else None
+    version = _v(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) if m else None
+    if version is None or not (_OLDEST <= version <= _NEWEST):
+        raise ValueError(f"marathon version {text!r}: the local cluster plays 1.4.0 to 1.11.x (e.g. 1.4.3, 1.7.236)")
+    assert isinstance(said, str)
+    return Played(version, said.strip())

@@ -1,0 +1,204 @@
+"""``LocalCluster(marathon_version=...)`` / ``--marathon-version``: the local Marathon plays 1.4 – 1.11.
+
+Each test cites the code of mesosphere/marathon it models: ``vX.Y.Z:`` a tag, ``releases/1.x:`` a branch,
+paths under ``src/main/scala/mesosphere/marathon/``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import requests
+
+from marathon_tf.local import LocalCluster
+from marathon_tf.marathon.versions import from_info, parse_version
+from polling import wait_for
+
+#: One agent with room for the small app only: the big one waits in the queue, so the group's
+#: deployment stays open.
+SMALL_AGENT = "cpus:1;mem:1024;disk:1000;ports:[31000-31100]"
+
+
+def _group(make_app) -> dict:
+    return {"id": "/g", "apps": [make_app("/g/a"), make_app("/g/big", cpus=4)]}
+
+
+def _queued(api) -> set[str]:
+    return {item["app"]["id"] for item in api.get("/v2/queue").json()["queue"]}
+
+
+@pytest.mark.parametrize("version, said", [(None, "1.11.0"), ("1.7.236", "1.7.236"), ("1.4.3", "1.4.3")])
+def test_v2_info_names_the_version_played_and_the_client_reads_it(cluster_with, version, said):
+    # The client's Capabilities come from /v2/info's "version" (marathon/versions.py from_info;
+    # v1.4.3 api/v2/InfoResource.scala: "version" -> BuildInfo.version).
+    cluster, api = cluster_with(**({} if version is None else {"marathon_version": version}))
+    info = api.get("/v2/info").json()
+    assert info["version"] == said
+    assert from_info(info).version == parse_version(said)
+    assert info["marathon_config"]["scale_apps_interval"] == 300000  # MarathonConf.scala's default, in ms
+
+
+@pytest.mark.parametrize("version", ["1.3.9", "2.0.0", "one.eleven"])
+def test_a_version_not_played_is_refused(tmp_path, version):
+    with pytest.raises(ValueError, match="the local cluster plays 1.4.0 to 1.11.x"):
+        LocalCluster(state_dir=tmp_path, marathon_version=version)
+
+
+@pytest.mark.parametrize("version, relaunched_while_open", [("1.7.236", False), ("1.4.3", False), (None, True)])
+def test_a_dead_task_of_an_app_an_open_deployment_holds(cluster_with, make_app, version, relaunched_while_open):
+    # Marathon 1.4 - 1.7: a task that dies sends ScaleRunSpec (v1.4.3 core/task/update/impl/steps/
+    # ScaleAppUpdateStepImpl.scala:44), which the scheduler drops while a deployment locks the app
+    # (v1.4.3 MarathonSchedulerActor.scala:169 withLockFor; v1.7.236 MarathonSchedulerActor.scala:146-159
+    # "Did not try to scale run spec; it is locked"); the periodic ScaleRunSpecs goes through the same lock
+    # (v1.7.236 MarathonSchedulerActor.scala:209-212). The step's actor of /g/a stopped once /g/a had
+    # started; /g/big, which no agent has room for, keeps the group's deployment open. Once it ends, the
+    # next periodic check (--scale_apps_interval, here 1 s) queues /g/a again.
+    # 1.8+: a failed instance is rescheduled whatever locks it (releases/1.8 core/instance/Instance.scala:46
+    # isScheduled; core/launchqueue/impl/LaunchQueueActor.scala:128-133).
+    options = {"agent_resources": (SMALL_AGENT,), "scale_apps_interval": 1.0}
+    cluster, api = cluster_with(**options, **({} if version is None else {"marathon_version": version}))
+    assert api.put("/v2/groups/g", json=_group(make_app)).status_code in (200, 201)
+    first = wait_for(lambda: api.running("/g/a"), 15, what="/g/a to run")[0]
+    time.sleep(0.5)  # /g/a's action is over (it settled): only /g/big keeps the deployment open
+    assert len(api.deployments()) == 1 and "/g/big" in _queued(api)
+    assert cluster.kill_task("/g/a") == [first["id"]]
+    if relaunched_while_open:
+        wait_for(lambda: [t for t in api.running("/g/a") if t["id"] != first["id"]], 10, what="/g/a relaunched")
+        assert len(api.deployments()) == 1  # still open
+        return
+    wait_for(lambda: not api.tasks("/g/a"), 10, what="the dead task gone")
+    time.sleep(3.5)  # three scale checks and more than /g/a's backoff: none relaunches it
+    assert api.tasks("/g/a") == [] and "/g/a" not in _queued(api) and len(api.deployments()) == 1
+    cluster.add_agent("cpus:8;mem:8192;disk:1000;ports:[32000-32100]")  # /g/big starts: the deployment ends
+    api.wait_deployed(20)
+    assert wait_for(lambda: api.running("/g/a"), 10, what="/g/a relaunched by the scale check")
+
+
+@pytest.mark.parametrize("version, purged", [("1.7.236", True), ("1.5.15", True), (None, False)])
+def test_a_forced_cancel_purges_the_queue_of_the_cancelled_plans_apps(cluster_with, make_app, version, purged):
+    # deploymentFailed purges the launch queue of every app of the cancelled plan: v1.4.3
+    # MarathonSchedulerActor.scala:281-283 (launchQueue.purge), v1.5.15:288-291 and v1.7.236:283-287
+    # (asyncPurge / purge in a Future); releases/1.8's deploymentFailed purges nothing. A cancel with
+    # ?force=true is such a failure (v1.7.236 api/v2/DeploymentsResource.scala: cancelDeployment). What was
+    # purged waits for the next periodic scale check (--scale_apps_interval, 300 s here: not within the test).
+    options = {"agent_resources": (SMALL_AGENT,)}
+    cluster, api = cluster_with(**options, **({} if version is None else {"marathon_version": version}))
+    assert api.put("/v2/groups/g", json=_group(make_app)).status_code in (200, 201)
+    wait_for(lambda: api.running("/g/a") and "/g/big" in _queued(api), 15, what="/g/a running, /g/big queued")
+    dep = api.deployments()[0]
+    assert api.delete(f"/v2/deployments/{dep['id']}", params={"force": "true"}).status_code == 202
+    assert api.deployments() == []
+    cluster.add_agent("cpus:8;mem:8192;disk:1000;ports:[32000-32100]")  # room for /g/big now
+    if not purged:
+        assert wait_for(lambda: api.running("/g/big"), 10, what="/g/big launched")
+        return
+    time.sleep(3)
+    assert "/g/big" not in _queued(api) and api.tasks("/g/big") == []
+    assert len(api.running("/g/a")) == 1  # what runs is not touched
+
+
+def test_the_scale_check_queues_what_a_purge_dropped(cluster_with, make_app):
+    # The same purge (v1.7.236 MarathonSchedulerActor.scala:283-287); the periodic ScaleRunSpecs
+    # (v1.7.236 MarathonSchedulerActor.scala:144, 209-212; every --scale_apps_interval, MarathonConf.scala
+    # :202-206) sends ScaleRunSpec for every app, which queues what /g/big lacks: it starts.
+    cluster, api = cluster_with(agent_resources=(SMALL_AGENT,), marathon_version="1.7.236", scale_apps_interval=2.0)
+    assert api.put("/v2/groups/g", json=_group(make_app)).status_code in (200, 201)
+    wait_for(lambda: api.running("/g/a") and "/g/big" in _queued(api), 15, what="/g/a running, /g/big queued")
+    dep = api.deployments()[0]
+    assert api.delete(f"/v2/deployments/{dep['id']}", params={"force": "true"}).status_code == 202
+    assert "/g/big" not in _queued(api)
+    cluster.add_agent("cpus:8;mem:8192;disk:1000;ports:[32000-32100]")
+    assert wait_for(lambda: api.running("/g/big"), 10, what="/g/big launched after the scale check")
+
+
+def _standby_after_a_crash(cluster: LocalCluster) -> str:
+    leader, standby = cluster.marathon_urls
+    cluster.kill_leader()
+    return standby
+
+
+@pytest.mark.parametrize("version, read, write", [
+    ("1.4.3", (502, "Failed to successfully establish a connection to the leader."),
+     (502, "Connection to leader refused.")),
+    ("1.4.8", (502, "Failed to successfully establish a connection to the leader."),
+     (503, "Connection to leader refused.")),
+    ("1.6.392", (502, "Failed to successfully establish a connection to the leader."),
+     (502, "Connection to leader refused.")),
+    (None, (502, "Connection to leader refused."), (502, "Connection to leader refused.")),
+])
+def test_a_standby_whose_leader_refuses_answers_as_its_version(tmp_path, version, read, write):
+    # Up to 1.6.392 the standby forwards with HttpURLConnection (JavaUrlConnectionRequestForwarder): a PUT
+    # or POST connects while it writes its body and a ConnectException gives "Connection to leader
+    # refused." (v1.4.3 api/LeaderProxyFilter.scala:286-287, 502; v1.4.8 :287, 503); a GET or DELETE first
+    # connects while the status is read, inside a Try, which gives 502 ERROR_STATUS_BAD_CONNECTION
+    # (v1.4.3 api/LeaderProxyFilter.scala:320, 325-332; v1.6.392 :339). 1.6.486+ (akka-http,
+    # releases/1.11 api/forwarder/AsyncUrlConnectionRequestForwarder.scala:171-178): 502 "Connection to
+    # leader refused." for every method.
+    options = {} if version is None else {"marathon_version": version}
+    with LocalCluster(state_dir=tmp_path / "s", dns_refresh=0, marathon_instances=2, zk_session_timeout=30,
+                      **options) as c:
+        standby = _standby_after_a_crash(c)
+        for method in ("GET", "DELETE"):
+            r = requests.request(method, standby + "/v2/apps/x", timeout=10)
+            assert (r.status_code, f"<title>Error {read[0]} {read[1]}</title>" in r.text) == (read[0], True), r.text
+        r = requests.put(standby + "/v2/apps/x", json={"cmd": "sleep 1"}, timeout=10)
+        assert (r.status_code, f"<title>Error {write[0]} {write[1]}</title>" in r.text) == (write[0], True), r.text
+
+
+@pytest.mark.parametrize("version, status", [("1.4.3", 503), ("1.7.149", 502)])
+def test_no_leader_is_503_before_1_7_149(tmp_path, version, status):
+    # "Could not determine the current leader": sendError(503) up to 1.7.148, BadGateway (502) from 1.7.149
+    # (v1.7.50 / v1.7.149 api/LeaderProxyFilter.scala).
+    with LocalCluster(state_dir=tmp_path / "s", dns_refresh=0, marathon_instances=2, zk_session_timeout=30,
+                      marathon_version=version) as c:
+        leader, standby = c.marathon_urls
+        assert requests.delete(leader + "/v2/leader", timeout=10).status_code == 200
+        wait_for(lambda: c.leader_url is None, 5, what="the abdication")
+        r = requests.get(standby + "/v2/info", timeout=10)
+        assert r.status_code == status and "Could not determine the current leader" in r.text
+
+
+def test_gpu_scheduling_follows_the_version(cluster_with, make_app, tmp_path):
+    # --gpu_scheduling_behavior exists from 1.5.7 (v1.5.7 GpuSchedulingBehavior.scala; none in v1.5.6) and
+    # defaults to "undefined" (a task without GPUs may take a GPU agent) until releases/1.8 MarathonConf.scala
+    # makes "restricted" the default: only then is a task without GPUs declined as DeclinedScarceResources
+    # (releases/1.11 src/main/scala/mesosphere/mesos/ResourceMatcher.scala).
+    with pytest.raises(ValueError, match="no --gpu_scheduling_behavior"):
+        LocalCluster(state_dir=tmp_path / "x", marathon_version="1.5.6", gpu_scheduling_behavior="restricted")
+    gpu_agent = ("cpus:2;mem:2048;disk:1000;gpus:1;ports:[31000-31100]",)
+    _, old = cluster_with(agent_resources=gpu_agent, marathon_version="1.7.236")
+    assert old.put("/v2/apps/cpu", json=make_app("/cpu")).status_code == 201
+    assert wait_for(lambda: old.running("/cpu"), 15, what="the CPU task on the GPU agent (1.7: undefined)")
+    _, new = cluster_with(agent_resources=gpu_agent)
+    assert new.put("/v2/apps/cpu", json=make_app("/cpu")).status_code == 201
+
+    def declined() -> bool:
+        items = new.get("/v2/queue", params={"embed": "lastUnusedOffers"}).json()["queue"]
+        reasons = [r for i in items for o in i.get("lastUnusedOffers", []) for r in o.get("reason", [])]
+        return "DeclinedScarceResources" in reasons
+    assert wait_for(declined, 15, what="DeclinedScarceResources on 1.11")
+    assert new.running("/cpu") == []
+
+
+@pytest.mark.parametrize("version, replaced", [("1.7.236", False), (None, True)])
+def test_a_task_lost_with_its_agent_while_a_deployment_holds_its_app(cluster_with, make_app, version, replaced):
+    # UnreachableInactive is as scaling-worthy as a terminal state (v1.4.3 core/task/update/impl/steps/
+    # ScaleAppUpdateStepImpl.scala:25,44): its ScaleRunSpec is dropped for the lock just the same
+    # (v1.7.236 MarathonSchedulerActor.scala:146-159); 1.8+ reschedules it (releases/1.8
+    # core/instance/Instance.scala:46).
+    options = {"agents": 2, "agent_resources": (SMALL_AGENT,)}
+    cluster, api = cluster_with(**options, **({} if version is None else {"marathon_version": version}))
+    group = _group(make_app)
+    group["apps"][0]["unreachableStrategy"] = {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}
+    assert api.put("/v2/groups/g", json=group).status_code in (200, 201)
+    first = wait_for(lambda: api.running("/g/a"), 15, what="/g/a to run")[0]
+    time.sleep(0.5)
+    assert len(api.deployments()) == 1
+    assert cluster.agent_unreachable(first["host"]) == [first["id"]]
+    if replaced:
+        assert wait_for(lambda: [t for t in api.running("/g/a") if t["host"] != first["host"]], 10,
+                        what="/g/a replaced on the other agent")
+        return
+    time.sleep(3)
+    assert [t for t in api.tasks("/g/a") if t["id"] != first["id"]] == [] and "/g/a" not in _queued(api)
