@@ -338,10 +338,15 @@ def deploy(ctx, connection, job_file, local, wait, timeout, force, dry_run, temp
         if fmt == "json":
             output.emit_json(dep.to_dict())
         else:
+            if dep.tasks is not None:
+                click.echo(output.scale_plan_text(dep.tasks))
             click.echo(output.plan_text(dep.plan or {}))
         return
     if dep.note:
         output.warn(dep.note)
+    if dep.changed and dep.tasks is not None:  # a running job changed: what happens to its tasks
+        for line in output.scale_plan_text(dep.tasks).splitlines():
+            output.info(f"{job.name}: {line}")
     if dep.changed:
         output.info(f"deployed {dep.group_id} on {marathon.url}: deployment {dep.deployment_id}")
     else:
