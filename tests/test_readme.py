@@ -215,3 +215,13 @@ def test_the_venv_is_put_on_path_before_the_first_bare_marathon_tf_command():
     before = text[:text.index(first_bare.text)]
     assert "source .venv/bin/activate" in before[before.index("```bash"):], \
         "say `source .venv/bin/activate` (or the .venv/bin/ prefix) before the first bare marathon-tf command"
+
+
+def test_the_unchanged_program_claim_says_what_is_not_free():
+    """Issue 43, item 9: "Your program runs unchanged" is true for discovery and restarts, not for save rounds
+    (a hook) nor for the image (every task image needs marathon-tf): the claim says both where it stands."""
+    text = README.read_text()
+    claim = text[text.index("**Your program runs unchanged.**"):]
+    claim = " ".join(claim[:claim.index("\n- **")].split())
+    assert "image must hold marathon-tf" in claim and "`docker/`" in claim
+    assert "save hook" in claim and "docs/restarts.md#save-rounds-nothing-trained-twice" in claim

@@ -338,10 +338,15 @@ def deploy(ctx, connection, job_file, local, wait, timeout, force, dry_run, temp
         if fmt == "json":
             output.emit_json(dep.to_dict())
         else:
+            if dep.tasks is not None:
+                click.echo(output.scale_plan_text(dep.tasks))
             click.echo(output.plan_text(dep.plan or {}))
         return
     if dep.note:
         output.warn(dep.note)
+    if dep.changed and dep.tasks is not None:  # a running job changed: what happens to its tasks
+        for line in output.scale_plan_text(dep.tasks).splitlines():
+            output.info(f"{job.name}: {line}")
     if dep.changed:
         output.info(f"deployed {dep.group_id} on {marathon.url}: deployment {dep.deployment_id}")
     else:
@@ -834,8 +839,9 @@ def local_ui_install(tarball) -> None:
               help="Also remove this stopped `local serve`'s state folder: every job it remembers, their volumes "
                    "and checkpoints, its sandboxes. NAME: the folder in the state directory (serve, by default) "
                    "or its path. Repeatable.")
+@click.option("--ui", "ui", is_flag=True, help="Also remove the web UI build `local ui-install` made.")
 @_output_opt
-def local_clean(older_than, dry_run, serve, fmt) -> None:
+def local_clean(older_than, dry_run, serve, ui, fmt) -> None:
     """Remove the folders of ended `deploy --local` runs, in the state directory
     ($MARATHON_TF_STATE_DIR, else $XDG_STATE_HOME/marathon-tf, else ~/.local/state/marathon-tf):
     each run's sandboxes (the tasks' output), volumes (its checkpoints) and pre-warm logs.
@@ -844,17 +850,21 @@ def local_clean(older_than, dry_run, serve, fmt) -> None:
     exists, stopped or not; a run any live process uses (a task working in it, a file in it open);
     a `local serve`'s state folder
     (the jobs it remembers, their volumes and checkpoints), stopped or running, unless named with
-    --serve-state (and then only when stopped); the web UI build."""
-    from marathon_tf.user import localstate, output
+    --serve-state (and then only when stopped); the web UI build, unless --ui."""
+    from marathon_tf.user import localstate, output, uibuild
     from marathon_tf.user.config import state_home
 
     home = state_home()
     removed, kept = localstate.clean(home, older_than=older_than, dry_run=dry_run, serve=serve)
+    built = uibuild.remove(home / localstate.UI_DIR, dry_run=dry_run) if ui else None
     if fmt == "json":
         output.emit_json({"stateDir": str(home), "dryRun": dry_run, "removed": [r.to_dict() for r in removed],
-                          "kept": [r.to_dict() for r in kept]})
+                          "kept": [r.to_dict() for r in kept],
+                          **({"ui": {"path": str(built[0]), "bytes": built[1]} if built else None} if ui else {})})
     else:
         output.clean_report(home, removed, kept, dry_run=dry_run)
+        if ui:
+            output.ui_clean_report(home / localstate.UI_DIR, built, dry_run=dry_run)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -383,6 +383,15 @@ def clean_report(home, removed: list, kept: list, *, dry_run: bool) -> None:
         info(f"no ended run to remove in {home}")
 
 
+def ui_clean_report(where, built, *, dry_run: bool) -> None:
+    """What ``local clean --ui`` removed of the web UI build (stdout), or that there was none (stderr)."""
+    if built is None:
+        info(f"no web UI build in {where}")
+        return
+    click.echo(f"{'would remove' if dry_run else 'removed'} {built[0]} (the web UI build, {built[1] / 2**20:.0f} MiB; "
+               f"npm's download cache, ~/.npm, is npm's: npm cache clean --force)")
+
+
 def elastic_text(view: Mapping[str, Any]) -> str:
     """``3 of 2..4, 1 standby: InsufficientGpus on 3 agents (need 2 each, 0 free); grew 2, shrank 1`` (an
     elastic job's size, docs/elastic.md)."""

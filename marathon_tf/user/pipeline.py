@@ -62,9 +62,13 @@ def deploy(client: Any, spec: JobSpec, *, resume: Optional[bool] = None, force: 
     if previous is not None and resume is None:
         raise previous.question(spec.name)
     released = current is not None and gang.released(current)  # NotPlaced: it starts again, attempt 1
-    if (current is not None and not dry_run and redeploy.ended(current) is None and not released
-            and redeploy.unchanged(current, spec, templates_dir, rendered=group, marathon_version=caps)):
+    running = current is not None and previous is None and not released and redeploy.ended(current) is None
+    deployed = (redeploy.deployed_group(current, spec, templates_dir, marathon_version=caps)
+                if running and current is not None else None)
+    if running and not dry_run and deployed == group:
         return Deployment(spec.name, naming.group_id(spec.name), changed=False, marathon_url=client.url)
+    # a running job changed: what starts, stops and restarts (said before anything is sent)
+    tasks = jobs.plan_scale(deployed, group).to_dict() if deployed is not None else None
     note = None
     if previous is not None:
         ended = "left its volumes" if previous.state == "deleted" else f"had ended ({previous.state})"
@@ -80,7 +84,7 @@ def deploy(client: Any, spec: JobSpec, *, resume: Optional[bool] = None, force: 
     return Deployment(job=result.job, group_id=result.group_id, deployment_id=result.deployment_id,
                       version=result.version, plan=result.plan, marathon_url=client.url, note=note,
                       resumed=None if previous is None else bool(resume), admission=verdict.shortfall,
-                      admission_note=verdict.note)
+                      admission_note=verdict.note, tasks=tasks)
 
 
 def follow(client: Any, job: str, *, deployment_id: Optional[str] = None, timeout: Optional[float] = None,

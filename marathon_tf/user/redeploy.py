@@ -23,7 +23,8 @@ from marathon_tf.user import localstate
 from marathon_tf.user.render import render_group, task_apps
 from marathon_tf.user.spec import JobSpec
 
-__all__ = ["Previous", "ended", "previous_run", "unchanged", "await_stopped", "start_fresh", "purge_deleted"]
+__all__ = ["Previous", "ended", "previous_run", "deployed_group", "unchanged", "await_stopped", "start_fresh",
+           "purge_deleted"]
 
 
 @dataclass
@@ -84,25 +85,30 @@ def previous_run(client: Client, spec: JobSpec) -> tuple[Optional[Previous], Opt
     return Previous(state, finished, checkpoints, work, group), group
 
 
-def unchanged(group: dict[str, Any], spec: JobSpec, templates_dir: Optional[str],
-              rendered: Optional[dict[str, Any]] = None, marathon_version: Any = None) -> bool:
-    """Whether the running job is exactly what ``spec`` renders to (``rendered``, when the caller has
-    it; compared in our own renderings, both for ``marathon_version``: Marathon's copy carries its defaults)."""
+def deployed_group(group: dict[str, Any], spec: JobSpec, templates_dir: Optional[str],
+                   marathon_version: Any = None) -> Optional[dict[str, Any]]:
+    """The running job (``group``, as Marathon has it) as we render it: its stored job file rendered for
+    ``marathon_version`` (Marathon's copy carries its own defaults, so ours are compared); None when the
+    stored file cannot be read back or rendered for this Marathon now (then deploy it again)."""
     from marathon_tf.user.spec import load_dict
 
     stored = stored_spec(task_apps(group).values())
     if not stored:
-        return False
+        return None
     try:
-        deployed = load_dict(stored, source=spec.source)
-    except Exception:  # noqa: BLE001 - unreadable: deploy it again
-        return False
+        return render_group(load_dict(stored, source=spec.source), templates_dir=templates_dir,
+                            marathon_version=marathon_version)
+    except Exception:  # noqa: BLE001 - unreadable, or what was deployed this Marathon cannot run as rendered now
+        return None
+
+
+def unchanged(group: dict[str, Any], spec: JobSpec, templates_dir: Optional[str],
+              rendered: Optional[dict[str, Any]] = None, marathon_version: Any = None) -> bool:
+    """Whether the running job is exactly what ``spec`` renders to (``rendered``, when the caller has it)."""
     if rendered is None:
         rendered = render_group(spec, templates_dir=templates_dir, marathon_version=marathon_version)
-    try:
-        return render_group(deployed, templates_dir=templates_dir, marathon_version=marathon_version) == rendered
-    except UsageError:  # what was deployed this Marathon cannot run as it is now rendered: deploy it again
-        return False
+    deployed = deployed_group(group, spec, templates_dir, marathon_version)
+    return deployed is not None and deployed == rendered
 
 
 def await_stopped(client: Client, job: str, *, wait: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> None:

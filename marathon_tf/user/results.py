@@ -144,9 +144,14 @@ class Deployment:
     admission: Optional[str] = None
     #: Why the capacity was not checked (the Mesos master cannot be read); not in :meth:`to_dict`.
     admission_note: Optional[str] = None
+    #: A running job deployed with a changed file: the tasks that start, stop, restart and stay (as
+    #: ``scale`` lists them); None for a new job, an ended one, or one whose deployed file is unreadable.
+    tasks: Optional[dict[str, list[str]]] = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"job": self.job, "groupId": self.group_id, "changed": self.changed}
+        if self.tasks is not None:
+            out["tasks"] = self.tasks
         if self.plan is not None:
             out["plan"] = self.plan
         elif self.changed:

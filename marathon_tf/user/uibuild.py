@@ -179,3 +179,15 @@ def install(ui_home: Path, *, tarball: Optional[Path] = None, url: str = SOURCE_
     shutil.rmtree(final, ignore_errors=True)
     staged.rename(final)
     return final
+
+
+def remove(ui_home: Path, *, dry_run: bool = False) -> tuple[Path, int] | None:
+    """Remove what ``ui-install`` left in ``ui_home`` (the build, its log, an unfinished build's
+    folders): ``(ui_home, bytes)``, or None when there is nothing. npm's own download cache
+    (``~/.npm``) is npm's: ``npm cache clean --force`` empties it."""
+    if not ui_home.is_dir():
+        return None
+    size = sum(p.lstat().st_size for p in ui_home.rglob("*") if not p.is_dir())
+    if not dry_run:
+        shutil.rmtree(ui_home)
+    return ui_home, size

@@ -112,6 +112,27 @@ def test_an_unchanged_running_job_is_no_change_and_scale_says_what_starts(cluste
     cluster.delete("steady", force=True)
 
 
+def test_deploying_a_changed_running_job_says_what_starts_stops_and_restarts(cluster, tmp_path):
+    """Issue 43, item 5: a re-deploy of a changed job file restarted every task without saying so. ``deploy``
+    (and ``--dry-run``) lists the tasks that start, stop and restart, as ``scale`` does, before it acts."""
+    job = Job.from_dict(job_dict(command=["python3", "-c", "import time; print('step=1'); time.sleep(120)"],
+                                 name="changing"))
+    assert cluster.deploy(job).deployment.changed
+    wait_for(lambda: not cluster.client.deployments(), 60, what="the first deployment done")
+    changed = {**job.to_dict(), "env": {"NEW": "1"}, "roles": {"worker": {"count": 2}}}
+    path = tmp_path / "changing.json"
+    path.write_text(json.dumps(changed))
+    dry = CliRunner().invoke(cli, ["deploy", "--dry-run", "--marathon", cluster.url, str(path)])
+    assert dry.exit_code == 0, dry.output
+    assert "start: worker-1\nrestart with the new cluster spec: worker-0" in dry.stdout
+    r = CliRunner().invoke(cli, ["deploy", "--detach", "--marathon", cluster.url, str(path), "-o", "json"])
+    assert r.exit_code == 0, r.output
+    assert "changing: start: worker-1" in r.stderr and "changing: restart with the new cluster spec: worker-0" in r.stderr
+    assert json.loads(r.stdout)["tasks"] == {"start": ["worker-1"], "stop": [], "restart": ["worker-0"],
+                                             "unchanged": []}
+    cluster.delete("changing", force=True)
+
+
 def test_purge_is_refused_for_a_real_marathon_before_anything_is_deleted(httpserver):
     from marathon_tf import Marathon
 

@@ -146,3 +146,23 @@ def test_local_serve_ui_without_a_build_says_how_to_make_one(tmp_path):
     r = CliRunner().invoke(cli, ["local", "serve", "--ui", "--port", "0", "--dns-port", "0", "--dns-http-port", "0"],
                            env={"MARATHON_TF_STATE_DIR": str(tmp_path / "s")})
     assert r.exit_code == 2 and "--ui: no web UI build in" in r.stderr and "marathon-tf local ui-install" in r.stderr
+
+
+def test_local_clean_ui_removes_the_build_and_only_with_ui(tmp_path):
+    """Issue 43, item 8: a built UI (368 MB seen) stayed after every `local clean`. `local clean --ui` removes
+    what ui-install left (saying how much); a plain `local clean` still keeps it."""
+    env = _env(tmp_path)
+    r = CliRunner().invoke(cli, ["local", "ui-install", "--from-tarball", str(_source_tarball(tmp_path / "s.tgz"))],
+                           env=env)
+    assert r.exit_code == 0, r.output
+    ui = tmp_path / "state" / "ui"
+    assert (ui / "build" / "index.html").is_file()
+    kept = CliRunner().invoke(cli, ["local", "clean"], env=env)
+    assert kept.exit_code == 0 and (ui / "build" / "index.html").is_file()
+    dry = CliRunner().invoke(cli, ["local", "clean", "--ui", "--dry-run"], env=env)
+    assert dry.exit_code == 0 and f"would remove {ui} (the web UI build" in dry.stdout and ui.is_dir()
+    gone = CliRunner().invoke(cli, ["local", "clean", "--ui", "-o", "json"], env=env)
+    assert gone.exit_code == 0 and not ui.exists()
+    assert json.loads(gone.stdout)["ui"]["path"] == str(ui)
+    again = CliRunner().invoke(cli, ["local", "clean", "--ui"], env=env)
+    assert again.exit_code == 0 and f"no web UI build in {ui}" in again.stderr
