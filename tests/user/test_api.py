@@ -127,7 +127,8 @@ def test_deploying_a_changed_running_job_says_what_starts_stops_and_restarts(clu
     assert "start: worker-1\nrestart with the new cluster spec: worker-0" in dry.stdout
     r = CliRunner().invoke(cli, ["deploy", "--detach", "--marathon", cluster.url, str(path), "-o", "json"])
     assert r.exit_code == 0, r.output
-    assert "changing: start: worker-1" in r.stderr and "changing: restart with the new cluster spec: worker-0" in r.stderr
+    assert "changing: start: worker-1" in r.stderr
+    assert "changing: restart with the new cluster spec: worker-0" in r.stderr
     assert json.loads(r.stdout)["tasks"] == {"start": ["worker-1"], "stop": [], "restart": ["worker-0"],
                                              "unchanged": []}
     cluster.delete("changing", force=True)
