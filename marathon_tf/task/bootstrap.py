@@ -32,6 +32,11 @@ After the job's end the bootstrap stays up and healthy until Marathon stops it.
 
 Which roles restart when a peer moves: every cluster member, the ps included (:func:`restarts_on_move`).
 Tensorboard is not a cluster member: no discovery, no TF_CONFIG, no flags. This module never imports TensorFlow.
+
+Over 600 lines, as one concept: the task's assembly (every part it wires: the status endpoint and its
+guard, the rendezvous, the save rounds, the keeper, the restarter, the space wait) and its main loop. Each
+part lives in its own module; splitting the assembly would only scatter the order of work above. The
+task side's coordinator and reconcile loop (docs/architecture.md) is where it shrinks.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ Marathon's JSON). Errors are raised, never printed, and carry their exit code
 ``localrun``        ``deploy --local``: the same pipeline on one machine
 ``local_options``   the local cluster's options shared by ``local serve`` and ``deploy --local``
 ``localstate``      the local runner's state on this machine: runs, their locks, ``local clean``
+``inuse``           which live processes use a folder (their working directory or open files): what clean keeps
 ``announce``        the lines ``deploy --local`` and ``local serve`` print once per job (scrape targets …)
 ``uibuild``         ``local ui-install``: the Marathon web UI built on this machine
 ``stopsignals``     SIGTERM and SIGHUP stop a foreground command the way Ctrl-C does
