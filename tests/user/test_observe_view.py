@@ -283,8 +283,8 @@ def test_the_event_column_is_a_closed_vocabulary_and_the_text_has_its_own():
     from marathon_tf.user.history import events_rows
 
     events = [{"time": 1_700_000_000.0, "task": "worker-0", "kind": T.SAVE_ROUND,
-               "message": "save round: marathon-tf scale (2 → 3 workers)", "reason": "marathon-tf scale (2 → 3 workers)",
-               "hold": True},
+               "message": "save round: marathon-tf scale (2 → 3 workers)",
+               "reason": "marathon-tf scale (2 → 3 workers)", "hold": True},
               {"time": 1_700_000_001.0, "task": "worker-0", "kind": "from_a_newer_version", "message": "x"}]
     rows = events_rows(events)
     assert [r["reason"] for r in rows] == ["SaveRound", "Other"]
