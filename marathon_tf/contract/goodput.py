@@ -12,8 +12,9 @@ while the chief trains on costs no wall time). Every second is given to one caus
 holds of:
 
 =============  ======================================================================================
-``placement``  from the submission until every task runs (``all_running``; else the deciding task's
-               peers were all found)
+``placement``  from the submission until every task runs (``all_running``), the deciding task's peers
+               were all found or its program started, whichever comes first (an elastic job starts at its
+               minimum: a standby still waiting to be placed is not the job waiting)
 ``start``      from then until the deciding task's first step
 ``recovery``   from the moment the deciding task's program last stepped before it ended, was
                preempted, hung, stopped or restarted on purpose (an event with ``stalled``: the
@@ -83,9 +84,12 @@ def goodput(events: Iterable[Mapping[str, Any]], decider: str, now: float) -> di
     mine = [e for e in merged if e.get("task") == decider and t0 <= e["time"] <= end]
     steps = [e["time"] for e in mine if e["kind"] == T.FIRST_STEP]
     first = steps[0] if steps else end
-    placed = next((e["time"] for e in merged if e["kind"] == T.ALL_RUNNING and e["time"] >= t0),
-                  next((e["time"] for e in mine if e["kind"] == T.PEERS_FOUND), first))
-    placed = min(max(placed, t0), first)
+    # Placement is over at the first sign that the job can train: every task running, the deciding task's
+    # peers all found, or its program started (an elastic job's starts at its minimum, its standbys still
+    # waiting to be placed: they are not the job waiting for placement).
+    signs = [e["time"] for e in merged if e["kind"] == T.ALL_RUNNING and e["time"] >= t0][:1] + \
+        [e["time"] for e in mine if e["kind"] in (T.PEERS_FOUND, T.PROGRAM_STARTED)][:1]
+    placed = min(max(min(signs, default=first), t0), first)
     spans: dict[str, list[tuple[float, float]]] = {
         "placement": [(t0, placed)], "start": [(placed, first)], "recovery": [], "stalled": []}
     recoveries: list[dict[str, Any]] = []

@@ -98,6 +98,9 @@ class SaveResult:
     path: str | None = None
     seconds: float = 0.0
     held: bool = False
+    #: not now, but soon: the program is starting (or restarting) and has not said yet whether it can save;
+    #: the asker may ask again (``checkpoint`` does, within its timeout)
+    starting: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -109,7 +112,7 @@ class SaveResult:
         step = data.get("step")
         return cls(bool(data["ok"]), str(data.get("message") or ""), step if isinstance(step, int) else None,
                    str(data["path"]) if data.get("path") else None, float(data.get("seconds") or 0.0),
-                   bool(data.get("held")))
+                   bool(data.get("held")), True if data.get("starting") is True else None)
 
 
 class _Asked:
@@ -243,7 +246,12 @@ class Saving:
             return SaveResult(False, f"{full}: no checkpoint can be saved now")
         if trainer is None or trainer.proc is None or trainer.proc.poll() is not None:
             return SaveResult(False, f"no training program runs in {self.ctx.task} now (it is starting or "
-                                     f"restarting): nothing to save")
+                                     f"restarting): nothing to save", starting=True)
+        if not self.hook.ready and self.status.light().get("save_hook") is not False:
+            # it has not had its chance yet: no step for READY_WITHIN s (still importing TensorFlow, say)
+            return SaveResult(False, f"{self.ctx.task}'s training program is starting: it has not said yet whether "
+                                     f"it can save (no {savehook.READY!r} line, and no step for "
+                                     f"{READY_WITHIN:g} s)", starting=True)
         if not self.hook.ready:
             return SaveResult(False, f"{self.ctx.task}'s training program declares no save hook (it never printed "
                                      f"{savehook.READY!r}; docs/restarts.md)")

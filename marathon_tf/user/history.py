@@ -154,11 +154,19 @@ def status_timeline(found: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def events_rows(events: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Events for ``-o json``: time (ISO), task, reason, message, the details."""
+    """Events for ``-o json``: time (ISO), task, reason (the event's type: one of
+    :data:`marathon_tf.contract.timeline.REASONS`, always), message (its text), the details. A detail
+    named like a column (a save round's ``reason``, why it was asked) is kept as ``cause``: it never
+    takes the type's place."""
     out = []
     for e in events:
-        row = {"time": T.iso(e["time"]), "task": e.get("task", ""), "reason": T.REASONS.get(e["kind"], e["kind"]),
+        row = {"time": T.iso(e["time"]), "task": e.get("task", ""), "reason": T.REASONS.get(e["kind"], "Other"),
                "message": e.get("message", "")}
-        row.update({k: v for k, v in e.items() if k not in ("time", "task", "kind", "message")})
+        for key, value in e.items():
+            if key in ("time", "task", "kind", "message"):
+                continue
+            row["cause" if key == "reason" else key] = value
+        if e["kind"] not in T.REASONS:  # an event of a newer kind than this version knows
+            row["kind"] = e["kind"]
         out.append(row)
     return out

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Mapping, cast
+from typing import Any, Callable, Mapping, cast
 
 from marathon_tf.contract import labels as L, naming, spread, taskauth, timeline
 from marathon_tf.contract.errors import (MarathonError, MarathonNotFound, MarathonTFError, SaveFailed, SpecError,
@@ -433,8 +434,12 @@ def delete(client: Client, job: str, *, force: bool = False, save: bool = False)
 # ----------------------------------------------------------------------------- a checkpoint now
 
 
+#: How often a save request is asked again while the program is starting, seconds.
+STARTING_POLL = 1.0
+
+
 def save_round(client: Client, job: str, *, reason: str = "marathon-tf checkpoint",
-               timeout: float = SAVE_TIMEOUT) -> dict[str, Any]:
+               timeout: float = SAVE_TIMEOUT, sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
     """Have the job save a checkpoint now, without stopping it: ``POST /save`` to its deciding task
     (:func:`marathon_tf.contract.naming.deciding_task`), which asks its program through the save hook
     and confirms the checkpoint in the logdir. ``{"task", "step", "path", "seconds"}``;
@@ -458,12 +463,24 @@ def save_round(client: Client, job: str, *, reason: str = "marathon-tf checkpoin
                          hint=f"see why with: marathon-tf status {job}")
     owner = taskauth.owner_key(create=False)  # the job's key: the task API's control routes need it
     key = taskauth.job_key(owner, naming.group_id(job)) if owner is not None else None
-    code, body, why = transport.post_json(url, {"job": job, "reason": reason, "hold": False, "timeout": timeout},
-                                          timeout=timeout + 10, headers=taskauth.headers(key))
-    if code is None:
-        raise SaveFailed(f"job {job}: its deciding task {decider} did not answer the save request ({why})")
-    if code == 200 and isinstance(body, dict) and body.get("ok"):
-        return {"task": decider, **{k: body.get(k) for k in ("step", "path", "seconds")}}
+    deadline = time.monotonic() + timeout
+    while True:  # a program still starting (importing TensorFlow) is waited for, within the timeout
+        left = max(0.5, deadline - time.monotonic())
+        code, body, why = transport.post_json(url, {"job": job, "reason": reason, "hold": False,
+                                                    "timeout": round(left, 1)},
+                                              timeout=left + 10, headers=taskauth.headers(key))
+        if code is None:
+            raise SaveFailed(f"job {job}: its deciding task {decider} did not answer the save request ({why})")
+        if code == 200 and isinstance(body, dict) and body.get("ok"):
+            return {"task": decider, **{k: body.get(k) for k in ("step", "path", "seconds")}}
+        starting = code == 409 and isinstance(body, dict) and body.get("starting") is True
+        if not starting or time.monotonic() + STARTING_POLL >= deadline:
+            break
+        sleep(STARTING_POLL)
+    if starting:
+        raise SaveFailed(f"job {job} could not save a checkpoint within {timeout:g} s: {body.get('message')}",
+                         hint=f"its program is still starting; ask again once it trains (marathon-tf status {job}), "
+                              f"or give it longer: --timeout")
     message = body.get("message") if isinstance(body, dict) else transport.oneline(str(body))[:300]
     raise SaveFailed(f"job {job} could not save a checkpoint: {message or f'HTTP {code}'}",
                      hint="the save hook a program implements: docs/restarts.md" if "save hook" in str(message)

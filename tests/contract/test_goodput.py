@@ -77,6 +77,17 @@ def test_a_job_still_waiting_to_be_placed_is_all_placement():
     assert good["lostSeconds"]["placement"] == 30.0 and good["ratio"] == 0.0
 
 
+def test_an_elastic_job_whose_standby_still_waits_is_placed_once_its_minimum_trains():
+    """Issue 43, item 3: an elastic job's minimum was placed in about 9 s and its program started; the rest until
+    its first step was TensorFlow's import, but goodput said ``placement 1m03s, start 0s`` (every task running
+    only came when the standby was placed, after the first step). The program's start ends the placement."""
+    events = [ev(0, T.SUBMITTED, "job"), ev(6, T.TASK_STARTED), ev(9, T.PROGRAM_STARTED, restart=0),
+              ev(63, T.FIRST_STEP, step=0), ev(120, T.ALL_RUNNING, "job"), ev(130, T.GREW, "job"),
+              ev(200, T.JOB_ENDED, "job", state="Succeeded")]
+    lost = goodput(events, "worker-0", now=T0 + 500)["lostSeconds"]
+    assert (lost["placement"], lost["start"]) == (9.0, 54.0)
+
+
 def test_an_earlier_deployments_events_are_left_out_and_nothing_known_is_none():
     old = [ev(-500, T.SUBMITTED, "job"), ev(-400, T.PROGRAM_EXITED, code=1, step=5, rate=1.0)]
     assert goodput(old + run(), "worker-0", now=T0 + 500)["lostSeconds"]["recovery"] == 0.0

@@ -175,6 +175,24 @@ def test_a_program_without_the_hook_is_never_signalled_and_says_so_once(tmp_path
     program.wait_steps(len(program.steps) + 3)  # untouched: SIGUSR1 would have ended it
 
 
+def test_a_program_that_has_not_had_its_chance_to_say_ready_is_starting_not_hookless(tmp_path, programs):
+    """Issue 43, item 2: a save asked while the program is still starting (importing TensorFlow: no step yet)
+    is answered "starting" (the asker may ask again), not "declares no save hook"."""
+    saving = make(tmp_path)
+    program = Program(saving, PLAIN)
+    programs.append(program)
+    early = saving.save("marathon-tf checkpoint", hold=False, timeout=5)
+    assert not early.ok and early.starting and "is starting" in early.message, early
+    assert "declares no save hook" not in early.message
+    assert SaveResult.from_dict(early.to_dict()).starting is True
+    program.wait_steps(3)
+    saving.stepped()
+    saving._first_step -= 10  # stepped for a while without saying ready: now it has no hook
+    saving.stepped()
+    late = saving.save("marathon-tf checkpoint", hold=False, timeout=5)
+    assert not late.ok and not late.starting and "declares no save hook" in late.message
+
+
 def test_a_save_the_logdir_does_not_show_fails_in_time_and_the_program_goes_on(tmp_path, programs):
     saving = make(tmp_path)
     program = Program(saving, HOOKED, "none")  # says it saved, writes nothing

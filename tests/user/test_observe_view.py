@@ -270,3 +270,27 @@ def test_a_task_waiting_for_room_on_a_full_logdir_says_so_in_status(httpserver):
     assert line in output.progress_line(st)
     assert "restarts 1/5 in 10m, 1 not counted (infrastructure: the runner's machinery, a full logdir)" in \
         output.progress_line(st)  # (it said "the runner's machinery" alone)
+
+
+def test_the_event_column_is_a_closed_vocabulary_and_the_text_has_its_own():
+    """Issue 43, item 4: `events`' type column held free text (`marathon-tf scale (2 → 3 workers)`, `worker-0 is
+    stopped`, `grow: …`): a save round's ``reason`` detail took the type's place. The type is always one of
+    the documented types; the round's why is ``cause``; every type is in docs/observability.md."""
+    from pathlib import Path
+
+    from marathon_tf.contract import timeline as T
+    from marathon_tf.user import output
+    from marathon_tf.user.history import events_rows
+
+    events = [{"time": 1_700_000_000.0, "task": "worker-0", "kind": T.SAVE_ROUND,
+               "message": "save round: marathon-tf scale (2 → 3 workers)",
+               "reason": "marathon-tf scale (2 → 3 workers)", "hold": True},
+              {"time": 1_700_000_001.0, "task": "worker-0", "kind": "from_a_newer_version", "message": "x"}]
+    rows = events_rows(events)
+    assert [r["reason"] for r in rows] == ["SaveRound", "Other"]
+    assert rows[0]["cause"] == "marathon-tf scale (2 → 3 workers)" and rows[0]["hold"] is True
+    assert rows[1]["kind"] == "from_a_newer_version"
+    text = output.events_text(rows).splitlines()
+    assert text[1].split()[2] == "SaveRound" and text[1].endswith("save round: marathon-tf scale (2 → 3 workers)")
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "observability.md").read_text()
+    assert [t for t in T.REASONS.values() if f"`{t}`" not in doc] == []

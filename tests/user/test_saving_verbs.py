@@ -75,6 +75,39 @@ def test_checkpoint_says_why_not_and_exits_1(httpserver):
     assert "docs/restarts.md" in r.stderr
 
 
+def test_checkpoint_waits_for_a_program_that_is_starting_within_its_timeout(httpserver):
+    """Issue 43, item 2: `checkpoint` during start-up said "declares no save hook" while the program was still
+    importing TensorFlow. The deciding task says the program is starting (409, ``starting``); the command asks
+    again until its timeout, and says so in one line if it is still starting then."""
+    from marathon_tf.marathon.client import Client
+    from marathon_tf.user import jobs
+
+    _serve(httpserver)
+    starting = {"ok": False, "starting": True,
+                "message": "worker-0's training program is starting: it has not said yet whether it can save"}
+    answers = [(starting, 409), (starting, 409), ({"ok": True, "step": 12, "path": "ckpt/model.ckpt-12",
+                                                    "seconds": 0.2}, 200)]
+
+    def answer(request):
+        from werkzeug.wrappers import Response
+
+        body, code = answers.pop(0)
+        return Response(json.dumps(body), status=code, content_type="application/json")
+
+    httpserver.expect_request("/save", method="POST").respond_with_handler(answer)
+    slept: list[float] = []
+    saved = jobs.save_round(Client(httpserver.url_for("")), "mnist", timeout=30, sleep=slept.append)
+    assert (saved["step"], slept) == (12, [1.0, 1.0])
+    httpserver.clear()
+    _serve(httpserver)
+    httpserver.expect_request("/save", method="POST").respond_with_json(starting, status=409)
+    r = CliRunner().invoke(cli, ["checkpoint", "mnist", "--marathon", httpserver.url_for(""), "--timeout", "2s"])
+    assert r.exit_code == 1
+    assert ("job mnist could not save a checkpoint within 2 s: worker-0's training program is starting" in r.stderr
+            and "declares no save hook" not in r.stderr), r.stderr
+    assert 1 <= len([q for q, _ in httpserver.log if q.path == "/save"]) <= 3
+
+
 def test_checkpoint_of_a_job_whose_saver_does_not_run_or_that_ended(httpserver):
     _serve(httpserver, saver_runs=False)
     r = CliRunner().invoke(cli, ["checkpoint", "mnist", "--marathon", httpserver.url_for("")])
