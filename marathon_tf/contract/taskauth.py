@@ -24,11 +24,15 @@ The key is one per job, held by the job's tasks and its owner, nobody else:
   control requests to the job's other tasks (:func:`install`: only to the control paths, never to
   Marathon or Mesos-DNS); the training program does not get the variable.
 
-A task without a key file (a cluster that runs the rendered apps without the local runner: nothing
-there hands a task a file of the owner's) falls back to the job-host check: a control request must
-come from the host of one of the job's tasks as the task knows them (anything, while it knows none),
-and a save that holds nobody (``marathon-tf checkpoint``) is taken from anywhere, as before. That
-keeps other machines out, not other processes on the job's hosts (docs/architecture.md).
+On a cluster, the owner's ``deploy`` and ``scale`` put the key into each app's ``env`` as they send the
+group (:data:`KEY_VAR`, :func:`with_key`; never in what ``render`` prints): Marathon hands it to the task,
+the bootstrap takes it out of its program's environment. Whoever may read the job's apps in Marathon may
+read it there too (Marathon's own ACL, DC/OS's ``read`` on the group); another process on the agent may
+not, unless it runs as the task's user (which could end the task anyway). A task with neither (an app
+sent by other means) falls back to the job-host check: a control request must come from the host of one
+of the job's tasks as the task knows them (anything, while it knows none), and a save that holds nobody
+(``marathon-tf checkpoint``) is taken from anywhere. That keeps other machines out, not other processes
+on the job's hosts (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -43,11 +47,15 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
-__all__ = ["KEY_FILE_VAR", "KEY_FILE", "HEADER", "CONTROL_GETS", "CONTROL_PATHS", "state_home", "owner_key", "job_key",
-           "write_task_key", "task_key", "Guard", "JobKeyAuth", "install", "installed", "headers"]
+__all__ = ["KEY_VAR", "KEY_FILE_VAR",
+           "KEY_FILE", "HEADER", "CONTROL_GETS", "CONTROL_PATHS", "state_home", "owner_key", "job_key",
+           "write_task_key", "task_key", "with_key", "Guard", "JobKeyAuth", "install", "installed", "headers"]
 
 #: Names the file in a task's sandbox that holds its job's key (only the runner sets it: ``MTF_*``).
 KEY_FILE_VAR = "MTF_JOB_KEY_FILE"
+#: The job's key itself, in the environment Marathon gives the task (how the key reaches a cluster's
+#: tasks: the owner's ``deploy``/``scale`` put it in each app's ``env`` as they send the group).
+KEY_VAR = "MTF_JOB_KEY"
 #: Where, in a task's sandbox, the local runner writes the job key.
 KEY_FILE = ".secrets/job-key"
 #: The request header that carries the key.
@@ -132,8 +140,11 @@ def write_task_key(key: str, sandbox: Path) -> str:
 
 
 def task_key(environ: Mapping[str, str]) -> str | None:
-    """A task's job key: the content of the file ``MTF_JOB_KEY_FILE`` names (relative: to
-    ``MESOS_SANDBOX``); None without one."""
+    """A task's job key: ``MTF_JOB_KEY`` (what its owner's deploy put in the app: the deployer owns the
+    job), else the content of the file ``MTF_JOB_KEY_FILE`` names (relative: to ``MESOS_SANDBOX``; the
+    local runner's, for an app sent without a key); None without either."""
+    if (environ.get(KEY_VAR) or "").strip():
+        return environ[KEY_VAR].strip()
     path = environ.get(KEY_FILE_VAR)
     if not path:
         return None
@@ -142,6 +153,21 @@ def task_key(environ: Mapping[str, str]) -> str | None:
             return f.read().strip() or None
     except OSError:
         return None
+
+
+def with_key(group: Mapping[str, Any], key: str | None) -> dict[str, Any]:
+    """``group`` with the job's ``key`` in every app's ``env`` (:data:`KEY_VAR`): what the owner's side
+    sends Marathon, so that the job's tasks on a cluster hold it. Only the PUT carries it: ``render``,
+    ``-o json`` and the event log never show a group with it."""
+    if not key:
+        return dict(group)
+    out = dict(group)
+    if isinstance(group.get("apps"), list):
+        out["apps"] = [{**app, "env": {**(app.get("env") or {}), KEY_VAR: key}} if isinstance(app, dict) else app
+                       for app in group["apps"]]
+    if isinstance(group.get("groups"), list):
+        out["groups"] = [with_key(g, key) if isinstance(g, dict) else g for g in group["groups"]]
+    return out
 
 
 def headers(key: str | None) -> dict[str, str]:

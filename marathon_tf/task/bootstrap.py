@@ -55,7 +55,7 @@ from marathon_tf.contract.errors import DiscoveryError, UsageError
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.progress import StepRate
 from marathon_tf.contract.shellexec import exec_form
-from marathon_tf.contract.taskauth import KEY_FILE_VAR, Guard, install, task_key
+from marathon_tf.contract.taskauth import KEY_FILE_VAR, KEY_VAR, Guard, install, task_key
 from marathon_tf.contract.taskenv import TOKEN_FILE_VAR, WORKERS_VAR, TaskContext
 from marathon_tf.task import stderr
 from marathon_tf.task.admission import AdmissionWatch, watch_admission
@@ -355,6 +355,7 @@ class Bootstrap:
         env = dict(self.environ)
         env.pop(TOKEN_FILE_VAR, None)  # the bootstrap's credentials (a local runner's task token), not the program's
         env.pop(KEY_FILE_VAR, None)  # nor the job's key (contract.taskauth)
+        env.pop(KEY_VAR, None)
         if self.saving.members_save():
             env[savehook.ROUNDS_VAR] = "1"  # it leaves SIGTERM to the bootstrap's save rounds (contract.savehook)
         if spec.tf_config_env is not None:

@@ -143,6 +143,13 @@ def deploy(client: Client, spec: JobSpec, *, templates_dir: str | None = None, f
     return put(client, spec.name, group, force=force, dry_run=dry_run)
 
 
+def _job_key(job: str, create: bool = True) -> str | None:
+    """The job's key, derived from this user's owner key (made when missing and ``create``); None when
+    there is none (a home that cannot be written: the tasks then fall back to the job-host check)."""
+    owner = taskauth.owner_key(create=create)
+    return taskauth.job_key(owner, naming.group_id(job)) if owner is not None else None
+
+
 def keep_placement(group: dict[str, Any], current: Mapping[str, Any] | None) -> dict[str, Any]:
     """``group`` with, for each app Marathon runs as rendered (its ``marathon-tf/digest`` is the one the
     new rendering would carry), the constraints and placement label Marathon has now: what the job's
@@ -166,8 +173,9 @@ def keep_placement(group: dict[str, Any], current: Mapping[str, Any] | None) -> 
 def put(client: Client, job: str, group: dict[str, Any], *, force: bool = False, dry_run: bool = False,
         current: Mapping[str, Any] | None = None) -> DeployResult:
     """PUT a rendered group: creating it, or updating it without restarting unchanged tasks (``current``:
-    the job's group as Marathon has it, whose placement is kept: :func:`keep_placement`)."""
-    group = keep_placement(group, current)
+    the job's group as Marathon has it, whose placement is kept: :func:`keep_placement`). Every app gets the
+    job's key (:func:`marathon_tf.contract.taskauth.with_key`): only its tasks and its owner steer it."""
+    group = keep_placement(taskauth.with_key(group, _job_key(job)), current)
     body = client.put_group(group, force=force, dry_run=dry_run)
     if dry_run:
         return DeployResult(job=job, group_id=group["id"], plan=body, group=group)
@@ -461,8 +469,7 @@ def save_round(client: Client, job: str, *, reason: str = "marathon-tf checkpoin
     if url is None:
         raise SaveFailed(f"job {job}: its deciding task {decider} is not running, so nothing can be saved now",
                          hint=f"see why with: marathon-tf status {job}")
-    owner = taskauth.owner_key(create=False)  # the job's key: the task API's control routes need it
-    key = taskauth.job_key(owner, naming.group_id(job)) if owner is not None else None
+    key = _job_key(job, create=False)  # the task API's control routes need it
     deadline = time.monotonic() + timeout
     while True:  # a program still starting (importing TensorFlow) is waited for, within the timeout
         left = max(0.5, deadline - time.monotonic())

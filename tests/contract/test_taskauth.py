@@ -119,3 +119,47 @@ def test_processes_making_the_owner_key_at_once_all_get_the_same_whole_key(tmp_p
     keys = {p.communicate(timeout=60)[0].strip() for p in procs}
     assert len(keys) == 1 and len(bytes.fromhex(keys.pop())) == 32
     assert [p.name for p in (tmp_path / ".keys").iterdir()] == ["owner-key"]  # no temporary file left
+
+
+def test_on_a_cluster_the_key_reaches_the_tasks_in_the_apps_env_and_only_in_what_is_sent(httpserver, tmp_path,
+                                                                                          monkeypatch):
+    """Issue 44 item 1 on a real cluster: no local runner writes a key file there, and the "request from a job
+    host" check let any process on a job's agent steer it. The owner's deploy (and scale: the same PUT) puts
+    the job's key into each app's env; `render` never shows it; the bootstrap guards with it and keeps it
+    from the training program."""
+    import json
+
+    from click.testing import CliRunner
+
+    from marathon_tf.user.cli import cli
+
+    monkeypatch.setenv("MARATHON_TF_STATE_DIR", str(tmp_path / "home"))
+    job = {"name": "mnist", "style": "tf1", "command": ["python3", "-c", "pass"],
+           "roles": {"ps": {"count": 1}, "worker": {"count": 1}}}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    httpserver.expect_request("/v2/info").respond_with_json({"name": "marathon", "version": "1.11.24"})
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_json(
+        {"message": "Group '/mnist' does not exist"}, status=404)
+    httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json(
+        {"deploymentId": "d1", "version": "2026-12-06T00:00:00.000Z"})
+    httpserver.expect_request("/v2/deployments").respond_with_json([])
+    httpserver.expect_request("/v2/queue").respond_with_json({"queue": []})
+    r = CliRunner().invoke(cli, ["deploy", "--detach", "--marathon", httpserver.url_for(""), "--no-wait-for-resources",
+                                 str(tmp_path / "job.json")])
+    assert r.exit_code == 0, r.output
+    [put] = [json.loads(q.data) for q, _ in httpserver.log if q.method == "PUT"]
+    owner = taskauth.owner_key({"MARATHON_TF_STATE_DIR": str(tmp_path / "home")}, create=False)
+    key = taskauth.job_key(owner, "/mnist")
+    assert [a["env"][taskauth.KEY_VAR] for a in put["apps"]] == [key, key]
+    assert key not in r.output
+    rendered = CliRunner().invoke(cli, ["render", str(tmp_path / "job.json")])
+    assert rendered.exit_code == 0 and taskauth.KEY_VAR not in rendered.stdout and key not in rendered.stdout
+    # the task takes it from its environment (before a local runner's file: the deployer owns the job)
+    file_key = "f" * 64
+    (tmp_path / "box").mkdir()
+    taskauth.write_task_key(file_key, tmp_path / "box")
+    env = {taskauth.KEY_VAR: key, taskauth.KEY_FILE_VAR: taskauth.KEY_FILE, "MESOS_SANDBOX": str(tmp_path / "box")}
+    assert taskauth.task_key(env) == key and taskauth.task_key({taskauth.KEY_VAR: " "}) is None
+    guard = taskauth.Guard(taskauth.task_key(env))
+    assert guard.refusal("POST", "/hold", None, "10.0.0.9", {"job": "mnist"})[0] == 401
+    assert guard.refusal("POST", "/hold", "Bearer " + key, "10.0.0.9", {"job": "mnist"}) is None

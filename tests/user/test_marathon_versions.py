@@ -101,8 +101,11 @@ def test_against_1_11_what_is_sent_is_todays_render(httpserver, write_job, job_f
     r = _deploy(fake, write_job(job))
     assert r.exit_code == 0, r.output
     sent = _sent(fake)[0]
+    from marathon_tf.contract import taskauth
+
     for app in sent["apps"]:
         del app["labels"][L.DIGEST]  # the client's marker (marathon/marker.py)
+        assert len(app["env"].pop(taskauth.KEY_VAR)) == 64  # the job's key, only in what is sent (taskauth)
     from marathon_tf.user.render import render_group
     from marathon_tf.user.spec import load_dict
 

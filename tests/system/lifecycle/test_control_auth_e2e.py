@@ -30,7 +30,7 @@ import os, signal, sys, time
 logdir, asked, step = sys.argv[1], {"save": False}, 0
 signal.signal(signal.SIGUSR1, lambda *_: asked.update(save=True))
 print("marathon-tf save-hook: ready", flush=True)
-print("key file given:", "MTF_JOB_KEY_FILE" in os.environ, flush=True)
+print("key file given:", "MTF_JOB_KEY_FILE" in os.environ or "MTF_JOB_KEY" in os.environ, flush=True)
 while True:
     step += 1
     print(f"step={step} loss=1.0", flush=True)
@@ -131,7 +131,11 @@ def test_only_the_jobs_tasks_and_owner_steer_it(tmp_path, local_job):
     r = CliRunner().invoke(cli, ["checkpoint", job.name, "--marathon", job.cluster.marathon_url])
     assert r.exit_code == 0 and f"checkpoint of {job.name} at step" in r.stdout, (r.stdout, r.stderr)
     r_json = CliRunner().invoke(cli, ["status", job.name, "--marathon", job.cluster.marathon_url, "-o", "json"])
-    group = requests.get(f"{job.cluster.marathon_url}/v2/groups?embed=group.apps", timeout=10).text
+    apps = requests.get(f"{job.cluster.marathon_url}/v2/apps", timeout=10).json()["apps"]
+    # the owner's PUT gave every app the key in its env (how a cluster's tasks get it: contract/taskauth.py),
+    # and nothing else of an app holds it
+    assert {a["env"].get("MTF_JOB_KEY") for a in apps} == {key}
+    group = json.dumps([{**a, "env": {k: v for k, v in a["env"].items() if k != "MTF_JOB_KEY"}} for a in apps])
     events = json.dumps(job.cluster.events())
     assert '"status_update_event"' in events
     for where, text in (("checkpoint", r.stdout + r.stderr), ("status -o json", r_json.stdout + r_json.stderr),
