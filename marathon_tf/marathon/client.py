@@ -349,6 +349,10 @@ class Client:
             if write:
                 raise _Unsure(error, in_flight=False)
             raise error
+        if status == 507:  # Insufficient Storage (RFC 4918 §11.5): refused, nothing applied; not retried
+            raise MarathonError(text, status=status, body=body,
+                                hint="the server could not store the change: free space where it keeps its "
+                                     "state, then try again")
         if status >= 500:
             if status in (502, 503) and _LEADER_REFUSED.search(message):
                 self._failover()
