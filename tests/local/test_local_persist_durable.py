@@ -131,7 +131,8 @@ def test_a_full_disk_refuses_writes_and_every_acknowledged_one_survives_a_sigkil
                             timeout=10).status_code == 200
         wait_for(lambda: requests.get(url + "/v2/deployments", timeout=10).json() == [], 20, what="deployed")
         filler = _fill(small_disk)
-        job = {"name": "job-b", "style": "tf1", "command": ["python3", "train.py"], "roles": {"ps": {"count": 1}, "worker": {"count": 1}}}
+        job = {"name": "job-b", "style": "tf1", "command": ["python3", "train.py"],
+               "roles": {"ps": {"count": 1}, "worker": {"count": 1}}}
         (tmp_path / "job.json").write_text(json.dumps(job))
         r = CliRunner().invoke(cli, ["deploy", str(tmp_path / "job.json"), "--marathon", url, "--detach"])
         assert r.exit_code == 1, r.output
