@@ -637,6 +637,11 @@ class Client:
     def kill_task(self, app_id: str, task_id: str) -> dict[str, Any]:
         return self.request("DELETE", f"/v2/apps{_path(app_id)}/tasks/{quote(task_id, safe='')}").body
 
+    def local_agents(self) -> list[dict[str, Any]]:
+        """marathon-tf's local runner's agents (``GET /_local/agents``: ``id``, ``name``, ``state``,
+        ``enforced``); a :class:`MarathonError` from any other Marathon (404)."""
+        return self._get("/_local/agents", shapes.LOCAL_AGENTS)
+
     def deployments(self) -> list[dict[str, Any]]:
         return self._get("/v2/deployments", shapes.DEPLOYMENTS)
 
