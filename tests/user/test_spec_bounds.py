@@ -17,9 +17,10 @@ from marathon_tf.contract.errors import SpecError
 from marathon_tf.marathon import transport
 from marathon_tf.user.cli import cli
 from marathon_tf.user.spec import load_dict
-from marathon_tf.user.spec.fields import MAX_ARG_BYTES, MAX_JOB_BYTES, MAX_TASK_BYTES
-from marathon_tf.user.spec.load import MAX_JOB_FILE
 from user_helpers import minimal
+
+MAX_JOB_FILE = 2 ** 20  # docs/job-file.md (user/spec/load.py MAX_JOB_FILE)
+MAX_ARG_BYTES = 32 * 4096  # Linux's MAX_ARG_STRLEN (user/spec/fields.py MAX_ARG_BYTES)
 
 
 def _validate_in_a_box(path: str) -> subprocess.CompletedProcess:
@@ -109,6 +110,10 @@ def test_a_task_or_a_job_too_large_for_marathon_or_our_answer_limit_is_refused()
     assert load_dict(minimal(env=four, roles={"ps": {"count": 1}, "worker": {"count": 30}}))
 
 
-def test_the_job_cap_leaves_room_in_the_answer_limit():
+def test_the_caps_agree_with_each_other_and_the_answer_limit():
+    from marathon_tf.user.spec import fields, load
+
+    assert (load.MAX_JOB_FILE, fields.MAX_ARG_BYTES) == (MAX_JOB_FILE, MAX_ARG_BYTES)
+    MAX_JOB_BYTES, MAX_TASK_BYTES = fields.MAX_JOB_BYTES, fields.MAX_TASK_BYTES
     assert MAX_JOB_BYTES * 2 <= transport.DEFAULT_MAX_BYTES
     assert MAX_ARG_BYTES < MAX_TASK_BYTES < MAX_JOB_BYTES
