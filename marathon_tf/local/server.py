@@ -154,9 +154,11 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
 
     @web.middleware
     async def leader_header(request: web.Request, handler: Callable[[web.Request], Awaitable]) -> web.StreamResponse:
-        writes = rt.store is not None and request.method not in ("GET", "HEAD")
-        mark = rt.store.capture() if rt.store is not None and writes else None
+        mark = None
         try:
+            if rt.store is not None and request.method not in ("GET", "HEAD"):
+                await request.read()  # first: between the mark and the save nothing else runs (handlers await only it)
+                mark = rt.store.capture()
             response = await handler(request)
         except ApiError as exc:
             response = web.json_response(exc.body, status=exc.status, headers=exc.headers)
