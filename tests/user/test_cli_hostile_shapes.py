@@ -222,3 +222,30 @@ def test_the_local_agents_state_flags_in_a_wrong_shape_are_one_line(recorded):
     with Hostile(serve) as server:
         here[0] = server.url.split("//", 1)[1]
         assert _wrong(_run(server.url, VERBS["deploy"], recorded["job"])) is None
+
+
+@pytest.mark.parametrize("verb", [["status", "mnist"], ["deploy", "{job}", "--timeout", "2"]], ids=["status", "deploy"])
+def test_the_issues_queue_entry_whose_app_is_a_string(recorded, verb):
+    """Issue 47's case: ``status`` and ``deploy`` (after its PUT) met ``AttributeError: 'str' object has no
+    attribute 'get'`` (marathon/queue.py); now one line: the queue's shape is named, or the verb goes on
+    without it (``status``: the queue only explains waits)."""
+    def serve(request: Request) -> Answer:
+        if request.method != "GET":
+            return _written(request)
+        got = recorded["answers"].get((request.path, request.query))
+        if got is None:
+            return Answer(404, b'{"message": "not recorded"}')
+        body = got[2]
+        if request.path == "/v2/queue":
+            queue = json.loads(body)
+            queue["queue"][0]["app"] = "/mnist/worker-1"
+            body = json.dumps(queue).encode()
+        return Answer(got[0], body.replace(SELF.encode(), here[0].encode()), headers={"Content-Type": got[1]})
+
+    here = [""]
+    with Hostile(serve) as server:
+        here[0] = server.url.split("//", 1)[1]
+        r = _run(server.url, verb, recorded["job"])
+        assert any(q.path == "/v2/queue" for q in server.log), "the verb did not read the queue"
+    assert _wrong(r, waits=True) is None, r.output
+    assert "AttributeError" not in r.output
