@@ -38,8 +38,9 @@ def _kept(state: Path) -> dict:
 
 def test_a_change_that_cannot_be_written_is_refused_and_undone(tmp_path, caplog):
     """The state file cannot be replaced (a folder stands in its place: EISDIR, as any failure to write
-    that is not a full disk): the write is refused with 503 and the reason, nothing of it stays in memory,
-    the saver goes on and saves once it can; one line on the log, no traceback."""
+    that is not a full disk): the write is refused with 507 and the reason, nothing of it stays in memory,
+    the saver goes on and saves once it can; one line on the log, no traceback; the CLI says it in one
+    line, exit 1."""
     caplog.set_level(logging.WARNING)
     state = tmp_path / "state"
     with LocalCluster(state_dir=state, persist=True, **FAST) as c:
@@ -50,10 +51,20 @@ def test_a_change_that_cannot_be_written_is_refused_and_undone(tmp_path, caplog)
         (state / STATE_FILE).unlink()
         (state / STATE_FILE).mkdir()  # os.replace onto it fails
         r = requests.put(url + "/v2/groups/job-b", json={"apps": [{**APP, "id": "/job-b/w"}]}, timeout=10)
-        assert r.status_code == 503, r.text
-        assert r.json()["message"].startswith("The change was not applied: the local Marathon could not store it")
+        assert r.status_code == 507, r.text
+        assert r.json() == {"message": "The change was not applied: the local Marathon could not store it in "
+                                       f"{state / STATE_FILE} (Is a directory)"}
         scale = requests.put(url + "/v2/apps/job-a/w", json={**APP, "instances": 2}, timeout=10)
-        assert scale.status_code == 503, scale.text
+        assert scale.status_code == 507, scale.text
+        job = tmp_path / "job.json"
+        job.write_text(json.dumps({"name": "job-d", "style": "tf1", "command": ["python3", "train.py"],
+                                   "roles": {"ps": {"count": 1}, "worker": {"count": 1}}}))
+        said = CliRunner().invoke(cli, ["deploy", str(job), "--marathon", url, "--detach"])
+        assert said.exit_code == 1, said.output  # refused at once: not sent again (it exited 3 at the time limit)
+        assert said.stderr.splitlines()[0] == (f"error: PUT {url}/v2/groups/job-d: 507 The change was not applied: "
+                                               f"the local Marathon could not store it in {state / STATE_FILE} "
+                                               "(Is a directory)"), said.stderr
+        assert [ln.split(":")[0] for ln in said.stderr.splitlines()[1:]] == ["hint"], said.stderr
         # nothing half-applied: no job B, no deployment, job A as it was
         assert requests.get(url + "/v2/groups/job-b", timeout=10).status_code == 404
         assert requests.get(url + "/v2/deployments", timeout=10).json() == []
@@ -138,7 +149,7 @@ def test_a_full_disk_refuses_writes_and_every_acknowledged_one_survives_a_sigkil
         assert r.exit_code == 1, r.output
         lines = r.stderr.strip().splitlines()
         assert lines[0] == (f"error: PUT {url}/v2/groups/job-b: 507 The change was not applied: the local Marathon "
-                            "could not store it (No space left on device)"), r.stderr
+                            f"could not store it in {state / STATE_FILE} (No space left on device)"), r.stderr
         assert [ln.split(":")[0] for ln in lines[1:]] == ["hint"], r.stderr
         assert "Traceback" not in r.stderr and "deployed" not in r.output
         scale = requests.put(url + "/v2/apps/job-a/w", json={**APP, "instances": 2}, timeout=10)

@@ -19,8 +19,8 @@ Deployments in flight resume at the step they were at.
 A write request is answered only once its change is on disk (the server's middleware calls
 :meth:`Store.save` before it answers). When that save fails (a full disk, a read-only or failing file
 system), the request's change is undone in memory (:meth:`Store.capture` before it, :meth:`Store.rollback`
-after) and the request is refused: 507 for a full disk (``ENOSPC``, ``EDQUOT``), 503 otherwise, with
-Marathon's error body ``{"message": ...}`` (:func:`refusal`). The background saver survives a failed save:
+after) and the request is refused with 507 Insufficient Storage and Marathon's error body
+``{"message": ...}`` naming the file and the reason (:func:`refusal`). The background saver survives a failed save:
 it says so in one line on the runner's log (once, and once more when it saves again) and retries every
 :data:`INTERVAL`.
 
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import errno
 import json
 import logging
 import os
@@ -114,13 +113,13 @@ def restore(data: dict[str, Any], state: "State", deployments: "DeploymentManage
     state.touch()
 
 
-def refusal(exc: OSError) -> tuple[int, dict[str, Any]]:
-    """(status, Marathon's error body) for a write whose change could not be kept: 507 Insufficient
-    Storage (RFC 4918 §11.5) for a full disk or quota, 503 for any other failure to write."""
-    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+def refusal(exc: OSError, path: Path) -> tuple[int, dict[str, Any]]:
+    """(status, Marathon's error body) for a write whose change could not be kept in ``path``: 507
+    Insufficient Storage (RFC 4918 §11.5: the server "is unable to store the representation needed to
+    successfully complete the request"), whatever the reason (a full disk or quota, a read-only or
+    failing file system): nothing was applied, so a client may send it again once the cause is gone."""
     why = exc.strerror or type(exc).__name__
-    return (507 if full else 503), {"message": f"The change was not applied: the local Marathon could not store "
-                                               f"it ({why}{': ' + str(exc.filename) if exc.filename else ''})"}
+    return 507, {"message": f"The change was not applied: the local Marathon could not store it in {path} ({why})"}
 
 
 @dataclass(frozen=True)
@@ -226,7 +225,7 @@ class Store:
     def refuse(self, mark: Mark, exc: OSError) -> tuple[int, dict[str, Any]]:
         """A write request whose change :meth:`save` could not keep: undo it (:meth:`rollback` to
         ``mark``) and return what to answer (:func:`refusal`)."""
-        status, body = refusal(exc)
+        status, body = refusal(exc, self.path)
         self.rollback(mark, body["message"])
         return status, body
 
