@@ -351,8 +351,8 @@ class Client:
             raise error
         if status == 507:  # Insufficient Storage (RFC 4918 §11.5): refused, nothing applied; not retried
             raise MarathonError(text, status=status, body=body,
-                                hint="the server could not store the change: free space where it keeps its "
-                                     "state, then try again")
+                                hint="the server could not store the change (its message says why, e.g. a full "
+                                     "disk): fix that, then send it again")
         if status >= 500:
             if status in (502, 503) and _LEADER_REFUSED.search(message):
                 self._failover()
