@@ -18,7 +18,7 @@ from marathon_tf.marathon.transport import oneline
 
 __all__ = ["ShapeError", "MapOf", "Required", "NotNull", "NullAs", "check", "message", "INFO", "GROUP", "APP",
            "TASK", "APPS", "APP_ONE", "TASKS", "DEPLOYMENTS", "QUEUE", "DEPLOYED", "PLAN", "OBJECT", "LOCAL_AGENTS",
-           "MESOS_SLAVES", "EVENT"]
+           "MESOS_SLAVES", "MESOS_FRAMEWORKS", "EVENT"]
 
 NUMBER = (int, float)
 
@@ -171,6 +171,8 @@ MESOS_SLAVE = {"id": str, "hostname": str, "active": bool, "deactivated": bool,
                "reserved_resources": NotNull(MapOf(_MESOS_RESOURCES.shape)),
                "reserved_resources_full": NotNull(MapOf(_MESOS_FULL.shape))}
 MESOS_SLAVES = {"slaves": Required([MESOS_SLAVE])}
+MESOS_FRAMEWORKS = {"frameworks": NotNull([{"id": str, "name": str, "active": bool, "offers": NotNull([{
+    "slave_id": str, "allocation_info": NotNull({"role": str}), "resources": _MESOS_RESOURCES}])}])}
 #: An event of ``/v2/events`` (FACTS §4): the fields the deployment watch and the task side's
 #: rendezvous read; an event without ``eventType`` is left out (the stream names every event).
 EVENT = {"eventType": Required(str), "id": str, "appId": str, "taskId": str, "taskStatus": str, "host": str,

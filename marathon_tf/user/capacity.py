@@ -235,6 +235,10 @@ def _own_offers(session: requests.Session, url: str, info: Mapping[str, Any]) ->
         body = r.json() if r.status_code == 200 else None
     except (requests.RequestException, ValueError):
         return {}
+    try:
+        shapes.check(body, shapes.MESOS_FRAMEWORKS)
+    except shapes.ShapeError:
+        return {}  # (as when it cannot be read: the agents' offers count as taken)
     return marathon_offers(body, framework_id, framework_name) if isinstance(body, dict) else {}
 
 

@@ -249,3 +249,18 @@ def test_the_issues_queue_entry_whose_app_is_a_string(recorded, verb):
         assert any(q.path == "/v2/queue" for q in server.log), "the verb did not read the queue"
     assert _wrong(r, waits=True) is None, r.output
     assert "AttributeError" not in r.output
+
+
+@pytest.mark.parametrize("frameworks", [
+    "a string", [{"id": "fw", "offers": "a string"}], [{"id": "fw", "offers": [{"slave_id": "a1",
+                                                                                "allocation_info": "a string"}]}],
+    [{"id": "fw", "offers": [{"slave_id": "a1", "resources": ["cpus"]}]}],
+    [{"id": "fw", "offers": [{"slave_id": ["a1"], "resources": {"cpus": 1.0}}]}]])
+def test_the_mesos_masters_frameworks_in_a_wrong_shape_count_as_unknown(frameworks):
+    """``/master/frameworks`` (what is offered to Marathon now, read only while agents have offers out: not in
+    the recorded corpus): a wrong shape counts as "cannot be told" (``{}``), never an AttributeError."""
+    from marathon_tf.user import capacity
+
+    body = json.dumps({"frameworks": frameworks}).encode()
+    with Hostile(lambda r: Answer(200, body)) as server:
+        assert capacity._own_offers(requests.Session(), server.url, {"frameworkId": "fw"}) == {}
