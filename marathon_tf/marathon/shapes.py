@@ -18,7 +18,7 @@ from marathon_tf.marathon.transport import oneline
 
 __all__ = ["ShapeError", "MapOf", "Required", "NotNull", "NullAs", "check", "message", "INFO", "GROUP", "APP",
            "TASK", "APPS", "APP_ONE", "TASKS", "DEPLOYMENTS", "QUEUE", "DEPLOYED", "PLAN", "OBJECT", "LOCAL_AGENTS",
-           "MESOS_SLAVES", "MESOS_FRAMEWORKS", "EVENT"]
+           "MESOS_SLAVES", "MESOS_FRAMEWORKS", "MESOS_AGENT_STATE", "EVENT"]
 
 NUMBER = (int, float)
 
@@ -128,11 +128,12 @@ def message(body: Any) -> str:
 OBJECT: dict = {}
 INFO = {"version": str, "buildref": str, "name": str, "marathon_config": {"features": [str]}}
 HEALTH = {"alive": bool}
-TASK = {"id": str, "appId": str, "state": str, "host": str, "ports": [int], "stagedAt": str, "startedAt": str,
+TASK = {"id": Required(str), "appId": str, "state": str, "host": str, "ports": [int], "stagedAt": str, "startedAt": str,
         "version": str, "healthCheckResults": [HEALTH]}
 FAILURE = {"message": str, "state": str, "timestamp": str, "version": str, "taskId": str}
-APP = {"id": str, "instances": int, "labels": MapOf(str), "tasks": [TASK], "deployments": [{"id": Required(str)}],
-       "lastTaskFailure": FAILURE, "version": str, "versionInfo": {"lastConfigChangeAt": str},
+APP = {"id": Required(str), "instances": int, "labels": MapOf(str), "tasks": [TASK],
+       "deployments": [{"id": Required(str)}], "lastTaskFailure": FAILURE, "version": str,
+       "versionInfo": {"lastConfigChangeAt": str},
        "portDefinitions": [{"name": str, "port": int}], "tasksRunning": NullAs(int, 0), "tasksStaged": NullAs(int, 0),
        "tasksHealthy": NullAs(int, 0), "env": dict, "cmd": str}
 GROUP: dict = {"id": str, "version": str, "apps": NotNull([APP])}
@@ -171,6 +172,10 @@ MESOS_SLAVE = {"id": str, "hostname": str, "active": bool, "deactivated": bool,
                "reserved_resources": NotNull(MapOf(_MESOS_RESOURCES.shape)),
                "reserved_resources_full": NotNull(MapOf(_MESOS_FULL.shape))}
 MESOS_SLAVES = {"slaves": Required([MESOS_SLAVE])}
+#: A Mesos agent's ``/state`` as ``logs`` reads it: where each executor's sandbox is (``src/slave/http.cpp``).
+_EXECUTOR = {"id": str, "directory": str, "tasks": NotNull([{"id": str}]), "completed_tasks": NotNull([{"id": str}])}
+_AGENT_FRAMEWORK = {"executors": NotNull([_EXECUTOR]), "completed_executors": NotNull([_EXECUTOR])}
+MESOS_AGENT_STATE = {"frameworks": NotNull([_AGENT_FRAMEWORK]), "completed_frameworks": NotNull([_AGENT_FRAMEWORK])}
 MESOS_FRAMEWORKS = {"frameworks": NotNull([{"id": str, "name": str, "active": bool, "offers": NotNull([{
     "slave_id": str, "allocation_info": NotNull({"role": str}), "resources": _MESOS_RESOURCES}])}])}
 #: An event of ``/v2/events`` (FACTS §4): the fields the deployment watch and the task side's
