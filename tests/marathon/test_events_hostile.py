@@ -49,3 +49,19 @@ def test_events_of_the_wrong_shape_are_left_out_and_the_stream_goes_on():
             reconnects = stream.reconnects
     assert got == [STATUS, GOOD], got
     assert reconnects == 0
+
+
+def test_the_leader_answer_in_a_wrong_shape_is_none_or_one_line():
+    """``/v2/leader`` (read by the event stream when a standby's redirect cannot be followed): every wrong
+    shape is no leader (None) or one :class:`MarathonError` line, never an exception of another kind."""
+    from marathon_tf.contract.errors import MarathonError
+
+    for body in ('"a string"', "7", "null", '["a"]', '{"leader": ["a"]}', '{"leader": {"a": 1}}', '{"leader": 7}',
+                 '{"leader": null}', '{"leader": ""}', "{}"):
+        with Hostile(lambda r: Answer(200, body.encode())) as server:
+            try:
+                got = Client(server.url).leader(retry=False)
+            except MarathonError as e:
+                assert len(e.lines()) <= 2 and "\n" not in e.message, (body, e.lines())
+            else:
+                assert got is None, (body, got)
