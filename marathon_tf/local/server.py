@@ -19,7 +19,7 @@ import json
 import signal
 import time
 from pathlib import Path
-from typing import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Awaitable, Callable, Iterable
 
 from aiohttp import web
 
@@ -39,6 +39,9 @@ from .security import GRANT_KEY, Security
 from .state import FRAMEWORK_ID, State, canonical_path, now_ts
 from .taskscope import event_visible, marathon_scope
 from .versions import DEFAULT_VERSION, SCALE_APPS_INTERVAL, Played, played
+
+if TYPE_CHECKING:
+    from .extras.persist import Store
 
 __all__ = ["Runtime", "create_app", "MARATHON_VERSION", "DEFAULT_FEATURES", "FEATURES"]
 
@@ -91,7 +94,7 @@ class Runtime:
         self.api = MarathonApi(self.state, self.scheduler, self.deployments, self.bus)
         self._scheduler_task: asyncio.Task | None = None
         #: ``persist``: the state is kept in the state dir and reloaded at start (``extras/persist.py``).
-        self.store = None
+        self.store: Store | None = None
         if persist:
             from .extras.persist import Store
 
@@ -113,7 +116,10 @@ class Runtime:
         if self._saver is not None:  # what runs now is what a restart brings back
             self._saver.cancel()
             assert self.store is not None  # the saver runs only with a store
-            self.store.save()
+            try:
+                self.store.save()
+            except OSError:
+                pass  # said on the log (Store.save); the file holds the last state that could be saved
         for dep in list(self.deployments.running.values()):
             if dep.runner:
                 dep.runner.cancel()
@@ -153,7 +159,11 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
 
     @web.middleware
     async def leader_header(request: web.Request, handler: Callable[[web.Request], Awaitable]) -> web.StreamResponse:
+        mark = None
         try:
+            if rt.store is not None and request.method not in ("GET", "HEAD"):
+                await request.read()  # first: between the mark and the save nothing else runs (handlers await only it)
+                mark = rt.store.capture()
             response = await handler(request)
         except ApiError as exc:
             response = web.json_response(exc.body, status=exc.status, headers=exc.headers)
@@ -162,8 +172,14 @@ def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application
                 exc.text = json.dumps({"message": f"Not found: {request.path}"})
                 exc.content_type = "application/json"
             response = exc
-        if rt.store is not None and request.method not in ("GET", "HEAD"):
-            rt.store.save()  # a change is on disk before it is answered, as Marathon stores it in ZooKeeper first
+        if rt.store is not None and mark is not None:
+            # a change is on disk before it is answered, as Marathon stores it in ZooKeeper first; one
+            # that cannot be kept is undone and refused (extras/persist.py)
+            try:
+                rt.store.save()
+            except OSError as exc:
+                status, body = rt.store.refuse(mark, exc)
+                response = web.json_response(body, status=status)
         if not request.path.startswith("/_local/") and not response.prepared:
             response.headers["X-Marathon-Leader"] = rt.url
         if isinstance(response, web.HTTPException):

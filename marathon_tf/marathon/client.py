@@ -350,6 +350,10 @@ class Client:
             if write:
                 raise _Unsure(error, in_flight=False)
             raise error
+        if status == 507:  # Insufficient Storage (RFC 4918 §11.5): refused, nothing applied; not retried
+            raise MarathonError(text, status=status, body=body,
+                                hint="the server could not store the change (its message says why, e.g. a full "
+                                     "disk): fix that, then send it again")
         if status >= 500:
             if status in (502, 503) and _LEADER_REFUSED.search(message):
                 self._failover()
@@ -633,6 +637,11 @@ class Client:
 
     def kill_task(self, app_id: str, task_id: str) -> dict[str, Any]:
         return self.request("DELETE", f"/v2/apps{_path(app_id)}/tasks/{quote(task_id, safe='')}").body
+
+    def local_agents(self) -> list[dict[str, Any]]:
+        """marathon-tf's local runner's agents (``GET /_local/agents``: ``id``, ``name``, ``state``,
+        ``enforced``); a :class:`MarathonError` from any other Marathon (404)."""
+        return self._get("/_local/agents", shapes.LOCAL_AGENTS)
 
     def deployments(self) -> list[dict[str, Any]]:
         return self._get("/v2/deployments", shapes.DEPLOYMENTS)

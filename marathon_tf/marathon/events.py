@@ -26,8 +26,9 @@ from urllib.parse import urlsplit, urlunsplit
 import sseclient
 
 from marathon_tf.contract.errors import MarathonError, MarathonUnavailable, Timeout
+from marathon_tf.marathon import shapes
 from marathon_tf.marathon.client import Client, RedirectNotFollowed
-from marathon_tf.marathon.transport import redact_url
+from marathon_tf.marathon.transport import oneline, redact_url
 
 log = logging.getLogger("marathon_tf.marathon")
 
@@ -101,12 +102,9 @@ class EventStream:
                         return
                     if not ev.data or not ev.data.strip():
                         continue
-                    try:
-                        data = json.loads(ev.data)
-                    except ValueError:
-                        continue
-                    data.setdefault("eventType", ev.event)
-                    self.events.put(data)
+                    data = _event(ev.event, ev.data)
+                    if data is not None:
+                        self.events.put(data)
             except MarathonUnavailable:
                 pass  # e.g. the leader it was sent to is not up (yet): reconnect below
             except MarathonError as e:
@@ -186,6 +184,21 @@ class EventStream:
         except queue.Empty:
             pass
         return out
+
+
+def _event(kind: str, text: str) -> Optional[dict[str, Any]]:
+    """One event's ``data`` as a dict whose fields read by anyone have their shape (:data:`.shapes.EVENT`);
+    None (the event is left out, said at debug level) for one that is not JSON or has a wrong shape: the
+    readers go on with the next event and their polling, and the stream stays attached."""
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise shapes.ShapeError("", f"is {shapes.kind(data)}, not an object")
+        data.setdefault("eventType", kind)
+        return shapes.check(data, shapes.EVENT)
+    except (ValueError, RecursionError) as e:
+        log.debug("event %s left out: %s", oneline(str(kind))[:80], oneline(str(e))[:200])
+        return None
 
 
 def _host(host_port: Optional[str]) -> Optional[str]:

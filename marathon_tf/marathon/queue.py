@@ -21,6 +21,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from marathon_tf.contract.errors import MarathonError
+from marathon_tf.marathon import shapes
+
 __all__ = ["entries_by_app", "placement", "stall_reason", "launch_delay", "fetch", "RESOURCES", "WORDS"]
 
 #: Marathon's reason → the resource it names.
@@ -34,9 +37,16 @@ WORDS = {**RESOURCES, "UnfulfilledConstraint": "constraints", "UnfulfilledRole":
 
 def fetch(client: Any) -> list[dict[str, Any]]:
     """``GET /v2/queue?embed=lastUnusedOffers``: every entry with each agent's last unused offer
-    (its resources and every reason it did not fit; Marathon 1.3+ answers the embed)."""
+    (its resources and every reason it did not fit; Marathon 1.3+ answers the embed). Every field
+    read here is checked first (:data:`.shapes.QUEUE`): a wrong shape is a :class:`MarathonError`
+    of one line."""
     body = client.request("GET", "/v2/queue", params={"embed": "lastUnusedOffers"}).body
-    return (body or {}).get("queue") or [] if isinstance(body, dict) else []
+    if body is None:
+        return []
+    try:
+        return shapes.check(body, shapes.QUEUE).get("queue") or []
+    except shapes.ShapeError as e:
+        raise MarathonError(f"GET /v2/queue: does not answer like Marathon: {e}", body=body) from None
 
 
 def entries_by_app(queue: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:

@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 import requests
 
 from marathon_tf.contract.errors import MarathonError
+from marathon_tf.marathon import shapes
 from marathon_tf.mesos.agents import AgentInfo, free_resources
 from marathon_tf.mesos.resources import Resource, Value, ranges_minus, ranges_size
 from marathon_tf.mesos.views import attributes_from_json, resources_from_full, resources_from_summary
@@ -234,6 +235,10 @@ def _own_offers(session: requests.Session, url: str, info: Mapping[str, Any]) ->
         body = r.json() if r.status_code == 200 else None
     except (requests.RequestException, ValueError):
         return {}
+    try:
+        shapes.check(body, shapes.MESOS_FRAMEWORKS)
+    except shapes.ShapeError:
+        return {}  # (as when it cannot be read: the agents' offers count as taken)
     return marathon_offers(body, framework_id, framework_name) if isinstance(body, dict) else {}
 
 
@@ -242,10 +247,9 @@ def _local_agents(client: Any) -> Optional[list[dict[str, Any]]]:
     if client is None or not client.is_local():
         return None
     try:
-        body = client.request("GET", "/_local/agents").body
+        return client.local_agents()
     except MarathonError:
         return None
-    return body if isinstance(body, list) else None
 
 
 def read(client: Any, given: Optional[str] = None) -> Optional[Capacity]:
@@ -279,6 +283,10 @@ def _read(client: Any, given: Optional[str], local: Optional[list[dict[str, Any]
     if not isinstance(body, dict) or not isinstance(body.get("slaves"), list):
         raise Unknown(f"the Mesos master at {url} answered GET /master/slaves with HTTP {r.status_code}"
                       + (" (it wants credentials)" if r.status_code in (401, 403) else ""))
+    try:
+        shapes.check(body, shapes.MESOS_SLAVES)
+    except shapes.ShapeError as e:
+        raise Unknown(f"the Mesos master at {url} does not answer GET /master/slaves like Mesos: {e}") from None
     names: dict[Any, Any] = {a.get("id"): a.get("name") for a in local or []}  # agent id -> hostname
     own = _own_offers(session, url, info) if _offers_anywhere(body) else {}
     agents = parse_agents(body, names, own)

@@ -26,7 +26,7 @@ import requests
 
 from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonNotFound, MarathonTFError, UsageError
-from marathon_tf.marathon import transport
+from marathon_tf.marathon import shapes, transport
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_state
 from marathon_tf.marathon.tasks import oldest_first
@@ -113,6 +113,12 @@ def _agent_state(session: requests.Session, agent: str, cache: dict[str, Any]) -
         if not isinstance(cache[agent], dict):
             raise LogError(f"{agent}/state did not answer like a Mesos agent (HTTP {r.status_code})",
                            hint="the agents' HTTP port is --agent-port (default 5051); --agent-url names one")
+        try:
+            shapes.check(cache[agent], shapes.MESOS_AGENT_STATE)
+        except shapes.ShapeError as e:
+            del cache[agent]
+            raise LogError(f"{agent}/state did not answer like a Mesos agent: {e}",
+                           hint="the agents' HTTP port is --agent-port (default 5051); --agent-url names one") from None
     return cache[agent]
 
 
@@ -238,17 +244,24 @@ def _read(session: requests.Session, log: TaskLog, path: str, offset: int, lengt
         raise LogError(f"{log.task}: {path} is gone from the agent {log.agent} (its sandbox was removed)")
     if r.status_code != 200:
         raise LogError(f"{log.task}: the agent {log.agent} answered HTTP {r.status_code} for {path}")
+    return _file_answer(r, log, {"data": shapes.Required(str)})["data"]
+
+
+def _file_answer(r: requests.Response, log: TaskLog, shape: dict[str, Any]) -> dict[str, Any]:
+    """The agent's ``/files/read`` answer with ``shape`` (Mesos ``src/files/files.cpp``: ``{"data",
+    "offset"}``), else one :class:`LogError` line."""
     try:
-        return r.json().get("data", "")
-    except ValueError:
-        raise LogError(f"{log.task}: the agent {log.agent} did not answer /files/read with JSON") from None
+        return shapes.check(r.json(), shape)
+    except ValueError as e:  # not JSON, or a wrong shape (shapes.ShapeError)
+        what = f": {e}" if isinstance(e, shapes.ShapeError) else " with JSON"
+        raise LogError(f"{log.task}: the agent {log.agent} did not answer /files/read{what}") from None
 
 
 def _size(session: requests.Session, log: TaskLog, path: str) -> int:
     r = _get(session, f"{log.agent}/files/read", path=path, offset=-1)
     if r.status_code != 200:
         raise LogError(f"{log.task}: the agent {log.agent} cannot read {path} (HTTP {r.status_code})")
-    return int(r.json().get("offset", 0))
+    return int(_file_answer(r, log, {"offset": shapes.Required(int)})["offset"])
 
 
 def _tail_offset(session: requests.Session, log: TaskLog, path: str, end: int, lines: int) -> int:

@@ -14,6 +14,20 @@ from marshmallow import ValidationError, fields
 from marathon_tf.user.spec.model import CONSTRAINT_OPERATORS, DEFAULT_PREWARM, MAX_COUNT
 
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: The most bytes one environment variable (``KEY=value`` and its NUL) or one argument may have: Linux's
+#: ``MAX_ARG_STRLEN`` (``PAGE_SIZE * 32``, include/uapi/linux/binfmts.h), past which ``execve`` fails with
+#: E2BIG and the task never starts (Marathon sends the app's ``env`` and ``cmd`` to the Mesos executor,
+#: which execs ``sh -c cmd`` with them).
+MAX_ARG_BYTES = 32 * 4096
+#: The most bytes of environment and command one task may have: Marathon keeps each app's definition in
+#: a ZooKeeper node, which holds less than 1 MiB unless ZooKeeper's ``jute.maxbuffer`` was raised
+#: (its default is 0xfffff bytes; ZooKeeper Administrator's Guide), and ``execve`` takes at most a
+#: quarter of the stack limit (2 MiB of 8 MiB) of arguments and environment together.
+MAX_TASK_BYTES = 2 ** 20
+#: The most bytes of environment and command all of a job's tasks may have together: the job's group
+#: that Marathon answers (each app's definition, plus its tasks) is read back within marathon-tf's answer
+#: limit (32 MiB, ``marathon/transport.py`` ``DEFAULT_MAX_BYTES``); half of it is left for the rest.
+MAX_JOB_BYTES = 16 * 2 ** 20
 _RESERVED_LABEL_PREFIX = "marathon-tf/"
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -125,6 +139,7 @@ class _Command(fields.Field):
             if "\x00" in value:
                 raise ValidationError("must not contain NUL bytes")
             _check_text(value)
+            _check_argsize_text(value)
             return value
         if isinstance(value, list):
             if not value:
@@ -135,6 +150,7 @@ class _Command(fields.Field):
                 if "\x00" in arg:
                     raise ValidationError(f"item {i} must not contain NUL bytes")
                 _check_text(arg, f"item {i} ")
+                _check_argsize_text(arg, f"item {i} ")
             return tuple(value)
         raise ValidationError("must be a list of strings or a shell command string")
 
@@ -155,12 +171,28 @@ class _Prewarm(fields.Field):
         return tuple(dict.fromkeys(value))
 
 
-class _StrMap(fields.Field):
-    """A JSON object of string → string, keys checked by ``key_check``."""
+def size_text(n: int) -> str:
+    """``1.5 MiB``, ``128 KiB``, ``12 bytes``."""
+    if n >= 2 ** 20:
+        return f"{n / 2 ** 20:.2f}".rstrip("0").rstrip(".") + " MiB"
+    return f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} bytes"
 
-    def __init__(self, *a, key_check=None, **kw):
+
+def _check_argsize_text(value: str, prefix: str = "") -> None:
+    n = len(value.encode("utf-8", "surrogatepass")) + 1
+    if n > MAX_ARG_BYTES:
+        raise ValidationError(f"{prefix}is {size_text(n)}: one argument of a task's command is at most "
+                              f"{size_text(MAX_ARG_BYTES)} (Linux's MAX_ARG_STRLEN: the task would not start)")
+
+
+class _StrMap(fields.Field):
+    """A JSON object of string → string, keys checked by ``key_check``; with ``environment``, each
+    ``KEY=value`` within :data:`MAX_ARG_BYTES`."""
+
+    def __init__(self, *a, key_check=None, environment: bool = False, **kw):
         super().__init__(*a, **kw)
         self.key_check = key_check
+        self.environment = environment
 
     def _deserialize(self, value, attr, data, **kwargs):
         if not isinstance(value, dict):
@@ -176,6 +208,11 @@ class _StrMap(fields.Field):
                 errors.setdefault(k, []).append("must not contain NUL bytes")
             elif not _is_text(k) or not _is_text(v):
                 errors.setdefault(k, []).append("must be valid Unicode text (no lone surrogates)")
+            elif self.environment and len(k.encode()) + len(v.encode()) + 2 > MAX_ARG_BYTES:
+                n = len(k.encode()) + len(v.encode()) + 2
+                errors.setdefault(k, []).append(
+                    f"is {size_text(n)}: one environment variable of a task is at most {size_text(MAX_ARG_BYTES)} "
+                    f"(Linux's MAX_ARG_STRLEN: the task would not start)")
         if errors:
             raise ValidationError(errors)
         return MappingProxyType(dict(value))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -21,7 +22,11 @@ from marathon_tf.user.spec.hints import closest
 from marathon_tf.user.spec.model import JobSpec
 from marathon_tf.user.spec.schema import _FetchField, _FetchSchema, _JobSchema
 
-__all__ = ["load_job", "load_dict", "parse_json", "with_counts"]
+__all__ = ["load_job", "load_dict", "parse_json", "with_counts", "MAX_JOB_FILE"]
+
+#: The most bytes a job file may have (docs/job-file.md): a job is a few KiB; the cap keeps ``validate
+#: /dev/zero`` or a mistaken multi-GB file from being read into memory.
+MAX_JOB_FILE = 2 ** 20
 
 
 def _flatten(messages: Any, path: str = "") -> list[tuple[str, str]]:
@@ -225,7 +230,16 @@ def load_job(path: str | os.PathLike) -> JobSpec:
     source = os.fspath(path)
     p = Path(source)
     try:
-        raw = p.read_bytes()
+        # O_NONBLOCK: a named pipe is refused below, not waited on for a writer
+        with os.fdopen(os.open(p, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (a device, a pipe, a socket)"
+                raise SpecError(source, [("", f"is {what}, not a job file")])
+            raw = f.read(MAX_JOB_FILE + 1)
+        if len(raw) > MAX_JOB_FILE:
+            raise SpecError(source, [("", f"is larger than {MAX_JOB_FILE // 2 ** 20} MiB, the most a job file may "
+                                          f"be (docs/job-file.md); put large data in a file the job fetches")])
     except FileNotFoundError:
         raise SpecError(source, [("", "no such file")]) from None
     except IsADirectoryError:

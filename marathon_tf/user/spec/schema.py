@@ -14,7 +14,8 @@ from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_l
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.spread import relational
-from marathon_tf.user.spec.fields import (_Command, _Constraint, _Count, _Prewarm, _Str, _StrictInt, _StrictNumber,
+from marathon_tf.user.spec.fields import (MAX_JOB_BYTES, MAX_TASK_BYTES, size_text,
+                                          _Command, _Constraint, _Count, _Prewarm, _Str, _StrictInt, _StrictNumber,
                                           _StrMap, _env_key_problem, _label_key_problem)
 from marathon_tf.user.spec.hints import blocked, failed_paths
 from marathon_tf.user.spec.model import (_DEFAULT_COMPLETION, _DEFAULT_SPEC_STYLE, _ROLE_DEFAULTS, COMPLETIONS,
@@ -38,7 +39,7 @@ class _RoleSchema(_Base):
     gpus = _StrictInt(validate=validate.Range(min=0, max=1024, error="must be >= {min}"))
     image = _Str()
     command = _Command()
-    env = _StrMap(key_check=_env_key_problem)
+    env = _StrMap(key_check=_env_key_problem, environment=True)
     constraints = fields.List(_Constraint())
     constraints_per_task = fields.List(_Constraint())
 
@@ -161,7 +162,7 @@ class _JobSchema(_Base):
     name = _Str(required=True)
     image = _Str()
     command = _Command()
-    env = _StrMap(key_check=_env_key_problem)
+    env = _StrMap(key_check=_env_key_problem, environment=True)
     style = fields.String(load_default="custom", validate=validate.OneOf(STYLES, error="must be one of {choices}"))
     cluster_spec = fields.String(validate=validate.OneOf(SPEC_STYLES, error="must be one of {choices}"))
     completion = fields.String(validate=validate.OneOf(COMPLETIONS, error="must be one of {choices}"))
@@ -229,8 +230,54 @@ class _JobSchema(_Base):
             # (M@1.11:.../api/v2/validation/NetworkValidation.scala); 1.4 has no top-level networks.
             err("network.name", "a container network needs its name (Marathon >= 1.5: the CNI network's name, "
                                 "e.g. \"dcos\")", "network.mode")
+        logdir = data.get("logdir")
+        if isinstance(logdir, str) and ".." in logdir.replace("\\", "/").split("/"):
+            err("logdir", "must not contain '..': the logdir stays inside the task's sandbox (a relative path) or "
+                          "names a folder of the job's volumes")
+        if isinstance(roles, dict):
+            self._sizes(data, roles, err)
         if errors:
             raise ValidationError(errors)
+
+    @staticmethod
+    def _sizes(data: Any, roles: Any, err: Any) -> None:
+        """A task's environment and command within :data:`MAX_TASK_BYTES`, the job's within
+        :data:`MAX_JOB_BYTES` (each variable and argument alone: the fields check it)."""
+
+        def env_bytes(env: Any) -> int:
+            return sum(len(k.encode()) + len(v.encode()) + 2 for k, v in (env or {}).items()
+                       if isinstance(k, str) and isinstance(v, str))
+
+        def command_bytes(command: Any) -> int:
+            args = [command] if isinstance(command, str) else list(command or ())
+            return sum(len(a.encode()) + 1 for a in args if isinstance(a, str))
+
+        job_env, total, biggest = data.get("env") or {}, 0, ("env", 0)
+        for r in naming.ROLES:
+            rd = roles.get(r) or {}
+            count = rd.get("count", 0)
+            tasks = int(getattr(count, "max", count) or 0)
+            if not tasks or not isinstance(rd, dict):
+                continue
+            own_command = rd.get("command") is not None
+            parts = {"env": env_bytes({k: v for k, v in job_env.items() if k not in (rd.get("env") or {})}),
+                     f"roles.{r}.env": env_bytes(rd.get("env")),
+                     f"roles.{r}.command" if own_command else "command":
+                         command_bytes(rd.get("command") if own_command else data.get("command"))}
+            task = sum(parts.values())
+            where = max(parts, key=lambda k: parts[k])
+            if task > MAX_TASK_BYTES:
+                err(where, f"the {r} tasks' environment and command are {size_text(task)}; a task's are at most "
+                           f"{size_text(MAX_TASK_BYTES)} (Marathon keeps an app's definition in a ZooKeeper node "
+                           f"of under 1 MiB); put large data in a file (fetch, or a volume)")
+                return
+            total += tasks * task
+            if tasks * task > biggest[1]:
+                biggest = (where, tasks * task)
+        if total > MAX_JOB_BYTES:
+            err(biggest[0], f"the job's tasks carry {size_text(total)} of environment and command together; a "
+                            f"job's are at most {size_text(MAX_JOB_BYTES)} (marathon-tf reads the job's group back "
+                            f"within its 32 MiB answer limit); put large data in a file (fetch, or a volume)")
 
     @staticmethod
     def _cross(data, roles, err) -> None:
