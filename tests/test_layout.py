@@ -310,3 +310,21 @@ def test_the_table_check_finds_a_module_left_out(tmp_path):
     assert unlisted(tmp_path, "``alpha``  one\n``beta.py``  two\n``sub/``  three") == ["gamma"]
     assert unlisted(tmp_path, ":mod:`.alpha`, :mod:`.beta`, ``gamma``") == ["sub/"]
     assert unlisted(tmp_path, "``alphabet`` ``betamax``") == ["alpha", "beta", "gamma", "sub/"]
+
+
+#: What a comment citing a file outside this repository looks like: the project's shared material (a facts
+#: sheet, the API examples, the background notes) is not shipped with the package.
+OUTSIDE = re.compile(r"/work/|\.\./shared\b|\bshared/(marathon-api|background|marathon-ui)\b|\bFACTS(\.md)?\b")
+
+
+def test_no_comment_cites_a_file_outside_the_repository():
+    """Issue 39 item 5: a reader of the package cannot follow a citation of a file that is not in it. Upstream
+    sources are cited by repository, tag and file; this repository's files by their path."""
+    found = [f"{path.relative_to(PACKAGE.parent)}:{n}: {line.strip()[:100]}"
+             for path in modules() for n, line in enumerate(path.read_text().splitlines(), 1) if OUTSIDE.search(line)]
+    assert found == [], "\n".join(found)
+
+
+def test_the_citation_check_finds_one():
+    assert OUTSIDE.search("(FACTS §1.3)") and OUTSIDE.search("see /work/shared/background/TF_RUNTIME.md")
+    assert OUTSIDE.search("``../shared/marathon-ui/build``") and not OUTSIDE.search("docs/restarts.md")

@@ -1,7 +1,8 @@
 """Why Marathon has not placed a task, in Marathon's own words (``GET /v2/queue``).
 
-A queue entry (Marathon 1.4–1.11, ``docs/docs/rest-api/public/api/v2/types/queue.raml``; examples in
-``/work/shared/marathon-api/examples/*/queue.json``) is ``{count, delay{timeLeftSeconds, overdue},
+A queue entry (Marathon 1.4–1.11, mesosphere/marathon ``docs/docs/rest-api/public/api/v2/types/queue.raml``
+at v1.4.3 and releases/1.11; recorded answers in ``tests/data/marathon-examples/``) is
+``{count, delay{timeLeftSeconds, overdue},
 since, app|pod, processedOffersSummary{processedOffersCount, unusedOffersCount,
 rejectSummaryLastOffers?[{reason, declined, processed}], …}, lastUnusedOffers?[{offer, reason[],
 timestamp}]}``. ``rejectSummaryLastOffers`` counts the last offer of every agent, one reason per

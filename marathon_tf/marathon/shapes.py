@@ -3,8 +3,9 @@ a server that is not Marathon (or a proxy's page, or a broken answer) is one cle
 answer like Marathon: apps[0].labels is a list, not an object" — and never an ``AttributeError``
 deep in a verb.
 
-A shape names only the fields marathon-tf reads (Marathon 1.4–1.11's JSON: FACTS.md §1–§3,
-``/work/shared/marathon-api/examples``); others are not looked at. A field may be absent or
+A shape names only the fields marathon-tf reads (Marathon 1.4–1.11's JSON: mesosphere/marathon's RAML,
+``docs/docs/rest-api/public/api/v2/`` at v1.4.3 and releases/1.11, and the answers recorded in
+``tests/data/marathon-examples/``); others are not looked at. A field may be absent or
 ``null`` (Marathon 1.4 writes ``null`` for unset options); when present it must have its type.
 Readers may then use ``.get(...) or default`` safely. Pure.
 """
@@ -178,8 +179,9 @@ _AGENT_FRAMEWORK = {"executors": NotNull([_EXECUTOR]), "completed_executors": No
 MESOS_AGENT_STATE = {"frameworks": NotNull([_AGENT_FRAMEWORK]), "completed_frameworks": NotNull([_AGENT_FRAMEWORK])}
 MESOS_FRAMEWORKS = {"frameworks": NotNull([{"id": str, "name": str, "active": bool, "offers": NotNull([{
     "slave_id": str, "allocation_info": NotNull({"role": str}), "resources": _MESOS_RESOURCES}])}])}
-#: An event of ``/v2/events`` (FACTS §4): the fields the deployment watch and the task side's
-#: rendezvous read; an event without ``eventType`` is left out (the stream names every event).
+#: An event of ``/v2/events`` (mesosphere/marathon releases/1.11 ``core/event/Events.scala``): the fields the
+#: deployment watch and the task side's rendezvous read; an event without ``eventType`` is left out (the stream
+#: names every event).
 EVENT = {"eventType": Required(str), "id": str, "appId": str, "taskId": str, "taskStatus": str, "host": str,
          "ports": [int], "reason": str, "version": str, "timestamp": str, "message": str, "groupId": str,
          "runSpecId": str, "instanceId": str, "plan": {"id": str}}

@@ -76,8 +76,8 @@ def work_dir(client: Any) -> Optional[Path]:
             flags = (r.json().get("flags") or {}) if r.status_code == 200 else {}
         except Exception:  # noqa: BLE001 - the path is a convenience: status works without it
             return None
-        if not isinstance(flags.get("work_dir"), str):
-            return None
+        if not isinstance(flags, dict) or not isinstance(flags.get("work_dir"), str):
+            return None  # (a wrong shape: no local runner's folder to offer)
         client._mtf_work_dir = Path(flags["work_dir"])
     return client._mtf_work_dir
 

@@ -204,8 +204,6 @@ def test_every_wrong_shape_of_every_answer_is_one_line_for_every_verb_that_reads
     assert set(ran) == set(VERBS) - {"delete"}, ran  # delete reads nothing but what it writes
 
 
-@pytest.mark.xfail(strict=True, reason="user/localstate.py (work_dir) reads /state's flags without a shape check; "
-                                       "it is outside this change (another engineer's module)")
 def test_the_local_agents_state_flags_in_a_wrong_shape_are_one_line(recorded):
     key = next(k for k in recorded["answers"] if k[0] == "/state")
     status, ctype, body = recorded["answers"][key]
