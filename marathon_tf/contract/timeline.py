@@ -234,8 +234,23 @@ def _recoveries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             current["secondsToTraining"] = round(e["time"] - current["_restart_time"], 3)
             current["seconds"] = round(e["time"] - current["time"], 3)
             open_.pop(task, None)
+    # A task that never steps (a ps; a ParameterServerStrategy worker: only its coordinator prints steps) is
+    # training again when the job is: the first step of any task after its restart. A recovery the job's end
+    # came before is said so, not left "not training yet".
+    steppers = {e.get("task") for e in events if e["kind"] == FIRST_STEP}
+    firsts = [(e["time"], e.get("task", "")) for e in events if e["kind"] == FIRST_STEP]
+    end = next((e["time"] for e in events if e["kind"] in ENDS), None)
     for r in out:
-        r.pop("_restart_time", None)
+        restarted = r.pop("_restart_time", None)
+        if restarted is None or "trainingAgain" in r:
+            continue
+        nxt = next(((t, who) for t, who in firsts if t >= restarted), None) if r["task"] not in steppers else None
+        if nxt is not None:
+            r["trainingAgain"], r["trainedBy"] = iso(nxt[0]), nxt[1]
+            r["secondsToTraining"] = round(nxt[0] - restarted, 3)
+            r["seconds"] = round(nxt[0] - r["time"], 3)
+        elif end is not None and end >= restarted:
+            r["jobEnded"] = iso(end)
     return out
 
 

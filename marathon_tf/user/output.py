@@ -473,8 +473,11 @@ def timeline_text(tl: Mapping[str, Any]) -> str:
         if r.get("savedStep") is not None:
             steps.insert(1, f"    (a save round before it saved step {r['savedStep']})")
         if r.get("trainingAgain"):
+            by = f"; {r['trainedBy']}'s step: {r['task']} prints none" if r.get("trainedBy") else ""
             steps.append(f"    → training again after {_seconds(r.get('secondsToTraining'))} "
-                         f"({_seconds(r.get('seconds'))} in all)")
+                         f"({_seconds(r.get('seconds'))} in all{by})")
+        elif r.get("jobEnded"):
+            steps.append("    → the job ended before it trained again")
         elif r.get("restarted"):
             steps.append("    → not training yet")
         lines.extend("  " + s for s in steps)

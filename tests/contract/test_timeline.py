@@ -87,3 +87,27 @@ def test_a_tasks_events_of_one_millisecond_are_in_the_order_of_its_life():
                                                             T.RESTARTING)]
     assert [e["kind"] for e in T.merge(events)] == [T.RESTARTING, T.PROGRAM_STARTED, T.SERVER_UP, T.FIRST_STEP]
     assert set(T.KINDS) == set(T._LIFE)
+
+
+def test_a_task_that_never_steps_trains_again_with_the_job_and_a_job_that_ended_says_so():
+    """Issue 43, item 4: after a ParameterServerStrategy scale, `--timeline` showed `→ not training yet` for the
+    ps and workers of a job that Succeeded: only the coordinator prints steps. Such a task trains again with
+    the job (the first step of any task after its restart); a recovery the job's end came before says so."""
+    from marathon_tf.user import output
+
+    events = [ev(100.0, "job", T.SUBMITTED), ev(105.0, "chief-0", T.FIRST_STEP, step=0),
+              ev(200.0, "ps-0", T.RESTARTING, "training program stopped for scale", why="scale"),
+              ev(200.0, "chief-0", T.RESTARTING, "training program stopped for scale", why="scale"),
+              ev(203.0, "ps-0", T.PROGRAM_STARTED, restart=1), ev(203.5, "chief-0", T.PROGRAM_STARTED, restart=1),
+              ev(208.0, "chief-0", T.FIRST_STEP, step=500),
+              ev(300.0, "worker-0", T.RESTARTING, "training program stopped for a peer that moved", why="peer_moved"),
+              ev(301.0, "worker-0", T.PROGRAM_STARTED, restart=2),
+              ev(302.0, "job", T.JOB_ENDED, "Succeeded: the chief finished", state="Succeeded")]
+    recoveries = {r["task"]: r for r in T.timeline(events)["recoveries"]}
+    ps, chief, worker = recoveries["ps-0"], recoveries["chief-0"], recoveries["worker-0"]
+    assert (ps["secondsToTraining"], ps["trainedBy"], ps["seconds"]) == (5.0, "chief-0", 8.0)
+    assert chief["secondsToTraining"] == 4.5 and "trainedBy" not in chief  # it steps itself
+    assert "trainingAgain" not in worker and worker["jobEnded"] == T.iso(302.0)
+    text = output.timeline_text(T.timeline(events))
+    assert "not training yet" not in text and "→ the job ended before it trained again" in text
+    assert "training again after 5.0s (8.0s in all; chief-0's step: ps-0 prints none)" in text
