@@ -604,6 +604,20 @@ class Client:
         raise self._not_marathon(f"PUT {self.url}{path}", f"HTTP {r.status} with {what}, and the group does "
                                                           f"not show the change", r.body)
 
+    def put_app(self, app: dict[str, Any], *, force: bool = False) -> dict[str, Any]:
+        """Create or update one app (``PUT /v2/apps/<id>``: a deployment of that app alone). ``app``
+        carries its ``marathon-tf/digest`` (:func:`.marker.stamp`): when the answer was lost, the app
+        found with it counts as applied, as for :meth:`put_group`. ``{"deploymentId", "version"}``."""
+        path = f"/v2/apps{_path(app['id'])}"
+        r = self.request("PUT", path, params={"force": "true"} if force else None, json_body=app,
+                         reconcile=lambda: marker.app_applied(self, app))
+        body = self._shaped({} if r.body is None else r.body, shapes.OBJECT, f"PUT {self.url}{path}")
+        deployment = body.get("deploymentId") or r.headers.get("Marathon-Deployment-Id")
+        version = body.get("version")
+        return {"deploymentId": deployment if isinstance(deployment, str) else None,
+                "version": version if isinstance(version, str) else None, **({"adopted": True}
+                                                                              if body.get("adopted") else {})}
+
     def delete_group(self, group_id: str, *, force: bool = False) -> dict[str, Any]:
         """``DELETE`` the group; when its answer was lost, a group that is gone counts as deleted."""
         params = {"force": "true"} if force else None
