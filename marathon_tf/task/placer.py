@@ -240,7 +240,7 @@ class Placer:
         task = T.newest(app.get("tasks"), T.ACTIVE)  # the write restarts it: the placement's own stop
         # a write to a task that waits stops nothing: the app's last stop is still the placement's earlier one
         off = str(task["id"]) if task and task.get("id") else spread.displaced(app)
-        labels[spread.LABEL] = spread.label_value(added, why, off)
+        labels[spread.LABEL] = spread.label_value(added, why, off, written=True)
         return {"id": app.get("id"), "constraints": [list(c) for c in member.base + added], "labels": labels}
 
     def _say(self, key: str, message: str) -> None:
