@@ -208,8 +208,10 @@ def placement_write(app: Mapping[str, Any]) -> bool:
     """Whether the app's last configuration change was the placement's own write (its leader's placer:
     :func:`label_value` ``written``), not a deploy, a scale or a re-submission of the job."""
     raw = (app.get("labels") or {}).get(LABEL)
+    if not isinstance(raw, str) or not raw:
+        return False
     try:
-        return bool(raw) and json.loads(raw).get("by") == "leader"
+        return json.loads(raw).get("by") == "leader"
     except (ValueError, TypeError, AttributeError):
         return False
 
