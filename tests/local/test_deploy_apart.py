@@ -91,3 +91,59 @@ def test_the_versions_whose_deployments_lock_their_apps():
     assert said == {"1.4.0": True, "1.7.236": True, "1.8.180": False}
     assert Capabilities().deployment_locks_relaunch is False  # unknown: the newest
     assert Capabilities(parse_version("1.5.15")).purges_queue_on_cancel is True
+
+
+class _Bulk:
+    """The client calls apart.update makes: bulk partial updates, each its own deployment."""
+
+    def __init__(self, version):
+        self.caps, self.calls = Capabilities(parse_version(version)), []
+
+    def capabilities(self):
+        return self.caps
+
+    def update_apps(self, items, force=False):
+        self.calls.append([i["id"] for i in items])
+        return {"deploymentId": f"d{len(self.calls)}"}
+
+
+@pytest.mark.parametrize("version, calls", [
+    ("1.7.236", [["/j/ps-0", "/j/worker-1"], ["/j/worker-2"], ["/j/worker-3"]]),
+    (None, [["/j/ps-0", "/j/worker-1", "/j/worker-2", "/j/worker-3"]])])
+def test_a_bulk_start_sends_what_may_wait_one_by_one_on_1_4_to_1_7(version, calls):
+    # a released job submitted again (user/release.py resubmit) and an elastic job's scale (jobs.scale) start
+    # apps that are there already: one bulk PUT /v2/apps is one deployment holding them all (v1.7.236
+    # core/deployment/DeploymentPlan.scala:129-131), which a standby that never fits would keep open
+    elastic = {"marathon-tf/elastic": "2..4"}
+    apps = {a["id"]: a for a in [_app("/j/ps-0")] + [
+        _app(f"/j/worker-{i}", **elastic, **{"marathon-tf/index": str(i)}) for i in (1, 2, 3)]}
+    client = _Bulk(version)
+    first = apart.update(client, [{"id": i, "instances": 1} for i in apps], apps, client.caps)
+    assert client.calls == calls and first == "d1"
+
+
+def test_an_elastic_scale_on_1_7_starts_each_new_standby_by_itself():
+    elastic = {"marathon-tf/elastic": "2..4"}
+    current = {"id": "/j", "apps": [
+        {**_app(f"/j/worker-{i}", **elastic, **{"marathon-tf/index": str(i), "marathon-tf/role": "worker"}),
+         "instances": 1 if i < 2 else 0} for i in range(4)]}
+    client = _Bulk("1.7.236")
+    plan, result = jobs._scale_target(client, "j", {"worker": 4}, current, dry_run=False)
+    assert plan.start == ["worker-2", "worker-3"] and client.calls == [["/j/worker-2"], ["/j/worker-3"]]
+    assert result is not None and result.deployment_id == "d1"
+
+
+def test_a_released_elastic_job_submitted_again_on_1_7_starts_its_standbys_apart(httpserver):
+    from fake_marathon import FakeMarathon
+
+    from marathon_tf.contract import labels as L
+    from marathon_tf.user import release
+
+    fake = FakeMarathon(httpserver, version="1.7.236")
+    for i in range(3):
+        app = fake.add_app("worker", i, labels={L.ELASTIC: "2..3", L.STATE: L.NOT_PLACED, L.ATTEMPT: "1",
+                                                L.ATTEMPTS: "3"})
+        app["instances"] = 0
+    assert release.resubmit(fake.client(), fake.job) == "d-1"
+    bulk = [[i["id"] for i in body] for method, path, _, body in fake.calls if (method, path) == ("PUT", "/v2/apps")]
+    assert bulk == [["/ml/mnist/worker-0", "/ml/mnist/worker-1"], ["/ml/mnist/worker-2"]]
