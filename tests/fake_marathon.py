@@ -4,11 +4,12 @@
 With ``version`` it also says that version in ``/v2/info`` and takes the job's group PUT as that Marathon
 would: what its JSON Schema or its ``unreachableStrategy`` validator refuses (tests/marathon_schemas.py)
 is answered 422 with Marathon's ``details`` and kept in ``refused``; what it accepts replaces the group's
-apps (``GET`` shows them, as after a deployment)."""
+apps (``GET`` shows them, as after a deployment). So is ``PUT /v2/apps/<job>/<app>`` of one app."""
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import Any
 
@@ -46,6 +47,8 @@ class FakeMarathon:
             server.expect_request(f"/v2/groups{naming.group_id(job)}", method="PUT").respond_with_handler(
                 self._put_group)
             server.expect_request("/v2/deployments", method="GET").respond_with_json([])
+            server.expect_request(re.compile(rf"^/v2/apps{re.escape(naming.group_id(job))}/[^/]+$"),
+                                  method="PUT").respond_with_handler(self._put_app)
 
     @property
     def url(self) -> str:
@@ -112,6 +115,25 @@ class FakeMarathon:
             self.apps = {app["id"]: {**app, "tasks": []} for app in group.get("apps") or []}
         return Response(json.dumps({"deploymentId": f"d-{len(self.puts())}", "version": "2026-01-01T00:00:00.000Z"}),
                         200, content_type="application/json")
+
+    def _put_app(self, request: Request) -> Response:
+        """``PUT /v2/apps/<id>`` of one app of the job (what 1.4 - 1.7 get apart from the group: user/apart.py),
+        checked as the group's apps are."""
+        from marathon_schemas import errors
+
+        self._record(request)
+        app = request.get_json()
+        problems = errors({"id": naming.group_id(self.job), "apps": [app]}, self.version)
+        if problems:
+            self.refused.append((app, problems))
+            return Response(json.dumps({"message": "Object is not valid",
+                                        "details": [{"path": "/", "errors": problems}]}), 422,
+                            content_type="application/json")
+        with self._lock:
+            created = request.path[len("/v2/apps"):] not in self.apps
+            self.apps[request.path[len("/v2/apps"):]] = {**app, "tasks": []}
+        body = {"deploymentId": f"d-app-{len(self.puts())}", "version": "2026-01-01T00:00:01.000Z"}
+        return Response(json.dumps(body), 201 if created else 200, content_type="application/json")
 
     def puts(self) -> list[tuple[str, str, dict, Any]]:
         return [c for c in self.calls if c[0] == "PUT"]

@@ -39,7 +39,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 __all__ = ["LABEL", "RULES_LABEL", "HOLD", "RELATIONAL", "Rule", "Scope", "Member", "Plan", "relational",
            "is_hostname", "escape", "value_text", "rules_of", "split", "strip", "translate", "breaches",
-           "infeasible", "plan", "scope_of_app", "constraint_text", "held_why", "label_value", "displaced"]
+           "infeasible", "plan", "scope_of_app", "constraint_text", "held_why", "label_value", "displaced",
+           "placement_write"]
 
 #: What the placement added to an app's constraints (JSON ``{"added": [...], "why": "..."}``).
 LABEL = "marathon-tf/placement"
@@ -190,14 +191,29 @@ def strip(app: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def label_value(added: Sequence[Constraint], why: str, off: Optional[str] = None) -> str:
+def label_value(added: Sequence[Constraint], why: str, off: Optional[str] = None, *, written: bool = False) -> str:
     """The :data:`LABEL` text: the constraints the placement added, why, and ``off``: the id of the task
     this write stops (a change of an app's constraints restarts its task: the placement's doing, not a
-    new configuration of the job, :func:`displaced`)."""
+    new configuration of the job, :func:`displaced`). ``written``: by the job's leader (its placer), not
+    by the render: :func:`placement_write`."""
     data: dict[str, Any] = {"added": [list(c) for c in added], "why": why}
     if off:
         data["off"] = off
+    if written:
+        data["by"] = "leader"
     return json.dumps(data, separators=(",", ":"))
+
+
+def placement_write(app: Mapping[str, Any]) -> bool:
+    """Whether the app's last configuration change was the placement's own write (its leader's placer:
+    :func:`label_value` ``written``), not a deploy, a scale or a re-submission of the job."""
+    raw = (app.get("labels") or {}).get(LABEL)
+    if not isinstance(raw, str) or not raw:
+        return False
+    try:
+        return json.loads(raw).get("by") == "leader"
+    except (ValueError, TypeError, AttributeError):
+        return False
 
 
 def displaced(app: Mapping[str, Any]) -> Optional[str]:

@@ -20,7 +20,9 @@
   it finds (:mod:`.marker`: a group PUT carries a digest label per app), else the error says it was
   sent once. A 409 lock also gets a look first (our write may hold it).
 * A standby that cannot reach its leader (an election: it forwards to the dead one until Marathon's
-  ZooKeeper session times out) answers "Connection to leader refused." (502; 503 in 1.4.8–1.4.13). Such a
+  ZooKeeper session times out) answers "Connection to leader refused." (502; 503 in 1.4.8–1.4.13), or on
+  1.4–1.6.392, for a GET or DELETE, 502 "Failed to successfully establish a connection to the leader." (a
+  write so answered is always looked for first: it may have reached the leader). Such a
   write is sent again once a leader answers, within the time limit and ``retry.budget`` (these answers
   count no try): at once where that answer proves nothing was forwarded (up to 1.6.392), else only after a
   look at Marathon's state — through a leader — shows it was not applied (1.6.486+'s forwarder says so also
@@ -81,6 +83,13 @@ _NOT_FORWARDED = re.compile(r"Could not determine the current leader|Detected pr
 #: A standby that forwarded to a leader it could not reach (M@1.11:src/main/scala/mesosphere/marathon/api/forwarder/
 #: RequestForwarder.scala ``ERROR_STATUS_CONNECTION_REFUSED``; 502, or 503 in v1.4.8–v1.4.13: versions.py).
 _LEADER_REFUSED = re.compile(r"Connection to leader refused", re.I)
+#: What a 1.4 – 1.6.392 standby says when the leader it forwards to gave no status line: a GET or DELETE
+#: (whose ``HttpURLConnection`` first connects when the status is read) to a leader that is gone, or any
+#: request whose leader died before answering (502 ``ERROR_STATUS_BAD_CONNECTION``: M@1.4:src/main/scala/
+#: mesosphere/marathon/api/LeaderProxyFilter.scala ``copyConnectionResponse``; v1.4.3 :286-287, 320-332).
+#: An election, as "Connection to leader refused." is; a write so answered is looked for before it is sent
+#: again (the request may have reached the leader), never taken for a proxy's "maybe applied".
+_BAD_CONNECTION = re.compile(r"Failed to successfully establish a connection to the leader", re.I)
 #: The longest wait between tries while Marathon answers "no leader" (an election lasts seconds: Marathon's
 #: --zk_session_timeout, 10 s by default, after a crash; a longer backoff would only answer later).
 ELECTION_POLL = 1.0
@@ -355,10 +364,12 @@ class Client:
                                 hint="the server could not store the change (its message says why, e.g. a full "
                                      "disk): fix that, then send it again")
         if status >= 500:
-            if status in (502, 503) and _LEADER_REFUSED.search(message):
+            bad_connection = status == 502 and bool(_BAD_CONNECTION.search(message))
+            if (status in (502, 503) and _LEADER_REFUSED.search(message)) or bad_connection:
                 self._failover()
-                unsent = not write or status == 503 or (self._capabilities is not None
-                                                         and self._capabilities.leader_refused_means_unsent)
+                caps = self._capabilities
+                unsent = not write or (not bad_connection and (
+                    status == 503 or (caps is not None and caps.leader_refused_means_unsent)))
                 raise _Retryable(MarathonUnavailable(
                     text, status=status, body=body,
                     hint="Marathon is electing a leader (its standby could not reach the old one); try again shortly"),
@@ -607,6 +618,20 @@ class Client:
         what += " without a deploymentId"
         raise self._not_marathon(f"PUT {self.url}{path}", f"HTTP {r.status} with {what}, and the group does "
                                                           f"not show the change", r.body)
+
+    def put_app(self, app: dict[str, Any], *, force: bool = False) -> dict[str, Any]:
+        """Create or update one app (``PUT /v2/apps/<id>``: a deployment of that app alone). ``app``
+        carries its ``marathon-tf/digest`` (:func:`.marker.stamp`): when the answer was lost, the app
+        found with it counts as applied, as for :meth:`put_group`. ``{"deploymentId", "version"}``."""
+        path = f"/v2/apps{_path(app['id'])}"
+        r = self.request("PUT", path, params={"force": "true"} if force else None, json_body=app,
+                         reconcile=lambda: marker.app_applied(self, app))
+        body = self._shaped({} if r.body is None else r.body, shapes.OBJECT, f"PUT {self.url}{path}")
+        deployment = body.get("deploymentId") or r.headers.get("Marathon-Deployment-Id")
+        version = body.get("version")
+        return {"deploymentId": deployment if isinstance(deployment, str) else None,
+                "version": version if isinstance(version, str) else None, **({"adopted": True}
+                                                                              if body.get("adopted") else {})}
 
     def delete_group(self, group_id: str, *, force: bool = False) -> dict[str, Any]:
         """``DELETE`` the group; when its answer was lost, a group that is gone counts as deleted."""

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Mapping
 from marathon_tf.contract import labels as L, spread
 from marathon_tf.contract.errors import MarathonError, MarathonNotFound, Timeout
 
-__all__ = ["digest", "stamp", "group_applied", "group_gone", "deployment_for", "settle", "SETTLE_POLL"]
+__all__ = ["digest", "stamp", "group_applied", "app_applied", "group_gone", "deployment_for", "settle", "SETTLE_POLL"]
 
 log = logging.getLogger("marathon_tf.marathon")
 
@@ -89,6 +89,19 @@ def group_applied(client: Any, sent: Mapping[str, Any]) -> dict[str, Any] | None
         return None
     version = max((str(a.get("version") or "") for a in have.values()), default="") or current.get("version")
     return {"deploymentId": deployment_for(client, set(want), version), "version": version, "adopted": True}
+
+
+def app_applied(client: Any, sent: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Whether Marathon's app is the stamped app ``sent`` (there, with its digest): a ``PUT /v2/apps/<id>``."""
+    app_id = _canonical(sent["id"], "/")
+    try:
+        current = client.get_app(app_id)
+    except MarathonNotFound:
+        return None
+    if (current.get("labels") or {}).get(L.DIGEST) != (sent.get("labels") or {}).get(L.DIGEST):
+        return None
+    version = str(current.get("version") or "") or None
+    return {"deploymentId": deployment_for(client, {app_id}, version), "version": version, "adopted": True}
 
 
 def group_gone(client: Any, group_id: str) -> dict[str, Any] | None:

@@ -23,6 +23,9 @@ no leader                              503 / 502       both mean "no leader" (50
 ``role`` in ``/v2/queue``              1.9+            not read (the reasons do without it)
 ``--gpu_scheduling_behavior``          1.5.7+          default ``undefined``; ``restricted`` from 1.8
 ``maxLaunchDelaySeconds`` default      3600 / 300      always written (the job's ``restart``)
+a deployment locks its apps            1.4 – 1.7       new apps that may wait (standbys, held tasks) are
+                                                       PUT apart, each its own deployment
+a forced cancel purges the queue       1.4 – 1.7       (see ``purges_queue_on_cancel``)
 =====================================  ==============  ===============================================
 
 docs/cluster.md has the same table for users. Pure: no I/O.
@@ -231,6 +234,27 @@ class Capabilities:
         if self.version is None:
             return True
         return _v("1.5.9") <= self.version < _v("1.6.0") or self.version >= _v("1.6.486")
+
+    # ------------------------------------------------------------------ deployments
+    @property
+    def deployment_locks_relaunch(self) -> bool:
+        """While a deployment holds an app, a failed task of it is not relaunched once the step's own actor
+        for the app has stopped (its app first reached its target): the ``ScaleRunSpec`` a failure sends is
+        dropped for the lock, "Did not try to scale run spec; it is locked" (``v1.4.3:src/main/scala/
+        mesosphere/marathon/MarathonSchedulerActor.scala:169``, ``v1.7.236:`` the same file ``:146-159``), and
+        so is the periodic scale check's. 1.8 reschedules a failed instance whatever locks it
+        (``releases/1.8:src/main/scala/mesosphere/marathon/core/instance/Instance.scala:46`` ``isScheduled``,
+        ``.../core/launchqueue/impl/LaunchQueueActor.scala:128-133``). What may wait is deployed apart
+        there (:mod:`marathon_tf.user.apart`). An unknown version is taken for the newest: False."""
+        return self.version is not None and self.version < _v("1.8.0")
+
+    @property
+    def purges_queue_on_cancel(self) -> bool:
+        """A cancelled (e.g. forcefully overridden) deployment purges the launch queue of every app of its
+        plan: ``deploymentFailed`` (``v1.4.3:src/main/scala/mesosphere/marathon/MarathonSchedulerActor.scala
+        :281-283``; in a Future in ``v1.5.15:`` ``:288-291`` and ``v1.7.236:`` ``:283-287``); 1.8's purges
+        nothing. What was dropped waits for the next periodic scale check (``--scale_apps_interval``, 300 s)."""
+        return self.version is not None and self.version < _v("1.8.0")
 
     # ------------------------------------------------------------------ what is read back
     @property

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
 
-from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract import labels as L, naming, spread
 from marathon_tf.marathon.queue import RESOURCES, launch_delay
 from marathon_tf.marathon.tasks import ACTIVE as PLACED_STATES, wall
 
@@ -249,7 +249,12 @@ def summary(waits: Mapping[str, RoleWait]) -> str:
 
 def attempt_started(apps: Iterable[Mapping[str, Any]]) -> Optional[float]:
     """When the job's current attempt was submitted: its apps' latest configuration change
-    (``versionInfo.lastConfigChangeAt``: a deploy, a scale, a re-submission all change it)."""
+    (``versionInfo.lastConfigChangeAt``: a deploy, a scale, a re-submission all change it). An app whose
+    last change was the placement's own write (its leader releasing or moving a task:
+    :func:`marathon_tf.contract.spread.placement_write`) is left out: those writes do not postpone the
+    admission deadline (unless every app was so written)."""
+    apps = list(apps)
+    apps = [a for a in apps if not spread.placement_write(a)] or apps
     walls = [wall((a.get("versionInfo") or {}).get("lastConfigChangeAt") or a.get("version")) for a in apps]
     times = [t for t in walls if t is not None]
     return max(times) if times else None

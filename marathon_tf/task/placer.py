@@ -18,11 +18,15 @@ host (``GET /v2/groups/<job>?embed=group.apps&embed=group.apps.tasks``), runs on
   longest keeps its place;
 * only apps that wait (or must move) are written to: a constraint change restarts a running task.
 
-``force=true``: the group's own deployment waits for the held tasks and so locks every app; forcing
-cancels it, and Marathon goes on launching the other apps' queued tasks (a cancelled deployment leaves
-the launch queue as it is: ``M@1.4:.../upgrade/TaskStartActor.scala``, ``M@1.11:.../core/deployment/
-impl/TaskStartActor.scala``: no purge on stop). A follower of the deployment sees it fail and follows
-the job instead (:mod:`marathon_tf.user.watch`).
+``force=true``: the deployment that holds a held task's app waits for it and so locks that app; forcing
+cancels it. On 1.8+ that deployment is the group's (a cancelled deployment leaves the launch queue as it
+is: ``M@1.11:.../core/deployment/impl/TaskStartActor.scala``, no purge on stop), and Marathon goes on
+launching the other apps' queued tasks; a follower of the deployment sees it fail and follows the job
+instead (:mod:`marathon_tf.user.watch`). On 1.4 – 1.7 a cancel purges the queue of every app of the
+cancelled plan (``deploymentFailed``, ``M@1.4:.../MarathonSchedulerActor.scala:281-283``), so there a held
+task is deployed apart from the group (:mod:`marathon_tf.user.apart`): the write cancels only its own
+deployment, and queues the app again itself. Each write says it is the leader's (``label_value``
+``written``): it does not move the job's admission deadline (``waiting.attempt_started``).
 
 The rendezvous waits for the rules (:meth:`hold`): a peer that breaks a rule, or whose place changed
 since the placer last looked, is missing from the leader's view, so no program starts before the
@@ -240,7 +244,7 @@ class Placer:
         task = T.newest(app.get("tasks"), T.ACTIVE)  # the write restarts it: the placement's own stop
         # a write to a task that waits stops nothing: the app's last stop is still the placement's earlier one
         off = str(task["id"]) if task and task.get("id") else spread.displaced(app)
-        labels[spread.LABEL] = spread.label_value(added, why, off)
+        labels[spread.LABEL] = spread.label_value(added, why, off, written=True)
         return {"id": app.get("id"), "constraints": [list(c) for c in member.base + added], "labels": labels}
 
     def _say(self, key: str, message: str) -> None:

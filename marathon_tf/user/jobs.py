@@ -22,6 +22,7 @@ from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_state, stored_spec
 from marathon_tf.marathon.record import GROUP_EMBEDS
 from marathon_tf.marathon.tasks import newest_running, task_url
+from marathon_tf.user import apart
 from marathon_tf.user.render import LABEL_PREFIX, SPEC_LABEL, check_version, render_group, task_apps
 from marathon_tf.user.spec import MAX_COUNT, JobSpec, load_dict, with_counts
 from marathon_tf.user.spec.hints import closest
@@ -176,9 +177,16 @@ def put(client: Client, job: str, group: dict[str, Any], *, force: bool = False,
     the job's group as Marathon has it, whose placement is kept: :func:`keep_placement`). Every app gets the
     job's key (:func:`marathon_tf.contract.taskauth.with_key`): only its tasks and its owner steer it."""
     group = keep_placement(taskauth.with_key(group, _job_key(job)), current)
-    body = client.put_group(group, force=force, dry_run=dry_run)
     if dry_run:
-        return DeployResult(job=job, group_id=group["id"], plan=body, group=group)
+        return DeployResult(job=job, group_id=group["id"], plan=client.put_group(group, force=force, dry_run=True),
+                           group=group)
+    caps = marathon_capabilities(client)
+    sent, later = group, list[dict[str, Any]]()
+    if caps.deployment_locks_relaunch:  # 1.4 - 1.7: what may wait is deployed apart (user/apart.py)
+        there = current if current is not None else apart.existing(client, group["id"])
+        sent, later = apart.split(group, there, caps)
+    body = client.put_group(sent, force=force)
+    apart.send(client, later, force=force)
     return DeployResult(job=job, group_id=group["id"], deployment_id=body.get("deploymentId"),
                         version=body.get("version"), group=group)
 
@@ -359,9 +367,9 @@ def _scale_target(client: Client, job: str, targets: Mapping[str, int], current:
     if dry_run:
         return plan, DeployResult(job=job, group_id=naming.group_id(job), plan={"steps": [
             {"actions": [{"action": "ScaleApplication", "app": u["id"]} for u in updates]}]})
-    body = client.update_apps(updates, force=True)
-    return plan, DeployResult(job=job, group_id=naming.group_id(job), deployment_id=body.get("deploymentId"),
-                              version=body.get("version"))
+    deployment = apart.update(client, updates, {str(a.get("id", "")).rstrip("/"): a for a in apps.values()},
+                              marathon_capabilities(client), force=True)  # (1.4 - 1.7: standbys apart)
+    return plan, DeployResult(job=job, group_id=naming.group_id(job), deployment_id=deployment)
 
 
 def scale(client: Client, job: str, changes: Mapping[str, tuple[str, Any]], *, templates_dir: str | None = None,

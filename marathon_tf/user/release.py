@@ -17,9 +17,10 @@ from typing import Any, Callable, Mapping, Optional
 
 from marathon_tf.contract import labels as L, naming, timeline as T
 from marathon_tf.contract.errors import MarathonError
+from marathon_tf.marathon import versions
 from marathon_tf.marathon.jobstate import job_labels, stored_spec
 from marathon_tf.marathon.record import job_apps, release_job
-from marathon_tf.user import history, status as job_status
+from marathon_tf.user import apart, history, status as job_status
 from marathon_tf.user.gang import settings
 from marathon_tf.user.redeploy import await_stopped
 
@@ -93,4 +94,5 @@ def resubmit(client: Any, job: str, *, now: Callable[[], float] = time.time) -> 
         if i == 0:
             kept[L.EARLIER_EVENTS] = T.compact(earlier)
         body.append({"id": app_id, "instances": 1, "labels": kept})
-    return (client.update_apps(body) or {}).get("deploymentId") or "submitted"
+    caps = client.capabilities() if callable(getattr(client, "capabilities", None)) else versions.Capabilities()
+    return apart.update(client, body, apps, caps) or "submitted"  # (1.4 - 1.7: what may wait, apart)

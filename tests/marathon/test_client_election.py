@@ -184,3 +184,65 @@ def test_a_read_refused_by_a_standby_fails_over_at_once(httpserver):
     httpserver.expect_request("/v2/deployments").respond_with_handler(
         lambda r: next(answers, None) or Response("[]", content_type="application/json"))
     assert client(httpserver).deployments() == []
+
+
+#: A 1.4 - 1.6.392 standby's answer to a GET or DELETE it could not forward (v1.4.3 src/main/scala/mesosphere/
+#: marathon/api/LeaderProxyFilter.scala:320 ERROR_STATUS_BAD_CONNECTION, sent at :325-332 when the leader
+#: gives no status line; a GET/DELETE's HttpURLConnection first connects there, :217-218).
+BAD_CONNECTION = "Failed to successfully establish a connection to the leader."
+
+
+def test_a_delete_answered_bad_connection_during_an_election_is_looked_for_and_sent_again(httpserver):
+    """Marathon 1.4.3: the DELETE reached no leader; a leader then says the group is still there, so it is
+    sent again and lands once (it used to end as "sent once ... may have been applied")."""
+    answers = iter([jetty(502, BAD_CONNECTION)] * 3)
+    deletes, gets = [], []
+
+    def delete(request):
+        deletes.append(1)
+        refused = next(answers, None)
+        if refused is not None:
+            return refused
+        return Response('{"deploymentId": "d-del", "version": "v"}', content_type="application/json")
+
+    def get(request):
+        gets.append(1)
+        if len(gets) == 1:
+            return jetty(502, BAD_CONNECTION)  # the look too, while the election lasts
+        return Response(json.dumps({"id": "/mnist", "apps": []}), content_type="application/json")
+
+    httpserver.expect_request("/v2/info").respond_with_json({"name": "marathon", "version": "1.4.3"})
+    httpserver.expect_request("/v2/groups/mnist", method="DELETE").respond_with_handler(delete)
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_handler(get)
+    c = client(httpserver, retry=fast(settle=0.0))
+    c.capabilities()
+    assert c.delete_group("/mnist")["deploymentId"] == "d-del"
+    assert len(deletes) == 4 and len(gets) >= 2  # each DELETE sent again only after a leader's look
+
+
+def test_a_put_answered_bad_connection_the_dead_leader_applied_is_adopted(httpserver):
+    """The leader took the PUT and died before its status line: the look through the new leader finds it."""
+    election = Election(httpserver, refusals=0, applied=True, version="1.4.3")
+    puts = []
+    httpserver.handlers.clear()
+    httpserver.expect_request("/v2/info").respond_with_json({"name": "marathon", "version": "1.4.3"})
+
+    def put(request):
+        puts.append(1)
+        election.stored = json.loads(request.data)
+        return jetty(502, BAD_CONNECTION)
+
+    httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_handler(put)
+    httpserver.expect_request("/v2/groups/mnist", method="GET").respond_with_handler(election.get)
+    httpserver.expect_request("/v2/deployments", method="GET").respond_with_handler(election.deployments)
+    c = client(httpserver)
+    c.capabilities()
+    body = c.put_group(GROUP)
+    assert body.get("adopted") and body["deploymentId"] == "d-old" and puts == [1]
+
+
+def test_a_read_answered_bad_connection_counts_no_try(httpserver):
+    answers = iter([jetty(502, BAD_CONNECTION, "/v2/deployments")] * 5)  # more than attempts (3)
+    httpserver.expect_request("/v2/deployments").respond_with_handler(
+        lambda r: next(answers, None) or Response("[]", content_type="application/json"))
+    assert client(httpserver).deployments() == []

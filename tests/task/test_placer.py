@@ -214,3 +214,30 @@ def test_a_later_write_to_a_task_it_stopped_still_names_that_stop_as_the_placeme
     w2 = m.apps[f"/{JOB}/worker-2"]
     assert w2["constraints"] == [["hostname", "UNLIKE", "10\\.0\\.0\\.1|10\\.0\\.0\\.2"]]  # released: a second write
     assert spread.displaced(w2) == "worker-2.1"
+
+
+def test_the_placements_writes_do_not_postpone_the_admission_deadline():
+    # Marathon stamps an app whose constraints or labels change with a new versionInfo.lastConfigChangeAt
+    # (v1.4.3 src/main/scala/mesosphere/marathon/state/VersionInfo.scala:11 withConfigChange; an app PUT that
+    # changes more than instances is a config change), and the admission deadline counts from the job's
+    # newest one (marathon/waiting.py attempt_started): the leader releasing a held task must not move it.
+    from marathon_tf.marathon import waiting as W
+
+    deployed, released = "2024-01-01T00:00:00.000Z", "2024-01-01T00:05:00.000Z"
+    apps = [_app("worker-0", "10.0.0.1"), _app("worker-1", added=(HOLD,), why="held"),
+            _app("worker-2", added=(HOLD,), why="held")]
+    for app in apps:
+        app["versionInfo"] = {"lastConfigChangeAt": deployed}
+    m = Marathon(apps)
+    writes = m.update_apps
+
+    def update_apps(items, force=False):
+        out = writes([{**i, "versionInfo": {"lastConfigChangeAt": released}} for i in items], force)
+        return out
+    m.update_apps = update_apps
+    Placer(m, JOB, "worker-0", log=lambda _: None).round()
+    assert m.apps[f"/{JOB}/worker-1"]["versionInfo"]["lastConfigChangeAt"] == released  # it was written
+    assert W.attempt_started(m.apps.values()) == W.wall(deployed)
+    # a deploy, a scale or a re-submission (the render's labels: no leader's write) does move it
+    again = {**m.apps[f"/{JOB}/worker-1"], "labels": {spread.LABEL: spread.label_value((HOLD,), "held")}}
+    assert W.attempt_started([*m.apps.values(), again]) == W.wall(released)

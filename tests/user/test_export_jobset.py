@@ -229,23 +229,54 @@ def test_completion_becomes_the_success_policy(completion, target, indexes):
     assert crd_errors(manifest) == [] and admission_problems(manifest) == []
 
 
-def test_members_tensorflow_takes_back_alone_restart_alone_the_others_restart_the_jobset():
+def _survivable(manifest) -> int:
+    """How many ordinary failures (no preemption, no permanent exit code) the JobSet survives at most. JobSet
+    v0.12.0 (kubernetes-sigs/jobset): a Job fails past its backoffLimit (BackoffLimitExceeded); the first
+    matching failurePolicy rule acts, an unmatched failure is RestartJobSet (pkg/controllers/failure_policy.go
+    :45), which recreates every Job (their counts start again) and fails the JobSet once maxRestarts restarts
+    were counted (:226). Worst case: every Job that fails alone at its limit, then a restart, each attempt."""
+    policy = manifest["spec"]["failurePolicy"]
+    failing = {r for rule in policy["rules"] if rule["action"] == "FailJobSet"
+               and rule.get("onJobFailureReasons") == ["BackoffLimitExceeded"] for r in rule["targetReplicatedJobs"]}
+    limits = {r["name"]: r["template"]["spec"]["backoffLimit"] for r in manifest["spec"]["replicatedJobs"]
+              if r["name"] != "tensorboard"}
+    restarts = policy["maxRestarts"] if set(limits) - failing else 0  # a Job past its limit restarts the JobSet
+    return (restarts + 1) * sum(limits.values()) + restarts
+
+
+def test_the_restart_budget_is_the_jobs_not_each_roles():
+    # docs/restarts.md: "The budget is the job's, not a task's". Per role backoffLimits are renewed at every
+    # JobSet restart (its Jobs recreated): the mnist-ps-strategy export survived 65 failures where the job
+    # allows 5 (issue 41). Now every member restarts the JobSet, counted against maxRestarts = max_failures.
     manifest = _manifest(minimal(style="parameter_server", image="i", restart={"max_failures": 3},
                                  roles={"chief": {"count": 1}, "ps": {"count": 2}, "worker": {"count": 4},
                                         "evaluator": {"count": 1}}))
+    assert _survivable(manifest) == 3
     limits = {r["name"]: r["template"]["spec"]["backoffLimit"] for r in manifest["spec"]["replicatedJobs"]}
-    assert limits == {"chief": 3, "ps": 0, "worker": 3, "evaluator": 3}
+    assert limits == {"chief": 0, "ps": 0, "worker": 0, "evaluator": 0}
     policy = manifest["spec"]["failurePolicy"]
     assert (policy["maxRestarts"], policy["restartStrategy"]) == (3, "BlockingRecreate")
     rules = {r["name"]: r for r in policy["rules"]}
-    assert list(rules) == ["Preempted", "PermanentExitCode", "GroupRestart", "RestartBudgetSpent"]
+    assert list(rules) == ["Preempted", "PermanentExitCode", "GroupRestart"]
     assert rules["Preempted"]["action"] == "RestartJobSetAndIgnoreMaxRestarts"
-    assert rules["Preempted"]["targetReplicatedJobs"] == rules["GroupRestart"]["targetReplicatedJobs"] == ["ps"]
-    assert rules["RestartBudgetSpent"]["targetReplicatedJobs"] == ["chief", "worker", "evaluator"]
+    assert rules["Preempted"]["targetReplicatedJobs"] == ["ps"]  # the others' preemptions: a new pod, uncounted
+    assert rules["GroupRestart"]["targetReplicatedJobs"] == ["ps", "chief", "worker", "evaluator"]
+    worker = _rjob(manifest, "worker")["template"]["spec"]["podFailurePolicy"]["rules"]
+    assert worker[0] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+    ps_job = load_job(ROOT / "examples" / "mnist-ps-strategy" / "job.json")
+    assert _survivable(export(ps_job).manifest) == ps_job.restart.max_failures  # (it was 65 for 5)
+    assert crd_errors(manifest) == [] and admission_problems(manifest) == []
+
+
+def test_one_role_tensorflow_takes_back_alone_keeps_its_new_pod_of_the_index():
+    one = _manifest(minimal(style="custom", image="i", restart={"max_failures": 4}, roles={"worker": {"count": 3}}))
+    assert _rjob(one, "worker")["template"]["spec"]["backoffLimit"] == 4 and _survivable(one) == 4
+    assert [r["name"] for r in one["spec"]["failurePolicy"]["rules"]] == ["PermanentExitCode", "RestartBudgetSpent"]
     mwms = _manifest(minimal(style="multi_worker_mirrored", image="i", roles={"worker": {"count": 3}}))
     assert _rjob(mwms, "worker")["template"]["spec"]["backoffLimit"] == 0
     assert [r["name"] for r in mwms["spec"]["failurePolicy"]["rules"]] == ["Preempted", "PermanentExitCode",
                                                                           "GroupRestart"]
+    assert _survivable(mwms) == mwms["spec"]["failurePolicy"]["maxRestarts"]
 
 
 def test_preemptions_are_never_counted_and_permanent_codes_end_the_job():
@@ -289,6 +320,35 @@ def test_the_restart_rules_are_the_task_sides():
 # --- resources, constraints, volumes, labels ------------------------------------------------------------
 
 
+def test_a_job_wide_rule_holds_across_every_role_that_takes_the_jobs_constraints():
+    # a job-level ["hostname", "UNIQUE"] means no two of the job's tasks on one host (marathon-tf's placement,
+    # user/render.py placement_scopes); selected on the replicatedJob it held only within a role. JobSet labels
+    # every pod with both names (kubernetes-sigs/jobset v0.12.0 api/jobset/v1alpha2/jobset_types.go:24,32).
+    manifest = _manifest(minimal(image="i", constraints=[["hostname", "UNIQUE"]],
+                                 roles={"ps": {"count": 1}, "worker": {"count": 2},
+                                        "evaluator": {"count": 1, "constraints": [["hostname", "UNIQUE"]]}}))
+    job_wide = {"matchLabels": {"jobset.sigs.k8s.io/jobset-name": "mnist"},
+                "matchExpressions": [{"key": "jobset.sigs.k8s.io/replicatedjob-name", "operator": "In",
+                                      "values": ["ps", "worker"]}]}
+    def anti(role):
+        affinity = _pod_spec(manifest, role)["affinity"]["podAntiAffinity"]
+        return affinity["requiredDuringSchedulingIgnoredDuringExecution"]
+
+    for role in ("ps", "worker"):
+        assert anti(role) == [{"labelSelector": job_wide, "topologyKey": "kubernetes.io/hostname"}]
+    (own,) = anti("evaluator")
+    assert own["labelSelector"] == {"matchLabels": {"jobset.sigs.k8s.io/jobset-name": "mnist",
+                                                    "jobset.sigs.k8s.io/replicatedjob-name": "evaluator"}}
+    assert crd_errors(manifest) == [] and admission_problems(manifest) == []
+
+
+def test_the_export_names_the_kubernetes_it_needs_in_its_header():
+    # JobSet v0.12 supports the latest three Kubernetes minors, tested on 1.32 - 1.34 (kubernetes-sigs/jobset
+    # v0.12.0 README.md:40-48)
+    text = export(load_job(ROOT / "examples" / "linear-regression-tf1" / "job.json")).text
+    assert "needs Kubernetes 1.32 or later and the JobSet controller, v0.12 or later" in text.splitlines()[1]
+
+
 def test_resources_become_requests_and_limits():
     manifest = _manifest(minimal(image="i", roles={"ps": {"count": 1, "cpus": 0.25, "mem": 1536.5, "disk": 100},
                                                    "worker": {"count": 1, "cpus": 4, "mem": 8192, "gpus": 2}}))
@@ -306,8 +366,9 @@ def test_constraints_with_a_kubernetes_meaning_become_affinity():
                                  roles={"ps": {"count": 1, "constraints": []}, "worker": {"count": 2}}))
     assert "affinity" not in _pod_spec(manifest, "ps")
     worker = _pod_spec(manifest, "worker")
-    selector = {"matchLabels": {"jobset.sigs.k8s.io/jobset-name": "mnist",
-                                "jobset.sigs.k8s.io/replicatedjob-name": "worker"}}
+    selector = {"matchLabels": {"jobset.sigs.k8s.io/jobset-name": "mnist"},  # the job's rules: its scope's roles
+                "matchExpressions": [{"key": "jobset.sigs.k8s.io/replicatedjob-name", "operator": "In",
+                                      "values": ["worker"]}]}
     assert worker["affinity"]["podAntiAffinity"] == {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}]}
     terms = worker["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]

@@ -44,13 +44,18 @@ def _sent(fake: FakeMarathon) -> list[dict]:
     return [body for method, path, _, body in fake.calls if method == "PUT" and path.startswith("/v2/groups")]
 
 
+def _sent_apart(fake: FakeMarathon) -> list[dict]:
+    """The apps PUT one by one (1.4 - 1.7: what may wait, apart from the group: user/apart.py)."""
+    return [body for method, path, _, body in fake.calls if method == "PUT" and path.startswith("/v2/apps/")]
+
+
 @pytest.mark.parametrize("job_file", EXAMPLE_JOBS, ids=[f"{p.parent.name}/{p.name}" for p in EXAMPLE_JOBS])
 def test_every_app_sent_to_1_4_3_is_one_it_accepts(httpserver, write_job, job_file):
     fake = FakeMarathon(httpserver, version="1.4.3")
     r = _deploy(fake, write_job(_remote_ready(job_file)))
     assert r.exit_code == 0, r.output
     assert fake.refused == [] and len(_sent(fake)) == 1
-    tasks = [a for a in _sent(fake)[0]["apps"] if "unreachableStrategy" in a]
+    tasks = [a for a in _sent(fake)[0]["apps"] + _sent_apart(fake) if "unreachableStrategy" in a]
     assert tasks and {json.dumps(a["unreachableStrategy"], sort_keys=True) for a in tasks} == {
         '{"expungeAfterSeconds": 2, "inactiveAfterSeconds": 1}'}
 
@@ -115,3 +120,24 @@ def test_against_1_11_what_is_sent_is_todays_render(httpserver, write_job, job_f
     tasks = [a for a in sent["apps"] if "unreachableStrategy" in a]
     assert {json.dumps(a["unreachableStrategy"]) for a in tasks} == {
         json.dumps(a["unreachableStrategy"]) for a in golden["apps"] if "unreachableStrategy" in a}
+
+
+@pytest.mark.parametrize("version, apart", [("1.7.236", True), ("1.4.3", True), ("1.11.0", False)])
+def test_an_elastic_jobs_standbys_are_put_apart_where_a_deployment_locks_its_apps(httpserver, write_job, version,
+                                                                                   apart):
+    # 1.4 - 1.7 drop a failed task's ScaleRunSpec while a deployment holds its app (v1.7.236 src/main/scala/
+    # mesosphere/marathon/MarathonSchedulerActor.scala:146-159); a lock holds the apps of its plan only
+    # (DeploymentPlan.isAffectedBy, v1.7.236 src/main/scala/mesosphere/marathon/core/deployment/
+    # DeploymentPlan.scala:129-131): the standbys (worker-2, worker-3 of 2..4) get deployments of their own.
+    fake = FakeMarathon(httpserver, version=version)
+    job = _remote_ready(ROOT / "examples" / "keras-multiworker" / "job-elastic.json")
+    job["roles"]["worker"]["count"] = {"min": 2, "max": 4}
+    assert _deploy(fake, write_job(job)).exit_code == 0
+    in_group = [a["id"] for a in _sent(fake)[0]["apps"]]
+    by_itself = [a["id"] for a in _sent_apart(fake)]
+    standbys = ["/ml/mnist/worker-2", "/ml/mnist/worker-3"]
+    if apart:
+        assert by_itself == standbys and not set(standbys) & set(in_group) and "/ml/mnist/worker-1" in in_group
+        assert all(L.DIGEST in a["labels"] for a in _sent_apart(fake))  # recognised as ours, as the group's
+    else:
+        assert by_itself == [] and set(standbys) <= set(in_group)

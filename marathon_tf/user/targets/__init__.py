@@ -94,8 +94,8 @@ def export(spec: JobSpec, target: str = "jobset", *, fmt: str = "yaml", strict: 
     entries = [f"{path}: {why}" for path, why in losses]
     header = [f"marathon-tf {__version__}: job {spec.name!r} ({PurePath(spec.source).name}) as a JobSet "
               f"({jobset.API_VERSION}).",
-              "Apply it with: kubectl apply -f FILE (needs the JobSet controller, v0.12 or later); "
-              "see docs/leaving-mesos.md."]
+              f"Apply it with: kubectl apply -f FILE (needs Kubernetes {jobset.MIN_KUBERNETES} or later and the "
+              "JobSet controller, v0.12 or later); see docs/leaving-mesos.md."]
     return ExportResult(target=target, fmt=fmt, manifest=manifest, untranslatable=entries,
                         lines=report.lines() if losses else [],
                         text=to_text(manifest, fmt, header=header, untranslatable=entries))

@@ -15,13 +15,15 @@ The shape (every field name from kubernetes-sigs/jobset v0.12.0 ``api/jobset/v1a
 * completion → ``successPolicy``: ``chief`` and ``all_workers`` target the chief's or the workers'
   Job (which completes when all its pods exit 0); ``worker0`` also gives the workers' Job a
   ``successPolicy`` of index 0;
-* the restart budget → who restarts what, as marathon-tf's bootstrap decides it
-  (:func:`group_restart`, the rule of ``marathon_tf.task.policy.group_scope``): a member TensorFlow
-  takes back alone (chief, workers, evaluators of tf1 / parameter_server / custom) is a new pod of
-  its index, ``backoffLimit: restart.max_failures`` times per role, then the JobSet fails; a member
-  that needs the whole group (a ps; any member of multi_worker_mirrored) fails its Job at once
-  (``backoffLimit: 0``) and the JobSet restarts, ``failurePolicy.maxRestarts: restart.max_failures``
-  times;
+* the restart budget is the job's: ``failurePolicy.maxRestarts: restart.max_failures``. A member that
+  needs the whole group (a ps; any member of multi_worker_mirrored: :func:`group_restart`, the rule of
+  ``marathon_tf.task.policy.group_scope``) fails its Job at once (``backoffLimit: 0``) and the JobSet
+  restarts, counted. A member TensorFlow takes back alone (chief, workers, evaluators of tf1 /
+  parameter_server / custom) is a new pod of its index (``backoffLimit: restart.max_failures``, then
+  the JobSet fails) only where that keeps the one budget (:func:`per_pod_budget`: one such role, none
+  that restarts the group); otherwise it too restarts the JobSet, counted;
+* job-wide rules (the job's ``constraints``) hold across the pods of every role that takes them, a
+  role's own across its pods (:func:`_selector`);
 * preemptions are never counted: ``podFailurePolicy`` ignores ``DisruptionTarget`` (eviction, node
   drain, preemption) and ``restart.preemption_exit_codes``, or, for a member that needs the whole
   group, fails its Job so that the JobSet restarts without counting (``RestartJobSetAndIgnoreMaxRestarts``,
@@ -50,10 +52,19 @@ from marathon_tf.user.spec import JobSpec, Volume
 from marathon_tf.user.targets import kube
 from marathon_tf.user.targets.losses import job_losses
 
-__all__ = ["JobSetOptions", "build", "jobset_name", "pod_host", "group_restart", "API_VERSION", "TF_PORT",
+__all__ = ["JobSetOptions", "build", "jobset_name", "pod_host", "group_restart", "per_pod_budget", "API_VERSION",
+           "MIN_KUBERNETES", "JOBSET_NAME_LABEL", "REPLICATED_JOB_LABEL", "TF_PORT",
            "TENSORBOARD_PORT", "INDEX_VAR", "UNEXECUTABLE_CODES", "UNTRANSLATABLE_ANNOTATION", "DEFAULT_WORKDIR"]
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
+#: The oldest Kubernetes the export is for: JobSet v0.12 supports the latest three minors and is tested on
+#: 1.32 - 1.34 (kubernetes-sigs/jobset v0.12.0 ``README.md:40-48``); what the manifest uses of ``batch/v1``
+#: Job is older (``podFailurePolicy`` GA in 1.31, ``successPolicy`` beta and on by default in 1.31,
+#: ``podReplacementPolicy`` beta and on by default in 1.29).
+MIN_KUBERNETES = "1.32"
+#: The labels JobSet gives every pod (kubernetes-sigs/jobset v0.12.0 ``api/jobset/v1alpha2/jobset_types.go:24,32``).
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 TF_PORT, TENSORBOARD_PORT = 2222, 6006
 INDEX_VAR = "JOB_COMPLETION_INDEX"
 #: the Job controller's annotation of a pod's completion index (``batch.kubernetes.io/job-completion-index``)
@@ -133,6 +144,8 @@ class _Job:
     losses: list[tuple[str, str]]
     volumes: list[dict[str, Any]] = field(default_factory=list)
     mounts: list[dict[str, Any]] = field(default_factory=list)
+    #: a failed member a role takes back alone is a new pod of its index (:func:`per_pod_budget`)
+    per_pod: bool = True
 
     @property
     def subdomain(self) -> str:
@@ -277,7 +290,7 @@ def _pod_failure_rules(spec: JobSpec, group: bool) -> list[dict[str, Any]]:
     return rules
 
 
-def _failure_rules(spec: JobSpec, group: list[str], alone: list[str]) -> list[dict[str, Any]]:
+def _failure_rules(spec: JobSpec, group: list[str], alone: list[str], per_pod: bool = True) -> list[dict[str, Any]]:
     """The JobSet's rules, first match wins (``pkg/controllers/failure_policy.go``); the Job failure
     messages matched are the Job controller's (``Pod <ns>/<pod> has condition DisruptionTarget matching
     FailJob rule at index <i>``, ``Container <c> for pod <ns>/<pod> failed with exit code <n> matching
@@ -296,9 +309,10 @@ def _failure_rules(spec: JobSpec, group: list[str], alone: list[str]) -> list[di
                       "targetReplicatedJobs": group})
     rules.append({"name": "PermanentExitCode", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"],
                   "onJobFailureMessagePatterns": [codes(_permanent_codes(spec))]})
-    if group:
-        rules.append({"name": "GroupRestart", "action": "RestartJobSet", "targetReplicatedJobs": group})
-    if alone:
+    restarting = group if per_pod else group + alone  # (per_pod_budget: else every failure restarts it, counted)
+    if restarting:
+        rules.append({"name": "GroupRestart", "action": "RestartJobSet", "targetReplicatedJobs": restarting})
+    if alone and per_pod:
         rules.append({"name": "RestartBudgetSpent", "action": "FailJobSet",
                       "onJobFailureReasons": ["BackoffLimitExceeded"], "targetReplicatedJobs": alone})
     return rules
@@ -309,6 +323,32 @@ def _success_policy(spec: JobSpec) -> dict[str, Any]:
     return {"operator": "All", "targetReplicatedJobs": [target]}
 
 
+def _selector(job: _Job, role: str, job_wide: bool) -> dict[str, Any]:
+    """The pods a role's rules are held across: with the job's constraints (``job_wide``), every pod of
+    the roles that take the job's constraints (the job's placement scope on Marathon:
+    :func:`marathon_tf.user.render.placement_scopes`); with its own, the role's pods. JobSet labels every
+    pod with its JobSet's and its replicatedJob's name (``JobSetNameKey``, ``ReplicatedJobNameKey``:
+    kubernetes-sigs/jobset v0.12.0 ``api/jobset/v1alpha2/jobset_types.go:24,32``)."""
+    if not job_wide:
+        return {"matchLabels": {JOBSET_NAME_LABEL: job.name, REPLICATED_JOB_LABEL: role}}
+    roles = [r for r in naming.ROLES if job.spec.role(r).count and role_facts(job.spec, r).constraints_key
+             == "constraints"]
+    return {"matchLabels": {JOBSET_NAME_LABEL: job.name},
+            "matchExpressions": [{"key": REPLICATED_JOB_LABEL, "operator": "In", "values": roles}]}
+
+
+def per_pod_budget(group: list[str], alone: list[str]) -> bool:
+    """Whether the job's restart budget stays the job's while a failed member of a role TensorFlow takes
+    back alone is a new pod of its index (its Job's ``backoffLimit``): only with no role that restarts
+    the group and at most one such role. Otherwise each role's ``backoffLimit`` would be a budget of its
+    own, renewed at every JobSet restart (a JobSet restart recreates every Job); so every member's Job
+    fails at its first ordinary failure and the JobSet restarts, counted against ``maxRestarts``: the
+    job's ``max_failures`` (kubernetes-sigs/jobset v0.12.0 ``pkg/controllers/failure_policy.go:45``: an
+    unmatched failure is ``RestartJobSet``, which fails the JobSet once ``maxRestarts`` restarts were
+    counted, ``:226``)."""
+    return not group and len(alone) <= 1
+
+
 def _role_context(job: _Job, role: str, cluster: dict[str, list[str]], group: bool) -> dict[str, Any]:
     spec = job.spec
     facts = role_facts(spec, role)
@@ -316,7 +356,7 @@ def _role_context(job: _Job, role: str, cluster: dict[str, list[str]], group: bo
     if not image:
         raise UsageError(f"role {role} has no image: Kubernetes runs every pod in a container",
                          hint="set \"image\" in the job file (or the role's), or pass --image")
-    selector = {"jobset.sigs.k8s.io/jobset-name": job.name, "jobset.sigs.k8s.io/replicatedjob-name": role}
+    selector = _selector(job, role, facts.constraints_key == "constraints")
     placement = kube.scheduling(facts.constraints, facts.constraints_key, selector)
     if facts.per_task:  # Marathon's per-app meaning: LIKE, IS … carry over; UNIQUE & co. meant nothing across tasks
         per_task = kube.scheduling([c for c in facts.per_task if not spread.relational(c)], facts.per_task_key,
@@ -333,7 +373,7 @@ def _role_context(job: _Job, role: str, cluster: dict[str, list[str]], group: bo
     return {
         "role": role,
         "count": spec.role(role).count,
-        "backoff_limit": (0 if group else spec.restart.max_failures) if member else _MAX_INT32,
+        "backoff_limit": (0 if group or not job.per_pod else spec.restart.max_failures) if member else _MAX_INT32,
         "pod_failure_rules": _pod_failure_rules(spec, group) if member else None,
         "succeeded_indexes": "0" if role == "worker" and spec.completion == "worker0" else None,
         "restart_policy": "Never" if member else "OnFailure",
@@ -376,6 +416,7 @@ def build(spec: JobSpec, options: JobSetOptions, *,
     roles = [r for r in naming.ROLES if spec.role(r).count]
     group = [r for r in roles if r != "tensorboard" and group_restart(spec.style, r, members)]
     alone = [r for r in roles if r != "tensorboard" and r not in group]
+    job.per_pod = per_pod_budget(group, alone)
     env = template_environment(templates_dir)
     replicated = []
     contexts = [_role_context(job, r, cluster, r in group) for r in roles]
@@ -391,7 +432,7 @@ def build(spec: JobSpec, options: JobSetOptions, *,
     manifest = render_template(env, "jobset/jobset.json.j2", {
         "name": job.name, "namespace": options.namespace, "labels": labels, "annotations": annotations,
         "subdomain": job.subdomain, "success_policy": _success_policy(spec),
-        "max_restarts": spec.restart.max_failures, "failure_rules": _failure_rules(spec, group, alone),
+        "max_restarts": spec.restart.max_failures, "failure_rules": _failure_rules(spec, group, alone, job.per_pod),
         "replicated_jobs": replicated,
     })
     if (manifest.get("apiVersion"), manifest.get("kind")) != (API_VERSION, "JobSet") \

@@ -9,6 +9,7 @@ anything else as written), ``k8s.io/apimachinery/pkg/api/resource`` (quantities)
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from dataclasses import dataclass, field
@@ -120,11 +121,13 @@ def _literal_values(regex: str) -> list[str] | None:
     return sorted(set(values)) if all(label_value_ok(v) for v in values) else None
 
 
-def scheduling(constraints: Sequence[Sequence[str]], key: str, selector: dict[str, str]) -> Scheduling:
-    """Constraints (``key``: where they are in the job file) for the pods ``selector`` matches (one
-    role's). Marathon checks a constraint against the other instances of the same app; marathon-tf
-    runs one app per task, so on Mesos ``UNIQUE``, ``GROUP_BY`` and ``MAX_PER`` had nothing to compare
-    with; here they apply across the role's pods, which is what they read as."""
+def scheduling(constraints: Sequence[Sequence[str]], key: str, selector: dict[str, Any]) -> Scheduling:
+    """Constraints (``key``: where they are in the job file) for the pods the label selector ``selector``
+    (``{"matchLabels": …, "matchExpressions": …}``) matches: the pods of the constraints' scope, as
+    marathon-tf's placement holds them on Marathon (the job's rules over every role without constraints
+    of its own, a role's over its pods: :func:`marathon_tf.user.render.placement_scopes`). Marathon
+    checks a constraint against the other instances of the same app; marathon-tf runs one app per task,
+    so ``UNIQUE``, ``GROUP_BY`` and ``MAX_PER`` hold across the scope's tasks, and here across its pods."""
     out = Scheduling()
     for i, constraint in enumerate(constraints):
         fld, op, value = constraint[0], constraint[1], (constraint[2] if len(constraint) > 2 else None)
@@ -135,10 +138,10 @@ def scheduling(constraints: Sequence[Sequence[str]], key: str, selector: dict[st
                                            f"(a node label key is [prefix/]name, e.g. 'rack')"))
             continue
         if op == "UNIQUE":
-            out.pod_anti_affinity.append({"labelSelector": {"matchLabels": dict(selector)}, "topologyKey": label})
+            out.pod_anti_affinity.append({"labelSelector": copy.deepcopy(selector), "topologyKey": label})
         elif op == "GROUP_BY":
             out.spread.append({"maxSkew": 1, "topologyKey": label, "whenUnsatisfiable": "DoNotSchedule",
-                               "labelSelector": {"matchLabels": dict(selector)}})
+                               "labelSelector": copy.deepcopy(selector)})
         elif op in ("IS", "CLUSTER") and value is not None and label_value_ok(value):
             out.node_expressions.append({"key": label, "operator": "In", "values": [value]})
         elif op in ("LIKE", "UNLIKE") and _literal_values(value or "") is not None:

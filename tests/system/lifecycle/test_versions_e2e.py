@@ -1,0 +1,151 @@
+"""The job's life on the Marathons marathon-tf supports (issue 41), with real TensorFlow on a local cluster
+that plays the version (``marathon_version``): an elastic job whose standby waits, then its ps killed,
+recovers and ends Succeeded on 1.7.236, 1.4.3 and the default (1.11); so do the lifecycle scenarios of the TF1
+example (a ps killed, the chief killed, ``scale``, an agent lost). Each prints its recovery time (the disruption
+-> the first step of the restarted session).
+
+Why it could hang: on 1.4 - 1.7 a failed task's ``ScaleRunSpec`` is dropped while a deployment holds its
+app (mesosphere/marathon v1.4.3 ``src/main/scala/mesosphere/marathon/MarathonSchedulerActor.scala:169``;
+v1.7.236 the same file ``:146-159``, "Did not try to scale run spec; it is locked"), and a group deployment
+with a standby that cannot be placed never ends. marathon-tf PUTs the standby apart (a deployment of its
+own, holding that app alone: ``DeploymentPlan.isAffectedBy``, v1.7.236 ``core/deployment/
+DeploymentPlan.scala:129-131``), so the group's deployment ends once the tasks that must start have.
+
+The elastic job's cluster: agent 1 holds the ps, agents 2 and 3 one worker each; the third worker (the standby)
+never fits. The scenarios' cluster: three agents, one task each.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+
+from marathon_tf.contract import labels as L
+
+pytestmark = [pytest.mark.tf]
+
+BIG = "cpus:2;mem:8192;disk:10000;ports:[31000-32000]"
+SMALL = "cpus:1;mem:4096;disk:10000;ports:[31000-32000]"
+TARGET = 4000
+#: The TF1 example's first line of a (re)started worker's session.
+RESTARTED = "session ready at global step"
+
+
+@pytest.fixture
+def versioned_cluster(tmp_path, request):
+    from leaks import processes_under
+
+    from marathon_tf.user.localrun import local_cluster
+
+    version = request.param
+    cluster = local_cluster(state_dir=tmp_path / "state", kill_grace=2.0, dns_refresh=0.5, agents=3,
+                            agent_resources=(f"{BIG}|{SMALL}|{SMALL}",),
+                            **({} if version is None else {"marathon_version": version}))
+    cluster.start()
+    cluster.jobs_started = []
+    yield cluster
+    for job in cluster.jobs_started:
+        job.tailer.stop()
+        (tmp_path / f"{job.name}.lines.txt").write_text("\n".join(f"{t:.2f} [{n}] {x}" for t, n, _, x in job.lines))
+    cluster.stop()
+    deadline = time.monotonic() + 10
+    while processes_under(tmp_path / "state") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_under(tmp_path / "state") == []
+
+
+def _job(tmp_path) -> str:
+    from jobfiles import example_job
+
+    roles = {"ps": {"count": 1, "cpus": 0.5, "mem": 1024, "constraints": [["hostname", "LIKE", "127.0.0.1"]]},
+             "worker": {"count": {"min": 2, "max": 3}, "cpus": 1, "mem": 1536,
+                        "constraints": [["hostname", "UNLIKE", "127.0.0.1"]]}}
+    command = ["python3", "train.py", "--train_steps", str(TARGET), "--checkpoint_dir", "ckpt", "--log_every", "50",
+               "--save_checkpoint_steps", "250", "--elastic"]
+    return str(example_job("linear-regression-tf1", tmp_path, command=command, roles=roles,
+                           progress={"target_step": TARGET}, restart={"max_failures": 5, "window_seconds": 600}))
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("versioned_cluster", ["1.7.236", "1.4.3", None], indirect=True,
+                         ids=["1.7.236", "1.4.3", "default"])
+def test_an_elastic_job_with_a_standby_waiting_recovers_from_a_killed_ps_and_succeeds(tmp_path, versioned_cluster,
+                                                                                     job_on):
+    job = job_on(versioned_cluster, _job(tmp_path))
+    job.wait(lambda: job.max_step() > 600, 240, "training with 2 workers")
+    queued = {i["app"]["id"] for i in job.client.queue()}
+    assert f"/{job.name}/worker-2" in queued, queued  # the standby waits: no agent has room for it
+    killed = time.monotonic()
+    assert versioned_cluster.kill_task(f"/{job.name}/ps-0", "KILL")
+    back = job.wait(lambda: job.steps(since=killed, started=RESTARTED), 180, "a step after the ps was killed")
+    seconds = back[0][0] - killed
+    print(f"Marathon {job.client.capabilities().version}: ps killed -> training again "
+          f"{seconds:.1f} s", file=sys.stderr)
+    final = job.wait_state(300)
+    assert final["state"] == L.SUCCEEDED, final.get("reason")
+
+
+@pytest.fixture
+def versions_cluster(tmp_path):
+    """``versions_cluster(version)``: three agents, one task each (the TF1 example: a ps, two workers)."""
+    from leaks import processes_under
+
+    from marathon_tf.user.localrun import local_cluster
+
+    made = []
+
+    def start(version):
+        cluster = local_cluster(state_dir=tmp_path / "state", kill_grace=2.0, dns_refresh=0.5, agents=3,
+                                **({} if version is None else {"marathon_version": version}))
+        cluster.start()
+        cluster.jobs_started = []
+        made.append(cluster)
+        return cluster
+
+    yield start
+    for cluster in made:
+        for job in cluster.jobs_started:
+            job.tailer.stop()
+        cluster.stop()
+    deadline = time.monotonic() + 10
+    while processes_under(tmp_path / "state") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_under(tmp_path / "state") == []
+
+
+def _disrupt(job, cluster, scenario: str) -> None:
+    from marathon_tf.user import jobs
+
+    if scenario == "ps killed":
+        assert cluster.kill_task(f"/{job.name}/ps-0", "KILL")
+    elif scenario == "chief killed":  # (TF1's chief is worker-0)
+        assert cluster.kill_task(f"/{job.name}/worker-0", "KILL")
+    elif scenario == "scale":
+        jobs.scale(job.client, job.name, {"worker": ("=", 3)})
+    else:  # an agent lost: the ps's
+        ps = job.client.app_tasks(f"/{job.name}/ps-0")[0]
+        assert cluster.kill_agent(ps["host"]) == [ps["id"]]
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize("version", ["1.7.236", "1.4.3", None], ids=["1.7.236", "1.4.3", "default"])
+@pytest.mark.parametrize("scenario", ["ps killed", "chief killed", "scale", "agent lost"])
+def test_the_lifecycle_scenarios_recover_and_succeed_on_each_version(tmp_path, versions_cluster, job_on, scenario,
+                                                                     version):
+    from test_lifecycle_e2e import linear_job
+
+    cluster = versions_cluster(version)
+    job = job_on(cluster, linear_job(tmp_path, TARGET, save_every=250, log_every=50,
+                                     progress={"target_step": TARGET},
+                                     restart={"max_failures": 5, "window_seconds": 600}))
+    job.wait(lambda: job.max_step() > 600, 240, "training")
+    assert job.client.deployments() == []  # nothing of ours holds the apps
+    at = time.monotonic()
+    _disrupt(job, cluster, scenario)
+    back = job.wait(lambda: job.steps(since=at + 0.5, started=RESTARTED), 240, f"a step after: {scenario}")
+    print(f"Marathon {job.client.capabilities().version}: {scenario} -> training again {back[0][0] - at:.1f} s",
+          file=sys.stderr)
+    final = job.wait_state(300)
+    assert final["state"] == L.SUCCEEDED, final.get("reason")
