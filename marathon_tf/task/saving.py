@@ -51,6 +51,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from marathon_tf.contract import naming, savehook, timeline as T
 from marathon_tf.contract.phases import Phase
+from marathon_tf.contract.plan import StopReason
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import transport
 from marathon_tf.task.checkpoints import newest_checkpoint
@@ -515,7 +516,7 @@ class Saving:
         """This task takes part in rounds (a cluster member with peers; not tensorboard)."""
         return self.ctx.role != "tensorboard" and len(self.ctx.members()) > 1
 
-    def before_stop(self, budget: float, planned: Callable[[], str | None] | None = None) -> SaveResult | None:
+    def before_stop(self, budget: float, planned: Callable[[], StopReason | None] | None = None) -> SaveResult | None:
         """The task is stopped (SIGTERM) with ``budget`` s for a round: the job's checkpoint first. A round that
         fails while ``planned()`` (:func:`marathon_tf.task.keeper.asked_for`) says the job ended or its app was
         removed had nothing to do: the deciding task's program has ended already (asked after the round, so a
@@ -525,8 +526,8 @@ class Saving:
         result = self.ask(f"{self.ctx.task} is stopped", hold=True, timeout=budget)
         if not result.ok and planned is not None:
             why = planned()
-            if why in ("the job ended", "its app was removed"):
-                return SaveResult(False, f"{why}: nothing to save")
+            if why is not None and why.final:
+                return SaveResult(False, f"{why.text}: nothing to save")
         return result
 
     def before_move(self, moved: Sequence[str]) -> SaveResult | None:
