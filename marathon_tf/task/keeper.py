@@ -46,6 +46,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonError, MarathonNotFound
 from marathon_tf.contract.plan import Round, RoundCause, RoundKind, StopReason
+from marathon_tf.contract.taskapi import LEDGER, LedgerReport, TaskApiError, TaskClient
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import transport
 from marathon_tf.marathon.jobstate import planned_stop
@@ -57,7 +58,7 @@ from marathon_tf.task.ledger import (ATTRIBUTION, FAILURE, INFRASTRUCTURE, PREEM
 
 __all__ = ["Keeper", "Reporter", "PATH", "STOPPED", "asked_for"]
 
-PATH = "/ledger"
+PATH = LEDGER.path
 #: A report's kind when the bootstrap itself was stopped (SIGTERM): the keeper decides what it was.
 STOPPED = "stopped"
 #: Grace a failure round gives the peers' programs (they are usually stuck in a collective).
@@ -339,7 +340,11 @@ class Keeper:
         "app_version"}``."""
         if not isinstance(body, dict) or body.get("job") != self.ctx.job:
             return 400, {"message": f"not a report for job {self.ctx.job!r}"}
-        raw = dict(body.get("entry") or {})
+        try:
+            report = LedgerReport.from_json(body)
+        except TaskApiError as e:
+            return 400, {"message": str(e)}
+        raw = dict(report.entry)
         stopped = raw.get("kind") == STOPPED
         if stopped:
             raw["kind"] = PREEMPTION
@@ -347,14 +352,12 @@ class Keeper:
         if entry is None or naming.parse_task_name(entry.task) is None:
             return 400, {"message": "the report's entry is missing or malformed"}
         entry = Entry(**{**entry.__dict__, "source": "bootstrap", "counted": True})
-        generation = body.get("generation") if isinstance(body.get("generation"), int) else None
-        group = bool(body.get("group"))
-        history = [e for e in (Entry.from_dict(h) for h in (body.get("history") or [])[:200]
-                               if isinstance(h, dict)) if e is not None and e.task == entry.task]
+        generation, group = report.generation, report.group
+        history = [e for e in (Entry.from_dict(h) for h in report.history) if e is not None and e.task == entry.task]
         if stopped:
             for old in history:
                 self.ledger.add(old)
-            return 200, self.stopped(entry, body.get("app_version"), generation=generation, group=group).to_dict()
+            return 200, self.stopped(entry, report.app_version, generation=generation, group=group).to_dict()
         return 200, self.record(entry, generation=generation, group=group, history=history).to_dict()
 
     def get(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
@@ -397,21 +400,17 @@ class Reporter:
     def report(self, entry: Entry, *, generation: int | None = None, group: bool = False,
                stopped: bool = False, app_version: str | None = None) -> Answer | None:
         """Tell the keeper; its answer, or None when it cannot be reached (then decide alone)."""
-        body = {"job": self.ctx.job, "entry": {**entry.to_dict(), "kind": STOPPED if stopped else entry.kind},
-                "generation": generation, "group": group, "app_version": app_version,
-                "history": [e.to_dict() for e in self.mine[-50:]]}
+        report = LedgerReport(self.ctx.job, {**entry.to_dict(), "kind": STOPPED if stopped else entry.kind},
+                              generation, group, tuple(e.to_dict() for e in self.mine[-50:]), app_version)
         self.mine.append(entry)
+        client = TaskClient(self.session)
         for attempt in range(self.tries):
             address = self.locate()
             if not address and attempt == 0:
                 return None  # no keeper known (no rendezvous leader): decide alone, at once
             if address:
-                try:
-                    r = self.session.post(f"http://{address}{PATH}", json=body,
-                                          timeout=(self.timeout, self.timeout + ATTRIBUTION + 2))
-                    answer = Answer.from_dict(r.json()) if r.status_code == 200 else None
-                except Exception:  # refused, reset, timeout, not JSON: the keeper is away
-                    answer = None
+                reply = client.report(address, report, timeout=(self.timeout, self.timeout + ATTRIBUTION + 2))
+                answer = Answer.from_dict(reply.body) if reply.ok else None  # None: the keeper is away
                 if answer is not None:
                     self.keeper = answer.keeper
                     return answer

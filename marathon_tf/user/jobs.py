@@ -16,6 +16,7 @@ from typing import Any, Mapping, cast
 from marathon_tf.contract import labels as L, naming, spread, taskauth, timeline
 from marathon_tf.contract.errors import (MarathonError, MarathonNotFound, MarathonTFError, SaveFailed, SpecError,
                                          Timeout, UsageError)
+from marathon_tf.contract.taskapi import SaveRequest
 from marathon_tf.marathon import transport, versions
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_state, stored_spec
@@ -458,7 +459,7 @@ def save_round(client: Client, job: str, *, reason: str = "marathon-tf checkpoin
                          hint=f"see why with: marathon-tf status {job}")
     owner = taskauth.owner_key(create=False)  # the job's key: the task API's control routes need it
     key = taskauth.job_key(owner, naming.group_id(job)) if owner is not None else None
-    code, body, why = transport.post_json(url, {"job": job, "reason": reason, "hold": False, "timeout": timeout},
+    code, body, why = transport.post_json(url, SaveRequest(job, reason, hold=False, timeout=timeout).to_json(),
                                           timeout=timeout + 10, headers=taskauth.headers(key))
     if code is None:
         raise SaveFailed(f"job {job}: its deciding task {decider} did not answer the save request ({why})")
