@@ -14,9 +14,10 @@ import requests
 
 from marathon_tf.contract.cluster_spec import Membership
 from marathon_tf.contract.plan import PlanError, Round
+from marathon_tf.contract.taskapi import RENDEZVOUS, TaskClient
 from marathon_tf.marathon import transport
 from marathon_tf.task.discovery import Backend, Observation, PeerKey, poll_schedule
-from marathon_tf.task.rendezvous.view import LONG_POLL, PATH, Side, cluster_key, keys, patch
+from marathon_tf.task.rendezvous.view import LONG_POLL, Side, cluster_key, keys, patch
 
 __all__ = ["FollowerRendezvous", "hint_wait_for", "fallback_after", "BUSY_TRIES"]
 
@@ -149,15 +150,18 @@ class FollowerRendezvous(Side):
                   "wait": f"{self.long_poll:g}"}
         if not self._formed:  # no use for the partial views of a forming job (1,000s of them)
             params["complete"] = "1"
-        try:
-            resp = self.session.get(f"http://{self.leader_address}{PATH}", params=params,
-                                    timeout=(10.0 if self.leader_id else 3.0, self.long_poll + self.read_slack))
-            doc = resp.json() if resp.status_code == 200 else None
-        except Exception as e:  # refused / reset / timeout / not JSON: look the leader up again
-            self.leader_detail = f"leader at {self.leader_address} unreachable ({type(e).__name__})"
+        assert self.leader_address is not None  # (found before a poll)
+        reply = TaskClient(self.session).call(self.leader_address, RENDEZVOUS, params=params,
+                                              timeout=(10.0 if self.leader_id else 3.0,
+                                                       self.long_poll + self.read_slack))
+        if reply.code is None or (reply.ok and reply.body is None):  # refused / reset / timeout / not JSON
+            e = reply.error
+            why = type(e).__name__ if e is not None else "not JSON"
+            self.leader_detail = f"leader at {self.leader_address} unreachable ({why})"
             # no whole answer in time
             busy = isinstance(e, (requests.exceptions.ReadTimeout, transport.DeadlineExceeded))
             return "busy" if self.leader_id and busy else False
+        doc = reply.body if reply.ok else None
         self.long_polls += 1
         self.polls += 1
         if not isinstance(doc, dict) or doc.get("job") != self.job or not isinstance(doc.get("version"), int):

@@ -16,14 +16,15 @@ from marathon_tf.contract import naming
 from marathon_tf.contract.cluster_spec import Membership
 from marathon_tf.contract.errors import DiscoveryError
 from marathon_tf.contract.plan import Round
+from marathon_tf.contract.taskapi import LEADER, RENDEZVOUS
 from marathon_tf.task.discovery import PeerKey, missing_message
 from marathon_tf.task.rendezvous.base import Progress, Rendezvous
 
 __all__ = ["PATH", "HINT_PATH", "MAX_WAIT", "LONG_POLL", "HISTORY", "View", "Side", "names", "patch", "keys", "diff",
            "cluster_key"]
 
-PATH = "/rendezvous"
-HINT_PATH = "/leader"
+PATH = RENDEZVOUS.path   # (contract/taskapi.py lists every route of the status port)
+HINT_PATH = LEADER.path
 MAX_WAIT = 30.0          # longest long poll the leader holds
 LONG_POLL = 25.0         # what followers ask for
 HISTORY = 1024           # changes the leader keeps to answer with deltas
