@@ -12,8 +12,8 @@ program restarts after a failure, an elastic job changes its size, …), the res
   change: ``form``, ``grow``, ``shrink``, ``below_min``; a save asked for; a planned stop; moved peers). Code compares
   these values, never the prose of :attr:`Round.cause` (for people: logs, events).
 * :class:`StopReason` says why a task's stop was marathon-tf's own doing (the job ended, its app was removed, its
-  app has a new configuration): a stable token on the wire (:attr:`StopReason.value`) and the words people read
-  (:attr:`StopReason.text`).
+  app has a new configuration): its value is the stable words people read in events and ``status``
+  (:attr:`StopReason.text`); code compares the members.
 
 The wire form is defined once, here: :meth:`Round.to_wire` / :meth:`Round.from_wire` and :meth:`JobPlan.to_wire` /
 :meth:`JobPlan.from_wire` (a plan's round travels as its :meth:`Round.to_wire`). Reading is tolerant of keys it does
@@ -80,25 +80,24 @@ class RoundCause(_Word):
 
 
 class StopReason(_Word):
-    """Why a task's stop was marathon-tf's own doing (:func:`marathon_tf.marathon.jobstate.planned_stop`)."""
+    """Why a task's stop was marathon-tf's own doing (:func:`marathon_tf.marathon.jobstate.planned_stop`). Its value
+    is the words people have always read in a planned restart's event and a task's ``last_error`` (``status``,
+    ``events``, ``-o json``): stable, and shown as they are."""
 
-    JOB_ENDED = "job_ended"                  # the job's record is written: its tasks are stopped for good
-    APP_REMOVED = "app_removed"              # its app was removed (``delete``)
-    NEW_CONFIGURATION = "new_configuration"  # its app has a new configuration (``scale``, a re-deploy)
+    JOB_ENDED = "the job ended"                              # the job's record is written: stopped for good
+    APP_REMOVED = "its app was removed"                      # ``delete``
+    NEW_CONFIGURATION = "its app has a new configuration"    # ``scale``, a re-deploy
 
     @property
     def text(self) -> str:
-        """The words people read (logs, a task's ``last_error``)."""
-        return _STOP_TEXT[self]
+        """The words people read (logs, events, a task's ``last_error``)."""
+        return self.value
 
     @property
     def final(self) -> bool:
         """The job's programs are gone for good (nothing is left to save): the job ended or its app was removed."""
         return self in (StopReason.JOB_ENDED, StopReason.APP_REMOVED)
 
-
-_STOP_TEXT = {StopReason.JOB_ENDED: "the job ended", StopReason.APP_REMOVED: "its app was removed",
-              StopReason.NEW_CONFIGURATION: "its app has a new configuration"}
 
 #: The verdicts a plan can carry (the job's record: :class:`~marathon_tf.contract.labels.JobState`).
 VERDICTS = (JobState.SUCCEEDED, JobState.FAILED, JobState.NOT_PLACED)

@@ -156,7 +156,10 @@ def test_a_long_wrong_value_is_cut_in_the_line():
     assert len(str(e.value)) < 150
 
 
-def test_the_planned_stop_reasons_have_a_stable_token_and_the_words_people_read():
-    assert [(r.value, r.text, r.final) for r in StopReason] == [
-        ("job_ended", "the job ended", True), ("app_removed", "its app was removed", True),
-        ("new_configuration", "its app has a new configuration", False)]
+def test_the_planned_stop_reasons_keep_the_words_people_read():
+    """Their value is what ``status``/``events`` have always said of a planned restart (unchanged words)."""
+    assert [(r.value, r.text, f"{r}", r.final) for r in StopReason] == [
+        ("the job ended", "the job ended", "the job ended", True),
+        ("its app was removed", "its app was removed", "its app was removed", True),
+        ("its app has a new configuration", "its app has a new configuration", "its app has a new configuration",
+         False)]
