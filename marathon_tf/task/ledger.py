@@ -154,7 +154,8 @@ class Answer:
                        max_failures=int(data["max_failures"]), window_seconds=float(data["window_seconds"]),
                        preemptions=int(data["preemptions"]), max_preemptions=int(data["max_preemptions"]),
                        kind=str(data.get("kind") or ""), keeper=str(data.get("keeper")),
-                       generation=int(data.get("generation") or 0), ended=bool(data.get("ended")),
+                       generation=int(data["generation"] or 0) if "generation" in data else 0,
+                       ended=bool(data.get("ended")),
                        round=round_)
         except (TypeError, ValueError):
             return None
