@@ -20,6 +20,8 @@ agent knows nothing of it. Change anything here and both sides change with it.
 ``timeline``       a job's events, and the timeline of its start and of every recovery built from them
 ``keras3``         Keras 3 and the multi-worker strategies: what both sides say about it, in the same words
 ``taskauth``       who may steer a job: the job's key, the one check of a status port's control routes
+``plan``           the job's plan: typed rounds (kind, deciding reason), planned-stop reasons, one wire form
+``taskapi``        a task's HTTP API: its routes, the control routes' typed requests, one client, one fan-out
 =================  ===========================================================================
 
 Nothing here imports any other part of marathon_tf.

@@ -47,6 +47,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
+from marathon_tf.contract import taskapi
+
 __all__ = ["KEY_VAR", "KEY_FILE_VAR",
            "KEY_FILE", "HEADER", "CONTROL_GETS", "CONTROL_PATHS", "state_home", "owner_key", "job_key",
            "write_task_key", "task_key", "with_key", "Guard", "JobKeyAuth", "install", "installed", "headers"]
@@ -63,9 +65,10 @@ HEADER = "Authorization"
 _SCHEME = "Bearer "
 #: The GET routes that take part in steering a job (the rendezvous and the leader's hint); every POST is a
 #: control route too.
-CONTROL_GETS = frozenset({"/rendezvous", "/leader"})
-#: Every path a task's control requests go to (where :class:`JobKeyAuth` sends the key).
-CONTROL_PATHS = CONTROL_GETS | {"/save", "/hold", "/ledger"}
+CONTROL_GETS = taskapi.control_gets()
+#: Every path a task's control requests go to (where :class:`JobKeyAuth` sends the key): the task API's
+#: control routes (:data:`marathon_tf.contract.taskapi.ROUTES`).
+CONTROL_PATHS = taskapi.control_paths()
 _OWNER_FILE = ".keys/owner-key"
 _LABEL = b"marathon-tf job key\0"
 

@@ -31,6 +31,7 @@ import json
 from typing import Any, Iterable, Mapping, Optional
 
 from marathon_tf.contract import labels as L
+from marathon_tf.contract.plan import StopReason
 from marathon_tf.contract.spread import displaced
 from marathon_tf.marathon.tasks import RUNNING, newest
 
@@ -154,18 +155,18 @@ def replaced(app: Mapping[str, Any], task: Mapping[str, Any]) -> bool:
     return bool(version and changed and version < changed)
 
 
-def planned_stop(app: Mapping[str, Any] | None, version: Optional[str]) -> Optional[str]:
+def planned_stop(app: Mapping[str, Any] | None, version: Optional[str]) -> Optional[StopReason]:
     """Why a stop of a task of ``app`` that was launched with the app version ``version`` was
-    marathon-tf's own doing: ``the job ended`` (the app carries the job's record), ``its app was
-    removed`` (None app), ``its app has a new configuration`` (``scale``, a re-deploy: every task of the
+    marathon-tf's own doing (:class:`~marathon_tf.contract.plan.StopReason`): ``JOB_ENDED`` (the app carries the
+    job's record), ``APP_REMOVED`` (None app), ``NEW_CONFIGURATION`` (``scale``, a re-deploy: every task of the
     job restarts with the new cluster spec); None when nothing says so (a failure, a preemption)."""
     if app is None:
-        return "its app was removed"
+        return StopReason.APP_REMOVED
     if (app.get("labels") or {}).get(L.STATE):
-        return "the job ended"
+        return StopReason.JOB_ENDED
     changed = config_version(app)
     if version and changed and changed > version:
-        return "its app has a new configuration"
+        return StopReason.NEW_CONFIGURATION
     return None
 
 

@@ -71,8 +71,7 @@ class ElasticMember:
         if self.side is None:
             return None
         with self.side.view.cond:
-            data = self.side.view.membership
-        return Membership.from_dict(data) if data is not None else None
+            return self.side.view.membership
 
     def _in(self, m: Membership | None) -> bool:
         return m is not None and not m.paused and (self.ctx.role != self.role or self.me in m.members)

@@ -26,13 +26,13 @@ from __future__ import annotations
 import json
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping, Sequence, cast
 
 from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.progress import STEP_ROLES, job_step
+from marathon_tf.contract.taskapi import broadcast
 from marathon_tf.contract.taskenv import TaskContext, marathon_token
 from marathon_tf.marathon import tasks, transport
 from marathon_tf.marathon.client import DEFAULT_TIMEOUT, Client, RetryPolicy
@@ -230,8 +230,7 @@ class JobControl:
                 urls[naming.task_name(*key)] = url
         if not urls:
             return {}
-        with ThreadPoolExecutor(max_workers=min(16, len(urls))) as pool:
-            return {name: (body or {}).get("step") for name, body in zip(urls, pool.map(self.get_json, urls.values()))}
+        return {name: (body or {}).get("step") for name, body in broadcast(self.get_json, urls).items()}
 
     def finish(self, state: str, reason: str, final_step: int | None, stop: threading.Event) -> bool:
         """Record ``state`` on the job (retrying until done or stopped); whether this task wrote it.

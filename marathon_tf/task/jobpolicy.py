@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Callable, Mapping
 
 from marathon_tf.contract import keras3, naming
+from marathon_tf.contract.plan import StopReason
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.keeper import Keeper, Reporter
@@ -42,7 +43,7 @@ class JobPolicy(ExitPolicy):
 
     def __init__(self, ctx: TaskContext, budget: RestartBudget, environ: Mapping[str, str] | None = None, *,
                  keeper: Keeper | None = None, reporter: Reporter | None = None,
-                 wall: Callable[[], float] = time.time, planned: Callable[[], str | None] | None = None):
+                 wall: Callable[[], float] = time.time, planned: Callable[[], StopReason | None] | None = None):
         super().__init__(ctx.permanent_exit_codes)
         self.ctx, self.budget, self.keeper, self.reporter, self.wall = ctx, budget, keeper, reporter, wall
         #: why this task's own stop is under way by marathon-tf's doing (its app removed, a new configuration,
@@ -123,7 +124,7 @@ class JobPolicy(ExitPolicy):
             then = {Action.RESTART: "restarting it in place", Action.GROUP_RESTART: "the job's group restarts"}.get(
                 action, "exiting")
             return Decision(action, code, f"training program {ending.ended} while its task is being stopped "
-                                          f"({stopping}): not counted; {then}", kind=kind, counted=False)
+                                          f"({stopping.text}): not counted; {then}", kind=kind, counted=False)
         entry = self.entry(kind, code, ending.said, final=scope == RELAUNCH and not permanent, peer=peer or "")
         answer = self._count(entry, generation, scope == GROUP)
         counted = answer.counted
@@ -131,6 +132,6 @@ class JobPolicy(ExitPolicy):
                         permanent=permanent, failures=answer.failures if counted else 0,
                         max_failures=answer.max_failures, kind=kind, preemptions=answer.preemptions if counted else 0,
                         max_preemptions=answer.max_preemptions, scope=scope)
-        round_ = answer.round if action is Action.GROUP_RESTART and (answer.round or {}).get("generation") else None
+        round_ = answer.round if action is Action.GROUP_RESTART else None
         return Decision(action, code, reason(action, ending, answer), kind=kind,
                         counted=True if action is Action.FAIL_JOB else counted, round=round_, space=space)

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping
 
 from marathon_tf.contract import labels as L, naming, timeline as T
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.progress import median
+from marathon_tf.contract.taskapi import broadcast
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon.tasks import newest_running, task_url, wall
 from marathon_tf.marathon.client import Client
@@ -193,10 +193,7 @@ class JobView:
                 self.urls[task] = base
             if task.rsplit("-", 1)[0] in _COMPARED and task != self.ctx.task and base:
                 urls[task] = base + "/progress"
-        results: dict[str, dict | None] = {}
-        if urls:
-            with ThreadPoolExecutor(max_workers=min(16, len(urls))) as pool:
-                results = dict(zip(urls, pool.map(self.get_json, urls.values())))
+        results = broadcast(self.get_json, urls)
         if self.ctx.role in _COMPARED:
             results[self.ctx.task] = self.status.light()
         rates = {task: (p or {}).get("report_rate") for task, p in results.items()
@@ -225,9 +222,7 @@ class JobView:
         events = self.events.shared() or self.events.mine()
         if not self.events.path:
             urls = [base + "/events" for task, base in self.urls.items() if task != self.ctx.task]
-            if urls:
-                with ThreadPoolExecutor(max_workers=min(16, len(urls))) as pool:
-                    for body in pool.map(self.get_json, urls):
-                        events += (body or {}).get("events") or []
+            for body in broadcast(self.get_json, urls):
+                events += (body or {}).get("events") or []
         app_id = naming.app_id(self.ctx.job, self.ctx.role, self.ctx.index)
         return {app_id: {L.EVENTS: T.compact(events)}}

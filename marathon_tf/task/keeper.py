@@ -40,10 +40,13 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.errors import MarathonError, MarathonNotFound
+from marathon_tf.contract.plan import Round, RoundCause, RoundKind, StopReason
+from marathon_tf.contract.taskapi import LEDGER, LedgerReport, TaskApiError, TaskClient
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import transport
 from marathon_tf.marathon.jobstate import planned_stop
@@ -55,7 +58,7 @@ from marathon_tf.task.ledger import (ATTRIBUTION, FAILURE, INFRASTRUCTURE, PREEM
 
 __all__ = ["Keeper", "Reporter", "PATH", "STOPPED", "asked_for"]
 
-PATH = "/ledger"
+PATH = LEDGER.path
 #: A report's kind when the bootstrap itself was stopped (SIGTERM): the keeper decides what it was.
 STOPPED = "stopped"
 #: Grace a failure round gives the peers' programs (they are usually stuck in a collective).
@@ -73,14 +76,14 @@ class Keeper:
         self.clock, self.sleep = clock, sleep
         self.id = uuid.uuid4().hex[:12]
         self.generation = 0
-        self.round: dict[str, Any] | None = None
+        self.round: Round | None = None  # the group restart or resize round under way (its generation's)
         self._round_root: tuple[str, float] | None = None  # (entry id, when) of the current round's first report
         self._streak, self._last_failure_round = 0, -1e18
         self._received: dict[str, float] = {}  # entry id -> when it arrived (the keeper's clock)
         self._lock = threading.RLock()
         self.ended = False
-        #: called with the round (``{"generation", "kind", "cause", "delay", "grace"}``) when one starts
-        self.on_round: Callable[[dict[str, Any]], object] | None = None
+        #: called with the :class:`~marathon_tf.contract.plan.Round` when one starts (or its cause changes)
+        self.on_round: Callable[[Round], object] | None = None
         #: called after the counts changed (the bootstrap shows them in its status)
         self.on_change: Callable[[], None] | None = None
         #: called with the entries the keeper makes itself (a stop it classified, Marathon's word):
@@ -127,7 +130,7 @@ class Keeper:
                       max_failures=self.ledger.max_failures, window_seconds=self.ledger.window,
                       preemptions=summary["preemptions"], max_preemptions=self.ledger.max_preemptions,
                       generation=self.generation, ended=ended or self.ended,
-                      round=dict(self.round) if self.round is not None else None)
+                      round=self.round)
 
     def _group(self, entry: Entry, generation: int) -> None:
         """A member of a group-restart role: the first report of a generation starts a round, later
@@ -141,7 +144,8 @@ class Keeper:
                 self.ledger.set_counted(root.id, False)
                 self._round_root = (entry.id, round_root[1])
                 if self.round is not None:
-                    self.round.update(kind=entry.kind, cause=self._cause(entry), delay=0.0)
+                    self.round = replace(self.round, reason=RoundCause(entry.kind), cause=self._cause(entry),
+                                         delay=0.0)
                     self._publish()
             else:
                 self.ledger.set_counted(entry.id, False)
@@ -186,24 +190,25 @@ class Keeper:
             grace = 0.0  # the job's variables were on that ps: nothing can be saved, a stop would only wait on it
         self.generation += 1
         self._round_root = (entry.id, now)
-        self.round = {"generation": self.generation, "kind": entry.kind, "cause": self._cause(entry),
-                      "delay": delay, "grace": grace}
+        self.round = Round(self.generation, RoundKind.RESTART, RoundCause(entry.kind), self._cause(entry),
+                           delay=delay, grace=grace)
         self._publish()
 
-    def resize_round(self, cause: str, restart: Sequence[str], grace: float) -> dict[str, Any]:
-        """An elastic job's size change (:mod:`marathon_tf.task.resize`): a round that only the ``restart``
-        tasks follow (their programs stop and start with the new membership's spec); nothing is counted."""
+    def resize_round(self, reason: RoundCause, cause: str, restart: Sequence[str], grace: float) -> Round:
+        """An elastic job's size change (:mod:`marathon_tf.task.resize`; ``reason``: grow, shrink, below_min): a
+        round that only the ``restart`` tasks follow (their programs stop and start with the new membership's
+        spec); nothing is counted."""
         with self._lock:
             self.generation += 1
             self._round_root = None
-            self.round = {"generation": self.generation, "kind": "resize", "cause": cause, "delay": 0.0,
-                          "grace": grace, "restart": sorted(restart)}
+            self.round = Round(self.generation, RoundKind.RESIZE, reason, cause, delay=0.0, grace=grace,
+                               restart=tuple(sorted(restart)))
             self._publish()
-            return dict(self.round)
+            return self.round
 
     def _publish(self) -> None:
         if self.on_round is not None and self.round is not None:
-            self.on_round(dict(self.round))
+            self.on_round(self.round)
 
     @staticmethod
     def _cause(entry: Entry) -> str:
@@ -253,7 +258,7 @@ class Keeper:
     def _classify_stop(self, entry: Entry, app_version: str | None) -> None:
         asked = self._asked_for(entry.task, app_version)
         if asked:
-            self.log(f"ledger: {entry.task} was stopped ({asked}): not counted")
+            self.log(f"ledger: {entry.task} was stopped ({asked.text}): not counted")
             return
         self._take(entry, unless_ended=True)
 
@@ -269,10 +274,10 @@ class Keeper:
         if self.on_entry is not None:
             self.on_entry(self.ledger.get(entry.id) or entry)
 
-    def _asked_for(self, task: str, version: str | None) -> str | None:
+    def _asked_for(self, task: str, version: str | None) -> StopReason | None:
         """Why a stop of ``task`` was marathon-tf's (or its app's owner's) doing, or None."""
         if self.ended:
-            return "the job ended"
+            return StopReason.JOB_ENDED
         return asked_for(self.client, self.ctx.job, task, version)
 
     # -- what Marathon saw --------------------------------------------------------------------------
@@ -335,7 +340,11 @@ class Keeper:
         "app_version"}``."""
         if not isinstance(body, dict) or body.get("job") != self.ctx.job:
             return 400, {"message": f"not a report for job {self.ctx.job!r}"}
-        raw = dict(body.get("entry") or {})
+        try:
+            report = LedgerReport.from_json(body)
+        except TaskApiError as e:
+            return 400, {"message": str(e)}
+        raw = dict(report.entry)
         stopped = raw.get("kind") == STOPPED
         if stopped:
             raw["kind"] = PREEMPTION
@@ -343,23 +352,22 @@ class Keeper:
         if entry is None or naming.parse_task_name(entry.task) is None:
             return 400, {"message": "the report's entry is missing or malformed"}
         entry = Entry(**{**entry.__dict__, "source": "bootstrap", "counted": True})
-        generation = body.get("generation") if isinstance(body.get("generation"), int) else None
-        group = bool(body.get("group"))
-        history = [e for e in (Entry.from_dict(h) for h in (body.get("history") or [])[:200]
-                               if isinstance(h, dict)) if e is not None and e.task == entry.task]
+        generation, group = report.generation, report.group
+        history = [e for e in (Entry.from_dict(h) for h in report.history) if e is not None and e.task == entry.task]
         if stopped:
             for old in history:
                 self.ledger.add(old)
-            return 200, self.stopped(entry, body.get("app_version"), generation=generation, group=group).to_dict()
+            return 200, self.stopped(entry, report.app_version, generation=generation, group=group).to_dict()
         return 200, self.record(entry, generation=generation, group=group, history=history).to_dict()
 
     def get(self, query: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
         """``GET /ledger``: the counts and the entries (newest last)."""
-        return 200, {"job": self.ctx.job, "keeper": self.id, "generation": self.generation, "round": self.round,
+        return 200, {"job": self.ctx.job, "keeper": self.id, "generation": self.generation,
+                     "round": self.round.to_wire() if self.round is not None else None,
                      "summary": self.ledger.summary(), "entries": [e.to_dict() for e in self.ledger.entries()[-200:]]}
 
 
-def asked_for(client, job: str, task: str, version: str | None) -> str | None:
+def asked_for(client, job: str, task: str, version: str | None) -> StopReason | None:
     """Why a stop of ``task`` (launched with its app's ``version``) is marathon-tf's (or its app's owner's)
     doing: its app removed (``delete``), given a new configuration (``scale``, a re-deploy) or carrying the
     job's end; None when Marathon says nothing of the kind, or cannot be asked (no ``client``, an error).
@@ -371,7 +379,7 @@ def asked_for(client, job: str, task: str, version: str | None) -> str | None:
     try:
         app = client.get_app(naming.app_id(job, *key))
     except MarathonNotFound:
-        return "its app was removed"
+        return StopReason.APP_REMOVED
     except MarathonError:
         return None
     return planned_stop(app, version)  # the one classification of a planned stop (status, events use it too)
@@ -392,21 +400,17 @@ class Reporter:
     def report(self, entry: Entry, *, generation: int | None = None, group: bool = False,
                stopped: bool = False, app_version: str | None = None) -> Answer | None:
         """Tell the keeper; its answer, or None when it cannot be reached (then decide alone)."""
-        body = {"job": self.ctx.job, "entry": {**entry.to_dict(), "kind": STOPPED if stopped else entry.kind},
-                "generation": generation, "group": group, "app_version": app_version,
-                "history": [e.to_dict() for e in self.mine[-50:]]}
+        report = LedgerReport(self.ctx.job, {**entry.to_dict(), "kind": STOPPED if stopped else entry.kind},
+                              generation, group, tuple(e.to_dict() for e in self.mine[-50:]), app_version)
         self.mine.append(entry)
+        client = TaskClient(self.session)
         for attempt in range(self.tries):
             address = self.locate()
             if not address and attempt == 0:
                 return None  # no keeper known (no rendezvous leader): decide alone, at once
             if address:
-                try:
-                    r = self.session.post(f"http://{address}{PATH}", json=body,
-                                          timeout=(self.timeout, self.timeout + ATTRIBUTION + 2))
-                    answer = Answer.from_dict(r.json()) if r.status_code == 200 else None
-                except Exception:  # refused, reset, timeout, not JSON: the keeper is away
-                    answer = None
+                reply = client.report(address, report, timeout=(self.timeout, self.timeout + ATTRIBUTION + 2))
+                answer = Answer.from_dict(reply.body) if reply.ok else None  # None: the keeper is away
                 if answer is not None:
                     self.keeper = answer.keeper
                     return answer

@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from marathon_tf.contract import naming
+from marathon_tf.contract.plan import PlanError, Round
 
 __all__ = ["FAILURE", "PREEMPTION", "INFRASTRUCTURE", "KINDS", "Entry", "Answer", "Ledger", "bucket",
            "classify_status", "ATTRIBUTION", "PREEMPTED_STATES", "FAILED_STATES", "read_file", "append_file"]
@@ -122,7 +123,7 @@ class Answer:
     keeper: str = ""        # the keeper's id
     generation: int = 0     # the keeper's group restart generation
     ended: bool = False     # the job has its end: nothing is counted any more
-    round: dict[str, Any] | None = None  # the group restart round under way (generation, kind, cause, delay, grace)
+    round: Round | None = None  # the group restart round under way
     alone: bool = False     # no keeper answered: the task's own count
 
     #: the counts the job's record keeps (``marathon-tf/restarts``)
@@ -136,7 +137,7 @@ class Answer:
         out = {"keeper": self.keeper, "counted": self.counted, "kind": self.kind, **self.counts(),
                "generation": self.generation, "ended": self.ended}
         if self.round is not None:
-            out["round"] = dict(self.round)
+            out["round"] = self.round.to_wire()
         return out
 
     @classmethod
@@ -145,13 +146,17 @@ class Answer:
         if not isinstance(data, Mapping) or any(k not in data for k in cls.COUNTS):
             return None
         try:
-            round_ = data.get("round")
+            round_ = Round.from_wire(data["round"]) if data.get("round") is not None else None
+        except PlanError:
+            round_ = None  # an answer whose round this task cannot read: counted without it
+        try:
             return cls(counted=bool(data.get("counted", True)), failures=int(data["failures"]),
                        max_failures=int(data["max_failures"]), window_seconds=float(data["window_seconds"]),
                        preemptions=int(data["preemptions"]), max_preemptions=int(data["max_preemptions"]),
                        kind=str(data.get("kind") or ""), keeper=str(data.get("keeper")),
-                       generation=int(data.get("generation") or 0), ended=bool(data.get("ended")),
-                       round=dict(round_) if isinstance(round_, Mapping) else None)
+                       generation=int(data["generation"] or 0) if "generation" in data else 0,
+                       ended=bool(data.get("ended")),
+                       round=round_)
         except (TypeError, ValueError):
             return None
 

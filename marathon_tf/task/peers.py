@@ -28,9 +28,9 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Mapping
 
+from marathon_tf.contract.taskapi import broadcast
 from marathon_tf.task.tflog import TFLogWatcher
 
 __all__ = ["probe", "PeerDiagnosis", "frozen_ps", "STALL_AFTER", "LOOK_EVERY", "MAX_PROBED", "ANSWERS", "SILENT",
@@ -124,8 +124,7 @@ class PeerDiagnosis:
     def _look(self, peers: dict[str, str]) -> None:
         chosen = sorted(peers, key=lambda t: (_ORDER.get(t.rsplit("-", 1)[0], 3), t))[:MAX_PROBED]
         try:
-            with ThreadPoolExecutor(max_workers=min(16, len(chosen))) as pool:
-                results = dict(zip(chosen, pool.map(lambda t: self.probe(peers[t]), chosen)))
+            results = {t: r for t, r in broadcast(self.probe, {t: peers[t] for t in chosen}).items() if r is not None}
         finally:
             with self._lock:
                 self._looking = False

@@ -74,11 +74,12 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from marathon_tf.contract import labels as L, naming
 from marathon_tf.contract.cluster_spec import Membership
 from marathon_tf.contract.phases import Phase
+from marathon_tf.contract.plan import Round, RoundCause
 from marathon_tf.contract.shellexec import signal_name
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.ledger import FAILURE, INFRASTRUCTURE, PREEMPTION, Answer
@@ -166,7 +167,7 @@ class Decision:
     reason: str | None = None
     kind: str = FAILURE     # failure | preemption | infrastructure (marathon_tf.task.ledger)
     counted: bool = True    # counted against the job's budget for its kind
-    round: dict[str, Any] | None = None  # the group restart round the keeper started (generation, delay, grace)
+    round: Round | None = None  # the group restart round the keeper started
     space: str | None = None  # the logdir's filesystem is full (why): wait for room before starting again
 
     @property
@@ -264,7 +265,7 @@ def decide(*, style: str, role: str, code: int, decider: bool, completion: str,
 # --- an elastic job's size ---------------------------------------------------------------------------
 
 #: A :class:`Resize`'s change.
-FORM, GROW, SHRINK, BELOW_MIN = "form", "grow", "shrink", "below_min"
+FORM, GROW, SHRINK, BELOW_MIN = RoundCause.FORM, RoundCause.GROW, RoundCause.SHRINK, RoundCause.BELOW_MIN
 
 
 @dataclass(frozen=True)
@@ -274,7 +275,7 @@ class Resize:
     while the job is below its minimum), whether a save round comes first (``save``: a program to save
     with runs and the job's state is whole), which apps it took in and let go, and why."""
 
-    change: str
+    change: RoundCause
     membership: Membership
     restart: tuple[str, ...] = ()
     save: bool = False

@@ -37,6 +37,7 @@ from typing import Any, Callable, Mapping, Sequence
 from marathon_tf.contract import naming, timeline as T
 from marathon_tf.contract.cluster_spec import Membership
 from marathon_tf.contract.phases import Phase
+from marathon_tf.contract.plan import Round, RoundCause, RoundKind
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.policy import BELOW_MIN, FORM, GROW, Resize, decider_task, plan_resize
 from marathon_tf.task.rendezvous.view import View
@@ -95,12 +96,13 @@ class ReadyCheck:
 
 
 class Resizer:
-    """The deciding task's side of an elastic job (see the module). ``publish_round(cause, restart, grace)``:
+    """The deciding task's side of an elastic job (see the module). ``publish_round(reason, cause, restart, grace)``:
     the keeper's resize round (None: the view's own generations); ``release() -> reason``: the job released
     as NotPlaced (its minimum not placed again within ``admission.timeout``; None: nobody can release it)."""
 
     def __init__(self, ctx: TaskContext, view: View, saving: Saving | None, events: TaskEvents, status: TaskStatus, *,
-                 stop: threading.Event, publish_round: Callable[[str, Sequence[str], float], Any] | None = None,
+                 stop: threading.Event,
+                 publish_round: Callable[[RoundCause, str, Sequence[str], float], Any] | None = None,
                  release: Callable[[], str | None] | None = None, log: Callable[[str], None] = lambda m: None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
                  batch: float = BATCH, ready: Callable[[str, str], bool] | None = None,
@@ -204,9 +206,9 @@ class Resizer:
         membership = plan.membership
         self.membership = membership
         optional = frozenset(k for k in self.apps if naming.task_name(*k) not in membership.members)
-        self.view.set_membership(membership.to_dict(), optional)
+        self.view.set_membership(membership, optional)
         if plan.restart:
-            self._publish(plan.restart, plan.cause, grace)
+            self._publish(plan.change, plan.restart, plan.cause, grace)
         size = membership.size
         kind = _EVENTS.get(plan.change, T.SHRANK) if plan.change != FORM else None
         if kind is not None:
@@ -227,14 +229,14 @@ class Resizer:
                  + f" ({self.wall() - began:.2f} s)")
         self.status.update(elastic=self.summary())
 
-    def _publish(self, restart: Sequence[str], cause: str, grace: float) -> None:
+    def _publish(self, reason: RoundCause, restart: Sequence[str], cause: str, grace: float) -> None:
         if self.publish_round is not None:
-            self.publish_round(cause, restart, grace)
+            self.publish_round(reason, cause, restart, grace)
             return
         with self.view.cond:  # no keeper (no Marathon to keep a ledger with): the view's own generations
-            generation = int((self.view.round or {}).get("generation") or 0) + 1
-        self.view.set_round({"generation": generation, "kind": "resize", "cause": cause, "delay": 0.0,
-                             "grace": grace, "restart": sorted(restart)})
+            generation = (self.view.round.generation if self.view.round is not None else 0) + 1
+        self.view.set_round(Round(generation, RoundKind.RESIZE, reason, cause, delay=0.0, grace=grace,
+                                  restart=tuple(sorted(restart))))
 
     def record(self) -> str:
         """The job's size for its record (``marathon-tf/workers``): ``3 of 2..4; grew 2, shrank 1``."""

@@ -15,11 +15,12 @@ from __future__ import annotations
 import signal
 import threading
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Callable
 
 from marathon_tf.contract import naming, timeline as T
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.phases import Phase
+from marathon_tf.contract.plan import Round, RoundCause, RoundKind
 from marathon_tf.contract.shellexec import signal_exit, signal_name
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon.jobstate import replaced
@@ -81,7 +82,9 @@ class Restarter:
         self.rendezvous: Rendezvous | None = None
         #: the task's part in save rounds: a planned stop asks for one first (set by the bootstrap)
         self.saving: Saving | None = None
-        self._round: tuple[str | None, int] = (None, 0)  # (rendezvous leader, generation) the program runs in
+        #: the rendezvous leader and the round generation the program runs in
+        self._leader: str | None = None
+        self._generation = 0
         self._streak, self._run_started, self._stepped = 0, 0.0, False
         self._peer_restarts: list[float] = []  # when the coordinator was restarted for a peer's restart
         #: why the job's logdir has no room now, or None (marathon_tf.task.logdir.space_problem; set by the bootstrap)
@@ -139,7 +142,7 @@ class Restarter:
     # -- what the bootstrap tells ---------------------------------------------------------------------
     def begin(self) -> None:
         """The first program is about to start: the rounds published before it are not its to follow."""
-        self._round = self._current_round()
+        self._leader, self._generation = self._current_round()
 
     def await_peers_took(self, me: str, address: str, timeout: float = RELAUNCH_SETTLE) -> None:
         """Before this task's first program starts: every peer its program would lose state with, whose spec
@@ -216,29 +219,29 @@ class Restarter:
 
     # -- the keeper's rounds ---------------------------------------------------------------------------
     def _current_round(self) -> tuple[str | None, int]:
+        """(the rendezvous leader, the generation of the last round it published)."""
         if self.rendezvous is None:
             return (None, 0)
         leader, round_ = self.rendezvous.restart_round()
-        return leader, int((round_ or {}).get("generation") or 0)
+        return leader, round_.generation if round_ is not None else 0
 
-    def new_round(self) -> dict[str, Any] | None:
+    def new_round(self) -> Round | None:
         """A group restart round newer than the one this program runs in (None: none); a new
         leader's rounds are taken as they are (its relaunch moved it: the spec is rewritten anyway)."""
         if self.rendezvous is None:
             return None
         leader, round_ = self.rendezvous.restart_round()
-        if leader != self._round[0]:
-            self._round = (leader, int((round_ or {}).get("generation") or 0))
+        if leader != self._leader:
+            self._leader, self._generation = leader, round_.generation if round_ is not None else 0
             return None
-        if round_ and int(round_.get("generation") or 0) > self._round[1]:
-            restart = round_.get("restart")
-            if isinstance(restart, list) and self.ctx.task not in restart:
-                self._round = (self._round[0], int(round_.get("generation") or 0))
+        if round_ is not None and round_.generation > self._generation:
+            if not round_.follows(self.ctx.task):
+                self._generation = round_.generation
                 return None  # an elastic job's size change that leaves this program running (marathon_tf.task.resize)
             return round_
         return None
 
-    def _await_round(self, seconds: float) -> dict[str, Any] | None:
+    def _await_round(self, seconds: float) -> Round | None:
         end = self.clock() + seconds
         while self.clock() < end and not self._stop.is_set():
             round_ = self.new_round()
@@ -247,20 +250,20 @@ class Restarter:
             self._stop.wait(0.05)
         return None
 
-    def stop_for_round(self, trainer: Trainer, round_: dict[str, Any]) -> bool:
-        """The job's group restarts: stop the program (SIGTERM, the round's grace) if it runs and
-        wait the round's delay; whether to start it again (False: the task was stopped meanwhile)."""
-        generation = int(round_.get("generation") or 0)
-        cause = round_.get("cause") or "a member ended"
+    def stop_for_round(self, trainer: Trainer, round_: Round) -> bool:
+        """The job's group restarts (or an elastic job's size changes): stop the program (SIGTERM, the round's
+        grace) if it runs and wait the round's delay; whether to start it again (False: the task was stopped
+        meanwhile)."""
+        generation = round_.generation
+        cause = round_.cause or "a member ended"
+        resize = round_.kind is RoundKind.RESIZE  # an elastic job's size change (marathon_tf.task.resize)
         if trainer.wait(timeout=0) is None:
-            grace = self.grace if round_.get("grace") is None else min(self.grace, float(round_["grace"]))  # 0: now
+            grace = self.grace if round_.grace is None else min(self.grace, round_.grace)  # 0: now
             code = trainer.stop(grace)
-            why = "resize" if round_.get("kind") == "resize" else "preemption" if round_.get("kind") == PREEMPTION \
-                else "group"  # (an elastic job's size change: marathon_tf.task.resize)
+            why = "resize" if resize else "preemption" if round_.reason is RoundCause.PREEMPTION else "group"
             self.observer.planned_restart(why, code, cause)
-        self._round = (self._round[0], generation)
-        delay = float(round_.get("delay") or 0)
-        resize = round_.get("kind") == "resize"  # an elastic job's size change (marathon_tf.task.resize)
+        self._generation = generation
+        delay = round_.delay
         self.log(f"the job's {'size changes' if resize else 'group restarts'} ({cause}, round {generation})"
                  + (f"; restarting in {delay:g} s" if delay else ""))
         self.status.update(phase=Phase.RESIZING if resize else Phase.RUNNING,
@@ -275,7 +278,7 @@ class Restarter:
         round_ = self.new_round()
         if round_ is not None:  # its group is restarting: its end is the round's consequence
             self.observer.program_exited(code, f"training program exited with {code} while the job's group "
-                                               f"restarts ({round_.get('cause')})", failure=False)
+                                               f"restarts ({round_.cause})", failure=False)
             return Decision(Action.GROUP_RESTART, code, kind=FAILURE, counted=False, round=round_)
         if code == SIGTERM_EXIT and not hung and trainer.killed_by is None and self._stop.wait(self.sigterm_wait):
             return None  # the task was killed: the program's 143 came from that SIGTERM
@@ -285,7 +288,7 @@ class Restarter:
         # a hang on a frozen ps (the evidence names it): the ps is restarted with the job's group, not this
         # program alone (restarted in place, it would only wait for the frozen ps again)
         peer = self.observer.hung_on if hung else None
-        decision = self.policy.decide(code, stderr_tail=tail, kind=kind, generation=self._round[1],
+        decision = self.policy.decide(code, stderr_tail=tail, kind=kind, generation=self._generation,
                                       killed_by=trainer.killed_by, why=why, **({"peer": peer} if peer else {}))
         self.show_counts()
         self.observer.program_exited(code, decision.reason, failure=decision.counted, kind=decision.kind)
@@ -340,8 +343,8 @@ class Restarter:
         once the keeper's round is there (the policy's round, or one that comes within 2 s), else in
         place after :meth:`_backoff`. Whether to start it (False: the task was stopped meanwhile)."""
         if decision.group:
-            round_ = decision.round if (decision.round or {}).get("generation", 0) > self._round[1] else \
-                self._await_round(2.0)
+            round_ = decision.round if decision.round is not None and decision.round.generation > self._generation \
+                else self._await_round(2.0)
             if round_ is not None:
                 if decision.reason:
                     self.log(decision.reason)
@@ -411,7 +414,7 @@ class Restarter:
         if isinstance(self.policy, JobPolicy) and self.ctx.role != "tensorboard":
             # told after the round, beside the program's stop: the keeper's answer to a ps's or the deciding
             # task's stop is a group restart round, which would stop the deciding task's program mid-save
-            telling = threading.Thread(target=self.policy.stopped, args=(None, self._round[1], f"stopped by {name} "
+            telling = threading.Thread(target=self.policy.stopped, args=(None, self._generation, f"stopped by {name} "
                                        f"(its task was killed)"), daemon=True, name="ledger-report")
             telling.start()
         left = max(0.0, self.grace - (self.clock() - began))

@@ -45,12 +45,13 @@ import os
 import signal
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from marathon_tf.contract import naming, savehook, timeline as T
 from marathon_tf.contract.phases import Phase
+from marathon_tf.contract.plan import StopReason
+from marathon_tf.contract.taskapi import HOLD, SAVE, HoldRequest, SaveRequest, TaskApiError, TaskClient
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import transport
 from marathon_tf.task.checkpoints import newest_checkpoint
@@ -63,7 +64,7 @@ from marathon_tf.task.timeline import TaskEvents
 __all__ = ["SaveHook", "SaveResult", "Saving", "SAVE_PATH", "HOLD_PATH", "AFTER_SAVE_GRACE", "MOVE_BUDGET",
            "round_budget", "hold_limit", "announce_resume"]
 
-SAVE_PATH, HOLD_PATH = "/save", "/hold"
+SAVE_PATH, HOLD_PATH = SAVE.path, HOLD.path
 #: Seconds a program gets between SIGTERM and SIGKILL once the round saved its checkpoint.
 AFTER_SAVE_GRACE = 2.0
 #: Seconds a round before a restart for a moved peer may take.
@@ -300,9 +301,8 @@ class Saving:
         if hold:
             self._expire(trainer, "self", hold_limit(self.ctx.grace_seconds))
             if asked.held:  # held for the round (bounded by its deadline): now until the stop
-                self._post_all({t: u for t, u in self.peer_urls().items() if t in asked.held},
-                               {"job": self.ctx.job, "reason": reason, "extend": True,
-                                "seconds": hold_limit(self.ctx.grace_seconds)})
+                self._hold({t: u for t, u in self.peer_urls().items() if t in asked.held},
+                           HoldRequest(self.ctx.job, reason, hold_limit(self.ctx.grace_seconds), extend=True))
         else:
             self._resume(trainer)
             self.status.update(phase=Phase.RUNNING)
@@ -411,25 +411,17 @@ class Saving:
                 and (naming.parse_task_name(t) or ("",))[0] in ("chief", "worker")}
         asked.tried = sorted(urls)
         seconds = round(max(0.0, deadline - self.clock()) + 2 * HOLD_TIMEOUT, 3)
-        body = {"job": self.ctx.job, "reason": reason, "seconds": min(seconds, hold_limit(self.ctx.grace_seconds))}
-        answers = self._post_all(urls, body)
+        answers = self._hold(urls, HoldRequest(self.ctx.job, reason, min(seconds, hold_limit(self.ctx.grace_seconds))))
         asked.held = sorted(t for t, a in answers.items() if (a or {}).get("held"))
 
     def _release(self, held: Sequence[str]) -> None:
         urls = {t: u for t, u in self.peer_urls().items() if t in held}
-        self._post_all(urls, {"job": self.ctx.job, "release": True})
+        self._hold(urls, HoldRequest(self.ctx.job, release=True))
 
-    def _post_all(self, urls: Mapping[str, str], body: dict[str, Any]) -> dict[str, Any]:
-        def post(url: str) -> Any:
-            try:
-                r = self.session.post(url + HOLD_PATH, json=body, timeout=(HOLD_TIMEOUT, HOLD_TIMEOUT))
-                return r.json() if r.status_code == 200 else None
-            except Exception:  # noqa: BLE001 - a task that does not answer is not held
-                return None
-        if not urls:
-            return {}
-        with ThreadPoolExecutor(max_workers=min(16, len(urls))) as pool:
-            return dict(zip(urls, pool.map(post, urls.values())))
+    def _hold(self, urls: Mapping[str, str], request: HoldRequest) -> dict[str, dict[str, Any] | None]:
+        """``POST /hold`` to every task of ``urls`` at once: their answers (None: no answer, or not 200)."""
+        replies = TaskClient(self.session).hold(urls, request, timeout=HOLD_TIMEOUT)
+        return {t: r.json() if r is not None and r.ok else None for t, r in replies.items()}
 
     def _expire(self, trainer: Trainer, how: str, seconds: float) -> None:
         """Let a held program go on after ``seconds`` when nothing stopped or restarted it meanwhile."""
@@ -453,13 +445,11 @@ class Saving:
         the round's answer (``ok`` true), 409 with why not."""
         if not isinstance(body, dict) or body.get("job") != self.ctx.job:
             return 400, {"ok": False, "message": f"not a save request for job {self.ctx.job!r}"}
-        hold = bool(body.get("hold"))
         try:
-            timeout = min(600.0, max(0.5, float(body.get("timeout") or 60.0)))
-        except (TypeError, ValueError):
-            return 400, {"ok": False, "message": "timeout: a number of seconds"}
-        exclude = [str(t) for t in body.get("exclude") or []][:1000]
-        result = self.save(str(body.get("reason") or "asked")[:300], hold=hold, timeout=timeout, exclude=exclude)
+            request = SaveRequest.from_json(body)
+        except TaskApiError as e:
+            return 400, {"ok": False, "message": str(e)}
+        result = self.save(request.reason, hold=request.hold, timeout=request.timeout, exclude=request.exclude)
         return (200 if result.ok else 409), result.to_dict()
 
     def post_hold(self, query: Mapping[str, str], body: Any) -> tuple[int, dict[str, Any]]:
@@ -469,8 +459,9 @@ class Saving:
         still held stays so for ``seconds`` from now (one no longer held is not held again)."""
         if not isinstance(body, dict) or body.get("job") != self.ctx.job:
             return 400, {"held": False, "message": f"not a hold for job {self.ctx.job!r}"}
+        request = HoldRequest.from_json(body)
         trainer = self.trainer
-        if body.get("release"):
+        if request.release:
             if trainer is not None and trainer.held == "outside":
                 trainer.resume()
                 self.status.update(phase=Phase.RUNNING)
@@ -478,19 +469,16 @@ class Saving:
             return 200, {"held": False}
         if trainer is None or trainer.proc is None or trainer.proc.poll() is not None:
             return 200, {"held": False, "message": "no training program runs"}
-        try:
-            seconds = float(body.get("seconds") or hold_limit(self.ctx.grace_seconds))
-        except (TypeError, ValueError):
-            seconds = hold_limit(self.ctx.grace_seconds)
+        seconds = request.seconds or hold_limit(self.ctx.grace_seconds)
         seconds = min(max(seconds, 0.5), hold_limit(self.ctx.grace_seconds))  # a hold is always bounded
-        if body.get("extend"):  # the round confirmed its checkpoint: held until the stop (never held anew)
+        if request.extend:  # the round confirmed its checkpoint: held until the stop (never held anew)
             if trainer.held == "outside":
                 self._expire(trainer, "outside", seconds)
             return 200, {"held": trainer.held == "outside"}
         if trainer.held is None:
             trainer.hold("outside")
             self.status.update(phase=Phase.SAVING)
-            self.log(f"held for the job's save round ({body.get('reason') or 'a planned stop'})")
+            self.log(f"held for the job's save round ({request.reason or 'a planned stop'})")
             self._expire(trainer, "outside", seconds)
         return 200, {"held": True, "step": self.status.light().get("step")}
 
@@ -512,18 +500,18 @@ class Saving:
         address = self.locate()
         if not address:
             return SaveResult(False, "the deciding task's address is not known")
-        body = {"job": self.ctx.job, "reason": reason, "hold": hold, "timeout": timeout, "exclude": list(exclude)}
-        try:
-            r = self.session.post(f"http://{address}{SAVE_PATH}", json=body, timeout=(2.0, timeout + 2.0))
-            return SaveResult.from_dict(r.json())
-        except Exception as e:  # noqa: BLE001 - refused, reset, timed out, not JSON: the deciding task is away
-            return SaveResult(False, f"the deciding task did not answer: {transport.short(e)}")
+        reply = TaskClient(self.session).save(address, SaveRequest(self.ctx.job, reason, hold, timeout, tuple(exclude)),
+                                              timeout=timeout + 2.0)
+        if reply.code is None or reply.body is None:  # refused, reset, timed out, not JSON: the deciding task is away
+            why = transport.short(reply.error) if reply.error is not None else f"HTTP {reply.code}, not JSON"
+            return SaveResult(False, f"the deciding task did not answer: {why}")
+        return SaveResult.from_dict(reply.body)
 
     def members_save(self) -> bool:
         """This task takes part in rounds (a cluster member with peers; not tensorboard)."""
         return self.ctx.role != "tensorboard" and len(self.ctx.members()) > 1
 
-    def before_stop(self, budget: float, planned: Callable[[], str | None] | None = None) -> SaveResult | None:
+    def before_stop(self, budget: float, planned: Callable[[], StopReason | None] | None = None) -> SaveResult | None:
         """The task is stopped (SIGTERM) with ``budget`` s for a round: the job's checkpoint first. A round that
         fails while ``planned()`` (:func:`marathon_tf.task.keeper.asked_for`) says the job ended or its app was
         removed had nothing to do: the deciding task's program has ended already (asked after the round, so a
@@ -533,8 +521,8 @@ class Saving:
         result = self.ask(f"{self.ctx.task} is stopped", hold=True, timeout=budget)
         if not result.ok and planned is not None:
             why = planned()
-            if why in ("the job ended", "its app was removed"):
-                return SaveResult(False, f"{why}: nothing to save")
+            if why is not None and why.final:
+                return SaveResult(False, f"{why.text}: nothing to save")
         return result
 
     def before_move(self, moved: Sequence[str]) -> SaveResult | None:

@@ -17,11 +17,11 @@ Returns data; never prints (the text of a timeline and of events is :mod:`marath
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping
 
 from marathon_tf.contract import labels as L, timeline as T
 from marathon_tf.contract.errors import MarathonError
+from marathon_tf.contract.taskapi import broadcast
 from marathon_tf.marathon.jobstate import planned_stop, restarting
 from marathon_tf.marathon.queue import entries_by_app, placement
 from marathon_tf.marathon.tasks import wall
@@ -103,9 +103,8 @@ def job_events(client, job: str, status: Mapping[str, Any], *,
         if shared and shared.get("shared") is not None:
             events += shared["shared"] + (shared.get("events") or [])
         elif bases:
-            with ThreadPoolExecutor(max_workers=min(16, len(bases))) as pool:
-                for body in pool.map(get, [b + "/events" for b in bases.values()]):
-                    events += (body or {}).get("events") or []
+            for body in broadcast(get, [b + "/events" for b in bases.values()]):
+                events += (body or {}).get("events") or []
     from marathon_tf.user.status import planned as planned_restart, version_cluster
 
     before: dict[str, Any] = {}

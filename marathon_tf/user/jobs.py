@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, cast
 from marathon_tf.contract import labels as L, naming, spread, taskauth, timeline
 from marathon_tf.contract.errors import (MarathonError, MarathonNotFound, MarathonTFError, SaveFailed, SpecError,
                                          Timeout, UsageError)
+from marathon_tf.contract.taskapi import SaveRequest
 from marathon_tf.marathon import transport, versions
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_state, stored_spec
@@ -481,8 +482,8 @@ def save_round(client: Client, job: str, *, reason: str = "marathon-tf checkpoin
     deadline = time.monotonic() + timeout
     while True:  # a program still starting (importing TensorFlow) is waited for, within the timeout
         left = max(0.5, deadline - time.monotonic())
-        code, body, why = transport.post_json(url, {"job": job, "reason": reason, "hold": False,
-                                                    "timeout": round(left, 1)},
+        code, body, why = transport.post_json(url, SaveRequest(job, reason, hold=False,
+                                                               timeout=round(left, 1)).to_json(),
                                               timeout=left + 10, headers=taskauth.headers(key))
         if code is None:
             raise SaveFailed(f"job {job}: its deciding task {decider} did not answer the save request ({why})")

@@ -17,7 +17,6 @@ in two steps:
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
@@ -25,6 +24,7 @@ from typing import Any, Callable, Mapping, Optional
 from marathon_tf.contract import labels as L, naming, spread
 from marathon_tf.contract.errors import MarathonNotFound, UsageError
 from marathon_tf.contract.progress import eta_seconds, job_step
+from marathon_tf.contract.taskapi import broadcast
 from marathon_tf.marathon import transport
 from marathon_tf.marathon import waiting as W
 from marathon_tf.marathon.jobstate import (STOPPED, job_labels, job_state, planned_stop, restarting, standbys,
@@ -103,10 +103,7 @@ def fetch(client: Any, job: str, *, probe: bool = True, probe_get: Optional[Prob
         url = task_url(app, task, "status", "/status") if probe and task and task.get("state") == RUNNING else None
         if url:
             urls[name] = url
-    probes: dict[str, Optional[dict]] = {}
-    if urls:
-        with ThreadPoolExecutor(max_workers=min(16, len(urls))) as pool:
-            probes = dict(zip(urls, pool.map(probe_get or _probe, urls.values())))
+    probes = broadcast(probe_get or _probe, urls)
     free = None
     if gang.waits_to_start(apps) or standbys(apps.values()):  # why they wait, in numbers
         from marathon_tf.user import capacity

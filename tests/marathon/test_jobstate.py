@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from marathon_tf.contract import labels as L
+from marathon_tf.contract.plan import StopReason
 from marathon_tf.marathon import queue as Q
 from marathon_tf.marathon.jobstate import job_labels, job_state, stored_spec, task_state
 
@@ -90,7 +91,7 @@ def test_a_new_configuration_restarts_a_task_but_a_placement_move_does_not():
     assert restarting(with_(old, off="t1")) is None
     assert restarting(with_(None, killed, off="t1")) is None
     assert restarting(with_(old, off="t0")) == old["version"]  # an earlier move of another task
-    assert planned_stop(with_(None, killed, off="t1"), old["version"]) == "its app has a new configuration"
+    assert planned_stop(with_(None, killed, off="t1"), old["version"]) is StopReason.NEW_CONFIGURATION
     assert spread.displaced({"labels": {spread.LABEL: "not json"}}) is None
     # nothing moved, a failure without a task id (as some versions write it): still the restart
     assert restarting(with_(None, {k: v for k, v in killed.items() if k != "taskId"})) == old["version"]

@@ -215,7 +215,7 @@ def test_one_group_restart_is_one_failure_whatever_fails_before_the_round_reache
     round another task's end started is a consequence of that round."""
     k, clock = keeper(make_ctx, budget=(1, 600.0), style="parameter_server")
     ps = k.record(entry(0, "ps-0", t=clock.now), generation=0, group=True)
-    assert ps.counted and ps.failures == 1 and k.generation == 1 and k.round["cause"] == "ps-0 failed (exit 3)"
+    assert ps.counted and ps.failures == 1 and k.generation == 1 and k.round.cause == "ps-0 failed (exit 3)"
     clock.now += 5 * ATTRIBUTION  # later than any attribution: the chief's RPCs to the lost ps time out
     chief = k.record(entry(1, "chief-0", t=clock.now), generation=0)
     assert not chief.counted and chief.failures == 1 and not k.ledger.over(entry(1, "chief-0"))
@@ -267,8 +267,8 @@ def test_a_hang_on_a_frozen_ps_restarts_the_group_for_the_ps_and_counts_one_fail
     hung = "no progress for 10 s since step 640; waiting for ps-0 (its TF server does not answer)"
     decision = worker.decide(143, stderr_tail=hung, killed_by=15, generation=0, peer="ps-0")
     assert decision.action is Action.GROUP_RESTART and decision.counted, decision
-    assert decision.round is not None and decision.round["generation"] == 1 and decision.round["grace"] == 0.0
-    assert k.round["cause"] == "ps-0 does not answer (worker-1 hung waiting for it)", k.round
+    assert decision.round is not None and decision.round.generation == 1 and decision.round.grace == 0.0
+    assert k.round.cause == "ps-0 does not answer (worker-1 hung waiting for it)", k.round
     assert "the job's group restarts, ps-0 with it (its program does not answer)" in decision.reason, decision.reason
     recorded = k.ledger.entries()[-1]
     assert (recorded.task, recorded.peer, recorded.counted) == ("worker-1", "ps-0", True)

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from marathon_tf.contract import labels as L
+from marathon_tf.contract.plan import StopReason
 from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.logdir import failures_path, logdir_problem
@@ -262,7 +263,7 @@ def test_a_failure_while_its_own_task_is_being_stopped_by_marathon_tf_is_not_cou
     path = tmp_path / "failures.jsonl"
     ctx = make_ctx("worker", 1, style="tf1", restart_budget=(0, 600.0))
     keeper = None if alone else Keeper(ctx, Ledger((0, 600.0), (5, 600.0)), path=str(path))
-    why: list = ["its app was removed"]
+    why: list = [StopReason.APP_REMOVED]
     p = JobPolicy(ctx, RestartBudget(0, 600, task=ctx.task, clock=Wall(), path=str(path)), keeper=keeper,
                   planned=lambda: why[0])
     outcome = p.decide(1, stderr_tail="UnavailableError: Socket closed")
@@ -288,12 +289,12 @@ def test_asked_for_reads_a_deleted_app_as_removed_and_a_newer_configuration_as_p
     client = Client(httpserver.url_for(""), retry=RetryPolicy(attempts=1, budget=1, initial=0.1, max_wait=0.1))
     httpserver.expect_request("/v2/apps/ml/mnist/worker-1").respond_with_json(
         {"message": "App '/ml/mnist/worker-1' does not exist"}, status=404)
-    assert asked_for(client, "ml/mnist", "worker-1", "2026-11-28T10:00:00.000Z") == "its app was removed"
+    assert asked_for(client, "ml/mnist", "worker-1", "2026-11-28T10:00:00.000Z") is StopReason.APP_REMOVED
     httpserver.clear()
     app = {"id": "/ml/mnist/worker-1", "labels": {}, "version": "2026-11-28T10:05:00.000Z",
            "versionInfo": {"lastConfigChangeAt": "2026-11-28T10:05:00.000Z"}}
     httpserver.expect_request("/v2/apps/ml/mnist/worker-1").respond_with_json({"app": app})
-    assert asked_for(client, "ml/mnist", "worker-1", "2026-11-28T10:00:00.000Z") == "its app has a new configuration"
+    assert asked_for(client, "ml/mnist", "worker-1", "2026-11-28T10:00:00.000Z") is StopReason.NEW_CONFIGURATION
     assert asked_for(client, "ml/mnist", "worker-1", "2026-11-28T10:05:00.000Z") is None
     assert asked_for(None, "ml/mnist", "worker-1", None) is None
 

@@ -12,7 +12,9 @@ import requests
 
 from task_helpers import FakeBackend, FakeMarathon, http_json, wait_for
 from marathon_tf.contract import naming
+from marathon_tf.contract.cluster_spec import Membership
 from marathon_tf.contract.errors import DiscoveryError
+from marathon_tf.contract.plan import Round, RoundCause, RoundKind
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task import rendezvous as ld
 from marathon_tf.task.rendezvous import leader as leader_side
@@ -529,3 +531,37 @@ def test_a_follower_of_a_scaled_job_waits_for_the_leader_of_its_own_spec(parts):
     assert scaled.direct_reads == 0 and scaled.long_polls > 0 and not set(scaled.view.peers) & {PS, W0, W1}
     same = start_follower(parts, lambda: Observation(address, "ok"))  # a follower of the leader's own spec
     assert same.wait([PS, W0], 10) == {PS: "10.0.0.1:1", W0: "127.0.0.1:2000"}
+
+
+def test_a_round_and_a_membership_reach_the_followers_as_the_typed_values_the_leader_published(parts, capfd):
+    """Issue 40: the keeper's rounds and an elastic job's membership travel in the rendezvous document through the
+    plan's one wire form (contract/plan), and the follower's view holds the same typed values the leader's does;
+    a round a task cannot read (another shape) is said in one line and not followed."""
+    backend = FakeBackend({PS: "10.0.0.1:1", W1: "10.0.0.2:2"})
+    lead, address = start_leader(parts, backend, slow=0.05)
+    follower = start_follower(parts, lambda: Observation(address, "ok"))
+    assert follower.wait([PS, W0], 10) is not None
+    round_ = Round(3, RoundKind.RESIZE, RoundCause.GROW, "worker-2 was placed", grace=0.0, restart=("worker-1",))
+    membership = Membership("worker", 2, {"worker-0": (0, "127.0.0.1:2000"), "worker-1": (1, "10.0.0.2:2")})
+    lead.view.set_membership(membership)
+    lead.view.set_round(round_)
+    wait_for(lambda: follower.restart_round()[1] is not None, 10, what="the round at the follower")
+    assert follower.restart_round() == (lead.leader_id, round_) and isinstance(follower.view.round, Round)
+    assert follower.view.membership == membership
+    assert http_json(f"http://{address}{ld.PATH}?job={JOB}")[1]["restart"] == round_.to_wire()
+
+    # a leader whose round this task cannot read: the rest of its document is taken, the round is not
+    server = StatusServer(TaskStatus(job=JOB, task="worker-0", role="worker", index=0), "127.0.0.1", 0).start()
+    parts.append(server)
+    doc = {"job": JOB, "leader": "odd", "leader_task": "worker-0", "cluster": ld.cluster_key(MEMBERS), "version": 1,
+           "complete": True, "delta": False, "peers": {"ps-0": "10.0.0.1:1", "worker-0": "10.0.0.5:5"},
+           "missing": {}, "restart": {"generation": 2, "kind": "restart", "reason": "it failed"}}
+    server.add_route(ld.PATH, lambda query: (time.sleep(0.2 if query.get("after") == "1" else 0), (200, doc))[1])
+    odd = start_follower(parts, lambda: Observation(f"127.0.0.1:{server.port}", "ok"))
+    assert odd.wait([PS, W0], 10) == {PS: "10.0.0.1:1", W0: "10.0.0.5:5"}
+    wait_for(lambda: odd.long_polls >= 2, 10, what="a second answer")
+    assert odd.restart_round() == ("odd", None)
+    said = [line for line in capfd.readouterr().err.splitlines() if "cannot follow" in line]
+    assert said == [f"marathon-tf bootstrap: rendezvous: 127.0.0.1:{server.port} sent a round this task cannot "
+                    f"follow: the leader's restart.reason: expected one of failure, preemption, infrastructure, "
+                    f"form, grow, shrink, below_min, asked, stop, moved, got 'it failed'"], said

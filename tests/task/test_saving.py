@@ -14,6 +14,7 @@ import time
 import pytest
 
 from marathon_tf.contract.phases import Phase
+from marathon_tf.contract.plan import StopReason
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.saving import SaveResult, Saving, hold_limit, round_budget
 from marathon_tf.task.status_server import TaskStatus
@@ -386,9 +387,9 @@ def test_which_planned_stops_ask_for_a_round(tmp_path):
     # a round that fails at the job's end (the deciding task's program is gone): said as the end, not a fault
     ended = make(tmp_path, decider=False, task="ps-0")
     ended.ask = lambda reason, **kw: SaveResult(False, "the deciding task did not answer: Connection reset")
-    for why in ("the job ended", "its app was removed"):
-        assert ended.before_stop(20.0, lambda: why).message == f"{why}: nothing to save"
-    for why in ("its app has a new configuration", None):  # a scale's round that failed is a fault to say
+    for why, said in ((StopReason.JOB_ENDED, "the job ended"), (StopReason.APP_REMOVED, "its app was removed")):
+        assert ended.before_stop(20.0, lambda: why).message == f"{said}: nothing to save"
+    for why in (StopReason.NEW_CONFIGURATION, None):  # a scale's round that failed is a fault to say
         assert ended.before_stop(20.0, lambda: why).message.startswith("the deciding task did not answer")
     assert ended.before_stop(20.0).message.startswith("the deciding task did not answer")
     assert ask(make(tmp_path, style="parameter_server", task="ps-0", decider=False,
@@ -520,7 +521,7 @@ def test_a_stopped_task_tells_the_keeper_only_after_its_save_round():
 
     trainer = SimpleNamespace(wait=lambda timeout=None: None, stop=lambda grace, sig: order.append("program stopped")
                               or -9)
-    me = SimpleNamespace(ctx=SimpleNamespace(role="ps"), policy=policy, _round=(None, 1), grace=10.0,
+    me = SimpleNamespace(ctx=SimpleNamespace(role="ps"), policy=policy, _generation=1, grace=10.0,
                          _signum=lambda: signal.SIGTERM, saving=SimpleNamespace(before_stop=before_stop),
                          clock=time.monotonic, log=lambda m: None, status=SimpleNamespace(update=lambda **k: None),
                          observer=SimpleNamespace(program_exited=lambda *a, **k: None))

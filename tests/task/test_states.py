@@ -3,13 +3,16 @@ actions and their decision (task/policy), the keeper's answer (task/ledger), the
 (task/budget), the exit code of a signal (contract/shellexec) and the rendezvous interface
 (task/rendezvous/base). Pure: no process, no network."""
 
+import json
 import inspect
 import signal
+from dataclasses import replace
 
 import pytest
 
 from marathon_tf.contract import labels as L
 from marathon_tf.contract.phases import METRIC_PHASES, Phase, StartPhase
+from marathon_tf.contract.plan import Round, RoundCause, RoundKind
 from marathon_tf.contract.shellexec import exit_status, signal_exit, signal_name
 from marathon_tf.task import rendezvous
 from marathon_tf.task.budget import RestartBudget, backoff
@@ -75,12 +78,16 @@ def test_the_exit_policy_of_a_task_without_a_job():
 
 def test_the_keepers_answer_on_the_wire_and_back():
     answer = Answer(counted=True, failures=2, max_failures=5, window_seconds=600.0, preemptions=1,
-                    max_preemptions=100, kind=FAILURE, keeper="k1", generation=3, round={"generation": 3})
+                    max_preemptions=100, kind=FAILURE, keeper="k1", generation=3,
+                    round=Round(3, RoundKind.RESTART, RoundCause.FAILURE, "ps-0 failed (exit 3)", delay=2.0, grace=5.0))
     wire = answer.to_dict()
     assert wire == {"keeper": "k1", "counted": True, "kind": "failure", "failures": 2, "max_failures": 5,
                     "window_seconds": 600.0, "preemptions": 1, "max_preemptions": 100, "generation": 3,
-                    "ended": False, "round": {"generation": 3}}
-    assert Answer.from_dict(wire) == answer
+                    "ended": False, "round": {"generation": 3, "kind": "restart", "reason": "failure",
+                                              "cause": "ps-0 failed (exit 3)", "delay": 2.0, "grace": 5.0}}
+    assert Answer.from_dict(json.loads(json.dumps(wire))) == answer
+    # a round this task cannot read (another shape): the counts still come through, without it
+    assert Answer.from_dict({**wire, "round": {"generation": "3"}}) == replace(answer, round=None)
     assert answer.counts() == {"failures": 2, "max_failures": 5, "window_seconds": 600.0, "preemptions": 1,
                                "max_preemptions": 100}
     assert Answer.from_dict({"failures": 1}) is None and Answer.from_dict(["x"]) is None

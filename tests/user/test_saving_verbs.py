@@ -47,7 +47,8 @@ def test_checkpoint_prints_the_step_and_the_path_and_asks_the_deciding_task(http
     assert r.exit_code == 0, r.output
     assert r.stdout.strip() == "checkpoint of mnist at step 3012: ckpt/model.ckpt-3012 (saved by worker-0 in 0.4s)"
     sent = [req.json for req, _ in httpserver.log if req.path == "/save"]
-    assert sent == [{"job": "mnist", "reason": "marathon-tf checkpoint", "hold": False, "timeout": 120.0}]
+    assert sent == [{"job": "mnist", "reason": "marathon-tf checkpoint", "hold": False, "timeout": 120.0,
+                     "exclude": []}]  # the one form of a save request (contract/taskapi SaveRequest)
     r = CliRunner().invoke(cli, ["checkpoint", "mnist", "--marathon", httpserver.url_for(""), "-o", "json"])
     assert json.loads(r.stdout) == {"job": "mnist", "task": "worker-0", "step": 3012,
                                     "path": "ckpt/model.ckpt-3012", "seconds": 0.4}

@@ -13,8 +13,9 @@ follows them (:meth:`~Rendezvous.restart_round`).
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
+from marathon_tf.contract.plan import Round
 from marathon_tf.task.discovery import PeerKey
 
 __all__ = ["Rendezvous", "Progress"]
@@ -52,7 +53,7 @@ class Rendezvous(abc.ABC):
         """Before a restart in place: wait until every peer of ``current`` is there, then the ones
         that moved; None when stopped meanwhile."""
 
-    def restart_round(self) -> tuple[str | None, dict[str, Any] | None]:
+    def restart_round(self) -> tuple[str | None, Round | None]:
         """(the rendezvous leader's id, the group restart round it published last); (None, None)
         where no rounds come through."""
         return None, None

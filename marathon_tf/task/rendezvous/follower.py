@@ -12,9 +12,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import requests
 
+from marathon_tf.contract.cluster_spec import Membership
+from marathon_tf.contract.plan import PlanError, Round
+from marathon_tf.contract.taskapi import RENDEZVOUS, TaskClient
 from marathon_tf.marathon import transport
 from marathon_tf.task.discovery import Backend, Observation, PeerKey, poll_schedule
-from marathon_tf.task.rendezvous.view import LONG_POLL, PATH, Side, cluster_key, keys, patch
+from marathon_tf.task.rendezvous.view import LONG_POLL, Side, cluster_key, keys, patch
 
 __all__ = ["FollowerRendezvous", "hint_wait_for", "fallback_after", "BUSY_TRIES"]
 
@@ -58,6 +61,7 @@ class FollowerRendezvous(Side):
         self.long_poll, self.read_slack = long_poll, read_slack  # a long poll's answer may take this much longer
         self.leader_address: str | None = None
         self.leader_id: str | None = None
+        self._bad_round = ""  # the last unreadable round a leader sent (said once)
         self.leader_detail = "not looked up yet"
         self.locates = self.long_polls = self.direct_reads = 0
         self._version = -1
@@ -146,15 +150,18 @@ class FollowerRendezvous(Side):
                   "wait": f"{self.long_poll:g}"}
         if not self._formed:  # no use for the partial views of a forming job (1,000s of them)
             params["complete"] = "1"
-        try:
-            resp = self.session.get(f"http://{self.leader_address}{PATH}", params=params,
-                                    timeout=(10.0 if self.leader_id else 3.0, self.long_poll + self.read_slack))
-            doc = resp.json() if resp.status_code == 200 else None
-        except Exception as e:  # refused / reset / timeout / not JSON: look the leader up again
-            self.leader_detail = f"leader at {self.leader_address} unreachable ({type(e).__name__})"
+        assert self.leader_address is not None  # (found before a poll)
+        reply = TaskClient(self.session).call(self.leader_address, RENDEZVOUS, params=params,
+                                              timeout=(10.0 if self.leader_id else 3.0,
+                                                       self.long_poll + self.read_slack))
+        if reply.code is None or (reply.ok and reply.body is None):  # refused / reset / timeout / not JSON
+            e = reply.error
+            why = type(e).__name__ if e is not None else "not JSON"
+            self.leader_detail = f"leader at {self.leader_address} unreachable ({why})"
             # no whole answer in time
             busy = isinstance(e, (requests.exceptions.ReadTimeout, transport.DeadlineExceeded))
             return "busy" if self.leader_id and busy else False
+        doc = reply.body if reply.ok else None
         self.long_polls += 1
         self.polls += 1
         if not isinstance(doc, dict) or doc.get("job") != self.job or not isinstance(doc.get("version"), int):
@@ -173,14 +180,26 @@ class FollowerRendezvous(Side):
         self.leader_id, self._version = str(doc.get("leader")), doc["version"]
         self.leader_detail = f"leader {doc.get('leader_task')} at {self.leader_address}"
         self.view.update(peers, missing)
-        restart = doc.get("restart")  # the leader's group restart round (the whole doc carries it)
-        self.view.set_round(restart if isinstance(restart, dict) and isinstance(restart.get("generation"), int)
-                            else None)
+        self.view.set_round(self._round(doc.get("restart")))  # the leader's last round (the whole doc carries it)
         membership = doc.get("membership")  # an elastic job's (marathon_tf.task.resize)
-        self.view.set_membership(membership if isinstance(membership, dict) else None)
+        self.view.set_membership(_membership(membership))
         if doc.get("complete"):
             self._formed = True
         return True
+
+    def _round(self, data: Any) -> Round | None:
+        """The round a leader's document carries (its ``restart``); one that is not one is said once and left out."""
+        if data is None:
+            return None
+        try:
+            return Round.from_wire(data, "the leader's restart")
+        except PlanError as e:
+            if str(e) != self._bad_round:
+                self._bad_round = str(e)
+                from marathon_tf.task import stderr
+
+                stderr.log(f"rendezvous: {self.leader_address} sent a round this task cannot follow: {e}")
+            return None
 
     def _read_direct(self) -> None:
         """No leader for a while: read the backend like a task without a leader would."""
@@ -196,3 +215,11 @@ class FollowerRendezvous(Side):
             mine = {p: a for p, a in self.view.peers.items() if p == self.me}
         self.view.update({**mine, **present}, missing)
         self._version = -1  # a leader that comes back answers at once
+
+
+def _membership(data: Any) -> Membership | None:
+    """An elastic job's membership from a leader's document (None for anything that is not one)."""
+    try:
+        return Membership.from_dict(data)
+    except (AttributeError, TypeError, ValueError, KeyError):  # members/vacant of another shape
+        return None

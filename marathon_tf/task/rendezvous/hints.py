@@ -8,11 +8,10 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Mapping
-from urllib.parse import urlencode
 
+from marathon_tf.contract.taskapi import LEADER, TaskClient
 from marathon_tf.marathon import transport
 from marathon_tf.task.discovery import PeerKey
-from marathon_tf.task.rendezvous.view import HINT_PATH
 
 __all__ = ["Hints"]
 
@@ -24,8 +23,8 @@ class Hints:
 
     A try that fails is retried later (0.25 s doubling) from a heap, not by a sender thread
     sleeping: thousands of followers whose endpoints are not up yet must not hold up the
-    hints of those that are. Each try is one bounded GET (:func:`marathon_tf.marathon.transport.get_json`:
-    2 s to connect, 2 s to answer, 4 s in all)."""
+    hints of those that are. Each try is one bounded GET through the task API's client
+    (:class:`marathon_tf.contract.taskapi.TaskClient`: 2 s to connect, 2 s to answer)."""
 
     def __init__(self, job: str, task: str, at: str, *, workers: int = 48, tries: int = 6,
                  closed: threading.Event | None = None, first_retry: float = 0.25):
@@ -59,8 +58,10 @@ class Hints:
         if self.closed.is_set() or self._pending.get(key) != address:
             return  # closed, or a newer address is being hinted
         self.tried += 1
-        query = urlencode({"job": self.job, "task": self.task, "at": self.at})
-        if transport.get_json(f"http://{address}{HINT_PATH}?{query}", timeout=4.0) is not None:  # 200 {"ok": true}
+        with transport.session(max_bytes=1 << 20) as session:  # one bounded GET: 2 s to connect, 2 s to answer
+            reply = TaskClient(session).call(address, LEADER, params={"job": self.job, "task": self.task,
+                                                                      "at": self.at}, timeout=(2.0, 2.0))
+        if reply.ok and reply.json() is not None:  # 200 {"ok": true}
             self.sent += 1
             return
         with self._lock:

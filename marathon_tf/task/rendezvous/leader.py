@@ -150,9 +150,9 @@ class LeaderRendezvous(Side):
                "version": view.version, "complete": not view.lacking(), "delta": delta is not None,
                "reads": self.polls, "events": self.events_seen, "event_stream": self._streaming()}
         if view.round is not None:
-            doc["restart"] = view.round
+            doc["restart"] = view.round.to_wire()
         if view.membership is not None:
-            doc["membership"] = view.membership
+            doc["membership"] = view.membership.to_dict()
         if delta is None:
             doc.update(peers=names(view.peers), missing=names(view.missing))
         else:

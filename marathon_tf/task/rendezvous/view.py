@@ -13,15 +13,18 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 from marathon_tf.contract import naming
+from marathon_tf.contract.cluster_spec import Membership
 from marathon_tf.contract.errors import DiscoveryError
+from marathon_tf.contract.plan import Round
+from marathon_tf.contract.taskapi import LEADER, RENDEZVOUS
 from marathon_tf.task.discovery import PeerKey, missing_message
 from marathon_tf.task.rendezvous.base import Progress, Rendezvous
 
 __all__ = ["PATH", "HINT_PATH", "MAX_WAIT", "LONG_POLL", "HISTORY", "View", "Side", "names", "patch", "keys", "diff",
            "cluster_key"]
 
-PATH = "/rendezvous"
-HINT_PATH = "/leader"
+PATH = RENDEZVOUS.path   # (contract/taskapi.py lists every route of the status port)
+HINT_PATH = LEADER.path
 MAX_WAIT = 30.0          # longest long poll the leader holds
 LONG_POLL = 25.0         # what followers ask for
 HISTORY = 1024           # changes the leader keeps to answer with deltas
@@ -75,12 +78,12 @@ class View:
         self.missing: dict[PeerKey, str] = {}
         self.version = 0
         self.deltas: collections.deque[tuple[int, dict, dict]] = collections.deque(maxlen=HISTORY)
-        #: the group restart the keeper asked for last (``{"generation", "kind", "cause", "delay",
-        #: "grace"}``, :mod:`marathon_tf.task.keeper`); None: none yet
-        self.round: dict[str, Any] | None = None
-        #: an elastic job's membership (:class:`marathon_tf.contract.cluster_spec.Membership` as a dict), published
-        #: by the deciding task (:mod:`marathon_tf.task.resize`); None: a fixed-size job, or not formed yet
-        self.membership: dict[str, Any] | None = None
+        #: the round the keeper started last (a group restart, an elastic job's resize:
+        #: :mod:`marathon_tf.task.keeper`); None: none yet
+        self.round: Round | None = None
+        #: an elastic job's membership, published by the deciding task (:mod:`marathon_tf.task.resize`); None: a
+        #: fixed-size job, or not formed yet
+        self.membership: Membership | None = None
         #: peers whose absence leaves the view complete: an elastic job's standbys (apps outside its membership)
         self.optional: frozenset[PeerKey] = frozenset()
 
@@ -100,13 +103,12 @@ class View:
                 self.formed.notify_all()
             return True
 
-    def set_membership(self, membership: Mapping[str, Any] | None, optional: frozenset[PeerKey] = frozenset()
-                       ) -> bool:
+    def set_membership(self, membership: Membership | None, optional: frozenset[PeerKey] = frozenset()) -> bool:
         """A new membership of an elastic job (a new version: the long polls answer at once)."""
         with self.cond:
             if membership == self.membership and optional == self.optional:
                 return False
-            self.membership = dict(membership) if membership is not None else None
+            self.membership = membership
             self.optional = optional
             self.deltas.append((self.version + 1, {}, {}))
             self.version += 1
@@ -115,12 +117,12 @@ class View:
                 self.formed.notify_all()
             return True
 
-    def set_round(self, round_: Mapping[str, Any] | None) -> bool:
-        """A new group restart round (a new version: the long polls answer at once)."""
+    def set_round(self, round_: Round | None) -> bool:
+        """A new round (a new version: the long polls answer at once)."""
         with self.cond:
             if round_ == self.round:
                 return False
-            self.round = dict(round_) if round_ is not None else None
+            self.round = round_
             self.deltas.append((self.version + 1, {}, {}))
             self.version += 1
             self.cond.notify_all()
@@ -246,7 +248,7 @@ class Side(Rendezvous):
             return {}
         return {p: present[p] for p in current if present[p] != current[p]}
 
-    def restart_round(self) -> tuple[str | None, dict[str, Any] | None]:
+    def restart_round(self) -> tuple[str | None, Round | None]:
         """(the leader's id, the group restart round it published last)."""
         with self.view.cond:
             return self.leader_id, self.view.round
