@@ -28,7 +28,10 @@ def test_state_comes_back_after_a_restart(tmp_path):
     state = tmp_path / "state"
     app = {"id": "/job/a", "cmd": "sleep 600", "cpus": 0.1, "mem": 16, "labels": {"marathon-tf/state": "x"},
            "portDefinitions": [{"port": 0, "name": "tf"}]}
-    crash = {"id": "/stuck/c", "cmd": "exit 3", "cpus": 0.1, "mem": 16}  # its deployment never ends
+    # its deployment never ends: no agent is that host (a task that exited at once was not enough: under load
+    # the deployment saw it running before it exited, and ended: a CI run)
+    crash = {"id": "/stuck/c", "cmd": "sleep 600", "cpus": 0.1, "mem": 16,
+             "constraints": [["hostname", "LIKE", "no-such-agent"]]}
     with LocalCluster(state_dir=state, persist=True, **FAST) as c:
         url = c.marathon_url
         assert requests.put(url + "/v2/groups/job", json={"apps": [app]}, timeout=10).status_code == 200
@@ -56,7 +59,7 @@ def test_state_comes_back_after_a_restart(tmp_path):
         assert not {t["id"] for t in new} & old_tasks
         # the deployment in flight is still there, and goes on (a forced fix replaces it)
         assert [d["id"] for d in requests.get(url + "/v2/deployments", timeout=10).json()] == [dep]
-        fix = requests.put(url + "/v2/apps/stuck/c?force=true", json={**crash, "cmd": "sleep 600"}, timeout=10)
+        fix = requests.put(url + "/v2/apps/stuck/c?force=true", json={**crash, "constraints": []}, timeout=10)
         assert fix.status_code == 200
         wait_for(lambda: requests.get(url + "/v2/deployments", timeout=10).json() == [], 20, what="deployments")
         requests.delete(url + "/v2/groups/job", timeout=10)
