@@ -85,8 +85,8 @@ def _released_by_tasks(cluster, name: str) -> float:
     from marathon_tf.marathon.client import Client
     from marathon_tf.marathon.waiting import wall
     from marathon_tf.user import jobs
-    from marathon_tf.user.status import job_status
     from marathon_tf.user.spec import load_dict
+    from marathon_tf.user.status import job_status
 
     client = Client(cluster.marathon_url)
     spec = load_dict({"name": name, "command": ["python3", "-c", "pass"], "prewarm": False,

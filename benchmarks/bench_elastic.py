@@ -30,8 +30,9 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .bench_lifecycle import _job_file
 from .common import Row, until
@@ -111,7 +112,8 @@ class _Run:
         return " | ".join(out)
 
     def deploy(self, path: Path) -> str:
-        from marathon_tf.user import jobs, spec as spec_mod
+        from marathon_tf.user import jobs
+        from marathon_tf.user import spec as spec_mod
 
         spec = spec_mod.load_job(str(path))
         spec = spec.with_overrides(discovery=dataclasses.replace(

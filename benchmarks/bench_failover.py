@@ -21,8 +21,8 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .bench_lifecycle import STEP, _job_file
 from .common import Row, median, until
@@ -90,9 +90,10 @@ def bench_next_request(quick: bool) -> list[Row]:
 
 def bench_next_step(quick: bool) -> list[Row]:
     from marathon_tf.marathon.client import Client, RetryPolicy
-    from marathon_tf.user import jobs, spec as spec_mod
-    from marathon_tf.user.status import job_status
+    from marathon_tf.user import jobs
+    from marathon_tf.user import spec as spec_mod
     from marathon_tf.user.localrun import SandboxTailer, local_cluster
+    from marathon_tf.user.status import job_status
 
     n = 3 if quick else 5
     tmp = Path(tempfile.mkdtemp(prefix="bench-failover-"))

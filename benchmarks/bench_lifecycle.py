@@ -43,8 +43,8 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .common import ROOT, Repeated, Row, median, repeat, until
 
@@ -96,10 +96,11 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
     trained again (the highest step printed before a program started again, less the checkpoint step
     ``saver`` resumed from). Returns (seconds to every trainer's step, to the last program's start, to the
     last bootstrap Marathon launched — None if it relaunched none)."""
-    from marathon_tf.user import jobs, spec as spec_mod
-    from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
     from marathon_tf.marathon.client import Client, RetryPolicy
+    from marathon_tf.user import jobs
+    from marathon_tf.user import spec as spec_mod
     from marathon_tf.user.localrun import SandboxTailer
+    from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-lifecycle-"))
     lines: list[tuple[float, str, int]] = []

@@ -246,7 +246,7 @@ class _Timeline:
         self.all_hinted_at: float | None = None
         self.hinted_at: dict[int, float] = {}
 
-    def start(self, stop: threading.Event) -> "_Timeline":
+    def start(self, stop: threading.Event) -> _Timeline:
         threading.Thread(target=self._run, args=(stop,), daemon=True).start()
         return self
 
@@ -289,7 +289,9 @@ class _Timeline:
         return "; ".join(out)
 
 
-def _simulate(total: int, simulated: int, watch: float, direct: bool = False) -> dict:
+# Over ruff's complexity limit (C901), as one piece: one scenario's steps in the order they happen (a benchmark's
+# script).
+def _simulate(total: int, simulated: int, watch: float, direct: bool = False) -> dict:  # noqa: C901
     """One simulated job; ``direct``: every task reads Marathon itself (MTF_RENDEZVOUS=direct),
     the baseline, with the same fake Marathon."""
     import requests
@@ -297,8 +299,7 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
     from marathon_tf.contract.taskenv import TaskContext
     from marathon_tf.task.bootstrap import DEFAULT_WATCH_INTERVAL
     from marathon_tf.task.discovery import MarathonBackend, watch_interval
-    from marathon_tf.task.rendezvous import DirectRendezvous
-    from marathon_tf.task.rendezvous import make_rendezvous
+    from marathon_tf.task.rendezvous import DirectRendezvous, make_rendezvous
     from marathon_tf.task.status_server import StatusServer, TaskStatus
 
     sample = sorted({1 + round(k * (total - 2) / max(1, simulated - 1)) for k in range(simulated)})

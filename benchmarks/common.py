@@ -15,9 +15,10 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 #: The folder this benchmark code is in (``python -m benchmarks.…`` runs from it).
 HARNESS = Path(__file__).resolve().parents[1]

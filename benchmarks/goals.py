@@ -9,8 +9,8 @@ needs something this machine lacks). A goal is a figure on this machine, in this
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from .common import Row
 

@@ -42,8 +42,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence
 
 HOST = "127.0.0.1"
 
@@ -75,7 +75,7 @@ def _bindable(port: int) -> bool:
     return True
 
 
-def free_ports(n: int) -> List[int]:
+def free_ports(n: int) -> list[int]:
     """``n`` distinct free TCP ports on 127.0.0.1, chosen at random *below* the kernel's ephemeral range
     and bind-tested. A port picked inside that range (a bind to port 0) can be taken by any outgoing
     connection or another program's bind before TensorFlow binds it, seconds later ("Could not start gRPC
@@ -114,17 +114,17 @@ def load_job(example_dir: os.PathLike) -> dict:
         return json.load(f)
 
 
-def cluster_for(ps: int, workers: int, chief: int) -> Dict[str, List[str]]:
+def cluster_for(ps: int, workers: int, chief: int) -> dict[str, list[str]]:
     """A ``{"chief": [...], "ps": [...], "worker": [...]}`` cluster on free local ports."""
     ports = iter(free_ports(ps + workers + chief))
-    cluster: Dict[str, List[str]] = {}
+    cluster: dict[str, list[str]] = {}
     for role, count in (("chief", chief), ("ps", ps), ("worker", workers)):
         if count:
             cluster[role] = [f"{HOST}:{next(ports)}" for _ in range(count)]
     return cluster
 
 
-def spec_flags(cluster: Dict[str, List[str]], role: str, index: int) -> List[str]:
+def spec_flags(cluster: dict[str, list[str]], role: str, index: int) -> list[str]:
     """The classic between-graph flags for one task."""
     flags = []
     for r in ("chief", "ps", "worker"):
@@ -133,7 +133,7 @@ def spec_flags(cluster: Dict[str, List[str]], role: str, index: int) -> List[str
     return flags + [f"--job_name={role}", f"--task_index={index}"]
 
 
-def tf_config(cluster: Dict[str, List[str]], role: str, index: int) -> str:
+def tf_config(cluster: dict[str, list[str]], role: str, index: int) -> str:
     return json.dumps({"cluster": cluster, "task": {"type": role, "index": index}})
 
 
@@ -143,14 +143,14 @@ def launch(
     workers: int = 2,
     chief: int = 0,
     extra_args: Sequence[str] = (),
-    env: Optional[Dict[str, str]] = None,
-    cluster_spec: Optional[str] = None,
-    logdir: Optional[os.PathLike] = None,
+    env: dict[str, str] | None = None,
+    cluster_spec: str | None = None,
+    logdir: os.PathLike | None = None,
     python: str = sys.executable,
     program: str = "train.py",
-    cwd: Optional[os.PathLike] = None,
-    delays: Optional[Dict[str, float]] = None,
-) -> List[subprocess.Popen]:
+    cwd: os.PathLike | None = None,
+    delays: dict[str, float] | None = None,
+) -> list[subprocess.Popen]:
     """Start every task of an example; return their ``Popen`` objects (chief, ps, workers order).
 
     ``cluster_spec`` is ``"flags"``, ``"tf_config"`` or ``"both"``; by default it is taken from the
@@ -179,7 +179,7 @@ def launch(
              for index, address in enumerate(cluster.get(role, []))]
     tasks.sort(key=lambda t: delays.get(f"{t[0]}-{t[1]}", 0.0))  # stable: undelayed keep their order
     t0 = time.monotonic()
-    procs: List[subprocess.Popen] = []
+    procs: list[subprocess.Popen] = []
     try:
         for role, index, address in tasks:
             pause = t0 + delays.get(f"{role}-{index}", 0.0) - time.monotonic()
@@ -211,7 +211,7 @@ def launch(
     return sorted(procs, key=lambda p: (order[p.role], p.index))
 
 
-def deciding(procs: Iterable[subprocess.Popen], completion: str) -> List[subprocess.Popen]:
+def deciding(procs: Iterable[subprocess.Popen], completion: str) -> list[subprocess.Popen]:
     """The tasks whose exit ends the job: ``chief``, ``worker0`` or ``all_workers``."""
     procs = list(procs)
     if completion == "chief":
@@ -237,7 +237,7 @@ def wait(
     completion: str = "all_workers",
     timeout: float = 300.0,
     fail_fast: bool = True,
-) -> Dict[str, int]:
+) -> dict[str, int]:
     """Wait until the deciding tasks have exited; return ``{name: returncode}`` for them.
 
     With ``fail_fast`` a deciding task exiting non-zero ends the wait at once.  Any task dying
@@ -274,7 +274,7 @@ def _sample_rss(p: subprocess.Popen) -> None:
         pass
 
 
-def first_step_seconds(p: subprocess.Popen) -> Optional[float]:
+def first_step_seconds(p: subprocess.Popen) -> float | None:
     """Seconds from the task's start to the ``first_step_time=`` it printed (None if it did not)."""
     for line in Path(p.stdout_path).read_text(errors="replace").splitlines():
         if line.startswith("first_step_time="):
@@ -306,7 +306,7 @@ def _signal_group(p: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Hand-launch an example's TF tasks on 127.0.0.1 (arguments after -- go to train.py).")
     parser.add_argument("example_dir")

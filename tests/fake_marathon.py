@@ -15,7 +15,8 @@ from typing import Any
 
 from werkzeug import Request, Response
 
-from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import naming
 from marathon_tf.marathon.client import Client, RetryPolicy
 
 JOB = "ml/mnist"

@@ -14,8 +14,8 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Union
 
 
 @dataclass
@@ -30,7 +30,7 @@ class Request:
 @dataclass
 class Answer:
     status: int = 200
-    body: Union[bytes, Iterable[bytes]] = b""
+    body: bytes | Iterable[bytes] = b""
     headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "application/json"})
     reason: str = ""
     drip: float = 0.0
@@ -56,7 +56,7 @@ class Hostile:
         self._accept = threading.Thread(target=self._run, name="hostile-accept", daemon=True)
         self._accept.start()
 
-    def __enter__(self) -> "Hostile":
+    def __enter__(self) -> Hostile:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -84,7 +84,7 @@ class Hostile:
         while not self._stop.is_set():
             try:
                 conn, _ = self._sock.accept()
-            except (socket.timeout, OSError):
+            except (TimeoutError, OSError):
                 continue
             with self._lock:
                 self._conns.add(conn)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, *, interval: float = 0.05, what: str = "") -> Any:

@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Optional
 
 __all__ = ["Block", "Plan", "blocks", "plan", "SHELLS", "PORTS"]
 
@@ -83,8 +82,8 @@ class Block:
 
 @dataclass
 class Plan:
-    script: Optional[str] = None      # the bash script to run (None: nothing to run)
-    skip: Optional[str] = None        # why it is not run
+    script: str | None = None      # the bash script to run (None: nothing to run)
+    skip: str | None = None        # why it is not run
     notes: list = field(default_factory=list)  # what was changed, and why
     expect: list = field(default_factory=list)
     timeout: float = 600.0
@@ -127,7 +126,7 @@ def blocks(markdown: str) -> list[Block]:
     return out
 
 
-def job_file(block: Block) -> Optional[dict]:
+def job_file(block: Block) -> dict | None:
     """A json block's job file, or None when it is none."""
     if block.lang != "json":
         return None

@@ -54,7 +54,7 @@ def test_every_public_result_class_is_exported(name):
 
 
 def test_what_the_api_raises_is_exported():
-    from marathon_tf import JobFailed, NotPlaced, JobStatus
+    from marathon_tf import JobFailed, JobStatus, NotPlaced
 
     status = JobStatus.from_dict({"job": "j", "state": "NotPlaced", "reason": "worker: 1/2 placed"})
     assert isinstance(status.error(), NotPlaced) and status.error().exit_code == 4

@@ -145,7 +145,7 @@ def test_the_users_side_never_imports_the_local_clusters_model_of_mesos():
 
 
 #: all the Mesos model imports besides itself and ``contract``: no I/O, no threads, no clock
-MESOS_MAY_USE = {"__future__", "dataclasses", "math", "re", "typing"}
+MESOS_MAY_USE = {"__future__", "collections", "dataclasses", "math", "re", "typing"}  # (collections.abc: its typing)
 
 
 def test_the_mesos_model_is_pure():

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from e2e_helpers import communicate_or_stop
 from leaks import wait_no_processes
 from readme_blocks import PORTS, SHELLS, blocks, job_file, plan

@@ -2,7 +2,6 @@
 markers, what is changed and what is skipped, each with its reason."""
 
 import pytest
-
 from readme_blocks import blocks, job_file, plan
 
 README = '''# demo

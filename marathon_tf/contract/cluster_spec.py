@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from marathon_tf.contract import naming
 
@@ -108,7 +108,7 @@ class Membership:
                 "vacant": {str(i): a for i, a in sorted(self.vacant.items())}}
 
     @classmethod
-    def from_dict(cls, data: object) -> "Membership | None":
+    def from_dict(cls, data: object) -> Membership | None:
         """Read one back (None for anything that is not one)."""
         if not isinstance(data, dict) or not isinstance(data.get("generation"), int):
             return None

@@ -30,7 +30,7 @@ import socket
 import threading
 import time
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any
 
 from marathon_tf.contract.errors import MarathonTFError
 
@@ -76,7 +76,7 @@ def _pid_alive(pid: Any) -> bool:
         return True
 
 
-def process_start(pid: Any) -> Optional[str]:
+def process_start(pid: Any) -> str | None:
     """A process's start time (clock ticks since boot, ``/proc/<pid>/stat`` field 22): with its pid, the
     process's identity; None when it cannot be read (no such process, no ``/proc``)."""
     try:
@@ -102,7 +102,7 @@ def _stale(holder: dict[str, Any], host: str, now: float) -> bool:
     return not isinstance(beat, (int, float)) or now - beat > STALE_AFTER
 
 
-def _read(path: str) -> Optional[dict[str, Any]]:
+def _read(path: str) -> dict[str, Any] | None:
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -113,12 +113,12 @@ def _read(path: str) -> Optional[dict[str, Any]]:
     return data if isinstance(data, dict) else {}
 
 
-def lock_record(logdir: str) -> Optional[dict[str, Any]]:
+def lock_record(logdir: str) -> dict[str, Any] | None:
     """``<logdir>/.marathon-tf/lock`` as written, live or stale (None: no lock; ``{}``: unreadable)."""
     return _read(os.path.join(logdir, LOCK_FILE))
 
 
-def holder(logdir: str) -> Optional[dict[str, Any]]:
+def holder(logdir: str) -> dict[str, Any] | None:
     """The live holder of ``<logdir>/.marathon-tf/lock``; None when nobody (alive) holds it."""
     current = _read(os.path.join(logdir, LOCK_FILE))
     if not current or _stale(current, socket.gethostname(), time.time()):
@@ -133,7 +133,7 @@ class Lock:
         self.logdir, self.record, self.owned = logdir, record, owned
         self.path = os.path.join(logdir, LOCK_FILE)
         self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
 
     def _write(self) -> None:
         self.record["heartbeat"] = time.time()
@@ -156,7 +156,7 @@ class Lock:
         if self.owned:
             self._write()
 
-    def keep_alive(self) -> "Lock":
+    def keep_alive(self) -> Lock:
         """Refresh in a daemon thread every :data:`HEARTBEAT` seconds until :meth:`release`."""
         if self.owned and self._thread is None:
             def beat() -> None:
@@ -180,7 +180,7 @@ class Lock:
             self.owned = False
 
 
-def acquire(logdir: str, job: str, run: str = "", *, pid: Optional[int] = None) -> Lock:
+def acquire(logdir: str, job: str, run: str = "", *, pid: int | None = None) -> Lock:
     """Take ``<logdir>/.marathon-tf/lock`` for ``job`` (``run``: the run's identity, e.g. its Marathon
     URL and job). Returns the held lock (``owned`` False when a live holder of the same run keeps
     it); raises :class:`LogdirLocked` naming the live holder of another run; ``OSError`` when the

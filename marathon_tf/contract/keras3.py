@@ -13,7 +13,7 @@ and TensorFlow routes ``tf.keras`` to it when ``TF_USE_LEGACY_KERAS`` is ``1``/`
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 __all__ = ["LEGACY_VAR", "LEGACY_VALUES", "FIX", "uses_legacy_keras", "runtime_failure"]
 

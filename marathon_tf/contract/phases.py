@@ -65,7 +65,7 @@ class Phase(str, enum.Enum):
         return _METRIC_WORDS[self]
 
     @classmethod
-    def of(cls, value: Any) -> "Phase":
+    def of(cls, value: Any) -> Phase:
         """The phase a ``/status`` says (a member or its value); ValueError for anything else."""
         try:
             return cls(value)

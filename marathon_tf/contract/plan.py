@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from marathon_tf.contract.cluster_spec import Membership
 from marathon_tf.contract.labels import JobState
@@ -181,7 +182,7 @@ class Round:
         return out
 
     @classmethod
-    def from_wire(cls, data: Any, what: str = "round") -> "Round":
+    def from_wire(cls, data: Any, what: str = "round") -> Round:
         """Read one back; :class:`PlanError` (one line) for a wrong shape, unknown keys ignored."""
         data = _mapping(data, what)
         restart = data.get("restart")
@@ -214,7 +215,7 @@ class Counts:
                 "preemptions": self.preemptions, "max_preemptions": self.max_preemptions}
 
     @classmethod
-    def from_wire(cls, data: Any, what: str = "ledger") -> "Counts":
+    def from_wire(cls, data: Any, what: str = "ledger") -> Counts:
         data = _mapping(data, what)
         return cls(failures=_int(data, "failures", what, default=0),
                    max_failures=_int(data, "max_failures", what, default=0),
@@ -244,7 +245,7 @@ class JobPlan:
                 "verdict": self.verdict.value if self.verdict is not None else None}
 
     @classmethod
-    def from_wire(cls, data: Any) -> "JobPlan":
+    def from_wire(cls, data: Any) -> JobPlan:
         """Read one back; :class:`PlanError` (one line) for a wrong shape or a newer format, unknown keys ignored."""
         data = _mapping(data, "plan")
         version = _int(data, "format", "plan", default=FORMAT, least=1)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 __all__ = ["StepRate", "eta_seconds", "describe", "duration", "parse_duration", "median", "window_text",
            "job_step", "STEP_ROLES"]

@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any
 
 __all__ = ["LABEL", "RULES_LABEL", "HOLD", "RELATIONAL", "Rule", "Scope", "Member", "Plan", "relational",
            "is_hostname", "escape", "value_text", "rules_of", "split", "strip", "translate", "breaches",
@@ -74,7 +75,7 @@ def _alternation(values: Iterable[str]) -> str:
     return "|".join(escape(v) for v in sorted(set(values)))
 
 
-def value_text(raw: Any) -> Optional[str]:
+def value_text(raw: Any) -> str | None:
     """An attribute value of the Mesos master's JSON as Marathon compares it: numbers with up to three
     decimals (``DecimalFormat("0.###")``), anything else as its text; None stays None."""
     if raw is None:
@@ -100,7 +101,7 @@ class Rule:
     value: str = ""
 
     @classmethod
-    def of(cls, c: Sequence[str]) -> "Rule":
+    def of(cls, c: Sequence[str]) -> Rule:
         return cls(c[0], c[1], c[2] if len(c) > 2 else "")
 
     def constraint(self) -> Constraint:
@@ -117,7 +118,7 @@ class Rule:
         except ValueError:
             return 0
 
-    def presence(self) -> Optional[Constraint]:
+    def presence(self) -> Constraint | None:
         """An attribute rule needs the attribute (``Constraints.scala``: an offer without the field meets
         only UNLIKE, so Marathon's own UNIQUE/MAX_PER/GROUP_BY/CLUSTER never place there)."""
         return None if is_hostname(self.field) else (self.field, "LIKE", ".*")
@@ -149,7 +150,7 @@ def rules_of(constraints: Iterable[Sequence[str]]) -> tuple[tuple[Constraint, ..
     return tuple(kept), tuple(rules)
 
 
-def scope_of_app(app: Mapping[str, Any]) -> Optional[tuple[str, tuple[Rule, ...]]]:
+def scope_of_app(app: Mapping[str, Any]) -> tuple[str, tuple[Rule, ...]] | None:
     """An app's scope and rules from its :data:`RULES_LABEL`; None when it has none (or it is unreadable)."""
     raw = (app.get("labels") or {}).get(RULES_LABEL)
     if not raw:
@@ -191,7 +192,7 @@ def strip(app: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def label_value(added: Sequence[Constraint], why: str, off: Optional[str] = None, *, written: bool = False) -> str:
+def label_value(added: Sequence[Constraint], why: str, off: str | None = None, *, written: bool = False) -> str:
     """The :data:`LABEL` text: the constraints the placement added, why, and ``off``: the id of the task
     this write stops (a change of an app's constraints restarts its task: the placement's doing, not a
     new configuration of the job, :func:`displaced`). ``written``: by the job's leader (its placer), not
@@ -216,7 +217,7 @@ def placement_write(app: Mapping[str, Any]) -> bool:
         return False
 
 
-def displaced(app: Mapping[str, Any]) -> Optional[str]:
+def displaced(app: Mapping[str, Any]) -> str | None:
     """The id of the task the placement's last write to ``app`` stopped (moved or held), or None."""
     raw = (app.get("labels") or {}).get(LABEL)
     if not raw:
@@ -231,7 +232,7 @@ def displaced(app: Mapping[str, Any]) -> Optional[str]:
 # -- one rule against the values siblings hold --------------------------------------------------
 
 
-def _counts(values: Iterable[Optional[str]]) -> dict[str, int]:
+def _counts(values: Iterable[str | None]) -> dict[str, int]:
     out: dict[str, int] = {}
     for v in values:
         if v is not None:
@@ -239,7 +240,7 @@ def _counts(values: Iterable[Optional[str]]) -> dict[str, int]:
     return out
 
 
-def _cap(rule: Rule, total: int) -> Optional[int]:
+def _cap(rule: Rule, total: int) -> int | None:
     """How many tasks of the scope one value may hold (None: no fixed cap)."""
     if rule.operator == "UNIQUE":
         return 1
@@ -250,7 +251,7 @@ def _cap(rule: Rule, total: int) -> Optional[int]:
     return None
 
 
-def translate(rule: Rule, held: Sequence[Optional[str]], total: int) -> tuple[Constraint, ...]:
+def translate(rule: Rule, held: Sequence[str | None], total: int) -> tuple[Constraint, ...]:
     """The per-app constraints that let one more task of the scope go only where ``rule`` allows,
     the siblings (placed) holding ``held`` (one value each); ``total``: the scope's tasks."""
     counts = _counts(held)
@@ -268,7 +269,7 @@ def translate(rule: Rule, held: Sequence[Optional[str]], total: int) -> tuple[Co
     return ((rule.field, "UNLIKE", _alternation(full)),) if full else ()
 
 
-def breaches(rule: Rule, placed: Sequence[tuple[str, Optional[str]]], total: int) -> list[str]:
+def breaches(rule: Rule, placed: Sequence[tuple[str, str | None]], total: int) -> list[str]:
     """The tasks that break ``rule`` where they are, ``placed`` (task, its value) in the order they
     keep their place (the job's leader first, then the longest placed): the later ones move."""
     move: list[str] = []
@@ -308,7 +309,7 @@ def breaches(rule: Rule, placed: Sequence[tuple[str, Optional[str]]], total: int
     return move
 
 
-def infeasible(rule: Rule, scope: str, tasks: int, agents: Sequence[Optional[str]]) -> Optional[str]:
+def infeasible(rule: Rule, scope: str, tasks: int, agents: Sequence[str | None]) -> str | None:
     """Why no placement of ``tasks`` tasks can satisfy ``rule`` on agents with these values of its field
     (one per registered agent; None: the agent lacks it), in one line; None when some can."""
     distinct = sorted({v for v in agents if v is not None})
@@ -344,9 +345,9 @@ class Member:
     base: tuple[Constraint, ...] = ()
     added: tuple[Constraint, ...] = ()
     why: str = ""
-    host: Optional[str] = None
+    host: str | None = None
     staged: str = ""
-    values: Mapping[str, Optional[str]] = field(default_factory=dict)
+    values: Mapping[str, str | None] = field(default_factory=dict)
 
     @property
     def held(self) -> bool:
@@ -361,7 +362,7 @@ class Plan:
     writes: dict[str, tuple[tuple[Constraint, ...], str]] = field(default_factory=dict)
     moves: list[str] = field(default_factory=list)
     blocking: dict[str, str] = field(default_factory=dict)
-    released: Optional[str] = None
+    released: str | None = None
 
     @property
     def settled(self) -> bool:
@@ -375,7 +376,7 @@ def held_why(scope: Scope) -> str:
             f"by the job's leader")
 
 
-def _order(members: Mapping[str, Member], tasks: Sequence[str], leader: Optional[str]) -> list[str]:
+def _order(members: Mapping[str, Member], tasks: Sequence[str], leader: str | None) -> list[str]:
     """Who keeps its place first: the leader, then the earliest staged, then the job's order."""
     index = {t: i for i, t in enumerate(tasks)}
     return sorted((t for t in tasks if members[t].host is not None),
@@ -386,7 +387,7 @@ def _where(members: Mapping[str, Member], tasks: Iterable[str]) -> str:
     return ", ".join(f"{members[t].host} ({t})" for t in tasks)
 
 
-def plan(scope: Scope, members: Mapping[str, Member], leader: Optional[str] = None) -> Plan:
+def plan(scope: Scope, members: Mapping[str, Member], leader: str | None = None) -> Plan:
     """One round for ``scope`` (see the module): tasks breaking a rule move, one waiting task at a
     time is released with the constraints its siblings' values give, the other waiting ones are held.
     A placed task that keeps its place is never written to (a constraint change restarts it)."""

@@ -17,9 +17,10 @@ and :func:`broadcast` the one fan-out to many tasks (a bounded pool of threads, 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 __all__ = ["Route", "ROUTES", "HEALTH", "STATUS", "PROGRESS", "METRICS", "EVENTS", "LEDGER_VIEW", "RENDEZVOUS",
            "LEADER", "SAVE", "HOLD", "LEDGER", "TaskApiError", "SaveRequest", "HoldRequest", "LedgerReport", "Reply",
@@ -102,7 +103,7 @@ class SaveRequest:
                 "exclude": list(self.exclude)}
 
     @classmethod
-    def from_json(cls, body: Any) -> "SaveRequest":
+    def from_json(cls, body: Any) -> SaveRequest:
         body = _object(body, SAVE)
         timeout = _seconds(body, "timeout", SAVE)
         return cls(job=str(body.get("job") or ""), reason=str(body.get("reason") or "asked")[:300],
@@ -131,7 +132,7 @@ class HoldRequest:
         return out
 
     @classmethod
-    def from_json(cls, body: Any) -> "HoldRequest":
+    def from_json(cls, body: Any) -> HoldRequest:
         body = _object(body, HOLD)
         try:
             seconds = _seconds(body, "seconds", HOLD)
@@ -160,7 +161,7 @@ class LedgerReport:
                 "app_version": self.app_version, "history": [dict(h) for h in self.history]}
 
     @classmethod
-    def from_json(cls, body: Any) -> "LedgerReport":
+    def from_json(cls, body: Any) -> LedgerReport:
         body = _object(body, LEDGER)
         entry = body.get("entry")
         if not isinstance(entry, Mapping):

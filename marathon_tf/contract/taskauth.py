@@ -43,8 +43,9 @@ import os
 import secrets
 import socket
 import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from marathon_tf.contract import taskapi

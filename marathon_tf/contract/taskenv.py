@@ -79,9 +79,10 @@ cluster, a file-based secret (DC/OS Enterprise) can be named the same way.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 __all__ = ["TaskContext", "ENV_PREFIX", "PREWARM_SOCKET_VAR", "FORKED_PID_FILE", "TOKEN_FILE_VAR", "WORKERS_VAR",
            "marathon_token", "Kind", "Var", "VARS", "prewarm_modules"]
@@ -166,7 +167,7 @@ class TaskContext:
         return env
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> "TaskContext":
+    def from_env(cls, environ: Mapping[str, str]) -> TaskContext:
         """Read the context back; raises ValueError naming the variable that is wrong."""
         return cls(**{var.field: var.read(environ) for var in VARS})
 

@@ -28,8 +28,9 @@ A job's goodput (its wall time split by cause) is computed from the same events:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from marathon_tf.contract.phases import StartPhase
 

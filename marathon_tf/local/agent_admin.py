@@ -9,7 +9,7 @@ none: as large as the machine), ``POST /_local/agents/<agent-N | id | 127.0.0.N>
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -24,7 +24,7 @@ __all__ = ["AgentAdmin", "add_agent_admin_routes"]
 class AgentAdmin:
     """What can be done to the agents (on the scheduler's event loop)."""
 
-    def __init__(self, scheduler: "Scheduler") -> None:
+    def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
         self.agents = scheduler.agents
 
@@ -35,7 +35,7 @@ class AgentAdmin:
             raise KeyError(f"no agent {key!r} (agents: {', '.join(a.name for a in self.agents.all)})")
         return agent
 
-    def add(self, resources: Optional[str] = None, attributes: Optional[str] = None) -> Agent:
+    def add(self, resources: str | None = None, attributes: str | None = None) -> Agent:
         """A new agent joins (ValueError for bad resources or attributes); it is offered at once."""
         agent = self.agents.add(resources, attributes)
         self.scheduler.wake()

@@ -26,7 +26,7 @@ import asyncio
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from .agents import Agent
 from .state import AppState, Task
@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["AgentLoss", "strategy_seconds"]
 
 
-def strategy_seconds(spec: dict) -> Optional[tuple[float, float]]:
+def strategy_seconds(spec: dict) -> tuple[float, float] | None:
     """``(inactiveAfterSeconds, expungeAfterSeconds)`` of an app, None when ``"disabled"``."""
     strategy = spec.get("unreachableStrategy")
     if strategy == "disabled":
@@ -49,7 +49,7 @@ def strategy_seconds(spec: dict) -> Optional[tuple[float, float]]:
 class AgentLoss:
     """The scheduler's side of lost agents (all on its event loop)."""
 
-    def __init__(self, scheduler: "Scheduler") -> None:
+    def __init__(self, scheduler: Scheduler) -> None:
         self.s = scheduler
         #: task id -> (state, message) of a task that ended while its agent was lost.
         self._exits: dict[str, tuple[str, str]] = {}
@@ -91,7 +91,7 @@ class AgentLoss:
         self.s.wake()
         return changed
 
-    def _kill(self, proc: Optional[asyncio.subprocess.Process]) -> None:
+    def _kill(self, proc: asyncio.subprocess.Process | None) -> None:
         if proc is not None:
             self.s.launcher.signal_group(proc.pid, signal.SIGKILL)
 

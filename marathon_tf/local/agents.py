@@ -30,9 +30,9 @@ import os
 import shutil
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
 
 from marathon_tf.mesos.agents import AgentInfo
 from marathon_tf.mesos.resources import Ranges, Resource, parse_attributes, parse_resources
@@ -49,7 +49,7 @@ _MIB = 1024 * 1024
 _GIB = 1024 * _MIB
 
 
-def per_agent(values: Sequence[str], count: int, what: str) -> list[Optional[str]]:
+def per_agent(values: Sequence[str], count: int, what: str) -> list[str | None]:
     """The value of each of ``count`` agents: every ``|``-separated part of every value, in turn
     (cycling); ``[None] * count`` when none is given."""
     parts = [p.strip() for v in values for p in v.split("|")]
@@ -111,9 +111,9 @@ class Agent(AgentInfo):
     work_dir: Path
     state: str = "active"
     registered_time: float = field(default_factory=time.time)
-    reregistered_time: Optional[float] = None
+    reregistered_time: float | None = None
     #: When the master last lost contact (``time.monotonic()``), None while active.
-    lost_at: Optional[float] = None
+    lost_at: float | None = None
 
     def __post_init__(self) -> None:
         self.id = self.id or f"{_ID_PREFIX}-S{self.index - 1}"
@@ -151,7 +151,7 @@ class Agents:
                               per_agent(attributes, count, "--agent-attributes")):
             self.add(res, attrs)
 
-    def add(self, resources: Optional[str] = None, attributes: Optional[str] = None) -> Agent:
+    def add(self, resources: str | None = None, attributes: str | None = None) -> Agent:
         """A new agent (next index, next address) with these resources and attributes (Mesos syntax;
         ``resources`` None: as large as the machine, not enforced). Raises ValueError for bad syntax."""
         index = len(self.all) + 1
@@ -175,11 +175,11 @@ class Agents:
         self.all.append(agent)
         return agent
 
-    def get(self, key: str) -> Optional[Agent]:
+    def get(self, key: str) -> Agent | None:
         """The agent with this id, name (``agent-2``) or hostname."""
         return next((a for a in self.all if key in (a.id, a.name, a.hostname)), None)
 
-    def by_id(self, agent_id: str) -> Optional[Agent]:
+    def by_id(self, agent_id: str) -> Agent | None:
         return next((a for a in self.all if a.id == agent_id), None)
 
     def active(self) -> list[Agent]:

@@ -16,21 +16,22 @@ import signal
 import sys
 import tempfile
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any
 
 from aiohttp import web
 
 from .agents import Agents
 from .faults import FaultInjector
+from .launcher import Launcher, WarmPoolFactory
 from .leadership import Leadership
 from .mesos_dns import MesosDns
 from .ports import PortInUse, busy_ports, runner_ports
-from .security import Credentials, Security
-from .taskscope import read_only
-from .launcher import Launcher, WarmPoolFactory
 from .revive import DECLINE_OFFER_DURATION, MIN_REVIVE_OFFERS_INTERVAL
+from .security import Credentials, Security
 from .server import DEFAULT_FEATURES, FEATURES, Runtime, create_app
+from .taskscope import read_only
 from .versions import SCALE_APPS_INTERVAL, played
 
 #: Marathon's ``--zk_session_timeout`` default (``M@1.11:src/main/scala/mesosphere/marathon/ZookeeperConf.scala``:
@@ -95,17 +96,17 @@ class LocalCluster:
     Bad values raise ValueError.
     """
 
-    def __init__(self, state_dir: Union[str, Path, None] = None, host: str = "127.0.0.1",
+    def __init__(self, state_dir: str | Path | None = None, host: str = "127.0.0.1",
                  marathon_port: int = 0, dns_port: int = 0, dns_http_port: int = 0, dns_refresh: float = 1.0,
                  dns_ttl: int = 5, heartbeat: float = 10.0, kill_grace: float = 3.0, kill_grace_cap: float = 30.0,
-                 shutdown_grace: float = 2.0, auth: Optional[Credentials] = None, allow_origins: tuple = (),
-                 ui_dir: Union[str, Path, None] = None, warm_pool: Optional[WarmPoolFactory] = None,
-                 marathon_instances: int = 1, election_gap: Optional[float] = None,
+                 shutdown_grace: float = 2.0, auth: Credentials | None = None, allow_origins: tuple = (),
+                 ui_dir: str | Path | None = None, warm_pool: WarmPoolFactory | None = None,
+                 marathon_instances: int = 1, election_gap: float | None = None,
                  agents: int = 1, agent_resources: Sequence[str] = (), agent_attributes: Sequence[str] = (),
-                 features: Sequence[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: Optional[str] = None,
+                 features: Sequence[str] = DEFAULT_FEATURES, gpu_scheduling_behavior: str | None = None,
                  persist: bool = False, zk_session_timeout: float = ZK_SESSION_TIMEOUT,
                  filter_gpu_resources: bool = True, offer_filter: float = DECLINE_OFFER_DURATION,
-                 revive_interval: float = MIN_REVIVE_OFFERS_INTERVAL, marathon_version: Optional[str] = None,
+                 revive_interval: float = MIN_REVIVE_OFFERS_INTERVAL, marathon_version: str | None = None,
                  scale_apps_interval: float = SCALE_APPS_INTERVAL) -> None:
         if marathon_instances < 1:
             raise ValueError("marathon_instances must be at least 1")
@@ -132,7 +133,7 @@ class LocalCluster:
         if gap < 0 or offer_filter < 0 or revive_interval < 0:
             raise ValueError("zk_session_timeout, offer_filter and revive_interval cannot be negative")
         self._ha: dict[str, Any] = dict(instances=marathon_instances, election_gap=float(gap))
-        self._leadership: Optional[Leadership] = None
+        self._leadership: Leadership | None = None
         self._agents = Agents(self.state_dir, host, agents, agent_resources, agent_attributes)
         self._options: dict[str, Any] = dict(heartbeat=heartbeat, kill_grace=kill_grace, kill_grace_cap=kill_grace_cap,
                              shutdown_grace=shutdown_grace, agents=self._agents, features=features,
@@ -144,10 +145,10 @@ class LocalCluster:
         self._dns_options: dict[str, Any] = dict(refresh=dns_refresh, ttl=dns_ttl)
         #: Built before the servers start, so that :meth:`prewarm` can start interpreters first.
         self.launcher = Launcher(self.state_dir, host, kill_grace_cap, warm_pool=warm_pool)
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._thread: Optional[threading.Thread] = None
-        self._rt: Optional[Runtime] = None
-        self._dns: Optional[MesosDns] = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._rt: Runtime | None = None
+        self._dns: MesosDns | None = None
         self._runners: list[web.AppRunner] = []
         self._background: list[asyncio.Task] = []
         self._stopping = False
@@ -159,7 +160,7 @@ class LocalCluster:
         self.mesos_dns_http = ""
 
     # -- lifecycle ----------------------------------------------------------------------
-    def start(self) -> "LocalCluster":
+    def start(self) -> LocalCluster:
         """Start the servers; returns when they listen."""
         if self._thread is not None:
             return self
@@ -282,7 +283,7 @@ class LocalCluster:
         """Block until :meth:`stop` has finished (called from another thread)."""
         self._done.wait()
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -309,7 +310,7 @@ class LocalCluster:
         """Requests that reached the Marathon API: ``{method, path, query, status, fault, time}``."""
         return self.faults.requests()
 
-    def kill_task(self, app_id: str, sig: Union[str, int] = "KILL", task_id: Optional[str] = None) -> list[str]:
+    def kill_task(self, app_id: str, sig: str | int = "KILL", task_id: str | None = None) -> list[str]:
         """Signal the process group of an app's running tasks (a crash Marathon did not ask for)."""
         signum = sig if isinstance(sig, int) else int(getattr(signal, "SIG" + sig.upper().removeprefix("SIG")))
         assert self._rt is not None, "cluster not started"
@@ -317,7 +318,7 @@ class LocalCluster:
 
     # -- HA Marathon (marathon_instances > 1) ------------------------------------------------
     @property
-    def leader_url(self) -> Optional[str]:
+    def leader_url(self) -> str | None:
         """The elected leader's URL; None during an election."""
         assert self._leadership is not None, "cluster not started"
         return self.call(lambda: (self._leadership.leader.url if self._leadership.leader else None))
@@ -327,7 +328,7 @@ class LocalCluster:
         ``zk_session_timeout`` seconds later; the tasks run on."""
         return self.kill_instance(None)
 
-    def kill_instance(self, url: Optional[str]) -> str:
+    def kill_instance(self, url: str | None) -> str:
         """Crash the instance at ``url`` (None: the leader); returns its URL."""
         assert self._leadership is not None, "cluster not started"
         inst = self.call(lambda: self._leadership.find(url))
@@ -344,7 +345,7 @@ class LocalCluster:
             raise ValueError(f"no Marathon instance {url}")
         self.call(self._leadership.start_instance(inst))
 
-    def events(self, event_type: Optional[str] = None) -> list[dict]:
+    def events(self, event_type: str | None = None) -> list[dict]:
         """Events published so far (oldest first)."""
         assert self._rt is not None, "cluster not started"
         return self._rt.bus.recent(event_type)
@@ -353,7 +354,7 @@ class LocalCluster:
         """Every agent: ``id``, ``name``, ``hostname``, ``state``, ``sandboxes``, ``resources``, ``attributes``."""
         return self.call(lambda: [a.describe() for a in self._agents.all])
 
-    def add_agent(self, resources: Optional[str] = None, attributes: Optional[str] = None) -> dict:
+    def add_agent(self, resources: str | None = None, attributes: str | None = None) -> dict:
         """A new agent joins (Mesos syntax as for ``agent_resources``; None: as large as the machine)."""
         assert self._rt is not None, "cluster not started"
         return self.call(lambda: self._rt.agent_admin.add(resources, attributes).describe())
@@ -380,10 +381,10 @@ class LocalCluster:
         return self.call(lambda: [t.pid for a in self._rt.state.apps.values() for t in a.tasks.values() if t.pid])
 
 
-def serve(port: int = 8080, host: str = "127.0.0.1", state_dir: Union[str, Path, None] = None,
+def serve(port: int = 8080, host: str = "127.0.0.1", state_dir: str | Path | None = None,
           dns_port: int = 0, dns_http_port: int = 0, dns_refresh: float = 1.0,
-          on_ready: Optional[Callable[[LocalCluster], None]] = None,
-          on_stopping: Optional[Callable[[int, float], None]] = None, **options: Any) -> int:
+          on_ready: Callable[[LocalCluster], None] | None = None,
+          on_stopping: Callable[[int, float], None] | None = None, **options: Any) -> int:
     """Run a local cluster until SIGINT/SIGTERM/SIGHUP, then stop everything; returns the signal.
 
     ``on_ready(cluster)`` is called once it listens (default: print the endpoints on stderr);

@@ -25,8 +25,9 @@ import asyncio
 import copy
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, Literal, Optional, overload
+from typing import Literal, overload
 
 from .errors import app_locked
 from .events import EventBus
@@ -74,12 +75,12 @@ class Deployment:
     id: str
     version: str
     steps: list[list[dict]]
-    original: dict[str, Optional[dict]]
+    original: dict[str, dict | None]
     current_step: int = 0
-    runner: Optional[asyncio.Task] = None
+    runner: asyncio.Task | None = None
     affected: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
-    readiness: Optional[Readiness] = None
+    readiness: Readiness | None = None
     #: Apps whose action in the current step is over (1.4 – 1.7: its actor has stopped).
     over: set[str] = field(default_factory=set)
 
@@ -127,14 +128,14 @@ class DeploymentManager:
 
     @overload
     def deploy(self, target: Target, force: bool = ..., dry_run: Literal[False] = ...,
-               restart: Iterable[str] = ...) -> "Deployment": ...
+               restart: Iterable[str] = ...) -> Deployment: ...
 
     @overload
     def deploy(self, target: Target, force: bool = ..., *, dry_run: Literal[True],
                restart: Iterable[str] = ...) -> dict: ...
 
     def deploy(self, target: Target, force: bool = False, dry_run: bool = False,
-               restart: Iterable[str] = ()) -> "Deployment | dict":
+               restart: Iterable[str] = ()) -> Deployment | dict:
         """Start a deployment to ``target`` (or, with ``dry_run``, return ``{"steps": ...}``)."""
         restart = set(restart)
         steps = plan_steps(self.state.definitions(), target, restart)
@@ -159,7 +160,7 @@ class DeploymentManager:
         dep.runner = asyncio.ensure_future(self._run(dep))
         return dep
 
-    def resume(self, dep_id: str, version: str, steps: list[list[dict]], original: dict[str, Optional[dict]],
+    def resume(self, dep_id: str, version: str, steps: list[list[dict]], original: dict[str, dict | None],
                affected: list[str], step: int) -> Deployment:
         """Go on with a deployment a previous run of this runner started (``persist.py``), at ``step``
         (1-based: its actions are applied again, as Marathon resumes a stored plan after a failover)."""
@@ -179,7 +180,7 @@ class DeploymentManager:
             self.scheduler.purge(dep.affected)
         self.bus.publish("deployment_failed", id=dep.id, plan=dep.plan_json(), reason=reason)
 
-    def rollback(self, dep: Deployment) -> "Deployment":
+    def rollback(self, dep: Deployment) -> Deployment:
         """Cancel ``dep`` and deploy (forced) the affected apps' definitions from before it."""
         self.cancel(dep)
         apps, groups = current(self.state)
@@ -240,7 +241,7 @@ class DeploymentManager:
         app.target = 0 if kind == "StartApplication" else int(app.definition.get("instances", 1))
 
     def _done(self, action: dict, dep: Deployment) -> bool:
-        app: Optional[AppState] = self.state.apps.get(action["app"])
+        app: AppState | None = self.state.apps.get(action["app"])
         if app is None:
             return True
         active = app.active_tasks()

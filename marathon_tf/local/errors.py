@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from aiohttp import web
 
@@ -14,7 +15,7 @@ __all__ = ["ApiError", "not_valid", "invalid_json", "app_not_found", "group_not_
 class ApiError(Exception):
     """An HTTP error with Marathon's JSON body."""
 
-    def __init__(self, status: int, body: Optional[dict[str, Any]], headers: Optional[dict[str, str]] = None):
+    def __init__(self, status: int, body: dict[str, Any] | None, headers: dict[str, str] | None = None):
         super().__init__(f"{status}: {body}")
         self.status = status
         self.body = body
@@ -48,7 +49,7 @@ def app_locked(deployment_ids: list[str]) -> ApiError:
         "deployments": [{"id": d} for d in deployment_ids]})
 
 
-def jetty_error(status: int, reason: str, path: str, headers: Optional[Mapping[str, str]] = None) -> web.Response:
+def jetty_error(status: int, reason: str, path: str, headers: Mapping[str, str] | None = None) -> web.Response:
     """What Jetty 9.4 (Marathon 1.4–1.11's server) answers for ``sendError(status, reason)``: its HTML
     error page. No leader (503 in 1.4–1.6, 502 since), basic auth's 401 ``Unauthorized``, a refused
     proxy (502)."""

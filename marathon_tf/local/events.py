@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
-from typing import Any, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from .state import now_ts
 
@@ -35,14 +36,14 @@ class EventBus:
     """Fan-out of events to subscriber queues (one per SSE connection)."""
 
     def __init__(self, keep: int = 2000, max_outstanding: int = MAX_OUTSTANDING) -> None:
-        self._subscribers: dict[asyncio.Queue, Optional[frozenset[str]]] = {}
+        self._subscribers: dict[asyncio.Queue, frozenset[str] | None] = {}
         self._recent: collections.deque[dict] = collections.deque(maxlen=keep)
         self._lock = threading.Lock()
         self.max_outstanding = max_outstanding
         #: Called with every event as it is published.
         self.listeners: list[Callable[[dict], None]] = []
 
-    def subscribe(self, event_types: Optional[Iterable[str]] = None) -> asyncio.Queue:
+    def subscribe(self, event_types: Iterable[str] | None = None) -> asyncio.Queue:
         """A new queue that receives events (only ``event_types`` when given), :data:`DROPPED` last
         when the subscriber fell :attr:`max_outstanding` events behind."""
         queue: asyncio.Queue = asyncio.Queue(self.max_outstanding + 1)
@@ -72,7 +73,7 @@ class EventBus:
                     queue.put_nowait(event)
         return event
 
-    def recent(self, event_type: Optional[str] = None) -> list[dict]:
+    def recent(self, event_type: str | None = None) -> list[dict]:
         """The events kept so far (optionally of one type), oldest first."""
         with self._lock:
             events = list(self._recent)

@@ -24,7 +24,8 @@ import re
 import threading
 import time
 import uuid
-from typing import Any, Awaitable, Callable, Optional
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -50,7 +51,7 @@ class FaultInjector:
         self._ids = itertools.count(1)
 
     # -- rules ----------------------------------------------------------------------
-    def add(self, rule: Optional[dict] = None, **fields: Any) -> dict:
+    def add(self, rule: dict | None = None, **fields: Any) -> dict:
         """Add a rule (a dict or keyword fields); returns it with its ``id``."""
         rule = {**(rule or {}), **fields}
         kind = rule.get("kind") or ("status" if "status" in rule else None)
@@ -77,7 +78,7 @@ class FaultInjector:
         with self._lock:
             return [dict(r) for r in self._rules]
 
-    def _take(self, method: str, path: str) -> Optional[dict]:
+    def _take(self, method: str, path: str) -> dict | None:
         path = _norm(path)
         with self._lock:
             for rule in self._rules:
@@ -103,7 +104,7 @@ class FaultInjector:
         with self._lock:
             self._log.clear()
 
-    def _record(self, request: web.Request, status: Optional[int], fault: Optional[str]) -> None:
+    def _record(self, request: web.Request, status: int | None, fault: str | None) -> None:
         entry = {"method": request.method, "path": request.path, "query": request.query_string,
                  "status": status, "fault": fault, "time": time.time()}
         with self._lock:
@@ -138,7 +139,7 @@ class FaultInjector:
                 return jetty_error(503, "Could not determine the current leader", request.path)
             body = rule.get("body", {"message": "Injected fault"})
             return web.Response(status=rule["status"], text=json.dumps(body), content_type="application/json")
-        entry_status: Optional[int] = None
+        entry_status: int | None = None
         try:
             response = await handler(request)
             entry_status = response.status

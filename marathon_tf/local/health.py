@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import aiohttp
 
@@ -20,7 +21,7 @@ from .state import Task, now_ts
 __all__ = ["HealthMonitor", "probe"]
 
 
-async def probe(check: dict, host: str, ports: list[int], env: dict[str, str], cwd: str) -> Optional[str]:
+async def probe(check: dict, host: str, ports: list[int], env: dict[str, str], cwd: str) -> str | None:
     """Run one probe; ``None`` when it passed, else the failure cause."""
     protocol = check.get("protocol", "HTTP")
     timeout = float(check.get("timeoutSeconds", 20))
@@ -95,7 +96,7 @@ class HealthMonitor:
             self._record(index, check, cause, started, mesos_level)
             await asyncio.sleep(float(check.get("intervalSeconds", 60)))
 
-    def _record(self, index: int, check: dict, cause: Optional[str], started: float, mesos_level: bool) -> None:
+    def _record(self, index: int, check: dict, cause: str | None, started: float, mesos_level: bool) -> None:
         previous = self.task.health.get(index)
         now = now_ts()
         result: dict[str, Any]

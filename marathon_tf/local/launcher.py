@@ -31,12 +31,14 @@ import sys
 import tarfile
 import time
 import zipfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Protocol
+from typing import Protocol
 from urllib.parse import unquote, urlparse
 
 from marathon_tf.contract.shellexec import exec_form
 from marathon_tf.contract.taskenv import FORKED_PID_FILE, PREWARM_SOCKET_VAR
+
 from . import proctree, reaper
 
 __all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "wants_gpus", "passed_env", "PASSED_VARS",
@@ -80,7 +82,7 @@ class PortAllocator:
         self.quarantine = quarantine
         self._recent: collections.OrderedDict[int, float] = collections.OrderedDict()
 
-    def _free(self, port: int, host: Optional[str] = None) -> bool:
+    def _free(self, port: int, host: str | None = None) -> bool:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind((host or self.host, port))
@@ -88,7 +90,7 @@ class PortAllocator:
                 return False
         return True
 
-    def allocate(self, n: int, candidates: Optional[list[int]] = None, host: Optional[str] = None) -> list[int]:
+    def allocate(self, n: int, candidates: list[int] | None = None, host: str | None = None) -> list[int]:
         """``n`` distinct free ports: any the kernel hands out, or (``candidates``: an agent's free
         port ranges) chosen at random among those, as Marathon picks dynamic ports from an offer.
         ``host``: the address they are tested on (the agent's)."""
@@ -112,7 +114,7 @@ class PortAllocator:
             raise OSError("no free ports")
         return ports
 
-    def _pick(self, n: int, candidates: list[int], host: Optional[str], now: float) -> list[int]:
+    def _pick(self, n: int, candidates: list[int], host: str | None, now: float) -> list[int]:
         hosts = {host or self.host, self.host}  # free on the agent's address and the runner's: TF binds all
         ports: list[int] = []
         for port in random.sample(candidates, len(candidates)):
@@ -137,7 +139,7 @@ def wants_gpus(app: Mapping) -> bool:
 
 
 def task_env(app: dict, task_id: str, version: str, ports: list[int], sandbox: str, host: str,
-             base: Optional[Mapping[str, str]] = None, agent_id: str = "", framework_id: str = "") -> dict[str, str]:
+             base: Mapping[str, str] | None = None, agent_id: str = "", framework_id: str = "") -> dict[str, str]:
     """The environment of a task: what the runner passes of its own (:func:`passed_env` of ``base``,
     default ``os.environ``), Marathon's and Mesos's variables, ``CUDA_VISIBLE_DEVICES=""`` for an app
     without GPUs (CUDA sees none: no CUDA errors on CPU machines), then the app's own ``env`` (which
@@ -190,7 +192,7 @@ def _pdeathsig() -> None:  # pragma: no cover - runs in the child
         pass
 
 
-def volume_problem(host_path: str) -> Optional[str]:
+def volume_problem(host_path: str) -> str | None:
     """Why ``host_path`` cannot back a volume (one line), or None; a missing directory is created."""
     path = Path(host_path)
     if path.exists() and not path.is_dir():
@@ -225,7 +227,7 @@ class WarmPool(Protocol):
     """Pre-warmed interpreters shared by the tasks (marathon-tf's :class:`marathon_tf.task.warmpool.WarmPool`,
     handed in by whoever starts the cluster for marathon-tf; the runner itself knows nothing of it)."""
 
-    def socket_for(self, app: Mapping, env: Mapping[str, str]) -> Optional[str]:
+    def socket_for(self, app: Mapping, env: Mapping[str, str]) -> str | None:
         """The socket a task of ``app`` (whose environment is ``env``) is to use, or None."""
 
     def close(self) -> None:
@@ -242,7 +244,7 @@ class Launcher:
     """Sandboxes, fetching, volumes, spawning and killing of task processes."""
 
     def __init__(self, state_dir: Path, host: str = "127.0.0.1", kill_grace_cap: float = 30.0,
-                 warm_pool: Optional[WarmPoolFactory] = None) -> None:
+                 warm_pool: WarmPoolFactory | None = None) -> None:
         self.state_dir = Path(state_dir)
         self.host = host
         self.kill_grace_cap = kill_grace_cap
@@ -255,15 +257,15 @@ class Launcher:
         #: (``MTF_RUNNER_*``, which the bootstrap prefers over the rendered cluster defaults).
         self.runner_env: dict[str, str] = {}
         #: Shared pre-warmed interpreters, when the cluster was given a factory for them.
-        self.warm: Optional[WarmPool] = None if warm_pool is None else warm_pool(
+        self.warm: WarmPool | None = None if warm_pool is None else warm_pool(
             self.state_dir / "prewarm", before_start=self.guardian.start, keep=(reaper.TOKEN_VAR,))
 
-    def sandbox(self, task_id: str, root: Optional[Path] = None) -> Path:
+    def sandbox(self, task_id: str, root: Path | None = None) -> Path:
         """A task's sandbox in ``root`` (its agent's sandboxes; default the first agent's)."""
         return (self.state_dir / "sandboxes" if root is None else Path(root)) / task_id
 
     # -- preparing a sandbox ------------------------------------------------------------
-    def prepare(self, app: dict, task_id: str, root: Optional[Path] = None) -> Path:
+    def prepare(self, app: dict, task_id: str, root: Path | None = None) -> Path:
         """Create the sandbox, fetch URIs and link volumes; raise FetchError on a bad URI."""
         box = self.sandbox(task_id, root)
         box.mkdir(parents=True, exist_ok=True)
@@ -425,7 +427,7 @@ class Launcher:
         self.reap_group(proc.pid)
         self.boxes.pop(proc.pid, None)
 
-    def prewarm(self, app: dict) -> Optional[str]:
+    def prewarm(self, app: dict) -> str | None:
         """Start the shared pre-warmed interpreter ``app``'s tasks will use (if any) ahead of them."""
         env = {**task_env(app, "", "", [], "", self.host), **self.runner_env, reaper.TOKEN_VAR: self.token}
         return self.warm.socket_for(app, env) if self.warm is not None else None

@@ -44,8 +44,9 @@ stream starts over: ``revive.py``).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -54,7 +55,8 @@ from yarl import URL
 
 from .errors import jetty_error
 from .faults import ADMIN_PREFIX
-from .versions import Played, played as _played
+from .versions import Played
+from .versions import played as _played
 
 __all__ = ["Leadership", "Instance", "NO_LEADER", "LEADER_REFUSED", "HOLD_LOOKS", "HOLD_INTERVAL"]
 
@@ -87,7 +89,7 @@ class Instance:
     port: int
     url: str = ""
     alive: bool = False
-    runner: Optional[web.AppRunner] = field(default=None, repr=False)
+    runner: web.AppRunner | None = field(default=None, repr=False)
 
     @property
     def host_port(self) -> str:
@@ -101,16 +103,16 @@ class Leadership:
 
     def __init__(self, make_app: Callable[[], web.Application], host: str, url_host: str, ports: list[int], *,
                  on_elected: Callable[[str], None], listen: Callable[..., Awaitable[None]],
-                 election_gap: float = 10.0, played: Optional[Played] = None) -> None:
+                 election_gap: float = 10.0, played: Played | None = None) -> None:
         #: The Marathon version played: its standbys' answers.
         self.played = played or _played()
         self.make_app, self.host, self.url_host = make_app, host, url_host
         self.instances = [Instance(i, port) for i, port in enumerate(ports)]
         self.on_elected, self.listen, self.election_gap = on_elected, listen, election_gap
         #: The instance ZooKeeper names as leader (dead during the gap after a crash); None: no leader.
-        self.named: Optional[Instance] = None
-        self._election: Optional[asyncio.Task] = None
-        self._session: Optional[aiohttp.ClientSession] = None
+        self.named: Instance | None = None
+        self._election: asyncio.Task | None = None
+        self._session: aiohttp.ClientSession | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -174,7 +176,7 @@ class Leadership:
 
     # -- the election -------------------------------------------------------------------
     @property
-    def leader(self) -> Optional[Instance]:
+    def leader(self) -> Instance | None:
         """The live, elected leader (None during an election)."""
         return self.named if self.named is not None and self.named.alive else None
 
@@ -182,7 +184,7 @@ class Leadership:
         self.named = inst
         self.on_elected(inst.url)
 
-    def _schedule_election(self, after: Optional[Instance]) -> None:
+    def _schedule_election(self, after: Instance | None) -> None:
         if self._election is not None:
             self._election.cancel()
 
@@ -262,7 +264,7 @@ class Leadership:
                 "instances": [{"url": i.url, "state": "dead" if not i.alive else "leader" if i is leader
                                else "standby"} for i in self.instances]}
 
-    def find(self, url: Optional[str]) -> Optional[Instance]:
+    def find(self, url: str | None) -> Instance | None:
         """The instance with this URL; with None the leader (the one ZooKeeper names, even if dead)."""
         if url is None:
             return self.named

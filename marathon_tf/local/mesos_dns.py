@@ -21,12 +21,13 @@ import hashlib
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Optional, cast
+from typing import cast
 
 from aiohttp import web
 from dnslib import QTYPE, RCODE, RR, SOA, SRV, A, DNSRecord
 
 from marathon_tf.contract import naming
+
 from .state import State
 
 __all__ = ["Records", "build_records", "MesosDns", "zbase32_hash"]
@@ -101,8 +102,8 @@ class MesosDns:
         self._records = Records()
         self._built = 0.0
         self._serial = int(time.time())
-        self._udp: Optional[asyncio.DatagramTransport] = None
-        self._tcp: Optional[asyncio.AbstractServer] = None
+        self._udp: asyncio.DatagramTransport | None = None
+        self._tcp: asyncio.AbstractServer | None = None
         self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}  # the open TCP connections' handlers
 
     # -- records --------------------------------------------------------------------
@@ -122,7 +123,7 @@ class MesosDns:
             await asyncio.sleep(max(self.refresh, 0.05))
 
     # -- DNS ------------------------------------------------------------------------
-    def answer(self, data: bytes) -> Optional[bytes]:
+    def answer(self, data: bytes) -> bytes | None:
         """The reply to one DNS query packet."""
         try:
             request = DNSRecord.parse(data)

@@ -18,7 +18,7 @@ part of the total, not what is free: free = ``resources`` − ``used_resources``
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from aiohttp import web
 

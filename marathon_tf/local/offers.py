@@ -21,7 +21,6 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Optional, Union
 
 from marathon_tf.mesos.placement import REASON_FUNNEL, Match, NoMatch, funnel
 from marathon_tf.mesos.views import offer_attributes_json, offer_resources_json
@@ -45,8 +44,8 @@ class _AppStats:
     processed: int = 0
     unused: int = 0
     reject: dict[str, int] = field(default_factory=dict)
-    last_match_at: Optional[str] = None
-    last_no_match_at: Optional[str] = None
+    last_match_at: str | None = None
+    last_no_match_at: str | None = None
     last_no_matches: dict[str, _NoMatchRecord] = field(default_factory=dict)  # agent id -> record
     counted_at: float = -1e9
 
@@ -66,7 +65,7 @@ class OfferStats:
         self.interval = interval
         self._apps: dict[str, _AppStats] = {}
 
-    def record(self, app_id: str, results: list[Union[Match, NoMatch]], now: Optional[float] = None) -> None:
+    def record(self, app_id: str, results: list[Match | NoMatch], now: float | None = None) -> None:
         """One round of offers for ``app_id`` (one result per agent)."""
         now = time.monotonic() if now is None else now
         stats = self._apps.setdefault(app_id, _AppStats())

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import errno
 import socket
-from typing import Optional
 
 __all__ = ["PortInUse", "busy_ports", "runner_ports"]
 
@@ -14,12 +13,12 @@ class PortInUse(OSError):
     """The runner's ports that are taken: ``busy`` lists every one as ``(what, port)``, ``what`` naming
     it (``Marathon API``, ``Mesos-DNS``, ``Mesos-DNS HTTP API``); ``what``/``port`` are the first."""
 
-    def __init__(self, what: str, host: str, port: int, busy: Optional[list[tuple[str, int]]] = None) -> None:
+    def __init__(self, what: str, host: str, port: int, busy: list[tuple[str, int]] | None = None) -> None:
         self.busy = busy or [(what, port)]
         super().__init__(", ".join(f"{w} port {host}:{p}" for w, p in self.busy) + " already in use")
         self.what, self.host, self.port = what, host, port
 
-    def describe(self, options: Optional[dict[str, str]] = None) -> tuple[str, str]:
+    def describe(self, options: dict[str, str] | None = None) -> tuple[str, str]:
         """``(one line naming every busy port, a hint)``; ``options``: the option that sets each port
         (``{"Marathon API": "--port", …}``)."""
         if len(self.busy) == 1:

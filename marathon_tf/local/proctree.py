@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Iterable, Mapping, NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 __all__ = ["Proc", "processes", "tree", "killtree"]
 

@@ -15,7 +15,6 @@ for the new ones only). Results are ``{"name", "taskId", "ready", "lastResponse"
 from __future__ import annotations
 
 import asyncio
-from typing import Optional
 
 import aiohttp
 
@@ -62,7 +61,7 @@ class Readiness:
 
     async def _probe(self, app: AppState, task: Task, check: dict) -> None:
         names = [pd.get("name") for pd in (app.run_def or {}).get("portDefinitions") or []]
-        port: Optional[int] = None
+        port: int | None = None
         if check["portName"] in names and names.index(check["portName"]) < len(task.ports):
             port = task.ports[names.index(check["portName"])]
         scheme = "https" if check["protocol"] == "HTTPS" else "http"

@@ -22,7 +22,6 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Optional
 
 __all__ = ["TOKEN_VAR", "new_token", "carriers", "sweep", "Guardian", "main"]
 
@@ -79,8 +78,8 @@ class Guardian:
 
     def __init__(self, token: str) -> None:
         self.token = token
-        self._write_fd: Optional[int] = None
-        self._proc: Optional[subprocess.Popen] = None
+        self._write_fd: int | None = None
+        self._proc: subprocess.Popen | None = None
 
     @property
     def running(self) -> bool:
@@ -114,7 +113,7 @@ class Guardian:
             self._proc = None
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """``python reaper.py TOKEN FD`` (run as a file: no package import): wait for EOF on FD, then
     sweep TOKEN."""
     token, fd_arg = (argv if argv is not None else sys.argv[1:])[:2]

@@ -51,8 +51,8 @@ Not modelled: offers Marathon holds while nothing wants them (with suppression t
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional
 
 from marathon_tf.mesos.resources import Resource
 
@@ -154,7 +154,7 @@ class ReviveOffers:
         self._current_wanted = False       # the repeater's role state (from the last UpdateFramework)
         # the rate limiter, as if Marathon had been leader for longer than an interval
         self._pulled, self._next_pull, self._pending = True, -math.inf, False
-        self._pull_at: Optional[float] = None
+        self._pull_at: float | None = None
         self._tick0, self._ticks, self._repeat_in = now, 0, 0
 
     # -- what the launch queue tells it ------------------------------------------------------

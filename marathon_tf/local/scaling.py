@@ -21,7 +21,7 @@ Pure: tasks are :class:`~marathon_tf.local.state.Task`; ``agent_of(task)`` gives
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 from marathon_tf.mesos.agents import AgentInfo
 from marathon_tf.mesos.resources import attribute_text
@@ -43,7 +43,7 @@ def condition_weight(task: Task) -> int:
     return _WEIGHT.get(condition, 5)
 
 
-def _field(agent: Optional[AgentInfo], name: str) -> Optional[str]:
+def _field(agent: AgentInfo | None, name: str) -> str | None:
     """``Constraints.readerForField``: the task's agent's hostname or attribute (as text)."""
     if agent is None:
         return None
@@ -78,7 +78,7 @@ class _GroupBy:
 
 
 def select_to_keep_constraints(run_def: dict, tasks: Sequence[Task], count: int,
-                               agent_of: Callable[[Task], Optional[AgentInfo]]) -> list[Task]:
+                               agent_of: Callable[[Task], AgentInfo | None]) -> list[Task]:
     """``Constraints.selectInstancesToKill``: at most ``count`` of ``tasks`` whose kill keeps the app's
     ``GROUP_BY`` constraints even (none without such a constraint)."""
     if count >= len(tasks):
@@ -86,7 +86,7 @@ def select_to_keep_constraints(run_def: dict, tasks: Sequence[Task], count: int,
     distributions = []
     for constraint in run_def.get("constraints") or []:
         if len(constraint) >= 2 and constraint[1] == "GROUP_BY":
-            groups: dict[Optional[str], dict[str, Task]] = {}
+            groups: dict[str | None, dict[str, Task]] = {}
             for task in tasks:
                 groups.setdefault(_field(agent_of(task), constraint[0]), {})[task.id] = task
             distributions.append(_GroupBy(list(groups.values())))
@@ -105,7 +105,7 @@ def select_to_keep_constraints(run_def: dict, tasks: Sequence[Task], count: int,
 
 
 def surplus(run_def: dict, tasks: Sequence[Task], target: int,
-            agent_of: Callable[[Task], Optional[AgentInfo]]) -> list[Task]:
+            agent_of: Callable[[Task], AgentInfo | None]) -> list[Task]:
     """The tasks to kill so that ``target`` of ``tasks`` (goal Running, not UnreachableInactive) are left,
     in the order Marathon kills them."""
     count = len(tasks) - target
@@ -136,7 +136,7 @@ class _descending:
     def __init__(self, v) -> None:
         self.v = v
 
-    def __lt__(self, other: "_descending") -> bool:
+    def __lt__(self, other: _descending) -> bool:
         return other.v < self.v
 
     def __eq__(self, other: object) -> bool:

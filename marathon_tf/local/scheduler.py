@@ -39,8 +39,9 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional, cast
+from typing import cast
 
 from marathon_tf.contract import taskauth
 from marathon_tf.mesos.agents import free_resources
@@ -75,7 +76,7 @@ class Scheduler:
     """Runs on the server's event loop; all state changes happen there."""
 
     def __init__(self, state: State, launcher: Launcher, bus: EventBus, kill_grace: float = 3.0,
-                 shutdown_grace: float = 2.0, agents: Optional[Agents] = None, gpu_restricted: bool = True, *,
+                 shutdown_grace: float = 2.0, agents: Agents | None = None, gpu_restricted: bool = True, *,
                  task_killing: bool = False, gpu_capable: bool = True, filter_gpu_resources: bool = True,
                  offer_filter: float = DECLINE_OFFER_DURATION,
                  revive_interval: float = MIN_REVIVE_OFFERS_INTERVAL,
@@ -97,7 +98,7 @@ class Scheduler:
         self.filters = OfferFilters()
         self.revive = ReviveOffers(revive_interval, time.monotonic())
         self._changed = False  # an instance changed since the last pass (a state for the revive stream)
-        self._round: Optional[_Round] = None
+        self._round: _Round | None = None
         #: agent id -> when its last offer was made: the master offers an agent again at its next batch
         #: allocation (``--allocation_interval``), at once after a revive or when the agent (re)registers.
         self._offered_at: dict[str, float] = {}
@@ -114,11 +115,11 @@ class Scheduler:
         self.stopping = False
         #: With auth on (``local serve --auth``): every task gets a token of its own, scoped to its job,
         #: unless its app brings its own credentials (:mod:`~marathon_tf.local.taskscope`).
-        self.grants: Optional[Grants] = None
+        self.grants: Grants | None = None
         #: The owner key of whoever runs this runner (``() -> bytes | None``): each task gets its job's key,
         #: derived from it, in a file of its sandbox (:mod:`marathon_tf.contract.taskauth`); its owner's CLI
         #: derives the same key to steer the job (``checkpoint``, ``scale``'s save).
-        self.owner_key: Callable[[], Optional[bytes]] = taskauth.owner_key
+        self.owner_key: Callable[[], bytes | None] = taskauth.owner_key
         #: Apps whose missing tasks Marathon (1.4 – 1.7) has not queued (see the module).
         self.unqueued: set[str] = set()
         #: Whether a deployment holds the app (``locked``), and whether a step of it is starting the app
@@ -460,7 +461,7 @@ class Scheduler:
         self.kill(task, "unhealthy")
 
     # -- killing ----------------------------------------------------------------------
-    def kill(self, task: Task, reason: str, grace: Optional[float] = None, decommission: bool = False) -> None:
+    def kill(self, task: Task, reason: str, grace: float | None = None, decommission: bool = False) -> None:
         """Kill a task: SIGTERM then SIGKILL after the grace period, TASK_KILLING first only with the
         ``task_killing`` feature (one whose agent is lost cannot be reached: it is expunged).
         ``decommission``: Marathon changed the instance's goal (a scale down, an upgrade), which it
@@ -534,7 +535,7 @@ class _Round:
 
     def __init__(self, now: float) -> None:
         self.now = now
-        self.offered: Optional[list[Agent]] = None
+        self.offered: list[Agent] | None = None
         self.free: dict[str, list] = {}
         self.used: set[str] = set()
 

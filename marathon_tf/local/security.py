@@ -43,8 +43,8 @@ import ipaddress
 import json
 import os
 import socket
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Iterable, Mapping, Optional, Union
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -65,7 +65,7 @@ _CORS_KEY = web.RequestKey("mtf_cors", str)
 #: The task whose token a request carries (absent: the configured credentials, or no auth).
 GRANT_KEY = web.RequestKey("mtf_grant", Grant)
 #: ``scope(request, grant)``: why a task's token may not make this request (None: it may).
-Scope = Callable[[web.Request, Grant], Awaitable[Optional[str]]]
+Scope = Callable[[web.Request, Grant], Awaitable[str | None]]
 #: Who a request authenticated as: the configured credentials, or a task.
 ADMIN = "admin"
 
@@ -78,9 +78,9 @@ class AuthError(ValueError):
 class Credentials:
     """Either ``user``/``password`` (HTTP basic) or ``token``."""
 
-    user: Optional[str] = None
-    password: Optional[str] = None
-    token: Optional[str] = None
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
 
     @property
     def kind(self) -> str:
@@ -130,7 +130,7 @@ def _hostname(host_header: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-def _ip(host: str) -> Optional[Union[ipaddress.IPv4Address, ipaddress.IPv6Address]]:
+def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
         return ipaddress.ip_address(host)
     except ValueError:
@@ -151,7 +151,7 @@ class Security:
 
     host: str = "127.0.0.1"
     allow_origins: Iterable[str] = ()
-    credentials: Optional[Credentials] = None
+    credentials: Credentials | None = None
     #: The tokens of the runner's tasks (issued only with auth on: without it anyone may call anyway).
     grants: Grants = field(default_factory=Grants)
 
@@ -198,7 +198,7 @@ class Security:
         """Does the ``Authorization`` header carry the configured credentials or a task's token?"""
         return self.principal(header) is not None
 
-    def principal(self, header: str) -> Union[str, Grant, None]:
+    def principal(self, header: str) -> str | Grant | None:
         """Who the ``Authorization`` header authenticates: :data:`ADMIN` (the configured
         credentials), a task's :class:`~marathon_tf.local.taskscope.Grant`, or None."""
         header = header.strip()
@@ -303,7 +303,7 @@ class Security:
         app.on_response_prepare.append(self.on_prepare)
 
 
-def _cors_headers(origin: Optional[str]) -> dict[str, str]:
+def _cors_headers(origin: str | None) -> dict[str, str]:
     if not origin:
         return {}
     return {"Access-Control-Allow-Origin": origin, "Access-Control-Allow-Credentials": "true",
@@ -311,11 +311,11 @@ def _cors_headers(origin: Optional[str]) -> dict[str, str]:
             "Vary": "Origin"}
 
 
-def _script_refused(cors: Optional[str]) -> web.Response:
+def _script_refused(cors: str | None) -> web.Response:
     return _refuse(403, "a script (JSONP) answer is given only to this server's own pages "
                         "(cross-site request refused)", _cors_headers(cors))
 
 
-def _refuse(status: int, message: str, headers: Optional[Mapping[str, str]] = None) -> web.Response:
+def _refuse(status: int, message: str, headers: Mapping[str, str] | None = None) -> web.Response:
     return web.Response(status=status, text=json.dumps({"message": message}), content_type="application/json",
                         headers=dict(headers or {}))

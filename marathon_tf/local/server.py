@@ -18,11 +18,13 @@ import asyncio
 import json
 import signal
 import time
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from .agent import add_agent_routes
 from .agent_admin import AgentAdmin, add_agent_admin_routes
 from .agents import Agents
 from .api import MarathonApi
@@ -30,9 +32,8 @@ from .deployments import DeploymentManager
 from .errors import ApiError
 from .events import DROPPED, EventBus
 from .faults import FaultInjector
-from .agent import add_agent_routes
-from .mesos_master import MESOS_PREFIX, add_master_routes
 from .launcher import Launcher
+from .mesos_master import MESOS_PREFIX, add_master_routes
 from .revive import DECLINE_OFFER_DURATION, MIN_REVIVE_OFFERS_INTERVAL
 from .scheduler import Scheduler
 from .security import GRANT_KEY, Security
@@ -154,7 +155,9 @@ def _signal(name: str | int) -> int:
     return int(getattr(signal, name if name.startswith("SIG") else "SIG" + name))
 
 
-def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application:
+# Over ruff's complexity limit (C901), as one piece: the application's assembly: its middlewares and resources, in the
+# order they apply.
+def create_app(rt: Runtime, ui_dir: str | Path | None = None) -> web.Application:  # noqa: C901
     """The aiohttp application for ``rt`` (with a Marathon UI build served at ``/ui/`` when given)."""
 
     @web.middleware

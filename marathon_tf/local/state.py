@@ -13,9 +13,10 @@ import copy
 import math
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from marathon_tf.contract import naming
 
@@ -48,7 +49,7 @@ _HC_DEFAULTS = {"gracePeriodSeconds": 300, "intervalSeconds": 60, "timeoutSecond
                 "maxConsecutiveFailures": 3, "delaySeconds": 15}
 
 
-def now_ts(at: Optional[float] = None) -> str:
+def now_ts(at: float | None = None) -> str:
     """Marathon's timestamp format ``yyyy-MM-dd'T'HH:mm:ss.SSS'Z'`` (UTC)."""
     dt = datetime.fromtimestamp(time.time() if at is None else at, tz=timezone.utc)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
@@ -126,9 +127,9 @@ class Task:
     sandbox: str
     staged_at: str = field(default_factory=now_ts)
     state: str = "TASK_STAGING"
-    started_at: Optional[str] = None
-    started_mono: Optional[float] = None
-    pid: Optional[int] = None
+    started_at: str | None = None
+    started_mono: float | None = None
+    pid: int | None = None
     killing: bool = False
     health: dict[int, dict] = field(default_factory=dict)
     #: The agent it runs on (its id and hostname), what it takes of it, and its GPUs' indices.
@@ -139,7 +140,7 @@ class Task:
     #: Agent lost: since when (``time.monotonic()``) the task is TASK_UNREACHABLE; ``inactive`` once
     #: Marathon stopped counting it (``unreachableStrategy.inactiveAfterSeconds``), after which it
     #: is expunged (``expungeAfterSeconds``).
-    unreachable_since: Optional[float] = None
+    unreachable_since: float | None = None
     inactive: bool = False
 
     @property
@@ -151,7 +152,7 @@ class Task:
     def running(self) -> bool:
         return self.state == "TASK_RUNNING" and not self.killing
 
-    def healthy(self, n_checks: int) -> Optional[bool]:
+    def healthy(self, n_checks: int) -> bool | None:
         """True/False once every check has a result; None while any is unknown."""
         if n_checks == 0:
             return None
@@ -182,14 +183,14 @@ class AppState:
     last_scaling_at: str
     last_config_change_at: str
     service_ports: list[int] = field(default_factory=list)
-    run_def: Optional[dict] = None
-    run_config_version: Optional[str] = None
+    run_def: dict | None = None
+    run_config_version: str | None = None
     target: int = 0
     tasks: dict[str, Task] = field(default_factory=dict)
-    backoff: Optional[float] = None
+    backoff: float | None = None
     launch_after: float = 0.0
-    queued_since: Optional[str] = None
-    last_task_failure: Optional[dict] = None
+    queued_since: str | None = None
+    last_task_failure: dict | None = None
     removed: bool = False
     #: version -> the app as it was then (definition, service ports, versionInfo), oldest first.
     history: dict[str, dict] = field(default_factory=dict)
@@ -257,7 +258,7 @@ class State:
         app = self.apps.get(task.app_id)
         return task.to_json(app.service_ports if app else ())
 
-    def find_task(self, task_id: str) -> Optional[Task]:
+    def find_task(self, task_id: str) -> Task | None:
         for app in self.apps.values():
             if task_id in app.tasks:
                 return app.tasks[task_id]
@@ -282,7 +283,8 @@ class State:
                 self._next_service_port = 10000 + (self._next_service_port - 9999) % 10000
         return ports
 
-    def apply(self, apps: dict[str, dict], groups: dict[str, list], version: str) -> dict[str, str]:
+    # Over ruff's complexity limit (C901), as one piece: one deployment step applied: a branch per step kind.
+    def apply(self, apps: dict[str, dict], groups: dict[str, list], version: str) -> dict[str, str]:  # noqa: C901
         """Make ``apps``/``groups`` the root group; return app id -> change kind
         (``new``, ``scale``, ``restart``, ``removed``; unchanged apps are left out)."""
         self.touch()
@@ -348,7 +350,7 @@ class State:
             seen.add(self.groups[gid]["version"])
         return sorted(seen, reverse=True)
 
-    def group_at(self, gid: str, version: str) -> Optional[tuple[dict[str, dict], dict[str, list]]]:
+    def group_at(self, gid: str, version: str) -> tuple[dict[str, dict], dict[str, list]] | None:
         """Apps and groups under ``gid`` when it had ``version`` (a target fragment); None if not kept."""
         for snap in reversed(list(self.root_history.values())):
             group = snap["groups"].get(gid)
@@ -360,7 +362,7 @@ class State:
                         {g: list(v["dependencies"]) for g, v in snap["groups"].items() if under(g)})
         return None
 
-    def group_version_json(self, gid: str, version: str) -> Optional[dict]:
+    def group_version_json(self, gid: str, version: str) -> dict | None:
         """GroupInfo of ``gid`` as it was at ``version`` (apps as definitions)."""
         for snap in reversed(list(self.root_history.values())):
             group = snap["groups"].get(gid)
@@ -376,7 +378,7 @@ class State:
                 "version": snap["groups"][gid]["version"], "apps": apps, "groups": groups, "pods": []}
 
     # -- views ---------------------------------------------------------------------------
-    def version_json(self, app: AppState, version: str) -> Optional[dict]:
+    def version_json(self, app: AppState, version: str) -> dict | None:
         """The app as it was at ``version`` (``GET /v2/apps/{id}/versions/{version}``); None if not kept."""
         kept = app.history.get(version)
         if kept is None:
@@ -410,14 +412,14 @@ class State:
             out["readinessCheckResults"] = []  # while a deployment runs: its results (api.py, readiness.py)
         return out
 
-    def task_stats(self, app: AppState, at: Optional[float] = None) -> dict:
+    def task_stats(self, app: AppState, at: float | None = None) -> dict:
         """Marathon's ``TaskStatsByVersion``: counts and lifetimes of the active tasks, grouped by the
         app version they run (a group without tasks is left out, as Marathon does)."""
         now = time.time() if at is None else at
         n_checks = len(app.definition.get("healthChecks") or [])
         active = app.active_tasks()
 
-        def stats(tasks: list[Task]) -> Optional[dict]:
+        def stats(tasks: list[Task]) -> dict | None:
             if not tasks:
                 return None
             running = [t for t in tasks if t.state == "TASK_RUNNING"]

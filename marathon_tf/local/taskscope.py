@@ -36,9 +36,10 @@ import hashlib
 import json
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from aiohttp import web
 
@@ -57,7 +58,7 @@ _RECORD_FIELDS = {"id", "labels", "instances", "constraints"}
 #: The master's list of agents (their hostnames and attributes): a placement rule on an attribute reads it.
 MASTER_AGENTS = "/mesos/master/slaves"
 #: app id → its current definition (None: no such app), for checking what a task may change of it
-Definitions = Callable[[str], Optional[dict]]
+Definitions = Callable[[str], dict | None]
 
 
 def _canonical(parts: list[str]) -> str:
@@ -109,7 +110,7 @@ class Grants:
             f.write(token)
         return str(path)
 
-    def revoke(self, task_id: str, sandbox: Optional[Path] = None) -> None:
+    def revoke(self, task_id: str, sandbox: Path | None = None) -> None:
         """The task ended: its token is refused from now on (and its file removed)."""
         digest = self._by_task.pop(task_id, None)
         if digest is not None:
@@ -120,7 +121,7 @@ class Grants:
             except OSError:
                 pass
 
-    def find(self, token: str) -> Optional[Grant]:
+    def find(self, token: str) -> Grant | None:
         return self._by_digest.get(self._digest(token))
 
     def __len__(self) -> int:
@@ -138,12 +139,12 @@ def _app_path(rest: list[str]) -> str:
 
 def marathon_scope(definitions: Definitions):
     """The Marathon API's scope for task tokens, checking constraint changes against ``definitions``."""
-    async def scope(request: web.Request, grant: Grant) -> Optional[str]:
+    async def scope(request: web.Request, grant: Grant) -> str | None:
         return await refusal(request, grant, definitions)
     return scope
 
 
-async def refusal(request: web.Request, grant: Grant, definitions: Optional[Definitions] = None) -> Optional[str]:
+async def refusal(request: web.Request, grant: Grant, definitions: Definitions | None = None) -> str | None:
     """Why the Marathon API refuses this request to ``grant``'s token (None: allowed). ``definitions``:
     the apps' current definitions (without: no constraint may be changed)."""
     parts = [p for p in request.path.split("/") if p]
@@ -169,7 +170,7 @@ async def refusal(request: web.Request, grant: Grant, definitions: Optional[Defi
             f"{grant.group}, record its end and place its tasks, nothing else")
 
 
-async def read_only(request: web.Request, grant: Grant) -> Optional[str]:
+async def read_only(request: web.Request, grant: Grant) -> str | None:
     """The Mesos-DNS HTTP API's scope: any read (its records are what its DNS answers anyone)."""
     if request.method in ("GET", "HEAD"):
         return None
@@ -183,7 +184,7 @@ async def _json(request: web.Request) -> Any:
         return None
 
 
-def _record_refusal(body: Any, grant: Grant, definitions: Optional[Definitions] = None) -> Optional[str]:
+def _record_refusal(body: Any, grant: Grant, definitions: Definitions | None = None) -> str | None:
     if not isinstance(body, list) or not body:
         return "the body must be a list of the job's apps"
     for item in body:
@@ -207,7 +208,7 @@ def _record_refusal(body: Any, grant: Grant, definitions: Optional[Definitions] 
 _MOVABLE = ("LIKE", "UNLIKE")
 
 
-def _constraints_refusal(new: Any, current: Optional[dict]) -> Optional[str]:
+def _constraints_refusal(new: Any, current: dict | None) -> str | None:
     """Whether ``new`` differs from the app's current constraints only in LIKE / UNLIKE entries."""
     if current is None:
         return "its constraints cannot be checked (no such app here)"

@@ -8,7 +8,8 @@ check returns ``details`` entries ``{"path": "/apps(0)/id", "errors": [...]}``.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 __all__ = ["ID_SEGMENT", "validate_app", "shape_errors", "group_details", "id_errors", "dependency_edges"]
 
@@ -60,7 +61,9 @@ def shape_errors(app: Any, prefix: str = "") -> list[dict]:
     return out
 
 
-def validate_app(app: dict, prefix: str = "", group: str | None = None,
+# Over ruff's complexity limit (C901), as one piece: Marathon's app-definition rules, in Marathon's order: a branch per
+# rule.
+def validate_app(app: dict, prefix: str = "", group: str | None = None,  # noqa: C901
                  features: Iterable[str] = ("gpu_resources",)) -> list[dict]:
     """Validation failures of a (raw or normalized) app definition, as 422 ``details``.
     ``group``: the enclosing group when the app came inside a group body; ``features``: the

@@ -48,15 +48,23 @@ import random
 import re
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 import requests
 import tenacity
 
-from marathon_tf.contract.errors import (MarathonAuthError, MarathonConflict, MarathonError, MarathonInvalid,
-                                         MarathonNotFound, MarathonUnavailable, Timeout)
+from marathon_tf.contract.errors import (
+    MarathonAuthError,
+    MarathonConflict,
+    MarathonError,
+    MarathonInvalid,
+    MarathonNotFound,
+    MarathonUnavailable,
+    Timeout,
+)
 from marathon_tf.contract.progress import duration
 from marathon_tf.marathon import marker, shapes, transport, versions
 from marathon_tf.marathon.transport import redact_url
@@ -293,7 +301,9 @@ class Client:
         return transport.exchange(self.session, method, url, timeout=timeout or self.timeout, verify=self.verify,
                                   max_redirects=_MAX_REDIRECTS, **kw)
 
-    def _once(self, method: str, path: str, params: Any, json_body: Any, stream: bool) -> _Response:
+    # Over ruff's complexity limit (C901), as one piece: one request's answers, each Marathon's own (the docstring's
+    # table); to split along them.
+    def _once(self, method: str, path: str, params: Any, json_body: Any, stream: bool) -> _Response:  # noqa: C901
         base = self.urls[self._current]
         write = method not in _READS
         shown = f"{method} {redact_url(base)}{path}"
@@ -417,7 +427,9 @@ class Client:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def request(self, method: str, path: str, *, params: Any = None, json_body: Any = None,
+    # Over ruff's complexity limit (C901), as one piece: the retries across URLs, elections and a lost answer, in one
+    # loop.
+    def request(self, method: str, path: str, *, params: Any = None, json_body: Any = None,  # noqa: C901
                 stream: bool = False, retry: bool = True,
                 reconcile: Callable[[], dict[str, Any] | None] | None = None) -> _Response:
         """One API call with retries (see the module for what a write is sent again after).

@@ -20,7 +20,8 @@ import logging
 import queue
 import socket
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import sseclient
@@ -49,15 +50,15 @@ class EventStream:
     when the server has no event stream (405/404) or refuses the credentials (401/403)."""
 
     def __init__(self, client: Client, event_types=INTERESTING, *, reconnect_max: float = 10.0,
-                 say: Optional[Callable[[str], None]] = None):
+                 say: Callable[[str], None] | None = None):
         self.client = client
         #: where the stream attached last when that is not the client's own URL (the leader found after a
         #: redirect that could not be followed); None: the client's URL in use
-        self.base: Optional[str] = None
+        self.base: str | None = None
         self._say = say or log.warning
         self._said: set[tuple[str, str]] = set()
         self.event_types = tuple(event_types)
-        self.events: "queue.Queue[dict[str, Any]]" = queue.Queue()
+        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.available = True
         self.reconnects = 0
         self._stop = threading.Event()
@@ -65,7 +66,7 @@ class EventStream:
         self._reconnect_max = reconnect_max
         self._thread = threading.Thread(target=self._run, name="marathon-events", daemon=True)
 
-    def __enter__(self) -> "EventStream":
+    def __enter__(self) -> EventStream:
         self._thread.start()
         return self
 
@@ -119,7 +120,7 @@ class EventStream:
             self._stop.wait(delay)
             delay = min(delay * 2, self._reconnect_max)
 
-    def _open(self) -> "requests.Response":
+    def _open(self) -> requests.Response:
         try:
             return self.client.events(self.event_types, read_timeout=30.0, base=self.base)
         except RedirectNotFollowed as e:
@@ -129,7 +130,7 @@ class EventStream:
                 self.base = None
             raise
 
-    def _to_leader(self, refused: RedirectNotFollowed) -> "requests.Response":
+    def _to_leader(self, refused: RedirectNotFollowed) -> requests.Response:
         """The stream at the leader, when ``refused.standby``'s redirect cannot be followed (see the module)."""
         tried, failures = {refused.standby.rstrip("/")}, []
         for base in self._leader_candidates(refused):
@@ -186,7 +187,7 @@ class EventStream:
         return out
 
 
-def _event(kind: str, text: str) -> Optional[dict[str, Any]]:
+def _event(kind: str, text: str) -> dict[str, Any] | None:
     """One event's ``data`` as a dict whose fields read by anyone have their shape (:data:`.shapes.EVENT`);
     None (the event is left out, said at debug level) for one that is not JSON or has a wrong shape: the
     readers go on with the next event and their polling, and the stream stays attached."""
@@ -201,7 +202,7 @@ def _event(kind: str, text: str) -> Optional[dict[str, Any]]:
         return None
 
 
-def _host(host_port: Optional[str]) -> Optional[str]:
+def _host(host_port: str | None) -> str | None:
     """``m2.example:8080`` → ``m2.example`` (``[::1]:8080`` → ``::1``)."""
     if not host_port:
         return None

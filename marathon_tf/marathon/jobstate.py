@@ -28,7 +28,8 @@ the same. Pure: plain dicts in, values out (``.get()`` only).
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from marathon_tf.contract import labels as L
 from marathon_tf.contract.plan import StopReason
@@ -63,7 +64,7 @@ def stored_spec(apps: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return {}
 
 
-def task_state(app: Mapping[str, Any]) -> Optional[str]:
+def task_state(app: Mapping[str, Any]) -> str | None:
     """The state of the app's task: its newest task's (``TASK_RUNNING``, …), :data:`STOPPED` for an
     app at 0 instances without one, None while it waits to be placed. Without embedded tasks, from
     the app's counts."""
@@ -78,7 +79,7 @@ def task_state(app: Mapping[str, Any]) -> Optional[str]:
     return STOPPED if app.get("instances", 1) == 0 else None
 
 
-def _bounds(app: Mapping[str, Any]) -> Optional[tuple[int, int]]:
+def _bounds(app: Mapping[str, Any]) -> tuple[int, int] | None:
     low, sep, high = str((app.get("labels") or {}).get(L.ELASTIC) or "").partition("..")
     return (int(low), int(high)) if sep and low.isdigit() and high.isdigit() else None
 
@@ -155,7 +156,7 @@ def replaced(app: Mapping[str, Any], task: Mapping[str, Any]) -> bool:
     return bool(version and changed and version < changed)
 
 
-def planned_stop(app: Mapping[str, Any] | None, version: Optional[str]) -> Optional[StopReason]:
+def planned_stop(app: Mapping[str, Any] | None, version: str | None) -> StopReason | None:
     """Why a stop of a task of ``app`` that was launched with the app version ``version`` was
     marathon-tf's own doing (:class:`~marathon_tf.contract.plan.StopReason`): ``JOB_ENDED`` (the app carries the
     job's record), ``APP_REMOVED`` (None app), ``NEW_CONFIGURATION`` (``scale``, a re-deploy: every task of the
@@ -170,7 +171,7 @@ def planned_stop(app: Mapping[str, Any] | None, version: Optional[str]) -> Optio
     return None
 
 
-def restarting(app: Mapping[str, Any]) -> Optional[str]:
+def restarting(app: Mapping[str, Any]) -> str | None:
     """The version of the task a new configuration of ``app`` is restarting now, or None: while a
     deployment names the app, its newest task was launched with an older configuration (it is being
     stopped), or it has none yet and its last one was stopped for the new configuration."""

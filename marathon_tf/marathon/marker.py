@@ -22,9 +22,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
-from marathon_tf.contract import labels as L, spread
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import spread
 from marathon_tf.contract.errors import MarathonError, MarathonNotFound, Timeout
 
 __all__ = ["digest", "stamp", "group_applied", "app_applied", "group_gone", "deployment_for", "settle", "SETTLE_POLL"]

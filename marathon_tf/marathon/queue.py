@@ -20,7 +20,8 @@ resources: a task row's ``waitingFor``), :func:`launch_delay` (Marathon's launch
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.marathon import shapes

@@ -23,10 +23,12 @@ from __future__ import annotations
 import random
 import re
 import time
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
-from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import naming
 from marathon_tf.marathon.client import Client
 
 __all__ = ["GROUP_EMBEDS", "job_apps", "finish_job", "hopeless_task_failure", "hopeless_failures",

@@ -77,7 +77,8 @@ def _want(shape: Any) -> str:
     return _NAMES.get(shape, getattr(shape, "__name__", str(shape)))
 
 
-def check(value: Any, shape: Any, where: str = "") -> Any:
+# Over ruff's complexity limit (C901), as one piece: the one recursive walk of a shape: a branch per kind of shape.
+def check(value: Any, shape: Any, where: str = "") -> Any:  # noqa: C901
     """``value`` if it has ``shape`` (see the module), else :class:`ShapeError`; returns ``value``."""
     if isinstance(shape, dict):
         if not isinstance(value, dict):

@@ -23,8 +23,9 @@ Pure: plain dicts in, values out (``.get()`` only: Marathon adds fields between 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any
 
 __all__ = ["RUNNING", "ACTIVE", "wall", "age", "started_at", "newest", "newest_running", "oldest_first", "health",
            "last_failure", "port_index", "task_port", "task_host", "task_address", "task_url"]
@@ -36,7 +37,7 @@ ACTIVE = ("TASK_STAGING", "TASK_STARTING", "TASK_RUNNING")
 Task = Mapping[str, Any]
 
 
-def wall(timestamp: Any) -> Optional[float]:
+def wall(timestamp: Any) -> float | None:
     """A Marathon timestamp (``2026-11-24T06:37:55.582Z``) as Unix seconds; None when missing or bad.
     One without a zone is read as UTC (Marathon always writes ``Z``)."""
     if not timestamp or not isinstance(timestamp, str):
@@ -50,13 +51,13 @@ def wall(timestamp: Any) -> Optional[float]:
     return then.timestamp()
 
 
-def age(timestamp: Any, *, now: Callable[[], float] = time.time) -> Optional[float]:
+def age(timestamp: Any, *, now: Callable[[], float] = time.time) -> float | None:
     """Seconds since a Marathon timestamp, to 0.1 s (never negative); None when missing or bad."""
     then = wall(timestamp)
     return None if then is None else round(max(0.0, now() - then), 1)
 
 
-def started_at(task: Task) -> Optional[str]:
+def started_at(task: Task) -> str | None:
     """When the task started (``startedAt``), else when it was staged (``stagedAt``), as Marathon wrote it."""
     return task.get("startedAt") or task.get("stagedAt") or None
 
@@ -65,7 +66,7 @@ def _since(task: Task) -> float:
     return wall(task.get("startedAt")) or wall(task.get("stagedAt")) or 0.0
 
 
-def newest(tasks: Iterable[Any] | None, states: Optional[Iterable[str]] = None) -> Optional[Task]:
+def newest(tasks: Iterable[Any] | None, states: Iterable[str] | None = None) -> Task | None:
     """The newest task (latest ``startedAt``, else ``stagedAt``) among those in ``states`` (None:
     any task with a state); None when there is none. Entries that are not objects are skipped."""
     wanted = None if states is None else set(states)
@@ -79,7 +80,7 @@ def oldest_first(tasks: Iterable[Any] | None) -> list[Task]:
     return sorted((t for t in tasks or [] if isinstance(t, Mapping)), key=_since)
 
 
-def newest_running(app: Mapping[str, Any] | None) -> Optional[Task]:
+def newest_running(app: Mapping[str, Any] | None) -> Task | None:
     """The app's newest ``TASK_RUNNING`` task, or None."""
     return newest((app or {}).get("tasks"), (RUNNING,))
 
@@ -92,7 +93,7 @@ def health(task: Task) -> str:
     return "healthy" if all(r.get("alive") for r in results) else "unhealthy"
 
 
-def last_failure(app: Mapping[str, Any]) -> Optional[str]:
+def last_failure(app: Mapping[str, Any]) -> str | None:
     """The app's ``lastTaskFailure`` in one line (``TASK_FAILED: Command exited with status 1``), or None."""
     failure = app.get("lastTaskFailure") or {}
     if not isinstance(failure, Mapping) or not failure:
@@ -108,7 +109,7 @@ def _port_list(app: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return []
 
 
-def port_index(app: Mapping[str, Any], name: str) -> Optional[int]:
+def port_index(app: Mapping[str, Any], name: str) -> int | None:
     """The index of the app's port named ``name`` (``portDefinitions``, else ``container.portMappings``)."""
     for i, port in enumerate(_port_list(app)):
         if port.get("name") == name:
@@ -116,7 +117,7 @@ def port_index(app: Mapping[str, Any], name: str) -> Optional[int]:
     return None
 
 
-def task_port(app: Mapping[str, Any], task: Task, name: str) -> Optional[int]:
+def task_port(app: Mapping[str, Any], task: Task, name: str) -> int | None:
     """The host port of the task's port named ``name``; on a container network without host ports,
     the mapping's ``containerPort``. None when the app has no such port or the task none yet."""
     index = port_index(app, name)
@@ -132,7 +133,7 @@ def task_port(app: Mapping[str, Any], task: Task, name: str) -> Optional[int]:
     return None
 
 
-def task_host(task: Task, *, container_network: bool = False) -> Optional[str]:
+def task_host(task: Task, *, container_network: bool = False) -> str | None:
     """The task's agent hostname; its first ``ipAddresses`` entry on a container network."""
     if container_network:
         ips = [a.get("ipAddress") for a in task.get("ipAddresses") or [] if isinstance(a, Mapping)]
@@ -144,13 +145,13 @@ def task_host(task: Task, *, container_network: bool = False) -> Optional[str]:
 
 
 def task_address(app: Mapping[str, Any], task: Task, name: str, *, container_network: bool = False
-                 ) -> Optional[str]:
+                 ) -> str | None:
     """``host:port`` of the task's port named ``name``, or None."""
     host, port = task_host(task, container_network=container_network), task_port(app, task, name)
     return f"{host}:{port}" if host and port else None
 
 
-def task_url(app: Mapping[str, Any], task: Task, name: str, path: str = "") -> Optional[str]:
+def task_url(app: Mapping[str, Any], task: Task, name: str, path: str = "") -> str | None:
     """``http://host:port<path>`` of the task's port named ``name`` (its status server), or None."""
     address = task_address(app, task, name)
     return f"http://{address}{path}" if address else None

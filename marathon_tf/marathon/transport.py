@@ -28,7 +28,8 @@ import re
 import socket
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping, Optional
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 import requests
@@ -53,7 +54,7 @@ _KEEP_METHOD = (307, 308)
 _STREAM_ERROR_BYTES = 64 << 10
 MAX_BYTES_ENV = "MARATHON_TF_MAX_RESPONSE"
 _CHUNK = 1 << 16
-Deadline = Callable[[], Optional[float]]
+Deadline = Callable[[], float | None]
 
 
 class AnswerTooLarge(requests.RequestException):

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any
 
 __all__ = ["MarathonVersion", "Capabilities", "capabilities", "from_info", "parse_version", "NEWEST",
            "OLDEST_SUPPORTED"]
@@ -58,7 +58,7 @@ class MarathonVersion:
 _VERSION = re.compile(r"^\s*v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,9}))?(?:[-+.~][0-9A-Za-z.+~-]*)?\s*$")
 
 
-def parse_version(text: Any) -> Optional[MarathonVersion]:
+def parse_version(text: Any) -> MarathonVersion | None:
     """``"1.4.3"`` → MarathonVersion(1, 4, 3); None when ``text`` is not a version (a missing patch is 0)."""
     if isinstance(text, MarathonVersion):
         return text
@@ -89,8 +89,8 @@ class Capabilities:
     ``--enable_features`` its ``/v2/info`` lists (``marathon_config.features``, ``M@1.4..1.11:src/main/scala/
     mesosphere/marathon/api/v2/InfoResource.scala``); None when not known (offline, or not listed)."""
 
-    version: Optional[MarathonVersion] = None
-    features: Optional[tuple[str, ...]] = None
+    version: MarathonVersion | None = None
+    features: tuple[str, ...] | None = None
 
     def _since(self, text: str) -> bool:
         return self.version is None or self.version >= _v(text)
@@ -264,7 +264,7 @@ class Capabilities:
         return self._since("1.9.0")
 
     @property
-    def gpu_scheduling_default(self) -> Optional[str]:
+    def gpu_scheduling_default(self) -> str | None:
         """``--gpu_scheduling_behavior``'s default, or None where the option does not exist (before 1.5.7:
         ``v1.5.7:src/main/scala/mesosphere/marathon/GpuSchedulingBehavior.scala`` is its first tag): ``undefined``
         through 1.7 (a task without GPUs may take a GPU agent; ``releases/1.7:src/main/scala/mesosphere/mesos/
@@ -293,7 +293,7 @@ def from_info(info: Any) -> Capabilities:
     return Capabilities(parse_version(info.get("version")), listed)
 
 
-def capabilities(version: Union[None, str, MarathonVersion, Capabilities]) -> Capabilities:
+def capabilities(version: None | str | MarathonVersion | Capabilities) -> Capabilities:
     """The answers for ``version`` (a string as ``/v2/info`` says it, a parsed one, or answers already);
     an unparsable or missing one is taken for the newest."""
     if isinstance(version, Capabilities):

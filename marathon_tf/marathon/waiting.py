@@ -30,12 +30,15 @@ no job from starting.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any
 
-from marathon_tf.contract import labels as L, naming, spread
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import naming, spread
 from marathon_tf.marathon.queue import RESOURCES, launch_delay
-from marathon_tf.marathon.tasks import ACTIVE as PLACED_STATES, wall
+from marathon_tf.marathon.tasks import ACTIVE as PLACED_STATES
+from marathon_tf.marathon.tasks import wall
 
 __all__ = ["Reason", "RoleWait", "role_waits", "summary", "attempt_started", "starting_members", "placed",
            "offer_free", "failed_in_this_config", "elastic_bounds", "PLACED_STATES", "RESOURCES", "wall"]
@@ -60,9 +63,9 @@ class Reason:
 
     reason: str
     agents: int
-    resource: Optional[str] = None
-    need: Optional[float] = None
-    free: Optional[tuple[float, float]] = None
+    resource: str | None = None
+    need: float | None = None
+    free: tuple[float, float] | None = None
 
     def text(self, first: bool = True) -> str:
         where = f"{self.reason} on {self.agents}" + (f" agent{'s' if self.agents != 1 else ''}" if first else "")
@@ -92,12 +95,12 @@ class RoleWait:
     total: int
     placed: int
     waiting: int
-    waiting_seconds: Optional[float] = None
+    waiting_seconds: float | None = None
     reasons: tuple[Reason, ...] = ()
     #: Marathon's launch backoff still to wait (after failures), seconds.
-    delayed: Optional[float] = None
+    delayed: float | None = None
     #: an elastic role's (min, max): its waiting apps past ``min`` placed are standbys
-    elastic: Optional[tuple[int, int]] = None
+    elastic: tuple[int, int] | None = None
 
     @property
     def standby(self) -> bool:
@@ -136,12 +139,12 @@ def _task_name(app: Mapping[str, Any]) -> str:
     return str(app.get("id", "")).rstrip("/").rsplit("/", 1)[-1]
 
 
-def _role(app: Mapping[str, Any]) -> Optional[str]:
+def _role(app: Mapping[str, Any]) -> str | None:
     role = (app.get("labels") or {}).get(L.ROLE)
     return role or (naming.parse_task_name(_task_name(app)) or (None, 0))[0]
 
 
-def elastic_bounds(app: Mapping[str, Any]) -> Optional[tuple[int, int]]:
+def elastic_bounds(app: Mapping[str, Any]) -> tuple[int, int] | None:
     """(min, max) of an elastic role's app (its ``marathon-tf/elastic`` label), else None."""
     text = str((app.get("labels") or {}).get(L.ELASTIC) or "")
     low, sep, high = text.partition("..")
@@ -173,7 +176,7 @@ def offer_free(offer: Mapping[str, Any]) -> dict[str, float]:
 
 
 def _reasons(entries: list[Mapping[str, Any]], app: Mapping[str, Any],
-             free: Optional[Mapping[str, Mapping[str, float]]]) -> tuple[Reason, ...]:
+             free: Mapping[str, Mapping[str, float]] | None) -> tuple[Reason, ...]:
     newest: dict[str, tuple[str, list[str], dict[str, float]]] = {}  # agent -> (time, reasons, offered)
     for entry in entries:
         for unused in entry.get("lastUnusedOffers") or []:
@@ -212,8 +215,8 @@ def _reasons(entries: list[Mapping[str, Any]], app: Mapping[str, Any],
 
 
 def role_waits(apps: Iterable[Mapping[str, Any]], queue: Mapping[str, Mapping[str, Any]], *,
-               free: Optional[Mapping[str, Mapping[str, float]]] = None,
-               now: Optional[float] = None) -> dict[str, RoleWait]:
+               free: Mapping[str, Mapping[str, float]] | None = None,
+               now: float | None = None) -> dict[str, RoleWait]:
     """Per role (in the job's order): tasks, placed, waiting and why. ``queue``: entries by app id;
     ``free``: agent id → free resources (``cpus``, ``mem``, ``disk``, ``gpus``, ``ports``) when known."""
     import time
@@ -247,7 +250,7 @@ def summary(waits: Mapping[str, RoleWait]) -> str:
     return " | ".join(waiting) if waiting else ", ".join(w.text() for w in waits.values())
 
 
-def attempt_started(apps: Iterable[Mapping[str, Any]]) -> Optional[float]:
+def attempt_started(apps: Iterable[Mapping[str, Any]]) -> float | None:
     """When the job's current attempt was submitted: its apps' latest configuration change
     (``versionInfo.lastConfigChangeAt``: a deploy, a scale, a re-submission all change it). An app whose
     last change was the placement's own write (its leader releasing or moving a task:

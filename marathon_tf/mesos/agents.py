@@ -17,8 +17,8 @@ are this.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from .resources import Resource, Value, ranges_minus
 

@@ -30,8 +30,8 @@ cluster's scheduler places its tasks with :func:`match`; the user's admission ch
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence
 
 from .agents import AgentInfo
 from .resources import Resource, Value, attribute_text
@@ -53,7 +53,7 @@ class Match:
     #: What the task takes of the agent (scalars by role; ports are added once allocated).
     consumed: list[Resource]
     #: The ports it may take (enforced agents: free ports of its roles' ranges; None: any free port).
-    port_candidates: Optional[list[int]]
+    port_candidates: list[int] | None
     port_role: str = "*"
     gpus: tuple[int, ...] = ()
 
@@ -65,20 +65,20 @@ class NoMatch:
     offer: list[Resource] = field(default_factory=list)
 
 
-def funnel(reasons: Iterable[str]) -> Optional[str]:
+def funnel(reasons: Iterable[str]) -> str | None:
     """The one reason Marathon counts for a declined offer (the first of the funnel)."""
     known = [r for r in reasons if r in REASON_FUNNEL]
     return min(known, key=REASON_FUNNEL.index) if known else None
 
 
-def field_value(agent: AgentInfo, name: str) -> Optional[str]:
+def field_value(agent: AgentInfo, name: str) -> str | None:
     """A constraint field's value on ``agent`` (``Constraints.readerForField``): its hostname for
     ``hostname`` / ``@hostname``, else the attribute's text (None: the agent has none)."""
     if name in ("hostname", "@hostname"):
         return agent.hostname
     if name in ("@region", "@zone"):
         return None  # no fault domain is modelled
-    value: Optional[Value] = agent.attributes.get(name)
+    value: Value | None = agent.attributes.get(name)
     return None if value is None else attribute_text(value)
 
 
@@ -112,7 +112,7 @@ def meets_constraint(agent: AgentInfo, placed: Sequence[AgentInfo], constraint: 
         except re.error:
             return False
         return hit if operator == "LIKE" else not hit
-    counts: dict[Optional[str], int] = {}
+    counts: dict[str | None, int] = {}
     for v in values:
         counts[v] = counts.get(v, 0) + 1
     if operator == "GROUP_BY":
@@ -131,7 +131,7 @@ def meets_constraint(agent: AgentInfo, placed: Sequence[AgentInfo], constraint: 
     return False
 
 
-def _take(offer: list[Resource], name: str, amount: float, roles: set[str]) -> Optional[list[Resource]]:
+def _take(offer: list[Resource], name: str, amount: float, roles: set[str]) -> list[Resource] | None:
     """``amount`` of scalar ``name`` from the offer's resources of ``roles`` (in offer order), or None."""
     taken: list[Resource] = []
     left = amount

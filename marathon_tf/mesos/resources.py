@@ -17,8 +17,8 @@ values taken out) and the text Marathon's constraints compare an attribute by
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Union
 
 __all__ = ["Ranges", "Resource", "Value", "parse_resources", "parse_attributes", "attribute_text", "coalesce",
            "ranges_minus", "ranges_size", "ports_resource", "SCALARS"]
@@ -27,7 +27,7 @@ __all__ = ["Ranges", "Resource", "Value", "parse_resources", "parse_attributes",
 SCALARS = ("cpus", "gpus", "mem", "disk")
 
 Ranges = tuple[tuple[int, int], ...]
-Value = Union[float, Ranges, frozenset, str]
+Value = float | Ranges | frozenset | str
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ else ``role``, else ``*``), attributes (numbers as scalars, ``[…]`` as ranges,
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .resources import SCALARS, Ranges, Resource, Value, coalesce
 
@@ -105,7 +106,7 @@ def offer_attributes_json(attributes: dict[str, Value]) -> list[dict]:
 # ----------------------------------------------------------------------------- read back
 
 
-def _item_value(item: Mapping[str, Any]) -> Optional[Value]:
+def _item_value(item: Mapping[str, Any]) -> Value | None:
     if "scalar" in item:
         return float((item.get("scalar") or {}).get("value", 0.0))
     if "ranges" in item:

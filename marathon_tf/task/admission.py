@@ -25,16 +25,17 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
-from marathon_tf.contract import labels as L, naming, timeline as T
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import naming
+from marathon_tf.contract import timeline as T
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.queue import entries_by_app, fetch
 from marathon_tf.marathon.record import job_apps, release_job
-from marathon_tf.marathon.waiting import (attempt_started, failed_in_this_config, role_waits, starting_members,
-                                          summary)
+from marathon_tf.marathon.waiting import attempt_started, failed_in_this_config, role_waits, starting_members, summary
 from marathon_tf.task.timeline import TaskEvents
 
 __all__ = ["AdmissionWatch", "watch_admission", "SETTLE", "SPREAD_PER_TASK", "RETRY"]
@@ -51,15 +52,15 @@ _EMBEDS = ("group.groups", "group.apps", "group.apps.tasks", "group.apps.lastTas
 class AdmissionWatch:
     """The admission deadline as one placed task sees it (see the module)."""
 
-    def __init__(self, ctx: TaskContext, client: Client, *, events: Optional[TaskEvents] = None,
+    def __init__(self, ctx: TaskContext, client: Client, *, events: TaskEvents | None = None,
                  log: Callable[[str], None] = lambda m: None, clock: Callable[[], float] = time.time,
-                 rng: Optional[random.Random] = None):
+                 rng: random.Random | None = None):
         self.ctx, self.client, self.events, self.log, self.clock = ctx, client, events, log, clock
         self.rng = rng or random.Random()
         self.timeout, retries, self.backoff = ctx.admission
         self.attempts = int(retries) + 1
         self.began = clock()
-        self.released: Optional[str] = None  # the reason, once this task released the job
+        self.released: str | None = None  # the reason, once this task released the job
         self._halt = threading.Event()
         size = sum(int(n) for n in ctx.cluster.values())
         self.spread = max(1.0, SPREAD_PER_TASK * size)
@@ -81,7 +82,7 @@ class AdmissionWatch:
         return job_apps(self.client.get_group(naming.group_id(self.ctx.job), embed=_EMBEDS))
 
     def _run(self) -> None:
-        wake: Optional[float] = None
+        wake: float | None = None
         while not self._halt.is_set():
             try:
                 apps = self._apps()
@@ -104,7 +105,7 @@ class AdmissionWatch:
             self.verdict(apps)
             return
 
-    def verdict(self, apps: dict) -> Optional[str]:
+    def verdict(self, apps: dict) -> str | None:
         """At the deadline: release the job when a task of its cluster still waits (and this task is
         not a relaunch); the reason, or None."""
         waiting = starting_members(apps.values())
@@ -113,7 +114,7 @@ class AdmissionWatch:
             return None
         return self.release(apps)
 
-    def placement_problem(self) -> Optional[str]:
+    def placement_problem(self) -> str | None:
         """For a startup deadline that passed: the reason when peers wait to be placed (the job is then
         released as NotPlaced, not failed), else None."""
         try:
@@ -122,7 +123,7 @@ class AdmissionWatch:
             return None
         return self.release(apps) if starting_members(apps.values()) else None
 
-    def release(self, apps: dict) -> Optional[str]:
+    def release(self, apps: dict) -> str | None:
         """Write the record ``NotPlaced`` (why, per role) and scale every app to 0; the reason."""
         try:
             queue = entries_by_app(fetch(self.client))
@@ -146,9 +147,9 @@ class AdmissionWatch:
         return reason
 
 
-def watch_admission(ctx: TaskContext, control, has_peers: bool, events: Optional[TaskEvents], *,
+def watch_admission(ctx: TaskContext, control, has_peers: bool, events: TaskEvents | None, *,
                     log: Callable[[str], None] = lambda m: None,
-                    rng: Optional[random.Random] = None) -> Optional[AdmissionWatch]:
+                    rng: random.Random | None = None) -> AdmissionWatch | None:
     """A started watch for a task that waits for peers and can talk to Marathon (``control``: the
     bootstrap's :class:`~marathon_tf.task.jobcontrol.JobControl`), else None."""
     if control is None or not has_peers:

@@ -48,9 +48,10 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from marathon_tf.contract import cluster_spec, naming, joblock, labels as L, savehook
+from marathon_tf.contract import cluster_spec, joblock, naming, savehook
+from marathon_tf.contract import labels as L
 from marathon_tf.contract.errors import DiscoveryError, UsageError
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.progress import StepRate
@@ -62,10 +63,17 @@ from marathon_tf.task.admission import AdmissionWatch, watch_admission
 from marathon_tf.task.budget import BACKOFF
 from marathon_tf.task.checkpoints import newest_checkpoint
 from marathon_tf.task.discovery import Backend, PeerKey, make_backend, watch_interval
-from marathon_tf.task.elastic import ElasticMember, attach as elastic_attach
+from marathon_tf.task.elastic import ElasticMember
+from marathon_tf.task.elastic import attach as elastic_attach
 from marathon_tf.task.gpucheck import gpu_problem
-from marathon_tf.task.invocation import (DEFAULT_WATCH_INTERVAL, USAGE, own_address, parse_args, shell_command,
-                                         status_port)
+from marathon_tf.task.invocation import (
+    DEFAULT_WATCH_INTERVAL,
+    USAGE,
+    own_address,
+    parse_args,
+    shell_command,
+    status_port,
+)
 from marathon_tf.task.jobcontrol import JobControl, job_lifecycle
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.keeper import PATH as LEDGER_PATH
@@ -169,7 +177,9 @@ class Bootstrap:
         return self._stop.is_set()
 
     # -- the run -----------------------------------------------------------------------------
-    def run(self) -> int:
+    # Over ruff's complexity limit (C901), as one piece: the task's order of work (the module's docstring), step by
+    # step.
+    def run(self) -> int:  # noqa: C901
         try:
             if self.prewarmer:
                 self.prewarmer.start()  # the import runs while the peers are discovered

@@ -16,7 +16,8 @@ No I/O but the budget's file.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from marathon_tf.task.ledger import FAILURE, INFRASTRUCTURE, PREEMPTION, Answer, Entry, append_file, bucket, read_file
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 import os
 import re
 import struct
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 __all__ = ["Checkpoint", "newest_checkpoint", "latest_checkpoint_step", "keras_backup", "event_file_step",
            "training_step"]

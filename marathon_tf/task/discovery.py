@@ -16,9 +16,10 @@ still-missing ones) with bounded concurrency.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.taskenv import TaskContext, marathon_token

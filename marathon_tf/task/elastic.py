@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.cluster_spec import Membership, elastic_cluster

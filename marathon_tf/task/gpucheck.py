@@ -26,7 +26,7 @@ import os
 import re
 import shutil
 import subprocess
-from typing import Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
 
 __all__ = ["gpu_problem", "DRIVER_DIR"]
 
@@ -48,9 +48,9 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess:
 
 
 def gpu_problem(gpus: int, environ: Mapping[str, str], *, dev_dir: str = "/dev",
-                which: Callable[..., Optional[str]] = shutil.which,
+                which: Callable[..., str | None] = shutil.which,
                 run: Callable[[list[str]], subprocess.CompletedProcess] = _run,
-                find_library: Callable[[str], Optional[str]] = ctypes.util.find_library) -> Optional[str]:
+                find_library: Callable[[str], str | None] = ctypes.util.find_library) -> str | None:
     """Why a task given ``gpus`` GPUs cannot use them (one line), or None when it can (or was given none).
     ``dev_dir``, ``which``, ``run`` and ``find_library`` are injectable for tests."""
     if gpus <= 0:

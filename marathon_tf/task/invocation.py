@@ -6,7 +6,7 @@ the pre-warm pool (:mod:`marathon_tf.task.warmpool`), which needs the command wi
 from __future__ import annotations
 
 import socket
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.contract.taskenv import TaskContext

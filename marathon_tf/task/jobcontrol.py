@@ -26,9 +26,11 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any, Callable, Mapping, Sequence, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
-from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import naming
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.progress import STEP_ROLES, job_step
@@ -42,8 +44,8 @@ from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.keeper import Keeper, Reporter, asked_for
 from marathon_tf.task.ledger import Ledger
-from marathon_tf.task.placer import Placer
 from marathon_tf.task.logdir import failures_path
+from marathon_tf.task.placer import Placer
 from marathon_tf.task.policy import decider_task, is_decider
 
 __all__ = ["JobControl", "await_workers", "client_from_env", "job_lifecycle", "read_status", "AWAIT_SILENCE"]

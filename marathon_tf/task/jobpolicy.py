@@ -15,8 +15,8 @@ This module never imports TensorFlow.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Callable, Mapping
 
 from marathon_tf.contract import keras3, naming
 from marathon_tf.contract.plan import StopReason
@@ -25,8 +25,21 @@ from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.keeper import Keeper, Reporter
 from marathon_tf.task.ledger import FAILURE, INFRASTRUCTURE, PREEMPTION, Answer, Entry
 from marathon_tf.task.logdir import logdir_problem, space_problem
-from marathon_tf.task.policy import (GROUP, RELAUNCH, Action, Decision, Ending, ExitPolicy, cannot_run_program,
-                                     decide, group_scope, is_decider, reason, restart_scope, tail_for_reason)
+from marathon_tf.task.policy import (
+    GROUP,
+    RELAUNCH,
+    Action,
+    Decision,
+    Ending,
+    ExitPolicy,
+    cannot_run_program,
+    decide,
+    group_scope,
+    is_decider,
+    reason,
+    restart_scope,
+    tail_for_reason,
+)
 
 __all__ = ["JobPolicy"]
 

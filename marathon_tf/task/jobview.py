@@ -21,19 +21,22 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from marathon_tf.contract import labels as L, naming, timeline as T
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import naming
+from marathon_tf.contract import timeline as T
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.progress import median
 from marathon_tf.contract.taskapi import broadcast
 from marathon_tf.contract.taskenv import TaskContext
-from marathon_tf.marathon.tasks import newest_running, task_url, wall
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import restarting
 from marathon_tf.marathon.queue import entries_by_app, placement
 from marathon_tf.marathon.record import GROUP_EMBEDS, job_apps
+from marathon_tf.marathon.tasks import newest_running, task_url, wall
 from marathon_tf.task.jobcontrol import read_status
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.timeline import TaskEvents

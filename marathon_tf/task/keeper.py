@@ -40,10 +40,12 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import naming
 from marathon_tf.contract.errors import MarathonError, MarathonNotFound
 from marathon_tf.contract.plan import Round, RoundCause, RoundKind, StopReason
 from marathon_tf.contract.taskapi import LEDGER, LedgerReport, TaskApiError, TaskClient
@@ -53,8 +55,19 @@ from marathon_tf.marathon.jobstate import planned_stop
 from marathon_tf.marathon.record import job_apps
 from marathon_tf.marathon.tasks import wall
 from marathon_tf.task.budget import STREAK_RESET, backoff
-from marathon_tf.task.ledger import (ATTRIBUTION, FAILURE, INFRASTRUCTURE, PREEMPTION, Answer, Entry, Ledger,
-                                     append_file, bucket, classify_status, read_file)
+from marathon_tf.task.ledger import (
+    ATTRIBUTION,
+    FAILURE,
+    INFRASTRUCTURE,
+    PREEMPTION,
+    Answer,
+    Entry,
+    Ledger,
+    append_file,
+    bucket,
+    classify_status,
+    read_file,
+)
 
 __all__ = ["Keeper", "Reporter", "PATH", "STOPPED", "asked_for"]
 

@@ -37,8 +37,9 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.plan import PlanError, Round
@@ -90,7 +91,7 @@ class Entry:
         return {k: v for k, v in asdict(self).items() if v not in (None, "", False) or k in ("counted", "kind")}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Entry | None":
+    def from_dict(cls, data: Mapping[str, Any]) -> Entry | None:
         """An entry from JSON (a report, the file); None when it is not one."""
         try:
             kind = str(data["kind"])
@@ -141,7 +142,7 @@ class Answer:
         return out
 
     @classmethod
-    def from_dict(cls, data: Any) -> "Answer | None":
+    def from_dict(cls, data: Any) -> Answer | None:
         """A keeper's answer from JSON; None when it is not one (then the task counts alone)."""
         if not isinstance(data, Mapping) or any(k not in data for k in cls.COUNTS):
             return None

@@ -20,7 +20,7 @@ import errno
 import glob
 import os
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from marathon_tf.contract import joblock
 from marathon_tf.contract.taskenv import TaskContext

@@ -31,7 +31,8 @@ import os
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Mapping, cast
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 from marathon_tf.contract import timeline as T
 from marathon_tf.contract.goodput import goodput

@@ -28,7 +28,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from marathon_tf.contract.taskapi import broadcast
 from marathon_tf.task.tflog import TFLogWatcher

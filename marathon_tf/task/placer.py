@@ -43,12 +43,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import MarathonError
-from marathon_tf.marathon import tasks as T, transport
+from marathon_tf.marathon import tasks as T
+from marathon_tf.marathon import transport
 
 __all__ = ["Placer", "FAST", "CALM"]
 
@@ -67,27 +69,27 @@ class Placer:
     """The leader's placement of its job (see the module). ``client``: a Marathon client with the
     task's credentials; ``leader``: this task's name (it keeps its place)."""
 
-    def __init__(self, client: Any, job: str, leader: str, *, stop: Optional[threading.Event] = None,
+    def __init__(self, client: Any, job: str, leader: str, *, stop: threading.Event | None = None,
                  log: Callable[[str], None] = lambda m: None, fast: float = FAST, calm: float = CALM):
         self.client, self.job, self.leader, self.log = client, job, leader, log
         self.fast, self.calm = fast, calm
         self.stop = stop or threading.Event()
         self._wake = threading.Event()
         self._lock = threading.Lock()
-        self._evaluated_from: Optional[float] = None  # when the read of the last round began (monotonic)
+        self._evaluated_from: float | None = None  # when the read of the last round began (monotonic)
         self._blocking: dict[str, str] = {}
-        self._scoped: Optional[set[str]] = None  # None: not read yet
-        self._attributes: dict[str, dict[str, Optional[str]]] = {}
+        self._scoped: set[str] | None = None  # None: not read yet
+        self._attributes: dict[str, dict[str, str | None]] = {}
         self._attributes_at = -1e9
         self._said: set[str] = set()
         self.rounds = 0
         self.writes = 0
         #: called after every round (the leader re-checks its view)
         self.listeners: list[Callable[[], None]] = []
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
 
     @classmethod
-    def of(cls, client: Any, ctx: Any, stop: threading.Event, log: Callable[[str], None]) -> "Placer":
+    def of(cls, client: Any, ctx: Any, stop: threading.Event, log: Callable[[str], None]) -> Placer:
         """The placer of the task ``ctx`` (a :class:`~marathon_tf.contract.taskenv.TaskContext`: the job's leader)."""
         return cls(client, ctx.job, ctx.task, stop=stop, log=log)
 
@@ -110,7 +112,7 @@ class Placer:
         return out
 
     # -- the loop --------------------------------------------------------------------------------
-    def start(self) -> "Placer":
+    def start(self) -> Placer:
         self._thread = threading.Thread(target=self._loop, name="placement", daemon=True)
         self._thread.start()
         return self
@@ -186,7 +188,7 @@ class Placer:
         base, added, why = spread.split(app)
         task = T.newest(app.get("tasks"), T.ACTIVE)
         host = str(task.get("host")) if task and task.get("host") else None
-        values: dict[str, Optional[str]] = {}
+        values: dict[str, str | None] = {}
         for rule in rules:
             if spread.is_hostname(rule.field):
                 values[rule.field] = host
@@ -213,7 +215,7 @@ class Placer:
                   + " not enforced: the agents' attributes cannot be read from the Mesos master")
         return tuple(r for r in rules if spread.is_hostname(r.field))
 
-    def _read_attributes(self) -> Optional[dict[str, dict[str, Optional[str]]]]:
+    def _read_attributes(self) -> dict[str, dict[str, str | None]] | None:
         """hostname → {attribute: its text} of every registered agent; None when the master cannot be read."""
         try:
             url = str(((self.client.info() or {}).get("marathon_config") or {}).get("mesos_leader_ui_url") or "")
@@ -253,13 +255,13 @@ class Placer:
             self.log(message)
 
 
-def _domain(slave: Mapping[str, Any]) -> dict[str, Optional[str]]:
+def _domain(slave: Mapping[str, Any]) -> dict[str, str | None]:
     """``@region`` / ``@zone`` of an agent's fault domain (Marathon 1.6+'s fields: ``Constraints.scala``
     reads them from the offer's domain), None where it has none."""
     fault = ((slave.get("domain") or {}).get("fault_domain") or {}) if isinstance(slave.get("domain"), dict) else {}
     return {"@region": (fault.get("region") or {}).get("name"), "@zone": (fault.get("zone") or {}).get("name")}
 
 
-def _origin(url: str) -> tuple[str, str, Optional[int]]:
+def _origin(url: str) -> tuple[str, str, int | None]:
     parts = urlsplit(url)
     return parts.scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(parts.scheme)

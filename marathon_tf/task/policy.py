@@ -73,10 +73,11 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
-from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import naming
 from marathon_tf.contract.cluster_spec import Membership
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.plan import Round, RoundCause

@@ -38,10 +38,11 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence, cast
+from typing import cast
 
 from marathon_tf.contract.taskenv import FORKED_PID_FILE, PREWARM_SOCKET_VAR
 from marathon_tf.task.supervisor import _die_with_parent, ignore_sigterm, popen, start_ignoring_sigterm
@@ -261,7 +262,7 @@ class ForkServer:
 
     @classmethod
     def start(cls, interpreter: str, options: Sequence[str], modules: Sequence[str], env: Mapping[str, str],
-              cwd: str | None, label: str, log: Callable[[str], None]) -> "ForkServer | None":
+              cwd: str | None, label: str, log: Callable[[str], None]) -> ForkServer | None:
         """Start a server of our own (its output goes where the bootstrap's goes)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -282,7 +283,7 @@ class ForkServer:
         return cls(ours, label, log, proc)
 
     @classmethod
-    def connect(cls, path: str, label: str, log: Callable[[str], None]) -> "ForkServer | None":
+    def connect(cls, path: str, label: str, log: Callable[[str], None]) -> ForkServer | None:
         """Connect to the local runner's shared server (None if it is not there)."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -293,7 +294,8 @@ class ForkServer:
             return None
         return cls(sock, label, log)
 
-    def _read(self) -> None:
+    # Over ruff's complexity limit (C901), as one piece: the fork server's protocol, message by message.
+    def _read(self) -> None:  # noqa: C901
         while True:
             try:
                 data = self.sock.recv(1 << 16)
@@ -466,7 +468,7 @@ class Prewarmer:
 
     @classmethod
     def for_command(cls, command: Sequence[str], modules: Sequence[str], environ: Mapping[str, str],
-                    **kw) -> "Prewarmer | None":
+                    **kw) -> Prewarmer | None:
         """A Prewarmer when ``command`` is a Python program and there is something to import."""
         if not modules or python_command(command) is None:
             return None
@@ -509,7 +511,7 @@ class Prewarmer:
             server.close()
 
     # -- the bootstrap's interface ------------------------------------------------------------
-    def start(self) -> "Prewarmer":
+    def start(self) -> Prewarmer:
         self.log(f"pre-warming {self.label}" + (" (the local runner's shared interpreter)" if self.socket_path else ""))
         self._pool.submit(self._open)
         return self

@@ -280,7 +280,9 @@ def _die_with_parent():
         pass
 
 
-def _serve(server, listener, client, linger):
+# Over ruff's complexity limit (C901), as one piece: the fork server's event loop, stdlib only, in the program's own
+# interpreter.
+def _serve(server, listener, client, linger):  # noqa: C901
     """Fork a process for every order until no client is left; returns (order, fds) in a forked
     process (which then becomes the program), never in the server."""
     import select

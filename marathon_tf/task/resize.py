@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from marathon_tf.contract import naming, timeline as T
+from marathon_tf.contract import naming
+from marathon_tf.contract import timeline as T
 from marathon_tf.contract.cluster_spec import Membership
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.plan import Round, RoundCause, RoundKind
@@ -126,7 +128,7 @@ class Resizer:
         self._released = False
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "Resizer":
+    def start(self) -> Resizer:
         self._thread = threading.Thread(target=self._run, name="elastic-resizer", daemon=True)
         self._thread.start()
         return self

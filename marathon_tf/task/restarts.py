@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
-from marathon_tf.contract import naming, timeline as T
+from marathon_tf.contract import naming
+from marathon_tf.contract import timeline as T
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.plan import Round, RoundCause, RoundKind

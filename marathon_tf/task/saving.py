@@ -45,10 +45,12 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
-from marathon_tf.contract import naming, savehook, timeline as T
+from marathon_tf.contract import naming, savehook
+from marathon_tf.contract import timeline as T
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.plan import StopReason
 from marathon_tf.contract.taskapi import HOLD, SAVE, HoldRequest, SaveRequest, TaskApiError, TaskClient
@@ -107,7 +109,7 @@ class SaveResult:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
     @classmethod
-    def from_dict(cls, data: Any) -> "SaveResult":
+    def from_dict(cls, data: Any) -> SaveResult:
         if not isinstance(data, Mapping) or not isinstance(data.get("ok"), bool):
             return cls(False, f"not a save round's answer: {str(data)[:200]}")
         step = data.get("step")
@@ -266,7 +268,7 @@ class Saving:
         finally:
             self._closed(asked)
 
-    def _steps(self, asked: "_Asked", reason: str, hold: bool, deadline: float, exclude: Sequence[str],
+    def _steps(self, asked: _Asked, reason: str, hold: bool, deadline: float, exclude: Sequence[str],
                began: float, began_wall: float) -> SaveResult:
         trainer = asked.trainer
         if hold and self.ctx.style == "tf1":
@@ -314,7 +316,7 @@ class Saving:
                  f"{seconds:.2f} s" + ("; training stays held until the stop" if hold else ""))
         return SaveResult(True, step=step, path=path, seconds=seconds, held=hold)
 
-    def _closed(self, asked: "_Asked") -> None:
+    def _closed(self, asked: _Asked) -> None:
         """The round is over, whichever way: a ``saved`` line its program said that the round did not take
         (it came after the round gave up) is a late answer (:meth:`_late`), and so is any said from now on."""
         with self._lock:
@@ -394,7 +396,7 @@ class Saving:
                 trainer.send(signal.SIGCONT)
             time.sleep(0.05)
 
-    def _failed(self, why: str, asked: "_Asked") -> SaveResult:
+    def _failed(self, why: str, asked: _Asked) -> SaveResult:
         self._resume(asked.trainer)
         self._release(asked.tried)
         if self.status.light().get("phase") == Phase.SAVING:
@@ -403,7 +405,7 @@ class Saving:
         self.log(f"save round failed: {why}")
         return SaveResult(False, why)
 
-    def _hold_others(self, asked: "_Asked", reason: str, exclude: Sequence[str], deadline: float) -> None:
+    def _hold_others(self, asked: _Asked, reason: str, exclude: Sequence[str], deadline: float) -> None:
         """Freeze every other chief and worker (``POST /hold``) until the round's deadline (a confirmed round
         holds them longer: until the stop); ``asked.held``: the ones that said they are held, ``asked.tried``:
         every one asked (an answer that came too late still holds: each is let go when the round fails)."""

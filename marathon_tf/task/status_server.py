@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Mapping
+from typing import Any
 from urllib.parse import parse_qs
 
 from marathon_tf.contract.phases import Phase
@@ -107,7 +108,7 @@ class TaskStatus:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: "_Server"
+    server: _Server
 
     def do_GET(self) -> None:  # noqa: N802 (http.server naming)
         status = self.server.task_status
@@ -222,7 +223,7 @@ class StatusServer:
         """Serve ``POST path`` with ``handler(query, JSON body) -> (code, body)``."""
         self._server.post_routes = {**self._server.post_routes, path: handler}
 
-    def start(self) -> "StatusServer":
+    def start(self) -> StatusServer:
         self._thread.start()
         return self
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import Mapping
+from collections.abc import Mapping
 
 from marathon_tf.contract import taskauth
 from marathon_tf.contract.taskenv import marathon_token

@@ -22,7 +22,8 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from typing import BinaryIO, Callable, Mapping, Sequence, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import BinaryIO, cast
 
 from marathon_tf.contract.shellexec import exit_status
 

@@ -36,8 +36,8 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 __all__ = ["task_of", "PeerSignal", "parse_line", "TFLogWatcher", "is_noise", "RESTARTED"]
 

@@ -23,9 +23,11 @@ import sys
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from marathon_tf.contract import labels as L, timeline as T
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import timeline as T
 
 __all__ = ["TaskEvents", "EVENTS_FILE", "KEPT", "READ_LIMIT"]
 

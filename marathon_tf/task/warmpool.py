@@ -33,9 +33,9 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Sequence
 
 from marathon_tf.task.prewarm import SOCKET_VAR, python_command, resolve_interpreter, server_argv
 from marathon_tf.task.prewarm_child import shared_env
@@ -47,7 +47,7 @@ __all__ = ["WarmPool", "LINGER", "bootstrap_command"]
 LINGER = 300.0
 
 
-def bootstrap_command(app: Mapping) -> Optional[list[str]]:
+def bootstrap_command(app: Mapping) -> list[str] | None:
     """The training command of an app that runs ``marathon-tf bootstrap [options] -- cmd...``
     (``cmd`` or ``args``); None for anything else, and for a shell-string command."""
     from marathon_tf.contract.errors import UsageError
@@ -89,7 +89,7 @@ class WarmPool:
         self._count = 0
         self._closed = False
 
-    def socket_for(self, app: Mapping, env: Mapping[str, str]) -> Optional[str]:
+    def socket_for(self, app: Mapping, env: Mapping[str, str]) -> str | None:
         """The socket of the server for this task (started now if there is none); None when the task
         does not run a pre-warmable program through the bootstrap. ``env``: the task's environment."""
         from marathon_tf.contract.taskenv import prewarm_modules
@@ -121,7 +121,7 @@ class WarmPool:
                 self._servers[key] = server
             return str(server.path)
 
-    def _start(self, interpreter: str, options, modules: list[str], env: dict[str, str]) -> Optional[_Server]:
+    def _start(self, interpreter: str, options, modules: list[str], env: dict[str, str]) -> _Server | None:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._count += 1
         path = self.dir / f"{self._count}.sock"

@@ -34,7 +34,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from marathon_tf.contract.progress import median
 
@@ -52,19 +52,19 @@ _INTERVALS = 64
 
 
 class ProgressWatchdog:
-    def __init__(self, progress: Optional[float], first_step: Optional[float] = None, *,
+    def __init__(self, progress: float | None, first_step: float | None = None, *,
                  prints_steps: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
         self.progress, self.first_step, self.clock = progress, first_step, clock
         self.prints_steps = prints_steps
         self._lock = threading.Lock()
         self._since = clock()
-        self._step: Optional[int] = None
+        self._step: int | None = None
         self._intervals: deque[float] = deque(maxlen=_INTERVALS)
         self._longest = 0.0
 
     @classmethod
-    def for_role(cls, role: str, timeouts: tuple[Optional[float], Optional[float]], style: str = "",
-                 **kw) -> "ProgressWatchdog":
+    def for_role(cls, role: str, timeouts: tuple[float | None, float | None], style: str = "",
+                 **kw) -> ProgressWatchdog:
         """The watchdog of a task: off (both 0) for roles that print no steps (``style``: the job's)."""
         watched = role in WATCHED_ROLES and not (style == "parameter_server" and role == "worker")
         return cls(*timeouts, **kw) if watched else cls(0, 0, **kw)
@@ -93,12 +93,12 @@ class ProgressWatchdog:
             self._step, self._since = step, now
             return True
 
-    def progress_limit(self) -> Optional[float]:
+    def progress_limit(self) -> float | None:
         """Seconds without a new step that fail the program now (None: not watched)."""
         with self._lock:
             return self._progress_limit()
 
-    def _progress_limit(self) -> Optional[float]:
+    def _progress_limit(self) -> float | None:
         if self.progress == 0:
             return None
         if self.progress is not None:
@@ -106,7 +106,7 @@ class ProgressWatchdog:
         usual = median(self._intervals) if self._intervals else 0.0
         return max(ADAPTIVE_FACTOR * usual, 2 * self._longest, PROGRESS_FLOOR)
 
-    def _first_step_limit(self) -> Optional[float]:
+    def _first_step_limit(self) -> float | None:
         if self.first_step == 0:
             return None
         if self.first_step is not None:
@@ -115,17 +115,17 @@ class ProgressWatchdog:
             return float(self.progress)  # a fixed progress limit alone bounds the first step too
         return FIRST_STEP_FLOOR if self.prints_steps else None
 
-    def usual_interval(self) -> Optional[float]:
+    def usual_interval(self) -> float | None:
         """The median interval between the program's steps (None before two steps)."""
         with self._lock:
             return median(self._intervals) if self._intervals else None
 
-    def stalled_for(self) -> tuple[float, Optional[int]]:
+    def stalled_for(self) -> tuple[float, int | None]:
         """(seconds since the last step, or since the start without one; the last step)."""
         with self._lock:
             return self.clock() - self._since, self._step
 
-    def overdue(self) -> Optional[str]:
+    def overdue(self) -> str | None:
         """None while the program makes progress; else the one-line reason it is failed."""
         with self._lock:
             waited = self.clock() - self._since

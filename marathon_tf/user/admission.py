@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Optional, Sequence, cast
+from typing import Any, cast
 
 from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import NotPlaced, UsageError
@@ -51,12 +52,12 @@ class Verdict:
     the ``shortfall`` line (the job does not fit what is free now) and the tasks that would wait."""
 
     checked: bool = False
-    note: Optional[str] = None
-    shortfall: Optional[str] = None
+    note: str | None = None
+    shortfall: str | None = None
     waiting: dict[str, int] = field(default_factory=dict)
 
 
-def effective(spec: JobSpec, timeout: Optional[float] = None, environ: Mapping[str, str] = os.environ) -> JobSpec:
+def effective(spec: JobSpec, timeout: float | None = None, environ: Mapping[str, str] = os.environ) -> JobSpec:
     """The spec with ``admission.timeout`` from ``timeout`` or, when not given, :data:`TIMEOUT_ENV`."""
     if timeout is None and environ.get(TIMEOUT_ENV):
         from marathon_tf.contract.progress import parse_duration
@@ -93,7 +94,7 @@ def _fits(app: Mapping[str, Any], agent: capacity.ClusterAgent, resources: list[
     return match(dict(app), agent.as_agent(resources), resources, [], default_roles=roles, gpu_restricted=False)
 
 
-def impossible(apps: Mapping[str, Mapping[str, Any]], cap: capacity.Capacity) -> Optional[str]:
+def impossible(apps: Mapping[str, Mapping[str, Any]], cap: capacity.Capacity) -> str | None:
     """The first role whose task fits on no agent even with the cluster empty, in one line; None."""
     for role, app in apps.items():
         results = [(agent, _fits(app, agent, agent.total, cap.roles)) for agent in cap.agents]
@@ -155,7 +156,7 @@ def _take(free: list[Resource], taken: Match, ports: int) -> list[Resource]:
 
 
 def pack(apps: Sequence[tuple[str, Mapping[str, Any]]], cap: capacity.Capacity, *,
-         scopes: Optional[Sequence[Optional[spread.Scope]]] = None) -> dict[str, int]:
+         scopes: Sequence[spread.Scope | None] | None = None) -> dict[str, int]:
     """Place the tasks ``(role, app)`` one by one on the agents' free resources (the first that fits,
     as offers are taken); role → how many find no room now. ``scopes``: each task's placement scope
     (or None), whose rules add the per-app constraints its leader would write, given where the
@@ -193,7 +194,7 @@ def _held(app: Mapping[str, Any], agent: capacity.ClusterAgent, cap: capacity.Ca
     return n
 
 
-def too_large(job: str, apps: Sequence[tuple[str, Mapping[str, Any]]], cap: capacity.Capacity) -> Optional[str]:
+def too_large(job: str, apps: Sequence[tuple[str, Mapping[str, Any]]], cap: capacity.Capacity) -> str | None:
     """Why the job's tasks ``(role, app)`` can never all run at once on this cluster, even empty, in one
     line with the numbers; None when they might. Certain, never a guess: a resource the job needs more
     of in all than the agents have together, or a role more of whose tasks than the agents can hold
@@ -225,7 +226,7 @@ def too_large(job: str, apps: Sequence[tuple[str, Mapping[str, Any]]], cap: capa
     return None
 
 
-def infeasible_rules(spec: JobSpec, cap: capacity.Capacity) -> Optional[str]:
+def infeasible_rules(spec: JobSpec, cap: capacity.Capacity) -> str | None:
     """The first placement rule of the job no placement on these agents can satisfy, in one line
     (:func:`marathon_tf.contract.spread.infeasible`: more UNIQUE tasks than hosts or values, MAX_PER n ×
     values < tasks, GROUP_BY n over fewer values); None when every rule can hold."""
@@ -265,9 +266,9 @@ def _shortfall(job: str, apps: Sequence[tuple[str, Mapping[str, Any]]], waiting:
     return line
 
 
-def check(client: Any, spec: JobSpec, *, mesos: Optional[str] = None, wait: bool = True,
-          starting: Optional[Sequence[tuple[str, int]]] = None, templates_dir: Optional[str] = None,
-          group: Optional[Mapping[str, Any]] = None) -> Verdict:
+def check(client: Any, spec: JobSpec, *, mesos: str | None = None, wait: bool = True,
+          starting: Sequence[tuple[str, int]] | None = None, templates_dir: str | None = None,
+          group: Mapping[str, Any] | None = None) -> Verdict:
     """The check of a job before it is sent (see the module). ``starting``: the tasks that would
     start (default every task the job cannot start without, an elastic role's ``min``; ``scale``: the new
     ones). ``group``: the job's group as the deploy rendered it (else one app per role is rendered here).

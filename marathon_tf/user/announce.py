@@ -8,7 +8,8 @@ Returns text through the callbacks given; never prints.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 __all__ = ["Announcer", "announcing", "scrape_hint", "answers", "follow_jobs", "follow_in_background"]
 
@@ -83,7 +84,8 @@ def follow_jobs(client, say: Callable[[str], None], stop, interval: float = 2.0)
     A job deleted and deployed again is announced again."""
     from marathon_tf.contract import labels as L
     from marathon_tf.contract.errors import MarathonTFError
-    from marathon_tf.user import jobs, status as job_status
+    from marathon_tf.user import jobs
+    from marathon_tf.user import status as job_status
 
     announcer = Announcer(answers)
     while not stop.wait(interval):

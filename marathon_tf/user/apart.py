@@ -27,9 +27,11 @@ again, an elastic job's ``scale``): each app that may wait is updated by itself.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
-from marathon_tf.contract import labels as L, spread
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import spread
 from marathon_tf.contract.errors import MarathonNotFound
 from marathon_tf.marathon import marker, versions
 
@@ -46,11 +48,11 @@ def may_wait(app: Mapping[str, Any]) -> bool:
     return bool(sep) and low.isdigit() and index.isdigit() and int(index) >= int(low)
 
 
-def _ids(group: Optional[Mapping[str, Any]]) -> set[str]:
+def _ids(group: Mapping[str, Any] | None) -> set[str]:
     return {str(a.get("id", "")).rstrip("/") for a in (group or {}).get("apps") or []}
 
 
-def split(group: dict[str, Any], current: Optional[Mapping[str, Any]],
+def split(group: dict[str, Any], current: Mapping[str, Any] | None,
           caps: versions.Capabilities) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``(the group to PUT, the apps to PUT one by one after it)``: on a Marathon whose deployments lock
     their apps (:attr:`~marathon_tf.marathon.versions.Capabilities.deployment_locks_relaunch`), the new apps
@@ -66,7 +68,7 @@ def split(group: dict[str, Any], current: Optional[Mapping[str, Any]],
     return {**group, "apps": kept}, apart
 
 
-def existing(client: Any, group_id: str) -> Optional[dict[str, Any]]:
+def existing(client: Any, group_id: str) -> dict[str, Any] | None:
     """The group as Marathon has it, or None when there is none."""
     try:
         return client.get_group(group_id)
@@ -87,7 +89,7 @@ def send(client: Any, apps: list[dict[str, Any]], *, force: bool = False) -> lis
 
 
 def update(client: Any, items: list[dict[str, Any]], apps: Mapping[str, Mapping[str, Any]],
-           caps: versions.Capabilities, *, force: bool = False) -> Optional[str]:
+           caps: versions.Capabilities, *, force: bool = False) -> str | None:
     """A bulk ``PUT /v2/apps`` of ``items`` (``{"id", ...}``; ``apps``: those apps as Marathon has them, by
     id): on a Marathon whose deployments lock their apps, the items whose app :func:`may_wait` are sent
     one by one after the others. The first deployment id (None: no answer named one)."""

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.errors import UsageError
-from marathon_tf.user.results import (Checkpoint, Deployment, JobStatus, JobSummary, LocalRunResult, LogLine,
-                                      ScaleResult)
+from marathon_tf.user.results import Checkpoint, Deployment, JobStatus, JobSummary, LocalRunResult, LogLine, ScaleResult
 from marathon_tf.user.spec import JobSpec
 
 if TYPE_CHECKING:
@@ -50,15 +50,15 @@ class Job:
         self.spec = spec
 
     @classmethod
-    def from_file(cls, path: Union[str, os.PathLike]) -> "Job":
+    def from_file(cls, path: str | os.PathLike) -> Job:
         """Read and validate a job file (every problem at once: :class:`SpecError`)."""
         from marathon_tf.user.spec import load_job
 
         return cls(load_job(path))
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, base_dir: Union[str, os.PathLike, None] = None,
-                  source: str = "job.json") -> "Job":
+    def from_dict(cls, data: Mapping[str, Any], *, base_dir: str | os.PathLike | None = None,
+                  source: str = "job.json") -> Job:
         """Validate a job given as a dict; relative ``fetch`` paths are relative to ``base_dir``."""
         from marathon_tf.user.spec import load_dict
 
@@ -90,7 +90,7 @@ class Job:
                               for r, (lo, hi) in elastic.items()}
         return out
 
-    def render(self, templates_dir: Optional[str] = None, *, marathon_version: Optional[str] = None) -> dict[str, Any]:
+    def render(self, templates_dir: str | None = None, *, marathon_version: str | None = None) -> dict[str, Any]:
         """The Marathon app group this job deploys as (``marathon-tf render``), for the Marathon of
         ``marathon_version`` (``"1.4.3"``; None: the newest, 1.11 — deploy and scale use the version their
         Marathon's ``/v2/info`` says). A job that version cannot run is
@@ -100,14 +100,14 @@ class Job:
 
         return render_group(self.spec, templates_dir=templates_dir, marathon_version=_version(marathon_version))
 
-    def render_json(self, templates_dir: Optional[str] = None, *, marathon_version: Optional[str] = None) -> str:
+    def render_json(self, templates_dir: str | None = None, *, marathon_version: str | None = None) -> str:
         """The same group as one compact JSON line with sorted keys (``marathon-tf render`` to a program)."""
         from marathon_tf.user.render import render_group_json
 
         return render_group_json(self.spec, templates_dir=templates_dir, marathon_version=_version(marathon_version))
 
     def export(self, target: str = "jobset", *, fmt: str = "yaml", strict: bool = False,
-               **options: Any) -> "ExportResult":
+               **options: Any) -> ExportResult:
         """The same job as another orchestrator's manifest (``marathon-tf export --to jobset``): a
         Kubernetes JobSet. ``result.text`` is the manifest, ``result.untranslatable`` the job-file keys
         it does not carry; ``strict`` raises :class:`~marathon_tf.user.targets.Untranslatable` (exit 2)
@@ -121,13 +121,13 @@ class Job:
         """The normalized job file."""
         return self.spec.to_dict()
 
-    def run_local(self, *, timeout: Optional[float] = None, state_dir: Union[str, os.PathLike, None] = None,
+    def run_local(self, *, timeout: float | None = None, state_dir: str | os.PathLike | None = None,
                   on_output: Callable[[LogLine], None] = lambda line: None, on_progress: Progress = lambda s: None,
                   on_deployed: Callable[[Deployment], None] = lambda d: None,
-                  templates_dir: Optional[str] = None, cluster: Optional[dict[str, Any]] = None,
+                  templates_dir: str | None = None, cluster: dict[str, Any] | None = None,
                   wait_for_resources: bool = True,
                   on_stopping: Callable[[int, float], None] = lambda tasks, grace: None,
-                  admission_timeout: Optional[float] = None) -> LocalRunResult:
+                  admission_timeout: float | None = None) -> LocalRunResult:
         """Run the job to its end on this machine, as ``deploy --local`` does: a fresh local cluster,
         stopped when the job ends (also on Ctrl-C), or when it was not placed (``NotPlaced``: the
         agents given with ``agent_resources`` cannot hold it; a task that fits on none is refused with
@@ -151,8 +151,8 @@ class Job:
         return LocalRunResult(job=self.name, state=run.state, seconds=run.seconds, state_dir=str(run.state_dir),
                               status=run.status, logdir_path=run.logdir)
 
-    def check_capacity(self, mesos: str, *, templates_dir: Optional[str] = None,
-                       admission_timeout: Optional[float] = None):
+    def check_capacity(self, mesos: str, *, templates_dir: str | None = None,
+                       admission_timeout: float | None = None):
         """The admission check against the Mesos master at ``mesos`` alone, nothing sent (``deploy
         --dry-run`` without a Marathon): :class:`UsageError` for a task that fits on no agent; the
         verdict (:class:`marathon_tf.user.admission.Verdict`: ``shortfall``, ``note``) otherwise."""
@@ -165,9 +165,9 @@ class Job:
         return f"Job({self.name!r}, style={self.spec.style!r}, counts={self.spec.counts()!r})"
 
 
-def connect(url: Optional[str] = None, *, user: Optional[str] = None, password: Optional[str] = None,
-            token: Optional[str] = None, ca_bundle: Optional[str] = None, insecure: bool = False,
-            max_bytes: Optional[int] = None):
+def connect(url: str | None = None, *, user: str | None = None, password: str | None = None,
+            token: str | None = None, ca_bundle: str | None = None, insecure: bool = False,
+            max_bytes: int | None = None):
     """A Marathon REST client for ``url`` (a comma-separated list fails over; default ``MARATHON_URL``,
     then the config file), credentials from the arguments, the environment or the config file. One
     unreachable Marathon fails at once (503 and 409 locks are retried). ``max_bytes``: the largest
@@ -186,7 +186,7 @@ def connect(url: Optional[str] = None, *, user: Optional[str] = None, password: 
                   max_bytes=max_bytes)
 
 
-def _version(text: Optional[str]) -> Any:
+def _version(text: str | None) -> Any:
     """``--marathon-version`` / ``marathon_version=`` checked: a Marathon version, or None."""
     if text is None:
         return None
@@ -205,9 +205,9 @@ class Marathon:
     ``mesos``: the Mesos master's URL (default ``MESOS_URL``, else the one Marathon names), read for the
     cluster's capacity before a deploy or scale and for the numbers of a waiting job."""
 
-    def __init__(self, url: Optional[str] = None, *, user: Optional[str] = None, password: Optional[str] = None,
-                 token: Optional[str] = None, ca_bundle: Optional[str] = None, insecure: bool = False,
-                 client: Any = None, mesos: Optional[str] = None):
+    def __init__(self, url: str | None = None, *, user: str | None = None, password: str | None = None,
+                 token: str | None = None, ca_bundle: str | None = None, insecure: bool = False,
+                 client: Any = None, mesos: str | None = None):
         self._client = client if client is not None else (
             connect(url, user=user, password=password, token=token, ca_bundle=ca_bundle, insecure=insecure))
         self.mesos = mesos or os.environ.get("MESOS_URL") or None
@@ -233,18 +233,18 @@ class Marathon:
         return [JobSummary(name, len(apps), sum(a.get("tasksRunning", 0) for a in apps), job_state(apps).value)
                 for name, apps in jobs.find_jobs(self.client).items()]
 
-    def resolve(self, job: Optional[str] = None, verb: str = "status") -> str:
+    def resolve(self, job: str | None = None, verb: str = "status") -> str:
         """The job named, or the only marathon-tf job on this Marathon (else :class:`UsageError`)."""
         from marathon_tf.user import jobs
 
         return jobs.resolve_job(self.client, job, verb=verb)
 
-    def job(self, name: str) -> "JobHandle":
+    def job(self, name: str) -> JobHandle:
         return JobHandle(self, name.strip("/"))
 
-    def deploy(self, job: Union[Job, JobSpec], *, resume: Optional[bool] = None, force: bool = False,
-               dry_run: bool = False, templates_dir: Optional[str] = None, wait_for_resources: bool = True,
-               admission_timeout: Optional[float] = None) -> "JobHandle":
+    def deploy(self, job: Job | JobSpec, *, resume: bool | None = None, force: bool = False,
+               dry_run: bool = False, templates_dir: str | None = None, wait_for_resources: bool = True,
+               admission_timeout: float | None = None) -> JobHandle:
         """Deploy (PUT) the job's group: creates it, or changes only what changed. A job running
         exactly so is left alone (``deployment.changed`` False). A job that has ended (or, on the local
         runner, left its volumes) is deployed again only with ``resume=True`` (from its checkpoints)
@@ -263,7 +263,7 @@ class Marathon:
                                      templates_dir=templates_dir, wait_for_resources=wait_for_resources)
         return JobHandle(self, spec.name, deployment)
 
-    def status(self, job: Optional[str] = None, *, drive: bool = True, timeline: bool = False) -> JobStatus:
+    def status(self, job: str | None = None, *, drive: bool = True, timeline: bool = False) -> JobStatus:
         """The job's state, progress and tasks (``marathon-tf status -o json``). ``drive``: a starting
         job past its admission deadline is released, a ``Queued`` one whose next attempt is due is
         submitted again (:mod:`marathon_tf.user.release`; then the status after it is returned).
@@ -284,7 +284,7 @@ class Marathon:
 
         return history.status_timeline(history.job_events(self.client, job.strip("/"), status.to_dict()))
 
-    def events(self, job: Optional[str] = None) -> dict[str, Any]:
+    def events(self, job: str | None = None) -> dict[str, Any]:
         """What happened to the job, in time order (``marathon-tf events -o json``): ``{"job", "events":
         [{"time", "task", "reason", "message", …}], "omitted", "source"}``."""
         from marathon_tf.user import history
@@ -294,8 +294,8 @@ class Marathon:
         found = history.job_events(self.client, name, job_status(self.client, name, mesos=self.mesos).to_dict())
         return {"job": name, **found, "events": history.events_rows(found["events"])}
 
-    def wait(self, job: Optional[str] = None, *, deployment_id: Optional[str] = None,
-             timeout: Optional[float] = None, on_progress: Progress = lambda s: None, decide: bool = True,
+    def wait(self, job: str | None = None, *, deployment_id: str | None = None,
+             timeout: float | None = None, on_progress: Progress = lambda s: None, decide: bool = True,
              check: bool = False, admit: bool = True) -> JobStatus:
         """Follow the deployment, then the job, until its record says Succeeded, Failed or NotPlaced;
         raises :class:`~marathon_tf.contract.errors.Timeout` after ``timeout`` seconds (the job keeps
@@ -316,7 +316,7 @@ class Marathon:
             raise error
         return final
 
-    def wait_deployment(self, job: str, deployment_id: str, *, timeout: Optional[float] = None,
+    def wait_deployment(self, job: str, deployment_id: str, *, timeout: float | None = None,
                         on_progress: Progress = lambda s: None) -> JobStatus:
         """Until the deployment is done (every task it starts running and healthy; ``scale --wait``):
         the job's status then. :class:`~marathon_tf.contract.errors.Timeout` after ``timeout`` s."""
@@ -325,9 +325,9 @@ class Marathon:
         return watch.wait_deployment(self.client, deployment_id, job.strip("/"), timeout=timeout, mesos=self.mesos,
                                      on_progress=on_progress)
 
-    def scale(self, job: Optional[str] = None, *changes: str, force: bool = False, dry_run: bool = False,
-              templates_dir: Optional[str] = None, wait_for_resources: bool = True,
-              **counts: Union[int, str]) -> ScaleResult:
+    def scale(self, job: str | None = None, *changes: str, force: bool = False, dry_run: bool = False,
+              templates_dir: str | None = None, wait_for_resources: bool = True,
+              **counts: int | str) -> ScaleResult:
         """Change role counts: ``scale("mnist", worker=8)``, ``scale("mnist", ps="+1")`` or
         ``scale("mnist", "worker=8")`` (checked before any request). Of an elastic job (docs/elastic.md)
         ``worker=5`` sets its target size within its bounds (nothing is re-rendered: the apps past it are set to
@@ -350,7 +350,7 @@ class Marathon:
                            admission_note=result.admission_note, saved=result.saved, save_note=result.save_note,
                            **tasks)
 
-    def checkpoint(self, job: Optional[str] = None, *, timeout: Optional[float] = None) -> Checkpoint:
+    def checkpoint(self, job: str | None = None, *, timeout: float | None = None) -> Checkpoint:
         """Have the job save a checkpoint now, without stopping it (``marathon-tf checkpoint``): its
         deciding task asks its program through the save hook (docs/restarts.md) and confirms the
         checkpoint in the logdir. :class:`~marathon_tf.contract.errors.SaveFailed` with the reason when
@@ -366,9 +366,9 @@ class Marathon:
         return Checkpoint(job=name, task=saved["task"], step=saved.get("step"), path=saved.get("path"),
                           seconds=float(saved.get("seconds") or 0.0), logdir_path=where)
 
-    def logs(self, job: str, task: Optional[str] = None, *, stream: str = "both", tail: Optional[int] = None,
-             follow: bool = False, previous: bool = False, since: Optional[float] = None, agent_port: int = 5051,
-             agent_url: Optional[str] = None) -> Iterator[LogLine]:
+    def logs(self, job: str, task: str | None = None, *, stream: str = "both", tail: int | None = None,
+             follow: bool = False, previous: bool = False, since: float | None = None, agent_port: int = 5051,
+             agent_url: str | None = None) -> Iterator[LogLine]:
         """The tasks' output, line by line, read from the Mesos agents' sandboxes (also after the
         tasks ended). ``since``: seconds; ``follow`` keeps going until the job ends.
 
@@ -413,7 +413,7 @@ class Marathon:
         return body
 
 
-def parse_scale(args: Union[list[str], tuple[str, ...]]) -> dict[str, tuple[str, Any]]:
+def parse_scale(args: list[str] | tuple[str, ...]) -> dict[str, tuple[str, Any]]:
     """``["worker=8", "ps=+1"]`` → ``{"worker": ("=", 8), "ps": ("+", 1)}`` (``workers=8`` too; an elastic
     count's bounds ``worker=2..6`` → ``("..", (2, 6))``), checked before any request (:class:`UsageError`)."""
     from marathon_tf.user import jobs
@@ -429,7 +429,7 @@ class JobHandle:
     """One job on one Marathon: what ``Marathon.deploy`` and ``Marathon.job(name)`` return.
     ``deployment`` is what the deploy did (None for ``Marathon.job``)."""
 
-    def __init__(self, marathon: Marathon, name: str, deployment: Optional[Deployment] = None):
+    def __init__(self, marathon: Marathon, name: str, deployment: Deployment | None = None):
         self.marathon, self.name, self.deployment = marathon, name, deployment
 
     def __repr__(self) -> str:
@@ -438,22 +438,22 @@ class JobHandle:
     def status(self) -> JobStatus:
         return self.marathon.status(self.name)
 
-    def wait(self, timeout: Optional[float] = None, *, on_progress: Progress = lambda s: None,
+    def wait(self, timeout: float | None = None, *, on_progress: Progress = lambda s: None,
              check: bool = False) -> JobStatus:
         """Until the job has ended (see :meth:`Marathon.wait`); follows this handle's deployment first."""
         dep = self.deployment
         return self.marathon.wait(self.name, deployment_id=dep.deployment_id if dep and dep.changed else None,
                                   timeout=timeout, on_progress=on_progress, check=check)
 
-    def logs(self, task: Optional[str] = None, **options: Any) -> list[LogLine]:
+    def logs(self, task: str | None = None, **options: Any) -> list[LogLine]:
         """Every line the job's tasks (or one) wrote so far (see :meth:`Marathon.logs` for options: ``tail``
         counts per stream, stdout's lines before stderr's)."""
         return list(self.marathon.logs(self.name, task, **options))
 
-    def scale(self, *changes: str, **counts: Union[int, str]) -> ScaleResult:
+    def scale(self, *changes: str, **counts: int | str) -> ScaleResult:
         return self.marathon.scale(self.name, *changes, **cast("dict[str, Any]", counts))  # role=N, passed on
 
-    def checkpoint(self, *, timeout: Optional[float] = None) -> Checkpoint:
+    def checkpoint(self, *, timeout: float | None = None) -> Checkpoint:
         """Save a checkpoint now (see :meth:`Marathon.checkpoint`)."""
         return self.marathon.checkpoint(self.name, timeout=timeout)
 
@@ -472,8 +472,8 @@ class LocalCluster(Marathon):
 
     mesos = None  # its Mesos master is the one its Marathon names (``/v2/info``)
 
-    def __init__(self, state_dir: Union[str, os.PathLike, None] = None, *, port: int = 0, host: str = "127.0.0.1",
-                 dns_port: int = 0, dns_http_port: int = 0, ui_dir: Union[str, os.PathLike, None] = None,
+    def __init__(self, state_dir: str | os.PathLike | None = None, *, port: int = 0, host: str = "127.0.0.1",
+                 dns_port: int = 0, dns_http_port: int = 0, ui_dir: str | os.PathLike | None = None,
                  **cluster: Any):
         import tempfile
 
@@ -501,7 +501,7 @@ class LocalCluster(Marathon):
     def mesos_dns(self) -> str:
         return self._cluster.mesos_dns if self._cluster else ""
 
-    def start(self) -> "LocalCluster":
+    def start(self) -> LocalCluster:
         """Start the servers; returns once they listen (:class:`UsageError` for a busy port)."""
         if self._cluster is not None:
             return self
@@ -533,7 +533,7 @@ class LocalCluster(Marathon):
                 self._cluster = self._client = None
                 self._lock.release()
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

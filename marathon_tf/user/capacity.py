@@ -32,8 +32,9 @@ What an agent has and what fits it is the Mesos model's (:mod:`marathon_tf.mesos
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
@@ -106,13 +107,13 @@ def _info(client: Any) -> dict[str, Any]:
     return info if isinstance(info, dict) else {}
 
 
-def _config(client: Any, info: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+def _config(client: Any, info: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Marathon's ``/v2/info`` ``marathon_config`` ({} when it cannot be read)."""
     info = _info(client) if info is None else info
     return dict(info.get("marathon_config") or {})
 
 
-def mesos_url(client: Any, given: Optional[str] = None, config: Optional[Mapping[str, Any]] = None) -> Optional[str]:
+def mesos_url(client: Any, given: str | None = None, config: Mapping[str, Any] | None = None) -> str | None:
     """The master's base URL: ``given`` (``--mesos`` / ``MESOS_URL``), else Marathon's ``mesos_leader_ui_url``."""
     if given:
         return given.rstrip("/")
@@ -120,7 +121,7 @@ def mesos_url(client: Any, given: Optional[str] = None, config: Optional[Mapping
     return str(url).rstrip("/") if url else None
 
 
-def _origin(url: str) -> tuple[str, str, Optional[int]]:
+def _origin(url: str) -> tuple[str, str, int | None]:
     parts = urlsplit(url)
     return parts.scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(parts.scheme)
 
@@ -174,8 +175,8 @@ def _minus(offered: list[Resource], own: list[Resource]) -> list[Resource]:
     return [Resource(n, v, role) for n, v, role in left if v not in (0.0, ())]
 
 
-def parse_agents(body: Mapping[str, Any], names: Optional[Mapping[str, str]] = None,
-                 own_offers: Optional[Mapping[str, list[Resource]]] = None) -> list[ClusterAgent]:
+def parse_agents(body: Mapping[str, Any], names: Mapping[str, str] | None = None,
+                 own_offers: Mapping[str, list[Resource]] | None = None) -> list[ClusterAgent]:
     """``/master/slaves`` (or ``/master/state``) → the active agents (``names``: id → name shown;
     ``own_offers``: agent id → what of it is offered to Marathon now, which stays free for it)."""
     out = []
@@ -202,8 +203,8 @@ def _offers_anywhere(body: Mapping[str, Any]) -> bool:
     return False
 
 
-def marathon_offers(body: Mapping[str, Any], framework_id: Optional[str],
-                    framework_name: Optional[str]) -> dict[str, list[Resource]]:
+def marathon_offers(body: Mapping[str, Any], framework_id: str | None,
+                    framework_name: str | None) -> dict[str, list[Resource]]:
     """``/master/frameworks`` → agent id → the resources offered to Marathon (the framework with
     ``framework_id``; without one, the only active framework named ``framework_name``)."""
     frameworks = [f for f in (body or {}).get("frameworks") or [] if isinstance(f, Mapping)]
@@ -242,7 +243,7 @@ def _own_offers(session: requests.Session, url: str, info: Mapping[str, Any]) ->
     return marathon_offers(body, framework_id, framework_name) if isinstance(body, dict) else {}
 
 
-def _local_agents(client: Any) -> Optional[list[dict[str, Any]]]:
+def _local_agents(client: Any) -> list[dict[str, Any]] | None:
     """The local runner's agents (``/_local/agents``), None elsewhere."""
     if client is None or not client.is_local():
         return None
@@ -252,7 +253,7 @@ def _local_agents(client: Any) -> Optional[list[dict[str, Any]]]:
         return None
 
 
-def read(client: Any, given: Optional[str] = None) -> Optional[Capacity]:
+def read(client: Any, given: str | None = None) -> Capacity | None:
     """The cluster's agents now; None when there is nothing to check (the local runner's agents are
     not enforced); :class:`Unknown` (one line) when the master cannot be read."""
     local = _local_agents(client)
@@ -261,14 +262,14 @@ def read(client: Any, given: Optional[str] = None) -> Optional[Capacity]:
     return _read(client, given, local)
 
 
-def registered(client: Any, given: Optional[str] = None) -> Capacity:
+def registered(client: Any, given: str | None = None) -> Capacity:
     """Every registered agent (hostname, attributes) whatever its size — the local runner's
     machine-sized ones too: what a job's placement rules can use (:func:`marathon_tf.user.admission.check`);
     :class:`Unknown` when the master cannot be read."""
     return _read(client, given, _local_agents(client))
 
 
-def _read(client: Any, given: Optional[str], local: Optional[list[dict[str, Any]]]) -> Capacity:
+def _read(client: Any, given: str | None, local: list[dict[str, Any]] | None) -> Capacity:
     info = _info(client)
     config = _config(client, info)
     url = mesos_url(client, given, config)

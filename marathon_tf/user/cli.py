@@ -758,8 +758,8 @@ def _local_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_ori
 
     from marathon_tf.contract.errors import UsageError
     from marathon_tf.local import serve
-    from marathon_tf.local.security import Security, parse_auth
     from marathon_tf.local.extras.ui import check_ui_dir
+    from marathon_tf.local.security import Security, parse_auth
     from marathon_tf.task.warmpool import WarmPool
     from marathon_tf.user import announce, localstate, output
     from marathon_tf.user.config import state_home

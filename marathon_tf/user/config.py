@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from marathon_tf.contract import taskauth
 from marathon_tf.contract.errors import UsageError

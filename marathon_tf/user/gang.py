@@ -32,9 +32,11 @@ its rendezvous has started, whatever Marathon's queue says now.
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
-from marathon_tf.contract import labels as L, timeline as T
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import timeline as T
 from marathon_tf.contract.progress import duration
 from marathon_tf.marathon import waiting as W
 from marathon_tf.marathon.jobstate import job_labels, job_state, stored_spec
@@ -71,7 +73,7 @@ def queued_text(admission: Mapping[str, Any]) -> str:
 
 
 def annotate(status: dict[str, Any], apps: Mapping[str, Mapping[str, Any]], queue: Mapping[str, Mapping[str, Any]],
-             *, free: Optional[Mapping[str, Mapping[str, float]]] = None, now: Optional[float] = None) -> None:
+             *, free: Mapping[str, Mapping[str, float]] | None = None, now: float | None = None) -> None:
     """Add ``admission`` to a job's status (its dict, ``state`` already set): for a starting job, per
     role how many tasks are placed and why the rest wait (:mod:`marathon_tf.marathon.waiting`; numbers
     from the agents' free resources ``free`` when they were read) and its deadline; for a released job

@@ -17,9 +17,11 @@ Returns data; never prints (the text of a timeline and of events is :mod:`marath
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from marathon_tf.contract import labels as L, timeline as T
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import timeline as T
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.taskapi import broadcast
 from marathon_tf.marathon.jobstate import planned_stop, restarting
@@ -105,7 +107,8 @@ def job_events(client, job: str, status: Mapping[str, Any], *,
         elif bases:
             for body in broadcast(get, [b + "/events" for b in bases.values()]):
                 events += (body or {}).get("events") or []
-    from marathon_tf.user.status import planned as planned_restart, version_cluster
+    from marathon_tf.user.status import planned as planned_restart
+    from marathon_tf.user.status import version_cluster
 
     before: dict[str, Any] = {}
     for name, app in apps.items():  # what Marathon saw: a task that died

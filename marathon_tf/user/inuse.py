@@ -8,8 +8,9 @@ process uses, stopped (state ``T``) or not.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, NamedTuple, Optional
+from typing import NamedTuple
 
 __all__ = ["User", "users"]
 
@@ -62,7 +63,7 @@ def users(folder: Path, *, limit: int = 1) -> list[User]:
     except OSError:
         return found
     for pid in pids:
-        use: Optional[str] = None
+        use: str | None = None
         for verb, target in _links(pid):
             if target == root or target.startswith(prefix):
                 use = f"{verb} {target}"

@@ -10,13 +10,22 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, cast
+from typing import Any, cast
 
-from marathon_tf.contract import labels as L, naming, spread, taskauth, timeline
-from marathon_tf.contract.errors import (MarathonError, MarathonNotFound, MarathonTFError, SaveFailed, SpecError,
-                                         Timeout, UsageError)
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import naming, spread, taskauth, timeline
+from marathon_tf.contract.errors import (
+    MarathonError,
+    MarathonNotFound,
+    MarathonTFError,
+    SaveFailed,
+    SpecError,
+    Timeout,
+    UsageError,
+)
 from marathon_tf.contract.taskapi import SaveRequest
 from marathon_tf.marathon import transport, versions
 from marathon_tf.marathon.client import Client

@@ -13,7 +13,8 @@ its ``--scale_apps_interval``.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -135,8 +136,8 @@ def to_cluster(agents: int, agent_resources: tuple[str, ...], agent_attributes: 
                scale_apps_interval: float = SCALE_APPS_INTERVAL) -> dict[str, Any]:
     """LocalCluster's keyword arguments; raises UsageError naming the option for a bad value."""
     from marathon_tf.local import per_agent
-    from marathon_tf.mesos.resources import parse_attributes, parse_resources
     from marathon_tf.local.server import FEATURES
+    from marathon_tf.mesos.resources import parse_attributes, parse_resources
 
     for option, values, parse in (("--agent-resources", agent_resources, parse_resources),
                                   ("--agent-attributes", agent_attributes, parse_attributes)):

@@ -19,9 +19,10 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from marathon_tf.contract import joblock
 from marathon_tf.contract.errors import Interrupted, NotPlaced, Timeout, UsageError
@@ -89,7 +90,7 @@ class SandboxTailer:
         """``ml_mnist_worker-1.instance-…`` → ``worker-1`` (job names hold no ``_``)."""
         return task_id.split(".", 1)[0].rsplit("_", 1)[-1]
 
-    def start(self) -> "SandboxTailer":
+    def start(self) -> SandboxTailer:
         self._thread.start()
         return self
 
@@ -161,7 +162,9 @@ class LocalRun:
     logdir: str | None = None  # where the job's logdir is on this machine
 
 
-def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | None = None,
+# Over ruff's complexity limit (C901), as one piece: deploy --local's whole run: the cluster, the deploy, following it,
+# its outcome.
+def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | None = None,  # noqa: C901
         state_dir: Path | None = None, emit_task_line: Callable[[str, str, str], None] = lambda *a: None,
         progress: Callable[[JobStatus], None] = lambda s: None,
         on_deployed: Callable[[Deployment, Any], None] = lambda d, c: None,
@@ -173,9 +176,8 @@ def run(spec: JobSpec, *, templates_dir: str | None = None, timeout: float | Non
     False: a job its agents cannot hold now is refused (:class:`NotPlaced`) before it is sent.
     On the first stop signal ``stopping(tasks, longest grace)`` is called before the tasks are
     stopped with their grace; a second signal kills them at once."""
-    from marathon_tf.user.local_options import DEPLOY_DNS_REFRESH
-
     from marathon_tf.local.launcher import host_volume_path, volume_problem
+    from marathon_tf.user.local_options import DEPLOY_DNS_REFRESH
 
     made = state_dir is None
     if made:

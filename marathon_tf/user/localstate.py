@@ -33,9 +33,10 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from marathon_tf.contract import joblock
 from marathon_tf.contract.errors import UsageError
@@ -65,7 +66,7 @@ def hold(state_dir: Path, what: str) -> joblock.Lock:
     return lock.keep_alive()
 
 
-def work_dir(client: Any) -> Optional[Path]:
+def work_dir(client: Any) -> Path | None:
     """The local runner's state directory, from its Mesos agent ``/state`` (``flags.work_dir``, as a
     Mesos agent names its own); None for a real Marathon, or when it cannot be read. Asked once per client."""
     if not client.is_local():
@@ -88,7 +89,7 @@ def volumes_dir(state_dir: Path, job: str) -> Path:
     return Path(state_dir) / "volumes" / job.strip("/")
 
 
-def logdir_host_path(logdir: str, mounts: Iterable[tuple[str, str]]) -> Optional[str]:
+def logdir_host_path(logdir: str, mounts: Iterable[tuple[str, str]]) -> str | None:
     """Where a logdir is on the machine that runs the tasks: an absolute logdir itself, a relative one
     inside the volume ``(container_path, host directory)`` that holds it; None when it is inside each
     sandbox (or a URL)."""
@@ -104,7 +105,7 @@ def logdir_host_path(logdir: str, mounts: Iterable[tuple[str, str]]) -> Optional
     return None
 
 
-def deployed_logdir(spec: dict[str, Any], work: Optional[Path], job: str) -> Optional[str]:
+def deployed_logdir(spec: dict[str, Any], work: Path | None, job: str) -> str | None:
     """Where a deployed job's logdir is (``spec``: the job file as deployed): for the local runner
     (its state directory ``work``) on this machine; else an absolute volume path or logdir, on the
     agents; None when it is inside each sandbox."""
@@ -124,7 +125,7 @@ class Run:
 
     path: Path
     last_active: float
-    running: Optional[str] = None  # why it counts as running (None: it ended, or the serve stopped)
+    running: str | None = None  # why it counts as running (None: it ended, or the serve stopped)
     jobs: list[str] = field(default_factory=list)
     serve: bool = False
 
@@ -198,7 +199,7 @@ def _examine(run: Path, now: float) -> Run:
     return out
 
 
-def runs(home: Path, now: Optional[float] = None) -> list[Run]:
+def runs(home: Path, now: float | None = None) -> list[Run]:
     """Every runner's folder in ``home`` (those with sandboxes or volumes, and every ``local serve``'s
     state), oldest first."""
     now = time.time() if now is None else now
@@ -225,8 +226,8 @@ def _named_serves(home: Path, names: Iterable[str], found: list[Run], now: float
     return out
 
 
-def clean(home: Path, *, older_than: Optional[float] = None, dry_run: bool = False,
-          now: Optional[float] = None, serve: Iterable[str] = ()) -> tuple[list[Run], list[Run]]:
+def clean(home: Path, *, older_than: float | None = None, dry_run: bool = False,
+          now: float | None = None, serve: Iterable[str] = ()) -> tuple[list[Run], list[Run]]:
     """Remove the ended runs (idle for at least ``older_than`` seconds); ``(removed, kept)``, where
     ``kept`` are the running ones, every ``local serve``'s state and, with ``older_than``, the
     recent ended ones. A ``local serve``'s state folder (its remembered jobs, their volumes and
@@ -251,7 +252,7 @@ def clean(home: Path, *, older_than: Optional[float] = None, dry_run: bool = Fal
     return removed, kept
 
 
-def purge_volumes(state_dir: Path, job: str) -> Optional[Path]:
+def purge_volumes(state_dir: Path, job: str) -> Path | None:
     """Remove a local job's volumes (``<state>/volumes/<job>``); the folder removed, or None."""
     path = volumes_dir(state_dir, job)
     if not path.is_dir():

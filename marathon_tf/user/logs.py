@@ -18,13 +18,15 @@ port(s), gets them.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
 
-from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import naming
 from marathon_tf.contract.errors import MarathonNotFound, MarathonTFError, UsageError
 from marathon_tf.marathon import shapes, transport
 from marathon_tf.marathon.client import Client

@@ -21,7 +21,8 @@ scrape a job's metrics, its TensorBoard) is :mod:`marathon_tf.user.announce`.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from marathon_tf.contract.progress import duration, median
 from marathon_tf.marathon.queue import placement

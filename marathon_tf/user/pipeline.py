@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.errors import MarathonError
@@ -43,9 +44,9 @@ __all__ = ["deploy", "follow", "HOPELESS_EVERY"]
 HOPELESS_EVERY = 10.0
 
 
-def deploy(client: Any, spec: JobSpec, *, resume: Optional[bool] = None, force: bool = False,
-           dry_run: bool = False, templates_dir: Optional[str] = None, wait_for_resources: bool = True,
-           earlier_run: bool = True, mesos: Optional[str] = None) -> Deployment:
+def deploy(client: Any, spec: JobSpec, *, resume: bool | None = None, force: bool = False,
+           dry_run: bool = False, templates_dir: str | None = None, wait_for_resources: bool = True,
+           earlier_run: bool = True, mesos: str | None = None) -> Deployment:
     """Deploy (PUT) the job's group (see the module): creates it, or changes only what changed.
     ``spec``: the job as it is deployed (its admission timeout already set,
     :func:`marathon_tf.user.admission.effective`). Raises :class:`UsageError` for what is refused
@@ -87,10 +88,10 @@ def deploy(client: Any, spec: JobSpec, *, resume: Optional[bool] = None, force: 
                       admission_note=verdict.note, tasks=tasks)
 
 
-def follow(client: Any, job: str, *, deployment_id: Optional[str] = None, timeout: Optional[float] = None,
+def follow(client: Any, job: str, *, deployment_id: str | None = None, timeout: float | None = None,
            on_progress: Callable[[JobStatus], None] = lambda s: None, decide: bool = True, admit: bool = True,
            poll: float = 2.0, events: bool = True, hopeless_every: float = HOPELESS_EVERY,
-           mesos: Optional[str] = None) -> JobStatus:
+           mesos: str | None = None) -> JobStatus:
     """Follow the deployment (when given), then the job, until its record says Succeeded, Failed or
     NotPlaced; the final status. Raises :class:`~marathon_tf.contract.errors.Timeout` after
     ``timeout`` seconds. ``decide``: a task that can never start fails the job (looked for every

@@ -11,11 +11,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
-from marathon_tf.contract import labels as L, naming
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import naming
 from marathon_tf.contract.errors import MarathonNotFound, UsageError
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_labels, job_state, stored_spec
@@ -33,10 +35,10 @@ class Previous:
     when only its local volumes are left), where its checkpoints are, and the group (if any)."""
 
     state: str
-    finished_at: Optional[str] = None
-    checkpoints: Optional[str] = None
-    work_dir: Optional[Path] = None  # the local runner's state: its volumes of the job can be removed here
-    group: Optional[dict[str, Any]] = None
+    finished_at: str | None = None
+    checkpoints: str | None = None
+    work_dir: Path | None = None  # the local runner's state: its volumes of the job can be removed here
+    group: dict[str, Any] | None = None
 
     def question(self, job: str) -> UsageError:
         when = f" at {self.finished_at}" if self.finished_at else ""
@@ -47,7 +49,7 @@ class Previous:
                           hint="say which: --resume (go on from the checkpoints) or --fresh (start from scratch)")
 
 
-def _group(client: Client, job: str) -> Optional[dict[str, Any]]:
+def _group(client: Client, job: str) -> dict[str, Any] | None:
     try:
         return client.get_group(naming.group_id(job), embed=("group.groups", "group.apps", "group.apps.tasks"))
     except MarathonNotFound:
@@ -58,13 +60,13 @@ def _has_files(path: Path) -> bool:
     return path.is_dir() and any(p.is_file() for p in path.rglob("*"))
 
 
-def ended(group: dict[str, Any]) -> Optional[str]:
+def ended(group: dict[str, Any]) -> str | None:
     """The job's recorded end (``Succeeded`` / ``Failed``), None while it has none."""
     state = job_state(task_apps(group).values())
     return state.value if state in (L.JobState.SUCCEEDED, L.JobState.FAILED) else None
 
 
-def previous_run(client: Client, spec: JobSpec) -> tuple[Optional[Previous], Optional[dict[str, Any]]]:
+def previous_run(client: Client, spec: JobSpec) -> tuple[Previous | None, dict[str, Any] | None]:
     """``(what an earlier, ended run left or None, the job's group as Marathon has it or None)``: an
     ended job counts when its logdir outlives its tasks (a volume, an absolute path); one whose
     logdir was inside each sandbox has nothing to resume from."""
@@ -85,8 +87,8 @@ def previous_run(client: Client, spec: JobSpec) -> tuple[Optional[Previous], Opt
     return Previous(state, finished, checkpoints, work, group), group
 
 
-def deployed_group(group: dict[str, Any], spec: JobSpec, templates_dir: Optional[str],
-                   marathon_version: Any = None) -> Optional[dict[str, Any]]:
+def deployed_group(group: dict[str, Any], spec: JobSpec, templates_dir: str | None,
+                   marathon_version: Any = None) -> dict[str, Any] | None:
     """The running job (``group``, as Marathon has it) as we render it: its stored job file rendered for
     ``marathon_version`` (Marathon's copy carries its own defaults, so ours are compared); None when the
     stored file cannot be read back or rendered for this Marathon now (then deploy it again)."""
@@ -102,8 +104,8 @@ def deployed_group(group: dict[str, Any], spec: JobSpec, templates_dir: Optional
         return None
 
 
-def unchanged(group: dict[str, Any], spec: JobSpec, templates_dir: Optional[str],
-              rendered: Optional[dict[str, Any]] = None, marathon_version: Any = None) -> bool:
+def unchanged(group: dict[str, Any], spec: JobSpec, templates_dir: str | None,
+              rendered: dict[str, Any] | None = None, marathon_version: Any = None) -> bool:
     """Whether the running job is exactly what ``spec`` renders to (``rendered``, when the caller has it)."""
     if rendered is None:
         rendered = render_group(spec, templates_dir=templates_dir, marathon_version=marathon_version)
@@ -125,7 +127,7 @@ def await_stopped(client: Client, job: str, *, wait: float = 60.0, sleep: Callab
 
 
 def start_fresh(client: Client, job: str, previous: Previous, *, wait: float = 60.0,
-                sleep: Callable[[float], None] = time.sleep) -> Optional[Path]:
+                sleep: Callable[[float], None] = time.sleep) -> Path | None:
     """Remove an ended local job's volumes once none of its tasks runs (its record stopped them);
     a cluster's checkpoints cannot be reached from here: refused with where they are."""
     if previous.work_dir is None:
@@ -146,8 +148,8 @@ def start_fresh(client: Client, job: str, previous: Previous, *, wait: float = 6
     return localstate.purge_volumes(previous.work_dir, job)
 
 
-def purge_deleted(client: Client, job: str, work_dir: Path, deployment_id: Optional[str], *, wait: float = 60.0,
-                  sleep: Callable[[float], None] = time.sleep) -> Optional[Path]:
+def purge_deleted(client: Client, job: str, work_dir: Path, deployment_id: str | None, *, wait: float = 60.0,
+                  sleep: Callable[[float], None] = time.sleep) -> Path | None:
     """After ``DELETE`` of a local job's group: once its deployment is done (every task stopped),
     remove the job's volumes; the folder removed, or None when there was none."""
     deadline = time.monotonic() + wait

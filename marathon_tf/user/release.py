@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from marathon_tf.contract import labels as L, naming, timeline as T
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import naming
+from marathon_tf.contract import timeline as T
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.marathon import versions
 from marathon_tf.marathon.jobstate import job_labels, stored_spec
 from marathon_tf.marathon.record import job_apps, release_job
-from marathon_tf.user import apart, history, status as job_status
+from marathon_tf.user import apart, history
+from marathon_tf.user import status as job_status
 from marathon_tf.user.gang import settings
 from marathon_tf.user.redeploy import await_stopped
 
@@ -30,7 +34,7 @@ RELEASED, RESUBMITTED = "released", "resubmitted"
 _RECORD = (L.STATE, L.FINISHED_AT, L.REASON, L.FINAL_STEP, L.NEXT_ATTEMPT_AT, L.EVENTS)
 
 
-def _past_rendezvous(client: Any, job: str, mesos: Optional[str] = None) -> bool:
+def _past_rendezvous(client: Any, job: str, mesos: str | None = None) -> bool:
     """Whether a running task of the job says it is past its rendezvous (its ``/status`` phase)."""
     rows = job_status.job_status(client, job, probe=True, mesos=mesos).tasks
     return any(r.phase not in (None, "discovering") for r in rows if r.role in naming.CLUSTER_ROLES)
@@ -50,7 +54,7 @@ def _events(client: Any, job: str, status: Mapping[str, Any], reason: str, now: 
 
 
 def drive(client: Any, job: str, status: Mapping[str, Any], *, now: Callable[[], float] = time.time,
-          rng: Optional[random.Random] = None, mesos: Optional[str] = None) -> Optional[str]:
+          rng: random.Random | None = None, mesos: str | None = None) -> str | None:
     """One look at the job's admission (``status``: its status, as ``-o json`` prints it): past the
     deadline of a starting job, release it (:data:`RELEASED`); a ``Queued`` job whose next attempt is
     due, re-submit it (:data:`RESUBMITTED`); else None. ``mesos``: the master the user named."""
@@ -69,7 +73,7 @@ def drive(client: Any, job: str, status: Mapping[str, Any], *, now: Callable[[],
     return RELEASED if wrote else None
 
 
-def resubmit(client: Any, job: str, *, now: Callable[[], float] = time.time) -> Optional[str]:
+def resubmit(client: Any, job: str, *, now: Callable[[], float] = time.time) -> str | None:
     """Submit a released job again: every app back to one instance, the record removed, the attempt
     counted, its events kept as ``marathon-tf/earlier-events`` (one bulk ``PUT /v2/apps``, once the
     release's deployment is done). The deployment id, or None when the job had no record left."""

@@ -27,12 +27,13 @@ import math
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional, Union, cast
+from typing import Any, cast
 
 import jinja2
 
 from marathon_tf import __version__
-from marathon_tf.contract import labels as L, naming, spread
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import versions
@@ -45,7 +46,7 @@ __all__ = ["render_group", "render_group_json", "render_app", "default_templates
 
 #: What names the Marathon a job is rendered for: its version as ``/v2/info`` says it (``"1.4.3"``), parsed,
 #: or its answers (:class:`~marathon_tf.marathon.versions.Capabilities`); None: the newest.
-MarathonVersionLike = Optional[Union[str, versions.MarathonVersion, versions.Capabilities]]
+MarathonVersionLike = str | versions.MarathonVersion | versions.Capabilities | None
 
 LABEL_PREFIX = L.PREFIX
 SPEC_LABEL = L.SPEC

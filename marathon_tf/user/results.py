@@ -8,7 +8,7 @@ fields between versions; what is not named here is still in ``to_dict()``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 from marathon_tf.contract.errors import JobFailed, MarathonTFError, NotPlaced
 from marathon_tf.contract.labels import RECORDED, JobState
@@ -26,17 +26,17 @@ class TaskStatus:
     task: str
     role: str
     index: int
-    state: Optional[str] = None
-    address: Optional[str] = None
-    health: Optional[str] = None
-    phase: Optional[str] = None
-    step: Optional[int] = None
-    restarts: Optional[int] = None
-    last_failure: Optional[str] = None
+    state: str | None = None
+    address: str | None = None
+    health: str | None = None
+    phase: str | None = None
+    step: int | None = None
+    restarts: int | None = None
+    last_failure: str | None = None
     data: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_dict(cls, row: dict[str, Any]) -> "TaskStatus":
+    def from_dict(cls, row: dict[str, Any]) -> TaskStatus:
         return cls(task=row["task"], role=row.get("role", ""), index=row.get("index", 0), state=row.get("state"),
                    address=row.get("address"), health=row.get("health"), phase=row.get("phase"),
                    step=row.get("step"), restarts=row.get("restarts"), last_failure=row.get("lastFailure"),
@@ -59,22 +59,22 @@ class JobStatus:
     #: A :class:`~marathon_tf.contract.labels.JobState` (a ``str``: ``status.state == "Running"``).
     state: str
     tasks: tuple[TaskStatus, ...] = ()
-    step: Optional[int] = None
-    target_step: Optional[int] = None
-    final_step: Optional[int] = None
-    reason: Optional[str] = None
-    logdir: Optional[str] = None
+    step: int | None = None
+    target_step: int | None = None
+    final_step: int | None = None
+    reason: str | None = None
+    logdir: str | None = None
     #: Where the logdir is on this machine (local jobs), or on the agents (an absolute volume path).
-    logdir_path: Optional[str] = None
-    admission: Optional[dict[str, Any]] = field(default=None, compare=False)
-    elastic: Optional[dict[str, Any]] = field(default=None, compare=False)
+    logdir_path: str | None = None
+    admission: dict[str, Any] | None = field(default=None, compare=False)
+    elastic: dict[str, Any] | None = field(default=None, compare=False)
     #: A planned restart under way (``scale``, a re-deploy): ``why``, ``change``, ``tasks``, ``text``
     #: (``Restarting for scale (2 → 3 workers)``); None otherwise.
-    restarting: Optional[dict[str, Any]] = field(default=None, compare=False)
+    restarting: dict[str, Any] | None = field(default=None, compare=False)
     data: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_dict(cls, status: dict[str, Any]) -> "JobStatus":
+    def from_dict(cls, status: dict[str, Any]) -> JobStatus:
         state = status.get("state", "")
         return cls(job=status["job"], state=JobState(state) if state in _STATES else state,
                    tasks=tuple(TaskStatus.from_dict(t) for t in status.get("tasks") or []),
@@ -95,11 +95,11 @@ class JobStatus:
     def to_dict(self) -> dict[str, Any]:
         return dict(self.data)
 
-    def updated(self, **fields: Any) -> "JobStatus":
+    def updated(self, **fields: Any) -> JobStatus:
         """The same status with more (or other) fields."""
         return JobStatus.from_dict({"job": self.job, "state": self.state, **self.data, **fields})
 
-    def error(self) -> Optional[MarathonTFError]:
+    def error(self) -> MarathonTFError | None:
         """The error a job that ended so is (exit code on its class): :class:`JobFailed` (Failed),
         :class:`NotPlaced`; None for any other state. It carries this status (``status``)."""
         reason = f": {self.reason}" if self.reason else ""
@@ -131,22 +131,22 @@ class Deployment:
 
     job: str
     group_id: str
-    deployment_id: Optional[str] = None
-    version: Optional[str] = None
+    deployment_id: str | None = None
+    version: str | None = None
     changed: bool = True
-    plan: Optional[dict[str, Any]] = None
-    resumed: Optional[bool] = None
+    plan: dict[str, Any] | None = None
+    resumed: bool | None = None
     marathon_url: str = ""
     mesos_dns: str = ""  # the local runner's (deploy --local)
     #: What became of an earlier run's checkpoints, said loudly (``resumes from …``, ``removed …``).
-    note: Optional[str] = None
+    note: str | None = None
     #: What the capacity check said: the job does not fit what is free now (it waits).
-    admission: Optional[str] = None
+    admission: str | None = None
     #: Why the capacity was not checked (the Mesos master cannot be read); not in :meth:`to_dict`.
-    admission_note: Optional[str] = None
+    admission_note: str | None = None
     #: A running job deployed with a changed file: the tasks that start, stop, restart and stay (as
     #: ``scale`` lists them); None for a new job, an ended one, or one whose deployed file is unreadable.
-    tasks: Optional[dict[str, list[str]]] = None
+    tasks: dict[str, list[str]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"job": self.job, "groupId": self.group_id, "changed": self.changed}
@@ -173,18 +173,18 @@ class ScaleResult:
     stop: tuple[str, ...] = ()
     restart: tuple[str, ...] = ()
     unchanged: tuple[str, ...] = ()
-    deployment_id: Optional[str] = None
-    plan: Optional[dict[str, Any]] = None
-    group_id: Optional[str] = None
-    version: Optional[str] = None
+    deployment_id: str | None = None
+    plan: dict[str, Any] | None = None
+    group_id: str | None = None
+    version: str | None = None
     #: What the capacity check said of the tasks that start: they do not fit what is free now.
-    admission: Optional[str] = None
+    admission: str | None = None
     #: Why the capacity was not checked (the Mesos master cannot be read); not in :meth:`to_dict`.
-    admission_note: Optional[str] = None
+    admission_note: str | None = None
     #: The checkpoint the job saved before the change (``{"task", "step", "path", "seconds"}``), or None.
-    saved: Optional[dict[str, Any]] = None
+    saved: dict[str, Any] | None = None
     #: Why no checkpoint was saved first (its program has no save hook, …): it resumes from its last one.
-    save_note: Optional[str] = None
+    save_note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"job": self.job, "changed": self.changed,
@@ -214,10 +214,10 @@ class Checkpoint:
 
     job: str
     task: str
-    step: Optional[int]
-    path: Optional[str]
+    step: int | None
+    path: str | None
     seconds: float = 0.0
-    logdir_path: Optional[str] = None
+    logdir_path: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"job": self.job, "task": self.task, "step": self.step, "path": self.path,
@@ -244,13 +244,13 @@ class LocalRunResult:
     seconds: float
     state_dir: str
     status: JobStatus
-    logdir_path: Optional[str] = None
+    logdir_path: str | None = None
 
     @property
     def succeeded(self) -> bool:
         return self.state == JobState.SUCCEEDED
 
-    def error(self) -> Optional[MarathonTFError]:
+    def error(self) -> MarathonTFError | None:
         """The error the run's end is (:meth:`JobStatus.error`), or None when it succeeded."""
         return self.status.error()
 

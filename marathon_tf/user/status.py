@@ -17,19 +17,29 @@ in two steps:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any
 
-from marathon_tf.contract import labels as L, naming, spread
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import MarathonNotFound, UsageError
 from marathon_tf.contract.progress import eta_seconds, job_step
 from marathon_tf.contract.taskapi import broadcast
 from marathon_tf.marathon import transport
 from marathon_tf.marathon import waiting as W
-from marathon_tf.marathon.jobstate import (STOPPED, job_labels, job_state, planned_stop, restarting, standbys,
-                                           stored_spec)
-from marathon_tf.marathon.queue import entries_by_app, fetch as fetch_queue, launch_delay, stall_reason
+from marathon_tf.marathon.jobstate import (
+    STOPPED,
+    job_labels,
+    job_state,
+    planned_stop,
+    restarting,
+    standbys,
+    stored_spec,
+)
+from marathon_tf.marathon.queue import entries_by_app, launch_delay, stall_reason
+from marathon_tf.marathon.queue import fetch as fetch_queue
 from marathon_tf.marathon.tasks import RUNNING, age, health, last_failure, newest, started_at, task_port, task_url
 from marathon_tf.user import gang, localstate, observe
 from marathon_tf.user.render import task_apps
@@ -41,7 +51,7 @@ __all__ = ["Observed", "GROUP_EMBEDS", "fetch", "build", "job_status", "version_
 GROUP_EMBEDS = ("group.groups", "group.apps", "group.apps.tasks", "group.apps.counts",
                 "group.apps.deployments", "group.apps.lastTaskFailure")
 
-ProbeGet = Callable[[str], Optional[dict]]
+ProbeGet = Callable[[str], dict | None]
 
 #: A task's states on its way out: in an app at 0 instances it is shown ``stopped`` (the CLI and the API alike).
 STOPPING = ("TASK_KILLING", "TASK_KILLED", "TASK_FINISHED", "TASK_FAILED", "TASK_GONE", "TASK_DROPPED")
@@ -57,20 +67,20 @@ class Observed:
     #: ``GET /v2/queue`` entries by app id.
     queue: Mapping[Any, Mapping[str, Any]] = field(default_factory=dict)  # by app id (looked up with None too)
     #: Task name → its ``/status`` answer (None: none within 2 s), for every task that was asked.
-    probes: Mapping[str, Optional[Mapping[str, Any]]] = field(default_factory=dict)
+    probes: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
     #: Marathon is the local runner (asked only when a waiting task has a queue entry).
     local: bool = False
     #: The agents' free resources by agent id (a job waiting to be placed; None: not known).
-    free: Optional[Mapping[str, Mapping[str, float]]] = None
+    free: Mapping[str, Mapping[str, float]] | None = None
     #: The local runner's state directory (a job with a logdir on it), else None.
-    work_dir: Optional[Path] = None
+    work_dir: Path | None = None
     #: When it was looked at (Unix seconds; default: when made): ages and deadlines are counted from it.
     now: float = field(default_factory=time.time)
     #: The cluster (role → count) the tasks a planned restart stops ran with (their app version's), else None.
-    previous_cluster: Optional[Mapping[str, int]] = None
+    previous_cluster: Mapping[str, int] | None = None
 
 
-def _probe(url: str) -> Optional[dict]:
+def _probe(url: str) -> dict | None:
     """A task's status server's JSON (None: no whole answer within 2 s)."""
     return transport.get_json(url, timeout=2.0)
 
@@ -82,8 +92,8 @@ def _safe(fn: Callable[[], Any], default: Any) -> Any:
         return default
 
 
-def fetch(client: Any, job: str, *, probe: bool = True, probe_get: Optional[ProbeGet] = None,
-          now: Callable[[], float] = time.time, mesos: Optional[str] = None) -> Observed:
+def fetch(client: Any, job: str, *, probe: bool = True, probe_get: ProbeGet | None = None,
+          now: Callable[[], float] = time.time, mesos: str | None = None) -> Observed:
     """One look at the job (see the module): raises :class:`UsageError` when it does not exist.
     ``mesos``: the Mesos master the user named (``--mesos`` / ``MESOS_URL``; None: the one Marathon
     names), read for a starting job's waits."""
@@ -115,7 +125,7 @@ def fetch(client: Any, job: str, *, probe: bool = True, probe_get: Optional[Prob
     return Observed(job, apps, queue, probes, local, free, work, now(), previous)
 
 
-def _cluster(app: Mapping[str, Any]) -> Optional[dict[str, int]]:
+def _cluster(app: Mapping[str, Any]) -> dict[str, int] | None:
     import json
 
     try:
@@ -125,14 +135,14 @@ def _cluster(app: Mapping[str, Any]) -> Optional[dict[str, int]]:
     return {str(r): int(n) for r, n in cluster.items()} if isinstance(cluster, dict) else None
 
 
-def version_cluster(client: Any, app_id: str, version: str) -> Optional[dict[str, int]]:
+def version_cluster(client: Any, app_id: str, version: str) -> dict[str, int] | None:
     """The cluster (role → count) an earlier version of an app ran with: one GET
     (``/v2/apps/<id>/versions/<version>``); None when it cannot be read."""
     old = _safe(lambda: client.request("GET", f"/v2/apps{app_id}/versions/{version}").body, None)
     return _cluster(old) if isinstance(old, dict) else None
 
 
-def _previous_cluster(client: Any, apps: Mapping[str, Mapping[str, Any]]) -> Optional[dict[str, int]]:
+def _previous_cluster(client: Any, apps: Mapping[str, Mapping[str, Any]]) -> dict[str, int] | None:
     """The cluster the tasks a planned restart stops ran with (their app's earlier version), read only
     while a new configuration restarts the job."""
     for app in apps.values():
@@ -142,7 +152,7 @@ def _previous_cluster(client: Any, apps: Mapping[str, Mapping[str, Any]]) -> Opt
     return None
 
 
-def planned(why_cluster: Optional[Mapping[str, int]], apps: Mapping[str, Mapping[str, Any]]) -> tuple[str, str]:
+def planned(why_cluster: Mapping[str, int] | None, apps: Mapping[str, Mapping[str, Any]]) -> tuple[str, str]:
     """``(why, change)`` of a planned restart from the cluster the stopped tasks ran with: ``scale`` and
     ``2 → 3 workers`` when the job's counts changed, else ``redeploy``."""
     from marathon_tf.contract import timeline as T
@@ -152,7 +162,7 @@ def planned(why_cluster: Optional[Mapping[str, int]], apps: Mapping[str, Mapping
     return ("scale" if change else "redeploy"), change
 
 
-def _restart(seen: Observed) -> Optional[dict[str, Any]]:
+def _restart(seen: Observed) -> dict[str, Any] | None:
     """The planned restart a new configuration of the job makes now (``scale``, a re-deploy): which
     tasks, why, and the line ``status`` says (``Restarting for scale (2 → 3 workers)``); None."""
     from marathon_tf.contract import timeline as T
@@ -233,11 +243,13 @@ def _counts(tasks: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     return counts
 
 
-def _round(x: Optional[float]) -> Optional[float]:
+def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 1)
 
 
-def build(seen: Observed) -> JobStatus:
+# Over ruff's complexity limit (C901), as one piece: the status assembled from the record, the tasks and Marathon's
+# queue.
+def build(seen: Observed) -> JobStatus:  # noqa: C901
     """The job's status from one look at it (pure; see the module)."""
     job, apps = seen.job, seen.apps
     tasks = [_row(name, app, seen) for name, app in apps.items()]
@@ -336,8 +348,8 @@ def _elastic(out: dict[str, Any], apps: Mapping[str, Mapping[str, Any]], seen: O
     out["elastic"] = view
 
 
-def job_status(client: Any, job: str, *, probe: bool = True, probe_get: Optional[ProbeGet] = None,
-               mesos: Optional[str] = None) -> JobStatus:
+def job_status(client: Any, job: str, *, probe: bool = True, probe_get: ProbeGet | None = None,
+               mesos: str | None = None) -> JobStatus:
     """The job's status now: :func:`build` of :func:`fetch` (``probe``: ask the running tasks too;
     ``mesos``: the master the user named)."""
     return build(fetch(client, job, probe=probe, probe_get=probe_get, mesos=mesos))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from typing import Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
 
 __all__ = ["Stopped", "converted", "SIGNALS", "signal_name"]
 
@@ -35,7 +35,7 @@ def signal_name(signum: int) -> str:
 
 
 @contextlib.contextmanager
-def converted(again: Optional[Callable[[int], None]] = None) -> Iterator[list[int]]:
+def converted(again: Callable[[int], None] | None = None) -> Iterator[list[int]]:
     """Turn the stop signals into :class:`Stopped` within the block (main thread only; elsewhere a
     no-op). Yields the list of signals received; ``again(signum)`` is called on each after the first
     (in the main thread; what it raises is ignored: the clean-up goes on)."""

@@ -27,9 +27,9 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
 
 from marathon_tf.contract.errors import MarathonTFError, UsageError
 
@@ -52,8 +52,8 @@ class Fix:
     source is not the release these fixes are for."""
 
     path: str
-    old: Optional[str]
-    new: Optional[str]
+    old: str | None
+    new: str | None
     why: str
 
     def apply(self, root: Path) -> None:
@@ -131,7 +131,7 @@ def _extract(tarball: Path, into: Path) -> Path:
     return root
 
 
-def _npm(npm: str, args: list[str], cwd: Path, logfile: Path, what: str, env: Optional[dict] = None) -> None:
+def _npm(npm: str, args: list[str], cwd: Path, logfile: Path, what: str, env: dict | None = None) -> None:
     with open(logfile, "ab") as out:
         out.write(f"\n$ {npm} {' '.join(args)}\n".encode())
         out.flush()
@@ -147,7 +147,7 @@ def _npm(npm: str, args: list[str], cwd: Path, logfile: Path, what: str, env: Op
                            f"{tail[0][:200]}", hint=f"the whole output is in {logfile}")
 
 
-def install(ui_home: Path, *, tarball: Optional[Path] = None, url: str = SOURCE_URL, npm: str = "npm",
+def install(ui_home: Path, *, tarball: Path | None = None, url: str = SOURCE_URL, npm: str = "npm",
             log: Callable[[str], None] = lambda line: None) -> Path:
     """Build the Marathon UI into ``<ui_home>/build`` (replacing an earlier build only once the new one
     is complete); returns that folder. ``tarball``: the source release already on this machine."""

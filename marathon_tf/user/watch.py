@@ -11,9 +11,10 @@ truth and the fallback when there is no stream.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
-from marathon_tf.contract import labels as L, naming, spread
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import JobFailed, MarathonError, MarathonUnavailable, Timeout
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.events import EventStream

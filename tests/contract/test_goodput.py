@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from marathon_tf.contract import savehook, timeline as T
+from marathon_tf.contract import savehook
+from marathon_tf.contract import timeline as T
 from marathon_tf.contract.goodput import CAUSES, goodput
 
 T0 = 1_000_000.0

@@ -9,11 +9,21 @@ import pytest
 
 from marathon_tf.contract.cluster_spec import Membership
 from marathon_tf.contract.labels import JobState
-from marathon_tf.contract.plan import (FORMAT, VERDICTS, Counts, JobPlan, PlanError, Round, RoundCause, RoundKind,
-                                       StopReason)
+from marathon_tf.contract.plan import (
+    FORMAT,
+    VERDICTS,
+    Counts,
+    JobPlan,
+    PlanError,
+    Round,
+    RoundCause,
+    RoundKind,
+    StopReason,
+)
 
 try:  # the property test runs with hypothesis where it is installed; the seeded one below runs everywhere
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 except ImportError:  # pragma: no cover - depends on the environment
     st = None
 

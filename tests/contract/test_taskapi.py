@@ -8,8 +8,17 @@ import pytest
 import requests
 
 from marathon_tf.contract import taskapi, taskauth
-from marathon_tf.contract.taskapi import (HOLD, SAVE, HoldRequest, LedgerReport, Reply, SaveRequest,
-                                          TaskApiError, TaskClient, broadcast)
+from marathon_tf.contract.taskapi import (
+    HOLD,
+    SAVE,
+    HoldRequest,
+    LedgerReport,
+    Reply,
+    SaveRequest,
+    TaskApiError,
+    TaskClient,
+    broadcast,
+)
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.keeper import Keeper
 from marathon_tf.task.ledger import Ledger

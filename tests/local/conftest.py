@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 import requests
+from polling import wait_for
 
 from marathon_tf.local import LocalCluster
-from polling import wait_for
 
 
 class Api:

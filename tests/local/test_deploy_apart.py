@@ -18,12 +18,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from polling import wait_for
 
 from marathon_tf.marathon.client import Client, RetryPolicy
 from marathon_tf.marathon.versions import Capabilities, parse_version
 from marathon_tf.user import apart, jobs
 from marathon_tf.user.spec import load_dict
-from polling import wait_for
 
 #: Agent 1 holds the ps (and the chief), agents 2 and 3 one worker each: worker-2, the standby, never fits.
 BIG = "cpus:2;mem:4096;disk:1000;ports:[31000-31100]"

@@ -10,7 +10,6 @@ forgotten and, should it come back, killed), ``state/UnreachableStrategy.scala``
 from __future__ import annotations
 
 import requests
-
 from polling import alive
 
 

@@ -102,9 +102,9 @@ def test_a_job_that_fits_nowhere_waits_with_the_queues_reasons(cluster_with, wai
 
 def test_status_says_why_a_task_of_a_job_waits(cluster_with, wait):
     from marathon_tf.marathon.client import Client
-    from marathon_tf.user.status import job_status
     from marathon_tf.user.render import render_group
     from marathon_tf.user.spec import load_dict
+    from marathon_tf.user.status import job_status
 
     cluster, api = cluster_with(agents=3, agent_resources=[SMALL])
     spec = load_dict({"name": "big", "command": "sleep 600",

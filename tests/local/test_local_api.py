@@ -190,7 +190,6 @@ def test_an_ipv6_loopback_runner_has_bracketed_urls(tmp_path):
     import socket
 
     import pytest
-
     import requests
 
     from marathon_tf.local import LocalCluster

@@ -20,7 +20,7 @@ def _raw_stream(base: str, path: str, seconds: float) -> bytes:
     while time.monotonic() < end:
         try:
             chunk = sock.recv(65536)
-        except socket.timeout:
+        except TimeoutError:
             continue
         if not chunk:
             break

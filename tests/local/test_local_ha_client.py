@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from polling import wait_for
 
 from marathon_tf.local import LocalCluster
 from marathon_tf.local.security import Credentials
 from marathon_tf.marathon.client import CLI_TIMEOUT, Client, RetryPolicy
 from marathon_tf.marathon.events import EventStream
-from polling import wait_for
 
 GAP = 10.0  # stock Marathon's --zk_session_timeout, the LocalCluster default
 AUTH = {"user": "ops", "password": "s3cret"}

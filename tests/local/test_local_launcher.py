@@ -9,9 +9,9 @@ import tarfile
 import time
 from pathlib import Path
 
+from polling import alive as _alive
 
 from marathon_tf.local import LocalCluster
-from polling import alive as _alive
 
 
 def _sandbox(cluster, task_id: str) -> Path:

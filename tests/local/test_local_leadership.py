@@ -13,11 +13,11 @@ import time
 
 import pytest
 import requests
+from polling import wait_for
 
 from marathon_tf.local import LocalCluster
 from marathon_tf.local.leadership import HOLD_INTERVAL, HOLD_LOOKS
 from marathon_tf.local.security import Credentials
-from polling import wait_for
 
 #: A short ZooKeeper session (named: the default is stock Marathon's 10 s, --zk_session_timeout,
 #: M@1.11:src/main/scala/mesosphere/marathon/ZookeeperConf.scala) so that the abdication and admin-API tests,

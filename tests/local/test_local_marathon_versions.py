@@ -10,10 +10,10 @@ import time
 
 import pytest
 import requests
+from polling import wait_for
 
 from marathon_tf.local import LocalCluster
 from marathon_tf.marathon.versions import from_info, parse_version
-from polling import wait_for
 
 #: One agent with room for the small app only: the big one waits in the queue, so the group's
 #: deployment stays open.

@@ -11,10 +11,10 @@ import json
 
 import pytest
 import requests
+from polling import wait_for
 
 from marathon_tf.local import LocalCluster
 from marathon_tf.local.extras.persist import STATE_FILE
-from polling import wait_for
 
 FAST = dict(dns_refresh=0, heartbeat=0.5, kill_grace=1.0, shutdown_grace=1.0)
 

@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 import requests
 from click.testing import CliRunner
+from polling import wait_for
 
-from marathon_tf.user.cli import cli
 from marathon_tf.local import LocalCluster
 from marathon_tf.local.extras.persist import STATE_FILE
-from polling import wait_for
+from marathon_tf.user.cli import cli
 
 FAST = dict(dns_refresh=0, heartbeat=0.5, kill_grace=1.0, shutdown_grace=1.0)
 APP = {"cmd": "sleep 600", "cpus": 0.1, "mem": 16}

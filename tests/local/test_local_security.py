@@ -11,12 +11,12 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 from marathon import MarathonClient
+from polling import wait_for
 
 from marathon_tf.contract import labels as L
 from marathon_tf.local import LocalCluster
 from marathon_tf.local.security import AuthError, Credentials, Security, parse_auth
 from marathon_tf.marathon.client import Client
-from polling import wait_for
 
 EVIL_CMD = "touch pwned; exec sleep 600"
 

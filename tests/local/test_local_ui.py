@@ -13,9 +13,9 @@ from urllib.parse import quote
 
 import pytest
 import requests
+from polling import wait_for
 
 from marathon_tf.local import LocalCluster
-from polling import wait_for
 
 UI_BUILD = Path(__file__).resolve().parents[2].parent / "shared" / "marathon-ui" / "build"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -7,9 +7,14 @@ import pytest
 import requests
 from werkzeug import Response
 
-from marathon_tf.contract.errors import (MarathonAuthError, MarathonConflict, MarathonInvalid, MarathonNotFound,
-                                         MarathonUnavailable)
 from marathon_tf.contract import labels
+from marathon_tf.contract.errors import (
+    MarathonAuthError,
+    MarathonConflict,
+    MarathonInvalid,
+    MarathonNotFound,
+    MarathonUnavailable,
+)
 from marathon_tf.marathon import marker
 from marathon_tf.marathon.client import Client, RetryPolicy, redact_url
 

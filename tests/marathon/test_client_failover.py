@@ -13,13 +13,13 @@ import json
 
 import pytest
 import requests
+from polling import wait_for
 from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
 from marathon_tf.contract.errors import MarathonAuthError, MarathonError, MarathonUnavailable
 from marathon_tf.marathon.client import Client, RetryPolicy
 from marathon_tf.marathon.events import EventStream
-from polling import wait_for
 
 
 def jetty_page(status: int, reason: str, path: str = "/v2/apps") -> str:

@@ -10,11 +10,11 @@ import time
 import tracemalloc
 
 import pytest
+from hostile_server import DEPLOYMENT, INFO, VERSION, Answer, Hostile, ProxiedMarathon, json_answer, repeat
 
 from marathon_tf.contract.errors import MarathonError, MarathonTFError, MarathonUnavailable, Timeout
 from marathon_tf.marathon import marker
 from marathon_tf.marathon.client import Client, RetryPolicy
-from hostile_server import DEPLOYMENT, INFO, VERSION, Answer, Hostile, ProxiedMarathon, json_answer, repeat
 
 GROUP = {"id": "/mnist", "apps": [{"id": "/mnist/worker-0", "cmd": "x", "instances": 1}]}
 

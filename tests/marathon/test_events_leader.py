@@ -21,12 +21,12 @@ import threading
 import time
 
 import pytest
+from polling import wait_for
 from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
 from marathon_tf.marathon.client import Client, RedirectNotFollowed, RetryPolicy
 from marathon_tf.marathon.events import EventStream
-from polling import wait_for
 
 AUTH = {"user": "ops", "password": "s3cret"}
 SSE = ("event: event_stream_attached\r\n"

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import pytest
 
-from marathon_tf.marathon.versions import (NEWEST, Capabilities, MarathonVersion, capabilities, from_info,
-                                           parse_version)
+from marathon_tf.marathon.versions import NEWEST, Capabilities, MarathonVersion, capabilities, from_info, parse_version
 
 
 @pytest.mark.parametrize("text, parsed", [

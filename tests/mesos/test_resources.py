@@ -10,8 +10,16 @@ from __future__ import annotations
 
 import pytest
 
-from marathon_tf.mesos.resources import (Resource, attribute_text, coalesce, parse_attributes, parse_resources,
-                                         ports_resource, ranges_minus, ranges_size)
+from marathon_tf.mesos.resources import (
+    Resource,
+    attribute_text,
+    coalesce,
+    parse_attributes,
+    parse_resources,
+    ports_resource,
+    ranges_minus,
+    ranges_size,
+)
 from marathon_tf.mesos.views import attributes_json, full_json, summary_json
 
 

@@ -9,9 +9,16 @@ Sources: apache/mesos ``src/common/http.cpp`` (the summary; ``*_full`` in the EN
 from __future__ import annotations
 
 from marathon_tf.mesos.resources import Resource, parse_attributes, parse_resources
-from marathon_tf.mesos.views import (attributes_from_json, attributes_json, full_json, offer_attributes_json,
-                                     offer_resources_json, resources_from_full, resources_from_summary,
-                                     summary_json)
+from marathon_tf.mesos.views import (
+    attributes_from_json,
+    attributes_json,
+    full_json,
+    offer_attributes_json,
+    offer_resources_json,
+    resources_from_full,
+    resources_from_summary,
+    summary_json,
+)
 
 
 def test_marathons_offer_json_for_last_unused_offers():

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from task_helpers import FakeClock, FakeDns, FakeMarathon, MesosDnsDouble, Procs, free_port
 
 from marathon_tf.contract import naming

@@ -13,12 +13,13 @@ import sys
 import threading
 import time
 import urllib.request
-from typing import Iterable
+from collections.abc import Iterable
+
+from polling import wait_for  # noqa: F401 (used through this module)
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.discovery import LookupFailure, Observation, SrvRecord
-from polling import wait_for  # noqa: F401 (used through this module)
 
 JOB = "ml/mnist"
 

@@ -8,7 +8,6 @@ import sys
 import time
 
 import pytest
-
 from task_helpers import free_port, http_json, task_env, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))

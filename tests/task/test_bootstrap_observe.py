@@ -6,11 +6,10 @@ from __future__ import annotations
 import sys
 
 from task_helpers import FakeBackend, GrpcLikeServer, free_port, task_env, wait_for
+from test_bootstrap_run import Run  # noqa: E402  (the in-process bootstrap runner)
 
 from marathon_tf.contract import timeline as T
 from marathon_tf.task.peers import PROBE_TIMEOUT
-
-from test_bootstrap_run import Run  # noqa: E402  (the in-process bootstrap runner)
 
 # a program that serves its TF port like a gRPC server (a SETTINGS frame), prints one step, then hangs
 PROGRAM = ("import os, socket, sys, threading, time\n"

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import struct
 
+from test_checkpoints import write_checkpoint
+
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.bootstrap import Bootstrap
 from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.saving import announce_resume
-from test_checkpoints import write_checkpoint
 
 
 def _boot(tmp_path, role="worker", clock=None, policy=None):

@@ -9,8 +9,8 @@ import threading
 import time
 
 import pytest
-
 from task_helpers import FakeBackend, task_env, wait_for
+
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.bootstrap import Bootstrap, parse_args, shell_command

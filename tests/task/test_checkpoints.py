@@ -10,8 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from marathon_tf.task.checkpoints import (event_file_step, keras_backup, latest_checkpoint_step, newest_checkpoint,
-                                          training_step)
+from marathon_tf.task.checkpoints import (
+    event_file_step,
+    keras_backup,
+    latest_checkpoint_step,
+    newest_checkpoint,
+    training_step,
+)
 
 KERAS_BACKUPS = Path(__file__).parent.parent / "data" / "keras-backup"  # real ones: see its SOURCE.md
 

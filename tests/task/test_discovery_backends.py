@@ -5,12 +5,19 @@ import random
 
 import pytest
 import requests
-
 from task_helpers import FakeMarathon
+
 from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.task.discovery import (
+    DnspythonClient,
+    MarathonBackend,
+    MesosDnsBackend,
+    MesosDnsHttpBackend,
+    SrvRecord,
+    make_backend,
+    marathon_headers,
+)
 from marathon_tf.task.rendezvous import DirectRendezvous
-from marathon_tf.task.discovery import (DnspythonClient, MarathonBackend, MesosDnsBackend, MesosDnsHttpBackend,
-                                        SrvRecord, make_backend, marathon_headers)
 
 PEERS = [("ps", 0), ("worker", 0), ("worker", 1)]
 

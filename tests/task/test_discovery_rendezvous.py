@@ -3,8 +3,8 @@
 import random
 
 import pytest
-
 from task_helpers import FakeBackend
+
 from marathon_tf.contract.errors import DiscoveryError
 from marathon_tf.task.discovery import MesosDnsBackend
 from marathon_tf.task.rendezvous import DirectRendezvous

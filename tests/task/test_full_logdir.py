@@ -17,8 +17,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-
 from task_helpers import FakeBackend, task_env, wait_for
+
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.bootstrap import Bootstrap
 from marathon_tf.task.budget import RestartBudget

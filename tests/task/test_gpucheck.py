@@ -11,13 +11,13 @@ import sys
 import threading
 
 import pytest
+from polling import wait_for
 
 from marathon_tf.contract import labels as L
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.bootstrap import Bootstrap, job_lifecycle
 from marathon_tf.task.gpucheck import gpu_problem
 from marathon_tf.task.jobcontrol import JobControl
-from polling import wait_for
 
 
 def devices(tmp_path, *names):

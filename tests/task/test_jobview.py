@@ -8,7 +8,8 @@ import json
 import time
 from pathlib import Path
 
-from marathon_tf.contract import labels as L, timeline as T
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import timeline as T
 from marathon_tf.task.jobview import JobView, stragglers
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.timeline import TaskEvents

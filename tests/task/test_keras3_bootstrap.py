@@ -8,11 +8,13 @@ import sys
 import threading
 from pathlib import Path
 
-from marathon_tf.contract import keras3, labels as L
+from polling import wait_for
+
+from marathon_tf.contract import keras3
+from marathon_tf.contract import labels as L
 from marathon_tf.task.bootstrap import Bootstrap, job_lifecycle
 from marathon_tf.task.discovery import Observation
 from marathon_tf.task.jobcontrol import JobControl
-from polling import wait_for
 
 STDERR = Path(__file__).resolve().parent.parent / "data" / "keras3" / "mwms.stderr"
 PEERS = {("worker", 0): "127.0.0.1:2001", ("worker", 1): "127.0.0.1:2002"}

@@ -14,8 +14,16 @@ from marathon_tf.contract.errors import MarathonNotFound
 from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.keeper import Keeper
-from marathon_tf.task.ledger import (ATTRIBUTION, FAILURE, INFRASTRUCTURE, PREEMPTION, Entry, Ledger,
-                                     classify_status, read_file)
+from marathon_tf.task.ledger import (
+    ATTRIBUTION,
+    FAILURE,
+    INFRASTRUCTURE,
+    PREEMPTION,
+    Entry,
+    Ledger,
+    classify_status,
+    read_file,
+)
 from marathon_tf.task.policy import Action, decide
 
 

@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from polling import alive, wait_for
 
 from marathon_tf.contract import labels as L
 from marathon_tf.contract.taskenv import TaskContext
@@ -17,7 +18,6 @@ from marathon_tf.task.discovery import Observation
 from marathon_tf.task.jobcontrol import JobControl
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.logdir import FAILURES_FILE
-from polling import alive, wait_for
 
 PEERS = {("ps", 0): "127.0.0.1:2000", ("worker", 0): "127.0.0.1:2001", ("worker", 1): "127.0.0.1:2002"}
 # Exits with the code in file CODES (one line per run, the last line repeats), printing a step first.

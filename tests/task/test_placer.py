@@ -14,7 +14,9 @@ import threading
 import time
 
 from task_helpers import FakeBackend, wait_for
-from marathon_tf.contract import labels as L, spread
+
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import spread
 from marathon_tf.contract.spread import HOLD
 from marathon_tf.task import rendezvous as ld
 from marathon_tf.task.placer import Placer

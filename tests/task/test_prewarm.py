@@ -19,12 +19,12 @@ import threading
 import time
 
 import pytest
-
 from task_helpers import FakeBackend, task_env, wait_for
+
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.bootstrap import Bootstrap
-from marathon_tf.task.prewarm import PythonCommand, Prewarmer, python_command
 from marathon_tf.task.policy import Action, Decision, ExitPolicy
+from marathon_tf.task.prewarm import Prewarmer, PythonCommand, python_command
 from marathon_tf.task.supervisor import Trainer, popen
 
 PROBE = textwrap.dedent("""\

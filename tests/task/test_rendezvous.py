@@ -9,16 +9,16 @@ import time
 
 import pytest
 import requests
-
 from task_helpers import FakeBackend, FakeMarathon, http_json, wait_for
+
 from marathon_tf.contract import naming
 from marathon_tf.contract.cluster_spec import Membership
 from marathon_tf.contract.errors import DiscoveryError
 from marathon_tf.contract.plan import Round, RoundCause, RoundKind
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task import rendezvous as ld
-from marathon_tf.task.rendezvous import leader as leader_side
 from marathon_tf.task.discovery import MarathonBackend, Observation
+from marathon_tf.task.rendezvous import leader as leader_side
 from marathon_tf.task.status_server import StatusServer, TaskStatus
 
 JOB = "ml/mnist"

@@ -7,7 +7,6 @@ import signal
 import sys
 
 import pytest
-
 from task_helpers import free_port, http_json, task_env, wait_for
 
 CLUSTER = {"ps": 1, "worker": 2}

@@ -10,8 +10,8 @@ import pytest
 from marathon_tf.contract.plan import Round, RoundCause, RoundKind
 from marathon_tf.task.keeper import Keeper
 from marathon_tf.task.ledger import Ledger
-from marathon_tf.task.resize import Resizer
 from marathon_tf.task.rendezvous.view import View
+from marathon_tf.task.resize import Resizer
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.timeline import TaskEvents
 

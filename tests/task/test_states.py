@@ -3,8 +3,8 @@ actions and their decision (task/policy), the keeper's answer (task/ledger), the
 (task/budget), the exit code of a signal (contract/shellexec) and the rendezvous interface
 (task/rendezvous/base). Pure: no process, no network."""
 
-import json
 import inspect
+import json
 import signal
 from dataclasses import replace
 

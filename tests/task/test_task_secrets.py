@@ -14,7 +14,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from task_helpers import task_env
 
-
 TOKEN = "task-tok-MARKER-" + uuid.uuid4().hex
 PASSWORD = "pw-MARKER-" + uuid.uuid4().hex
 OTHERS = "alice-MARKER-" + uuid.uuid4().hex  # a credential the task never held: Marathon shows it anyway

@@ -101,8 +101,8 @@ def test_the_master_the_user_named_is_passed_to_every_look_not_remembered(monkey
     """``--mesos`` / ``MESOS_URL`` goes with the calls that read the master (the status' waits, the
     admission deadline's look, the check of a deploy or scale); no client remembers it."""
     from marathon_tf.user import jobs, release, status, watch  # noqa: F401 - imported before the patch below:
-    from marathon_tf.user.api import Marathon                     # a module first imported under it would keep
-    from marathon_tf.user.results import JobStatus                # the fake job_status for the whole session
+    from marathon_tf.user.api import Marathon  # a module first imported under it would keep
+    from marathon_tf.user.results import JobStatus  # the fake job_status for the whole session
 
     seen = []
     monkeypatch.setattr(status, "job_status", lambda client, job, **kw: seen.append(("status", kw.get("mesos")))

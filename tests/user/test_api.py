@@ -9,9 +9,9 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-
 from leaks import wait_no_processes
 from polling import wait_for
+
 from marathon_tf import Job, JobStatus, LocalCluster, SpecError, UsageError
 from marathon_tf.user.cli import cli
 

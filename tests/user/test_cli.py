@@ -6,14 +6,13 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from user_helpers import minimal, no_job_yet
 
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.user import jobs
 from marathon_tf.user.cli import cli
 from marathon_tf.user.render import render_group
 from marathon_tf.user.spec import load_dict
-
-from user_helpers import minimal, no_job_yet
 
 VERBS = [["deploy"], ["render"], ["validate"], ["export"], ["schema"], ["scale"], ["status"], ["list"], ["delete"],
          ["local"], ["local", "serve"]]

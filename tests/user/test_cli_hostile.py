@@ -7,13 +7,11 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from click.testing import CliRunner
-
-from marathon_tf.user.cli import cli
-
 from hostile_server import DEPLOYMENT, INFO, Answer, Hostile, ProxiedMarathon, json_answer, repeat
 from user_helpers import minimal
+
+from marathon_tf.user.cli import cli
 
 
 def _one_error(r) -> str:

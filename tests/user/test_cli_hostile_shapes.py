@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import requests
 from click.testing import CliRunner
-
 from hostile_server import DEPLOYMENT, VERSION, Answer, Hostile, Request
+from polling import wait_for
+
 from marathon_tf.local import LocalCluster
 from marathon_tf.user.cli import cli
 from marathon_tf.user.render import render_group
 from marathon_tf.user.spec import load_dict
-from polling import wait_for
 
 JOB = {"name": "mnist", "style": "tf1", "command": ["python3", "train.py"],
        "roles": {"ps": {"count": 1}, "worker": {"count": 2}}}

@@ -12,17 +12,17 @@ import json
 import pytest
 from click.testing import CliRunner
 from pytest_httpserver import HTTPServer
+from user_helpers import minimal, no_job_yet
 from werkzeug import Response
 
 from marathon_tf.contract.errors import Timeout
 from marathon_tf.local import LocalCluster
 from marathon_tf.local.security import Credentials
 from marathon_tf.user import watch
-from marathon_tf.user.results import JobStatus
 from marathon_tf.user.cli import cli
 from marathon_tf.user.render import render_group
+from marathon_tf.user.results import JobStatus
 from marathon_tf.user.spec import load_dict
-from user_helpers import minimal, no_job_yet
 
 LABELS = {"marathon-tf/job": "j", "marathon-tf/role": "worker", "marathon-tf/index": "0"}
 INFO = {"name": "marathon", "version": "1.8.222", "marathon_config": {"features": ["vips", "task_killing"]}}

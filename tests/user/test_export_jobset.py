@@ -25,8 +25,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from kube_helpers import admission_problems, crd_errors, expand, pod_command, pod_environment, pods
+from user_helpers import minimal
+
 from marathon_tf.contract import cluster_spec
 from marathon_tf.contract.errors import SpecError, UsageError
 from marathon_tf.contract.taskenv import TaskContext
@@ -34,7 +35,6 @@ from marathon_tf.user.render import RenderError, render_group, task_apps
 from marathon_tf.user.spec import load_dict, load_job
 from marathon_tf.user.targets import TARGETS, Untranslatable, export
 from marathon_tf.user.targets import jobset as jobset_mod
-from user_helpers import minimal
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden" / "jobset"
@@ -307,8 +307,7 @@ def test_preemptions_are_never_counted_and_permanent_codes_end_the_job():
 
 def test_the_restart_rules_are_the_task_sides():
     """The user's side does not import the task side: the copies are kept equal here."""
-    from marathon_tf.task.policy import group_scope
-    from marathon_tf.task.policy import UNEXECUTABLE_CODES
+    from marathon_tf.task.policy import UNEXECUTABLE_CODES, group_scope
 
     assert jobset_mod.UNEXECUTABLE_CODES == UNEXECUTABLE_CODES
     for style in ("tf1", "parameter_server", "multi_worker_mirrored", "custom"):

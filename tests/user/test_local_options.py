@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from user_helpers import minimal
 
 from marathon_tf.user.cli import cli
-from user_helpers import minimal
 
 OPTIONS = ("--agents", "--agent-resources", "--agent-attributes", "--features", "--gpu-scheduling-behavior",
            "--dns-refresh", "--dns-ttl", "--zk-session-timeout", "--filter-gpu-resources / --no-filter-gpu-resources",

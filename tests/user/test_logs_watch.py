@@ -6,18 +6,17 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from polling import wait_for
 
 from marathon_tf.contract.errors import Timeout
 from marathon_tf.local import LocalCluster
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.events import EventStream
-from marathon_tf.user import logs, pipeline
+from marathon_tf.user import logs, output, pipeline
+from marathon_tf.user.cli import cli
 from marathon_tf.user.results import JobStatus
 from marathon_tf.user.status import job_status
-from marathon_tf.user import output
-from marathon_tf.user.cli import cli
 from marathon_tf.user.watch import wait_deployment
-from polling import wait_for
 
 LABELS = {"marathon-tf/job": "j", "marathon-tf/role": "worker", "marathon-tf/index": "0"}
 

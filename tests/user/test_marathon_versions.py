@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from fake_marathon import FakeMarathon
 from marathon_schemas import SCHEMAS
+from user_helpers import minimal
+
 from marathon_tf.contract import labels as L
 from marathon_tf.user.cli import cli
-
-from user_helpers import minimal
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden"

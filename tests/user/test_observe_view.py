@@ -8,15 +8,16 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
-
 from user_helpers import minimal
-from marathon_tf.contract import labels as L, timeline as T
+
+from marathon_tf.contract import labels as L
+from marathon_tf.contract import timeline as T
 from marathon_tf.marathon.client import Client
 from marathon_tf.user import announce, history, output
-from marathon_tf.user.status import job_status
 from marathon_tf.user.cli import cli
 from marathon_tf.user.render import render_group
 from marathon_tf.user.spec import load_dict
+from marathon_tf.user.status import job_status
 
 QUEUE = json.loads(Path("/work/shared/marathon-api/examples/1.11/queue.json").read_text())["queue"]
 

@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from marathon_tf.contract.errors import MarathonNotFound
-from marathon_tf.user import admission, api, capacity, render, status as job_status
+from marathon_tf.user import admission, api, capacity, render
+from marathon_tf.user import status as job_status
 from marathon_tf.user.api import Job, Marathon
 from marathon_tf.user.cli import cli
 

@@ -9,6 +9,7 @@ import jsonschema
 import pytest
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT4
+from user_helpers import minimal
 
 from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import UsageError
@@ -16,8 +17,6 @@ from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.user import spec as spec_mod
 from marathon_tf.user.render import RenderError, render_app, render_group, task_apps
 from marathon_tf.user.spec import load_dict, load_job
-
-from user_helpers import minimal
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "tests" / "data" / "marathon-schema"  # Marathon's own, see its SOURCE.md

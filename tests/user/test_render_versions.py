@@ -14,16 +14,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from marathon_schemas import RAML_1_11_ONLY, SCHEMAS, errors, unreachable_errors
+from user_helpers import minimal
+
 from marathon_tf.contract import spread
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.user.api import Job
 from marathon_tf.user.cli import cli
 from marathon_tf.user.render import VersionRefused, check_version, render_group, render_group_json, task_apps
 from marathon_tf.user.spec import load_dict, load_job
-
-from user_helpers import minimal
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 from click.testing import CliRunner
-
 from user_helpers import minimal
+
 from marathon_tf.contract import labels as L
 from marathon_tf.user import output
 from marathon_tf.user.cli import cli
@@ -165,7 +165,7 @@ def test_status_reads_the_goodput_from_the_deciding_task_and_from_the_record_onc
     _serve(httpserver)
 
     def probe(url):
-        mine = ":%d/" % httpserver.port in url
+        mine = f":{httpserver.port}/" in url
         return {"phase": "running", "step": 3, "save_hook": True, "goodput": good if mine else None,
                 "last_save": {"step": 3, "path": "ckpt/model.ckpt-3", "at": 1.0, "reason": "r"} if mine else None}
     st = job_status(Client(httpserver.url_for("")), "mnist", probe_get=probe).to_dict()

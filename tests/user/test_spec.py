@@ -5,12 +5,11 @@ import json
 import jsonschema
 import pytest
 from click.testing import CliRunner
+from user_helpers import minimal
 
 from marathon_tf.contract.errors import SpecError
 from marathon_tf.user.cli import cli
 from marathon_tf.user.spec import json_schema, load_dict, load_job, with_counts
-
-from user_helpers import minimal
 
 
 def roles(**r):

@@ -4,12 +4,11 @@ across keys do not repeat what follows from a problem already reported."""
 
 import pytest
 from click.testing import CliRunner
+from user_helpers import minimal
 
 from marathon_tf.contract.errors import SpecError
 from marathon_tf.user.cli import cli
 from marathon_tf.user.spec import load_dict
-
-from user_helpers import minimal
 
 SIX_MISTAKES = {
     "name": "Bad_Name",                                  # 1: the name's characters

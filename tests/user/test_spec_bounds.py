@@ -12,12 +12,12 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from user_helpers import minimal
 
 from marathon_tf.contract.errors import SpecError
 from marathon_tf.marathon import transport
 from marathon_tf.user.cli import cli
 from marathon_tf.user.spec import load_dict
-from user_helpers import minimal
 
 MAX_JOB_FILE = 2 ** 20  # docs/job-file.md (user/spec/load.py MAX_JOB_FILE)
 MAX_ARG_BYTES = 32 * 4096  # Linux's MAX_ARG_STRLEN (user/spec/fields.py MAX_ARG_BYTES)

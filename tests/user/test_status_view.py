@@ -7,16 +7,16 @@ import json
 import re
 
 import pytest
-
 from click.testing import CliRunner
-
 from user_helpers import minimal
+
 from marathon_tf.contract.progress import StepRate, describe, duration
-from marathon_tf.user import output, status as job_status_module
-from marathon_tf.user.status import job_status
+from marathon_tf.user import output
+from marathon_tf.user import status as job_status_module
 from marathon_tf.user.cli import cli
 from marathon_tf.user.render import render_group
 from marathon_tf.user.spec import load_dict
+from marathon_tf.user.status import job_status
 
 
 def _apps(finished: bool):

@@ -15,10 +15,10 @@ import textwrap
 
 import requests
 from click.testing import CliRunner
-
 from e2e_helpers import MARATHON_TF
-from marathon_tf.user.cli import cli
 from polling import wait_for
+
+from marathon_tf.user.cli import cli
 
 #: gulpfile.js of marathon-ui v1.3.1, its default task list (the real file's last lines)
 GULPFILE = textwrap.dedent('''\

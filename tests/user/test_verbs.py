@@ -8,8 +8,8 @@ import json
 import click
 import pytest
 from click.testing import CliRunner
-
 from user_helpers import minimal, no_job_yet
+
 from marathon_tf.contract.progress import parse_duration
 from marathon_tf.user.cli import DURATION, cli
 from marathon_tf.user.render import render_group

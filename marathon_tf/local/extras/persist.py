@@ -81,7 +81,7 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.close(dfd)
 
 
-def snapshot(state: "State", deployments: "DeploymentManager") -> dict[str, Any]:
+def snapshot(state: State, deployments: DeploymentManager) -> dict[str, Any]:
     """What is kept of the state (JSON-ready)."""
     apps = {app_id: {k: getattr(app, k) for k in _APP_FIELDS}
             for app_id, app in state.apps.items() if not app.removed}
@@ -98,7 +98,7 @@ def snapshot(state: "State", deployments: "DeploymentManager") -> dict[str, Any]
     }
 
 
-def restore(data: dict[str, Any], state: "State", deployments: "DeploymentManager") -> None:
+def restore(data: dict[str, Any], state: State, deployments: DeploymentManager) -> None:
     """Put a :func:`snapshot` back (on the event loop that runs ``deployments``)."""
     state.groups = data["groups"]
     for app_id, fields in data["apps"].items():
@@ -137,7 +137,7 @@ class Mark:
 class Store:
     """The state file of one runner: :meth:`load` at start, :meth:`run` (saves on change), :meth:`save`."""
 
-    def __init__(self, state_dir: Path, state: "State", deployments: "DeploymentManager") -> None:
+    def __init__(self, state_dir: Path, state: State, deployments: DeploymentManager) -> None:
         self.path = Path(state_dir) / STATE_FILE
         self.state, self.deployments = state, deployments
         self._saved = -1

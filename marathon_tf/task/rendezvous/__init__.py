@@ -61,8 +61,8 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Callable, Mapping
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.taskenv import TaskContext
@@ -75,8 +75,7 @@ from marathon_tf.task.rendezvous.base import Rendezvous
 from marathon_tf.task.rendezvous.direct import DirectRendezvous
 from marathon_tf.task.rendezvous.follower import BUSY_TRIES, FollowerRendezvous, fallback_after, hint_wait_for
 from marathon_tf.task.rendezvous.hints import Hints
-from marathon_tf.task.rendezvous.leader import (BYTE_BUDGET, DNS_QUERIES_PER_SECOND, FAST, HOT_WINDOW,
-                                                LeaderRendezvous)
+from marathon_tf.task.rendezvous.leader import BYTE_BUDGET, DNS_QUERIES_PER_SECOND, FAST, HOT_WINDOW, LeaderRendezvous
 from marathon_tf.task.rendezvous.view import HINT_PATH, MAX_WAIT, PATH, cluster_key
 
 __all__ = ["PATH", "HINT_PATH", "MAX_WAIT", "HOT_WINDOW", "BYTE_BUDGET", "DNS_QUERIES_PER_SECOND", "BUSY_TRIES",

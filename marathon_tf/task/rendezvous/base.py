@@ -13,7 +13,7 @@ follows them (:meth:`~Rendezvous.restart_round`).
 from __future__ import annotations
 
 import abc
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from marathon_tf.contract.plan import Round
 from marathon_tf.task.discovery import PeerKey

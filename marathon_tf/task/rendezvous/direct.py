@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from marathon_tf.contract.errors import DiscoveryError
 from marathon_tf.task.discovery import Backend, PeerKey, missing_message, poll_schedule

@@ -8,7 +8,8 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import requests
 
@@ -67,7 +68,7 @@ class FollowerRendezvous(Side):
         self._version = -1
         self._formed = False
 
-    def start(self) -> "FollowerRendezvous":
+    def start(self) -> FollowerRendezvous:
         self._start(self._loop, "rendezvous-follower")
         return self
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import heapq
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Mapping
 
 from marathon_tf.contract.taskapi import LEADER, TaskClient
 from marathon_tf.marathon import transport

@@ -9,8 +9,9 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Mapping, Sequence, cast
+from typing import Any, cast
 
 from marathon_tf.contract import naming
 from marathon_tf.task.discovery import Backend, MarathonBackend, Observation, PeerKey
@@ -85,7 +86,7 @@ class LeaderRendezvous(Side):
             placement.listeners.append(self.recheck)
             self.listeners.append(lambda events: placement.wake())
 
-    def start(self) -> "LeaderRendezvous":
+    def start(self) -> LeaderRendezvous:
         self._start(self._loop, "rendezvous-leader")
         return self
 

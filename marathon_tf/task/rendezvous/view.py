@@ -10,7 +10,8 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.cluster_spec import Membership

@@ -20,8 +20,7 @@ file exists) but does no network I/O. One concern per module:
 
 from marathon_tf.user.spec.json_schema import json_schema
 from marathon_tf.user.spec.load import load_dict, load_job, parse_json, with_counts
-from marathon_tf.user.spec.model import (MAX_COUNT, STYLES, Admission, Discovery, Fetch, JobSpec, Restart, Role,
-                                         Volume)
+from marathon_tf.user.spec.model import MAX_COUNT, STYLES, Admission, Discovery, Fetch, JobSpec, Restart, Role, Volume
 
 __all__ = ["JobSpec", "Role", "Discovery", "Restart", "Admission", "Volume", "Fetch", "STYLES", "load_job", "load_dict",
            "parse_json", "with_counts", "json_schema", "MAX_COUNT"]

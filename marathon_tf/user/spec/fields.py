@@ -71,7 +71,7 @@ class ElasticCount(int):
 
     min: int
 
-    def __new__(cls, minimum: int, maximum: int) -> "ElasticCount":
+    def __new__(cls, minimum: int, maximum: int) -> ElasticCount:
         value = super().__new__(cls, maximum)
         value.min = minimum
         return value

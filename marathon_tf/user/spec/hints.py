@@ -6,7 +6,8 @@ from an error already reported (a misspelt ``comand`` is not also "no command").
 from __future__ import annotations
 
 import difflib
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from marshmallow import Schema, fields
 

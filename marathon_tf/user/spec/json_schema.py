@@ -6,8 +6,15 @@ from typing import Any
 
 from marathon_tf.contract import naming
 from marathon_tf.user.spec.fields import _MODULE
-from marathon_tf.user.spec.model import (COMPLETIONS, CONSTRAINT_OPERATORS, DEFAULT_PREWARM, DISCOVERY_MODES,
-                                         MAX_COUNT, SPEC_STYLES, STYLES)
+from marathon_tf.user.spec.model import (
+    COMPLETIONS,
+    CONSTRAINT_OPERATORS,
+    DEFAULT_PREWARM,
+    DISCOVERY_MODES,
+    MAX_COUNT,
+    SPEC_STYLES,
+    STYLES,
+)
 
 __all__ = ["json_schema"]
 

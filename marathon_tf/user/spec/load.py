@@ -10,9 +10,10 @@ import json
 import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urlparse
 
 from marshmallow import Schema, ValidationError, fields

@@ -5,9 +5,10 @@ and what rendering and the verbs read. Pure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from marathon_tf.contract import naming
 
@@ -257,7 +258,7 @@ class JobSpec:
         return out
 
     # -- changes (new counts, validated like a fresh job.json: spec.load.with_counts) -----------------
-    def with_overrides(self, **changes: Any) -> "JobSpec":
+    def with_overrides(self, **changes: Any) -> JobSpec:
         return replace(self, **changes)
 
 

@@ -14,13 +14,41 @@ from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_l
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.spread import relational
-from marathon_tf.user.spec.fields import (MAX_JOB_BYTES, MAX_TASK_BYTES, size_text,
-                                          _Command, _Constraint, _Count, _Prewarm, _Str, _StrictInt, _StrictNumber,
-                                          _StrMap, _env_key_problem, _label_key_problem)
+from marathon_tf.user.spec.fields import (
+    MAX_JOB_BYTES,
+    MAX_TASK_BYTES,
+    _Command,
+    _Constraint,
+    _Count,
+    _env_key_problem,
+    _label_key_problem,
+    _Prewarm,
+    _Str,
+    _StrictInt,
+    _StrictNumber,
+    _StrMap,
+    size_text,
+)
 from marathon_tf.user.spec.hints import blocked, failed_paths
-from marathon_tf.user.spec.model import (_DEFAULT_COMPLETION, _DEFAULT_SPEC_STYLE, _ROLE_DEFAULTS, COMPLETIONS,
-                                         DEFAULT_PREWARM, DISCOVERY_MODES, ELASTIC_ROLES, ELASTIC_STYLES, SPEC_STYLES,
-                                         STYLES, Admission, Discovery, Fetch, JobSpec, Restart, Role, Volume)
+from marathon_tf.user.spec.model import (
+    _DEFAULT_COMPLETION,
+    _DEFAULT_SPEC_STYLE,
+    _ROLE_DEFAULTS,
+    COMPLETIONS,
+    DEFAULT_PREWARM,
+    DISCOVERY_MODES,
+    ELASTIC_ROLES,
+    ELASTIC_STYLES,
+    SPEC_STYLES,
+    STYLES,
+    Admission,
+    Discovery,
+    Fetch,
+    JobSpec,
+    Restart,
+    Role,
+    Volume,
+)
 
 _NAMESERVER = re.compile(r"^(?P<host>[A-Za-z0-9.\-:\[\]]+?)(?::(?P<port>[0-9]{1,5}))?$")
 
@@ -280,7 +308,9 @@ class _JobSchema(_Base):
                             f"within its 32 MiB answer limit); put large data in a file (fetch, or a volume)")
 
     @staticmethod
-    def _cross(data, roles, err) -> None:
+    # Over ruff's complexity limit (C901), as one piece: the rules across keys: a branch per rule, each reported on its
+    # own.
+    def _cross(data, roles, err) -> None:  # noqa: C901
         count = {r: (roles.get(r) or {}).get("count", 0) for r in naming.ROLES}
         style = data.get("style", "custom")
         cluster_counts = [f"roles.{r}.count" for r in naming.CLUSTER_ROLES]

@@ -17,9 +17,10 @@ field by field, and what a team does on the Kubernetes side.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any, Mapping
+from typing import Any
 
 from marathon_tf import __version__
 from marathon_tf.contract.errors import SpecError, UsageError

@@ -41,8 +41,9 @@ import json
 import math
 import posixpath
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from marathon_tf import __version__
 from marathon_tf.contract import cluster_spec, naming, spread

@@ -12,8 +12,9 @@ from __future__ import annotations
 import copy
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 __all__ = ["dns1035_label_problem", "dns1123_label_ok", "dns1123_subdomain_ok", "qualified_name_ok",
            "label_value_ok", "cpu_quantity", "memory_quantity", "literal", "var_ref", "Scheduling",

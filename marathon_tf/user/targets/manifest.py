@@ -5,7 +5,8 @@ translate named at the top of the YAML. Pure (PyYAML's ``safe_dump``: plain data
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import yaml
 

@@ -11,7 +11,6 @@ import subprocess
 import jobfiles
 import pytest
 import requests
-
 from e2e_helpers import MARATHON_TF, Serve, wait_no_processes
 from polling import wait_for
 

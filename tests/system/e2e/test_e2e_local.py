@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from e2e_helpers import deploy_local, local_job, losses, wait_no_processes
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(300)]

@@ -7,7 +7,6 @@ import json
 import re
 
 import pytest
-
 from e2e_helpers import ROOT, Serve, wait_no_processes
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(420)]

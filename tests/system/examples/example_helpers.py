@@ -7,7 +7,6 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
 
 import pytest
 
@@ -27,23 +26,23 @@ FIRST_RE = re.compile(r"^first_step_time=(\S+)", re.M)
 @dataclass
 class TaskOutput:
     name: str
-    returncode: Optional[int]
+    returncode: int | None
     stdout: str
     stderr: str
     started_at: float
-    peak_rss_kib: Optional[int]
+    peak_rss_kib: int | None
 
     @property
-    def steps(self) -> List[tuple]:
+    def steps(self) -> list[tuple]:
         return [(int(s), float(loss)) for s, loss in STEP_RE.findall(self.stdout)]
 
     @property
-    def final_step(self) -> Optional[int]:
+    def final_step(self) -> int | None:
         m = DONE_RE.search(self.stdout)
         return int(m.group(1)) if m else None
 
     @property
-    def first_step_time(self) -> Optional[float]:
+    def first_step_time(self) -> float | None:
         m = FIRST_RE.search(self.stdout)
         return float(m.group(1)) if m else None
 
@@ -54,8 +53,8 @@ class TaskOutput:
 
 @dataclass
 class RunResult:
-    codes: Dict[str, int]
-    tasks: Dict[str, TaskOutput] = field(default_factory=dict)
+    codes: dict[str, int]
+    tasks: dict[str, TaskOutput] = field(default_factory=dict)
 
     def describe(self) -> str:
         return "\n".join(t.describe() for t in self.tasks.values())
@@ -73,7 +72,7 @@ def collect(procs, codes) -> RunResult:
 @pytest.fixture
 def launched():
     """A list to put every started Popen in: teardown stops them all and checks none is left."""
-    procs: List[subprocess.Popen] = []
+    procs: list[subprocess.Popen] = []
     yield procs
     handlaunch.stop(procs)
     for p in procs:

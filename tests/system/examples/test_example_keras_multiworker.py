@@ -6,7 +6,6 @@ import signal
 import time
 
 import pytest
-
 from example_helpers import EXAMPLES, STEP_RE, collect, handlaunch
 
 NAME = "keras-multiworker"

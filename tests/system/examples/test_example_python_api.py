@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from leaks import wait_no_processes
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(480)]

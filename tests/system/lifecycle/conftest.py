@@ -14,7 +14,6 @@ from leaks import processes_under
 from marathon_tf.contract import labels as L
 from marathon_tf.marathon.client import Client, RetryPolicy
 
-
 # --- end-to-end on the local runner (real TensorFlow) --------------------------------------------------
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -32,7 +31,8 @@ class LocalJob:
     def __init__(self, cluster, job_path: str):
         import dataclasses
 
-        from marathon_tf.user import jobs, spec as spec_mod
+        from marathon_tf.user import jobs
+        from marathon_tf.user import spec as spec_mod
         from marathon_tf.user.localrun import SandboxTailer
 
         self.cluster, self.jobs = cluster, jobs
@@ -50,7 +50,7 @@ class LocalJob:
         with self._lock:
             self.lines.append((time.monotonic(), task, stream, line))
 
-    def deploy(self) -> "LocalJob":
+    def deploy(self) -> LocalJob:
         self.tailer.start()
         self.jobs.deploy(self.client, self.spec)
         return self

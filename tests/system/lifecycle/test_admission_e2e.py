@@ -19,16 +19,16 @@ import threading
 
 import pytest
 from leaks import processes_under
+from polling import wait_for
 
 from marathon_tf.contract import labels as L
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.marathon.client import Client, RetryPolicy
 from marathon_tf.marathon.waiting import wall
 from marathon_tf.user import jobs
-from marathon_tf.user.status import job_status
 from marathon_tf.user.api import Marathon
 from marathon_tf.user.spec import load_dict
-from polling import wait_for
+from marathon_tf.user.status import job_status
 
 AGENT = "cpus:1;mem:1024;disk:1000;ports:[33400-33499]"
 

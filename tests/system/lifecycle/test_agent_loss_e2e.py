@@ -17,9 +17,9 @@ import time
 
 import pytest
 from leaks import processes_under
+from test_lifecycle_e2e import RESTARTED, SAVE_EVERY, TARGET, checkpoints, linear_job
 
 from marathon_tf.contract import labels as L
-from test_lifecycle_e2e import RESTARTED, SAVE_EVERY, TARGET, checkpoints, linear_job
 
 pytestmark = [pytest.mark.tf]
 

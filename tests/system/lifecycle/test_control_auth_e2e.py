@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import requests
 from click.testing import CliRunner
-
 from jobfiles import example_job
+
 from marathon_tf.marathon.tasks import newest_running, task_url
 from marathon_tf.user.cli import cli
 

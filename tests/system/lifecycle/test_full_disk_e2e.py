@@ -27,6 +27,7 @@ TARGET = 6000
 @pytest.mark.timeout(600)
 def test_tf1_a_full_logdir_at_a_checkpoint_is_waited_out_and_the_job_succeeds(tmp_path, local_job):
     from jobfiles import example_job
+
     from marathon_tf.user.api import Marathon
 
     shared = tmp_path / "shared"

@@ -8,8 +8,8 @@ import sys
 import time
 
 import pytest
-
 from jobfiles import example_job
+
 from marathon_tf.contract import labels as L
 
 pytestmark = [pytest.mark.tf]

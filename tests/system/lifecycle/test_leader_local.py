@@ -8,7 +8,6 @@ import sys
 import time
 
 import pytest
-
 from jobfiles import example_job
 
 BOOTSTRAP = f"{sys.executable} -m marathon_tf.bootstrap --watch-interval 2 --grace 2"

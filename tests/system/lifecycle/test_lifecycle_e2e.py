@@ -13,7 +13,6 @@ import sys
 import time
 
 import pytest
-
 from e2e_helpers import trainer_pid
 
 from marathon_tf.contract import labels as L
@@ -81,9 +80,8 @@ def test_an_always_failing_worker_exhausts_the_budget_and_fails_the_job(tmp_path
 
 @pytest.mark.timeout(120)
 def test_deploy_local_exits_1_and_prints_the_reason(tmp_path):
-    from leaks import processes_under
-
     from e2e_helpers import deploy_local
+    from leaks import processes_under
 
     r = deploy_local(__import__("pathlib").Path(failing_job(tmp_path)), tmp_path, timeout=100)
     assert r.returncode == 1, r.stderr[-3000:]

@@ -266,10 +266,9 @@ def test_goodput_splits_a_runs_lost_time_by_cause_within_a_second_of_the_truth(t
     import urllib.request
 
     from e2e_helpers import trainer_pid
+    from jobfiles import example_job
 
     from marathon_tf.contract.goodput import CAUSES
-
-    from jobfiles import example_job
 
     command = ["python3", "train.py", "--train_steps", "3000", "--checkpoint_dir", "ckpt", "--log_every", "10",
                "--save_checkpoint_steps", "100"]

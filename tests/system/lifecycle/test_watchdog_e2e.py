@@ -15,7 +15,6 @@ import pytest
 from leaks import kill_referring_to
 from polling import wait_for
 
-
 MARATHON_TF = str(Path(sys.executable).parent / "marathon-tf")
 
 

@@ -8,16 +8,16 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-
-from leaks import processes_under  # noqa: F401 (used by the tests through this module)
-from typing import Any, Iterable
+from typing import Any
 
 import requests
 from click.testing import CliRunner, Result
+from leaks import processes_under  # noqa: F401 (used by the tests through this module)
+from polling import wait_for  # noqa: F401 (used through this module)
 
 from marathon_tf.user.cli import cli
-from polling import wait_for  # noqa: F401 (used through this module)
 
 MARATHON_TF = str(Path(sys.executable).parent / "marathon-tf")
 

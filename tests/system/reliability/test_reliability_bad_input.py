@@ -9,7 +9,6 @@ import shlex
 
 import pytest
 import requests
-
 from reliability_helpers import BASE_JOB, api_requests, job, run_cli, run_subprocess, write_job
 
 W = {"count": 1, "cpus": 0.1, "mem": 32}

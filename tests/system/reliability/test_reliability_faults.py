@@ -11,9 +11,9 @@ import time
 
 import pytest
 import requests
+from reliability_helpers import job, puts, run_cli, run_subprocess, write_job
 
 from marathon_tf.marathon import client as marathon
-from reliability_helpers import job, puts, run_cli, run_subprocess, write_job
 
 GROUP = "/v2/groups/rel"
 DEPLOYED = re.compile(r"deployed /rel on (?P<url>\S+): deployment (?P<id>\S+)")

@@ -95,8 +95,9 @@ def test_the_local_runner_reports_a_file_as_host_path_as_the_task_failure():
     """On Marathon (here the local runner's API) the task fails with that reason, not `[Errno 17]`."""
     import tempfile
 
-    from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
     import requests
+
+    from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
 
     with tempfile.TemporaryDirectory() as d, LocalCluster(state_dir=Path(d) / "s", dns_refresh=0) as c:
         blocker = Path(d) / "file"
@@ -121,9 +122,9 @@ def test_a_logdir_that_cannot_be_created_is_refused_before_launch(tmp_path):
 
 def test_a_task_whose_logdir_cannot_be_created_fails_the_job_at_once(tmp_path):
     """The bootstrap's own check (what a cluster run gets): here through the local Marathon API."""
-    from marathon_tf.user.status import job_status
-    from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
     from marathon_tf.marathon.client import Client
+    from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
+    from marathon_tf.user.status import job_status
 
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -183,9 +184,9 @@ def test_a_checkpoint_directory_that_vanishes_mid_run_fails_the_job_with_one_lin
 def test_on_marathon_the_deciding_task_fails_a_job_whose_tensorboard_cannot_start(tmp_path):
     """Nobody watching (`deploy --detach` to the local Marathon API): worker-0's bootstrap sees the
     tensorboard app's hopeless lastTaskFailure and records the job as Failed with it."""
-    from marathon_tf.user.status import job_status
-    from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
     from marathon_tf.marathon.client import Client
+    from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
+    from marathon_tf.user.status import job_status
 
     with LocalCluster(state_dir=tmp_path / "state", dns_refresh=0, shutdown_grace=0.5) as c:
         job = _job(tmp_path, command=["python3", "-c", "import time\nfor i in range(600): print('step=%d' % i, "
@@ -202,8 +203,9 @@ def test_on_marathon_the_deciding_task_fails_a_job_whose_tensorboard_cannot_star
 
 
 def test_an_args_app_whose_executable_is_missing_fails_with_a_shell_like_message(tmp_path):
-    from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
     import requests
+
+    from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
 
     with LocalCluster(state_dir=tmp_path / "s", dns_refresh=0) as c:
         app = {"id": "/a", "args": ["no-such-program-x", "1"], "cpus": 0.1, "mem": 32}
@@ -223,9 +225,9 @@ def test_a_waiting_deploy_fails_a_job_whose_deciding_task_cannot_start(tmp_path)
     """No task can decide (the bootstrap itself cannot be executed, so every task exits 127 and
     Marathon relaunches them for ever): the waiting `deploy` on Marathon's API fails the job with
     the reason, instead of following a deployment that never ends. `status --watch` only reads."""
-    from marathon_tf.user.status import job_status
-    from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
     from marathon_tf.marathon.client import Client
+    from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
+    from marathon_tf.user.status import job_status
 
     with LocalCluster(state_dir=tmp_path / "state", dns_refresh=0, shutdown_grace=0.5) as c:
         job = _job(tmp_path, bootstrap="no-such-bootstrap",

@@ -15,10 +15,18 @@ from pathlib import Path
 
 import pytest
 import requests
+from reliability_helpers import (
+    LOOPBACK_V4,
+    free_port,
+    job,
+    listening_addresses,
+    non_loopback_address,
+    run_cli,
+    run_subprocess,
+    write_job,
+)
 
 from marathon_tf.marathon.client import Client
-from reliability_helpers import (LOOPBACK_V4, free_port, job, listening_addresses, non_loopback_address, run_cli,
-                                 run_subprocess, write_job)
 
 SYSTEM_CA = requests.certs.where()  # a real CA bundle without our self-signed certificate
 PW = "pw-MARKER-" + uuid.uuid4().hex

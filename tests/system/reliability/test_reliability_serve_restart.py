@@ -13,9 +13,17 @@ from pathlib import Path
 
 import pytest
 import requests
-
-from reliability_helpers import (LOOPBACK_V4, MARATHON_TF, free_ports, job, listening_addresses,
-                                 processes_under, run_subprocess, wait_for, write_job)
+from reliability_helpers import (
+    LOOPBACK_V4,
+    MARATHON_TF,
+    free_ports,
+    job,
+    listening_addresses,
+    processes_under,
+    run_subprocess,
+    wait_for,
+    write_job,
+)
 
 
 class Serve:
