@@ -49,6 +49,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from marathon_tf.contract import taskapi
+from marathon_tf.contract.taskenv import secret
 
 __all__ = ["KEY_VAR", "KEY_FILE_VAR",
            "KEY_FILE", "HEADER", "CONTROL_GETS", "CONTROL_PATHS", "state_home", "owner_key", "job_key",
@@ -147,16 +148,7 @@ def task_key(environ: Mapping[str, str]) -> str | None:
     """A task's job key: ``MTF_JOB_KEY`` (what its owner's deploy put in the app: the deployer owns the
     job), else the content of the file ``MTF_JOB_KEY_FILE`` names (relative: to ``MESOS_SANDBOX``; the
     local runner's, for an app sent without a key); None without either."""
-    if (environ.get(KEY_VAR) or "").strip():
-        return environ[KEY_VAR].strip()
-    path = environ.get(KEY_FILE_VAR)
-    if not path:
-        return None
-    try:
-        with open(os.path.join(environ.get("MESOS_SANDBOX") or "", path)) as f:
-            return f.read().strip() or None
-    except OSError:
-        return None
+    return secret(environ, KEY_VAR, KEY_FILE_VAR)
 
 
 def with_key(group: Mapping[str, Any], key: str | None) -> dict[str, Any]:

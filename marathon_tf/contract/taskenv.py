@@ -85,7 +85,7 @@ from types import MappingProxyType
 from typing import Any
 
 __all__ = ["TaskContext", "ENV_PREFIX", "PREWARM_SOCKET_VAR", "FORKED_PID_FILE", "TOKEN_FILE_VAR", "WORKERS_VAR",
-           "marathon_token", "Kind", "Var", "VARS", "prewarm_modules"]
+           "marathon_token", "secret", "Kind", "Var", "VARS", "prewarm_modules"]
 
 ENV_PREFIX = "MTF_"
 #: Names a file that holds the Marathon token a task authenticates with.
@@ -103,9 +103,15 @@ FORKED_PID_FILE = ".marathon-tf-forked-pid"
 def marathon_token(environ: Mapping[str, str]) -> str | None:
     """The Marathon token of a task: ``MARATHON_TOKEN``, else the (stripped) content of the file
     ``MARATHON_TOKEN_FILE`` names (relative: to ``MESOS_SANDBOX``); None when neither gives one."""
-    if environ.get("MARATHON_TOKEN"):
-        return environ["MARATHON_TOKEN"]
-    path = environ.get(TOKEN_FILE_VAR)
+    return secret(environ, "MARATHON_TOKEN", TOKEN_FILE_VAR)
+
+
+def secret(environ: Mapping[str, str], var: str, file_var: str) -> str | None:
+    """A credential a task holds: the variable ``var`` (stripped), else the (stripped) content of the file
+    ``file_var`` names (relative: to ``MESOS_SANDBOX``); None when neither gives one."""
+    if (environ.get(var) or "").strip():
+        return environ[var].strip()
+    path = environ.get(file_var)
     if not path:
         return None
     import os
