@@ -111,6 +111,18 @@ class _Run:
                               "no line yet"))
         return " | ".join(out)
 
+    def ended(self, job: str) -> str | None:
+        """Why nothing more will come of ``job``: its record says it ended (a wait's ``gone``)."""
+        from marathon_tf.user.status import job_status
+
+        try:
+            status = job_status(self.client, job)
+        except Exception:  # noqa: BLE001 - not known now: go on waiting
+            return None
+        if status.state in ("Succeeded", "Failed", "NotPlaced"):
+            return f"the job ended {status.state}: {status.reason or '?'}"
+        return None
+
     def deploy(self, path: Path) -> str:
         from marathon_tf.user import jobs
         from marathon_tf.user import spec as spec_mod
@@ -230,12 +242,12 @@ def fixed_scale_run(ex: Example) -> float:
         job = run.deploy(_file(run, ex, 2, "fixed"))
         until(lambda: any(int(m.group(1)) > 300 for _, m in run.found(ex.decider, STEP)), 240,
               f"training with 2 workers (a step past 300 from {ex.decider})",
-              seen=lambda: run.last(ex.decider, "worker-0", "worker-1"))
+              seen=lambda: run.last(ex.decider, "worker-0", "worker-1"), gone=lambda: run.ended(job))
         asked, asked_wall = time.monotonic(), time.time()
         jobs.scale(run.client, job, {"worker": ("=", 3)})
         newcomer = ex.decider if ex.coordinated else "worker-2"
         until(lambda: run.found(newcomer, FIRST, asked), 120, f"the first step at 3 workers ({newcomer}'s)",
-              seen=lambda: run.last(newcomer, "worker-2"))
+              seen=lambda: run.last(newcomer, "worker-2"), gone=lambda: run.ended(job))
         return float(run.found(newcomer, FIRST, asked)[0][1].group(1)) - asked_wall
     finally:
         run.close()

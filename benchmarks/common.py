@@ -108,12 +108,19 @@ class WaitedTooLong(TimeoutError):
 
 
 def until(predicate: Callable[[], bool], idle_seconds: float, what: str,
-          seen: Callable[[], str] | None = None) -> None:
+          seen: Callable[[], str] | None = None, gone: Callable[[], str | None] | None = None) -> None:
     """Wait for ``predicate`` up to ``idle_seconds`` × :func:`slowdown`; else :class:`WaitedTooLong`
-    naming ``what`` and, with ``seen``, what was seen by then."""
+    naming ``what`` and, with ``seen``, what was seen by then. ``gone() -> why or None``, asked every 2 s:
+    what the wait waits on cannot come any more (the job ended): raised at once, with why."""
     limit = idle_seconds * slowdown()
     deadline = time.monotonic() + limit
+    next_look = time.monotonic() + 2.0
     while not predicate():
+        if gone is not None and time.monotonic() >= next_look:
+            next_look = time.monotonic() + 2.0
+            why = gone()
+            if why:
+                raise WaitedTooLong(f"gave up waiting for {what}: {why}")
         if time.monotonic() > deadline:
             said = ""
             if seen is not None:

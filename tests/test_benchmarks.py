@@ -85,3 +85,12 @@ def test_compare_refuses_what_is_not_a_version(tmp_path):
     (tmp_path / "plain").mkdir()
     with pytest.raises(CompareError, match="not a marathon-tf checkout"):
         _prepare_ref(str(tmp_path / "plain"), tmp_path / "w2")
+
+
+def test_a_wait_gives_up_at_once_when_what_it_waits_on_cannot_come(factor):
+    """A job that ended Failed while a benchmark waited for its next step made it wait its whole limit (a Keras
+    baseline: 25 minutes on a loaded machine)."""
+    started = time.monotonic()
+    with pytest.raises(WaitedTooLong, match="gave up waiting for a step: the job ended Failed: worker-1 failed"):
+        until(lambda: False, 600, "a step", gone=lambda: "the job ended Failed: worker-1 failed")
+    assert time.monotonic() - started < 10
