@@ -186,6 +186,7 @@ def descendants(pid: int | None = None) -> list[tuple[int, str]]:
     out, todo = [], list(children.get(root, []))
     while todo:
         p = todo.pop()
-        out.append((p, names.get(p, "?")))
+        if "multiprocessing.resource_tracker" not in names.get(p, ""):  # it ends with its parent, by design
+            out.append((p, names.get(p, "?")))
         todo += children.get(p, [])
     return out

@@ -94,3 +94,11 @@ def test_a_wait_gives_up_at_once_when_what_it_waits_on_cannot_come(factor):
     with pytest.raises(WaitedTooLong, match="gave up waiting for a step: the job ended Failed: worker-1 failed"):
         until(lambda: False, 600, "a step", gone=lambda: "the job ended Failed: worker-1 failed")
     assert time.monotonic() - started < 10
+
+
+def test_a_goal_its_benchmark_could_not_measure_says_why():
+    goals = [Goal("render ratio", "render_vs_ecosystem", r"^render ratio", "<=", 0.25, "issue 13")]
+    rows = [("render_vs_ecosystem", Row("render vs tensorflow/ecosystem's template", "skipped", "",
+                                        "could not clone it: set MTF_ECOSYSTEM_DIR"))]
+    [(_, figure, verdict)] = verdicts(rows, {"render_vs_ecosystem"}, goals)
+    assert verdict == "not measured: skipped: could not clone it: set MTF_ECOSYSTEM_DIR"
