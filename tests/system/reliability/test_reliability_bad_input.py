@@ -220,6 +220,8 @@ def test_hostile_strings_round_trip_through_a_real_deploy(cluster, tmp_path):
         assert r.status_code == 200
         app = json.loads(r.content.decode("utf-8"))["app"]
         assert app["cmd"] == rendered["cmd"]
+        # what was rendered, and the job's key the owner's deploy adds as it sends the group (contract/taskauth.py)
+        assert len(app["env"].pop("MTF_JOB_KEY")) == 64 and "MTF_JOB_KEY" not in rendered["env"]
         assert app["env"] == rendered["env"]
         assert app["labels"]["note"] == rendered["labels"]["note"]
         for k, v in HOSTILE_ENV.items():
