@@ -114,8 +114,8 @@ def test_the_stock_options_reach_the_cluster_and_election_gap_is_an_alias(monkey
     def fake_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir, cluster):
         seen.update(cluster)
 
-    import marathon_tf.user.cli as cli_module
-    monkeypatch.setattr(cli_module, "_local_serve", fake_serve)
+    import marathon_tf.user.cli_local as cli_local
+    monkeypatch.setattr(cli_local, "_local_serve", fake_serve)
     args = ["local", "serve", "--port", "0", "--dns-port", "0", "--dns-http-port", "0"]
     assert CliRunner().invoke(cli, args + ["--offer-filter", "0", "--no-filter-gpu-resources"]).exit_code == 0
     assert seen["election_gap"] is None and seen["zk_session_timeout"] == 10.0 and seen["offer_filter"] == 0.0
@@ -132,8 +132,8 @@ def test_the_marathon_version_and_scale_apps_interval_reach_the_cluster(monkeypa
     def fake_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir, cluster):
         seen.update(cluster)
 
-    import marathon_tf.user.cli as cli_module
-    monkeypatch.setattr(cli_module, "_local_serve", fake_serve)
+    import marathon_tf.user.cli_local as cli_local
+    monkeypatch.setattr(cli_local, "_local_serve", fake_serve)
     args = ["local", "serve", "--port", "0", "--dns-port", "0", "--dns-http-port", "0"]
     assert CliRunner().invoke(cli, args).exit_code == 0
     assert (seen["marathon_version"], seen["scale_apps_interval"], seen["gpu_scheduling_behavior"]) == \
