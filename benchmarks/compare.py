@@ -94,7 +94,8 @@ def _run_once(side: Side, names: list[str], harness: Path, out: Path, factor: fl
         except ProcessLookupError:
             pass
     rows = json.loads(out.read_text()) if out.is_file() else []
-    problem = "" if proc.returncode == 0 else f"exit {proc.returncode}: {(err or '').strip().splitlines()[-1:]}"
+    last = (err or "").strip().splitlines()[-1:] or ["(no output)"]
+    problem = "" if proc.returncode == 0 else f"exit {proc.returncode}: {last[0]}"
     return rows, problem
 
 

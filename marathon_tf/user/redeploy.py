@@ -25,7 +25,7 @@ from marathon_tf.user import localstate
 from marathon_tf.user.render import render_group, task_apps
 from marathon_tf.user.spec import JobSpec
 
-__all__ = ["Previous", "ended", "previous_run", "deployed_group", "unchanged", "await_stopped", "start_fresh",
+__all__ = ["Previous", "ended", "previous_run", "deployed_group", "await_stopped", "start_fresh",
            "purge_deleted"]
 
 
@@ -102,15 +102,6 @@ def deployed_group(group: dict[str, Any], spec: JobSpec, templates_dir: str | No
                             marathon_version=marathon_version)
     except Exception:  # noqa: BLE001 - unreadable, or what was deployed this Marathon cannot run as rendered now
         return None
-
-
-def unchanged(group: dict[str, Any], spec: JobSpec, templates_dir: str | None,
-              rendered: dict[str, Any] | None = None, marathon_version: Any = None) -> bool:
-    """Whether the running job is exactly what ``spec`` renders to (``rendered``, when the caller has it)."""
-    if rendered is None:
-        rendered = render_group(spec, templates_dir=templates_dir, marathon_version=marathon_version)
-    deployed = deployed_group(group, spec, templates_dir, marathon_version)
-    return deployed is not None and deployed == rendered
 
 
 def await_stopped(client: Client, job: str, *, wait: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> None:
