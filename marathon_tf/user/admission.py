@@ -274,7 +274,8 @@ def check(client: Any, spec: JobSpec, *, mesos: str | None = None, wait: bool = 
     ones). ``group``: the job's group as the deploy rendered it (else one app per role is rendered here).
     Raises :class:`UsageError` (exit 2) for a task that can never be placed, :class:`NotPlaced` (exit 4)
     for a shortfall when not ``wait``."""
-    from marathon_tf.user.render import placement_scopes, render_app, task_apps
+    from marathon_tf.marathon.model import job_apps
+    from marathon_tf.user.render import placement_scopes, render_app
 
     scopes = {t: scope for scope in placement_scopes(spec) for t in scope.tasks}
     rules_note = None
@@ -296,7 +297,7 @@ def check(client: Any, spec: JobSpec, *, mesos: str | None = None, wait: bool = 
     if cap is None:
         return Verdict(note=rules_note)
     roles = [r for r in spec.counts()]
-    rendered = task_apps(dict(group)) if group is not None else {}
+    rendered = job_apps(dict(group)) if group is not None else {}
     apps = {r: spread.strip(rendered.get(f"{r}-0") or render_app(spec, r, 0, templates_dir=templates_dir))
             for r in roles}  # what every task of the role asks, without its place in the placement's turn
     refused = impossible(apps, cap)

@@ -356,12 +356,12 @@ class Marathon:
         checkpoint in the logdir. :class:`~marathon_tf.contract.errors.SaveFailed` with the reason when
         it cannot (its program has no save hook, none runs now, not within ``timeout`` s)."""
         from marathon_tf.marathon.jobstate import stored_spec
+        from marathon_tf.marathon.model import job_apps
         from marathon_tf.user import jobs, localstate
-        from marathon_tf.user.render import task_apps
 
         name = self.resolve(job, verb="checkpoint")
         saved = jobs.save_round(self.client, name, timeout=timeout or jobs.SAVE_TIMEOUT)
-        spec = stored_spec(task_apps(self.client.get_group(naming.group_id(name))).values())
+        spec = stored_spec(job_apps(self.client.get_group(naming.group_id(name))).values())
         where = localstate.deployed_logdir(spec, localstate.work_dir(self.client), name) if spec.get("logdir") else None
         return Checkpoint(job=name, task=saved["task"], step=saved.get("step"), path=saved.get("path"),
                           seconds=float(saved.get("seconds") or 0.0), logdir_path=where)

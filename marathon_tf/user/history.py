@@ -83,11 +83,11 @@ def job_events(client, job: str, status: Mapping[str, Any], *,
     :func:`marathon_tf.user.status.job_status`, as ``-o json`` prints it; ``words``: a task's last
     words, :func:`last_words`)."""
     from marathon_tf.contract import naming
-    from marathon_tf.user.render import task_apps
+    from marathon_tf.marathon.model import job_apps
 
     group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps", "group.apps.tasks",
                                                           "group.apps.deployments", "group.apps.lastTaskFailure"))
-    apps = task_apps(group)
+    apps = job_apps(group)
     events: list[dict[str, Any]] = []
     omitted, source = 0, "tasks"
     recorded = [(a.get("labels") or {}).get(L.EVENTS) for a in apps.values()]

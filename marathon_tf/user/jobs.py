@@ -30,10 +30,11 @@ from marathon_tf.contract.taskapi import SaveRequest
 from marathon_tf.marathon import transport, versions
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_state, stored_spec
+from marathon_tf.marathon.model import job_apps
 from marathon_tf.marathon.record import GROUP_EMBEDS
 from marathon_tf.marathon.tasks import newest_running, task_url
 from marathon_tf.user import apart
-from marathon_tf.user.render import LABEL_PREFIX, SPEC_LABEL, check_version, render_group, task_apps
+from marathon_tf.user.render import LABEL_PREFIX, SPEC_LABEL, check_version, render_group
 from marathon_tf.user.spec import MAX_COUNT, JobSpec, load_dict, with_counts
 from marathon_tf.user.spec.hints import closest
 from marathon_tf.user.status import job_status
@@ -234,9 +235,9 @@ def deployed_spec(client: Client, job: str) -> tuple[JobSpec, dict[str, Any]]:
         group = client.get_group(naming.group_id(job))
     except MarathonNotFound:
         raise UsageError(f"job {job!r} does not exist on {client.url}") from None
-    apps = task_apps(group)
+    apps = job_apps(group)
     anchor = apps.get("worker-0")
-    raw = (anchor or {}).get("labels", {}).get(SPEC_LABEL)
+    raw = anchor.labels.get(SPEC_LABEL) if anchor is not None else None
     if not raw:
         raise UsageError(f"group {naming.group_id(job)} was not deployed by marathon-tf "
                          f"(no {SPEC_LABEL} label on worker-0)")
@@ -321,7 +322,7 @@ _COMPARED = ("cmd", "env", "cpus", "mem", "disk", "gpus", "container", "constrai
 
 def plan_scale(current_group: dict[str, Any], new_group: dict[str, Any]) -> ScalePlan:
     """Which tasks start, stop and restart when ``new_group`` replaces ``current_group``."""
-    old, new = task_apps(current_group), task_apps(new_group)
+    old, new = job_apps(current_group), job_apps(new_group)
     start = [t for t in new if t not in old]
     stop = [t for t in old if t not in new]
     restart: list[str] = []
@@ -357,7 +358,7 @@ def elastic_target(spec: JobSpec, changes: Mapping[str, tuple[str, Any]],
 def _scale_target(client: Client, job: str, targets: Mapping[str, int], current: dict[str, Any], *,
                   dry_run: bool) -> tuple[ScalePlan, DeployResult | None]:
     """Set the elastic roles' apps to their target's instances (one bulk PUT of ``instances`` only)."""
-    apps = task_apps(current)
+    apps = job_apps(current)
     start: list[str] = []
     stop: list[str] = []
     unchanged: list[str] = []
@@ -392,8 +393,8 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, Any]], *, t
     Succeeded or Failed), or one whose tasks report its ``progress.target_step`` reached, is not
     started again unless ``force``. ``mesos``: the Mesos master the user named (``--mesos``)."""
     spec, current = deployed_spec(client, job)
-    targets = elastic_target(spec, changes, task_apps(current))
-    if targets is not None and job_state(task_apps(current).values()) not in (L.JobState.SUCCEEDED,
+    targets = elastic_target(spec, changes, job_apps(current))
+    if targets is not None and job_state(job_apps(current).values()) not in (L.JobState.SUCCEEDED,
                                                                               L.JobState.FAILED):
         return _scale_target(client, job, targets, current, dry_run=dry_run)  # a running elastic job's size
     new_spec = apply_scale(spec, changes)
@@ -402,7 +403,7 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, Any]], *, t
     old_group = render_group(spec, templates_dir=templates_dir, marathon_version=caps)
     new_group = render_group(new_spec, templates_dir=templates_dir, marathon_version=caps)
     plan = plan_scale(old_group, new_group)
-    state = job_state(task_apps(current).values())
+    state = job_state(job_apps(current).values())
     ended = state in (L.JobState.SUCCEEDED, L.JobState.FAILED)
     if ended and not force:
         raise UsageError(f"job {job} has ended ({state}): scaling it would start every task again",
@@ -424,13 +425,13 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, Any]], *, t
         pool.shutdown(wait=False)
     check_gpu_feature(client, new_spec, f"job {job}")
     if ended:  # everything starts again
-        plan = ScalePlan(start=list(task_apps(new_group)), stop=[t for t in task_apps(old_group)
-                                                                  if t not in task_apps(new_group)],
+        plan = ScalePlan(start=list(job_apps(new_group)), stop=[t for t in job_apps(old_group)
+                                                                  if t not in job_apps(new_group)],
                          restart=[], unchanged=[])
     from marathon_tf.user import admission  # the tasks that start must fit (exit 2 / 4 before any PUT)
 
     verdict = admission.check(client, new_spec, wait=wait_for_resources, templates_dir=templates_dir,
-                              # task names naming.task_name made (task_apps): they parse
+                              # task names naming.task_name made (job_apps): they parse
                               starting=[cast(tuple[str, int], naming.parse_task_name(t)) for t in plan.start],
                               mesos=mesos)
     saved, note = None, None
@@ -475,7 +476,7 @@ def save_round(client: Client, job: str, *, reason: str = "marathon-tf checkpoin
     except MarathonNotFound:
         raise UsageError(f"job {job!r} does not exist on {client.url}",
                          hint="see the jobs with: marathon-tf list") from None
-    apps = task_apps(group)
+    apps = job_apps(group)
     state = job_state(apps.values())
     if state in (L.JobState.SUCCEEDED, L.JobState.FAILED, L.JobState.NOT_PLACED, L.JobState.QUEUED,
                  L.JobState.STOPPED):

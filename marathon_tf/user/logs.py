@@ -31,8 +31,8 @@ from marathon_tf.contract.errors import MarathonNotFound, MarathonTFError, Usage
 from marathon_tf.marathon import shapes, transport
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_state
+from marathon_tf.marathon.model import job_apps
 from marathon_tf.marathon.tasks import oldest_first
-from marathon_tf.user.render import task_apps
 
 __all__ = ["TaskLog", "LogError", "AgentSession", "find_task_logs", "read_new", "follow", "agent_base"]
 
@@ -179,7 +179,7 @@ def find_task_logs(client: Client, job: str, task: str | None, *, agent_port: in
         raise UsageError(f"job {job!r} does not exist on {client.url}",
                          hint="see the jobs with: marathon-tf list") from None
     session = session or AgentSession(client)
-    apps = task_apps(group)
+    apps = job_apps(group)
     if task and task not in apps:
         raise UsageError(f"{job} has no task {task} (it has {', '.join(apps) or 'none'})",
                          hint=f"see the job with: marathon-tf status {job}")

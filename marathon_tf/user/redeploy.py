@@ -21,8 +21,9 @@ from marathon_tf.contract import naming
 from marathon_tf.contract.errors import MarathonNotFound, UsageError
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_labels, job_state, stored_spec
+from marathon_tf.marathon.model import job_apps
 from marathon_tf.user import localstate
-from marathon_tf.user.render import render_group, task_apps
+from marathon_tf.user.render import render_group
 from marathon_tf.user.spec import JobSpec
 
 __all__ = ["Previous", "ended", "previous_run", "deployed_group", "await_stopped", "start_fresh",
@@ -62,7 +63,7 @@ def _has_files(path: Path) -> bool:
 
 def ended(group: dict[str, Any]) -> str | None:
     """The job's recorded end (``Succeeded`` / ``Failed``), None while it has none."""
-    state = job_state(task_apps(group).values())
+    state = job_state(job_apps(group).values())
     return state.value if state in (L.JobState.SUCCEEDED, L.JobState.FAILED) else None
 
 
@@ -80,10 +81,10 @@ def previous_run(client: Client, spec: JobSpec) -> tuple[Previous | None, dict[s
     state = ended(group)
     if state is None:
         return None, group
-    checkpoints = localstate.deployed_logdir(stored_spec(task_apps(group).values()) or spec.to_dict(), work, spec.name)
+    checkpoints = localstate.deployed_logdir(stored_spec(job_apps(group).values()) or spec.to_dict(), work, spec.name)
     if checkpoints is None:  # its logdir was inside each sandbox (or none): nothing to resume from
         return None, group
-    finished = job_labels(task_apps(group).values()).get(L.FINISHED_AT)
+    finished = job_labels(job_apps(group).values()).get(L.FINISHED_AT)
     return Previous(state, finished, checkpoints, work, group), group
 
 
@@ -94,7 +95,7 @@ def deployed_group(group: dict[str, Any], spec: JobSpec, templates_dir: str | No
     stored file cannot be read back or rendered for this Marathon now (then deploy it again)."""
     from marathon_tf.user.spec import load_dict
 
-    stored = stored_spec(task_apps(group).values())
+    stored = stored_spec(job_apps(group).values())
     if not stored:
         return None
     try:
@@ -130,7 +131,7 @@ def start_fresh(client: Client, job: str, previous: Previous, *, wait: float = 6
     deadline = time.monotonic() + wait
     while previous.group is not None:
         group = _group(client, job)
-        if group is None or not any(app.get("tasks") for app in task_apps(group).values()):
+        if group is None or not any(app.get("tasks") for app in job_apps(group).values()):
             break
         if time.monotonic() >= deadline:
             raise UsageError(f"--fresh: tasks of {job} are still stopping after {wait:g} s; nothing was removed",

@@ -40,7 +40,7 @@ from marathon_tf.marathon import versions
 from marathon_tf.user.spec import JobSpec
 
 __all__ = ["render_group", "render_group_json", "render_app", "default_templates_dir", "RenderError", "LABEL_PREFIX",
-           "SPEC_LABEL", "task_apps", "RoleFacts", "role_facts", "template_environment", "render_template",
+           "SPEC_LABEL", "RoleFacts", "role_facts", "template_environment", "render_template",
            "placement_scopes", "placement_lines", "leader_task", "VersionRefused", "check_version",
            "MarathonVersionLike"]
 
@@ -582,14 +582,3 @@ def render_group_json(spec: JobSpec, *, templates_dir: str | None = None,
 
 def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
-
-
-def task_apps(group: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """A group's apps by task name (``worker-3``), for apps rendered by marathon-tf."""
-    out = {}
-    for app in group.get("apps") or []:
-        labels = app.get("labels") or {}
-        role, index = labels.get(L.ROLE), labels.get(L.INDEX)
-        if role is not None and index is not None:
-            out[naming.task_name(role, int(index))] = app
-    return out

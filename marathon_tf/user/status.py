@@ -38,11 +38,11 @@ from marathon_tf.marathon.jobstate import (
     standbys,
     stored_spec,
 )
+from marathon_tf.marathon.model import job_apps
 from marathon_tf.marathon.queue import entries_by_app, launch_delay, stall_reason
 from marathon_tf.marathon.queue import fetch as fetch_queue
 from marathon_tf.marathon.tasks import RUNNING, age, health, last_failure, newest, started_at, task_port, task_url
 from marathon_tf.user import gang, localstate, observe
-from marathon_tf.user.render import task_apps
 from marathon_tf.user.results import JobStatus
 
 __all__ = ["Observed", "GROUP_EMBEDS", "fetch", "build", "job_status", "version_cluster", "planned"]
@@ -104,7 +104,7 @@ def fetch(client: Any, job: str, *, probe: bool = True, probe_get: ProbeGet | No
                          hint="see the jobs with: marathon-tf list") from None
     # looked up by app ids that may be None
     queue: Mapping[Any, Mapping[str, Any]] = entries_by_app(_safe(lambda: fetch_queue(client), []))
-    apps = task_apps(group)
+    apps = job_apps(group)
     waiting = [app for app in apps.values() if newest(app.get("tasks")) is None and queue.get(app.get("id"))]
     local = client.is_local() if waiting else False
     urls = {}

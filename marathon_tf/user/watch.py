@@ -19,7 +19,7 @@ from marathon_tf.contract.errors import JobFailed, MarathonError, MarathonUnavai
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.events import EventStream
 from marathon_tf.marathon.jobstate import converged
-from marathon_tf.user.render import task_apps
+from marathon_tf.marathon.model import job_apps
 from marathon_tf.user.results import JobStatus
 from marathon_tf.user.status import job_status
 
@@ -131,7 +131,7 @@ def _placed_by_leader(client: Client, job: str) -> bool:
         group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps"))
     except MarathonError:
         return False
-    return any(spread.RULES_LABEL in (a.get("labels") or {}) for a in task_apps(group).values())
+    return any(spread.RULES_LABEL in (a.get("labels") or {}) for a in job_apps(group).values())
 
 
 def _converged(client: Client, job: str) -> bool:
@@ -142,7 +142,7 @@ def _converged(client: Client, job: str) -> bool:
                                                               "group.apps.deployments"))
     except MarathonError:
         return False
-    return converged(task_apps(group).values())
+    return converged(job_apps(group).values())
 
 
 class _Outage:

@@ -31,7 +31,8 @@ from user_helpers import minimal
 from marathon_tf.contract import cluster_spec
 from marathon_tf.contract.errors import SpecError, UsageError
 from marathon_tf.contract.taskenv import TaskContext
-from marathon_tf.user.render import RenderError, render_group, task_apps
+from marathon_tf.marathon.model import job_apps
+from marathon_tf.user.render import RenderError, render_group
 from marathon_tf.user.spec import load_dict, load_job
 from marathon_tf.user.targets import TARGETS, Untranslatable, export
 from marathon_tf.user.targets import jobset as jobset_mod
@@ -150,7 +151,7 @@ def test_every_pods_tf_config_names_exactly_the_other_pods_and_lines_up_with_mar
     members = [(r, i) for r in ("chief", "ps", "worker") for (role, i) in address if role == r]
     expected_cluster = {r: [address[(r, i)] for i in range(spec.role(r).count)]
                         for r in ("chief", "ps", "worker") if spec.role(r).count}
-    apps = task_apps(render_group(spec))
+    apps = job_apps(render_group(spec))
     assert sorted(apps) == sorted(f"{r}-{i}" for r, i, _, _ in every)  # one pod per Marathon task
     for role, index, host, container in every:
         env = pod_environment(container, index)

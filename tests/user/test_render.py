@@ -14,8 +14,9 @@ from user_helpers import minimal
 from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.marathon.model import job_apps
 from marathon_tf.user import spec as spec_mod
-from marathon_tf.user.render import RenderError, render_app, render_group, task_apps
+from marathon_tf.user.render import RenderError, render_app, render_group
 from marathon_tf.user.spec import load_dict, load_job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +70,7 @@ def test_full_featured_job_validates_against_marathon_schema(tmp_path):
                          "evaluator": {"count": 1}, "tensorboard": {"count": 1}})
     group = render_group(load_dict(job))
     assert schema_errors(group) == []
-    worker = task_apps(group)["worker-2"]
+    worker = job_apps(group)["worker-2"]
     assert worker["container"] == {"type": "MESOS", "docker": {"image": "registry.example.com/tf:2.21.0-gpu"},
                                    "volumes": [{"containerPath": "ckpt", "hostPath": "/shared/ckpt", "mode": "RW"}]}
     assert worker["gpus"] == 2 and worker["instances"] == 1
@@ -170,7 +171,7 @@ def test_role_overrides_take_precedence():
 def test_tensorboard_runs_on_the_logdir_and_is_not_a_cluster_member():
     spec = load_dict(minimal(logdir="/shared/logs", roles={"ps": {"count": 1}, "worker": {"count": 1},
                                                           "tensorboard": {"count": 1}}))
-    tb = task_apps(render_group(spec))["tensorboard-0"]
+    tb = job_apps(render_group(spec))["tensorboard-0"]
     assert shlex.split(tb["cmd"])[:3] == ["tensorboard", "--logdir", "/shared/logs"]
     assert tb["portDefinitions"] == [{"port": 0, "name": "http", "protocol": "tcp"}]
     assert json.loads(tb["env"]["MTF_CLUSTER"]) == {"ps": 1, "worker": 1}
@@ -183,7 +184,7 @@ def test_docker_containerizer_when_asked_and_no_gpus():
 
 def test_the_job_spec_is_kept_on_worker_0_only():
     group = render_group(load_dict(minimal()))
-    apps = task_apps(group)
+    apps = job_apps(group)
     stored = json.loads(apps["worker-0"]["labels"]["marathon-tf/spec"])
     assert load_dict(stored) == load_dict(minimal())
     assert "marathon-tf/spec" not in apps["worker-1"]["labels"]
@@ -350,7 +351,7 @@ def test_a_job_rule_is_a_label_every_task_of_its_scope_carries_and_all_but_the_f
     spec = load_dict(minimal(constraints=[["hostname", "UNIQUE"], ["rack", "LIKE", "r[12]"]],
                              constraints_per_task=[["hostname", "MAX_PER", "1"]],
                              roles={"ps": {"count": 2}, "worker": {"count": 3}}))
-    apps = task_apps(render_group(spec))
+    apps = job_apps(render_group(spec))
     hold = list(spread.HOLD)
     assert apps["worker-0"]["constraints"] == [["hostname", "MAX_PER", "1"], ["rack", "LIKE", "r[12]"]]
     for name in ("ps-0", "ps-1", "worker-1", "worker-2"):  # the leader worker-0 places these one at a time
@@ -367,7 +368,7 @@ def test_a_job_rule_is_a_label_every_task_of_its_scope_carries_and_all_but_the_f
 def test_a_roles_rule_spans_its_tasks_and_its_first_task_goes_first():
     spec = load_dict(minimal(roles={"ps": {"count": 3, "constraints": [["rack", "MAX_PER", "2"]]},
                                     "worker": {"count": 2}}))
-    apps = task_apps(render_group(spec))
+    apps = job_apps(render_group(spec))
     assert apps["ps-0"]["constraints"] == [["rack", "LIKE", ".*"]]  # a rule on an attribute: agents that have it
     assert apps["ps-2"]["constraints"] == [["rack", "LIKE", ".*"], list(spread.HOLD)]
     assert json.loads(apps["ps-1"]["labels"][spread.RULES_LABEL])["scope"] == "ps"
@@ -375,7 +376,7 @@ def test_a_roles_rule_spans_its_tasks_and_its_first_task_goes_first():
 
 
 def test_a_job_without_rules_renders_as_before():
-    apps = task_apps(render_group(load_dict(minimal(constraints=[["rack", "LIKE", "r1"]]))))
+    apps = job_apps(render_group(load_dict(minimal(constraints=[["rack", "LIKE", "r1"]]))))
     for app in apps.values():
         assert app["constraints"] == [["rack", "LIKE", "r1"]] and "MTF_PLACEMENT" not in app["env"]
         assert not {spread.LABEL, spread.RULES_LABEL} & set(app["labels"])
@@ -388,7 +389,7 @@ def test_many_held_tasks_are_stamped_as_rendered_one_by_one():
                                                                                   "worker": {"count": 9}}))
     group = render_group(spec)
     assert json.loads(render_group_json(spec)) == group
-    full = [render_app(spec, *naming.parse_task_name(t)) for t in task_apps(group)]
+    full = [render_app(spec, *naming.parse_task_name(t)) for t in job_apps(group)]
     assert group["apps"] == full
 
 

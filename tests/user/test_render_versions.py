@@ -19,9 +19,10 @@ from user_helpers import minimal
 
 from marathon_tf.contract import spread
 from marathon_tf.contract.errors import UsageError
+from marathon_tf.marathon.model import job_apps
 from marathon_tf.user.api import Job
 from marathon_tf.user.cli import cli
-from marathon_tf.user.render import VersionRefused, check_version, render_group, render_group_json, task_apps
+from marathon_tf.user.render import VersionRefused, check_version, render_group, render_group_json
 from marathon_tf.user.spec import load_dict, load_job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,7 +122,7 @@ def test_constraints_a_version_does_not_know_are_refused(constraint, ok_from):
     with pytest.raises(VersionRefused) as e:
         render_group(load_dict(job), marathon_version="1.5.15")
     assert "roles.worker.constraints[0]" in e.value.message and "Marathon 1.5.15" in e.value.message
-    app = task_apps(render_group(load_dict(job), marathon_version=ok_from))["worker-1"]
+    app = job_apps(render_group(load_dict(job), marathon_version=ok_from))["worker-1"]
     # a rule across the role's tasks (UNIQUE, GROUP_BY) is the label the job's leader reads, not the app's own
     rules = json.loads(app["labels"].get(spread.RULES_LABEL, '{"rules": []}'))["rules"]
     assert constraint in app["constraints"] or constraint in rules
