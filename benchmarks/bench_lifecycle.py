@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .common import ROOT, Repeated, Row, median, repeat, until
+from .common import ROOT, Repeated, Row, median, repeat, trainer_pid, until
 
 STEP = re.compile(r"\bstep=(\d+) loss=")
 RESUMED = re.compile(r"marathon-tf bootstrap: resumed from checkpoint at step (\d+)")
@@ -221,9 +221,8 @@ def _term_program(task: str) -> Callable[[object, object, str], None]:
         import os
         import signal
 
-        from .bench_prewarm import _trainer_pid
 
-        os.kill(_trainer_pid(cluster, task)[1], signal.SIGTERM)
+        os.kill(trainer_pid(cluster, task)[1], signal.SIGTERM)
     return disrupt
 
 

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import BIN, PYTHON, Row, median
+from .common import BIN, PYTHON, Row, median, trainer_pid
 
 ECOSYSTEM_URL = "https://github.com/tensorflow/ecosystem"
 ECOSYSTEM_TEMPLATE = Path("marathon") / "template.json.jinja"
@@ -34,17 +34,9 @@ _SET = r"(\{%-?\s*set\s+{name}\s*=\s*)\d+"
 # ------------------------------------------------------------------------------ in-place restart
 
 
-def _trainer_pid(cluster, task: str) -> tuple[Path, int]:
-    """(sandbox, pid) of ``task``'s current training program, from its bootstrap's log."""
-    boxes = sorted((Path(cluster.state_dir) / "sandboxes").glob(f"*{task}*"), key=lambda p: p.stat().st_mtime)
-    box = boxes[-1]
-    pids = re.findall(r"started training program \(pid (\d+)\)", (box / "stderr").read_text(errors="replace"))
-    return box, int(pids[-1])
-
-
 def _kill_program(task: str):
     def disrupt(cluster, client, job) -> None:
-        _, pid = _trainer_pid(cluster, task)
+        _, pid = trainer_pid(cluster, task)
         os.kill(pid, signal.SIGKILL)
     return disrupt
 

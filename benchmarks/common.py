@@ -1,4 +1,5 @@
-"""Shared helpers: medians, subprocess timing, the machine's description, and waits sized to the machine.
+"""Shared helpers: medians, subprocess timing, the machine's description, waits sized to the machine, and a
+task's training program (:func:`trainer_pid`).
 
 A benchmark waits for what it measures (a step, a recovery) with :func:`until`: its limit is the
 benchmark's own figure for an idle 2-core machine times :func:`slowdown`, a factor measured once per run
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -190,3 +192,11 @@ def descendants(pid: int | None = None) -> list[tuple[int, str]]:
             out.append((p, names.get(p, "?")))
         todo += children.get(p, [])
     return out
+
+
+def trainer_pid(cluster, task: str) -> tuple[Path, int]:
+    """(sandbox, pid) of ``task``'s current training program, from its bootstrap's log."""
+    boxes = sorted((Path(cluster.state_dir) / "sandboxes").glob(f"*{task}*"), key=lambda p: p.stat().st_mtime)
+    box = boxes[-1]
+    pids = re.findall(r"started training program \(pid (\d+)\)", (box / "stderr").read_text(errors="replace"))
+    return box, int(pids[-1])
