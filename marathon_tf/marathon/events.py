@@ -11,6 +11,10 @@ a configured URL that is the leader (``--marathon URL,URL…``: first the one wh
 names, then the others), else the leader ``/v2/leader`` names at the configured URL's scheme and port
 (Marathons of one cluster usually share their ports). It stays there while the stream lasts; it never
 asks one standby over and over.
+
+Each event arrives as an :class:`Event`: the event's JSON object (a ``dict``, as Marathon sent it) with
+what marathon-tf reads of it parsed once, when it is read from the stream (``event.event_type``,
+``event.app_id``, ``event.task_status`` …): its readers read those, never the fields.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import logging
 import queue
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -36,12 +40,74 @@ log = logging.getLogger("marathon_tf.marathon")
 if TYPE_CHECKING:
     import requests
 
-__all__ = ["EventStream", "INTERESTING"]
+__all__ = ["EventStream", "Event", "INTERESTING"]
 
 #: The events a follower of deployments and jobs wants (the default filter).
 INTERESTING = ("deployment_info", "deployment_step_success", "deployment_step_failure", "deployment_success",
                "deployment_failed", "status_update_event", "health_status_changed_event",
                "instance_health_changed_event", "group_change_success", "app_terminated_event")
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value not in (None, "") and not isinstance(value, (dict, list)) else None
+
+
+def _ports(value: Any) -> tuple[int, ...]:
+    out = []
+    for port in value if isinstance(value, list) else []:
+        try:
+            out.append(int(port))
+        except (TypeError, ValueError):
+            out.append(0)
+    return tuple(out)
+
+
+class Event(dict[str, Any]):
+    """One event of the stream (its ``data``, with its ``eventType``), with what marathon-tf reads of it.
+
+    A ``status_update_event`` (a task's new state) fills ``app_id`` … ``message``; a deployment's events
+    (``deployment_success``, ``deployment_failed`` …) ``id`` and ``reason``. A field that is absent (or
+    of the wrong type) reads as None (``ports``: (), ``message``: ""). Attributes are read when it is
+    made: one changed afterwards is not seen by them."""
+
+    #: ``status_update_event``, ``deployment_success`` …; None when absent.
+    event_type: str | None
+    #: A deployment's id (``deployment_*`` events).
+    id: str | None
+    #: Why a deployment failed (``deployment_failed``).
+    reason: str | None
+    app_id: str | None
+    task_id: str | None
+    #: The task's new state (``TASK_RUNNING`` …).
+    task_status: str | None
+    #: The agent the task runs on.
+    host: str | None
+    #: The task's host ports, in the order of its app's port definitions.
+    ports: tuple[int, ...]
+    #: The app version the task was launched with.
+    version: str | None
+    #: When it happened (a Marathon timestamp).
+    timestamp: str | None
+    message: str
+
+    def __init__(self, raw: Mapping[str, Any] | None = None, **fields: Any):
+        super().__init__(raw or {}, **fields)
+        self.event_type = _text(self.get("eventType"))
+        self.id = _text(self.get("id"))
+        self.reason = _text(self.get("reason"))
+        self.app_id = _text(self.get("appId"))
+        self.task_id = _text(self.get("taskId"))
+        self.task_status = _text(self.get("taskStatus"))
+        self.host = _text(self.get("host"))
+        self.ports = _ports(self.get("ports"))
+        self.version = _text(self.get("version"))
+        self.timestamp = _text(self.get("timestamp"))
+        self.message = str(self.get("message") or "")
+
+    @classmethod
+    def parse(cls, raw: Any) -> Event:
+        """``raw`` when it is an :class:`Event` already, else one made of it (of nothing when it is no object)."""
+        return raw if isinstance(raw, Event) else cls(raw if isinstance(raw, Mapping) else {})
 
 
 class EventStream:
@@ -58,7 +124,7 @@ class EventStream:
         self._say = say or log.warning
         self._said: set[tuple[str, str]] = set()
         self.event_types = tuple(event_types)
-        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.events: queue.Queue[Event] = queue.Queue()
         self.available = True
         self.reconnects = 0
         self._stop = threading.Event()
@@ -175,9 +241,9 @@ class EventStream:
             self._said.add(key)
             self._say(line)
 
-    def wait(self, seconds: float) -> list[dict[str, Any]]:
+    def wait(self, seconds: float) -> list[Event]:
         """Events that arrive within ``seconds`` (returns early on the first one)."""
-        out = []
+        out: list[Event] = []
         try:
             out.append(self.events.get(timeout=max(seconds, 0)))
             while True:
@@ -187,8 +253,8 @@ class EventStream:
         return out
 
 
-def _event(kind: str, text: str) -> dict[str, Any] | None:
-    """One event's ``data`` as a dict whose fields read by anyone have their shape (:data:`.shapes.EVENT`);
+def _event(kind: str, text: str) -> Event | None:
+    """One event's ``data`` as an :class:`Event` whose fields have their shape (:data:`.shapes.EVENT`);
     None (the event is left out, said at debug level) for one that is not JSON or has a wrong shape: the
     readers go on with the next event and their polling, and the stream stays attached."""
     try:
@@ -196,7 +262,7 @@ def _event(kind: str, text: str) -> dict[str, Any] | None:
         if not isinstance(data, dict):
             raise shapes.ShapeError("", f"is {shapes.kind(data)}, not an object")
         data.setdefault("eventType", kind)
-        return shapes.check(data, shapes.EVENT)
+        return Event(shapes.check(data, shapes.EVENT))
     except (ValueError, RecursionError) as e:
         log.debug("event %s left out: %s", oneline(str(kind))[:80], oneline(str(e))[:200])
         return None

@@ -33,6 +33,7 @@ from marathon_tf.contract import timeline as T
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon.client import Client
+from marathon_tf.marathon.model import App
 from marathon_tf.marathon.queue import entries_by_app, fetch
 from marathon_tf.marathon.record import job_apps, release_job
 from marathon_tf.marathon.waiting import attempt_started, failed_in_this_config, role_waits, starting_members, summary
@@ -78,8 +79,9 @@ class AdmissionWatch:
         """The rendezvous is over (every peer found, or the task stops): stop watching."""
         self._halt.set()
 
-    def _apps(self) -> dict:
-        return job_apps(self.client.get_group(naming.group_id(self.ctx.job), embed=_EMBEDS))
+    def _apps(self) -> dict[str, App]:
+        group = self.client.get_group(naming.group_id(self.ctx.job), embed=_EMBEDS)
+        return {app_id: App.parse(app) for app_id, app in job_apps(group).items()}
 
     def _run(self) -> None:
         wake: float | None = None
@@ -90,7 +92,7 @@ class AdmissionWatch:
                 self.log(f"admission: Marathon: {e.message}")
                 self._halt.wait(RETRY)
                 continue
-            if any((a.get("labels") or {}).get(L.STATE) for a in apps.values()):
+            if any(a.labels.get(L.STATE) for a in apps.values()):
                 return  # the job has its record
             started = attempt_started(apps.values())
             if started is None:

@@ -25,7 +25,9 @@ from marathon_tf.contract import naming
 from marathon_tf.contract.taskenv import TaskContext, marathon_token
 from marathon_tf.marathon import transport
 from marathon_tf.marathon.jobstate import replaced
-from marathon_tf.marathon.tasks import newest_running, port_index, task_address
+from marathon_tf.marathon.model import App, parse_apps
+from marathon_tf.marathon.record import job_apps
+from marathon_tf.marathon.tasks import RUNNING, newest, port_index, task_address
 
 __all__ = [
     "PeerKey", "Observation", "Backend", "SrvRecord", "LookupFailure", "DnsClient", "DnspythonClient",
@@ -212,7 +214,7 @@ class MesosDnsHttpBackend:
 
 class MarathonBackend:
     """One ``GET /v2/groups/<job>?embed=...`` per poll for the whole job; only TASK_RUNNING
-    tasks count, the newest by ``startedAt`` when a relaunch overlaps."""
+    tasks count, the newest (the latest to start) when a relaunch overlaps."""
 
     EMBED = [("embed", "group.apps"), ("embed", "group.apps.tasks"), ("embed", "group.groups")]
 
@@ -287,16 +289,15 @@ class MarathonBackend:
             app = resp.json().get("app")
         except (ValueError, AttributeError):
             return Observation(None, "Marathon sent invalid JSON")
-        return self._observe(app) if isinstance(app, dict) else Observation(None, "Marathon sent no app")
+        return self._observe(App.parse(app)) if isinstance(app, dict) else Observation(None, "Marathon sent no app")
 
-    def _observe(self, app: dict, port_name: str | None = None) -> Observation:
+    def _observe(self, app: App, port_name: str | None = None) -> Observation:
         """Where the app's newest running task serves its port named ``port_name`` (default: the TF port)."""
-        known = [t for t in app.get("tasks") or [] if isinstance(t, dict)]
-        if not known:
+        if not app.tasks:
             return Observation(None, "no task")
-        task = newest_running(app)
+        task = newest(app.tasks, (RUNNING,))
         if task is None:
-            return Observation(None, "task not running: " + ", ".join(sorted({str(t.get("state")) for t in known})))
+            return Observation(None, "task not running: " + ", ".join(sorted({str(t.state) for t in app.tasks})))
         if replaced(app, task):
             return Observation(None, "its task is being replaced (launched with an earlier configuration of its "
                                      "app; a deployment under way)")
@@ -311,23 +312,19 @@ class MarathonBackend:
         self.last_error = None if group is not None else why
         if group is None:
             return {p: Observation(None, why) for p in peers}
-        apps: dict[PeerKey, dict] = {}
-        stack = [group]
-        while stack:
-            g = stack.pop()
-            stack.extend(x for x in g.get("groups") or [] if isinstance(x, dict))
-            for app in g.get("apps") or []:
-                key = naming.parse_app_id(self.job, str(app.get("id", "")))
-                if key is not None:
-                    apps[key] = app
-                    index = port_index(app, self.port_name)
+        apps: dict[PeerKey, App] = {}
+        for app in parse_apps(job_apps(group).values()):  # (its subgroups' too)
+            key = naming.parse_app_id(self.job, app.id or "")
+            if key is not None:
+                apps[key] = app
+                index = port_index(app, self.port_name)
+                if index is not None:
+                    self.port_indexes[key] = index
+                if self.also_port:
+                    index = port_index(app, self.also_port)
                     if index is not None:
-                        self.port_indexes[key] = index
-                    if self.also_port:
-                        index = port_index(app, self.also_port)
-                        if index is not None:
-                            self.also_indexes[key] = index
-                        self.also_addresses[key] = self._observe(app, self.also_port).address
+                        self.also_indexes[key] = index
+                    self.also_addresses[key] = self._observe(app, self.also_port).address
         return {p: self._observe(apps[p]) if p in apps else Observation(None, f"no app {naming.app_id(self.job, *p)}")
                 for p in peers}
 

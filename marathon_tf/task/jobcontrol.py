@@ -38,6 +38,7 @@ from marathon_tf.contract.taskapi import broadcast
 from marathon_tf.contract.taskenv import TaskContext, marathon_token
 from marathon_tf.marathon import tasks, transport
 from marathon_tf.marathon.client import DEFAULT_TIMEOUT, Client, RetryPolicy
+from marathon_tf.marathon.model import App
 from marathon_tf.marathon.record import GROUP_EMBEDS, finish_job, hopeless_verdict, job_apps
 from marathon_tf.task import stderr
 from marathon_tf.task.budget import RestartBudget
@@ -100,12 +101,13 @@ def await_workers(client: Client, ctx: TaskContext, *, timeout: float = AWAIT_SI
     shown: dict[str, str] = {name: "unknown" for name in others}
     while True:
         try:
-            apps = job_apps(client.get_group(naming.group_id(ctx.job), embed=GROUP_EMBEDS))
+            group = client.get_group(naming.group_id(ctx.job), embed=GROUP_EMBEDS)
         except MarathonError as e:
             log(f"waiting for the other workers: Marathon: {e}")
-            apps = None
-        if apps is not None:
-            if any((a.get("labels") or {}).get(L.STATE) for a in apps.values()):
+            group = None
+        if group is not None:
+            apps = {app_id: App.parse(app) for app_id, app in job_apps(group).items()}
+            if any(a.labels.get(L.STATE) for a in apps.values()):
                 return None
             for name in others:
                 # a name naming.task_name made: it parses

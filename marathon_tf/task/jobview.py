@@ -11,10 +11,10 @@ task's status (``job_view``; ``/metrics`` shows it):
   role in :data:`STRAGGLER_LOOKS` looks in a row (a role needs two training tasks to compare);
 
 and records the job's own events (:mod:`marathon_tf.contract.timeline`): ``submitted`` (the apps'
-``versionInfo.lastConfigChangeAt``), ``scaled`` (the cluster differs from the last deployment's),
-``all_running`` (the latest ``startedAt`` once every task runs), ``deployed`` (every task running
-and passing its health check: the latest of ``startedAt`` / ``healthCheckResults.firstSuccess``,
-when Marathon's deployment of such apps ends), ``placement_wait`` / ``placed``.
+latest configuration version, ``App.config_version``), ``scaled`` (the cluster differs from the last
+deployment's), ``all_running`` (the latest start once every task runs), ``deployed`` (every task running
+and passing its health check: the latest of its start and its checks' first success, when Marathon's
+deployment of such apps ends), ``placement_wait`` / ``placed``.
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ from marathon_tf.contract.taskapi import broadcast
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import restarting
+from marathon_tf.marathon.model import App, Task
 from marathon_tf.marathon.queue import entries_by_app, placement
 from marathon_tf.marathon.record import GROUP_EMBEDS, job_apps
-from marathon_tf.marathon.tasks import newest_running, task_url, wall
+from marathon_tf.marathon.tasks import RUNNING, newest, task_url, wall
 from marathon_tf.task.jobcontrol import read_status
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.timeline import TaskEvents
@@ -63,6 +64,17 @@ def stragglers(rates: Mapping[str, float | None]) -> set[str]:
             if others and median(others) > 0 and rate < STRAGGLER_RATIO * median(others):
                 out.add(task)
     return out
+
+
+def _apps(group: Mapping[str, Any]) -> dict[str, App]:
+    """The job's apps by id."""
+    return {app_id: App.parse(app) for app_id, app in job_apps(group).items()}
+
+
+def _running(app: App) -> Task | None:
+    """The app's newest running task (:func:`marathon_tf.marathon.tasks.newest`)."""
+    task = newest(app.tasks, (RUNNING,))
+    return None if task is None else Task.parse(task)
 
 
 class JobView:
@@ -93,20 +105,20 @@ class JobView:
 
     def look(self) -> str | None:
         """One look at the job (see the module's docstring); "ended" once the job has its record."""
-        apps = job_apps(self.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS + (
+        apps = _apps(self.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS + (
             "group.apps.deployments", "group.apps.lastTaskFailure")))  # (a planned restart: not a placement wait)
-        if any((a.get("labels") or {}).get(L.STATE) for a in apps.values()):
+        if any(a.labels.get(L.STATE) for a in apps.values()):
             return "ended"
         roles: dict[str, dict[str, int]] = {}
-        running: dict[str, tuple[Mapping, Mapping]] = {}
+        running: dict[str, tuple[App, Task]] = {}
         for app_id, app in sorted(apps.items()):
             task_name = app_id.rstrip("/").rsplit("/", 1)[-1]
             parsed = naming.parse_task_name(task_name)
-            if parsed is None or app.get("instances", 1) == 0:
+            if parsed is None or app.instances == 0:
                 continue
             counts = roles.setdefault(parsed[0], {"total": 0, "running": 0})
             counts["total"] += 1
-            live = newest_running(app)
+            live = _running(app)
             if live is not None:
                 counts["running"] += 1
                 running[task_name] = (app, live)
@@ -131,11 +143,10 @@ class JobView:
             self._recorded.add((kind, key))
             self.events.record(kind, message, task="job", at=at, **details)
 
-    def _submitted(self, apps: Mapping[str, Mapping]) -> str:
+    def _submitted(self, apps: Mapping[str, App]) -> str:
         """The deployment's version (the apps' latest config change); ``submitted`` (and ``scaled``, when
         the cluster differs from the last deployment's in the job's events) recorded once."""
-        versions = [(a.get("versionInfo") or {}).get("lastConfigChangeAt") or a.get("version") for a in apps.values()]
-        version = max((v for v in versions if v), default="")
+        version = max((a.config_version for a in apps.values() if a.config_version), default="")
         if version and (T.SUBMITTED, version) not in self._recorded:
             earlier = [e for e in self.events.shared() if e.get("kind") == T.SUBMITTED and e.get("version") != version]
             before = (earlier[-1].get("cluster") if earlier else None) or {}
@@ -147,31 +158,29 @@ class JobView:
                        cluster=cluster)
         return version
 
-    def _deployment(self, apps: Mapping[str, Mapping], running: Mapping[str, tuple], version: str) -> None:
+    def _deployment(self, apps: Mapping[str, App], running: Mapping[str, tuple[App, Task]], version: str) -> None:
         """``all_running`` and ``deployed``, once per deployment."""
         if not version:
             return
-        wanted = [n for n, a in apps.items() if a.get("instances", 1) and naming.parse_task_name(n.rsplit("/", 1)[-1])]
+        wanted = [n for n, a in apps.items() if a.instances and naming.parse_task_name(n.rsplit("/", 1)[-1])]
         if len(running) < len(wanted):
             return
-        started = [wall(t.get("startedAt")) for _, t in running.values()]
+        started = [wall(t.started_at) for _, t in running.values()]
         if all(started):
             self._once(T.ALL_RUNNING, version, f"all {len(running)} tasks running",
                        max(s for s in started if s is not None))
         healthy = []
         for app, task in running.values():
-            results = task.get("healthCheckResults") or []
-            if app.get("healthChecks") and not (results and all(r.get("alive") for r in results)):
+            results = task.health_results
+            if app.get("healthChecks") and not (results and all(r.alive for r in results)):
                 return
-            healthy.append(max([wall(task.get("startedAt")) or 0.0] + [wall(r.get("firstSuccess")) or 0.0
-                                                                              for r in results]))
-        if healthy and not any(a.get("deployments") for a in apps.values()):
+            healthy.append(max([wall(task.started_at) or 0.0] + [wall(r.first_success) or 0.0 for r in results]))
+        if healthy and not any(a.deployments for a in apps.values()):
             self._once(T.DEPLOYED, version, "deployment done: every task running and healthy", max(healthy))
 
-    def _placement(self, apps: Mapping[str, Mapping], running: Mapping[str, tuple]) -> None:
-        missing: dict[Any, str] = {a.get("id"): n.rsplit("/", 1)[-1] for n, a in apps.items()  # (a planned
-                                   if a.get("instances", 1) and n.rsplit("/", 1)[-1] not in running  # restart is
-                                   and not restarting(a)}                                          # no wait)
+    def _placement(self, apps: Mapping[str, App], running: Mapping[str, tuple[App, Task]]) -> None:
+        missing = {app_id: app_id.rsplit("/", 1)[-1] for app_id, a in apps.items()  # (a planned restart is no wait)
+                   if a.instances and app_id.rsplit("/", 1)[-1] not in running and not restarting(a)}
         for task in [t for t in self._waiting if t not in missing.values()]:
             self.events.record(T.PLACED, f"{task} runs after waiting to be placed ({self._waiting.pop(task)})",
                                task=task)
@@ -187,7 +196,7 @@ class JobView:
                 self._waiting[task] = why
                 self.events.record(T.PLACEMENT_WAIT, f"{task} waits to be placed: {why}", task=task)
 
-    def _rates(self, running: Mapping[str, tuple]) -> tuple[dict[str, float | None], list[str]]:
+    def _rates(self, running: Mapping[str, tuple[App, Task]]) -> tuple[dict[str, float | None], list[str]]:
         """The report rate of every training chief and worker (this task's own from its status)."""
         urls = {}
         for task, (app, t) in running.items():
@@ -207,11 +216,11 @@ class JobView:
         """Every running task's status base URL, looked up now (one group GET; the last look's when Marathon
         does not answer): whom a save round holds (:mod:`marathon_tf.task.saving`)."""
         try:
-            apps = job_apps(self.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS))
+            apps = _apps(self.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS))
         except MarathonError:
             return dict(self.urls)
         for app_id, app in apps.items():
-            task, name = newest_running(app), app_id.rstrip("/").rsplit("/", 1)[-1]
+            task, name = _running(app), app_id.rstrip("/").rsplit("/", 1)[-1]
             base = task_url(app, task, self.ctx.status_port_name) if task is not None else None
             if base and naming.parse_task_name(name):
                 self.urls[name] = base

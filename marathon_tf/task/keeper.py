@@ -3,8 +3,8 @@
 * :class:`Keeper` runs in the deciding task's bootstrap (:func:`marathon_tf.task.policy.decider_task`).
   It records every end of a program the bootstraps report (``POST /ledger`` on its status port;
   its own program's directly), watches Marathon for the ends nobody reported (the rendezvous
-  leader's ``status_update_event`` stream, and one group ``GET`` with ``lastTaskFailure`` every
-  10 s: :meth:`Keeper.observe_events`, :meth:`Keeper.observe_group`), and answers with the job's
+  leader's ``status_update_event`` stream, and one group ``GET`` with the apps' last task failures
+  every 10 s: :meth:`Keeper.observe_events`, :meth:`Keeper.observe_group`), and answers with the job's
   counts (:class:`~marathon_tf.task.ledger.Answer`), from which the reporting bootstrap decides
   (:func:`marathon_tf.task.policy.decide`).
   ``GET /ledger`` shows the entries.
@@ -23,8 +23,8 @@
   before the round reached it: :meth:`Keeper._before_round`): one restart of the job's group is one
   failure, the round's first report.
 * **What is not counted.** Stops marathon-tf asked for: the job's end (the keeper knows it
-  ended) and a new version of a task's app (``scale``, a re-deploy: the app's
-  ``versionInfo.lastConfigChangeAt`` is newer than the task's version, or the app is gone).
+  ended) and a new version of a task's app (``scale``, a re-deploy: the app's configuration version,
+  ``App.config_version``, is newer than the task's version, or the app is gone).
 * :class:`Reporter` is the other bootstraps' side: it finds the keeper (the rendezvous leader's
   address, else one lookup), posts, and sends its own task's earlier entries along, so a
   relaunched keeper learns them again. Without an answer the bootstrap falls back on its own
@@ -51,7 +51,9 @@ from marathon_tf.contract.plan import Round, RoundCause, RoundKind, StopReason
 from marathon_tf.contract.taskapi import LEDGER, LedgerReport, TaskApiError, TaskClient
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import transport
+from marathon_tf.marathon.events import Event
 from marathon_tf.marathon.jobstate import planned_stop
+from marathon_tf.marathon.model import parse_apps
 from marathon_tf.marathon.record import job_apps
 from marathon_tf.marathon.tasks import wall
 from marathon_tf.task.budget import STREAK_RESET, backoff
@@ -295,39 +297,38 @@ class Keeper:
 
     # -- what Marathon saw --------------------------------------------------------------------------
     def observe_events(self, events: Sequence[Mapping[str, Any]]) -> None:
-        """Marathon's ``status_update_event`` s of the job's apps: terminal states nobody reported."""
-        for event in events:
-            if event.get("eventType") not in (None, "status_update_event"):
+        """Marathon's ``status_update_event`` s of the job's apps (:class:`~marathon_tf.marathon.events.Event`):
+        terminal states nobody reported."""
+        for event in map(Event.parse, events):
+            if event.event_type not in (None, "status_update_event"):
                 continue
-            key = naming.parse_app_id(self.ctx.job, str(event.get("appId") or ""))
+            key = naming.parse_app_id(self.ctx.job, event.app_id or "")
             if key is None:
                 continue
-            self._observed(naming.task_name(*key), str(event.get("taskId") or ""), str(event.get("taskStatus") or ""),
-                           str(event.get("message") or ""), wall(event.get("timestamp")) or time.time(),
-                           str(event.get("version") or ""))
+            self._observed(naming.task_name(*key), event.task_id or "", event.task_status or "", event.message,
+                           wall(event.timestamp) or time.time(), event.version or "")
 
     def observe_group(self, group: Mapping[str, Any]) -> None:
-        """One look at the job's apps (tasks, ``lastTaskFailure``): ends of the current configuration
-        nobody reported, unreachable tasks. Marathon keeps ``lastTaskFailure`` for TASK_FAILED,
+        """One look at the job's apps (tasks, last task failure): ends of the current configuration
+        nobody reported, unreachable tasks. Marathon keeps an app's ``lastTaskFailure`` for TASK_FAILED,
         ERROR, LOST, DROPPED, GONE, GONE_BY_OPERATOR, UNKNOWN (and a health check's kill), not for
         an ordinary TASK_KILLED (mesosphere/marathon ``state/TaskFailure.scala``,
         ``isFailureState``, 1.4 to 1.11): kills are seen in the events and the bootstraps' reports."""
-        for app_id, app in job_apps(group).items():
-            key = naming.parse_app_id(self.ctx.job, app_id)
+        for app in parse_apps(job_apps(group).values()):
+            key = naming.parse_app_id(self.ctx.job, app.id or "")
             if key is None or key[0] == "tensorboard":
                 continue
             task = naming.task_name(*key)
-            if (app.get("labels") or {}).get(L.STATE):
+            if app.labels.get(L.STATE):
                 self.ended = True
                 return
-            current = (app.get("versionInfo") or {}).get("lastConfigChangeAt") or app.get("version") or ""
-            ltf = app.get("lastTaskFailure") or {}
-            if ltf.get("taskId") and (not current or str(ltf.get("version") or "") >= current):
-                self._observed(task, str(ltf["taskId"]), str(ltf.get("state") or ""), str(ltf.get("message") or ""),
-                               wall(ltf.get("timestamp")) or time.time(), "", from_failure=True)
-            for t in app.get("tasks") or []:
-                if t.get("state") in ("TASK_UNREACHABLE", "TASK_LOST", "TASK_UNKNOWN"):
-                    self._observed(task, str(t.get("id") or ""), str(t["state"]), "", time.time(), "")
+            current, failure = app.config_version, app.last_failure
+            if failure is not None and failure.task_id and (not current or (failure.version or "") >= current):
+                self._observed(task, failure.task_id, failure.state or "", failure.message,
+                               wall(failure.timestamp) or time.time(), "", from_failure=True)
+            for t in app.tasks:
+                if t.state in ("TASK_UNREACHABLE", "TASK_LOST", "TASK_UNKNOWN"):
+                    self._observed(task, t.id or "", t.state, "", time.time(), "")
 
     def _observed(self, task: str, task_id: str, state: str, message: str, when: float, version: str,
                   from_failure: bool = False) -> None:

@@ -51,6 +51,8 @@ from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.marathon import tasks as T
 from marathon_tf.marathon import transport
+from marathon_tf.marathon.model import App, Task, parse_apps
+from marathon_tf.marathon.record import job_apps
 
 __all__ = ["Placer", "FAST", "CALM"]
 
@@ -145,9 +147,9 @@ class Placer:
         """One round: read, plan every scope, write; whether every scope is settled."""
         began = time.monotonic()
         group = self.client.get_group(naming.group_id(self.job), embed=_EMBED)
-        apps = {}
-        for app in group.get("apps") or []:
-            key = naming.parse_app_id(self.job, str(app.get("id") or ""))
+        apps: dict[str, App] = {}
+        for app in parse_apps(job_apps(group).values()):
+            key = naming.parse_app_id(self.job, app.id or "")
             if key is not None:
                 apps[naming.task_name(*key)] = app
         scopes: dict[str, tuple[tuple[spread.Rule, ...], list[str]]] = {}
@@ -184,25 +186,25 @@ class Placer:
         return not blocking and not writes
 
     # -- reading ---------------------------------------------------------------------------------
-    def _member(self, name: str, app: Mapping[str, Any], rules: tuple[spread.Rule, ...]) -> spread.Member:
+    def _member(self, name: str, app: App, rules: tuple[spread.Rule, ...]) -> spread.Member:
         base, added, why = spread.split(app)
-        task = T.newest(app.get("tasks"), T.ACTIVE)
-        host = str(task.get("host")) if task and task.get("host") else None
+        task = _newest(app)
+        host = task.host if task is not None else None
         values: dict[str, str | None] = {}
         for rule in rules:
             if spread.is_hostname(rule.field):
                 values[rule.field] = host
             elif host is not None and host in self._attributes:  # an agent not read yet: not judged
                 values[rule.field] = self._attributes[host].get(rule.field)
-        return spread.Member(name, base, added, why, host, str((task or {}).get("stagedAt") or ""), values)
+        return spread.Member(name, base, added, why, host, (task.staged_at if task is not None else None) or "",
+                             values)
 
-    def _enforceable(self, scope: str, rules: tuple[spread.Rule, ...],
-                     apps: list[Mapping[str, Any]]) -> tuple[spread.Rule, ...]:
+    def _enforceable(self, scope: str, rules: tuple[spread.Rule, ...], apps: list[App]) -> tuple[spread.Rule, ...]:
         """The rules it can enforce: an attribute rule needs the agents' attributes (read again when a
         task runs on a host it does not know)."""
         if all(spread.is_hostname(r.field) for r in rules):
             return rules
-        hosts = {str(t.get("host")) for a in apps for t in a.get("tasks") or [] if t.get("host")}
+        hosts = {t.host for a in apps for t in a.tasks if t.host}
         if (hosts - set(self._attributes)) and time.monotonic() - self._attributes_at >= ATTRIBUTES_EVERY:
             self._attributes_at = time.monotonic()
             found = self._read_attributes()
@@ -240,19 +242,24 @@ class Placer:
 
     # -- writing ---------------------------------------------------------------------------------
     @staticmethod
-    def _write(app: Mapping[str, Any], member: spread.Member, added: tuple[tuple[str, ...], ...],
-               why: str) -> dict[str, Any]:
-        labels = dict(app.get("labels") or {})
-        task = T.newest(app.get("tasks"), T.ACTIVE)  # the write restarts it: the placement's own stop
+    def _write(app: App, member: spread.Member, added: tuple[tuple[str, ...], ...], why: str) -> dict[str, Any]:
+        labels = dict(app.labels)
+        task = _newest(app)  # the write restarts it: the placement's own stop
         # a write to a task that waits stops nothing: the app's last stop is still the placement's earlier one
-        off = str(task["id"]) if task and task.get("id") else spread.displaced(app)
+        off = task.id if task is not None and task.id else spread.displaced(app)
         labels[spread.LABEL] = spread.label_value(added, why, off, written=True)
-        return {"id": app.get("id"), "constraints": [list(c) for c in member.base + added], "labels": labels}
+        return {"id": app.id, "constraints": [list(c) for c in member.base + added], "labels": labels}
 
     def _say(self, key: str, message: str) -> None:
         if key not in self._said:
             self._said.add(key)
             self.log(message)
+
+
+def _newest(app: App) -> Task | None:
+    """The app's newest task that is (about to be) alive (:func:`marathon_tf.marathon.tasks.newest`), or None."""
+    task = T.newest(app.tasks, T.ACTIVE)
+    return None if task is None else Task.parse(task)
 
 
 def _domain(slave: Mapping[str, Any]) -> dict[str, str | None]:

@@ -25,6 +25,7 @@ from marathon_tf.contract.plan import Round, RoundCause, RoundKind
 from marathon_tf.contract.shellexec import signal_exit, signal_name
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon.jobstate import replaced
+from marathon_tf.marathon.model import App
 from marathon_tf.marathon.record import GROUP_EMBEDS, job_apps
 from marathon_tf.marathon.tasks import newest_running, task_url
 from marathon_tf.task.budget import BACKOFF, STREAK_RESET, backoff
@@ -185,9 +186,10 @@ class Restarter:
         new cluster spec), or (``read_status``) its ``/status`` names another address for ``me``."""
         assert self.control is not None  # (await_peers_took)
         try:
-            apps = job_apps(self.control.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS))
+            group = self.control.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS)
         except MarathonError:
             return {}
+        apps = {app_id: App.parse(app) for app_id, app in job_apps(group).items()}
         stale = {}
         for role in roles:
             if role in self.ctx.elastic:  # its members and standbys: the job's size (marathon_tf.task.elastic)
@@ -198,7 +200,7 @@ class Restarter:
                 name = naming.task_name(role, index)
                 app = apps.get(naming.app_id(self.ctx.job, role, index))
                 task = newest_running(app)
-                if app and app.get("deployments") and (task is None or replaced(app, task)):
+                if app is not None and app.deployments and (task is None or replaced(app, task)):
                     stale[name] = "it restarts with the job's new configuration"
                     continue
                 url = task_url(app, task, self.ctx.status_port_name, "/status") \

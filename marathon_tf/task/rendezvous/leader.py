@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 from marathon_tf.contract import naming
+from marathon_tf.marathon.events import Event
 from marathon_tf.task.discovery import Backend, MarathonBackend, Observation, PeerKey
 from marathon_tf.task.rendezvous.hints import Hints
 from marathon_tf.task.rendezvous.view import MAX_WAIT, Side, cluster_key, names
@@ -42,8 +43,9 @@ def _gzip(data: bytes) -> bytes:
 class LeaderRendezvous(Side):
     """The leader's side: look the peers up for everyone, publish, serve the long poll.
 
-    ``events``: an object with ``available`` and ``wait(seconds) -> [event dict]`` (a
-    :class:`marathon_tf.marathon.events.EventStream` on ``status_update_event``), or None.
+    ``events``: an object with ``available`` and ``wait(seconds) -> [event]`` (a
+    :class:`marathon_tf.marathon.events.EventStream` on ``status_update_event``; an event that is a plain
+    dict is read as an :class:`~marathon_tf.marathon.events.Event`), or None.
     ``slow``: mean seconds between polls once formed and calm.
     """
 
@@ -307,7 +309,7 @@ class LeaderRendezvous(Side):
         return (self._streaming() and isinstance(self.backend, MarathonBackend)
                 and getattr(self.backend, "network", "host") == "host")
 
-    def _apply(self, events: Sequence[Mapping[str, Any]]) -> None:
+    def _apply(self, events: Sequence[Event]) -> None:
         """Status updates into the view: TASK_RUNNING puts the task at ``host:ports[i]``; a
         terminal state (of the task we know, or of any when we know none) makes it missing."""
         backend = cast(MarathonBackend, self.backend)  # called only when _events_carry_addresses()
@@ -315,11 +317,10 @@ class LeaderRendezvous(Side):
             present, missing = dict(self._raw[0]), dict(self._raw[1])
         status_of = {}
         for event in events:
-            key = naming.parse_app_id(self.job, str(event.get("appId") or ""))
+            key = naming.parse_app_id(self.job, event.app_id or "")
             if key not in self._others:  # a set: a burst of 10,000 updates is not 10,000 x 10,000 compares
                 continue
-            state, task = str(event.get("taskStatus") or ""), event.get("taskId")
-            ports, host = event.get("ports") or [], event.get("host")
+            state, task, ports, host = event.task_status or "", event.task_id, event.ports, event.host
             index = backend.port_indexes.get(key, 0)
             if state == "TASK_RUNNING" and host and len(ports) > index and ports[index]:
                 present[key] = f"{host}:{ports[index]}"
@@ -346,10 +347,10 @@ class LeaderRendezvous(Side):
     def _streaming(self) -> bool:
         return self.events is not None and bool(getattr(self.events, "available", False))
 
-    def _relevant(self, event: Mapping[str, Any]) -> bool:
-        return str(event.get("appId") or "").startswith(self._prefix)
+    def _relevant(self, event: Event) -> bool:
+        return (event.app_id or "").startswith(self._prefix)
 
-    def _pause(self, seconds: float) -> list[dict[str, Any]] | None:
+    def _pause(self, seconds: float) -> list[Event] | None:
         """Wait up to ``seconds``: the job's status updates that came first ([] after a stream
         reconnect, which may have lost some), or None when none came."""
         end = time.monotonic() + max(0.0, seconds)
@@ -361,7 +362,7 @@ class LeaderRendezvous(Side):
                 events = self.events.wait(min(left, 0.5))
                 if events:  # a burst (a large job forming) is handled in batches, not one by one
                     events += self.events.wait(0.05)
-                events = [e for e in events if self._relevant(e)]
+                events = [e for e in map(Event.parse, events) if self._relevant(e)]
                 for listener in self.listeners if events else ():
                     try:
                         listener(events)
