@@ -90,7 +90,6 @@ def test_the_versions_whose_deployments_lock_their_apps():
     said = {v: Capabilities(parse_version(v)).deployment_locks_relaunch for v in ("1.4.0", "1.7.236", "1.8.180")}
     assert said == {"1.4.0": True, "1.7.236": True, "1.8.180": False}
     assert Capabilities().deployment_locks_relaunch is False  # unknown: the newest
-    assert Capabilities(parse_version("1.5.15")).purges_queue_on_cancel is True
 
 
 class _Bulk:
