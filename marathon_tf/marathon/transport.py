@@ -283,6 +283,7 @@ class _Through(requests.Session):
         self._other = other
         self._origins = {_origin(u) for u in urls}
 
+    # (ignore[override]: requests' own also takes bytes; every URL here is a str)
     def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> requests.Response:  # type: ignore[override]
         if _origin(url) in self._origins:
             return self._other.request(method, url, *args, **kwargs)
