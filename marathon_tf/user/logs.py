@@ -10,7 +10,7 @@ Marathon port and keeps every sandbox, so one code path reads both.
 Which instance: the running one; when none runs (the job ended, or the task waits to
 be relaunched) the newest one the agent kept; ``previous`` the one before that.
 
-The agents get none of Marathon's credentials (:class:`AgentSession`): they have their own HTTP
+The agents get none of Marathon's credentials (:func:`AgentSession`): they have their own HTTP
 authentication (usually none). Only the local runner, whose agent API is served on Marathon's own
 port(s), gets them.
 """
