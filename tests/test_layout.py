@@ -328,3 +328,56 @@ def test_no_comment_cites_a_file_outside_the_repository():
 def test_the_citation_check_finds_one():
     assert OUTSIDE.search("(FACTS §1.3)") and OUTSIDE.search("see /work/shared/background/TF_RUNTIME.md")
     assert OUTSIDE.search("``../shared/marathon-ui/build``") and not OUTSIDE.search("docs/restarts.md")
+
+
+#: What opens an HTTP connection (or makes what does): only :mod:`marathon_tf.marathon.transport` may, where
+#: every request gets its deadline and size cap; the local cluster (a server, the Marathon imitation) is not held.
+HTTP_OPENERS = {f"requests.{f}" for f in ("Session", "session", "get", "post", "put", "patch", "delete", "head",
+                                          "options", "request", "sessions.Session", "api.request")} | {
+    "urllib.request.urlopen", "urllib.request.build_opener", "urllib.request.OpenerDirector",
+    "http.client.HTTPConnection", "http.client.HTTPSConnection", "urllib3.PoolManager", "urllib3.request",
+    "urllib3.connection_from_url", "urllib3.disable_warnings"}
+HTTP_ALLOWED = ("marathon_tf.marathon.transport", "marathon_tf.local")
+
+
+def http_openers(source: str) -> list[tuple[int, str]]:
+    """``(line, name)`` for every call of, or class made on, one of :data:`HTTP_OPENERS` in ``source``,
+    through whatever name it was imported as."""
+    tree = ast.parse(source)
+    names: dict[str, str] = {}  # local name -> dotted name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
+
+    def dotted(expr: ast.expr) -> str | None:
+        if isinstance(expr, ast.Name):
+            return names.get(expr.id)
+        if isinstance(expr, ast.Attribute):
+            base = dotted(expr.value)
+            return f"{base}.{expr.attr}" if base else None
+        return None
+
+    found = []
+    for node in ast.walk(tree):
+        used = [node.func] if isinstance(node, ast.Call) else node.bases if isinstance(node, ast.ClassDef) else []
+        found += [(node.lineno, name) for name in map(dotted, used) if name in HTTP_OPENERS]
+    return found
+
+
+def test_every_http_session_comes_from_transport():
+    """Issue 39 item 1b: one module makes HTTP sessions, so no request goes out without a deadline and a cap."""
+    found = [f"{module_name(path)}:{line} {name}" for path in modules()
+             if not module_name(path).startswith(HTTP_ALLOWED) for line, name in http_openers(path.read_text())]
+    assert found == [], "HTTP made outside marathon_tf.marathon.transport:\n" + "\n".join(found)
+
+
+def test_the_http_check_finds_a_session_made_elsewhere():
+    assert http_openers("import requests\nrequests.get('u')\ns = requests.Session()\n") == [
+        (2, "requests.get"), (3, "requests.Session")]
+    assert http_openers("from requests import Session as S\nclass A(S):\n    pass\n") == [(2, "requests.Session")]
+    assert http_openers("import urllib.request\nurllib.request.urlopen('u')\n") == [(2, "urllib.request.urlopen")]
+    assert http_openers("from http import client\nclient.HTTPConnection('h')\n") == [(2, "http.client.HTTPConnection")]
+    assert http_openers("import requests\nrequests.RequestException()\nrequests.Session.request\n") == []

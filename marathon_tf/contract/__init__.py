@@ -22,6 +22,8 @@ agent knows nothing of it. Change anything here and both sides change with it.
 ``taskauth``       who may steer a job: the job's key, the one check of a status port's control routes
 ``plan``           the job's plan: typed rounds (kind, deciding reason), planned-stop reasons, one wire form
 ``taskapi``        a task's HTTP API: its routes, the control routes' typed requests, one client, one fan-out
+``restartscope``   which members restart when a program fails (a ps, a mirrored group: all), the exit codes
+                   that mean the program cannot be executed
 =================  ===========================================================================
 
 Nothing here imports any other part of marathon_tf.

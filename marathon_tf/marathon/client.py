@@ -661,9 +661,6 @@ class Client:
     def get_app(self, app_id: str) -> dict[str, Any]:
         return self._get(f"/v2/apps{_path(app_id)}", shapes.APP_ONE).get("app") or {}
 
-    def app_tasks(self, app_id: str) -> list[dict[str, Any]]:
-        return self._get(f"/v2/apps{_path(app_id)}/tasks", shapes.TASKS).get("tasks") or []
-
     def update_apps(self, apps: list[dict[str, Any]], *, force: bool = False,
                     reconcile: Callable[[], dict[str, Any] | None] | None = None) -> dict[str, Any]:
         """Bulk partial update (``PUT /v2/apps``): e.g. ``[{"id": ..., "instances": 0}]``. ``reconcile``:

@@ -18,7 +18,7 @@ from typing import Any
 from marathon_tf.marathon.transport import oneline
 
 __all__ = ["ShapeError", "MapOf", "Required", "NotNull", "NullAs", "check", "message", "INFO", "GROUP", "APP",
-           "TASK", "APPS", "APP_ONE", "TASKS", "DEPLOYMENTS", "QUEUE", "DEPLOYED", "PLAN", "OBJECT", "LOCAL_AGENTS",
+           "TASK", "APPS", "APP_ONE", "DEPLOYMENTS", "QUEUE", "DEPLOYED", "PLAN", "OBJECT", "LOCAL_AGENTS",
            "MESOS_SLAVES", "MESOS_FRAMEWORKS", "MESOS_AGENT_STATE", "EVENT"]
 
 NUMBER = (int, float)
@@ -142,7 +142,6 @@ GROUP: dict = {"id": str, "version": str, "apps": NotNull([APP])}
 GROUP["groups"] = [GROUP]
 APPS = {"apps": [APP]}
 APP_ONE = {"app": APP}
-TASKS = {"tasks": [TASK]}
 DEPLOYMENT = {"id": str, "version": str, "affectedApps": [str], "currentStep": int, "totalSteps": int,
               "steps": [{"actions": [{"action": str, "app": str}]}]}
 DEPLOYMENTS = [DEPLOYMENT]

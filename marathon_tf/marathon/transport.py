@@ -15,9 +15,9 @@ to the tasks' status servers, from the user's machine and from inside a task.
   (``MARATHON_TF_MAX_RESPONSE``, e.g. ``64M``); Marathon's largest answers we ask for (a job's
   group with its tasks, the queue) are a few MB on big clusters.
 
-:func:`mount` puts both on a ``requests.Session`` (the REST client's, the agents'); :func:`session`
-makes one; :func:`get_json` is a one-shot GET of a JSON object (``None`` on any failure) for the
-tasks' status servers. Nothing here knows Marathon.
+:func:`session` makes a ``requests.Session`` with both (every session marathon-tf uses is made there);
+:func:`mount` puts them on one a caller made (a test's); :func:`get_json` is a one-shot GET of a JSON
+object (``None`` on any failure) for the tasks' status servers. Nothing here knows Marathon.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from marathon_tf.contract import taskauth
 
 __all__ = ["DEFAULT_MAX_BYTES", "MAX_BYTES_ENV", "URL_ATTR", "AnswerTooLarge", "DeadlineExceeded", "NotSent",
-           "RedirectRefused", "BoundedAdapter", "mount", "session", "exchange", "body", "get_json", "post_json",
-           "parse_size", "show_size", "max_bytes_from_env", "oneline", "short", "unreachable", "redact_url",
-           "secret_forms", "scrub"]
+           "RedirectRefused", "BoundedAdapter", "mount", "session", "quiet_insecure", "exchange", "body", "get_json",
+           "post_json", "parse_size", "show_size", "max_bytes_from_env", "oneline", "short", "unreachable",
+           "redact_url", "secret_forms", "scrub"]
 
 DEFAULT_MAX_BYTES = 32 << 20
 #: The attribute an exception raised after a redirect carries: the URL it was sent to (errors name it).
@@ -275,16 +275,51 @@ def mount(target: requests.Session, *, max_bytes: int | None = None, deadline: D
     return target
 
 
-def session(*, max_bytes: int | None = None, deadline: Deadline = lambda: None) -> requests.Session:
-    """A new ``requests.Session`` with every request bounded (the only place marathon-tf's user side and
-    Marathon client make one: the REST client's, the status servers', TensorBoard's). In a task whose
-    bootstrap installed its job key (:func:`marathon_tf.contract.taskauth.install`), its requests to the
-    control routes of the job's other tasks carry it."""
-    made = mount(requests.Session(), max_bytes=max_bytes, deadline=deadline)
+class _Through(requests.Session):
+    """A session that hands the requests to some origins to another session (see :func:`session`)."""
+
+    def __init__(self, other: requests.Session, urls: Iterable[str]):
+        super().__init__()
+        self._other = other
+        self._origins = {_origin(u) for u in urls}
+
+    # (ignore[override]: requests' own also takes bytes; every URL here is a str)
+    def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> requests.Response:  # type: ignore[override]
+        if _origin(url) in self._origins:
+            return self._other.request(method, url, *args, **kwargs)
+        return super().request(method, url, *args, **kwargs)
+
+
+def _origin(url: str) -> tuple[str, str]:
+    """A URL's scheme and host:port (without credentials)."""
+    parts = urlsplit(url)
+    return parts.scheme, parts.netloc.rsplit("@", 1)[-1]
+
+
+def session(*, max_bytes: int | None = None, deadline: Deadline = lambda: None, verify: bool | str = True,
+            headers: Mapping[str, str] | None = None,
+            through: tuple[requests.Session, Iterable[str]] | None = None) -> requests.Session:
+    """A new ``requests.Session`` with every request bounded: the only place marathon-tf makes one (the REST
+    client's, the Mesos master's and agents', the status servers', TensorBoard's, a download's). ``verify``
+    and ``headers``: the session's TLS verification and default headers. ``through``: ``(other, urls)``,
+    requests to the origins of ``urls`` (scheme, host and port) are sent by ``other`` instead, with its
+    credentials and settings (the agent API that the local runner serves on Marathon's own port). In a
+    task whose bootstrap installed its job key (:func:`marathon_tf.contract.taskauth.install`), its
+    requests to the control routes of the job's other tasks carry it."""
+    made = mount(requests.Session() if through is None else _Through(*through), max_bytes=max_bytes,
+                 deadline=deadline)
+    made.verify = verify
+    made.headers.update(headers or {})
     auth = taskauth.installed()
     if auth is not None:
         made.auth = auth
     return made
+
+
+def quiet_insecure() -> None:
+    """TLS verification is off by the user's choice (``--insecure``): urllib3's warning on every request
+    is silenced for this process (the CLI warns once itself)."""
+    urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
 
 
 def exchange(target: requests.Session, method: str, url: str, *, timeout: Any, verify: Any, max_redirects: int = 3,

@@ -25,7 +25,8 @@ no leader                              503 / 502       both mean "no leader" (50
 ``maxLaunchDelaySeconds`` default      3600 / 300      always written (the job's ``restart``)
 a deployment locks its apps            1.4 – 1.7       new apps that may wait (standbys, held tasks) are
                                                        PUT apart, each its own deployment
-a forced cancel purges the queue       1.4 – 1.7       (see ``purges_queue_on_cancel``)
+a forced cancel purges the queue       1.4 – 1.7       a held task's forced write cancels only its own
+                                                       deployment (it is PUT apart, above)
 =====================================  ==============  ===============================================
 
 docs/cluster.md has the same table for users. Pure: no I/O.
@@ -115,13 +116,6 @@ class Capabilities:
         return self._since("1.4.6")
 
     @property
-    def default_unreachable(self) -> tuple[int, int]:
-        """Marathon's own default (inactiveAfter, expungeAfter) seconds: 300/600 through 1.4.8, 0/0 from
-        1.4.9 (``UnreachableEnabled.DefaultInactiveAfter`` in ``v1.4.8:`` and ``v1.4.9:src/main/scala/
-        mesosphere/marathon/state/UnreachableStrategy.scala``)."""
-        return (0, 0) if self._since("1.4.9") else (300, 600)
-
-    @property
     def unreachable_strategy(self) -> dict[str, int]:
         """What every TF task's app carries (app_templates/task.json.j2): 0/0 (replace a lost task at once,
         kill the old copy when it returns) where it is accepted; on 1.4.0–1.4.5 1/2, the closest that
@@ -188,14 +182,6 @@ class Capabilities:
         ``plan-format``)."""
         return self._since("1.8.0")
 
-    @property
-    def redirects_events(self) -> bool:
-        """A standby answers ``/v2/events`` with a 302 to ``http(s)://<leader host:port>`` from 1.7.50
-        (``v1.7.50:src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala``
-        ``shouldBeRedirectedToLeader``, commit ff0a492c9): ``https`` only with ``--disable_http``, else
-        ``http`` and the leader's http port, under the leader's ``--hostname``. Before, it proxies the stream."""
-        return self._since("1.7.50")
-
     # ------------------------------------------------------------------ a standby's answers
     @property
     def no_leader_status(self) -> int:
@@ -203,14 +189,6 @@ class Capabilities:
         (``v1.7.50:`` and ``v1.7.149:src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala``
         ``ERROR_STATUS_NO_CURRENT_LEADER``). The client fails over on both."""
         return 502 if self._since("1.7.149") else 503
-
-    @property
-    def leader_refused_status(self) -> int:
-        """What a standby answers when its leader cannot be reached ("Connection to leader refused."):
-        502 in 1.4.0–1.4.7, 503 in 1.4.8–1.4.13 (``v1.4.7:`` / ``v1.4.8:src/main/scala/mesosphere/marathon/
-        api/LeaderProxyFilter.scala``), 502 from 1.5 (``v1.5.0:`` the same file; ``releases/1.11:src/main/
-        scala/mesosphere/marathon/api/forwarder/AsyncUrlConnectionRequestForwarder.scala``)."""
-        return 503 if _v("1.4.8") <= (self.version or NEWEST) < _v("1.5.0") else 502
 
     @property
     def leader_refused_means_unsent(self) -> bool:
@@ -225,16 +203,6 @@ class Capabilities:
         again (:mod:`marathon_tf.marathon.marker`)."""
         return self.version is not None and self.version < _v("1.6.486")
 
-    @property
-    def limits_running_deployments(self) -> bool:
-        """403 "Max number (N) of running deployments is achieved" (``--max_running_deployments``) from 1.5.9 on
-        1.5 and 1.6.486 on 1.6 (``TooManyRunningDeploymentsException`` in ``v1.5.9:`` / ``v1.6.486:src/main/scala/
-        mesosphere/marathon/api/MarathonExceptionMapper.scala``; absent in ``v1.5.8:`` and ``v1.6.392:``), and all
-        1.7+. The client tells it from an auth error by its text, whatever the version."""
-        if self.version is None:
-            return True
-        return _v("1.5.9") <= self.version < _v("1.6.0") or self.version >= _v("1.6.486")
-
     # ------------------------------------------------------------------ deployments
     @property
     def deployment_locks_relaunch(self) -> bool:
@@ -248,21 +216,7 @@ class Capabilities:
         there (:mod:`marathon_tf.user.apart`). An unknown version is taken for the newest: False."""
         return self.version is not None and self.version < _v("1.8.0")
 
-    @property
-    def purges_queue_on_cancel(self) -> bool:
-        """A cancelled (e.g. forcefully overridden) deployment purges the launch queue of every app of its
-        plan: ``deploymentFailed`` (``v1.4.3:src/main/scala/mesosphere/marathon/MarathonSchedulerActor.scala
-        :281-283``; in a Future in ``v1.5.15:`` ``:288-291`` and ``v1.7.236:`` ``:283-287``); 1.8's purges
-        nothing. What was dropped waits for the next periodic scale check (``--scale_apps_interval``, 300 s)."""
-        return self.version is not None and self.version < _v("1.8.0")
-
     # ------------------------------------------------------------------ what is read back
-    @property
-    def queue_has_role(self) -> bool:
-        """``/v2/queue`` entries carry ``role`` from 1.9 (``releases/1.9:docs/docs/rest-api/public/api/v2/types/
-        queue.raml``). marathon-tf does not read it: the decline reasons say what it needs."""
-        return self._since("1.9.0")
-
     @property
     def gpu_scheduling_default(self) -> str | None:
         """``--gpu_scheduling_behavior``'s default, or None where the option does not exist (before 1.5.7:
@@ -275,13 +229,6 @@ class Capabilities:
         if not self._since("1.5.7"):
             return None
         return "restricted" if self._since("1.8.0") else "undefined"
-
-    @property
-    def default_max_launch_delay(self) -> int:
-        """``maxLaunchDelaySeconds``' default: 3600 through 1.7, 300 from 1.8 (mesosphere/marathon commit 3b842ed50;
-        ``docs/docs/rest-api/public/api/v2/types/app.raml`` at v1.7.236 and releases/1.8).
-        marathon-tf always writes it (the job's ``restart.max_launch_delay_seconds``)."""
-        return 300 if self._since("1.8.0") else 3600
 
 
 def from_info(info: Any) -> Capabilities:

@@ -81,6 +81,7 @@ from marathon_tf.contract import naming
 from marathon_tf.contract.cluster_spec import Membership
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.plan import Round, RoundCause
+from marathon_tf.contract.restartscope import UNEXECUTABLE_CODES, group_scope
 from marathon_tf.contract.shellexec import signal_name
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.ledger import FAILURE, INFRASTRUCTURE, PREEMPTION, Answer
@@ -90,9 +91,6 @@ __all__ = ["Action", "Decision", "Ending", "ExitPolicy", "decide", "restart_scop
            "is_decider", "reason", "ended_text", "tail_for_reason", "startup_reason", "UNEXECUTABLE_CODES",
            "SELF", "GROUP", "RELAUNCH", "Resize", "plan_resize", "FORM", "GROW", "SHRINK", "BELOW_MIN"]
 
-#: Exit codes that mean "the command could not be executed" (POSIX shells; the bootstrap uses them
-#: for its own spawn errors too): always permanent, a relaunch cannot fix them.
-UNEXECUTABLE_CODES = (126, 127)
 #: Python's own words when the script it was given does not exist (it exits 2 with them): as permanent as
 #: 127, a relaunch in the same sandbox cannot make the file appear (a typo in the command, a missing fetch).
 _NO_SCRIPT = re.compile(r"can't open file '?[^\n]*'?: \[Errno 2\] No such file or directory")
@@ -215,18 +213,6 @@ def decider_task(completion: str) -> str:
 
 def is_decider(ctx: TaskContext) -> bool:
     return ctx.task == decider_task(ctx.completion)
-
-
-def group_scope(style: str, role: str, members: int) -> bool:
-    """Whether a failed ``role`` program needs every member of the job to restart (TF cannot take
-    it back alone, see docs/restarts.md): a ps (its variables and sessions
-    are gone; TF2's coordinator cannot recover from a lost ps), any member of a
-    ``multi_worker_mirrored`` group. A job of one member has no group."""
-    if members < 2:
-        return False
-    if style == "multi_worker_mirrored":
-        return role in ("worker", "chief")
-    return role == "ps"
 
 
 def restart_scope(style: str, role: str, members: int = 2, rounds: bool = False) -> str:

@@ -178,9 +178,9 @@ def connect(url: str | None = None, *, user: str | None = None, password: str | 
     endpoint = config.resolve(url=url, user=user, password=password, token=token, ca_bundle=ca_bundle,
                               insecure=insecure)
     if insecure:
-        import urllib3
+        from marathon_tf.marathon import transport
 
-        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        transport.quiet_insecure()
     return Client(endpoint.urls, user=endpoint.user, password=endpoint.password, token=endpoint.token,
                   verify=endpoint.verify, timeout=CLI_TIMEOUT, retry=RetryPolicy(connection_errors=False),
                   max_bytes=max_bytes)

@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 import requests
 
 from marathon_tf.contract.errors import MarathonError
-from marathon_tf.marathon import shapes
+from marathon_tf.marathon import shapes, transport
 from marathon_tf.mesos.agents import AgentInfo, free_resources
 from marathon_tf.mesos.resources import Resource, Value, ranges_minus, ranges_size
 from marathon_tf.mesos.views import attributes_from_json, resources_from_full, resources_from_summary
@@ -127,13 +127,13 @@ def _origin(url: str) -> tuple[str, str, int | None]:
 
 
 def _session(client: Any, url: str) -> requests.Session:
-    """Marathon's session (its credentials) for a master at Marathon's origin; else one without."""
+    """Marathon's session (its credentials) for a master at Marathon's origin; else one without, bounded
+    as Marathon's."""
     if client is not None and any(_origin(u) == _origin(url) for u in getattr(client, "urls", [])):
         return client.session
-    session = requests.Session()
-    session.verify = getattr(client, "verify", True)
-    session.headers["User-Agent"] = "marathon-tf"
-    return session
+    return transport.session(max_bytes=getattr(client, "max_bytes", None),
+                             deadline=lambda: getattr(client, "deadline", None),
+                             verify=getattr(client, "verify", True), headers={"User-Agent": "marathon-tf"})
 
 
 def _total(slave: Mapping[str, Any]) -> list[Resource]:

@@ -40,7 +40,7 @@ from marathon_tf.user.spec.hints import closest
 from marathon_tf.user.status import job_status
 
 __all__ = [
-    "DeployResult", "check_deployable", "marathon_capabilities", "deploy", "put", "keep_placement", "find_jobs",
+    "DeployResult", "check_deployable", "marathon_capabilities", "put", "keep_placement", "find_jobs",
     "resolve_job", "deployed_spec",
     "parse_scale_args", "ScalePlan", "plan_scale", "scale", "delete", "save_round", "SAVE_TIMEOUT",
 ]
@@ -144,15 +144,6 @@ def check_deployable(client: Client, spec: JobSpec) -> None:
     check_fetch_paths(client, spec)
     check_volume_paths(client, spec)
     check_gpu_feature(client, spec, spec.source)
-
-
-def deploy(client: Client, spec: JobSpec, *, templates_dir: str | None = None, force: bool = False,
-           dry_run: bool = False) -> DeployResult:
-    """Check and PUT the job's rendered group, nothing else (no admission, no earlier run looked at: the
-    whole use case is :func:`marathon_tf.user.pipeline.deploy`)."""
-    check_deployable(client, spec)
-    group = render_group(spec, templates_dir=templates_dir, marathon_version=marathon_capabilities(client))
-    return put(client, spec.name, group, force=force, dry_run=dry_run)
 
 
 def _job_key(job: str, create: bool = True) -> str | None:

@@ -10,7 +10,7 @@ Marathon port and keeps every sandbox, so one code path reads both.
 Which instance: the running one; when none runs (the job ended, or the task waits to
 be relaunched) the newest one the agent kept; ``previous`` the one before that.
 
-The agents get none of Marathon's credentials (:class:`AgentSession`): they have their own HTTP
+The agents get none of Marathon's credentials (:func:`AgentSession`): they have their own HTTP
 authentication (usually none). Only the local runner, whose agent API is served on Marathon's own
 port(s), gets them.
 """
@@ -50,27 +50,13 @@ class LogError(MarathonTFError):
     transient = False
 
 
-class AgentSession(requests.Session):
-    """Requests to the Mesos agents, without Marathon's credentials (``Authorization``, basic auth,
-    a token), except to Marathon's own addresses: there the local runner serves the agent API."""
-
-    def __init__(self, client: Client):
-        super().__init__()
-        self.verify = client.verify
-        self.headers["User-Agent"] = client.session.headers.get("User-Agent", "marathon-tf")
-        self._client = client
-        self._marathon = {_origin(u) for u in client.urls}
-        transport.mount(self, max_bytes=client.max_bytes, deadline=lambda: client.deadline)  # bounded as Marathon's
-
-    def request(self, method, url, *args, **kwargs):
-        if _origin(url) in self._marathon:
-            return self._client.session.request(method, url, *args, **kwargs)
-        return super().request(method, url, *args, **kwargs)
-
-
-def _origin(url: str) -> tuple[str, str]:
-    parts = urlsplit(url)
-    return parts.scheme, parts.netloc.rsplit("@", 1)[-1]
+def AgentSession(client: Client) -> requests.Session:
+    """A session for the Mesos agents (named for what it makes), bounded as Marathon's and without
+    Marathon's credentials (``Authorization``, basic auth, a token); its requests to Marathon's own
+    addresses (where the local runner serves the agent API) go through Marathon's session, with them."""
+    return transport.session(max_bytes=client.max_bytes, deadline=lambda: client.deadline, verify=client.verify,
+                             headers={"User-Agent": client.session.headers.get("User-Agent", "marathon-tf")},
+                             through=(client.session, client.urls))
 
 
 @dataclass

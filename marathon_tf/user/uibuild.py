@@ -39,6 +39,8 @@ UI_VERSION = "1.3.1"
 SOURCE_URL = f"https://github.com/mesosphere/marathon-ui/archive/refs/tags/v{UI_VERSION}.tar.gz"
 #: How long npm may take for the install and for the build (seconds).
 NPM_TIMEOUT = 1800.0
+#: The largest source tarball downloaded: a bound on what a server that never stops sending can fill.
+MAX_DOWNLOAD = 256 << 20
 
 
 class UiBuildError(MarathonTFError):
@@ -93,19 +95,31 @@ def _tools(npm: str) -> None:
                          hint="install Node.js with npm (any current version), e.g. from your package manager")
 
 
-def _download(url: str, into: Path, log: Callable[[str], None]) -> Path:
+def _download(url: str, into: Path, log: Callable[[str], None], max_bytes: int = MAX_DOWNLOAD) -> Path:
+    """The source release at ``url``, saved into ``into`` as it comes (streamed: a slow link may take long,
+    each read within a minute), refused past ``max_bytes``."""
     import requests
+
+    from marathon_tf.marathon import transport
 
     log(f"downloading {url}")
     path = into / f"marathon-ui-{UI_VERSION}.tar.gz"
     try:
-        with requests.get(url, stream=True, timeout=(10, 60)) as r:
+        with transport.session(max_bytes=max_bytes) as s, s.get(url, stream=True, timeout=(10, 60)) as r:
             r.raise_for_status()
+            length = r.headers.get("Content-Length", "")
+            if length.isdigit() and int(length) > max_bytes:
+                raise transport.AnswerTooLarge(max_bytes, int(length))
+            size = 0
             with open(path, "wb") as f:
                 for chunk in r.iter_content(1 << 20):
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise transport.AnswerTooLarge(max_bytes)
                     f.write(chunk)
     except requests.RequestException as e:
-        raise UiBuildError(f"ui-install: cannot download {url}: {e.__class__.__name__}",
+        why = str(e) if isinstance(e, transport.AnswerTooLarge) else e.__class__.__name__
+        raise UiBuildError(f"ui-install: cannot download {url}: {why}",
                            hint="it needs the internet once; or download the source release yourself and give it "
                                 "with --from-tarball FILE") from None
     return path

@@ -2,7 +2,7 @@
 apps that may wait (an elastic role's standbys, tasks its placement holds) and PUTs each by itself, so the
 group's deployment ends once the tasks that must start have, and a ps lost afterwards is relaunched while a
 standby still waits. Played on the local cluster (``marathon_version``), with the job deployed through
-``jobs.deploy`` (no TensorFlow: the program is ``sleep``).
+``pipeline.deploy``, what ``marathon-tf deploy`` runs (no TensorFlow: the program is ``sleep``).
 
 Marathon's source (mesosphere/marathon, paths under ``src/main/scala/mesosphere/marathon/``):
 - the lock: a failed task's ``ScaleRunSpec`` is dropped while a deployment holds its app (v1.4.3
@@ -22,7 +22,7 @@ from polling import wait_for
 
 from marathon_tf.marathon.client import Client, RetryPolicy
 from marathon_tf.marathon.versions import Capabilities, parse_version
-from marathon_tf.user import apart, jobs
+from marathon_tf.user import apart, jobs, pipeline
 from marathon_tf.user.spec import load_dict
 
 #: Agent 1 holds the ps (and the chief), agents 2 and 3 one worker each: worker-2, the standby, never fits.
@@ -48,7 +48,7 @@ def test_a_standby_waiting_keeps_no_deployment_open_and_a_killed_ps_is_relaunche
     cluster, api = cluster_with(**options, **({} if version is None else {"marathon_version": version}))
     client = Client(cluster.marathon_url, retry=RetryPolicy(attempts=3, budget=10, initial=0.2, max_wait=1))
     spec = load_dict(_job(), source="ela.json")
-    jobs.deploy(client, spec)
+    pipeline.deploy(client, spec)
     first = wait_for(lambda: _running(api, "/ela/ps-0"), 30, what="ps-0 running")[0]
     wait_for(lambda: _running(api, "/ela/worker-0") and _running(api, "/ela/worker-1"), 30, what="the two workers")
     queued = {i["app"]["id"] for i in api.get("/v2/queue").json()["queue"]}
@@ -90,7 +90,6 @@ def test_the_versions_whose_deployments_lock_their_apps():
     said = {v: Capabilities(parse_version(v)).deployment_locks_relaunch for v in ("1.4.0", "1.7.236", "1.8.180")}
     assert said == {"1.4.0": True, "1.7.236": True, "1.8.180": False}
     assert Capabilities().deployment_locks_relaunch is False  # unknown: the newest
-    assert Capabilities(parse_version("1.5.15")).purges_queue_on_cancel is True
 
 
 class _Bulk:

@@ -159,8 +159,8 @@ STATUSES = [200, 204, 301, 400, 401, 404, 409, 418, 500, 502, 503]
 
 
 def _calls(c: Client):
-    return [c.info, lambda: c.get_group("/mnist"), c.list_apps, lambda: c.get_app("/mnist/worker-0"),
-            lambda: c.app_tasks("/mnist/worker-0"), c.deployments, c.queue, lambda: c.put_group(GROUP),
+    return [c.info, lambda: c.get_group("/mnist"), lambda: c.get_group("/mnist", embed=("group.apps.tasks",)),
+            c.list_apps, lambda: c.get_app("/mnist/worker-0"), c.deployments, c.queue, lambda: c.put_group(GROUP),
             lambda: c.delete_group("/mnist"), lambda: c.update_apps([{"id": "/mnist/worker-0", "instances": 0}])]
 
 

@@ -51,19 +51,18 @@ def answers(version: str) -> Capabilities:
     return capabilities(version)
 
 
-@pytest.mark.parametrize("version, zero, default, rendered", [
-    ("1.4.0", False, (300, 600), {"inactiveAfterSeconds": 1, "expungeAfterSeconds": 2}),
-    ("1.4.3", False, (300, 600), {"inactiveAfterSeconds": 1, "expungeAfterSeconds": 2}),
-    ("1.4.5", False, (300, 600), {"inactiveAfterSeconds": 1, "expungeAfterSeconds": 2}),
-    ("1.4.6", True, (300, 600), {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}),
-    ("1.4.8", True, (300, 600), {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}),
-    ("1.4.9", True, (0, 0), {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}),
-    ("1.11.24", True, (0, 0), {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}),
+@pytest.mark.parametrize("version, zero, rendered", [
+    ("1.4.0", False, {"inactiveAfterSeconds": 1, "expungeAfterSeconds": 2}),
+    ("1.4.3", False, {"inactiveAfterSeconds": 1, "expungeAfterSeconds": 2}),
+    ("1.4.5", False, {"inactiveAfterSeconds": 1, "expungeAfterSeconds": 2}),
+    ("1.4.6", True, {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}),
+    ("1.4.8", True, {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}),
+    ("1.4.9", True, {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}),
+    ("1.11.24", True, {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}),
 ])
-def test_unreachable_strategy_per_version(version, zero, default, rendered):
+def test_unreachable_strategy_per_version(version, zero, rendered):
     caps = answers(version)
-    assert (caps.accepts_zero_unreachable, caps.default_unreachable, caps.unreachable_strategy) == (
-        zero, default, rendered)
+    assert (caps.accepts_zero_unreachable, caps.unreachable_strategy) == (zero, rendered)
     inactive, expunge = rendered["inactiveAfterSeconds"], rendered["expungeAfterSeconds"]
     if zero:  # v1.4.6+: inactiveAfter >= 0 and <= expungeAfter
         assert 0 <= inactive <= expunge
@@ -94,50 +93,37 @@ def test_what_an_app_may_use(version, networks, is_op, pseudo):
     assert (caps.has_networks, caps.has_constraint_is, caps.has_pseudo_fields) == (networks, is_op, pseudo)
 
 
-@pytest.mark.parametrize("version, light, only_light, redirects", [
-    ("1.4.3", False, False, False), ("1.5.8", False, False, False), ("1.5.9", True, False, False),
-    ("1.6.322", True, False, False), ("1.7.37", True, False, False), ("1.7.50", True, False, True),
-    ("1.7.236", True, False, True), ("1.8.180", False, True, True), ("1.11.0", False, True, True),
+@pytest.mark.parametrize("version, light, only_light", [
+    ("1.4.3", False, False), ("1.5.8", False, False), ("1.5.9", True, False), ("1.6.322", True, False),
+    ("1.7.37", True, False), ("1.7.236", True, False), ("1.8.180", False, True), ("1.11.0", False, True),
 ])
-def test_the_event_stream_per_version(version, light, only_light, redirects):
+def test_the_event_stream_per_version(version, light, only_light):
     caps = answers(version)
-    assert (caps.reads_plan_format_light, caps.light_plans_only, caps.redirects_events) == (
-        light, only_light, redirects)
+    assert (caps.reads_plan_format_light, caps.light_plans_only) == (light, only_light)
 
 
-@pytest.mark.parametrize("version, no_leader, refused, unsent", [
-    ("1.4.3", 503, 502, True), ("1.4.7", 503, 502, True), ("1.4.8", 503, 503, True), ("1.4.13", 503, 503, True),
-    ("1.5.0", 503, 502, True), ("1.6.392", 503, 502, True), ("1.6.486", 503, 502, False),
-    ("1.7.50", 503, 502, False), ("1.7.149", 502, 502, False), ("1.11.0", 502, 502, False),
+@pytest.mark.parametrize("version, no_leader, unsent", [
+    ("1.4.3", 503, True), ("1.4.8", 503, True), ("1.6.392", 503, True), ("1.6.486", 503, False),
+    ("1.7.50", 503, False), ("1.7.149", 502, False), ("1.11.0", 502, False),
 ])
-def test_what_a_standby_answers_per_version(version, no_leader, refused, unsent):
+def test_what_a_standby_answers_per_version(version, no_leader, unsent):
     caps = answers(version)
-    assert (caps.no_leader_status, caps.leader_refused_status, caps.leader_refused_means_unsent) == (
-        no_leader, refused, unsent)
+    assert (caps.no_leader_status, caps.leader_refused_means_unsent) == (no_leader, unsent)
 
 
-@pytest.mark.parametrize("version, limited", [("1.4.13", False), ("1.5.8", False), ("1.5.9", True), ("1.6.392", False),
-                                              ("1.6.486", True), ("1.7.37", True), ("1.11.0", True)])
-def test_too_many_running_deployments_per_version(version, limited):
-    # TooManyRunningDeploymentsException -> 403: v1.5.9 / v1.6.486 .../api/MarathonExceptionMapper.scala
-    assert answers(version).limits_running_deployments is limited
-
-
-@pytest.mark.parametrize("version, role, gpu, delay", [
-    ("1.4.3", False, None, 3600), ("1.5.6", False, None, 3600), ("1.5.7", False, "undefined", 3600),
-    ("1.7.236", False, "undefined", 3600), ("1.8.180", False, "restricted", 300), ("1.9.32", True, "restricted", 300),
-    ("1.11.0", True, "restricted", 300),
+@pytest.mark.parametrize("version, gpu", [
+    ("1.4.3", None), ("1.5.6", None), ("1.5.7", "undefined"), ("1.7.236", "undefined"), ("1.8.180", "restricted"),
+    ("1.11.0", "restricted"),
 ])
-def test_what_is_read_back_per_version(version, role, gpu, delay):
-    caps = answers(version)
-    assert (caps.queue_has_role, caps.gpu_scheduling_default, caps.default_max_launch_delay) == (role, gpu, delay)
+def test_the_gpu_scheduling_default_per_version(version, gpu):
+    assert answers(version).gpu_scheduling_default == gpu
 
 
 def test_an_unknown_version_is_taken_for_the_newest_except_where_only_proof_will_do():
     unknown, newest = Capabilities(), capabilities(str(NEWEST))
     for name in ("accepts_zero_unreachable", "unreachable_strategy", "has_networks", "has_constraint_is",
-                 "has_pseudo_fields", "reads_plan_format_light", "light_plans_only", "redirects_events",
-                 "no_leader_status", "leader_refused_status", "queue_has_role", "gpu_scheduling_default"):
+                 "has_pseudo_fields", "reads_plan_format_light", "light_plans_only", "no_leader_status",
+                 "gpu_scheduling_default"):
         assert getattr(unknown, name) == getattr(newest, name), name
     assert unknown.leader_refused_means_unsent is False  # not known: a refused write is looked for first
     assert unknown.shown == "Marathon (version unknown)" and answers("1.4.3").shown == "Marathon 1.4.3"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import requests
 from click.testing import CliRunner
 from pytest_httpserver import HTTPServer
 from user_helpers import minimal, no_job_yet
@@ -204,6 +205,32 @@ def test_logs_sends_no_marathon_credentials_to_the_agents(httpserver):
         assert r.stdout.splitlines() == ["[worker-0] hi"]
         assert all(req.headers.get("Authorization") == "token=tok-secret" for req, _ in httpserver.log)
         assert agent.log and not [req for req, _ in agent.log if "Authorization" in req.headers]
+    finally:
+        agent.clear()
+        agent.stop()
+
+
+def test_the_agent_session_sends_marathons_credentials_to_marathons_own_addresses_only(httpserver):
+    """The local runner serves the agent API on Marathon's port: there Marathon's session (its token) is used."""
+    from marathon_tf.marathon.client import Client
+    from marathon_tf.user import logs
+
+    agent = HTTPServer(host="127.0.0.1")
+    agent.start()
+    try:
+        for server in (httpserver, agent):
+            server.expect_request("/state").respond_with_json({})
+        client = Client(httpserver.url_for("/"), token="tok-secret")
+        client.limit(30.0)
+        session = logs.AgentSession(client)
+        assert session.get(httpserver.url_for("/state"), timeout=5).json() == {}
+        assert session.get(agent.url_for("/state"), timeout=5).json() == {}
+        assert [req.headers.get("Authorization") for req, _ in httpserver.log] == ["token=tok-secret"]
+        assert [req.headers.get("Authorization") for req, _ in agent.log] == [None]
+        assert agent.log[0][0].headers["User-Agent"] == client.session.headers["User-Agent"]
+        client.deadline = 0.0  # past: the agents' requests are bounded by Marathon's deadline too
+        with pytest.raises(requests.Timeout):
+            session.get(agent.url_for("/state"), timeout=5)
     finally:
         agent.clear()
         agent.stop()

@@ -306,15 +306,19 @@ def test_preemptions_are_never_counted_and_permanent_codes_end_the_job():
     assert crd_errors(manifest) == [] and admission_problems(manifest) == []
 
 
-def test_the_restart_rules_are_the_task_sides():
-    """The user's side does not import the task side: the copies are kept equal here."""
-    from marathon_tf.task.policy import UNEXECUTABLE_CODES, group_scope
+@pytest.mark.parametrize("style, counts", [
+    ("tf1", {"ps": 1, "worker": 2}), ("parameter_server", {"chief": 1, "ps": 2, "worker": 4, "evaluator": 1}),
+    ("multi_worker_mirrored", {"worker": 3}), ("custom", {"ps": 1, "worker": 2}), ("custom", {"worker": 3})])
+def test_a_member_the_task_side_restarts_with_its_group_restarts_the_jobset(style, counts):
+    """One rule (marathon_tf.contract.restartscope) says which members restart together, on Marathon (the
+    keeper's round) and in the export (their Job fails at once; its preemption restarts the JobSet uncounted)."""
+    from marathon_tf.contract.restartscope import group_scope
 
-    assert jobset_mod.UNEXECUTABLE_CODES == UNEXECUTABLE_CODES
-    for style in ("tf1", "parameter_server", "multi_worker_mirrored", "custom"):
-        for role in ("chief", "ps", "worker", "evaluator"):
-            for members in (1, 2, 5):
-                assert jobset_mod.group_restart(style, role, members) == group_scope(style, role, members)
+    manifest = _manifest(minimal(style=style, image="i", roles={r: {"count": n} for r, n in counts.items()}))
+    group = {r for r in counts if group_scope(style, r, sum(counts.values()))}
+    rules = {r["name"]: r for r in manifest["spec"]["failurePolicy"]["rules"]}
+    assert set(rules["Preempted"]["targetReplicatedJobs"] if "Preempted" in rules else []) == group
+    assert all(_rjob(manifest, r)["template"]["spec"]["backoffLimit"] == 0 for r in group)
 
 
 # --- resources, constraints, volumes, labels ------------------------------------------------------------

@@ -13,11 +13,14 @@ import sys
 import tarfile
 import textwrap
 
+import pytest
 import requests
 from click.testing import CliRunner
 from e2e_helpers import MARATHON_TF
 from polling import wait_for
+from werkzeug import Response
 
+from marathon_tf.user import uibuild
 from marathon_tf.user.cli import cli
 
 #: gulpfile.js of marathon-ui v1.3.1, its default task list (the real file's last lines)
@@ -166,3 +169,24 @@ def test_local_clean_ui_removes_the_build_and_only_with_ui(tmp_path):
     assert json.loads(gone.stdout)["ui"]["path"] == str(ui)
     again = CliRunner().invoke(cli, ["local", "clean", "--ui"], env=env)
     assert again.exit_code == 0 and f"no web UI build in {ui}" in again.stderr
+
+
+def test_the_download_is_saved_as_it_comes_and_refused_past_its_limit(httpserver, tmp_path):
+    tarball = os.urandom(3 << 20)
+    httpserver.expect_request("/ui.tar.gz").respond_with_data(tarball, content_type="application/gzip")
+    said: list[str] = []
+    path = uibuild._download(httpserver.url_for("/ui.tar.gz"), tmp_path, said.append)
+    assert path.read_bytes() == tarball and said == [f"downloading {httpserver.url_for('/ui.tar.gz')}"]
+    with pytest.raises(uibuild.UiBuildError, match=r"larger than the 1 MiB limit \(Content-Length 3 MiB\)"):
+        uibuild._download(httpserver.url_for("/ui.tar.gz"), tmp_path, said.append, max_bytes=1 << 20)
+
+    def unannounced():  # no Content-Length: counted as it comes
+        yield from (tarball[i:i + (1 << 16)] for i in range(0, len(tarball), 1 << 16))
+
+    httpserver.expect_request("/chunked.tar.gz").respond_with_handler(
+        lambda request: Response(unannounced(), content_type="application/gzip"))
+    with pytest.raises(uibuild.UiBuildError, match=r"larger than the 1 MiB limit; it was not read"):
+        uibuild._download(httpserver.url_for("/chunked.tar.gz"), tmp_path, said.append, max_bytes=1 << 20)
+    httpserver.expect_request("/gone.tar.gz").respond_with_data("", status=404)
+    with pytest.raises(uibuild.UiBuildError, match="cannot download .*: HTTPError"):
+        uibuild._download(httpserver.url_for("/gone.tar.gz"), tmp_path, said.append)

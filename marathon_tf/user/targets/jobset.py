@@ -16,8 +16,8 @@ The shape (every field name from kubernetes-sigs/jobset v0.12.0 ``api/jobset/v1a
   Job (which completes when all its pods exit 0); ``worker0`` also gives the workers' Job a
   ``successPolicy`` of index 0;
 * the restart budget is the job's: ``failurePolicy.maxRestarts: restart.max_failures``. A member that
-  needs the whole group (a ps; any member of multi_worker_mirrored: :func:`group_restart`, the rule of
-  ``marathon_tf.task.policy.group_scope``) fails its Job at once (``backoffLimit: 0``) and the JobSet
+  needs the whole group (a ps; any member of multi_worker_mirrored: the task side's rule,
+  :func:`marathon_tf.contract.restartscope.group_scope`) fails its Job at once (``backoffLimit: 0``) and the JobSet
   restarts, counted. A member TensorFlow takes back alone (chief, workers, evaluators of tf1 /
   parameter_server / custom) is a new pod of its index (``backoffLimit: restart.max_failures``, then
   the JobSet fails) only where that keeps the one budget (:func:`per_pod_budget`: one such role, none
@@ -48,14 +48,15 @@ from typing import Any
 from marathon_tf import __version__
 from marathon_tf.contract import cluster_spec, naming, spread
 from marathon_tf.contract.errors import UsageError
+from marathon_tf.contract.restartscope import UNEXECUTABLE_CODES, group_scope
 from marathon_tf.user.render import RenderError, render_template, role_facts, template_environment
 from marathon_tf.user.spec import JobSpec, Volume
 from marathon_tf.user.targets import kube
 from marathon_tf.user.targets.losses import job_losses
 
-__all__ = ["JobSetOptions", "build", "jobset_name", "pod_host", "group_restart", "per_pod_budget", "API_VERSION",
-           "MIN_KUBERNETES", "JOBSET_NAME_LABEL", "REPLICATED_JOB_LABEL", "TF_PORT",
-           "TENSORBOARD_PORT", "INDEX_VAR", "UNEXECUTABLE_CODES", "UNTRANSLATABLE_ANNOTATION", "DEFAULT_WORKDIR"]
+__all__ = ["JobSetOptions", "build", "jobset_name", "pod_host", "per_pod_budget", "API_VERSION", "MIN_KUBERNETES",
+           "JOBSET_NAME_LABEL", "REPLICATED_JOB_LABEL", "TF_PORT", "TENSORBOARD_PORT", "INDEX_VAR",
+           "UNTRANSLATABLE_ANNOTATION", "DEFAULT_WORKDIR"]
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 #: The oldest Kubernetes the export is for: JobSet v0.12 supports the latest three minors and is tested on
@@ -70,8 +71,6 @@ TF_PORT, TENSORBOARD_PORT = 2222, 6006
 INDEX_VAR = "JOB_COMPLETION_INDEX"
 #: the Job controller's annotation of a pod's completion index (``batch.kubernetes.io/job-completion-index``)
 INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
-#: as ``marathon_tf.task.policy.UNEXECUTABLE_CODES`` (the task side; a test keeps them equal)
-UNEXECUTABLE_CODES = (126, 127)
 UNTRANSLATABLE_ANNOTATION = "marathon-tf/untranslatable"
 DEFAULT_WORKDIR = "/workspace"
 #: etcd's default request limit (``--max-request-bytes``): the largest object a cluster stores
@@ -122,17 +121,6 @@ def pod_host(name: str, role: str, index: int) -> str:
     """Task (role, index)'s pod host name: JobSet's ``<jobset>-<replicatedJob>-<jobIndex>-<podIndex>``
     (``pkg/util/placement.GenPodName``), job index 0."""
     return f"{name}-{role}-0-{int(index)}"
-
-
-def group_restart(style: str, role: str, members: int) -> bool:
-    """Whether a failed ``role`` needs every member restarted (TensorFlow cannot take it back alone):
-    a ps; any member of a ``multi_worker_mirrored`` job. The rule of ``marathon_tf.task.policy.group_scope``
-    (the task side, which the user's side does not import; a test keeps them equal)."""
-    if members < 2:
-        return False
-    if style == "multi_worker_mirrored":
-        return role in ("worker", "chief")
-    return role == "ps"
 
 
 @dataclass
@@ -415,7 +403,7 @@ def build(spec: JobSpec, options: JobSetOptions, *,
     cluster = job.cluster()
     members = sum(spec.cluster_counts().values())
     roles = [r for r in naming.ROLES if spec.role(r).count]
-    group = [r for r in roles if r != "tensorboard" and group_restart(spec.style, r, members)]
+    group = [r for r in roles if r != "tensorboard" and group_scope(spec.style, r, members)]
     alone = [r for r in roles if r != "tensorboard" and r not in group]
     job.per_pod = per_pod_budget(group, alone)
     env = template_environment(templates_dir)

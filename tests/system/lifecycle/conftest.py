@@ -51,8 +51,10 @@ class LocalJob:
             self.lines.append((time.monotonic(), task, stream, line))
 
     def deploy(self) -> LocalJob:
+        from marathon_tf.user import pipeline
+
         self.tailer.start()
-        self.jobs.deploy(self.client, self.spec)
+        pipeline.deploy(self.client, self.spec)
         return self
 
     def status(self) -> dict:

@@ -1,9 +1,9 @@
 """End to end on the local runner with real TensorFlow: completion, failures, restarts, scaling.
 
 Each job is the TF1 between-graph example (1 ps + 2 workers, flags, checkpoints in a shared
-volume), deployed through ``jobs.deploy`` on an in-process LocalCluster; the tasks' output is
-read from their sandboxes as it appears. Step counts are small: every TF process costs ~0.6 GiB
-and 3-7 s to start on this machine."""
+volume), deployed through ``pipeline.deploy`` (what ``marathon-tf deploy`` runs) on an in-process
+LocalCluster; the tasks' output is read from their sandboxes as it appears. Step counts are small:
+every TF process costs ~0.6 GiB and 3-7 s to start on this machine."""
 
 import json
 import os

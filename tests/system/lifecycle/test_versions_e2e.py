@@ -125,8 +125,12 @@ def _disrupt(job, cluster, scenario: str) -> None:
     elif scenario == "scale":
         jobs.scale(job.client, job.name, {"worker": ("=", 3)})
     else:  # an agent lost: the ps's
-        ps = job.client.app_tasks(f"/{job.name}/ps-0")[0]
-        assert cluster.kill_agent(ps["host"]) == [ps["id"]]
+        from marathon_tf.contract import naming
+        from marathon_tf.marathon.model import job_apps
+
+        group = job.client.get_group(naming.group_id(job.name), embed=("group.apps", "group.apps.tasks"))
+        ps = job_apps(group)["ps-0"].tasks[0]
+        assert cluster.kill_agent(ps.host) == [ps.id]
 
 
 @pytest.mark.timeout(420)
