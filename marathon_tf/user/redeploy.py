@@ -131,7 +131,7 @@ def start_fresh(client: Client, job: str, previous: Previous, *, wait: float = 6
     deadline = time.monotonic() + wait
     while previous.group is not None:
         group = _group(client, job)
-        if group is None or not any(app.get("tasks") for app in job_apps(group).values()):
+        if group is None or not any(app.tasks for app in job_apps(group).values()):
             break
         if time.monotonic() >= deadline:
             raise UsageError(f"--fresh: tasks of {job} are still stopping after {wait:g} s; nothing was removed",
