@@ -75,9 +75,9 @@ def task_state(app: Mapping[str, Any]) -> str | None:
         task = app.newest_task()
         if task is not None:
             return task.state
-    elif app.get("tasksRunning"):
+    elif app.tasks_running:
         return RUNNING
-    elif app.get("tasksStaged"):
+    elif app.tasks_staged:
         return "TASK_STAGING"
     return STOPPED if app.instances == 0 else None
 

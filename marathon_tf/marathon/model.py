@@ -44,6 +44,10 @@ def _objects(value: Any) -> list[Mapping[str, Any]]:
     return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
 
 
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
 def _ints(value: Any) -> tuple[int, ...]:
     out = []
     for v in value if isinstance(value, list) else []:
@@ -187,6 +191,10 @@ class App(dict[str, Any]):
     config_version: str
     #: Its tasks (with ``embed=...tasks``); () when not asked for.
     tasks: tuple[Task, ...]
+    #: Its counts of running and staged tasks (``tasksRunning``, ``tasksStaged``: ``GET /v2/apps`` lists them
+    #: without embedding the tasks); 0 when absent.
+    tasks_running: int
+    tasks_staged: int
     last_failure: Failure | None
     #: The ids of the deployments that name it.
     deployments: tuple[str, ...]
@@ -204,6 +212,7 @@ class App(dict[str, Any]):
         self.version = _str(self.get("version"))
         self.config_version = str(_map(self.get("versionInfo")).get("lastConfigChangeAt") or self.version or "")
         self.tasks = tuple(Task.parse(t) for t in _objects(self.get("tasks")))
+        self.tasks_running, self.tasks_staged = _count(self.get("tasksRunning")), _count(self.get("tasksStaged"))
         self.last_failure = Failure.parse(self.get("lastTaskFailure"))
         self.deployments = tuple(str(d["id"]) for d in _objects(self.get("deployments")) if d.get("id"))
         constraints = self.get("constraints")
