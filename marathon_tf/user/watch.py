@@ -131,7 +131,7 @@ def _placed_by_leader(client: Client, job: str) -> bool:
         group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps"))
     except MarathonError:
         return False
-    return any(spread.RULES_LABEL in (a.get("labels") or {}) for a in job_apps(group).values())
+    return any(spread.RULES_LABEL in a.labels for a in job_apps(group).values())
 
 
 def _converged(client: Client, job: str) -> bool:
