@@ -28,8 +28,8 @@ from typing import Any
 from marathon_tf.contract import labels as L
 from marathon_tf.contract import naming
 
-__all__ = ["Task", "Failure", "HealthResult", "App", "job_apps", "parse_apps", "newest_task", "oldest_first",
-           "wall"]
+__all__ = ["Task", "Failure", "HealthResult", "App", "Deployment", "job_apps", "parse_apps", "newest_task",
+           "oldest_first", "wall"]
 
 
 def _str(value: Any) -> str | None:
@@ -104,6 +104,20 @@ class Failure:
     def text(self) -> str:
         """In one line: ``TASK_FAILED: Command exited with status 1``."""
         return f"{self.state or ''}: {self.message or ''}".strip(": ")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One deployment as ``GET /v2/deployments`` lists it: its id and the ids of the apps its plan changes."""
+
+    id: str | None
+    affected_apps: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, raw: Any) -> Deployment:
+        raw = raw if isinstance(raw, Mapping) else {}
+        apps = raw.get("affectedApps")
+        return cls(_str(raw.get("id")), tuple(str(a) for a in apps) if isinstance(apps, list) else ())
 
 
 class Task(dict[str, Any]):
