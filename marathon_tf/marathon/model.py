@@ -3,7 +3,8 @@
 The rest of marathon-tf reads these attributes, never Marathon's fields: ``app.tasks`` (not
 ``app["tasks"]``), ``task.host``, ``task.started_at``, ``app.last_failure.state``,
 ``app.config_version`` (``versionInfo.lastConfigChangeAt``, else the version), ``app.deployments`` (their
-ids), ``app.instances`` (1 when absent, as Marathon defaults it). ``tests/test_layout.py`` holds the rest
+ids), ``app.instances`` (1 when absent, as Marathon defaults it), ``app.newest_task()``; a deployment
+``GET /v2/deployments`` lists is a :class:`Deployment`. ``tests/test_layout.py`` holds the rest
 of the package to that.
 
 :class:`App` and :class:`Task` are also the JSON objects they were read from (``dict`` subclasses):
