@@ -19,8 +19,9 @@ timestamp" each mean one thing.
 * **Timestamps** (:func:`wall`, :func:`age`): ISO 8601 with a ``Z`` (``2026-11-24T06:37:55.582Z``).
 
 Pure: Marathon's objects in (plain dicts or the typed :class:`~marathon_tf.marathon.model.App` and
-:class:`~marathon_tf.marathon.model.Task`, read through the latter), values out; the tasks returned are
-:class:`~marathon_tf.marathon.model.Task`.
+:class:`~marathon_tf.marathon.model.Task`, read through the latter), values out: :func:`newest_running` and
+:func:`oldest_first` give :class:`~marathon_tf.marathon.model.Task`, :func:`newest` the entry it was given.
+:func:`wall` and :func:`oldest_first` are :mod:`~marathon_tf.marathon.model`'s.
 """
 
 from __future__ import annotations
