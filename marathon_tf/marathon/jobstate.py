@@ -22,7 +22,8 @@ listed yet may be done already: :func:`marathon_tf.user.watch.wait_deployment`).
 
 The apps may come with their tasks (``group.apps.tasks``, ``apps.tasks``), or without them as
 ``GET /v2/apps`` lists them by default: then their counts (``tasksRunning``, ``tasksStaged``) say
-the same. Pure: plain dicts in, values out (``.get()`` only).
+the same. Pure: Marathon's apps in (plain dicts or :class:`~marathon_tf.marathon.model.App`, read through
+the latter), values out.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from typing import Any
 from marathon_tf.contract import labels as L
 from marathon_tf.contract.plan import StopReason
 from marathon_tf.contract.spread import displaced
-from marathon_tf.marathon.tasks import RUNNING, newest
+from marathon_tf.marathon.model import App, Task
+from marathon_tf.marathon.tasks import RUNNING
 
 __all__ = ["job_labels", "stored_spec", "task_state", "job_state", "converged", "standbys", "planned_stop",
            "restarting", "replaced", "config_version", "STOPPED"]
@@ -47,14 +49,14 @@ def job_labels(apps: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """Every ``marathon-tf/`` label of the job's apps, merged (the record is on every app)."""
     out: dict[str, str] = {}
     for app in apps:
-        out.update({k: str(v) for k, v in (app.get("labels") or {}).items() if k.startswith(L.PREFIX)})
+        out.update({k: v for k, v in App.parse(app).labels.items() if k.startswith(L.PREFIX)})
     return out
 
 
 def stored_spec(apps: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The job file as deployed (the ``marathon-tf/spec`` label worker-0 carries), or {} if unreadable."""
     for app in apps:
-        raw = (app.get("labels") or {}).get(L.SPEC)
+        raw = App.parse(app).labels.get(L.SPEC)
         if raw:
             try:
                 spec = json.loads(raw)
@@ -68,53 +70,53 @@ def task_state(app: Mapping[str, Any]) -> str | None:
     """The state of the app's task: its newest task's (``TASK_RUNNING``, …), :data:`STOPPED` for an
     app at 0 instances without one, None while it waits to be placed. Without embedded tasks, from
     the app's counts."""
+    app = App.parse(app)
     if "tasks" in app:
-        task = newest(app.get("tasks"))
+        task = app.newest_task()
         if task is not None:
-            return str(task.get("state"))
-    elif app.get("tasksRunning"):
+            return task.state
+    elif app.tasks_running:
         return RUNNING
-    elif app.get("tasksStaged"):
+    elif app.tasks_staged:
         return "TASK_STAGING"
-    return STOPPED if app.get("instances", 1) == 0 else None
+    return STOPPED if app.instances == 0 else None
 
 
-def _bounds(app: Mapping[str, Any]) -> tuple[int, int] | None:
-    low, sep, high = str((app.get("labels") or {}).get(L.ELASTIC) or "").partition("..")
+def _bounds(app: App) -> tuple[int, int] | None:
+    low, sep, high = (app.labels.get(L.ELASTIC) or "").partition("..")
     return (int(low), int(high)) if sep and low.isdigit() and high.isdigit() else None
 
 
 def standbys(apps: Iterable[Mapping[str, Any]]) -> list[str]:
     """The ids of an elastic role's apps that wait (no task running) while at least its minimum run."""
-    apps = list(apps)
     out: list[str] = []
-    roles: dict[str, tuple[tuple[int, int], list[Mapping[str, Any]]]] = {}
-    for app in apps:
+    roles: dict[str, tuple[tuple[int, int], list[App]]] = {}
+    for app in map(App.parse, apps):
         bounds = _bounds(app)
         if bounds is not None:
-            roles.setdefault(str((app.get("labels") or {}).get(L.ROLE)), (bounds, []))[1].append(app)
+            roles.setdefault(str(app.labels.get(L.ROLE)), (bounds, []))[1].append(app)
     for (low, _), role_apps in roles.values():
         waiting = [a for a in role_apps if task_state(a) != RUNNING]
         if len(role_apps) - len(waiting) >= low:
-            out += [str(a.get("id")) for a in waiting if task_state(a) != STOPPED]
+            out += [str(a.id) for a in waiting if task_state(a) != STOPPED]
     return out
 
 
 def job_state(apps: Iterable[Mapping[str, Any]]) -> L.JobState:
     """The job's state (see the module)."""
-    apps = list(apps)
-    recorded = job_labels(apps).get(L.STATE)
+    parsed = [App.parse(a) for a in apps]
+    recorded = job_labels(parsed).get(L.STATE)
     if recorded in L.RECORDED:
-        if recorded == L.NOT_PLACED and job_labels(apps).get(L.NEXT_ATTEMPT_AT):
+        if recorded == L.NOT_PLACED and job_labels(parsed).get(L.NEXT_ATTEMPT_AT):
             return L.JobState.QUEUED
         return L.JobState(recorded)
-    waiting = set(standbys(apps))
-    states = [task_state(app) for app in apps if app.get("id") not in waiting]
+    waiting = set(standbys(parsed))
+    states = [task_state(app) for app in parsed if app.id not in waiting]
     if states and all(s == STOPPED for s in states):
         return L.JobState.STOPPED
     if states and all(s == RUNNING for s in states):
         return L.JobState.RUNNING
-    if any(app.get("deployments") for app in apps):
+    if any(app.deployments for app in parsed):
         return L.JobState.DEPLOYING
     return L.JobState.STARTING
 
@@ -123,25 +125,23 @@ def converged(apps: Iterable[Mapping[str, Any]]) -> bool:
     """Whether the job's apps (with their tasks and deployments) show no deployment left to do: none
     names a deployment, and each runs exactly its ``instances`` tasks launched at or after its
     ``versionInfo.lastConfigChangeAt``; False for no app."""
-    apps = list(apps)
-    waiting = set(standbys(apps))
-    for app in apps:
-        if app.get("id") in waiting:
+    parsed = [App.parse(a) for a in apps]
+    waiting = set(standbys(parsed))
+    for app in parsed:
+        if app.id in waiting:
             continue  # an elastic job's standby: it waits in Marathon's queue for as long as it takes
-        if app.get("deployments"):
+        if app.deployments:
             return False
-        changed = (app.get("versionInfo") or {}).get("lastConfigChangeAt") or app.get("version") or ""
-        current = [t for t in app.get("tasks") or []
-                   if t.get("state") == RUNNING and (t.get("version") or "") >= changed]
-        if len(current) != app.get("instances", 1):
+        current = [t for t in app.tasks if t.state == RUNNING and (t.version or "") >= app.config_version]
+        if len(current) != app.instances:
             return False
-    return bool(apps)
+    return bool(parsed)
 
 
 def config_version(app: Mapping[str, Any]) -> str:
     """The app's current configuration (``versionInfo.lastConfigChangeAt``, else its version): a task
     launched before it runs an older one (a scaling alone does not change it)."""
-    return str((app.get("versionInfo") or {}).get("lastConfigChangeAt") or app.get("version") or "")
+    return App.parse(app).config_version
 
 
 def replaced(app: Mapping[str, Any], task: Mapping[str, Any]) -> bool:
@@ -150,9 +150,9 @@ def replaced(app: Mapping[str, Any], task: Mapping[str, Any]) -> bool:
     with the new configuration, ``upgradeStrategy`` 0/0). A peer found there would be gone in a moment:
     its address is not the one the job's new cluster spec will have. A configuration change without a
     deployment (a forced one cancelled it) replaces nothing: Marathon leaves such tasks running."""
-    if not app.get("deployments"):
+    if not App.parse(app).deployments:
         return False
-    version, changed = str(task.get("version") or ""), config_version(app)
+    version, changed = Task.parse(task).version or "", config_version(app)
     return bool(version and changed and version < changed)
 
 
@@ -163,9 +163,10 @@ def planned_stop(app: Mapping[str, Any] | None, version: str | None) -> StopReas
     job restarts with the new cluster spec); None when nothing says so (a failure, a preemption)."""
     if app is None:
         return StopReason.APP_REMOVED
-    if (app.get("labels") or {}).get(L.STATE):
+    app = App.parse(app)
+    if app.labels.get(L.STATE):
         return StopReason.JOB_ENDED
-    changed = config_version(app)
+    changed = app.config_version
     if version and changed and changed > version:
         return StopReason.NEW_CONFIGURATION
     return None
@@ -175,15 +176,17 @@ def restarting(app: Mapping[str, Any]) -> str | None:
     """The version of the task a new configuration of ``app`` is restarting now, or None: while a
     deployment names the app, its newest task was launched with an older configuration (it is being
     stopped), or it has none yet and its last one was stopped for the new configuration."""
-    if not app.get("deployments") or (app.get("labels") or {}).get(L.STATE):
+    app = App.parse(app)
+    if not app.deployments or app.labels.get(L.STATE):
         return None
     moved = displaced(app)  # the job's placement moved or held this task: a placement wait, no restart
-    task = newest(app.get("tasks"))
+    task = app.newest_task()
     if task is not None:
-        return str(task.get("version")) if replaced(app, task) and not (moved and task.get("id") == moved) else None
-    ltf = app.get("lastTaskFailure") or {}
-    version = str(ltf.get("version") or "")
-    if ltf.get("state") == "TASK_KILLED" and planned_stop(app, version) \
-            and not (moved and ltf.get("taskId") == moved):
+        return str(task.version) if replaced(app, task) and not (moved and task.id == moved) else None
+    failure = app.last_failure
+    if failure is None:
+        return None
+    version = failure.version or ""
+    if failure.state == "TASK_KILLED" and planned_stop(app, version) and not (moved and failure.task_id == moved):
         return version
     return None

@@ -3,7 +3,8 @@
 The rest of marathon-tf reads these attributes, never Marathon's fields: ``app.tasks`` (not
 ``app["tasks"]``), ``task.host``, ``task.started_at``, ``app.last_failure.state``,
 ``app.config_version`` (``versionInfo.lastConfigChangeAt``, else the version), ``app.deployments`` (their
-ids), ``app.instances`` (1 when absent, as Marathon defaults it). ``tests/test_layout.py`` holds the rest
+ids), ``app.instances`` (1 when absent, as Marathon defaults it), ``app.newest_task()``; a deployment
+``GET /v2/deployments`` lists is a :class:`Deployment`. ``tests/test_layout.py`` holds the rest
 of the package to that.
 
 :class:`App` and :class:`Task` are also the JSON objects they were read from (``dict`` subclasses):
@@ -22,12 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from marathon_tf.contract import labels as L
 from marathon_tf.contract import naming
 
-__all__ = ["Task", "Failure", "HealthResult", "App", "job_apps", "parse_apps"]
+__all__ = ["Task", "Failure", "HealthResult", "App", "Deployment", "job_apps", "parse_apps", "newest_task",
+           "oldest_first", "wall"]
 
 
 def _str(value: Any) -> str | None:
@@ -42,6 +45,10 @@ def _objects(value: Any) -> list[Mapping[str, Any]]:
     return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
 
 
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
 def _ints(value: Any) -> tuple[int, ...]:
     out = []
     for v in value if isinstance(value, list) else []:
@@ -50,6 +57,20 @@ def _ints(value: Any) -> tuple[int, ...]:
         except (TypeError, ValueError):
             out.append(0)
     return tuple(out)
+
+
+def wall(timestamp: Any) -> float | None:
+    """A Marathon timestamp (``2026-11-24T06:37:55.582Z``) as Unix seconds; None when missing or bad.
+    One without a zone is read as UTC (Marathon always writes ``Z``)."""
+    if not timestamp or not isinstance(timestamp, str):
+        return None
+    try:
+        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=timezone.utc)
+    return then.timestamp()
 
 
 @dataclass(frozen=True)
@@ -84,6 +105,20 @@ class Failure:
     def text(self) -> str:
         """In one line: ``TASK_FAILED: Command exited with status 1``."""
         return f"{self.state or ''}: {self.message or ''}".strip(": ")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One deployment as ``GET /v2/deployments`` lists it: its id and the ids of the apps its plan changes."""
+
+    id: str | None
+    affected_apps: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, raw: Any) -> Deployment:
+        raw = raw if isinstance(raw, Mapping) else {}
+        apps = raw.get("affectedApps")
+        return cls(_str(raw.get("id")), tuple(str(a) for a in apps) if isinstance(apps, list) else ())
 
 
 class Task(dict[str, Any]):
@@ -135,6 +170,28 @@ class Task(dict[str, Any]):
         return "healthy" if all(r.alive for r in self.health_results) else "unhealthy"
 
 
+def _since(task: Task) -> float:
+    return wall(task.started_at) or wall(task.staged_at) or 0.0
+
+
+def _tasks(tasks: Iterable[Any] | None) -> list[Task]:
+    return [Task.parse(t) for t in tasks or [] if isinstance(t, Mapping)]
+
+
+def newest_task(tasks: Iterable[Any] | None, states: Iterable[str] | None = None) -> Task | None:
+    """The newest task (latest ``startedAt``, else ``stagedAt``: a relaunch can overlap the task it replaces)
+    among those in ``states`` (None: any task with a state); None when there is none. Entries that are not
+    objects are skipped."""
+    wanted = None if states is None else set(states)
+    candidates = [t for t in _tasks(tasks) if t.state and (wanted is None or t.state in wanted)]
+    return max(candidates, key=_since, default=None)
+
+
+def oldest_first(tasks: Iterable[Any] | None) -> list[Task]:
+    """The tasks (objects only) from the oldest to the newest, by the same time as :func:`newest_task`."""
+    return sorted(_tasks(tasks), key=_since)
+
+
 class App(dict[str, Any]):
     """One Marathon app as read (``/v2/apps``, a group's ``apps``), with what marathon-tf reads of it."""
 
@@ -149,6 +206,10 @@ class App(dict[str, Any]):
     config_version: str
     #: Its tasks (with ``embed=...tasks``); () when not asked for.
     tasks: tuple[Task, ...]
+    #: Its counts of running and staged tasks (``tasksRunning``, ``tasksStaged``: ``GET /v2/apps`` lists them
+    #: without embedding the tasks); 0 when absent.
+    tasks_running: int
+    tasks_staged: int
     last_failure: Failure | None
     #: The ids of the deployments that name it.
     deployments: tuple[str, ...]
@@ -166,15 +227,20 @@ class App(dict[str, Any]):
         self.version = _str(self.get("version"))
         self.config_version = str(_map(self.get("versionInfo")).get("lastConfigChangeAt") or self.version or "")
         self.tasks = tuple(Task.parse(t) for t in _objects(self.get("tasks")))
+        self.tasks_running, self.tasks_staged = _count(self.get("tasksRunning")), _count(self.get("tasksStaged"))
         self.last_failure = Failure.parse(self.get("lastTaskFailure"))
         self.deployments = tuple(str(d["id"]) for d in _objects(self.get("deployments")) if d.get("id"))
         constraints = self.get("constraints")
-        self.constraints = tuple(tuple(str(x) for x in c) for c in (constraints if isinstance(constraints, list) else [])
-                                 if isinstance(c, list))
+        self.constraints = tuple(tuple(str(x) for x in c)
+                                 for c in (constraints if isinstance(constraints, list) else []) if isinstance(c, list))
 
     @classmethod
     def parse(cls, raw: Any) -> App:
         return raw if isinstance(raw, App) else cls(raw if isinstance(raw, Mapping) else {})
+
+    def newest_task(self, states: Iterable[str] | None = None) -> Task | None:
+        """Its newest task in ``states`` (None: in any state): :func:`newest_task`."""
+        return newest_task(self.tasks, states)
 
     @property
     def task_name(self) -> str | None:

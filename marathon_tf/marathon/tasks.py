@@ -5,8 +5,9 @@ Every reader of ``/v2/apps`` or ``/v2/groups?embed=group.apps.tasks`` (the user'
 these few functions, so that "the newest task", "its port named ``status``" and "a Marathon
 timestamp" each mean one thing.
 
-* **Newest** (:func:`newest`): an app of ours has one instance, but a relaunch can overlap the task it
-  replaces (Marathon starts the new one while the old is killed, or an unreachable one is replaced):
+* **Newest** (:func:`newest`; typed: :meth:`~marathon_tf.marathon.model.App.newest_task`): an app of ours
+  has one instance, but a relaunch can overlap the task it replaces (Marathon starts the new one while the
+  old is killed, or an unreachable one is replaced):
   the task with the latest ``startedAt`` wins; one not started yet counts by its ``stagedAt``
   (``startedAt`` is absent until ``TASK_RUNNING``: Marathon 1.4–1.11 ``raml/Task``
   ``docs/docs/rest-api/public/api/v2/types/task.raml``), so a running task beats an older staged
@@ -17,15 +18,19 @@ timestamp" each mean one thing.
   host ports the task has no ``ports``: the container port and the task's ``ipAddresses`` are used.
 * **Timestamps** (:func:`wall`, :func:`age`): ISO 8601 with a ``Z`` (``2026-11-24T06:37:55.582Z``).
 
-Pure: plain dicts in, values out (``.get()`` only: Marathon adds fields between versions).
+Pure: Marathon's objects in (plain dicts or the typed :class:`~marathon_tf.marathon.model.App` and
+:class:`~marathon_tf.marathon.model.Task`, read through the latter), values out: :func:`newest_running` and
+:func:`oldest_first` give :class:`~marathon_tf.marathon.model.Task`, :func:`newest` the entry it was given.
+:func:`wall` and :func:`oldest_first` are :mod:`~marathon_tf.marathon.model`'s.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timezone
 from typing import Any
+
+from marathon_tf.marathon.model import App, Task, newest_task, oldest_first, wall
 
 __all__ = ["RUNNING", "ACTIVE", "wall", "age", "started_at", "newest", "newest_running", "oldest_first", "health",
            "last_failure", "port_index", "task_port", "task_host", "task_address", "task_url"]
@@ -34,22 +39,6 @@ RUNNING = "TASK_RUNNING"
 #: Task states of a task that is (about to be) alive.
 ACTIVE = ("TASK_STAGING", "TASK_STARTING", "TASK_RUNNING")
 
-Task = Mapping[str, Any]
-
-
-def wall(timestamp: Any) -> float | None:
-    """A Marathon timestamp (``2026-11-24T06:37:55.582Z``) as Unix seconds; None when missing or bad.
-    One without a zone is read as UTC (Marathon always writes ``Z``)."""
-    if not timestamp or not isinstance(timestamp, str):
-        return None
-    try:
-        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if then.tzinfo is None:
-        then = then.replace(tzinfo=timezone.utc)
-    return then.timestamp()
-
 
 def age(timestamp: Any, *, now: Callable[[], float] = time.time) -> float | None:
     """Seconds since a Marathon timestamp, to 0.1 s (never negative); None when missing or bad."""
@@ -57,48 +46,34 @@ def age(timestamp: Any, *, now: Callable[[], float] = time.time) -> float | None
     return None if then is None else round(max(0.0, now() - then), 1)
 
 
-def started_at(task: Task) -> str | None:
+def started_at(task: Mapping[str, Any]) -> str | None:
     """When the task started (``startedAt``), else when it was staged (``stagedAt``), as Marathon wrote it."""
-    return task.get("startedAt") or task.get("stagedAt") or None
+    return Task.parse(task).since
 
 
-def _since(task: Task) -> float:
-    return wall(task.get("startedAt")) or wall(task.get("stagedAt")) or 0.0
-
-
-def newest(tasks: Iterable[Any] | None, states: Iterable[str] | None = None) -> Task | None:
+def newest(tasks: Iterable[Any] | None, states: Iterable[str] | None = None) -> Mapping[str, Any] | None:
     """The newest task (latest ``startedAt``, else ``stagedAt``) among those in ``states`` (None:
-    any task with a state); None when there is none. Entries that are not objects are skipped."""
-    wanted = None if states is None else set(states)
-    candidates = [t for t in tasks or [] if isinstance(t, Mapping) and t.get("state")
-                  and (wanted is None or t.get("state") in wanted)]
-    return max(candidates, key=_since, default=None)
-
-
-def oldest_first(tasks: Iterable[Any] | None) -> list[Task]:
-    """The tasks (objects only) from the oldest to the newest, by the same time as :func:`newest`."""
-    return sorted((t for t in tasks or [] if isinstance(t, Mapping)), key=_since)
+    any task with a state); None when there is none. Entries that are not objects are skipped. The entry
+    itself (typed: :func:`~marathon_tf.marathon.model.newest_task`, ``app.newest_task()``)."""
+    pairs = [(t, Task.parse(t)) for t in tasks or [] if isinstance(t, Mapping)]
+    best = newest_task([typed for _, typed in pairs], states)
+    return next((t for t, typed in pairs if typed is best), None)
 
 
 def newest_running(app: Mapping[str, Any] | None) -> Task | None:
     """The app's newest ``TASK_RUNNING`` task, or None."""
-    return newest((app or {}).get("tasks"), (RUNNING,))
+    return App.parse(app).newest_task((RUNNING,))
 
 
-def health(task: Task) -> str:
+def health(task: Mapping[str, Any]) -> str:
     """``healthy`` (every health check result alive), ``unhealthy``, or ``unknown`` (no result yet)."""
-    results = [r for r in task.get("healthCheckResults") or [] if isinstance(r, Mapping)]
-    if not results:
-        return "unknown"
-    return "healthy" if all(r.get("alive") for r in results) else "unhealthy"
+    return Task.parse(task).health
 
 
 def last_failure(app: Mapping[str, Any]) -> str | None:
     """The app's ``lastTaskFailure`` in one line (``TASK_FAILED: Command exited with status 1``), or None."""
-    failure = app.get("lastTaskFailure") or {}
-    if not isinstance(failure, Mapping) or not failure:
-        return None
-    return f"{failure.get('state', '')}: {failure.get('message', '')}".strip(": ")
+    failure = App.parse(app).last_failure
+    return None if failure is None else failure.text
 
 
 def _port_list(app: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -117,15 +92,15 @@ def port_index(app: Mapping[str, Any], name: str) -> int | None:
     return None
 
 
-def task_port(app: Mapping[str, Any], task: Task, name: str) -> int | None:
+def task_port(app: Mapping[str, Any], task: Mapping[str, Any], name: str) -> int | None:
     """The host port of the task's port named ``name``; on a container network without host ports,
     the mapping's ``containerPort``. None when the app has no such port or the task none yet."""
     index = port_index(app, name)
     if index is None:
         return None
-    ports = task.get("ports") or []
+    ports = Task.parse(task).ports
     if index < len(ports) and ports[index]:
-        return int(ports[index])
+        return ports[index]
     mappings = (app.get("container") or {}).get("portMappings") or []
     if not ports and index < len(mappings) and isinstance(mappings[index], Mapping):
         port = mappings[index].get("containerPort")
@@ -133,25 +108,22 @@ def task_port(app: Mapping[str, Any], task: Task, name: str) -> int | None:
     return None
 
 
-def task_host(task: Task, *, container_network: bool = False) -> str | None:
+def task_host(task: Mapping[str, Any], *, container_network: bool = False) -> str | None:
     """The task's agent hostname; its first ``ipAddresses`` entry on a container network."""
-    if container_network:
-        ips = [a.get("ipAddress") for a in task.get("ipAddresses") or [] if isinstance(a, Mapping)]
-        ip = next((ip for ip in ips if ip), None)
-        if ip:
-            return str(ip)
-    host = task.get("host")
-    return str(host) if host else None
+    task = Task.parse(task)
+    if container_network and task.ip_addresses:
+        return task.ip_addresses[0]
+    return task.host
 
 
-def task_address(app: Mapping[str, Any], task: Task, name: str, *, container_network: bool = False
+def task_address(app: Mapping[str, Any], task: Mapping[str, Any], name: str, *, container_network: bool = False
                  ) -> str | None:
     """``host:port`` of the task's port named ``name``, or None."""
     host, port = task_host(task, container_network=container_network), task_port(app, task, name)
     return f"{host}:{port}" if host and port else None
 
 
-def task_url(app: Mapping[str, Any], task: Task, name: str, path: str = "") -> str | None:
+def task_url(app: Mapping[str, Any], task: Mapping[str, Any], name: str, path: str = "") -> str | None:
     """``http://host:port<path>`` of the task's port named ``name`` (its status server), or None."""
     address = task_address(app, task, name)
     return f"http://{address}{path}" if address else None

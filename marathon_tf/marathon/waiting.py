@@ -36,15 +36,15 @@ from typing import Any
 
 from marathon_tf.contract import labels as L
 from marathon_tf.contract import naming, spread
+from marathon_tf.marathon.model import App, wall
 from marathon_tf.marathon.queue import RESOURCES, launch_delay
 from marathon_tf.marathon.tasks import ACTIVE as PLACED_STATES
-from marathon_tf.marathon.tasks import wall
 
 __all__ = ["Reason", "RoleWait", "role_waits", "summary", "attempt_started", "starting_members", "placed",
            "offer_free", "failed_in_this_config", "elastic_bounds", "PLACED_STATES", "RESOURCES", "wall"]
 
 # PLACED_STATES: a task in these states holds its agent's resources (it was placed): tasks.ACTIVE.
-# RESOURCES: Marathon's reason → the resource it names (queue.RESOURCES); wall: tasks.wall.
+# RESOURCES: Marathon's reason → the resource it names (queue.RESOURCES); wall: model.wall.
 #: ``NoOfferMatchReason.reasonFunnel`` (M@1.8): the order reasons are shown in when counts tie.
 _FUNNEL = ("UnfulfilledRole", "UnfulfilledConstraint", "NoCorrespondingReservationFound", "AgentMaintenance",
            "InsufficientCpus", "InsufficientMemory", "InsufficientDisk", "InsufficientGpus", "InsufficientPorts",
@@ -135,25 +135,24 @@ class RoleWait:
         return out
 
 
-def _task_name(app: Mapping[str, Any]) -> str:
-    return str(app.get("id", "")).rstrip("/").rsplit("/", 1)[-1]
+def _task_name(app: App) -> str:
+    return (app.id or "").rstrip("/").rsplit("/", 1)[-1]
 
 
-def _role(app: Mapping[str, Any]) -> str | None:
-    role = (app.get("labels") or {}).get(L.ROLE)
+def _role(app: App) -> str | None:
+    role = app.labels.get(L.ROLE)
     return role or (naming.parse_task_name(_task_name(app)) or (None, 0))[0]
 
 
 def elastic_bounds(app: Mapping[str, Any]) -> tuple[int, int] | None:
     """(min, max) of an elastic role's app (its ``marathon-tf/elastic`` label), else None."""
-    text = str((app.get("labels") or {}).get(L.ELASTIC) or "")
-    low, sep, high = text.partition("..")
+    low, sep, high = (App.parse(app).labels.get(L.ELASTIC) or "").partition("..")
     return (int(low), int(high)) if sep and low.isdigit() and high.isdigit() else None
 
 
 def placed(app: Mapping[str, Any]) -> bool:
     """Whether the app has a task on an agent (staging, starting or running)."""
-    return any(t.get("state") in PLACED_STATES for t in app.get("tasks") or [])
+    return any(t.state in PLACED_STATES for t in App.parse(app).tasks)
 
 
 def _need(app: Mapping[str, Any], resource: str) -> float:
@@ -222,16 +221,16 @@ def role_waits(apps: Iterable[Mapping[str, Any]], queue: Mapping[str, Mapping[st
     import time
 
     now = time.time() if now is None else now
-    by_role: dict[str, list[Mapping[str, Any]]] = {}
-    for app in apps:
+    by_role: dict[str, list[App]] = {}
+    for app in map(App.parse, apps):
         role = _role(app)
-        if role is not None and app.get("instances", 1):
+        if role is not None and app.instances:
             by_role.setdefault(role, []).append(app)
     out = {}
     for role in sorted(by_role, key=lambda r: naming.ROLES.index(r) if r in naming.ROLES else len(naming.ROLES)):
         role_apps = by_role[role]
         waiting = [a for a in role_apps if not placed(a)]
-        entries = [queue[a["id"]] for a in waiting if a.get("id") in queue]
+        entries = [queue[a.id] for a in waiting if a.id is not None and a.id in queue]
         since = [w for w in (wall(e.get("since")) for e in entries) if w is not None]
         delays = [float(launch_delay(e)) for e in entries if launch_delay(e) is not None]
         out[role] = RoleWait(role, len(role_apps), len(role_apps) - len(waiting), len(waiting),
@@ -256,18 +255,18 @@ def attempt_started(apps: Iterable[Mapping[str, Any]]) -> float | None:
     last change was the placement's own write (its leader releasing or moving a task:
     :func:`marathon_tf.contract.spread.placement_write`) is left out: those writes do not postpone the
     admission deadline (unless every app was so written)."""
-    apps = list(apps)
-    apps = [a for a in apps if not spread.placement_write(a)] or apps
-    walls = [wall((a.get("versionInfo") or {}).get("lastConfigChangeAt") or a.get("version")) for a in apps]
+    parsed = [App.parse(a) for a in apps]
+    parsed = [a for a in parsed if not spread.placement_write(a)] or parsed
+    walls = [wall(a.config_version) for a in parsed]
     times = [t for t in walls if t is not None]
     return max(times) if times else None
 
 
 def failed_in_this_config(app: Mapping[str, Any]) -> bool:
     """Whether a task of the app's current configuration failed (``lastTaskFailure.version``)."""
-    failure = app.get("lastTaskFailure") or {}
-    changed = (app.get("versionInfo") or {}).get("lastConfigChangeAt") or app.get("version") or ""
-    return bool(failure) and str(failure.get("version") or "") >= str(changed)
+    parsed = App.parse(app)
+    failure = parsed.last_failure
+    return failure is not None and (failure.version or "") >= parsed.config_version
 
 
 def starting_members(apps: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -275,17 +274,17 @@ def starting_members(apps: Iterable[Mapping[str, Any]]) -> list[str]:
     their app's current configuration (none of its tasks failed since): while any does, the job
     is still starting and its admission deadline applies. An elastic role's apps wait only while fewer
     than its minimum are placed (past that they are standbys)."""
-    apps = list(apps)
+    parsed = [App.parse(a) for a in apps]
     enough = set()
-    for role in {_role(a) for a in apps}:
-        bounds = next((b for b in (elastic_bounds(a) for a in apps if _role(a) == role) if b is not None), None)
-        if bounds is not None and sum(1 for a in apps if _role(a) == role and placed(a)) >= bounds[0]:
+    for role in {_role(a) for a in parsed}:
+        bounds = next((b for b in (elastic_bounds(a) for a in parsed if _role(a) == role) if b is not None), None)
+        if bounds is not None and sum(1 for a in parsed if _role(a) == role and placed(a)) >= bounds[0]:
             enough.add(role)
     out = []
-    for app in apps:
+    for app in parsed:
         name = _task_name(app)
         role = _role(app)
-        if role in naming.CLUSTER_ROLES and role not in enough and app.get("instances", 1) and not placed(app) \
+        if role in naming.CLUSTER_ROLES and role not in enough and app.instances and not placed(app) \
                 and not failed_in_this_config(app):
             out.append(name)
     return sorted(out)

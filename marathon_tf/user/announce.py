@@ -93,7 +93,7 @@ def follow_jobs(client, say: Callable[[str], None], stop, interval: float = 2.0)
             found = jobs.find_jobs(client)
             announcer.forget(set(found))
             for name, apps in found.items():
-                tb = any((a.get("labels") or {}).get(L.ROLE) == "tensorboard" for a in apps)
+                tb = any(a.labels.get(L.ROLE) == "tensorboard" for a in apps)
                 if announcer.done(name, tb):
                     continue
                 status = job_status.job_status(client, name)

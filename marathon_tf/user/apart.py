@@ -34,22 +34,24 @@ from marathon_tf.contract import labels as L
 from marathon_tf.contract import spread
 from marathon_tf.contract.errors import MarathonNotFound
 from marathon_tf.marathon import marker, versions
+from marathon_tf.marathon.model import App, parse_apps
 
 __all__ = ["may_wait", "split", "send", "existing", "update"]
 
 
 def may_wait(app: Mapping[str, Any]) -> bool:
-    """Whether the app's task may wait in Marathon's queue while the job runs (a standby, a held task)."""
-    if list(spread.HOLD) in [list(c) for c in app.get("constraints") or []]:
+    """Whether the app's task may wait in Marathon's queue while the job runs (a standby, a held task): an app
+    as rendered or as Marathon has it."""
+    parsed = App.parse(app)
+    if tuple(str(x) for x in spread.HOLD) in parsed.constraints:
         return True
-    labels = app.get("labels") or {}
-    low, sep, _ = str(labels.get(L.ELASTIC) or "").partition("..")
-    index = str(labels.get(L.INDEX) or "")
+    low, sep, _ = (parsed.labels.get(L.ELASTIC) or "").partition("..")
+    index = parsed.labels.get(L.INDEX) or ""
     return bool(sep) and low.isdigit() and index.isdigit() and int(index) >= int(low)
 
 
 def _ids(group: Mapping[str, Any] | None) -> set[str]:
-    return {str(a.get("id", "")).rstrip("/") for a in (group or {}).get("apps") or []}
+    return {(a.id or "").rstrip("/") for a in parse_apps((group or {}).get("apps") or [])}
 
 
 def split(group: dict[str, Any], current: Mapping[str, Any] | None,

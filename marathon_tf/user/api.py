@@ -230,7 +230,7 @@ class Marathon:
         from marathon_tf.marathon.jobstate import job_state
         from marathon_tf.user import jobs
 
-        return [JobSummary(name, len(apps), sum(a.get("tasksRunning", 0) for a in apps), job_state(apps).value)
+        return [JobSummary(name, len(apps), sum(a.tasks_running for a in apps), job_state(apps).value)
                 for name, apps in jobs.find_jobs(self.client).items()]
 
     def resolve(self, job: str | None = None, verb: str = "status") -> str:

@@ -25,8 +25,8 @@ from marathon_tf.contract import timeline as T
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.taskapi import broadcast
 from marathon_tf.marathon.jobstate import planned_stop, restarting
+from marathon_tf.marathon.model import App, wall
 from marathon_tf.marathon.queue import entries_by_app, placement
-from marathon_tf.marathon.tasks import wall
 
 __all__ = ["job_events", "status_timeline", "events_rows", "last_words", "record_end"]
 
@@ -65,7 +65,7 @@ def last_words(client, job: str, task: str, *, lines: int = 20) -> str | None:
 
 def record_end(apps: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
     """The job's end as its record says it (an event: ``JobEnded``, or ``NotPlaced``), or None."""
-    labels = next((a.get("labels") or {} for a in apps.values() if (a.get("labels") or {}).get(L.STATE)), None)
+    labels = next((a.labels for a in map(App.parse, apps.values()) if a.labels.get(L.STATE)), None)
     if not labels:
         return None
     when = wall(labels.get(L.FINISHED_AT))
@@ -90,7 +90,7 @@ def job_events(client, job: str, status: Mapping[str, Any], *,
     apps = job_apps(group)
     events: list[dict[str, Any]] = []
     omitted, source = 0, "tasks"
-    recorded = [(a.get("labels") or {}).get(L.EVENTS) for a in apps.values()]
+    recorded = [a.labels.get(L.EVENTS) for a in apps.values()]
     if any(recorded):
         for label in recorded:
             found, skipped = T.expand(label)
@@ -112,21 +112,22 @@ def job_events(client, job: str, status: Mapping[str, Any], *,
 
     before: dict[str, Any] = {}
     for name, app in apps.items():  # what Marathon saw: a task that died
-        ltf = app.get("lastTaskFailure") or {}
-        when = wall(ltf.get("timestamp"))
-        if when and not (status.get("state") in (L.SUCCEEDED, L.FAILED) and ltf.get("state") == "TASK_KILLED"):
-            message = f"Marathon: {ltf.get('state', '')} {ltf.get('message', '')}".rstrip()
-            planned = ltf.get("state") == "TASK_KILLED" and planned_stop(app, str(ltf.get("version") or ""))
+        failure = app.last_failure
+        when = wall(failure.timestamp) if failure is not None else None
+        if failure is not None and when and not (status.get("state") in (L.SUCCEEDED, L.FAILED)
+                                                 and failure.state == "TASK_KILLED"):
+            message = f"Marathon: {failure.state or ''} {failure.message}".rstrip()
+            version = failure.version or ""
+            planned = failure.state == "TASK_KILLED" and planned_stop(app, version)
             if planned:  # a planned restart (scale, a re-deploy): an event of its own kind, never TaskFailed
-                version = str(ltf.get("version") or "")
                 if version not in before:  # the cluster it ran with (one GET per version)
-                    before[version] = version_cluster(client, str(app.get("id")), version) if version else None
+                    before[version] = version_cluster(client, str(app.id), version) if version else None
                 for_, change = planned_restart(before[version], apps)
                 events.append({"time": when, "task": name, "kind": T.RESTARTING, "why": for_,
                                "message": f"{name} stopped for {T.PLANNED[for_]}" + (f" ({change})" if change else "")
                                           + f": {planned}; it starts again ({message})"})
                 continue
-            said = words(client, job, name) if ltf.get("state") in _FAILED else None
+            said = words(client, job, name) if failure.state in _FAILED else None
             events.append({"time": when, "task": name, "kind": T.TASK_FAILED,
                            "message": message + (f"; its last words: {said}" if said else "")})
     end = record_end(apps)
@@ -139,7 +140,7 @@ def job_events(client, job: str, status: Mapping[str, Any], *,
     except MarathonError:
         queue = {}
     for name, app in apps.items():
-        entry = None if restarting(app) else queue.get(app.get("id"))  # a planned restart waits for no offer
+        entry = None if restarting(app) else queue.get(app.id)  # a planned restart waits for no offer
         why, since = placement(entry), wall((entry or {}).get("since"))
         if why and since:
             events.append({"time": since, "task": name, "kind": T.PLACEMENT_WAIT,

@@ -30,7 +30,7 @@ from marathon_tf.contract.taskapi import SaveRequest
 from marathon_tf.marathon import transport, versions
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_state, stored_spec
-from marathon_tf.marathon.model import job_apps
+from marathon_tf.marathon.model import App, job_apps, parse_apps
 from marathon_tf.marathon.record import GROUP_EMBEDS
 from marathon_tf.marathon.tasks import newest_running, task_url
 from marathon_tf.user import apart
@@ -160,15 +160,14 @@ def keep_placement(group: dict[str, Any], current: Mapping[str, Any] | None) -> 
     restarted by a PUT of the whole group (``scale``, a changed job deployed again)."""
     from marathon_tf.marathon.marker import digest
 
-    have = {str(a.get("id", "")).rstrip("/"): a for a in (current or {}).get("apps") or []}
+    have = {(a.id or "").rstrip("/"): a for a in parse_apps((current or {}).get("apps") or [])}
     apps = []
-    for app in group.get("apps") or []:
+    for app in group.get("apps") or []:  # as rendered: ours
         now = have.get(str(app.get("id", "")).rstrip("/"))
-        if now is not None and (now.get("labels") or {}).get(L.DIGEST) == digest(app) \
-                and spread.LABEL in (now.get("labels") or {}):
+        if now is not None and now.labels.get(L.DIGEST) == digest(app) and spread.LABEL in now.labels:
             labels = {k: v for k, v in (app.get("labels") or {}).items() if k != spread.LABEL}
-            labels[spread.LABEL] = now["labels"][spread.LABEL]
-            app = {**app, "constraints": [list(c) for c in now.get("constraints") or []], "labels": labels}
+            labels[spread.LABEL] = now.labels[spread.LABEL]
+            app = {**app, "constraints": [list(c) for c in now.constraints], "labels": labels}
         apps.append(app)
     return {**group, "apps": apps} if group.get("apps") is not None else group
 
@@ -196,11 +195,11 @@ def put(client: Client, job: str, group: dict[str, Any], *, force: bool = False,
 # ----------------------------------------------------------------------------- finding jobs
 
 
-def find_jobs(client: Client) -> dict[str, list[dict[str, Any]]]:
+def find_jobs(client: Client) -> dict[str, list[App]]:
     """marathon-tf jobs on this Marathon: job name → its apps (found by label)."""
-    jobs: dict[str, list[dict[str, Any]]] = {}
-    for app in client.list_apps(label=LABEL_PREFIX + "job"):
-        job = (app.get("labels") or {}).get(LABEL_PREFIX + "job")
+    jobs: dict[str, list[App]] = {}
+    for app in parse_apps(client.list_apps(label=LABEL_PREFIX + "job")):
+        job = app.labels.get(LABEL_PREFIX + "job")
         if job:
             jobs.setdefault(job, []).append(app)
     return dict(sorted(jobs.items()))
@@ -336,7 +335,7 @@ def elastic_target(spec: JobSpec, changes: Mapping[str, tuple[str, Any]],
         r = spec.role(role)
         if sign == BOUNDS or r.min_count is None:
             return None
-        current = sum(1 for name, a in apps.items() if name.startswith(f"{role}-") and a.get("instances", 1))
+        current = sum(1 for name, a in apps.items() if name.startswith(f"{role}-") and App.parse(a).instances)
         target = n if sign == "=" else current + n if sign == "+" else current - n
         if not r.min_count <= target <= r.count:
             raise UsageError(f"{role}={target} is outside the job's elastic bounds {r.count_text}",
@@ -359,17 +358,17 @@ def _scale_target(client: Client, job: str, targets: Mapping[str, int], current:
         if key is None or key[0] not in targets:
             continue
         want = 1 if key[1] < targets[key[0]] else 0
-        have = int(app.get("instances", 1))
+        have = app.instances
         (unchanged if want == have else start if want else stop).append(name)
         if want != have:
-            updates.append({"id": app["id"], "instances": want})
+            updates.append({"id": app.id, "instances": want})
     plan = ScalePlan(start, stop, [], unchanged)
     if not updates:
         return plan, None
     if dry_run:
         return plan, DeployResult(job=job, group_id=naming.group_id(job), plan={"steps": [
             {"actions": [{"action": "ScaleApplication", "app": u["id"]} for u in updates]}]})
-    deployment = apart.update(client, updates, {str(a.get("id", "")).rstrip("/"): a for a in apps.values()},
+    deployment = apart.update(client, updates, {(a.id or "").rstrip("/"): a for a in apps.values()},
                               marathon_capabilities(client), force=True)  # (1.4 - 1.7: standbys apart)
     return plan, DeployResult(job=job, group_id=naming.group_id(job), deployment_id=deployment)
 

@@ -31,8 +31,7 @@ from marathon_tf.contract.errors import MarathonNotFound, MarathonTFError, Usage
 from marathon_tf.marathon import shapes, transport
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_state
-from marathon_tf.marathon.model import job_apps
-from marathon_tf.marathon.tasks import oldest_first
+from marathon_tf.marathon.model import App, job_apps, oldest_first
 
 __all__ = ["TaskLog", "LogError", "AgentSession", "find_task_logs", "read_new", "follow", "agent_base"]
 
@@ -122,20 +121,20 @@ def _sandboxes(state: dict, prefix: str) -> list[tuple[str, str]]:
     return out
 
 
-def _instances(client: Client, session: requests.Session, name: str, app: dict[str, Any], *, agent_port: int,
+def _instances(client: Client, session: requests.Session, name: str, app: App, *, agent_port: int,
                agent_url: str | None, cache: dict[str, dict], local: bool) -> list[TaskLog]:
     """Every instance of ``app`` whose sandbox an agent still keeps, oldest first, running ones last."""
-    running = oldest_first(app.get("tasks"))
-    hosts = [t.get("host", "") for t in running]
-    failure = app.get("lastTaskFailure") or {}
-    if failure.get("host"):
-        hosts.append(failure["host"])
+    running = [t for t in oldest_first(app.tasks) if t.id]
+    hosts = [t.host or "" for t in running]
+    failure = app.last_failure
+    if failure is not None and failure.host:
+        hosts.append(failure.host)
     agents = list(dict.fromkeys(agent_base(client, h, agent_port, agent_url, local) for h in hosts))
     if not agents and (agent_url or local):
         agents = [agent_base(client, "", agent_port, agent_url, local)]
-    running_ids = {t["id"] for t in running}
+    running_ids = {t.id for t in running}
     out: list[TaskLog] = []
-    prefix = naming.safe_path(app["id"]) + "."
+    prefix = naming.safe_path(app.id or "") + "."
     directories: dict[str, str] = {}
     for agent in agents:
         for task_id, directory in _sandboxes(_agent_state(session, agent, cache), prefix):
@@ -144,8 +143,8 @@ def _instances(client: Client, session: requests.Session, name: str, app: dict[s
             elif all(o.task_id != task_id for o in out):
                 out.append(TaskLog(name, task_id, agent, directory, running=False))
     for t in running:
-        out.append(TaskLog(name, t["id"], agent_base(client, t.get("host", ""), agent_port, agent_url, local),
-                           directories.get(t["id"])))
+        out.append(TaskLog(name, str(t.id), agent_base(client, t.host or "", agent_port, agent_url, local),
+                           directories.get(str(t.id))))
     return out
 
 

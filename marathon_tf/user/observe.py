@@ -103,7 +103,8 @@ def _state_word(state: str | None) -> str:
 
 
 def peer_state(peer: Mapping[str, Any] | None, queue_entry: Mapping[str, Any] | None) -> str:
-    """``Staging on agent-2``, ``not placed: InsufficientMemory (…)``, ``running on h1``, …"""
+    """``Staging on agent-2``, ``not placed: InsufficientMemory (…)``, ``running on h1``, … ``peer``: the peer's
+    row of the status being built (its ``state``, ``host``, ``phase``: marathon-tf's row, not Marathon's task)."""
     if peer is None:
         return "no such task"
     state = peer.get("state")

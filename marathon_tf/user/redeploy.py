@@ -21,7 +21,7 @@ from marathon_tf.contract import naming
 from marathon_tf.contract.errors import MarathonNotFound, UsageError
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_labels, job_state, stored_spec
-from marathon_tf.marathon.model import job_apps
+from marathon_tf.marathon.model import Deployment, job_apps
 from marathon_tf.user import localstate
 from marathon_tf.user.render import render_group
 from marathon_tf.user.spec import JobSpec
@@ -111,7 +111,7 @@ def await_stopped(client: Client, job: str, *, wait: float = 60.0, sleep: Callab
     as locked (Marathon's 409 "App is locked by one or more deployments")."""
     prefix = naming.group_id(job) + "/"
     deadline = time.monotonic() + wait
-    while any(str(app).startswith(prefix) for d in client.deployments() for app in d.get("affectedApps") or []):
+    while any(app.startswith(prefix) for d in map(Deployment.parse, client.deployments()) for app in d.affected_apps):
         if time.monotonic() >= deadline:
             raise UsageError(f"{job}'s tasks are still stopping after {wait:g} s (its end's deployment); "
                              f"nothing was sent", hint="try again in a moment")
@@ -131,7 +131,7 @@ def start_fresh(client: Client, job: str, previous: Previous, *, wait: float = 6
     deadline = time.monotonic() + wait
     while previous.group is not None:
         group = _group(client, job)
-        if group is None or not any(app.get("tasks") for app in job_apps(group).values()):
+        if group is None or not any(app.tasks for app in job_apps(group).values()):
             break
         if time.monotonic() >= deadline:
             raise UsageError(f"--fresh: tasks of {job} are still stopping after {wait:g} s; nothing was removed",
@@ -145,7 +145,7 @@ def purge_deleted(client: Client, job: str, work_dir: Path, deployment_id: str |
     """After ``DELETE`` of a local job's group: once its deployment is done (every task stopped),
     remove the job's volumes; the folder removed, or None when there was none."""
     deadline = time.monotonic() + wait
-    while deployment_id and any(d.get("id") == deployment_id for d in client.deployments()):
+    while deployment_id and any(Deployment.parse(d).id == deployment_id for d in client.deployments()):
         if time.monotonic() >= deadline:
             raise UsageError(f"--purge: {job} was deleted, but its tasks are still stopping after {wait:g} s; "
                              f"its volumes were kept", hint=f"remove {localstate.volumes_dir(work_dir, job)} later")

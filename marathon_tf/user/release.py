@@ -22,6 +22,7 @@ from marathon_tf.contract import timeline as T
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.marathon import versions
 from marathon_tf.marathon.jobstate import job_labels, stored_spec
+from marathon_tf.marathon.model import App
 from marathon_tf.marathon.record import job_apps, release_job
 from marathon_tf.user import apart, history
 from marathon_tf.user import status as job_status
@@ -79,7 +80,7 @@ def resubmit(client: Any, job: str, *, now: Callable[[], float] = time.time) -> 
     release's deployment is done). The deployment id, or None when the job had no record left."""
     await_stopped(client, job)
     group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps"))
-    apps = job_apps(group)
+    apps = {app_id: App.parse(app) for app_id, app in job_apps(group).items()}
     labels = job_labels(apps.values())
     if labels.get(L.STATE) != L.NOT_PLACED:
         return None  # someone else did it (or deployed the job again)
@@ -88,12 +89,12 @@ def resubmit(client: Any, job: str, *, now: Callable[[], float] = time.time) -> 
     earlier: list[dict[str, Any]] = []
     for app in apps.values():
         for key in (L.EARLIER_EVENTS, L.EVENTS):
-            earlier += T.expand((app.get("labels") or {}).get(key))[0]
+            earlier += T.expand(app.labels.get(key))[0]
     earlier = T.merge(earlier, [{"time": now(), "task": "job", "kind": T.RESUBMITTED,
                                  "message": f"submitted again: attempt {attempt} of {attempts}"}])
     body = []
     for i, (app_id, app) in enumerate(sorted(apps.items())):
-        kept = {k: str(v) for k, v in (app.get("labels") or {}).items() if k not in _RECORD and k != L.EARLIER_EVENTS}
+        kept = {k: v for k, v in app.labels.items() if k not in _RECORD and k != L.EARLIER_EVENTS}
         kept.update({L.ATTEMPT: str(attempt), L.ATTEMPTS: str(attempts)})
         if i == 0:
             kept[L.EARLIER_EVENTS] = T.compact(earlier)

@@ -7,8 +7,9 @@ in two steps:
   local runner's state directory for a job with a logdir. It returns an :class:`Observed`.
 * :func:`build` is pure: an :class:`Observed` → the typed :class:`~marathon_tf.user.results.JobStatus`,
   whose ``to_dict()`` is what ``status -o json`` prints. Marathon's JSON is read through
-  :mod:`marathon_tf.marathon` (``tasks``: the newest task, its ports, its age; ``queue``: why a task
-  waits; ``jobstate``: the job's state, labels and deployed job file); the annotators add to it
+  :mod:`marathon_tf.marathon` (``model``: the typed apps and their newest task; ``tasks``: its ports, its
+  age; ``queue``: why a task waits; ``jobstate``: the job's state, labels and deployed job file); the
+  annotators add to it
   (:mod:`.observe`: waits named by the peer, stragglers, restarts; :mod:`.gang`: admission).
 
 :func:`job_status` is both.
@@ -38,10 +39,10 @@ from marathon_tf.marathon.jobstate import (
     standbys,
     stored_spec,
 )
-from marathon_tf.marathon.model import job_apps
+from marathon_tf.marathon.model import App, job_apps
 from marathon_tf.marathon.queue import entries_by_app, launch_delay, stall_reason
 from marathon_tf.marathon.queue import fetch as fetch_queue
-from marathon_tf.marathon.tasks import RUNNING, age, health, last_failure, newest, started_at, task_port, task_url
+from marathon_tf.marathon.tasks import RUNNING, age, task_port, task_url
 from marathon_tf.user import gang, localstate, observe
 from marathon_tf.user.results import JobStatus
 
@@ -62,8 +63,9 @@ class Observed:
     """What one look at a job found (:func:`fetch`): everything :func:`build` reads."""
 
     job: str
-    #: The job's apps by task name (``worker-3``), with their tasks, deployments and last failures.
-    apps: Mapping[str, Mapping[str, Any]]
+    #: The job's apps by task name (``worker-3``), with their tasks, deployments and last failures (Marathon's
+    #: app objects given are read as :class:`~marathon_tf.marathon.model.App`).
+    apps: Mapping[str, App]
     #: ``GET /v2/queue`` entries by app id.
     queue: Mapping[Any, Mapping[str, Any]] = field(default_factory=dict)  # by app id (looked up with None too)
     #: Task name → its ``/status`` answer (None: none within 2 s), for every task that was asked.
@@ -78,6 +80,9 @@ class Observed:
     now: float = field(default_factory=time.time)
     #: The cluster (role → count) the tasks a planned restart stops ran with (their app version's), else None.
     previous_cluster: Mapping[str, int] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "apps", {name: App.parse(app) for name, app in self.apps.items()})
 
 
 def _probe(url: str) -> dict | None:
@@ -105,12 +110,12 @@ def fetch(client: Any, job: str, *, probe: bool = True, probe_get: ProbeGet | No
     # looked up by app ids that may be None
     queue: Mapping[Any, Mapping[str, Any]] = entries_by_app(_safe(lambda: fetch_queue(client), []))
     apps = job_apps(group)
-    waiting = [app for app in apps.values() if newest(app.get("tasks")) is None and queue.get(app.get("id"))]
+    waiting = [app for app in apps.values() if app.newest_task() is None and queue.get(app.id)]
     local = client.is_local() if waiting else False
     urls = {}
     for name, app in apps.items():
-        task = newest(app.get("tasks"))
-        url = task_url(app, task, "status", "/status") if probe and task and task.get("state") == RUNNING else None
+        task = app.newest_task()
+        url = task_url(app, task, "status", "/status") if probe and task and task.state == RUNNING else None
         if url:
             urls[name] = url
     probes = broadcast(probe_get or _probe, urls)
@@ -129,7 +134,7 @@ def _cluster(app: Mapping[str, Any]) -> dict[str, int] | None:
     import json
 
     try:
-        cluster = json.loads(str((app.get("env") or {}).get("MTF_CLUSTER") or ""))
+        cluster = json.loads(str(App.parse(app).env.get("MTF_CLUSTER") or ""))
     except ValueError:
         return None
     return {str(r): int(n) for r, n in cluster.items()} if isinstance(cluster, dict) else None
@@ -142,13 +147,13 @@ def version_cluster(client: Any, app_id: str, version: str) -> dict[str, int] | 
     return _cluster(old) if isinstance(old, dict) else None
 
 
-def _previous_cluster(client: Any, apps: Mapping[str, Mapping[str, Any]]) -> dict[str, int] | None:
+def _previous_cluster(client: Any, apps: Mapping[str, App]) -> dict[str, int] | None:
     """The cluster the tasks a planned restart stops ran with (their app's earlier version), read only
     while a new configuration restarts the job."""
     for app in apps.values():
         version = restarting(app)
         if version:
-            return version_cluster(client, str(app.get("id")), version)
+            return version_cluster(client, str(app.id), version)
     return None
 
 
@@ -174,45 +179,41 @@ def _restart(seen: Observed) -> dict[str, Any] | None:
     return {"why": why, "change": change, "tasks": tasks, "text": T.planned_text(why, change)}
 
 
-def _row(name: str, app: Mapping[str, Any], seen: Observed) -> dict[str, Any]:
+def _row(name: str, app: App, seen: Observed) -> dict[str, Any]:
     """A task's row: its newest task (state, address, health, age), or why there is none."""
     role, index = naming.parse_task_name(name) or ("?", 0)
-    row: dict[str, Any] = {"task": name, "role": role, "index": index, "appId": app.get("id"),
-                           "instances": app.get("instances", 1)}
-    task = newest(app.get("tasks"))
-    ended = bool((app.get("labels") or {}).get(L.STATE))
-    if task and app.get("instances", 1) == 0 and (task.get("state") in STOPPING or ended):
+    row: dict[str, Any] = {"task": name, "role": role, "index": index, "appId": app.id, "instances": app.instances}
+    task = app.newest_task()
+    ended = bool(app.labels.get(L.STATE))
+    if task and app.instances == 0 and (task.state in STOPPING or ended):
         # being stopped (a scale down; the job ended, whose record is on the app: a stock Marathon shows the
         # task TASK_RUNNING until its kill ends, no TASK_KILLING): `stopped`, as the next look will say
         task = None
     if task:
         port = task_port(app, task, "tf") or task_port(app, task, "http")
-        row.update(state=task.get("state"), host=task.get("host"), port=port,
-                   address=f"{task.get('host')}:{port}" if port else task.get("host"), health=health(task),
-                   taskId=task.get("id"))
-        started = started_at(task)
+        row.update(state=task.state, host=task.host, port=port,
+                   address=f"{task.host}:{port}" if port else task.host, health=task.health, taskId=task.id)
+        started = task.since
         seconds = age(started, now=lambda: seen.now)
         if seconds is not None:
             row.update(startedAt=started, ageSeconds=seconds)
         if name in seen.probes:
             row["metricsUrl"] = task_url(app, task, "status", "/metrics")
     else:
-        entry = seen.queue.get(app.get("id")) or {}
+        entry = seen.queue.get(app.id) or {}
         delay = launch_delay(entry)
-        row["state"] = (STOPPED if app.get("instances", 1) == 0 else "waiting" if delay is None
-                        else f"delayed {delay}s")
+        row["state"] = STOPPED if app.instances == 0 else "waiting" if delay is None else f"delayed {delay}s"
         why = stall_reason(entry, local=seen.local if entry else False)
-        rule = spread.split(app)[2] if spread.LABEL in (app.get("labels") or {}) else ""
+        rule = spread.split(app)[2] if spread.LABEL in app.labels else ""
         if rule and row["state"] != STOPPED:  # the job's placement rule that holds it (marathon_tf.task.placer)
             row["placement"] = rule
             why = f"{rule}; {why}" if why else rule
         if why and row["state"] != STOPPED:
             row["waitingFor"] = why
-    failure = last_failure(app)
-    ltf = app.get("lastTaskFailure") or {}
-    planned = ltf.get("state") == "TASK_KILLED" and planned_stop(app, str(ltf.get("version") or ""))
+    failure = app.last_failure
+    planned = failure is not None and failure.state == "TASK_KILLED" and planned_stop(app, failure.version or "")
     if failure is not None and not planned:  # a planned restart's stop is no failure (contract/timeline PLANNED)
-        row["lastFailure"] = failure
+        row["lastFailure"] = failure.text
     if restarting(app):
         row["restarting"] = True
         row.pop("waitingFor", None)
@@ -259,7 +260,7 @@ def build(seen: Observed) -> JobStatus:  # noqa: C901
         for row in tasks:  # stopping a finished job kills its tasks: that is no failure of theirs
             if str(row.get("lastFailure", "")).startswith("TASK_KILLED"):
                 del row["lastFailure"]
-    deployments = [d.get("id") for app in apps.values() for d in app.get("deployments") or []]
+    deployments = [d for app in apps.values() for d in app.deployments]
     out: dict[str, Any] = {"job": job, "groupId": naming.group_id(job), "state": state.value,
                            "deployments": sorted(set(deployments)), "tasks": tasks, "counts": _counts(tasks)}
     tb = next((r for r in tasks if r["role"] == "tensorboard" and r.get("state") == RUNNING), None)
@@ -309,7 +310,7 @@ def build(seen: Observed) -> JobStatus:  # noqa: C901
     return JobStatus.from_dict(out)
 
 
-def _elastic(out: dict[str, Any], apps: Mapping[str, Mapping[str, Any]], seen: Observed,
+def _elastic(out: dict[str, Any], apps: Mapping[str, App], seen: Observed,
              labels: Mapping[str, str]) -> None:
     """An elastic job's size (docs/elastic.md): ``elastic`` with the deciding task's word (its members, its
     changes) when it answers, the standbys and why they wait (Marathon's queue, as for a starting job)."""
@@ -325,13 +326,13 @@ def _elastic(out: dict[str, Any], apps: Mapping[str, Mapping[str, Any]], seen: O
     role_apps = [a for name, a in apps.items() if name.startswith(role + "-")]
     waits = W.role_waits(role_apps, seen.queue, free=seen.free, now=seen.now).get(role)
     placed = waits.placed if waits is not None else 0
-    target = sum(1 for a in role_apps if a.get("instances", 1))  # scale worker=N: the apps past it are at 0
+    target = sum(1 for a in role_apps if a.instances)  # scale worker=N: the apps past it are at 0
     view: dict[str, Any] = {"role": role, "min": lo, "max": hi, "placed": placed, "target": target,
                             "size": said.get("size", placed), "standbys": said.get("standbys")}
     for key in ("members", "generation", "paused", "changes", "vacant", "placedStandbys"):
         if said.get(key) is not None:
             view[key] = said[key]
-    running = {n for n, a in apps.items() if n.startswith(role + "-") and a.get("instances", 1)}
+    running = {n for n, a in apps.items() if n.startswith(role + "-") and a.instances}
     view["standbys"] = sorted(n for n in (view["standbys"] if view["standbys"] is not None else
                                           [n for n in running if not W.placed(apps[n])]) if n in running)
     if waits is not None and waits.waiting:

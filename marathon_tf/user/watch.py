@@ -19,7 +19,7 @@ from marathon_tf.contract.errors import JobFailed, MarathonError, MarathonUnavai
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.events import EventStream
 from marathon_tf.marathon.jobstate import converged
-from marathon_tf.marathon.model import job_apps
+from marathon_tf.marathon.model import Deployment, job_apps
 from marathon_tf.user.results import JobStatus
 from marathon_tf.user.status import job_status
 
@@ -54,7 +54,7 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
     unlisted_since = None
     while True:
         try:
-            active = {d.get("id"): d for d in client.deployments()}
+            active = {Deployment.parse(d).id: d for d in client.deployments()}
             status = job_status(client, job, probe=False, mesos=mesos).updated(deployment=active.get(deployment_id))
         except MarathonUnavailable as e:
             outage.tolerate(e)
@@ -131,7 +131,7 @@ def _placed_by_leader(client: Client, job: str) -> bool:
         group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps"))
     except MarathonError:
         return False
-    return any(spread.RULES_LABEL in (a.get("labels") or {}) for a in job_apps(group).values())
+    return any(spread.RULES_LABEL in a.labels for a in job_apps(group).values())
 
 
 def _converged(client: Client, job: str) -> bool:
