@@ -381,3 +381,58 @@ def test_the_http_check_finds_a_session_made_elsewhere():
     assert http_openers("import urllib.request\nurllib.request.urlopen('u')\n") == [(2, "urllib.request.urlopen")]
     assert http_openers("from http import client\nclient.HTTPConnection('h')\n") == [(2, "http.client.HTTPConnection")]
     assert http_openers("import requests\nrequests.RequestException()\nrequests.Session.request\n") == []
+
+
+#: Fields only Marathon's answers have (apps, tasks, failures, events): read in ``marathon/`` (typed values,
+#: ``marathon/model.py``), the local imitation and the Mesos model only.
+MARATHON_ONLY = ("tasks", "host", "startedAt", "stagedAt", "lastTaskFailure", "versionInfo", "lastConfigChangeAt",
+                 "healthCheckResults", "taskId", "appId", "deployments", "instances", "ipAddresses", "taskStatus",
+                 "eventType")
+#: What reads one of those names outside them, and why (at most ten): (modules, names) -> why.
+MARATHON_READS_ALLOWED: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {
+    (("user.status", "user.output", "user.observe", "user.results", "user.release", "user.history", "user.announce",
+      "user.cli"), ("tasks", "host", "appId", "taskId")):
+        "marathon-tf's own status JSON (`status -o json`, docs/cli.md): its rows under `tasks` name the task's "
+        "`host`, `appId` and `taskId` as Marathon does, on purpose",
+    (("contract.joblock",), ("host",)): "the job lock file's own record (the machine that holds it)",
+    (("contract.errors",), ("deployments",)): "a 409's body (`App is locked by one or more deployments`), read "
+        "where the error that carries it is defined, below marathon/",
+}
+
+
+def _allowed(module: str, key: str) -> bool:
+    short = module.removeprefix("marathon_tf.")
+    return any(short in modules and key in keys for modules, keys in MARATHON_READS_ALLOWED)
+
+
+def marathon_reads(source: str) -> list[tuple[int, str]]:
+    """``(line, field)`` of every ``x["field"]`` and ``x.get("field", ...)`` of a Marathon-only field."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            key = node.slice.value
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+              and node.args and isinstance(node.args[0], ast.Constant)):
+            key = node.args[0].value
+        if key in MARATHON_ONLY:
+            found.append((node.lineno, str(key)))
+    return sorted(found)
+
+
+def test_marathons_json_is_read_in_marathon_only():
+    outside = []
+    for path in modules():
+        name = module_name(path)
+        if side_of(name) in ("marathon", "local", "mesos"):
+            continue
+        for line, key in marathon_reads(path.read_text()):
+            if not _allowed(name, key):
+                outside.append(f"{path.relative_to(PACKAGE.parent)}:{line} reads {key!r}")
+    assert outside == [], "\n".join(outside)
+    assert len(MARATHON_READS_ALLOWED) <= 10
+
+
+def test_the_scan_finds_a_read_of_marathons_json():
+    assert marathon_reads('app.get("lastTaskFailure") or {}\nt["startedAt"]\nx.get("labels")') == [
+        (1, "lastTaskFailure"), (2, "startedAt")]

@@ -11,7 +11,8 @@ and as Marathon writes an offer for ``/v2/queue``'s ``lastUnusedOffers`` (``raml
 
 Read back from a master's JSON (what :mod:`marathon_tf.user.capacity` reads of ``/master/slaves``):
 a summary (roles unknown: given), the ``*_full`` protobuf form (the role of the last reservation,
-else ``role``, else ``*``), attributes (numbers as scalars, ``[…]`` as ranges, anything else text).
+else ``role``, else ``*``), attributes (numbers as scalars, ``[…]`` as ranges, anything else text); and an
+agent's ``/state``'s sandboxes (:func:`sandboxes`: what ``logs`` reads).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from .resources import SCALARS, Ranges, Resource, Value, coalesce
 
-__all__ = ["summary_json", "full_json", "attributes_json", "offer_resources_json", "offer_attributes_json",
+__all__ = ["summary_json", "full_json", "attributes_json", "offer_resources_json", "offer_attributes_json", "sandboxes",
            "resources_from_summary", "resources_from_full", "attributes_from_json"]
 
 
@@ -160,4 +161,17 @@ def attributes_from_json(raw: Mapping[str, Any]) -> dict[str, Value]:
             out[key] = resources_from_summary({key: value})[0].value if value.strip("[]") else ()
         else:
             out[key] = str(value)
+    return out
+
+
+def sandboxes(state: Mapping[str, Any], prefix: str) -> list[tuple[str, str]]:
+    """An agent's ``/state``: (task id, directory) of every executor (running or completed, of any framework)
+    one of whose task ids starts with ``prefix``."""
+    out = []
+    for fw in (state.get("frameworks") or []) + (state.get("completed_frameworks") or []):
+        for ex in (fw.get("executors") or []) + (fw.get("completed_executors") or []):
+            ids = [ex.get("id")] + [t.get("id") for t in (ex.get("tasks") or []) + (ex.get("completed_tasks") or [])]
+            task_id = next((i for i in ids if isinstance(i, str) and i.startswith(prefix)), None)
+            if task_id and ex.get("directory"):
+                out.append((task_id, ex["directory"]))
     return out

@@ -32,6 +32,7 @@ from marathon_tf.marathon import shapes, transport
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_state
 from marathon_tf.marathon.model import App, job_apps, oldest_first
+from marathon_tf.mesos.views import sandboxes
 
 __all__ = ["TaskLog", "LogError", "AgentSession", "find_task_logs", "read_new", "follow", "agent_base"]
 
@@ -109,18 +110,6 @@ def _agent_state(session: requests.Session, agent: str, cache: dict[str, Any]) -
     return cache[agent]
 
 
-def _sandboxes(state: dict, prefix: str) -> list[tuple[str, str]]:
-    """(task id, directory) of every executor of the app whose task ids start with ``prefix``."""
-    out = []
-    for fw in (state.get("frameworks") or []) + (state.get("completed_frameworks") or []):
-        for ex in (fw.get("executors") or []) + (fw.get("completed_executors") or []):
-            ids = [ex.get("id")] + [t.get("id") for t in (ex.get("tasks") or []) + (ex.get("completed_tasks") or [])]
-            task_id = next((i for i in ids if isinstance(i, str) and i.startswith(prefix)), None)
-            if task_id and ex.get("directory"):
-                out.append((task_id, ex["directory"]))
-    return out
-
-
 def _instances(client: Client, session: requests.Session, name: str, app: App, *, agent_port: int,
                agent_url: str | None, cache: dict[str, dict], local: bool) -> list[TaskLog]:
     """Every instance of ``app`` whose sandbox an agent still keeps, oldest first, running ones last."""
@@ -137,7 +126,7 @@ def _instances(client: Client, session: requests.Session, name: str, app: App, *
     prefix = naming.safe_path(app.id or "") + "."
     directories: dict[str, str] = {}
     for agent in agents:
-        for task_id, directory in _sandboxes(_agent_state(session, agent, cache), prefix):
+        for task_id, directory in sandboxes(_agent_state(session, agent, cache), prefix):
             if task_id in running_ids:
                 directories[task_id] = directory
             elif all(o.task_id != task_id for o in out):
@@ -200,7 +189,7 @@ def find_task_logs(client: Client, job: str, task: str | None, *, agent_port: in
 def _directory(session: requests.Session, log: TaskLog, cache: dict[str, dict] | None = None) -> str | None:
     if log.directory:
         return log.directory
-    for task_id, directory in _sandboxes(_agent_state(session, log.agent, {} if cache is None else cache),
+    for task_id, directory in sandboxes(_agent_state(session, log.agent, {} if cache is None else cache),
                                          log.task_id):
         if task_id == log.task_id:
             log.directory = directory

@@ -17,7 +17,7 @@ from marathon_tf.contract import labels as L
 from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import JobFailed, MarathonError, MarathonUnavailable, Timeout
 from marathon_tf.marathon.client import Client
-from marathon_tf.marathon.events import EventStream
+from marathon_tf.marathon.events import Event, EventStream
 from marathon_tf.marathon.jobstate import converged
 from marathon_tf.marathon.model import Deployment, job_apps
 from marathon_tf.user.results import JobStatus
@@ -77,10 +77,10 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
                           hint=f"follow it with: marathon-tf status {job} --watch")
         left = poll if deadline is None else max(0.0, min(poll, deadline - clock()))
         events = stream.wait(left) if stream is not None and stream.available else _sleep(left)
-        for ev in events:
-            if ev.get("eventType") == "deployment_success" and ev.get("id") == deployment_id:
+        for ev in map(Event.parse, events):
+            if ev.event_type == "deployment_success" and ev.id == deployment_id:
                 succeeded = True
-            if ev.get("eventType") == "deployment_failed" and ev.get("id") == deployment_id:
+            if ev.event_type == "deployment_failed" and ev.id == deployment_id:
                 # The job's own end (its record, written with ?force=true) overrides the deployment:
                 # that is the job's outcome, not a failed deployment.
                 ended = job_status(client, job, probe=False, mesos=mesos)
@@ -90,7 +90,7 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
                 # deployment, which waits for the held tasks (marathon_tf.task.placer): follow the job.
                 if _placed_by_leader(client, job):
                     return ended
-                reason = ev.get("reason") or "cancelled or overridden by another deployment"
+                reason = ev.reason or "cancelled or overridden by another deployment"
                 raise JobFailed(f"deployment {deployment_id} of {job} failed: {reason}")
 
 
