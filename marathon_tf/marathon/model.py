@@ -29,8 +29,8 @@ from typing import Any
 from marathon_tf.contract import labels as L
 from marathon_tf.contract import naming
 
-__all__ = ["Task", "Failure", "HealthResult", "App", "Deployment", "job_apps", "parse_apps", "newest_task",
-           "oldest_first", "wall"]
+__all__ = ["Task", "Failure", "HealthResult", "App", "Deployment", "job_apps", "apps_by_id", "parse_apps",
+           "newest_task", "oldest_first", "wall"]
 
 
 def _str(value: Any) -> str | None:
@@ -255,6 +255,18 @@ class App(dict[str, Any]):
 def parse_apps(apps: Iterable[Any]) -> list[App]:
     """Marathon's app objects as :class:`App` (those that are not objects are left out)."""
     return [App.parse(a) for a in apps if isinstance(a, Mapping)]
+
+
+def _walk(group: Mapping[str, Any]) -> Iterable[Any]:
+    yield from group.get("apps") or []
+    for sub in group.get("groups") or []:
+        if isinstance(sub, Mapping):
+            yield from _walk(sub)
+
+
+def apps_by_id(group: Mapping[str, Any]) -> dict[str, App]:
+    """Every app of a group and its subgroups, by id."""
+    return {app.id: app for app in parse_apps(_walk(group)) if app.id}
 
 
 def job_apps(group: Mapping[str, Any]) -> dict[str, App]:

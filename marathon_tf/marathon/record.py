@@ -23,30 +23,20 @@ from __future__ import annotations
 import random
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
 from marathon_tf.contract import labels as L
 from marathon_tf.contract import naming
 from marathon_tf.marathon.client import Client
+from marathon_tf.marathon.model import apps_by_id
 
-__all__ = ["GROUP_EMBEDS", "job_apps", "finish_job", "hopeless_task_failure", "hopeless_failures",
+__all__ = ["GROUP_EMBEDS", "finish_job", "hopeless_task_failure", "hopeless_failures",
            "hopeless_verdict", "fail_if_hopeless", "release_job", "next_attempt_delay", "attempt_of", "MAX_BACKOFF"]
 
 #: What a look at the job's group embeds: its subgroups, apps and their tasks.
 GROUP_EMBEDS = ("group.groups", "group.apps", "group.apps.tasks")
-
-
-def _walk_apps(group: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
-    yield from group.get("apps") or []
-    for sub in group.get("groups") or []:
-        yield from _walk_apps(sub)
-
-
-def job_apps(group: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every app of the job's group (and its subgroups), by id."""
-    return {a["id"]: a for a in _walk_apps(group) if a.get("id")}
 
 
 def _iso(wall: float) -> str:
@@ -72,8 +62,8 @@ def finish_job(client: Client, job: str, state: str, *, reason: str, final_step:
     if state not in L.RECORDED:
         raise ValueError(f"state must be one of {', '.join(L.RECORDED)}, not {state!r}")
     group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps"))
-    apps = job_apps(group)
-    if any((a.get("labels") or {}).get(L.STATE) for a in apps.values()):
+    apps = apps_by_id(group)
+    if any(a.labels.get(L.STATE) for a in apps.values()):
         return False
     record = {L.STATE: state, L.FINISHED_AT: _iso(now()), L.REASON: reason[:2000], **(record_extra or {})}
     if final_step is not None:
@@ -86,9 +76,8 @@ def finish_job(client: Client, job: str, state: str, *, reason: str, final_step:
 
     def recorded() -> dict[str, Any] | None:
         """Whether our record is on the job (the PUT's answer was lost but it went through)."""
-        now_apps = job_apps(client.get_group(naming.group_id(job), embed=("group.groups", "group.apps")))
-        mine = all((now_apps.get(i, {}).get("labels") or {}).get(L.FINISHED_AT) == record[L.FINISHED_AT]
-                   for i in apps)
+        now_apps = apps_by_id(client.get_group(naming.group_id(job), embed=("group.groups", "group.apps")))
+        mine = all(i in now_apps and now_apps[i].labels.get(L.FINISHED_AT) == record[L.FINISHED_AT] for i in apps)
         return {"adopted": True} if mine else None
 
     client.update_apps(body, force=True, reconcile=recorded)
@@ -112,7 +101,7 @@ def hopeless_failures(group: Mapping[str, Any]) -> list[tuple[str, str]]:
     """``(task, message)`` for every app of the job whose last task failure (of its current
     version) is hopeless and that has no running task: see :func:`hopeless_task_failure`."""
     out = []
-    for app_id, app in sorted(job_apps(group).items()):
+    for app_id, app in sorted(apps_by_id(group).items()):
         ltf = app.get("lastTaskFailure") or {}
         message = ltf.get("message") or ""
         if not hopeless_task_failure(message) or (ltf.get("version") and app.get("version")
@@ -130,7 +119,7 @@ def hopeless_verdict(client: Client, job: str, *, group: Mapping[str, Any] | Non
     (:func:`hopeless_failures`), ``""`` when the job already has its record, else None."""
     if group is None:
         group = client.get_group(naming.group_id(job), embed=GROUP_EMBEDS + ("group.apps.lastTaskFailure",))
-    if any((a.get("labels") or {}).get(L.STATE) for a in job_apps(group).values()):
+    if any(a.labels.get(L.STATE) for a in apps_by_id(group).values()):
         return ""
     hopeless = hopeless_failures(group)
     return f"{hopeless[0][0]} cannot run: {hopeless[0][1]}" if hopeless else None
@@ -176,7 +165,7 @@ def release_job(client: Client, job: str, reason: str, *, attempts: int, backoff
     left (``attempts``: ``admission.retries`` + 1) the record says when the next one starts. The
     record labels written, or None when the job already had a record (someone else decided)."""
     group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps"))
-    attempt = attempt_of(job_apps(group))
+    attempt = attempt_of(apps_by_id(group))
     labels = {L.ATTEMPT: str(attempt), L.ATTEMPTS: str(max(attempts, attempt))}
     if attempt < attempts:
         labels[L.NEXT_ATTEMPT_AT] = _iso(now() + next_attempt_delay(attempt, backoff, rng))

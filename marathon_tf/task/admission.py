@@ -33,9 +33,9 @@ from marathon_tf.contract import timeline as T
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon.client import Client
-from marathon_tf.marathon.model import App
+from marathon_tf.marathon.model import App, apps_by_id
 from marathon_tf.marathon.queue import entries_by_app, fetch
-from marathon_tf.marathon.record import job_apps, release_job
+from marathon_tf.marathon.record import release_job
 from marathon_tf.marathon.waiting import attempt_started, failed_in_this_config, role_waits, starting_members, summary
 from marathon_tf.task.timeline import TaskEvents
 
@@ -81,7 +81,7 @@ class AdmissionWatch:
 
     def _apps(self) -> dict[str, App]:
         group = self.client.get_group(naming.group_id(self.ctx.job), embed=_EMBEDS)
-        return {app_id: App.parse(app) for app_id, app in job_apps(group).items()}
+        return apps_by_id(group)
 
     def _run(self) -> None:
         wake: float | None = None

@@ -25,8 +25,7 @@ from marathon_tf.contract import naming
 from marathon_tf.contract.taskenv import TaskContext, marathon_token
 from marathon_tf.marathon import transport
 from marathon_tf.marathon.jobstate import replaced
-from marathon_tf.marathon.model import App, parse_apps
-from marathon_tf.marathon.record import job_apps
+from marathon_tf.marathon.model import App, apps_by_id
 from marathon_tf.marathon.tasks import RUNNING, newest, port_index, task_address
 
 __all__ = [
@@ -313,7 +312,7 @@ class MarathonBackend:
         if group is None:
             return {p: Observation(None, why) for p in peers}
         apps: dict[PeerKey, App] = {}
-        for app in parse_apps(job_apps(group).values()):  # (its subgroups' too)
+        for app in apps_by_id(group).values():  # (its subgroups' too)
             key = naming.parse_app_id(self.job, app.id or "")
             if key is not None:
                 apps[key] = app

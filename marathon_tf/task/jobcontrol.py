@@ -38,8 +38,8 @@ from marathon_tf.contract.taskapi import broadcast
 from marathon_tf.contract.taskenv import TaskContext, marathon_token
 from marathon_tf.marathon import tasks, transport
 from marathon_tf.marathon.client import DEFAULT_TIMEOUT, Client, RetryPolicy
-from marathon_tf.marathon.model import App
-from marathon_tf.marathon.record import GROUP_EMBEDS, finish_job, hopeless_verdict, job_apps
+from marathon_tf.marathon.model import apps_by_id
+from marathon_tf.marathon.record import GROUP_EMBEDS, finish_job, hopeless_verdict
 from marathon_tf.task import stderr
 from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.jobpolicy import JobPolicy
@@ -106,7 +106,7 @@ def await_workers(client: Client, ctx: TaskContext, *, timeout: float = AWAIT_SI
             log(f"waiting for the other workers: Marathon: {e}")
             group = None
         if group is not None:
-            apps = {app_id: App.parse(app) for app_id, app in job_apps(group).items()}
+            apps = apps_by_id(group)
             if any(a.labels.get(L.STATE) for a in apps.values()):
                 return None
             for name in others:
@@ -220,7 +220,7 @@ class JobControl:
         """The last step of every other running chief and worker (their ``/progress``; one group GET):
         what the job's final step is made of besides this task's own. Empty when Marathon cannot be read."""
         try:
-            apps = job_apps(self.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS))
+            apps = apps_by_id(self.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS))
         except MarathonError:
             return {}
         urls = {}

@@ -34,9 +34,9 @@ from marathon_tf.contract.taskapi import broadcast
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import restarting
-from marathon_tf.marathon.model import App, Task
+from marathon_tf.marathon.model import App, Task, apps_by_id
 from marathon_tf.marathon.queue import entries_by_app, placement
-from marathon_tf.marathon.record import GROUP_EMBEDS, job_apps
+from marathon_tf.marathon.record import GROUP_EMBEDS
 from marathon_tf.marathon.tasks import RUNNING, newest, task_url, wall
 from marathon_tf.task.jobcontrol import read_status
 from marathon_tf.task.status_server import TaskStatus
@@ -68,7 +68,7 @@ def stragglers(rates: Mapping[str, float | None]) -> set[str]:
 
 def _apps(group: Mapping[str, Any]) -> dict[str, App]:
     """The job's apps by id."""
-    return {app_id: App.parse(app) for app_id, app in job_apps(group).items()}
+    return apps_by_id(group)
 
 
 def _running(app: App) -> Task | None:

@@ -53,8 +53,7 @@ from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import transport
 from marathon_tf.marathon.events import Event
 from marathon_tf.marathon.jobstate import planned_stop
-from marathon_tf.marathon.model import parse_apps
-from marathon_tf.marathon.record import job_apps
+from marathon_tf.marathon.model import apps_by_id
 from marathon_tf.marathon.tasks import wall
 from marathon_tf.task.budget import STREAK_RESET, backoff
 from marathon_tf.task.ledger import (
@@ -314,7 +313,7 @@ class Keeper:
         ERROR, LOST, DROPPED, GONE, GONE_BY_OPERATOR, UNKNOWN (and a health check's kill), not for
         an ordinary TASK_KILLED (mesosphere/marathon ``state/TaskFailure.scala``,
         ``isFailureState``, 1.4 to 1.11): kills are seen in the events and the bootstraps' reports."""
-        for app in parse_apps(job_apps(group).values()):
+        for app in apps_by_id(group).values():
             key = naming.parse_app_id(self.ctx.job, app.id or "")
             if key is None or key[0] == "tensorboard":
                 continue

@@ -51,8 +51,7 @@ from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.marathon import tasks as T
 from marathon_tf.marathon import transport
-from marathon_tf.marathon.model import App, Task, parse_apps
-from marathon_tf.marathon.record import job_apps
+from marathon_tf.marathon.model import App, Task, apps_by_id
 
 __all__ = ["Placer", "FAST", "CALM"]
 
@@ -148,7 +147,7 @@ class Placer:
         began = time.monotonic()
         group = self.client.get_group(naming.group_id(self.job), embed=_EMBED)
         apps: dict[str, App] = {}
-        for app in parse_apps(job_apps(group).values()):
+        for app in apps_by_id(group).values():
             key = naming.parse_app_id(self.job, app.id or "")
             if key is not None:
                 apps[naming.task_name(*key)] = app

@@ -25,8 +25,8 @@ from marathon_tf.contract.plan import Round, RoundCause, RoundKind
 from marathon_tf.contract.shellexec import signal_exit, signal_name
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon.jobstate import replaced
-from marathon_tf.marathon.model import App
-from marathon_tf.marathon.record import GROUP_EMBEDS, job_apps
+from marathon_tf.marathon.model import apps_by_id
+from marathon_tf.marathon.record import GROUP_EMBEDS
 from marathon_tf.marathon.tasks import newest_running, task_url
 from marathon_tf.task.budget import BACKOFF, STREAK_RESET, backoff
 from marathon_tf.task.jobcontrol import JobControl
@@ -189,7 +189,7 @@ class Restarter:
             group = self.control.client.get_group(naming.group_id(self.ctx.job), embed=GROUP_EMBEDS)
         except MarathonError:
             return {}
-        apps = {app_id: App.parse(app) for app_id, app in job_apps(group).items()}
+        apps = apps_by_id(group)
         stale = {}
         for role in roles:
             if role in self.ctx.elastic:  # its members and standbys: the job's size (marathon_tf.task.elastic)

@@ -40,7 +40,7 @@ from marathon_tf.contract import timeline as T
 from marathon_tf.contract.progress import duration
 from marathon_tf.marathon import waiting as W
 from marathon_tf.marathon.jobstate import job_labels, job_state, stored_spec
-from marathon_tf.marathon.record import job_apps
+from marathon_tf.marathon.model import apps_by_id
 from marathon_tf.marathon.tasks import wall
 
 __all__ = ["settings", "annotate", "waits_to_start", "released", "queued_text"]
@@ -56,7 +56,7 @@ def settings(spec: Mapping[str, Any]) -> tuple[float, int, float]:
 
 def released(group: Mapping[str, Any]) -> bool:
     """Whether the job's record says ``NotPlaced`` (deploying it again starts it afresh, attempt 1)."""
-    return job_state(job_apps(group).values()) in (L.JobState.NOT_PLACED, L.JobState.QUEUED)
+    return job_state(apps_by_id(group).values()) in (L.JobState.NOT_PLACED, L.JobState.QUEUED)
 
 
 def waits_to_start(apps: Mapping[str, Mapping[str, Any]]) -> bool:

@@ -22,8 +22,8 @@ from marathon_tf.contract import timeline as T
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.marathon import versions
 from marathon_tf.marathon.jobstate import job_labels, stored_spec
-from marathon_tf.marathon.model import App
-from marathon_tf.marathon.record import job_apps, release_job
+from marathon_tf.marathon.model import apps_by_id
+from marathon_tf.marathon.record import release_job
 from marathon_tf.user import apart, history
 from marathon_tf.user import status as job_status
 from marathon_tf.user.gang import settings
@@ -67,7 +67,7 @@ def drive(client: Any, job: str, status: Mapping[str, Any], *, now: Callable[[],
     if _past_rendezvous(client, job, mesos):
         return None
     group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps"))
-    _, retries, backoff = settings(stored_spec(job_apps(group).values()))
+    _, retries, backoff = settings(stored_spec(apps_by_id(group).values()))
     reason = view.get("reason") or ", ".join(view.get("starting") or [])
     wrote = release_job(client, job, reason, attempts=retries + 1, backoff=backoff, now=now, rng=rng,
                         extra=_events(client, job, status, reason, now()))
@@ -80,7 +80,7 @@ def resubmit(client: Any, job: str, *, now: Callable[[], float] = time.time) -> 
     release's deployment is done). The deployment id, or None when the job had no record left."""
     await_stopped(client, job)
     group = client.get_group(naming.group_id(job), embed=("group.groups", "group.apps"))
-    apps = {app_id: App.parse(app) for app_id, app in job_apps(group).items()}
+    apps = apps_by_id(group)
     labels = job_labels(apps.values())
     if labels.get(L.STATE) != L.NOT_PLACED:
         return None  # someone else did it (or deployed the job again)
