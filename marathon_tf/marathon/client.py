@@ -301,15 +301,36 @@ class Client:
         return transport.exchange(self.session, method, url, timeout=timeout or self.timeout, verify=self.verify,
                                   max_redirects=_MAX_REDIRECTS, **kw)
 
-    # Over ruff's complexity limit (C901), as one piece: one request's answers, each Marathon's own (the docstring's
-    # table); to split along them.
-    def _once(self, method: str, path: str, params: Any, json_body: Any, stream: bool) -> _Response:  # noqa: C901
+    def _once(self, method: str, path: str, params: Any, json_body: Any, stream: bool) -> _Response:
+        """One request to the current URL: its answer, or the error it is (see the module's table)."""
         base = self.urls[self._current]
         write = method not in _READS
         shown = f"{method} {redact_url(base)}{path}"
         log.debug("%s", shown)
+        r, answered = self._sent(method, base, path, params, json_body, stream, shown=shown, write=write)
+        status = r.status_code
+        if stream and status == 200:
+            return _Response(status, r, dict(r.headers))
+        body = transport.body(r)
+        if answered != base + path:
+            shown = f"{shown} (redirected to {redact_url(answered)})"
+        log.debug("%s -> %s (%.0f ms, %d bytes)", shown, status, r.elapsed.total_seconds() * 1000, len(r.content))
+        ok = 200 <= status < 300
+        if (path != "/ping" and status not in _RETRY_STATUS and status not in (401, 403)
+                and not isinstance(body, (dict, list)) and (body is not None or not ok)):
+            self._require_marathon(base, status, body)
+        elif status == 404 and not (isinstance(body, dict) and "message" in body):
+            self._require_marathon(base, status, body)
+        if ok:
+            return _Response(status, body, dict(r.headers))
+        raise self._refused(shown, status, shapes.message(body) or r.reason or "", body, write=write)
+
+    def _sent(self, method: str, base: str, path: str, params: Any, json_body: Any, stream: bool, *, shown: str,
+              write: bool) -> tuple[requests.Response, str]:
+        """The exchange (the answer and the URL that gave it); a transport fault raised as its one-line error,
+        retried where that can help."""
         try:
-            r, answered = self._exchange(method, base + path, params=params, json_body=json_body, stream=stream)
+            return self._exchange(method, base + path, params=params, json_body=json_body, stream=stream)
         except transport.RedirectRefused as e:
             raise MarathonError(self._scrub(f"{shown}: {e}"),
                                 hint="check --marathon / MARATHON_URL: give Marathon's own URL (scheme, host, port)"
@@ -347,73 +368,67 @@ class Client:
             if write:
                 raise _Unsure(error, in_flight=False) from None
             raise error from None
-        status = r.status_code
-        if stream and status == 200:
-            return _Response(status, r, dict(r.headers))
-        body = transport.body(r)
-        if answered != base + path:
-            shown = f"{shown} (redirected to {redact_url(answered)})"
-        log.debug("%s -> %s (%.0f ms, %d bytes)", shown, status, r.elapsed.total_seconds() * 1000, len(r.content))
-        ok = 200 <= status < 300
-        if (path != "/ping" and status not in _RETRY_STATUS and status not in (401, 403)
-                and not isinstance(body, (dict, list)) and (body is not None or not ok)):
-            self._require_marathon(base, status, body)
-        elif status == 404 and not (isinstance(body, dict) and "message" in body):
-            self._require_marathon(base, status, body)
-        if ok:
-            return _Response(status, body, dict(r.headers))
-        message = shapes.message(body) or r.reason or ""
+
+    def _refused(self, shown: str, status: int, message: str, body: Any, *, write: bool) -> Exception:
+        """The error a refusal (an answer other than 2xx) is, to raise: retried where Marathon's answer means
+        nothing was applied or trying again can help, "maybe applied" where a write may have gone through."""
         text = self._scrub(f"{shown}: {status} {message}".rstrip())
         if status < 400:  # 1xx, or a 3xx that is no redirect
             error = self._not_marathon(shown, f"HTTP {status} {message}".rstrip(), body)
             if write:
-                raise _Unsure(error, in_flight=False)
-            raise error
+                return _Unsure(error, in_flight=False)
+            return error
         if status == 507:  # Insufficient Storage (RFC 4918 §11.5): refused, nothing applied; not retried
-            raise MarathonError(text, status=status, body=body,
-                                hint="the server could not store the change (its message says why, e.g. a full "
-                                     "disk): fix that, then send it again")
+            return MarathonError(text, status=status, body=body,
+                                 hint="the server could not store the change (its message says why, e.g. a full "
+                                      "disk): fix that, then send it again")
         if status >= 500:
-            bad_connection = status == 502 and bool(_BAD_CONNECTION.search(message))
-            if (status in (502, 503) and _LEADER_REFUSED.search(message)) or bad_connection:
-                self._failover()
-                caps = self._capabilities
-                unsent = not write or (not bad_connection and (
-                    status == 503 or (caps is not None and caps.leader_refused_means_unsent)))
-                raise _Retryable(MarathonUnavailable(
-                    text, status=status, body=body,
-                    hint="Marathon is electing a leader (its standby could not reach the old one); try again shortly"),
-                    moved_on=unsent and len(self.urls) > 1, leader_refused=True, ambiguous=not unsent)
-            forwarded = not (status == 503 or (status == 502 and _NOT_FORWARDED.search(message)))
-            if status in _RETRY_STATUS:
-                self._failover()
-                error = MarathonUnavailable(
-                    text, status=status, body=body,
-                    hint="Marathon is unavailable or has no leader; check its /ping and leader election")
-            else:
-                error = MarathonError(text, status=status, body=body)
-            if write and forwarded:
-                raise _Retryable(error, ambiguous=True)  # it may have reached Marathon: not sent again
-            if status in _RETRY_STATUS:
-                raise _Retryable(error, moved_on=status in (502, 503) and len(self.urls) > 1)
-            raise error
+            return self._server_error(text, status, message, body, write=write)
         if status == 409:
             err = MarathonConflict(text, status=status, body=body,
                                    hint="another deployment holds the app; wait for it, or pass --force to override it")
             if "locked" in message.lower():
-                raise _Retryable(err)
-            raise err
+                return _Retryable(err)
+            return err
         if status == 403 and _TOO_MANY_DEPLOYMENTS in message:
-            raise MarathonError(text, status=status, body=body,
-                                hint="Marathon runs as many deployments as its --max_running_deployments allows: "
-                                     "wait for some to finish, or cancel one")
+            return MarathonError(text, status=status, body=body,
+                                 hint="Marathon runs as many deployments as its --max_running_deployments allows: "
+                                      "wait for some to finish, or cancel one")
         if status in (401, 403):
-            raise self._auth_error(shown, status, message, body)
+            return self._auth_error(shown, status, message, body)
         if status == 404:
-            raise MarathonNotFound(self._scrub(message) or text, status=status, body=body)
+            return MarathonNotFound(self._scrub(message) or text, status=status, body=body)
         if status in (400, 422):
-            raise MarathonInvalid(text, status=status, body=body)
-        raise MarathonError(text, status=status, body=body)
+            return MarathonInvalid(text, status=status, body=body)
+        return MarathonError(text, status=status, body=body)
+
+    def _server_error(self, text: str, status: int, message: str, body: Any, *, write: bool) -> Exception:
+        """A 5xx: an election's answers (a standby that could not reach the leader: what each version means by
+        it), no leader, or a failure that a write may have survived."""
+        bad_connection = status == 502 and bool(_BAD_CONNECTION.search(message))
+        if (status in (502, 503) and _LEADER_REFUSED.search(message)) or bad_connection:
+            self._failover()
+            caps = self._capabilities
+            unsent = not write or (not bad_connection and (
+                status == 503 or (caps is not None and caps.leader_refused_means_unsent)))
+            return _Retryable(MarathonUnavailable(
+                text, status=status, body=body,
+                hint="Marathon is electing a leader (its standby could not reach the old one); try again shortly"),
+                moved_on=unsent and len(self.urls) > 1, leader_refused=True, ambiguous=not unsent)
+        forwarded = not (status == 503 or (status == 502 and _NOT_FORWARDED.search(message)))
+        error: MarathonError
+        if status in _RETRY_STATUS:
+            self._failover()
+            error = MarathonUnavailable(
+                text, status=status, body=body,
+                hint="Marathon is unavailable or has no leader; check its /ping and leader election")
+        else:
+            error = MarathonError(text, status=status, body=body)
+        if write and forwarded:
+            return _Retryable(error, ambiguous=True)  # it may have reached Marathon: not sent again
+        if status in _RETRY_STATUS:
+            return _Retryable(error, moved_on=status in (502, 503) and len(self.urls) > 1)
+        return error
 
     def _round(self, method: str, path: str, params: Any, json_body: Any, stream: bool) -> _Response:
         """One try of every URL at most, from the current one on: a URL that cannot be connected to or
