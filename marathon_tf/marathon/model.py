@@ -29,7 +29,7 @@ from typing import Any
 from marathon_tf.contract import labels as L
 from marathon_tf.contract import naming
 
-__all__ = ["Task", "Failure", "HealthResult", "App", "Deployment", "job_apps", "apps_by_id", "parse_apps",
+__all__ = ["Task", "Failure", "HealthResult", "App", "Deployment", "Info", "job_apps", "apps_by_id", "parse_apps",
            "newest_task", "oldest_first", "wall"]
 
 
@@ -119,6 +119,29 @@ class Deployment:
         raw = raw if isinstance(raw, Mapping) else {}
         apps = raw.get("affectedApps")
         return cls(_str(raw.get("id")), tuple(str(a) for a in apps) if isinstance(apps, list) else ())
+
+
+@dataclass(frozen=True)
+class Info:
+    """What ``GET /v2/info`` says that marathon-tf reads beyond the version (:mod:`~marathon_tf.marathon.versions`
+    reads that): the leading Mesos master's URL, Marathon's framework (id, name) and role."""
+
+    #: The leading master's URL (``marathon_config.mesos_leader_ui_url``), or None.
+    mesos_url: str | None = None
+    #: Marathon's framework id (``frameworkId``), or None before it registered.
+    framework_id: str | None = None
+    #: Its framework name (``marathon_config.framework_name``, else ``name``), or None.
+    framework_name: str | None = None
+    #: The Mesos role it registers with (``marathon_config.mesos_role``), or None.
+    mesos_role: str | None = None
+
+    @classmethod
+    def parse(cls, raw: Any) -> Info:
+        raw = raw if isinstance(raw, Mapping) else {}
+        config = _map(raw.get("marathon_config"))
+        url = _str(config.get("mesos_leader_ui_url"))
+        return cls(url.rstrip("/") if url else None, _str(raw.get("frameworkId")),
+                   _str(config.get("framework_name")) or _str(raw.get("name")), _str(config.get("mesos_role")))
 
 
 class Task(dict[str, Any]):

@@ -43,7 +43,7 @@ from marathon_tf.contract import taskauth
 __all__ = ["DEFAULT_MAX_BYTES", "MAX_BYTES_ENV", "URL_ATTR", "AnswerTooLarge", "DeadlineExceeded", "NotSent",
            "RedirectRefused", "BoundedAdapter", "mount", "session", "quiet_insecure", "exchange", "body", "get_json",
            "post_json", "parse_size", "show_size", "max_bytes_from_env", "oneline", "short", "unreachable",
-           "redact_url", "secret_forms", "scrub"]
+           "redact_url", "secret_forms", "scrub", "origin", "same_origin"]
 
 DEFAULT_MAX_BYTES = 32 << 20
 #: The attribute an exception raised after a redirect carries: the URL it was sent to (errors name it).
@@ -281,19 +281,25 @@ class _Through(requests.Session):
     def __init__(self, other: requests.Session, urls: Iterable[str]):
         super().__init__()
         self._other = other
-        self._origins = {_origin(u) for u in urls}
+        self._origins = {origin(u) for u in urls}
 
     # (ignore[override]: requests' own also takes bytes; every URL here is a str)
     def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> requests.Response:  # type: ignore[override]
-        if _origin(url) in self._origins:
+        if origin(url) in self._origins:
             return self._other.request(method, url, *args, **kwargs)
         return super().request(method, url, *args, **kwargs)
 
 
-def _origin(url: str) -> tuple[str, str]:
-    """A URL's scheme and host:port (without credentials)."""
+def origin(url: str) -> tuple[str, str, int | None]:
+    """A URL's origin: its scheme, host (lower case, without credentials) and port (the scheme's default when
+    none is written)."""
     parts = urlsplit(url)
-    return parts.scheme, parts.netloc.rsplit("@", 1)[-1]
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+
+
+def same_origin(url: str, others: Iterable[str]) -> str | None:
+    """The first of ``others`` at ``url``'s origin (whose credentials may go there), or None."""
+    return next((o for o in others if origin(o) == origin(url)), None)
 
 
 def session(*, max_bytes: int | None = None, deadline: Deadline = lambda: None, verify: bool | str = True,

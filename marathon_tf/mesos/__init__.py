@@ -15,6 +15,8 @@ and production decline a task for the same reasons. It imports nothing of marath
                   (``lastUnusedOffers``) written, and a master's JSON read back
 ``agents.py``     an agent as the offer matcher reads it (``AgentInfo``: hostname, total resources,
                   attributes, GPUs, roles) and what it has free to offer (``free_resources``)
+``master.py``     a master's ``/master/slaves`` and ``/master/frameworks`` read: each agent's total and
+                  free resources (less what its tasks use and what is offered to others), Marathon's offers
 ``placement.py``  Marathon 1.8's offer matching: does an offer fit a task (resources of the roles,
                   constraints, GPU scheduling, ports), every reason it does not, the reason funnel
 ================  =================================================================================

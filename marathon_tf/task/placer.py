@@ -51,7 +51,7 @@ from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.marathon import tasks as T
 from marathon_tf.marathon import transport
-from marathon_tf.marathon.model import App, Task, apps_by_id
+from marathon_tf.marathon.model import App, Info, Task, apps_by_id
 
 __all__ = ["Placer", "FAST", "CALM"]
 
@@ -219,13 +219,13 @@ class Placer:
     def _read_attributes(self) -> dict[str, dict[str, str | None]] | None:
         """hostname → {attribute: its text} of every registered agent; None when the master cannot be read."""
         try:
-            url = str(((self.client.info() or {}).get("marathon_config") or {}).get("mesos_leader_ui_url") or "")
+            url = Info.parse(self.client.info()).mesos_url or ""
         except MarathonError:
             return None
         if not url:
             return None
         body: Any = None
-        mine = next((u for u in getattr(self.client, "urls", []) if _origin(u) == _origin(url)), None)
+        mine = transport.same_origin(url, getattr(self.client, "urls", []))
         if mine is not None:  # Marathon's own origin (DC/OS's admin router, the local runner): its credentials
             try:
                 body = self.client.request("GET", urlsplit(url).path.rstrip("/") + "/master/slaves").body
@@ -266,8 +266,3 @@ def _domain(slave: Mapping[str, Any]) -> dict[str, str | None]:
     reads them from the offer's domain), None where it has none."""
     fault = ((slave.get("domain") or {}).get("fault_domain") or {}) if isinstance(slave.get("domain"), dict) else {}
     return {"@region": (fault.get("region") or {}).get("name"), "@zone": (fault.get("zone") or {}).get("name")}
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    return parts.scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(parts.scheme)

@@ -34,6 +34,7 @@ from typing import Any, cast
 
 from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import NotPlaced, UsageError
+from marathon_tf.mesos.master import ClusterAgent
 from marathon_tf.mesos.placement import Match, field_value, match
 from marathon_tf.mesos.resources import Resource, attribute_text, ranges_minus
 from marathon_tf.user import capacity
@@ -90,7 +91,7 @@ def _needs(app: Mapping[str, Any]) -> dict[str, float]:
     return {k: v for k, v in out.items() if v > 0}
 
 
-def _fits(app: Mapping[str, Any], agent: capacity.ClusterAgent, resources: list[Resource], roles: set[str]):
+def _fits(app: Mapping[str, Any], agent: ClusterAgent, resources: list[Resource], roles: set[str]):
     return match(dict(app), agent.as_agent(resources), resources, [], default_roles=roles, gpu_restricted=False)
 
 
@@ -163,7 +164,7 @@ def pack(apps: Sequence[tuple[str, Mapping[str, Any]]], cap: capacity.Capacity, 
     scope's earlier tasks went (:func:`marathon_tf.contract.spread.translate`)."""
     free = {a.id: list(a.free) for a in cap.agents}
     waiting: dict[str, int] = {}
-    held: dict[str, list[capacity.ClusterAgent]] = {}
+    held: dict[str, list[ClusterAgent]] = {}
     for i, (role, app) in enumerate(apps):
         scope = scopes[i] if scopes is not None else None
         if scope is not None:
@@ -183,7 +184,7 @@ def pack(apps: Sequence[tuple[str, Mapping[str, Any]]], cap: capacity.Capacity, 
     return waiting
 
 
-def _held(app: Mapping[str, Any], agent: capacity.ClusterAgent, cap: capacity.Capacity, most: int) -> int:
+def _held(app: Mapping[str, Any], agent: ClusterAgent, cap: capacity.Capacity, most: int) -> int:
     """How many tasks of ``app`` the empty ``agent`` holds at once (at most ``most``)."""
     free, n = list(agent.total), 0
     while n < most:

@@ -12,6 +12,7 @@ import pytest
 import requests
 
 from marathon_tf.contract.errors import NotPlaced, UsageError
+from marathon_tf.mesos.master import marathon_offers, parse_agents
 from marathon_tf.user import admission, capacity
 from marathon_tf.user.render import render_app, render_group
 from marathon_tf.user.spec import load_dict
@@ -28,7 +29,7 @@ def _slave(n, cpus=4.0, gpus=0.0, used=None, rack="r1", active=True, reserved=No
 
 
 def _cap(*slaves, roles=("*",)):
-    return capacity.Capacity(capacity.parse_agents({"slaves": list(slaves)}), set(roles), "http://master:5050")
+    return capacity.Capacity(parse_agents({"slaves": list(slaves)}), set(roles), "http://master:5050")
 
 
 def _apps(job):
@@ -165,16 +166,16 @@ def test_resources_offered_to_marathon_count_as_free_those_offered_to_others_do_
         {"id": "marathon-fw", "name": "marathon", "active": True,
          "offers": [_offer("S1", 3.0, ports="[31000-31099]"), _offer("S2", 0.5)]},
         {"id": "spark-fw", "name": "spark", "active": True, "offers": [_offer("S2", 1.5, framework="spark-fw")]}]}
-    own = capacity.marathon_offers(frameworks, "marathon-fw", "marathon")
-    agents = {a.id: a.free_summary() for a in capacity.parse_agents(slaves, own_offers=own)}
+    own = marathon_offers(frameworks, "marathon-fw", "marathon")
+    agents = {a.id: a.free_summary() for a in parse_agents(slaves, own_offers=own)}
     assert agents["S1"]["cpus"] == 4.0 and agents["S1"]["ports"] == 100.0  # all offered to Marathon: free
     assert agents["S2"]["cpus"] == 2.5  # 1.5 held by another framework is not
     # without Marathon's offers (unknown), every offer counts as taken, as before
-    before = {a.id: a.free_summary()["cpus"] for a in capacity.parse_agents(slaves)}
+    before = {a.id: a.free_summary()["cpus"] for a in parse_agents(slaves)}
     assert before == {"S1": 1.0, "S2": 2.0}
     # no framework id in /v2/info: the one active framework named as Marathon's framework_name
-    assert capacity.marathon_offers(frameworks, None, "marathon") == own
-    assert capacity.marathon_offers(frameworks, None, "nobody") == {}
+    assert marathon_offers(frameworks, None, "marathon") == own
+    assert marathon_offers(frameworks, None, "nobody") == {}
 
 
 def test_capacity_asks_the_master_for_marathons_offers_only_when_something_is_offered(httpserver):

@@ -260,8 +260,9 @@ def test_the_issues_queue_entry_whose_app_is_a_string(recorded, verb):
 def test_the_mesos_masters_frameworks_in_a_wrong_shape_count_as_unknown(frameworks):
     """``/master/frameworks`` (what is offered to Marathon now, read only while agents have offers out: not in
     the recorded corpus): a wrong shape counts as "cannot be told" (``{}``), never an AttributeError."""
+    from marathon_tf.marathon.model import Info
     from marathon_tf.user import capacity
 
     body = json.dumps({"frameworks": frameworks}).encode()
     with Hostile(lambda r: Answer(200, body)) as server:
-        assert capacity._own_offers(requests.Session(), server.url, {"frameworkId": "fw"}) == {}
+        assert capacity._own_offers(requests.Session(), server.url, Info(framework_id="fw")) == {}

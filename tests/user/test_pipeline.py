@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from marathon_tf.contract.errors import MarathonNotFound
+from marathon_tf.mesos.master import parse_agents
 from marathon_tf.user import admission, api, capacity, render
 from marathon_tf.user import status as job_status
 from marathon_tf.user.api import Job, Marathon
@@ -58,7 +59,7 @@ def counted(monkeypatch):
     """Every rendering (a renderer made, for which spec), every admission check and capacity read."""
     calls: collections.Counter = collections.Counter()
     rendered: list = []
-    cap = capacity.Capacity(capacity.parse_agents({"slaves": [SLAVE]}), {"*"}, "http://master:5050")
+    cap = capacity.Capacity(parse_agents({"slaves": [SLAVE]}), {"*"}, "http://master:5050")
     real_init, real_check, real_effective = render._Renderer.__init__, admission.check, admission.effective
 
     def init(self, spec, templates_dir, marathon_version=None):
