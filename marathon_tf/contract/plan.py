@@ -30,10 +30,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from marathon_tf.contract import timeline as T
 from marathon_tf.contract.cluster_spec import Membership
 from marathon_tf.contract.labels import JobState
 
-__all__ = ["RoundKind", "RoundCause", "StopReason", "Round", "Counts", "JobPlan", "PlanError", "FORMAT",
+__all__ = ["RoundKind", "RoundCause", "StopReason", "PlannedStop", "Round", "Counts", "JobPlan", "PlanError", "FORMAT",
            "VERDICTS"]
 
 #: The plan's wire format; a reader takes any plan of this format or an older one.
@@ -98,6 +99,25 @@ class StopReason(_Word):
     def final(self) -> bool:
         """The job's programs are gone for good (nothing is left to save): the job ended or its app was removed."""
         return self in (StopReason.JOB_ENDED, StopReason.APP_REMOVED)
+
+
+@dataclass(frozen=True)
+class PlannedStop:
+    """What Marathon says of a task's stop that was marathon-tf's own doing (read once per stop:
+    :func:`marathon_tf.task.keeper.stop_asked`): why, and the cluster (role → count) the task's app has now
+    (its ``MTF_CLUSTER``; None: the app is gone, or it does not say)."""
+
+    reason: StopReason
+    cluster: Mapping[str, int] | None = None
+
+    def restart(self, before: Mapping[str, int]) -> tuple[str, str] | None:
+        """The planned restart this stop is for a task that ran with the cluster ``before``
+        (:data:`marathon_tf.contract.timeline.PLANNED`): ``("scale", "2 → 3 workers")`` when the new
+        configuration's counts differ, else ``("redeploy", "")``; None for a stop for good (the job's end,
+        its app removed: nothing starts again)."""
+        if self.reason is not StopReason.NEW_CONFIGURATION:
+            return None
+        return T.planned_for(before, self.cluster)
 
 
 #: The verdicts a plan can carry (the job's record: :class:`~marathon_tf.contract.labels.JobState`).

@@ -39,7 +39,8 @@ __all__ = ["KINDS", "REASONS", "merge", "timeline", "compact", "expand", "iso",
            "HANG", "WAITING", "PEER_MOVED", "FINISHED", "PREEMPTED", "SUBMITTED", "DEPLOYED", "ALL_RUNNING",
            "SCALED", "PLACEMENT_WAIT", "PLACED", "JOB_ENDED", "TASK_FAILED", "NOT_PLACED", "RESUBMITTED",
            "SAVE_ROUND", "SAVED", "SAVE_FAILED", "STALLED", "GREW", "SHRANK", "BELOW_MIN",
-           "START_FAILED", "RESTARTING", "PLANNED", "ENDS", "cluster_change", "planned_text", "LABEL_LIMIT"]
+           "START_FAILED", "RESTARTING", "PLANNED", "ENDS", "cluster_change", "planned_for", "planned_text",
+           "LABEL_LIMIT"]
 
 # a task's events (its bootstrap records them)
 TASK_STARTED = "task_started"        # the bootstrap runs (Marathon's TASK_RUNNING)
@@ -125,6 +126,14 @@ def cluster_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
         role = roles[0]
         return f"{int(before.get(role, 0) or 0)} → {int(after.get(role, 0) or 0)} {role}s"
     return ", ".join(f"{r} {int(before.get(r, 0) or 0)} → {int(after.get(r, 0) or 0)}" for r in roles)
+
+
+def planned_for(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> tuple[str, str]:
+    """``(why, change)`` of a task's restart with its app's new configuration, from the cluster it ran with
+    (``before``) and the new one's (``after``): ``("scale", "2 → 3 workers")`` when the counts changed, else
+    ``("redeploy", "")`` (also when either is not known: "a new configuration" is true of both)."""
+    change = cluster_change(before, after) if before and after else ""
+    return ("scale" if change else "redeploy"), change
 
 
 def planned_text(why: str, detail: str = "") -> str:

@@ -39,7 +39,7 @@ from marathon_tf.marathon.model import App, Task
 from marathon_tf.marathon.tasks import RUNNING
 
 __all__ = ["job_labels", "stored_spec", "task_state", "job_state", "converged", "standbys", "planned_stop",
-           "restarting", "replaced", "config_version", "STOPPED"]
+           "restarting", "replaced", "config_version", "app_cluster", "STOPPED"]
 
 #: A task row's state for an app at 0 instances without a task (``status``' STATE column).
 STOPPED = "stopped"
@@ -154,6 +154,18 @@ def replaced(app: Mapping[str, Any], task: Mapping[str, Any]) -> bool:
         return False
     version, changed = Task.parse(task).version or "", config_version(app)
     return bool(version and changed and version < changed)
+
+
+def app_cluster(app: Mapping[str, Any] | None) -> dict[str, int] | None:
+    """The cluster (role → count) the app's tasks are given (its ``MTF_CLUSTER``), or None when it does not say
+    (no app, no such variable, not a JSON object of counts)."""
+    if app is None:
+        return None
+    try:
+        cluster = json.loads(str(App.parse(app).env.get("MTF_CLUSTER") or ""))
+        return {str(r): int(n) for r, n in cluster.items()} if isinstance(cluster, dict) else None
+    except (ValueError, TypeError):
+        return None
 
 
 def planned_stop(app: Mapping[str, Any] | None, version: str | None) -> StopReason | None:

@@ -43,7 +43,7 @@ from marathon_tf.marathon.record import GROUP_EMBEDS, finish_job, hopeless_verdi
 from marathon_tf.task import stderr
 from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.jobpolicy import JobPolicy
-from marathon_tf.task.keeper import Keeper, Reporter, asked_for
+from marathon_tf.task.keeper import Keeper, Reporter, stop_asked
 from marathon_tf.task.ledger import Ledger
 from marathon_tf.task.logdir import failures_path
 from marathon_tf.task.placer import Placer
@@ -295,6 +295,6 @@ def job_lifecycle(ctx: TaskContext, environ: Mapping[str, str]) -> dict:
     # One quick look when a program ends (a Marathon that does not answer must not hold up a restart in place):
     quick = client_from_env(ctx, environ, retry=RetryPolicy(attempts=1, budget=3.0, initial=0.1, max_wait=0.5),
                             timeout=(2.0, 3.0))
-    planned = (lambda: asked_for(quick, ctx.job, ctx.task, version)) if quick is not None else None
+    planned = (lambda: stop_asked(quick, ctx.job, ctx.task, version)) if quick is not None else None
     return {"policy": JobPolicy(ctx, budget, environ, keeper=keeper, reporter=reporter, planned=planned),
             "control": control}

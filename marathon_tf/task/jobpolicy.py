@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from marathon_tf.contract import keras3, naming
-from marathon_tf.contract.plan import StopReason
+from marathon_tf.contract.plan import PlannedStop
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.keeper import Keeper, Reporter
@@ -56,11 +56,11 @@ class JobPolicy(ExitPolicy):
 
     def __init__(self, ctx: TaskContext, budget: RestartBudget, environ: Mapping[str, str] | None = None, *,
                  keeper: Keeper | None = None, reporter: Reporter | None = None,
-                 wall: Callable[[], float] = time.time, planned: Callable[[], StopReason | None] | None = None):
+                 wall: Callable[[], float] = time.time, planned: Callable[[], PlannedStop | None] | None = None):
         super().__init__(ctx.permanent_exit_codes)
         self.ctx, self.budget, self.keeper, self.reporter, self.wall = ctx, budget, keeper, reporter, wall
-        #: why this task's own stop is under way by marathon-tf's doing (its app removed, a new configuration,
-        #: the job's end: :func:`marathon_tf.task.keeper.asked_for`), or None; None: not asked
+        #: why this task's own stop is under way by marathon-tf's doing (its app removed, a new configuration
+        #: with its cluster, the job's end: :func:`marathon_tf.task.keeper.stop_asked`), or None; None: not asked
         self.planned = planned
         self.environ = environ  # None: the logdir is not re-checked after a failure
         self.task_id = (environ or {}).get("MESOS_TASK_ID") or ""
@@ -130,7 +130,8 @@ class JobPolicy(ExitPolicy):
         if peer:
             scope = GROUP
             ending = replace(ending, peer=peer)
-        stopping = self.planned() if kind == FAILURE and not permanent and self.planned is not None else None
+        asked = self.planned() if kind == FAILURE and not permanent and self.planned is not None else None
+        stopping = asked.reason if asked is not None else None
         if stopping:  # a peer's planned stop ended it (the ps of a job being deleted): nothing to count or report
             action = decide(style=ctx.style, role=ctx.role, code=code, decider=is_decider(ctx),
                             completion=ctx.completion, permanent=False, failures=0, max_failures=0, scope=scope)

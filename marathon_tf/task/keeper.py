@@ -47,12 +47,12 @@ from typing import Any
 from marathon_tf.contract import labels as L
 from marathon_tf.contract import naming
 from marathon_tf.contract.errors import MarathonError, MarathonNotFound
-from marathon_tf.contract.plan import Round, RoundCause, RoundKind, StopReason
+from marathon_tf.contract.plan import PlannedStop, Round, RoundCause, RoundKind, StopReason
 from marathon_tf.contract.taskapi import LEDGER, LedgerReport, TaskApiError, TaskClient
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import transport
 from marathon_tf.marathon.events import Event
-from marathon_tf.marathon.jobstate import planned_stop
+from marathon_tf.marathon.jobstate import app_cluster, planned_stop
 from marathon_tf.marathon.model import apps_by_id
 from marathon_tf.marathon.tasks import wall
 from marathon_tf.task.budget import STREAK_RESET, backoff
@@ -70,7 +70,7 @@ from marathon_tf.task.ledger import (
     read_file,
 )
 
-__all__ = ["Keeper", "Reporter", "PATH", "STOPPED", "asked_for"]
+__all__ = ["Keeper", "Reporter", "PATH", "STOPPED", "asked_for", "stop_asked"]
 
 PATH = LEDGER.path
 #: A report's kind when the bootstrap itself was stopped (SIGTERM): the keeper decides what it was.
@@ -386,16 +386,25 @@ def asked_for(client, job: str, task: str, version: str | None) -> StopReason | 
     job's end; None when Marathon says nothing of the kind, or cannot be asked (no ``client``, an error).
     Marathon stores the new target before it kills anything (the app is gone from ``GET /v2/apps/{id}``
     as soon as its group's ``DELETE`` is answered), so this holds from the first kill on."""
+    asked = stop_asked(client, job, task, version)
+    return asked.reason if asked is not None else None
+
+
+def stop_asked(client, job: str, task: str, version: str | None) -> PlannedStop | None:
+    """:func:`asked_for` with the cluster (role → count) the task's app has now, from the same one ``GET``: a
+    bootstrap's own stop says what restarts it (``scale`` from 2 to 3 workers, a re-deploy:
+    :meth:`~marathon_tf.contract.plan.PlannedStop.restart`)."""
     key = naming.parse_task_name(task)
     if client is None or key is None:
         return None
     try:
         app = client.get_app(naming.app_id(job, *key))
     except MarathonNotFound:
-        return StopReason.APP_REMOVED
+        return PlannedStop(StopReason.APP_REMOVED)
     except MarathonError:
         return None
-    return planned_stop(app, version)  # the one classification of a planned stop (status, events use it too)
+    reason = planned_stop(app, version)  # the one classification of a planned stop (status, events use it too)
+    return PlannedStop(reason, app_cluster(app)) if reason is not None else None
 
 
 class Reporter:

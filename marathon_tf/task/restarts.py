@@ -21,7 +21,7 @@ from marathon_tf.contract import naming
 from marathon_tf.contract import timeline as T
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.phases import Phase
-from marathon_tf.contract.plan import Round, RoundCause, RoundKind
+from marathon_tf.contract.plan import PlannedStop, Round, RoundCause, RoundKind, StopReason
 from marathon_tf.contract.shellexec import signal_exit, signal_name
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon.jobstate import replaced
@@ -41,7 +41,8 @@ from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.supervisor import Trainer
 from marathon_tf.task.tflog import RESTARTED
 
-__all__ = ["Restarter", "program_grace", "SIGTERM_EXIT", "SIGTERM_WAIT", "SPACE_WAIT", "SPACE_POLL"]
+__all__ = ["Restarter", "StopAsked", "program_grace", "SIGTERM_EXIT", "SIGTERM_WAIT", "SPACE_WAIT", "SPACE_POLL",
+           "STOP_ASK_WAIT"]
 
 #: The exit code of a program that ended on SIGTERM: a preemption only after a SIGTERM.
 SIGTERM_EXIT = signal_exit(signal.SIGTERM)
@@ -53,10 +54,45 @@ SIGTERM_WAIT = 1.0
 PEER_RESTARTS, PEER_SETTLE, PEER_GRACE = 5, 1.0, 1.0
 #: Seconds a relaunched task's first program waits at most for its peers to take its new address.
 RELAUNCH_SETTLE = 60.0
+#: Seconds a stopped task waits at most, once its program has ended, for Marathon's word on why it was stopped
+#: (:class:`StopAsked`, asked since the stop began: a new configuration's stop is a planned restart).
+STOP_ASK_WAIT = 2.0
 #: Seconds a program that failed on a full logdir waits at most for room before the job fails.
 SPACE_WAIT = 600.0
 #: Seconds between two looks at a full logdir's filesystem.
 SPACE_POLL = 1.0
+
+
+class StopAsked:
+    """Marathon's word on this task's own stop (``JobPolicy.planned``: :func:`marathon_tf.task.keeper.stop_asked`):
+    asked once per stop, in the background from its start (Marathon stores a change before it kills anything, so
+    the answer is there from the first kill on and is ready when the program has ended), and read by the save round
+    (:meth:`reason`) and by the program's stop event (:meth:`get`) alike: one ``GET`` of the task's app per stop.
+    ``ask`` None: nothing to ask (no Marathon), the answer is None."""
+
+    def __init__(self, ask: Callable[[], PlannedStop | None] | None):
+        self._answer: PlannedStop | None = None
+        self._done = threading.Event()
+        if ask is None:
+            self._done.set()
+        else:
+            threading.Thread(target=self._ask, args=(ask,), daemon=True, name="stop-asked").start()
+
+    def _ask(self, ask: Callable[[], PlannedStop | None]) -> None:
+        try:
+            self._answer = ask()
+        finally:
+            self._done.set()
+
+    def get(self, timeout: float | None = None) -> PlannedStop | None:
+        """The answer, waited for at most ``timeout`` s (None: not there by then, or nothing planned)."""
+        self._done.wait(timeout)
+        return self._answer
+
+    def reason(self) -> StopReason | None:
+        """Why the stop is marathon-tf's doing (:meth:`marathon_tf.task.saving.Saving.before_stop`'s ``planned``)."""
+        answer = self.get(STOP_ASK_WAIT * 2)
+        return answer.reason if answer is not None else None
 
 
 def program_grace(grace_seconds: float) -> float:
@@ -403,16 +439,19 @@ class Restarter:
         the rest of the grace (at most :data:`~marathon_tf.task.saving.AFTER_SAVE_GRACE` s once the round
         saved), while the keeper is told — after the round, so that the group restart round it may open cannot stop
         the deciding task's program mid-save (it decides whether it was a preemption, not when marathon-tf
-        asked: the job's end, a new app version). The program's exit code."""
+        asked: the job's end, a new app version). The program's end is an event: a planned restart
+        (:data:`~marathon_tf.contract.timeline.RESTARTING`, ``scale`` with the change, ``2 → 3 workers``, or
+        ``redeploy``) when Marathon says the task's app has a new configuration (:class:`StopAsked`), else the
+        program's stop (the job's end, its app removed, an operator's kill, a drain). The program's exit code."""
         signum = self._signum() or signal.SIGTERM
         name = signal_name(signum)
         began = self.clock()
+        asking = StopAsked(self.policy.planned if isinstance(self.policy, JobPolicy) else None)
         saved = None
         if self.saving is not None and signum == signal.SIGTERM and trainer.wait(timeout=0) is None:
             self.log(f"stopped by {name}: a save round first (at most {round_budget(self.grace):g} s of the "
                      f"{self.grace:g} s grace)")
-            saved = self.saving.before_stop(round_budget(self.grace),
-                                            self.policy.planned if isinstance(self.policy, JobPolicy) else None)
+            saved = self.saving.before_stop(round_budget(self.grace), asking.reason)
         telling = None
         if isinstance(self.policy, JobPolicy) and self.ctx.role != "tensorboard":
             # told after the round, beside the program's stop: the keeper's answer to a ps's or the deciding
@@ -430,10 +469,17 @@ class Restarter:
                      + f"the training program gets it now and {left:.1f} s to save and exit")
         code = trainer.stop(left, signum)
         self.status.update(exit_code=code)
-        self.observer.program_exited(code, f"training program stopped: its task was stopped by {name}" + (
-            f" (the job's checkpoint at step {saved.step} saved first)" if saved is not None and saved.ok else "")
-            + f" (exit {code})", failure=False, kind="stopped")
-        self.log(f"stopped by signal {signum}; training program exited with {code}")
+        asked = asking.get(STOP_ASK_WAIT)
+        restart = asked.restart(self.ctx.cluster) if asked is not None else None
+        if restart is not None:  # the job's new configuration restarts it (scale, a re-deploy): a planned restart
+            why, change = restart
+            self.observer.planned_restart(why, code, change)
+        else:  # its end, its app removed, or nothing Marathon says (an operator's kill, a drain, a preemption)
+            self.observer.program_exited(code, f"training program stopped: its task was stopped by {name}" + (
+                f" (the job's checkpoint at step {saved.step} saved first)" if saved is not None and saved.ok else "")
+                + f" (exit {code})", failure=False, kind="stopped")
+        self.log(f"stopped by signal {signum}" + (f" ({T.planned_text(*restart)})" if restart is not None else "")
+                 + f"; training program exited with {code}")
         if telling is not None:
             telling.join(timeout=3.0)
         return code

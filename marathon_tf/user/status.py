@@ -32,6 +32,7 @@ from marathon_tf.marathon import transport
 from marathon_tf.marathon import waiting as W
 from marathon_tf.marathon.jobstate import (
     STOPPED,
+    app_cluster,
     job_labels,
     job_state,
     planned_stop,
@@ -130,21 +131,11 @@ def fetch(client: Any, job: str, *, probe: bool = True, probe_get: ProbeGet | No
     return Observed(job, apps, queue, probes, local, free, work, now(), previous)
 
 
-def _cluster(app: Mapping[str, Any]) -> dict[str, int] | None:
-    import json
-
-    try:
-        cluster = json.loads(str(App.parse(app).env.get("MTF_CLUSTER") or ""))
-    except ValueError:
-        return None
-    return {str(r): int(n) for r, n in cluster.items()} if isinstance(cluster, dict) else None
-
-
 def version_cluster(client: Any, app_id: str, version: str) -> dict[str, int] | None:
     """The cluster (role → count) an earlier version of an app ran with: one GET
     (``/v2/apps/<id>/versions/<version>``); None when it cannot be read."""
     old = _safe(lambda: client.request("GET", f"/v2/apps{app_id}/versions/{version}").body, None)
-    return _cluster(old) if isinstance(old, dict) else None
+    return app_cluster(old) if isinstance(old, dict) else None
 
 
 def _previous_cluster(client: Any, apps: Mapping[str, App]) -> dict[str, int] | None:
@@ -162,9 +153,7 @@ def planned(why_cluster: Mapping[str, int] | None, apps: Mapping[str, Mapping[st
     ``2 → 3 workers`` when the job's counts changed, else ``redeploy``."""
     from marathon_tf.contract import timeline as T
 
-    now = next((c for c in map(_cluster, apps.values()) if c), None)
-    change = T.cluster_change(why_cluster, now) if why_cluster and now else ""
-    return ("scale" if change else "redeploy"), change
+    return T.planned_for(why_cluster, next((c for c in map(app_cluster, apps.values()) if c), None))
 
 
 def _restart(seen: Observed) -> dict[str, Any] | None:

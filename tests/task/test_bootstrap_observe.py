@@ -3,8 +3,10 @@ port): the peer a stalled task waits for in /status, the watchdog's verdict nami
 
 from __future__ import annotations
 
+import json
 import sys
 
+import pytest
 from task_helpers import FakeBackend, GrpcLikeServer, free_port, task_env, wait_for
 from test_bootstrap_run import Run  # noqa: E402  (the in-process bootstrap runner)
 
@@ -134,3 +136,67 @@ def test_a_planned_restart_of_the_program_is_an_event_of_its_own_kind_never_a_fa
     assert status.snapshot()["failures"] == 0
     [recovery] = T.timeline(observer.events.mine())["recoveries"]
     assert recovery["kind"] == T.RESTARTING and recovery["how"] == "in place" and "trainingAgain" in recovery
+
+
+@pytest.mark.parametrize("served, kind, why, said", [
+    ({"ps": 1, "worker": 3}, T.RESTARTING, "scale", "training program stopped for scale (2 → 3 workers); it starts "
+                                                    "again (exit 137)"),
+    ({"ps": 1, "worker": 2}, T.RESTARTING, "redeploy", "training program stopped for a new configuration; it starts "
+                                                       "again (exit 137)"),
+    (None, T.PROGRAM_EXITED, None, "training program stopped: its task was stopped by SIGTERM (exit 137)"),
+    ("same", T.PROGRAM_EXITED, None, "training program stopped: its task was stopped by SIGTERM (exit 137)"),
+])
+def test_a_task_stopped_for_its_apps_new_configuration_records_a_planned_restart(httpserver, served, kind, why, said):
+    """Issue 43.4: a fixed-size job's ``scale worker=3`` gives every app a new configuration; Marathon kills every
+    task and starts it again with the new cluster spec. Each stopped task recorded only ``ProgramExited … 137``
+    (its task was stopped by SIGTERM); it is a planned restart, ``Restarting for scale (2 → 3 workers)``
+    (``redeploy`` when the counts are the same), never a failure. A stop for good (the app removed: ``delete``)
+    or one Marathon says nothing of (an operator's kill, the same version) stays the program's stop. Marathon
+    is asked once per stop: the save round and the event read the same answer."""
+    import signal
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from marathon_tf.contract.taskenv import TaskContext
+    from marathon_tf.marathon.client import Client, RetryPolicy
+    from marathon_tf.task.budget import RestartBudget
+    from marathon_tf.task.jobpolicy import JobPolicy
+    from marathon_tf.task.keeper import stop_asked
+    from marathon_tf.task.observer import TaskObserver
+    from marathon_tf.task.restarts import Restarter
+    from marathon_tf.task.saving import SaveResult
+    from marathon_tf.task.status_server import TaskStatus
+    from marathon_tf.task.watchdog import ProgressWatchdog
+
+    launched, changed = "2026-12-06T07:00:00.000Z", "2026-12-06T07:05:00.000Z"
+    if served is None:
+        httpserver.expect_request("/v2/apps/ml/mnist/worker-1").respond_with_json(
+            {"message": "App '/ml/mnist/worker-1' does not exist"}, status=404)
+    else:
+        version = launched if served == "same" else changed
+        cluster = {"ps": 1, "worker": 2} if served == "same" else served
+        httpserver.expect_request("/v2/apps/ml/mnist/worker-1").respond_with_json({"app": {
+            "id": "/ml/mnist/worker-1", "labels": {}, "version": version,
+            "versionInfo": {"lastConfigChangeAt": version}, "env": {"MTF_CLUSTER": json.dumps(cluster)}}})
+    client = Client(httpserver.url_for(""), retry=RetryPolicy(attempts=1, budget=1, initial=0.1, max_wait=0.1))
+    ctx = TaskContext(job="ml/mnist", role="worker", index=1, cluster={"ps": 1, "worker": 2})
+    status = TaskStatus(job="ml/mnist", task="worker-1", role="worker", index=1)
+    observer = TaskObserver(ctx, status, ProgressWatchdog.for_role("worker", (0, 0)), probe=lambda a: "silent")
+    policy = JobPolicy(ctx, RestartBudget(3, 600, task=ctx.task),
+                       planned=lambda: stop_asked(client, ctx.job, ctx.task, launched))
+    restarter = Restarter(ctx, policy, None, status, observer, threading.Event(), lambda: signal.SIGTERM, grace=5.0,
+                          clock=time.monotonic, log=lambda m: None)
+    asked_in_round = []
+    restarter.saving = SimpleNamespace(  # type: ignore[assignment]
+        before_stop=lambda budget, planned: asked_in_round.append(planned()) or SaveResult(False, "no chief"))
+    observer.program_started(0, None)
+    observer.on_step(10)
+    trainer = SimpleNamespace(wait=lambda timeout=None: None, stop=lambda grace, sig=None: 137)
+    assert restarter.stopped(trainer) == 137  # type: ignore[arg-type]
+    [event] = [e for e in observer.events.mine() if e["kind"] in (T.RESTARTING, T.PROGRAM_EXITED)]
+    assert (event["kind"], event.get("why"), event["message"]) == (kind, why, said)
+    assert status.snapshot()["failures"] == 0
+    assert len(httpserver.log) == 1, httpserver.log  # one GET, read by the round and the event alike
+    assert [str(a) if a else None for a in asked_in_round] == [
+        None if served == "same" else "its app was removed" if served is None else "its app has a new configuration"]

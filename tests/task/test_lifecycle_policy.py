@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from marathon_tf.contract import labels as L
-from marathon_tf.contract.plan import StopReason
+from marathon_tf.contract.plan import PlannedStop, StopReason
 from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.logdir import failures_path, logdir_problem
@@ -265,7 +265,7 @@ def test_a_failure_while_its_own_task_is_being_stopped_by_marathon_tf_is_not_cou
     keeper = None if alone else Keeper(ctx, Ledger((0, 600.0), (5, 600.0)), path=str(path))
     why: list = [StopReason.APP_REMOVED]
     p = JobPolicy(ctx, RestartBudget(0, 600, task=ctx.task, clock=Wall(), path=str(path)), keeper=keeper,
-                  planned=lambda: why[0])
+                  planned=lambda: PlannedStop(why[0]) if why[0] is not None else None)
     outcome = p.decide(1, stderr_tail="UnavailableError: Socket closed")
     assert outcome.action is Action.RESTART and not outcome.counted and not outcome.finish, outcome
     assert outcome.reason == ("training program exited with 1 while its task is being stopped (its app was "
@@ -284,7 +284,7 @@ def test_asked_for_reads_a_deleted_app_as_removed_and_a_newer_configuration_as_p
     the app of a deleted group is gone (404, ``{"message": "App '/…' does not exist"}``) while its tasks
     are still being killed."""
     from marathon_tf.marathon.client import Client, RetryPolicy
-    from marathon_tf.task.keeper import asked_for
+    from marathon_tf.task.keeper import asked_for, stop_asked
 
     client = Client(httpserver.url_for(""), retry=RetryPolicy(attempts=1, budget=1, initial=0.1, max_wait=0.1))
     httpserver.expect_request("/v2/apps/ml/mnist/worker-1").respond_with_json(
@@ -297,6 +297,14 @@ def test_asked_for_reads_a_deleted_app_as_removed_and_a_newer_configuration_as_p
     assert asked_for(client, "ml/mnist", "worker-1", "2026-11-28T10:00:00.000Z") is StopReason.NEW_CONFIGURATION
     assert asked_for(client, "ml/mnist", "worker-1", "2026-11-28T10:05:00.000Z") is None
     assert asked_for(None, "ml/mnist", "worker-1", None) is None
+    httpserver.clear()
+    app["env"] = {"MTF_CLUSTER": '{"ps": 1, "worker": 3}'}
+    httpserver.expect_request("/v2/apps/ml/mnist/worker-1").respond_with_json({"app": app})
+    asked = stop_asked(client, "ml/mnist", "worker-1", "2026-11-28T10:00:00.000Z")
+    assert asked == PlannedStop(StopReason.NEW_CONFIGURATION, {"ps": 1, "worker": 3})
+    assert asked.restart({"ps": 1, "worker": 2}) == ("scale", "2 → 3 workers")
+    assert asked.restart({"ps": 1, "worker": 3}) == ("redeploy", "")
+    assert PlannedStop(StopReason.APP_REMOVED).restart({"ps": 1, "worker": 2}) is None
 
 
 def test_a_marathon_that_does_not_answer_does_not_hold_up_the_decision(make_ctx, tmp_path):

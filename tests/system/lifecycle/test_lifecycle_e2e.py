@@ -184,7 +184,9 @@ def test_one_restart_under_max_failures_1_is_one_failure_in_the_counts_and_the_e
 
 @pytest.mark.timeout(150)
 def test_scaling_workers_mid_training_resumes_from_the_checkpoint(tmp_path, local_job):
+    from marathon_tf.contract import timeline as T
     from marathon_tf.user import jobs
+    from marathon_tf.user.history import job_events
 
     # (its target step is the one it trains to: `scale` refuses a job past its progress.target_step);
     # a failure budget of 0: the scale's kills and restarts are marathon-tf's own, never a failure (issue 21)
@@ -202,6 +204,13 @@ def test_scaling_workers_mid_training_resumes_from_the_checkpoint(tmp_path, loca
     ready = [line for t, n, s, line in job.lines if t > scaled_at and RESTARTED in line]
     assert any(line.startswith("worker:2 ") for line in ready), ready
     assert all(int(x.split("global step ")[1].split("/")[0]) >= saved for x in ready), (saved, ready)
+    # issue 43.4: every task the new configuration stopped says so itself (its bootstrap's event), a planned
+    # restart ("Restarting for scale (2 → 3 workers)"), not a ProgramExited 137 of a task stopped by SIGTERM
+    events = job_events(job.client, job.name, status)["events"]
+    scaled = {e.get("task") for e in events if e["kind"] == T.RESTARTING and e.get("why") == "scale"
+              and e.get("message", "").startswith("training program stopped for scale (2 → 3 workers)")}
+    assert {"ps-0", "worker-0", "worker-1"} <= scaled, [(e.get("task"), e["kind"], e.get("message")) for e in events]
+    assert not any(e["kind"] == T.TASK_FAILED for e in events), events
 
 
 #: The examples' own SIGTERM handling is what they do run without marathon-tf's save rounds: where its bootstrap
