@@ -114,6 +114,8 @@ def fetch(client: Any, job: str, *, probe: bool = True, probe_get: ProbeGet | No
     waiting = [app for app in apps.values() if app.newest_task() is None and queue.get(app.id)]
     local = client.is_local() if waiting else False
     urls = {}
+    if job_labels(apps.values()).get(L.STATE):
+        probe = False  # an ended job: its tasks are on their way out; the record says its last step
     for name, app in apps.items():
         task = app.newest_task()
         url = task_url(app, task, "status", "/status") if probe and task and task.state == RUNNING else None

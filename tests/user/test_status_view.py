@@ -233,6 +233,26 @@ def test_a_task_being_stopped_at_the_jobs_end_is_stopped_for_the_api_as_for_the_
     assert [line.split()[1] for line in text.splitlines() if line.startswith(("ps-", "worker-"))] == ["stopped"] * 3
 
 
+def test_an_ended_jobs_tasks_on_their_way_out_are_not_asked_so_every_look_says_the_same(httpserver):
+    """Issue 43.4: the per-task STEP of a job that ended showed 101, then blank on the next call: the first look
+    asked the tasks still being stopped, the next found none. A job with its record is not asked: its final
+    step is the job's (the record's), the same on every look."""
+    apps = _apps(finished=True)
+    for i, app in enumerate(apps):
+        app["tasks"] = [{"id": f"t{i}", "host": "h", "state": "TASK_RUNNING", "ports": [31000 + i, 32000 + i],
+                         "stagedAt": "2020-01-01T00:00:00.000Z", "startedAt": "2020-01-01T00:00:01.000Z"}]
+    _serve(httpserver, apps)
+    from marathon_tf.marathon.client import Client
+
+    asked = []
+    first = job_status(Client(httpserver.url_for("")), "mnist", probe_get=lambda url: asked.append(url) or _probe(url))
+    assert asked == [] and [t.step for t in first.tasks] == [None] * 3 and first.final_step == 1000
+    httpserver.clear()
+    _serve(httpserver, _apps(finished=True))  # the next look: the tasks are gone
+    later = job_status(Client(httpserver.url_for("")), "mnist", probe_get=_probe)
+    assert [t.step for t in later.tasks] == [t.step for t in first.tasks] and later.final_step == 1000
+
+
 def test_a_task_a_placement_rule_holds_says_which_rule():
     from marathon_tf.contract import spread
     from marathon_tf.user.status import Observed, build
