@@ -1,8 +1,8 @@
 """The Marathon leader's death on the local HA Marathon (``marathon_instances=3``), with stock Marathon's
 ZooKeeper session (``--zk_session_timeout``, 10 s: the local cluster's default since issue 28; 3 s before).
 
-* next request: the leader instance is killed; seconds until the CLI's client (``user/cli.py``
-  ``_client``: every URL, the CLI's retry policy) gets its next answer (``GET /v2/apps``). Baseline: the
+* next request: the leader instance is killed; seconds until the CLI's client (``user/cli/params.py``
+  ``Connection.marathon``: every URL, the CLI's retry policy) gets its next answer (``GET /v2/apps``). Baseline: the
   election gap, the earliest any request can succeed; also a client given one standby's URL only. A
   client that gives up during the election (its retries counted, not timed: marathon/client.py) is asked
   again at once, as a user runs the command again; how often that happened is noted.

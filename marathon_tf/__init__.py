@@ -17,7 +17,7 @@ marathon_tf; ``marathon`` and ``mesos`` only ``contract``; ``task`` never import
 ``local`` knows marathon-tf only through ``contract``, as a real Mesos agent knows nothing of it, and
 plays Mesos with ``mesos``; ``user`` models Mesos with ``mesos`` too, never with ``local``'s modules.
 ``bootstrap.py`` here is the task's entry point (``python -m marathon_tf.bootstrap``), ``cli.py`` the CLI's under its
-first name (``python -m marathon_tf.cli``; the CLI is ``user/cli.py``).
+first name (``python -m marathon_tf.cli``; the CLI is ``user/cli/``).
 
 Importing this package is cheap: it never imports TensorFlow, and the heavy
 modules (the CLI, the local runner) are imported only when used.

@@ -183,7 +183,9 @@ def test_the_check_catches_an_import_against_the_layout(name, source):
      "from marathon_tf.contract import naming\nfrom marathon_tf.marathon.client import Client\n"),
     ("marathon_tf.local.launcher",
      "from marathon_tf.contract.taskenv import PREWARM_SOCKET_VAR\nfrom . import reaper\n"),
-    ("marathon_tf.user.cli", "from marathon_tf.task import bootstrap\nfrom marathon_tf.local import LocalCluster\n"),
+    ("marathon_tf.user.cli.in_task", "from marathon_tf.task import bootstrap\n"),
+    ("marathon_tf.user.cli.local",
+     "from marathon_tf.local import serve\nfrom marathon_tf.task.warmpool import WarmPool\n"),
     ("marathon_tf.local.scheduler", "from marathon_tf.mesos.placement import match\nfrom ..mesos import resources\n"),
     ("marathon_tf.user.admission", "from marathon_tf.mesos.placement import Match, match\n"),
     ("marathon_tf.mesos.placement", "from .agents import AgentInfo\nfrom marathon_tf.contract import errors\n"),
@@ -391,7 +393,7 @@ MARATHON_ONLY = ("tasks", "host", "startedAt", "stagedAt", "lastTaskFailure", "v
 #: What reads one of those names outside them, and why (at most ten): (modules, names) -> why.
 MARATHON_READS_ALLOWED: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {
     (("user.status", "user.output", "user.observe", "user.results", "user.release", "user.history", "user.announce",
-      "user.cli"), ("tasks", "host", "appId", "taskId")):
+      "user.cli.change"), ("tasks", "host", "appId", "taskId")):
         "marathon-tf's own status JSON (`status -o json`, docs/cli.md): its rows under `tasks` name the task's "
         "`host`, `appId` and `taskId` as Marathon does, on purpose",
     (("contract.joblock",), ("host",)): "the job lock file's own record (the machine that holds it)",

@@ -7,10 +7,9 @@ Marathon's JSON). Errors are raised, never printed, and carry their exit code
 (:mod:`marathon_tf.contract.errors`); ``cli`` handles them in one place.
 
 ==================  ====================================================================
-``cli``             the ``marathon-tf`` command: arguments, printing, exit codes (the only module that prints
-                    with ``output``)
-``cli_local``       ``marathon-tf local``: serve, ui-install, clean (the CLI's group for the local cluster)
-``cli_params``      what the command modules share: context settings, the DURATION type, ``-o``
+``cli/``            the ``marathon-tf`` command: arguments, printing, exit codes (the only package that prints
+                    with ``output``), one module per group of verbs: the job file, changing a job, looking
+                    at jobs, ``marathon-tf local``
 ``output``          everything shown to a person: tables, progress and errors on stderr, ``-o json``
 ``api``             the Python API (``Job``, ``Marathon``, ``LocalCluster``, ``JobHandle``) every verb goes through
 ``results``         what the API returns: typed, immutable views of the same data as ``-o json``

@@ -112,7 +112,7 @@ def cluster_options(dns_refresh: float, prefix: str = "") -> Callable:
 
 
 def _election_gap_is_an_alias(f: Callable) -> None:
-    """``local serve``'s own ``--election-gap`` (in ``cli.py``, default 3) is what ``--zk-session-timeout``
+    """``local serve``'s own ``--election-gap`` (in ``cli/local.py``, default 3) is what ``--zk-session-timeout``
     now says: it becomes an alias that wins only when given (default None: LocalCluster takes
     ``zk_session_timeout``, 10 s, stock Marathon's)."""
     for param in getattr(f, "__click_params__", []):

@@ -30,7 +30,7 @@ def app(app_id: str, instances: int = 1) -> dict:
 
 
 def cli_client(urls) -> Client:
-    """As the CLI makes it (user/cli.py _client)."""
+    """As the CLI makes it (user/cli/params.py Connection.marathon)."""
     return Client(urls, timeout=CLI_TIMEOUT, retry=RetryPolicy(connection_errors=False), **AUTH)
 
 

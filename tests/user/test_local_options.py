@@ -114,7 +114,7 @@ def test_the_stock_options_reach_the_cluster_and_election_gap_is_an_alias(monkey
     def fake_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir, cluster):
         seen.update(cluster)
 
-    import marathon_tf.user.cli_local as cli_local
+    import marathon_tf.user.cli.local as cli_local
     monkeypatch.setattr(cli_local, "_local_serve", fake_serve)
     args = ["local", "serve", "--port", "0", "--dns-port", "0", "--dns-http-port", "0"]
     assert CliRunner().invoke(cli, args + ["--offer-filter", "0", "--no-filter-gpu-resources"]).exit_code == 0
@@ -132,7 +132,7 @@ def test_the_marathon_version_and_scale_apps_interval_reach_the_cluster(monkeypa
     def fake_serve(port, host, dns_port, dns_http_port, state_dir, auth, allow_origins, ui_dir, cluster):
         seen.update(cluster)
 
-    import marathon_tf.user.cli_local as cli_local
+    import marathon_tf.user.cli.local as cli_local
     monkeypatch.setattr(cli_local, "_local_serve", fake_serve)
     args = ["local", "serve", "--port", "0", "--dns-port", "0", "--dns-http-port", "0"]
     assert CliRunner().invoke(cli, args).exit_code == 0
@@ -151,8 +151,8 @@ def test_deploy_local_passes_the_marathon_version_to_its_cluster(tmp_path, monke
     def fake_deploy_local(job, **kw):
         seen.update(kw["cluster"])
 
-    import marathon_tf.user.cli as cli_module
-    monkeypatch.setattr(cli_module, "_deploy_local", fake_deploy_local)
+    import marathon_tf.user.cli.change as change
+    monkeypatch.setattr(change, "_deploy_local", fake_deploy_local)
     r = CliRunner().invoke(cli, ["deploy", str(job), "--local", "--marathon-version", "1.4.3",
                                  "--scale-apps-interval", "10"])
     assert r.exit_code == 0, r.output

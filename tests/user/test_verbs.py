@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from user_helpers import minimal, no_job_yet
 
 from marathon_tf.contract.progress import parse_duration
-from marathon_tf.user.cli import DURATION, cli
+from marathon_tf.user.cli import cli
+from marathon_tf.user.cli.params import DURATION
 from marathon_tf.user.render import render_group
 from marathon_tf.user.spec import load_dict
 

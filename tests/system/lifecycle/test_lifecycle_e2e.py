@@ -19,7 +19,7 @@ from marathon_tf.contract import labels as L
 
 pytestmark = [pytest.mark.tf]
 
-# `marathon-tf bootstrap` cannot pass bootstrap options yet (cli.py puts "--" before them): use the module.
+# `marathon-tf bootstrap` cannot pass bootstrap options yet (cli/in_task.py puts "--" before them): use the module.
 BOOTSTRAP = f"{sys.executable} -m marathon_tf.bootstrap --watch-interval 2 --grace 5"
 
 

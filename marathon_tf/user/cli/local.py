@@ -1,6 +1,6 @@
 """``marathon-tf local``: the built-in single-machine Marathon + Mesos + Mesos-DNS (``serve``), the web UI
-it serves (``ui-install``), and removing what local runs left (``clean``). Part of the CLI (it parses
-arguments and prints, as :mod:`marathon_tf.user.cli` does); heavy modules are imported inside the commands.
+it serves (``ui-install``), and removing what local runs left (``clean``). Heavy modules are imported inside
+the commands.
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ import click
 
 from marathon_tf.contract.errors import Interrupted, UsageError
 from marathon_tf.user import local_options
-from marathon_tf.user.cli_params import CTX, DURATION
-from marathon_tf.user.cli_params import output_opt as output_opt
+from marathon_tf.user.cli.params import CTX, DURATION, output_opt
 
 __all__ = ["local"]
 
