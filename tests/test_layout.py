@@ -394,8 +394,8 @@ MARATHON_ONLY = ("tasks", "host", "startedAt", "stagedAt", "lastTaskFailure", "v
 MARATHON_READS_ALLOWED: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {
     (("user.status", "user.output", "user.observe", "user.results", "user.release", "user.history", "user.announce",
       "user.cli.change"), ("tasks", "host", "appId", "taskId")):
-        "marathon-tf's own status JSON (`status -o json`, docs/cli.md): its rows under `tasks` name the task's "
-        "`host`, `appId` and `taskId` as Marathon does, on purpose",
+        "marathon-tf's own JSON (`status -o json`, `scale -o json`: docs/cli.md): its rows under `tasks` name the "
+        "task's `host`, `appId` and `taskId` as Marathon does, on purpose",
     (("contract.joblock",), ("host",)): "the job lock file's own record (the machine that holds it)",
     (("contract.errors",), ("deployments",)): "a 409's body (`App is locked by one or more deployments`), read "
         "where the error that carries it is defined, below marathon/",
