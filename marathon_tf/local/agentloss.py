@@ -16,6 +16,9 @@ What a Mesos master and Marathon 1.4+ do (Marathon ``docs/docs/unreachable.md``,
   expunged one is killed as an unknown task), those that ended meanwhile report how, and, when the
   agent itself had died, those it no longer has are TASK_GONE.
 
+An app that sets no ``unreachableStrategy`` gets the played version's default (0/0 from 1.4.9 and 1.5.1,
+300/600 s on 1.4.0 – 1.4.8 and 1.5.0: ``versions.Played.unreachable_default``).
+
 ``unreachable`` (a partition) leaves an agent's processes running; ``down`` (the agent died) kills
 them. Killing a task whose agent is lost expunges it (Mesos cannot reach it).
 """

@@ -128,6 +128,8 @@ class Scheduler:
         self.starting: Callable[[str], bool] = lambda app_id: False
         #: The deployment lock of 1.4 – 1.7 (``versions.Played.deployment_lock``).
         self.deployment_lock = False
+        #: ``GROUP_BY`` as 1.10.34+ / 1.11.18+ check it (``versions.Played.group_by_even``).
+        self.group_by_even = False
         #: Marathon's ``--scale_apps_interval`` (s): the periodic scale check.
         self.scale_apps_interval = scale_apps_interval
         self._next_scale_check = time.monotonic() + scale_apps_interval
@@ -268,7 +270,7 @@ class Scheduler:
                      [a for a in placed if a is not None], default_roles=self.agents.roles(),
                      used_gpus=[g for t in on_agent for g in t.gpus],
                      taken_ports=[p for t in tasks + self.loss.orphan_tasks() for p in t.ports],
-                     gpu_restricted=self.gpu_restricted)
+                     gpu_restricted=self.gpu_restricted, group_by_even=self.group_by_even)
 
     # -- launching --------------------------------------------------------------------
     def offered(self, now: float) -> list[Agent]:

@@ -89,6 +89,8 @@ class Runtime:
                                    filter_gpu_resources=filter_gpu_resources, offer_filter=offer_filter,
                                    revive_interval=revive_interval, scale_apps_interval=scale_apps_interval)
         self.scheduler.grants = self.security.grants if self.security.issues_tokens else None
+        self.scheduler.group_by_even = self.played.group_by_even
+        self.state.unreachable_default = self.played.unreachable_default
         self.agent_admin = AgentAdmin(self.scheduler)
         self.deployments = DeploymentManager(self.state, self.scheduler, self.bus,
                                              lock=self.played.deployment_lock, purge=self.played.purge_on_cancel)

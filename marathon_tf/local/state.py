@@ -82,9 +82,12 @@ def parent_path(path_id: str) -> str:
     return head or "/"
 
 
-def normalize_app(raw: dict, app_id: str) -> dict:
-    """A full app definition: ``raw`` without server fields, defaults filled in."""
+def normalize_app(raw: dict, app_id: str, unreachable: dict | None = None) -> dict:
+    """A full app definition: ``raw`` without server fields, defaults filled in (``unreachable``: the
+    played version's ``unreachableStrategy`` default, ``versions.Played.unreachable_default``; None: 0/0)."""
     app = copy.deepcopy(_APP_DEFAULTS)
+    if unreachable is not None:
+        app["unreachableStrategy"] = dict(unreachable)
     for key, value in raw.items():
         if key not in SERVER_FIELDS:
             app[key] = copy.deepcopy(value)
@@ -231,6 +234,9 @@ class State:
         self.host = host
         #: Marathon's ``--enable_features`` (validation refuses GPUs without ``gpu_resources``).
         self.features = frozenset(features)
+        #: The ``unreachableStrategy`` an app without one gets (the version played: 300/600 s on 1.4.0 –
+        #: 1.4.8 and 1.5.0, else 0/0; ``versions.Played.unreachable_default``).
+        self.unreachable_default: dict[str, int] = {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}
         self.groups: dict[str, dict] = {"/": {"dependencies": [], "version": now_ts()}}
         self.apps: dict[str, AppState] = {}
         self._next_service_port = 10000

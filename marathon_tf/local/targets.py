@@ -44,9 +44,9 @@ def _mkdir_p(groups: dict[str, list], gid: str) -> None:
 
 
 def prepare_app(raw: Any, app_id: str, prefix: str, group: str | None = None,
-                features: Iterable[str] = ("gpu_resources",)) -> dict:
+                features: Iterable[str] = ("gpu_resources",), unreachable: dict | None = None) -> dict:
     """Check ``raw`` (400 for wrong types, 422 for rules; ``features``: Marathon's enabled ones) and
-    return its normalized definition."""
+    return its normalized definition (``unreachable``: the default ``unreachableStrategy``)."""
     bad_shape = shape_errors(raw, prefix)
     if bad_shape:
         raise invalid_json(bad_shape)
@@ -54,7 +54,7 @@ def prepare_app(raw: Any, app_id: str, prefix: str, group: str | None = None,
                            features)
     if details:
         raise not_valid(details)
-    definition = normalize_app(raw, app_id)
+    definition = normalize_app(raw, app_id, unreachable)
     definition["dependencies"] = [canonical_path(d, parent_path(app_id)) for d in definition["dependencies"]]
     return definition
 
@@ -68,7 +68,8 @@ def check_tree(target: Target) -> Target:
 
 
 # Over ruff's complexity limit (C901), as one piece: Marathon's GroupUpdate rules: a branch per field it takes.
-def _update_group(apps: dict, groups: dict, gid: str, body: dict, prefix: str, features: Iterable[str]) -> None:  # noqa: C901
+def _update_group(apps: dict, groups: dict, gid: str, body: dict, prefix: str, features: Iterable[str],  # noqa: C901
+                  unreachable: dict | None = None) -> None:
     _mkdir_p(groups, gid)
     if "dependencies" in body:
         groups[gid] = [canonical_path(d, gid) for d in body.get("dependencies") or []]
@@ -82,7 +83,7 @@ def _update_group(apps: dict, groups: dict, gid: str, body: dict, prefix: str, f
             if not raw.get("id"):
                 raise not_valid([{"path": f"{where}/id", "errors": ["error.path.missing"]}])
             app_id = canonical_path(raw["id"], gid)
-            apps[app_id] = prepare_app(raw, app_id, where, gid, features)
+            apps[app_id] = prepare_app(raw, app_id, where, gid, features, unreachable)
     if body.get("groups") is not None:
         wanted = {}
         for j, sub in enumerate(body["groups"]):
@@ -98,7 +99,7 @@ def _update_group(apps: dict, groups: dict, gid: str, body: dict, prefix: str, f
             if not _under(sid, gid) or sid == gid:
                 raise not_valid([{"path": f"{prefix}/groups({j})/id",
                                   "errors": [f"Identifier is not child of '{gid}'"]}])
-            _update_group(apps, groups, sid, sub, f"{prefix}/groups({j})", features)
+            _update_group(apps, groups, sid, sub, f"{prefix}/groups({j})", features, unreachable)
     if body.get("scaleBy") is not None:
         factor = body["scaleBy"]
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor < 0:
@@ -126,7 +127,7 @@ def put_group(state: State, url_id: str, body: Any) -> Target:
     if gid in state.visible_apps():
         raise ApiError(409, {"message": f"An app with the path {gid} already exists."})
     apps, groups = current(state)
-    _update_group(apps, groups, gid, body, "", state.features)
+    _update_group(apps, groups, gid, body, "", state.features, state.unreachable_default)
     return check_tree((apps, groups))
 
 
@@ -191,7 +192,7 @@ def put_app(state: State, app_id: str, body: Any, partial: bool = True) -> tuple
         body, partial = kept["definition"], False
     raw = {**existing, **body} if (existing and partial) else dict(body)
     raw["id"] = app_id
-    apps[app_id] = prepare_app(raw, app_id, "", features=state.features)
+    apps[app_id] = prepare_app(raw, app_id, "", features=state.features, unreachable=state.unreachable_default)
     _mkdir_p(groups, parent_path(app_id))
     if app_id in groups:
         raise ApiError(409, {"message": f"A group with the path {app_id} already exists."})

@@ -31,11 +31,30 @@ a standby's failed forward             1.4 – 1.6.392   GET/DELETE: 502 "Failed
 no leader                              < 1.7.149       503 (502 from 1.7.149)
 ``DeclinedScarceResources``            1.5.7+          only with ``restricted``; before 1.5.7 there is
                                                        no such option (tasks may take GPU agents)
+``GROUP_BY n`` at offer time           1.4 – 1.10.33,  a value no instance of the app has yet always
+                                       1.11.0 – 17     fits; a taken one only while it has the fewest,
+                                                       once ``n`` are taken (``Constraints.scala`` of
+                                                       ``src/main/scala/mesosphere/mesos/``,
+                                                       ``checkGroupBy``: v1.4.3:66-80, v1.10.26:119-134)
+                                       1.10.34+,       the app's ``instances`` spread evenly over ``n``
+                                       1.11.18+        values: ``instances // n`` each, the remainder
+                                                       one more; a new value only while fewer than ``n``
+                                                       are taken; no value (``n`` 0): nothing fits (a
+                                                       division by zero) (releases/1.11:123-149,
+                                                       releases/1.10 34bb771f2)
+no ``unreachableStrategy``             1.4.0 – 1.4.8,  300/600 s: a lost task is replaced after 5 min
+                                       1.5.0           (``state/UnreachableStrategy.scala``
+                                                       ``UnreachableEnabled``, v1.4.3:33-34, v1.5.0:33-34)
+                                       1.4.9+, 1.5.1+  0/0: replaced at once (v1.4.9:33-34,
+                                                       v1.7.236:31-32, releases/1.11:32-33)
 =====================================  ==============  ===============================================
 
 What is not modelled: the asynchronous purge of 1.5 – 1.7 is done at once (before the next deployment's
 first step queues its apps); ``--scale_apps_initial_delay`` (the first check comes one interval after
-the start); a leader host that drops packets (504 / 500 on 1.4 – 1.6).
+the start); a leader host that drops packets (504 / 500 on 1.4 – 1.6); ``GROUP_BY``'s instance count
+is the app's ``instances`` (1.10.34+ reads the run spec a placed instance was launched with, which a
+scale without a new configuration leaves behind); 1.4.0 – 1.4.5's ``unreachableStrategy`` validator
+(``inactiveAfterSeconds`` >= 1 and < ``expungeAfterSeconds``: 0/0 is 422) is 1.4.6's here.
 """
 
 from __future__ import annotations
@@ -105,6 +124,21 @@ class Played:
         ``MarathonConf.scala``); ``undefined`` before, which lets tasks without GPUs take GPU agents
         (played as ``unrestricted``)."""
         return "restricted" if self.version >= _v(1, 8) else "unrestricted"
+
+    @property
+    def group_by_even(self) -> bool:
+        """``GROUP_BY n`` spreads an app's instances evenly over at most ``n`` values (1.10.34+ and
+        1.11.18+: ``releases/1.10`` 34bb771f2, ``releases/1.11`` ddd6b19b1); before, a value no
+        instance has yet always fits (:func:`marathon_tf.mesos.placement.meets_constraint`)."""
+        return _v(1, 10, 34) <= self.version < _v(1, 11) or self.version >= _v(1, 11, 18)
+
+    @property
+    def unreachable_default(self) -> dict[str, int]:
+        """The ``unreachableStrategy`` of an app that sets none: 300/600 s on 1.4.0 – 1.4.8 and 1.5.0,
+        0/0 from 1.4.9 and 1.5.1 (``UnreachableEnabled.DefaultInactiveAfter`` / ``DefaultExpungeAfter``)."""
+        if self.version < _v(1, 4, 9) or _v(1, 5) <= self.version < _v(1, 5, 1):
+            return {"inactiveAfterSeconds": 300, "expungeAfterSeconds": 600}
+        return {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}
 
     @property
     def knows_gpu_scheduling_behavior(self) -> bool:

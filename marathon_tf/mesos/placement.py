@@ -11,7 +11,10 @@ Modelled on ``mesosphere/mesos/ResourceMatcher.scala`` ``matchResources`` and
 * constraints are checked against the app's instances of its current configuration (``hostname``
   or ``@hostname`` is the agent's hostname, any other field an attribute):
   ``UNIQUE``, ``CLUSTER``, ``GROUP_BY``, ``LIKE``, ``UNLIKE`` (whole-string regular expressions),
-  ``MAX_PER``, ``IS``; a failure adds ``UnfulfilledConstraint``;
+  ``MAX_PER``, ``IS``; a failure adds ``UnfulfilledConstraint``; ``GROUP_BY`` as 1.4 – 1.10.33
+  and 1.11.0 – 1.11.17 check it (a value no instance has yet always fits), or, asked to
+  (``group_by_even``), as 1.10.34+ and 1.11.18+ do (the app's instances spread evenly over its ``n``
+  values);
 * with ``gpu_resources`` enabled and ``--gpu_scheduling_behavior restricted`` (1.8's default; the
   app's ``GPU_SCHEDULING_BEHAVIOR`` label overrides it) a task without GPUs declines an offer with
   GPUs: ``DeclinedScarceResources``;
@@ -91,9 +94,29 @@ def _as_int(text: str, default: int) -> int:
         return default
 
 
-def meets_constraint(agent: AgentInfo, placed: Sequence[AgentInfo], constraint: Sequence[str]) -> bool:
+def _group_by_even(offered: str, counts: dict[str | None, int], groups: int, instances: int) -> bool:
+    """``GROUP_BY`` of Marathon 1.10.34+ and 1.11.18+ (``checkGroupBy``): each of the ``groups`` values
+    gets ``instances // groups`` instances, the remainder one more each; a new value only while fewer
+    than ``groups`` are taken. Without a value (``groups`` 0) the division fails: nothing fits."""
+    if groups < 1:
+        return False
+    per_group, remainder = divmod(instances, groups)
+    consumed = sum(max(0, n - per_group) for n in counts.values())
+    if offered not in counts:
+        return len(counts) < groups
+    count = counts[offered]
+    return count < per_group or (count == per_group and remainder - consumed > 0)
+
+
+def meets_constraint(agent: AgentInfo, placed: Sequence[AgentInfo], constraint: Sequence[str], *,
+                     instances: int | None = None) -> bool:
     """``Constraints.meetsConstraint``: may one more instance go to ``agent``, with the app's other
-    instances on ``placed`` (one entry per instance)?"""
+    instances on ``placed`` (one entry per instance)?
+
+    ``instances`` (the app's): ``GROUP_BY`` as Marathon 1.10.34+ and 1.11.18+ check it, spreading the
+    app's instances evenly over at most ``n`` values; None: as 1.4 – 1.10.33 and 1.11.0 – 1.11.17 do,
+    where a value no instance has yet always fits and a taken one only while it has the fewest (once
+    ``n`` are taken)."""
     name, operator = constraint[0], constraint[1]
     value = constraint[2] if len(constraint) > 2 else ""
     offered = field_value(agent, name)
@@ -117,6 +140,8 @@ def meets_constraint(agent: AgentInfo, placed: Sequence[AgentInfo], constraint: 
         counts[v] = counts.get(v, 0) + 1
     if operator == "GROUP_BY":
         minimum = max(0, _as_int(value, 0))
+        if instances is not None:
+            return _group_by_even(offered, counts, minimum, instances)
         if offered not in counts:
             return True
         return len(counts) >= minimum and counts[offered] == min(counts.values())
@@ -147,8 +172,9 @@ def _take(offer: list[Resource], name: str, amount: float, roles: set[str]) -> l
 
 def match(spec: dict, agent: AgentInfo, offer: list[Resource], placed: Sequence[AgentInfo], *, default_roles: set[str],
           used_gpus: Iterable[int] = (), taken_ports: Iterable[int] = (),
-          gpu_restricted: bool = False) -> Match | NoMatch:
-    """Whether one task of app ``spec`` fits ``offer`` (the agent's free resources)."""
+          gpu_restricted: bool = False, group_by_even: bool = False) -> Match | NoMatch:
+    """Whether one task of app ``spec`` fits ``offer`` (the agent's free resources); ``group_by_even``:
+    ``GROUP_BY`` as Marathon 1.10.34+ and 1.11.18+ check it (:func:`meets_constraint`)."""
     roles = set(spec.get("acceptedResourceRoles") or default_roles)
     reasons: list[str] = []
     consumed: list[Resource] = []
@@ -166,7 +192,9 @@ def match(spec: dict, agent: AgentInfo, offer: list[Resource], placed: Sequence[
             consumed += taken
     if not any(r.role in roles for r in offer):
         reasons.append("UnfulfilledRole")
-    if not all(meets_constraint(agent, placed, c) for c in spec.get("constraints") or [] if len(c) >= 2):
+    instances = int(spec.get("instances", 1) or 0) if group_by_even else None
+    if not all(meets_constraint(agent, placed, c, instances=instances)
+               for c in spec.get("constraints") or [] if len(c) >= 2):
         reasons.append("UnfulfilledConstraint")
     behaviour = (spec.get("labels") or {}).get("GPU_SCHEDULING_BEHAVIOR")
     restricted = gpu_restricted if behaviour not in ("restricted", "unrestricted") else behaviour == "restricted"

@@ -202,3 +202,80 @@ def test_a_task_lost_with_its_agent_while_a_deployment_holds_its_app(cluster_wit
         return
     time.sleep(3)
     assert [t for t in api.tasks("/g/a") if t["id"] != first["id"]] == [] and "/g/a" not in _queued(api)
+
+
+@pytest.mark.parametrize("version, spread", [(None, True), ("1.10.33", True), ("1.10.34", False),
+                                             ("1.11.24", False)])
+def test_group_by_lets_a_new_value_through_before_1_10_34(cluster_with, make_app, version, spread):
+    """``GROUP_BY 1`` with ``UNIQUE`` hostnames: mesosphere/marathon v1.4.3 (and v1.10.26, releases/1.11
+    before 1.11.18) ``src/main/scala/mesosphere/mesos/Constraints.scala:66-80`` ``checkGroupBy`` lets a
+    hostname no instance has yet through, so the second instance runs on the other agent; from 1.10.34
+    (releases/1.10 34bb771f2) and 1.11.18 (releases/1.11 ddd6b19b1, ``Constraints.scala:123-149``) one
+    value is taken and it must hold both instances, which UNIQUE forbids: the second waits
+    (``UnfulfilledConstraint``)."""
+    cluster, api = cluster_with(agents=2, **({} if version is None else {"marathon_version": version}))
+    app = make_app("/gb", instances=2, constraints=[["hostname", "GROUP_BY", "1"], ["hostname", "UNIQUE"]])
+    assert api.put("/v2/apps/gb", json=app).status_code == 201
+    if spread:
+        assert wait_for(lambda: len(api.running("/gb")) == 2, 15, what="both instances, one per agent")
+        return
+    assert wait_for(lambda: len(api.running("/gb")) == 1, 15, what="the first instance")
+
+    def reasons() -> list[str]:
+        items = api.get("/v2/queue", params={"embed": "lastUnusedOffers"}).json()["queue"]
+        return [r for i in items for o in i.get("lastUnusedOffers", []) for r in o.get("reason", [])]
+    assert wait_for(lambda: "UnfulfilledConstraint" in reasons(), 15, what="the other agent declined")
+    assert len(api.running("/gb")) == 1
+
+
+@pytest.mark.parametrize("version, default", [("1.4.3", 300), ("1.4.8", 300), ("1.4.9", 0), ("1.5.0", 300),
+                                              ("1.5.1", 0), ("1.7.236", 0), (None, 0)])
+def test_an_app_without_unreachable_strategy_gets_its_versions_default(cluster_with, make_app, version, default):
+    """``unreachableStrategy`` of an app that sets none: ``UnreachableEnabled.DefaultInactiveAfter`` /
+    ``DefaultExpungeAfter`` of mesosphere/marathon ``state/UnreachableStrategy.scala`` are 5 and 10 minutes at
+    v1.4.3:33-34, v1.4.8:33-34 and v1.5.0:33-34, 0 s at v1.4.9:33-34, v1.5.1:33-34, v1.7.236:31-32 and
+    releases/1.11:32-33 (0480f1766 "Changed default of UnreachableEnabled to (0,0) (#5523)"); the RAML
+    defaults agree (``docs/docs/rest-api/public/api/v2/types/unreachableStrategy.raml``: 300/600 at v1.4.3:13,25
+    and v1.5.0:14,26, 0/0 at v1.4.9:13,25 and v1.5.1:14,26). A strategy the app sets is kept."""
+    _, api = cluster_with(**({} if version is None else {"marathon_version": version}))
+    assert api.put("/v2/apps/u", json=make_app("/u", instances=0)).status_code == 201
+    assert api.get("/v2/apps/u").json()["app"]["unreachableStrategy"] == {"inactiveAfterSeconds": default,
+                                                                          "expungeAfterSeconds": 2 * default}
+    group = {"id": "/g", "apps": [make_app("/g/v", instances=0),
+                                  make_app("/g/w", instances=0, unreachableStrategy="disabled")]}
+    assert api.put("/v2/groups/g", json=group).status_code in (200, 201)
+    assert api.get("/v2/apps/g/v").json()["app"]["unreachableStrategy"]["inactiveAfterSeconds"] == default
+    assert api.get("/v2/apps/g/w").json()["app"]["unreachableStrategy"] == "disabled"
+
+
+@pytest.mark.parametrize("version, replaced", [("1.4.3", False), (None, True)])
+def test_a_lost_task_of_an_app_without_a_strategy_is_replaced_by_the_versions_default(cluster_with, make_app,
+                                                                                       version, replaced):
+    """An app without ``unreachableStrategy`` whose agent is lost: on mesosphere/marathon v1.4.3 its
+    instance stays ``Unreachable`` (counted, not replaced) for 5 minutes (``state/UnreachableStrategy.scala:33``;
+    ``core/task/Task.scala:88-98`` ``isUnreachableExpired``, the same at releases/1.11:159-169); from 1.4.9 /
+    1.5.1 (``UnreachableStrategy.scala:33-34`` 0 s) it is replaced at once."""
+    cluster, api = cluster_with(agents=2, **({} if version is None else {"marathon_version": version}))
+    assert api.put("/v2/apps/l", json=make_app("/l")).status_code == 201
+    first = wait_for(lambda: api.running("/l"), 15, what="the task")[0]
+    api.wait_deployed()
+    assert cluster.kill_agent(first["host"]) == [first["id"]]
+    if replaced:
+        assert wait_for(lambda: [t for t in api.running("/l") if t["host"] != first["host"]], 10,
+                        what="the replacement on the other agent")
+        return
+    time.sleep(3)
+    assert [t["id"] for t in api.tasks("/l")] == [first["id"]] and "/l" not in _queued(api)
+
+
+def test_played_group_by_and_unreachable_default_by_release():
+    """Where each behaviour starts (mesosphere/marathon ``version`` script: 1.x.N = N first-parent commits
+    after ``BRANCH_POINT``): ddd6b19b1 is 1.11.18 on releases/1.11 and 34bb771f2 1.10.34 on releases/1.10
+    (``src/main/scala/mesosphere/mesos/Constraints.scala``, ``checkGroupBy``); ``state/UnreachableStrategy.scala``
+    0/0 from v1.4.9:33-34 and v1.5.1:33-34, 300/600 at v1.4.8:33-34 and v1.5.0:33-34."""
+    from marathon_tf.local.versions import played
+
+    assert [played(v).group_by_even for v in ("1.4.3", "1.9.109", "1.10.33", "1.10.34", "1.11.0", "1.11.17",
+                                              "1.11.18", "1.11.24")] == [False] * 3 + [True] + [False] * 2 + [True] * 2
+    assert [played(v).unreachable_default["inactiveAfterSeconds"]
+            for v in ("1.4.0", "1.4.8", "1.4.9", "1.4.13", "1.5.0", "1.5.1", "1.11.0")] == [300, 300, 0, 0, 300, 0, 0]

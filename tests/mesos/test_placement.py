@@ -97,3 +97,41 @@ A1, A2, A3 = (_agent(attributes=f"rack:r{(i + 1) // 2}", index=i) for i in (1, 2
 ])
 def test_constraints_as_marathon_checks_them(constraint, placed, ok):
     assert meets_constraint(A1, placed, constraint) is ok
+
+
+# GROUP_BY by version: R1, R2, R3 are one agent on each of three racks.
+R1, R2, R3 = (_agent(attributes=f"rack:r{i}", index=i) for i in (1, 2, 3))
+
+
+@pytest.mark.parametrize("value, placed, offered, instances, old, even", [
+    ("2", [R1, R1, R2], R3, 4, True, False),   # 2 values taken: a third only before 1.10.34
+    ("2", [R1, R1, R2], R2, 4, True, True),    # r2 has the fewest; 4 // 2 = 2 each: room on r2
+    ("2", [R1, R1, R2], R1, 4, False, False),  # r1 has its 2
+    ("2", [R1, R2], R1, 3, True, True),        # 3 = 1 + 1, remainder 1: one value gets a second
+    ("2", [R1, R1, R2], R2, 3, True, False),   # the remainder went to r1: r2 stays at 1 on 1.11.18+
+    ("1", [R1], R2, 2, True, False),           # GROUP_BY 1: a second value only before 1.10.34
+    ("1", [R1], R1, 2, True, True),
+    ("", [], R1, 1, True, False),              # no value: n 0 divides by zero on 1.11.18+
+    ("3", [], R1, 3, True, True),
+])
+def test_group_by_before_and_after_1_10_34(value, placed, offered, instances, old, even):
+    """``GROUP_BY`` at offer time, by version (mesosphere/marathon ``src/main/scala/mesosphere/mesos/
+    Constraints.scala`` ``checkGroupBy``): v1.4.3:66-80 (the same at v1.9.109:113-127 and v1.10.26:119-134)
+    lets a value no placed instance has through ("the constraint value from the offer is not yet in the
+    grouping"), a taken one only when ``n`` values are taken and it has the fewest; releases/1.11:123-149
+    (ddd6b19b1 "Allow GROUP_BY to preemptively scale up (#7206)", 1.11.18; releases/1.10 34bb771f2, 1.10.34)
+    aims at ``instances / n`` per value plus the remainder, and a new value only while fewer than ``n`` are
+    taken; ``desiredInstanceCount / desiredGroupCount`` with no value (``GroupByDefault`` 0) throws."""
+    constraint = ["rack", "GROUP_BY", value] if value else ["rack", "GROUP_BY"]
+    assert meets_constraint(offered, placed, constraint) is old
+    assert meets_constraint(offered, placed, constraint, instances=instances) is even
+
+
+def test_match_checks_group_by_with_the_apps_instances_when_asked():
+    """``match(..., group_by_even=True)`` reads the app's ``instances`` (releases/1.11 mesosphere/marathon
+    ``src/main/scala/mesosphere/mesos/Constraints.scala:124``: ``runSpec.instances``) and says
+    ``UnfulfilledConstraint`` for a third rack (``ResourceMatcher.scala:215-227``)."""
+    spec = {"cpus": 0.1, "instances": 4, "constraints": [["rack", "GROUP_BY", "2"]]}
+    assert isinstance(_match(spec, R3, [R1, R1, R2]), Match)
+    assert _match(spec, R3, [R1, R1, R2], group_by_even=True).reasons == ["UnfulfilledConstraint"]
+    assert isinstance(_match(spec, R2, [R1, R1, R2], group_by_even=True), Match)
