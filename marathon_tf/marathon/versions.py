@@ -167,6 +167,16 @@ class Capabilities:
         has: the task would never be placed."""
         return self._since("1.6.0")
 
+    @property
+    def group_by_needs_a_count(self) -> bool:
+        """``GROUP_BY`` without a value stops an app's tasks from being placed from 1.10.34 and 1.11.18: the offer
+        matcher divides the app's instances by the value, 0 by default (``Constraints.scala`` ``checkGroupBy``,
+        ``desiredInstanceCount / desiredGroupCount``, releases/1.11:123-149, from mesosphere/marathon#7206,
+        backported to releases/1.10); before, a value none of the app's tasks has always fits."""
+        if self.version is not None and _v("1.10.0") <= self.version < _v("1.11.0"):
+            return self._since("1.10.34")
+        return self._since("1.11.18")
+
     # ------------------------------------------------------------------ the event stream
     @property
     def reads_plan_format_light(self) -> bool:

@@ -84,6 +84,9 @@ def _constraint_problems(spec: JobSpec, caps: versions.Capabilities) -> list[str
     for key, i, c in rules:
         if c[1] == "IS" and not caps.has_constraint_is:
             out.append(f"{key}[{i}] uses the IS operator, which Marathon has from 1.6 (its marathon.proto)")
+        if (c[1] == "GROUP_BY" and len(c) < 3 and "per_task" in key and caps.group_by_needs_a_count):
+            out.append(f"{key}[{i}] is GROUP_BY without a count, which this Marathon divides by (a count of 0): "
+                       f"the app's task is never placed")
         if c[0].startswith("@") and not caps.has_pseudo_fields:
             out.append(f"{key}[{i}] names {c[0]}, a field Marathon has from 1.6 (its mesos/Constraints.scala); "
                        f"before, it is taken for an agent attribute no agent has and the task is never placed")
@@ -110,7 +113,9 @@ def check_version(spec: JobSpec, marathon_version: MarathonVersionLike, *, where
         raise VersionRefused(f"{spec.source}: {problems[0]}; {who} would not hold the job to it"
                              + (f" (and {len(problems) - 1} more like it)" if len(problems) > 1 else ""),
                              hint="use hostname instead of @hostname, LIKE with the value instead of IS, or "
-                                  "upgrade Marathon to 1.6+")
+                                  "upgrade Marathon to 1.6+; give GROUP_BY a count (one app holds one task: "
+                                  "constraints_per_task's GROUP_BY constrains nothing; constraints spread the job's "
+                                  "tasks)")
 
 
 def default_templates_dir() -> Path:

@@ -115,6 +115,31 @@ def test_a_container_network_job_is_refused_for_1_4_naming_the_version(version):
     assert errors(render_group(spec, marathon_version="1.5.0"), "1.7") == []
 
 
+@pytest.mark.parametrize("version, refused", [("1.4.3", False), ("1.10.33", False), ("1.10.34", True),
+                                              ("1.11.0", False), ("1.11.17", False), ("1.11.18", True),
+                                              ("1.11.24", True)])
+def test_group_by_without_a_count_per_task_is_refused_where_marathon_divides_by_it(version, refused):
+    """mesosphere/marathon releases/1.11 ``src/main/scala/mesosphere/mesos/Constraints.scala:123-149``
+    (``checkGroupBy``: ``desiredInstanceCount / desiredGroupCount``, the count 0 when none is written: every offer
+    match of the app fails), from #7206 (commit ddd6b19b1; in 1.11.18, and backported to releases/1.10 as
+    34bb771f2, in 1.10.34); v1.4.3 ``Constraints.scala:66-80``: a value none of the app's tasks has always fits.
+    ``constraints_per_task`` go into each app as they are: where Marathon would never place the task, nothing
+    is sent; the job's own ``constraints`` (placed by the job's leader, never Marathon's GROUP_BY) are not."""
+    def job(**worker):
+        return minimal(roles={"ps": {"count": 1}, "worker": {"count": 2, **worker}})
+
+    per_task = job(constraints_per_task=[["rack", "GROUP_BY"]])
+    if refused:
+        with pytest.raises(VersionRefused) as e:
+            render_group(load_dict(per_task), marathon_version=version)
+        assert "roles.worker.constraints_per_task[0] is GROUP_BY without a count" in e.value.message
+        assert f"Marathon {version}" in e.value.message and "give GROUP_BY a count" in e.value.hint
+    else:
+        render_group(load_dict(per_task), marathon_version=version)
+    for fine in (job(constraints_per_task=[["rack", "GROUP_BY", "2"]]), job(constraints=[["rack", "GROUP_BY"]])):
+        render_group(load_dict(fine), marathon_version=version)
+
+
 @pytest.mark.parametrize("constraint, ok_from", [(["rack", "IS", "r1"], "1.6.0"), (["@hostname", "UNIQUE"], "1.6.0"),
                                                   (["@zone", "GROUP_BY", "2"], "1.6.0")])
 def test_constraints_a_version_does_not_know_are_refused(constraint, ok_from):
