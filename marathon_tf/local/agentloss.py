@@ -29,15 +29,42 @@ import asyncio
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .agents import Agent
-from .state import AppState, Task
+from .agents import Agent, Agents
+from .events import EventBus
+from .health import HealthMonitor
+from .launcher import Launcher
+from .offers import OfferStats
+from .state import AppState, State, Task
+from .taskscope import Grants
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .scheduler import Scheduler
+__all__ = ["AgentLoss", "Host", "strategy_seconds"]
 
-__all__ = ["AgentLoss", "strategy_seconds"]
+
+class Host(Protocol):
+    """What the scheduler (:class:`marathon_tf.local.scheduler.Scheduler`) lends its side of lost agents: the
+    cluster's state, the task processes and health checks it keeps, and what it does to a task."""
+
+    state: State
+    agents: Agents
+    offers: OfferStats
+    launcher: Launcher
+    bus: EventBus
+    grants: Grants | None
+    procs: dict[str, asyncio.subprocess.Process]
+    monitors: dict[str, HealthMonitor]
+    watchers: dict[str, asyncio.Task]
+    launched: dict[str, tuple[dict, dict[str, str]]]
+
+    def wake(self) -> None: ...
+    def agent_registered(self, agent_id: str) -> None: ...
+    def monitor(self, task: Task) -> None: ...
+    def set_status(self, task: Task, state: str, message: str) -> None: ...
+    def finish(self, app: AppState, task: Task, state: str, message: str) -> None: ...
+    def instance_changed(self, task: Task, condition: str) -> None: ...
+    def scale_run_spec(self, app_id: str) -> None: ...
+    def kill(self, task: Task, reason: str, grace: float | None = None, decommission: bool = False) -> None: ...
 
 
 def strategy_seconds(spec: dict) -> tuple[float, float] | None:
@@ -52,7 +79,7 @@ def strategy_seconds(spec: dict) -> tuple[float, float] | None:
 class AgentLoss:
     """The scheduler's side of lost agents (all on its event loop)."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: Host) -> None:
         self.s = scheduler
         #: task id -> (state, message) of a task that ended while its agent was lost.
         self._exits: dict[str, tuple[str, str]] = {}
@@ -77,13 +104,13 @@ class AgentLoss:
         for task in self._tasks_on(agent):
             if task.unreachable_since is None:
                 task.unreachable_since = now
-                monitor = self.s._monitors.pop(task.id, None)
+                monitor = self.s.monitors.pop(task.id, None)
                 if monitor:
                     monitor.stop()
-                self.s._status(task, "TASK_UNREACHABLE", f"Agent {agent.hostname} ({agent.id}) is unreachable")
+                self.s.set_status(task, "TASK_UNREACHABLE", f"Agent {agent.hostname} ({agent.id}) is unreachable")
                 changed.append(task.id)
             if kill:
-                self._kill(self.s._procs.get(task.id))
+                self._kill(self.s.procs.get(task.id))
         if kill:
             for task_id, (task, proc) in list(self._orphans.items()):
                 if task.agent_id == agent.id:
@@ -115,13 +142,13 @@ class AgentLoss:
                 continue
             app = self.s.state.apps[task.app_id]
             ended = self._exits.pop(task.id, None)
-            if died or ended is None and task.id not in self.s._procs:
+            if died or ended is None and task.id not in self.s.procs:
                 ended = ("TASK_GONE", f"Agent {agent.hostname} re-registered without this task")
             if ended is not None:
-                self.s._finish(app, task, *ended)
+                self.s.finish(app, task, *ended)
                 continue
             since, task.unreachable_since = task.unreachable_since, None
-            self.s._status(task, "TASK_RUNNING", "")
+            self.s.set_status(task, "TASK_RUNNING", "")
             self.s.monitor(task)
             if task.inactive:  # replaced meanwhile: killed once expungeAfterSeconds has passed
                 seconds = strategy_seconds(app.run_def or app.definition) or (0.0, 0.0)
@@ -151,8 +178,8 @@ class AgentLoss:
         if app is not None:
             app.tasks.pop(task.id, None)
             self.s.state.touch()
-        proc = self.s._procs.pop(task.id, None)
-        self.s._launched.pop(task.id, None)
+        proc = self.s.procs.pop(task.id, None)
+        self.s.launched.pop(task.id, None)
         if self.s.grants is not None:
             self.s.grants.revoke(task.id, Path(task.sandbox))
         self._exits.pop(task.id, None)
@@ -168,8 +195,8 @@ class AgentLoss:
 
     def exited_while_lost(self, task: Task, state: str, message: str) -> None:
         """A lost agent's task ended: told when the agent is back (if Marathon still knows it)."""
-        self.s._procs.pop(task.id, None)
-        self.s._watchers.pop(task.id, None)
+        self.s.procs.pop(task.id, None)
+        self.s.watchers.pop(task.id, None)
         app = self.s.state.apps.get(task.app_id)
         if self._orphans.pop(task.id, None) is None and app is not None and task.id in app.tasks:
             self._exits[task.id] = (state, message)

@@ -104,12 +104,12 @@ class Scheduler:
         self._offered_at: dict[str, float] = {}
         self.kill_grace = kill_grace
         self.shutdown_grace = shutdown_grace
-        self._procs: dict[str, asyncio.subprocess.Process] = {}
-        self._monitors: dict[str, HealthMonitor] = {}
-        self._watchers: dict[str, asyncio.Task] = {}
+        self.procs: dict[str, asyncio.subprocess.Process] = {}
+        self.monitors: dict[str, HealthMonitor] = {}
+        self.watchers: dict[str, asyncio.Task] = {}
         self._terminating: dict[str, asyncio.Future] = {}
         #: task id -> (its app's run spec, its environment) as launched (health checks after a return).
-        self._launched: dict[str, tuple[dict, dict[str, str]]] = {}
+        self.launched: dict[str, tuple[dict, dict[str, str]]] = {}
         self.loss = AgentLoss(self)
         self._wake = asyncio.Event()
         self.stopping = False
@@ -321,8 +321,8 @@ class Scheduler:
                     str(agent.sandboxes / task_id), agent_id=agent.id, host=agent.hostname,
                     consumed=tuple(consumed), gpus=chosen.gpus)
         app.tasks[task_id] = task
-        self._status(task, "TASK_STAGING", "")
-        self._watchers[task_id] = asyncio.ensure_future(self._start(app, task, run_def))
+        self.set_status(task, "TASK_STAGING", "")
+        self.watchers[task_id] = asyncio.ensure_future(self._start(app, task, run_def))
         return True
 
     async def _start(self, app: AppState, task: Task, run_def: dict) -> None:
@@ -344,22 +344,22 @@ class Scheduler:
             if task.killing or self.stopping:
                 raise FetchError("Task killed before it was started")
             if task.unreachable_since is not None:  # its agent was lost while the task was staged
-                self._watchers.pop(task.id, None)
+                self.watchers.pop(task.id, None)
                 return
             proc = await self.launcher.spawn(run_def, env, box)
         except (FetchError, OSError) as exc:
             state = "TASK_KILLED" if task.killing else "TASK_FAILED"
-            self._finish(app, task, state, str(exc))
+            self.finish(app, task, state, str(exc))
             return
-        self._procs[task.id] = proc
-        self._launched[task.id] = (run_def, env)
+        self.procs[task.id] = proc
+        self.launched[task.id] = (run_def, env)
         task.pid = proc.pid
         task.started_at = now_ts()
         task.started_mono = time.monotonic()
         if task.unreachable_since is not None:  # lost while it was being started
             self.loss.started_while_lost(task, proc)
         else:
-            self._status(task, "TASK_RUNNING", "")
+            self.set_status(task, "TASK_RUNNING", "")
             if task.killing:
                 asyncio.ensure_future(self.launcher.terminate(proc, self.shutdown_grace))
             self.monitor(task)
@@ -372,16 +372,16 @@ class Scheduler:
         if task.unreachable_since is not None:  # nobody hears of it until the agent is back
             self.loss.exited_while_lost(task, state, message)
             return
-        self._finish(app, task, state, message)
+        self.finish(app, task, state, message)
 
     def monitor(self, task: Task) -> None:
         """Start the health checks of a running task."""
-        spec, env = self._launched.get(task.id, ({}, {}))
+        spec, env = self.launched.get(task.id, ({}, {}))
         checks = spec.get("healthChecks") or []
         if checks:
             monitor = HealthMonitor(task, checks, task.host, env, self._health_changed, self._unhealthy,
                                     on_result=self.state.touch)
-            self._monitors[task.id] = monitor
+            self.monitors[task.id] = monitor
             monitor.start()
 
     def _exit_status(self, task: Task, code: int) -> tuple[str, str]:
@@ -399,16 +399,18 @@ class Scheduler:
                 message += f": {why}" if why else ""
         return state, message
 
-    def _finish(self, app: AppState, task: Task, state: str, message: str) -> None:
+    def finish(self, app: AppState, task: Task, state: str, message: str) -> None:
+        """``task`` ended in ``state``: its health checks, process and grant go, its status update is sent,
+        the app's last failure and launch backoff are kept, and its app is scaled back to its target."""
         if self.grants is not None:
             self.grants.revoke(task.id, Path(task.sandbox))
-        monitor = self._monitors.pop(task.id, None)
+        monitor = self.monitors.pop(task.id, None)
         if monitor:
             monitor.stop()
-        self._procs.pop(task.id, None)
-        self._watchers.pop(task.id, None)
-        self._launched.pop(task.id, None)
-        self._status(task, state, message)
+        self.procs.pop(task.id, None)
+        self.watchers.pop(task.id, None)
+        self.launched.pop(task.id, None)
+        self.set_status(task, state, message)
         if state in ("TASK_FAILED", "TASK_KILLED", "TASK_ERROR", "TASK_GONE"):
             app.last_task_failure = {"appId": app.id, "host": task.host, "message": message,
                                      "state": state, "taskId": task.id, "timestamp": now_ts(),
@@ -437,7 +439,8 @@ class Scheduler:
         else:
             self.unqueued.discard(app_id)
 
-    def _status(self, task: Task, state: str, message: str) -> None:
+    def set_status(self, task: Task, state: str, message: str) -> None:
+        """``task`` is now in ``state``: the status update and the instance change Marathon publishes."""
         task.state = state
         self._changed = True
         self.bus.publish("status_update_event", slaveId=task.agent_id, taskId=task.id, taskStatus=state,
@@ -482,8 +485,8 @@ class Scheduler:
         if decommission:
             self.instance_changed(task, _CONDITION.get(task.state, "Unknown"))
         if self.task_killing:
-            self._status(task, "TASK_KILLING", reason)
-        proc = self._procs.get(task.id)
+            self.set_status(task, "TASK_KILLING", reason)
+        proc = self.procs.get(task.id)
         if proc is not None:
             app = self.state.apps.get(task.app_id)
             spec = (app.run_def or app.definition) if app else {}
@@ -496,7 +499,7 @@ class Scheduler:
 
     def signal_task(self, task: Task, sig: int) -> bool:
         """Send ``sig`` to a task's process group without Marathon knowing (a simulated crash)."""
-        proc = self._procs.get(task.id)
+        proc = self.procs.get(task.id)
         if proc is None:
             return False
         self.launcher.signal_group(proc.pid, sig)
@@ -525,7 +528,7 @@ class Scheduler:
                 self.kill(task, "shutdown", grace=grace)
                 longest = max(longest, grace)
         await self.loss.stop_orphans(longest)
-        watchers = list(self._watchers.values())
+        watchers = list(self.watchers.values())
         if watchers:
             await asyncio.wait(watchers, timeout=longest + 5)
         self.launcher.kill_all_now()
