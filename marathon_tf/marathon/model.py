@@ -4,8 +4,10 @@ The rest of marathon-tf reads these attributes, never Marathon's fields: ``app.t
 ``app["tasks"]``), ``task.host``, ``task.started_at``, ``app.last_failure.state``,
 ``app.config_version`` (``versionInfo.lastConfigChangeAt``, else the version), ``app.deployments`` (their
 ids), ``app.instances`` (1 when absent, as Marathon defaults it), ``app.newest_task()``; a deployment
-``GET /v2/deployments`` lists is a :class:`Deployment`. ``tests/test_layout.py`` holds the rest
-of the package to that.
+``GET /v2/deployments`` lists is a :class:`Deployment`, what ``/v2/info`` says of the Mesos master and
+Marathon's framework an :class:`Info`. A group's apps: :func:`job_apps` (marathon-tf's, by task name),
+:func:`apps_by_id` (every app, subgroups too). ``tests/test_layout.py`` holds the rest of the package to
+that (the events of ``/v2/events``: :class:`marathon_tf.marathon.events.Event`).
 
 :class:`App` and :class:`Task` are also the JSON objects they were read from (``dict`` subclasses):
 what is written back to Marathon (a placement write, a scale, a re-deploy's comparison) is the app as
