@@ -15,7 +15,8 @@ saves at its next step boundary on SIGUSR1, says ``saved step=N path=P`` and pau
    under way join it.
 2. **Held.** Before a stop, the round *holds* the job's training: the saver stays paused after its
    save, and in a ``tf1`` job (asynchronous workers) every other chief and worker is frozen first
-   (``POST /hold`` to their bootstraps: SIGSTOP) — so the checkpoint is the job's last trained state.
+   (``POST /hold`` to their bootstraps: SIGSTOP; one that does not answer is asked again while the round has
+   the time) — so the checkpoint is the job's last trained state.
    A held program is released by its own stop or restart (it is killed: continued, it would train or
    save past the checkpoint to be restored), or after :func:`hold_limit` s when no stop came. The
    other trainers are held until the round's deadline; only a confirmed round extends their hold.
@@ -73,6 +74,9 @@ AFTER_SAVE_GRACE = 2.0
 MOVE_BUDGET = 5.0
 #: Seconds a ``POST /hold`` may take.
 HOLD_TIMEOUT = 2.0
+#: Times a trainer that did not answer its ``POST /hold`` is asked again before the save (while the round has
+#: the time: a hold is idempotent, and one that lands after the save would let it train past the checkpoint).
+HOLD_RETRIES = 2
 #: Seconds a program that said it saved has to pause itself before its bootstrap pauses it.
 SELF_PAUSE = 2.0
 #: Seconds a program steps before one that never said ``ready`` is taken for one without the hook.
@@ -413,7 +417,14 @@ class Saving:
                 and (naming.parse_task_name(t) or ("",))[0] in ("chief", "worker")}
         asked.tried = sorted(urls)
         seconds = round(max(0.0, deadline - self.clock()) + 2 * HOLD_TIMEOUT, 3)
-        answers = self._hold(urls, HoldRequest(self.ctx.job, reason, min(seconds, hold_limit(self.ctx.grace_seconds))))
+        request = HoldRequest(self.ctx.job, reason, min(seconds, hold_limit(self.ctx.grace_seconds)))
+        answers = self._hold(urls, request)
+        for _ in range(HOLD_RETRIES):  # one that did not answer (a loaded host) may freeze only after the save
+            silent = {t: u for t, u in urls.items() if answers.get(t) is None}
+            if not silent or deadline - self.clock() < 2 * HOLD_TIMEOUT:
+                break
+            self.log(f"save round ({reason}): {', '.join(sorted(silent))} did not answer the hold; asked again")
+            answers.update(self._hold(silent, request))
         asked.held = sorted(t for t, a in answers.items() if (a or {}).get("held"))
 
     def _release(self, held: Sequence[str]) -> None:

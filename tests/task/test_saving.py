@@ -329,6 +329,49 @@ def test_a_hold_answered_too_late_is_released_when_the_round_fails_and_lasts_no_
     assert session.posts[-1][1] == {"job": "j", "release": True}
 
 
+class _SlowPeer:
+    """The session towards worker-1 on a loaded host: its first ``POST /hold`` gets no answer in time (and has
+    not frozen it yet); asked again, it holds (the follower's own ``post_hold``)."""
+
+    def __init__(self, follower: Saving):
+        self.follower, self.posts = follower, []
+
+    def post(self, url, json, timeout):
+        self.posts.append(json)
+        if len([p for p in self.posts if not p.get("release")]) == 1:
+            raise TimeoutError("read timed out")
+        code, body = self.follower.post_hold({}, json)
+        return type("R", (), {"status_code": code, "json": lambda self: body})()
+
+
+def test_a_trainer_that_did_not_answer_its_hold_is_asked_again_before_the_save(tmp_path, programs):
+    """A TF1 round saved after one try of ``POST /hold``: a worker whose answer did not come in time (a loaded
+    host) froze only after the save, or not at all, and could step once past the checkpoint — one step trained
+    twice across ``delete --save`` (a fresh-clone run, stop 48). Now it is asked again while the round has the
+    time, and the save comes with it frozen."""
+    follower = make(tmp_path, decider=False, task="worker-1")
+    peer = Program(follower, PLAIN)
+    programs.append(peer)
+    saving = make(tmp_path)
+    saving._session = session = _SlowPeer(follower)
+    saving.peer_urls = lambda: {"worker-1": "http://127.0.0.1:1", "ps-0": "http://127.0.0.1:2"}
+    program = Program(saving, HOOKED, str(tmp_path / "ckpt"))
+    programs.append(program)
+    program.wait_steps(3)
+    peer.wait_steps(3)
+    result = saving.save("worker-0 is stopped", hold=True, timeout=10)
+    assert result.ok and result.held, result
+    # asked twice, then (the round confirmed) its hold extended until the stop; never released
+    assert [(p.get("release", False), p.get("extend", False)) for p in session.posts] == [
+        (False, False), (False, False), (False, True)]
+    assert peer.trainer.held == "outside"
+    assert any("worker-1 did not answer the hold; asked again" in line for line in saving.logs), saving.logs
+    assert any("asking the training program to save now; worker-1 held" in line for line in saving.logs)
+    seen = len(peer.steps)
+    time.sleep(0.3)
+    assert len(peer.steps) == seen  # frozen since before the save
+
+
 def test_a_hold_is_always_bounded_and_an_extension_never_holds_anew(tmp_path, programs):
     follower = make(tmp_path, decider=False, task="worker-1")
     program = Program(follower, PLAIN)
