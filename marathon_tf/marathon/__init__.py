@@ -9,7 +9,7 @@ reading of Marathon's JSON is here: the other sides get values, not Marathon's f
 ``marker``     our own write whose answer was lost: the digest label, the looks that adopt it
 ``versions``   what differs between Marathon 1.4 and 1.11, each answer citing Marathon's source
 ``events``     the event stream (``/v2/events``, server-sent events) in a daemon thread
-``model``      Marathon's apps and tasks as typed values (``App``, ``Task``), parsed once
+``model``      Marathon's JSON as typed values (``App``, ``Task``, ``Deployment``, ``Info``, ``Event``), parsed once
 ``tasks``      an app's tasks: the newest, ports by name, addresses, health, timestamps
 ``queue``      ``/v2/queue``: why a task is not placed, its launch delay, Marathon's reason names
 ``waiting``    why a job's tasks wait, per role and in numbers; whether the job is still starting

@@ -24,8 +24,8 @@ import logging
 import queue
 import socket
 import threading
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import sseclient
@@ -33,6 +33,7 @@ import sseclient
 from marathon_tf.contract.errors import MarathonError, MarathonUnavailable, Timeout
 from marathon_tf.marathon import shapes
 from marathon_tf.marathon.client import Client, RedirectNotFollowed
+from marathon_tf.marathon.model import Event
 from marathon_tf.marathon.transport import oneline, redact_url
 
 log = logging.getLogger("marathon_tf.marathon")
@@ -46,68 +47,6 @@ __all__ = ["EventStream", "Event", "INTERESTING"]
 INTERESTING = ("deployment_info", "deployment_step_success", "deployment_step_failure", "deployment_success",
                "deployment_failed", "status_update_event", "health_status_changed_event",
                "instance_health_changed_event", "group_change_success", "app_terminated_event")
-
-
-def _text(value: Any) -> str | None:
-    return str(value) if value not in (None, "") and not isinstance(value, (dict, list)) else None
-
-
-def _ports(value: Any) -> tuple[int, ...]:
-    out = []
-    for port in value if isinstance(value, list) else []:
-        try:
-            out.append(int(port))
-        except (TypeError, ValueError):
-            out.append(0)
-    return tuple(out)
-
-
-class Event(dict[str, Any]):
-    """One event of the stream (its ``data``, with its ``eventType``), with what marathon-tf reads of it.
-
-    A ``status_update_event`` (a task's new state) fills ``app_id`` … ``message``; a deployment's events
-    (``deployment_success``, ``deployment_failed`` …) ``id`` and ``reason``. A field that is absent (or
-    of the wrong type) reads as None (``ports``: (), ``message``: ""). Attributes are read when it is
-    made: one changed afterwards is not seen by them."""
-
-    #: ``status_update_event``, ``deployment_success`` …; None when absent.
-    event_type: str | None
-    #: A deployment's id (``deployment_*`` events).
-    id: str | None
-    #: Why a deployment failed (``deployment_failed``).
-    reason: str | None
-    app_id: str | None
-    task_id: str | None
-    #: The task's new state (``TASK_RUNNING`` …).
-    task_status: str | None
-    #: The agent the task runs on.
-    host: str | None
-    #: The task's host ports, in the order of its app's port definitions.
-    ports: tuple[int, ...]
-    #: The app version the task was launched with.
-    version: str | None
-    #: When it happened (a Marathon timestamp).
-    timestamp: str | None
-    message: str
-
-    def __init__(self, raw: Mapping[str, Any] | None = None, **fields: Any):
-        super().__init__(raw or {}, **fields)
-        self.event_type = _text(self.get("eventType"))
-        self.id = _text(self.get("id"))
-        self.reason = _text(self.get("reason"))
-        self.app_id = _text(self.get("appId"))
-        self.task_id = _text(self.get("taskId"))
-        self.task_status = _text(self.get("taskStatus"))
-        self.host = _text(self.get("host"))
-        self.ports = _ports(self.get("ports"))
-        self.version = _text(self.get("version"))
-        self.timestamp = _text(self.get("timestamp"))
-        self.message = str(self.get("message") or "")
-
-    @classmethod
-    def parse(cls, raw: Any) -> Event:
-        """``raw`` when it is an :class:`Event` already, else one made of it (of nothing when it is no object)."""
-        return raw if isinstance(raw, Event) else cls(raw if isinstance(raw, Mapping) else {})
 
 
 class EventStream:

@@ -7,7 +7,7 @@ ids), ``app.instances`` (1 when absent, as Marathon defaults it), ``app.newest_t
 ``GET /v2/deployments`` lists is a :class:`Deployment`, what ``/v2/info`` says of the Mesos master and
 Marathon's framework an :class:`Info`. A group's apps: :func:`job_apps` (marathon-tf's, by task name),
 :func:`apps_by_id` (every app, subgroups too). ``tests/test_layout.py`` holds the rest of the package to
-that (the events of ``/v2/events``: :class:`marathon_tf.marathon.events.Event`).
+that; an event of ``/v2/events`` is an :class:`Event`.
 
 :class:`App` and :class:`Task` are also the JSON objects they were read from (``dict`` subclasses):
 what is written back to Marathon (a placement write, a scale, a re-deploy's comparison) is the app as
@@ -31,8 +31,8 @@ from typing import Any
 from marathon_tf.contract import labels as L
 from marathon_tf.contract import naming
 
-__all__ = ["Task", "Failure", "HealthResult", "App", "Deployment", "Info", "job_apps", "apps_by_id", "parse_apps",
-           "newest_task", "oldest_first", "wall"]
+__all__ = ["Task", "Failure", "HealthResult", "App", "Deployment", "Info", "Event", "job_apps", "apps_by_id",
+           "parse_apps", "newest_task", "oldest_first", "wall"]
 
 
 def _str(value: Any) -> str | None:
@@ -275,6 +275,54 @@ class App(dict[str, Any]):
             return naming.task_name(role, int(index)) if role is not None and index is not None else None
         except ValueError:
             return None
+
+
+class Event(dict[str, Any]):
+    """One event of the stream (its ``data``, with its ``eventType``), with what marathon-tf reads of it.
+
+    A ``status_update_event`` (a task's new state) fills ``app_id`` … ``message``; a deployment's events
+    (``deployment_success``, ``deployment_failed`` …) ``id`` and ``reason``. A field that is absent (or
+    of the wrong type) reads as None (``ports``: (), ``message``: ""). Attributes are read when it is
+    made: one changed afterwards is not seen by them."""
+
+    #: ``status_update_event``, ``deployment_success`` …; None when absent.
+    event_type: str | None
+    #: A deployment's id (``deployment_*`` events).
+    id: str | None
+    #: Why a deployment failed (``deployment_failed``).
+    reason: str | None
+    app_id: str | None
+    task_id: str | None
+    #: The task's new state (``TASK_RUNNING`` …).
+    task_status: str | None
+    #: The agent the task runs on.
+    host: str | None
+    #: The task's host ports, in the order of its app's port definitions.
+    ports: tuple[int, ...]
+    #: The app version the task was launched with.
+    version: str | None
+    #: When it happened (a Marathon timestamp).
+    timestamp: str | None
+    message: str
+
+    def __init__(self, raw: Mapping[str, Any] | None = None, **fields: Any):
+        super().__init__(raw or {}, **fields)
+        self.event_type = _str(self.get("eventType"))
+        self.id = _str(self.get("id"))
+        self.reason = _str(self.get("reason"))
+        self.app_id = _str(self.get("appId"))
+        self.task_id = _str(self.get("taskId"))
+        self.task_status = _str(self.get("taskStatus"))
+        self.host = _str(self.get("host"))
+        self.ports = _ints(self.get("ports"))
+        self.version = _str(self.get("version"))
+        self.timestamp = _str(self.get("timestamp"))
+        self.message = str(self.get("message") or "")
+
+    @classmethod
+    def parse(cls, raw: Any) -> Event:
+        """``raw`` when it is an :class:`Event` already, else one made of it (of nothing when it is no object)."""
+        return raw if isinstance(raw, Event) else cls(raw if isinstance(raw, Mapping) else {})
 
 
 def parse_apps(apps: Iterable[Any]) -> list[App]:

@@ -51,9 +51,8 @@ from marathon_tf.contract.plan import PlannedStop, Round, RoundCause, RoundKind,
 from marathon_tf.contract.taskapi import LEDGER, LedgerReport, TaskApiError, TaskClient
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import transport
-from marathon_tf.marathon.events import Event
 from marathon_tf.marathon.jobstate import app_cluster, planned_stop
-from marathon_tf.marathon.model import apps_by_id
+from marathon_tf.marathon.model import Event, apps_by_id
 from marathon_tf.marathon.tasks import wall
 from marathon_tf.task.budget import STREAK_RESET, backoff
 from marathon_tf.task.ledger import (
@@ -296,7 +295,7 @@ class Keeper:
 
     # -- what Marathon saw --------------------------------------------------------------------------
     def observe_events(self, events: Sequence[Mapping[str, Any]]) -> None:
-        """Marathon's ``status_update_event`` s of the job's apps (:class:`~marathon_tf.marathon.events.Event`):
+        """Marathon's ``status_update_event`` s of the job's apps (:class:`~marathon_tf.marathon.model.Event`):
         terminal states nobody reported."""
         for event in map(Event.parse, events):
             if event.event_type not in (None, "status_update_event"):

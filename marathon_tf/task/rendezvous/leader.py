@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 from marathon_tf.contract import naming
-from marathon_tf.marathon.events import Event
+from marathon_tf.marathon.model import Event
 from marathon_tf.task.discovery import Backend, MarathonBackend, Observation, PeerKey
 from marathon_tf.task.rendezvous.hints import Hints
 from marathon_tf.task.rendezvous.view import MAX_WAIT, Side, cluster_key, names
@@ -45,7 +45,7 @@ class LeaderRendezvous(Side):
 
     ``events``: an object with ``available`` and ``wait(seconds) -> [event]`` (a
     :class:`marathon_tf.marathon.events.EventStream` on ``status_update_event``; an event that is a plain
-    dict is read as an :class:`~marathon_tf.marathon.events.Event`), or None.
+    dict is read as an :class:`~marathon_tf.marathon.model.Event`), or None.
     ``slow``: mean seconds between polls once formed and calm.
     """
 
