@@ -5,7 +5,7 @@ Every reader of ``/v2/apps`` or ``/v2/groups?embed=group.apps.tasks`` (the user'
 these few functions, so that "the newest task", "its port named ``status``" and "a Marathon
 timestamp" each mean one thing.
 
-* **Newest** (:func:`newest`; typed: :meth:`~marathon_tf.marathon.model.App.newest_task`): an app of ours
+* **Newest** (:meth:`~marathon_tf.marathon.model.App.newest_task`, :func:`newest_running`): an app of ours
   has one instance, but a relaunch can overlap the task it replaces (Marathon starts the new one while the
   old is killed, or an unreachable one is replaced):
   the task with the latest ``startedAt`` wins; one not started yet counts by its ``stagedAt``
@@ -27,13 +27,13 @@ Pure: Marathon's objects in (plain dicts or the typed :class:`~marathon_tf.marat
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from marathon_tf.marathon.model import App, Task, newest_task, oldest_first, wall
+from marathon_tf.marathon.model import App, Task, oldest_first, wall
 
-__all__ = ["RUNNING", "ACTIVE", "wall", "age", "started_at", "newest", "newest_running", "oldest_first", "health",
-           "last_failure", "port_index", "task_port", "task_host", "task_address", "task_url"]
+__all__ = ["RUNNING", "ACTIVE", "wall", "age", "newest_running", "oldest_first", "port_index", "task_port",
+           "task_host", "task_address", "task_url"]
 
 RUNNING = "TASK_RUNNING"
 #: Task states of a task that is (about to be) alive.
@@ -46,34 +46,9 @@ def age(timestamp: Any, *, now: Callable[[], float] = time.time) -> float | None
     return None if then is None else round(max(0.0, now() - then), 1)
 
 
-def started_at(task: Mapping[str, Any]) -> str | None:
-    """When the task started (``startedAt``), else when it was staged (``stagedAt``), as Marathon wrote it."""
-    return Task.parse(task).since
-
-
-def newest(tasks: Iterable[Any] | None, states: Iterable[str] | None = None) -> Mapping[str, Any] | None:
-    """The newest task (latest ``startedAt``, else ``stagedAt``) among those in ``states`` (None:
-    any task with a state); None when there is none. Entries that are not objects are skipped. The entry
-    itself (typed: :func:`~marathon_tf.marathon.model.newest_task`, ``app.newest_task()``)."""
-    pairs = [(t, Task.parse(t)) for t in tasks or [] if isinstance(t, Mapping)]
-    best = newest_task([typed for _, typed in pairs], states)
-    return next((t for t, typed in pairs if typed is best), None)
-
-
 def newest_running(app: Mapping[str, Any] | None) -> Task | None:
     """The app's newest ``TASK_RUNNING`` task, or None."""
     return App.parse(app).newest_task((RUNNING,))
-
-
-def health(task: Mapping[str, Any]) -> str:
-    """``healthy`` (every health check result alive), ``unhealthy``, or ``unknown`` (no result yet)."""
-    return Task.parse(task).health
-
-
-def last_failure(app: Mapping[str, Any]) -> str | None:
-    """The app's ``lastTaskFailure`` in one line (``TASK_FAILED: Command exited with status 1``), or None."""
-    failure = App.parse(app).last_failure
-    return None if failure is None else failure.text
 
 
 def _port_list(app: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -26,7 +26,7 @@ from marathon_tf.contract.taskenv import TaskContext, marathon_token
 from marathon_tf.marathon import transport
 from marathon_tf.marathon.jobstate import replaced
 from marathon_tf.marathon.model import App, apps_by_id
-from marathon_tf.marathon.tasks import RUNNING, newest, port_index, task_address
+from marathon_tf.marathon.tasks import RUNNING, port_index, task_address
 
 __all__ = [
     "PeerKey", "Observation", "Backend", "SrvRecord", "LookupFailure", "DnsClient", "DnspythonClient",
@@ -294,7 +294,7 @@ class MarathonBackend:
         """Where the app's newest running task serves its port named ``port_name`` (default: the TF port)."""
         if not app.tasks:
             return Observation(None, "no task")
-        task = newest(app.tasks, (RUNNING,))
+        task = app.newest_task((RUNNING,))
         if task is None:
             return Observation(None, "task not running: " + ", ".join(sorted({str(t.state) for t in app.tasks})))
         if replaced(app, task):

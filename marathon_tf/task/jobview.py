@@ -37,7 +37,7 @@ from marathon_tf.marathon.jobstate import restarting
 from marathon_tf.marathon.model import App, Task, apps_by_id
 from marathon_tf.marathon.queue import entries_by_app, placement
 from marathon_tf.marathon.record import GROUP_EMBEDS
-from marathon_tf.marathon.tasks import RUNNING, newest, task_url, wall
+from marathon_tf.marathon.tasks import RUNNING, task_url, wall
 from marathon_tf.task.jobcontrol import read_status
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.timeline import TaskEvents
@@ -69,12 +69,6 @@ def stragglers(rates: Mapping[str, float | None]) -> set[str]:
 def _apps(group: Mapping[str, Any]) -> dict[str, App]:
     """The job's apps by id."""
     return apps_by_id(group)
-
-
-def _running(app: App) -> Task | None:
-    """The app's newest running task (:func:`marathon_tf.marathon.tasks.newest`)."""
-    task = newest(app.tasks, (RUNNING,))
-    return None if task is None else Task.parse(task)
 
 
 class JobView:
@@ -118,7 +112,7 @@ class JobView:
                 continue
             counts = roles.setdefault(parsed[0], {"total": 0, "running": 0})
             counts["total"] += 1
-            live = _running(app)
+            live = app.newest_task((RUNNING,))
             if live is not None:
                 counts["running"] += 1
                 running[task_name] = (app, live)
@@ -220,7 +214,7 @@ class JobView:
         except MarathonError:
             return dict(self.urls)
         for app_id, app in apps.items():
-            task, name = _running(app), app_id.rstrip("/").rsplit("/", 1)[-1]
+            task, name = app.newest_task((RUNNING,)), app_id.rstrip("/").rsplit("/", 1)[-1]
             base = task_url(app, task, self.ctx.status_port_name) if task is not None else None
             if base and naming.parse_task_name(name):
                 self.urls[name] = base

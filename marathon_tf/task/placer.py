@@ -51,7 +51,7 @@ from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.marathon import tasks as T
 from marathon_tf.marathon import transport
-from marathon_tf.marathon.model import App, Info, Task, apps_by_id
+from marathon_tf.marathon.model import App, Info, apps_by_id
 
 __all__ = ["Placer", "FAST", "CALM"]
 
@@ -187,7 +187,7 @@ class Placer:
     # -- reading ---------------------------------------------------------------------------------
     def _member(self, name: str, app: App, rules: tuple[spread.Rule, ...]) -> spread.Member:
         base, added, why = spread.split(app)
-        task = _newest(app)
+        task = app.newest_task(T.ACTIVE)
         host = task.host if task is not None else None
         values: dict[str, str | None] = {}
         for rule in rules:
@@ -243,7 +243,7 @@ class Placer:
     @staticmethod
     def _write(app: App, member: spread.Member, added: tuple[tuple[str, ...], ...], why: str) -> dict[str, Any]:
         labels = dict(app.labels)
-        task = _newest(app)  # the write restarts it: the placement's own stop
+        task = app.newest_task(T.ACTIVE)  # the write restarts it: the placement's own stop
         # a write to a task that waits stops nothing: the app's last stop is still the placement's earlier one
         off = task.id if task is not None and task.id else spread.displaced(app)
         labels[spread.LABEL] = spread.label_value(added, why, off, written=True)
@@ -253,12 +253,6 @@ class Placer:
         if key not in self._said:
             self._said.add(key)
             self.log(message)
-
-
-def _newest(app: App) -> Task | None:
-    """The app's newest task that is (about to be) alive (:func:`marathon_tf.marathon.tasks.newest`), or None."""
-    task = T.newest(app.tasks, T.ACTIVE)
-    return None if task is None else Task.parse(task)
 
 
 def _domain(slave: Mapping[str, Any]) -> dict[str, str | None]:

@@ -5,6 +5,7 @@ Shapes as Marathon 1.4–1.11 write them (``docs/docs/rest-api/public/api/v2/typ
 """
 
 from marathon_tf.marathon import tasks as T
+from marathon_tf.marathon.model import newest_task
 
 APP = {"id": "/j/worker-0", "portDefinitions": [{"port": 0, "name": "tf"}, {"port": 0, "name": "status"}]}
 
@@ -19,18 +20,18 @@ def task(state, staged, started=None, ports=(31000, 31001), host="a1"):
 def test_newest_prefers_the_latest_start_and_counts_a_staged_task_by_its_staging():
     old = task("TASK_RUNNING", "2026-11-24T06:00:00.000Z", "2026-11-24T06:00:05.000Z")
     new = task("TASK_STAGING", "2026-11-24T06:10:00.000Z")
-    assert T.newest([old, new]) is new
-    assert T.newest([old, new], (T.RUNNING,)) is old
+    assert newest_task([old, new]).id == new["id"]
+    assert newest_task([old, new], (T.RUNNING,)).id == old["id"]
     assert T.newest_running({"tasks": [new]}) is None
     # the order of the list does not matter; a task started later wins over one staged later but started earlier
     a = task("TASK_RUNNING", "2026-11-24T06:00:00.000Z", "2026-11-24T06:09:00.000Z")
     b = task("TASK_RUNNING", "2026-11-24T06:01:00.000Z", "2026-11-24T06:02:00.000Z")
-    assert T.newest([a, b]) is a and T.newest([b, a]) is a
+    assert newest_task([a, b]).id == newest_task([b, a]).id == a["id"]
 
 
 def test_newest_skips_entries_that_are_not_tasks():
-    assert T.newest([None, "x", {"state": None}, {}]) is None
-    assert T.newest(None) is None
+    assert newest_task([None, "x", {"state": None}, {}]) is None
+    assert newest_task(None) is None
 
 
 def test_ports_are_found_by_name_in_port_definitions_or_port_mappings():
