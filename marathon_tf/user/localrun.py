@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from marathon_tf.contract import joblock
+from marathon_tf.contract import joblock, naming
 from marathon_tf.contract.errors import Interrupted, NotPlaced, Timeout, UsageError
 from marathon_tf.marathon.client import Client, RetryPolicy
 from marathon_tf.user import localstate, pipeline, stopsignals
@@ -75,8 +75,11 @@ class SandboxTailer:
     #: Bytes read from a file per step.
     READ_CHUNK = 1024 * 1024
 
-    def __init__(self, state_dir: Path, emit: Callable[[str, str, str], None], interval: float = 0.2):
+    def __init__(self, state_dir: Path, emit: Callable[[str, str, str], None], interval: float = 0.2,
+                 job: str | None = None):
         self.state_dir = Path(state_dir)
+        #: only this job's tasks (their ids begin with its group's path, ``ml_mnist_``), when a cluster runs others
+        self.prefix = naming.group_id(job).strip("/").replace("/", "_") + "_" if job else ""
         self.emit = emit
         self.interval = interval
         self._offsets: dict[Path, int] = {}
@@ -106,7 +109,7 @@ class SandboxTailer:
 
     def poll(self, final: bool = False) -> None:
         roots = [self.state_dir / "sandboxes", *sorted(self.state_dir.glob("agents/*/sandboxes"))]
-        boxes = [box for root in roots if root.is_dir() for box in root.iterdir()]
+        boxes = [box for root in roots if root.is_dir() for box in root.iterdir() if box.name.startswith(self.prefix)]
         for box in sorted(boxes, key=lambda p: p.stat().st_mtime):
             for stream in ("stdout", "stderr"):
                 path = box / stream
@@ -272,7 +275,7 @@ def _run(spec: JobSpec, cluster: Any, state_dir: Path, *, templates_dir: str | N
          lock: joblock.Lock | None, wait_for_resources: bool = True,
          stopping: Callable[[int, float], None] = lambda tasks, grace: None,
          refused: list[bool] | None = None) -> LocalRun:
-    tailer = SandboxTailer(state_dir, emit_task_line)
+    tailer = SandboxTailer(state_dir, emit_task_line, job=spec.name)
     start = time.monotonic()
     try:
         _prewarm(cluster, spec, templates_dir)

@@ -66,3 +66,21 @@ def test_tailer_cuts_long_lines_and_keeps_going(tmp_path):
     assert texts[4] == "w" * 65536 + cut
     assert texts[5:] == ["end"]
     assert {task for task, _, _ in lines} == {"worker-0"}
+
+
+def test_a_tailer_given_a_job_reads_only_that_jobs_sandboxes(tmp_path):
+    """A cluster that runs two jobs (a test's blocker beside the job it holds back): each one's tailer says only
+    its own tasks' lines, though both have a worker-0 (their sandboxes: ``<group path>_<task>.<instance>``)."""
+    for job, root in (("mnist", tmp_path / "sandboxes"), ("blocker", tmp_path / "agents" / "agent-4" / "sandboxes"),
+                      ("ml_mnist", tmp_path / "sandboxes"), ("mnist2", tmp_path / "sandboxes")):
+        box = root / f"{job}_worker-0.instance-1._app.1"
+        box.mkdir(parents=True)
+        (box / "stdout").write_text(f"I am {job}\n")
+    seen: dict[str | None, list[str]] = {}
+    for job in ("mnist", "blocker", "ml/mnist", None):
+        tailer = SandboxTailer(tmp_path, lambda task, stream, line, job=job: seen.setdefault(job, []).append(line),
+                               job=job)
+        tailer.poll(final=True)
+    everything = sorted(seen.pop(None))
+    assert seen == {"mnist": ["I am mnist"], "blocker": ["I am blocker"], "ml/mnist": ["I am ml_mnist"]}, seen
+    assert everything == ["I am blocker", "I am ml_mnist", "I am mnist", "I am mnist2"]

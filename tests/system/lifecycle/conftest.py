@@ -44,7 +44,7 @@ class LocalJob:
         self.client = Client(cluster.marathon_url, retry=RetryPolicy(attempts=5, budget=30, initial=0.2, max_wait=2))
         self.lines: list[tuple[float, str, str, str]] = []
         self._lock = threading.Lock()
-        self.tailer = SandboxTailer(cluster.state_dir, self._emit, interval=0.1)
+        self.tailer = SandboxTailer(cluster.state_dir, self._emit, interval=0.1, job=spec.name)  # its own tasks only
 
     def _emit(self, task: str, stream: str, line: str) -> None:
         with self._lock:
