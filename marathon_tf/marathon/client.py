@@ -22,7 +22,8 @@
 * A standby that cannot reach its leader (an election: it forwards to the dead one until Marathon's
   ZooKeeper session times out) answers "Connection to leader refused." (502; 503 in 1.4.8–1.4.13), or on
   1.4–1.6.392, for a GET or DELETE, 502 "Failed to successfully establish a connection to the leader." (a
-  write so answered is always looked for first: it may have reached the leader). Such a
+  write so answered is always looked for first: it may have reached the leader), or on 1.4.8–1.6.392, for a
+  leader's host that does not answer, 504 "Connection to leader timed out." (looked for first from 1.5.1). Such a
   write is sent again once a leader answers, within the time limit and ``retry.budget`` (these answers
   count no try): at once where that answer proves nothing was forwarded (up to 1.6.392), else only after a
   look at Marathon's state — through a leader — shows it was not applied (1.6.486+'s forwarder says so also
@@ -98,6 +99,12 @@ _LEADER_REFUSED = re.compile(r"Connection to leader refused", re.I)
 #: An election, as "Connection to leader refused." is; a write so answered is looked for before it is sent
 #: again (the request may have reached the leader), never taken for a proxy's "maybe applied".
 _BAD_CONNECTION = re.compile(r"Failed to successfully establish a connection to the leader", re.I)
+#: What a 1.4.8 – 1.6.392 standby (and a later one forwarding with ``HttpURLConnection``) says, 504, when the
+#: leader's host did not answer in time (packets dropped: a host that is gone, not a refused port): on 1.4.8 – 1.4.x
+#: only for a write's connect, so nothing was sent (:attr:`.versions.Capabilities.leader_timeout_means_unsent`);
+#: from 1.5.1 also for a leader that took the request and gave no status in time. An election, as "Connection to
+#: leader refused." is: never taken for a proxy's "maybe applied".
+_LEADER_TIMED_OUT = re.compile(r"Connection to leader timed out", re.I)
 #: The longest wait between tries while Marathon answers "no leader" (an election lasts seconds: Marathon's
 #: --zk_session_timeout, 10 s by default, after a crash; a longer backoff would only answer later).
 ELECTION_POLL = 1.0
@@ -406,11 +413,12 @@ class Client:
         """A 5xx: an election's answers (a standby that could not reach the leader: what each version means by
         it), no leader, or a failure that a write may have survived."""
         bad_connection = status == 502 and bool(_BAD_CONNECTION.search(message))
-        if (status in (502, 503) and _LEADER_REFUSED.search(message)) or bad_connection:
+        timed_out = status == 504 and bool(_LEADER_TIMED_OUT.search(message))
+        if (status in (502, 503) and _LEADER_REFUSED.search(message)) or bad_connection or timed_out:
             self._failover()
             caps = self._capabilities
-            unsent = not write or (not bad_connection and (
-                status == 503 or (caps is not None and caps.leader_refused_means_unsent)))
+            unsent = not write or (caps is not None and caps.leader_timeout_means_unsent if timed_out else (
+                not bad_connection and (status == 503 or (caps is not None and caps.leader_refused_means_unsent))))
             return _Retryable(MarathonUnavailable(
                 text, status=status, body=body,
                 hint="Marathon is electing a leader (its standby could not reach the old one); try again shortly"),

@@ -19,6 +19,7 @@ constraint operator ``IS``             1.6+            refused on 1.4–1.5
 standby redirects ``/v2/events``       1.7.50+         followed; when it cannot be, the leader's URL
 no leader                              503 / 502       both mean "no leader" (502 from 1.7.149)
 "Connection to leader refused."        502/503         a write is sent again once a leader answers
+"Connection to leader timed out."      504 1.4.8–1.6   the same (at once on 1.4.8–1.4.x: only a connect)
 403 too many running deployments       1.5.9+/1.6.486  told apart from an auth error (by its text)
 ``role`` in ``/v2/queue``              1.9+            not read (the reasons do without it)
 ``--gpu_scheduling_behavior``          1.5.7+          default ``undefined``; ``restricted`` from 1.8
@@ -212,6 +213,18 @@ class Capabilities:
         leader that died while handling the request is possible, so a write is looked for before it is sent
         again (:mod:`marathon_tf.marathon.marker`)."""
         return self.version is not None and self.version < _v("1.6.486")
+
+    @property
+    def leader_timeout_means_unsent(self) -> bool:
+        """Whether 504 "Connection to leader timed out." proves the request never reached a leader. On 1.4.8 – 1.4.x
+        the standby says so only for a ``SocketTimeoutException`` out of ``copyRequestToConnection``: a write's
+        ``getOutputStream`` connecting (``HttpURLConnection`` buffers the body and sends it with the status read,
+        whose failures are 502) — the leader's host took no connection (``v1.4.8:src/main/scala/mesosphere/
+        marathon/api/LeaderProxyFilter.scala:285-289,330-338``). 1.4.0 – 1.4.7 and 1.5.0 have no such case (the
+        exception escapes: a 500). From 1.5.1 ``copyConnectionResponse`` says it too for a status that did not come
+        in time (``v1.5.1:`` the same file ``:285,341``; ``v1.6.392:`` ``:282-284,333-335``): the leader may have
+        taken the write, so it is looked for before it is sent again."""
+        return self.version is not None and _v("1.4.8") <= self.version < _v("1.5.0")
 
     # ------------------------------------------------------------------ deployments
     @property

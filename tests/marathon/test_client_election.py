@@ -44,8 +44,9 @@ class Election:
     "Connection to leader refused."; then the new leader answers. ``applied``: the dead leader had applied
     the group before it died (Marathon's group then carries our digests)."""
 
-    def __init__(self, server, refusals: int, status: int = 502, applied: bool = False, version: str | None = None):
-        self.left, self.status = refusals, status
+    def __init__(self, server, refusals: int, status: int = 502, applied: bool = False, version: str | None = None,
+                 text: str = REFUSED):
+        self.left, self.status, self.text = refusals, status, text
         self.stored: dict | None = None
         self.leader_puts: list[dict] = []
         self.log: list[str] = []
@@ -62,7 +63,7 @@ class Election:
             if self.left > 0:
                 self.left -= 1
                 self.log.append(f"{what} refused")
-                return jetty(self.status, REFUSED)
+                return jetty(self.status, self.text)
         self.log.append(what)
         return None
 
@@ -246,3 +247,57 @@ def test_a_read_answered_bad_connection_counts_no_try(httpserver):
     httpserver.expect_request("/v2/deployments").respond_with_handler(
         lambda r: next(answers, None) or Response("[]", content_type="application/json"))
     assert client(httpserver).deployments() == []
+
+
+#: A 1.4.8 - 1.6.392 standby whose leader's host did not answer in time (packets dropped, not a refused port):
+#: v1.4.8 src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala:288-289 (504 ERROR_STATUS_GATEWAY_TIMEOUT,
+#: :325), only out of copyRequestToConnection: a write's connect; v1.5.1 :285 and :341 (copyConnectionResponse)
+#: also for a status that did not come in time; v1.6.392 :282-284, :333-335 the same.
+TIMED_OUT = "Connection to leader timed out."
+
+
+def test_a_write_timed_out_on_its_connect_to_the_leader_is_sent_again_at_once_on_1_4_8(httpserver):
+    """1.4.8 - 1.4.x: the 504 comes only from the write's connect (its body goes with the status read, whose
+    failures are 502s): nothing reached a leader, so it is sent again at once, counting no try (it used to end
+    as "sent once ... may have been applied")."""
+    election = Election(httpserver, refusals=4, status=504, version="1.4.8", text=TIMED_OUT)
+    c = client(httpserver)
+    c.capabilities()
+    assert c.put_group(GROUP)["deploymentId"] == "d-1"
+    assert election.log == ["PUT refused"] * 4 + ["PUT"]  # no looks needed; more than attempts (3)
+    assert len(election.leader_puts) == 1
+
+
+@pytest.mark.parametrize("version", ["1.5.1", "1.6.392", None])
+@pytest.mark.parametrize("applied", [False, True])
+def test_a_write_timed_out_where_the_leader_may_have_taken_it_is_looked_for_first(httpserver, version, applied):
+    """From 1.5.1 the same 504 also says a leader took the request and gave no status in time: the group is
+    looked at through a leader first; adopted when the old leader applied it, else sent again, landing once."""
+    election = Election(httpserver, refusals=2, status=504, version=version, text=TIMED_OUT, applied=applied)
+    c = client(httpserver, retry=fast(settle=0.0))
+    if version:
+        c.capabilities()
+    body = c.put_group(GROUP)
+    if applied:
+        assert body.get("adopted") and body["deploymentId"] == "d-old" and election.leader_puts == []
+    else:
+        assert body["deploymentId"] == "d-1" and len(election.leader_puts) == 1
+    assert election.log[0] == "PUT refused" and any(e.startswith("GET") for e in election.log), election.log
+
+
+def test_a_read_timed_out_at_the_leader_counts_no_try_and_a_proxys_504_is_still_maybe_applied(httpserver):
+    answers = iter([jetty(504, TIMED_OUT, "/v2/deployments")] * 5)  # more than attempts (3)
+    httpserver.expect_request("/v2/deployments").respond_with_handler(
+        lambda r: next(answers, None) or Response("[]", content_type="application/json"))
+    assert client(httpserver).deployments() == []
+    puts = []
+
+    def put(request):  # a proxy's own 504 (not a standby's text): the write may have reached Marathon
+        puts.append(1)
+        return Response("<html><body><h1>504 Gateway Time-out</h1></body></html>", status=504,
+                        content_type="text/html")
+
+    httpserver.expect_request("/v2/apps", method="PUT").respond_with_handler(put)
+    with pytest.raises(MarathonError):
+        client(httpserver, retry=fast(settle=0.0)).update_apps([{"id": "/mnist/worker-0", "instances": 0}])
+    assert puts == [1]
