@@ -47,6 +47,11 @@ s.serve_forever()
 """
 
 
+def moved_port(i: int) -> int:
+    """The TF port of task ``i`` once it is relaunched elsewhere (``/__move``)."""
+    return 40000 + i % 20000
+
+
 def _running_at(start: float, total: int, ramp: float) -> list[float]:
     """When each task turns TASK_RUNNING (time.monotonic(): one clock for every process here)."""
     return [start + ramp * i / total for i in range(total)]
@@ -64,6 +69,7 @@ class _FakeMarathon:
         self.stopping = threading.Event()
         ports = [{"port": 0, "name": "tf", "protocol": "tcp"}, {"port": 0, "name": "status", "protocol": "tcp"}]
         self.status_port: dict[int, int] = {}  # simulated followers' real status ports
+        self.moves: list[int] = []  # tasks relaunched elsewhere since the start (GET /__move?i=), in order
         self._idle = []
         self._apps = []
         for i in range(total):
@@ -76,9 +82,11 @@ class _FakeMarathon:
             self._idle.append(json.dumps(app))
 
     def _task(self, i: int) -> dict:
-        return {"id": f"{JOB}_worker-{i}.instance-{i:08d}._app.1", "appId": f"/{JOB}/worker-{i}",
+        moved = i in self.moves  # relaunched: a new task, another port
+        return {"id": f"{JOB}_worker-{i}.instance-{i:08d}._app.{2 if moved else 1}", "appId": f"/{JOB}/worker-{i}",
                 "state": "TASK_RUNNING", "host": "127.0.0.1",
-                "ports": [31000 + i % 30000, self.status_port.get(i, self.default_status_port)],
+                "ports": [moved_port(i) if moved else 31000 + i % 30000,
+                          self.status_port.get(i, self.default_status_port)],
                 "startedAt": "2026-11-24T00:00:00.000Z", "stagedAt": "2026-11-24T00:00:00.000Z",
                 "slaveId": "agent-1", "version": "2026-11-24T00:00:00.000Z", "healthCheckResults": []}
 
@@ -105,6 +113,19 @@ class _FakeMarathon:
         with self.lock:
             self.log.append((time.monotonic(), who, what, n))
 
+    def control(self, path: str, target: str) -> bytes:
+        """The bench's own routes (not counted): ``/__log``, what was counted (the bench is done); ``/__move?i=K``,
+        task K is relaunched elsewhere."""
+        if path == "/__move":
+            with self.lock:
+                self.moves.append(int(target.split("i=", 1)[1]))
+            return b""
+        self.stopping.set()
+        with self.lock:
+            log = list(self.log)
+        return json.dumps({"log": log, "cpu": time.process_time(),
+                           "group": len(self.group())}).encode()  # its size with every task running
+
     def serve(self) -> ThreadingHTTPServer:
         fake = self
 
@@ -114,12 +135,8 @@ class _FakeMarathon:
             def do_GET(self):  # noqa: N802
                 who = self.headers.get("X-Sim", "leader")
                 path = self.path.split("?")[0]
-                if path == "/__log":  # the bench's own: what was counted (not counted)
-                    fake.stopping.set()
-                    with fake.lock:
-                        log = list(fake.log)
-                    body = json.dumps({"log": log, "cpu": time.process_time(),
-                                       "group": len(fake.group())}).encode()  # its size with every task running
+                if path.startswith("/__"):
+                    body = fake.control(path, self.path)
                     self.send_response(200)
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
@@ -152,6 +169,7 @@ class _FakeMarathon:
                 self.wfile.flush()
                 fake.count(who, "events", len(attached))
                 sent = sum(1 for t in fake.running_at if t <= time.monotonic())  # only what happens from now on
+                moved = len(fake.moves)
                 beat = time.monotonic()
                 try:
                     while not fake.stopping.is_set():
@@ -160,6 +178,9 @@ class _FakeMarathon:
                         while sent < fake.total and fake.running_at[sent] <= now:
                             chunk += fake.event(sent)
                             sent += 1
+                        while moved < len(fake.moves):
+                            chunk += fake.event(fake.moves[moved])
+                            moved += 1
                         if not chunk and now - beat > 10:
                             chunk, beat = b"\r\n", now
                         if chunk:
@@ -291,7 +312,7 @@ class _Timeline:
 
 # Over ruff's complexity limit (C901), as one piece: one scenario's steps in the order they happen (a benchmark's
 # script).
-def _simulate(total: int, simulated: int, watch: float, direct: bool = False) -> dict:  # noqa: C901
+def _simulate(total: int, simulated: int, watch: float, direct: bool = False, move: bool = False) -> dict:  # noqa: C901
     """One simulated job; ``direct``: every task reads Marathon itself (MTF_RENDEZVOUS=direct),
     the baseline, with the same fake Marathon."""
     import requests
@@ -366,6 +387,8 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
     cpu = (time.process_time() - cpu0, time.monotonic() - fake.start)  # CPU, wall (till every task formed)
     time.sleep(watch)
     end = time.monotonic()
+    change = _move_one(url, sides, sample, from_leader) if move and not direct and len(formed_at) == len(threads) \
+        else None
     stop.set()
     for side in sides:
         side.close()
@@ -400,8 +423,36 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False) ->
             "timeline": timeline.summary(fake, formed_at, formed, cpu, direct),
             "from_leader": (sum(n for t, n in from_leader if t <= formed) * scale,
                             sum(1 for t, n in from_leader if t <= formed) * scale),
+            "change": change,
             "hints": (sum(getattr(x, "hints", 0) for x in sides if hasattr(x, "locates")),
                       sum(getattr(getattr(x, "hints", None), "sent", 0) for x in sides if not hasattr(x, "locates")))}
+
+
+def _move_one(url: str, sides: list, sample: list[int], from_leader: list[tuple[float, int]]) -> dict:
+    """The job's one change once formed: a worker that is no simulated task is relaunched elsewhere (a new task, a new
+    port; Marathon's ``status_update_event``). Until every simulated follower's view has its new address: the
+    seconds, and the bytes the followers got from the leader meanwhile (scaled by the caller)."""
+    import requests
+
+    from marathon_tf.task.rendezvous import FollowerRendezvous
+
+    followers = [s for s in sides if isinstance(s, FollowerRendezvous)]
+    k = next(i for i in range(2, 10 ** 9) if i not in sample)
+    new = f"127.0.0.1:{moved_port(k)}"
+    time.sleep(2.0)  # the long polls settled after the watch
+    began, seen = time.monotonic(), len(from_leader)
+    requests.get(f"{url}/__move?i={k}", timeout=10)
+    done: dict[int, float] = {}
+    while len(done) < len(followers) and time.monotonic() - began < 60:
+        for n, side in enumerate(followers):
+            if n not in done and side.view.peers.get(("worker", k)) == new:
+                done[n] = time.monotonic()
+        time.sleep(0.005)
+    last = max(done.values()) if len(done) == len(followers) else None
+    got = [b for t, b in from_leader[seen:] if last is not None and t <= last + 0.01]
+    return {"task": f"worker-{k}", "seconds": None if last is None else last - began,
+            "median": sorted(done.values())[len(done) // 2] - began if done else None,
+            "bytes": sum(got), "answers": len(got), "followers": len(followers)}
 
 
 def bench_leader_load(quick: bool) -> list[Row]:
@@ -418,7 +469,7 @@ def bench_leader_load(quick: bool) -> list[Row]:
         Row("baseline: Marathon bytes/s once formed (direct)", round(bwbytes / 1e6, 3), "MB/s", ""),
     ]
     for total in (1000, 10000):
-        r = _simulate(total, 40 if quick else 100, 30.0 if quick else 60.0)
+        r = _simulate(total, 40 if quick else 100, 30.0 if quick else 60.0, move=True)
         n = f"{total:,}"
         note = (f"leader rendezvous; {r['simulated']} simulated followers (scaled to {total - 1:,}) + the real leader; "
                 f"tasks RUNNING over {RAMP:g} s; the fake Marathon runs in a process of its own, the leader and the "
@@ -446,6 +497,23 @@ def bench_leader_load(quick: bool) -> list[Row]:
                 f"not Marathon's load: the leader's own; {r['from_leader'][1]:,.0f} answers (scaled from the simulated "
                 f"followers' bytes on the wire; a whole view of {n} peers goes gzipped)"),
         ]
+        change = r["change"] or {}
+        scale = (total - 1) / max(1, change.get("followers") or 1)
+        if change.get("seconds") is None:
+            rows.append(Row(f"a {n}-task job's change (a worker relaunched elsewhere) -> every follower's view",
+                            "did not arrive", "", f"within 60 s: {change}"))
+        else:
+            rows += [
+                Row(f"a {n}-task job's change (a worker relaunched elsewhere) -> every follower's view (goal ≤ 2 s at "
+                    f"10,000)", round(change["seconds"], 2), "s",
+                    f"{change['task']} moved (Marathon's status_update_event to the leader); median follower "
+                    f"{change['median']:.2f} s; {change['followers']} simulated followers long-polling the leader "
+                    f"(the time of answering the other followers' polls at once is not in it; the bytes are scaled)"),
+                Row(f"what the leader sends its {total - 1:,} followers for that change (goal ≤ 50 MB at 10,000)",
+                    round(change["bytes"] * scale / 1e6, 2), "MB",
+                    f"{change['answers'] * scale:,.0f} answers (scaled from the simulated followers' bytes on the "
+                    f"wire: each a delta since the version it had, not the whole view)"),
+            ]
         if total == 1000:
             rows.append(Row("leader / direct at 1,000 tasks: requests, bytes while forming; requests once formed",
                             f"{freq / max(breq, 1e-9):.4f} / {fbytes / max(bbytes, 1e-9):.4f} / "
