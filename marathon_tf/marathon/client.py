@@ -105,6 +105,8 @@ _BAD_CONNECTION = re.compile(r"Failed to successfully establish a connection to 
 #: from 1.5.1 also for a leader that took the request and gave no status in time. An election, as "Connection to
 #: leader refused." is: never taken for a proxy's "maybe applied".
 _LEADER_TIMED_OUT = re.compile(r"Connection to leader timed out", re.I)
+#: Seconds an answer of ``/v2/info`` is taken as it is (it changes with an upgrade, a restart with other flags).
+INFO_FRESH = 30.0
 #: The longest wait between tries while Marathon answers "no leader" (an election lasts seconds: Marathon's
 #: --zk_session_timeout, 10 s by default, after a crash; a longer backoff would only answer later).
 ELECTION_POLL = 1.0
@@ -203,6 +205,7 @@ class Client:
         self._limit = 0.0
         self._looking = threading.local()  # a look at Marathon's state for a write: one try per read
         self._capabilities: versions.Capabilities | None = None  # what /v2/info's version says, once read
+        self._info: tuple[float, dict[str, Any]] | None = None  # /v2/info's answer and when it came (info())
         self.max_bytes = transport.max_bytes_from_env() if max_bytes is None else max_bytes
         deadline = lambda: self.deadline  # noqa: E731
         self.session = (transport.mount(session, max_bytes=self.max_bytes, deadline=deadline) if session is not None
@@ -567,8 +570,14 @@ class Client:
         return self.request("GET", "/ping").status == 200
 
     def info(self) -> dict[str, Any]:
+        """``GET /v2/info`` (its version, features, Mesos master, framework); an answer younger than
+        :data:`INFO_FRESH` s is not asked again (a verb's steps each read it: the version, the GPU feature,
+        the master for the agents' capacity). Not to be changed by the caller."""
+        if self._info is not None and time.monotonic() - self._info[0] < INFO_FRESH:
+            return self._info[1]
         info = self._get("/v2/info", shapes.INFO)
         self._capabilities = versions.from_info(info)
+        self._info = (time.monotonic(), info)
         return info
 
     def capabilities(self) -> versions.Capabilities:

@@ -299,3 +299,17 @@ def test_marathons_own_404_is_still_not_found_and_checked_once(httpserver):
         with pytest.raises(MarathonNotFound):
             c.get_group("nope")
     assert count(httpserver, "GET", "/v2/info") == 1
+
+
+def test_info_is_read_once_while_it_is_fresh_and_again_after(httpserver, monkeypatch):
+    """A verb's steps each want ``/v2/info`` (the version, the GPU feature, the Mesos master for the agents'
+    capacity): one client asks Marathon once per :data:`INFO_FRESH` seconds, not once per step."""
+    from marathon_tf.marathon import client as client_mod
+
+    httpserver.expect_request("/v2/info").respond_with_json({"name": "marathon", "version": "1.8.222"})
+    c = client(httpserver)
+    assert c.info()["version"] == c.info()["version"] == "1.8.222" and c.capabilities().shown == "Marathon 1.8.222"
+    assert count(httpserver, "GET", "/v2/info") == 1
+    monkeypatch.setattr(client_mod, "INFO_FRESH", 0.0)  # older than fresh: asked again
+    c.info()
+    assert count(httpserver, "GET", "/v2/info") == 2
