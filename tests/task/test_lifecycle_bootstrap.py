@@ -28,11 +28,14 @@ CHILD = ("import os, sys; runs = open('runs', 'a+'); runs.write('x'); runs.close
          "sys.exit(int(codes[min(n, len(codes)) - 1]))")
 # Its first run prints a step and sleeps (to be killed; with a file "catch" it exits 143 on SIGTERM by
 # itself), the next ones exit 0.
-SLEEPER = ("import os, signal, sys, time; runs = open('runs', 'a+'); runs.write('x'); runs.close(); "
-           "n = len(open('runs').read()); open('pid', 'w').write(str(os.getpid())); "
-           "print('step=%d loss=1' % (10 * n), flush=True); "
+#: (its SIGTERM disposition is set before it says its step: a test that signals it once the step is seen must not
+#: find it still ignoring SIGTERM, as it inherits from a bootstrap with save rounds — a CI run's race)
+SLEEPER = ("import os, signal, sys, time; "
            "os.path.exists('catch') and signal.signal(signal.SIGTERM, lambda *a: sys.exit(143)); "
            "os.path.exists('dfl') and signal.signal(signal.SIGTERM, signal.SIG_DFL); "
+           "runs = open('runs', 'a+'); runs.write('x'); runs.close(); "
+           "n = len(open('runs').read()); open('pid', 'w').write(str(os.getpid())); "
+           "print('step=%d loss=1' % (10 * n), flush=True); "
            "n > 1 and sys.exit(0); time.sleep(60)")
 
 
