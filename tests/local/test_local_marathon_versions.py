@@ -146,6 +146,62 @@ def test_a_standby_whose_leader_refuses_answers_as_its_version(tmp_path, version
         assert (r.status_code, f"<title>Error {write[0]} {write[1]}</title>" in r.text) == (write[0], True), r.text
 
 
+@pytest.mark.parametrize("version, answer", [
+    ("1.4.8", (502, "Failed to successfully establish a connection to the leader.")),
+    ("1.5.0", (502, "Failed to successfully establish a connection to the leader.")),
+    ("1.5.1", (504, "Connection to leader timed out.")),
+    ("1.6.392", (504, "Connection to leader timed out.")),
+    (None, (502, "Connection to leader refused.")),
+])
+def test_a_standby_whose_leader_hangs_answers_as_its_version(tmp_path, version, answer):
+    # A leader that takes the connection and gives no status within --leader_proxy_read_timeout: up to 1.5.0
+    # the status is read inside a Try whose every failure is 502 ERROR_STATUS_BAD_CONNECTION (v1.4.3 / v1.5.0
+    # api/LeaderProxyFilter.scala:325-332); 1.5.1 - 1.6.392 tell the SocketTimeoutException apart: 504
+    # ERROR_STATUS_GATEWAY_TIMEOUT (v1.5.1 :341, v1.6.392 :333-335). 1.6.486+ (akka-http): not played, the
+    # refused answer stands. The frozen leader applies nothing; thawed, it answers again.
+    options = {} if version is None else {"marathon_version": version}
+    with LocalCluster(state_dir=tmp_path / "s", dns_refresh=0, marathon_instances=2, zk_session_timeout=30,
+                      **options) as c:
+        leader, standby = c.marathon_urls
+        assert c.freeze_instance(None, read_timeout=0.5) == leader
+        for method in ("GET", "PUT", "DELETE"):
+            r = requests.request(method, standby + "/v2/apps/x", json={"cmd": "sleep 1"} if method == "PUT" else None,
+                                 timeout=10)
+            assert (r.status_code, f"<title>Error {answer[0]} {answer[1]}</title>" in r.text) == (*answer[:1], True), (
+                method, r.status_code, r.text)
+        c.freeze_instance(leader, frozen=False)
+        assert requests.get(standby + "/v2/apps", timeout=10).json() == {"apps": []}  # the PUT was never applied
+
+
+@pytest.mark.parametrize("version", ["1.4.8", "1.6.392"])
+def test_a_write_through_a_standby_whose_leader_hangs_lands_once_after_it_thaws(tmp_path, version):
+    """The client's side of the answers above (marathon/client.py): a PUT the standby could not get a status for
+    is an election answer, not "maybe applied": on 1.4.8 the 502 "Failed to successfully establish…", on
+    1.6.392 the 504 "Connection to leader timed out." (before, a "maybe applied" that ended as "sent once"). It
+    is looked for through a leader, and sent again once one answers that it is not there: the group lands once."""
+    import threading
+
+    from marathon_tf.marathon.client import Client, RetryPolicy
+
+    with LocalCluster(state_dir=tmp_path / "s", dns_refresh=0, marathon_instances=2, zk_session_timeout=30,
+                      marathon_version=version) as c:
+        leader, standby = c.marathon_urls
+        client = Client(standby, retry=RetryPolicy(attempts=3, budget=60, initial=0.05, max_wait=0.2, settle=0.0))
+        client.capabilities()
+        c.freeze_instance(None, read_timeout=0.3)
+        thaw = threading.Timer(1.5, lambda: c.freeze_instance(leader, frozen=False))
+        thaw.start()
+        group = {"id": "/frozen", "apps": [{"id": "/frozen/a", "cmd": "sleep 600", "cpus": 0.01, "mem": 16,
+                                            "instances": 0}]}
+        try:
+            body = client.put_group(group)
+        finally:
+            thaw.join()
+        assert body.get("deploymentId") and not body.get("adopted"), body
+        apps = requests.get(leader + "/v2/apps", timeout=10).json()["apps"]
+        assert [a["id"] for a in apps] == ["/frozen/a"]
+
+
 @pytest.mark.parametrize("version, status", [("1.4.3", 503), ("1.7.149", 502)])
 def test_no_leader_is_503_before_1_7_149(tmp_path, version, status):
     # "Could not determine the current leader": sendError(503) up to 1.7.148, BadGateway (502) from 1.7.149
