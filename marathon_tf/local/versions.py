@@ -109,6 +109,14 @@ class Played:
         return BAD_CONNECTION if self.version < _v(1, 6, 486) else "Connection to leader refused."
 
     @property
+    def scalars_grouped(self) -> bool:
+        """A scalar agent attribute reads ``1,024`` in a constraint up to 1.6.0: ``NumberFormat.getInstance``
+        (v1.4.3 / v1.6.0 ``mesos/Constraints.scala:36-37``, the JVM's locale, English here); from 1.6.322
+        ``DecimalFormat("0.###")``, ``1024`` (releases/1.8 ``mesos/Constraints.scala:39-54``, from the IS operator's
+        commit e891d758f)."""
+        return self.version < _v(1, 6, 322)
+
+    @property
     def read_timeout_answer(self) -> tuple[int, str] | None:
         """What a standby answers when its leader took the request and gave no status within
         ``--leader_proxy_read_timeout``: up to 1.5.0 the status is read inside a ``Try`` whose every failure is

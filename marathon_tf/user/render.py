@@ -24,7 +24,9 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
@@ -37,6 +39,7 @@ from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import versions
+from marathon_tf.mesos.resources import attribute_text
 from marathon_tf.user.spec import JobSpec
 
 __all__ = ["render_group", "render_group_json", "render_app", "default_templates_dir", "RenderError", "LABEL_PREFIX",
@@ -91,6 +94,24 @@ def _constraint_problems(spec: JobSpec, caps: versions.Capabilities) -> list[str
             out.append(f"{key}[{i}] names {c[0]}, a field Marathon has from 1.6 (its mesos/Constraints.scala); "
                        f"before, it is taken for an agent attribute no agent has and the task is never placed")
     return out
+
+
+#: A constraint value that is a number of four or more digits (a scalar attribute's, when the field is one)
+_GROUPED_NUMBER = re.compile(r"[0-9]{4,}(\.[0-9]+)?")
+
+
+def for_marathon(constraint: Sequence[str], caps: versions.Capabilities) -> list[str]:
+    """A constraint as this Marathon must be given it to mean what the job file says. Up to 1.6.0 a scalar agent
+    attribute reads ``1,024`` (:attr:`~marathon_tf.marathon.versions.Capabilities.scalars_grouped`), so a value
+    of 1,000 or more never equals it: LIKE, UNLIKE, CLUSTER and IS with such a value become LIKE / UNLIKE of
+    either form (``1024|1,024``: a text attribute that reads ``1024`` still matches)."""
+    c = [str(x) for x in constraint]
+    if not caps.scalars_grouped or len(c) < 3 or c[1] not in ("LIKE", "UNLIKE", "CLUSTER", "IS") \
+            or not _GROUPED_NUMBER.fullmatch(c[2]):
+        return c
+    grouped = attribute_text(float(c[2]), grouped=True)
+    written = c[2] if c[1] in ("LIKE", "UNLIKE") else re.escape(c[2])  # (CLUSTER, IS: the value itself, not a regex)
+    return [c[0], "UNLIKE" if c[1] == "UNLIKE" else "LIKE", f"{written}|{re.escape(grouped)}"]
 
 
 def check_version(spec: JobSpec, marathon_version: MarathonVersionLike, *, where: str = "") -> None:
@@ -431,7 +452,7 @@ class _Renderer:
             "port_definitions": port_definitions,
             "status_port_index": port_names.index(STATUS_PORT) if STATUS_PORT in port_names else 0,
             "user_env": facts.env,
-            "constraints": [list(c) for c in self._constraints(facts)],
+            "constraints": [for_marathon(c, self.caps) for c in self._constraints(facts)],
             "template": "tensorboard.json.j2" if role_name == "tensorboard" else "task.json.j2",
         }
         self._per_role[role_name] = parts

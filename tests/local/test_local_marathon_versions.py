@@ -215,6 +215,31 @@ def test_no_leader_is_503_before_1_7_149(tmp_path, version, status):
         assert r.status_code == status and "Could not determine the current leader" in r.text
 
 
+@pytest.mark.parametrize("version, plain_placed", [("1.4.3", False), ("1.6.0", False), ("1.6.322", True),
+                                                  (None, True)])
+def test_a_scalar_attribute_reads_with_thousands_separators_up_to_1_6_0(cluster_with, make_app, version,
+                                                                        plain_placed):
+    # Constraints.getValueString: NumberFormat.getInstance.format(scalar) up to 1.6.0 (v1.4.3 / v1.6.0
+    # src/main/scala/mesosphere/mesos/Constraints.scala:36-37: "1,024"), DecimalFormat("0.###") from 1.6.322
+    # (releases/1.8 the same file :39-54: "1024"). Mesos makes the numeric attribute rack:1024 a scalar. What
+    # marathon-tf renders for those versions (user/render.for_marathon) is placed on every one of them.
+    from marathon_tf.marathon import versions
+    from marathon_tf.user.render import for_marathon
+
+    options = {} if version is None else {"marathon_version": version}
+    _, api = cluster_with(agent_attributes=["rack:1024"], **options)
+    plain = ["rack", "LIKE", "1024"]
+    rendered = for_marathon(plain, versions.capabilities(version))
+    assert api.put("/v2/apps/plain", json=make_app("/plain", constraints=[plain])).status_code == 201
+    assert api.put("/v2/apps/rendered", json=make_app("/rendered", constraints=[rendered])).status_code == 201
+    assert wait_for(lambda: api.running("/rendered"), 15, what=f"the task constrained {rendered}")
+    if plain_placed:
+        assert wait_for(lambda: api.running("/plain"), 15, what="the task constrained rack LIKE 1024")
+    else:
+        time.sleep(1.0)  # (offers come every 0.5 s or faster here: it had its chances)
+        assert not api.running("/plain") and "/plain" in _queued(api)
+
+
 def test_gpu_scheduling_follows_the_version(cluster_with, make_app, tmp_path):
     # --gpu_scheduling_behavior exists from 1.5.7 (v1.5.7 GpuSchedulingBehavior.scala; none in v1.5.6) and
     # defaults to "undefined" (a task without GPUs may take a GPU agent) until releases/1.8 MarathonConf.scala
