@@ -24,9 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 import shlex
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
@@ -39,8 +37,8 @@ from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import UsageError
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import versions
-from marathon_tf.mesos.resources import attribute_text
 from marathon_tf.user.spec import JobSpec
+from marathon_tf.user.versioned import constraint_problems, for_marathon
 
 __all__ = ["render_group", "render_group_json", "render_app", "default_templates_dir", "RenderError", "LABEL_PREFIX",
            "SPEC_LABEL", "RoleFacts", "role_facts", "template_environment", "render_template",
@@ -76,44 +74,6 @@ class VersionRefused(UsageError):
     """The job needs what the Marathon it is for does not have (exit 2, nothing sent)."""
 
 
-def _constraint_problems(spec: JobSpec, caps: versions.Capabilities) -> list[str]:
-    rules = [("constraints", i, c) for i, c in enumerate(spec.constraints)]
-    rules += [(f"roles.{r}.constraints", i, c) for r in naming.ROLES if spec.role(r).count
-              for i, c in enumerate(spec.role(r).constraints or ())]
-    rules += [("constraints_per_task", i, c) for i, c in enumerate(spec.constraints_per_task)]
-    rules += [(f"roles.{r}.constraints_per_task", i, c) for r in naming.ROLES if spec.role(r).count
-              for i, c in enumerate(spec.role(r).constraints_per_task or ())]
-    out = []
-    for key, i, c in rules:
-        if c[1] == "IS" and not caps.has_constraint_is:
-            out.append(f"{key}[{i}] uses the IS operator, which Marathon has from 1.6 (its marathon.proto)")
-        if (c[1] == "GROUP_BY" and len(c) < 3 and "per_task" in key and caps.group_by_needs_a_count):
-            out.append(f"{key}[{i}] is GROUP_BY without a count, which this Marathon divides by (a count of 0): "
-                       f"the app's task is never placed")
-        if c[0].startswith("@") and not caps.has_pseudo_fields:
-            out.append(f"{key}[{i}] names {c[0]}, a field Marathon has from 1.6 (its mesos/Constraints.scala); "
-                       f"before, it is taken for an agent attribute no agent has and the task is never placed")
-    return out
-
-
-#: A constraint value that is a number of four or more digits (a scalar attribute's, when the field is one)
-_GROUPED_NUMBER = re.compile(r"[0-9]{4,}(\.[0-9]+)?")
-
-
-def for_marathon(constraint: Sequence[str], caps: versions.Capabilities) -> list[str]:
-    """A constraint as this Marathon must be given it to mean what the job file says. Up to 1.6.0 a scalar agent
-    attribute reads ``1,024`` (:attr:`~marathon_tf.marathon.versions.Capabilities.scalars_grouped`), so a value
-    of 1,000 or more never equals it: LIKE, UNLIKE, CLUSTER and IS with such a value become LIKE / UNLIKE of
-    either form (``1024|1,024``: a text attribute that reads ``1024`` still matches)."""
-    c = [str(x) for x in constraint]
-    if not caps.scalars_grouped or len(c) < 3 or c[1] not in ("LIKE", "UNLIKE", "CLUSTER", "IS") \
-            or not _GROUPED_NUMBER.fullmatch(c[2]):
-        return c
-    grouped = attribute_text(float(c[2]), grouped=True)
-    written = c[2] if c[1] in ("LIKE", "UNLIKE") else re.escape(c[2])  # (CLUSTER, IS: the value itself, not a regex)
-    return [c[0], "UNLIKE" if c[1] == "UNLIKE" else "LIKE", f"{written}|{re.escape(grouped)}"]
-
-
 def check_version(spec: JobSpec, marathon_version: MarathonVersionLike, *, where: str = "") -> None:
     """Refuse (:class:`VersionRefused`, exit 2) a job the Marathon it is for cannot run, naming its version
     (``where``: how that Marathon is named, e.g. ``at http://m:8080``): a container network before 1.5,
@@ -129,7 +89,7 @@ def check_version(spec: JobSpec, marathon_version: MarathonVersionLike, *, where
             f"and container.portMappings (its api/v2/json/Formats.scala reads portMappings only under "
             f"container.docker), so every task would fail with a misleading health-check portIndex error",
             hint='use host networking (leave out "network", or {"mode": "host"}), or upgrade Marathon to 1.5+')
-    problems = _constraint_problems(spec, caps)
+    problems = constraint_problems(spec, caps)
     if problems:
         raise VersionRefused(f"{spec.source}: {problems[0]}; {who} would not hold the job to it"
                              + (f" (and {len(problems) - 1} more like it)" if len(problems) > 1 else ""),

@@ -224,7 +224,7 @@ def test_a_scalar_attribute_reads_with_thousands_separators_up_to_1_6_0(cluster_
     # (releases/1.8 the same file :39-54: "1024"). Mesos makes the numeric attribute rack:1024 a scalar. What
     # marathon-tf renders for those versions (user/render.for_marathon) is placed on every one of them.
     from marathon_tf.marathon import versions
-    from marathon_tf.user.render import for_marathon
+    from marathon_tf.user.versioned import for_marathon
 
     options = {} if version is None else {"marathon_version": version}
     _, api = cluster_with(agent_attributes=["rack:1024"], **options)

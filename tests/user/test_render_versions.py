@@ -214,7 +214,7 @@ def test_a_number_of_four_digits_in_a_constraint_means_the_same_where_marathon_r
     form (CLUSTER and IS, equalities, as LIKE of the escaped value); a regex is left to mean what it says, a
     shorter number needs nothing. (IS is refused before 1.6: only the rendering is looked at here.)"""
     from marathon_tf.marathon import versions
-    from marathon_tf.user.render import for_marathon
+    from marathon_tf.user.versioned import for_marathon
 
     caps = versions.capabilities(version)
     assert [for_marathon(c, caps) for c in AS_WRITTEN] == rendered
