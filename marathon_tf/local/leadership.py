@@ -68,7 +68,7 @@ HOLD_LOOKS, HOLD_INTERVAL = 11, 0.25
 #: ``LeaderResource.abdicationDelay``
 ABDICATION_DELAY = 0.5
 #: ``--leader_proxy_connection_timeout`` 5 s, ``--leader_proxy_read_timeout`` 10 s (``LeaderProxyConf.scala``)
-_PROXY_TIMEOUT = aiohttp.ClientTimeout(sock_connect=5.0, sock_read=10.0)
+PROXY_TIMEOUT = aiohttp.ClientTimeout(sock_connect=5.0, sock_read=10.0)
 #: Not forwarded: hop-by-hop, recomputed, or already checked by this instance's security (a browser's
 #: same-origin request to a standby would read as cross-origin on the leader's port).
 _NOT_FORWARDED = {"connection", "host", "content-length", "transfer-encoding", "keep-alive", "upgrade",
@@ -90,6 +90,8 @@ class Instance:
     url: str = ""
     alive: bool = False
     runner: web.AppRunner | None = field(default=None, repr=False)
+    #: set while the instance is frozen (a host that takes connections and answers nothing): cleared to thaw
+    frozen: asyncio.Event | None = field(default=None, repr=False)
 
     @property
     def host_port(self) -> str:
@@ -113,6 +115,8 @@ class Leadership:
         self.named: Instance | None = None
         self._election: asyncio.Task | None = None
         self._session: aiohttp.ClientSession | None = None
+        #: the standbys' forwarding timeouts (Marathon's ``--leader_proxy_connection_timeout``, ``..._read_timeout``)
+        self.proxy_timeout = PROXY_TIMEOUT
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -155,6 +159,17 @@ class Leadership:
         await runner.cleanup()
         if inst is self.named and self._election is None:
             self._schedule_election(after=inst)  # standbys name the dead one until its session expires
+
+    def freeze(self, inst: Instance, frozen: bool) -> None:
+        """A leader that hangs (its host takes connections and answers nothing): the Marathon requests it
+        would serve get no answer while it is frozen, and are dropped when it thaws (they were never applied).
+        Its standbys' forwards run into their read timeout (``--leader_proxy_read_timeout``)."""
+        if frozen and inst.frozen is None:
+            inst.frozen = asyncio.Event()
+        elif not frozen and inst.frozen is not None:
+            thawed = inst.frozen
+            inst.frozen = None
+            thawed.set()
 
     def abdicate(self) -> None:
         """The leader gives up (``DELETE /v2/leader``): no leader until the next election."""
@@ -213,6 +228,9 @@ class Leadership:
             for _ in range(HOLD_LOOKS):
                 named = self.named
                 if named is inst and inst.alive:
+                    if inst.frozen is not None:  # hung: no answer, and nothing applied
+                        await inst.frozen.wait()
+                        return jetty_error(503, "the instance was frozen", request.path)
                     if request.path == "/v2/leader" and request.method == "DELETE":
                         asyncio.get_running_loop().call_later(ABDICATION_DELAY, self._abdicate_if_leader, inst)
                         return web.json_response({"message": "Leadership abdicated"})
@@ -240,15 +258,21 @@ class Leadership:
         headers["X-Forwarded-For"] = ",".join(x for x in forwarded_for if x)
         body = await request.read()
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=_PROXY_TIMEOUT, auto_decompress=False)
+            self._session = aiohttp.ClientSession(auto_decompress=False)
         try:
             async with self._session.request(request.method, URL(leader.url + request.raw_path, encoded=True),
-                                             headers=headers, data=body or None, allow_redirects=False) as r:
+                                             headers=headers, data=body or None, allow_redirects=False,
+                                             timeout=self.proxy_timeout) as r:
                 data = await r.read()
                 out = web.Response(status=r.status, body=data)
                 for k, v in r.headers.items():
                     if k.lower() not in _NOT_RETURNED:
                         out.headers.add(k, v)
+        except aiohttp.SocketTimeoutError:  # the leader took the connection, and no status came in time
+            answer = self.played.read_timeout_answer
+            if answer is not None:
+                return jetty_error(answer[0], answer[1], request.path)
+            return jetty_error(502, LEADER_REFUSED, request.path)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
             if request.method in ("GET", "HEAD", "DELETE"):
                 text = self.played.read_forward_failure
@@ -306,3 +330,14 @@ class Leadership:
         app.router.add_get(ADMIN_PREFIX + "instances", listing)
         app.router.add_post(ADMIN_PREFIX + "instances/kill", kill)
         app.router.add_post(ADMIN_PREFIX + "instances/start", start)
+
+        async def freeze(request: web.Request) -> web.Response:
+            data = await body(request)
+            inst = self.find(data.get("url"))
+            if inst is None or not inst.alive:
+                return web.json_response({"message": f"no live Marathon instance {data.get('url') or 'the leader'}"},
+                                         status=404)
+            self.freeze(inst, data.get("frozen", True) is not False)
+            return web.json_response({"frozen": inst.frozen is not None, "url": inst.url})
+
+        app.router.add_post(ADMIN_PREFIX + "instances/freeze", freeze)

@@ -130,6 +130,8 @@ class Scheduler:
         self.deployment_lock = False
         #: ``GROUP_BY`` as 1.10.34+ / 1.11.18+ check it (``versions.Played.group_by_even``).
         self.group_by_even = False
+        #: scalar attributes as 1.4 – 1.6.0 compare them, ``1,024`` (``versions.Played.scalars_grouped``).
+        self.scalars_grouped = False
         #: Marathon's ``--scale_apps_interval`` (s): the periodic scale check.
         self.scale_apps_interval = scale_apps_interval
         self._next_scale_check = time.monotonic() + scale_apps_interval
@@ -270,7 +272,8 @@ class Scheduler:
                      [a for a in placed if a is not None], default_roles=self.agents.roles(),
                      used_gpus=[g for t in on_agent for g in t.gpus],
                      taken_ports=[p for t in tasks + self.loss.orphan_tasks() for p in t.ports],
-                     gpu_restricted=self.gpu_restricted, group_by_even=self.group_by_even)
+                     gpu_restricted=self.gpu_restricted, group_by_even=self.group_by_even,
+                     scalars_grouped=self.scalars_grouped)
 
     # -- launching --------------------------------------------------------------------
     def offered(self, now: float) -> list[Agent]:

@@ -90,6 +90,7 @@ class Runtime:
                                    revive_interval=revive_interval, scale_apps_interval=scale_apps_interval)
         self.scheduler.grants = self.security.grants if self.security.issues_tokens else None
         self.scheduler.group_by_even = self.played.group_by_even
+        self.scheduler.scalars_grouped = self.played.scalars_grouped
         self.state.unreachable_default = self.played.unreachable_default
         self.agent_admin = AgentAdmin(self.scheduler)
         self.deployments = DeploymentManager(self.state, self.scheduler, self.bus,

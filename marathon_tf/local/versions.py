@@ -71,6 +71,7 @@ DEFAULT_VERSION = "1.11.0"
 SCALE_APPS_INTERVAL = 300.0
 #: ``JavaUrlConnectionRequestForwarder.ERROR_STATUS_BAD_CONNECTION`` (v1.4.3 ``api/LeaderProxyFilter.scala:320``).
 BAD_CONNECTION = "Failed to successfully establish a connection to the leader."
+LEADER_TIMED_OUT = "Connection to leader timed out."
 
 #: ``1.4.3``, ``1.6.322-2bf46b341`` (what ``/v2/info`` says; the local cluster knows no client's parser:
 #: it knows marathon-tf only through ``contract/``).
@@ -106,6 +107,28 @@ class Played:
     def read_forward_failure(self) -> str:
         """What a standby answers a GET/DELETE it cannot forward (the leader's port refuses)."""
         return BAD_CONNECTION if self.version < _v(1, 6, 486) else "Connection to leader refused."
+
+    @property
+    def scalars_grouped(self) -> bool:
+        """A scalar agent attribute reads ``1,024`` in a constraint up to 1.6.0: ``NumberFormat.getInstance``
+        (v1.4.3 / v1.6.0 ``mesos/Constraints.scala:36-37``, the JVM's locale, English here); from 1.6.322
+        ``DecimalFormat("0.###")``, ``1024`` (releases/1.8 ``mesos/Constraints.scala:39-54``, from the IS operator's
+        commit e891d758f)."""
+        return self.version < _v(1, 6, 322)
+
+    @property
+    def read_timeout_answer(self) -> tuple[int, str] | None:
+        """What a standby answers when its leader took the request and gave no status within
+        ``--leader_proxy_read_timeout``: up to 1.5.0 the status is read inside a ``Try`` whose every failure is
+        502 "Failed to successfully establish a connection to the leader." (v1.4.3 / v1.5.0
+        ``api/LeaderProxyFilter.scala:325-332``); 1.5.1 – 1.6.392 tell a timeout apart: 504 "Connection to
+        leader timed out." (v1.5.1 ``:341``, v1.6.392 ``:333-335``). None from 1.6.486 (akka-http's idle timeout:
+        not played; the refused answers stand)."""
+        if self.version < _v(1, 5, 1):
+            return 502, BAD_CONNECTION
+        if self.version < _v(1, 6, 486):
+            return 504, LEADER_TIMED_OUT
+        return None
 
     @property
     def write_forward_status(self) -> int:

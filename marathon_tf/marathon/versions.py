@@ -14,6 +14,7 @@ question                               versions        what marathon-tf does
 ``unreachableStrategy`` 0/0 accepted   1.4.6+          writes 0/0; 1/2 on 1.4.0–1.4.5
 top-level ``networks``                 1.5+            a container-network job is refused on 1.4
 constraint operator ``IS``             1.6+            refused on 1.4–1.5
+a scalar attribute reads ``1,024``     ≤ 1.6.0         a value ≥ 1,000 rendered as either form
 ``@hostname``/``@region``/``@zone``    1.6+            refused on 1.4–1.5
 ``plan-format=light`` on the stream    1.5.9–1.7       asked for (1.8+ always light; 1.4 heavy)
 standby redirects ``/v2/events``       1.7.50+         followed; when it cannot be, the leader's URL
@@ -167,6 +168,14 @@ class Capabilities:
         ``hostname`` (``v1.5.15:`` the same file) and would take ``@hostname`` for an agent attribute no agent
         has: the task would never be placed."""
         return self._since("1.6.0")
+
+    @property
+    def scalars_grouped(self) -> bool:
+        """Whether a constraint compares a scalar agent attribute as ``1,024`` (with thousands separators): up to
+        1.6.0 ``Constraints.getValueString`` formats scalars with ``NumberFormat.getInstance`` (v1.4.3 / v1.6.0
+        ``src/main/scala/mesosphere/mesos/Constraints.scala:36-37``), from 1.6.322 with ``DecimalFormat("0.###")``,
+        ``1024`` (releases/1.8 the same file ``:39-54``). Mesos makes every numeric attribute a scalar."""
+        return self.version is not None and self.version < _v("1.6.322")
 
     @property
     def group_by_needs_a_count(self) -> bool:

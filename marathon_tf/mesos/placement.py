@@ -74,15 +74,16 @@ def funnel(reasons: Iterable[str]) -> str | None:
     return min(known, key=REASON_FUNNEL.index) if known else None
 
 
-def field_value(agent: AgentInfo, name: str) -> str | None:
+def field_value(agent: AgentInfo, name: str, grouped: bool = False) -> str | None:
     """A constraint field's value on ``agent`` (``Constraints.readerForField``): its hostname for
-    ``hostname`` / ``@hostname``, else the attribute's text (None: the agent has none)."""
+    ``hostname`` / ``@hostname``, else the attribute's text (None: the agent has none; ``grouped``: a
+    scalar with thousands separators, :func:`~marathon_tf.mesos.resources.attribute_text`)."""
     if name in ("hostname", "@hostname"):
         return agent.hostname
     if name in ("@region", "@zone"):
         return None  # no fault domain is modelled
     value: Value | None = agent.attributes.get(name)
-    return None if value is None else attribute_text(value)
+    return None if value is None else attribute_text(value, grouped)
 
 
 def _as_int(text: str, default: int) -> int:
@@ -109,20 +110,20 @@ def _group_by_even(offered: str, counts: dict[str | None, int], groups: int, ins
 
 
 def meets_constraint(agent: AgentInfo, placed: Sequence[AgentInfo], constraint: Sequence[str], *,
-                     instances: int | None = None) -> bool:
+                     instances: int | None = None, grouped: bool = False) -> bool:
     """``Constraints.meetsConstraint``: may one more instance go to ``agent``, with the app's other
     instances on ``placed`` (one entry per instance)?
 
     ``instances`` (the app's): ``GROUP_BY`` as Marathon 1.10.34+ and 1.11.18+ check it, spreading the
     app's instances evenly over at most ``n`` values; None: as 1.4 – 1.10.33 and 1.11.0 – 1.11.17 do,
     where a value no instance has yet always fits and a taken one only while it has the fewest (once
-    ``n`` are taken)."""
+    ``n`` are taken). ``grouped``: scalar attributes read as Marathon up to 1.6.0 formats them (``1,024``)."""
     name, operator = constraint[0], constraint[1]
     value = constraint[2] if len(constraint) > 2 else ""
-    offered = field_value(agent, name)
+    offered = field_value(agent, name, grouped)
     if offered is None:
         return operator == "UNLIKE"
-    values = [field_value(p, name) for p in placed]
+    values = [field_value(p, name, grouped) for p in placed]
     if operator == "UNIQUE":
         return all(v != offered for v in values)
     if operator == "CLUSTER":
@@ -172,9 +173,11 @@ def _take(offer: list[Resource], name: str, amount: float, roles: set[str]) -> l
 
 def match(spec: dict, agent: AgentInfo, offer: list[Resource], placed: Sequence[AgentInfo], *, default_roles: set[str],
           used_gpus: Iterable[int] = (), taken_ports: Iterable[int] = (),
-          gpu_restricted: bool = False, group_by_even: bool = False) -> Match | NoMatch:
+          gpu_restricted: bool = False, group_by_even: bool = False,
+          scalars_grouped: bool = False) -> Match | NoMatch:
     """Whether one task of app ``spec`` fits ``offer`` (the agent's free resources); ``group_by_even``:
-    ``GROUP_BY`` as Marathon 1.10.34+ and 1.11.18+ check it (:func:`meets_constraint`)."""
+    ``GROUP_BY`` as Marathon 1.10.34+ and 1.11.18+ check it; ``scalars_grouped``: scalar attributes as 1.4 – 1.6.0
+    format them (:func:`meets_constraint`)."""
     roles = set(spec.get("acceptedResourceRoles") or default_roles)
     reasons: list[str] = []
     consumed: list[Resource] = []
@@ -193,7 +196,7 @@ def match(spec: dict, agent: AgentInfo, offer: list[Resource], placed: Sequence[
     if not any(r.role in roles for r in offer):
         reasons.append("UnfulfilledRole")
     instances = int(spec.get("instances", 1) or 0) if group_by_even else None
-    if not all(meets_constraint(agent, placed, c, instances=instances)
+    if not all(meets_constraint(agent, placed, c, instances=instances, grouped=scalars_grouped)
                for c in spec.get("constraints") or [] if len(c) >= 2):
         reasons.append("UnfulfilledConstraint")
     behaviour = (spec.get("labels") or {}).get("GPU_SCHEDULING_BEHAVIOR")

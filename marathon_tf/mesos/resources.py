@@ -168,11 +168,13 @@ def parse_attributes(text: str) -> dict[str, Value]:
     return out
 
 
-def attribute_text(value: Value) -> str:
+def attribute_text(value: Value, grouped: bool = False) -> str:
     """An attribute's value as Marathon's constraints compare it (``Constraints.getValueString``):
-    scalars with up to three decimals (``2``, ``0.5``), ranges ``[1-4,6-8]``, text as it is."""
+    scalars with up to three decimals (``2``, ``0.5``), ranges ``[1-4,6-8]``, text as it is; ``grouped``:
+    scalars with thousands separators (``1,024``), as Marathon up to 1.6.0 formats them (its JVM's
+    ``NumberFormat.getInstance``, an English locale's)."""
     if isinstance(value, float):
-        text = f"{round(value, 3):.3f}".rstrip("0").rstrip(".")
+        text = (f"{round(value, 3):,.3f}" if grouped else f"{round(value, 3):.3f}").rstrip("0").rstrip(".")
         return text or "0"
     if isinstance(value, tuple):
         return "[" + ",".join(f"{b}-{e}" for b, e in sorted(value)) + "]"

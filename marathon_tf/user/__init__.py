@@ -16,6 +16,7 @@ Marathon's JSON). Errors are raised, never printed, and carry their exit code
 ``config``          where Marathon is and how to log in: flags, then environment, then a config file
 ``spec/``           untrusted ``job.json`` → an immutable, validated ``JobSpec`` (marshmallow)
 ``render``          ``JobSpec`` → a Marathon app group, through the Jinja templates in ``app_templates/``
+``versioned``       a job's constraints for one Marathon version: refused, or written as that version reads them
 ``pipeline``        the deploy use case, one for every way a job is deployed
 ``admission``       before anything is sent: does the job fit the cluster (the Mesos model's answer)
 ``capacity``        the cluster's capacity as the Mesos master tells it: agents' total and free resources

@@ -38,6 +38,7 @@ from marathon_tf.contract.errors import UsageError
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import versions
 from marathon_tf.user.spec import JobSpec
+from marathon_tf.user.versioned import constraint_problems, for_marathon
 
 __all__ = ["render_group", "render_group_json", "render_app", "default_templates_dir", "RenderError", "LABEL_PREFIX",
            "SPEC_LABEL", "RoleFacts", "role_facts", "template_environment", "render_template",
@@ -73,26 +74,6 @@ class VersionRefused(UsageError):
     """The job needs what the Marathon it is for does not have (exit 2, nothing sent)."""
 
 
-def _constraint_problems(spec: JobSpec, caps: versions.Capabilities) -> list[str]:
-    rules = [("constraints", i, c) for i, c in enumerate(spec.constraints)]
-    rules += [(f"roles.{r}.constraints", i, c) for r in naming.ROLES if spec.role(r).count
-              for i, c in enumerate(spec.role(r).constraints or ())]
-    rules += [("constraints_per_task", i, c) for i, c in enumerate(spec.constraints_per_task)]
-    rules += [(f"roles.{r}.constraints_per_task", i, c) for r in naming.ROLES if spec.role(r).count
-              for i, c in enumerate(spec.role(r).constraints_per_task or ())]
-    out = []
-    for key, i, c in rules:
-        if c[1] == "IS" and not caps.has_constraint_is:
-            out.append(f"{key}[{i}] uses the IS operator, which Marathon has from 1.6 (its marathon.proto)")
-        if (c[1] == "GROUP_BY" and len(c) < 3 and "per_task" in key and caps.group_by_needs_a_count):
-            out.append(f"{key}[{i}] is GROUP_BY without a count, which this Marathon divides by (a count of 0): "
-                       f"the app's task is never placed")
-        if c[0].startswith("@") and not caps.has_pseudo_fields:
-            out.append(f"{key}[{i}] names {c[0]}, a field Marathon has from 1.6 (its mesos/Constraints.scala); "
-                       f"before, it is taken for an agent attribute no agent has and the task is never placed")
-    return out
-
-
 def check_version(spec: JobSpec, marathon_version: MarathonVersionLike, *, where: str = "") -> None:
     """Refuse (:class:`VersionRefused`, exit 2) a job the Marathon it is for cannot run, naming its version
     (``where``: how that Marathon is named, e.g. ``at http://m:8080``): a container network before 1.5,
@@ -108,7 +89,7 @@ def check_version(spec: JobSpec, marathon_version: MarathonVersionLike, *, where
             f"and container.portMappings (its api/v2/json/Formats.scala reads portMappings only under "
             f"container.docker), so every task would fail with a misleading health-check portIndex error",
             hint='use host networking (leave out "network", or {"mode": "host"}), or upgrade Marathon to 1.5+')
-    problems = _constraint_problems(spec, caps)
+    problems = constraint_problems(spec, caps)
     if problems:
         raise VersionRefused(f"{spec.source}: {problems[0]}; {who} would not hold the job to it"
                              + (f" (and {len(problems) - 1} more like it)" if len(problems) > 1 else ""),
@@ -431,7 +412,7 @@ class _Renderer:
             "port_definitions": port_definitions,
             "status_port_index": port_names.index(STATUS_PORT) if STATUS_PORT in port_names else 0,
             "user_env": facts.env,
-            "constraints": [list(c) for c in self._constraints(facts)],
+            "constraints": [for_marathon(c, self.caps) for c in self._constraints(facts)],
             "template": "tensorboard.json.j2" if role_name == "tensorboard" else "task.json.j2",
         }
         self._per_role[role_name] = parts

@@ -146,6 +146,62 @@ def test_a_standby_whose_leader_refuses_answers_as_its_version(tmp_path, version
         assert (r.status_code, f"<title>Error {write[0]} {write[1]}</title>" in r.text) == (write[0], True), r.text
 
 
+@pytest.mark.parametrize("version, answer", [
+    ("1.4.8", (502, "Failed to successfully establish a connection to the leader.")),
+    ("1.5.0", (502, "Failed to successfully establish a connection to the leader.")),
+    ("1.5.1", (504, "Connection to leader timed out.")),
+    ("1.6.392", (504, "Connection to leader timed out.")),
+    (None, (502, "Connection to leader refused.")),
+])
+def test_a_standby_whose_leader_hangs_answers_as_its_version(tmp_path, version, answer):
+    # A leader that takes the connection and gives no status within --leader_proxy_read_timeout: up to 1.5.0
+    # the status is read inside a Try whose every failure is 502 ERROR_STATUS_BAD_CONNECTION (v1.4.3 / v1.5.0
+    # api/LeaderProxyFilter.scala:325-332); 1.5.1 - 1.6.392 tell the SocketTimeoutException apart: 504
+    # ERROR_STATUS_GATEWAY_TIMEOUT (v1.5.1 :341, v1.6.392 :333-335). 1.6.486+ (akka-http): not played, the
+    # refused answer stands. The frozen leader applies nothing; thawed, it answers again.
+    options = {} if version is None else {"marathon_version": version}
+    with LocalCluster(state_dir=tmp_path / "s", dns_refresh=0, marathon_instances=2, zk_session_timeout=30,
+                      **options) as c:
+        leader, standby = c.marathon_urls
+        assert c.freeze_instance(None, read_timeout=0.5) == leader
+        for method in ("GET", "PUT", "DELETE"):
+            r = requests.request(method, standby + "/v2/apps/x", json={"cmd": "sleep 1"} if method == "PUT" else None,
+                                 timeout=10)
+            assert (r.status_code, f"<title>Error {answer[0]} {answer[1]}</title>" in r.text) == (*answer[:1], True), (
+                method, r.status_code, r.text)
+        c.freeze_instance(leader, frozen=False)
+        assert requests.get(standby + "/v2/apps", timeout=10).json() == {"apps": []}  # the PUT was never applied
+
+
+@pytest.mark.parametrize("version", ["1.4.8", "1.6.392"])
+def test_a_write_through_a_standby_whose_leader_hangs_lands_once_after_it_thaws(tmp_path, version):
+    """The client's side of the answers above (marathon/client.py): a PUT the standby could not get a status for
+    is an election answer, not "maybe applied": on 1.4.8 the 502 "Failed to successfully establish…", on
+    1.6.392 the 504 "Connection to leader timed out." (before, a "maybe applied" that ended as "sent once"). It
+    is looked for through a leader, and sent again once one answers that it is not there: the group lands once."""
+    import threading
+
+    from marathon_tf.marathon.client import Client, RetryPolicy
+
+    with LocalCluster(state_dir=tmp_path / "s", dns_refresh=0, marathon_instances=2, zk_session_timeout=30,
+                      marathon_version=version) as c:
+        leader, standby = c.marathon_urls
+        client = Client(standby, retry=RetryPolicy(attempts=3, budget=60, initial=0.05, max_wait=0.2, settle=0.0))
+        client.capabilities()
+        c.freeze_instance(None, read_timeout=0.3)
+        thaw = threading.Timer(1.5, lambda: c.freeze_instance(leader, frozen=False))
+        thaw.start()
+        group = {"id": "/frozen", "apps": [{"id": "/frozen/a", "cmd": "sleep 600", "cpus": 0.01, "mem": 16,
+                                            "instances": 0}]}
+        try:
+            body = client.put_group(group)
+        finally:
+            thaw.join()
+        assert body.get("deploymentId") and not body.get("adopted"), body
+        apps = requests.get(leader + "/v2/apps", timeout=10).json()["apps"]
+        assert [a["id"] for a in apps] == ["/frozen/a"]
+
+
 @pytest.mark.parametrize("version, status", [("1.4.3", 503), ("1.7.149", 502)])
 def test_no_leader_is_503_before_1_7_149(tmp_path, version, status):
     # "Could not determine the current leader": sendError(503) up to 1.7.148, BadGateway (502) from 1.7.149
@@ -157,6 +213,31 @@ def test_no_leader_is_503_before_1_7_149(tmp_path, version, status):
         wait_for(lambda: c.leader_url is None, 5, what="the abdication")
         r = requests.get(standby + "/v2/info", timeout=10)
         assert r.status_code == status and "Could not determine the current leader" in r.text
+
+
+@pytest.mark.parametrize("version, plain_placed", [("1.4.3", False), ("1.6.0", False), ("1.6.322", True),
+                                                  (None, True)])
+def test_a_scalar_attribute_reads_with_thousands_separators_up_to_1_6_0(cluster_with, make_app, version,
+                                                                        plain_placed):
+    # Constraints.getValueString: NumberFormat.getInstance.format(scalar) up to 1.6.0 (v1.4.3 / v1.6.0
+    # src/main/scala/mesosphere/mesos/Constraints.scala:36-37: "1,024"), DecimalFormat("0.###") from 1.6.322
+    # (releases/1.8 the same file :39-54: "1024"). Mesos makes the numeric attribute rack:1024 a scalar. What
+    # marathon-tf renders for those versions (user/render.for_marathon) is placed on every one of them.
+    from marathon_tf.marathon import versions
+    from marathon_tf.user.versioned import for_marathon
+
+    options = {} if version is None else {"marathon_version": version}
+    _, api = cluster_with(agent_attributes=["rack:1024"], **options)
+    plain = ["rack", "LIKE", "1024"]
+    rendered = for_marathon(plain, versions.capabilities(version))
+    assert api.put("/v2/apps/plain", json=make_app("/plain", constraints=[plain])).status_code == 201
+    assert api.put("/v2/apps/rendered", json=make_app("/rendered", constraints=[rendered])).status_code == 201
+    assert wait_for(lambda: api.running("/rendered"), 15, what=f"the task constrained {rendered}")
+    if plain_placed:
+        assert wait_for(lambda: api.running("/plain"), 15, what="the task constrained rack LIKE 1024")
+    else:
+        time.sleep(1.0)  # (offers come every 0.5 s or faster here: it had its chances)
+        assert not api.running("/plain") and "/plain" in _queued(api)
 
 
 def test_gpu_scheduling_follows_the_version(cluster_with, make_app, tmp_path):

@@ -197,3 +197,28 @@ def test_render_cli_takes_marathon_version(write_job):
     assert net.exit_code == 2 and net.stdout == ""
     assert "Marathon 1.4.3" in net.stderr and "network.mode container" in net.stderr
     assert "--marathon-version" in CliRunner().invoke(cli, ["render", "--help"]).output
+
+
+OLD = [["rack", "LIKE", "1024|1,024"], ["size", "UNLIKE", "2048|2,048"], ["ram", "LIKE", "20[0-9]{2}"],
+       ["zone", "LIKE", "7"], ["mem", "LIKE", "1536\\.5|1,536\\.5"]]
+AS_WRITTEN = [["rack", "CLUSTER", "1024"], ["size", "UNLIKE", "2048"], ["ram", "LIKE", "20[0-9]{2}"],
+              ["zone", "LIKE", "7"], ["mem", "IS", "1536.5"]]
+
+
+@pytest.mark.parametrize("version, rendered", [("1.4.3", OLD), ("1.6.0", OLD), ("1.6.322", AS_WRITTEN),
+                                               (None, AS_WRITTEN)])
+def test_a_number_of_four_digits_in_a_constraint_means_the_same_where_marathon_reads_1_024(version, rendered):
+    """Up to 1.6.0 Marathon reads a scalar agent attribute with thousands separators, ``1,024``
+    (v1.6.0 src/main/scala/mesosphere/mesos/Constraints.scala:36-37 NumberFormat.getInstance; from 1.6.322
+    DecimalFormat("0.###"), releases/1.8 the same file :39-54): a value of 1,000 or more is rendered as either
+    form (CLUSTER and IS, equalities, as LIKE of the escaped value); a regex is left to mean what it says, a
+    shorter number needs nothing. (IS is refused before 1.6: only the rendering is looked at here.)"""
+    from marathon_tf.marathon import versions
+    from marathon_tf.user.versioned import for_marathon
+
+    caps = versions.capabilities(version)
+    assert [for_marathon(c, caps) for c in AS_WRITTEN] == rendered
+    spec = load_dict(minimal(roles={"ps": {"count": 1},
+                                    "worker": {"count": 1, "constraints_per_task": AS_WRITTEN[:4]}}))
+    app = job_apps(render_group(spec, marathon_version=version))["worker-0"]
+    assert [c for c in app["constraints"] if c[0] in ("rack", "size", "ram", "zone")] == rendered[:4], app
