@@ -449,7 +449,7 @@ def _move_one(url: str, sides: list, sample: list[int], from_leader: list[tuple[
                 done[n] = time.monotonic()
         time.sleep(0.005)
     last = max(done.values()) if len(done) == len(followers) else None
-    got = [b for t, b in from_leader[seen:] if last is not None and t <= last + 0.01]
+    got = [b for t, b in from_leader[seen:] if t <= last + 0.01] if last is not None else []
     return {"task": f"worker-{k}", "seconds": None if last is None else last - began,
             "median": sorted(done.values())[len(done) // 2] - began if done else None,
             "bytes": sum(got), "answers": len(got), "followers": len(followers)}

@@ -342,21 +342,12 @@ class LocalCluster:
         serve get no answer (a host that takes connections and answers nothing) and are never applied, so its
         standbys' forwards run into their read timeout (Marathon's ``--leader_proxy_read_timeout``, 10 s;
         ``read_timeout`` sets it while the instance is frozen, for tests; thawed, it is 10 s again). Returns its URL."""
-        import aiohttp
-
-        from .leadership import PROXY_TIMEOUT
-
         assert self._leadership is not None, "cluster not started"
         leadership = self._leadership
         inst = self.call(lambda: leadership.find(url))
         if inst is None or not inst.alive:
             raise ValueError(f"no live Marathon instance {url or '(leader)'}")
-        if not frozen:
-            leadership.proxy_timeout = PROXY_TIMEOUT
-        elif read_timeout is not None:
-            leadership.proxy_timeout = aiohttp.ClientTimeout(sock_connect=PROXY_TIMEOUT.sock_connect,
-                                                             sock_read=read_timeout)
-        self.call(lambda: leadership.freeze(inst, frozen))
+        self.call(lambda: leadership.freeze(inst, frozen, read_timeout))
         return inst.url
 
     def start_instance(self, url: str) -> None:

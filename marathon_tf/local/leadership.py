@@ -160,10 +160,15 @@ class Leadership:
         if inst is self.named and self._election is None:
             self._schedule_election(after=inst)  # standbys name the dead one until its session expires
 
-    def freeze(self, inst: Instance, frozen: bool) -> None:
+    def freeze(self, inst: Instance, frozen: bool, read_timeout: float | None = None) -> None:
         """A leader that hangs (its host takes connections and answers nothing): the Marathon requests it
         would serve get no answer while it is frozen, and are dropped when it thaws (they were never applied).
-        Its standbys' forwards run into their read timeout (``--leader_proxy_read_timeout``)."""
+        Its standbys' forwards run into their read timeout (``--leader_proxy_read_timeout``; ``read_timeout``
+        sets it while the instance is frozen, for tests; thawed, it is :data:`PROXY_TIMEOUT`'s again)."""
+        if frozen and read_timeout is not None:
+            self.proxy_timeout = aiohttp.ClientTimeout(sock_connect=PROXY_TIMEOUT.sock_connect, sock_read=read_timeout)
+        elif not frozen:
+            self.proxy_timeout = PROXY_TIMEOUT
         if frozen and inst.frozen is None:
             inst.frozen = asyncio.Event()
         elif not frozen and inst.frozen is not None:

@@ -420,8 +420,12 @@ class Client:
         if (status in (502, 503) and _LEADER_REFUSED.search(message)) or bad_connection or timed_out:
             self._failover()
             caps = self._capabilities
-            unsent = not write or (caps is not None and caps.leader_timeout_means_unsent if timed_out else (
-                not bad_connection and (status == 503 or (caps is not None and caps.leader_refused_means_unsent))))
+            if timed_out:  # what proves that nothing was forwarded, by answer and version
+                proven = caps is not None and caps.leader_timeout_means_unsent
+            else:
+                proven = not bad_connection and (
+                    status == 503 or (caps is not None and caps.leader_refused_means_unsent))
+            unsent = not write or proven
             return _Retryable(MarathonUnavailable(
                 text, status=status, body=body,
                 hint="Marathon is electing a leader (its standby could not reach the old one); try again shortly"),

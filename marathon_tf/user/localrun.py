@@ -79,7 +79,7 @@ class SandboxTailer:
                  job: str | None = None):
         self.state_dir = Path(state_dir)
         #: only this job's tasks (their ids begin with its group's path, ``ml_mnist_``), when a cluster runs others
-        self.prefix = naming.group_id(job).strip("/").replace("/", "_") + "_" if job else ""
+        self.prefix = naming.safe_path(naming.group_id(job)) + "_" if job else ""
         self.emit = emit
         self.interval = interval
         self._offsets: dict[Path, int] = {}

@@ -41,8 +41,8 @@ def constraint_problems(spec: JobSpec, caps: versions.Capabilities) -> list[str]
     return out
 
 
-#: A constraint value that is a number of four or more digits (a scalar attribute's, when the field is one)
-_GROUPED_NUMBER = re.compile(r"[0-9]{4,}(\.[0-9]+)?")
+#: A constraint value that is a number of 1,000 or more (a scalar attribute's, when the field is one)
+_GROUPED_NUMBER = re.compile(r"[1-9][0-9]{3,}(\.[0-9]+)?")
 
 
 def for_marathon(constraint: Sequence[str], caps: versions.Capabilities) -> list[str]:

@@ -218,6 +218,7 @@ def test_a_number_of_four_digits_in_a_constraint_means_the_same_where_marathon_r
 
     caps = versions.capabilities(version)
     assert [for_marathon(c, caps) for c in AS_WRITTEN] == rendered
+    assert for_marathon(["rack", "LIKE", "0999"], caps) == ["rack", "LIKE", "0999"]  # (below 1,000: read the same)
     spec = load_dict(minimal(roles={"ps": {"count": 1},
                                     "worker": {"count": 1, "constraints_per_task": AS_WRITTEN[:4]}}))
     app = job_apps(render_group(spec, marathon_version=version))["worker-0"]
