@@ -53,7 +53,6 @@ from collections.abc import Callable, Mapping, Sequence
 from marathon_tf.contract import cluster_spec, joblock, naming, savehook
 from marathon_tf.contract import labels as L
 from marathon_tf.contract.errors import DiscoveryError, UsageError
-from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.progress import StepRate
 from marathon_tf.contract.shellexec import exec_form
 from marathon_tf.contract.taskauth import KEY_FILE_VAR, KEY_VAR, Guard, install, task_key
@@ -78,6 +77,7 @@ from marathon_tf.task.jobcontrol import JobControl, job_lifecycle
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.keeper import PATH as LEDGER_PATH
 from marathon_tf.task.logdir import events_path, lock_logdir, logdir_path, logdir_problem, space_problem
+from marathon_tf.task.machine import On, TaskMachine
 from marathon_tf.task.observer import TaskObserver
 from marathon_tf.task.policy import Decision, ExitPolicy, is_decider, startup_reason
 from marathon_tf.task.prewarm import ForkedProcess, Prewarmer
@@ -131,6 +131,7 @@ class Bootstrap:
         self.rng = rng or random.Random()
         self.stdout, self.stderr = stdout, stderr
         self.status = TaskStatus(job=ctx.job, task=ctx.task, role=ctx.role, index=ctx.index)
+        self.machine = TaskMachine(self.status, log=_log)  # the one writer of the task's phase (task.machine)
         self.server: StatusServer | None = None
         self._stop = threading.Event()
         self._signum: int | None = None
@@ -142,7 +143,8 @@ class Bootstrap:
             prints_steps=bool(ctx.target_step and (ctx.role == "chief" or ctx.style != "parameter_server")))
         self.observer = TaskObserver(ctx, self.status, self.watchdog, clock=clock, decider=control is not None and
                                      is_decider(ctx), logdir=logdir_path(ctx, self.environ),
-                                     events=TaskEvents(ctx.task, events_path(ctx, self.environ)))
+                                     events=TaskEvents(ctx.task, events_path(ctx, self.environ)),
+                                     machine=self.machine)
         self._lock: joblock.Lock | None = None
         self._rate = StepRate(clock=clock)
         self._printed_steps = False
@@ -151,16 +153,18 @@ class Bootstrap:
             self.command, ctx.prewarm, self.environ, cwd=self.environ.get("MESOS_SANDBOX") or None, log=_log)
         self.restarts = Restarter(ctx, self.policy, control, self.status, self.observer, self._stop,
                                   lambda: self._signum, grace=self.grace, restart_backoff=restart_backoff, clock=clock,
-                                  log=_log)
+                                  log=_log, machine=self.machine)
         self.restarts.count_earlier()
         self.saving = self.restarts.saving = Saving(ctx, self.status, self.observer.events, self.observer.logdir,
-                                                    decider=is_decider(ctx), log=_log, clock=clock)
+                                                    decider=is_decider(ctx), log=_log, clock=clock,
+                                                    machine=self.machine)
         # a full logdir: a wait for room lasts until the next checkpoint fits; a save round is refused while full
         self.restarts.space = lambda: space_problem(self.ctx, self.environ, checkpoint_room=True)
         self.saving.space = lambda: space_problem(self.ctx, self.environ)
         #: an elastic job's side (marathon_tf.task.elastic: the membership its deciding task publishes)
         self.elastic = ElasticMember(ctx, self.status, self._stop, log=_log, clock=clock, ready=lambda: (
-            self.prewarmer is None or self.prewarmer.warm())) if ctx.elastic and ctx.role != "tensorboard" else None
+            self.prewarmer is None or self.prewarmer.warm()), machine=self.machine) \
+            if ctx.elastic and ctx.role != "tensorboard" else None
         self.rendezvous_options: dict = {"placement": control.placement} if control and control.placement else {}
         self.admission: AdmissionWatch | None = None
         self.gpu_check_options: dict = {}  # extra gpu_problem arguments (tests inject dev_dir/which/run)
@@ -198,7 +202,7 @@ class Bootstrap:
             if unusable:  # hopeless: fail the job now instead of after N restarts
                 reason = self.observer.start_failed(f"{self.ctx.task}: {unusable}")  # an event too
                 _log(f"FAILED: {reason}")
-                self.status.update(phase=Phase.FAILED, last_error=reason)
+                self.machine.fire(On.BROKE, last_error=reason)
                 if self.control is None:
                     return 1
                 self._end_job(L.FAILED, reason)  # then parked, healthy, until Marathon stops it
@@ -217,7 +221,7 @@ class Bootstrap:
         except (DiscoveryError, UsageError, ValueError, OSError) as e:
             self._no_more_starts()
             message = getattr(e, "message", None) or str(e)
-            self.status.update(phase=Phase.FAILED, last_error=message)
+            self.machine.fire(On.BROKE, last_error=message)
             self.status.set_healthy(False)
             _log(f"FAILED: {message}")
             if isinstance(e, DiscoveryError) and self.control is not None:
@@ -421,7 +425,7 @@ class Bootstrap:
         me, _ = self._members()
         self.observer.program_started(self.status.snapshot()["restarts"], self.endpoints.get(me) if me else None)
         trainer.start()
-        self.status.update(phase=Phase.RUNNING, exit_code=None)
+        self.machine.fire(On.STARTED, exit_code=None)
         if trainer.pid is not None and not isinstance(trainer.proc, ForkedProcess):  # (a fork's: prewarm says it)
             _log(f"started training program (pid {trainer.pid})")
         return trainer
@@ -571,7 +575,7 @@ class Bootstrap:
         """The program will not start again in this task: the phase the decision leads to, the job's
         end when it records one, then stay up until stopped (or exit, for a relaunch)."""
         self._no_more_starts()
-        self.status.update(phase=decision.phase, exit_code=code, last_error=decision.reason)
+        self.machine.ended(decision.phase, exit_code=code, last_error=decision.reason)
         self.status.set_healthy(decision.healthy)
         _log(f"training program exited with {code}: {decision.phase}"
              + (f" ({decision.reason})" if decision.reason else "")

@@ -33,9 +33,9 @@ from typing import Any
 from marathon_tf.contract import naming
 from marathon_tf.contract.cluster_spec import Membership, elastic_cluster
 from marathon_tf.contract.errors import DiscoveryError
-from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.discovery import PeerKey
+from marathon_tf.task.machine import On, TaskMachine
 from marathon_tf.task.policy import decider_task
 from marathon_tf.task.rendezvous import LeaderRendezvous, Rendezvous
 from marathon_tf.task.rendezvous.view import Side
@@ -49,8 +49,9 @@ class ElasticMember:
 
     def __init__(self, ctx: TaskContext, status: TaskStatus, stop: threading.Event, *,
                  log: Callable[[str], None] = lambda m: None, clock: Callable[[], float] = time.monotonic,
-                 ready: Callable[[], bool] = lambda: True):
+                 ready: Callable[[], bool] = lambda: True, machine: TaskMachine | None = None):
         self.ctx, self.status, self._stop, self.log, self.clock = ctx, status, stop, log, clock
+        self.machine = machine or TaskMachine(status)
         #: whether the program would start now without waiting for its imports (a pre-warmed interpreter that
         #: said hello): a standby says so, and the deciding task takes it in only then (task.resize)
         self.ready = ready
@@ -95,7 +96,7 @@ class ElasticMember:
                     if said is None or why != said[0]:
                         self.log(f"elastic: {why}; waiting to be taken in")
                     said = (why, ready)
-                    self._show(Phase.STANDBY, m, why)
+                    self._show(On.STANDBY, m, why)
             elif deadline is not None and self.clock() >= deadline:
                 raise DiscoveryError(f"{self.ctx.task}: the job did not form within {timeout:g} s (fewer than "
                                      f"{self.bounds[0]} {self.role} tasks placed)",
@@ -104,8 +105,8 @@ class ElasticMember:
                 self.side.view.cond.wait(0.25)
         return None
 
-    def _show(self, phase: Phase, m: Membership, why: str | None = None) -> None:
-        fields: dict[str, Any] = {"phase": phase}
+    def _show(self, on: On, m: Membership, why: str | None = None) -> None:
+        fields: dict[str, Any] = {}
         if why is not None:
             fields["last_error"] = why
         if not self.decider:  # the deciding task shows the job's (marathon_tf.task.resize)
@@ -113,7 +114,8 @@ class ElasticMember:
                                  "generation": m.generation, "paused": m.paused, "index": m.index_of(self.me),
                                  "standby": self.ctx.role == self.role and self.me not in m.members,
                                  "ready": self.ready()}
-        self.status.update(**fields)
+        if not self.machine.fire(on, **fields):
+            self.status.update(**fields)
 
     def peers(self, m: Membership, members: list[PeerKey]) -> list[PeerKey]:
         """The peers this task's program needs: the fixed roles' tasks and the membership's."""
@@ -149,7 +151,7 @@ class ElasticMember:
                     if key is not None:
                         endpoints[key] = address
                 self.current = m
-                self._show(Phase.DISCOVERING, m)
+                self._show(On.TAKEN_IN, m)
                 return m
             if fixed_missing and self.clock() - began >= timeout:
                 raise DiscoveryError(f"{self.ctx.task}: " + ", ".join(naming.task_name(*k) for k in fixed_missing)
@@ -188,7 +190,8 @@ def attach(boot: Any, elastic: ElasticMember, peers: list[PeerKey]) -> list[Peer
             watch = AdmissionWatch(boot.ctx, boot.control.client, events=boot.observer.events, log=elastic.log)
             release = lambda: watch.release(watch._apps())  # noqa: E731 - one call, said where it is wired
         resizer = Resizer(boot.ctx, boot.rendezvous.view, boot.saving, boot.observer.events, boot.status,
-                          stop=boot._stop, publish_round=keeper.resize_round if keeper is not None else None,
+                          stop=boot._stop, machine=boot.machine,
+                          publish_round=keeper.resize_round if keeper is not None else None,
                           release=release, log=elastic.log, ready=ReadyCheck(lambda: boot.saving.peer_urls()))
         resizer.start()
         if boot.control is not None:

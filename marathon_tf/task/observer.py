@@ -39,6 +39,7 @@ from marathon_tf.contract.goodput import goodput
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task import peers as P
+from marathon_tf.task.machine import TaskMachine
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.tflog import TFLogWatcher
 from marathon_tf.task.timeline import TaskEvents
@@ -59,8 +60,9 @@ class TaskObserver:
     def __init__(self, ctx: TaskContext, status: TaskStatus, watchdog: ProgressWatchdog, *,
                  events: TaskEvents | None = None, logdir: str | None = None, decider: bool = False,
                  probe: Callable[[str], str] = P.probe, clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time):
+                 wall: Callable[[], float] = time.time, machine: TaskMachine | None = None):
         self.ctx, self.status, self.watchdog = ctx, status, watchdog
+        self.machine = machine or TaskMachine(status)
         self.events = events or TaskEvents(ctx.task, wall=wall)
         self.logdir, self.decider, self.probe, self.clock, self.wall = logdir, decider, probe, clock, wall
         self.tflog = TFLogWatcher(ctx.task, clock=wall)
@@ -202,7 +204,7 @@ class TaskObserver:
             return
         self._next_update = now + _UPDATE_EVERY
         fields: dict[str, Any] = {}
-        running = running and self.status.light().get("phase") != Phase.SAVING  # held for a save round: no stall
+        running = running and self.machine.phase is not Phase.SAVING  # held for a save round: no stall
         if running:
             stalled, step = self.watchdog.stalled_for()
             limit = self.watchdog.progress_limit() if step is not None else None

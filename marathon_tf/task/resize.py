@@ -38,9 +38,9 @@ from typing import Any
 from marathon_tf.contract import naming
 from marathon_tf.contract import timeline as T
 from marathon_tf.contract.cluster_spec import Membership
-from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.plan import Round, RoundCause, RoundKind
 from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.task.machine import TaskMachine
 from marathon_tf.task.policy import BELOW_MIN, FORM, GROW, Resize, decider_task, plan_resize
 from marathon_tf.task.rendezvous.view import View
 from marathon_tf.task.saving import Saving
@@ -108,8 +108,10 @@ class Resizer:
                  release: Callable[[], str | None] | None = None, log: Callable[[str], None] = lambda m: None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
                  batch: float = BATCH, ready: Callable[[str, str], bool] | None = None,
-                 ready_wait: float = READY_WAIT):
+                 ready_wait: float = READY_WAIT, machine: TaskMachine | None = None):
         self.ctx, self.view, self.saving, self.events, self.status = ctx, view, saving, events, status
+        #: the deciding task's own state machine: its program's end is the job's (no more changes after it)
+        self.machine = machine or TaskMachine(status)
         self.role, self.bounds = next(iter(ctx.elastic.items()))
         self.apps = [(self.role, i) for i in range(int(ctx.cluster.get(self.role, 0)))]
         self.decider = decider_task(ctx.completion)
@@ -153,7 +155,7 @@ class Resizer:
     def step(self) -> bool | None:
         """One look: decide and apply a change; False once the job's training is over (stop looking)."""
         present = self.present()
-        if self.status.light().get("phase") in (Phase.SUCCEEDED, Phase.FAILED) and self.membership is not None:
+        if self.machine.final and self.membership is not None:
             return False  # the deciding task's program ended: the job is over, no more changes
         current, now = self.membership, self.clock()
         new = [t for t in present if current is None or (current.members.get(t) or (0, None))[1] != present[t]]

@@ -20,7 +20,6 @@ from dataclasses import replace
 from marathon_tf.contract import naming
 from marathon_tf.contract import timeline as T
 from marathon_tf.contract.errors import MarathonError
-from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.plan import PlannedStop, Round, RoundCause, RoundKind, StopReason
 from marathon_tf.contract.shellexec import signal_exit, signal_name
 from marathon_tf.contract.taskenv import TaskContext
@@ -33,6 +32,7 @@ from marathon_tf.task.jobcontrol import JobControl
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.ledger import FAILURE, INFRASTRUCTURE, PREEMPTION
 from marathon_tf.task.logdir import NO_SPACE
+from marathon_tf.task.machine import On, TaskMachine
 from marathon_tf.task.observer import TaskObserver
 from marathon_tf.task.policy import Action, Decision, ExitPolicy
 from marathon_tf.task.rendezvous import LeaderRendezvous, Rendezvous
@@ -113,8 +113,9 @@ class Restarter:
     def __init__(self, ctx: TaskContext, policy: ExitPolicy, control: JobControl | None, status: TaskStatus,
                  observer: TaskObserver, stop: threading.Event, signum: Callable[[], int | None], *, grace: float,
                  restart_backoff: tuple[float, float] = BACKOFF, clock: Callable[[], float],
-                 log: Callable[[str], None]):
+                 log: Callable[[str], None], machine: TaskMachine | None = None):
         self.ctx, self.policy, self.control, self.status, self.observer = ctx, policy, control, status, observer
+        self.machine = machine or TaskMachine(status)
         self._stop, self._signum, self.grace, self.restart_backoff = stop, signum, grace, restart_backoff
         self.clock, self.log = clock, log
         self.rendezvous: Rendezvous | None = None
@@ -305,8 +306,8 @@ class Restarter:
         delay = round_.delay
         self.log(f"the job's {'size changes' if resize else 'group restarts'} ({cause}, round {generation})"
                  + (f"; restarting in {delay:g} s" if delay else ""))
-        self.status.update(phase=Phase.RESIZING if resize else Phase.RUNNING,
-                           last_error=f"the job's {'size changes' if resize else 'group restarts'} ({cause})")
+        self.machine.fire(On.RESIZE if resize else On.RESTART,
+                          last_error=f"the job's {'size changes' if resize else 'group restarts'} ({cause})")
         return not (delay and self._stop.wait(delay))
 
     # -- a program's end ------------------------------------------------------------------------------
@@ -389,7 +390,7 @@ class Restarter:
                     self.log(decision.reason)
                 return self.stop_for_round(trainer, round_)
         delay = self._backoff(decision)
-        self.status.update(phase=Phase.RUNNING, exit_code=decision.exit_code, last_error=decision.reason)
+        self.machine.fire(On.RESTART, exit_code=decision.exit_code, last_error=decision.reason)
         self.log(f"{decision.reason}" + (f"; restarting in {delay:g} s" if delay else ""))
         return not (delay and self._stop.wait(delay))
 

@@ -52,13 +52,13 @@ from typing import Any
 
 from marathon_tf.contract import naming, savehook
 from marathon_tf.contract import timeline as T
-from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.plan import StopReason
 from marathon_tf.contract.taskapi import HOLD, SAVE, HoldRequest, SaveRequest, TaskApiError, TaskClient
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import transport
 from marathon_tf.task.checkpoints import newest_checkpoint
 from marathon_tf.task.hooklines import SaveHook
+from marathon_tf.task.machine import On, TaskMachine
 from marathon_tf.task.policy import decider_task
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.supervisor import Trainer
@@ -152,8 +152,9 @@ class Saving:
     def __init__(self, ctx: TaskContext, status: TaskStatus, events: TaskEvents, logdir: str | None, *,
                  decider: bool, log: Callable[[str], None] = lambda m: None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
-                 session: Any = None):
+                 session: Any = None, machine: TaskMachine | None = None):
         self.ctx, self.status, self.events, self.logdir, self.decider = ctx, status, events, logdir, decider
+        self.machine = machine or TaskMachine(status)
         self.log, self.clock, self.wall = log, clock, wall
         self.hook = SaveHook()
         self.trainer: Trainer | None = None
@@ -263,7 +264,7 @@ class Saving:
             return SaveResult(False, f"{self.ctx.task}'s training program declares no save hook (it never printed "
                                      f"{savehook.READY!r}; docs/restarts.md)")
         self.events.record(T.SAVE_ROUND, f"save round: {reason}", reason=reason, hold=hold)
-        self.status.update(phase=Phase.SAVING)
+        self.machine.fire(On.SAVE)
         asked = _Asked(trainer, reason)
         try:
             return self._steps(asked, reason, hold, deadline, exclude, began, began_wall)
@@ -311,7 +312,7 @@ class Saving:
                            HoldRequest(self.ctx.job, reason, hold_limit(self.ctx.grace_seconds), extend=True))
         else:
             self._resume(trainer)
-            self.status.update(phase=Phase.RUNNING)
+            self.machine.fire(On.SAVE_ENDED)
         self.events.record(T.SAVED, f"checkpoint at step {step} saved in {seconds:.2f} s: {path}"
                            + ("; training held until the stop" if hold else ""), step=step, path=path,
                            seconds=seconds)
@@ -403,8 +404,7 @@ class Saving:
     def _failed(self, why: str, asked: _Asked) -> SaveResult:
         self._resume(asked.trainer)
         self._release(asked.tried)
-        if self.status.light().get("phase") == Phase.SAVING:
-            self.status.update(phase=Phase.RUNNING)
+        self.machine.fire(On.SAVE_ENDED)
         self.events.record(T.SAVE_FAILED, f"save round failed: {why}")
         self.log(f"save round failed: {why}")
         return SaveResult(False, why)
@@ -446,8 +446,7 @@ class Saving:
             if self._holds == generation and self.trainer is trainer and trainer.held == how:
                 self.log(f"no stop came within {seconds:g} s of the save round: the training program goes on")
                 trainer.resume()
-                if self.status.light().get("phase") == Phase.SAVING:
-                    self.status.update(phase=Phase.RUNNING)
+                self.machine.fire(On.SAVE_ENDED)
         timer = threading.Timer(seconds, release)
         timer.daemon = True
         timer.start()
@@ -477,7 +476,7 @@ class Saving:
         if request.release:
             if trainer is not None and trainer.held == "outside":
                 trainer.resume()
-                self.status.update(phase=Phase.RUNNING)
+                self.machine.fire(On.SAVE_ENDED)
                 self.log("the save round is over without a stop: the training program goes on")
             return 200, {"held": False}
         if trainer is None or trainer.proc is None or trainer.proc.poll() is not None:
@@ -490,7 +489,7 @@ class Saving:
             return 200, {"held": trainer.held == "outside"}
         if trainer.held is None:
             trainer.hold("outside")
-            self.status.update(phase=Phase.SAVING)
+            self.machine.fire(On.HELD)
             self.log(f"held for the job's save round ({request.reason or 'a planned stop'})")
             self._expire(trainer, "outside", seconds)
         return 200, {"held": True, "step": self.status.light().get("step")}

@@ -16,6 +16,7 @@ import pytest
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.plan import StopReason
 from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.task.machine import On
 from marathon_tf.task.saving import SaveResult, Saving, hold_limit, round_budget
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.supervisor import Trainer
@@ -52,6 +53,7 @@ class Program:
                                on_text=saving.on_text, stdout=_Sink(), stderr=_Sink())
         saving.program_started(self.trainer)
         self.trainer.start()
+        saving.machine.fire(On.STARTED)  # as the bootstrap does once its program started
 
     def wait_steps(self, n: int, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
