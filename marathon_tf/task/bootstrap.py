@@ -49,6 +49,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from marathon_tf.contract import cluster_spec, joblock, naming, savehook
 from marathon_tf.contract import labels as L
@@ -88,6 +89,9 @@ from marathon_tf.task.status_server import StatusServer, TaskStatus
 from marathon_tf.task.supervisor import Trainer, die_with_parent, relay_stop_signals
 from marathon_tf.task.timeline import TaskEvents
 from marathon_tf.task.watchdog import ProgressWatchdog
+
+if TYPE_CHECKING:
+    from marathon_tf.task.jobview import JobView
 
 __all__ = ["main", "Bootstrap", "job_lifecycle", "parse_args", "shell_command", "own_address", "status_port",
            "restarts_on_move", "SPEC_FILE"]
@@ -151,16 +155,19 @@ class Bootstrap:
         self._next_logdir_look = 0.0
         self.prewarmer = None if self.shell or ctx.role == "tensorboard" else Prewarmer.for_command(
             self.command, ctx.prewarm, self.environ, cwd=self.environ.get("MESOS_SANDBOX") or None, log=_log)
+        #: the deciding task's view of its job (marathon_tf.task.jobview; made and started by :meth:`watch_job`)
+        self.view: JobView | None = None
+        # a full logdir: a save round is refused while full; a wait for room lasts until the next checkpoint fits
+        self.saving = Saving(ctx, self.status, self.observer.events, self.observer.logdir, decider=is_decider(ctx),
+                             log=_log, clock=clock, machine=self.machine,
+                             locate=lambda: getattr(self.rendezvous, "leader_address", None),
+                             peer_urls=lambda: self.view.status_urls() if self.view is not None else {},
+                             space=lambda: space_problem(self.ctx, self.environ))
         self.restarts = Restarter(ctx, self.policy, control, self.status, self.observer, self._stop,
                                   lambda: self._signum, grace=self.grace, restart_backoff=restart_backoff, clock=clock,
-                                  log=_log, machine=self.machine)
+                                  log=_log, machine=self.machine, saving=self.saving,
+                                  space=lambda: space_problem(self.ctx, self.environ, checkpoint_room=True))
         self.restarts.count_earlier()
-        self.saving = self.restarts.saving = Saving(ctx, self.status, self.observer.events, self.observer.logdir,
-                                                    decider=is_decider(ctx), log=_log, clock=clock,
-                                                    machine=self.machine)
-        # a full logdir: a wait for room lasts until the next checkpoint fits; a save round is refused while full
-        self.restarts.space = lambda: space_problem(self.ctx, self.environ, checkpoint_room=True)
-        self.saving.space = lambda: space_problem(self.ctx, self.environ)
         #: an elastic job's side (marathon_tf.task.elastic: the membership its deciding task publishes)
         self.elastic = ElasticMember(ctx, self.status, self._stop, log=_log, clock=clock, ready=lambda: (
             self.prewarmer is None or self.prewarmer.warm()), machine=self.machine) \
@@ -170,6 +177,20 @@ class Bootstrap:
         self.gpu_check_options: dict = {}  # extra gpu_problem arguments (tests inject dev_dir/which/run)
 
     # -- control ---------------------------------------------------------------------------
+    def watch_job(self) -> None:
+        """The deciding task with a JobControl: fail the job when a task can never start, and keep the job's
+        view (tasks per role, its start, stragglers; the other trainers a save round holds) and its goodput for
+        its record."""
+        if self.control is None or not is_decider(self.ctx):
+            return
+        from marathon_tf.task.jobview import JobView  # the deciding task's only
+
+        self.control.watch_hopeless(self._stop, lambda: self.status.snapshot()["step"])
+        self.view = JobView(self.ctx, self.control.client, self.status, self.observer.events, log=_log)
+        self.view.start(self._stop)
+        self.control.extra_labels = self.view.end_labels
+        self.control.goodput = self.observer.goodput
+
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
         self.saving.keep_held()  # first: the agent's kill has just continued every process of the task
         if self._signum is None:
@@ -311,7 +332,6 @@ class Bootstrap:
             self.status.update(peers=self._named({**self.endpoints, **found}), missing=self._named(missing))
 
         self.restarts.attach(self.rendezvous)
-        self.saving.locate = lambda: getattr(self.rendezvous, "leader_address", None)
         began = self.clock()
         if self.elastic is not None:  # the peers are the membership's, once the job takes this task in
             taken = elastic_attach(self, self.elastic, peers)
@@ -621,15 +641,7 @@ def main(argv: list[str] | None = None) -> int:
     install(task_key(os.environ))  # its requests to the job's other tasks carry the job's key (contract.taskauth)
     boot = Bootstrap(ctx, os.environ, command, watch_interval=options["watch_interval"], grace=options["grace"],
                      **job_lifecycle(ctx, os.environ))
-    if boot.control is not None and is_decider(ctx):  # tasks that can never start fail the job
-        boot.control.watch_hopeless(boot._stop, lambda: boot.status.snapshot()["step"])
-        from marathon_tf.task.jobview import JobView  # the deciding task's only
-
-        view = JobView(ctx, boot.control.client, boot.status, boot.observer.events, log=_log)
-        view.start(boot._stop)  # the job's view: tasks per role, its start, stragglers (marathon_tf.task.jobview)
-        boot.control.extra_labels = view.end_labels
-        boot.saving.peer_urls = view.status_urls  # the other trainers a save round holds
-        boot.control.goodput = boot.observer.goodput  # the job's goodput, in its record
+    boot.watch_job()
     restore = relay_stop_signals(boot.request_stop)
     try:
         return boot.run()

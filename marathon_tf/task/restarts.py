@@ -113,21 +113,22 @@ class Restarter:
     def __init__(self, ctx: TaskContext, policy: ExitPolicy, control: JobControl | None, status: TaskStatus,
                  observer: TaskObserver, stop: threading.Event, signum: Callable[[], int | None], *, grace: float,
                  restart_backoff: tuple[float, float] = BACKOFF, clock: Callable[[], float],
-                 log: Callable[[str], None], machine: TaskMachine | None = None):
+                 log: Callable[[str], None], machine: TaskMachine | None = None, saving: Saving | None = None,
+                 space: Callable[[], str | None] = lambda: None):
         self.ctx, self.policy, self.control, self.status, self.observer = ctx, policy, control, status, observer
         self.machine = machine or TaskMachine(status)
         self._stop, self._signum, self.grace, self.restart_backoff = stop, signum, grace, restart_backoff
         self.clock, self.log = clock, log
         self.rendezvous: Rendezvous | None = None
-        #: the task's part in save rounds: a planned stop asks for one first (set by the bootstrap)
-        self.saving: Saving | None = None
+        #: the task's part in save rounds: a planned stop asks for one first
+        self.saving = saving
         #: the rendezvous leader and the round generation the program runs in
         self._leader: str | None = None
         self._generation = 0
         self._streak, self._run_started, self._stepped = 0, 0.0, False
         self._peer_restarts: list[float] = []  # when the coordinator was restarted for a peer's restart
-        #: why the job's logdir has no room now, or None (marathon_tf.task.logdir.space_problem; set by the bootstrap)
-        self.space: Callable[[], str | None] = lambda: None
+        #: why the job's logdir has no room now, or None (marathon_tf.task.logdir.space_problem)
+        self.space = space
         self._wire_keeper()
 
     # -- wiring ------------------------------------------------------------------------------------

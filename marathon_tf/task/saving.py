@@ -144,24 +144,26 @@ class _Round:
 
 class Saving:
     """A task's part in save rounds (see the module). ``decider``: this task runs them; ``logdir``:
-    the job's logdir in this sandbox (where the round confirms the checkpoint). Set by the bootstrap:
-    ``locate() -> "host:port"`` of the deciding task's status endpoint (a follower's rendezvous
-    leader), ``peer_urls() -> {task: status base URL}`` (the deciding task's view of the job). Who may
+    the job's logdir in this sandbox (where the round confirms the checkpoint); ``locate() -> "host:port"``
+    of the deciding task's status endpoint (a follower's rendezvous leader), ``peer_urls() -> {task: status
+    base URL}`` (the deciding task's view of the job), ``space()``: why the logdir has no room now. Who may
     ask for a round or a hold is the status server's one check (:mod:`marathon_tf.contract.taskauth`)."""
 
     def __init__(self, ctx: TaskContext, status: TaskStatus, events: TaskEvents, logdir: str | None, *,
                  decider: bool, log: Callable[[str], None] = lambda m: None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
-                 session: Any = None, machine: TaskMachine | None = None):
+                 session: Any = None, machine: TaskMachine | None = None,
+                 locate: Callable[[], str | None] = lambda: None,
+                 peer_urls: Callable[[], Mapping[str, str]] = lambda: {},
+                 space: Callable[[], str | None] = lambda: None):
         self.ctx, self.status, self.events, self.logdir, self.decider = ctx, status, events, logdir, decider
         self.machine = machine or TaskMachine(status)
         self.log, self.clock, self.wall = log, clock, wall
         self.hook = SaveHook()
         self.trainer: Trainer | None = None
-        self.locate: Callable[[], str | None] = lambda: None
-        self.peer_urls: Callable[[], Mapping[str, str]] = lambda: {}
-        #: why the job's logdir has no room now, or None (marathon_tf.task.logdir.space_problem; set by the bootstrap)
-        self.space: Callable[[], str | None] = lambda: None
+        self.locate, self.peer_urls = locate, peer_urls
+        #: why the job's logdir has no room now, or None (marathon_tf.task.logdir.space_problem)
+        self.space = space
         self._session = session
         self._lock = threading.Lock()
         self._current: _Round | None = None
