@@ -82,7 +82,7 @@ from marathon_tf.task.machine import On, TaskMachine
 from marathon_tf.task.observer import TaskObserver
 from marathon_tf.task.policy import Decision, ExitPolicy, is_decider, startup_reason
 from marathon_tf.task.prewarm import ForkedProcess, Prewarmer
-from marathon_tf.task.rendezvous import DirectRendezvous, Rendezvous, make_rendezvous
+from marathon_tf.task.rendezvous import DirectRendezvous, LeaderRendezvous, Rendezvous, make_rendezvous
 from marathon_tf.task.restarts import Restarter, program_grace
 from marathon_tf.task.saving import HOLD_PATH, SAVE_PATH, Saving, announce_resume
 from marathon_tf.task.status_server import StatusServer, TaskStatus
@@ -589,6 +589,8 @@ class Bootstrap:
             _log(f"job {state} ({reason}), but there is no Marathon to record it in (MTF_MARATHON_URL "
                  f"is not set): staying up")
             return
+        if isinstance(self.rendezvous, LeaderRendezvous):  # the followers read the job's verdict in its plan
+            self.rendezvous.coordinator.verdict(L.JobState(state))
         self.control.finish(state, reason, self.status.snapshot()["step"], self._stop)
 
     def _finished(self, code: int, decision: Decision) -> int:

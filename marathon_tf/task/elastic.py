@@ -190,7 +190,7 @@ def attach(boot: Any, elastic: ElasticMember, peers: list[PeerKey]) -> list[Peer
             watch = AdmissionWatch(boot.ctx, boot.control.client, events=boot.observer.events, log=elastic.log)
             release = lambda: watch.release(watch._apps())  # noqa: E731 - one call, said where it is wired
         resizer = Resizer(boot.ctx, boot.rendezvous.view, boot.saving, boot.observer.events, boot.status,
-                          stop=boot._stop, machine=boot.machine,
+                          stop=boot._stop, machine=boot.machine, coordinator=boot.rendezvous.coordinator,
                           publish_round=keeper.resize_round if keeper is not None else None,
                           release=release, log=elastic.log, ready=ReadyCheck(lambda: boot.saving.peer_urls()))
         resizer.start()

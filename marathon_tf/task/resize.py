@@ -42,6 +42,7 @@ from marathon_tf.contract.plan import Round, RoundCause, RoundKind
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.machine import TaskMachine
 from marathon_tf.task.policy import BELOW_MIN, FORM, GROW, Resize, decider_task, plan_resize
+from marathon_tf.task.rendezvous.coordinator import Coordinator
 from marathon_tf.task.rendezvous.view import View
 from marathon_tf.task.saving import Saving
 from marathon_tf.task.status_server import TaskStatus
@@ -108,8 +109,11 @@ class Resizer:
                  release: Callable[[], str | None] | None = None, log: Callable[[str], None] = lambda m: None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
                  batch: float = BATCH, ready: Callable[[str, str], bool] | None = None,
-                 ready_wait: float = READY_WAIT, machine: TaskMachine | None = None):
+                 ready_wait: float = READY_WAIT, machine: TaskMachine | None = None,
+                 coordinator: Coordinator | None = None):
         self.ctx, self.view, self.saving, self.events, self.status = ctx, view, saving, events, status
+        #: where the membership and the rounds it starts are published (the job's plan has one writer)
+        self.coordinator = coordinator or Coordinator(view)
         #: the deciding task's own state machine: its program's end is the job's (no more changes after it)
         self.machine = machine or TaskMachine(status)
         self.role, self.bounds = next(iter(ctx.elastic.items()))
@@ -210,7 +214,7 @@ class Resizer:
         membership = plan.membership
         self.membership = membership
         optional = frozenset(k for k in self.apps if naming.task_name(*k) not in membership.members)
-        self.view.set_membership(membership, optional)
+        self.coordinator.resize(membership, optional)
         if plan.restart:
             self._publish(plan.change, plan.restart, plan.cause, grace)
         size = membership.size
@@ -237,9 +241,9 @@ class Resizer:
         if self.publish_round is not None:
             self.publish_round(reason, cause, restart, grace)
             return
-        with self.view.cond:  # no keeper (no Marathon to keep a ledger with): the view's own generations
-            generation = (self.view.round.generation if self.view.round is not None else 0) + 1
-        self.view.set_round(Round(generation, RoundKind.RESIZE, reason, cause, delay=0.0, grace=grace,
+        # no keeper (no Marathon to keep a ledger with): the plan's own generations of rounds
+        generation = self.coordinator.next_round_generation()
+        self.coordinator.start_round(Round(generation, RoundKind.RESIZE, reason, cause, delay=0.0, grace=grace,
                                   restart=tuple(sorted(restart))))
 
     def record(self) -> str:

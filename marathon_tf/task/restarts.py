@@ -20,7 +20,7 @@ from dataclasses import replace
 from marathon_tf.contract import naming
 from marathon_tf.contract import timeline as T
 from marathon_tf.contract.errors import MarathonError
-from marathon_tf.contract.plan import PlannedStop, Round, RoundCause, RoundKind, StopReason
+from marathon_tf.contract.plan import Counts, PlannedStop, Round, RoundCause, RoundKind, StopReason
 from marathon_tf.contract.shellexec import signal_exit, signal_name
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon.jobstate import replaced
@@ -159,7 +159,7 @@ class Restarter:
         keeper, reporter = self.policy.keeper, self.policy.reporter
         leads = isinstance(rendezvous, LeaderRendezvous)
         if keeper is not None and isinstance(rendezvous, LeaderRendezvous):
-            keeper.on_round = rendezvous.view.set_round
+            keeper.on_round = rendezvous.coordinator.start_round
             rendezvous.listeners.append(keeper.observe_events)
         elif keeper is None:
             self.policy.rounds = not leads  # the leader without a keeper (no Marathon): nobody starts rounds
@@ -175,9 +175,15 @@ class Restarter:
             self.status.update(restarts=earlier, failures=earlier)
 
     def show_counts(self) -> None:
-        """The deciding task shows the job's restart counts in its status (``ledger``)."""
+        """The deciding task shows the job's restart counts in its status (``ledger``) and in the job's plan."""
         if isinstance(self.policy, JobPolicy) and self.policy.keeper is not None:
-            self.status.update(ledger=self.policy.keeper.ledger.summary())
+            summary = self.policy.keeper.ledger.summary()
+            self.status.update(ledger=summary)
+            if isinstance(self.rendezvous, LeaderRendezvous):
+                self.rendezvous.coordinator.counts(Counts(
+                    failures=summary["failures"], max_failures=summary["max_failures"],
+                    window_seconds=summary["window_seconds"], preemptions=summary["preemptions"],
+                    max_preemptions=summary["max_preemptions"]))
 
     # -- what the bootstrap tells ---------------------------------------------------------------------
     def begin(self) -> None:

@@ -14,11 +14,14 @@ from task_helpers import FakeBackend, FakeMarathon, http_json, wait_for
 from marathon_tf.contract import naming
 from marathon_tf.contract.cluster_spec import Membership
 from marathon_tf.contract.errors import DiscoveryError
-from marathon_tf.contract.plan import Round, RoundCause, RoundKind
+from marathon_tf.contract.labels import JobState
+from marathon_tf.contract.plan import Counts, JobPlan, Round, RoundCause, RoundKind
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task import rendezvous as ld
 from marathon_tf.task.discovery import MarathonBackend, Observation
 from marathon_tf.task.rendezvous import leader as leader_side
+from marathon_tf.task.rendezvous.coordinator import Coordinator
+from marathon_tf.task.rendezvous.view import View
 from marathon_tf.task.status_server import StatusServer, TaskStatus
 
 JOB = "ml/mnist"
@@ -545,25 +548,79 @@ def test_a_round_and_a_membership_reach_the_followers_as_the_typed_values_the_le
     assert follower.wait([PS, W0], 10) is not None
     round_ = Round(3, RoundKind.RESIZE, RoundCause.GROW, "worker-2 was placed", grace=0.0, restart=("worker-1",))
     membership = Membership("worker", 2, {"worker-0": (0, "127.0.0.1:2000"), "worker-1": (1, "10.0.0.2:2")})
-    lead.view.set_membership(membership)
-    lead.view.set_round(round_)
+    lead.coordinator.resize(membership)
+    lead.coordinator.start_round(round_)
     wait_for(lambda: follower.restart_round()[1] is not None, 10, what="the round at the follower")
     assert follower.restart_round() == (lead.leader_id, round_) and isinstance(follower.view.round, Round)
     assert follower.view.membership == membership
-    assert http_json(f"http://{address}{ld.PATH}?job={JOB}")[1]["restart"] == round_.to_wire()
+    plan = http_json(f"http://{address}{ld.PATH}?job={JOB}")[1]["plan"]
+    assert plan["round"] == round_.to_wire() and plan["generation"] == 2 and follower.view.plan == lead.view.plan
 
     # a leader whose round this task cannot read: the rest of its document is taken, the round is not
     server = StatusServer(TaskStatus(job=JOB, task="worker-0", role="worker", index=0), "127.0.0.1", 0).start()
     parts.append(server)
     doc = {"job": JOB, "leader": "odd", "leader_task": "worker-0", "cluster": ld.cluster_key(MEMBERS), "version": 1,
            "complete": True, "delta": False, "peers": {"ps-0": "10.0.0.1:1", "worker-0": "10.0.0.5:5"},
-           "missing": {}, "restart": {"generation": 2, "kind": "restart", "reason": "it failed"}}
+           "missing": {}, "plan": {"generation": 4, "round": {"generation": 2, "kind": "restart",
+                                                              "reason": "it failed"}}}
     server.add_route(ld.PATH, lambda query: (time.sleep(0.2 if query.get("after") == "1" else 0), (200, doc))[1])
     odd = start_follower(parts, lambda: Observation(f"127.0.0.1:{server.port}", "ok"))
     assert odd.wait([PS, W0], 10) == {PS: "10.0.0.1:1", W0: "10.0.0.5:5"}
     wait_for(lambda: odd.long_polls >= 2, 10, what="a second answer")
     assert odd.restart_round() == ("odd", None)
     said = [line for line in capfd.readouterr().err.splitlines() if "cannot follow" in line]
-    assert said == [f"marathon-tf bootstrap: rendezvous: 127.0.0.1:{server.port} sent a round this task cannot "
-                    f"follow: the leader's restart.reason: expected one of failure, preemption, infrastructure, "
+    assert said == [f"marathon-tf bootstrap: rendezvous: 127.0.0.1:{server.port} sent a plan this task cannot "
+                    f"follow: plan.round.reason: expected one of failure, preemption, infrastructure, "
                     f"form, grow, shrink, below_min, asked, stop, moved, got 'it failed'"], said
+
+
+def test_the_coordinator_writes_each_change_as_the_plans_next_generation_and_nothing_else():
+    """Issue 40: the job's plan has one writer; each change is the next generation (and a new version of the view,
+    so the long polls answer), a write that changes nothing is none."""
+    view, seen = View(), []
+    coordinator = Coordinator(view, on_change=seen.append)
+    membership = Membership("worker", 1, {"worker-0": (0, "127.0.0.1:2000"), "worker-1": (1, "10.0.0.2:2")})
+    assert coordinator.resize(membership, frozenset({("worker", 2)}))
+    assert view.plan.generation == 1 and view.membership == membership and view.optional == {("worker", 2)}
+    version = view.version
+    assert not coordinator.resize(membership, frozenset({("worker", 2)})) and view.version == version
+    assert coordinator.next_round_generation() == 1
+    round_ = Round(1, RoundKind.RESIZE, RoundCause.GROW, "worker-1 was placed", grace=0.0, restart=("worker-0",))
+    assert coordinator.start_round(round_) and view.round == round_ and view.version == version + 1
+    assert coordinator.next_round_generation() == 2
+    assert coordinator.counts(Counts(failures=1, max_failures=3, window_seconds=600.0))
+    assert coordinator.verdict(JobState.SUCCEEDED) and not coordinator.verdict(JobState.SUCCEEDED)
+    assert [p.generation for p in seen] == [1, 2, 3, 4] and seen[-1] == view.plan
+    assert JobPlan.from_wire(view.plan.to_wire()) == view.plan
+    assert (view.plan.membership, view.plan.round, view.plan.counts.failures, view.plan.verdict) == (
+        membership, round_, 1, JobState.SUCCEEDED)
+
+
+def test_a_follower_that_comes_late_or_comes_back_reads_the_current_plan(parts):
+    """Issue 40: level-triggered — a follower that missed every change (it started after them, or could not reach
+    its leader while they were made) converges on the plan as it is now, not on a replay of what it missed."""
+    backend = FakeBackend({PS: "10.0.0.1:1", W1: "10.0.0.2:2"})
+    lead, address = start_leader(parts, backend, slow=0.05)
+    away = threading.Event()  # set: the leader's rendezvous answers 503 (a follower cut off from it)
+    server = next(p for p in parts if isinstance(p, StatusServer))
+    server.add_route(ld.PATH, lambda query: (503, {"message": "away"}) if away.is_set() else lead.handle(query))
+    coordinator = lead.coordinator
+    coordinator.start_round(Round(1, RoundKind.RESTART, RoundCause.FAILURE, "ps-0 failed"))
+    coordinator.counts(Counts(failures=1, max_failures=3, window_seconds=600.0))
+    follower = start_follower(parts, lambda: Observation(address, "ok"))
+    assert follower.wait([PS, W0], 10) is not None
+    wait_for(lambda: follower.view.plan == lead.view.plan, 10, what="the plan at the late follower")
+    assert follower.view.plan.generation == 2 and follower.restart_round() == (lead.leader_id, lead.view.round)
+    polls, version = follower.long_polls, follower.view.version
+    away.set()
+    for n in range(2, 6):  # meanwhile: rounds, counts, the verdict
+        coordinator.start_round(Round(n, RoundKind.RESTART, RoundCause.PREEMPTION, f"round {n}"))
+    coordinator.counts(Counts(preemptions=4, max_preemptions=5))
+    coordinator.verdict(JobState.FAILED)
+    time.sleep(0.5)
+    assert follower.view.plan.generation < lead.view.plan.generation == 8  # it missed some
+    away.clear()  # back
+    wait_for(lambda: follower.view.plan == lead.view.plan, 20, what="the plan at the follower that came back")
+    assert (follower.view.plan.generation, follower.view.round.generation, follower.view.plan.verdict) == (
+        8, 5, JobState.FAILED)
+    assert follower.long_polls > polls and follower.view.version > version

@@ -36,7 +36,7 @@ def test_a_size_change_is_a_resize_round_whose_reason_is_the_change(make_ctx, wi
         keeper = Keeper(make_ctx("worker", 0, cluster={"worker": 4}), Ledger((3, 600.0), (5, 600.0)))
     r, view = resizer(make_ctx, keeper)
     if keeper is not None:
-        keeper.on_round = view.set_round
+        keeper.on_round = r.coordinator.start_round
     place(view, 0, 1)
     r.step()  # formed with worker-0 and worker-1: nobody restarts, no round
     assert r.membership is not None and r.membership.size == 2 and view.round is None

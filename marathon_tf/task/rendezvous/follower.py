@@ -13,8 +13,7 @@ from typing import Any
 
 import requests
 
-from marathon_tf.contract.cluster_spec import Membership
-from marathon_tf.contract.plan import PlanError, Round
+from marathon_tf.contract.plan import JobPlan, PlanError
 from marathon_tf.contract.taskapi import RENDEZVOUS, TaskClient
 from marathon_tf.marathon import transport
 from marathon_tf.task.discovery import Backend, Observation, PeerKey, poll_schedule
@@ -62,7 +61,7 @@ class FollowerRendezvous(Side):
         self.long_poll, self.read_slack = long_poll, read_slack  # a long poll's answer may take this much longer
         self.leader_address: str | None = None
         self.leader_id: str | None = None
-        self._bad_round = ""  # the last unreadable round a leader sent (said once)
+        self._bad_plan = ""  # the last unreadable plan a leader sent (said once)
         self.leader_detail = "not looked up yet"
         self.locates = self.long_polls = self.direct_reads = 0
         self._version = -1
@@ -181,25 +180,26 @@ class FollowerRendezvous(Side):
         self.leader_id, self._version = str(doc.get("leader")), doc["version"]
         self.leader_detail = f"leader {doc.get('leader_task')} at {self.leader_address}"
         self.view.update(peers, missing)
-        self.view.set_round(self._round(doc.get("restart")))  # the leader's last round (the whole doc carries it)
-        membership = doc.get("membership")  # an elastic job's (marathon_tf.task.resize)
-        self.view.set_membership(_membership(membership))
+        plan = self._plan(doc.get("plan"))  # the job's plan, as its coordinator wrote it (the whole doc carries it)
+        if plan is not None:
+            self.view.adopt(plan)
         if doc.get("complete"):
             self._formed = True
         return True
 
-    def _round(self, data: Any) -> Round | None:
-        """The round a leader's document carries (its ``restart``); one that is not one is said once and left out."""
+    def _plan(self, data: Any) -> JobPlan | None:
+        """The plan a leader's document carries (none: the empty plan); one this task cannot read is said once and
+        not adopted (the task keeps following the plan it had)."""
         if data is None:
-            return None
+            return JobPlan()
         try:
-            return Round.from_wire(data, "the leader's restart")
+            return JobPlan.from_wire(data)
         except PlanError as e:
-            if str(e) != self._bad_round:
-                self._bad_round = str(e)
+            if str(e) != self._bad_plan:
+                self._bad_plan = str(e)
                 from marathon_tf.task import stderr
 
-                stderr.log(f"rendezvous: {self.leader_address} sent a round this task cannot follow: {e}")
+                stderr.log(f"rendezvous: {self.leader_address} sent a plan this task cannot follow: {e}")
             return None
 
     def _read_direct(self) -> None:
@@ -217,10 +217,3 @@ class FollowerRendezvous(Side):
         self.view.update({**mine, **present}, missing)
         self._version = -1  # a leader that comes back answers at once
 
-
-def _membership(data: Any) -> Membership | None:
-    """An elastic job's membership from a leader's document (None for anything that is not one)."""
-    try:
-        return Membership.from_dict(data)
-    except (AttributeError, TypeError, ValueError, KeyError):  # members/vacant of another shape
-        return None

@@ -14,8 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 from marathon_tf.contract import naming
+from marathon_tf.contract.plan import JobPlan
 from marathon_tf.marathon.model import Event
 from marathon_tf.task.discovery import Backend, MarathonBackend, Observation, PeerKey
+from marathon_tf.task.rendezvous.coordinator import Coordinator
 from marathon_tf.task.rendezvous.hints import Hints
 from marathon_tf.task.rendezvous.view import MAX_WAIT, Side, cluster_key, names
 
@@ -32,6 +34,7 @@ GONE = frozenset({"TASK_KILLING", "TASK_KILLED", "TASK_FINISHED", "TASK_FAILED",
 FAST = (0.25, 1.0)       # fast polling: first delay, cap
 BYTE_BUDGET = 300_000.0  # bytes/s the leader may read from Marathon in group GETs
 DNS_QUERIES_PER_SECOND = 500.0
+_NO_PLAN = JobPlan()     # a fixed-size job before any round: nothing to carry
 
 
 def _gzip(data: bytes) -> bytes:
@@ -56,6 +59,8 @@ class LeaderRendezvous(Side):
                  dns_qps: float = DNS_QUERIES_PER_SECOND, hot_window: float = HOT_WINDOW,
                  hints: Hints | None = None, placement=None):
         super().__init__(stop=stop, clock=clock)
+        #: the one writer of the job's plan in this view (the deciding task leads the rendezvous)
+        self.coordinator = Coordinator(self.view)
         #: the job's placement (:class:`marathon_tf.task.placer.Placer`): a peer it holds is missing
         self.placement = placement
         self._raw_lock = threading.Lock()
@@ -152,10 +157,8 @@ class LeaderRendezvous(Side):
                "cluster": self.cluster,
                "version": view.version, "complete": not view.lacking(), "delta": delta is not None,
                "reads": self.polls, "events": self.events_seen, "event_stream": self._streaming()}
-        if view.round is not None:
-            doc["restart"] = view.round.to_wire()
-        if view.membership is not None:
-            doc["membership"] = view.membership.to_dict()
+        if view.plan != _NO_PLAN:  # the job's plan, written by its coordinator (one wire form: contract/plan)
+            doc["plan"] = view.plan.to_wire()
         if delta is None:
             doc.update(peers=names(view.peers), missing=names(view.missing))
         else:

@@ -1,8 +1,13 @@
-"""What both sides of the leader rendezvous keep: a versioned view of the job's peers, and what
-the bootstrap reads of it (:class:`Side`: the :class:`~marathon_tf.task.rendezvous.base.Rendezvous`
+"""What both sides of the leader rendezvous keep: a versioned view of the job's peers and the job's plan,
+and what the bootstrap reads of it (:class:`Side`: the :class:`~marathon_tf.task.rendezvous.base.Rendezvous`
 interface over the view). Also the wire format of ``GET /rendezvous``:
 its path, the long poll's bounds, peers by task name (``{"ps-0": "host:port"}``) and deltas
-(``null`` = removed).
+(``null`` = removed), and the plan (``"plan"``: :meth:`marathon_tf.contract.plan.JobPlan.to_wire`).
+
+The plan (:class:`~marathon_tf.contract.plan.JobPlan`: the membership of an elastic job, the round under way,
+the ledger's counts, the verdict) has one writer, the deciding task's
+:class:`~marathon_tf.task.rendezvous.coordinator.Coordinator` (:meth:`View.publish`); a follower adopts the
+plan its leader sends as it is (:meth:`View.adopt`).
 """
 
 from __future__ import annotations
@@ -11,12 +16,13 @@ import collections
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.cluster_spec import Membership
 from marathon_tf.contract.errors import DiscoveryError
-from marathon_tf.contract.plan import Round
+from marathon_tf.contract.plan import JobPlan, Round
 from marathon_tf.contract.taskapi import LEADER, RENDEZVOUS
 from marathon_tf.task.discovery import PeerKey, missing_message
 from marathon_tf.task.rendezvous.base import Progress, Rendezvous
@@ -79,12 +85,8 @@ class View:
         self.missing: dict[PeerKey, str] = {}
         self.version = 0
         self.deltas: collections.deque[tuple[int, dict, dict]] = collections.deque(maxlen=HISTORY)
-        #: the round the keeper started last (a group restart, an elastic job's resize:
-        #: :mod:`marathon_tf.task.keeper`); None: none yet
-        self.round: Round | None = None
-        #: an elastic job's membership, published by the deciding task (:mod:`marathon_tf.task.resize`); None: a
-        #: fixed-size job, or not formed yet
-        self.membership: Membership | None = None
+        #: the job's plan: written by the deciding task's coordinator only (a follower adopts its leader's)
+        self.plan = JobPlan()
         #: peers whose absence leaves the view complete: an elastic job's standbys (apps outside its membership)
         self.optional: frozenset[PeerKey] = frozenset()
 
@@ -104,32 +106,42 @@ class View:
                 self.formed.notify_all()
             return True
 
-    def set_membership(self, membership: Membership | None, optional: frozenset[PeerKey] = frozenset()) -> bool:
-        """A new membership of an elastic job (a new version: the long polls answer at once)."""
-        with self.cond:
-            if membership == self.membership and optional == self.optional:
-                return False
-            self.membership = membership
-            self.optional = optional
-            self.deltas.append((self.version + 1, {}, {}))
-            self.version += 1
-            self.cond.notify_all()
-            if not self.lacking():
-                self.formed.notify_all()
-            return True
+    @property
+    def round(self) -> Round | None:
+        """The round the plan has under way (a group restart, an elastic job's resize:
+        :mod:`marathon_tf.task.keeper`); None: none yet."""
+        return self.plan.round
 
-    def set_round(self, round_: Round | None) -> bool:
-        """A new round (a new version: the long polls answer at once)."""
+    @property
+    def membership(self) -> Membership | None:
+        """An elastic job's membership (:mod:`marathon_tf.task.resize`); None: a fixed-size job, or not formed yet."""
+        return self.plan.membership
+
+    def publish(self, plan: JobPlan, optional: frozenset[PeerKey] | None = None) -> bool:
+        """The coordinator's new plan, at the next generation (a new version: the long polls answer at once);
+        ``optional``: the peers the view may lack (an elastic job's standbys). False when nothing changed."""
         with self.cond:
-            if round_ == self.round:
+            plan = replace(plan, generation=self.plan.generation)
+            if plan == self.plan and (optional is None or optional == self.optional):
                 return False
-            self.round = round_
-            self.deltas.append((self.version + 1, {}, {}))
-            self.version += 1
-            self.cond.notify_all()
-            if not self.lacking():
-                self.formed.notify_all()
-            return True
+            return self._changed(replace(plan, generation=self.plan.generation + 1) if plan != self.plan
+                                 else self.plan, optional)
+
+    def adopt(self, plan: JobPlan) -> bool:
+        """A follower takes its leader's plan as it is (its generation included)."""
+        with self.cond:
+            return plan != self.plan and self._changed(plan, None)
+
+    def _changed(self, plan: JobPlan, optional: frozenset[PeerKey] | None) -> bool:
+        self.plan = plan
+        if optional is not None:
+            self.optional = optional
+        self.deltas.append((self.version + 1, {}, {}))
+        self.version += 1
+        self.cond.notify_all()
+        if not self.lacking():
+            self.formed.notify_all()
+        return True
 
     def wake(self) -> None:
         """Wake every waiter (closing)."""
