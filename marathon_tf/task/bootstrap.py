@@ -64,7 +64,6 @@ from marathon_tf.task.budget import BACKOFF
 from marathon_tf.task.checkpoints import newest_checkpoint
 from marathon_tf.task.discovery import Backend, PeerKey, make_backend, watch_interval
 from marathon_tf.task.elastic import ElasticMember
-from marathon_tf.task.elastic import attach as elastic_attach
 from marathon_tf.task.gpucheck import gpu_problem
 from marathon_tf.task.invocation import (
     DEFAULT_WATCH_INTERVAL,
@@ -74,7 +73,7 @@ from marathon_tf.task.invocation import (
     shell_command,
     status_port,
 )
-from marathon_tf.task.jobcontrol import JobControl, job_lifecycle
+from marathon_tf.task.jobcontrol import JobControl, RecordParts, job_lifecycle
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.keeper import PATH as LEDGER_PATH
 from marathon_tf.task.logdir import events_path, lock_logdir, logdir_path, logdir_problem, space_problem
@@ -92,6 +91,7 @@ from marathon_tf.task.watchdog import ProgressWatchdog
 
 if TYPE_CHECKING:
     from marathon_tf.task.jobview import JobView
+    from marathon_tf.task.resize import Resizer
 
 __all__ = ["main", "Bootstrap", "job_lifecycle", "parse_args", "shell_command", "own_address", "status_port",
            "restarts_on_move", "SPEC_FILE"]
@@ -157,6 +157,8 @@ class Bootstrap:
             self.command, ctx.prewarm, self.environ, cwd=self.environ.get("MESOS_SANDBOX") or None, log=_log)
         #: the deciding task's view of its job (marathon_tf.task.jobview; made and started by :meth:`watch_job`)
         self.view: JobView | None = None
+        #: an elastic job's deciding task decides its size (marathon_tf.task.resize; made by :meth:`_join_elastic`)
+        self.resizer: Resizer | None = None
         # a full logdir: a save round is refused while full; a wait for room lasts until the next checkpoint fits
         self.saving = Saving(ctx, self.status, self.observer.events, self.observer.logdir, decider=is_decider(ctx),
                              log=_log, clock=clock, machine=self.machine,
@@ -185,11 +187,9 @@ class Bootstrap:
             return
         from marathon_tf.task.jobview import JobView  # the deciding task's only
 
-        self.control.watch_hopeless(self._stop, lambda: self.status.snapshot()["step"])
+        self.control.watch_hopeless(self._stop, lambda verdict: self._end_job(L.FAILED, verdict))
         self.view = JobView(self.ctx, self.control.client, self.status, self.observer.events, log=_log)
         self.view.start(self._stop)
-        self.control.extra_labels = self.view.end_labels
-        self.control.goodput = self.observer.goodput
 
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
         self.saving.keep_held()  # first: the agent's kill has just continued every process of the task
@@ -334,7 +334,7 @@ class Bootstrap:
         self.restarts.attach(self.rendezvous)
         began = self.clock()
         if self.elastic is not None:  # the peers are the membership's, once the job takes this task in
-            taken = elastic_attach(self, self.elastic, peers)
+            taken = self._join_elastic(self.elastic, self.rendezvous, peers)
             if taken is None:
                 return False
             peers = taken
@@ -345,6 +345,27 @@ class Bootstrap:
         self.observer.peers_found(len(peers), self.clock() - began)
         _log(f"all {len(peers)} peer(s) found after {self.rendezvous.polls} poll(s)")
         return True
+
+    def _join_elastic(self, elastic: ElasticMember, rendezvous: Rendezvous,
+                      peers: list[PeerKey]) -> list[PeerKey] | None:
+        """An elastic job (marathon_tf.task.elastic): follow its membership through the rendezvous; the deciding
+        task also decides it (:class:`~marathon_tf.task.resize.Resizer`, published by its coordinator). Then wait
+        until the job takes this task in: the peers to find (None: stopped meanwhile)."""
+        elastic.attach(rendezvous)
+        if isinstance(rendezvous, LeaderRendezvous):
+            from marathon_tf.task.resize import ReadyCheck, Resizer
+
+            keeper = self.policy.keeper if isinstance(self.policy, JobPolicy) else None
+            release = None
+            if self.control is not None:
+                watch = AdmissionWatch(self.ctx, self.control.client, events=self.observer.events, log=elastic.log)
+                release = lambda: watch.release(watch._apps())  # noqa: E731 - one call, said where it is wired
+            self.resizer = Resizer(self.ctx, rendezvous.view, self.saving, self.observer.events, self.status,
+                                   stop=self._stop, machine=self.machine, coordinator=rendezvous.coordinator,
+                                   publish_round=keeper.resize_round if keeper is not None else None,
+                                   release=release, log=elastic.log,
+                                   ready=ReadyCheck(lambda: self.saving.peer_urls())).start()
+        return elastic.join(peers, self.endpoints)
 
     def _peer_addresses(self) -> dict[str, str]:
         return {n: a for n, a in self._named(self.endpoints).items() if n != self.ctx.task}
@@ -591,7 +612,12 @@ class Bootstrap:
             return
         if isinstance(self.rendezvous, LeaderRendezvous):  # the followers read the job's verdict in its plan
             self.rendezvous.coordinator.verdict(L.JobState(state))
-        self.control.finish(state, reason, self.status.snapshot()["step"], self._stop)
+        view, resizer = self.view, self.resizer
+        parts = RecordParts(extra_labels=view.end_labels if view is not None else self.observer.end_labels,
+                            counts=self.restarts.record_counts,
+                            goodput=self.observer.goodput if view is not None else lambda: None,
+                            elastic=resizer.record if resizer is not None else lambda: None)
+        self.control.finish(state, reason, self.status.snapshot()["step"], self._stop, parts)
 
     def _finished(self, code: int, decision: Decision) -> int:
         """The program will not start again in this task: the phase the decision leads to, the job's
@@ -609,7 +635,7 @@ class Bootstrap:
             reason: str | None = decision.reason or f"{self.ctx.task} finished"
             if decision.await_workers and self.control is not None:
                 _log("waiting for the other workers to finish")
-                waited = self.control.await_workers(self._stop)
+                waited = self.control.await_workers(self._stop, self.elastic.workers if self.elastic else None)
                 state, reason = waited if waited else (None, None)
             elif decision.finish == L.SUCCEEDED:
                 reason = f"{self.ctx.task} finished"

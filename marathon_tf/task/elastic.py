@@ -18,9 +18,10 @@ task's side of it, composed into the bootstrap (``boot.elastic``):
 * the resize rounds that name it stop its program (:mod:`marathon_tf.task.restarts`); the others
   leave it running.
 
-:func:`attach` wires both sides for a bootstrap: the deciding task also runs the
-:class:`~marathon_tf.task.resize.Resizer`. An elastic job needs the leader rendezvous (the deciding task
-is where its size is decided): with ``MTF_RENDEZVOUS=direct`` it cannot start. No TensorFlow here.
+The bootstrap wires both sides (:meth:`ElasticMember.attach` to its rendezvous, then
+:meth:`ElasticMember.join`); the deciding task also runs the :class:`~marathon_tf.task.resize.Resizer`. An
+elastic job needs the leader rendezvous (the deciding task is where its size is decided): with
+``MTF_RENDEZVOUS=direct`` it cannot start. No TensorFlow here.
 """
 
 from __future__ import annotations
@@ -37,11 +38,11 @@ from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.discovery import PeerKey
 from marathon_tf.task.machine import On, TaskMachine
 from marathon_tf.task.policy import decider_task
-from marathon_tf.task.rendezvous import LeaderRendezvous, Rendezvous
+from marathon_tf.task.rendezvous import Rendezvous
 from marathon_tf.task.rendezvous.view import Side
 from marathon_tf.task.status_server import TaskStatus
 
-__all__ = ["ElasticMember", "attach"]
+__all__ = ["ElasticMember"]
 
 
 class ElasticMember:
@@ -170,35 +171,17 @@ class ElasticMember:
     def size(self) -> int:
         return self.current.size if self.current is not None else 0
 
+    def workers(self) -> list[str]:
+        """The workers that train now (the job is done when they are: not its standbys)."""
+        return sorted(self.current.members) if self.current is not None else []
 
-def attach(boot: Any, elastic: ElasticMember, peers: list[PeerKey]) -> list[PeerKey] | None:
-    """Wire the elastic side of a bootstrap (:class:`marathon_tf.task.bootstrap.Bootstrap`) once its rendezvous
-    is made (the deciding task also starts the :class:`~marathon_tf.task.resize.Resizer`), then wait until the
-    job takes this task in; the peers to find (None: stopped meanwhile)."""
-    elastic.attach(boot.rendezvous)
-    if boot.control is not None:  # the job is done when its members are (not its standbys)
-        boot.control.workers = lambda: sorted(elastic.current.members) if elastic.current is not None else []
-    if isinstance(boot.rendezvous, LeaderRendezvous):
-        from marathon_tf.task.jobpolicy import JobPolicy
-        from marathon_tf.task.resize import ReadyCheck, Resizer
+    def join(self, peers: list[PeerKey], endpoints: dict[PeerKey, str]) -> list[PeerKey] | None:
+        """Wait until the job takes this task in, then for the membership's peers (``endpoints`` updated); the
+        peers to find (None: stopped meanwhile)."""
+        m = self.taken_in(self.ctx.startup_timeout)
+        if m is None:
+            return None
+        members = self.ctx.members()
+        settled = self.settle(m, members, endpoints, self.ctx.startup_timeout)
+        return None if settled is None else self.peers(settled, members)
 
-        keeper = boot.policy.keeper if isinstance(boot.policy, JobPolicy) else None
-        release = None
-        if boot.control is not None:
-            from marathon_tf.task.admission import AdmissionWatch
-
-            watch = AdmissionWatch(boot.ctx, boot.control.client, events=boot.observer.events, log=elastic.log)
-            release = lambda: watch.release(watch._apps())  # noqa: E731 - one call, said where it is wired
-        resizer = Resizer(boot.ctx, boot.rendezvous.view, boot.saving, boot.observer.events, boot.status,
-                          stop=boot._stop, machine=boot.machine, coordinator=boot.rendezvous.coordinator,
-                          publish_round=keeper.resize_round if keeper is not None else None,
-                          release=release, log=elastic.log, ready=ReadyCheck(lambda: boot.saving.peer_urls()))
-        resizer.start()
-        if boot.control is not None:
-            boot.control.elastic_record = resizer.record
-    m = elastic.taken_in(boot.ctx.startup_timeout)
-    if m is None:
-        return None
-    members = boot.ctx.members()
-    settled = elastic.settle(m, members, boot.endpoints, boot.ctx.startup_timeout)
-    return None if settled is None else elastic.peers(settled, members)

@@ -27,6 +27,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from marathon_tf.contract import labels as L
@@ -49,7 +50,8 @@ from marathon_tf.task.logdir import failures_path
 from marathon_tf.task.placer import Placer
 from marathon_tf.task.policy import decider_task, is_decider
 
-__all__ = ["JobControl", "await_workers", "client_from_env", "job_lifecycle", "read_status", "AWAIT_SILENCE"]
+__all__ = ["JobControl", "RecordParts", "await_workers", "client_from_env", "job_lifecycle", "read_status",
+           "AWAIT_SILENCE"]
 
 
 def _log(message: str) -> None:
@@ -154,49 +156,54 @@ def client_from_env(ctx: TaskContext, environ: Mapping[str, str], *,
                   timeout=timeout or DEFAULT_TIMEOUT, quote_refusals=False)
 
 
+@dataclass(frozen=True)
+class RecordParts:
+    """What the task knows of its job beyond Marathon, for the job's record (:meth:`JobControl.finish`): each
+    asked when the record is written. ``extra_labels(state, reason) -> {app id: labels}`` (the job's events);
+    ``counts()``: the restart counts; ``goodput()``: the job's goodput; ``elastic()``: an elastic job's size
+    (``3 of 2..4; grew 2, shrank 1``)."""
+
+    extra_labels: Callable[[str, str], Mapping[str, Mapping[str, str]]] | None = None
+    counts: Callable[[], Mapping[str, Any] | None] = lambda: None
+    goodput: Callable[[], Mapping[str, Any] | None] = lambda: None
+    elastic: Callable[[], str | None] = lambda: None
+
+
 class JobControl:
-    """What a bootstrap does to the job as a whole: wait for the workers and record its end.
+    """What a bootstrap does to the job as a whole: wait for the workers and record its end. ``keeper``: the
+    job's restart ledger when this task keeps it; ``placement``: the job's placement rules across its tasks,
+    enforced here (the deciding task, ``MTF_PLACEMENT``).
 
     ``finish`` retries until Marathon took the record or ``stop()`` is true (the bootstrap
     keeps serving its phase meanwhile); credentials stay inside the client and are never logged.
     """
 
-    def __init__(self, ctx: TaskContext, client: Client, *, await_timeout: float = AWAIT_SILENCE,
+    def __init__(self, ctx: TaskContext, client: Client, *, keeper: Keeper | None = None,
+                 placement: Placer | None = None, await_timeout: float = AWAIT_SILENCE,
                  poll_interval: float = 2.0, retry_interval: float = 10.0,
                  get_json: Callable[[str], dict[str, Any] | None] = read_status,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
                  log: Callable[[str], None] = lambda m: None):
-        self.ctx, self.client = ctx, client
+        self.ctx, self.client, self.keeper, self.placement = ctx, client, keeper, placement
         self.await_timeout, self.poll_interval, self.retry_interval = await_timeout, poll_interval, retry_interval
         self.get_json, self.clock, self.wall, self.log = get_json, clock, wall, log
         self.finished: tuple[str, str] | None = None
-        #: ``(state, reason) -> {app id: labels}`` added to the record (the bootstrap's: the job's events)
-        self.extra_labels: Callable[[str, str], Mapping[str, Mapping[str, str]]] | None = None
-        #: the job's restart ledger when this task keeps it
-        self.keeper: Keeper | None = None
-        #: the job's placement rules across its tasks, enforced here (the deciding task, ``MTF_PLACEMENT``)
-        self.placement: Placer | None = None
-        #: ``() -> dict | None``: the job's restart counts for the record (set by the bootstrap)
-        self.counts: Callable[[], Mapping[str, Any] | None] = lambda: self.keeper.ledger.summary() if self.keeper \
-            else None
-        #: ``() -> [task]``: the workers that train (an elastic job's members; None: every worker app)
-        self.workers: Callable[[], Sequence[str]] | None = None
-        #: ``() -> dict | None``: the job's goodput for the record (the deciding task's observer)
-        self.goodput: Callable[[], Mapping[str, Any] | None] = lambda: None
-        #: ``() -> str | None``: an elastic job's size for the record (``3 of 2..4; grew 2, shrank 1``)
-        self.elastic_record: Callable[[], str | None] = lambda: None
 
-    def await_workers(self, stop: threading.Event) -> tuple[str, str] | None:
+    def await_workers(self, stop: threading.Event,
+                      workers: Callable[[], Sequence[str]] | None = None) -> tuple[str, str] | None:
+        """:func:`await_workers`; ``workers()``: the workers that train (an elastic job's members; None: every
+        worker app)."""
         return await_workers(self.client, self.ctx, timeout=self.await_timeout, interval=self.poll_interval,
                              get_json=self.get_json, clock=self.clock, sleep=stop.wait, stop=stop.is_set,
-                             log=self.log, workers=self.workers)
+                             log=self.log, workers=workers)
 
-    def watch_hopeless(self, stop: threading.Event, step: Callable[[], int | None],
+    def watch_hopeless(self, stop: threading.Event, fail: Callable[[str], object],
                        interval: float = 10.0) -> threading.Thread:
         """The deciding task's watch over the other tasks (tensorboard included): a task that can
         never start (:func:`marathon_tf.marathon.record.hopeless_failures`; Marathon relaunches it
-        for ever, and the job would stay deploying) fails the job with its reason. One group GET per
-        ``interval``; stops when ``stop`` is set or the job has its record."""
+        for ever, and the job would stay deploying) fails the job with its reason (``fail(reason)``: the
+        bootstrap records it). One group GET per ``interval``; stops when ``stop`` is set or the job has its
+        record."""
         def run() -> None:
             while not stop.wait(interval):
                 try:
@@ -210,7 +217,7 @@ class JobControl:
                 if verdict == "":
                     return
                 if verdict:
-                    self.finish(L.FAILED, verdict, step(), stop)
+                    fail(verdict)
                     return
         thread = threading.Thread(target=run, name="hopeless-watch", daemon=True)
         thread.start()
@@ -236,18 +243,20 @@ class JobControl:
             return {}
         return {name: (body or {}).get("step") for name, body in broadcast(self.get_json, urls).items()}
 
-    def finish(self, state: str, reason: str, final_step: int | None, stop: threading.Event) -> bool:
+    def finish(self, state: str, reason: str, final_step: int | None, stop: threading.Event,
+               parts: RecordParts = RecordParts()) -> bool:
         """Record ``state`` on the job (retrying until done or stopped); whether this task wrote it.
         ``final_step``: this task's own step; the record's is the job's
         (:func:`marathon_tf.contract.progress.job_step`: the largest of it and the other chiefs' and
-        workers' last steps)."""
+        workers' last steps); ``parts``: what else the record says (the job's events, counts, goodput, size)."""
         final_step = job_step({**self.steps(), self.ctx.task: final_step})
-        extra = self.extra_labels(state, reason) if self.extra_labels else None
+        extra = parts.extra_labels(state, reason) if parts.extra_labels else None
         if self.keeper is not None:
-            self.keeper.ended = True  # the stops that follow are the job's end, not preemptions
-        counts, good = self.counts(), self.goodput()
+            self.keeper.end()  # the stops that follow are the job's end, not preemptions
+        counts = parts.counts() or (self.keeper.ledger.summary() if self.keeper is not None else None)
+        good = parts.goodput()
         more = {L.RESTARTS: json.dumps(dict(counts), sort_keys=True, separators=(",", ":"))} if counts else {}
-        size = self.elastic_record()
+        size = parts.elastic()
         if size:
             more[L.WORKERS] = size
         if good:  # the job's goodput at its end (its recoveries are in its events)
@@ -276,16 +285,15 @@ def job_lifecycle(ctx: TaskContext, environ: Mapping[str, str]) -> dict:
     n, window = ctx.restart_budget
     path = failures_path(ctx, environ)
     client = client_from_env(ctx, environ)
-    control = JobControl(ctx, client, log=_log) if client is not None else None
-    keeper = reporter = None
+    keeper = reporter = placement = None
     if ctx.role != "tensorboard":
-        if control is not None and is_decider(ctx):
+        if client is not None and is_decider(ctx):
             keeper = Keeper(ctx, Ledger(ctx.restart_budget, ctx.preemption_budget), client=client, path=path, log=_log)
-            control.keeper = keeper
             if ctx.placement:  # rules across the job's tasks (UNIQUE …): this task places them (task/placer.py)
-                control.placement = Placer.of(client, ctx, threading.Event(), _log).start()
+                placement = Placer.of(client, ctx, threading.Event(), _log).start()
         elif not is_decider(ctx):
             reporter = Reporter(ctx, lambda: None)
+    control = JobControl(ctx, client, keeper=keeper, placement=placement, log=_log) if client is not None else None
     _log(f"restart budget: {n} failure(s) in {window:g} s and {ctx.preemption_budget[0]} preemption(s), job-wide ("
          + ("kept here" if keeper else f"kept by {decider_task(ctx.completion)}")
          + (f"; also in {path}" if path else "")

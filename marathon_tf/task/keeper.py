@@ -105,6 +105,10 @@ class Keeper:
         for entry in read_file(path):  # what an earlier keeper (or the tasks' own budgets) wrote
             self.ledger.add(entry)
 
+    def end(self) -> None:
+        """The job's end is being recorded: the stops that follow are its end, not preemptions."""
+        self.ended = True
+
     # -- recording ----------------------------------------------------------------------------------
     def record(self, entry: Entry, *, generation: int | None = None, group: bool = False,
                history: Iterable[Entry] = ()) -> Answer:

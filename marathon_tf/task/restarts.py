@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from marathon_tf.contract import naming
 from marathon_tf.contract import timeline as T
@@ -133,19 +134,21 @@ class Restarter:
 
     # -- wiring ------------------------------------------------------------------------------------
     def _wire_keeper(self) -> None:
-        """The job's counts in this task's status and the record; the keeper's own entries as events;
-        this task's events in a record it writes (the deciding task's: its job view's, set in ``main``)."""
-        if self.control is not None and self.control.extra_labels is None:
-            self.control.extra_labels = self.observer.end_labels
-        if not isinstance(self.policy, JobPolicy):
-            return
-        policy, keeper = self.policy, self.policy.keeper
+        """The job's counts in this task's status; the keeper's own entries as events."""
+        keeper = self.policy.keeper if isinstance(self.policy, JobPolicy) else None
         if keeper is not None:
             keeper.on_change = self.show_counts
             keeper.on_entry = lambda e: self.observer.events.record(
                 T.PREEMPTED if e.kind == PREEMPTION else T.TASK_FAILED, f"{e.task}: {e.reason}", task=e.task)
-        elif self.control is not None:
-            self.control.counts = lambda: policy.counts.counts() if policy.counts is not None else None
+
+    def record_counts(self) -> Mapping[str, Any] | None:
+        """The job's restart counts for its record: the keeper's (this task keeps the ledger), else the last
+        answer this task's reports got."""
+        if not isinstance(self.policy, JobPolicy):
+            return None
+        if self.policy.keeper is not None:
+            return self.policy.keeper.ledger.summary()
+        return self.policy.counts.counts() if self.policy.counts is not None else None
 
     def attach(self, rendezvous: Rendezvous) -> None:
         """The task's rendezvous, once made: the keeper publishes its group restart rounds in the
