@@ -389,6 +389,7 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False, mo
     end = time.monotonic()
     change = _move_one(url, sides, sample, from_leader) if move and not direct and len(formed_at) == len(threads) \
         else None
+    plan = _plan_change(sides, from_leader) if change is not None else None
     stop.set()
     for side in sides:
         side.close()
@@ -423,7 +424,7 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False, mo
             "timeline": timeline.summary(fake, formed_at, formed, cpu, direct),
             "from_leader": (sum(n for t, n in from_leader if t <= formed) * scale,
                             sum(1 for t, n in from_leader if t <= formed) * scale),
-            "change": change,
+            "change": change, "plan": plan,
             "hints": (sum(getattr(x, "hints", 0) for x in sides if hasattr(x, "locates")),
                       sum(getattr(getattr(x, "hints", None), "sent", 0) for x in sides if not hasattr(x, "locates")))}
 
@@ -451,6 +452,33 @@ def _move_one(url: str, sides: list, sample: list[int], from_leader: list[tuple[
     last = max(done.values()) if len(done) == len(followers) else None
     got = [b for t, b in from_leader[seen:] if t <= last + 0.01] if last is not None else []
     return {"task": f"worker-{k}", "seconds": None if last is None else last - began,
+            "median": sorted(done.values())[len(done) // 2] - began if done else None,
+            "bytes": sum(got), "answers": len(got), "followers": len(followers)}
+
+
+def _plan_change(sides: list, from_leader: list[tuple[float, int]]) -> dict:
+    """The job's plan changes once formed: the coordinator starts a group restart round (every member restarts).
+    Until every simulated follower has adopted that plan (its generation): the seconds, and the bytes the followers
+    got from the leader meanwhile (scaled by the caller)."""
+    from marathon_tf.contract.plan import Round, RoundCause, RoundKind
+    from marathon_tf.task.rendezvous import FollowerRendezvous, LeaderRendezvous
+
+    lead = next(s for s in sides if isinstance(s, LeaderRendezvous))
+    followers = [s for s in sides if isinstance(s, FollowerRendezvous)]
+    time.sleep(2.0)  # the long polls settled after the move
+    began, seen = time.monotonic(), len(from_leader)
+    lead.coordinator.start_round(Round(lead.coordinator.next_round_generation(), RoundKind.RESTART,
+                                       RoundCause.FAILURE, "worker-1 failed (simulated)"))
+    generation = lead.view.plan.generation
+    done: dict[int, float] = {}
+    while len(done) < len(followers) and time.monotonic() - began < 60:
+        for n, side in enumerate(followers):
+            if n not in done and side.view.plan.generation >= generation:
+                done[n] = time.monotonic()
+        time.sleep(0.005)
+    last = max(done.values()) if len(done) == len(followers) else None
+    got = [b for t, b in from_leader[seen:] if t <= last + 0.01] if last is not None else []
+    return {"seconds": None if last is None else last - began,
             "median": sorted(done.values())[len(done) // 2] - began if done else None,
             "bytes": sum(got), "answers": len(got), "followers": len(followers)}
 
@@ -513,6 +541,22 @@ def bench_leader_load(quick: bool) -> list[Row]:
                     round(change["bytes"] * scale / 1e6, 2), "MB",
                     f"{change['answers'] * scale:,.0f} answers (scaled from the simulated followers' bytes on the "
                     f"wire: each a delta since the version it had, not the whole view)"),
+            ]
+        plan = r["plan"] or {}
+        scale = (total - 1) / max(1, plan.get("followers") or 1)
+        if plan.get("seconds") is None:
+            rows.append(Row(f"a {n}-task job's plan change (a group restart round) -> every follower has it",
+                            "did not arrive", "", f"within 60 s: {plan}"))
+        else:
+            rows += [
+                Row(f"a {n}-task job's plan change (a group restart round) -> every follower has it (goal ≤ 2 s at "
+                    f"10,000)", round(plan["seconds"], 2), "s",
+                    f"the coordinator starts a round; median follower {plan['median']:.2f} s; {plan['followers']} "
+                    f"simulated followers long-polling the leader (the bytes are scaled)"),
+                Row(f"what the leader sends its {total - 1:,} followers for that plan change (goal ≤ 50 MB at 10,000)",
+                    round(plan["bytes"] * scale / 1e6, 2), "MB",
+                    f"{plan['answers'] * scale:,.0f} answers (each a delta since the version the follower had, with "
+                    f"the whole plan)"),
             ]
         if total == 1000:
             rows.append(Row("leader / direct at 1,000 tasks: requests, bytes while forming; requests once formed",
