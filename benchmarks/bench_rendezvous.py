@@ -26,7 +26,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from .common import Row
 
@@ -443,17 +445,26 @@ def _move_one(url: str, sides: list, sample: list[int], from_leader: list[tuple[
     time.sleep(2.0)  # the long polls settled after the watch
     began, seen = time.monotonic(), len(from_leader)
     requests.get(f"{url}/__move?i={k}", timeout=10)
+    return {"task": f"worker-{k}", **_until_every(followers, lambda side: side.view.peers.get(("worker", k)) == new,
+                                                 began, from_leader, seen)}
+
+
+def _until_every(followers: list, has: Callable[[Any], bool], began: float, from_leader: list[tuple[float, int]],
+                 seen: int) -> dict[str, Any]:
+    """Wait (at most 60 s) until ``has(follower)`` for every follower: the seconds since ``began`` (None: not all),
+    the median follower's, and the bytes and answers the followers got from the leader (``from_leader`` from its
+    item ``seen`` on: it grows meanwhile) until the last one had it."""
     done: dict[int, float] = {}
     while len(done) < len(followers) and time.monotonic() - began < 60:
         for n, side in enumerate(followers):
-            if n not in done and side.view.peers.get(("worker", k)) == new:
+            if n not in done and has(side):
                 done[n] = time.monotonic()
         time.sleep(0.005)
     last = max(done.values()) if len(done) == len(followers) else None
-    got = [b for t, b in from_leader[seen:] if t <= last + 0.01] if last is not None else []
-    return {"task": f"worker-{k}", "seconds": None if last is None else last - began,
+    sent = [b for t, b in from_leader[seen:] if t <= last + 0.01] if last is not None else []
+    return {"seconds": None if last is None else last - began,
             "median": sorted(done.values())[len(done) // 2] - began if done else None,
-            "bytes": sum(got), "answers": len(got), "followers": len(followers)}
+            "bytes": sum(sent), "answers": len(sent), "followers": len(followers)}
 
 
 def _plan_change(sides: list, from_leader: list[tuple[float, int]]) -> dict:
@@ -470,17 +481,7 @@ def _plan_change(sides: list, from_leader: list[tuple[float, int]]) -> dict:
     lead.coordinator.start_round(Round(lead.coordinator.next_round_generation(), RoundKind.RESTART,
                                        RoundCause.FAILURE, "worker-1 failed (simulated)"))
     generation = lead.view.plan.generation
-    done: dict[int, float] = {}
-    while len(done) < len(followers) and time.monotonic() - began < 60:
-        for n, side in enumerate(followers):
-            if n not in done and side.view.plan.generation >= generation:
-                done[n] = time.monotonic()
-        time.sleep(0.005)
-    last = max(done.values()) if len(done) == len(followers) else None
-    got = [b for t, b in from_leader[seen:] if t <= last + 0.01] if last is not None else []
-    return {"seconds": None if last is None else last - began,
-            "median": sorted(done.values())[len(done) // 2] - began if done else None,
-            "bytes": sum(got), "answers": len(got), "followers": len(followers)}
+    return _until_every(followers, lambda side: side.view.plan.generation >= generation, began, from_leader, seen)
 
 
 def bench_leader_load(quick: bool) -> list[Row]:
@@ -526,43 +527,35 @@ def bench_leader_load(quick: bool) -> list[Row]:
                 f"followers' bytes on the wire; a whole view of {n} peers goes gzipped)"),
         ]
         change = r["change"] or {}
-        scale = (total - 1) / max(1, change.get("followers") or 1)
-        if change.get("seconds") is None:
-            rows.append(Row(f"a {n}-task job's change (a worker relaunched elsewhere) -> every follower's view",
-                            "did not arrive", "", f"within 60 s: {change}"))
-        else:
-            rows += [
-                Row(f"a {n}-task job's change (a worker relaunched elsewhere) -> every follower's view (goal ≤ 2 s at "
-                    f"10,000)", round(change["seconds"], 2), "s",
-                    f"{change['task']} moved (Marathon's status_update_event to the leader); median follower "
-                    f"{change['median']:.2f} s; {change['followers']} simulated followers long-polling the leader "
-                    f"(the time of answering the other followers' polls at once is not in it; the bytes are scaled)"),
-                Row(f"what the leader sends its {total - 1:,} followers for that change (goal ≤ 50 MB at 10,000)",
-                    round(change["bytes"] * scale / 1e6, 2), "MB",
-                    f"{change['answers'] * scale:,.0f} answers (scaled from the simulated followers' bytes on the "
-                    f"wire: each a delta since the version it had, not the whole view)"),
-            ]
-        plan = r["plan"] or {}
-        scale = (total - 1) / max(1, plan.get("followers") or 1)
-        if plan.get("seconds") is None:
-            rows.append(Row(f"a {n}-task job's plan change (a group restart round) -> every follower has it",
-                            "did not arrive", "", f"within 60 s: {plan}"))
-        else:
-            rows += [
-                Row(f"a {n}-task job's plan change (a group restart round) -> every follower has it (goal ≤ 2 s at "
-                    f"10,000)", round(plan["seconds"], 2), "s",
-                    f"the coordinator starts a round; median follower {plan['median']:.2f} s; {plan['followers']} "
-                    f"simulated followers long-polling the leader (the bytes are scaled)"),
-                Row(f"what the leader sends its {total - 1:,} followers for that plan change (goal ≤ 50 MB at 10,000)",
-                    round(plan["bytes"] * scale / 1e6, 2), "MB",
-                    f"{plan['answers'] * scale:,.0f} answers (each a delta since the version the follower had, with "
-                    f"the whole plan)"),
-            ]
+        rows += _change_rows(change,
+                             f"a {n}-task job's change (a worker relaunched elsewhere) -> every follower's view",
+                             f"what the leader sends its {total - 1:,} followers for that change", total,
+                             f"{change.get('task')} moved (Marathon's status_update_event to the leader)",
+                             "each a delta since the version it had, not the whole view")
+        rows += _change_rows(r["plan"] or {}, f"a {n}-task job's plan change (a group restart round) -> every "
+                             f"follower has it", f"what the leader sends its {total - 1:,} followers for that plan "
+                             f"change", total, "the coordinator starts a round",
+                             "each a delta since the version the follower had, with the whole plan")
         if total == 1000:
             rows.append(Row("leader / direct at 1,000 tasks: requests, bytes while forming; requests once formed",
                             f"{freq / max(breq, 1e-9):.4f} / {fbytes / max(bbytes, 1e-9):.4f} / "
                             f"{wreq / max(bwreq, 1e-9):.3f}", "×", "same run, same fake Marathon"))
     return rows
+
+
+def _change_rows(change: dict, what: str, sent: str, total: int, how: str, answers: str) -> list[Row]:
+    """The two rows of one change once a job formed (:func:`_until_every`'s figures): until every follower has it
+    (goal ≤ 2 s at 10,000), and what the leader sends its followers for it (goal ≤ 50 MB at 10,000; scaled from the
+    simulated followers' bytes on the wire)."""
+    if change.get("seconds") is None:
+        return [Row(what, "did not arrive", "", f"within 60 s: {change}")]
+    scale = (total - 1) / max(1, change.get("followers") or 1)
+    return [Row(f"{what} (goal ≤ 2 s at 10,000)", round(change["seconds"], 2), "s",
+                f"{how}; median follower {change['median']:.2f} s; {change['followers']} simulated followers "
+                f"long-polling the leader (the time of answering the other followers' polls at once is not in it; "
+                f"the bytes are scaled)"),
+            Row(f"{sent} (goal ≤ 50 MB at 10,000)", round(change["bytes"] * scale / 1e6, 2), "MB",
+                f"{change['answers'] * scale:,.0f} answers ({answers})")]
 
 
 def bench_move_latency(quick: bool) -> list[Row]:
