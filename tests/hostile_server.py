@@ -1,7 +1,10 @@
 """A raw-socket HTTP server on 127.0.0.1 that answers whatever a test tells it to, also what no
 well-behaved server would: a body dripped one byte at a time, hundreds of MB, a lying Content-Length,
-truncated JSON, bytes that are not UTF-8, redirect loops. One request per connection
-(``Connection: close``); every connection is closed by :meth:`Hostile.stop`.
+truncated JSON, bytes that are not UTF-8, redirect loops. A connection stays open for the client's next
+request (HTTP/1.1 keep-alive) only after an answer framed exactly: a bytes body, no ``drip``, its
+``Content-Length`` its true length, a status that has a body (not 1xx, 204 or 304); after any other answer
+(a lying or missing length, a generated body, a drip) the server says ``Connection: close`` and closes it, as
+before. Every connection is closed by :meth:`Hostile.stop`.
 
 ``handler(request) -> Answer``; ``Answer.body`` is bytes or an iterable of bytes (generated as it is
 sent, so a 400 MB answer costs the server nothing); ``drip``: seconds between single bytes (of the
@@ -52,7 +55,7 @@ class Hostile:
         self._stop = threading.Event()
         self._conns: set[socket.socket] = set()
         self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
+        self._threads: set[threading.Thread] = set()  # the connections' threads still running
         self._accept = threading.Thread(target=self._run, name="hostile-accept", daemon=True)
         self._accept.start()
 
@@ -68,16 +71,21 @@ class Hostile:
 
     def stop(self) -> None:
         self._stop.set()
+        try:  # wakes the accept at once (Linux); elsewhere its 0.2 s timeout does
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self._accept.join(5)
         self._sock.close()
         with self._lock:
             conns = list(self._conns)
+            threads = list(self._threads)
         for c in conns:
             try:
                 c.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        for t in self._threads:
+        for t in threads:
             t.join(5)
 
     def _run(self) -> None:
@@ -86,41 +94,50 @@ class Hostile:
                 conn, _ = self._sock.accept()
             except (TimeoutError, OSError):
                 continue
+            t = threading.Thread(target=self._serve, args=(conn,), name="hostile-conn", daemon=True)
             with self._lock:
                 self._conns.add(conn)
-            t = threading.Thread(target=self._serve, args=(conn,), name="hostile-conn", daemon=True)
-            self._threads.append(t)
+                self._threads.add(t)
             t.start()
 
     def _serve(self, conn: socket.socket) -> None:
         try:
-            request = self._read(conn)
-            if request is None:
-                return
-            with self._lock:
-                self.log.append(request)
-            self._write(conn, self.handler(request))
+            buffered: bytes | None = b""
+            first = True
+            while buffered is not None and not self._stop.is_set():
+                request, buffered = self._read(conn, buffered, first)
+                first = False
+                if request is None:
+                    return
+                with self._lock:
+                    self.log.append(request)
+                if not self._write(conn, self.handler(request), request):
+                    return
         except OSError:
             pass  # the client hung up (it should, past its deadline or its size cap)
         finally:
             with self._lock:
                 self._conns.discard(conn)
+                self._threads.discard(threading.current_thread())
             try:
                 conn.close()
             except OSError:
                 pass
 
-    def _read(self, conn: socket.socket) -> Request | None:
-        conn.settimeout(10)
-        data = b""
+    def _read(self, conn: socket.socket, data: bytes, first: bool) -> tuple[Request | None, bytes | None]:
+        """The next request and what came after it (``None``: the connection cannot carry another)."""
+        # a connection's first request within 10 s; a kept one's next request whenever the client sends it
+        # (a client that keeps its connection idle holds no read open: stop ends the wait)
+        conn.settimeout(10 if first or data else None)
         while b"\r\n\r\n" not in data:
             chunk = conn.recv(65536)
             if not chunk:
-                return None
+                return None, None
             data += chunk
+            conn.settimeout(10)
         head, _, rest = data.partition(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
-        method, target, _ = lines[0].split(" ", 2)
+        method, target, version = lines[0].split(" ", 2)
         headers = {}
         for line in lines[1:]:
             k, _, v = line.partition(":")
@@ -132,16 +149,28 @@ class Hostile:
                 break
             rest += chunk
         path, _, query = target.partition("?")
-        return Request(method, path, query, headers, rest)
+        framed = (version == "HTTP/1.1" and "transfer-encoding" not in headers and len(rest) >= want
+                  and headers.get("connection", "").lower() != "close")
+        if not framed:  # what came is the body, as ever; no other request follows on this connection
+            return Request(method, path, query, headers, rest), None
+        return Request(method, path, query, headers, rest[:want]), rest[want:]
 
-    def _write(self, conn: socket.socket, answer: Answer) -> None:
+    def _write(self, conn: socket.socket, answer: Answer, request: Request) -> bool:
+        """Sends the answer; whether the connection may carry the client's next request."""
         headers = dict(answer.headers)
         body = answer.body
         if isinstance(body, (bytes, bytearray)) and answer.length:
             headers.setdefault("Content-Length", str(len(body)))
-        headers["Connection"] = "close"
+        told = {k.lower(): v for k, v in headers.items()}
+        keep = (isinstance(body, (bytes, bytearray)) and not answer.drip and request.method != "HEAD"
+                and answer.status >= 200 and answer.status not in (204, 304) and "transfer-encoding" not in told
+                and told.get("content-length") == str(len(body)) and "connection" not in told)
+        headers["Connection"] = "keep-alive" if keep else "close"
         head = f"HTTP/1.1 {answer.status} {answer.reason or 'X'}\r\n" + "".join(
             f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+        if isinstance(body, (bytes, bytearray)) and not answer.drip:
+            conn.sendall(head.encode("latin-1") + body)
+            return keep
         parts = [head.encode("latin-1")]
         parts = parts + [body] if isinstance(body, (bytes, bytearray)) else parts
         for part in parts:
@@ -149,8 +178,9 @@ class Hostile:
         if not isinstance(body, (bytes, bytearray)):
             for chunk in body:
                 if self._stop.is_set():
-                    return
+                    return False
                 self._send(conn, chunk, answer.drip)
+        return False
 
     def _send(self, conn: socket.socket, data: bytes, drip: float) -> None:
         if not drip:

@@ -22,6 +22,8 @@ object (``None`` on any failure) for the tasks' status servers. Nothing here kno
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import os
 import re
@@ -122,9 +124,7 @@ class _Watch:
         self.fired = False
         self._conn: Any = None
         self._lock = threading.Lock()
-        self._timer = threading.Timer(max(seconds, 0.0), self._fire)
-        self._timer.daemon = True
-        self._timer.start()
+        _watchdog.add(time.monotonic() + max(seconds, 0.0), self)
 
     def attach(self, conn: Any) -> None:
         with self._lock:
@@ -139,7 +139,50 @@ class _Watch:
                 _shut(self._conn)
 
     def cancel(self) -> None:
-        self._timer.cancel()
+        _watchdog.remove(self)
+
+
+class _Watchdog:
+    """The one thread that fires every request's watch when its time comes (a ``threading.Timer`` per
+    request started a thread per request: a thread start and its hand-over on every request)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._due: list[tuple[float, int, _Watch]] = []  # a heap: (when, order, watch)
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def add(self, at: float, watch: _Watch) -> None:
+        with self._cond:
+            heapq.heappush(self._due, (at, next(self._order), watch))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="marathon-tf-deadlines", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def remove(self, watch: _Watch) -> None:
+        with self._cond:  # the requests in flight: a few
+            self._due = [d for d in self._due if d[2] is not watch]
+            heapq.heapify(self._due)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    self._cond.wait(self._due[0][0] - time.monotonic() if self._due else None)
+                watch = heapq.heappop(self._due)[2]
+            watch._fire()
+
+
+_watchdog = _Watchdog()
+
+
+def _forked() -> None:  # a child of fork has no watchdog thread, and its lock may have been held at the fork
+    global _watchdog
+    _watchdog = _Watchdog()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def _shut(conn: Any) -> None:

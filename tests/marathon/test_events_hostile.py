@@ -9,6 +9,7 @@ Event shapes: Marathon 1.11 ``docs/docs/event-bus.md`` (mesosphere/marathon, rel
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 from hostile_server import Answer, Hostile
@@ -29,24 +30,28 @@ WRONG = ['"a string"', "7", "null", '["a", "list"]',
          json.dumps({**GOOD, "reason": ["a"], "eventType": "deployment_failed"}), json.dumps({**GOOD, "eventType": 7})]
 
 
-def _frames():
+def _frames(released: threading.Event):
     for i, data in enumerate(WRONG):
         yield f"event: deployment_success\r\ndata: {data}\r\n\r\n".encode()
         if i == len(WRONG) // 2:
             yield f"event: status_update_event\r\ndata: {json.dumps(STATUS)}\r\n\r\n".encode()
     yield f"event: deployment_success\r\ndata: {json.dumps(GOOD)}\r\n\r\n".encode()
-    time.sleep(5)  # then silence (the stream stays attached)
+    released.wait(5)  # then silence (the stream stays attached) until the test has read what came
 
 
 def test_events_of_the_wrong_shape_are_left_out_and_the_stream_goes_on():
     answer = Answer(200, b"", headers={"Content-Type": "text/event-stream"}, length=False)
-    with Hostile(lambda r: Answer(answer.status, _frames(), answer.headers, length=False)) as server:
-        with EventStream(Client(server.url)) as stream:
-            got = []
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and GOOD not in got:
-                got += stream.wait(0.2)
-            reconnects = stream.reconnects
+    released = threading.Event()
+    with Hostile(lambda r: Answer(answer.status, _frames(released), answer.headers, length=False)) as server:
+        try:
+            with EventStream(Client(server.url)) as stream:
+                got = []
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline and GOOD not in got:
+                    got += stream.wait(0.2)
+                reconnects = stream.reconnects
+        finally:
+            released.set()  # the server's stop need not wait out the silence
     assert got == [STATUS, GOOD], got
     assert reconnects == 0
 

@@ -168,7 +168,8 @@ def _wrong(r, waits: bool = False) -> str | None:
 
 def test_every_wrong_shape_of_every_answer_is_one_line_for_every_verb_that_reads_it(recorded):
     answers = recorded["answers"]
-    case: dict[str, Any] = {"key": None, "path": (), "new": None}
+    # the case's endpoint and its answer with the one node replaced, made once per case, not once per request
+    case: dict[str, Any] = {"now": (None, b"")}
 
     def serve(request: Request) -> Answer:
         if request.method != "GET":
@@ -177,11 +178,12 @@ def test_every_wrong_shape_of_every_answer_is_one_line_for_every_verb_that_reads
         if key not in answers:
             return Answer(404, b'{"message": "not recorded"}')
         status, ctype, body = answers[key]
-        if key == case["key"]:
-            body = json.dumps(_replaced(json.loads(body), case["path"], case["new"])).encode()
-        return Answer(status, body.replace(SELF.encode(), here[0].encode()), headers={"Content-Type": ctype})
+        changed_key, changed = case["now"]
+        body = changed if key == changed_key else served[key]
+        return Answer(status, body, headers={"Content-Type": ctype})
 
     here = [""]
+    served: dict[tuple, bytes] = {}  # each answer as recorded, naming the server's address
     cases = list(_cases(recorded))
     endpoints = {key[0] for key, _, _ in cases}
     # every endpoint the verbs read is in the corpus: Marathon's and the Mesos master's
@@ -191,11 +193,13 @@ def test_every_wrong_shape_of_every_answer_is_one_line_for_every_verb_that_reads
     failed = []
     with Hostile(serve) as server:
         here[0] = server.url.split("//", 1)[1]
+        served.update({k: body.replace(SELF.encode(), here[0].encode()) for k, (_, _, body) in answers.items()})
         for key, path, new in cases:
-            case.update(key=key, path=path, new=new)
             readers = [v for v in recorded["read_by"][key] if v in ONLY.get(key[0], VERBS)]
             if not [v for v in readers if v not in WAITING] and (key[0] != WAITED_ON or len(path) > 2):
                 continue
+            changed = json.dumps(_replaced(json.loads(answers[key][2]), path, new)).encode()
+            case["now"] = (key, changed.replace(SELF.encode(), here[0].encode()))
             for name in [v for v in readers if v not in WAITING] or readers:
                 ran[name] = ran.get(name, 0) + 1
                 wrong = _wrong(_run(server.url, VERBS[name], recorded["job"]), name in WAITING)
