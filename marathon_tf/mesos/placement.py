@@ -35,7 +35,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 
 from .agents import AgentInfo
 from .resources import Resource, Value, attribute_text
@@ -222,7 +221,7 @@ def match(spec: dict, agent: AgentInfo, offer: list[Resource], placed: Sequence[
             # none taken (every admission check): the ranges as they are, without a test per port (an agent's
             # 10,000-port range cost ~0.5 ms per app and agent, a dozen times per deploy or scale)
             candidates = [p for b, e in r.value for p in range(b, e + 1) if p not in ports_taken] if ports_taken \
-                else list(chain.from_iterable(range(b, e + 1) for b, e in r.value))
+                else [p for b, e in r.value for p in range(b, e + 1)]
             if len(candidates) >= wanted:
                 return Match(agent, consumed, candidates, port_role=r.role, gpus=gpus)
     return NoMatch(agent, ["InsufficientPorts"], offer)

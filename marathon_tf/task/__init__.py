@@ -15,6 +15,7 @@ and transitions").
                      (``leader``) and the others asking it (``follower``, ``hints``, ``view``), or
                      each reading for itself (``direct``)
 ``policy``           what a program's end leads to (pure): Action, Decision, the table, the reasons
+``machine``          the task's state machine: phase × event → phase, the one writer of its phase
 ``jobpolicy``        the job-aware exit policy: each end recorded in the job's ledger, then decided
 ``restarts``         the bootstrap's restart half (Restarter): rounds, in place, backoff, the stop
 ``saving``           save rounds: the deciding task's program saves now (on request, before every

@@ -48,13 +48,15 @@ bootstrap one interface, :class:`Rendezvous` (``wait``, ``moved``, ``settle``, `
 local view (no I/O), so the bootstrap checks it every tick (``watch_every``): a peer's move
 reaches every task within a second. ``moved`` reports nothing while one of the peers is
 missing, so a task never restarts with a stale address mixed in: it waits for the rewritten
-spec. The keeper's group restart rounds travel in the leader's view (``carries_rounds``).
+spec. The job's plan (the keeper's group restart rounds, an elastic job's membership, the ledger's
+counts, the verdict) travels in the leader's view (``carries_rounds``), written by its coordinator only.
 ``MTF_RENDEZVOUS=direct`` turns all of this off (every task reads the backend).
 
 Modules: :mod:`.base` (the interface), :mod:`.direct` (reading the backend itself), :mod:`.view`
 (the versioned view both sides keep, what the bootstrap reads of it, the wire format of
-``/rendezvous``), :mod:`.leader`, :mod:`.follower`, :mod:`.hints` (the leader telling followers
-where it is); this package wires them for a task (:func:`make_rendezvous`).
+``/rendezvous``), :mod:`.coordinator` (the one writer of the job's plan in the leader's view), :mod:`.leader`,
+:mod:`.follower`, :mod:`.hints` (the leader telling followers where it is); this package wires them for a task
+(:func:`make_rendezvous`).
 """
 
 from __future__ import annotations
