@@ -135,7 +135,7 @@ class Bootstrap:
         self.rng = rng or random.Random()
         self.stdout, self.stderr = stdout, stderr
         self.status = TaskStatus(job=ctx.job, task=ctx.task, role=ctx.role, index=ctx.index)
-        self.machine = TaskMachine(self.status, log=_log)  # the one writer of the task's phase (task.machine)
+        self.machine = TaskMachine(self.status)  # the one writer of the task's phase (task.machine)
         self.server: StatusServer | None = None
         self._stop = threading.Event()
         self._signum: int | None = None

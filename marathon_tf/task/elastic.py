@@ -50,9 +50,9 @@ class ElasticMember:
 
     def __init__(self, ctx: TaskContext, status: TaskStatus, stop: threading.Event, *,
                  log: Callable[[str], None] = lambda m: None, clock: Callable[[], float] = time.monotonic,
-                 ready: Callable[[], bool] = lambda: True, machine: TaskMachine | None = None):
+                 ready: Callable[[], bool] = lambda: True, machine: TaskMachine):
         self.ctx, self.status, self._stop, self.log, self.clock = ctx, status, stop, log, clock
-        self.machine = machine or TaskMachine(status)
+        self.machine = machine
         #: whether the program would start now without waiting for its imports (a pre-warmed interpreter that
         #: said hello): a standby says so, and the deciding task takes it in only then (task.resize)
         self.ready = ready

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from marathon_tf.contract.phases import Phase
@@ -93,14 +93,12 @@ def next_phase(phase: Phase, on: On) -> Phase | None:
 
 class TaskMachine:
     """The task's phase and the only writer of it (into ``status``'s ``"phase"``; see the module).
-    ``log``: where an event that changed nothing is said when ``strict`` (tests make it raise)."""
+    ``strict``: an event without a row raises instead of changing nothing (tests)."""
 
-    def __init__(self, status: TaskStatus, *, log: Callable[[str], None] = lambda m: None, strict: bool = False):
-        self.status, self.log, self.strict = status, log, strict
+    def __init__(self, status: TaskStatus, *, strict: bool = False):
+        self.status, self.strict = status, strict
         self._lock = threading.Lock()
         self._phase = Phase.of(status.light()["phase"])
-        #: (from, event, to) of every change, oldest first (the last 64)
-        self.history: list[tuple[Phase, On, Phase]] = []
 
     @property
     def phase(self) -> Phase:
@@ -122,7 +120,6 @@ class TaskMachine:
                     raise ValueError(f"no transition from {before} on {on}")
                 return False
             self._phase = after
-            self.history = (self.history + [(before, on, after)])[-64:]
             self.status.update(phase=after, **fields)
             return True
 

@@ -60,9 +60,9 @@ class TaskObserver:
     def __init__(self, ctx: TaskContext, status: TaskStatus, watchdog: ProgressWatchdog, *,
                  events: TaskEvents | None = None, logdir: str | None = None, decider: bool = False,
                  probe: Callable[[str], str] = P.probe, clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time, machine: TaskMachine | None = None):
+                 wall: Callable[[], float] = time.time, machine: TaskMachine):
         self.ctx, self.status, self.watchdog = ctx, status, watchdog
-        self.machine = machine or TaskMachine(status)
+        self.machine = machine
         self.events = events or TaskEvents(ctx.task, wall=wall)
         self.logdir, self.decider, self.probe, self.clock, self.wall = logdir, decider, probe, clock, wall
         self.tflog = TFLogWatcher(ctx.task, clock=wall)

@@ -109,13 +109,13 @@ class Resizer:
                  release: Callable[[], str | None] | None = None, log: Callable[[str], None] = lambda m: None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
                  batch: float = BATCH, ready: Callable[[str, str], bool] | None = None,
-                 ready_wait: float = READY_WAIT, machine: TaskMachine | None = None,
-                 coordinator: Coordinator | None = None):
+                 ready_wait: float = READY_WAIT, machine: TaskMachine,
+                 coordinator: Coordinator):
         self.ctx, self.view, self.saving, self.events, self.status = ctx, view, saving, events, status
         #: where the membership and the rounds it starts are published (the job's plan has one writer)
-        self.coordinator = coordinator or Coordinator(view)
+        self.coordinator = coordinator
         #: the deciding task's own state machine: its program's end is the job's (no more changes after it)
-        self.machine = machine or TaskMachine(status)
+        self.machine = machine
         self.role, self.bounds = next(iter(ctx.elastic.items()))
         self.apps = [(self.role, i) for i in range(int(ctx.cluster.get(self.role, 0)))]
         self.decider = decider_task(ctx.completion)

@@ -114,10 +114,10 @@ class Restarter:
     def __init__(self, ctx: TaskContext, policy: ExitPolicy, control: JobControl | None, status: TaskStatus,
                  observer: TaskObserver, stop: threading.Event, signum: Callable[[], int | None], *, grace: float,
                  restart_backoff: tuple[float, float] = BACKOFF, clock: Callable[[], float],
-                 log: Callable[[str], None], machine: TaskMachine | None = None, saving: Saving | None = None,
+                 log: Callable[[str], None], machine: TaskMachine, saving: Saving | None = None,
                  space: Callable[[], str | None] = lambda: None):
         self.ctx, self.policy, self.control, self.status, self.observer = ctx, policy, control, status, observer
-        self.machine = machine or TaskMachine(status)
+        self.machine = machine
         self._stop, self._signum, self.grace, self.restart_backoff = stop, signum, grace, restart_backoff
         self.clock, self.log = clock, log
         self.rendezvous: Rendezvous | None = None
@@ -183,10 +183,7 @@ class Restarter:
             summary = self.policy.keeper.ledger.summary()
             self.status.update(ledger=summary)
             if isinstance(self.rendezvous, LeaderRendezvous):
-                self.rendezvous.coordinator.counts(Counts(
-                    failures=summary["failures"], max_failures=summary["max_failures"],
-                    window_seconds=summary["window_seconds"], preemptions=summary["preemptions"],
-                    max_preemptions=summary["max_preemptions"]))
+                self.rendezvous.coordinator.counts(Counts.from_wire(summary))
 
     # -- what the bootstrap tells ---------------------------------------------------------------------
     def begin(self) -> None:

@@ -152,12 +152,12 @@ class Saving:
     def __init__(self, ctx: TaskContext, status: TaskStatus, events: TaskEvents, logdir: str | None, *,
                  decider: bool, log: Callable[[str], None] = lambda m: None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
-                 session: Any = None, machine: TaskMachine | None = None,
+                 session: Any = None, machine: TaskMachine,
                  locate: Callable[[], str | None] = lambda: None,
                  peer_urls: Callable[[], Mapping[str, str]] = lambda: {},
                  space: Callable[[], str | None] = lambda: None):
         self.ctx, self.status, self.events, self.logdir, self.decider = ctx, status, events, logdir, decider
-        self.machine = machine or TaskMachine(status)
+        self.machine = machine
         self.log, self.clock, self.wall = log, clock, wall
         self.hook = SaveHook()
         self.trainer: Trainer | None = None

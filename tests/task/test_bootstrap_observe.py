@@ -11,6 +11,7 @@ from task_helpers import FakeBackend, GrpcLikeServer, free_port, task_env, wait_
 from test_bootstrap_run import Run  # noqa: E402  (the in-process bootstrap runner)
 
 from marathon_tf.contract import timeline as T
+from marathon_tf.task.machine import TaskMachine
 from marathon_tf.task.peers import PROBE_TIMEOUT
 
 # a program that serves its TF port like a gRPC server (a SETTINGS frame), prints one step, then hangs
@@ -97,7 +98,8 @@ def test_first_step_is_the_tasks_own_after_its_server_up_once_per_run():
 
     ctx = TaskContext(job="j", role="worker", index=1, cluster={"ps": 1, "worker": 2})
     status = TaskStatus(job="j", task="worker-1", role="worker", index=1)
-    observer = TaskObserver(ctx, status, ProgressWatchdog.for_role("worker", (0, 0)), probe=lambda address: "silent")
+    observer = TaskObserver(ctx, status, ProgressWatchdog.for_role("worker", (0, 0)), probe=lambda address: "silent",
+                            machine=TaskMachine(status))
     for run in (1, 2):
         observer.program_started(run - 1, "127.0.0.1:1")
         observer.on_step(200 * run, printed=False)  # the logdir's step: not this program's first
@@ -122,7 +124,8 @@ def test_a_planned_restart_of_the_program_is_an_event_of_its_own_kind_never_a_fa
 
     ctx = TaskContext(job="j", role="worker", index=0, cluster={"ps": 1, "worker": 2})
     status = TaskStatus(job="j", task="worker-0", role="worker", index=0)
-    observer = TaskObserver(ctx, status, ProgressWatchdog.for_role("worker", (0, 0)), probe=lambda a: "silent")
+    observer = TaskObserver(ctx, status, ProgressWatchdog.for_role("worker", (0, 0)), probe=lambda a: "silent",
+                            machine=TaskMachine(status))
     observer.program_started(0, None)
     observer.on_step(10)
     observer.planned_restart("group", 143, "ps-0 failed (exit 137)")
@@ -182,11 +185,12 @@ def test_a_task_stopped_for_its_apps_new_configuration_records_a_planned_restart
     client = Client(httpserver.url_for(""), retry=RetryPolicy(attempts=1, budget=1, initial=0.1, max_wait=0.1))
     ctx = TaskContext(job="ml/mnist", role="worker", index=1, cluster={"ps": 1, "worker": 2})
     status = TaskStatus(job="ml/mnist", task="worker-1", role="worker", index=1)
-    observer = TaskObserver(ctx, status, ProgressWatchdog.for_role("worker", (0, 0)), probe=lambda a: "silent")
+    observer = TaskObserver(ctx, status, ProgressWatchdog.for_role("worker", (0, 0)), probe=lambda a: "silent",
+                            machine=TaskMachine(status))
     policy = JobPolicy(ctx, RestartBudget(3, 600, task=ctx.task),
                        planned=lambda: stop_asked(client, ctx.job, ctx.task, launched))
     restarter = Restarter(ctx, policy, None, status, observer, threading.Event(), lambda: signal.SIGTERM, grace=5.0,
-                          clock=time.monotonic, log=lambda m: None)
+                          clock=time.monotonic, log=lambda m: None, machine=observer.machine)
     asked_in_round = []
     restarter.saving = SimpleNamespace(  # type: ignore[assignment]
         before_stop=lambda budget, planned: asked_in_round.append(planned()) or SaveResult(False, "no chief"))

@@ -24,6 +24,7 @@ from marathon_tf.task.bootstrap import Bootstrap
 from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.logdir import NO_SPACE, logdir_problem, space_problem
+from marathon_tf.task.machine import TaskMachine
 from marathon_tf.task.saving import SAVE_PATH, Saving
 from marathon_tf.task.status_server import StatusServer, TaskStatus
 from marathon_tf.task.supervisor import Trainer
@@ -265,8 +266,8 @@ def test_a_save_round_whose_save_fills_the_disk_is_answered_409_with_the_reason(
     ctx = TaskContext(job="j", role="worker", index=0, cluster={"worker": 1}, style="tf1", logdir=str(logdir),
                       grace_seconds=30)
     status = TaskStatus(job="j", task="worker-0", role="worker", index=0)
-    saving = Saving(ctx, status, TaskEvents("worker-0"), str(logdir), decider=True)
-    saving.space = lambda: space_problem(ctx, {})
+    saving = Saving(ctx, status, TaskEvents("worker-0"), str(logdir), decider=True, machine=TaskMachine(status),
+                    space=lambda: space_problem(ctx, {}))
     steps: list[int] = []
     sink = io.BytesIO()
     trainer = Trainer([sys.executable, "-c", BIG_SAVER, str(logdir)], {}, on_step=steps.append,

@@ -10,6 +10,8 @@ import pytest
 from marathon_tf.contract.plan import Round, RoundCause, RoundKind
 from marathon_tf.task.keeper import Keeper
 from marathon_tf.task.ledger import Ledger
+from marathon_tf.task.machine import TaskMachine
+from marathon_tf.task.rendezvous.coordinator import Coordinator
 from marathon_tf.task.rendezvous.view import View
 from marathon_tf.task.resize import Resizer
 from marathon_tf.task.status_server import TaskStatus
@@ -19,9 +21,10 @@ from marathon_tf.task.timeline import TaskEvents
 def resizer(make_ctx, keeper: Keeper | None) -> tuple[Resizer, View]:
     ctx = make_ctx("worker", 0, cluster={"worker": 4}, elastic={"worker": (2, 4)}, style="multi_worker_mirrored")
     view = View()
-    r = Resizer(ctx, view, None, TaskEvents("worker-0"), TaskStatus(job=ctx.job, task="worker-0", role="worker",
-                                                                     index=0),
-                stop=threading.Event(), publish_round=keeper.resize_round if keeper is not None else None, batch=0.0)
+    status = TaskStatus(job=ctx.job, task="worker-0", role="worker", index=0)
+    r = Resizer(ctx, view, None, TaskEvents("worker-0"), status, stop=threading.Event(),
+                publish_round=keeper.resize_round if keeper is not None else None, batch=0.0,
+                machine=TaskMachine(status), coordinator=Coordinator(view))
     return r, view
 
 

@@ -16,7 +16,7 @@ import pytest
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.plan import StopReason
 from marathon_tf.contract.taskenv import TaskContext
-from marathon_tf.task.machine import On
+from marathon_tf.task.machine import On, TaskMachine
 from marathon_tf.task.saving import SaveResult, Saving, hold_limit, round_budget
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.supervisor import Trainer
@@ -82,6 +82,7 @@ def make(tmp_path, *, decider=True, style="tf1", task="worker-0", logdir=True, c
     (tmp_path / "ckpt").mkdir(exist_ok=True)
     logs: list[str] = []
     saving = Saving(ctx, status, TaskEvents(task), str(tmp_path / "ckpt") if logdir else None, decider=decider,
+                    machine=TaskMachine(status),
                     log=logs.append)
     saving.logs = logs
     return saving

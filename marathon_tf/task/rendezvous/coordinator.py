@@ -16,7 +16,6 @@ No I/O of its own; no TensorFlow.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import replace
 
 from marathon_tf.contract.cluster_spec import Membership
@@ -32,9 +31,8 @@ class Coordinator:
     """Writes the job's plan into ``view`` (see the module). Thread-safe: each change is one read-modify-write of
     the plan under its own lock."""
 
-    def __init__(self, view: View, *, on_change: Callable[[JobPlan], None] = lambda plan: None):
+    def __init__(self, view: View):
         self.view = view
-        self.on_change = on_change
         self._lock = threading.Lock()
 
     @property
@@ -44,11 +42,7 @@ class Coordinator:
 
     def _write(self, optional: frozenset[PeerKey] | None = None, **changes) -> bool:
         with self._lock:
-            changed = self.view.publish(replace(self.plan, **changes), optional)
-            plan = self.plan
-        if changed:
-            self.on_change(plan)
-        return changed
+            return self.view.publish(replace(self.plan, **changes), optional)
 
     def start_round(self, round_: Round | None) -> bool:
         """A round begins (the keeper's group restart, an elastic job's resize), or its cause changed."""

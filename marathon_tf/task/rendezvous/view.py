@@ -121,11 +121,10 @@ class View:
         """The coordinator's new plan, at the next generation (a new version: the long polls answer at once);
         ``optional``: the peers the view may lack (an elastic job's standbys). False when nothing changed."""
         with self.cond:
-            plan = replace(plan, generation=self.plan.generation)
-            if plan == self.plan and (optional is None or optional == self.optional):
+            same = replace(plan, generation=self.plan.generation) == self.plan
+            if same and (optional is None or optional == self.optional):
                 return False
-            return self._changed(replace(plan, generation=self.plan.generation + 1) if plan != self.plan
-                                 else self.plan, optional)
+            return self._changed(self.plan if same else replace(plan, generation=self.plan.generation + 1), optional)
 
     def adopt(self, plan: JobPlan) -> bool:
         """A follower takes its leader's plan as it is (its generation included)."""
