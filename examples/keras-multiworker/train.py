@@ -18,10 +18,11 @@ writes them to ``<checkpoint_dir>/final``, the other workers (every worker must 
 save) to a worker-specific temporary directory that they delete afterwards.  All workers exit 0.
 
 Saving on request (marathon-tf's save hook, docs/restarts.md): worker 0 says
-``marathon-tf save-hook: ready``; on SIGUSR1 every worker backs up at the same step, a step or two
+``marathon-tf save-hook: ready hold=wait``; on SIGUSR1 every worker backs up at the same step, a step or two
 later (:class:`SaveOnRequest`: they agree on it through TensorFlow's coordination service, as
 ``PreemptionCheckpointHandler`` does), without stopping; worker 0 says ``marathon-tf save-hook: saved
-step=<n> path=<backup>`` and pauses itself until its bootstrap continues it (SIGCONT) or stops it: what
+step=<n> path=<backup>`` and waits until its bootstrap lets it go on (SIGUSR2) or stops it (the others wait
+for it at their next step): what
 ``marathon-tf checkpoint`` and every planned stop (a kill, ``scale``, ``delete --save``) ask for first.
 
 Elastic (``job-elastic.json``: ``"worker": {"count": {"min": 2, "max": 3}}``, docs/elastic.md): every change of
@@ -203,22 +204,27 @@ class SaveOnRequest:
     asks for a backup. Every worker must take part in it at the same step, so the asked worker proposes
     a step two ahead in the coordination service (``marathon_tf_save_<n>``) and waits until every worker's
     watcher thread has acknowledged it (their main threads cannot pass the next step meanwhile: it needs
-    this worker); at that step every worker backs up, and the asked one says ``saved`` and pauses itself."""
+    this worker); at that step every worker backs up, and the asked one says ``saved`` and waits until its
+    bootstrap lets it go on (SIGUSR2): a wait, unlike a SIGSTOP, outlasts a Mesos agent's kill's SIGCONT."""
 
     def __init__(self, resolver, backup_dir):
-        self.backup_dir, self.asked, self.proposed = backup_dir, False, False
+        self.backup_dir, self.asked, self.proposed, self.go = backup_dir, False, False, False
         self.workers = len(resolver.cluster_spec().as_dict().get("worker", []))
         self.me = resolver.task_id or 0
         self.targets, self.round = {}, 0  # round -> step; the next round to save
         self.lock = threading.Lock()
         signal.signal(signal.SIGUSR1, self._ask)
+        signal.signal(signal.SIGUSR2, self._go_on)
         self.watcher = threading.Thread(target=self._watch, daemon=True, name="save-requests")
         self.watcher.start()
         if self.me == 0:
-            log("marathon-tf save-hook: ready")
+            log("marathon-tf save-hook: ready hold=wait")
 
     def _ask(self, signum, frame):
         self.asked = True
+
+    def _go_on(self, signum, frame):
+        self.go = True
 
     def _watch(self):
         n = 0
@@ -246,9 +252,10 @@ class SaveOnRequest:
             self.round += 1
             backup()
             if self.proposed:
-                self.proposed = False
+                self.proposed = self.go = False
                 log(f"marathon-tf save-hook: saved step={step} path={self.backup_dir}")
-                os.kill(os.getpid(), signal.SIGSTOP)  # until the bootstrap continues it (or stops it)
+                while not self.go:  # until the bootstrap lets it go on (or stops it)
+                    time.sleep(0.01)
 
     def close(self):
         if self.me == 0:

@@ -15,11 +15,14 @@ step (``CheckpointSaverHook.end``), and it exits with 42, the code marathon-tf t
 restart me" (``restart.preemption_exit_codes``), at once: TensorFlow's own shutdown of its server
 takes seconds of the kill's grace period.
 
-Saving on request (marathon-tf's save hook, docs/restarts.md): the chief says
-``marathon-tf save-hook: ready``; on SIGUSR1 it saves a checkpoint after the step it is in, without
-stopping, says ``marathon-tf save-hook: saved step=<n> path=<checkpoint>`` and pauses itself until its
-bootstrap continues it (SIGCONT) or stops it: what ``marathon-tf checkpoint`` and every planned stop
-(a kill, ``scale``, ``delete --save``) ask for first (:class:`SaveOnRequest`, a ``SessionRunHook``).
+Saving on request (marathon-tf's save hook, docs/restarts.md): every worker says
+``marathon-tf save-hook: ready hold=wait``; on SIGUSR1 the chief saves a checkpoint after the step it is in,
+without stopping, says ``marathon-tf save-hook: saved step=<n> path=<checkpoint>`` and waits until its
+bootstrap lets it go on (SIGUSR2) or stops it: what ``marathon-tf checkpoint`` and every planned stop
+(a kill, ``scale``, ``delete --save``) ask for first (:class:`SaveOnRequest`, a ``SessionRunHook``). The other
+workers, which save nothing, are held for such a round the same way: SIGUSR1 there means "hold after this
+step" (``marathon-tf save-hook: held step=<n>``), so that the chief's checkpoint is the job's last trained
+state. Waiting, unlike a SIGSTOP, outlasts the SIGCONT a Mesos agent's kill sends every process of a task.
 Where marathon-tf's bootstrap runs those rounds (``MTF_SAVE_ROUNDS=1``) the chief leaves SIGTERM to it: on
 a real Mesos agent the task's SIGTERM reaches the program with its bootstrap, which has it save first.
 
@@ -112,28 +115,37 @@ class FastWorkerSessionCreator(tf.train.SessionCreator):
 
 
 class SaveOnRequest(tf.train.SessionRunHook):
-    """marathon-tf's save hook: SIGUSR1 asks for a checkpoint, saved after the step the chief is in
-    (with the same Saver and directory as its CheckpointSaverHook), said on stdout; then the program
-    pauses itself (SIGSTOP) until its bootstrap has confirmed the checkpoint and continues it."""
+    """marathon-tf's save hook, holding by waiting: SIGUSR1 asks the chief for a checkpoint, saved after the
+    step it is in (with the same Saver and directory as its CheckpointSaverHook), said on stdout; a worker
+    that does not save (``saver=None``) says it holds there. Then the program waits until its bootstrap lets it
+    go on (SIGUSR2) — once it has confirmed the checkpoint, or when no stop came — or stops it."""
 
-    def __init__(self, checkpoint_dir, scaffold, global_step):
-        self.checkpoint_dir, self.scaffold, self.global_step = checkpoint_dir, scaffold, global_step
-        self.asked = False
+    def __init__(self, checkpoint_dir, saver, global_step):
+        self.checkpoint_dir, self.saver, self.global_step = checkpoint_dir, saver, global_step
+        self.asked = self.go = False
         signal.signal(signal.SIGUSR1, self._ask)
-        log("marathon-tf save-hook: ready")
+        signal.signal(signal.SIGUSR2, self._go_on)
+        log("marathon-tf save-hook: ready hold=wait")
 
     def _ask(self, signum, frame):
-        self.asked = True  # saved in after_run, between two steps
+        self.asked = True  # answered in after_run, between two steps
+
+    def _go_on(self, signum, frame):
+        self.go = True
 
     def after_run(self, run_context, run_values):
         if not self.asked:
             return
-        self.asked = False
+        self.asked = self.go = False
         session = run_context.session
         step = session.run(self.global_step)
-        path = self.scaffold.saver.save(session, os.path.join(self.checkpoint_dir, "model.ckpt"), global_step=step)
-        log(f"marathon-tf save-hook: saved step={step} path={path}")
-        os.kill(os.getpid(), signal.SIGSTOP)  # until the bootstrap continues it (or stops it)
+        if self.saver is not None:
+            path = self.saver.save(session, os.path.join(self.checkpoint_dir, "model.ckpt"), global_step=step)
+            log(f"marathon-tf save-hook: saved step={step} path={path}")
+        else:
+            log(f"marathon-tf save-hook: held step={step}")
+        while not self.go:  # (a SIGCONT does not end this; a SIGTERM is the bootstrap's to act on)
+            time.sleep(0.01)
 
 
 def build_model(learning_rate):
@@ -175,10 +187,10 @@ def run_worker(args, cluster, server):
             scaffold=scaffold, master=server.target, config=config, checkpoint_dir=args.checkpoint_dir)
         hooks = [tf.train.CheckpointSaverHook(
             args.checkpoint_dir, save_steps=args.save_checkpoint_steps, scaffold=scaffold),
-                 SaveOnRequest(args.checkpoint_dir, scaffold, global_step)]
+                 SaveOnRequest(args.checkpoint_dir, scaffold.saver, global_step)]
     else:
         creator = FastWorkerSessionCreator(scaffold=scaffold, master=server.target, config=config)
-        hooks = []
+        hooks = [SaveOnRequest(args.checkpoint_dir, None, global_step)]
 
     local_steps = 0
     sleep = args.step_sleep if args.step_sleep_task_index in (None, args.task_index) else 0.0

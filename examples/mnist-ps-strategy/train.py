@@ -24,9 +24,10 @@ takes it back once it is restarted). ``PreemptionCheckpointHandler`` does not su
 (TF 2.21: ``NotImplementedError``), hence the handler here.
 
 Saving on request (marathon-tf's save hook, docs/restarts.md): the coordinator says
-``marathon-tf save-hook: ready``; on SIGUSR1 it saves a checkpoint after the round of steps it
+``marathon-tf save-hook: ready hold=wait``; on SIGUSR1 it saves a checkpoint after the round of steps it
 scheduled, without stopping, says ``marathon-tf save-hook: saved step=<n> path=<checkpoint>`` and
-pauses itself until its bootstrap continues it (SIGCONT) or stops it: what ``marathon-tf checkpoint``
+waits until its bootstrap lets it go on (SIGUSR2) or stops it — a wait, unlike a SIGSTOP, outlasts the
+SIGCONT a Mesos agent's kill sends every process of a task: what ``marathon-tf checkpoint``
 and every planned stop (a kill, ``scale``, ``delete --save``) ask for first. Where marathon-tf's bootstrap
 runs those rounds (``MTF_SAVE_ROUNDS=1``) the coordinator leaves SIGTERM to it: on a real Mesos agent the
 task's SIGTERM reaches the program with its bootstrap, which has it save first.
@@ -48,7 +49,7 @@ os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
 import tensorflow as tf  # noqa: E402
 
 PREEMPTED_CODE = 42  # marathon-tf's default restart.preemption_exit_codes: 42 and 143
-_stop = {"signal": None, "save": False}
+_stop = {"signal": None, "save": False, "go": False}
 
 
 def _on_stop(signum, frame):
@@ -57,6 +58,10 @@ def _on_stop(signum, frame):
 
 def _on_save(signum, frame):
     _stop["save"] = True  # marathon-tf's save hook: saved after the round of steps scheduled
+
+
+def _on_go(signum, frame):
+    _stop["go"] = True  # marathon-tf's save hook: its bootstrap lets it go on after a save
 
 
 def parse_args(argv=None):
@@ -129,7 +134,8 @@ def run_coordinator(args, resolver):
         global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
 
     signal.signal(signal.SIGUSR1, _on_save)  # marathon-tf's save hook: answered between two rounds of steps
-    log("marathon-tf save-hook: ready")
+    signal.signal(signal.SIGUSR2, _on_go)  # ... and let go on by this after it
+    log("marathon-tf save-hook: ready hold=wait")
     checkpoint = tf.train.Checkpoint(model=model, global_step=global_step)
     manager = tf.train.CheckpointManager(checkpoint, args.checkpoint_dir, max_to_keep=3)
     restored = manager.restore_or_initialize()
@@ -174,12 +180,13 @@ def run_coordinator(args, resolver):
         if step - last_saved >= args.save_every:
             manager.save(checkpoint_number=step)
             last_saved = step
-        if _stop["save"]:  # asked to save now: save, say so, pause until the bootstrap continues (or stops) it
-            _stop["save"] = False
+        if _stop["save"]:  # asked to save now: save, say so, wait until the bootstrap lets it go on (or stops it)
+            _stop["save"] = _stop["go"] = False
             path = manager.save(checkpoint_number=step)
             last_saved = step
             log(f"marathon-tf save-hook: saved step={step} path={path}")
-            os.kill(os.getpid(), signal.SIGSTOP)
+            while not _stop["go"]:
+                time.sleep(0.01)
     if step != last_saved or restored is None:
         manager.save(checkpoint_number=step)
     if _stop["signal"] is not None:

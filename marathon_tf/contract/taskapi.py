@@ -19,11 +19,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, TypeVar, overload
 
 __all__ = ["Route", "ROUTES", "HEALTH", "STATUS", "PROGRESS", "METRICS", "EVENTS", "LEDGER_VIEW", "RENDEZVOUS",
-           "LEADER", "SAVE", "HOLD", "LEDGER", "TaskApiError", "SaveRequest", "HoldRequest", "LedgerReport", "Reply",
+           "LEADER", "SAVE", "HOLD", "LEDGER", "TaskApiError", "SaveRequest", "SaveResult", "HoldRequest",
+           "LedgerReport", "Reply",
            "TaskClient", "broadcast", "FANOUT", "control_gets", "control_paths"]
 
 #: Threads of one fan-out (:func:`broadcast`).
@@ -112,6 +113,34 @@ class SaveRequest:
 
 
 @dataclass(frozen=True)
+class SaveResult:
+    """``POST /save``'s answer (a save round's): ``ok`` with the ``step`` and ``path`` (under the task's sandbox:
+    the logdir's name first) it confirmed, or why not (``message``)."""
+
+    ok: bool
+    message: str = ""
+    step: int | None = None
+    path: str | None = None
+    seconds: float = 0.0
+    held: bool = False
+    #: not now, but soon: the program is starting (or restarting) and has not said yet whether it can save;
+    #: the asker may ask again (``checkpoint`` does, within its timeout)
+    starting: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> SaveResult:
+        if not isinstance(data, Mapping) or not isinstance(data.get("ok"), bool):
+            return cls(False, f"not a save round's answer: {str(data)[:200]}")
+        step = data.get("step")
+        return cls(bool(data["ok"]), str(data.get("message") or ""), step if isinstance(step, int) else None,
+                   str(data["path"]) if data.get("path") else None, float(data.get("seconds") or 0.0),
+                   bool(data.get("held")), True if data.get("starting") is True else None)
+
+
+@dataclass(frozen=True)
 class HoldRequest:
     """``POST /hold`` (from the deciding task): hold this task's program for the round under way for ``seconds``
     (None: the longest a hold may last); ``release``: let it go on; ``extend``: the round confirmed its checkpoint,
@@ -125,7 +154,7 @@ class HoldRequest:
 
     def to_json(self) -> dict[str, Any]:
         if self.release:
-            return {"job": self.job, "release": True}
+            return {"job": self.job, "release": True, **({"reason": self.reason} if self.reason else {})}
         out: dict[str, Any] = {"job": self.job, "reason": self.reason, "seconds": self.seconds}
         if self.extend:
             out["extend"] = True

@@ -76,14 +76,21 @@ from marathon_tf.task.invocation import (
 from marathon_tf.task.jobcontrol import JobControl, RecordParts, job_lifecycle
 from marathon_tf.task.jobpolicy import JobPolicy
 from marathon_tf.task.keeper import PATH as LEDGER_PATH
-from marathon_tf.task.logdir import events_path, lock_logdir, logdir_path, logdir_problem, space_problem
+from marathon_tf.task.logdir import (
+    announce_resume,
+    events_path,
+    lock_logdir,
+    logdir_path,
+    logdir_problem,
+    space_problem,
+)
 from marathon_tf.task.machine import On, TaskMachine
 from marathon_tf.task.observer import TaskObserver
 from marathon_tf.task.policy import Decision, ExitPolicy, is_decider, startup_reason
 from marathon_tf.task.prewarm import ForkedProcess, Prewarmer
 from marathon_tf.task.rendezvous import DirectRendezvous, LeaderRendezvous, Rendezvous, make_rendezvous
 from marathon_tf.task.restarts import Restarter, program_grace
-from marathon_tf.task.saving import HOLD_PATH, SAVE_PATH, Saving, announce_resume
+from marathon_tf.task.saving import HOLD_PATH, SAVE_PATH, Saving
 from marathon_tf.task.status_server import StatusServer, TaskStatus
 from marathon_tf.task.supervisor import Trainer, die_with_parent, relay_stop_signals
 from marathon_tf.task.timeline import TaskEvents

@@ -19,20 +19,25 @@ class SaveHook:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self.ready = False
+        #: it holds by waiting for savehook.RESUME (it said READY_WAIT), not by SIGSTOP
+        self.waits = False
         self._saved: savehook.Saved | None = None
         self._count = 0
+        self._held = 0  # its ``held`` lines so far
 
     def reset(self) -> None:
         """A new run of the program: it says again whether it has the hook."""
         with self._cond:
-            self.ready = False
+            self.ready = self.waits = False
 
-    def feed(self, text: str) -> str | savehook.Saved | None:
+    def feed(self, text: str) -> str | savehook.Saved | savehook.Held | None:
         said = savehook.parse(text)
         if said is not None:
             with self._cond:
-                if said == savehook.READY:
-                    self.ready = True
+                if said in (savehook.READY, savehook.READY_WAIT):
+                    self.ready, self.waits = True, said == savehook.READY_WAIT
+                elif isinstance(said, savehook.Held):
+                    self._held += 1
                 elif isinstance(said, savehook.Saved):
                     self.ready = True
                     self._saved, self._count = said, self._count + 1
@@ -42,6 +47,15 @@ class SaveHook:
     def mark(self) -> int:
         with self._cond:
             return self._count
+
+    def held_mark(self) -> int:
+        with self._cond:
+            return self._held
+
+    def wait_held(self, after: int, timeout: float) -> bool:
+        """Whether a ``held`` line was said after :meth:`held_mark` returned ``after`` (within ``timeout``)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._held > after, max(0.0, timeout))
 
     def last(self) -> savehook.Saved | None:
         """The last ``saved`` line the program said."""

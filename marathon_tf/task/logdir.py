@@ -20,15 +20,16 @@ import errno
 import glob
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from marathon_tf.contract import joblock
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.checkpoints import newest_checkpoint
+from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.timeline import EVENTS_FILE
 
 __all__ = ["logdir_path", "failures_path", "events_path", "logdir_problem", "lock_logdir", "FAILURES_FILE",
-           "NO_SPACE", "space_problem", "free_bytes"]
+           "NO_SPACE", "space_problem", "free_bytes", "announce_resume"]
 
 FAILURES_FILE = os.path.join(".marathon-tf", "failures.jsonl")
 #: What a save round, the task's status and the job's reasons say of a full logdir (the one wording).
@@ -166,3 +167,22 @@ def lock_logdir(ctx: TaskContext, environ: Mapping[str, str]) -> tuple[joblock.L
         return None, f"cannot lock the logdir {ctx.logdir}: {e.strerror or e}"
     lock.keep_alive()
     return lock, None
+
+
+def announce_resume(ctx: TaskContext, environ: Mapping[str, str], status: TaskStatus,
+                    log: Callable[[str], None]) -> None:
+    """Say when the program will find a checkpoint in the logdir to resume from (a chief or worker)."""
+    if not ctx.logdir or ctx.role not in ("chief", "worker"):
+        return
+    base = environ.get("MESOS_SANDBOX") or os.getcwd()
+    found = newest_checkpoint(os.path.join(base, ctx.logdir))
+    if found is None:
+        return
+    keras = None if found.epoch is None else f"epoch {found.epoch + 1}" + (
+        f", batch {found.batch + 1}" if found.batch is not None else "")  # as Keras counts them
+    if found.step is not None:
+        log(f"resumed from checkpoint at step {found.step} (in {ctx.logdir}"
+            + (f": the Keras backup of {keras})" if keras else ")"))
+        status.update(resumed_from=found.step)
+    else:
+        log(f"resumed from the Keras backup ({keras}; in {ctx.logdir})")

@@ -47,13 +47,13 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import replace
 from typing import Any
 
 from marathon_tf.contract import naming, savehook
 from marathon_tf.contract import timeline as T
 from marathon_tf.contract.plan import StopReason
-from marathon_tf.contract.taskapi import HOLD, SAVE, HoldRequest, SaveRequest, TaskApiError, TaskClient
+from marathon_tf.contract.taskapi import HOLD, SAVE, HoldRequest, SaveRequest, SaveResult, TaskApiError, TaskClient
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import transport
 from marathon_tf.task.checkpoints import newest_checkpoint
@@ -65,7 +65,7 @@ from marathon_tf.task.supervisor import Trainer
 from marathon_tf.task.timeline import TaskEvents
 
 __all__ = ["SaveHook", "SaveResult", "Saving", "SAVE_PATH", "HOLD_PATH", "AFTER_SAVE_GRACE", "MOVE_BUDGET",
-           "round_budget", "hold_limit", "announce_resume"]
+           "round_budget", "hold_limit"]
 
 SAVE_PATH, HOLD_PATH = SAVE.path, HOLD.path
 #: Seconds a program gets between SIGTERM and SIGKILL once the round saved its checkpoint.
@@ -79,6 +79,9 @@ HOLD_TIMEOUT = 2.0
 HOLD_RETRIES = 2
 #: Seconds a program that said it saved has to pause itself before its bootstrap pauses it.
 SELF_PAUSE = 2.0
+#: Seconds a program that holds by waiting (savehook.READY_WAIT) has to reach its step boundary and say ``held``
+#: when another task's round holds it; one that does not (a long step) is paused (SIGSTOP) instead.
+HOLD_SELF = 1.0
 #: Seconds a program steps before one that never said ``ready`` is taken for one without the hook.
 READY_WITHIN = 5.0
 
@@ -92,34 +95,6 @@ def round_budget(grace: float) -> float:
 def hold_limit(grace_seconds: float) -> float:
     """Seconds a program stays held when no stop or restart comes for it."""
     return max(30.0, 2 * grace_seconds)
-
-
-@dataclass(frozen=True)
-class SaveResult:
-    """A round's answer: ``ok`` with the ``step`` and ``path`` (under the task's sandbox: the logdir's
-    name first) it confirmed, or why not (``message``)."""
-
-    ok: bool
-    message: str = ""
-    step: int | None = None
-    path: str | None = None
-    seconds: float = 0.0
-    held: bool = False
-    #: not now, but soon: the program is starting (or restarting) and has not said yet whether it can save;
-    #: the asker may ask again (``checkpoint`` does, within its timeout)
-    starting: bool | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> SaveResult:
-        if not isinstance(data, Mapping) or not isinstance(data.get("ok"), bool):
-            return cls(False, f"not a save round's answer: {str(data)[:200]}")
-        step = data.get("step")
-        return cls(bool(data["ok"]), str(data.get("message") or ""), step if isinstance(step, int) else None,
-                   str(data["path"]) if data.get("path") else None, float(data.get("seconds") or 0.0),
-                   bool(data.get("held")), True if data.get("starting") is True else None)
 
 
 class _Asked:
@@ -168,6 +143,8 @@ class Saving:
         self._lock = threading.Lock()
         self._current: _Round | None = None
         self._last: SaveResult | None = None
+        self._held_peers: list[str] = []  # the other trainers the last round that holds holds (release_held)
+        self._holding = False  # a hold asked of this program waits for its ``held`` line (one said otherwise is late)
         self._holds = 0  # generation of this task's hold (a later hold or a release ends an earlier timer)
         self._waiting = False  # a round waits for its program's ``saved`` line (one said otherwise is late)
         self._handled = 0  # the hook's count of ``saved`` lines up to the last one a round took or continued
@@ -202,6 +179,13 @@ class Saving:
             trainer = self.trainer
             if late and trainer is not None:
                 self._late(trainer, said, reason)
+        elif isinstance(said, savehook.Held):
+            trainer = self.trainer
+            with self._lock:
+                late = not self._holding and trainer is not None and trainer.held is None
+            if late and trainer is not None:  # asked, paused from outside and let go before its step boundary
+                self.log(f"the training program said it holds at step {said.step} when nothing held it: it goes on")
+                trainer.send(savehook.RESUME)
 
     def stepped(self) -> None:
         """The program made a step: one that has stepped for :data:`READY_WITHIN` s without saying ``ready``
@@ -309,6 +293,8 @@ class Saving:
         seconds = round(self.clock() - began, 3)
         if hold:
             self._expire(trainer, "self", hold_limit(self.ctx.grace_seconds))
+            with self._lock:
+                self._held_peers = list(asked.held)
             if asked.held:  # held for the round (bounded by its deadline): now until the stop
                 self._hold({t: u for t, u in self.peer_urls().items() if t in asked.held},
                            HoldRequest(self.ctx.job, reason, hold_limit(self.ctx.grace_seconds), extend=True))
@@ -322,6 +308,23 @@ class Saving:
         self.log(f"save round ({reason}): checkpoint at step {step} confirmed in the logdir ({path}) after "
                  f"{seconds:.2f} s" + ("; training stays held until the stop" if hold else ""))
         return SaveResult(True, step=step, path=path, seconds=seconds, held=hold)
+
+    def release_held(self, why: str) -> bool:
+        """The stop the last round held the job for will not come (its owner's ``scale`` or ``delete --save`` did
+        not go through): its programs go on now, not at their hold's end, and the next round that holds saves
+        anew. Whether there was such a hold."""
+        with self._lock:
+            last, trainer = self._last, self.trainer
+            if self._current is not None or last is None or not last.held or trainer is None or trainer.held != "self":
+                return False
+            self._last = replace(last, held=False)
+            self._holds += 1  # its hold's timer ends with it
+            peers, self._held_peers = self._held_peers, []
+        self._let_go(trainer)
+        self._release(peers, why)
+        self.machine.fire(On.SAVE_ENDED)
+        self.log(f"the save round's hold is let go ({why}): the training program goes on")
+        return True
 
     def _closed(self, asked: _Asked) -> None:
         """The round is over, whichever way: a ``saved`` line its program said that the round did not take
@@ -351,6 +354,10 @@ class Saving:
                                       else "said when no round waited for it"})
 
         def go_on() -> None:
+            if self.hook.waits:  # it waits for RESUME, which no one else will send
+                if self.trainer is trainer and trainer.held is None:
+                    trainer.send(savehook.RESUME)
+                return
             end = self.clock() + SELF_PAUSE
             while self.clock() < end and trainer.held is None and trainer.paused() is False \
                     and trainer.proc is not None and trainer.proc.poll() is None:
@@ -381,7 +388,11 @@ class Saving:
     def _await_pause(self, trainer: Trainer) -> None:
         """The program said it saved: it pauses itself (the hook); one that does not within
         :data:`SELF_PAUSE` s is paused here. (Paused here first, a program about to pause itself would
-        do so once continued, and stay stopped.)"""
+        do so once continued, and stay stopped.) One that holds by waiting (savehook.READY_WAIT) waits from its
+        ``saved`` line on."""
+        if self.hook.waits:
+            trainer.held = "self"
+            return
         end = self.clock() + SELF_PAUSE
         while trainer.paused() is False and self.clock() < end and trainer.proc is not None \
                 and trainer.proc.poll() is None:
@@ -396,12 +407,20 @@ class Saving:
         program the round did not hold is left as it is: one stopped by someone else stays stopped."""
         if trainer.held is None:
             return
-        trainer.resume()
+        self._let_go(trainer)
         end = self.clock() + 0.5
         while self.clock() < end and trainer.held is None:
             if trainer.paused():
                 trainer.send(signal.SIGCONT)
             time.sleep(0.05)
+
+    def _let_go(self, trainer: Trainer) -> None:
+        """A held program goes on: continued (SIGCONT) and, when it holds by waiting, sent RESUME."""
+        if trainer.held is None:
+            return
+        trainer.resume()
+        if self.hook.waits:
+            trainer.send(savehook.RESUME)
 
     def _failed(self, why: str, asked: _Asked) -> SaveResult:
         self._resume(asked.trainer)
@@ -429,9 +448,9 @@ class Saving:
             answers.update(self._hold(silent, request))
         asked.held = sorted(t for t, a in answers.items() if (a or {}).get("held"))
 
-    def _release(self, held: Sequence[str]) -> None:
+    def _release(self, held: Sequence[str], why: str = "") -> None:
         urls = {t: u for t, u in self.peer_urls().items() if t in held}
-        self._hold(urls, HoldRequest(self.ctx.job, release=True))
+        self._hold(urls, HoldRequest(self.ctx.job, why, release=True))
 
     def _hold(self, urls: Mapping[str, str], request: HoldRequest) -> dict[str, dict[str, Any] | None]:
         """``POST /hold`` to every task of ``urls`` at once: their answers (None: no answer, or not 200)."""
@@ -447,7 +466,7 @@ class Saving:
         def release() -> None:
             if self._holds == generation and self.trainer is trainer and trainer.held == how:
                 self.log(f"no stop came within {seconds:g} s of the save round: the training program goes on")
-                trainer.resume()
+                self._let_go(trainer)
                 self.machine.fire(On.SAVE_ENDED)
         timer = threading.Timer(seconds, release)
         timer.daemon = True
@@ -476,8 +495,10 @@ class Saving:
         request = HoldRequest.from_json(body)
         trainer = self.trainer
         if request.release:
+            if self.decider and self.release_held(request.reason or "the stop it was for did not come"):
+                return 200, {"held": False, "released": True}
             if trainer is not None and trainer.held == "outside":
-                trainer.resume()
+                self._let_go(trainer)
                 self.machine.fire(On.SAVE_ENDED)
                 self.log("the save round is over without a stop: the training program goes on")
             return 200, {"held": False}
@@ -490,11 +511,28 @@ class Saving:
                 self._expire(trainer, "outside", seconds)
             return 200, {"held": trainer.held == "outside"}
         if trainer.held is None:
-            trainer.hold("outside")
+            self._hold_program(trainer)
             self.machine.fire(On.HELD)
             self.log(f"held for the job's save round ({request.reason or 'a planned stop'})")
             self._expire(trainer, "outside", seconds)
         return 200, {"held": True, "step": self.status.light().get("step")}
+
+    def _hold_program(self, trainer: Trainer) -> None:
+        """Hold this program for another task's round: one that holds by waiting is asked (SIGUSR1) and holds at
+        its step boundary (its ``held`` line, within :data:`HOLD_SELF` s); any other, or one whose step is
+        longer, is paused (SIGSTOP)."""
+        if self.hook.waits:
+            with self._lock:
+                self._holding, mark = True, self.hook.held_mark()
+            try:
+                trainer.send(savehook.SIGNAL)
+                if self.hook.wait_held(mark, HOLD_SELF):
+                    trainer.held = "outside"
+                    return
+            finally:
+                with self._lock:
+                    self._holding = False
+        trainer.hold("outside")
 
     def keep_held(self) -> None:
         """The task is being stopped: a program held for a round stays held. A real agent's kill stops,
@@ -550,21 +588,3 @@ class Saving:
         return self.ask(f"{', '.join(moved)} moved: the job restarts with the new cluster spec", hold=False,
                         timeout=MOVE_BUDGET, exclude=moved)
 
-
-def announce_resume(ctx: TaskContext, environ: Mapping[str, str], status: TaskStatus,
-                    log: Callable[[str], None]) -> None:
-    """Say when the program will find a checkpoint in the logdir to resume from (a chief or worker)."""
-    if not ctx.logdir or ctx.role not in ("chief", "worker"):
-        return
-    base = environ.get("MESOS_SANDBOX") or os.getcwd()
-    found = newest_checkpoint(os.path.join(base, ctx.logdir))
-    if found is None:
-        return
-    keras = None if found.epoch is None else f"epoch {found.epoch + 1}" + (
-        f", batch {found.batch + 1}" if found.batch is not None else "")  # as Keras counts them
-    if found.step is not None:
-        log(f"resumed from checkpoint at step {found.step} (in {ctx.logdir}"
-            + (f": the Keras backup of {keras})" if keras else ")"))
-        status.update(resumed_from=found.step)
-    else:
-        log(f"resumed from the Keras backup ({keras}; in {ctx.logdir})")

@@ -11,7 +11,6 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -26,7 +25,7 @@ from marathon_tf.contract.errors import (
     Timeout,
     UsageError,
 )
-from marathon_tf.contract.taskapi import SaveRequest
+from marathon_tf.contract.taskapi import HoldRequest, SaveRequest, SaveResult
 from marathon_tf.marathon import transport, versions
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_state, stored_spec
@@ -406,13 +405,6 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, Any]], *, t
                              hint=f"to scale it anyway: marathon-tf scale {job} … --force")
     if not ended and not (plan.start or plan.stop or plan.restart):
         return plan, None
-    saving = None
-    if not dry_run and not ended and (plan.stop or plan.restart):  # the tasks that stop: the job's checkpoint first
-        change = timeline.cluster_change(spec.counts(), new_spec.counts())  # "2 → 3 workers", as status says it
-        pool = ThreadPoolExecutor(max_workers=1)  # (while the checks below run; a refused scale only saved)
-        saving = pool.submit(save_round, client, job, reason=f"marathon-tf scale ({change})",
-                             timeout=SCALE_SAVE_TIMEOUT)
-        pool.shutdown(wait=False)
     check_gpu_feature(client, new_spec, f"job {job}")
     if ended:  # everything starts again
         plan = ScalePlan(start=list(job_apps(new_group)), stop=[t for t in job_apps(old_group)
@@ -424,13 +416,23 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, Any]], *, t
                               # task names naming.task_name made (job_apps): they parse
                               starting=[cast(tuple[str, int], naming.parse_task_name(t)) for t in plan.start],
                               mesos=mesos)
-    saved, note = None, None
-    if saving is not None:
+    saved, note, saver = None, None, None
+    if not dry_run and not ended and (plan.stop or plan.restart):  # the tasks that stop: the job's checkpoint first
+        change = timeline.cluster_change(spec.counts(), new_spec.counts())  # "2 → 3 workers", as status says it
         try:
-            saved = saving.result()
+            saver = _saver(client, job)
+            # held at that checkpoint until the PUT stops it (when the PUT stops the deciding task): every stopped
+            # task's own round then finds the job saved and held there, and the scale costs one round, not two
+            saved = _save_at(saver, job, reason=f"marathon-tf scale ({change})", timeout=SCALE_SAVE_TIMEOUT,
+                             hold=saver.task in {*plan.stop, *plan.restart})
         except MarathonTFError as e:  # (a program without the save hook: scaled as before, from its last checkpoint)
             note = e.message
-    result = put(client, job, new_group, force=force, dry_run=dry_run, current=current)
+    try:
+        result = put(client, job, new_group, force=force, dry_run=dry_run, current=current)
+    except BaseException:
+        if saved is not None and saved.get("held") and saver is not None:
+            _release_at(saver, job, "the scale's PUT did not go through")
+        raise
     result.admission, result.admission_note = verdict.shortfall, verdict.note
     result.saved, result.save_note = saved, note
     return plan, result
@@ -439,11 +441,17 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, Any]], *, t
 def delete(client: Client, job: str, *, force: bool = False, save: bool = False) -> dict[str, Any]:
     """Delete the job's group; ``save``: have it save a checkpoint first (:func:`save_round`; a job that
     cannot is not deleted: :class:`SaveFailed`). The answer has the checkpoint in ``saved``."""
-    saved = save_round(client, job, reason="marathon-tf delete --save") if save else None
+    saver = _saver(client, job) if save else None
+    # held at that checkpoint until the delete stops it: each task's own round at its stop finds it saved there
+    saved = _save_at(saver, job, reason="marathon-tf delete --save", timeout=SAVE_TIMEOUT, hold=True) if saver else None
     try:
         body = client.delete_group(naming.group_id(job), force=force)
-    except MarathonNotFound:
-        raise UsageError(f"job {job!r} does not exist on {client.url}") from None
+    except BaseException as e:
+        if saver is not None and saved is not None and saved.get("held"):
+            _release_at(saver, job, "the delete did not go through")
+        if isinstance(e, MarathonNotFound):
+            raise UsageError(f"job {job!r} does not exist on {client.url}") from None
+        raise
     body = body if isinstance(body, dict) else {}
     return {**body, "saved": saved} if saved else body
 
@@ -461,6 +469,19 @@ def save_round(client: Client, job: str, *, reason: str = "marathon-tf checkpoin
     (:func:`marathon_tf.contract.naming.deciding_task`), which asks its program through the save hook
     and confirms the checkpoint in the logdir. ``{"task", "step", "path", "seconds"}``;
     :class:`SaveFailed` with the reason when it cannot (no hook, no program running, not in time)."""
+    return _save_at(_saver(client, job), job, reason=reason, timeout=timeout, sleep=sleep)
+
+
+@dataclass(frozen=True)
+class _Saver:
+    """The job's deciding task, where its save rounds run: its name, its status port's base URL, the job's key."""
+
+    task: str
+    url: str
+    key: str | None
+
+
+def _saver(client: Client, job: str) -> _Saver:
     try:
         group = client.get_group(naming.group_id(job), embed=GROUP_EMBEDS)
     except MarathonNotFound:
@@ -478,26 +499,42 @@ def save_round(client: Client, job: str, *, reason: str = "marathon-tf checkpoin
     if url is None:
         raise SaveFailed(f"job {job}: its deciding task {decider} is not running, so nothing can be saved now",
                          hint=f"see why with: marathon-tf status {job}")
-    key = _job_key(job, create=False)  # the task API's control routes need it
+    return _Saver(decider, url[:-len("/save")], _job_key(job, create=False))  # the control routes need the key
+
+
+def _save_at(saver: _Saver, job: str, *, reason: str, timeout: float, hold: bool = False,
+             sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
+    """A save round on the deciding task (:func:`save_round`); ``hold``: the job's training stays held at the
+    checkpoint until a stop comes (at most the hold's limit; ``held`` in the answer says it is)."""
+    decider, url = saver.task, saver.url + "/save"
     deadline = time.monotonic() + timeout
     while True:  # a program still starting (importing TensorFlow) is waited for, within the timeout
         left = max(0.5, deadline - time.monotonic())
-        code, body, why = transport.post_json(url, SaveRequest(job, reason, hold=False,
+        code, body, why = transport.post_json(url, SaveRequest(job, reason, hold=hold,
                                                                timeout=round(left, 1)).to_json(),
-                                              timeout=left + 10, headers=taskauth.headers(key))
+                                              timeout=left + 10, headers=taskauth.headers(saver.key))
         if code is None:
             raise SaveFailed(f"job {job}: its deciding task {decider} did not answer the save request ({why})")
-        if code == 200 and isinstance(body, dict) and body.get("ok"):
-            return {"task": decider, **{k: body.get(k) for k in ("step", "path", "seconds")}}
-        starting = code == 409 and isinstance(body, dict) and body.get("starting") is True
+        answer = SaveResult.from_dict(body)
+        if code == 200 and answer.ok:
+            return {"task": decider, "step": answer.step, "path": answer.path, "seconds": answer.seconds,
+                    **({"held": True} if hold and answer.held else {})}
+        starting = code == 409 and answer.starting is True
         if not starting or time.monotonic() + STARTING_POLL >= deadline:
             break
         sleep(STARTING_POLL)
     if starting:
-        raise SaveFailed(f"job {job} could not save a checkpoint within {timeout:g} s: {body.get('message')}",
+        raise SaveFailed(f"job {job} could not save a checkpoint within {timeout:g} s: {answer.message}",
                          hint=f"its program is still starting; ask again once it trains (marathon-tf status {job}), "
                               f"or give it longer: --timeout")
     message = body.get("message") if isinstance(body, dict) else transport.oneline(str(body))[:300]
     raise SaveFailed(f"job {job} could not save a checkpoint: {message or f'HTTP {code}'}",
                      hint="the save hook a program implements: docs/restarts.md" if "save hook" in str(message)
                      else None)
+
+
+def _release_at(saver: _Saver, job: str, why: str) -> None:
+    """The stop a held round was for did not come: the job's training goes on now, not at its hold's end (a
+    deciding task that does not answer lets go by itself then)."""
+    transport.post_json(saver.url + "/hold", HoldRequest(job, why, release=True).to_json(), timeout=10,
+                        headers=taskauth.headers(saver.key))

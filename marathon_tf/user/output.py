@@ -440,7 +440,8 @@ def saved_first(saved: Mapping[str, Any] | None, note: str | None) -> str:
     """What a scale or a delete --save says of the checkpoint it had the job save first."""
     if saved:
         return (f"saved a checkpoint first: step {saved.get('step')}, {saved.get('path')} (by {saved.get('task')} in "
-                f"{float(saved.get('seconds') or 0):.1f}s)")
+                f"{float(saved.get('seconds') or 0):.1f}s)" + ("; training held there until the tasks stop"
+                                                              if saved.get("held") else ""))
     return f"no checkpoint saved first ({note}): the job resumes from its last one"
 
 

@@ -12,7 +12,7 @@ from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.bootstrap import Bootstrap
 from marathon_tf.task.budget import RestartBudget
 from marathon_tf.task.jobpolicy import JobPolicy
-from marathon_tf.task.saving import announce_resume
+from marathon_tf.task.logdir import announce_resume
 
 
 def _boot(tmp_path, role="worker", clock=None, policy=None):
@@ -22,7 +22,7 @@ def _boot(tmp_path, role="worker", clock=None, policy=None):
 
 
 def announce(boot):
-    """What the bootstrap says before it starts the program (marathon_tf.task.saving.announce_resume)."""
+    """What the bootstrap says before it starts the program (marathon_tf.task.logdir.announce_resume)."""
     import sys
 
     announce_resume(boot.ctx, boot.environ, boot.status, lambda m: sys.stderr.write(f"marathon-tf bootstrap: {m}\n"))

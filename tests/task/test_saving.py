@@ -41,6 +41,31 @@ while True:
         print(f"marathon-tf save-hook: saved step={step} path={logdir}/model.ckpt-{step}", flush=True)
         os.kill(os.getpid(), signal.SIGSTOP)
 """
+#: HOOKED, holding by waiting (savehook.READY_WAIT): after its ``saved`` line it sleeps until SIGUSR2; argv[2]
+#: "hold": it does not save (a tf1 non-chief worker): on SIGUSR1 it says ``held`` and waits the same way;
+#: argv[3]: seconds per step.
+WAITING = r"""
+import os, signal, sys, time
+logdir, role, pace = sys.argv[1], sys.argv[2], float(sys.argv[3])
+asked, step = {"save": False, "go": False}, 0
+signal.signal(signal.SIGUSR1, lambda *_: asked.update(save=True))
+signal.signal(signal.SIGUSR2, lambda *_: asked.update(go=True))
+print("marathon-tf save-hook: ready hold=wait", flush=True)
+while True:
+    step += 1
+    print(f"step={step} loss=1.0", flush=True)
+    time.sleep(pace)
+    if asked["save"]:
+        asked["save"] = asked["go"] = False
+        if role == "hold":
+            print(f"marathon-tf save-hook: held step={step}", flush=True)
+        else:
+            with open(os.path.join(logdir, "checkpoint"), "w") as f:
+                f.write(f'model_checkpoint_path: "model.ckpt-{step}"\n')
+            print(f"marathon-tf save-hook: saved step={step} path={logdir}/model.ckpt-{step}", flush=True)
+        while not asked["go"]:
+            time.sleep(0.01)
+"""
 PLAIN = "import time\nfor i in range(100000):\n    print(f'step={i} loss=1.0', flush=True)\n    time.sleep(0.02)\n"
 
 
@@ -144,6 +169,107 @@ def test_a_held_program_continued_by_the_agents_kill_is_held_again_at_once(tmp_p
     saving.keep_held()
     time.sleep(0.5)
     assert program.trainer.paused() and len(program.steps) <= seen + 1, (seen, len(program.steps))
+
+
+def test_a_program_that_holds_by_waiting_trains_no_step_past_its_checkpoint_through_the_agents_kill(
+        tmp_path, programs):
+    """The kill's SIGCONT (apache/mesos c1b42f7 3rdparty/stout/include/stout/os/posix/killtree.hpp: stop, signal,
+    continue) ends a SIGSTOP, not a wait: a program that said ``ready hold=wait`` stays at its checkpoint with no
+    relay at all, where one paused by SIGSTOP trains on until its bootstrap stops it again."""
+    saving = make(tmp_path)
+    program = Program(saving, WAITING, str(tmp_path / "ckpt"), "save", "0.02")
+    programs.append(program)
+    program.wait_steps(3)
+    held = saving.save("ps-0 is stopped", hold=True, timeout=10)
+    assert held.ok and program.trainer.held == "self" and saving.hook.waits, held
+    seen = len(program.steps)
+    os.kill(program.trainer.pid, signal.SIGCONT)  # what the agent's kill ends with; no keep_held here
+    time.sleep(0.5)
+    assert len(program.steps) == seen and held.step == program.steps[-1], (seen, program.steps[-3:], held)
+    assert program.trainer.paused() is False  # it waits: it is not stopped
+    assert saving.save("ps-0 is stopped", hold=True, timeout=10) == held  # held there since: no new round
+    assert saving.release_held("the stop did not come")  # let go: SIGUSR2
+    program.wait_steps(seen + 3)
+    again = saving.save("marathon-tf checkpoint", hold=False, timeout=10)  # a round that does not hold: goes on
+    assert again.ok and again.step > held.step and program.trainer.held is None, again
+    program.wait_steps(len(program.steps) + 3)
+
+    (tmp_path / "v1").mkdir()
+    paused = make(tmp_path / "v1")  # the hook that pauses by SIGSTOP, contrasted
+    sigstopped = Program(paused, HOOKED, str(tmp_path / "v1" / "ckpt"))
+    programs.append(sigstopped)
+    sigstopped.wait_steps(3)
+    assert paused.save("ps-0 is stopped", hold=True, timeout=10).ok and not paused.hook.waits
+    seen = len(sigstopped.steps)
+    os.kill(sigstopped.trainer.pid, signal.SIGCONT)
+    sigstopped.wait_steps(seen + 2)  # without the relay's keep_held it trains on
+
+
+def test_another_tasks_hold_waits_at_the_programs_step_boundary_or_pauses_a_long_step(tmp_path, programs):
+    """``POST /hold`` to a program that holds by waiting and does not save (a tf1 non-chief worker): it says ``held``
+    at its step boundary and waits (a SIGCONT does not move it), and goes on at the release. One whose step is
+    longer than HOLD_SELF is paused (SIGSTOP) instead; let go before its step boundary, it says ``held`` later
+    with nothing holding it, and is sent RESUME at once."""
+    from marathon_tf.task import saving as saving_module
+
+    saving = make(tmp_path, decider=False, task="worker-1")
+    program = Program(saving, WAITING, "none", "hold", "0.02")
+    programs.append(program)
+    program.wait_steps(3)
+    code, body = saving.post_hold({}, {"job": "j", "reason": "worker-0's round", "seconds": 10})
+    assert code == 200 and body["held"] and program.trainer.held == "outside", body
+    seen = len(program.steps)
+    os.kill(program.trainer.pid, signal.SIGCONT)
+    time.sleep(0.3)
+    assert len(program.steps) == seen and program.trainer.paused() is False
+    assert saving.post_hold({}, {"job": "j", "release": True}) == (200, {"held": False})
+    program.wait_steps(seen + 3)
+
+    slow = make(tmp_path, decider=False, task="worker-1")
+    long_steps = Program(slow, WAITING, "none", "hold", str(saving_module.HOLD_SELF + 1.0))
+    programs.append(long_steps)
+    long_steps.wait_steps(1)
+    assert slow.post_hold({}, {"job": "j", "seconds": 10})[1]["held"] and long_steps.trainer.paused()
+    seen = len(long_steps.steps)
+    assert slow.post_hold({}, {"job": "j", "release": True}) == (200, {"held": False})
+    long_steps.wait_steps(seen + 2, timeout=3 * (saving_module.HOLD_SELF + 1.0) + 5)  # its late held line: RESUMEd
+    assert any("said it holds at step" in m and "nothing held it" in m for m in slow.logs), slow.logs
+
+
+def test_a_held_round_whose_stop_does_not_come_is_let_go_at_the_owners_word_and_the_next_one_saves_anew(
+        tmp_path, programs):
+    """A scale or ``delete --save`` asks the deciding task for one round that holds the job at its checkpoint, so
+    that the stopped tasks' own rounds find it saved there (one round per scale); when the owner's PUT or DELETE
+    does not go through, ``POST /hold {"release": true}`` to the deciding task lets go of its program and of the
+    trainers the round held, and a later round that holds saves again (it was trained past)."""
+    saving = make(tmp_path)
+    program = Program(saving, HOOKED, str(tmp_path / "ckpt"))
+    programs.append(program)
+    sent: list[tuple[list[str], dict]] = []
+
+    def hold(urls, request):
+        sent.append((sorted(urls), request.to_json()))
+        return {t: {"held": not request.release} for t in urls}
+
+    saving.peer_urls = lambda: {"worker-0": "http://127.0.0.1:1", "worker-1": "http://127.0.0.1:2",
+                                "ps-0": "http://127.0.0.1:3"}
+    saving._hold = hold
+    program.wait_steps(3)
+    assert saving.post_hold({}, {"job": "j", "release": True}) == (200, {"held": False})  # nothing held: nothing done
+    first = saving.save("marathon-tf scale (2 → 3 workers)", hold=True, timeout=10)
+    assert first.ok and first.held and program.trainer.held == "self", first
+    assert [(urls, body.get("release")) for urls, body in sent][-2:] == [(["worker-1"], None), (["worker-1"], None)]
+    assert saving.save("worker-1 is stopped", hold=True, timeout=10) == first  # the stop's round: the same checkpoint
+    code, body = saving.post_hold({}, {"job": "j", "release": True, "reason": "the scale's PUT did not go through"})
+    assert (code, body) == (200, {"held": False, "released": True})
+    assert program.trainer.held is None and saving.machine.phase is Phase.RUNNING
+    assert sent[-1] == (["worker-1"], {"job": "j", "release": True, "reason": "the scale's PUT did not go through"})
+    assert any("the save round's hold is let go (the scale's PUT did not go through)" in m for m in saving.logs)
+    seen = len(program.steps)
+    program.wait_steps(seen + 3)  # it trains on
+    second = saving.save("worker-1 is stopped", hold=True, timeout=10)  # trained past the first: saved anew
+    assert second.ok and second.step > first.step, (first, second)
+    assert [e["kind"] for e in saving.events.mine()].count("saved") == 2
 
 
 def test_rounds_asked_together_are_one(tmp_path, programs):

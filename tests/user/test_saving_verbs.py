@@ -175,3 +175,44 @@ def test_status_reads_the_goodput_from_the_deciding_task_and_from_the_record_onc
     _serve(httpserver, state="Succeeded", record={L.GOODPUT: json.dumps({**good, "ratio": 0.75})})
     st = job_status(Client(httpserver.url_for("")), "mnist").to_dict()
     assert st["goodput"]["ratio"] == 0.75
+
+
+def test_scale_and_delete_save_hold_the_job_at_the_checkpoint_and_let_go_when_marathon_refuses(httpserver):
+    """One save round per scale: the scale asks the deciding task to save *and hold* (the stopped tasks' own rounds
+    then find the job saved there, so nothing is trained past it and no second round runs); a PUT Marathon
+    refuses lets go at once (``POST /hold {"release": true}``), as does a refused ``delete --save``."""
+    from marathon_tf.contract.errors import MarathonTFError
+    from marathon_tf.marathon.client import Client, RetryPolicy
+    from marathon_tf.user import jobs
+
+    _serve(httpserver)
+    httpserver.expect_request("/v2/info").respond_with_json({"version": "1.11.24", "name": "marathon"})
+    httpserver.expect_request("/save", method="POST").respond_with_json(
+        {"ok": True, "step": 12, "path": "ckpt/model.ckpt-12", "seconds": 0.2, "held": True})
+    httpserver.expect_request("/hold", method="POST").respond_with_json({"held": False, "released": True})
+    httpserver.expect_oneshot_request("/v2/groups/mnist", method="PUT").respond_with_json(
+        {"message": "Not Authorized to perform this action!"}, status=403)
+    client = Client(httpserver.url_for(""), retry=RetryPolicy(attempts=1))
+    try:
+        jobs.scale(client, "mnist", {"worker": ("=", 3)}, wait_for_resources=False)
+        raise AssertionError("the refused PUT raised nothing")
+    except MarathonTFError:
+        pass
+    sent = [(req.path, req.json) for req, _ in httpserver.log if req.path in ("/save", "/hold")]
+    assert sent == [("/save", {"job": "mnist", "reason": "marathon-tf scale (2 → 3 workers)", "hold": True,
+                               "timeout": jobs.SCALE_SAVE_TIMEOUT, "exclude": []}),
+                    ("/hold", {"job": "mnist", "release": True, "reason": "the scale's PUT did not go through"})], sent
+    httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json({"deploymentId": "d2",
+                                                                                  "version": "v2"})
+    httpserver.log.clear()
+    plan, result = jobs.scale(client, "mnist", {"worker": ("=", 3)}, wait_for_resources=False)
+    assert result is not None and result.saved == {"task": "worker-0", "step": 12, "path": "ckpt/model.ckpt-12",
+                                                   "seconds": 0.2, "held": True}, result
+    assert [req.path for req, _ in httpserver.log if req.path in ("/save", "/hold")] == ["/save"]  # held: no release
+    httpserver.expect_oneshot_request("/v2/groups/mnist", method="DELETE").respond_with_json(
+        {"message": "Not Authorized to perform this action!"}, status=403)
+    httpserver.log.clear()
+    r = CliRunner().invoke(cli, ["delete", "mnist", "--save", "--marathon", httpserver.url_for("")])
+    assert r.exit_code != 0 and "Not Authorized" in r.stderr, r.output
+    sent = [(req.path, req.json) for req, _ in httpserver.log if req.path in ("/save", "/hold")]
+    assert [(p, b.get("hold"), b.get("release")) for p, b in sent] == [("/save", True, None), ("/hold", None, True)]
