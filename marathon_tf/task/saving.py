@@ -391,16 +391,13 @@ class Saving:
         do so once continued, and stay stopped.) One that holds by waiting (savehook.READY_WAIT) waits from its
         ``saved`` line on."""
         if self.hook.waits:
-            trainer.held = "self"
+            trainer.hold("self", pause=False)
             return
         end = self.clock() + SELF_PAUSE
         while trainer.paused() is False and self.clock() < end and trainer.proc is not None \
                 and trainer.proc.poll() is None:
             time.sleep(0.01)
-        if trainer.paused():
-            trainer.held = "self"
-        else:
-            trainer.hold("self")
+        trainer.hold("self", pause=not trainer.paused())
 
     def _resume(self, trainer: Trainer) -> None:
         """Continue a program the round held, and again if it stopped itself late (after a pause here). A
@@ -527,7 +524,7 @@ class Saving:
             try:
                 trainer.send(savehook.SIGNAL)
                 if self.hook.wait_held(mark, HOLD_SELF):
-                    trainer.held = "outside"
+                    trainer.hold("outside", pause=False)
                     return
             finally:
                 with self._lock:

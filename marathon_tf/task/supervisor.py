@@ -187,8 +187,9 @@ class Trainer:
         self._spawn_error: int | None = None
         #: the signal that ended the program (None: it exited, or runs)
         self.killed_by: int | None = None
-        #: the program is paused for a save round (:mod:`marathon_tf.task.saving`): ``"self"`` (it paused
-        #: itself after it saved, at a step boundary), ``"outside"`` (frozen where it was), None (it runs)
+        #: the program is held for a save round (:mod:`marathon_tf.task.saving`): ``"self"`` (it holds after
+        #: it saved, at a step boundary), ``"outside"`` (for another task's round: at its step boundary, or frozen
+        #: where it was), None (it runs)
         self.held: str | None = None
 
     @property
@@ -309,9 +310,11 @@ class Trainer:
         except (OSError, IndexError):
             return None
 
-    def hold(self, how: str) -> None:
-        """Pause the program (SIGSTOP) for a save round; ``how``: ``"self"`` or ``"outside"`` (see ``held``)."""
-        self.send(signal.SIGSTOP)
+    def hold(self, how: str, *, pause: bool = True) -> None:
+        """The program is held for a save round; ``how``: ``"self"`` or ``"outside"`` (see ``held``). ``pause``:
+        pause it here (SIGSTOP); else it holds already (it paused itself, or waits by the save hook)."""
+        if pause:
+            self.send(signal.SIGSTOP)
         self.held = how
 
     def resume(self) -> None:
