@@ -389,9 +389,11 @@ class Saving:
         """The program said it saved: it pauses itself (the hook); one that does not within
         :data:`SELF_PAUSE` s is paused here. (Paused here first, a program about to pause itself would
         do so once continued, and stay stopped.) One that holds by waiting (savehook.READY_WAIT) waits from its
-        ``saved`` line on."""
+        ``saved`` line on, and is paused here as well: frozen, its TensorFlow servers answer no peer either (a
+        newcomer of an elastic job that registers with it waits for its restart instead of being refused), and a
+        kill's SIGCONT, which ends the pause, leaves it waiting."""
         if self.hook.waits:
-            trainer.hold("self", pause=False)
+            trainer.hold("self")
             return
         end = self.clock() + SELF_PAUSE
         while trainer.paused() is False and self.clock() < end and trainer.proc is not None \
@@ -516,16 +518,14 @@ class Saving:
 
     def _hold_program(self, trainer: Trainer) -> None:
         """Hold this program for another task's round: one that holds by waiting is asked (SIGUSR1) and holds at
-        its step boundary (its ``held`` line, within :data:`HOLD_SELF` s); any other, or one whose step is
-        longer, is paused (SIGSTOP)."""
+        its step boundary (its ``held`` line, within :data:`HOLD_SELF` s), then is paused there too (SIGSTOP: a
+        kill's SIGCONT leaves it waiting); any other, or one whose step is longer, is paused where it is."""
         if self.hook.waits:
             with self._lock:
                 self._holding, mark = True, self.hook.held_mark()
             try:
                 trainer.send(savehook.SIGNAL)
-                if self.hook.wait_held(mark, HOLD_SELF):
-                    trainer.hold("outside", pause=False)
-                    return
+                self.hook.wait_held(mark, HOLD_SELF)
             finally:
                 with self._lock:
                     self._holding = False

@@ -160,3 +160,28 @@ def job_on():
         return job.deploy()
 
     return start
+
+
+BIG = "cpus:2;mem:8192;disk:10000;ports:[31000-32000]"
+SMALL = "cpus:1;mem:4096;disk:10000;ports:[31000-32000]"
+
+
+@pytest.fixture
+def sized_cluster(tmp_path):
+    """A LocalCluster of 4 agents: one for the chief and ps, three that hold one worker each (the elastic tests:
+    the job forms at 2 workers while a blocker holds the fourth agent)."""
+    from marathon_tf.user.localrun import local_cluster
+
+    cluster = local_cluster(state_dir=tmp_path / "state", kill_grace=2.0, dns_refresh=0.5, agents=4,
+                            agent_resources=(f"{BIG}|{SMALL}|{SMALL}|{SMALL}",))
+    cluster.start()
+    cluster.jobs_started = []
+    yield cluster
+    for job in cluster.jobs_started:
+        job.tailer.stop()
+        (tmp_path / f"{job.name}.lines.txt").write_text("\n".join(f"{t:.2f} [{n}] {x}" for t, n, _, x in job.lines))
+    cluster.stop()
+    deadline = time.monotonic() + 10
+    while processes_under(tmp_path / "state") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_under(tmp_path / "state") == []

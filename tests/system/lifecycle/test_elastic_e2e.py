@@ -26,8 +26,6 @@ pytestmark = [pytest.mark.tf]
 STEP = re.compile(r"\bstep=(\d+) loss=")
 FIRST = re.compile(r"first_step_time=([0-9.]+)")
 RESTORED = re.compile(r"restored \S+, global step (\d+)/")
-BIG = "cpus:2;mem:8192;disk:10000;ports:[31000-32000]"
-SMALL = "cpus:1;mem:4096;disk:10000;ports:[31000-32000]"
 ON_FIRST = [["hostname", "LIKE", "127.0.0.1"]]
 ELSEWHERE = [["hostname", "UNLIKE", "127.0.0.1"]]
 #: Bounds (seconds) within which a change must show while the suite runs beside it: the issue's 10 s limits
@@ -36,28 +34,6 @@ ELSEWHERE = [["hostname", "UNLIKE", "127.0.0.1"]]
 #: printed, and a change that takes several times the goal is a fault (two real-TF elastic jobs side by side
 #: on 2 cores took 11-12.5 s to grow, 2-4 s alone).
 GROW_BOUND, SHRINK_BOUND = 60.0, 60.0
-
-
-@pytest.fixture
-def sized_cluster(tmp_path):
-    """A LocalCluster of 4 agents: one for the chief and ps, three that hold one worker each."""
-    from leaks import processes_under
-
-    from marathon_tf.user.localrun import local_cluster
-
-    cluster = local_cluster(state_dir=tmp_path / "state", kill_grace=2.0, dns_refresh=0.5, agents=4,
-                            agent_resources=(f"{BIG}|{SMALL}|{SMALL}|{SMALL}",))
-    cluster.start()
-    cluster.jobs_started = []
-    yield cluster
-    for job in cluster.jobs_started:
-        job.tailer.stop()
-        (tmp_path / f"{job.name}.lines.txt").write_text("\n".join(f"{t:.2f} [{n}] {x}" for t, n, _, x in job.lines))
-    cluster.stop()
-    deadline = time.monotonic() + 10
-    while processes_under(tmp_path / "state") and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert processes_under(tmp_path / "state") == []
 
 
 def blocker(tmp_path) -> str:
