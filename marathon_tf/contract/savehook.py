@@ -37,13 +37,13 @@ agent's kill of a task ends with one to every process of the task's tree (stop, 
 paused by SIGSTOP trains on for the moments until its bootstrap, woken by the same kill, stops it again —
 steps past the checkpoint to be restored. A program that says :data:`READY_WAIT` (``marathon-tf save-hook:
 ready hold=wait``) instead of :data:`READY` pauses by **waiting**: after its ``saved`` line it sleeps until
-:data:`RESUME` (SIGUSR2, its bootstrap's "go on"; sent only to a program that said :data:`READY_WAIT`), which
-no SIGCONT ends. (Its bootstrap pauses it as well while it holds, as it does every held program, so that its
-TensorFlow servers answer no peer meanwhile; the wait is what the kill's SIGCONT cannot undo.) Such a program that does not save (a ``tf1`` job's non-chief worker, which a round holds
-so that the chief's checkpoint is the job's last trained state) answers SIGUSR1 at its next step boundary
-with ``marathon-tf save-hook: held step=<global step>`` (:func:`held_line`) and waits the same way. A
-program that says one of those lines when nothing asked it (it was asked, paused from outside, and let go
-before its step boundary) is sent :data:`RESUME` at once::
+:data:`RESUME` (SIGUSR2, its bootstrap's "go on"; sent only to a program that said :data:`READY_WAIT`), which no
+SIGCONT ends. (Its bootstrap pauses it as well while it holds, as it does every held program, so that its
+TensorFlow servers answer no peer meanwhile; the wait is what the kill's SIGCONT cannot undo.) Such a program that
+does not save (a ``tf1`` job's non-chief worker, which a round holds so that the chief's checkpoint is the job's
+last trained state) answers SIGUSR1 at its next step boundary with ``marathon-tf save-hook: held step=<global
+step>`` (:func:`held_line`) and waits the same way. A program that says one of those lines when nothing asked it
+(it was asked, paused from outside, and let go before its step boundary) is sent :data:`RESUME` at once::
 
     asked = {"save": False, "go": False}
     signal.signal(signal.SIGUSR1, lambda *_: asked.update(save=True))

@@ -172,8 +172,11 @@ class ElasticMember:
         return self.current.size if self.current is not None else 0
 
     def workers(self) -> list[str]:
-        """The workers that train now (the job is done when they are: not its standbys)."""
-        return sorted(self.current.members) if self.current is not None else []
+        """The workers that train now (the job is done when they are: not its standbys): the job's membership as
+        the plan has it now — a TF1 job grows without restarting the programs already in, so the one this task's
+        program started with can be smaller."""
+        m = self.membership() or self.current
+        return sorted(m.members) if m is not None else []
 
     def join(self, peers: list[PeerKey], endpoints: dict[PeerKey, str]) -> list[PeerKey] | None:
         """Wait until the job takes this task in, then for the membership's peers (``endpoints`` updated); the

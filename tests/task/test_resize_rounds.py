@@ -61,3 +61,25 @@ def test_a_size_change_is_a_resize_round_whose_reason_is_the_change(make_ctx, wi
     below = view.round
     assert below is not None and (below.reason, below.generation) == (RoundCause.BELOW_MIN, 3)
     assert below.restart == ("worker-0",) and view.membership is not None and view.membership.paused
+
+
+def test_the_workers_a_finished_decider_waits_for_are_the_plans_members_not_those_its_program_started_with(make_ctx):
+    """A TF1 elastic job grows without restarting the programs already in: the deciding task's program started
+    with 2 members, the plan has 3 by the time it finishes, and the job is done when all 3 are (before, it
+    waited for 2 and said ``all 2 workers finished`` of a 3-worker job)."""
+    from marathon_tf.contract.cluster_spec import Membership
+    from marathon_tf.task.elastic import ElasticMember
+    from marathon_tf.task.rendezvous.view import Side
+
+    ctx = make_ctx(cluster={"ps": 1, "worker": 3}, elastic={"worker": (2, 3)})
+    status = TaskStatus(job="j", task="worker-0", role="worker", index=0)
+    member = ElasticMember(ctx, status, threading.Event(), machine=TaskMachine(status))
+    side = Side(stop=None, clock=lambda: 0.0)
+    member.attach(side)
+    coordinator = Coordinator(side.view)
+    two = Membership("worker", 1, {"worker-0": (0, "127.0.0.1:1"), "worker-1": (1, "127.0.0.1:2")})
+    coordinator.resize(two)
+    member.current = member.membership()  # what its program started with
+    assert member.workers() == ["worker-0", "worker-1"]
+    coordinator.resize(Membership("worker", 2, {**two.members, "worker-2": (2, "127.0.0.1:3")}))
+    assert member.workers() == ["worker-0", "worker-1", "worker-2"] and member.size == 2
