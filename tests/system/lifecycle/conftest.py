@@ -166,14 +166,13 @@ BIG = "cpus:2;mem:8192;disk:10000;ports:[31000-32000]"
 SMALL = "cpus:1;mem:4096;disk:10000;ports:[31000-32000]"
 
 
-@pytest.fixture
-def sized_cluster(tmp_path):
-    """A LocalCluster of 4 agents: one for the chief and ps, three that hold one worker each (the elastic tests:
-    the job forms at 2 workers while a blocker holds the fourth agent)."""
+def _agents_cluster(tmp_path, agents: int, resources: str, **options):
+    """A started LocalCluster of ``agents`` agents with ``resources`` (``|`` between agents); at its end each job's
+    lines go to ``<name>.lines.txt`` in ``tmp_path``, and nothing may be left running."""
     from marathon_tf.user.localrun import local_cluster
 
-    cluster = local_cluster(state_dir=tmp_path / "state", kill_grace=2.0, dns_refresh=0.5, agents=4,
-                            agent_resources=(f"{BIG}|{SMALL}|{SMALL}|{SMALL}",))
+    cluster = local_cluster(state_dir=tmp_path / "state", kill_grace=2.0, dns_refresh=0.5, agents=agents,
+                            agent_resources=(resources,), **options)
     cluster.start()
     cluster.jobs_started = []
     yield cluster
@@ -185,3 +184,19 @@ def sized_cluster(tmp_path):
     while processes_under(tmp_path / "state") and time.monotonic() < deadline:
         time.sleep(0.2)
     assert processes_under(tmp_path / "state") == []
+
+
+@pytest.fixture
+def sized_cluster(tmp_path):
+    """A LocalCluster of 4 agents: one for the chief and ps, three that hold one worker each (the elastic tests:
+    the job forms at 2 workers while a blocker holds the fourth agent)."""
+    yield from _agents_cluster(tmp_path, 4, f"{BIG}|{SMALL}|{SMALL}|{SMALL}")
+
+
+@pytest.fixture
+def versioned_cluster(tmp_path, request):
+    """Three agents (one for the chief and ps, two for a worker each) of a local Marathon that plays the version
+    ``request.param`` (None: the newest)."""
+    version = request.param
+    yield from _agents_cluster(tmp_path, 3, f"{BIG}|{SMALL}|{SMALL}",
+                               **({} if version is None else {"marathon_version": version}))

@@ -26,34 +26,9 @@ from marathon_tf.contract import labels as L
 
 pytestmark = [pytest.mark.tf]
 
-BIG = "cpus:2;mem:8192;disk:10000;ports:[31000-32000]"
-SMALL = "cpus:1;mem:4096;disk:10000;ports:[31000-32000]"
 TARGET = 4000
 #: The TF1 example's first line of a (re)started worker's session.
 RESTARTED = "session ready at global step"
-
-
-@pytest.fixture
-def versioned_cluster(tmp_path, request):
-    from leaks import processes_under
-
-    from marathon_tf.user.localrun import local_cluster
-
-    version = request.param
-    cluster = local_cluster(state_dir=tmp_path / "state", kill_grace=2.0, dns_refresh=0.5, agents=3,
-                            agent_resources=(f"{BIG}|{SMALL}|{SMALL}",),
-                            **({} if version is None else {"marathon_version": version}))
-    cluster.start()
-    cluster.jobs_started = []
-    yield cluster
-    for job in cluster.jobs_started:
-        job.tailer.stop()
-        (tmp_path / f"{job.name}.lines.txt").write_text("\n".join(f"{t:.2f} [{n}] {x}" for t, n, _, x in job.lines))
-    cluster.stop()
-    deadline = time.monotonic() + 10
-    while processes_under(tmp_path / "state") and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert processes_under(tmp_path / "state") == []
 
 
 def _job(tmp_path) -> str:
