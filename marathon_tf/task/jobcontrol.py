@@ -202,15 +202,17 @@ class JobControl:
         """The deciding task's watch over the other tasks (tensorboard included): a task that can
         never start (:func:`marathon_tf.marathon.record.hopeless_failures`; Marathon relaunches it
         for ever, and the job would stay deploying) fails the job with its reason (``fail(reason)``: the
-        bootstrap records it). One group GET per ``interval``; stops when ``stop`` is set or the job has its
-        record."""
+        bootstrap records it). One group GET at once (a relaunched deciding task learns its own predecessor's end,
+        which no bootstrap could report: its keeper died with it), then one per ``interval``; stops when ``stop``
+        is set or the job has its record."""
         def run() -> None:
-            while not stop.wait(interval):
+            while not stop.is_set():
                 try:
                     group = self.client.get_group(naming.group_id(self.ctx.job),
                                                   embed=GROUP_EMBEDS + ("group.apps.lastTaskFailure",))
                     verdict = hopeless_verdict(self.client, self.ctx.job, group=group)
                 except MarathonError:
+                    stop.wait(interval)
                     continue
                 if self.keeper is not None:  # ends of tasks nobody reported (marathon_tf.task.keeper)
                     self.keeper.observe_group(group)
@@ -219,6 +221,7 @@ class JobControl:
                 if verdict:
                     fail(verdict)
                     return
+                stop.wait(interval)
         thread = threading.Thread(target=run, name="hopeless-watch", daemon=True)
         thread.start()
         return thread
