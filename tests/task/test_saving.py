@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+from polling import wait_for as poll
 
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.plan import StopReason
@@ -182,12 +183,12 @@ def test_a_program_that_holds_by_waiting_trains_no_step_past_its_checkpoint_thro
     program.wait_steps(3)
     held = saving.save("ps-0 is stopped", hold=True, timeout=10)
     assert held.ok and program.trainer.held == "self" and saving.hook.waits, held
-    assert program.trainer.paused()  # paused as well (frozen, its servers answer no peer)
+    assert poll(program.trainer.paused)  # paused as well (frozen, its servers answer no peer)
     seen = len(program.steps)
     os.kill(program.trainer.pid, signal.SIGCONT)  # what the agent's kill ends with; no keep_held here
     time.sleep(0.5)
     assert len(program.steps) == seen and held.step == program.steps[-1], (seen, program.steps[-3:], held)
-    assert program.trainer.paused() is False  # continued, yet it waits
+    assert poll(lambda: program.trainer.paused() is False)  # continued, yet it waits
     assert saving.save("ps-0 is stopped", hold=True, timeout=10) == held  # held there since: no new round
     assert saving.release_held("the stop did not come")  # let go: SIGUSR2
     program.wait_steps(seen + 3)
@@ -218,12 +219,12 @@ def test_another_tasks_hold_waits_at_the_programs_step_boundary_or_pauses_a_long
     programs.append(program)
     program.wait_steps(3)
     code, body = saving.post_hold({}, {"job": "j", "reason": "worker-0's round", "seconds": 10})
-    assert code == 200 and body["held"] and program.trainer.held == "outside" and program.trainer.paused(), body
+    assert code == 200 and body["held"] and program.trainer.held == "outside" and poll(program.trainer.paused), body
     assert saving.hook.held_mark() == 1  # it said ``held`` at its step boundary
     seen = len(program.steps)
     os.kill(program.trainer.pid, signal.SIGCONT)
     time.sleep(0.3)
-    assert len(program.steps) == seen and program.trainer.paused() is False
+    assert len(program.steps) == seen and poll(lambda: program.trainer.paused() is False)
     assert saving.post_hold({}, {"job": "j", "release": True}) == (200, {"held": False})
     program.wait_steps(seen + 3)
 
@@ -231,7 +232,7 @@ def test_another_tasks_hold_waits_at_the_programs_step_boundary_or_pauses_a_long
     long_steps = Program(slow, WAITING, "none", "hold", str(saving_module.HOLD_SELF + 1.0))
     programs.append(long_steps)
     long_steps.wait_steps(1)
-    assert slow.post_hold({}, {"job": "j", "seconds": 10})[1]["held"] and long_steps.trainer.paused()
+    assert slow.post_hold({}, {"job": "j", "seconds": 10})[1]["held"] and poll(long_steps.trainer.paused)
     seen = len(long_steps.steps)
     assert slow.post_hold({}, {"job": "j", "release": True}) == (200, {"held": False})
     long_steps.wait_steps(seen + 2, timeout=3 * (saving_module.HOLD_SELF + 1.0) + 5)  # its late held line: RESUMEd
