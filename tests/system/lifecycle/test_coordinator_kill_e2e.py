@@ -18,6 +18,7 @@ import signal
 import time
 
 import pytest
+from test_elastic_e2e import task_status
 from test_save_e2e import (
     BOOTSTRAP,
     TF1_READY,
@@ -50,17 +51,6 @@ def tf1_job(tmp_path, *, target: int, save_every: int, step_sleep: float = 0.0, 
                            restart={"max_failures": max_failures, "window_seconds": 600}))
 
 
-def phase(job, task: str) -> str | None:
-    """``task``'s phase, from its own ``/status`` (None: no answer)."""
-    from marathon_tf.marathon import transport
-    from marathon_tf.marathon.tasks import newest_running, task_url
-
-    app = job.client.get_app(f"/{job.name}/{task}")
-    running = newest_running(app)
-    url = task_url(app, running, "status", "/status") if running is not None else None
-    return (transport.get_json(url, timeout=2.0) or {}).get("phase") if url else None
-
-
 def seen_after(job, task: str, text: str | re.Pattern, since: float) -> float | None:
     """When ``task``'s first line after ``since`` that holds ``text`` was read (None: not yet)."""
     with job._lock:
@@ -81,7 +71,8 @@ def test_the_coordinator_stopped_in_the_middle_of_a_save_round_trains_nothing_tw
     began = time.monotonic()
     before = len(rounds(job, COORDINATOR))
     assert job.cluster.kill_task(f"/{job.name}/ps-0", "TERM")
-    job.wait(lambda: phase(job, COORDINATOR) == "saving", 30, "the coordinator's round under way", 0.01)
+    job.wait(lambda: task_status(job, COORDINATOR).get("phase") == "saving", 30, "the coordinator's round under way",
+             0.01)
     assert job.cluster.kill_task(f"/{job.name}/{COORDINATOR}", "TERM")
     said = job.wait(lambda: rounds(job, COORDINATOR)[before:] or None, 60, "the round's checkpoint", 0.05)
     # in the coordinator's own log (one stream, in order): its stop came before the round it joined was confirmed

@@ -64,15 +64,20 @@ def elastic_job(tmp_path, example: str, command: list[str], target: int, **chang
                            **changes))
 
 
-def decider_view(job, decider: str) -> dict:
-    """The deciding task's ``elastic`` (its /status), or {}."""
+def task_status(job, task: str) -> dict:
+    """``task``'s own ``/status`` (its newest running task), or {} when it does not answer."""
     from marathon_tf.marathon import transport
     from marathon_tf.marathon.tasks import newest_running, task_url
 
-    app = job.client.get_app(f"/{job.name}/{decider}")
-    task = newest_running(app)
-    url = task_url(app, task, "status", "/status") if task is not None else None
-    return ((transport.get_json(url, timeout=2.0) or {}).get("elastic") or {}) if url else {}
+    app = job.client.get_app(f"/{job.name}/{task}")
+    running = newest_running(app)
+    url = task_url(app, running, "status", "/status") if running is not None else None
+    return (transport.get_json(url, timeout=2.0) or {}) if url else {}
+
+
+def decider_view(job, decider: str) -> dict:
+    """The deciding task's ``elastic`` (its /status), or {}."""
+    return task_status(job, decider).get("elastic") or {}
 
 
 def worker_task(job, name: str) -> dict | None:
