@@ -229,9 +229,10 @@ def _base(where: str) -> str:
 
 
 class TaskClient:
-    """The one client of the task API. ``session``: a ``requests``-like session (``get``/``post(url, json=,
-    params=, headers=, timeout=)``); ``headers``: sent with every request (the owner's key, where the session does
-    not carry one)."""
+    """The one client of the task API, the tasks' and the user side's. ``session``: a ``requests``-like session
+    (``get``/``post(url, json=, params=, headers=, timeout=, allow_redirects=)``; the user side's is
+    :func:`marathon_tf.marathon.transport.session`, bounded in size); ``headers``: sent with every request (the
+    owner's key, where the session does not carry one)."""
 
     def __init__(self, session: Any, *, headers: Mapping[str, str] | None = None):
         self.session, self.headers = session, dict(headers or {})
@@ -239,7 +240,8 @@ class TaskClient:
     def call(self, where: str, route: Route, body: Any = None, *, params: Mapping[str, str] | None = None,
              timeout: float | tuple[float, float] = 3.0) -> Reply:
         """``route`` of the task at ``where`` (``host:port`` or a base URL); never raises for what the task does."""
-        kwargs: dict[str, Any] = {"timeout": timeout}
+        kwargs: dict[str, Any] = {"timeout": timeout, "allow_redirects": False}  # the task API never redirects:
+        # a redirect is not followed with the job's key (a header the session's own redirects would carry on)
         if body is not None:
             kwargs["json"] = body
         if params:

@@ -44,7 +44,7 @@ from marathon_tf.contract import taskauth
 
 __all__ = ["DEFAULT_MAX_BYTES", "MAX_BYTES_ENV", "URL_ATTR", "AnswerTooLarge", "DeadlineExceeded", "NotSent",
            "RedirectRefused", "BoundedAdapter", "mount", "session", "quiet_insecure", "exchange", "body", "get_json",
-           "post_json", "parse_size", "show_size", "max_bytes_from_env", "oneline", "short", "unreachable",
+           "parse_size", "show_size", "max_bytes_from_env", "oneline", "short", "unreachable",
            "redact_url", "secret_forms", "scrub", "origin", "same_origin"]
 
 DEFAULT_MAX_BYTES = 32 << 20
@@ -496,19 +496,6 @@ def unreachable(e: BaseException) -> bool:
         return True
     reason = getattr(e.args[0], "reason", None) if e.args else None
     return isinstance(reason, urllib3.exceptions.NewConnectionError)
-
-
-def post_json(url: str, payload: Any, *, timeout: float, max_bytes: int = 1 << 20,
-              headers: Mapping[str, str] | None = None) -> tuple[int | None, Any, str]:
-    """POST ``payload`` as JSON to a task's status server: (status code, the answer's JSON or text, ""), or
-    (None, None, why) when no whole answer came within ``timeout`` seconds (refused, reset, timed out)."""
-    with session(max_bytes=max_bytes) as s:
-        try:
-            r, _ = exchange(s, "POST", url, timeout=(min(5.0, timeout), timeout), verify=True, json_body=payload,
-                            max_redirects=0, headers=headers)
-            return r.status_code, body(r), ""
-        except requests.RequestException as e:
-            return None, None, short(e)
 
 
 def get_json(url: str, *, timeout: float = 2.0, max_bytes: int = 4 << 20) -> dict[str, Any] | None:

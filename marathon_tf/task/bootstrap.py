@@ -49,7 +49,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from marathon_tf.contract import cluster_spec, joblock, naming, savehook
 from marathon_tf.contract import labels as L
@@ -88,7 +88,15 @@ from marathon_tf.task.machine import On, TaskMachine
 from marathon_tf.task.observer import TaskObserver
 from marathon_tf.task.policy import Decision, ExitPolicy, is_decider, startup_reason
 from marathon_tf.task.prewarm import ForkedProcess, Prewarmer
-from marathon_tf.task.rendezvous import DirectRendezvous, LeaderRendezvous, Rendezvous, make_rendezvous
+from marathon_tf.task.rendezvous import (
+    Coordinator,
+    DirectRendezvous,
+    LeaderRendezvous,
+    Rendezvous,
+    View,
+    leader_of,
+    make_rendezvous,
+)
 from marathon_tf.task.restarts import Restarter, program_grace
 from marathon_tf.task.saving import HOLD_PATH, SAVE_PATH, Saving
 from marathon_tf.task.status_server import StatusServer, TaskStatus
@@ -128,21 +136,30 @@ class Bootstrap:
 
     def __init__(self, ctx: TaskContext, environ: Mapping[str, str], command: Sequence[str], *,
                  backend: Backend | None = None, policy: ExitPolicy | None = None,
-                 control: JobControl | None = None, restart_backoff: tuple[float, float] = RESTART_BACKOFF,
+                 control: JobControl | None = None, lifecycle: Callable[..., Mapping[str, Any]] | None = None,
+                 restart_backoff: tuple[float, float] = RESTART_BACKOFF,
                  watch_interval: float = DEFAULT_WATCH_INTERVAL, grace: float | None = None,
                  clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
                  tick: float = 0.2, stdout=None, stderr=None):
         self.ctx, self.environ, self.command = ctx, dict(environ), list(command)
         self.shell = shell_command(self.command)
         self._backend = backend
+        self.status = TaskStatus(job=ctx.job, task=ctx.task, role=ctx.role, index=ctx.index)
+        self.machine = TaskMachine(self.status)  # the one writer of the task's phase (task.machine)
+        events = TaskEvents(ctx.task, events_path(ctx, self.environ))
+        me = (ctx.role, ctx.index) if ctx.role != "tensorboard" else None
+        #: the one writer of the job's plan, where this task leads the rendezvous (the deciding task)
+        self.coordinator = Coordinator(View()) if me is not None and me == leader_of(ctx) else None
+        if lifecycle is not None:  # the job's restart ledger and control (job_lifecycle), with what they write to
+            made = lifecycle(ctx, self.environ, status=self.status, events=events, coordinator=self.coordinator,
+                             locate=self._leader_address)
+            policy, control = made["policy"], made["control"]
         self.policy = policy or ExitPolicy(ctx.permanent_exit_codes)
         self.control = control
         self.grace = program_grace(ctx.grace_seconds) if grace is None else grace
         self.watch_interval, self.clock, self.tick = watch_interval, clock, tick
         self.rng = rng or random.Random()
         self.stdout, self.stderr = stdout, stderr
-        self.status = TaskStatus(job=ctx.job, task=ctx.task, role=ctx.role, index=ctx.index)
-        self.machine = TaskMachine(self.status)  # the one writer of the task's phase (task.machine)
         self.server: StatusServer | None = None
         self._stop = threading.Event()
         self._signum: int | None = None
@@ -154,8 +171,7 @@ class Bootstrap:
             prints_steps=bool(ctx.target_step and (ctx.role == "chief" or ctx.style != "parameter_server")))
         self.observer = TaskObserver(ctx, self.status, self.watchdog, clock=clock, decider=control is not None and
                                      is_decider(ctx), logdir=logdir_path(ctx, self.environ),
-                                     events=TaskEvents(ctx.task, events_path(ctx, self.environ)),
-                                     machine=self.machine)
+                                     events=events, machine=self.machine)
         self._lock: joblock.Lock | None = None
         self._rate = StepRate(clock=clock)
         self._printed_steps = False
@@ -169,7 +185,7 @@ class Bootstrap:
         # a full logdir: a save round is refused while full; a wait for room lasts until the next checkpoint fits
         self.saving = Saving(ctx, self.status, self.observer.events, self.observer.logdir, decider=is_decider(ctx),
                              log=_log, clock=clock, machine=self.machine,
-                             locate=lambda: getattr(self.rendezvous, "leader_address", None),
+                             locate=self._leader_address,
                              peer_urls=lambda: self.view.status_urls() if self.view is not None else {},
                              space=lambda: space_problem(self.ctx, self.environ))
         self.restarts = Restarter(ctx, self.policy, control, self.status, self.observer, self._stop,
@@ -184,6 +200,10 @@ class Bootstrap:
         self.rendezvous_options: dict = {"placement": control.placement} if control and control.placement else {}
         self.admission: AdmissionWatch | None = None
         self.gpu_check_options: dict = {}  # extra gpu_problem arguments (tests inject dev_dir/which/run)
+
+    def _leader_address(self) -> str | None:
+        """The rendezvous leader's status address (the deciding task's: its keeper, its save rounds), once known."""
+        return getattr(self.rendezvous, "leader_address", None)
 
     # -- control ---------------------------------------------------------------------------
     def watch_job(self) -> None:
@@ -326,12 +346,17 @@ class Bootstrap:
             self.endpoints[me] = own_address(self.ctx, self.environ)
         if not peers:
             return True
-        self._backend = self._backend or make_backend(self.ctx, self.environ)
+        leads = self.coordinator is not None  # a Marathon backend also reads the followers' status ports (hints)
+        self._backend = self._backend or make_backend(self.ctx, self.environ,
+                                                      also_port=self.ctx.status_port_name if leads else None)
+        keeper = self.policy.keeper if isinstance(self.policy, JobPolicy) else None
         # The job's leader reads the backend for everyone; the others long-poll it (marathon_tf.task.rendezvous).
         self.rendezvous = make_rendezvous(
             self.ctx, self.environ, self._backend, me=me, address=self.endpoints.get(me) if me else None,
             server=self.server, slow=watch_interval(sum(self.ctx.cluster.values()), self.watch_interval),
-            stop=self._stop, rng=self.rng, log=_log, **self.rendezvous_options) or DirectRendezvous(
+            stop=self._stop, rng=self.rng, log=_log, coordinator=self.coordinator,
+            listeners=(keeper.observe_events,) if keeper is not None else (), **self.rendezvous_options) or \
+            DirectRendezvous(
             self._backend, clock=self.clock, sleep=self._stop.wait, rng=self.rng, stop=self._stop.is_set)
         _log(f"{self.ctx.task} of {self.ctx.job}: discovering {len(peers)} peer(s) via {self.ctx.discovery}")
 
@@ -617,8 +642,8 @@ class Bootstrap:
             _log(f"job {state} ({reason}), but there is no Marathon to record it in (MTF_MARATHON_URL "
                  f"is not set): staying up")
             return
-        if isinstance(self.rendezvous, LeaderRendezvous):  # the followers read the job's verdict in its plan
-            self.rendezvous.coordinator.verdict(L.JobState(state))
+        if self.coordinator is not None:  # the followers read the job's verdict in its plan
+            self.coordinator.verdict(L.JobState(state))
         view, resizer = self.view, self.resizer
         parts = RecordParts(extra_labels=view.end_labels if view is not None else self.observer.end_labels,
                             counts=self.restarts.record_counts,
@@ -675,7 +700,7 @@ def main(argv: list[str] | None = None) -> int:
     stderr.hold(os.environ)  # none of its credentials is ever written (task/stderr.py)
     install(task_key(os.environ))  # its requests to the job's other tasks carry the job's key (contract.taskauth)
     boot = Bootstrap(ctx, os.environ, command, watch_interval=options["watch_interval"], grace=options["grace"],
-                     **job_lifecycle(ctx, os.environ))
+                     lifecycle=job_lifecycle)
     boot.watch_job()
     restore = relay_stop_signals(boot.request_stop)
     try:

@@ -219,7 +219,7 @@ class MarathonBackend:
 
     def __init__(self, session, urls: Sequence[str] | str, *, job: str, port_name: str = "tf",
                  network: str = "host", headers: Mapping[str, str] | None = None,
-                 timeout: float = DEFAULT_TIMEOUT):
+                 timeout: float = DEFAULT_TIMEOUT, also_port: str | None = None):
         if isinstance(urls, str):
             urls = [u.strip() for u in urls.split(",") if u.strip()]
         if not urls:
@@ -233,7 +233,7 @@ class MarathonBackend:
         self.last_bytes = 0     # the size of the last answer (the group grows with the job)
         self.last_error: str | None = None  # why the last lookup() got no group at all, else None
         self.port_indexes: dict[PeerKey, int] = {}  # each app's index of the port named port_name (once read)
-        self.also_port: str | None = None  # another port whose addresses lookup() records (the leader's hints)
+        self.also_port = also_port  # another port whose addresses lookup() records (the leader's hints)
         self.also_indexes: dict[PeerKey, int] = {}
         self.also_addresses: dict[PeerKey, str | None] = {}
 
@@ -343,8 +343,9 @@ def marathon_headers(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def make_backend(ctx: TaskContext, environ: Mapping[str, str], *, session=None,
-                 dns_client: DnsClient | None = None) -> Backend:
-    """The backend ``ctx.discovery`` names, built from the task's context and environment."""
+                 dns_client: DnsClient | None = None, also_port: str | None = None) -> Backend:
+    """The backend ``ctx.discovery`` names, built from the task's context and environment. ``also_port``: the
+    rendezvous leader's Marathon backend also records the followers' addresses of that port (its hints)."""
     common: dict[str, Any] = {"job": ctx.job, "port_name": ctx.port_name}
     if ctx.discovery == "mesos-dns":
         client = dns_client or DnspythonClient(ctx.mesos_dns)
@@ -361,7 +362,7 @@ def make_backend(ctx: TaskContext, environ: Mapping[str, str], *, session=None,
                                    headers=marathon_headers(environ) if own else None, **common)
     if ctx.discovery == "marathon":
         return MarathonBackend(session, ctx.marathon_url, network=ctx.network,
-                               headers=marathon_headers(environ), **common)
+                               headers=marathon_headers(environ), also_port=also_port, **common)
     raise ValueError(f"MTF_DISCOVERY must be mesos-dns, mesos-dns-http or marathon, not {ctx.discovery!r}")
 
 

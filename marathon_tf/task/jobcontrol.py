@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from marathon_tf.contract import labels as L
 from marathon_tf.contract import naming
@@ -49,6 +49,11 @@ from marathon_tf.task.ledger import Ledger
 from marathon_tf.task.logdir import failures_path
 from marathon_tf.task.placer import Placer
 from marathon_tf.task.policy import decider_task, is_decider
+from marathon_tf.task.status_server import TaskStatus
+from marathon_tf.task.timeline import TaskEvents
+
+if TYPE_CHECKING:  # (the rendezvous package reads this module's client_from_env)
+    from marathon_tf.task.rendezvous.coordinator import Coordinator
 
 __all__ = ["JobControl", "RecordParts", "await_workers", "client_from_env", "job_lifecycle", "read_status",
            "AWAIT_SILENCE"]
@@ -281,21 +286,27 @@ class JobControl:
         return False
 
 
-def job_lifecycle(ctx: TaskContext, environ: Mapping[str, str]) -> dict:
+def job_lifecycle(ctx: TaskContext, environ: Mapping[str, str], *, status: TaskStatus | None = None,
+                  events: TaskEvents | None = None, coordinator: Coordinator | None = None,
+                  locate: Callable[[], str | None] = lambda: None) -> dict:
     """The job-aware ``policy`` and ``control`` for a task: the deciding task keeps the job's restart
-    ledger (:class:`~marathon_tf.task.keeper.Keeper`), the others report to it
-    (:class:`~marathon_tf.task.keeper.Reporter`, pointed at the rendezvous leader once it is known)."""
+    ledger (:class:`~marathon_tf.task.keeper.Keeper`: it shows the counts in ``status``, records the ends it
+    classifies itself in ``events`` and publishes its rounds and counts through ``coordinator``, the job's plan's
+    writer), the others report to it (:class:`~marathon_tf.task.keeper.Reporter`, at the address ``locate``
+    gives: the rendezvous leader's, once it is known). The bootstrap's assembly calls it with its parts
+    (:class:`marathon_tf.task.bootstrap.Bootstrap`'s ``lifecycle``)."""
     n, window = ctx.restart_budget
     path = failures_path(ctx, environ)
     client = client_from_env(ctx, environ)
     keeper = reporter = placement = None
     if ctx.role != "tensorboard":
         if client is not None and is_decider(ctx):
-            keeper = Keeper(ctx, Ledger(ctx.restart_budget, ctx.preemption_budget), client=client, path=path, log=_log)
+            keeper = Keeper(ctx, Ledger(ctx.restart_budget, ctx.preemption_budget), client=client, path=path, log=_log,
+                            coordinator=coordinator, status=status, events=events)
             if ctx.placement:  # rules across the job's tasks (UNIQUE …): this task places them (task/placer.py)
                 placement = Placer.of(client, ctx, threading.Event(), _log).start()
         elif not is_decider(ctx):
-            reporter = Reporter(ctx, lambda: None)
+            reporter = Reporter(ctx, locate)
     control = JobControl(ctx, client, keeper=keeper, placement=placement, log=_log) if client is not None else None
     _log(f"restart budget: {n} failure(s) in {window:g} s and {ctx.preemption_budget[0]} preemption(s), job-wide ("
          + ("kept here" if keeper else f"kept by {decider_task(ctx.completion)}")

@@ -48,8 +48,10 @@ class JobPolicy(ExitPolicy):
     """:class:`~marathon_tf.task.policy.ExitPolicy` for a task of a job: :func:`~marathon_tf.task.policy.decide`
     on the job's counts (see the module).
 
-    ``rounds``: the task's rendezvous carries the keeper's group restart rounds (the bootstrap sets
-    it). ``decide`` records (a side effect) and returns the :class:`~marathon_tf.task.policy.Decision`;
+    ``rounds`` (of :meth:`decide` and :meth:`stopped`): the task's rendezvous carries the keeper's group restart
+    rounds (the restarter knows: :attr:`marathon_tf.task.restarts.Restarter.rounds`); without them a group-scope
+    task is relaunched instead. ``decide`` records (a side effect) and returns the
+    :class:`~marathon_tf.task.policy.Decision`;
     after a job-ending failure the task stays up and *healthy* (Marathon's health check must not
     kill and relaunch a parked task). ``counts``: the job's counts as the last answer said.
     """
@@ -65,7 +67,6 @@ class JobPolicy(ExitPolicy):
         self.environ = environ  # None: the logdir is not re-checked after a failure
         self.task_id = (environ or {}).get("MESOS_TASK_ID") or ""
         self.app_version = (environ or {}).get("MARATHON_APP_VERSION") or None
-        self.rounds = False
         self._seq = 0
         self.counts: Answer | None = None
 
@@ -86,11 +87,11 @@ class JobPolicy(ExitPolicy):
         self.counts = answer
         return answer
 
-    def stopped(self, code: int | None, generation: int | None, reason: str) -> None:
+    def stopped(self, code: int | None, generation: int | None, reason: str, *, rounds: bool = False) -> None:
         """The bootstrap was stopped (SIGTERM) and stops its program: tell the keeper, which decides
         whether it was a preemption (not when marathon-tf asked: the job's end, a new app version)."""
         entry = self.entry(PREEMPTION, code, reason, final=True)
-        group = group_scope(self.ctx.style, self.ctx.role, len(self.ctx.members())) and self.rounds
+        group = group_scope(self.ctx.style, self.ctx.role, len(self.ctx.members())) and rounds
         if self.keeper is not None:
             self.keeper.stopped(entry, self.app_version, generation=generation, group=group)
         elif self.reporter is not None:
@@ -100,7 +101,7 @@ class JobPolicy(ExitPolicy):
     # ignore[override]: ExitPolicy.decide's **what stands for exactly these keywords (its docstring)
     def decide(self, code: int, *, stderr_tail: str = "", kind: str = FAILURE,  # type: ignore[override]
                generation: int | None = None, killed_by: int | None = None, why: str | None = None,
-               peer: str | None = None) -> Decision:
+               peer: str | None = None, rounds: bool = False) -> Decision:
         """``kind``: what the bootstrap knows (``preemption``: a preemption exit code it did not
         cause; ``infrastructure``: ``why`` says what died); ``generation``: the restart round the
         program ran in; ``killed_by``: the signal that ended it; ``peer``: the peer whose frozen program
@@ -123,9 +124,9 @@ class JobPolicy(ExitPolicy):
                                          or keras is not None)
         ending = Ending(ctx.task, code, kind, killed_by, why, keras or tail_for_reason(stderr_tail), unusable,
                         unexecutable, permanent, space)
-        scope = restart_scope(ctx.style, ctx.role, len(ctx.members()), self.rounds)
+        scope = restart_scope(ctx.style, ctx.role, len(ctx.members()), rounds)
         role = (naming.parse_task_name(peer or "") or ("",))[0]
-        peer = peer if kind == FAILURE and not permanent and self.rounds and \
+        peer = peer if kind == FAILURE and not permanent and rounds and \
             group_scope(ctx.style, role, len(ctx.members())) else None
         if peer:
             scope = GROUP

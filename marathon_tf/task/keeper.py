@@ -42,12 +42,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marathon_tf.contract import labels as L
 from marathon_tf.contract import naming
+from marathon_tf.contract import timeline as T
 from marathon_tf.contract.errors import MarathonError, MarathonNotFound
-from marathon_tf.contract.plan import PlannedStop, Round, RoundCause, RoundKind, StopReason
+from marathon_tf.contract.plan import Counts, PlannedStop, Round, RoundCause, RoundKind, StopReason
 from marathon_tf.contract.taskapi import LEDGER, LedgerReport, TaskApiError, TaskClient
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import transport
@@ -69,6 +70,11 @@ from marathon_tf.task.ledger import (
     read_file,
 )
 
+if TYPE_CHECKING:  # the deciding task's parts the keeper writes to (made before it: task.bootstrap's assembly)
+    from marathon_tf.task.rendezvous.coordinator import Coordinator
+    from marathon_tf.task.status_server import TaskStatus
+    from marathon_tf.task.timeline import TaskEvents
+
 __all__ = ["Keeper", "Reporter", "PATH", "STOPPED", "asked_for", "stop_asked"]
 
 PATH = LEDGER.path
@@ -84,9 +90,15 @@ class Keeper:
 
     def __init__(self, ctx: TaskContext, ledger: Ledger, *, client=None, path: str | None = None,
                  log: Callable[[str], None] = lambda m: None, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep, coordinator: Coordinator | None = None,
+                 status: TaskStatus | None = None, events: TaskEvents | None = None):
         self.ctx, self.ledger, self.client, self.path, self.log = ctx, ledger, client, path, log
         self.clock, self.sleep = clock, sleep
+        #: the job's plan's writer (the rendezvous leader's): the rounds and the counts are published through it
+        self.coordinator = coordinator
+        #: the deciding task's status (``ledger``: the counts) and events (the entries the keeper makes itself,
+        #: a stop it classified, Marathon's word: their own bootstrap could not record them)
+        self.status, self.events = status, events
         self.id = uuid.uuid4().hex[:12]
         self.generation = 0
         self.round: Round | None = None  # the group restart or resize round under way (its generation's)
@@ -95,13 +107,6 @@ class Keeper:
         self._received: dict[str, float] = {}  # entry id -> when it arrived (the keeper's clock)
         self._lock = threading.RLock()
         self.ended = False
-        #: called with the :class:`~marathon_tf.contract.plan.Round` when one starts (or its cause changes)
-        self.on_round: Callable[[Round], object] | None = None
-        #: called after the counts changed (the bootstrap shows them in its status)
-        self.on_change: Callable[[], None] | None = None
-        #: called with the entries the keeper makes itself (a stop it classified, Marathon's word):
-        #: their bootstrap could not record them in its own events
-        self.on_entry: Callable[[Entry], object] | None = None
         for entry in read_file(path):  # what an earlier keeper (or the tasks' own budgets) wrote
             self.ledger.add(entry)
 
@@ -224,8 +229,17 @@ class Keeper:
             return self.round
 
     def _publish(self) -> None:
-        if self.on_round is not None and self.round is not None:
-            self.on_round(self.round)
+        """The round under way, in the job's plan (followed by the members it names)."""
+        if self.coordinator is not None and self.round is not None:
+            self.coordinator.start_round(self.round)
+
+    def _counted(self) -> None:
+        """The counts changed: the deciding task's status shows them, and the job's plan carries them."""
+        summary = self.ledger.summary()
+        if self.status is not None:
+            self.status.update(ledger=summary)
+        if self.coordinator is not None:
+            self.coordinator.counts(Counts.from_wire(summary))
 
     @staticmethod
     def _cause(entry: Entry) -> str:
@@ -252,8 +266,7 @@ class Keeper:
         if not kept.counted:
             count = "not counted: a consequence of an earlier end"
         self.log(f"ledger: {kept.task} {kept.kind} ({count}): {kept.reason[:300]}")
-        if self.on_change is not None:
-            self.on_change()
+        self._counted()
 
     # -- stops: asked for by marathon-tf, or a preemption ---------------------------------------------
     def stopped(self, entry: Entry, app_version: str | None, *, generation: int | None = None,
@@ -288,8 +301,10 @@ class Keeper:
             self._attribute(entry)
             self._persist(entry.id)
             self._say(entry)
-        if self.on_entry is not None:
-            self.on_entry(self.ledger.get(entry.id) or entry)
+        if self.events is not None:
+            kept = self.ledger.get(entry.id) or entry
+            self.events.record(T.PREEMPTED if kept.kind == PREEMPTION else T.TASK_FAILED, f"{kept.task}: {kept.reason}",
+                               task=kept.task)
 
     def _asked_for(self, task: str, version: str | None) -> StopReason | None:
         """Why a stop of ``task`` was marathon-tf's (or its app's owner's) doing, or None."""

@@ -144,9 +144,9 @@ class ForkedProcess:
     gives up on the start altogether (``cancel``)."""
 
     def __init__(self, args: Sequence[str], stdout, stderr, cancel: Callable[[], None],
-                 writers: tuple[int, ...] = ()):
+                 writers: tuple[int, ...] = (), ignore_term: bool = False):
         self.args, self.stdout, self.stderr, self.stdin = list(args), stdout, stderr, None
-        self.ignore_term = False  # started with SIGTERM ignored (supervisor.ignore_sigterm)
+        self.ignore_term = ignore_term  # started with SIGTERM ignored (supervisor.ignore_sigterm)
         self.pid: int | None = None
         self.returncode: int | None = None
         self.started: dict | None = None  # {"started": "in_place"|"ordinary", "reason": ...}
@@ -262,8 +262,9 @@ class ForkServer:
 
     @classmethod
     def start(cls, interpreter: str, options: Sequence[str], modules: Sequence[str], env: Mapping[str, str],
-              cwd: str | None, label: str, log: Callable[[str], None]) -> ForkServer | None:
-        """Start a server of our own (its output goes where the bootstrap's goes)."""
+              cwd: str | None, label: str, log: Callable[[str], None],
+              submit: Callable | None = None) -> ForkServer | None:
+        """Start a server of our own (its output goes where the bootstrap's goes). ``submit``: as the class's."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             # SIGTERM ignored: a real agent's kill signals the task's whole tree (marathon_tf.local.proctree), and
@@ -280,11 +281,12 @@ class ForkServer:
             return None
         finally:
             theirs.close()
-        return cls(ours, label, log, proc)
+        return cls(ours, label, log, proc, submit)
 
     @classmethod
-    def connect(cls, path: str, label: str, log: Callable[[str], None]) -> ForkServer | None:
-        """Connect to the local runner's shared server (None if it is not there)."""
+    def connect(cls, path: str, label: str, log: Callable[[str], None],
+                submit: Callable | None = None) -> ForkServer | None:
+        """Connect to the local runner's shared server (None if it is not there). ``submit``: as the class's."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             sock.connect(path)
@@ -292,7 +294,7 @@ class ForkServer:
             sock.close()
             log(f"the local runner's pre-warmed interpreter is not reachable ({e.strerror or e}): pre-warming here")
             return None
-        return cls(sock, label, log)
+        return cls(sock, label, log, submit=submit)
 
     # Over ruff's complexity limit (C901), as one piece: the fork server's protocol, message by message.
     def _read(self) -> None:  # noqa: C901
@@ -405,8 +407,7 @@ class ForkServer:
                          f"it starts the ordinary way")
                 return None
             child = ForkedProcess(argv, os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb"), cancel=self.close,
-                                  writers=(out_w, err_w))
-            child.ignore_term = ignore_term
+                                  writers=(out_w, err_w), ignore_term=ignore_term)
             self._pending.append((child, dict(env), cwd))
         return child
 
@@ -498,12 +499,11 @@ class Prewarmer:
         if self.interpreter is None:
             self.log(f"cannot pre-warm: {self.command.interpreter} not found on PATH")
             return
-        server = ForkServer.connect(self.socket_path, self.label, self.log) if self.socket_path else None
+        submit = self._pool.submit
+        server = ForkServer.connect(self.socket_path, self.label, self.log, submit) if self.socket_path else None
         if server is None:
             server = ForkServer.start(self.interpreter, self.command.options, self.modules, self.env, self.cwd,
-                                      self.label, self.log)
-        if server is not None:
-            server.submit = self._pool.submit
+                                      self.label, self.log, submit)
         with self._lock:
             if not self._closed:
                 self._server, server = server, None

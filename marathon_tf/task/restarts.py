@@ -21,7 +21,7 @@ from typing import Any
 from marathon_tf.contract import naming
 from marathon_tf.contract import timeline as T
 from marathon_tf.contract.errors import MarathonError
-from marathon_tf.contract.plan import Counts, PlannedStop, Round, RoundCause, RoundKind, StopReason
+from marathon_tf.contract.plan import PlannedStop, Round, RoundCause, RoundKind, StopReason
 from marathon_tf.contract.shellexec import signal_exit, signal_name
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon.jobstate import replaced
@@ -130,16 +130,8 @@ class Restarter:
         self._peer_restarts: list[float] = []  # when the coordinator was restarted for a peer's restart
         #: why the job's logdir has no room now, or None (marathon_tf.task.logdir.space_problem)
         self.space = space
-        self._wire_keeper()
-
-    # -- wiring ------------------------------------------------------------------------------------
-    def _wire_keeper(self) -> None:
-        """The job's counts in this task's status; the keeper's own entries as events."""
-        keeper = self.policy.keeper if isinstance(self.policy, JobPolicy) else None
-        if keeper is not None:
-            keeper.on_change = self.show_counts
-            keeper.on_entry = lambda e: self.observer.events.record(
-                T.PREEMPTED if e.kind == PREEMPTION else T.TASK_FAILED, f"{e.task}: {e.reason}", task=e.task)
+        #: the task's rendezvous carries the job's rounds (:meth:`attach`): a group-scope end restarts the group
+        self.rounds = False
 
     def record_counts(self) -> Mapping[str, Any] | None:
         """The job's restart counts for its record: the keeper's (this task keeps the ledger), else the last
@@ -151,23 +143,14 @@ class Restarter:
         return self.policy.counts.counts() if self.policy.counts is not None else None
 
     def attach(self, rendezvous: Rendezvous) -> None:
-        """The task's rendezvous, once made: the keeper publishes its group restart rounds in the
-        leader's view and reads its status updates; a reporter posts to the leader (the deciding
-        task). Without a rendezvous leader there are no rounds (a group-scope failure then
-        relaunches the task)."""
+        """The task's rendezvous, once made: its plan carries the keeper's group restart rounds (the keeper
+        publishes them through the leader's coordinator; a reporter posts to the leader, the deciding task).
+        Without a rendezvous leader there are no rounds, nor for a leader without a keeper (no Marathon: nobody
+        starts them): a group-scope failure then relaunches the task."""
         self.rendezvous = rendezvous
-        if not rendezvous.carries_rounds or not isinstance(self.policy, JobPolicy):
-            return
-        self.policy.rounds = True
-        keeper, reporter = self.policy.keeper, self.policy.reporter
-        leads = isinstance(rendezvous, LeaderRendezvous)
-        if keeper is not None and isinstance(rendezvous, LeaderRendezvous):
-            keeper.on_round = rendezvous.coordinator.start_round
-            rendezvous.listeners.append(keeper.observe_events)
-        elif keeper is None:
-            self.policy.rounds = not leads  # the leader without a keeper (no Marathon): nobody starts rounds
-        if reporter is not None and not leads:
-            reporter.locate = lambda: rendezvous.leader_address
+        keeper = self.policy.keeper if isinstance(self.policy, JobPolicy) else None
+        self.rounds = rendezvous.carries_rounds and isinstance(self.policy, JobPolicy) and \
+            (keeper is not None or not isinstance(rendezvous, LeaderRendezvous))
 
     def count_earlier(self) -> None:
         """A relaunched task's restarts so far: its failures in the job-wide record (each one was
@@ -176,14 +159,6 @@ class Restarter:
         earlier = sum(1 for r in budget.shared() if r.get("task") == self.ctx.task) if budget is not None else 0
         if earlier:
             self.status.update(restarts=earlier, failures=earlier)
-
-    def show_counts(self) -> None:
-        """The deciding task shows the job's restart counts in its status (``ledger``) and in the job's plan."""
-        if isinstance(self.policy, JobPolicy) and self.policy.keeper is not None:
-            summary = self.policy.keeper.ledger.summary()
-            self.status.update(ledger=summary)
-            if isinstance(self.rendezvous, LeaderRendezvous):
-                self.rendezvous.coordinator.counts(Counts.from_wire(summary))
 
     # -- what the bootstrap tells ---------------------------------------------------------------------
     def begin(self) -> None:
@@ -336,8 +311,8 @@ class Restarter:
         # program alone (restarted in place, it would only wait for the frozen ps again)
         peer = self.observer.hung_on if hung else None
         decision = self.policy.decide(code, stderr_tail=tail, kind=kind, generation=self._generation,
-                                      killed_by=trainer.killed_by, why=why, **({"peer": peer} if peer else {}))
-        self.show_counts()
+                                      killed_by=trainer.killed_by, why=why, rounds=self.rounds,
+                                      **({"peer": peer} if peer else {}))
         self.observer.program_exited(code, decision.reason, failure=decision.counted, kind=decision.kind)
         return decision
 
@@ -465,7 +440,8 @@ class Restarter:
             # told after the round, beside the program's stop: the keeper's answer to a ps's or the deciding
             # task's stop is a group restart round, which would stop the deciding task's program mid-save
             telling = threading.Thread(target=self.policy.stopped, args=(None, self._generation, f"stopped by {name} "
-                                       f"(its task was killed)"), daemon=True, name="ledger-report")
+                                       f"(its task was killed)"), kwargs={"rounds": self.rounds}, daemon=True,
+                                       name="ledger-report")
             telling.start()
         left = max(0.0, self.grace - (self.clock() - began))
         if saved is not None and saved.ok:

@@ -463,13 +463,12 @@ class Saving:
             generation = self._holds
 
         def release() -> None:
+            time.sleep(seconds)
             if self._holds == generation and self.trainer is trainer and trainer.held == how:
                 self.log(f"no stop came within {seconds:g} s of the save round: the training program goes on")
                 self._let_go(trainer)
                 self.machine.fire(On.SAVE_ENDED)
-        timer = threading.Timer(seconds, release)
-        timer.daemon = True
-        timer.start()
+        threading.Thread(target=release, daemon=True, name="hold-limit").start()
 
     # -- HTTP -----------------------------------------------------------------------------------------
     def post_save(self, query: Mapping[str, str], body: Any) -> tuple[int, dict[str, Any]]:

@@ -124,7 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/metrics" and path not in self.server.routes:
             from marathon_tf.task.metrics import metrics_route  # prometheus_client only when scraped
 
-            self.server.routes = {**self.server.routes, "/metrics": metrics_route(status.light)}
+            self.server.add_route("/metrics", metrics_route(status.light))
             self._send(*self.server.routes["/metrics"]({}))
         elif path in self.server.routes:
             refused = self.server.guard.refusal("GET", path, self.headers.get(HEADER), self.client_address[0])
@@ -185,16 +185,26 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 1024  # a leader's followers connect at once
 
+    def __init__(self, address: tuple[str, int], status: TaskStatus, guard: Guard,
+                 routes: Mapping[str, Callable[[dict[str, str]], tuple[Any, ...]]]):
+        super().__init__(address, _Handler)
+        self.task_status, self.guard = status, guard
+        #: (code, body dict or JSON bytes[, extra headers]) by path; replaced, never changed in place (read by
+        #: the request threads without a lock)
+        self.routes: Mapping[str, Callable[[dict[str, str]], tuple[Any, ...]]] = dict(routes)
+        self.post_routes: Mapping[str, Callable[[dict[str, str], object], tuple[int, dict]]] = {}
+
+    def add_route(self, path: str, handler: Callable, *, post: bool = False) -> None:
+        if post:
+            self.post_routes = {**self.post_routes, path: handler}
+        else:
+            self.routes = {**self.routes, path: handler}
+
     def handle_error(self, request, client_address) -> None:
         import sys
 
         if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):  # a caller that left
             super().handle_error(request, client_address)
-    task_status: TaskStatus
-    #: (code, body dict or JSON bytes[, extra headers]) by path
-    routes: Mapping[str, Callable[[dict[str, str]], tuple[Any, ...]]]
-    post_routes: Mapping[str, Callable[[dict[str, str], object], tuple[int, dict]]] = {}
-    guard: Guard
 
 
 class StatusServer:
@@ -204,10 +214,7 @@ class StatusServer:
     def __init__(self, status: TaskStatus, host: str, port: int,
                  routes: Mapping[str, Callable[[dict[str, str]], tuple[int, dict]]] | None = None,
                  guard: Guard | None = None):
-        self._server = _Server((host, port), _Handler)
-        self._server.task_status = status
-        self._server.guard = guard if guard is not None else Guard(None)
-        self._server.routes = dict(routes or {})
+        self._server = _Server((host, port), status, guard if guard is not None else Guard(None), routes or {})
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
                                         daemon=True, name="status-server")
 
@@ -217,11 +224,11 @@ class StatusServer:
 
     def add_route(self, path: str, handler: Callable[[dict[str, str]], tuple[int, dict]]) -> None:
         """Serve ``GET path`` with ``handler(query) -> (code, body)`` (may block: a long poll)."""
-        self._server.routes = {**self._server.routes, path: handler}
+        self._server.add_route(path, handler)
 
     def add_post_route(self, path: str, handler: Callable[[dict[str, str], object], tuple[int, dict]]) -> None:
         """Serve ``POST path`` with ``handler(query, JSON body) -> (code, body)``."""
-        self._server.post_routes = {**self._server.post_routes, path: handler}
+        self._server.add_route(path, handler, post=True)
 
     def start(self) -> StatusServer:
         self._thread.start()

@@ -25,7 +25,7 @@ from marathon_tf.contract.errors import (
     Timeout,
     UsageError,
 )
-from marathon_tf.contract.taskapi import HoldRequest, SaveRequest, SaveResult
+from marathon_tf.contract.taskapi import HoldRequest, SaveRequest, SaveResult, TaskClient
 from marathon_tf.marathon import transport, versions
 from marathon_tf.marathon.client import Client
 from marathon_tf.marathon.jobstate import job_state, stored_spec
@@ -480,6 +480,10 @@ class _Saver:
     url: str
     key: str | None
 
+    def client(self) -> TaskClient:
+        """The task API's client (the tasks' own), with the job's key and bounded answers."""
+        return TaskClient(transport.session(max_bytes=1 << 20), headers=taskauth.headers(self.key))
+
 
 def _saver(client: Client, job: str) -> _Saver:
     try:
@@ -506,15 +510,15 @@ def _save_at(saver: _Saver, job: str, *, reason: str, timeout: float, hold: bool
              sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
     """A save round on the deciding task (:func:`save_round`); ``hold``: the job's training stays held at the
     checkpoint until a stop comes (at most the hold's limit; ``held`` in the answer says it is)."""
-    decider, url = saver.task, saver.url + "/save"
+    decider, client = saver.task, saver.client()
     deadline = time.monotonic() + timeout
     while True:  # a program still starting (importing TensorFlow) is waited for, within the timeout
         left = max(0.5, deadline - time.monotonic())
-        code, body, why = transport.post_json(url, SaveRequest(job, reason, hold=hold,
-                                                               timeout=round(left, 1)).to_json(),
-                                              timeout=left + 10, headers=taskauth.headers(saver.key))
+        reply = client.save(saver.url, SaveRequest(job, reason, hold=hold, timeout=round(left, 1)), timeout=left + 10)
+        code, body = reply.code, reply.body
         if code is None:
-            raise SaveFailed(f"job {job}: its deciding task {decider} did not answer the save request ({why})")
+            raise SaveFailed(f"job {job}: its deciding task {decider} did not answer the save request "
+                             f"({transport.short(reply.error) if reply.error is not None else 'no answer'})")
         answer = SaveResult.from_dict(body)
         if code == 200 and answer.ok:
             return {"task": decider, "step": answer.step, "path": answer.path, "seconds": answer.seconds,
@@ -527,7 +531,7 @@ def _save_at(saver: _Saver, job: str, *, reason: str, timeout: float, hold: bool
         raise SaveFailed(f"job {job} could not save a checkpoint within {timeout:g} s: {answer.message}",
                          hint=f"its program is still starting; ask again once it trains (marathon-tf status {job}), "
                               f"or give it longer: --timeout")
-    message = body.get("message") if isinstance(body, dict) else transport.oneline(str(body))[:300]
+    message = body.get("message") if isinstance(body, dict) else None
     raise SaveFailed(f"job {job} could not save a checkpoint: {message or f'HTTP {code}'}",
                      hint="the save hook a program implements: docs/restarts.md" if "save hook" in str(message)
                      else None)
@@ -536,5 +540,4 @@ def _save_at(saver: _Saver, job: str, *, reason: str, timeout: float, hold: bool
 def _release_at(saver: _Saver, job: str, why: str) -> None:
     """The stop a held round was for did not come: the job's training goes on now, not at its hold's end (a
     deciding task that does not answer lets go by itself then)."""
-    transport.post_json(saver.url + "/hold", HoldRequest(job, why, release=True).to_json(), timeout=10,
-                        headers=taskauth.headers(saver.key))
+    saver.client().hold({saver.task: saver.url}, HoldRequest(job, why, release=True), timeout=10)

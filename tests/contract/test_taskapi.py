@@ -120,7 +120,7 @@ def test_the_client_sends_the_key_the_session_or_the_owner_holds(server):
 
 def test_a_reply_that_is_not_json_has_its_code_and_no_body():
     class Session:
-        def post(self, url, json=None, timeout=None):
+        def post(self, url, json=None, timeout=None, **kw):
             return type("R", (), {"status_code": 502, "json": lambda self: (_ for _ in ()).throw(ValueError("html"))})()
 
     reply = TaskClient(Session()).report("127.0.0.1:9", LedgerReport("j", {}), timeout=(1.0, 1.0))

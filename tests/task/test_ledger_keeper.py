@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from polling import wait_for
 
 from marathon_tf.contract import labels as L
 from marathon_tf.contract.errors import MarathonNotFound
@@ -186,9 +187,9 @@ def test_a_relaunched_keeper_reads_the_logdir_file(make_ctx, tmp_path):
     assert again.ledger.summary()["failures"] == 1 and again.ledger.summary()["preemptions"] == 1
 
 
-def policy(make_ctx, **fields):
+def policy(make_ctx, keeper=None, **fields):
     ctx = make_ctx("worker", 1, restart_budget=(0, 600.0), **fields)
-    return JobPolicy(ctx, RestartBudget(0, 600, task=ctx.task, clock=Clock()), wall=Clock())
+    return JobPolicy(ctx, RestartBudget(0, 600, task=ctx.task, clock=Clock()), wall=Clock(), keeper=keeper)
 
 
 def test_a_preemption_exit_code_restarts_without_spending_the_failure_budget(make_ctx):
@@ -270,10 +271,9 @@ def test_a_hang_on_a_frozen_ps_restarts_the_group_for_the_ps_and_counts_one_fail
     job's group round for that ps (every member restarts in place, the ps too, with no grace: its variables
     are lost anyway), counted once; the other worker's hang on the same ps is that round's consequence."""
     k, clock = keeper(make_ctx, budget=(2, 600.0), style="tf1")
-    worker = policy(make_ctx, style="tf1")
-    worker.keeper, worker.rounds = k, True
+    worker = policy(make_ctx, keeper=k, style="tf1")
     hung = "no progress for 10 s since step 640; waiting for ps-0 (its TF server does not answer)"
-    decision = worker.decide(143, stderr_tail=hung, killed_by=15, generation=0, peer="ps-0")
+    decision = worker.decide(143, stderr_tail=hung, killed_by=15, generation=0, peer="ps-0", rounds=True)
     assert decision.action is Action.GROUP_RESTART and decision.counted, decision
     assert decision.round is not None and decision.round.generation == 1 and decision.round.grace == 0.0
     assert k.round.cause == "ps-0 does not answer (worker-1 hung waiting for it)", k.round
@@ -291,3 +291,32 @@ def test_a_hang_on_a_frozen_ps_restarts_the_group_for_the_ps_and_counts_one_fail
     assert policy(make_ctx, style="tf1").decide(
         143, stderr_tail=hung, generation=0, peer="worker-0").action is not Action.GROUP_RESTART
     assert Entry.from_dict({**recorded.to_dict(), "peer": "../etc"}).peer == ""  # a report's peer is a task name
+
+
+def test_the_keeper_shows_its_counts_publishes_its_rounds_and_records_its_own_entries_through_its_parts(make_ctx):
+    """Issue 40 (assembly through constructors): the keeper is given the deciding task's status, events and the
+    job's plan's coordinator when it is made, and writes to them itself — nothing is wired into it afterwards. A
+    failure shows in the status's ``ledger`` and in the plan's counts; a group member's failure is the plan's
+    round; a stop Marathon does not explain is the keeper's own entry, an event of the deciding task."""
+    from marathon_tf.contract import timeline as T
+    from marathon_tf.contract.plan import RoundKind
+    from marathon_tf.task.rendezvous import Coordinator, View
+    from marathon_tf.task.status_server import TaskStatus
+    from marathon_tf.task.timeline import TaskEvents
+
+    clock = Clock()
+    ctx = make_ctx("worker", 0, restart_budget=(3, 600.0), style="multi_worker_mirrored")
+    status, events, coordinator = TaskStatus(job=ctx.job, task="worker-0", role="worker", index=0), \
+        TaskEvents("worker-0"), Coordinator(View())
+    k = Keeper(ctx, Ledger((3, 600.0), (2, 3600.0), clock=clock), clock=clock, sleep=lambda s: None,
+               coordinator=coordinator, status=status, events=events)
+    k.record(entry(1, t=clock.now), generation=0, group=True)
+    assert status.snapshot()["ledger"]["failures"] == 1
+    plan = coordinator.plan
+    assert plan.counts.failures == 1 and plan.round is not None and plan.round == k.round
+    assert (plan.round.kind, plan.round.generation) == (RoundKind.RESTART, 1)
+    clock.now += 100
+    k.stopped(entry(2, kind=PREEMPTION, t=clock.now, task="worker-2"), None)  # no Marathon: a preemption
+    wait_for(lambda: [e for e in events.mine() if e["kind"] == T.PREEMPTED], 5, interval=0.01,
+             what="the keeper's own entry as an event")
+    assert status.snapshot()["ledger"]["preemptions"] == 1 and coordinator.plan.counts.preemptions == 1

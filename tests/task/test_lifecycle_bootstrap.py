@@ -301,3 +301,30 @@ def test_job_lifecycle_builds_policy_and_control_from_the_env(tmp_path, make_ctx
     budget = parts["policy"].budget
     assert (budget.max_failures, budget.window, budget.path) == (4, 30.0, str(tmp_path / "logs" / FAILURES_FILE))
     assert job_lifecycle(TaskContext(job="j", role="ps", index=0, cluster={"ps": 1}), {})["control"] is None
+
+
+def test_the_assembly_makes_the_jobs_parts_once_with_the_parts_they_write_to(tmp_path, make_ctx):
+    """Issue 40 (assembly through constructors): the bootstrap makes its status, events and the plan's coordinator
+    first, then the job's restart ledger and control from them (``lifecycle``, once: the control's keeper, which
+    reads Marathon's word on the job's apps, is the policy's, which counts the reports), and nothing is wired into
+    them afterwards. A second call made a second keeper: the relaunched coordinator's count of its predecessor's
+    crash went to the one the job's record does not read."""
+    (tmp_path / "logs").mkdir()
+    ctx = make_ctx(marathon_url="http://127.0.0.1:1", logdir="logs")
+    calls = []
+
+    def lifecycle(*args, **kwargs):
+        calls.append(kwargs)
+        return job_lifecycle(*args, **kwargs)
+
+    boot = Bootstrap(ctx, {"MESOS_SANDBOX": str(tmp_path)}, [sys.executable, "-c", "pass"], lifecycle=lifecycle)
+    assert len(calls) == 1 and isinstance(boot.policy, JobPolicy) and boot.control is not None
+    keeper = boot.policy.keeper
+    assert keeper is not None and boot.control.keeper is keeper
+    assert (keeper.status, keeper.coordinator) == (boot.status, boot.coordinator) and boot.coordinator is not None
+    assert keeper.events is boot.observer.events
+    follower = Bootstrap(make_ctx("worker", 1, marathon_url="http://127.0.0.1:1", logdir="logs"),
+                         {"MESOS_SANDBOX": str(tmp_path)}, [sys.executable, "-c", "pass"], lifecycle=job_lifecycle)
+    assert follower.coordinator is None and isinstance(follower.policy, JobPolicy)
+    reporter = follower.policy.reporter
+    assert reporter is not None and reporter.locate() is None  # no rendezvous yet: the leader is not known

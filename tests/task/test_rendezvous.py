@@ -291,8 +291,7 @@ def test_the_leader_hints_followers_so_they_need_not_ask_marathon(parts):
     marathon = FakeMarathon()
     marathon.add_running(*PS, host="127.0.0.1", port=31000)
     marathon.add_running(*W1, host="127.0.0.1", port=follower_server.port - 1)  # ports [tf, status]
-    backend = MarathonBackend(marathon, "http://m", job=JOB)
-    backend.also_port = "status"
+    backend = MarathonBackend(marathon, "http://m", job=JOB, also_port="status")
     stop = threading.Event()
     locates = []
     follower = ld.FollowerRendezvous(lambda: locates.append(1) or Observation(None, "no task"), FakeBackend(),
@@ -602,8 +601,16 @@ def test_a_follower_that_comes_late_or_comes_back_reads_the_current_plan(parts):
     backend = FakeBackend({PS: "10.0.0.1:1", W1: "10.0.0.2:2"})
     lead, address = start_leader(parts, backend, slow=0.05)
     away = threading.Event()  # set: the leader's rendezvous answers 503 (a follower cut off from it)
+    refused: list[int] = []
+
+    def route(query):
+        if away.is_set():
+            refused.append(1)
+            return 503, {"message": "away"}
+        return lead.handle(query)
+
     server = next(p for p in parts if isinstance(p, StatusServer))
-    server.add_route(ld.PATH, lambda query: (503, {"message": "away"}) if away.is_set() else lead.handle(query))
+    server.add_route(ld.PATH, route)
     coordinator = lead.coordinator
     coordinator.start_round(Round(1, RoundKind.RESTART, RoundCause.FAILURE, "ps-0 failed"))
     coordinator.counts(Counts(failures=1, max_failures=3, window_seconds=600.0))
@@ -613,6 +620,9 @@ def test_a_follower_that_comes_late_or_comes_back_reads_the_current_plan(parts):
     assert follower.view.plan.generation == 2 and follower.restart_round() == (lead.leader_id, lead.view.round)
     polls, version = follower.long_polls, follower.view.version
     away.set()
+    # cut off once its long poll in flight has ended (else that poll, woken by the first change, may carry the
+    # last one: a loaded machine runs its answer after the loop below)
+    wait_for(lambda: refused, 10, interval=0.01, what="the follower's first request refused")
     for n in range(2, 6):  # meanwhile: rounds, counts, the verdict
         coordinator.start_round(Round(n, RoundKind.RESTART, RoundCause.PREEMPTION, f"round {n}"))
     coordinator.counts(Counts(preemptions=4, max_preemptions=5))

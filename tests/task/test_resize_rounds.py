@@ -18,13 +18,14 @@ from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.timeline import TaskEvents
 
 
-def resizer(make_ctx, keeper: Keeper | None) -> tuple[Resizer, View]:
+def resizer(make_ctx, keeper: Keeper | None, coordinator: Coordinator | None = None) -> tuple[Resizer, View]:
     ctx = make_ctx("worker", 0, cluster={"worker": 4}, elastic={"worker": (2, 4)}, style="multi_worker_mirrored")
-    view = View()
+    coordinator = coordinator or Coordinator(View())
+    view = coordinator.view
     status = TaskStatus(job=ctx.job, task="worker-0", role="worker", index=0)
     r = Resizer(ctx, view, None, TaskEvents("worker-0"), status, stop=threading.Event(),
                 publish_round=keeper.resize_round if keeper is not None else None, batch=0.0,
-                machine=TaskMachine(status), coordinator=Coordinator(view))
+                machine=TaskMachine(status), coordinator=coordinator)
     return r, view
 
 
@@ -34,12 +35,11 @@ def place(view: View, *indexes: int) -> None:
 
 @pytest.mark.parametrize("with_keeper", [True, False], ids=["keeper's-generations", "view's-own-generations"])
 def test_a_size_change_is_a_resize_round_whose_reason_is_the_change(make_ctx, with_keeper):
-    keeper = None
+    keeper, coordinator = None, Coordinator(View())  # the keeper publishes its rounds through the coordinator
     if with_keeper:
-        keeper = Keeper(make_ctx("worker", 0, cluster={"worker": 4}), Ledger((3, 600.0), (5, 600.0)))
-    r, view = resizer(make_ctx, keeper)
-    if keeper is not None:
-        keeper.on_round = r.coordinator.start_round
+        keeper = Keeper(make_ctx("worker", 0, cluster={"worker": 4}), Ledger((3, 600.0), (5, 600.0)),
+                        coordinator=coordinator)
+    r, view = resizer(make_ctx, keeper, coordinator)
     place(view, 0, 1)
     r.step()  # formed with worker-0 and worker-1: nobody restarts, no round
     assert r.membership is not None and r.membership.size == 2 and view.round is None

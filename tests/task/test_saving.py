@@ -99,7 +99,7 @@ class _Sink:
         pass
 
 
-def make(tmp_path, *, decider=True, style="tf1", task="worker-0", logdir=True, cluster=None):
+def make(tmp_path, *, decider=True, style="tf1", task="worker-0", logdir=True, cluster=None, locate=lambda: None):
     role, index = task.rsplit("-", 1)
     ctx = TaskContext(job="j", role=role, index=int(index), cluster=cluster or {"ps": 1, "worker": 2},
                       style=style, logdir="ckpt", completion="all_workers" if style != "parameter_server" else "chief",
@@ -108,7 +108,7 @@ def make(tmp_path, *, decider=True, style="tf1", task="worker-0", logdir=True, c
     (tmp_path / "ckpt").mkdir(exist_ok=True)
     logs: list[str] = []
     saving = Saving(ctx, status, TaskEvents(task), str(tmp_path / "ckpt") if logdir else None, decider=decider,
-                    machine=TaskMachine(status),
+                    machine=TaskMachine(status), locate=locate,
                     log=logs.append)
     saving.logs = logs
     return saving
@@ -438,7 +438,7 @@ class _Session:
     def __init__(self):
         self.posts: list[tuple[str, dict]] = []
 
-    def post(self, url, json, timeout):
+    def post(self, url, json, timeout, **kw):
         self.posts.append((url, json))
         if not json.get("release"):
             raise TimeoutError("read timed out")
@@ -468,7 +468,7 @@ class _SlowPeer:
     def __init__(self, follower: Saving):
         self.follower, self.posts = follower, []
 
-    def post(self, url, json, timeout):
+    def post(self, url, json, timeout, **kw):
         self.posts.append(json)
         if len([p for p in self.posts if not p.get("release")]) == 1:
             raise TimeoutError("read timed out")
@@ -577,16 +577,17 @@ def test_a_round_takes_at_most_what_the_grace_leaves_and_holds_at_most_a_while()
 
 
 def test_a_follower_asks_the_deciding_task_and_says_why_when_it_cannot(tmp_path, httpserver):
-    follower = make(tmp_path, decider=False, task="ps-0")
+    leader: list[str] = []  # the deciding task's address, once the follower knows it
+    follower = make(tmp_path, decider=False, task="ps-0", locate=lambda: leader[-1] if leader else None)
     assert "address is not known" in follower.ask("x", hold=True, timeout=1).message
     httpserver.expect_request("/save", method="POST").respond_with_json(
         {"ok": True, "step": 12, "path": "ckpt/model.ckpt-12", "seconds": 0.1, "held": True})
-    follower.locate = lambda: httpserver.url_for("").split("//")[1].rstrip("/")
+    leader.append(httpserver.url_for("").split("//")[1].rstrip("/"))
     result = follower.ask("ps-0 is stopped", hold=True, timeout=5)
     assert result == SaveResult(True, step=12, path="ckpt/model.ckpt-12", seconds=0.1, held=True)
     assert httpserver.log[0][0].json == {"job": "j", "reason": "ps-0 is stopped", "hold": True, "timeout": 5,
                                          "exclude": []}
-    follower.locate = lambda: "127.0.0.1:1"
+    leader.append("127.0.0.1:1")
     assert "did not answer" in follower.ask("x", hold=True, timeout=1).message
 
 
@@ -685,7 +686,7 @@ def test_a_stopped_task_tells_the_keeper_only_after_its_save_round():
 
     order: list[str] = []
     policy = JobPolicy.__new__(JobPolicy)
-    policy.stopped = lambda *a: order.append("told the keeper")  # type: ignore[method-assign]
+    policy.stopped = lambda *a, **k: order.append("told the keeper")  # type: ignore[method-assign]
     policy.planned = lambda: None  # type: ignore[method-assign]
 
     def before_stop(budget, planned):
@@ -696,7 +697,7 @@ def test_a_stopped_task_tells_the_keeper_only_after_its_save_round():
 
     trainer = SimpleNamespace(wait=lambda timeout=None: None, stop=lambda grace, sig: order.append("program stopped")
                               or -9)
-    me = SimpleNamespace(ctx=SimpleNamespace(role="ps"), policy=policy, _generation=1, grace=10.0,
+    me = SimpleNamespace(ctx=SimpleNamespace(role="ps"), policy=policy, _generation=1, rounds=True, grace=10.0,
                          _signum=lambda: signal.SIGTERM, saving=SimpleNamespace(before_stop=before_stop),
                          clock=time.monotonic, log=lambda m: None, status=SimpleNamespace(update=lambda **k: None),
                          observer=SimpleNamespace(program_exited=lambda *a, **k: None))

@@ -63,8 +63,9 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.taskenv import TaskContext
@@ -74,15 +75,16 @@ from marathon_tf.task.discovery import Backend, MarathonBackend, PeerKey, make_b
 from marathon_tf.task.jobcontrol import client_from_env
 from marathon_tf.task.policy import decider_task
 from marathon_tf.task.rendezvous.base import Rendezvous
+from marathon_tf.task.rendezvous.coordinator import Coordinator
 from marathon_tf.task.rendezvous.direct import DirectRendezvous
 from marathon_tf.task.rendezvous.follower import BUSY_TRIES, FollowerRendezvous, fallback_after, hint_wait_for
 from marathon_tf.task.rendezvous.hints import Hints
 from marathon_tf.task.rendezvous.leader import BYTE_BUDGET, DNS_QUERIES_PER_SECOND, FAST, HOT_WINDOW, LeaderRendezvous
-from marathon_tf.task.rendezvous.view import HINT_PATH, MAX_WAIT, PATH, cluster_key
+from marathon_tf.task.rendezvous.view import HINT_PATH, MAX_WAIT, PATH, View, cluster_key
 
 __all__ = ["PATH", "HINT_PATH", "MAX_WAIT", "HOT_WINDOW", "BYTE_BUDGET", "DNS_QUERIES_PER_SECOND", "BUSY_TRIES",
            "rendezvous_mode", "leader_of", "hint_wait_for", "fallback_after", "Rendezvous", "DirectRendezvous",
-           "LeaderRendezvous", "FollowerRendezvous", "Hints", "make_rendezvous", "cluster_key"]
+           "LeaderRendezvous", "FollowerRendezvous", "Hints", "Coordinator", "View", "make_rendezvous", "cluster_key"]
 
 
 def rendezvous_mode(environ: Mapping[str, str]) -> str:
@@ -121,11 +123,16 @@ def _event_stream(ctx: TaskContext, environ: Mapping[str, str]):
 def make_rendezvous(ctx: TaskContext, environ: Mapping[str, str], backend: Backend, *, me: PeerKey | None,
                     address: str | None, server, stop: threading.Event, slow: float,
                     rng: random.Random | None = None, session=None, dns_client=None, events=None,
-                    log: Callable[[str], None] = lambda m: None, placement=None) -> Rendezvous | None:
+                    log: Callable[[str], None] = lambda m: None, placement=None,
+                    coordinator: Coordinator | None = None,
+                    listeners: Sequence[Callable[[list[dict[str, Any]]], None]] = ()) -> Rendezvous | None:
     """The leader's or a follower's rendezvous for this task, started; None when the job
     uses direct reads (``MTF_RENDEZVOUS=direct``, no leading task, or the leader has no
     status endpoint to publish on). ``placement``: the leader's :class:`marathon_tf.task.placer.Placer`,
-    whose held peers its view shows missing (no program starts before the job's placement rules hold)."""
+    whose held peers its view shows missing (no program starts before the job's placement rules hold).
+    The leader's only: ``coordinator``, the job's plan's writer (made before the rendezvous: the restart
+    ledger's keeper writes through it too; default a new one), and ``listeners``, called with each batch of
+    the job's status updates (the keeper's)."""
     leader = leader_of(ctx)
     members = ctx.members()
     if rendezvous_mode(environ) == "direct" or leader is None or len(members) < 2:
@@ -135,15 +142,15 @@ def make_rendezvous(ctx: TaskContext, environ: Mapping[str, str], backend: Backe
             log("no status endpoint: not leading the rendezvous (the other tasks read the backend)")
             return None
         hints = None
-        if isinstance(backend, MarathonBackend):  # it learns the followers' status ports: tell them where it is
-            backend.also_port = ctx.status_port_name
+        if isinstance(backend, MarathonBackend) and backend.also_port:  # it learns the followers' status
+            # ports (make_backend's also_port): tell them where it is
             at = f"{address.rpartition(':')[0]}:{server.port}"
             hints = Hints(ctx.job, naming.task_name(*leader), at)
         else:  # DNS is cheap to ask: calm polls every second or so
             slow = min(slow, max(FAST[1], 10 * len(members) / DNS_QUERIES_PER_SECOND))
         lead = LeaderRendezvous(backend, members, me, address, job=ctx.job, slow=slow, stop=stop, rng=rng,
                                 events=events if events is not None else _event_stream(ctx, environ), hints=hints,
-                                placement=placement)
+                                placement=placement, coordinator=coordinator, listeners=listeners)
         server.add_route(PATH, lead.handle)
         log(f"leading the rendezvous of {len(members)} task(s): GET {PATH} on the status port")
         return lead.start()

@@ -19,7 +19,7 @@ from marathon_tf.marathon.model import Event
 from marathon_tf.task.discovery import Backend, MarathonBackend, Observation, PeerKey
 from marathon_tf.task.rendezvous.coordinator import Coordinator
 from marathon_tf.task.rendezvous.hints import Hints
-from marathon_tf.task.rendezvous.view import MAX_WAIT, Side, cluster_key, names
+from marathon_tf.task.rendezvous.view import MAX_WAIT, Side, View, cluster_key, names
 
 __all__ = ["LeaderRendezvous", "HOT_WINDOW", "BYTE_BUDGET", "DNS_QUERIES_PER_SECOND", "FAST"]
 
@@ -57,10 +57,12 @@ class LeaderRendezvous(Side):
                  clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
                  fast: tuple[float, float] = FAST, byte_budget: float = BYTE_BUDGET,
                  dns_qps: float = DNS_QUERIES_PER_SECOND, hot_window: float = HOT_WINDOW,
-                 hints: Hints | None = None, placement=None):
-        super().__init__(stop=stop, clock=clock)
-        #: the one writer of the job's plan in this view (the deciding task leads the rendezvous)
-        self.coordinator = Coordinator(self.view)
+                 hints: Hints | None = None, placement=None, coordinator: Coordinator | None = None,
+                 listeners: Sequence[Callable[[list[dict[str, Any]]], None]] = ()):
+        #: the one writer of the job's plan in this view (the deciding task leads the rendezvous; its restart
+        #: ledger's keeper writes through the same coordinator, made before either)
+        self.coordinator = coordinator if coordinator is not None else Coordinator(View())
+        super().__init__(stop=stop, clock=clock, view=self.coordinator.view)
         #: the job's placement (:class:`marathon_tf.task.placer.Placer`): a peer it holds is missing
         self.placement = placement
         self._raw_lock = threading.Lock()
@@ -87,7 +89,7 @@ class LeaderRendezvous(Side):
         self._task_of: dict[PeerKey, Any] = {}  # the task id a status update last placed each peer at
         self._prefix = naming.group_id(job) + "/"
         #: called with each batch of the job's status updates (the keeper's ledger reads them too)
-        self.listeners: list[Callable[[list[dict[str, Any]]], None]] = []
+        self.listeners: list[Callable[[list[dict[str, Any]]], None]] = list(listeners)
         self.view.update({me: address}, {p: "not asked yet" for p in self.others})
         if placement is not None:
             placement.listeners.append(self.recheck)

@@ -175,8 +175,8 @@ class Side(Rendezvous):
     watch_every = 0.0  # moved() is local: check it at every tick
     carries_rounds = True
 
-    def __init__(self, *, stop: threading.Event | None, clock: Callable[[], float]):
-        self.view = View()
+    def __init__(self, *, stop: threading.Event | None, clock: Callable[[], float], view: View | None = None):
+        self.view = view if view is not None else View()
         self.clock = clock
         self.polls = 0
         self.leader_id: str | None = None  # the leader's id (a new one: a relaunched leader)
