@@ -33,6 +33,13 @@ After the job's end the bootstrap stays up and healthy until Marathon stops it.
 Which roles restart when a peer moves: every cluster member, the ps included (:func:`restarts_on_move`).
 Tensorboard is not a cluster member: no discovery, no TF_CONFIG, no flags. This module never imports TensorFlow.
 
+Assembly: :class:`Bootstrap`'s constructor makes the task's parts in the order they need each other, each
+given what it writes to when it is made: the status and its phase's machine, the events, the job's plan's
+coordinator (the deciding task: it leads the rendezvous), then the job's restart ledger and control
+(``lifecycle``: :func:`~marathon_tf.task.jobcontrol.job_lifecycle`, whose keeper writes to those three), the
+observer, the save rounds and the restarter; the rendezvous, made once the status endpoint serves, takes the
+coordinator and the keeper's listener. Nothing is wired into a part after it was made.
+
 Over 600 lines, as one concept: the task's assembly (every part it wires: the status endpoint and its
 guard, the rendezvous, the save rounds, the keeper, the restarter, the space wait) and its main loop. Each
 part lives in its own module; splitting the assembly would only scatter the order of work above. The

@@ -10,7 +10,8 @@
   ``GET /ledger`` shows the entries.
 * **Group restarts.** Where TensorFlow cannot take one member back alone (every member of a
   ``multi_worker_mirrored`` job; a ps), the keeper starts a *round*: its generation goes up and
-  the rendezvous leader publishes it (``"restart"`` in ``GET /rendezvous``); every member's
+  the job's coordinator, given to the keeper when it is made, writes it into the job's plan (``"plan"`` of
+  ``GET /rendezvous``, :mod:`marathon_tf.task.rendezvous.coordinator`); every member's
   bootstrap then stops its program (SIGTERM, the round's grace) and starts it again in place, at
   the same address. Only the round's first report is counted: the peers' programs that fail
   because of it report an older generation and are its consequences. Failure rounds in a row wait

@@ -149,3 +149,18 @@ def test_broadcast_keeps_the_order_bounds_its_threads_and_takes_a_fault_as_none(
     started = time.monotonic()
     assert len(broadcast(lambda n: n, range(10_000))) == 10_000  # a 10,000-task fan-out in batches
     assert time.monotonic() - started < 20
+
+
+def test_the_client_follows_no_redirect_so_the_jobs_key_goes_nowhere_else(httpserver):
+    """The user side sends the job's key in a header (``requests`` carries a header on through a redirect, only
+    ``Authorization`` is dropped): a task's status port that redirects (a proxy, a hostile host) gets its answer
+    taken as it is — not ok — and the address it names is never asked."""
+
+    httpserver.expect_request("/save", method="POST").respond_with_data(
+        "", status=307, headers={"Location": httpserver.url_for("/elsewhere")})
+    httpserver.expect_request("/elsewhere").respond_with_json({"ok": True, "step": 1})
+    client = TaskClient(requests.Session(), headers={"X-Key": "secret"})
+    reply = client.save(httpserver.url_for(""), SaveRequest("j", "r"), timeout=5)
+    assert reply.code == 307 and not reply.ok
+    assert [req.path for req, _ in httpserver.log] == ["/save"]
+    assert httpserver.log[0][0].headers.get("X-Key") == "secret"
