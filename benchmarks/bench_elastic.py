@@ -124,14 +124,14 @@ class _Run:
         return None
 
     def deploy(self, path: Path) -> str:
-        from marathon_tf.user import jobs
+        from marathon_tf.user import pipeline
         from marathon_tf.user import spec as spec_mod
 
         spec = spec_mod.load_job(str(path))
         spec = spec.with_overrides(discovery=dataclasses.replace(
             spec.discovery, nameserver=self.cluster.mesos_dns, http_api=self.cluster.mesos_dns_http,
             marathon_url=self.cluster.marathon_url))
-        jobs.deploy(self.client, spec)
+        pipeline.deploy(self.client, spec)
         return spec.name
 
     def rate(self, task: str, since: float) -> float:

@@ -90,7 +90,7 @@ def bench_next_request(quick: bool) -> list[Row]:
 
 def bench_next_step(quick: bool) -> list[Row]:
     from marathon_tf.marathon.client import Client, RetryPolicy
-    from marathon_tf.user import jobs
+    from marathon_tf.user import pipeline
     from marathon_tf.user import spec as spec_mod
     from marathon_tf.user.localrun import SandboxTailer, local_cluster
     from marathon_tf.user.status import job_status
@@ -130,7 +130,7 @@ def bench_next_step(quick: bool) -> list[Row]:
             marathon_url=",".join(cluster.marathon_urls)))
         client = Client(cluster.marathon_urls, retry=RetryPolicy(attempts=10, budget=60, initial=0.2, max_wait=2))
         tailer.start()
-        jobs.deploy(client, spec)
+        pipeline.deploy(client, spec)
         until(lambda: len(lines) > 40, 180, "training")
         for _ in range(n):
             time.sleep(1.0)

@@ -97,7 +97,7 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
     ``saver`` resumed from). Returns (seconds to every trainer's step, to the last program's start, to the
     last bootstrap Marathon launched — None if it relaunched none)."""
     from marathon_tf.marathon.client import Client, RetryPolicy
-    from marathon_tf.user import jobs
+    from marathon_tf.user import pipeline
     from marathon_tf.user import spec as spec_mod
     from marathon_tf.user.localrun import SandboxTailer
     from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
@@ -135,7 +135,7 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
             marathon_url=cluster.marathon_url))
         client = Client(cluster.marathon_url, retry=RetryPolicy(attempts=5, budget=30, initial=0.2, max_wait=2))
         tailer.start()
-        jobs.deploy(client, spec)
+        pipeline.deploy(client, spec)
         until(lambda: any(s > 500 for _, _, s in lines), 120, "training past step 500",
               seen=lambda: _steps_seen(lines, lock, time.monotonic()))
         if prepare is not None:
