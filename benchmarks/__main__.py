@@ -36,9 +36,10 @@ def _optional():
     except ImportError:
         pass
     try:
-        from . import bench_admission, bench_hopeless, bench_output, bench_rendezvous
+        from . import bench_admission, bench_hopeless, bench_output, bench_rendezvous, bench_rounds
 
         out.update(bench_output.BENCHMARKS)
+        out.update(bench_rounds.BENCHMARKS)
         out.update(bench_hopeless.BENCHMARKS)
         out.update(bench_rendezvous.BENCHMARKS)
         out.update(bench_admission.BENCHMARKS)

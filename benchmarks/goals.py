@@ -70,6 +70,8 @@ GOALS = [
          "issue 40"),
     Goal("10,000-task job: MB the leader sends for that plan change", "leader_load",
          r"^what the leader sends its 9,999 followers for that plan change", "<=", 50.0, "issue 40"),
+    Goal("10,000-task job: a save round's hold reaches every other worker (s; the round's budget is 20 s)",
+         "hold_round", r"^a save round's hold over a 10,000-task job", "<=", 20.0, "issue 40"),
     Goal("`deploy` of an impossible job until its refusal (s)", "admission",
          r"^deploy of an impossible job", "<=", 2.0, "issue 20"),
     Goal("`local serve` GET /v2/apps with 100 apps, 50 clients (req/s)", "serve_load",
