@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar, overload
+from urllib.parse import parse_qsl, urlsplit
 
 __all__ = ["Route", "ROUTES", "HEALTH", "STATUS", "PROGRESS", "METRICS", "EVENTS", "LEDGER_VIEW", "RENDEZVOUS",
            "LEADER", "SAVE", "HOLD", "LEDGER", "TaskApiError", "SaveRequest", "SaveResult", "HoldRequest",
@@ -257,6 +258,17 @@ class TaskClient:
         except Exception:  # noqa: BLE001 - not JSON: said by the code alone
             data = None
         return Reply(r.status_code, data)
+
+    def read(self, url: str, *, timeout: float = 2.0) -> dict[str, Any] | None:
+        """A ``GET`` route of the task at ``url`` (``http://host:port/status``, ``…/events?shared=1``): the answer
+        when it is a whole 200 JSON object within ``timeout`` s, else None (a task's status is advisory)."""
+        parts = urlsplit(url)
+        route = next((r for r in ROUTES if r.method == "GET" and r.path == parts.path), None)
+        if route is None:
+            return None
+        reply = self.call(f"{parts.scheme}://{parts.netloc}", route, params=dict(parse_qsl(parts.query)),
+                          timeout=(timeout / 2, timeout / 2))
+        return reply.json() if reply.ok else None
 
     def save(self, where: str, request: SaveRequest, *, timeout: float) -> Reply:
         """``POST /save`` to the deciding task at ``where``."""

@@ -59,6 +59,15 @@ READY_WAIT = 30.0
 _EVENTS = {GROW: T.GREW, BELOW_MIN: T.BELOW_MIN}
 
 
+def _progress(url: str) -> dict[str, Any] | None:
+    """A task's ``/progress`` through the task API's one client (None: no answer within 1 s)."""
+    from marathon_tf.contract.taskapi import TaskClient
+    from marathon_tf.marathon import transport
+
+    with transport.session(max_bytes=1 << 20) as session:
+        return TaskClient(session).read(url, timeout=1.0)
+
+
 class ReadyCheck:
     """``check(task, address) -> bool``: whether the standby ``task`` placed at ``address`` says it is ready (its
     ``/progress`` ``elastic.ready``), looked at most every :data:`LOOK` s; ``urls() -> {task: status base URL}``
@@ -88,11 +97,7 @@ class ReadyCheck:
         url = self._known.get(task)
         ready = False
         if url:
-            if self._get is None:
-                from marathon_tf.marathon import transport
-
-                self._get = lambda u: transport.get_json(u, timeout=1.0)
-            answer = self._get(url + "/progress") or {}
+            answer = (self._get or _progress)(url + "/progress") or {}
             ready = bool((answer.get("elastic") or {}).get("ready"))
         self._said[(task, address)] = (now, ready)
         return ready

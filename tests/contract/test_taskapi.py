@@ -164,3 +164,18 @@ def test_the_client_follows_no_redirect_so_the_jobs_key_goes_nowhere_else(httpse
     assert reply.code == 307 and not reply.ok
     assert [req.path for req, _ in httpserver.log] == ["/save"]
     assert httpserver.log[0][0].headers.get("X-Key") == "secret"
+
+
+def test_read_gets_a_tasks_get_route_by_its_url_and_gives_none_for_anything_but_a_200_object(httpserver):
+    """The user side's ``status`` and ``events`` and the tasks' reads of their peers' ``/status`` and ``/progress``
+    go through the one client: a route of the task API, its query kept; an answer that is not a whole 200 JSON
+    object, or a path that is no route, is None (a task's status is advisory)."""
+    httpserver.expect_request("/status").respond_with_json({"phase": "running", "step": 7})
+    httpserver.expect_request("/events", query_string="shared=1").respond_with_json({"shared": []})
+    httpserver.expect_request("/progress").respond_with_json({"message": "starting"}, status=503)
+    client = TaskClient(requests.Session())
+    assert client.read(httpserver.url_for("/status")) == {"phase": "running", "step": 7}
+    assert client.read(httpserver.url_for("/events") + "?shared=1") == {"shared": []}
+    assert client.read(httpserver.url_for("/progress")) is None
+    assert client.read(httpserver.url_for("/v2/apps")) is None and client.read("http://127.0.0.1:1/status") is None
+    assert [req.path for req, _ in httpserver.log] == ["/status", "/events", "/progress"]
