@@ -30,23 +30,16 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .common import Row
+from .common import Row, server_script
 
 RAMP = 10.0
 JOB = "big"
-_SINK = """
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+_SINK = server_script("""
 class H(BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"{}")
     def log_message(self, *a): pass
-class S(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024
-s = S(("127.0.0.1", 0), H)
-print(s.server_address[1], flush=True)
-s.serve_forever()
-"""
+""")
 
 
 def moved_port(i: int) -> int:

@@ -17,11 +17,9 @@ import subprocess
 import sys
 import time
 
-from .common import Row
+from .common import Row, server_script
 
-_WORKERS = """
-import json
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+_WORKERS = server_script("""
 class H(BaseHTTPRequestHandler):
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -31,13 +29,7 @@ class H(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json"); self.send_header("Content-Length", str(len(body)))
         self.end_headers(); self.wfile.write(body)
     def log_message(self, *a): pass
-class S(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 4096
-s = S(("127.0.0.1", 0), H)
-print(s.server_address[1], flush=True)
-s.serve_forever()
-"""
+""", queue=4096)
 
 
 def _hold_round(tasks: int, port: int) -> tuple[float, int]:

@@ -200,3 +200,20 @@ def trainer_pid(cluster, task: str) -> tuple[Path, int]:
     box = boxes[-1]
     pids = re.findall(r"started training program \(pid (\d+)\)", (box / "stderr").read_text(errors="replace"))
     return box, int(pids[-1])
+
+
+def server_script(handler: str, queue: int = 1024) -> str:
+    """A Python script that serves ``handler`` (the source of a ``BaseHTTPRequestHandler`` subclass named ``H``)
+    on 127.0.0.1 and prints its port first: a fake peer in a process of its own, so that answering does not take
+    the GIL of the code measured."""
+    return f"""
+import json
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+{handler.strip()}
+class S(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = {queue}
+s = S(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"""
