@@ -133,6 +133,14 @@ def job_key(owner: bytes, group: str) -> str:
     return hmac.new(owner, _LABEL + group.encode(), hashlib.sha256).hexdigest()
 
 
+def owners_job_key(group: str, *, create: bool = True) -> str | None:
+    """The key of the job whose Marathon group is ``group``, derived from this user's owner key (made when missing
+    and ``create``); None when there is none (a home that cannot be written: the tasks then fall back to the
+    job-host check)."""
+    owner = owner_key(create=create)
+    return job_key(owner, group) if owner is not None else None
+
+
 def write_task_key(key: str, sandbox: Path) -> str:
     """Write ``key`` to ``<sandbox>/``:data:`KEY_FILE` (0600 in a 0700 folder); its path."""
     path = Path(sandbox) / KEY_FILE

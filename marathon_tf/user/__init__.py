@@ -24,6 +24,7 @@ Marathon's JSON). Errors are raised, never printed, and carry their exit code
 ``release``         the admission deadline and the retries, driven from the user's side
 ``redeploy``        deploying a job again: what is left of its earlier run, what deploying now would do
 ``jobs``            the verbs on top of the Marathon client: scale, delete, find, what a Marathon refuses
+``saveround``       ``checkpoint``, and the checkpoint ``scale`` and ``delete --save`` have saved first (held)
 ``apart``           Marathon 1.4 – 1.7: what may wait (standbys, held tasks) deployed apart from what must start
 ``status``          a job's status (``status``, what ``watch`` and ``deploy`` follow, ``JobStatus``)
 ``observe``         what ``status`` adds from the tasks' own view: waits named by the peer, stragglers

@@ -357,10 +357,12 @@ class Marathon:
         it cannot (its program has no save hook, none runs now, not within ``timeout`` s)."""
         from marathon_tf.marathon.jobstate import stored_spec
         from marathon_tf.marathon.model import job_apps
-        from marathon_tf.user import jobs, localstate
+        from marathon_tf.user import localstate
 
         name = self.resolve(job, verb="checkpoint")
-        saved = jobs.save_round(self.client, name, timeout=timeout or jobs.SAVE_TIMEOUT)
+        from marathon_tf.user.saveround import SAVE_TIMEOUT, save_round
+
+        saved = save_round(self.client, name, timeout=timeout or SAVE_TIMEOUT)
         spec = stored_spec(job_apps(self.client.get_group(naming.group_id(name))).values())
         where = localstate.deployed_logdir(spec, localstate.work_dir(self.client), name) if spec.get("logdir") else None
         return Checkpoint(job=name, task=saved["task"], step=saved.get("step"), path=saved.get("path"),

@@ -1,16 +1,15 @@
 """What the verbs do, on top of the Marathon client: what this Marathon refuses of a job, the PUT of
-its group, finding jobs, a checkpoint now (:func:`save_round`: the job's deciding task runs a save
-round, :mod:`marathon_tf.task.saving`), scale, delete. Returns plain data; never prints (the CLI does). A job's
-status is :mod:`marathon_tf.user.status`; the deploy use case (render once, admission once, put,
-follow) is :mod:`marathon_tf.user.pipeline`.
+its group, finding jobs, scale, delete (the checkpoint they have the job save first, as ``checkpoint`` does:
+:mod:`marathon_tf.user.saveround`). Returns plain data; never prints (the CLI does). A job's status is
+:mod:`marathon_tf.user.status`; the deploy use case (render once, admission once, put, follow) is
+:mod:`marathon_tf.user.pipeline`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -20,20 +19,17 @@ from marathon_tf.contract.errors import (
     MarathonError,
     MarathonNotFound,
     MarathonTFError,
-    SaveFailed,
     SpecError,
     Timeout,
     UsageError,
 )
-from marathon_tf.contract.taskapi import HoldRequest, SaveRequest, SaveResult, TaskClient
-from marathon_tf.marathon import transport, versions
+from marathon_tf.marathon import versions
 from marathon_tf.marathon.client import Client
-from marathon_tf.marathon.jobstate import job_state, stored_spec
+from marathon_tf.marathon.jobstate import job_state
 from marathon_tf.marathon.model import App, job_apps, parse_apps
-from marathon_tf.marathon.record import GROUP_EMBEDS
-from marathon_tf.marathon.tasks import newest_running, task_url
 from marathon_tf.user import apart
 from marathon_tf.user.render import LABEL_PREFIX, SPEC_LABEL, check_version, render_group
+from marathon_tf.user.saveround import SAVE_TIMEOUT, SCALE_SAVE_TIMEOUT, deciding_task
 from marathon_tf.user.spec import MAX_COUNT, JobSpec, load_dict, with_counts
 from marathon_tf.user.spec.hints import closest
 from marathon_tf.user.status import job_status
@@ -41,13 +37,8 @@ from marathon_tf.user.status import job_status
 __all__ = [
     "DeployResult", "check_deployable", "marathon_capabilities", "put", "keep_placement", "find_jobs",
     "resolve_job", "deployed_spec",
-    "parse_scale_args", "ScalePlan", "plan_scale", "scale", "delete", "save_round", "SAVE_TIMEOUT",
+    "parse_scale_args", "ScalePlan", "plan_scale", "scale", "delete",
 ]
-
-#: Seconds a save round asked from here may take (the program's next step boundary, its save, the look).
-SAVE_TIMEOUT = 120.0
-#: ... before a scale, which goes on without it.
-SCALE_SAVE_TIMEOUT = 30.0
 
 
 @dataclass
@@ -145,13 +136,6 @@ def check_deployable(client: Client, spec: JobSpec) -> None:
     check_gpu_feature(client, spec, spec.source)
 
 
-def _job_key(job: str, create: bool = True) -> str | None:
-    """The job's key, derived from this user's owner key (made when missing and ``create``); None when
-    there is none (a home that cannot be written: the tasks then fall back to the job-host check)."""
-    owner = taskauth.owner_key(create=create)
-    return taskauth.job_key(owner, naming.group_id(job)) if owner is not None else None
-
-
 def keep_placement(group: dict[str, Any], current: Mapping[str, Any] | None) -> dict[str, Any]:
     """``group`` with, for each app Marathon runs as rendered (its ``marathon-tf/digest`` is the one the
     new rendering would carry), the constraints and placement label Marathon has now: what the job's
@@ -176,7 +160,7 @@ def put(client: Client, job: str, group: dict[str, Any], *, force: bool = False,
     """PUT a rendered group: creating it, or updating it without restarting unchanged tasks (``current``:
     the job's group as Marathon has it, whose placement is kept: :func:`keep_placement`). Every app gets the
     job's key (:func:`marathon_tf.contract.taskauth.with_key`): only its tasks and its owner steer it."""
-    group = keep_placement(taskauth.with_key(group, _job_key(job)), current)
+    group = keep_placement(taskauth.with_key(group, taskauth.owners_job_key(naming.group_id(job))), current)
     if dry_run:
         return DeployResult(job=job, group_id=group["id"], plan=client.put_group(group, force=force, dry_run=True),
                            group=group)
@@ -420,18 +404,18 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, Any]], *, t
     if not dry_run and not ended and (plan.stop or plan.restart):  # the tasks that stop: the job's checkpoint first
         change = timeline.cluster_change(spec.counts(), new_spec.counts())  # "2 → 3 workers", as status says it
         try:
-            saver = _saver(client, job)
+            saver = deciding_task(client, job)
             # held at that checkpoint until the PUT stops it (when the PUT stops the deciding task): every stopped
             # task's own round then finds the job saved and held there, and the scale costs one round, not two
-            saved = _save_at(saver, job, reason=f"marathon-tf scale ({change})", timeout=SCALE_SAVE_TIMEOUT,
-                             hold=saver.task in {*plan.stop, *plan.restart})
+            saved = saver.save(job, reason=f"marathon-tf scale ({change})", timeout=SCALE_SAVE_TIMEOUT,
+                               hold=saver.task in {*plan.stop, *plan.restart})
         except MarathonTFError as e:  # (a program without the save hook: scaled as before, from its last checkpoint)
             note = e.message
     try:
         result = put(client, job, new_group, force=force, dry_run=dry_run, current=current)
     except BaseException:
         if saved is not None and saved.get("held") and saver is not None:
-            _release_at(saver, job, "the scale's PUT did not go through")
+            saver.release(job, "the scale's PUT did not go through")
         raise
     result.admission, result.admission_note = verdict.shortfall, verdict.note
     result.saved, result.save_note = saved, note
@@ -439,105 +423,19 @@ def scale(client: Client, job: str, changes: Mapping[str, tuple[str, Any]], *, t
 
 
 def delete(client: Client, job: str, *, force: bool = False, save: bool = False) -> dict[str, Any]:
-    """Delete the job's group; ``save``: have it save a checkpoint first (:func:`save_round`; a job that
-    cannot is not deleted: :class:`SaveFailed`). The answer has the checkpoint in ``saved``."""
-    saver = _saver(client, job) if save else None
+    """Delete the job's group; ``save``: have it save a checkpoint first
+    (:func:`~marathon_tf.user.saveround.save_round`; a job that cannot is not deleted: :class:`SaveFailed`). The
+    answer has the checkpoint in ``saved``."""
+    saver = deciding_task(client, job) if save else None
     # held at that checkpoint until the delete stops it: each task's own round at its stop finds it saved there
-    saved = _save_at(saver, job, reason="marathon-tf delete --save", timeout=SAVE_TIMEOUT, hold=True) if saver else None
+    saved = saver.save(job, reason="marathon-tf delete --save", timeout=SAVE_TIMEOUT, hold=True) if saver else None
     try:
         body = client.delete_group(naming.group_id(job), force=force)
     except BaseException as e:
         if saver is not None and saved is not None and saved.get("held"):
-            _release_at(saver, job, "the delete did not go through")
+            saver.release(job, "the delete did not go through")
         if isinstance(e, MarathonNotFound):
             raise UsageError(f"job {job!r} does not exist on {client.url}") from None
         raise
     body = body if isinstance(body, dict) else {}
     return {**body, "saved": saved} if saved else body
-
-
-# ----------------------------------------------------------------------------- a checkpoint now
-
-
-#: How often a save request is asked again while the program is starting, seconds.
-STARTING_POLL = 1.0
-
-
-def save_round(client: Client, job: str, *, reason: str = "marathon-tf checkpoint",
-               timeout: float = SAVE_TIMEOUT, sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
-    """Have the job save a checkpoint now, without stopping it: ``POST /save`` to its deciding task
-    (:func:`marathon_tf.contract.naming.deciding_task`), which asks its program through the save hook
-    and confirms the checkpoint in the logdir. ``{"task", "step", "path", "seconds"}``;
-    :class:`SaveFailed` with the reason when it cannot (no hook, no program running, not in time)."""
-    return _save_at(_saver(client, job), job, reason=reason, timeout=timeout, sleep=sleep)
-
-
-@dataclass(frozen=True)
-class _Saver:
-    """The job's deciding task, where its save rounds run: its name, its status port's base URL, the job's key."""
-
-    task: str
-    url: str
-    key: str | None
-
-    def client(self) -> TaskClient:
-        """The task API's client (the tasks' own), with the job's key and bounded answers."""
-        return TaskClient(transport.session(max_bytes=1 << 20), headers=taskauth.headers(self.key))
-
-
-def _saver(client: Client, job: str) -> _Saver:
-    try:
-        group = client.get_group(naming.group_id(job), embed=GROUP_EMBEDS)
-    except MarathonNotFound:
-        raise UsageError(f"job {job!r} does not exist on {client.url}",
-                         hint="see the jobs with: marathon-tf list") from None
-    apps = job_apps(group)
-    state = job_state(apps.values())
-    if state in (L.JobState.SUCCEEDED, L.JobState.FAILED, L.JobState.NOT_PLACED, L.JobState.QUEUED,
-                 L.JobState.STOPPED):
-        raise SaveFailed(f"job {job} is {state}: no program runs that could save")
-    decider = naming.deciding_task(str(stored_spec(apps.values()).get("completion") or ""))
-    app = apps.get(decider)
-    task = newest_running(app)
-    url = task_url(app, task, "status", "/save") if app is not None and task is not None else None
-    if url is None:
-        raise SaveFailed(f"job {job}: its deciding task {decider} is not running, so nothing can be saved now",
-                         hint=f"see why with: marathon-tf status {job}")
-    return _Saver(decider, url[:-len("/save")], _job_key(job, create=False))  # the control routes need the key
-
-
-def _save_at(saver: _Saver, job: str, *, reason: str, timeout: float, hold: bool = False,
-             sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
-    """A save round on the deciding task (:func:`save_round`); ``hold``: the job's training stays held at the
-    checkpoint until a stop comes (at most the hold's limit; ``held`` in the answer says it is)."""
-    decider, client = saver.task, saver.client()
-    deadline = time.monotonic() + timeout
-    while True:  # a program still starting (importing TensorFlow) is waited for, within the timeout
-        left = max(0.5, deadline - time.monotonic())
-        reply = client.save(saver.url, SaveRequest(job, reason, hold=hold, timeout=round(left, 1)), timeout=left + 10)
-        code, body = reply.code, reply.body
-        if code is None:
-            raise SaveFailed(f"job {job}: its deciding task {decider} did not answer the save request "
-                             f"({transport.short(reply.error) if reply.error is not None else 'no answer'})")
-        answer = SaveResult.from_dict(body)
-        if code == 200 and answer.ok:
-            return {"task": decider, "step": answer.step, "path": answer.path, "seconds": answer.seconds,
-                    **({"held": True} if hold and answer.held else {})}
-        starting = code == 409 and answer.starting is True
-        if not starting or time.monotonic() + STARTING_POLL >= deadline:
-            break
-        sleep(STARTING_POLL)
-    if starting:
-        raise SaveFailed(f"job {job} could not save a checkpoint within {timeout:g} s: {answer.message}",
-                         hint=f"its program is still starting; ask again once it trains (marathon-tf status {job}), "
-                              f"or give it longer: --timeout")
-    message = body.get("message") if isinstance(body, dict) else None
-    raise SaveFailed(f"job {job} could not save a checkpoint: {message or f'HTTP {code}'}",
-                     hint="the save hook a program implements: docs/restarts.md" if "save hook" in str(message)
-                     else None)
-
-
-def _release_at(saver: _Saver, job: str, why: str) -> None:
-    """The stop a held round was for did not come: the job's training goes on now, not at its hold's end (a
-    deciding task that does not answer lets go by itself then)."""
-    saver.client().hold({saver.task: saver.url}, HoldRequest(job, why, release=True), timeout=10)

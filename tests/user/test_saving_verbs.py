@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from user_helpers import minimal
 
 from marathon_tf.contract import labels as L
-from marathon_tf.user import output
+from marathon_tf.user import output, saveround
 from marathon_tf.user.cli import cli
 from marathon_tf.user.render import render_group
 from marathon_tf.user.spec import load_dict
@@ -81,7 +81,6 @@ def test_checkpoint_waits_for_a_program_that_is_starting_within_its_timeout(http
     importing TensorFlow. The deciding task says the program is starting (409, ``starting``); the command asks
     again until its timeout, and says so in one line if it is still starting then."""
     from marathon_tf.marathon.client import Client
-    from marathon_tf.user import jobs
 
     _serve(httpserver)
     starting = {"ok": False, "starting": True,
@@ -97,7 +96,7 @@ def test_checkpoint_waits_for_a_program_that_is_starting_within_its_timeout(http
 
     httpserver.expect_request("/save", method="POST").respond_with_handler(answer)
     slept: list[float] = []
-    saved = jobs.save_round(Client(httpserver.url_for("")), "mnist", timeout=30, sleep=slept.append)
+    saved = saveround.save_round(Client(httpserver.url_for("")), "mnist", timeout=30, sleep=slept.append)
     assert (saved["step"], slept) == (12, [1.0, 1.0])
     httpserver.clear()
     _serve(httpserver)
@@ -200,7 +199,7 @@ def test_scale_and_delete_save_hold_the_job_at_the_checkpoint_and_let_go_when_ma
         pass
     sent = [(req.path, req.json) for req, _ in httpserver.log if req.path in ("/save", "/hold")]
     assert sent == [("/save", {"job": "mnist", "reason": "marathon-tf scale (2 → 3 workers)", "hold": True,
-                               "timeout": jobs.SCALE_SAVE_TIMEOUT, "exclude": []}),
+                               "timeout": saveround.SCALE_SAVE_TIMEOUT, "exclude": []}),
                     ("/hold", {"job": "mnist", "release": True, "reason": "the scale's PUT did not go through"})], sent
     httpserver.expect_request("/v2/groups/mnist", method="PUT").respond_with_json({"deploymentId": "d2",
                                                                                   "version": "v2"})
