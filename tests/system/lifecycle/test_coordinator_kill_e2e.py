@@ -75,11 +75,22 @@ def test_the_coordinator_stopped_in_the_middle_of_a_save_round_trains_nothing_tw
              0.01)
     assert job.cluster.kill_task(f"/{job.name}/{COORDINATOR}", "TERM")
     said = job.wait(lambda: rounds(job, COORDINATOR)[before:] or None, 60, "the round's checkpoint", 0.05)
-    # in the coordinator's own log (one stream, in order): its stop came before the round it joined was confirmed
-    log = [x for t, n, s, x in list(job.lines) if n == COORDINATOR and s == "stderr" and t > began]
-    stopped = next(i for i, x in enumerate(log) if "stopped by SIGTERM: a save round first" in x)
-    confirmed = next(i for i, x in enumerate(log) if "checkpoint at step" in x and "confirmed in the logdir" in x)
-    assert stopped < confirmed, log
+
+    def own_log() -> list[str]:
+        return [x for t, n, s, x in list(job.lines) if n == COORDINATOR and s == "stderr" and t > began]
+
+    def first(log: list[str], *words: str) -> int | None:
+        return next((i for i, x in enumerate(log) if all(w in x for w in words)), None)
+
+    # in the coordinator's own log (one stream, in order): its stop came before the round it joined was confirmed.
+    # Both lines are waited for: the bootstrap confirms the checkpoint in the logdir only after its program said it
+    # saved (a loaded machine printed the confirmation after the program's line had been read)
+    log = job.wait(lambda: (lambda log: log if first(log, "stopped by SIGTERM: a save round first") is not None and
+                            first(log, "checkpoint at step", "confirmed in the logdir") is not None else None)(
+        own_log()), 30, "the coordinator's stop and the round's confirmation in its log", 0.05)
+    stopped = first(log, "stopped by SIGTERM: a save round first")
+    confirmed = first(log, "checkpoint at step", "confirmed in the logdir")
+    assert stopped is not None and confirmed is not None and stopped < confirmed, log
     killed = time.monotonic()
     job.wait(lambda: resumed(job, began, TF1_READY, COORDINATOR), 240, "the coordinator restored the checkpoint", 0.1)
     assert rounds(job, COORDINATOR)[before:] == said == [said[0]], rounds(job, COORDINATOR)[before:]  # one round
