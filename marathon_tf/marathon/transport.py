@@ -17,7 +17,8 @@ to the tasks' status servers, from the user's machine and from inside a task.
 
 :func:`session` makes a ``requests.Session`` with both (every session marathon-tf uses is made there);
 :func:`mount` puts them on one a caller made (a test's); :func:`get_json` is a one-shot GET of a JSON
-object (``None`` on any failure) for the tasks' status servers. Nothing here knows Marathon.
+object (``None`` on any failure: the Mesos master's agents), :func:`task_json` the same of a task's status port
+through the task API's one client. Nothing here knows Marathon.
 """
 
 from __future__ import annotations
@@ -41,10 +42,11 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from marathon_tf.contract import taskauth
+from marathon_tf.contract.taskapi import TaskClient
 
 __all__ = ["DEFAULT_MAX_BYTES", "MAX_BYTES_ENV", "URL_ATTR", "AnswerTooLarge", "DeadlineExceeded", "NotSent",
-           "RedirectRefused", "BoundedAdapter", "mount", "session", "quiet_insecure", "exchange", "body", "get_json",
-           "parse_size", "show_size", "max_bytes_from_env", "oneline", "short", "unreachable",
+           "RedirectRefused", "BoundedAdapter", "mount", "session", "quiet_insecure", "exchange", "body", "task_json",
+           "get_json", "parse_size", "show_size", "max_bytes_from_env", "oneline", "short", "unreachable",
            "redact_url", "secret_forms", "scrub", "origin", "same_origin"]
 
 DEFAULT_MAX_BYTES = 32 << 20
@@ -496,6 +498,15 @@ def unreachable(e: BaseException) -> bool:
         return True
     reason = getattr(e.args[0], "reason", None) if e.args else None
     return isinstance(reason, urllib3.exceptions.NewConnectionError)
+
+
+def task_json(url: str, *, timeout: float = 2.0, max_bytes: int = 4 << 20) -> dict[str, Any] | None:
+    """A ``GET`` route of a task's status port (``http://host:port/status``, ``…/events?shared=1``) through the
+    task API's one client (:meth:`marathon_tf.contract.taskapi.TaskClient.read`) on a session bounded in size:
+    the user side's ``status`` and ``events``, the deciding task's reads of its peers. None when no whole 200
+    JSON object came within ``timeout`` s (a task's status is advisory)."""
+    with session(max_bytes=max_bytes) as s:
+        return TaskClient(s).read(url, timeout=timeout)
 
 
 def get_json(url: str, *, timeout: float = 2.0, max_bytes: int = 4 << 20) -> dict[str, Any] | None:

@@ -35,7 +35,7 @@ from marathon_tf.contract import naming
 from marathon_tf.contract.errors import MarathonError
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.progress import STEP_ROLES, job_step
-from marathon_tf.contract.taskapi import TaskClient, broadcast
+from marathon_tf.contract.taskapi import broadcast
 from marathon_tf.contract.taskenv import TaskContext, marathon_token
 from marathon_tf.marathon import tasks, transport
 from marathon_tf.marathon.client import DEFAULT_TIMEOUT, Client, RetryPolicy
@@ -66,8 +66,7 @@ def _log(message: str) -> None:
 def read_status(url: str) -> dict[str, Any] | None:
     """A task's status document (``/status``, ``/progress``, ``/events``) at ``url``; None when it
     does not answer with one within 4 s (the task API's one client)."""
-    with transport.session(max_bytes=4 << 20) as session:
-        return TaskClient(session).read(url, timeout=4.0)
+    return transport.task_json(url, timeout=4.0)
 
 
 #: A pending worker that shows nothing new (step, phase, restarts) this long fails the wait (seconds).

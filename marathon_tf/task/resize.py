@@ -33,6 +33,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from marathon_tf.contract import naming
@@ -40,6 +41,7 @@ from marathon_tf.contract import timeline as T
 from marathon_tf.contract.cluster_spec import Membership
 from marathon_tf.contract.plan import Round, RoundCause, RoundKind
 from marathon_tf.contract.taskenv import TaskContext
+from marathon_tf.marathon import transport
 from marathon_tf.task.machine import TaskMachine
 from marathon_tf.task.policy import BELOW_MIN, FORM, GROW, Resize, decider_task, plan_resize
 from marathon_tf.task.rendezvous.coordinator import Coordinator
@@ -57,15 +59,6 @@ SAVE_TIMEOUT = 30.0
 #: Seconds a standby that does not say it is ready is waited for before it is taken in anyway.
 READY_WAIT = 30.0
 _EVENTS = {GROW: T.GREW, BELOW_MIN: T.BELOW_MIN}
-
-
-def _progress(url: str) -> dict[str, Any] | None:
-    """A task's ``/progress`` through the task API's one client (None: no answer within 1 s)."""
-    from marathon_tf.contract.taskapi import TaskClient
-    from marathon_tf.marathon import transport
-
-    with transport.session(max_bytes=1 << 20) as session:
-        return TaskClient(session).read(url, timeout=1.0)
 
 
 class ReadyCheck:
@@ -97,7 +90,7 @@ class ReadyCheck:
         url = self._known.get(task)
         ready = False
         if url:
-            answer = (self._get or _progress)(url + "/progress") or {}
+            answer = (self._get or partial(transport.task_json, timeout=1.0))(url + "/progress") or {}
             ready = bool((answer.get("elastic") or {}).get("ready"))
         self._said[(task, address)] = (now, ready)
         return ready

@@ -38,9 +38,9 @@ _BOOTSTRAP = "marathon-tf bootstrap: "
 
 
 def _get(url: str) -> dict[str, Any] | None:
-    from marathon_tf.user.status import task_json
+    from marathon_tf.marathon import transport
 
-    return task_json(url, timeout=4.0)
+    return transport.task_json(url, timeout=4.0)
 
 
 def last_words(client, job: str, task: str, *, lines: int = 20) -> str | None:

@@ -12,7 +12,8 @@ instead of waiting out the hold's limit. Returns plain data; never prints (the C
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,32 +55,34 @@ class DecidingTask:
     url: str
     key: str | None
 
-    def client(self) -> TaskClient:
-        """The task API's client (the tasks' own), with the job's key and bounded answers."""
-        return TaskClient(transport.session(max_bytes=1 << 20), headers=taskauth.headers(self.key))
+    @contextmanager
+    def _client(self) -> Iterator[TaskClient]:
+        """The task API's client (the tasks' own) with the job's key, on a session bounded in size (closed after)."""
+        with transport.session(max_bytes=1 << 20) as session:
+            yield TaskClient(session, headers=taskauth.headers(self.key))
 
     def save(self, job: str, *, reason: str, timeout: float, hold: bool = False,
              sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
         """A save round (:func:`save_round`); ``hold``: the job's training stays held at the checkpoint until a
         stop comes (at most the hold's limit; ``held`` in the answer says it is)."""
-        client = self.client()
-        deadline = time.monotonic() + timeout
-        while True:  # a program still starting (importing TensorFlow) is waited for, within the timeout
-            left = max(0.5, deadline - time.monotonic())
-            reply = client.save(self.url, SaveRequest(job, reason, hold=hold, timeout=round(left, 1)),
-                                timeout=left + 10)
-            code, body = reply.code, reply.body
-            if code is None:
-                raise SaveFailed(f"job {job}: its deciding task {self.task} did not answer the save request "
-                                 f"({transport.short(reply.error) if reply.error is not None else 'no answer'})")
-            answer = SaveResult.from_dict(body)
-            if code == 200 and answer.ok:
-                return {"task": self.task, "step": answer.step, "path": answer.path, "seconds": answer.seconds,
-                        **({"held": True} if hold and answer.held else {})}
-            starting = code == 409 and answer.starting is True
-            if not starting or time.monotonic() + STARTING_POLL >= deadline:
-                break
-            sleep(STARTING_POLL)
+        with self._client() as client:
+            deadline = time.monotonic() + timeout
+            while True:  # a program still starting (importing TensorFlow) is waited for, within the timeout
+                left = max(0.5, deadline - time.monotonic())
+                reply = client.save(self.url, SaveRequest(job, reason, hold=hold, timeout=round(left, 1)),
+                                    timeout=left + 10)
+                code, body = reply.code, reply.body
+                if code is None:
+                    raise SaveFailed(f"job {job}: its deciding task {self.task} did not answer the save request "
+                                     f"({transport.short(reply.error) if reply.error is not None else 'no answer'})")
+                answer = SaveResult.from_dict(body)
+                if code == 200 and answer.ok:
+                    return {"task": self.task, "step": answer.step, "path": answer.path, "seconds": answer.seconds,
+                            **({"held": True} if hold and answer.held else {})}
+                starting = code == 409 and answer.starting is True
+                if not starting or time.monotonic() + STARTING_POLL >= deadline:
+                    break
+                sleep(STARTING_POLL)
         if starting:
             raise SaveFailed(f"job {job} could not save a checkpoint within {timeout:g} s: {answer.message}",
                              hint=f"its program is still starting; ask again once it trains (marathon-tf status "
@@ -92,7 +95,8 @@ class DecidingTask:
     def release(self, job: str, why: str) -> None:
         """The stop a held round was for did not come: the job's training goes on now, not at its hold's end (a
         deciding task that does not answer lets go by itself then)."""
-        self.client().hold({self.task: self.url}, HoldRequest(job, why, release=True), timeout=10)
+        with self._client() as client:
+            client.hold({self.task: self.url}, HoldRequest(job, why, release=True), timeout=10)
 
 
 def deciding_task(client: Client, job: str) -> DecidingTask:

@@ -27,7 +27,7 @@ from marathon_tf.contract import labels as L
 from marathon_tf.contract import naming, spread
 from marathon_tf.contract.errors import MarathonNotFound, UsageError
 from marathon_tf.contract.progress import eta_seconds, job_step
-from marathon_tf.contract.taskapi import TaskClient, broadcast
+from marathon_tf.contract.taskapi import broadcast
 from marathon_tf.marathon import transport
 from marathon_tf.marathon import waiting as W
 from marathon_tf.marathon.jobstate import (
@@ -86,16 +86,9 @@ class Observed:
         object.__setattr__(self, "apps", {name: App.parse(app) for name, app in self.apps.items()})
 
 
-def task_json(url: str, *, timeout: float = 2.0) -> dict[str, Any] | None:
-    """A ``GET`` route of a task's status port through the task API's one client
-    (:meth:`~marathon_tf.contract.taskapi.TaskClient.read`), on a session bounded in size."""
-    with transport.session(max_bytes=4 << 20) as session:
-        return TaskClient(session).read(url, timeout=timeout)
-
-
 def _probe(url: str) -> dict | None:
     """A task's ``/status`` (None: no whole answer within 2 s)."""
-    return task_json(url, timeout=2.0)
+    return transport.task_json(url, timeout=2.0)
 
 
 def _safe(fn: Callable[[], Any], default: Any) -> Any:
