@@ -56,7 +56,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from marathon_tf.contract import cluster_spec, joblock, naming, savehook
 from marathon_tf.contract import labels as L
@@ -115,8 +115,8 @@ if TYPE_CHECKING:
     from marathon_tf.task.jobview import JobView
     from marathon_tf.task.resize import Resizer
 
-__all__ = ["main", "Bootstrap", "job_lifecycle", "parse_args", "shell_command", "own_address", "status_port",
-           "restarts_on_move", "SPEC_FILE"]
+__all__ = ["main", "exit_now", "Bootstrap", "job_lifecycle", "parse_args", "shell_command", "own_address",
+           "status_port", "restarts_on_move", "SPEC_FILE"]
 
 SPEC_FILE = "cluster_spec.json"
 RESTART_BACKOFF = BACKOFF  # repeated failures: in-place restarts wait 1, 2, 4 ... s, at most 30 s (the first: none)
@@ -691,7 +691,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``marathon-tf bootstrap`` / ``python -m marathon_tf.bootstrap``.
 
     ``argv`` is what follows ``bootstrap`` (``["--", "python3", "train.py"]``); default
-    ``sys.argv[1:]``. Returns the exit code; installs SIGTERM/SIGINT handlers while it runs.
+    ``sys.argv[1:]``. Returns the exit code of ``--help`` or of a usage error; a bootstrap that ran ends its
+    process with its code (:func:`exit_now`). Installs SIGTERM/SIGINT handlers while it runs.
     """
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("-h", "--help"):
@@ -711,9 +712,23 @@ def main(argv: list[str] | None = None) -> int:
     boot.watch_job()
     restore = relay_stop_signals(boot.request_stop)
     try:
-        return boot.run()
+        code = boot.run()
     finally:
         restore()
+    exit_now(code)
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the bootstrap's process with ``code`` once its run is over (its program stopped, its record
+    written, its servers and lock closed): a thread of a pool still in a lookup or a request to Marathon
+    (the rendezvous' group read, a peer's hint, a DNS query), which Python's exit would wait for, must not
+    keep a stopped task alive into its grace period."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -39,3 +39,32 @@ def test_the_plain_handler_is_the_hazard():
     guards against, so that it cannot pass for another reason)."""
     with pytest.raises(subprocess.TimeoutExpired):
         subprocess.run([sys.executable, "-c", RELAY, "handler"], capture_output=True, text=True, timeout=3)
+
+
+EXIT = """
+import sys, time
+from concurrent.futures import ThreadPoolExecutor
+pool = ThreadPoolExecutor(max_workers=1)
+pool.submit(time.sleep, 60)  # a pool's thread in a lookup that does not come back (the rendezvous' group read)
+time.sleep(0.2)
+pool.shutdown(wait=False, cancel_futures=True)  # what the rendezvous' close does
+print("ran")  # (not flushed yet)
+if sys.argv[1] == "exit_now":
+    from marathon_tf.task.bootstrap import exit_now
+    exit_now(143)
+sys.exit(143)
+"""
+
+
+def test_a_bootstrap_whose_run_is_over_ends_its_process_at_once():
+    """A CI run: the placed tasks of a job released at its admission deadline were not gone 10 s after their
+    SIGTERM. Python's exit waits for every pool's thread; one in a lookup kept the stopped bootstrap alive into
+    its grace period. ``main`` ends the process once the run is over, what it printed flushed."""
+    done = subprocess.run([sys.executable, "-c", EXIT, "exit_now"], capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stdout) == (143, "ran\n"), done.stderr
+
+
+def test_the_interpreters_own_exit_is_the_hazard():
+    """The same with ``sys.exit``: the process waits for the pool's thread (what the test above guards against)."""
+    with pytest.raises(subprocess.TimeoutExpired):
+        subprocess.run([sys.executable, "-c", EXIT, "sys.exit"], capture_output=True, text=True, timeout=3)

@@ -18,7 +18,7 @@ import sys
 import threading
 
 import pytest
-from leaks import processes_under
+from leaks import processes_under, wait_no_processes
 from polling import wait_for
 
 from marathon_tf.contract import labels as L
@@ -91,7 +91,8 @@ def test_placed_tasks_release_a_job_nobody_follows_at_its_deadline(cluster_of, t
     assert [a["instances"] for a in apps] == [0] * (5 if elastic else 4) and 0 <= released - deadline <= 5, \
         released - deadline
     # the placed tasks were stopped (their grace period): no program ever started, nothing is held
-    wait_for(lambda: not processes_under(tmp_path / "state"), 10, what="the placed tasks stopped")
+    left = wait_no_processes(tmp_path / "state", 10)
+    assert left == [], f"the placed tasks still run 10 s after the release: {left}"
     # (an agent frees a task's resources at its terminal status update, a moment after its process ended)
     wait_for(lambda: sum(float(s["used_resources"].get("cpus") or 0)
                          for s in client.request("GET", "/mesos/master/slaves").body["slaves"]) == 0,
