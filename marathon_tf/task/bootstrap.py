@@ -541,7 +541,7 @@ class Bootstrap:
             self._logdir_step()
             self.observer.tick(code is None, self._peer_addresses)
             if self._stop.is_set():
-                return restarts.stopped(trainer)
+                return self._stopped(trainer)
             round_ = restarts.new_round()
             if round_ is not None:  # the keeper restarts the job's group: not this program's failure
                 trainer = self._again(restarts.stop_for_round(trainer, round_))
@@ -560,7 +560,7 @@ class Bootstrap:
             if code is not None:
                 decision = restarts.ended(trainer, code, hung)
                 if decision is None:  # the program's 143 came from the task's own stop
-                    return restarts.stopped(trainer)
+                    return self._stopped(trainer)
                 if decision.space:  # it failed on a full logdir: room first (bounded), then as decided
                     decision = restarts.await_space(decision)
                     if decision is None:
@@ -574,6 +574,15 @@ class Bootstrap:
                 trainer = self._watch(trainer)
                 next_watch = self._next_watch()
         return restarts.stop_code()  # stopped while the program waited to start again
+
+    def _stopped(self, trainer: Trainer) -> int:
+        """The task was stopped while its program ran: the program's stop (a save round first), then the
+        bootstrap's own code, that of the signal (143 for SIGTERM), whatever the program's: Marathon's word for the
+        task is then a stop, not the program's end (a program its grace ran out on exits with 137, a failure
+        for anyone who reads the task's status without the bootstrap's own report: a relaunched deciding
+        task counted its predecessor's preemption as a failure)."""
+        self.restarts.stopped(trainer)
+        return self.restarts.stop_code()
 
     def _again(self, go_on: bool) -> Trainer | None:
         """The program started again once its peers are settled, if ``go_on`` (None: stopped meanwhile)."""
