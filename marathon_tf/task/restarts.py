@@ -176,8 +176,13 @@ class Restarter:
         for a ParameterServerStrategy coordinator; every other member of a MultiWorkerMirroredStrategy group,
         whose collectives are fixed at start: a member that does not name this task at this address yet
         runs an earlier cluster spec (a ``scale``'s new worker started beside peers about to restart is
-        restarted with them). Needs Marathon (to find the peers' status ports)."""
+        restarted with them). An elastic member does not wait for a ps to hold its address: the ps takes an
+        elastic worker from the worker's session (TensorFlow's ClusterSpec propagation), not from its spec,
+        and does not restart when one moves (:meth:`marathon_tf.task.bootstrap.Bootstrap._take_moves`): a
+        relaunched deciding task waited the whole :data:`RELAUNCH_SETTLE` for it. Needs Marathon (to find the
+        peers' status ports)."""
         mwms = self.ctx.style == "multi_worker_mirrored"
+        held_address = not mwms and self.ctx.role not in self.ctx.elastic  # (a ps's own spec holds this task)
         roles = ("chief", "worker") if mwms else \
             ("ps", "worker") if self.ctx.style == "parameter_server" and self.ctx.role == "chief" else ("ps",)
         if self.control is None or self.ctx.role not in ("chief", "worker") or \
@@ -185,7 +190,7 @@ class Restarter:
             return
         deadline, stale_seen = self.clock() + timeout, False
         while not self._stop.is_set():
-            stale = self._stale_peers(me, address, roles, read_status=not mwms)
+            stale = self._stale_peers(me, address, roles, read_status=held_address)
             if not stale:
                 if stale_seen:  # they re-rendered: give their programs the moment they take to restart
                     self._stop.wait(0.5)

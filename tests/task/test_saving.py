@@ -630,6 +630,15 @@ def test_a_relaunched_chief_waits_for_the_ps_to_take_its_new_address_before_its_
                    control=control)
     ps.restarts.await_peers_took("ps-0", "x")  # a ps waits for nobody
     assert len(control.urls) == 5
+    # an elastic worker (TF1 --elastic): the ps takes it from its session, and never restarts for its move
+    said[:] = [{"peers": {"worker-0": "10.0.0.1:1111"}}] * 3
+    ectx = TaskContext(job="j", role="worker", index=0, cluster={"ps": 1, "worker": 2}, completion="all_workers",
+                       elastic={"worker": (2, 3)})
+    elastic = Bootstrap(ectx, {}, ["true"], control=control)
+    elastic.restarts.log = logs.append
+    began = time.monotonic()
+    elastic.restarts.await_peers_took("worker-0", "10.0.0.2:2222", timeout=10)
+    assert time.monotonic() - began < 1 and len(control.urls) == 5 and len(logs) == 1
 
 
 def test_a_new_multi_worker_mirrored_worker_waits_for_the_peers_a_scale_is_replacing():
