@@ -65,7 +65,7 @@ from marathon_tf.task.supervisor import Trainer
 from marathon_tf.task.timeline import TaskEvents
 
 __all__ = ["SaveHook", "SaveResult", "Saving", "SAVE_PATH", "HOLD_PATH", "AFTER_SAVE_GRACE", "MOVE_BUDGET",
-           "round_budget", "hold_limit"]
+           "round_budget", "hold_limit", "LET_GO"]
 
 SAVE_PATH, HOLD_PATH = SAVE.path, HOLD.path
 #: Seconds a program gets between SIGTERM and SIGKILL once the round saved its checkpoint.
@@ -84,6 +84,8 @@ SELF_PAUSE = 2.0
 HOLD_SELF = 1.0
 #: Seconds a program steps before one that never said ``ready`` is taken for one without the hook.
 READY_WITHIN = 5.0
+#: Why a relaunched deciding task lets go of the programs its predecessor's round held (:meth:`Saving.stepped`).
+LET_GO = "the deciding task's program is back at the job's checkpoint"
 
 
 def round_budget(grace: float) -> float:
@@ -151,6 +153,7 @@ class Saving:
         self._unanswered: str | None = None  # the reason of the last round that ended before its program answered
         self._said_no_hook = False
         self._first_step: float | None = None
+        self._starts, self._let_go_at_step = 0, False  # programs started here; a relaunch's first is to let go
         status.update(save_hook=None)
 
     @property
@@ -161,9 +164,15 @@ class Saving:
 
     # -- the program ------------------------------------------------------------------------------
     def program_started(self, trainer: Trainer) -> None:
+        """A program starts (its checkpoint said: ``resumed_from``). The deciding task's first one that resumes the
+        job's checkpoint is a relaunch's: the peers its predecessor's round held until its stop would stay held to
+        their hold's end (:func:`hold_limit`); at its first step (restored) every peer is told the round is over."""
         self.trainer = trainer
         self._first_step = None
         self.hook.reset()
+        self._starts += 1
+        if self.decider and self._starts == 1 and self.status.light().get("resumed_from") is not None:
+            self._let_go_at_step = True
 
     def on_text(self, text: str) -> None:
         said = self.hook.feed(text)
@@ -189,7 +198,11 @@ class Saving:
 
     def stepped(self) -> None:
         """The program made a step: one that has stepped for :data:`READY_WITHIN` s without saying ``ready``
-        has no hook (said once; a ``ready`` that comes later still counts)."""
+        has no hook (said once; a ``ready`` that comes later still counts) (a relaunch: :meth:`program_started`)."""
+        if self._let_go_at_step:
+            self._let_go_at_step = False
+            threading.Thread(target=self._release, args=(sorted(self.peer_urls()), LET_GO), daemon=True,
+                             name="let-go").start()
         if self.hook.ready or self.status.light().get("save_hook") is not None:
             return
         now = self.clock()
@@ -423,7 +436,7 @@ class Saving:
 
     def _failed(self, why: str, asked: _Asked) -> SaveResult:
         self._resume(asked.trainer)
-        self._release(asked.tried)
+        self._release(asked.tried, "it failed")
         self.machine.fire(On.SAVE_ENDED)
         self.events.record(T.SAVE_FAILED, f"save round failed: {why}")
         self.log(f"save round failed: {why}")
@@ -498,7 +511,8 @@ class Saving:
             if trainer is not None and trainer.held == "outside":
                 self._let_go(trainer)
                 self.machine.fire(On.SAVE_ENDED)
-                self.log("the save round is over without a stop: the training program goes on")
+                self.log(f"the save round is over ({request.reason or 'its stop did not come'}): the training "
+                         f"program goes on")
             return 200, {"held": False}
         if trainer is None or trainer.proc is None or trainer.proc.poll() is not None:
             return 200, {"held": False, "message": "no training program runs"}

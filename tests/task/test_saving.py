@@ -18,7 +18,7 @@ from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.plan import StopReason
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.machine import On, TaskMachine
-from marathon_tf.task.saving import SaveResult, Saving, hold_limit, round_budget
+from marathon_tf.task.saving import LET_GO, SaveResult, Saving, hold_limit, round_budget
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.supervisor import Trainer
 from marathon_tf.task.timeline import TaskEvents
@@ -458,7 +458,7 @@ def test_a_hold_answered_too_late_is_released_when_the_round_fails_and_lasts_no_
     holds = [body for url, body in session.posts if not body.get("release")]
     assert [url for url, body in session.posts] == ["http://127.0.0.1:1/hold", "http://127.0.0.1:1/hold"]
     assert holds and holds[0]["seconds"] <= 1.0 + 4.0, holds  # bounded by the round's deadline
-    assert session.posts[-1][1] == {"job": "j", "release": True}
+    assert session.posts[-1][1] == {"job": "j", "release": True, "reason": "it failed"}
 
 
 class _SlowPeer:
@@ -502,6 +502,54 @@ def test_a_trainer_that_did_not_answer_its_hold_is_asked_again_before_the_save(t
     seen = len(peer.steps)
     time.sleep(0.3)
     assert len(peer.steps) == seen  # frozen since before the save
+
+
+class _Peer:
+    """The session towards worker-1: every ``POST /hold`` is the follower's own ``post_hold``."""
+
+    def __init__(self, follower: Saving):
+        self.follower, self.posts = follower, []
+
+    def post(self, url, json, timeout, **kw):
+        self.posts.append(json)
+        code, body = self.follower.post_hold({}, json)
+        return type("R", (), {"status_code": code, "json": lambda self: body})()
+
+
+def test_a_relaunched_deciding_task_lets_go_of_what_its_predecessors_round_held_at_its_first_step(
+        tmp_path, programs):
+    """The deciding task stopped with grace (a resize under way): its round held worker-1 until the stop, and
+    the relaunched one restored the checkpoint while worker-1 stayed held for the whole hold (60 s by default,
+    seen end to end). Its first program that resumes the job's checkpoint lets go of every peer at its first
+    step; a fresh start (no checkpoint) and a later program of the same task tell nobody."""
+    follower = make(tmp_path, decider=False, task="worker-1")
+    peer = Program(follower, PLAIN)
+    programs.append(peer)
+    peer.wait_steps(3)
+    assert follower.post_hold({}, {"job": "j", "reason": "worker-0 is stopped", "seconds": 30})[1]["held"]
+    assert peer.trainer.held == "outside"  # the predecessor's round, its stop come and gone
+    fresh = make(tmp_path)  # a fresh job's deciding task: no checkpoint to resume
+    fresh._session = _Peer(follower)
+    fresh.peer_urls = lambda: {"worker-1": "http://127.0.0.1:1"}
+    programs.append(Program(fresh, PLAIN))
+    fresh.stepped()
+    time.sleep(0.3)
+    assert fresh._session.posts == [] and peer.trainer.held == "outside"
+    saving = make(tmp_path)
+    saving.status.update(resumed_from=916)  # (what the bootstrap's announce_resume says before the start)
+    saving._session = session = _Peer(follower)
+    saving.peer_urls = lambda: {"worker-1": "http://127.0.0.1:1"}
+    programs.append(Program(saving, PLAIN))
+    saving.stepped()
+    wait_for(lambda: peer.trainer.held is None, 5, "worker-1 let go")
+    peer.wait_steps(len(peer.steps) + 3)
+    assert session.posts == [{"job": "j", "release": True, "reason": LET_GO}]
+    assert any(f"the save round is over ({LET_GO})" in line for line in follower.logs), follower.logs
+    saving.stepped()
+    programs.append(Program(saving, PLAIN))  # its next program (an in-place restart)
+    saving.stepped()
+    time.sleep(0.3)
+    assert len(session.posts) == 1
 
 
 def test_a_hold_is_always_bounded_and_an_extension_never_holds_anew(tmp_path, programs):
