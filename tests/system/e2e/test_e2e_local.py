@@ -1,11 +1,16 @@
 """The whole path on one machine: render, post, schedule, discover, write the spec, train (real TensorFlow)."""
 
 import json
+import re
 
 import pytest
 from e2e_helpers import deploy_local, local_job, losses, wait_no_processes
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(300)]
+
+#: the TF1 example's last line (examples/linear-regression-tf1/train.py): its data is y = 2x + 1 + noise
+LEARNED = re.compile(r"^\[(?P<task>worker-\d+)\] .*\bdone final_step=\d+ loss=\S+ w=(?P<w>[-0-9.]+) b=(?P<b>[-0-9.]+)",
+                     re.MULTILINE)
 
 
 def test_tf1_between_graph_job_trains_to_completion_with_flags(tmp_path):
@@ -18,7 +23,12 @@ def test_tf1_between_graph_job_trains_to_completion_with_flags(tmp_path):
     steps = sorted(s for task in by_task.values() for s in task)
     first, last = steps[0], steps[-1]
     assert last[0] >= 300
-    assert last[1] < first[1], f"loss did not go down: {first} -> {last}"
+    # trained for real: the job learned y = 2x + 1. Its per-batch loss reaches the noise floor (0.01) within tens of
+    # steps, so the first logged loss against the last is noise against noise (a CI run: 0.0113 at step 38 and
+    # 0.0128 at 301); the weights each worker ends with say it
+    learned = {m["task"]: (float(m["w"]), float(m["b"])) for m in LEARNED.finditer(r.stdout)}
+    assert set(learned) >= {"worker-0", "worker-1"}, r.stdout[-2000:]
+    assert all(abs(w - 2.0) < 0.1 and abs(b - 1.0) < 0.1 for w, b in learned.values()), (learned, first, last)
     specs = _spec_files(tmp_path)
     assert set(specs) == {"ps-0", "worker-0", "worker-1"}
     for task, spec in specs.items():
