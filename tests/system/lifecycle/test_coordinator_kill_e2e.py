@@ -29,6 +29,7 @@ from test_save_e2e import (
 )
 
 from marathon_tf.contract import labels as L
+from marathon_tf.task.saving import LET_GO
 
 pytestmark = [pytest.mark.tf]
 
@@ -163,6 +164,10 @@ def test_the_coordinator_stopped_in_the_middle_of_a_resize_round_trains_nothing_
     said = rounds(job, COORDINATOR)[before:]
     assert len(said) == 1 and resumed(job, began, TF1_READY, COORDINATOR)[0] == said[0], (said, job.text()[-3000:])
     assert highest_step_before_restart(job, began) <= said[0], (said, job.text()[-3000:])  # 0 steps again
+    if seen_after(job, "worker-1", "held for the job's save round", began):
+        # held until the stop, worker-1 trains again once the relaunched coordinator's program is back, not at its
+        # hold's end (60 s: every run before stop 54)
+        job.wait(lambda: seen_after(job, "worker-1", LET_GO, began), 30, "worker-1 let go by the new coordinator")
     job.wait(lambda: seen_after(job, COORDINATOR, LEADING, began), 120, "the relaunched coordinator leading")
     job.wait(lambda: size_is(job, COORDINATOR, 3), 120, "the job grown to 3 workers under the relaunched coordinator")
     final = job.wait_state(420)
