@@ -164,9 +164,8 @@ class Saving:
 
     # -- the program ------------------------------------------------------------------------------
     def program_started(self, trainer: Trainer) -> None:
-        """A program starts (its checkpoint said: ``resumed_from``). The deciding task's first one that resumes the
-        job's checkpoint is a relaunch's: the peers its predecessor's round held until its stop would stay held to
-        their hold's end (:func:`hold_limit`); at its first step (restored) every peer is told the round is over."""
+        """A program starts. The deciding task's first one that resumes the job's checkpoint (a relaunch's) tells every
+        peer, at its first step, that its predecessor's round is over (else held to :func:`hold_limit`)."""
         self.trainer = trainer
         self._first_step = None
         self.hook.reset()
@@ -198,11 +197,11 @@ class Saving:
 
     def stepped(self) -> None:
         """The program made a step: one that has stepped for :data:`READY_WITHIN` s without saying ``ready``
-        has no hook (said once; a ``ready`` that comes later still counts) (a relaunch: :meth:`program_started`)."""
+        has no hook (said once; a later ``ready`` still counts); a relaunch's lets go (:meth:`program_started`)."""
         if self._let_go_at_step:
             self._let_go_at_step = False
-            threading.Thread(target=self._release, args=(sorted(self.peer_urls()), LET_GO), daemon=True,
-                             name="let-go").start()
+            release = HoldRequest(self.ctx.job, LET_GO, release=True)
+            threading.Thread(target=self._hold, args=(self.peer_urls(), release), daemon=True, name="let-go").start()
         if self.hook.ready or self.status.light().get("save_hook") is not None:
             return
         now = self.clock()
@@ -461,7 +460,8 @@ class Saving:
         asked.held = sorted(t for t, a in answers.items() if (a or {}).get("held"))
 
     def _release(self, held: Sequence[str], why: str = "") -> None:
-        urls = {t: u for t, u in self.peer_urls().items() if t in held}
+        names = set(held)  # (a round over 10,000 workers: one look-up each)
+        urls = {t: u for t, u in self.peer_urls().items() if t in names}
         self._hold(urls, HoldRequest(self.ctx.job, why, release=True))
 
     def _hold(self, urls: Mapping[str, str], request: HoldRequest) -> dict[str, dict[str, Any] | None]:

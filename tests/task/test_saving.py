@@ -461,19 +461,27 @@ def test_a_hold_answered_too_late_is_released_when_the_round_fails_and_lasts_no_
     assert session.posts[-1][1] == {"job": "j", "release": True, "reason": "it failed"}
 
 
-class _SlowPeer:
-    """The session towards worker-1 on a loaded host: its first ``POST /hold`` gets no answer in time (and has
-    not frozen it yet); asked again, it holds (the follower's own ``post_hold``)."""
+class _Peer:
+    """The session towards worker-1: every ``POST /hold`` is the follower's own ``post_hold``."""
 
     def __init__(self, follower: Saving):
         self.follower, self.posts = follower, []
 
     def post(self, url, json, timeout, **kw):
         self.posts.append(json)
-        if len([p for p in self.posts if not p.get("release")]) == 1:
-            raise TimeoutError("read timed out")
         code, body = self.follower.post_hold({}, json)
         return type("R", (), {"status_code": code, "json": lambda self: body})()
+
+
+class _SlowPeer(_Peer):
+    """worker-1 on a loaded host: its first ``POST /hold`` gets no answer in time (and has not frozen it yet);
+    asked again, it holds."""
+
+    def post(self, url, json, timeout, **kw):
+        if not json.get("release") and not [p for p in self.posts if not p.get("release")]:
+            self.posts.append(json)
+            raise TimeoutError("read timed out")
+        return super().post(url, json, timeout, **kw)
 
 
 def test_a_trainer_that_did_not_answer_its_hold_is_asked_again_before_the_save(tmp_path, programs):
@@ -502,18 +510,6 @@ def test_a_trainer_that_did_not_answer_its_hold_is_asked_again_before_the_save(t
     seen = len(peer.steps)
     time.sleep(0.3)
     assert len(peer.steps) == seen  # frozen since before the save
-
-
-class _Peer:
-    """The session towards worker-1: every ``POST /hold`` is the follower's own ``post_hold``."""
-
-    def __init__(self, follower: Saving):
-        self.follower, self.posts = follower, []
-
-    def post(self, url, json, timeout, **kw):
-        self.posts.append(json)
-        code, body = self.follower.post_hold({}, json)
-        return type("R", (), {"status_code": code, "json": lambda self: body})()
 
 
 def test_a_relaunched_deciding_task_lets_go_of_what_its_predecessors_round_held_at_its_first_step(

@@ -57,9 +57,9 @@ sys.exit(143)
 
 
 def test_a_bootstrap_whose_run_is_over_ends_its_process_at_once():
-    """A CI run: the placed tasks of a job released at its admission deadline were not gone 10 s after their
-    SIGTERM. Python's exit waits for every pool's thread; one in a lookup kept the stopped bootstrap alive into
-    its grace period. ``main`` ends the process once the run is over, what it printed flushed."""
+    """Python's exit waits for every pool's thread: one still in a lookup would keep a stopped bootstrap alive
+    into its grace period (read as the likely cause of a CI run's placed tasks not gone 10 s after their SIGTERM;
+    not reproduced). ``main`` ends the process once the run is over, what it printed flushed."""
     done = subprocess.run([sys.executable, "-c", EXIT, "exit_now"], capture_output=True, text=True, timeout=30)
     assert (done.returncode, done.stdout) == (143, "ran\n"), done.stderr
 
