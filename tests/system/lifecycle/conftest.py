@@ -10,11 +10,13 @@ import time
 import jobfiles
 import pytest
 from leaks import processes_under
+from offers import FAST_OFFERS
 
 from marathon_tf.contract import labels as L
 from marathon_tf.marathon.client import Client, RetryPolicy
 
 # --- end-to-end on the local runner (real TensorFlow) --------------------------------------------------
+
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 STEP_LINE = __import__("re").compile(r"\bstep=(\d+) loss=")
@@ -113,14 +115,16 @@ class LocalJob:
 
 
 @pytest.fixture
-def local_cluster(tmp_path):
-    """A LocalCluster in-process; stopped at teardown, which also checks that no task process is left."""
+def local_cluster(tmp_path, request):
+    """A LocalCluster in-process (offers revived at once, :data:`FAST_OFFERS`, unless the test is marked
+    ``stock_revive_interval``); stopped at teardown, which also checks that no task process is left."""
     import time as _time
 
     from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
 
     state = tmp_path / "state"
-    cluster = LocalCluster(state_dir=state, dns_refresh=0.5, kill_grace=2.0)
+    offers = {} if request.node.get_closest_marker("stock_revive_interval") else FAST_OFFERS
+    cluster = LocalCluster(state_dir=state, dns_refresh=0.5, kill_grace=2.0, **offers)
     cluster.start()
     jobs_started: list[LocalJob] = []
     cluster.jobs_started = jobs_started
@@ -166,24 +170,44 @@ BIG = "cpus:2;mem:8192;disk:10000;ports:[31000-32000]"
 SMALL = "cpus:1;mem:4096;disk:10000;ports:[31000-32000]"
 
 
-def _agents_cluster(tmp_path, agents: int, resources: str, **options):
-    """A started LocalCluster of ``agents`` agents with ``resources`` (``|`` between agents); at its end each job's
-    lines go to ``<name>.lines.txt`` in ``tmp_path``, and nothing may be left running."""
+def _clusters(tmp_path):
+    """Yields ``start(**options)``, which starts an in-process LocalCluster (marathon-tf's, with the pre-warm pool;
+    kill grace 2 s, :data:`FAST_OFFERS`) with these options; at the end each job's lines go to
+    ``<name>.lines.txt`` in ``tmp_path``, the clusters stop, and nothing may be left running."""
     from marathon_tf.user.localrun import local_cluster
 
-    cluster = local_cluster(state_dir=tmp_path / "state", kill_grace=2.0, dns_refresh=0.5, agents=agents,
-                            agent_resources=(resources,), **options)
-    cluster.start()
-    cluster.jobs_started = []
-    yield cluster
-    for job in cluster.jobs_started:
-        job.tailer.stop()
-        (tmp_path / f"{job.name}.lines.txt").write_text("\n".join(f"{t:.2f} [{n}] {x}" for t, n, _, x in job.lines))
-    cluster.stop()
+    made = []
+
+    def start(**options):
+        cluster = local_cluster(state_dir=tmp_path / "state", kill_grace=2.0, **{**FAST_OFFERS, **options})
+        cluster.start()
+        cluster.jobs_started = []
+        made.append(cluster)
+        return cluster
+
+    yield start
+    for cluster in made:
+        for job in cluster.jobs_started:
+            job.tailer.stop()
+            (tmp_path / f"{job.name}.lines.txt").write_text("\n".join(f"{t:.2f} [{n}] {x}" for t, n, _, x in job.lines))
+        cluster.stop()
     deadline = time.monotonic() + 10
     while processes_under(tmp_path / "state") and time.monotonic() < deadline:
         time.sleep(0.2)
     assert processes_under(tmp_path / "state") == []
+
+
+@pytest.fixture
+def cluster_of(tmp_path):
+    """``cluster_of(**options)``: a started cluster as :func:`_clusters` makes them."""
+    yield from _clusters(tmp_path)
+
+
+def _agents_cluster(tmp_path, agents: int, resources: str, **options):
+    """A started cluster (:func:`_clusters`) of ``agents`` agents with ``resources`` (``|`` between agents)."""
+    clusters = _clusters(tmp_path)
+    yield next(clusters)(dns_refresh=0.5, agents=agents, agent_resources=(resources,), **options)
+    next(clusters, None)
 
 
 @pytest.fixture

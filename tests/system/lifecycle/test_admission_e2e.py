@@ -19,6 +19,7 @@ import threading
 
 import pytest
 from leaks import processes_under, wait_no_processes
+from offers import FAST_OFFERS
 from polling import wait_for
 
 from marathon_tf.contract import labels as L
@@ -44,7 +45,7 @@ def cluster_of(tmp_path):
 
     def start(**options):
         cluster = LocalCluster(state_dir=tmp_path / "state", dns_refresh=0.25, kill_grace=2.0, shutdown_grace=2.0,
-                               **options).start()
+                               **{**FAST_OFFERS, **options}).start()
         made.append(cluster)
         return cluster
 

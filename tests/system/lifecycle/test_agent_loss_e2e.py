@@ -16,38 +16,11 @@ import sys
 import time
 
 import pytest
-from leaks import processes_under
 from test_lifecycle_e2e import RESTARTED, SAVE_EVERY, TARGET, checkpoints, linear_job
 
 from marathon_tf.contract import labels as L
 
 pytestmark = [pytest.mark.tf]
-
-
-@pytest.fixture
-def cluster_of(tmp_path):
-    """``cluster_of(**options)``: an in-process LocalCluster (marathon-tf's, with the pre-warm pool)
-    with these options; stopped at teardown, which checks that no task process is left."""
-    from marathon_tf.user.localrun import local_cluster
-
-    made = []
-
-    def start(**options):
-        cluster = local_cluster(state_dir=tmp_path / "state", kill_grace=2.0, **options)
-        cluster.start()
-        cluster.jobs_started = []
-        made.append(cluster)
-        return cluster
-
-    yield start
-    for cluster in made:
-        for job in cluster.jobs_started:
-            job.tailer.stop()
-        cluster.stop()
-    deadline = time.monotonic() + 10
-    while processes_under(tmp_path / "state") and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert processes_under(tmp_path / "state") == []
 
 
 def _task(job, app):

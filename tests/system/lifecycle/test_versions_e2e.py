@@ -62,34 +62,6 @@ def test_an_elastic_job_with_a_standby_waiting_recovers_from_a_killed_ps_and_suc
     assert final["state"] == L.SUCCEEDED, final.get("reason")
 
 
-@pytest.fixture
-def versions_cluster(tmp_path):
-    """``versions_cluster(version)``: three agents, one task each (the TF1 example: a ps, two workers)."""
-    from leaks import processes_under
-
-    from marathon_tf.user.localrun import local_cluster
-
-    made = []
-
-    def start(version):
-        cluster = local_cluster(state_dir=tmp_path / "state", kill_grace=2.0, dns_refresh=0.5, agents=3,
-                                **({} if version is None else {"marathon_version": version}))
-        cluster.start()
-        cluster.jobs_started = []
-        made.append(cluster)
-        return cluster
-
-    yield start
-    for cluster in made:
-        for job in cluster.jobs_started:
-            job.tailer.stop()
-        cluster.stop()
-    deadline = time.monotonic() + 10
-    while processes_under(tmp_path / "state") and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert processes_under(tmp_path / "state") == []
-
-
 def _disrupt(job, cluster, scenario: str) -> None:
     from marathon_tf.user import jobs
 
@@ -111,11 +83,11 @@ def _disrupt(job, cluster, scenario: str) -> None:
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("version", ["1.7.236", "1.4.3", None], ids=["1.7.236", "1.4.3", "default"])
 @pytest.mark.parametrize("scenario", ["ps killed", "chief killed", "scale", "agent lost"])
-def test_the_lifecycle_scenarios_recover_and_succeed_on_each_version(tmp_path, versions_cluster, job_on, scenario,
-                                                                     version):
+def test_the_lifecycle_scenarios_recover_and_succeed_on_each_version(tmp_path, cluster_of, job_on, scenario, version):
     from test_lifecycle_e2e import linear_job
 
-    cluster = versions_cluster(version)
+    # three agents, one task each (the TF1 example: a ps, two workers)
+    cluster = cluster_of(dns_refresh=0.5, agents=3, **({} if version is None else {"marathon_version": version}))
     job = job_on(cluster, linear_job(tmp_path, TARGET, save_every=250, log_every=50,
                                      progress={"target_step": TARGET},
                                      restart={"max_failures": 5, "window_seconds": 600}))
