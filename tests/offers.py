@@ -1,4 +1,4 @@
-"""How the in-process clusters of the end-to-end tests offer resources to a task Marathon queues."""
+"""How the in-process clusters of the end-to-end and placement tests offer resources to a task Marathon queues."""
 
 #: ``--revive-interval 0`` (a user's option of ``local serve`` and ``deploy --local``): a relaunched task is
 #: offered at once. Marathon's stock ``--min_revive_offers_interval`` (5 s: a killed task is relaunched up to 5 s

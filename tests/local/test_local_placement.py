@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from leaks import wait_no_processes
+from offers import FAST_OFFERS
 from polling import wait_for
 
 from marathon_tf.contract import spread
@@ -38,7 +39,7 @@ def cluster_of(tmp_path):
 
     def start(**options):
         cluster = LocalCluster(state_dir=tmp_path / f"state-{len(made)}", dns_refresh=0.25, kill_grace=1.0,
-                               shutdown_grace=1.0, **options).start()
+                               shutdown_grace=1.0, **{**FAST_OFFERS, **options}).start()
         made.append(cluster)
         return cluster
 
