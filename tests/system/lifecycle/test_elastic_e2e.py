@@ -112,7 +112,8 @@ def test_an_elastic_parameter_server_job_starts_at_its_minimum_grows_shrinks_and
 
     block = job_on(sized_cluster, blocker(tmp_path))
     block.wait(lambda: worker_task(block, "worker-0"), 60, "the blocker running")
-    target = 14000
+    # the sequence below ends near step 900 (a CI run: 17 s after the first step); 8000 leaves it 8 times that
+    target = 8000
     job = job_on(sized_cluster, elastic_job(
         tmp_path, "mnist-ps-strategy", ["python3", "train.py", "--train_steps", str(target), "--checkpoint_dir",
                                         "ckpt", "--log_every", "20", "--save_every", "100000"], target))
@@ -172,7 +173,8 @@ def test_an_elastic_keras_multiworker_job_starts_at_its_minimum_grows_shrinks_an
 
     block = job_on(sized_cluster, blocker(tmp_path))
     block.wait(lambda: worker_task(block, "worker-0"), 60, "the blocker running")
-    epochs, per_epoch = 40, 40
+    # the sequence below ends near step 250 (a CI run: 26 s after the first step); 1000 leaves it 4 times that
+    epochs, per_epoch = 25, 40
     job = job_on(sized_cluster, elastic_job(
         tmp_path, "keras-multiworker", ["python3", "train.py", "--epochs", str(epochs), "--steps_per_epoch",
                                         str(per_epoch), "--checkpoint_dir", "ckpt", "--log_every", "10",
