@@ -14,9 +14,9 @@ from offers import FAST_OFFERS
 
 from marathon_tf.contract import labels as L
 from marathon_tf.marathon.client import Client, RetryPolicy
+from marathon_tf.user.local_options import REVIVE_INTERVAL
 
 # --- end-to-end on the local runner (real TensorFlow) --------------------------------------------------
-
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 STEP_LINE = __import__("re").compile(r"\bstep=(\d+) loss=")
@@ -116,29 +116,10 @@ class LocalJob:
 
 @pytest.fixture
 def local_cluster(tmp_path, request):
-    """A LocalCluster in-process (offers revived at once, :data:`FAST_OFFERS`, unless the test is marked
-    ``stock_revive_interval``); stopped at teardown, which also checks that no task process is left."""
-    import time as _time
-
-    from marathon_tf.user.localrun import local_cluster as LocalCluster  # as deploy --local runs it
-
-    state = tmp_path / "state"
-    offers = {} if request.node.get_closest_marker("stock_revive_interval") else FAST_OFFERS
-    cluster = LocalCluster(state_dir=state, dns_refresh=0.5, kill_grace=2.0, **offers)
-    cluster.start()
-    jobs_started: list[LocalJob] = []
-    cluster.jobs_started = jobs_started
-    try:
-        yield cluster
-    finally:
-        for job in jobs_started:
-            job.tailer.stop()
-        cluster.stop()
-        deadline = _time.monotonic() + 10
-        while processes_under(state) and _time.monotonic() < deadline:
-            _time.sleep(0.2)
-        left = processes_under(state)
-        assert left == [], f"processes left behind: {left}"
+    """A started cluster as :func:`_clusters` makes them (Mesos-DNS refreshed every 0.5 s); a test marked
+    ``stock_revive_interval`` gets Marathon's stock revive interval (5 s) instead of :data:`FAST_OFFERS`."""
+    stock = request.node.get_closest_marker("stock_revive_interval") is not None
+    yield from _one_cluster(tmp_path, dns_refresh=0.5, **({"revive_interval": REVIVE_INTERVAL} if stock else {}))
 
 
 @pytest.fixture
@@ -194,7 +175,8 @@ def _clusters(tmp_path):
     deadline = time.monotonic() + 10
     while processes_under(tmp_path / "state") and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert processes_under(tmp_path / "state") == []
+    left = processes_under(tmp_path / "state")
+    assert left == [], f"processes left behind: {left}"
 
 
 @pytest.fixture
@@ -203,11 +185,16 @@ def cluster_of(tmp_path):
     yield from _clusters(tmp_path)
 
 
+def _one_cluster(tmp_path, **options):
+    """Yields one started cluster (:func:`_clusters`) with these options."""
+    clusters = _clusters(tmp_path)
+    yield next(clusters)(**options)
+    next(clusters, None)
+
+
 def _agents_cluster(tmp_path, agents: int, resources: str, **options):
     """A started cluster (:func:`_clusters`) of ``agents`` agents with ``resources`` (``|`` between agents)."""
-    clusters = _clusters(tmp_path)
-    yield next(clusters)(dns_refresh=0.5, agents=agents, agent_resources=(resources,), **options)
-    next(clusters, None)
+    yield from _one_cluster(tmp_path, dns_refresh=0.5, agents=agents, agent_resources=(resources,), **options)
 
 
 @pytest.fixture

@@ -121,7 +121,7 @@ def kill_mid_training(tmp_path, local_job, app: str, *, after_step: int = 1200, 
 @pytest.mark.stock_revive_interval
 def test_a_killed_worker_is_relaunched_at_marathons_stock_revive_interval_and_the_job_completes(tmp_path, local_job):
     """The one end-to-end test on a cluster that revives offers at Marathon's stock interval (5 s; the others
-    revive at once, ``conftest.FAST_OFFERS``): the killed worker is offered again only when the rate limiter
+    revive at once, ``tests/offers.py``): the killed worker is offered again only when the rate limiter
     lets its revive through, and the job completes all the same."""
     job, killed_at, _ = kill_mid_training(tmp_path, local_job, "worker-1")
     status = job.wait_state(120)
