@@ -19,6 +19,7 @@ import threading
 import time
 
 import pytest
+from polling import alive
 from task_helpers import FakeBackend, task_env, wait_for
 
 from marathon_tf.contract.taskenv import TaskContext
@@ -287,7 +288,7 @@ def _killing_the_holder_kills(holder: str, cwd: str, what: str) -> None:
         os.kill(pid, 0)
         proc.kill()
         proc.wait(10)
-        wait_for(lambda: _gone(pid), 10, what=f"{what} to die")
+        wait_for(lambda: not alive(pid), 10, what=f"{what} to die")
     finally:
         proc.kill()
         proc.wait()
@@ -562,14 +563,6 @@ def test_a_task_that_goes_away_takes_its_program_from_the_shared_server(program,
         assert server.poll() is None  # still there for the other tasks
     finally:
         pool.close()
-
-
-def _gone(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
 
 
 def test_a_bootstrap_stopped_while_discovering_leaves_no_pre_warmed_interpreter(tmp_path, program):
