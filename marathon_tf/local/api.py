@@ -221,8 +221,7 @@ class MarathonApi:
                 raise app_not_found(app_id)
             existing = apps.get(app_id)
             raw = {**existing, **item} if existing and _flag(request, "partialUpdate", True) else item
-            apps[app_id] = targets.prepare_app(raw, app_id, f"({i})", features=self.state.features,
-                                               unreachable=self.state.unreachable_default)
+            apps[app_id] = targets.prepare_app(raw, app_id, f"({i})", rules=self.state.rules)
             node = parent_path(app_id)
             while node not in groups:
                 groups[node] = []

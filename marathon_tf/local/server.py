@@ -75,7 +75,7 @@ class Runtime:
         self.zk_session_timeout = 10.0
         self.offer_filter, self.revive_interval = offer_filter, revive_interval
         self.features = sorted(set(features))
-        self.state = State(host, features=self.features)
+        self.state = State(host, self.played.app_rules(self.features))
         self.bus = EventBus()
         self.bus.listeners.append(self.state.touch)  # nearly every change is an event; the rest touch it
         self.faults = FaultInjector()
@@ -91,7 +91,6 @@ class Runtime:
         self.scheduler.grants = self.security.grants if self.security.issues_tokens else None
         self.scheduler.group_by_even = self.played.group_by_even
         self.scheduler.scalars_grouped = self.played.scalars_grouped
-        self.state.unreachable_default = self.played.unreachable_default
         self.agent_admin = AgentAdmin(self.scheduler)
         self.deployments = DeploymentManager(self.state, self.scheduler, self.bus,
                                              lock=self.played.deployment_lock, purge=self.played.purge_on_cancel)

@@ -20,6 +20,8 @@ from typing import Any
 
 from marathon_tf.contract import naming
 
+from .validation import NEWEST_RULES, AppRules
+
 __all__ = [
     "now_ts", "canonical_path", "parent_path", "normalize_app", "is_scale_only",
     "Task", "AppState", "State", "AGENT_ID", "FRAMEWORK_ID", "TERMINAL_STATES",
@@ -230,13 +232,11 @@ class AppState:
 class State:
     """The root group: groups (id -> dependencies, version) and apps (id -> AppState)."""
 
-    def __init__(self, host: str = "127.0.0.1", features: Iterable[str] = ("gpu_resources",)) -> None:
+    def __init__(self, host: str = "127.0.0.1", rules: AppRules = NEWEST_RULES) -> None:
         self.host = host
-        #: Marathon's ``--enable_features`` (validation refuses GPUs without ``gpu_resources``).
-        self.features = frozenset(features)
-        #: The ``unreachableStrategy`` an app without one gets (the version played: 300/600 s on 1.4.0 –
-        #: 1.4.8 and 1.5.0, else 0/0; ``versions.Played.unreachable_default``).
-        self.unreachable_default: dict[str, int] = {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}
+        #: The played version's app rules: its features, its ``unreachableStrategy`` default and validator
+        #: (``versions.Played.app_rules``).
+        self.rules = rules
         self.groups: dict[str, dict] = {"/": {"dependencies": [], "version": now_ts()}}
         self.apps: dict[str, AppState] = {}
         self._next_service_port = 10000

@@ -11,12 +11,11 @@ it against the current state into a plan. Implements GroupUpdate semantics of me
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
 from typing import Any
 
 from .errors import ApiError, app_not_found, group_not_found, invalid_json, not_valid
 from .state import State, canonical_path, ceil_scale, normalize_app, parent_path
-from .validation import group_details, id_errors, shape_errors, validate_app
+from .validation import NEWEST_RULES, AppRules, group_details, id_errors, shape_errors, validate_app
 
 __all__ = ["Target", "current", "put_group", "post_group", "delete_group", "put_app", "post_app",
            "delete_app", "check_tree", "prepare_app", "group_path"]
@@ -44,17 +43,17 @@ def _mkdir_p(groups: dict[str, list], gid: str) -> None:
 
 
 def prepare_app(raw: Any, app_id: str, prefix: str, group: str | None = None,
-                features: Iterable[str] = ("gpu_resources",), unreachable: dict | None = None) -> dict:
-    """Check ``raw`` (400 for wrong types, 422 for rules; ``features``: Marathon's enabled ones) and
-    return its normalized definition (``unreachable``: the default ``unreachableStrategy``)."""
+                rules: AppRules = NEWEST_RULES) -> dict:
+    """Check ``raw`` (400 for wrong types, 422 for rules; ``rules``: the played version's) and return its
+    normalized definition."""
     bad_shape = shape_errors(raw, prefix)
     if bad_shape:
         raise invalid_json(bad_shape)
     details = validate_app({**raw, "id": raw.get("id", app_id) if group is not None else app_id}, prefix, group,
-                           features)
+                           rules)
     if details:
         raise not_valid(details)
-    definition = normalize_app(raw, app_id, unreachable)
+    definition = normalize_app(raw, app_id, rules.unreachable_default)
     definition["dependencies"] = [canonical_path(d, parent_path(app_id)) for d in definition["dependencies"]]
     return definition
 
@@ -68,8 +67,8 @@ def check_tree(target: Target) -> Target:
 
 
 # Over ruff's complexity limit (C901), as one piece: Marathon's GroupUpdate rules: a branch per field it takes.
-def _update_group(apps: dict, groups: dict, gid: str, body: dict, prefix: str, features: Iterable[str],  # noqa: C901
-                  unreachable: dict | None = None) -> None:
+def _update_group(apps: dict, groups: dict, gid: str, body: dict, prefix: str,  # noqa: C901
+                  rules: AppRules) -> None:
     _mkdir_p(groups, gid)
     if "dependencies" in body:
         groups[gid] = [canonical_path(d, gid) for d in body.get("dependencies") or []]
@@ -83,7 +82,7 @@ def _update_group(apps: dict, groups: dict, gid: str, body: dict, prefix: str, f
             if not raw.get("id"):
                 raise not_valid([{"path": f"{where}/id", "errors": ["error.path.missing"]}])
             app_id = canonical_path(raw["id"], gid)
-            apps[app_id] = prepare_app(raw, app_id, where, gid, features, unreachable)
+            apps[app_id] = prepare_app(raw, app_id, where, gid, rules)
     if body.get("groups") is not None:
         wanted = {}
         for j, sub in enumerate(body["groups"]):
@@ -99,7 +98,7 @@ def _update_group(apps: dict, groups: dict, gid: str, body: dict, prefix: str, f
             if not _under(sid, gid) or sid == gid:
                 raise not_valid([{"path": f"{prefix}/groups({j})/id",
                                   "errors": [f"Identifier is not child of '{gid}'"]}])
-            _update_group(apps, groups, sid, sub, f"{prefix}/groups({j})", features, unreachable)
+            _update_group(apps, groups, sid, sub, f"{prefix}/groups({j})", rules)
     if body.get("scaleBy") is not None:
         factor = body["scaleBy"]
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor < 0:
@@ -127,7 +126,7 @@ def put_group(state: State, url_id: str, body: Any) -> Target:
     if gid in state.visible_apps():
         raise ApiError(409, {"message": f"An app with the path {gid} already exists."})
     apps, groups = current(state)
-    _update_group(apps, groups, gid, body, "", state.features, state.unreachable_default)
+    _update_group(apps, groups, gid, body, "", state.rules)
     return check_tree((apps, groups))
 
 
@@ -192,7 +191,7 @@ def put_app(state: State, app_id: str, body: Any, partial: bool = True) -> tuple
         body, partial = kept["definition"], False
     raw = {**existing, **body} if (existing and partial) else dict(body)
     raw["id"] = app_id
-    apps[app_id] = prepare_app(raw, app_id, "", features=state.features, unreachable=state.unreachable_default)
+    apps[app_id] = prepare_app(raw, app_id, "", rules=state.rules)
     _mkdir_p(groups, parent_path(app_id))
     if app_id in groups:
         raise ApiError(409, {"message": f"A group with the path {app_id} already exists."})

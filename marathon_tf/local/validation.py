@@ -8,10 +8,11 @@ check returns ``details`` entries ``{"path": "/apps(0)/id", "errors": [...]}``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ID_SEGMENT", "validate_app", "shape_errors", "group_details", "id_errors", "dependency_edges"]
+__all__ = ["ID_SEGMENT", "AppRules", "NEWEST_RULES", "validate_app", "shape_errors", "group_details", "id_errors",
+           "dependency_edges"]
 
 #: Marathon's ``PathId.ID_PATH_SEGMENT_PATTERN``.
 ID_SEGMENT = re.compile(r"^(([a-z0-9]|[a-z0-9][a-z0-9\-]*[a-z0-9])\.)*([a-z0-9]|[a-z0-9][a-z0-9\-]*[a-z0-9])"
@@ -26,6 +27,49 @@ _NUMBER_FIELDS = ("instances", "cpus", "mem", "disk", "gpus", "backoffSeconds", 
 
 def _add(details: dict[str, list[str]], path: str, error: str) -> None:
     details.setdefault(path or "/", []).append(error)
+
+
+@dataclass(frozen=True)
+class AppRules:
+    """What the app rules of the Marathon played depend on (``versions.Played.app_rules``)."""
+
+    #: Marathon's ``--enable_features`` (validation refuses GPUs without ``gpu_resources``).
+    features: frozenset[str] = frozenset({"gpu_resources"})
+    #: The ``unreachableStrategy`` an app that sets none gets.
+    unreachable_default: dict[str, int] = field(
+        default_factory=lambda: {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0})
+    #: 1.4.0 – 1.4.5's validator: ``inactiveAfter >= 1 second`` and ``< expungeAfter`` (else ``>= 0``, ``<=``).
+    unreachable_strict: bool = False
+
+
+#: The newest version's rules with GPUs enabled (what a plain ``State`` validates with).
+NEWEST_RULES = AppRules()
+
+
+def _seconds(value: float) -> str:
+    """A whole number of seconds as a Scala ``FiniteDuration`` prints it (``0 seconds``, ``1 second``)."""
+    return f"{value:g} second" + ("" if value == 1 else "s")
+
+
+def _unreachable_errors(details: dict[str, list[str]], prefix: str, strategy: Any, strict: bool) -> None:
+    if not isinstance(strategy, dict):
+        return
+    inactive, expunge = strategy.get("inactiveAfterSeconds", 0), strategy.get("expungeAfterSeconds", 0)
+    if not (isinstance(inactive, (int, float)) and isinstance(expunge, (int, float))):
+        return
+    if strict:  # two accord rules on the duration, both reported, under the model's field name
+        path = f"{prefix}/unreachableStrategy/inactiveAfter"
+        if inactive < 1:
+            _add(details, path, f"got {_seconds(inactive)}, expected 1 second or more")
+        if not inactive < expunge:
+            _add(details, path, f"got {_seconds(inactive)}, expected less than {_seconds(expunge)}")
+    elif inactive < 0:
+        _add(details, f"{prefix}/unreachableStrategy/inactiveAfterSeconds",
+             f"inactiveAfterSeconds ({inactive:g}) must be greater than or equal to 0")
+    elif inactive > expunge:
+        _add(details, f"{prefix}/unreachableStrategy/inactiveAfterSeconds",
+             f"inactiveAfterSeconds ({inactive:g}) must be less or equal to expungeAfterSeconds, "
+             f"which is {expunge:g}")
 
 
 def id_errors(path_id: Any) -> list[str]:
@@ -64,10 +108,11 @@ def shape_errors(app: Any, prefix: str = "") -> list[dict]:
 # Over ruff's complexity limit (C901), as one piece: Marathon's app-definition rules, in Marathon's order: a branch per
 # rule.
 def validate_app(app: dict, prefix: str = "", group: str | None = None,  # noqa: C901
-                 features: Iterable[str] = ("gpu_resources",)) -> list[dict]:
+                 rules: AppRules = NEWEST_RULES) -> list[dict]:
     """Validation failures of a (raw or normalized) app definition, as 422 ``details``.
-    ``group``: the enclosing group when the app came inside a group body; ``features``: the
-    enabled ``--enable_features``."""
+    ``group``: the enclosing group when the app came inside a group body; ``rules``: the played
+    version's."""
+    features = rules.features
     details: dict[str, list[str]] = {}
     app_id = app.get("id")
     for err in id_errors(app_id):
@@ -88,17 +133,7 @@ def validate_app(app: dict, prefix: str = "", group: str | None = None,  # noqa:
         _add(details, prefix, "GPU resources only work with the Mesos containerizer")
     if isinstance(gpus, (int, float)) and gpus > 0 and "gpu_resources" not in features:
         _add(details, prefix, _FEATURE_RULE.format(feature="gpu_resources"))
-    strategy = app.get("unreachableStrategy")
-    if isinstance(strategy, dict):
-        inactive, expunge = strategy.get("inactiveAfterSeconds", 0), strategy.get("expungeAfterSeconds", 0)
-        if isinstance(inactive, (int, float)) and isinstance(expunge, (int, float)):
-            if inactive < 0:
-                _add(details, f"{prefix}/unreachableStrategy/inactiveAfterSeconds",
-                     f"inactiveAfterSeconds ({inactive:g}) must be greater than or equal to 0")
-            elif inactive > expunge:
-                _add(details, f"{prefix}/unreachableStrategy/inactiveAfterSeconds",
-                     f"inactiveAfterSeconds ({inactive:g}) must be less or equal to expungeAfterSeconds, "
-                     f"which is {expunge:g}")
+    _unreachable_errors(details, prefix, app.get("unreachableStrategy"), rules.unreachable_strict)
     instances = app.get("instances", 1)
     if isinstance(instances, (int, float)) and instances < 0:
         _add(details, f"{prefix}/instances", f"got {instances}, expected 0 or more")

@@ -47,20 +47,26 @@ no ``unreachableStrategy``             1.4.0 – 1.4.8,  300/600 s: a lost task 
                                                        ``UnreachableEnabled``, v1.4.3:33-34, v1.5.0:33-34)
                                        1.4.9+, 1.5.1+  0/0: replaced at once (v1.4.9:33-34,
                                                        v1.7.236:31-32, releases/1.11:32-33)
+``unreachableStrategy``'s validator    1.4.0 – 1.4.5   ``inactiveAfterSeconds`` >= 1 and <
+                                                       ``expungeAfterSeconds``, else 422 (0/0 among
+                                                       them), accord's texts under ``…/inactiveAfter``;
+                                                       1.4.6+: >= 0 and <= (sources: the tests)
 =====================================  ==============  ===============================================
 
 What is not modelled: the asynchronous purge of 1.5 – 1.7 is done at once (before the next deployment's
 first step queues its apps); ``--scale_apps_initial_delay`` (the first check comes one interval after
 the start); a leader host that drops packets (504 / 500 on 1.4 – 1.6); ``GROUP_BY``'s instance count
 is the app's ``instances`` (1.10.34+ reads the run spec a placed instance was launched with, which a
-scale without a new configuration leaves behind); 1.4.0 – 1.4.5's ``unreachableStrategy`` validator
-(``inactiveAfterSeconds`` >= 1 and < ``expungeAfterSeconds``: 0/0 is 422) is 1.4.6's here.
+scale without a new configuration leaves behind).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+from .validation import AppRules
 
 __all__ = ["Played", "played", "DEFAULT_VERSION", "SCALE_APPS_INTERVAL", "BAD_CONNECTION"]
 
@@ -162,6 +168,16 @@ class Played:
         if self.version < _v(1, 4, 9) or _v(1, 5) <= self.version < _v(1, 5, 1):
             return {"inactiveAfterSeconds": 300, "expungeAfterSeconds": 600}
         return {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}
+
+    @property
+    def unreachable_strict(self) -> bool:
+        """1.4.0 – 1.4.5 refuse an ``unreachableStrategy`` with ``inactiveAfterSeconds`` under 1 or not under
+        ``expungeAfterSeconds`` (0/0 among them); 1.4.6 relaxed it to ``>= 0`` and ``<=``."""
+        return self.version < _v(1, 4, 6)
+
+    def app_rules(self, features: Iterable[str]) -> AppRules:
+        """The app rules of this version with ``features`` (its ``--enable_features``) enabled."""
+        return AppRules(frozenset(features), self.unreachable_default, self.unreachable_strict)
 
     @property
     def knows_gpu_scheduling_behavior(self) -> bool:

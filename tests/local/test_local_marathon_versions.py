@@ -360,3 +360,61 @@ def test_played_group_by_and_unreachable_default_by_release():
                                               "1.11.18", "1.11.24")] == [False] * 3 + [True] + [False] * 2 + [True] * 2
     assert [played(v).unreachable_default["inactiveAfterSeconds"]
             for v in ("1.4.0", "1.4.8", "1.4.9", "1.4.13", "1.5.0", "1.5.1", "1.11.0")] == [300, 300, 0, 0, 300, 0, 0]
+
+
+#: mesosphere/marathon v1.4.5 ``src/main/scala/mesosphere/marathon/state/UnreachableStrategy.scala:37-40``:
+#: ``inactiveAfter should be >= 1.second`` and ``< expungeAfter`` (the same at v1.4.0); v1.4.6:37-40 relaxes them
+#: to ``>= 0.second`` and ``<=``. The texts are accord's, as v1.4.5
+#: ``src/test/scala/mesosphere/marathon/state/UnreachableStrategyTest.scala:28-36`` asserts them ("got 2 seconds,
+#: expected less than 1 second"), under the path ``api/v2/Validation.scala:90-132`` builds from the app's field
+#: (``state/AppDefinition.scala:707``, ``appDef.unreachableStrategy is valid``) and the model's field name.
+ZERO = {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}
+
+
+@pytest.mark.parametrize("version", ["1.4.0", "1.4.5"])
+def test_unreachable_strategy_0_0_is_refused_before_1_4_6(cluster_with, make_app, version):
+    _, api = cluster_with(marathon_version=version)
+    said = api.put("/v2/apps/z", json=make_app("/z", instances=0, unreachableStrategy=ZERO))
+    assert said.status_code == 422, said.text
+    assert said.json()["details"] == [{"path": "/unreachableStrategy/inactiveAfter",
+                                       "errors": ["got 0 seconds, expected 1 second or more",
+                                                  "got 0 seconds, expected less than 0 seconds"]}]
+    same = api.put("/v2/apps/z", json=make_app("/z", instances=0, unreachableStrategy={
+        "inactiveAfterSeconds": 2, "expungeAfterSeconds": 2}))
+    assert same.json()["details"] == [{"path": "/unreachableStrategy/inactiveAfter",
+                                       "errors": ["got 2 seconds, expected less than 2 seconds"]}]
+    group = {"id": "/g", "apps": [make_app("/g/a", instances=0, unreachableStrategy=ZERO)]}
+    refused = api.put("/v2/groups/g", json=group)
+    assert refused.status_code == 422 and refused.json()["details"][0]["path"] == \
+        "/apps(0)/unreachableStrategy/inactiveAfter"
+    assert api.get("/v2/apps/z").status_code == 404 and api.get("/v2/groups/g").status_code == 404
+    one_two = {"inactiveAfterSeconds": 1, "expungeAfterSeconds": 2}
+    assert api.put("/v2/apps/z", json=make_app("/z", instances=0, unreachableStrategy=one_two)).status_code == 201
+    assert api.put("/v2/apps/d", json=make_app("/d", instances=0, unreachableStrategy="disabled")).status_code == 201
+
+
+@pytest.mark.parametrize("version", ["1.4.6", None])
+def test_unreachable_strategy_0_0_is_taken_from_1_4_6(cluster_with, make_app, version):
+    _, api = cluster_with(**({} if version is None else {"marathon_version": version}))
+    assert api.put("/v2/apps/z", json=make_app("/z", instances=0, unreachableStrategy=ZERO)).status_code == 201
+    said = api.put("/v2/apps/y", json=make_app("/y", instances=0, unreachableStrategy={
+        "inactiveAfterSeconds": 3, "expungeAfterSeconds": 2}))
+    assert said.status_code == 422 and said.json()["details"][0]["path"] == \
+        "/unreachableStrategy/inactiveAfterSeconds"
+
+
+@pytest.mark.parametrize("rendered_for, taken", [("1.4.5", True), ("1.4.6", False)])
+def test_a_job_rendered_for_1_4_5_is_what_1_4_5_takes(cluster_with, rendered_for, taken):
+    """The product writes 1/2 for 1.4.0 – 1.4.5 (``Capabilities.unreachable_strategy``): the local 1.4.5 takes
+    it, and refuses the 0/0 a render for 1.4.6 writes."""
+    from marathon_tf.user.render import render_group
+    from marathon_tf.user.spec import load_dict
+
+    _, api = cluster_with(marathon_version="1.4.5")
+    job = {"name": "u", "style": "tf1", "command": ["python3", "train.py"],
+           "roles": {"ps": {"count": 1}, "worker": {"count": 2}}}
+    group = render_group(load_dict(job), marathon_version=rendered_for)
+    for app in group["apps"]:
+        app["instances"] = 0
+    said = api.put(f"/v2/groups{group['id']}", json=group)
+    assert (said.status_code in (200, 201)) is taken, said.text
