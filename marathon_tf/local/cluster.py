@@ -328,13 +328,15 @@ class LocalCluster:
         ``zk_session_timeout`` seconds later; the tasks run on."""
         return self.kill_instance(None)
 
-    def kill_instance(self, url: str | None) -> str:
-        """Crash the instance at ``url`` (None: the leader); returns its URL."""
+    def kill_instance(self, url: str | None, *, unreachable: bool = False, connect_timeout: float | None = None) -> str:
+        """Crash the instance at ``url`` (None: the leader); returns its URL. ``unreachable``: its host drops
+        every packet too, so its standbys' forwards wait their connect timeout (Marathon's
+        ``--leader_proxy_connection_timeout``, 5 s; ``connect_timeout`` sets it until it starts again)."""
         assert self._leadership is not None, "cluster not started"
         inst = self.call(lambda: self._leadership.find(url))
         if inst is None or not inst.alive:
             raise ValueError(f"no live Marathon instance {url or '(leader)'}")
-        self.call(self._leadership.kill(inst))
+        self.call(self._leadership.kill(inst, unreachable=unreachable, connect_timeout=connect_timeout))
         return inst.url
 
     def freeze_instance(self, url: str | None, frozen: bool = True, read_timeout: float | None = None) -> str:

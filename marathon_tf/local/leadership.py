@@ -92,6 +92,8 @@ class Instance:
     runner: web.AppRunner | None = field(default=None, repr=False)
     #: set while the instance is frozen (a host that takes connections and answers nothing): cleared to thaw
     frozen: asyncio.Event | None = field(default=None, repr=False)
+    #: dead with its host off the network (it drops every packet): a connect to it times out, none is refused
+    unreachable: bool = False
 
     @property
     def host_port(self) -> str:
@@ -141,14 +143,24 @@ class Leadership:
         inst.port = runner.addresses[0][1]
         inst.url = f"http://{self.url_host}:{inst.port}"
         inst.runner, inst.alive = runner, True
+        if inst.unreachable:
+            inst.unreachable, self.proxy_timeout = False, PROXY_TIMEOUT
         if self.named is None and self._election is None:
             self._elect(inst)
 
-    async def kill(self, inst: Instance) -> None:
-        """A crash: the instance stops listening and drops every connection at once."""
+    async def kill(self, inst: Instance, *, unreachable: bool = False, connect_timeout: float | None = None) -> None:
+        """A crash: the instance stops listening and drops every connection at once. ``unreachable``: its host
+        drops every packet as well (a partition, a host gone), so its standbys' forwards run into their
+        connect timeout (``--leader_proxy_connection_timeout``; ``connect_timeout`` sets it until the instance
+        starts again, for tests) instead of being refused."""
         if not inst.alive or inst.runner is None:
             return
         inst.alive = False
+        if unreachable:
+            inst.unreachable = True
+            if connect_timeout is not None:
+                self.proxy_timeout = aiohttp.ClientTimeout(sock_connect=connect_timeout,
+                                                           sock_read=self.proxy_timeout.sock_read)
         runner, inst.runner = inst.runner, None
         for site in list(runner.sites):
             await site.stop()
@@ -262,6 +274,10 @@ class Leadership:
         forwarded_for = [request.headers.get("X-Forwarded-For"), request.remote]
         headers["X-Forwarded-For"] = ",".join(x for x in forwarded_for if x)
         body = await request.read()
+        if leader.unreachable:  # no connection ever comes: the connect timeout, then the version's answer
+            await asyncio.sleep(self.proxy_timeout.sock_connect or PROXY_TIMEOUT.sock_connect or 0.0)
+            status, text = self.played.connect_timeout_answer(write=request.method not in ("GET", "HEAD", "DELETE"))
+            return jetty_error(status, text, request.path)
         if self._session is None:
             self._session = aiohttp.ClientSession(auto_decompress=False)
         try:
@@ -319,10 +335,12 @@ class Leadership:
             if inst is None or not inst.alive:
                 what = data.get("url") or "the leader"
                 return web.json_response({"message": f"no live Marathon instance {what}"}, status=404)
+            unreachable = data.get("unreachable") is True
             if inst is me:  # answer first: this connection dies with the instance
-                asyncio.get_running_loop().call_later(0.1, lambda: asyncio.ensure_future(self.kill(inst)))
+                asyncio.get_running_loop().call_later(
+                    0.1, lambda: asyncio.ensure_future(self.kill(inst, unreachable=unreachable)))
             else:
-                await self.kill(inst)
+                await self.kill(inst, unreachable=unreachable)
             return web.json_response({"killed": inst.url})
 
         async def start(request: web.Request) -> web.Response:

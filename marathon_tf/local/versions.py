@@ -51,11 +51,16 @@ no ``unreachableStrategy``             1.4.0 – 1.4.8,  300/600 s: a lost task 
                                                        ``expungeAfterSeconds``, else 422 (0/0 among
                                                        them), accord's texts under ``…/inactiveAfter``;
                                                        1.4.6+: >= 0 and <= (sources: the tests)
+a standby's connect to a leader        1.4 – 1.6.392   after the connect timeout: GET/DELETE 502 "Failed
+whose host drops packets                               …" up to 1.5.0, writes a 500 (up to 1.4.7, 1.5.0)
+                                                       or 504 "Connection to leader timed out." (1.4.8 –
+                                                       1.4.x); 1.5.1 – 1.6.392 504 for both
+                                       1.6.486+        502 "Connection to leader refused."
 =====================================  ==============  ===============================================
 
 What is not modelled: the asynchronous purge of 1.5 – 1.7 is done at once (before the next deployment's
 first step queues its apps); ``--scale_apps_initial_delay`` (the first check comes one interval after
-the start); a leader host that drops packets (504 / 500 on 1.4 – 1.6); ``GROUP_BY``'s instance count
+the start); ``GROUP_BY``'s instance count
 is the app's ``instances`` (1.10.34+ reads the run spec a placed instance was launched with, which a
 scale without a new configuration leaves behind).
 """
@@ -135,6 +140,23 @@ class Played:
         if self.version < _v(1, 6, 486):
             return 504, LEADER_TIMED_OUT
         return None
+
+    def connect_timeout_answer(self, *, write: bool) -> tuple[int, str]:
+        """What a standby answers when its connect to the leader times out (a host that drops packets;
+        ``--leader_proxy_connection_timeout``). A write (a body to send) connects while it copies the request
+        and a GET/DELETE while it reads the status: up to 1.5.0 that read is a ``Try`` whose every failure is
+        502 :data:`BAD_CONNECTION`; a write's timeout escapes up to 1.4.7 and on 1.5.0 (Jetty's 500 page) and is
+        a 504 on 1.4.8 – 1.4.x; 1.5.1 – 1.6.392 answer both 504; the akka-http forwarder (1.6.486+) cannot
+        tell a timeout from a refusal: 502 "Connection to leader refused."."""
+        if self.version >= _v(1, 6, 486):
+            return 502, "Connection to leader refused."
+        if self.version >= _v(1, 5, 1):
+            return 504, LEADER_TIMED_OUT
+        if not write:
+            return 502, BAD_CONNECTION
+        if _v(1, 4, 8) <= self.version < _v(1, 5):
+            return 504, LEADER_TIMED_OUT
+        return 500, "Server Error"
 
     @property
     def write_forward_status(self) -> int:

@@ -105,6 +105,14 @@ _BAD_CONNECTION = re.compile(r"Failed to successfully establish a connection to 
 #: from 1.5.1 also for a leader that took the request and gave no status in time. An election, as "Connection to
 #: leader refused." is: never taken for a proxy's "maybe applied".
 _LEADER_TIMED_OUT = re.compile(r"Connection to leader timed out", re.I)
+
+
+def _electing(message: str) -> bool:
+    """Whether ``message`` is what Marathon's leader proxy says when it forwarded nothing or could not reach the
+    leader (the texts above): Marathon's own answer during an election, whatever its page looks like."""
+    return any(p.search(message) for p in (_NOT_FORWARDED, _LEADER_REFUSED, _BAD_CONNECTION, _LEADER_TIMED_OUT))
+
+
 #: Seconds an answer of ``/v2/info`` is taken as it is (it changes with an upgrade, a restart with other flags).
 INFO_FRESH = 30.0
 #: The longest wait between tries while Marathon answers "no leader" (an election lasts seconds: Marathon's
@@ -276,6 +284,8 @@ class Client:
         if isinstance(info, dict) and isinstance(info.get("version"), str) and info["version"]:
             self._marathon_ok.add(base)
             return
+        if r is not None and r.status_code in _RETRY_STATUS and _electing(shapes.message(transport.body(r)) or ""):
+            return  # a standby's own answer while it cannot reach a leader: Marathon, electing (not remembered)
         what = f"HTTP {r.status_code}" + (f" {r.headers.get('Content-Type', '')}".rstrip() if r is not None else "") \
             if r is not None else "no answer"
         raise MarathonError(self._scrub(
@@ -506,7 +516,7 @@ class Client:
                         raise self._past_limit(shown, last[0] if last else None)
                     if pending and reconcile is not None:
                         try:
-                            found, answered = self._look_answered(reconcile)
+                            found, answered = self.look_answered(reconcile)
                         except Timeout:  # the time limit came during the look: say what the write met
                             raise self._past_limit(shown, pending[0].error) from None
                         if found is not None:
@@ -544,9 +554,9 @@ class Client:
 
     def look(self, reconcile: Callable[[], dict[str, Any] | None]) -> dict[str, Any] | None:
         """One look at Marathon's state for a write (each read tried once); None when it cannot tell."""
-        return self._look_answered(reconcile)[0]
+        return self.look_answered(reconcile)[0]
 
-    def _look_answered(self, reconcile: Callable[[], dict[str, Any] | None]) -> tuple[dict[str, Any] | None, bool]:
+    def look_answered(self, reconcile: Callable[[], dict[str, Any] | None]) -> tuple[dict[str, Any] | None, bool]:
         """:meth:`look`, and whether Marathon answered it (False: it could not tell, e.g. no leader)."""
         self._looking.depth = getattr(self._looking, "depth", 0) + 1
         try:

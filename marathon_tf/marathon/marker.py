@@ -135,9 +135,11 @@ def settle(client: Any, error: MarathonError, reconcile: Callable[[], dict[str, 
     flight, else once — and return what the write would have answered; else raise ``error``, saying it
     was sent once and not again."""
     looks = max(1, int(client.retry.settle / SETTLE_POLL)) if in_flight else 1
+    answered = False
     for n in range(looks if reconcile is not None else 0):
         try:
-            found = client.look(reconcile)
+            found, told = client.look_answered(reconcile)
+            answered = answered or told
         except Timeout:
             raise Timeout(f"{error.message}; the time limit ({client.limit_shown}) passed before Marathon showed "
                           f"it; it was sent once (it may have been applied)",
@@ -149,8 +151,9 @@ def settle(client: Any, error: MarathonError, reconcile: Callable[[], dict[str, 
         if n + 1 == looks or (left is not None and left <= SETTLE_POLL):
             break
         client.sleep(SETTLE_POLL)
-    seen = "" if reconcile is None else (f"; Marathon shows no sign of it after {client.retry.settle:g} s"
-                                         if looks > 1 else "; Marathon shows no sign of it")
+    seen = "" if reconcile is None else "; Marathon could not be asked whether it was (no leader answered)" \
+        if not answered else (f"; Marathon shows no sign of it after {client.retry.settle:g} s"
+                              if looks > 1 else "; Marathon shows no sign of it")
     raise type(error)(f"{error.message}{seen}; it was sent once and not again (it may have been applied)",
                       status=error.status, body=error.body,
                       hint="look at the job (marathon-tf status), then run the command again: what went through "

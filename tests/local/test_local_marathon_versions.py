@@ -146,6 +146,84 @@ def test_a_standby_whose_leader_refuses_answers_as_its_version(tmp_path, version
         assert (r.status_code, f"<title>Error {write[0]} {write[1]}</title>" in r.text) == (write[0], True), r.text
 
 
+BAD = "Failed to successfully establish a connection to the leader."
+TIMED_OUT = "Connection to leader timed out."
+
+
+@pytest.mark.parametrize("version, read, write", [
+    ("1.4.3", (502, BAD), (500, "Server Error")),
+    ("1.4.8", (502, BAD), (504, TIMED_OUT)),
+    ("1.5.0", (502, BAD), (500, "Server Error")),
+    ("1.5.1", (504, TIMED_OUT), (504, TIMED_OUT)),
+    ("1.6.392", (504, TIMED_OUT), (504, TIMED_OUT)),
+    (None, (502, "Connection to leader refused."), (502, "Connection to leader refused.")),
+])
+def test_a_standby_whose_leader_host_drops_packets_answers_as_its_version(tmp_path, version, read, write):
+    # A leader whose host is gone from the network: the standby's connect times out
+    # (--leader_proxy_connection_timeout) instead of being refused. Read in mesosphere/marathon,
+    # src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala: a PUT/POST connects in getOutputStream
+    # (copyRequestBodyToConnection, v1.4.3:215-227), a GET/DELETE in getResponseCode inside the Try of
+    # cloneResponseStatusAndHeader (v1.4.3:237), whose every failure is 502 ERROR_STATUS_BAD_CONNECTION up to
+    # 1.5.0 (v1.4.3:325-332, v1.5.0:325-332). The write's SocketTimeoutException: only ConnectException is caught
+    # at v1.4.3:286-287 and v1.5.0:287, so it escapes to the filter's NonFatal (v1.4.3:115-116, rethrown:
+    # Jetty's 500 page); v1.4.8:288-289 answers 504 ERROR_STATUS_GATEWAY_TIMEOUT; v1.5.1:285-287 and
+    # v1.6.392:282-284 too, and their copyConnectionResponse 504s the GET's (v1.5.1:341-343, v1.6.392:333-335).
+    # The akka-http forwarder cannot tell a timeout from a refusal (releases/1.11
+    # api/forwarder/AsyncUrlConnectionRequestForwarder.scala:171-178): 502 "Connection to leader refused.".
+    options = {} if version is None else {"marathon_version": version}
+    with LocalCluster(state_dir=tmp_path / "s", dns_refresh=0, marathon_instances=2, zk_session_timeout=30,
+                      **options) as c:
+        leader, standby = c.marathon_urls
+        assert c.kill_instance(None, unreachable=True, connect_timeout=0.4) == leader
+        for method, (status, text) in (("GET", read), ("DELETE", read), ("PUT", write), ("POST", write)):
+            began = time.monotonic()
+            r = requests.request(method, standby + "/v2/apps" + ("" if method == "POST" else "/x"),
+                                 json={"id": "/x", "cmd": "sleep 1"} if method in ("PUT", "POST") else None,
+                                 timeout=10)
+            took = time.monotonic() - began
+            assert (r.status_code, f"<title>Error {status} {text}</title>" in r.text) == (status, True), (
+                method, r.status_code, r.text)
+            assert took >= 0.4, (method, took)  # the connect timeout, not a refusal at once
+        c.start_instance(leader)  # back within its ZooKeeper session: still the leader, reached again
+        assert requests.get(standby + "/v2/apps", timeout=10).json() == {"apps": []}  # nothing was applied
+
+
+@pytest.mark.parametrize("version, lands", [("1.4.3", False), ("1.4.8", True), ("1.6.392", True), (None, True)])
+def test_a_write_through_a_standby_whose_leader_host_drops_packets_lands_once_after_the_election(tmp_path, version,
+                                                                                                 lands):
+    """The client's side of the answers above (marathon/client.py): the 504 of 1.4.8 is sent again at once,
+    1.6.392's looked for through a leader first, 1.11's "refused" is not applied; the standby is elected once the
+    dead leader's ZooKeeper session expires, and the group lands once. 1.4.3's 500 page says nothing of a leader:
+    one line, "maybe applied", sent once — not "does not answer like Marathon", which the standby's own 502 to
+    the client's look at ``/v2/info`` had made of it, nor "Marathon shows no sign of it" while no leader could
+    be asked."""
+    from marathon_tf.contract.errors import MarathonError
+    from marathon_tf.marathon.client import Client, RetryPolicy
+
+    options = {} if version is None else {"marathon_version": version}
+    with LocalCluster(state_dir=tmp_path / "s", dns_refresh=0, marathon_instances=2, zk_session_timeout=2,
+                      **options) as c:
+        leader, standby = c.marathon_urls
+        client = Client(standby, retry=RetryPolicy(attempts=3, budget=60, initial=0.05, max_wait=0.2, settle=0.0))
+        client.capabilities()
+        c.kill_instance(None, unreachable=True, connect_timeout=0.3)
+        group = {"id": "/gone", "apps": [{"id": "/gone/a", "cmd": "sleep 600", "cpus": 0.01, "mem": 16,
+                                          "instances": 0}]}
+        if not lands:
+            with pytest.raises(MarathonError, match=r"500 .*Marathon could not be asked whether it was \(no leader "
+                                                    r"answered\); it was sent once and not again") as said:
+                client.put_group(group)
+            assert "\n" not in said.value.message and "like Marathon" not in said.value.message
+            wait_for(lambda: c.leader_url == standby, 10, what="the standby elected")
+            assert requests.get(standby + "/v2/apps", timeout=10).json() == {"apps": []}
+            return
+        body = client.put_group(group)
+        assert body.get("deploymentId") and not body.get("adopted"), body
+        assert c.leader_url == standby
+        apps = requests.get(standby + "/v2/apps", timeout=10).json()["apps"]
+        assert [a["id"] for a in apps] == ["/gone/a"]
+
+
 @pytest.mark.parametrize("version, answer", [
     ("1.4.8", (502, "Failed to successfully establish a connection to the leader.")),
     ("1.5.0", (502, "Failed to successfully establish a connection to the leader.")),
