@@ -130,6 +130,8 @@ class Scheduler:
         self.deployment_lock = False
         #: ``GROUP_BY`` as 1.10.34+ / 1.11.18+ check it (``versions.Played.group_by_even``).
         self.group_by_even = False
+        #: an app's ``GPU_SCHEDULING_BEHAVIOR`` label is read (1.5.7+: ``Played.knows_gpu_scheduling_behavior``)
+        self.gpu_label = True
         #: scalar attributes as 1.4 – 1.6.0 compare them, ``1,024`` (``versions.Played.scalars_grouped``).
         self.scalars_grouped = False
         #: Marathon's ``--scale_apps_interval`` (s): the periodic scale check.
@@ -273,7 +275,7 @@ class Scheduler:
                      used_gpus=[g for t in on_agent for g in t.gpus],
                      taken_ports=[p for t in tasks + self.loss.orphan_tasks() for p in t.ports],
                      gpu_restricted=self.gpu_restricted, group_by_even=self.group_by_even,
-                     scalars_grouped=self.scalars_grouped)
+                     scalars_grouped=self.scalars_grouped, gpu_label=self.gpu_label)
 
     # -- launching --------------------------------------------------------------------
     def offered(self, now: float) -> list[Agent]:

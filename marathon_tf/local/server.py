@@ -91,6 +91,7 @@ class Runtime:
         self.scheduler.grants = self.security.grants if self.security.issues_tokens else None
         self.scheduler.group_by_even = self.played.group_by_even
         self.scheduler.scalars_grouped = self.played.scalars_grouped
+        self.scheduler.gpu_label = self.played.knows_gpu_scheduling_behavior
         self.agent_admin = AgentAdmin(self.scheduler)
         self.deployments = DeploymentManager(self.state, self.scheduler, self.bus,
                                              lock=self.played.deployment_lock, purge=self.played.purge_on_cancel)

@@ -262,6 +262,14 @@ class Capabilities:
             return None
         return "restricted" if self._since("1.8.0") else "undefined"
 
+    @property
+    def gpu_restriction_by_label(self) -> bool:
+        """A task without GPUs keeps off an agent with free GPUs only by its app's ``GPU_SCHEDULING_BEHAVIOR:
+        restricted`` label here (1.5.7 – 1.7: the default, ``undefined``, lets it take the agent's room, so a
+        job's ps could take the only GPU agent its GPU workers need); 1.8's default does it unasked, and before
+        1.5.7 there is no such rule at all (:attr:`gpu_scheduling_default`)."""
+        return self.gpu_scheduling_default == "undefined"
+
 
 def from_info(info: Any) -> Capabilities:
     """The answers for the Marathon whose ``/v2/info`` body is ``info``."""

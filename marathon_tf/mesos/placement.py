@@ -174,10 +174,11 @@ def _take(offer: list[Resource], name: str, amount: float, roles: set[str]) -> l
 def match(spec: dict, agent: AgentInfo, offer: list[Resource], placed: Sequence[AgentInfo], *, default_roles: set[str],
           used_gpus: Iterable[int] = (), taken_ports: Iterable[int] = (),
           gpu_restricted: bool = False, group_by_even: bool = False,
-          scalars_grouped: bool = False) -> Match | NoMatch:
+          scalars_grouped: bool = False, gpu_label: bool = True) -> Match | NoMatch:
     """Whether one task of app ``spec`` fits ``offer`` (the agent's free resources); ``group_by_even``:
     ``GROUP_BY`` as Marathon 1.10.34+ and 1.11.18+ check it; ``scalars_grouped``: scalar attributes as 1.4 – 1.6.0
-    format them (:func:`meets_constraint`)."""
+    format them (:func:`meets_constraint`); ``gpu_label``: the app's ``GPU_SCHEDULING_BEHAVIOR`` label is read
+    (1.5.7+, as the option it overrides)."""
     roles = set(spec.get("acceptedResourceRoles") or default_roles)
     reasons: list[str] = []
     consumed: list[Resource] = []
@@ -199,7 +200,7 @@ def match(spec: dict, agent: AgentInfo, offer: list[Resource], placed: Sequence[
     if not all(meets_constraint(agent, placed, c, instances=instances, grouped=scalars_grouped)
                for c in spec.get("constraints") or [] if len(c) >= 2):
         reasons.append("UnfulfilledConstraint")
-    behaviour = (spec.get("labels") or {}).get("GPU_SCHEDULING_BEHAVIOR")
+    behaviour = (spec.get("labels") or {}).get("GPU_SCHEDULING_BEHAVIOR") if gpu_label else None
     restricted = gpu_restricted if behaviour not in ("restricted", "unrestricted") else behaviour == "restricted"
     offered_gpus = sum(r.value for r in offer if r.name == "gpus" and isinstance(r.value, float))
     if restricted and agent.enforced and offered_gpus > 0 and asked["gpus"] == 0:

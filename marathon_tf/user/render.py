@@ -45,6 +45,10 @@ __all__ = ["render_group", "render_group_json", "render_app", "default_templates
            "placement_scopes", "placement_lines", "leader_task", "VersionRefused", "check_version",
            "MarathonVersionLike"]
 
+#: Marathon's app label for ``--gpu_scheduling_behavior`` (1.5.7+): ``restricted``, a task without GPUs declines
+#: an agent with free GPUs (``DeclinedScarceResources``), as 1.8's default does for every app.
+GPU_BEHAVIOR_LABEL = "GPU_SCHEDULING_BEHAVIOR"
+
 #: What names the Marathon a job is rendered for: its version as ``/v2/info`` says it (``"1.4.3"``), parsed,
 #: or its answers (:class:`~marathon_tf.marathon.versions.Capabilities`); None: the newest.
 MarathonVersionLike = str | versions.MarathonVersion | versions.Capabilities | None
@@ -383,6 +387,9 @@ class _Renderer:
         self._per_role: dict[str, dict[str, Any]] = {}
         #: task name -> its placement scope (tasks of a job or role rule)
         self.scopes = {t: scope for scope in placement_scopes(spec) for t in scope.tasks}
+        #: the label its tasks without GPUs carry where only it keeps them off the GPU agents (1.5.7 - 1.7)
+        self.gpu_label = {GPU_BEHAVIOR_LABEL: "restricted"} if self.caps.gpu_restriction_by_label and any(
+            spec.role(r).gpus for r in naming.ROLES if spec.role(r).count) else {}
 
     def _role_parts(self, role_name: str) -> dict[str, Any]:
         """What every task of a role shares (command, container, env, constraints)."""
@@ -438,7 +445,7 @@ class _Renderer:
             task_ctx = replace(task_ctx, placement=True)
         env.update(task_ctx.to_env())
         env["MTF_INDEX"] = index_text
-        labels = dict(self.spec.labels)
+        labels = {**({} if self.spec.role(role_name).gpus else self.gpu_label), **self.spec.labels}
         labels.update({L.JOB: self.spec.name, L.ROLE: role_name, L.INDEX: index_text, L.VERSION: __version__})
         if role_name == "worker" and index == 0:
             labels[SPEC_LABEL] = self.spec_label

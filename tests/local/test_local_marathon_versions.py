@@ -340,6 +340,31 @@ def test_gpu_scheduling_follows_the_version(cluster_with, make_app, tmp_path):
     assert new.running("/cpu") == []
 
 
+@pytest.mark.parametrize("version, label, runs", [("1.7.236", "restricted", False), ("1.7.236", None, True),
+                                                  ("1.5.6", "restricted", True)])
+def test_the_gpu_scheduling_label_keeps_a_task_without_gpus_off_a_gpu_agent_from_1_5_7(cluster_with, make_app,
+                                                                                      version, label, runs):
+    # An app's GPU_SCHEDULING_BEHAVIOR label overrides --gpu_scheduling_behavior (v1.7.236
+    # src/main/scala/mesosphere/mesos/ResourceMatcher.scala:252-253; "restricted" declines an offer with GPUs to
+    # a task without them, :264-270, DeclinedScarceResources); the rule comes with 1.5.7 (v1.5.7
+    # ResourceMatcher.scala:211, none at v1.5.6), so 1.5.6 reads no label: the task takes the GPU agent as 1.7's
+    # default lets it (:257-262).
+    gpu_agent = ("cpus:2;mem:2048;disk:1000;gpus:1;ports:[31000-31100]",)
+    _, api = cluster_with(agent_resources=gpu_agent, marathon_version=version)
+    app = make_app("/cpu", **({"labels": {"GPU_SCHEDULING_BEHAVIOR": label}} if label else {}))
+    assert api.put("/v2/apps/cpu", json=app).status_code == 201
+    if runs:
+        assert wait_for(lambda: api.running("/cpu"), 15, what="the task without GPUs on the GPU agent")
+        return
+
+    def declined() -> bool:
+        items = api.get("/v2/queue", params={"embed": "lastUnusedOffers"}).json()["queue"]
+        return "DeclinedScarceResources" in [r for i in items for o in i.get("lastUnusedOffers", [])
+                                             for r in o.get("reason", [])]
+    assert wait_for(declined, 15, what="DeclinedScarceResources for the labelled app")
+    assert api.running("/cpu") == []
+
+
 @pytest.mark.parametrize("version, replaced", [("1.7.236", False), (None, True)])
 def test_a_task_lost_with_its_agent_while_a_deployment_holds_its_app(cluster_with, make_app, version, replaced):
     # UnreachableInactive is as scaling-worthy as a terminal state (v1.4.3 core/task/update/impl/steps/

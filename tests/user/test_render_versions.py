@@ -30,7 +30,7 @@ GOLDEN = Path(__file__).parent / "golden"
 EXAMPLE_JOBS = sorted(ROOT.glob("examples/*/job*.json"))
 VERSIONS = ("1.4.3", "1.4.9", "1.7", "1.11")
 #: Versions whose render differs from the default one (the newest's) get their own golden folder.
-OWN_GOLDEN = {"1.4.3": GOLDEN / "marathon-1.4.3"}
+OWN_GOLDEN = {"1.4.3": GOLDEN / "marathon-1.4.3", "1.7": GOLDEN / "marathon-1.7"}
 needs_schemas = pytest.mark.skipif(not SCHEMAS.is_dir(), reason="tests/data/marathon-schema is missing")
 
 
@@ -39,21 +39,30 @@ def _text(group) -> str:
 
 
 def _golden(version: str, job_file: Path) -> Path:
-    return OWN_GOLDEN.get(version, GOLDEN) / f"{job_file.parent.name}__{job_file.stem}.json"
+    """The version's own golden where it has one for this job (it renders the job differently), else the default."""
+    name = f"{job_file.parent.name}__{job_file.stem}.json"
+    own = OWN_GOLDEN.get(version, GOLDEN) / name
+    return own if own.is_file() or version == "1.4.3" else GOLDEN / name
 
 
 @needs_schemas
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("job_file", EXAMPLE_JOBS, ids=[f"{p.parent.name}/{p.name}" for p in EXAMPLE_JOBS])
 def test_golden_render_per_marathon_version_is_one_that_version_accepts(job_file, version):
-    """1.4.9, 1.7 and 1.11 render byte for byte as before this change (tests/user/golden/); 1.4.3 has its own
-    goldens (UPDATE_GOLDEN=1 rewrites them), which differ only in unreachableStrategy."""
+    """1.4.9 and 1.11 render byte for byte as before this change (tests/user/golden/); 1.4.3 has its own goldens
+    (UPDATE_GOLDEN=1 rewrites them), which differ only in unreachableStrategy; 1.7 its own where a GPU job's
+    tasks without GPUs carry the GPU_SCHEDULING_BEHAVIOR label, the default goldens elsewhere."""
     group = render_group(load_job(job_file), marathon_version=version)
     assert errors(group, version) == []
     golden = _golden(version, job_file)
-    if os.environ.get("UPDATE_GOLDEN") == "1" and version in OWN_GOLDEN:
-        golden.parent.mkdir(exist_ok=True)
-        golden.write_text(_text(group))
+    if os.environ.get("UPDATE_GOLDEN") == "1" and version in OWN_GOLDEN:  # its own only where it differs
+        own = OWN_GOLDEN[version] / golden.name
+        own.unlink(missing_ok=True)
+        golden = _golden(version, job_file)
+        if not golden.is_file() or _text(group) != golden.read_text():
+            own.parent.mkdir(exist_ok=True)
+            own.write_text(_text(group))
+            golden = own
     assert golden.is_file(), f"no golden file {golden}; run with UPDATE_GOLDEN=1 once"
     assert _text(group) == golden.read_text()
     assert render_group_json(load_job(job_file), marathon_version=version) == json.dumps(
@@ -223,3 +232,24 @@ def test_a_number_of_four_digits_in_a_constraint_means_the_same_where_marathon_r
                                     "worker": {"count": 1, "constraints_per_task": AS_WRITTEN[:4]}}))
     app = job_apps(render_group(spec, marathon_version=version))["worker-0"]
     assert [c for c in app["constraints"] if c[0] in ("rack", "size", "ram", "zone")] == rendered[:4], app
+
+
+@pytest.mark.parametrize("version, labelled", [("1.5.6", False), ("1.5.7", True), ("1.7.236", True),
+                                               ("1.8.0", False), ("1.11.0", False)])
+def test_a_gpu_jobs_tasks_without_gpus_keep_off_gpu_agents_where_only_a_label_does_it(version, labelled):
+    """``--gpu_scheduling_behavior`` comes with 1.5.7 (mesosphere/marathon v1.5.7
+    ``src/main/scala/mesosphere/marathon/GpuSchedulingBehavior.scala``; none at v1.5.6) with the default
+    ``undefined`` through 1.7 (v1.7.236 ``MarathonConf.scala:323``), which lets a task without GPUs take a GPU
+    agent's room (v1.7.236 ``src/main/scala/mesosphere/mesos/ResourceMatcher.scala:257-262``); an app's label
+    ``GPU_SCHEDULING_BEHAVIOR`` overrides it (``:252-253``; ``restricted`` declines, ``:264-270``), and 1.8 makes
+    ``restricted`` the default. So the job means 1.8's default on 1.5.7 - 1.7: its tasks without GPUs carry the
+    label; before 1.5.7 nothing can say it (the docs list it)."""
+    job = minimal(roles={"ps": {"count": 1}, "worker": {"count": 2, "gpus": 1}})
+    def labels(job: dict) -> dict[str, str | None]:
+        group = render_group(load_dict(job), marathon_version=version)
+        return {a["id"].rsplit("/", 1)[-1]: a["labels"].get("GPU_SCHEDULING_BEHAVIOR") for a in group["apps"]}
+
+    assert labels(job) == {"ps-0": "restricted" if labelled else None, "worker-0": None, "worker-1": None}
+    assert set(labels(minimal()).values()) == {None}  # a job without GPUs: no GPU agent to keep off
+    own = {**job, "labels": {"GPU_SCHEDULING_BEHAVIOR": "unrestricted"}}
+    assert set(labels(own).values()) == {"unrestricted"}  # the job's own word
