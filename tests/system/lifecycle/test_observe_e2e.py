@@ -173,7 +173,10 @@ def test_a_frozen_worker_ends_the_job_with_the_default_job_file(tmp_path):
 
     from marathon_tf.task.watchdog import PROGRESS_FLOOR
 
-    job = example_job("linear-regression-tf1", tmp_path, command=["python3", "train.py", "--train_steps", "20000",
+    # 8,000 steps: worker-0 ends them alone within about 40 s of the freeze (worker-1 is frozen near its first
+    # steps); the job then waits, idle, for the watchdog to restart worker-1, which finds the job done. (20,000
+    # kept worker-0 training through most of the 2 minutes: 223 s of CPU for the test, against 2 cores.)
+    job = example_job("linear-regression-tf1", tmp_path, command=["python3", "train.py", "--train_steps", "8000",
                                                                   "--checkpoint_dir", "ckpt", "--log_every", "20"])
     assert "progress_timeout_seconds" not in json.loads(job.read_text()).get("restart", {})
     env = {k: v for k, v in os.environ.items() if not k.startswith("MARATHON")}
