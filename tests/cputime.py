@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from polling import descendants
 
 #: Where the lines go (unset: nothing is measured).
 TARGET = os.environ.get("MTF_TEST_CPU")
@@ -32,22 +33,14 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 def _live_descendants() -> float:
     """CPU seconds of this process's live descendants (zombies included: reaped, they move to CHILDREN)."""
-    parent, cpu = {}, {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    total = 0.0
+    for pid in descendants(os.getpid()):
         try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
+            with open(f"/proc/{pid}/stat", "rb") as f:
                 fields = f.read().rpartition(b")")[2].split()
-            parent[int(entry)], cpu[int(entry)] = int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
-        except (OSError, IndexError, ValueError):
+            total += (int(fields[11]) + int(fields[12])) / _TICK
+        except (OSError, IndexError, ValueError):  # gone meanwhile: counted in CHILDREN once reaped
             continue
-    me, total = os.getpid(), 0.0
-    for pid in cpu:
-        up, seen = parent.get(pid), 0
-        while up not in (None, 0, 1, me) and seen < 64:
-            up, seen = parent.get(up), seen + 1
-        total += cpu[pid] if up == me and pid != me else 0.0
     return total
 
 
@@ -61,14 +54,14 @@ def cpu_seconds() -> float:
 def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Iterator[None]:
     wall, cpu = time.monotonic(), cpu_seconds()
     yield
-    if TARGET:
-        line = {"test": item.nodeid, "wall": round(time.monotonic() - wall, 2), "cpu": round(cpu_seconds() - cpu, 2)}
-        with open(TARGET, "a", encoding="utf-8") as f:
-            f.write(json.dumps(line) + "\n")
+    line = {"test": item.nodeid, "wall": round(time.monotonic() - wall, 2), "cpu": round(cpu_seconds() - cpu, 2)}
+    with open(str(TARGET), "a", encoding="utf-8") as f:  # (imported by tests/conftest.py only when it is set)
+        f.write(json.dumps(line) + "\n")
 
 
 def report(path: str, top: int = 25) -> str:
-    rows = [json.loads(x) for x in open(path, encoding="utf-8") if x.strip()]
+    with open(path, encoding="utf-8") as f:
+        rows = [json.loads(x) for x in f if x.strip()]
     rows.sort(key=lambda r: -r["cpu"])
     out = [f"{len(rows)} tests: {sum(r['cpu'] for r in rows):.0f} s CPU, {sum(r['wall'] for r in rows):.0f} s wall"]
     out += [f"{r['cpu']:8.1f} s CPU {r['wall']:8.1f} s wall  {r['test']}" for r in rows[:top]]

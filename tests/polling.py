@@ -1,4 +1,4 @@
-"""Waiting in tests: poll until something holds, and whether a process is still alive."""
+"""Waiting in tests: poll until something holds, whether a process is still alive, and what runs below one."""
 
 from __future__ import annotations
 
@@ -31,3 +31,23 @@ def alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def descendants(root: int) -> list[int]:
+    """Every live descendant of ``root`` (from /proc; zombies not yet reaped included)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out

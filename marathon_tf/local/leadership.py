@@ -275,7 +275,7 @@ class Leadership:
         headers["X-Forwarded-For"] = ",".join(x for x in forwarded_for if x)
         body = await request.read()
         if leader.unreachable:  # no connection ever comes: the connect timeout, then the version's answer
-            await asyncio.sleep(self.proxy_timeout.sock_connect or PROXY_TIMEOUT.sock_connect or 0.0)
+            await asyncio.sleep(self.proxy_timeout.sock_connect or 0.0)
             status, text = self.played.connect_timeout_answer(write=request.method not in ("GET", "HEAD", "DELETE"))
             return jetty_error(status, text, request.path)
         if self._session is None:

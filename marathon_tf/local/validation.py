@@ -112,7 +112,6 @@ def validate_app(app: dict, prefix: str = "", group: str | None = None,  # noqa:
     """Validation failures of a (raw or normalized) app definition, as 422 ``details``.
     ``group``: the enclosing group when the app came inside a group body; ``rules``: the played
     version's."""
-    features = rules.features
     details: dict[str, list[str]] = {}
     app_id = app.get("id")
     for err in id_errors(app_id):
@@ -131,7 +130,7 @@ def validate_app(app: dict, prefix: str = "", group: str | None = None,  # noqa:
     gpus = app.get("gpus") or 0
     if isinstance(gpus, (int, float)) and gpus > 0 and container and container.get("type", "DOCKER") == "DOCKER":
         _add(details, prefix, "GPU resources only work with the Mesos containerizer")
-    if isinstance(gpus, (int, float)) and gpus > 0 and "gpu_resources" not in features:
+    if isinstance(gpus, (int, float)) and gpus > 0 and "gpu_resources" not in rules.features:
         _add(details, prefix, _FEATURE_RULE.format(feature="gpu_resources"))
     _unreachable_errors(details, prefix, app.get("unreachableStrategy"), rules.unreachable_strict)
     instances = app.get("instances", 1)

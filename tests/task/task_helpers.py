@@ -15,7 +15,7 @@ import time
 import urllib.request
 from collections.abc import Iterable
 
-from polling import wait_for  # noqa: F401 (used through this module)
+from polling import descendants, wait_for  # noqa: F401 (wait_for: used through this module)
 
 from marathon_tf.contract import naming
 from marathon_tf.contract.taskenv import TaskContext
@@ -249,26 +249,6 @@ class Procs:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-
-
-def descendants(root: int) -> list[int]:
-    """Every live descendant of ``root`` (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 def http_json(url: str, timeout: float = 2.0) -> tuple[int, dict]:
