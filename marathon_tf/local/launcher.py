@@ -18,18 +18,14 @@ normal stop.
 from __future__ import annotations
 
 import asyncio
-import collections
 import ctypes
 import os
-import random
 import re
 import shutil
 import signal
-import socket
 import stat
 import sys
 import tarfile
-import time
 import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -40,6 +36,7 @@ from marathon_tf.contract.shellexec import exec_form
 from marathon_tf.contract.taskenv import FORKED_PID_FILE, PREWARM_SOCKET_VAR
 
 from . import proctree, reaper
+from .ports import PortAllocator
 
 __all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "wants_gpus", "passed_env", "PASSED_VARS",
            "exec_form", "volume_problem", "last_line"]
@@ -72,60 +69,6 @@ def passed_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 class FetchError(Exception):
     """A fetch URI could not be provided; the task fails with this message."""
-
-
-class PortAllocator:
-    """Free host ports for ``port: 0``: bind-tested, not reused soon after being handed out."""
-
-    def __init__(self, host: str = "127.0.0.1", quarantine: float = 120.0) -> None:
-        self.host = host
-        self.quarantine = quarantine
-        self._recent: collections.OrderedDict[int, float] = collections.OrderedDict()
-
-    def _free(self, port: int, host: str | None = None) -> bool:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind((host or self.host, port))
-            except OSError:
-                return False
-        return True
-
-    def allocate(self, n: int, candidates: list[int] | None = None, host: str | None = None) -> list[int]:
-        """``n`` distinct free ports: any the kernel hands out, or (``candidates``: an agent's free
-        port ranges) chosen at random among those, as Marathon picks dynamic ports from an offer.
-        ``host``: the address they are tested on (the agent's)."""
-        now = time.monotonic()
-        while self._recent and next(iter(self._recent.values())) < now - self.quarantine:
-            self._recent.popitem(last=False)
-        if candidates is not None:
-            return self._pick(n, candidates, host, now)
-        ports: list[int] = []
-        for _ in range(1000):
-            if len(ports) == n:
-                break
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.bind((self.host, 0))
-                port = s.getsockname()[1]
-            if port in self._recent or port in ports or not self._free(port):
-                continue
-            ports.append(port)
-            self._recent[port] = now
-        if len(ports) != n:
-            raise OSError("no free ports")
-        return ports
-
-    def _pick(self, n: int, candidates: list[int], host: str | None, now: float) -> list[int]:
-        hosts = {host or self.host, self.host}  # free on the agent's address and the runner's: TF binds all
-        ports: list[int] = []
-        for port in random.sample(candidates, len(candidates)):
-            if len(ports) == n:
-                break
-            if port not in self._recent and all(self._free(port, h) for h in hosts):
-                ports.append(port)
-                self._recent[port] = now
-        if len(ports) != n:
-            raise OSError("no free ports")
-        return ports
 
 
 def _fmt_double(value: float) -> str:
@@ -451,3 +394,4 @@ class Launcher:
         self.live_groups.clear()
         reaper.sweep(self.token)
         self.guardian.stop()
+        self.ports.close()

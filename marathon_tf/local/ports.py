@@ -1,12 +1,18 @@
-"""Which of the runner's fixed ports are taken, all checked at once before anything starts (stdlib
-only, so that ``local serve`` says it within a fraction of a second, before it imports its servers)."""
+"""The runner's ports: which of its fixed ports are taken, all checked at once before anything starts (stdlib
+only, so that ``local serve`` says it within a fraction of a second, before it imports its servers), and the
+host ports its tasks are given (:class:`PortAllocator`)."""
 
 from __future__ import annotations
 
+import collections
 import errno
+import random
 import socket
+import sys
+import time
+from collections.abc import Iterable
 
-__all__ = ["PortInUse", "busy_ports", "runner_ports"]
+__all__ = ["PortAllocator", "PortInUse", "busy_ports", "runner_ports"]
 
 
 class PortInUse(OSError):
@@ -63,3 +69,108 @@ def busy_ports(host: str, wanted: list[tuple[str, int, tuple[int, ...]]]) -> lis
                     busy.append((what, port))
                     break
     return busy
+
+
+#: The name (in Linux's abstract Unix socket namespace) under which a runner claims a host port it gave a task.
+CLAIM_NAME = "marathon-tf-local-port-{}"
+
+
+def claim(port: int) -> socket.socket | bool:
+    """Claim ``port`` among every local runner of this machine, whoever runs it: a socket bound to an
+    abstract Unix address named after it, which the kernel lets one socket hold at a time and frees when
+    its holder exits (SIGKILL included). Neither TCP's nor UDP's ports are touched: the task binds it
+    freely. The socket: claimed; False: another runner holds the claim; True: claims cannot be made here
+    (not Linux), go on unclaimed."""
+    if not sys.platform.startswith("linux"):
+        return True
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind("\0" + CLAIM_NAME.format(port))
+    except OSError as e:
+        sock.close()
+        return e.errno != errno.EADDRINUSE
+    return sock
+
+
+class PortAllocator:
+    """Free host ports for tasks: bind-tested, not reused soon after being handed out, and claimed
+    against every other local runner of this machine (:func:`claim`) while they are new or in use.
+
+    Two runners of one machine (two users, or a test suite's parallel workers) whose agents offer the
+    same ranges would otherwise hand one port to two tasks in the seconds before either binds it (a
+    TensorFlow server takes seconds to start): the later one fails with "Could not start gRPC server"."""
+
+    def __init__(self, host: str = "127.0.0.1", quarantine: float = 120.0) -> None:
+        self.host = host
+        self.quarantine = quarantine
+        #: port -> (when handed out, its claim: the socket, or True where claims cannot be made)
+        self._recent: collections.OrderedDict[int, tuple[float, socket.socket | bool]] = collections.OrderedDict()
+
+    def _free(self, port: int, host: str | None = None) -> bool:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host or self.host, port))
+            except OSError:
+                return False
+        return True
+
+    def _expire(self, now: float, keep: Iterable[int]) -> None:
+        """Forget (and let go of the claims on) the ports handed out over ``quarantine`` ago that no
+        task holds now (``keep``)."""
+        held = set(keep)
+        for port, (when, claimed) in list(self._recent.items()):
+            if when < now - self.quarantine and port not in held:
+                del self._recent[port]
+                if isinstance(claimed, socket.socket):
+                    claimed.close()
+
+    def _take(self, port: int, hosts: Iterable[str], now: float) -> bool:
+        """Hand out ``port`` if it is free on ``hosts`` and no other runner claims it."""
+        if port in self._recent or not all(self._free(port, h) for h in hosts):
+            return False
+        claimed = claim(port)
+        if claimed is False:
+            return False
+        self._recent[port] = (now, claimed)
+        return True
+
+    def allocate(self, n: int, candidates: list[int] | None = None, host: str | None = None,
+                 keep: Iterable[int] = ()) -> list[int]:
+        """``n`` distinct free ports: any the kernel hands out, or (``candidates``: an agent's free
+        port ranges) chosen at random among those, as Marathon picks dynamic ports from an offer.
+        ``host``: the address they are tested on (the agent's); ``keep``: the ports this runner's
+        tasks hold now, whose claims are kept however old. Raises OSError when none are free."""
+        now = time.monotonic()
+        self._expire(now, keep)
+        ports: list[int] = []
+        if candidates is None:
+            for _ in range(1000):
+                if len(ports) == n:
+                    break
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                    s.bind((self.host, 0))
+                    port = s.getsockname()[1]
+                if port not in ports and self._take(port, [self.host], now):
+                    ports.append(port)
+        else:
+            hosts = {host or self.host, self.host}  # free on the agent's address and the runner's: TF binds all
+            for port in random.sample(candidates, len(candidates)):
+                if len(ports) == n:
+                    break
+                if self._take(port, hosts, now):
+                    ports.append(port)
+        if len(ports) != n:
+            self.release(ports)
+            raise OSError("no free ports")
+        return ports
+
+    def release(self, ports: Iterable[int]) -> None:
+        """Let go of these ports now (handed out, then not used)."""
+        for port in ports:
+            _, claimed = self._recent.pop(port, (0.0, True))
+            if isinstance(claimed, socket.socket):
+                claimed.close()
+
+    def close(self) -> None:
+        """Let go of every claim (the runner stops)."""
+        self.release(list(self._recent))

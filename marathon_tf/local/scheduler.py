@@ -317,7 +317,8 @@ class Scheduler:
         round_.used.add(agent.id)
         try:
             ports = self.launcher.ports.allocate(len(run_def.get("portDefinitions") or []),
-                                                 candidates=chosen.port_candidates, host=agent.hostname)
+                                                 candidates=chosen.port_candidates, host=agent.hostname,
+                                                 keep=[p for t in tasks + self.loss.orphan_tasks() for p in t.ports])
         except OSError:
             return False
         task_id, instance_id = self.state.new_task_id(app.id)
