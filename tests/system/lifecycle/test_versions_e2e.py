@@ -1,8 +1,10 @@
 """The job's life on the Marathons marathon-tf supports (issue 41), with real TensorFlow on a local cluster
 that plays the version (``marathon_version``): an elastic job whose standby waits, then its ps killed,
 recovers and ends Succeeded on 1.7.236, 1.4.3 and the default (1.11); so do the lifecycle scenarios of the TF1
-example (a ps killed, the chief killed, ``scale``, an agent lost). Each prints its recovery time (the disruption
--> the first step of the restarted session).
+example (a ps killed, the chief killed, ``scale``, an agent lost) on 1.7.236 and 1.4.3, and the chief killed on
+the default (its other scenarios on the default are test_lifecycle_e2e.py's killed ps and scaled workers and
+test_agent_loss_e2e.py's lost agent, with the same job). Each prints its recovery time (the disruption -> the
+first step of the restarted session).
 
 Why it could hang: on 1.4 - 1.7 a failed task's ``ScaleRunSpec`` is dropped while a deployment holds its
 app (mesosphere/marathon v1.4.3 ``src/main/scala/mesosphere/marathon/MarathonSchedulerActor.scala:169``;
@@ -27,6 +29,8 @@ from marathon_tf.contract import labels as L
 pytestmark = [pytest.mark.tf]
 
 TARGET = 4000
+#: The scenarios' jobs: disrupted past step 600, they train to it (the steps past the recovery are only CPU).
+SCENARIO_TARGET = 2000
 #: The TF1 example's first line of a (re)started worker's session.
 RESTARTED = "session ready at global step"
 
@@ -81,20 +85,22 @@ def _disrupt(job, cluster, scenario: str) -> None:
 
 
 @pytest.mark.timeout(420)
-@pytest.mark.parametrize("version", ["1.7.236", "1.4.3", None], ids=["1.7.236", "1.4.3", "default"])
-@pytest.mark.parametrize("scenario", ["ps killed", "chief killed", "scale", "agent lost"])
+@pytest.mark.parametrize("scenario,version", [(s, v) for s in ("ps killed", "chief killed", "scale", "agent lost")
+                                              for v in ("1.7.236", "1.4.3")] + [("chief killed", None)],
+                         ids=lambda x: x or "default")
 def test_the_lifecycle_scenarios_recover_and_succeed_on_each_version(tmp_path, cluster_of, job_on, scenario, version):
     from test_lifecycle_e2e import linear_job
 
     # three agents, one task each (the TF1 example: a ps, two workers)
     cluster = cluster_of(dns_refresh=0.5, agents=3, **({} if version is None else {"marathon_version": version}))
-    job = job_on(cluster, linear_job(tmp_path, TARGET, save_every=250, log_every=50,
-                                     progress={"target_step": TARGET},
+    job = job_on(cluster, linear_job(tmp_path, SCENARIO_TARGET, save_every=250, log_every=50,
+                                     progress={"target_step": SCENARIO_TARGET},
                                      restart={"max_failures": 5, "window_seconds": 600}))
-    job.wait(lambda: job.max_step() > 600, 240, "training")
     # Nothing of ours holds the apps when the disruption comes: the first deployment ends once every task has
-    # passed its first health check, which under load can come after step 600.
-    job.wait(lambda: job.client.deployments() == [], 120, "the job's first deployment to end")
+    # passed its first health check (under load, after step 600), and the disruption comes just after step 600,
+    # well before the job's end.
+    job.wait(lambda: job.client.deployments() == [], 240, "the job's first deployment to end")
+    job.wait(lambda: job.max_step() > 600, 240, "training")
     at = time.monotonic()
     _disrupt(job, cluster, scenario)
     back = job.wait(lambda: job.steps(since=at + 0.5, started=RESTARTED), 240, f"a step after: {scenario}")
