@@ -78,6 +78,9 @@ def parse_args(argv=None):
                    help="sleep this many seconds after every local step (a slow worker, for tests)")
     p.add_argument("--step_sleep_task_index", type=int, default=None,
                    help="only the worker with this index sleeps (default: every worker)")
+    p.add_argument("--restore_sleep", type=float, default=0.0,
+                   help="the chief sleeps this many seconds before its session restores a checkpoint (a slow "
+                        "restore, for tests)")
     p.add_argument("--elastic", action="store_true",
                    help="workers may join and leave the running job (ClusterSpec propagation, docs/elastic.md)")
     return p.parse_args(argv)
@@ -198,6 +201,8 @@ def run_worker(args, cluster, server):
         # (marathon-tf's save rounds, when its bootstrap runs them, save before every planned stop and end the
         # chief itself: its own save here would race the round, which holds the other workers first)
         signal.signal(signal.SIGTERM, _on_stop)
+    if is_chief and args.restore_sleep and tf.train.latest_checkpoint(args.checkpoint_dir):
+        time.sleep(args.restore_sleep)
     with tf.train.MonitoredSession(session_creator=creator, hooks=hooks) as sess:
         # A first run without training: where the job is (maybe restored from a checkpoint,
         # maybe already done by the other workers).

@@ -247,14 +247,17 @@ class Counts:
 @dataclass(frozen=True)
 class JobPlan:
     """The job's plan at one ``generation`` (see the module): who trains (``membership``; None: a fixed-size job,
-    every member of its cluster spec), the round under way (``round``; None: none), the ledger's ``counts`` and
-    the job's ``verdict`` once it is over (one of :data:`VERDICTS`; None: it runs)."""
+    every member of its cluster spec), the round under way (``round``; None: none), the ledger's ``counts``, the
+    job's ``verdict`` once it is over (one of :data:`VERDICTS`; None: it runs), and whether the deciding task's
+    program is ``restoring`` the job's checkpoint (started from one, no step yet): a program that trains on its
+    own (a TF1 worker) and started meanwhile would train on what the restore then overwrites."""
 
     generation: int = 0
     membership: Membership | None = None
     round: Round | None = None
     counts: Counts = field(default_factory=Counts)
     verdict: JobState | None = None
+    restoring: bool = False
 
     def to_wire(self) -> dict[str, Any]:
         """The plan as JSON: the one wire form (:meth:`from_wire` reads it back)."""
@@ -262,7 +265,8 @@ class JobPlan:
                 "membership": self.membership.to_dict() if self.membership is not None else None,
                 "round": self.round.to_wire() if self.round is not None else None,
                 "ledger": self.counts.to_wire(),
-                "verdict": self.verdict.value if self.verdict is not None else None}
+                "verdict": self.verdict.value if self.verdict is not None else None,
+                "restoring": self.restoring}
 
     @classmethod
     def from_wire(cls, data: Any) -> JobPlan:
@@ -284,6 +288,9 @@ class JobPlan:
         if verdict is not None and verdict not in [v.value for v in VERDICTS]:
             raise PlanError(f"plan.verdict: expected one of {', '.join(v.value for v in VERDICTS)} or null, "
                             f"got {_shown(verdict)}")
+        restoring = data.get("restoring", False)
+        if not isinstance(restoring, bool):
+            raise PlanError(f"plan.restoring: expected true or false, got {_shown(restoring)}")
         return cls(generation=_int(data, "generation", "plan", default=0), membership=membership, round=round_,
                    counts=Counts.from_wire(data["ledger"] if data.get("ledger") is not None else {}, "plan.ledger"),
-                   verdict=JobState(verdict) if verdict is not None else None)
+                   verdict=JobState(verdict) if verdict is not None else None, restoring=restoring)

@@ -21,6 +21,8 @@ and transitions").
 ``saving``           save rounds: the deciding task's program saves now (on request, before every
                      planned stop), the job's training held meanwhile, the checkpoint confirmed
 ``hooklines``        what the program said of the save hook (ready, each saved line, counted)
+``restoring``        when a TF1 worker's program may start: not while a save round holds the job's
+                     training, nor while the deciding program restores the job's checkpoint
 ``resize``           an elastic job's size, decided by its deciding task (Resizer): form, grow after a
                      save, shrink, wait below min; the membership and resize rounds it publishes
 ``elastic``          every task's side of an elastic job: taken in (standby meanwhile), its peers and

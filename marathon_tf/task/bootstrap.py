@@ -89,11 +89,12 @@ from marathon_tf.task.logdir import (
     lock_logdir,
     logdir_path,
     logdir_problem,
+    resume_point,
     space_problem,
 )
 from marathon_tf.task.machine import On, TaskMachine
 from marathon_tf.task.observer import TaskObserver
-from marathon_tf.task.policy import Decision, ExitPolicy, is_decider, startup_reason
+from marathon_tf.task.policy import Decision, ExitPolicy, decider_task, is_decider, startup_reason
 from marathon_tf.task.prewarm import ForkedProcess, Prewarmer
 from marathon_tf.task.rendezvous import (
     Coordinator,
@@ -105,7 +106,9 @@ from marathon_tf.task.rendezvous import (
     make_rendezvous,
 )
 from marathon_tf.task.restarts import Restarter, program_grace
-from marathon_tf.task.saving import HOLD_PATH, SAVE_PATH, Saving
+from marathon_tf.task.restoring import STYLES as RESTORE_WAIT_STYLES
+from marathon_tf.task.restoring import RestoreGate
+from marathon_tf.task.saving import HOLD_PATH, SAVE_PATH, Saving, hold_limit
 from marathon_tf.task.status_server import StatusServer, TaskStatus
 from marathon_tf.task.supervisor import Trainer, die_with_parent, relay_stop_signals
 from marathon_tf.task.timeline import TaskEvents
@@ -204,6 +207,12 @@ class Bootstrap:
         self.elastic = ElasticMember(ctx, self.status, self._stop, log=_log, clock=clock, ready=lambda: (
             self.prewarmer is None or self.prewarmer.warm()), machine=self.machine) \
             if ctx.elastic and ctx.role != "tensorboard" else None
+        #: no worker that trains on its own starts while the deciding program restores (marathon_tf.task.restoring)
+        self.restore_gate = RestoreGate(
+            coordinator=self.coordinator, rendezvous=lambda: self.rendezvous,
+            waits=ctx.style in RESTORE_WAIT_STYLES and ctx.role == "worker", leader=decider_task(ctx.completion),
+            limit=hold_limit(ctx.grace_seconds), stop=self._stop, log=_log,
+            prints_steps=lambda: self.watchdog.prints_steps, clock=clock)
         self.rendezvous_options: dict = {"placement": control.placement} if control and control.placement else {}
         self.admission: AdmissionWatch | None = None
         self.gpu_check_options: dict = {}  # extra gpu_problem arguments (tests inject dev_dir/which/run)
@@ -357,6 +366,8 @@ class Bootstrap:
         self._backend = self._backend or make_backend(self.ctx, self.environ,
                                                       also_port=self.ctx.status_port_name if leads else None)
         keeper = self.policy.keeper if isinstance(self.policy, JobPolicy) else None
+        # (in its plan from its first answer: its program will restore the job's checkpoint)
+        self.restore_gate.program_starts(resume_point(self.ctx, self.environ) is not None)
         # The job's leader reads the backend for everyone; the others long-poll it (marathon_tf.task.rendezvous).
         self.rendezvous = make_rendezvous(
             self.ctx, self.environ, self._backend, me=me, address=self.endpoints.get(me) if me else None,
@@ -465,6 +476,7 @@ class Bootstrap:
         self._printed_steps = True
         self.restarts.stepped()
         self.saving.stepped()
+        self.restore_gate.program_back()
         rate = self._rate.add(step)
         self.status.update(step=step, steps_per_second=None if rate is None else round(rate, 3))
         if self.watchdog.step(step):
@@ -492,7 +504,10 @@ class Bootstrap:
                 self.observer.on_step(step, printed=False)
 
     def _start_trainer(self) -> Trainer:
-        announce_resume(self.ctx, self.environ, self.status, _log)  # the checkpoint it will find, if any
+        self.saving.start_hold.wait(self._stop)  # a save round's hold that came before it started
+        self.restore_gate.wait()  # a worker of its own: not while the deciding program restores the checkpoint
+        resumes = announce_resume(self.ctx, self.environ, self.status, _log)  # the checkpoint it will find, if any
+        self.restore_gate.program_starts(resumes is not None)  # the deciding task's: it says so in the plan
         assert self.spec is not None  # rendered (_render) before any start
         argv = ["/bin/sh", "-c", exec_form(self.spec.argv[0])] if self.shell else self.spec.argv
         trainer = Trainer(argv, self._child_env(self.spec), cwd=self.environ.get("MESOS_SANDBOX") or None,
@@ -558,6 +573,7 @@ class Bootstrap:
                 next_watch = self._next_watch()
                 continue
             if code is not None:
+                self.restore_gate.program_back()  # (ended without a step: nothing restores now)
                 decision = restarts.ended(trainer, code, hung)
                 if decision is None:  # the program's 143 came from the task's own stop
                     return self._stopped(trainer)
@@ -581,6 +597,7 @@ class Bootstrap:
         task is then a stop, not the program's end (a program its grace ran out on exits with 137, a failure
         for anyone who reads the task's status without the bootstrap's own report: a relaunched deciding
         task counted its predecessor's preemption as a failure)."""
+        self.restore_gate.handing_over()  # the deciding task's: no worker starts until its successor's program is back
         self.restarts.stopped(trainer)
         return self.restarts.stop_code()
 

@@ -24,12 +24,12 @@ from collections.abc import Callable, Mapping
 
 from marathon_tf.contract import joblock
 from marathon_tf.contract.taskenv import TaskContext
-from marathon_tf.task.checkpoints import newest_checkpoint
+from marathon_tf.task.checkpoints import Checkpoint, newest_checkpoint
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.timeline import EVENTS_FILE
 
 __all__ = ["logdir_path", "failures_path", "events_path", "logdir_problem", "lock_logdir", "FAILURES_FILE",
-           "NO_SPACE", "space_problem", "free_bytes", "announce_resume"]
+           "NO_SPACE", "space_problem", "free_bytes", "announce_resume", "resume_point"]
 
 FAILURES_FILE = os.path.join(".marathon-tf", "failures.jsonl")
 #: What a save round, the task's status and the job's reasons say of a full logdir (the one wording).
@@ -169,15 +169,19 @@ def lock_logdir(ctx: TaskContext, environ: Mapping[str, str]) -> tuple[joblock.L
     return lock, None
 
 
-def announce_resume(ctx: TaskContext, environ: Mapping[str, str], status: TaskStatus,
-                    log: Callable[[str], None]) -> None:
-    """Say when the program will find a checkpoint in the logdir to resume from (a chief or worker)."""
+def resume_point(ctx: TaskContext, environ: Mapping[str, str]) -> Checkpoint | None:
+    """The checkpoint in the job's logdir that a chief's or worker's program will resume from (None: none)."""
     if not ctx.logdir or ctx.role not in ("chief", "worker"):
-        return
-    base = environ.get("MESOS_SANDBOX") or os.getcwd()
-    found = newest_checkpoint(os.path.join(base, ctx.logdir))
+        return None
+    return newest_checkpoint(os.path.join(environ.get("MESOS_SANDBOX") or os.getcwd(), ctx.logdir))
+
+
+def announce_resume(ctx: TaskContext, environ: Mapping[str, str], status: TaskStatus,
+                    log: Callable[[str], None]) -> Checkpoint | None:
+    """Say when the program will find a checkpoint in the logdir to resume from (a chief or worker); it."""
+    found = resume_point(ctx, environ)
     if found is None:
-        return
+        return None
     keras = None if found.epoch is None else f"epoch {found.epoch + 1}" + (
         f", batch {found.batch + 1}" if found.batch is not None else "")  # as Keras counts them
     if found.step is not None:
@@ -186,3 +190,4 @@ def announce_resume(ctx: TaskContext, environ: Mapping[str, str], status: TaskSt
         status.update(resumed_from=found.step)
     else:
         log(f"resumed from the Keras backup ({keras}; in {ctx.logdir})")
+    return found

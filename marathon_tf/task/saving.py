@@ -16,7 +16,8 @@ saves at its next step boundary on SIGUSR1, says ``saved step=N path=P`` and pau
 2. **Held.** Before a stop, the round *holds* the job's training: the saver stays paused after its
    save, and in a ``tf1`` job (asynchronous workers) every other chief and worker is frozen first
    (``POST /hold`` to their bootstraps: SIGSTOP; one that does not answer is asked again while the round has
-   the time) — so the checkpoint is the job's last trained state.
+   the time; one whose program does not run holds its next start: :mod:`marathon_tf.task.restoring`) — so the
+   checkpoint is the job's last trained state.
    A held program is released by its own stop or restart (it is killed: continued, it would train or
    save past the checkpoint to be restored), or after :func:`hold_limit` s when no stop came. The
    other trainers are held until the round's deadline; only a confirmed round extends their hold.
@@ -60,6 +61,7 @@ from marathon_tf.task.checkpoints import newest_checkpoint
 from marathon_tf.task.hooklines import SaveHook
 from marathon_tf.task.machine import On, TaskMachine
 from marathon_tf.task.policy import decider_task
+from marathon_tf.task.restoring import StartHold, hold_limit
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.supervisor import Trainer
 from marathon_tf.task.timeline import TaskEvents
@@ -92,11 +94,6 @@ def round_budget(grace: float) -> float:
     """Seconds of a stopping program's grace a save round may take: the grace less what the program
     keeps for its own SIGTERM handling (half of it, at most 5 s): 25 -> 20, 7.5 -> 3.75, 2 -> 1."""
     return max(0.0, grace - min(grace / 2, 5.0))
-
-
-def hold_limit(grace_seconds: float) -> float:
-    """Seconds a program stays held when no stop or restart comes for it."""
-    return max(30.0, 2 * grace_seconds)
 
 
 class _Asked:
@@ -154,6 +151,7 @@ class Saving:
         self._said_no_hook = False
         self._first_step: float | None = None
         self._starts, self._let_go_at_step = 0, False  # programs started here; a relaunch's first is to let go
+        self.start_hold = StartHold(log=log, clock=clock)  # a round's hold that came while no program ran
         status.update(save_hook=None)
 
     @property
@@ -508,16 +506,17 @@ class Saving:
         if request.release:
             if self.decider and self.release_held(request.reason or "the stop it was for did not come"):
                 return 200, {"held": False, "released": True}
+            why = request.reason or "its stop did not come"
+            self.start_hold.release(why)
             if trainer is not None and trainer.held == "outside":
                 self._let_go(trainer)
                 self.machine.fire(On.SAVE_ENDED)
-                self.log(f"the save round is over ({request.reason or 'its stop did not come'}): the training "
-                         f"program goes on")
+                self.log(f"the save round is over ({why}): the training program goes on")
             return 200, {"held": False}
-        if trainer is None or trainer.proc is None or trainer.proc.poll() is not None:
-            return 200, {"held": False, "message": "no training program runs"}
         seconds = request.seconds or hold_limit(self.ctx.grace_seconds)
         seconds = min(max(seconds, 0.5), hold_limit(self.ctx.grace_seconds))  # a hold is always bounded
+        if trainer is None or trainer.proc is None or trainer.proc.poll() is not None:
+            return 200, self.start_hold.hold(request.reason or "a planned stop", seconds, extend=request.extend)
         if request.extend:  # the round confirmed its checkpoint: held until the stop (never held anew)
             if trainer.held == "outside":
                 self._expire(trainer, "outside", seconds)

@@ -58,7 +58,7 @@ def random_plan(rng: random.Random) -> JobPlan:
                     rng.randrange(0, 50))
     return JobPlan(generation=rng.randrange(0, 2**40), membership=membership,
                    round=rng.choice([None, random_round(rng)]), counts=counts,
-                   verdict=rng.choice([None, *VERDICTS]))
+                   verdict=rng.choice([None, *VERDICTS]), restoring=rng.random() < 0.5)
 
 
 def test_a_plan_goes_on_the_wire_and_back_unchanged_through_json():
@@ -94,9 +94,10 @@ def test_the_wire_form_is_plain_json_with_stable_words():
     assert JobPlan(5, m, r, Counts(1, 3, 600.0), JobState.FAILED).to_wire() == {
         "format": FORMAT, "generation": 5, "membership": m.to_dict(), "round": r.to_wire(),
         "ledger": {"failures": 1, "max_failures": 3, "window_seconds": 600.0, "preemptions": 0,
-                   "max_preemptions": 0}, "verdict": "Failed"}
+                   "max_preemptions": 0}, "verdict": "Failed", "restoring": False}
     assert JobPlan().to_wire() == {"format": FORMAT, "generation": 0, "membership": None, "round": None,
-                                   "ledger": Counts().to_wire(), "verdict": None}
+                                   "ledger": Counts().to_wire(), "verdict": None, "restoring": False}
+    assert JobPlan(restoring=True).to_wire()["restoring"] is True
     # the enums are strings that show as their value
     assert f"{RoundKind.RESIZE}" == "resize" and str(RoundCause.PREEMPTION) == "preemption"
     assert RoundCause.FAILURE == "failure" and json.dumps([RoundKind.HOLD]) == '["hold"]'
@@ -128,6 +129,8 @@ def test_unknown_keys_are_left_out_and_missing_optional_ones_take_their_defaults
     ({"generation": -1}, "plan.generation: expected at least 0, got -1"),
     ({"format": FORMAT + 1}, f"plan.format: {FORMAT + 1} is newer than this marathon-tf reads ({FORMAT})"),
     ({"verdict": "Running"}, "plan.verdict: expected one of Succeeded, Failed, NotPlaced or null, got 'Running'"),
+    ({"restoring": "yes"}, "plan.restoring: expected true or false, got 'yes'"),
+    ({"restoring": 1}, "plan.restoring: expected true or false, got 1"),
     ({"ledger": {"failures": 1.5}}, "plan.ledger.failures: expected an integer, got 1.5"),
     ({"ledger": []}, "plan.ledger: expected an object, got list"),
     ({"membership": {"generation": 1, "members": ["worker-0"]}}, "plan.membership: not a membership: "),

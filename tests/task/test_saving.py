@@ -239,6 +239,28 @@ def test_another_tasks_hold_waits_at_the_programs_step_boundary_or_pauses_a_long
     assert any("said it holds at step" in m and "nothing held it" in m for m in slow.logs), slow.logs
 
 
+def test_a_hold_that_comes_before_the_program_started_holds_its_start_until_the_round_lets_go(tmp_path):
+    """A newcomer's bootstrap asked to hold while its program is not started yet (it was about to): it said
+    "no training program runs", the round went on without it, and the program started during the round and trained
+    past the checkpoint the round saved (the restore undid it: a CI-like run of the coordinator-kill test). Now
+    the hold holds the next start: the program starts once the round lets go."""
+    import threading
+
+    follower = make(tmp_path, decider=False, task="worker-2")
+    code, body = follower.post_hold({}, {"job": "j", "reason": "worker-0 is stopped", "seconds": 30})
+    assert (code, body) == (200, {"held": True, "step": None})
+    assert follower.post_hold({}, {"job": "j", "seconds": 30, "extend": True}) == (200, {"held": True})
+    stop, started = threading.Event(), threading.Event()
+    waiter = threading.Thread(target=lambda: (follower.start_hold.wait(stop), started.set()))
+    waiter.start()
+    assert not started.wait(0.3)
+    assert follower.post_hold({}, {"job": "j", "release": True, "reason": LET_GO}) == (200, {"held": False})
+    assert started.wait(5)
+    waiter.join()
+    assert any("before the training program started" in m for m in follower.logs), follower.logs
+    assert any(m.endswith("the training program may start") for m in follower.logs), follower.logs
+
+
 def test_a_held_round_whose_stop_does_not_come_is_let_go_at_the_owners_word_and_the_next_one_saves_anew(
         tmp_path, programs):
     """A scale or ``delete --save`` asks the deciding task for one round that holds the job at its checkpoint, so

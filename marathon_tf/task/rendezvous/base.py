@@ -58,5 +58,10 @@ class Rendezvous(abc.ABC):
         where no rounds come through."""
         return None, None
 
+    def restoring(self) -> bool:
+        """Whether the job's plan says the deciding task's program is restoring the job's checkpoint (False where
+        no plan comes through)."""
+        return False
+
     def close(self) -> None:  # noqa: B027 - a no-op by default, not abstract: only backends with threads override it
         """Stop its threads (the task ends)."""

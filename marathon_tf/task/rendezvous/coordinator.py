@@ -2,8 +2,9 @@
 
 The plan (:class:`~marathon_tf.contract.plan.JobPlan`) is what the job's tasks do together: an elastic job's
 membership (decided by :class:`marathon_tf.task.resize.Resizer`), the round under way (started by the restart
-ledger's :class:`marathon_tf.task.keeper.Keeper`, or by the resizer where no keeper runs), the ledger's counts and,
-once the job is over, its verdict. Each of those deciders tells the coordinator; the coordinator writes the next
+ledger's :class:`marathon_tf.task.keeper.Keeper`, or by the resizer where no keeper runs), the ledger's counts,
+whether the deciding task's own program is restoring the job's checkpoint (its bootstrap) and, once the job is
+over, its verdict. Each of those deciders tells the coordinator; the coordinator writes the next
 generation of the plan into the leader's view (:meth:`marathon_tf.task.rendezvous.view.View.publish`), and the
 rendezvous long poll carries it to every follower in its one wire form (``"plan"`` of ``GET /rendezvous``), where
 each task's bootstrap reconciles to it (the rounds that name it restart its program; a membership that leaves it
@@ -61,6 +62,11 @@ class Coordinator:
     def counts(self, counts: Counts) -> bool:
         """The restart ledger's counts changed."""
         return self._write(counts=counts)
+
+    def restoring(self, now: bool) -> bool:
+        """Whether the deciding task's program is restoring the job's checkpoint now (started from one, no step
+        yet): where each worker trains on its own (TF1), a worker's program starts only once it is not."""
+        return self._write(restoring=now)
 
     def verdict(self, state: JobState) -> bool:
         """The job is over: Succeeded or Failed (it is recorded in Marathon too)."""

@@ -179,10 +179,11 @@ class FollowerRendezvous(Side):
                 peers, missing = patch(self.view.peers, doc.get("peers")), patch(self.view.missing, doc.get("missing"))
         self.leader_id, self._version = str(doc.get("leader")), doc["version"]
         self.leader_detail = f"leader {doc.get('leader_task')} at {self.leader_address}"
-        self.view.update(peers, missing)
         plan = self._plan(doc.get("plan"))  # the job's plan, as its coordinator wrote it (the whole doc carries it)
-        if plan is not None:
-            self.view.adopt(plan)
+        with self.view.cond:  # one change: a task that finds its peers here reads the plan they came with
+            self.view.update(peers, missing)
+            if plan is not None:
+                self.view.adopt(plan)
         if doc.get("complete"):
             self._formed = True
         return True

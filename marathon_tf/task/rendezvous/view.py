@@ -265,6 +265,11 @@ class Side(Rendezvous):
         with self.view.cond:
             return self.leader_id, self.view.round
 
+    def restoring(self) -> bool:
+        """Whether the plan says the deciding task's program is restoring the job's checkpoint."""
+        with self.view.cond:
+            return self.view.plan.restoring
+
     def settle(self, current: Mapping[PeerKey, str], timeout: float) -> dict[PeerKey, str] | None:
         """Wait until every peer in ``current`` is present, then the ones that moved."""
         found = self.wait(list(current), timeout)

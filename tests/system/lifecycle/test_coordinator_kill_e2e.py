@@ -146,10 +146,12 @@ def test_the_coordinator_stopped_in_the_middle_of_a_resize_round_trains_nothing_
     block = job_on(sized_cluster, blocker(tmp_path))
     block.wait(lambda: worker_task(block, "worker-0"), 60, "the blocker running")
     target = 6000
+    # (the coordinator's program sleeps 3 s before its session restores a checkpoint: a newcomer that started
+    # meanwhile would train those seconds on the ps, and the restore would undo it)
     job = job_on(sized_cluster, elastic_job(
         tmp_path, "linear-regression-tf1", ["python3", "train.py", "--train_steps", str(target), "--checkpoint_dir",
                                             "ckpt", "--log_every", "10", "--elastic", "--save_checkpoint_steps",
-                                            "100000"], target))
+                                            "100000", "--restore_sleep", "3"], target))
     job.wait(lambda: size_is(job, COORDINATOR, 2), 180, "the job formed with 2 workers")
     job.wait(lambda: job.max_step() > 500, 120, "training with 2 workers")
     before = len(rounds(job, COORDINATOR))
@@ -164,11 +166,14 @@ def test_the_coordinator_stopped_in_the_middle_of_a_resize_round_trains_nothing_
     said = rounds(job, COORDINATOR)[before:]
     assert len(said) == 1 and resumed(job, began, TF1_READY, COORDINATOR)[0] == said[0], (said, job.text()[-3000:])
     assert highest_step_before_restart(job, began) <= said[0], (said, job.text()[-3000:])  # 0 steps again
-    # nor did anyone train past the round's step before the relaunched coordinator's program was started from it
-    # (its bootstrap's line comes before the program restores that checkpoint onto the ps: what a newcomer
-    # trained before it would be undone, and trained again)
-    restored = seen_after(job, COORDINATOR, re.compile(TF1_READY), began)
-    early = [(round(t - began, 1), n, s) for t, n, s in job.steps(began) if t < restored and s > said[0]]
+    # nor did anyone train past the round's step before the relaunched coordinator's program restored it (its
+    # session's first line: what a newcomer trained before the restore would be undone, and trained again)
+    restored = job.wait(lambda: seen_after(job, COORDINATOR, "session ready at global step", began), 60,
+                        "the relaunched coordinator's session")
+    # (less half a second: the tailer reads the tasks' files one after the other every 0.1 s, and a held worker's
+    # first step after the let-go can be read just before the coordinator's line that came first; what a newcomer
+    # trains while the restore sleeps comes up to 3 s before it)
+    early = [(round(t - began, 1), n, s) for t, n, s in job.steps(began) if t < restored - 0.5 and s > said[0]]
     assert early == [], (said, early[:5], job.text()[-3000:])
     if seen_after(job, "worker-1", "held for the job's save round", began):
         # held until the stop, worker-1 trains again once the relaunched coordinator's program is back, not at its
