@@ -4,7 +4,6 @@ host ports its tasks are given (:class:`PortAllocator`)."""
 
 from __future__ import annotations
 
-import collections
 import errno
 import random
 import socket
@@ -104,7 +103,7 @@ class PortAllocator:
         self.host = host
         self.quarantine = quarantine
         #: port -> (when handed out, its claim: the socket, or True where claims cannot be made)
-        self._recent: collections.OrderedDict[int, tuple[float, socket.socket | bool]] = collections.OrderedDict()
+        self._recent: dict[int, tuple[float, socket.socket | bool]] = {}
 
     def _free(self, port: int, host: str | None = None) -> bool:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

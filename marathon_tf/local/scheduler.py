@@ -265,15 +265,16 @@ class Scheduler:
         """What the tasks on ``agent`` take of it."""
         return [r for t in self.active_tasks() if t.agent_id == agent.id for r in t.consumed]
 
-    def _offer(self, app: AppState, agent: Agent, tasks: list[Task]) -> Match | NoMatch:
-        """Match one task of ``app`` against ``agent``'s free resources."""
+    def _offer(self, app: AppState, agent: Agent, tasks: list[Task], held_ports: list[int]) -> Match | NoMatch:
+        """Match one task of ``app`` against ``agent``'s free resources (``held_ports``: the ports the runner's tasks,
+        orphans included, hold)."""
         on_agent = [t for t in tasks if t.agent_id == agent.id]
         placed = [self.agents.by_id(t.agent_id) for t in app.active_tasks()
                   if t.config_version == app.run_config_version and not t.killing]
         return match(app.run_def or {}, agent, free_resources(agent, [r for t in on_agent for r in t.consumed]),
                      [a for a in placed if a is not None], default_roles=self.agents.roles(),
                      used_gpus=[g for t in on_agent for g in t.gpus],
-                     taken_ports=[p for t in tasks + self.loss.orphan_tasks() for p in t.ports],
+                     taken_ports=held_ports,
                      gpu_restricted=self.gpu_restricted, group_by_even=self.group_by_even,
                      scalars_grouped=self.scalars_grouped, gpu_label=self.gpu_label)
 
@@ -307,7 +308,9 @@ class Scheduler:
         if round_.offered is None:
             round_.offer(self)
         offered = [a for a in round_.offered or [] if a.active]
-        results = [self._offer(app, agent, tasks) for agent in sorted(offered, key=lambda a: (load[a.id], a.index))]
+        held_ports = [p for t in tasks + self.loss.orphan_tasks() for p in t.ports]
+        results = [self._offer(app, agent, tasks, held_ports)
+                   for agent in sorted(offered, key=lambda a: (load[a.id], a.index))]
         if count_offers:
             self.offers.record(app.id, results)
         chosen = next((r for r in results if isinstance(r, Match)), None)
@@ -318,7 +321,7 @@ class Scheduler:
         try:
             ports = self.launcher.ports.allocate(len(run_def.get("portDefinitions") or []),
                                                  candidates=chosen.port_candidates, host=agent.hostname,
-                                                 keep=[p for t in tasks + self.loss.orphan_tasks() for p in t.ports])
+                                                 keep=held_ports)
         except OSError:
             return False
         task_id, instance_id = self.state.new_task_id(app.id)

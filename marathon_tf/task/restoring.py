@@ -139,8 +139,9 @@ class StartHold:
             if held is None:
                 return
             if self.clock() >= held[0]:
-                with self._lock:
-                    self._held = None
+                with self._lock:  # (not a hold that came meanwhile)
+                    if self._held is held:
+                        self._held = None
                 self.log(f"the save round's hold ({held[1]}) ran out before it was let go: the training program "
                          f"starts")
                 return
