@@ -46,9 +46,10 @@ def _optional():
     except ImportError:
         pass
     try:
-        from . import bench_elastic, bench_failover, bench_lifecycle
+        from . import bench_elastic, bench_failover, bench_lifecycle, bench_paths
 
         out.update(bench_lifecycle.BENCHMARKS)
+        out.update(bench_paths.BENCHMARKS)
         out.update(bench_failover.BENCHMARKS)
         out.update(bench_elastic.BENCHMARKS)
     except ImportError:

@@ -88,13 +88,15 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
              prepare: Callable[[object], None] | None = None, *, job_file: Callable[[Path], Path] | None = None,
              trainers: set[str] | None = None, cluster_options: dict | None = None,
              steps_lost: list | None = None, saver: str = "worker-0",
+             also: Callable[[str, str, str], None] | None = None,
              **job_changes) -> tuple[float, float, float | None]:
     """Deploy (``job_file(tmp)``, default the TF1 job file with ``job_changes``), train until step > 500,
     ``prepare(cluster)`` (untimed), ``disrupt(cluster, client, job)``, and time until every worker (or
     every task in ``trainers``) printed a step line after its program started again. ``steps_lost``: gets the
     global steps trained again (the highest step printed before a program started again, less the checkpoint step
     ``saver`` resumed from). Returns (seconds to every trainer's step, to the last program's start, to the
-    last bootstrap Marathon launched — None if it relaunched none)."""
+    last bootstrap Marathon launched — None if it relaunched none). ``also(task, stream, line)``: every line
+    the tasks print."""
     from marathon_tf.marathon.client import Client, RetryPolicy
     from marathon_tf.user import pipeline
     from marathon_tf.user import spec as spec_mod
@@ -110,6 +112,8 @@ def _one_run(disrupt: Callable[[object, object, str], None], expect_workers: int
     relaunched: list[float] = []  # a bootstrap's first line ("status on …"): Marathon launched a task
 
     def emit(task: str, stream: str, line: str) -> None:
+        if also is not None:
+            also(task, stream, line)
         m = STEP.search(line)
         if m and stream == "stdout":
             with lock:

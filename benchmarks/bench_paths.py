@@ -1,0 +1,152 @@
+"""What a change of a running job's size goes through (issue 40): the modules it runs and the requests it sends.
+
+``scale_paths``: the TF1 example (1 ps + 2 workers, fixed size) on a fresh local cluster, trained past step 500,
+then ``jobs.scale(worker=3)`` (what ``marathon-tf scale JOB worker=3`` runs) until every worker (3) printed a step
+after its program started again. Measured, not read: every bootstrap runs with the tracer of
+``benchmarks/pathtrace/`` on its ``PYTHONPATH`` (which of marathon-tf's modules had a function called, per
+quarter second; every request ``requests`` sent), and the user side's calls are traced the same way in this
+process (its own thread: the local Marathon's threads are not the user's). Rows, from the scale's start to every
+worker's step:
+
+* the modules of ``marathon_tf`` the change ran: the user side's, the tasks' (the stopped tasks' and their
+  relaunched successors', from their first line: a relaunch is the change's doing), and both;
+* the requests it sent, by who sent them to what: the user side to Marathon, to a task; a task to Marathon, to
+  Mesos-DNS's HTTP API, to another task (TaskClient's routes); and the *kinds* (method and route, ids and
+  queries left out: ``GET /v2/apps/*``), the number of different hops;
+* the save rounds: checkpoints a program saved for a round (its ``marathon-tf save-hook: saved`` line), and the
+  ``POST /save`` requests (the user side's; each stopped task asks at its stop too).
+
+One run (``quick`` or not): a count, not a time. ``--compare REF`` runs the same for another version.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from .bench_lifecycle import _job_file, _one_run
+from .common import HARNESS, ROOT, Row
+
+TRACER = HARNESS / "benchmarks" / "pathtrace"
+SAVED = "marathon-tf save-hook: saved"  # contract/savehook.py's SAVED_PREFIX: a program saved for a round
+_NEWLOCALS = 0x02  # a function's code object (a module's or class's body: its import)
+_ID = re.compile(r"^/v2/(apps|tasks|deployments|queue|groups)/.*")
+
+
+def _route(url: str, marathon_port: str) -> tuple[str, str]:
+    """``(destination, kind)`` of a request's URL: Marathon, Mesos-DNS or a task, and its route without ids."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    path = parts.path or "/"
+    if path.startswith("/v2/"):
+        return "Marathon", _ID.sub(lambda m: f"/v2/{m.group(1)}/*", path)
+    if path.startswith("/v1/") and str(parts.port) != marathon_port:
+        return "Mesos-DNS", re.sub(r"^/v1/(\w+)/.*", r"/v1/\1/*", path)
+    if path.startswith("/_local/"):  # the local runner's own API (a Mesos master's /state on a cluster)
+        return "Mesos", path
+    return "task", path
+
+
+def _trace_here(calls: set[str], sent: list[tuple[float, str, str]]):
+    """A profiler for this thread: the marathon_tf modules whose functions it calls go into ``calls``, the requests
+    it sends into ``sent`` (as the tasks' tracer does)."""
+    def profile(frame, event, arg):  # noqa: ARG001
+        if event != "call":
+            return
+        code = frame.f_code
+        path = code.co_filename
+        at = path.rfind("marathon_tf/")
+        if at >= 0 and code.co_flags & _NEWLOCALS and "marathon_tf/local/" not in path:  # (a function's, not
+            # a module's or class's body: its import; the local cluster's answers run in this process too)
+            calls.add(path[at:])
+        elif code.co_name == "send" and path.endswith("requests/sessions.py"):
+            request = frame.f_locals.get("request")
+            if request is not None and getattr(request, "url", None):
+                sent.append((time.time(), str(request.method), str(request.url)))
+    return profile
+
+
+def bench_scale_paths(quick: bool) -> list[Row]:  # noqa: ARG001 (one run either way)
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-paths-"))
+    saved_env = os.environ.get("PYTHONPATH")  # (a local task gets the runner's PYTHONPATH; the folder by its env)
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(TRACER), *filter(None, [saved_env])])
+    user_calls: set[str] = set()
+    user_requests: list[tuple[float, str, str]] = []
+    window: dict[str, float] = {}
+    marathon: dict[str, str] = {}
+    saved: list[float] = []  # the programs' "marathon-tf save-hook: saved" lines (a round's checkpoint)
+
+    def line(task: str, stream: str, text: str) -> None:  # noqa: ARG001
+        if SAVED in text:
+            saved.append(time.time())
+
+    def scale(cluster, client, job) -> None:
+        from marathon_tf.user import jobs
+
+        marathon["port"] = cluster.marathon_url.rstrip("/").rsplit(":", 1)[-1]
+        window["t0"] = time.time()
+        sys.setprofile(_trace_here(user_calls, user_requests))
+        try:
+            jobs.scale(client, job, {"worker": ("=", 3)})
+        finally:
+            sys.setprofile(None)
+
+    try:
+        env = json.loads((ROOT / "examples" / "linear-regression-tf1" / "job.json").read_text()).get("env") or {}
+        took, _, _ = _one_run(scale, 3, job_file=lambda tmp: _job_file(tmp, env={**env, "PATHTRACE_DIR": str(folder)}),
+                              also=line)
+    finally:
+        if saved_env is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved_env
+    t0 = window["t0"]
+    t1 = t0 + took
+    lo, hi = int(t0 * 4), int(t1 * 4) + 1
+    task_calls: set[str] = set()
+    sent: Counter[tuple[str, str, str]] = Counter()  # (from, to, kind)
+    for dump in folder.glob("*.json"):
+        data = json.loads(dump.read_text())
+        for module, buckets in data["calls"].items():
+            if any(lo <= b <= hi for b in buckets):
+                task_calls.add(module)
+        for at, method, url in data["requests"]:
+            if t0 <= at <= t1:
+                to, kind = _route(url, marathon.get("port", ""))
+                sent["task", to, f"{method} {kind}"] += 1
+    for _at, method, url in user_requests:
+        to, kind = _route(url, marathon.get("port", ""))
+        sent["user", to, f"{method} {kind}"] += 1
+    saves = sum(n for (_, _, kind), n in sent.items() if kind == "POST /save")
+    both = user_calls | task_calls
+    by = Counter()
+    for (src, to, _), n in sent.items():
+        by[src, to] += n
+    kinds = sorted({f"{src}->{to} {kind}" for src, to, kind in sent})
+    name = "scale worker=3 of a fixed-size TF1 job (2 -> 3 workers)"
+    return [
+        Row(f"{name}: marathon_tf modules run (user side + tasks)", len(both), "modules",
+            f"user side {len(user_calls)}, tasks {len(task_calls)}; {took:.1f} s from the scale to every worker's "
+            f"step; tasks' modules: {', '.join(sorted(m.removeprefix('marathon_tf/') for m in task_calls))}"),
+        Row(f"{name}: user side's modules", len(user_calls), "modules",
+            ", ".join(sorted(m.removeprefix("marathon_tf/") for m in user_calls))),
+        Row(f"{name}: tasks' modules", len(task_calls), "modules", ""),
+        Row(f"{name}: requests sent", sum(sent.values()), "requests",
+            "; ".join(f"{src}->{to} {n}" for (src, to), n in sorted(by.items()))),
+        Row(f"{name}: kinds of request (hops)", len(kinds), "kinds", "; ".join(kinds)),
+        Row(f"{name}: save rounds (checkpoints a program saved for a round)", sum(t0 <= t <= t1 for t in saved),
+            "rounds", f"POST /save requests: {saves} ("
+            + "; ".join(f"{src}->{to} {n}" for (src, to, kind), n in sorted(sent.items()) if kind == "POST /save")
+            + "; a stopped task asks too, and finds the job saved)"),
+    ]
+
+
+BENCHMARKS = {"scale_paths": bench_scale_paths}
