@@ -25,6 +25,8 @@ and transitions").
                      training, nor while the deciding program restores the job's checkpoint
 ``resize``           an elastic job's size, decided by its deciding task (Resizer): form, grow after a
                      save, shrink, wait below min; the membership and resize rounds it publishes
+``membership``       which tasks train and with which spec: the bootstrap's strategy, the job file's
+                     (fixed) or an elastic job's
 ``elastic``          every task's side of an elastic job: taken in (standby meanwhile), its peers and
                      its spec by TF index from the membership
 ``budget``           a task's own restart count (RestartBudget) and the one backoff

@@ -93,6 +93,7 @@ from marathon_tf.task.logdir import (
     space_problem,
 )
 from marathon_tf.task.machine import On, TaskMachine
+from marathon_tf.task.membership import FixedMembership, Settled
 from marathon_tf.task.observer import TaskObserver
 from marathon_tf.task.policy import Decision, ExitPolicy, decider_task, is_decider, startup_reason
 from marathon_tf.task.prewarm import ForkedProcess, Prewarmer
@@ -190,7 +191,7 @@ class Bootstrap:
             self.command, ctx.prewarm, self.environ, cwd=self.environ.get("MESOS_SANDBOX") or None, log=_log)
         #: the deciding task's view of its job (marathon_tf.task.jobview; made and started by :meth:`watch_job`)
         self.view: JobView | None = None
-        #: an elastic job's deciding task decides its size (marathon_tf.task.resize; made by :meth:`_join_elastic`)
+        #: an elastic job's deciding task decides its size (marathon_tf.task.resize; made by :meth:`_decide_size`)
         self.resizer: Resizer | None = None
         # a full logdir: a save round is refused while full; a wait for room lasts until the next checkpoint fits
         self.saving = Saving(ctx, self.status, self.observer.events, self.observer.logdir, decider=is_decider(ctx),
@@ -203,10 +204,11 @@ class Bootstrap:
                                   log=_log, machine=self.machine, saving=self.saving,
                                   space=lambda: space_problem(self.ctx, self.environ, checkpoint_room=True))
         self.restarts.count_earlier()
-        #: an elastic job's side (marathon_tf.task.elastic: the membership its deciding task publishes)
-        self.elastic = ElasticMember(ctx, self.status, self._stop, log=_log, clock=clock, ready=lambda: (
+        #: which tasks train and with which spec (marathon_tf.task.membership): the job file's, or an elastic job's
+        #: members as its deciding task publishes them (marathon_tf.task.elastic)
+        self.membership = ElasticMember(ctx, self.status, self._stop, log=_log, clock=clock, ready=lambda: (
             self.prewarmer is None or self.prewarmer.warm()), machine=self.machine) \
-            if ctx.elastic and ctx.role != "tensorboard" else None
+            if ctx.elastic and ctx.role != "tensorboard" else FixedMembership(ctx, log=_log)
         #: no worker that trains on its own starts while the deciding program restores (marathon_tf.task.restoring)
         self.restore_gate = RestoreGate(
             coordinator=self.coordinator, rendezvous=lambda: self.rendezvous,
@@ -352,9 +354,7 @@ class Bootstrap:
             return None, []
         me = (self.ctx.role, self.ctx.index)
         members = self.ctx.members()
-        if self.elastic is not None and self.elastic.current is not None:  # the membership's, not every app
-            return (me if me in members else None), self.elastic.peers(self.elastic.current, members)
-        return (me if me in members else None), [m for m in members if m != me]
+        return (me if me in members else None), self.membership.peers_of(me, members)
 
     def _discover(self) -> bool:
         me, peers = self._members()
@@ -383,11 +383,11 @@ class Bootstrap:
 
         self.restarts.attach(self.rendezvous)
         began = self.clock()
-        if self.elastic is not None:  # the peers are the membership's, once the job takes this task in
-            taken = self._join_elastic(self.elastic, self.rendezvous, peers)
-            if taken is None:
-                return False
-            peers = taken
+        self._decide_size(self.rendezvous)
+        taken = self.membership.join(self.rendezvous, peers, self.endpoints)  # (elastic: once the job takes it in)
+        if taken is None:
+            return False
+        peers = taken
         found = self.rendezvous.wait(peers, self.ctx.startup_timeout, on_progress=progress)
         if found is None:
             return False
@@ -396,26 +396,23 @@ class Bootstrap:
         _log(f"all {len(peers)} peer(s) found after {self.rendezvous.polls} poll(s)")
         return True
 
-    def _join_elastic(self, elastic: ElasticMember, rendezvous: Rendezvous,
-                      peers: list[PeerKey]) -> list[PeerKey] | None:
-        """An elastic job (marathon_tf.task.elastic): follow its membership through the rendezvous; the deciding
-        task also decides it (:class:`~marathon_tf.task.resize.Resizer`, published by its coordinator). Then wait
-        until the job takes this task in: the peers to find (None: stopped meanwhile)."""
-        elastic.attach(rendezvous)
-        if isinstance(rendezvous, LeaderRendezvous):
-            from marathon_tf.task.resize import ReadyCheck, Resizer
+    def _decide_size(self, rendezvous: Rendezvous) -> None:
+        """The deciding task of a job whose membership changes (an elastic one: marathon_tf.task.elastic) decides
+        it: its :class:`~marathon_tf.task.resize.Resizer`, published by its coordinator."""
+        if self.membership.role is None or not isinstance(rendezvous, LeaderRendezvous):
+            return
+        from marathon_tf.task.resize import ReadyCheck, Resizer
 
-            keeper = self.policy.keeper if isinstance(self.policy, JobPolicy) else None
-            release = None
-            if self.control is not None:
-                watch = AdmissionWatch(self.ctx, self.control.client, events=self.observer.events, log=elastic.log)
-                release = lambda: watch.release(watch._apps())  # noqa: E731 - one call, said where it is wired
-            self.resizer = Resizer(self.ctx, rendezvous.view, self.saving, self.observer.events, self.status,
-                                   stop=self._stop, machine=self.machine, coordinator=rendezvous.coordinator,
-                                   publish_round=keeper.resize_round if keeper is not None else None,
-                                   release=release, log=elastic.log,
-                                   ready=ReadyCheck(lambda: self.saving.peer_urls())).start()
-        return elastic.join(peers, self.endpoints)
+        keeper = self.policy.keeper if isinstance(self.policy, JobPolicy) else None
+        release = None
+        if self.control is not None:
+            watch = AdmissionWatch(self.ctx, self.control.client, events=self.observer.events, log=_log)
+            release = lambda: watch.release(watch._apps())  # noqa: E731 - one call, said where it is wired
+        self.resizer = Resizer(self.ctx, rendezvous.view, self.saving, self.observer.events, self.status,
+                               stop=self._stop, machine=self.machine, coordinator=rendezvous.coordinator,
+                               publish_round=keeper.resize_round if keeper is not None else None,
+                               release=release, log=_log,
+                               ready=ReadyCheck(lambda: self.saving.peer_urls())).start()
 
     def _peer_addresses(self) -> dict[str, str]:
         return {n: a for n, a in self._named(self.endpoints).items() if n != self.ctx.task}
@@ -426,8 +423,7 @@ class Bootstrap:
 
     def _render(self) -> None:
         user = self.environ.get("TF_CONFIG")
-        counts, endpoints, index = (self.ctx.cluster, self.endpoints, self.ctx.index) if self.elastic is None \
-            else self.elastic.cluster(self.ctx.cluster, self.endpoints)  # the running workers, by TF index
+        counts, endpoints, index = self.membership.cluster(self.ctx.cluster, self.endpoints)  # (elastic: by TF index)
         self.spec = cluster_spec.render(counts, endpoints, self.ctx.role, index,
                                         style=self.ctx.spec_style, argv=self.command, shell=self.shell,
                                         user_tf_config=user)
@@ -468,7 +464,7 @@ class Bootstrap:
         elif not env.get("TF_CONFIG"):
             env.pop("TF_CONFIG", None)  # never an empty TF_CONFIG
         env.setdefault("PYTHONUNBUFFERED", "1")
-        env[WORKERS_VAR] = str(self.elastic.size if self.elastic is not None else len(spec.cluster.get("worker", [])))
+        env[WORKERS_VAR] = str(self.membership.size_of(spec))
         return env
 
     def _on_step(self, step: int) -> None:
@@ -608,28 +604,15 @@ class Bootstrap:
     def _settle_and_start(self) -> Trainer | None:
         """Look the peers up once (a peer that moved meanwhile is in the new spec; one that is down is
         waited for: a restart with its stale address would hang), then start the program again."""
-        me, peers = self._members()
-        if self.elastic is not None:  # the job's size may have changed: the membership's spec (task.elastic)
-            m = self.elastic.taken_in(None)
-            try:
-                m = m and self.elastic.settle(m, self.ctx.members(), self.endpoints, self.ctx.startup_timeout)
-            except DiscoveryError as e:
-                _log(f"could not re-check the peers before the restart: {e}")
-            if m is None:
-                return None
+        _, peers = self._members()
+        settled = self.membership.again(self.rendezvous if self._backend is not None else None, peers,
+                                        self.endpoints, self.ctx.startup_timeout)
+        if settled is None:
+            return None
+        if settled is not Settled.SAME:
             self._render()
+        if settled is Settled.RESIZED:
             self.restarts.begin()  # the rounds published meanwhile: this start follows them
-        elif peers and self._backend is not None and self.rendezvous is not None:
-            try:
-                moved = self.rendezvous.settle({p: self.endpoints[p] for p in peers}, self.ctx.startup_timeout)
-            except Exception as e:  # a failing lookup must not stop the restart
-                _log(f"could not re-check the peers before the restart: {e}")
-                moved = {}
-            if moved is None:
-                return None
-            if moved:
-                self.endpoints.update(moved)
-                self._render()
         restarts = self.status.add_restart()
         _log(f"restarting the training program in place (restart {restarts})")
         return self._start_trainer()
@@ -637,8 +620,7 @@ class Bootstrap:
     def _take_moves(self) -> dict[PeerKey, str]:
         """The peers the rendezvous now sees elsewhere than this task's spec: said, and the spec rewritten."""
         _, peers = self._members()
-        if self.elastic is not None:  # an elastic member's new address is a size change, not a move
-            peers = [p for p in peers if p[0] != self.elastic.role]
+        peers = self.membership.moves(peers)  # (an elastic member's new address is a size change, not a move)
         if not peers or self.rendezvous is None or self._backend is None:
             return {}
         moved = self.rendezvous.moved({p: self.endpoints[p] for p in peers})
@@ -700,7 +682,7 @@ class Bootstrap:
             reason: str | None = decision.reason or f"{self.ctx.task} finished"
             if decision.await_workers and self.control is not None:
                 _log("waiting for the other workers to finish")
-                waited = self.control.await_workers(self._stop, self.elastic.workers if self.elastic else None)
+                waited = self.control.await_workers(self._stop, self.membership.workers)
                 state, reason = waited if waited else (None, None)
             elif decision.finish == L.SUCCEEDED:
                 reason = f"{self.ctx.task} finished"

@@ -37,6 +37,7 @@ from marathon_tf.contract.errors import DiscoveryError
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task.discovery import PeerKey
 from marathon_tf.task.machine import On, TaskMachine
+from marathon_tf.task.membership import FixedMembership, Settled
 from marathon_tf.task.policy import decider_task
 from marathon_tf.task.rendezvous import Rendezvous
 from marathon_tf.task.rendezvous.view import Side
@@ -45,13 +46,15 @@ from marathon_tf.task.status_server import TaskStatus
 __all__ = ["ElasticMember"]
 
 
-class ElasticMember:
-    """A task's side of an elastic job (see the module)."""
+class ElasticMember(FixedMembership):
+    """A task's side of an elastic job (see the module): the bootstrap's membership strategy for it
+    (:mod:`marathon_tf.task.membership`)."""
 
     def __init__(self, ctx: TaskContext, status: TaskStatus, stop: threading.Event, *,
                  log: Callable[[str], None] = lambda m: None, clock: Callable[[], float] = time.monotonic,
                  ready: Callable[[], bool] = lambda: True, machine: TaskMachine):
-        self.ctx, self.status, self._stop, self.log, self.clock = ctx, status, stop, log, clock
+        super().__init__(ctx, log=log)
+        self.status, self._stop, self.clock = status, stop, clock
         self.machine = machine
         #: whether the program would start now without waiting for its imports (a pre-warmed interpreter that
         #: said hello): a standby says so, and the deciding task takes it in only then (task.resize)
@@ -118,6 +121,10 @@ class ElasticMember:
         if not self.machine.fire(on, **fields):
             self.status.update(**fields)
 
+    def peers_of(self, me: PeerKey, members: list[PeerKey]) -> list[PeerKey]:
+        """The peers of the membership this task's program runs with; every other task before it has one."""
+        return super().peers_of(me, members) if self.current is None else self.peers(self.current, members)
+
     def peers(self, m: Membership, members: list[PeerKey]) -> list[PeerKey]:
         """The peers this task's program needs: the fixed roles' tasks and the membership's."""
         out = [k for k in members if k[0] != self.role]
@@ -161,7 +168,7 @@ class ElasticMember:
                 self.side.view.cond.wait(0.25)
         return None
 
-    def cluster(self, counts: Mapping[str, int], endpoints: Mapping[PeerKey, str]
+    def cluster(self, counts: Mapping[str, int], endpoints: dict[PeerKey, str]
                 ) -> tuple[dict[str, int], dict[PeerKey, str], int]:
         """(counts, endpoints by TF index, this task's TF index) of the membership the program starts with."""
         assert self.current is not None
@@ -171,16 +178,41 @@ class ElasticMember:
     def size(self) -> int:
         return self.current.size if self.current is not None else 0
 
-    def workers(self) -> list[str]:
+    def size_of(self, spec: Any) -> int:  # noqa: ARG002 (the membership's, whatever the spec lists)
+        """``MARATHON_TF_WORKERS``: the membership's size."""
+        return self.size
+
+    def moves(self, peers: list[PeerKey]) -> list[PeerKey]:
+        """A member's new address is a size change, not a move: only the fixed roles' peers move."""
+        return [p for p in peers if p[0] != self.role]
+
+    def again(self, rendezvous: Rendezvous | None, peers: list[PeerKey], endpoints: dict[PeerKey, str],
+              timeout: float) -> Settled | None:
+        """Before a restart: the job's size may have changed; taken in again, then the membership's peers settled
+        (``endpoints`` updated). None: stopped meanwhile."""
+        m = self.taken_in(None)
+        try:
+            m = m and self.settle(m, self.ctx.members(), endpoints, timeout)
+        except DiscoveryError as e:
+            self.log(f"could not re-check the peers before the restart: {e}")
+        return None if m is None else Settled.RESIZED
+
+    @property
+    def workers(self) -> Callable[[], list[str]] | None:
+        return self._workers
+
+    def _workers(self) -> list[str]:
         """The workers that train now (the job is done when they are: not its standbys): the job's membership as
         the plan has it now — a TF1 job grows without restarting the programs already in, so the one this task's
         program started with can be smaller."""
         m = self.membership() or self.current
         return sorted(m.members) if m is not None else []
 
-    def join(self, peers: list[PeerKey], endpoints: dict[PeerKey, str]) -> list[PeerKey] | None:
-        """Wait until the job takes this task in, then for the membership's peers (``endpoints`` updated); the
-        peers to find (None: stopped meanwhile)."""
+    def join(self, rendezvous: Rendezvous, peers: list[PeerKey],
+             endpoints: dict[PeerKey, str]) -> list[PeerKey] | None:
+        """Follow the membership through ``rendezvous``; wait until the job takes this task in, then for the
+        membership's peers (``endpoints`` updated); the peers to find (None: stopped meanwhile)."""
+        self.attach(rendezvous)
         m = self.taken_in(self.ctx.startup_timeout)
         if m is None:
             return None
