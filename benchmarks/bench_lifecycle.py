@@ -240,6 +240,14 @@ def bench_recovery(quick: bool) -> list[Row]:
     return _rows(cases, n)
 
 
+def bench_recovery_chief_ps(quick: bool) -> list[Row]:
+    """The TF1 chief (worker-0, the rendezvous leader and the job's coordinator) and ps-0 SIGKILLed together,
+    alone (``recovery``'s third case): the case to repeat when the coordinator is what changed."""
+    n = 1 if quick else 3
+    return _rows([("recovery after chief + ps killed together (local; TF1: worker-0 is the chief)",
+                   _kill_together("worker-0", "ps-0"), 2, {})], n)
+
+
 def bench_agent_loss(quick: bool) -> list[Row]:
     """The agent of ps-0 lost, and its baseline in the same run: ps-0 killed on one agent."""
     n = 1 if quick else 3
@@ -300,4 +308,5 @@ def _rows(cases: list, n: int) -> list[Row]:
     return rows
 
 
-BENCHMARKS = {"recovery": bench_recovery, "agent-loss": bench_agent_loss, "preemption": bench_preemption}
+BENCHMARKS = {"recovery": bench_recovery, "recovery-chief-ps": bench_recovery_chief_ps, "agent-loss": bench_agent_loss,
+              "preemption": bench_preemption}
