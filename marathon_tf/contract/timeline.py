@@ -37,7 +37,7 @@ from marathon_tf.contract.phases import StartPhase
 __all__ = ["KINDS", "REASONS", "merge", "timeline", "compact", "expand", "iso",
            "TASK_STARTED", "PEERS_FOUND", "PROGRAM_STARTED", "SERVER_UP", "FIRST_STEP", "PROGRAM_EXITED",
            "HANG", "WAITING", "PEER_MOVED", "FINISHED", "PREEMPTED", "SUBMITTED", "DEPLOYED", "ALL_RUNNING",
-           "SCALED", "PLACEMENT_WAIT", "PLACED", "JOB_ENDED", "TASK_FAILED", "NOT_PLACED", "RESUBMITTED",
+           "SCALED", "PLACEMENT_WAIT", "PLACED", "RELAUNCHED", "JOB_ENDED", "TASK_FAILED", "NOT_PLACED", "RESUBMITTED",
            "SAVE_ROUND", "SAVED", "SAVE_FAILED", "STALLED", "GREW", "SHRANK", "BELOW_MIN",
            "START_FAILED", "RESTARTING", "PLANNED", "ENDS", "cluster_change", "planned_for", "planned_text",
            "LABEL_LIMIT"]
@@ -69,6 +69,8 @@ ALL_RUNNING = "all_running"          # every task of the job running (Marathon's
 SCALED = "scaled"                    # the job's cluster changed size
 PLACEMENT_WAIT = "placement_wait"    # a task waits to be placed (Marathon's queue says why)
 PLACED = "placed"                    # that task runs now
+RELAUNCHED = "relaunched"            # a task Marathon left dead (1.4-1.7: its relaunch dropped for a deployment's
+#                                      lock) is launched again by a restart of its app ("waited": s since seen so)
 JOB_ENDED = "job_ended"              # the job's record was written: Succeeded or Failed
 TASK_FAILED = "task_failed"          # (the user's side, from Marathon's lastTaskFailure) a task died
 NOT_PLACED = "not_placed"            # the admission deadline passed: every app scaled to 0 (why, per role)
@@ -85,7 +87,8 @@ REASONS = {
     PEERS_FOUND: "PeersFound", PROGRAM_STARTED: "ProgramStarted", SERVER_UP: "ServerUp",
     FIRST_STEP: "FirstStep", PROGRAM_EXITED: "ProgramExited", HANG: "Hang", WAITING: "Waiting",
     PEER_MOVED: "PeerMoved", FINISHED: "Finished", PREEMPTED: "Preempted", SCALED: "Scaled",
-    PLACEMENT_WAIT: "PlacementWait", PLACED: "Placed", JOB_ENDED: "JobEnded", TASK_FAILED: "TaskFailed",
+    PLACEMENT_WAIT: "PlacementWait", PLACED: "Placed", RELAUNCHED: "Relaunched", JOB_ENDED: "JobEnded",
+    TASK_FAILED: "TaskFailed",
     NOT_PLACED: "NotPlaced", RESUBMITTED: "Resubmitted", STALLED: "Stalled", SAVE_ROUND: "SaveRound",
     SAVED: "Saved", SAVE_FAILED: "SaveFailed", GREW: "Grew", SHRANK: "Shrank", BELOW_MIN: "BelowMin",
     START_FAILED: "StartFailed", RESTARTING: "Restarting",
@@ -93,8 +96,8 @@ REASONS = {
 KINDS = tuple(REASONS)
 #: A task's events of one millisecond in the order of its life: the end of a run before the start of
 #: the next, its TF server up before its first step.
-_LIFE = (SUBMITTED, SCALED, DEPLOYED, ALL_RUNNING, PLACEMENT_WAIT, PLACED, SAVE_ROUND, SAVED, SAVE_FAILED, GREW,
-         SHRANK, BELOW_MIN, HANG, PEER_MOVED, PROGRAM_EXITED, PREEMPTED, TASK_FAILED, RESTARTING, START_FAILED,
+_LIFE = (SUBMITTED, SCALED, DEPLOYED, ALL_RUNNING, PLACEMENT_WAIT, PLACED, RELAUNCHED, SAVE_ROUND, SAVED, SAVE_FAILED,
+         GREW, SHRANK, BELOW_MIN, HANG, PEER_MOVED, PROGRAM_EXITED, PREEMPTED, TASK_FAILED, RESTARTING, START_FAILED,
          TASK_STARTED, PEERS_FOUND, PROGRAM_STARTED, SERVER_UP, FIRST_STEP, STALLED, WAITING, FINISHED, JOB_ENDED,
          NOT_PLACED, RESUBMITTED)
 _RANK = {kind: n for n, kind in enumerate(_LIFE)}

@@ -729,6 +729,14 @@ class Client:
     def queue(self) -> list[dict[str, Any]]:
         return self._get("/v2/queue", shapes.QUEUE).get("queue") or []
 
+    def restart_app(self, app_id: str) -> dict[str, Any]:
+        """``POST /v2/apps/<id>/restart``: a deployment of that app alone that replaces its tasks, and launches
+        those it lacks (``{"deploymentId", "version"}``). Sent once (a restart sent twice could replace what the
+        first launched): a 409, a deployment holds the app, is raised at once (:class:`MarathonConflict`)."""
+        path = f"/v2/apps{_path(app_id)}/restart"
+        r = self.request("POST", path, retry=False)
+        return self._shaped({} if r.body is None else r.body, shapes.DEPLOYED, f"POST {self.url}{path}")
+
     def events(self, event_types: Iterable[str] = (), *, read_timeout: float = 60.0,
                base: str | None = None) -> requests.Response:
         """Open ``/v2/events`` (SSE). Marathon wants ``Accept`` exactly ``text/event-stream``.

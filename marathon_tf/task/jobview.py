@@ -15,6 +15,16 @@ latest configuration version, ``App.config_version``), ``scaled`` (the cluster d
 deployment's), ``all_running`` (the latest start once every task runs), ``deployed`` (every task running
 and passing its health check: the latest of its start and its checks' first success, when Marathon's
 deployment of such apps ends), ``placement_wait`` / ``placed``.
+
+On Marathon 1.4–1.7 it also relaunches what Marathon left dead (:attr:`~marathon_tf.marathon.versions.Capabilities.
+deployment_locks_relaunch`): a task that failed while a deployment held its app — the first deployment of the job
+waiting for a task still starting or placed late, the placement's own deployments — is not relaunched then, nor once
+the deployment ends, until Marathon's next periodic scale check (``--scale_apps_interval``, 300 s by default). An
+app seen with no task, no launch-queue entry and no deployment in :data:`FORGOTTEN_LOOKS` looks in a row (Marathon
+queues a failed task's relaunch as it expunges it: a look between the two sees neither; the next look comes
+:data:`FORGOTTEN_AGAIN` s after one that saw it) is restarted
+(``POST /v2/apps/<id>/restart``: a deployment of that app alone, which launches its missing task); ``relaunched``
+says so. A 409 (a deployment holds it now) waits for the next look.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from typing import Any
 from marathon_tf.contract import labels as L
 from marathon_tf.contract import naming
 from marathon_tf.contract import timeline as T
-from marathon_tf.contract.errors import MarathonError
+from marathon_tf.contract.errors import MarathonConflict, MarathonError
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.progress import median
 from marathon_tf.contract.taskapi import broadcast
@@ -42,12 +52,17 @@ from marathon_tf.task.jobcontrol import read_status
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.timeline import TaskEvents
 
-__all__ = ["JobView", "stragglers", "INTERVAL", "STRAGGLER_LOOKS"]
+__all__ = ["JobView", "stragglers", "INTERVAL", "STRAGGLER_LOOKS", "FORGOTTEN_LOOKS"]
 
 INTERVAL = 10.0
 MAX_PER_SECOND = 25.0
 STRAGGLER_LOOKS = 3
 STRAGGLER_RATIO = 0.5
+#: Looks in a row that see an app without a task, a launch-queue entry or a deployment before it is restarted
+#: (Marathon 1.4-1.7; see the module).
+FORGOTTEN_LOOKS = 2
+#: Seconds until the next look when one saw such an app (Marathon queues a relaunch within a moment of the end).
+FORGOTTEN_AGAIN = 2.0
 _COMPARED = ("chief", "worker")
 
 
@@ -82,6 +97,7 @@ class JobView:
         self._slow: dict[str, int] = {}
         self._recorded: set[tuple[str, str]] = set()  # (kind, version) recorded once per deployment
         self._waiting: dict[str, str] = {}
+        self._forgotten: dict[str, tuple[int, float]] = {}  # app id -> (looks in a row, first seen) (see the module)
         self.urls: dict[str, str] = {}  # task -> its status port's base URL (for the end's events)
 
     def start(self, stop: threading.Event) -> threading.Thread:
@@ -92,7 +108,7 @@ class JobView:
                         return
                 except MarathonError as e:
                     self.log(f"job view: Marathon: {e}")
-                stop.wait(self.interval)
+                stop.wait(FORGOTTEN_AGAIN if self._forgotten else self.interval)  # (a second look soon)
         thread = threading.Thread(target=run, name="job-view", daemon=True)
         thread.start()
         return thread
@@ -179,16 +195,45 @@ class JobView:
             self.events.record(T.PLACED, f"{task} runs after waiting to be placed ({self._waiting.pop(task)})",
                                task=task)
         if not missing:
+            self._forgotten.clear()
             return
         try:
             queue = entries_by_app(self.client.queue())
         except MarathonError:
-            queue = {}
+            queue = None
         for app_id, task in missing.items():
-            why = placement(queue.get(app_id))
+            why = placement((queue or {}).get(app_id))
             if why and self._waiting.get(task) != why:
                 self._waiting[task] = why
                 self.events.record(T.PLACEMENT_WAIT, f"{task} waits to be placed: {why}", task=task)
+        if queue is not None:
+            self._relaunch_forgotten({a: apps[a] for a in missing}, queue)
+
+    def _relaunch_forgotten(self, missing: Mapping[str, App], queue: Mapping[str, Any]) -> None:
+        """Marathon 1.4-1.7: restart an app it left without its task (see the module)."""
+        forgotten = {a for a, app in missing.items() if not app.tasks and not app.deployments and a not in queue}
+        for app_id in [a for a in self._forgotten if a not in forgotten]:
+            del self._forgotten[app_id]
+        if not forgotten or not self.client.capabilities().deployment_locks_relaunch:
+            return
+        now = time.monotonic()
+        for app_id in sorted(forgotten):
+            looks, since = self._forgotten.get(app_id, (0, now))
+            self._forgotten[app_id] = (looks + 1, since)
+            if looks + 1 < FORGOTTEN_LOOKS:
+                continue
+            task = app_id.rsplit("/", 1)[-1]
+            try:
+                self.client.restart_app(app_id)
+            except MarathonConflict:
+                continue  # a deployment holds it now: it may launch it; looked at again next time
+            del self._forgotten[app_id]
+            message = (f"{task} relaunched: {self.client.capabilities().shown} left it without a task, a launch-queue "
+                       f"entry or a deployment ({looks + 1} looks over {now - since:.0f} s; a task that failed while "
+                       f"a deployment held its app is relaunched there only at the next scale check): its app "
+                       f"restarted")
+            self.log(message)
+            self.events.record(T.RELAUNCHED, message, task=task, waited=round(now - since, 1))
 
     def _rates(self, running: Mapping[str, tuple[App, Task]]) -> tuple[dict[str, float | None], list[str]]:
         """The report rate of every training chief and worker (this task's own from its status)."""

@@ -101,3 +101,86 @@ def test_the_end_puts_the_jobs_events_into_the_deciding_tasks_labels(fake_marath
     assert omitted == 0 and [(e["task"], e["kind"]) for e in events][-2:] == [("worker-1", T.FIRST_STEP),
                                                                              ("job", T.JOB_ENDED)]
     assert events[-1]["message"] == "Succeeded: all 3 workers finished"
+
+
+# --- Marathon 1.4-1.7: a task its relaunch was dropped for (the deployment lock) -------------------------
+
+
+def _forgotten(httpserver, make_ctx, tmp_path, version, answers=()):
+    """A job of ps-0 (no task: Marathon left it dead) and worker-0 (this deciding task, running) on a fake
+    Marathon of ``version``; ``answers``: what its ``POST /v2/apps/<id>/restart`` answers first (then 200)."""
+    import re
+
+    from fake_marathon import FakeMarathon
+    from werkzeug import Response
+
+    fake = FakeMarathon(httpserver, version=version)
+    answers, restarts = list(answers), []
+
+    def restart(request):
+        restarts.append(request.path)
+        status, body = answers.pop(0) if answers else (200, {"deploymentId": "d-r", "version": "2026-01-01T00:00:05Z"})
+        return Response(json.dumps(body), status, content_type="application/json")
+
+    httpserver.expect_request(re.compile(r"^/v2/apps/.+/restart$"), method="POST").respond_with_handler(restart)
+    ps = fake.add_app("ps", 0)
+    fake.add_app("worker", 0, status_port=1)
+    ctx = make_ctx("worker", 0, cluster={"ps": 1, "worker": 1})
+    own = TaskStatus(job=ctx.job, task="worker-0", role="worker", index=0)
+    view = JobView(ctx, fake.client(), own, TaskEvents("worker-0", str(tmp_path / "events.jsonl")))
+    return view, fake, ps, restarts
+
+
+def test_on_1_7_an_app_left_without_task_queue_entry_or_deployment_is_restarted_at_the_second_look(
+        httpserver, make_ctx, tmp_path):
+    """Marathon 1.4-1.7 drop the relaunch of a task that failed while a deployment held its app ("Did not try to
+    scale run spec; it is locked": mesosphere/marathon v1.7.236 src/main/scala/mesosphere/marathon/
+    MarathonSchedulerActor.scala:146-159, v1.4.3 :169) and queue it only at the next periodic scale check
+    (MarathonConf.scala scale_apps_interval, 300 s); a restart deployment launches an app's missing instances
+    (v1.7.236 core/deployment/impl/TaskReplaceActor.scala:66-80 preStart, 139-150 launchInstances: with no old
+    instance it queues the app's `instances`)."""
+    view, fake, ps, restarts = _forgotten(httpserver, make_ctx, tmp_path, "1.7.236")
+    view.look()
+    assert restarts == []  # one look: Marathon may be between the task's end and its relaunch's queue entry
+    view.look()
+    assert restarts == ["/v2/apps/ml/mnist/ps-0/restart"]
+    said = [e for e in view.events.mine() if e["kind"] == T.RELAUNCHED]
+    assert [e["task"] for e in said] == ["ps-0"]
+    assert said[0]["message"].startswith("ps-0 relaunched: Marathon 1.7.236 left it without a task")
+    view.look()  # (the restart's task not there yet): asked again only after two more looks
+    assert len(restarts) == 1
+
+
+def test_on_1_7_a_queued_or_deploying_app_is_left_to_marathon(httpserver, make_ctx, tmp_path):
+    view, fake, ps, restarts = _forgotten(httpserver, make_ctx, tmp_path, "1.7.236")
+    fake.queue = [{"app": {"id": ps["id"]}, "count": 1, "delay": {"timeLeftSeconds": 3, "overdue": False}}]
+    for _ in range(3):
+        view.look()
+    fake.queue = []
+    ps["deployments"] = [{"id": "d-1"}]  # a deployment holds it: its own step may launch it
+    for _ in range(3):
+        view.look()
+    assert restarts == []
+    ps["deployments"] = []
+    view.look()
+    view.look()
+    assert restarts == ["/v2/apps/ml/mnist/ps-0/restart"]
+
+
+def test_on_1_7_a_restart_refused_for_a_lock_is_asked_again_at_the_next_look(httpserver, make_ctx, tmp_path):
+    locked = (409, {"message": "App is locked by one or more deployments.", "deployments": [{"id": "d-9"}]})
+    view, fake, ps, restarts = _forgotten(httpserver, make_ctx, tmp_path, "1.6.322", answers=[locked])
+    view.look()
+    view.look()
+    assert len(restarts) == 1 and not [e for e in view.events.mine() if e["kind"] == T.RELAUNCHED]
+    view.look()
+    assert len(restarts) == 2 and [e["task"] for e in view.events.mine() if e["kind"] == T.RELAUNCHED] == ["ps-0"]
+
+
+def test_from_1_8_marathon_relaunches_whatever_locks_it_and_nothing_is_restarted(httpserver, make_ctx, tmp_path):
+    """1.8 reschedules a failed instance whatever deployment holds its app (mesosphere/marathon releases/1.8
+    src/main/scala/mesosphere/marathon/core/instance/Instance.scala:46 isScheduled)."""
+    view, fake, ps, restarts = _forgotten(httpserver, make_ctx, tmp_path, "1.11.0")
+    for _ in range(3):
+        view.look()
+    assert restarts == []
