@@ -227,10 +227,16 @@ class Bootstrap:
     def watch_job(self) -> None:
         """The deciding task with a JobControl: fail the job when a task can never start, and keep the job's
         view (tasks per role, its start, stragglers; the other trainers a save round holds) and its goodput for
-        its record."""
-        if self.control is None or not is_decider(self.ctx):
+        its record. The first other tasks of the job look at the deciding task's own app instead (Marathon 1.4-1.7:
+        one its relaunch was dropped for is restarted, marathon_tf.task.jobview)."""
+        if self.control is None:
             return
-        from marathon_tf.task.jobview import JobView  # the deciding task's only
+        from marathon_tf.task.jobview import JobView, watch_decider, watches_decider
+
+        if not is_decider(self.ctx):
+            if watches_decider(self.ctx):
+                watch_decider(self.ctx, self.control.client, self.observer.events, self._stop, log=_log)
+            return
 
         self.control.watch_hopeless(self._stop, lambda verdict: self._end_job(L.FAILED, verdict))
         self.view = JobView(self.ctx, self.control.client, self.status, self.observer.events, log=_log)

@@ -24,7 +24,9 @@ app seen with no task, no launch-queue entry and no deployment in :data:`FORGOTT
 queues a failed task's relaunch as it expunges it: a look between the two sees neither; the next look comes
 :data:`FORGOTTEN_AGAIN` s after one that saw it) is restarted
 (``POST /v2/apps/<id>/restart``: a deployment of that app alone, which launches its missing task); ``relaunched``
-says so. A 409 (a deployment holds it now) waits for the next look.
+says so. A 409 (a deployment holds it now) waits for the next look (:class:`Relauncher`). The deciding task's own
+app is looked at so by the first :data:`WATCHERS` other tasks of the job (:func:`watch_decider`): it may be the one
+lost.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import Any
 from marathon_tf.contract import labels as L
 from marathon_tf.contract import naming
 from marathon_tf.contract import timeline as T
-from marathon_tf.contract.errors import MarathonConflict, MarathonError
+from marathon_tf.contract.errors import MarathonConflict, MarathonError, MarathonNotFound
 from marathon_tf.contract.phases import Phase
 from marathon_tf.contract.progress import median
 from marathon_tf.contract.taskapi import broadcast
@@ -49,10 +51,12 @@ from marathon_tf.marathon.queue import entries_by_app, placement
 from marathon_tf.marathon.record import GROUP_EMBEDS
 from marathon_tf.marathon.tasks import RUNNING, task_url, wall
 from marathon_tf.task.jobcontrol import read_status
+from marathon_tf.task.policy import decider_task
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.timeline import TaskEvents
 
-__all__ = ["JobView", "stragglers", "INTERVAL", "STRAGGLER_LOOKS", "FORGOTTEN_LOOKS"]
+__all__ = ["JobView", "Relauncher", "watch_decider", "watches_decider", "stragglers", "INTERVAL", "STRAGGLER_LOOKS",
+           "FORGOTTEN_LOOKS", "WATCHERS"]
 
 INTERVAL = 10.0
 MAX_PER_SECOND = 25.0
@@ -63,6 +67,8 @@ STRAGGLER_RATIO = 0.5
 FORGOTTEN_LOOKS = 2
 #: Seconds until the next look when one saw such an app (Marathon queues a relaunch within a moment of the end).
 FORGOTTEN_AGAIN = 2.0
+#: The other tasks of the job that look at the deciding task's own app so (the first ones of the cluster spec).
+WATCHERS = 2
 _COMPARED = ("chief", "worker")
 
 
@@ -97,7 +103,7 @@ class JobView:
         self._slow: dict[str, int] = {}
         self._recorded: set[tuple[str, str]] = set()  # (kind, version) recorded once per deployment
         self._waiting: dict[str, str] = {}
-        self._forgotten: dict[str, tuple[int, float]] = {}  # app id -> (looks in a row, first seen) (see the module)
+        self.relauncher = Relauncher(client, events, log)
         self.urls: dict[str, str] = {}  # task -> its status port's base URL (for the end's events)
 
     def start(self, stop: threading.Event) -> threading.Thread:
@@ -108,7 +114,7 @@ class JobView:
                         return
                 except MarathonError as e:
                     self.log(f"job view: Marathon: {e}")
-                stop.wait(FORGOTTEN_AGAIN if self._forgotten else self.interval)  # (a second look soon)
+                stop.wait(FORGOTTEN_AGAIN if self.relauncher.pending else self.interval)  # (a second look soon)
         thread = threading.Thread(target=run, name="job-view", daemon=True)
         thread.start()
         return thread
@@ -195,7 +201,7 @@ class JobView:
             self.events.record(T.PLACED, f"{task} runs after waiting to be placed ({self._waiting.pop(task)})",
                                task=task)
         if not missing:
-            self._forgotten.clear()
+            self.relauncher.look({}, {})
             return
         try:
             queue = entries_by_app(self.client.queue())
@@ -207,33 +213,7 @@ class JobView:
                 self._waiting[task] = why
                 self.events.record(T.PLACEMENT_WAIT, f"{task} waits to be placed: {why}", task=task)
         if queue is not None:
-            self._relaunch_forgotten({a: apps[a] for a in missing}, queue)
-
-    def _relaunch_forgotten(self, missing: Mapping[str, App], queue: Mapping[str, Any]) -> None:
-        """Marathon 1.4-1.7: restart an app it left without its task (see the module)."""
-        forgotten = {a for a, app in missing.items() if not app.tasks and not app.deployments and a not in queue}
-        for app_id in [a for a in self._forgotten if a not in forgotten]:
-            del self._forgotten[app_id]
-        if not forgotten or not self.client.capabilities().deployment_locks_relaunch:
-            return
-        now = time.monotonic()
-        for app_id in sorted(forgotten):
-            looks, since = self._forgotten.get(app_id, (0, now))
-            self._forgotten[app_id] = (looks + 1, since)
-            if looks + 1 < FORGOTTEN_LOOKS:
-                continue
-            task = app_id.rsplit("/", 1)[-1]
-            try:
-                self.client.restart_app(app_id)
-            except MarathonConflict:
-                continue  # a deployment holds it now: it may launch it; looked at again next time
-            del self._forgotten[app_id]
-            message = (f"{task} relaunched: {self.client.capabilities().shown} left it without a task, a launch-queue "
-                       f"entry or a deployment ({looks + 1} looks over {now - since:.0f} s; a task that failed while "
-                       f"a deployment held its app is relaunched there only at the next scale check): its app "
-                       f"restarted")
-            self.log(message)
-            self.events.record(T.RELAUNCHED, message, task=task, waited=round(now - since, 1))
+            self.relauncher.look({a: apps[a] for a in missing}, queue)
 
     def _rates(self, running: Mapping[str, tuple[App, Task]]) -> tuple[dict[str, float | None], list[str]]:
         """The report rate of every training chief and worker (this task's own from its status)."""
@@ -277,3 +257,84 @@ class JobView:
                 events += (body or {}).get("events") or []
         app_id = naming.app_id(self.ctx.job, self.ctx.role, self.ctx.index)
         return {app_id: {L.EVENTS: T.compact(events)}}
+
+
+class Relauncher:
+    """Marathon 1.4-1.7: an app it left without its task, restarted (see the module). :meth:`look` takes the apps
+    of a look that have no running task, and the launch queue's entries by app id."""
+
+    def __init__(self, client: Client, events: TaskEvents, log: Callable[[str], None]):
+        self.client, self.events, self.log = client, events, log
+        self._seen: dict[str, tuple[int, float]] = {}  # app id -> (looks in a row, first seen)
+
+    @property
+    def pending(self) -> bool:
+        """Whether a look saw an app so that the next may restart it."""
+        return bool(self._seen)
+
+    def look(self, missing: Mapping[str, App], queue: Mapping[str, Any]) -> None:
+        forgotten = {a for a, app in missing.items() if not app.tasks and not app.deployments and a not in queue}
+        for app_id in [a for a in self._seen if a not in forgotten]:
+            del self._seen[app_id]
+        if not forgotten or not self.client.capabilities().deployment_locks_relaunch:
+            return
+        now = time.monotonic()
+        for app_id in sorted(forgotten):
+            looks, since = self._seen.get(app_id, (0, now))
+            self._seen[app_id] = (looks + 1, since)
+            if looks + 1 < FORGOTTEN_LOOKS:
+                continue
+            task = app_id.rsplit("/", 1)[-1]
+            try:
+                self.client.restart_app(app_id)
+            except MarathonConflict:
+                continue  # a deployment holds it now: it may launch it; looked at again next time
+            del self._seen[app_id]
+            message = (f"{task} relaunched: {self.client.capabilities().shown} left it without a task, a launch-queue "
+                       f"entry or a deployment ({looks + 1} looks over {now - since:.0f} s; a task that failed while "
+                       f"a deployment held its app is relaunched there only at the next scale check): its app "
+                       f"restarted")
+            self.log(message)
+            self.events.record(T.RELAUNCHED, message, task=task, waited=round(now - since, 1))
+
+
+def watches_decider(ctx: TaskContext) -> bool:
+    """Whether this task is one of the :data:`WATCHERS` that look at the deciding task's own app."""
+    decider = decider_task(ctx.completion)
+    others = [naming.task_name(*m) for m in ctx.members() if naming.task_name(*m) != decider]
+    return ctx.task in others[:WATCHERS]
+
+
+def watch_decider(ctx: TaskContext, client: Client, events: TaskEvents, stop: threading.Event, *,
+                  interval: float = INTERVAL, log: Callable[[str], None] = lambda m: None) -> threading.Thread:
+    """Marathon 1.4-1.7: look at the deciding task's own app every ``interval`` s as the deciding task looks at
+    the others (:class:`Relauncher`), until the job ends or ``stop``; on another version, nothing."""
+    parsed = naming.parse_task_name(decider_task(ctx.completion))
+    assert parsed is not None  # (a task name the policy made)
+    decider = naming.app_id(ctx.job, *parsed)
+    relauncher = Relauncher(client, events, log)
+
+    def look() -> bool:
+        if not client.capabilities().deployment_locks_relaunch:
+            return False
+        try:  # (one app's GET embeds its tasks and deployments: v1.7.236 api/v2/AppsResource.scala:130-133)
+            app = App.parse(client.get_app(decider))
+        except MarathonNotFound:
+            return False  # the job is gone
+        if app.labels.get(L.STATE):
+            return False  # the job ended: its record is on the deciding task's app
+        missing = {decider: app} if app.instances and not app.tasks else {}
+        relauncher.look(missing, entries_by_app(client.queue()) if missing else {})
+        return True
+
+    def run() -> None:
+        while not stop.is_set():
+            try:
+                if not look():
+                    return
+            except MarathonError as e:
+                log(f"deciding task's watch: Marathon: {e}")
+            stop.wait(FORGOTTEN_AGAIN if relauncher.pending else interval)
+    thread = threading.Thread(target=run, name="decider-watch", daemon=True)
+    thread.start()
+    return thread

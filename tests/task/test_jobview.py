@@ -184,3 +184,44 @@ def test_from_1_8_marathon_relaunches_whatever_locks_it_and_nothing_is_restarted
     for _ in range(3):
         view.look()
     assert restarts == []
+
+
+def test_the_first_other_tasks_of_the_cluster_spec_watch_the_deciding_tasks_app(make_ctx):
+    from dataclasses import replace
+
+    from marathon_tf.task.jobview import watches_decider
+    from marathon_tf.task.policy import decider_task
+
+    def watchers(**cluster):
+        ctx = make_ctx("worker", 0, cluster=cluster)
+        return decider_task(ctx.completion), [f"{r}-{i}" for r, i in ctx.members()
+                                              if watches_decider(replace(ctx, role=r, index=i))]
+
+    assert watchers(ps=1, worker=3) == ("worker-0", ["ps-0", "worker-1"])
+    assert watchers(ps=2, worker=1) == ("worker-0", ["ps-0", "ps-1"])
+
+
+def test_a_watcher_restarts_the_deciding_tasks_app_left_dead_on_1_7(httpserver, make_ctx, tmp_path):
+    import threading
+
+    from marathon_tf.task.jobview import watch_decider
+
+    view, fake, ps, restarts = _forgotten(httpserver, make_ctx, tmp_path, "1.7.236")
+    fake.apps["/ml/mnist/worker-0"]["tasks"] = []  # the deciding task lost; ps-0 watches it
+    httpserver.expect_request("/v2/apps/ml/mnist/worker-0", method="GET").respond_with_handler(
+        lambda request: __import__("werkzeug").Response(json.dumps({"app": fake.apps["/ml/mnist/worker-0"]}), 200,
+                                                       content_type="application/json"))
+    stop = threading.Event()
+    events = TaskEvents("ps-0", str(tmp_path / "ps-events.jsonl"))
+    thread = watch_decider(make_ctx("ps", 0, cluster={"ps": 1, "worker": 1}), fake.client(), events, stop,
+                           interval=0.2)
+    try:
+        deadline = time.monotonic() + 10
+        while not restarts and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert restarts == ["/v2/apps/ml/mnist/worker-0/restart"]
+        assert [e["task"] for e in events.mine() if e["kind"] == T.RELAUNCHED] == ["worker-0"]
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()

@@ -121,15 +121,18 @@ def test_the_lifecycle_scenarios_recover_and_succeed_on_each_version(tmp_path, c
 
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("versioned_cluster", ["1.7.236"], indirect=True)
-def test_on_1_7_a_ps_lost_while_the_first_deployment_waits_for_a_worker_is_relaunched_once_it_ends(
-        tmp_path, versioned_cluster, job_on):
+@pytest.mark.parametrize("lost,looker", [("ps-0", "worker-0"), ("worker-0", "ps-0")],
+                         ids=["ps", "the deciding task"])
+def test_on_1_7_a_task_lost_while_the_first_deployment_waits_for_a_worker_is_relaunched_once_it_ends(
+        tmp_path, versioned_cluster, job_on, lost, looker):
     """Marathon 1.7 relaunches a task lost while a deployment holds its app only at its next scale check
     (v1.7.236 ``src/main/scala/mesosphere/marathon/MarathonSchedulerActor.scala:146-159``: the failure's
     ``ScaleRunSpec`` dropped, "it is locked"; the start step's actor for the app, ``StartingBehavior``, stopped
     once the app had started; ``MarathonConf.scala`` ``scale_apps_interval``, 300 000 ms). The job's first
-    deployment stays open while worker-1 waits for room (a blocker holds its agent); ps-0, started and healthy,
-    is killed meanwhile. Once the blocker is gone and the deployment ends, the deciding task's look at the job
-    (task/jobview.py) finds ps-0's app with no task, no queue entry and no deployment, and restarts it: training
+    deployment stays open while worker-1 waits for room (a blocker holds its agent); ps-0 (or worker-0, TF1's chief
+    and the deciding task), started and healthy, is killed meanwhile. Once the blocker is gone and the deployment
+    ends, a look at the job (task/jobview.py: the deciding task's at the others, the first other task's at the
+    deciding task's app) finds the app with no task, no queue entry and no deployment, and restarts it: training
     again within 60 s of the room made (not at the scale check, 300 s on), and the job ends Succeeded."""
     from test_elastic_e2e import worker_task
     from test_lifecycle_e2e import linear_job
@@ -146,7 +149,7 @@ def test_on_1_7_a_ps_lost_while_the_first_deployment_waits_for_a_worker_is_relau
     job = job_on(cluster, linear_job(tmp_path, SCENARIO_TARGET, save_every=250, log_every=50, roles=roles,
                                      progress={"target_step": SCENARIO_TARGET},
                                      restart={"max_failures": 5, "window_seconds": 600}))
-    ps = f"/{job.name}/ps-0"
+    ps, killed = f"/{job.name}/ps-0", f"/{job.name}/{lost}"
 
     def healthy(app_id: str) -> bool:
         tasks = job.client.request("GET", f"/v2/apps{app_id}/tasks").body["tasks"]
@@ -156,18 +159,18 @@ def test_on_1_7_a_ps_lost_while_the_first_deployment_waits_for_a_worker_is_relau
     job.wait(lambda: healthy(ps) and worker_task(job, "worker-0"), 120, "ps-0 healthy, worker-0 running")
     queued = {i["app"]["id"] for i in job.client.queue()}
     assert f"/{job.name}/worker-1" in queued, queued  # it waits for room: the job's deployment stays open
-    assert any(ps in (d.get("affectedApps") or []) for d in job.client.deployments())
-    assert cluster.kill_task(ps, "KILL")
-    time.sleep(5.0)  # the lock: nothing relaunches it (the ps's start step had ended)
-    assert not job.client.request("GET", f"/v2/apps{ps}/tasks").body["tasks"]
+    assert any(killed in (d.get("affectedApps") or []) for d in job.client.deployments())
+    assert cluster.kill_task(killed, "KILL")
+    time.sleep(5.0)  # the lock: nothing relaunches it (its app's start step had ended)
+    assert not job.client.request("GET", f"/v2/apps{killed}/tasks").body["tasks"]
     from marathon_tf.user import jobs
 
     jobs.delete(block.client, "blocker")
     made = time.monotonic()
     job.wait(lambda: job.client.deployments() == [], 60, "the job's first deployment to end")
     back = job.wait(lambda: job.steps(since=made), 60, "a step after the room was made")
-    print(f"Marathon 1.7.236: ps lost during the first deployment -> training {back[0][0] - made:.1f} s after "
+    print(f"Marathon 1.7.236: {lost} lost during the first deployment -> training {back[0][0] - made:.1f} s after "
           f"the room was made", file=sys.stderr)
-    assert "ps-0 relaunched: Marathon 1.7.236 left it without a task" in job.text("worker-0")
+    assert f"{lost} relaunched: Marathon 1.7.236 left it without a task" in job.text(looker)
     final = job.wait_state(300)
     assert final["state"] == L.SUCCEEDED, final.get("reason")
