@@ -317,7 +317,7 @@ def watch_decider(ctx: TaskContext, client: Client, events: TaskEvents, stop: th
     def look() -> bool:
         if not client.capabilities().deployment_locks_relaunch:
             return False
-        try:  # (one app's GET embeds its tasks and deployments: v1.7.236 api/v2/AppsResource.scala:130-133)
+        try:  # (one app's GET embeds its tasks and deployments, unasked)
             app = App.parse(client.get_app(decider))
         except MarathonNotFound:
             return False  # the job is gone

@@ -202,6 +202,8 @@ def test_the_first_other_tasks_of_the_cluster_spec_watch_the_deciding_tasks_app(
 
 
 def test_a_watcher_restarts_the_deciding_tasks_app_left_dead_on_1_7(httpserver, make_ctx, tmp_path):
+    """The watcher reads the deciding task's app alone: Marathon's one-app GET embeds its tasks and deployments
+    unasked (mesosphere/marathon v1.7.236 src/main/scala/mesosphere/marathon/api/v2/AppsResource.scala:130-133)."""
     import threading
 
     from marathon_tf.task.jobview import watch_decider
