@@ -134,6 +134,16 @@ class _Run:
         pipeline.deploy(self.client, spec)
         return spec.name
 
+    def block(self) -> None:
+        """Deploy the blocker (a job whose one task holds agent 4's cpu) and wait until it runs."""
+        blocker = self.tmp / "blocker.json"
+        blocker.write_text(json.dumps({
+            "name": "blocker", "style": "custom", "command": ["sleep", "100000"],
+            "roles": {"worker": {"count": 1, "cpus": 1, "mem": 256,
+                                 "constraints": [["hostname", "LIKE", "127.0.0.4"]]}}}))
+        self.deploy(blocker)
+        until(lambda: self.task_of("blocker", "worker-0") is not None, 60, "the blocker running")
+
     def rate(self, task: str, since: float) -> float:
         """``task``'s global steps per second over :data:`WINDOW` s from ``since`` (waits for them)."""
         until(lambda: any(t > since + WINDOW for t, _ in self.found(task, STEP, since)), WINDOW + 60,
@@ -185,13 +195,7 @@ def elastic_run(ex: Example) -> dict[str, float]:
 
     run = _Run()
     try:
-        blocker = run.tmp / "blocker.json"
-        blocker.write_text(json.dumps({
-            "name": "blocker", "style": "custom", "command": ["sleep", "100000"],
-            "roles": {"worker": {"count": 1, "cpus": 1, "mem": 256,
-                                 "constraints": [["hostname", "LIKE", "127.0.0.4"]]}}}))
-        run.deploy(blocker)
-        until(lambda: run.task_of("blocker", "worker-0") is not None, 60, "the blocker running")
+        run.block()
         job, d = run.deploy(_file(run, ex, {"min": 2, "max": 3}, "elastic")), ex.decider
 
         def seen() -> str:  # what the deciding task's view and the workers said last

@@ -186,13 +186,7 @@ def bench_grow_paths(quick: bool) -> list[Row]:  # noqa: ARG001 (one run either 
     try:
         run = _Run()
         traced.marathon_port = run.cluster.marathon_url.rstrip("/").rsplit(":", 1)[-1]
-        blocker = run.tmp / "blocker.json"
-        blocker.write_text(json.dumps({
-            "name": "blocker", "style": "custom", "command": ["sleep", "100000"],
-            "roles": {"worker": {"count": 1, "cpus": 1, "mem": 256,
-                                 "constraints": [["hostname", "LIKE", "127.0.0.4"]]}}}))
-        run.deploy(blocker)
-        until(lambda: run.task_of("blocker", "worker-0") is not None, 60, "the blocker running")
+        run.block()
         path = _file(run, PSS, {"min": 2, "max": 3}, "elastic")
         spec = json.loads(path.read_text())
         spec["env"] = traced.env(PSS.example)
