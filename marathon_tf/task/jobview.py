@@ -22,7 +22,8 @@ waiting for a task still starting or placed late, the placement's own deployment
 the deployment ends, until Marathon's next periodic scale check (``--scale_apps_interval``, 300 s by default). An
 app seen with no task, no launch-queue entry and no deployment in :data:`FORGOTTEN_LOOKS` looks in a row (Marathon
 queues a failed task's relaunch as it expunges it: a look between the two sees neither; the next look comes
-:data:`FORGOTTEN_AGAIN` s after one that saw it) is restarted
+:data:`FORGOTTEN_AGAIN` s after one that saw it, or saw an app a deployment holds without the task it lost: the
+lock's own case, restarted within seconds of the deployment's end) is restarted
 (``POST /v2/apps/<id>/restart``: a deployment of that app alone, which launches its missing task); ``relaunched``
 says so. A 409 (a deployment holds it now) waits for the next look (:class:`Relauncher`). The deciding task's own
 app is looked at so by the first :data:`WATCHERS` other tasks of the job (:func:`watch_decider`): it may be the one
@@ -266,17 +267,22 @@ class Relauncher:
     def __init__(self, client: Client, events: TaskEvents, log: Callable[[str], None]):
         self.client, self.events, self.log = client, events, log
         self._seen: dict[str, tuple[int, float]] = {}  # app id -> (looks in a row, first seen)
+        self._locked = False  # the last look saw an app a deployment holds without the task it lost
 
     @property
     def pending(self) -> bool:
-        """Whether a look saw an app so that the next may restart it."""
-        return bool(self._seen)
+        """Whether the next look comes soon: one saw an app that it may restart, or one a deployment holds
+        without the task it lost (restarted soon after the deployment's end)."""
+        return bool(self._seen) or self._locked
 
     def look(self, missing: Mapping[str, App], queue: Mapping[str, Any]) -> None:
+        locks = bool(missing) and self.client.capabilities().deployment_locks_relaunch
+        self._locked = locks and any(not app.tasks and app.deployments and app.last_failure is not None
+                                     for app in missing.values())
         forgotten = {a for a, app in missing.items() if not app.tasks and not app.deployments and a not in queue}
         for app_id in [a for a in self._seen if a not in forgotten]:
             del self._seen[app_id]
-        if not forgotten or not self.client.capabilities().deployment_locks_relaunch:
+        if not forgotten or not locks:
             return
         now = time.monotonic()
         for app_id in sorted(forgotten):

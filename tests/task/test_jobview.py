@@ -227,3 +227,29 @@ def test_a_watcher_restarts_the_deciding_tasks_app_left_dead_on_1_7(httpserver, 
         stop.set()
         thread.join(5)
     assert not thread.is_alive()
+
+
+def test_on_1_7_a_look_that_sees_a_lost_task_held_by_a_deployment_comes_again_soon(httpserver, make_ctx, tmp_path):
+    """The lock's own case (a task lost while a deployment holds its app): looked at every FORGOTTEN_AGAIN s, so
+    that it is restarted within seconds of the deployment's end; a task never placed yet (no failure) is not."""
+    view, fake, ps, restarts = _forgotten(httpserver, make_ctx, tmp_path, "1.7.236")
+    ps["deployments"] = [{"id": "d-1"}]
+    view.look()
+    assert not view.relauncher.pending  # waiting to be placed: the usual looks
+    ps["lastTaskFailure"] = {"appId": ps["id"], "taskId": "ps.1", "state": "TASK_KILLED", "message": "killed",
+                             "timestamp": "2026-01-01T10:00:30.000Z", "version": "2026-01-01T10:00:00.000Z"}
+    view.look()
+    assert view.relauncher.pending and restarts == []
+    ps["deployments"] = []
+    view.look()
+    view.look()
+    assert restarts == ["/v2/apps/ml/mnist/ps-0/restart"]
+
+
+def test_on_1_11_a_lost_task_held_by_a_deployment_changes_nothing(httpserver, make_ctx, tmp_path):
+    view, fake, ps, restarts = _forgotten(httpserver, make_ctx, tmp_path, "1.11.0")
+    ps["deployments"] = [{"id": "d-1"}]
+    ps["lastTaskFailure"] = {"appId": ps["id"], "taskId": "ps.1", "state": "TASK_KILLED", "message": "killed",
+                             "timestamp": "2026-01-01T10:00:30.000Z", "version": "2026-01-01T10:00:00.000Z"}
+    view.look()
+    assert not view.relauncher.pending and restarts == []
