@@ -224,13 +224,17 @@ def _scale(cluster, client, job) -> None:
     jobs.scale(client, job, {"worker": ("=", 3)})
 
 
+#: TF1's chief (worker-0: the rendezvous leader and the job's coordinator) and ps-0 SIGKILLed together
+_CHIEF_PS = ("recovery after chief + ps killed together (local; TF1: worker-0 is the chief)",
+             _kill_together("worker-0", "ps-0"), 2, {})
+
+
 def bench_recovery(quick: bool) -> list[Row]:
     n = 1 if quick else 3
     pss = {"job_file": _pss_job_file, "trainers": {"chief-0"}, "saver": "chief-0"}
     cases = [("recovery after a killed worker (local)", _kill("worker-1"), 2, {}),
              ("recovery after a killed ps (local)", _kill("ps-0"), 2, {}),
-             ("recovery after chief + ps killed together (local; TF1: worker-0 is the chief)",
-              _kill_together("worker-0", "ps-0"), 2, {}),
+             _CHIEF_PS,
              ("recovery after two workers killed together (local)", _kill_together("worker-0", "worker-1"), 2, {}),
              ("recovery after chief + ps killed together (local; mnist-ps-strategy, chief's next step)",
               _kill_together("chief-0", "ps-0"), 0, pss),
@@ -241,11 +245,8 @@ def bench_recovery(quick: bool) -> list[Row]:
 
 
 def bench_recovery_chief_ps(quick: bool) -> list[Row]:
-    """The TF1 chief (worker-0, the rendezvous leader and the job's coordinator) and ps-0 SIGKILLed together,
-    alone (``recovery``'s third case): the case to repeat when the coordinator is what changed."""
-    n = 1 if quick else 3
-    return _rows([("recovery after chief + ps killed together (local; TF1: worker-0 is the chief)",
-                   _kill_together("worker-0", "ps-0"), 2, {})], n)
+    """``recovery``'s TF1 chief + ps case alone: the case to repeat when the coordinator is what changed."""
+    return _rows([_CHIEF_PS], 1 if quick else 3)
 
 
 def bench_agent_loss(quick: bool) -> list[Row]:

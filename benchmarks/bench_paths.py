@@ -34,7 +34,6 @@ from .common import HARNESS, ROOT, Row
 
 TRACER = HARNESS / "benchmarks" / "pathtrace"
 SAVED = "marathon-tf save-hook: saved"  # contract/savehook.py's SAVED_PREFIX: a program saved for a round
-_NEWLOCALS = 0x02  # a function's code object (a module's or class's body: its import)
 _ID = re.compile(r"^/v2/(apps|tasks|deployments|queue|groups)/.*")
 
 
@@ -54,22 +53,12 @@ def _route(url: str, marathon_port: str) -> tuple[str, str]:
 
 
 def _trace_here(calls: set[str], sent: list[tuple[float, str, str]]):
-    """A profiler for this thread: the marathon_tf modules whose functions it calls go into ``calls``, the requests
-    it sends into ``sent`` (as the tasks' tracer does)."""
-    def profile(frame, event, arg):  # noqa: ARG001
-        if event != "call":
-            return
-        code = frame.f_code
-        path = code.co_filename
-        at = path.rfind("marathon_tf/")
-        if at >= 0 and code.co_flags & _NEWLOCALS and "marathon_tf/local/" not in path:  # (a function's, not
-            # a module's or class's body: its import; the local cluster's answers run in this process too)
-            calls.add(path[at:])
-        elif code.co_name == "send" and path.endswith("requests/sessions.py"):
-            request = frame.f_locals.get("request")
-            if request is not None and getattr(request, "url", None):
-                sent.append((time.time(), str(request.method), str(request.url)))
-    return profile
+    """The tasks' profiler for this thread: the marathon_tf modules whose functions it calls go into ``calls`` (not
+    the local cluster's: its answers run in this process too), the requests it sends into ``sent``."""
+    from .pathtrace.sitecustomize import profiler
+
+    return profiler(lambda module: None if module.startswith("marathon_tf/local/") else calls.add(module),
+                    lambda method, url: sent.append((time.time(), method, url)))
 
 
 class _Traced:

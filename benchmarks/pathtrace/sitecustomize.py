@@ -31,31 +31,44 @@ def _ours() -> bool:
     return ("marathon-tf" in line or "marathon_tf" in line) and "prewarm_child" not in line
 
 
-def _install(folder: str) -> None:
-    calls: dict[str, set[int]] = {}
-    requests_sent: list[tuple[float, str, str]] = []
-    lock = threading.Lock()
-    started = time.time()
-
+def profiler(called, sent):
+    """A profile function (``sys.setprofile``'s): ``called(module)`` for each call of a function of marathon-tf's
+    (``marathon_tf/…``; a module's or class's body is its import, not a call), ``sent(method, url)`` for each request
+    ``requests`` sends. The tasks' tracer and ``bench_paths``' user side both use it."""
     def profile(frame, event, arg):  # noqa: ARG001 (the profiler's signature)
         if event != "call":
             return
         code = frame.f_code
         path = code.co_filename
         at = path.rfind("marathon_tf/")
-        if at >= 0 and code.co_flags & _NEWLOCALS:  # (a function's: not a module's or class's body, its import)
-            bucket = int(time.time() * 4)
-            module = path[at:]
-            seen = calls.get(module)
-            if seen is None:
-                with lock:
-                    seen = calls.setdefault(module, set())
-            seen.add(bucket)
+        if at >= 0:
+            if code.co_flags & _NEWLOCALS:
+                called(path[at:])
         elif code.co_name == "send" and path.endswith("requests/sessions.py"):
             request = frame.f_locals.get("request")
             if request is not None and getattr(request, "url", None):
-                with lock:
-                    requests_sent.append((time.time(), str(request.method), str(request.url)))
+                sent(str(request.method), str(request.url))
+    return profile
+
+
+def _install(folder: str) -> None:
+    calls: dict[str, set[int]] = {}
+    requests_sent: list[tuple[float, str, str]] = []
+    lock = threading.Lock()
+    started = time.time()
+
+    def called(module: str) -> None:
+        seen = calls.get(module)
+        if seen is None:
+            with lock:
+                seen = calls.setdefault(module, set())
+        seen.add(int(time.time() * 4))
+
+    def sent(method: str, url: str) -> None:
+        with lock:
+            requests_sent.append((time.time(), method, url))
+
+    profile = profiler(called, sent)
 
     def dump() -> None:
         out = os.path.join(folder, f"{os.getpid()}.json")

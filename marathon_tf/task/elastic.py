@@ -197,11 +197,7 @@ class ElasticMember(FixedMembership):
             self.log(f"could not re-check the peers before the restart: {e}")
         return None if m is None else Settled.RESIZED
 
-    @property
-    def workers(self) -> Callable[[], list[str]] | None:
-        return self._workers
-
-    def _workers(self) -> list[str]:
+    def workers(self) -> list[str] | None:
         """The workers that train now (the job is done when they are: not its standbys): the job's membership as
         the plan has it now — a TF1 job grows without restarting the programs already in, so the one this task's
         program started with can be smaller."""

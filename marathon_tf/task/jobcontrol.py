@@ -88,7 +88,7 @@ def await_workers(client: Client, ctx: TaskContext, *, timeout: float = AWAIT_SI
                   get_json: Callable[[str], dict[str, Any] | None] = read_status,
                   clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], object] = time.sleep,
                   stop: Callable[[], bool] = lambda: False, log: Callable[[str], None] = lambda m: None,
-                  workers: Callable[[], Sequence[str]] | None = None) -> tuple[str, str] | None:
+                  workers: Callable[[], Sequence[str] | None] | None = None) -> tuple[str, str] | None:
     """Wait until every other worker's bootstrap reports its phase ``succeeded``.
 
     One Marathon request per poll (the group with its apps' tasks) finds each worker's status
@@ -96,11 +96,12 @@ def await_workers(client: Client, ctx: TaskContext, *, timeout: float = AWAIT_SI
     ``(FAILED, reason)`` when one reports ``failed``, or when one shows nothing new (its phase,
     step, restarts) for ``timeout`` seconds: a worker that still trains is waited for, a silent one
     is named with what it last showed (its step, the peer it waits for). None when ``stop()``
-    became true or the job already carries a record (someone else decided). ``workers``: the workers that
-    train (an elastic job's members, :mod:`marathon_tf.task.elastic`; default every worker app).
+    became true or the job already carries a record (someone else decided). ``workers()``: the workers that
+    train (an elastic job's members, :mod:`marathon_tf.task.elastic`; None, or no ``workers``: every worker app).
     """
-    every = list(workers()) if workers is not None else [naming.task_name("worker", i)
-                                                           for i in range(int(ctx.cluster.get("worker", 0)))]
+    named = workers() if workers is not None else None
+    every = list(named) if named is not None else [naming.task_name("worker", i)
+                                                   for i in range(int(ctx.cluster.get("worker", 0)))]
     others = [name for name in every if name != ctx.task]
     phases: dict[str, str] = {name: "unknown" for name in others}
     seen: dict[str, tuple] = {}
@@ -195,7 +196,7 @@ class JobControl:
         self.finished: tuple[str, str] | None = None
 
     def await_workers(self, stop: threading.Event,
-                      workers: Callable[[], Sequence[str]] | None = None) -> tuple[str, str] | None:
+                      workers: Callable[[], Sequence[str] | None] | None = None) -> tuple[str, str] | None:
         """:func:`await_workers`; ``workers()``: the workers that train (an elastic job's members; None: every
         worker app)."""
         return await_workers(self.client, self.ctx, timeout=self.await_timeout, interval=self.poll_interval,

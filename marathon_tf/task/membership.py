@@ -13,7 +13,7 @@ has:
 * :meth:`~FixedMembership.cluster` and :meth:`~FixedMembership.size_of`: the spec's counts, addresses and index,
   and ``MARATHON_TF_WORKERS``;
 * :meth:`~FixedMembership.moves`: of the peers seen elsewhere, those that moved (the spec rewritten);
-* :attr:`~FixedMembership.workers`: the workers the job's end waits for (None: every worker app).
+* :meth:`~FixedMembership.workers`: the workers the job's end waits for (None: every worker app).
 
 No TensorFlow here.
 """
@@ -87,7 +87,6 @@ class FixedMembership:
         """Of ``peers``, those whose new address is a move (the spec rewritten): every one."""
         return peers
 
-    @property
-    def workers(self) -> Callable[[], list[str]] | None:
-        """The workers the job's end waits for, asked when it does; None: every worker app."""
+    def workers(self) -> list[str] | None:
+        """The workers the job's end waits for (asked when it does); None: every worker app."""
         return None

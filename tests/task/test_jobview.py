@@ -206,13 +206,15 @@ def test_a_watcher_restarts_the_deciding_tasks_app_left_dead_on_1_7(httpserver, 
     unasked (mesosphere/marathon v1.7.236 src/main/scala/mesosphere/marathon/api/v2/AppsResource.scala:130-133)."""
     import threading
 
+    from werkzeug import Response
+
     from marathon_tf.task.jobview import watch_decider
 
     view, fake, ps, restarts = _forgotten(httpserver, make_ctx, tmp_path, "1.7.236")
     fake.apps["/ml/mnist/worker-0"]["tasks"] = []  # the deciding task lost; ps-0 watches it
     httpserver.expect_request("/v2/apps/ml/mnist/worker-0", method="GET").respond_with_handler(
-        lambda request: __import__("werkzeug").Response(json.dumps({"app": fake.apps["/ml/mnist/worker-0"]}), 200,
-                                                       content_type="application/json"))
+        lambda request: Response(json.dumps({"app": fake.apps["/ml/mnist/worker-0"]}), 200,
+                                 content_type="application/json"))
     stop = threading.Event()
     events = TaskEvents("ps-0", str(tmp_path / "ps-events.jsonl"))
     thread = watch_decider(make_ctx("ps", 0, cluster={"ps": 1, "worker": 1}), fake.client(), events, stop,

@@ -19,6 +19,7 @@ never fits. The scenarios' cluster: three agents, one task each.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 
@@ -141,7 +142,7 @@ def test_on_1_7_a_task_lost_while_the_first_deployment_waits_for_a_worker_is_rel
 
     cluster = versioned_cluster
     block_path = tmp_path / "blocker.json"
-    block_path.write_text(__import__("json").dumps({
+    block_path.write_text(json.dumps({
         "name": "blocker", "style": "custom", "command": ["sleep", "100000"],
         "roles": {"worker": {"count": 1, "cpus": 1, "mem": 256, "constraints": [["hostname", "LIKE", "127.0.0.3"]]}}}))
     block = job_on(cluster, str(block_path))
