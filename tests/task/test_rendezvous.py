@@ -20,6 +20,7 @@ from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.task import rendezvous as ld
 from marathon_tf.task.discovery import MarathonBackend, Observation
 from marathon_tf.task.rendezvous import leader as leader_side
+from marathon_tf.task.rendezvous import view as view_side
 from marathon_tf.task.rendezvous.coordinator import Coordinator
 from marathon_tf.task.rendezvous.view import View
 from marathon_tf.task.status_server import StatusServer, TaskStatus
@@ -479,7 +480,7 @@ def test_a_forming_followers_long_poll_is_answered_once_the_view_is_complete(par
 
 
 def test_a_large_whole_view_goes_gzipped_to_followers_that_accept_it(parts, monkeypatch):
-    monkeypatch.setattr(leader_side, "GZIP_FROM", 10)  # a 10,000-task view is ~350 kB; this one is small
+    monkeypatch.setattr(view_side, "GZIP_FROM", 10)  # a 10,000-task view is ~350 kB; this one is small
     lead, address = start_leader(parts, FakeBackend({PS: "10.0.0.1:1", W1: "10.0.0.2:2"}))
     wait_for(lambda: lead.document()["complete"], 5, what="formed")
     url = f"http://{address}{ld.PATH}?job={JOB}&after=-1"

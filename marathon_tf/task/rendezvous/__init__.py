@@ -52,11 +52,16 @@ spec. The job's plan (the keeper's group restart rounds, an elastic job's member
 counts, the verdict) travels in the leader's view (``carries_rounds``), written by its coordinator only.
 ``MTF_RENDEZVOUS=direct`` turns all of this off (every task reads the backend).
 
+A job of more than :data:`~.relay.RELAY_ABOVE` followers is served through relays: the first hundredth of its
+followers long-poll the leader and serve the view on their own status ports; the leader redirects every other
+follower to one of them, so that forming it costs the leader about a hundred whole views, not one per task
+(:mod:`.relay`).
+
 Modules: :mod:`.base` (the interface), :mod:`.direct` (reading the backend itself), :mod:`.view`
 (the versioned view both sides keep, what the bootstrap reads of it, the wire format of
 ``/rendezvous``), :mod:`.coordinator` (the one writer of the job's plan in the leader's view), :mod:`.leader`,
-:mod:`.follower`, :mod:`.hints` (the leader telling followers where it is); this package wires them for a task
-(:func:`make_rendezvous`).
+:mod:`.follower`, :mod:`.relay` (a large job's relays), :mod:`.hints` (the leader telling followers where it is);
+this package wires them for a task (:func:`make_rendezvous`).
 """
 
 from __future__ import annotations
@@ -80,6 +85,7 @@ from marathon_tf.task.rendezvous.direct import DirectRendezvous
 from marathon_tf.task.rendezvous.follower import BUSY_TRIES, FollowerRendezvous, fallback_after, hint_wait_for
 from marathon_tf.task.rendezvous.hints import Hints
 from marathon_tf.task.rendezvous.leader import BYTE_BUDGET, DNS_QUERIES_PER_SECOND, FAST, HOT_WINDOW, LeaderRendezvous
+from marathon_tf.task.rendezvous.relay import Tree
 from marathon_tf.task.rendezvous.view import HINT_PATH, MAX_WAIT, PATH, View, cluster_key
 
 __all__ = ["PATH", "HINT_PATH", "MAX_WAIT", "HOT_WINDOW", "BYTE_BUDGET", "DNS_QUERIES_PER_SECOND", "BUSY_TRIES",
@@ -137,6 +143,7 @@ def make_rendezvous(ctx: TaskContext, environ: Mapping[str, str], backend: Backe
     members = ctx.members()
     if rendezvous_mode(environ) == "direct" or leader is None or len(members) < 2:
         return None
+    tree = Tree.of(members, leader)  # a large job's relays (.relay)
     if me == leader:
         if server is None or address is None:
             log("no status endpoint: not leading the rendezvous (the other tasks read the backend)")
@@ -150,15 +157,22 @@ def make_rendezvous(ctx: TaskContext, environ: Mapping[str, str], backend: Backe
             slow = min(slow, max(FAST[1], 10 * len(members) / DNS_QUERIES_PER_SECOND))
         lead = LeaderRendezvous(backend, members, me, address, job=ctx.job, slow=slow, stop=stop, rng=rng,
                                 events=events if events is not None else _event_stream(ctx, environ), hints=hints,
-                                placement=placement, coordinator=coordinator, listeners=listeners)
+                                placement=placement, coordinator=coordinator, listeners=listeners, tree=tree)
         server.add_route(PATH, lead.handle)
         log(f"leading the rendezvous of {len(members)} task(s): GET {PATH} on the status port")
         return lead.start()
+    # a relay serves on its status port, where the leader sees it ask from (host networking: its own port)
+    serve = server.port if server is not None and tree.serves(me) and ctx.network == "host" else None
     follower = FollowerRendezvous(_locator(ctx, environ, leader, session, dns_client), backend, members, me,
                                   job=ctx.job, session=session, stop=stop, rng=rng,
                                   leader_task=naming.task_name(*leader),
-                                  hint_wait=hint_wait_for(len(members)) if ctx.discovery == "marathon" else 0.0)
+                                  hint_wait=hint_wait_for(len(members)) if ctx.discovery == "marathon" else 0.0,
+                                  serve=serve)
     if server is not None:
         server.add_route(HINT_PATH, follower.hint)
+    if serve is not None:
+        server.add_route(PATH, follower.handle)
+        log(f"relaying the rendezvous view to {len(members) // max(1, len(tree.relays))} follower(s) or so: "
+            f"GET {PATH} on the status port")
     log(f"following the rendezvous leader {naming.task_name(*leader)}")
     return follower.start()

@@ -13,10 +13,12 @@ from typing import Any
 
 import requests
 
+from marathon_tf.contract import naming
 from marathon_tf.contract.plan import JobPlan, PlanError
 from marathon_tf.contract.taskapi import RENDEZVOUS, TaskClient
 from marathon_tf.marathon import transport
 from marathon_tf.task.discovery import Backend, Observation, PeerKey, poll_schedule
+from marathon_tf.task.rendezvous.relay import RELAY_PAUSE, Mirror
 from marathon_tf.task.rendezvous.view import LONG_POLL, Side, cluster_key, keys, patch
 
 __all__ = ["FollowerRendezvous", "hint_wait_for", "fallback_after", "BUSY_TRIES"]
@@ -44,8 +46,15 @@ class FollowerRendezvous(Side):
                  clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
                  schedule: tuple[float, float] | None = None, fallback: float | None = None,
                  long_poll: float = LONG_POLL, leader_task: str = "", hint_wait: float | None = None,
-                 read_slack: float = 10.0):
+                 read_slack: float = 10.0, serve: int | None = None, relay_pause: float = RELAY_PAUSE):
         super().__init__(stop=stop, clock=clock)
+        #: a relay's status port (it serves the view to its share of a large job's followers: :mod:`.relay`)
+        self.serve = serve
+        self.mirror = Mirror(job, naming.task_name(*me), self._done) if serve is not None and me else None
+        self.relay_address: str | None = None  # the relay this follower long-polls (a redirect of the leader's)
+        self.relay_task = ""
+        self.relay_pause = relay_pause
+        self._relay_failed_at: float | None = None  # when its relay last failed it (it asks the leader meanwhile)
         self.leader_task = leader_task
         self.hint_wait = hint_wait if hint_wait is not None else hint_wait_for(len(members))
         self.hints = 0
@@ -122,6 +131,8 @@ class FollowerRendezvous(Side):
             if answered is True:
                 lost_since, delay, busy = None, first, 0
                 continue
+            if answered == "relay":  # its relay failed it: the leader answers it itself for a while
+                continue
             if answered == "busy" and busy < BUSY_TRIES:  # the leader answered before: busy, not gone
                 busy += 1
                 if self._await_hint(delay * self.rng.uniform(0.5, 1.5)):
@@ -140,7 +151,32 @@ class FollowerRendezvous(Side):
                 return
             delay = min(cap, delay * 2)
 
+    def handle(self, query: Mapping[str, str]) -> tuple:
+        """``GET /rendezvous`` at a relay: the leader's view as this relay took it (:class:`.relay.Mirror`)."""
+        if self.mirror is None:
+            return 404, {"message": "this task is not a relay of the rendezvous"}
+        return self.mirror.handle(query)
+
+    def close(self) -> None:
+        super().close()
+        if self.mirror is not None:
+            self.mirror.wake()
+
     def _poll_leader(self) -> bool | str:
+        """One long poll of the relay the leader sent this follower to, else of the leader (:meth:`_poll`). A relay
+        that does not answer as the leader would sends the follower back to the leader, which answers it itself
+        for :attr:`relay_pause` s ("relay": poll the leader now)."""
+        via = self.relay_address
+        answered = self._poll(via or self.leader_address)
+        if via is None or answered is True:
+            return answered
+        self._relay_failed_at = self.clock()
+        self.leader_detail = (f"relay {self.relay_task} at {via}: {self.leader_detail}; asking the leader "
+                              f"{self.leader_task} at {self.leader_address} itself")
+        self.relay_address = None
+        return "relay"
+
+    def _poll(self, target: str | None) -> bool | str:
         """One long poll; False when the leader did not answer as a leader of this job,
         "busy" when a leader that answered before timed out (it is still there: ask it again
         rather than Marathon), "other" when it leads another version of the job's cluster spec
@@ -150,14 +186,20 @@ class FollowerRendezvous(Side):
                   "wait": f"{self.long_poll:g}"}
         if not self._formed:  # no use for the partial views of a forming job (1,000s of them)
             params["complete"] = "1"
-        assert self.leader_address is not None  # (found before a poll)
-        reply = TaskClient(self.session).call(self.leader_address, RENDEZVOUS, params=params,
+        if self.me is not None:  # a large job's leader sends a follower to its relay; a relay says where it serves
+            params["me"] = naming.task_name(*self.me)
+            if self.serve is not None:
+                params["serve"] = str(self.serve)
+            elif self._relay_failed_at is not None and self.clock() - self._relay_failed_at < self.relay_pause:
+                params["relay"] = "0"
+        assert target is not None  # (found before a poll)
+        reply = TaskClient(self.session).call(target, RENDEZVOUS, params=params,
                                               timeout=(10.0 if self.leader_id else 3.0,
                                                        self.long_poll + self.read_slack))
         if reply.code is None or (reply.ok and reply.body is None):  # refused / reset / timeout / not JSON
             e = reply.error
             why = type(e).__name__ if e is not None else "not JSON"
-            self.leader_detail = f"leader at {self.leader_address} unreachable ({why})"
+            self.leader_detail = f"leader at {target} unreachable ({why})"
             # no whole answer in time
             busy = isinstance(e, (requests.exceptions.ReadTimeout, transport.DeadlineExceeded))
             return "busy" if self.leader_id and busy else False
@@ -165,12 +207,14 @@ class FollowerRendezvous(Side):
         self.long_polls += 1
         self.polls += 1
         if not isinstance(doc, dict) or doc.get("job") != self.job or not isinstance(doc.get("version"), int):
-            self.leader_detail = f"{self.leader_address} is not this job's leader"
+            self.leader_detail = f"{target} is not this job's leader"
             return False
         if doc.get("cluster") not in (None, self.cluster):  # a scale under way: its tasks have the old spec
-            self.leader_detail = (f"the leader at {self.leader_address} has another cluster spec (a scale or "
+            self.leader_detail = (f"the leader at {target} has another cluster spec (a scale or "
                                   f"re-deploy under way): waiting for the new one")
             return "other"
+        if "redirect" in doc:  # a large job: the leader sends this follower to its relay
+            return self._redirected(doc["redirect"], target)
         peers, missing = keys(doc.get("peers")), keys(doc.get("missing"))
         if doc.get("delta"):
             if str(doc.get("leader")) != self.leader_id:
@@ -178,14 +222,28 @@ class FollowerRendezvous(Side):
             with self.view.cond:
                 peers, missing = patch(self.view.peers, doc.get("peers")), patch(self.view.missing, doc.get("missing"))
         self.leader_id, self._version = str(doc.get("leader")), doc["version"]
-        self.leader_detail = f"leader {doc.get('leader_task')} at {self.leader_address}"
+        self.leader_detail = f"leader {doc.get('leader_task')} at {self.leader_address}" + (
+            f" through relay {self.relay_task} at {target}" if target != self.leader_address else "")
         plan = self._plan(doc.get("plan"))  # the job's plan, as its coordinator wrote it (the whole doc carries it)
         with self.view.cond:  # one change: a task that finds its peers here reads the plan they came with
             self.view.update(peers, missing)
             if plan is not None:
                 self.view.adopt(plan)
+        if self.mirror is not None and target == self.leader_address:  # what this relay's followers get
+            self.mirror.take(doc)
         if doc.get("complete"):
             self._formed = True
+        return True
+
+    def _redirected(self, redirect: Any, target: str) -> bool:
+        """The leader's redirect to this follower's relay: long-poll it from now on (True); not from the leader,
+        or not a ``host:port``: False."""
+        at = redirect.get("at") if isinstance(redirect, dict) else None
+        host, _, port = at.rpartition(":") if isinstance(at, str) else ("", "", "")
+        if target != self.leader_address or self.serve is not None or not host or not port.isdigit():
+            self.leader_detail = f"{target} sent a redirect this follower cannot take: {redirect!r}"[:300]
+            return False
+        self.relay_address, self.relay_task = at, str(redirect.get("task") or "its relay")
         return True
 
     def _plan(self, data: Any) -> JobPlan | None:

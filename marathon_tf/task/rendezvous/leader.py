@@ -19,7 +19,8 @@ from marathon_tf.marathon.model import Event
 from marathon_tf.task.discovery import Backend, MarathonBackend, Observation, PeerKey
 from marathon_tf.task.rendezvous.coordinator import Coordinator
 from marathon_tf.task.rendezvous.hints import Hints
-from marathon_tf.task.rendezvous.view import MAX_WAIT, Side, View, cluster_key, names
+from marathon_tf.task.rendezvous.relay import REGISTERED_FOR, Tree
+from marathon_tf.task.rendezvous.view import Poll, Side, View, WholeCache, cluster_key, names
 
 __all__ = ["LeaderRendezvous", "HOT_WINDOW", "BYTE_BUDGET", "DNS_QUERIES_PER_SECOND", "FAST"]
 
@@ -27,7 +28,6 @@ RESYNC = 60.0            # calm re-reads when Marathon's event stream wakes the 
 HOT_WINDOW = 10.0        # seconds of fast polling after a change (no event stream)
 AFTER_EVENT = 3.0        # ... and after a status update of one of the job's apps
 EVENT_FORMING = 5.0      # re-reads while forming when the status updates carry the addresses
-GZIP_FROM = 16_384       # whole views this large go gzipped to followers that accept it
 ATTACH_WAIT = 2.0        # the leader's first read waits this long for the event stream to attach
 GONE = frozenset({"TASK_KILLING", "TASK_KILLED", "TASK_FINISHED", "TASK_FAILED", "TASK_LOST", "TASK_ERROR",
                   "TASK_GONE", "TASK_GONE_BY_OPERATOR", "TASK_DROPPED", "TASK_UNREACHABLE", "TASK_UNKNOWN"})
@@ -35,12 +35,6 @@ FAST = (0.25, 1.0)       # fast polling: first delay, cap
 BYTE_BUDGET = 300_000.0  # bytes/s the leader may read from Marathon in group GETs
 DNS_QUERIES_PER_SECOND = 500.0
 _NO_PLAN = JobPlan()     # a fixed-size job before any round: nothing to carry
-
-
-def _gzip(data: bytes) -> bytes:
-    import gzip
-
-    return gzip.compress(data, compresslevel=6, mtime=0)
 
 
 class LeaderRendezvous(Side):
@@ -58,7 +52,7 @@ class LeaderRendezvous(Side):
                  fast: tuple[float, float] = FAST, byte_budget: float = BYTE_BUDGET,
                  dns_qps: float = DNS_QUERIES_PER_SECOND, hot_window: float = HOT_WINDOW,
                  hints: Hints | None = None, placement=None, coordinator: Coordinator | None = None,
-                 listeners: Sequence[Callable[[list[dict[str, Any]]], None]] = ()):
+                 listeners: Sequence[Callable[[list[dict[str, Any]]], None]] = (), tree: Tree | None = None):
         #: the one writer of the job's plan in this view (the deciding task leads the rendezvous; its restart
         #: ledger's keeper writes through the same coordinator, made before either)
         self.coordinator = coordinator if coordinator is not None else Coordinator(View())
@@ -85,7 +79,11 @@ class LeaderRendezvous(Side):
         self.events_seen = 0
         self._reconnects = 0
         self._changed = False
-        self._full: tuple[int, bytes, bytes | None] = (-1, b"", None)  # version, JSON, gzipped JSON
+        self._whole = WholeCache()
+        #: a large job's relays (:mod:`.relay`): who they are, where each registered it serves, and when
+        self.tree = tree if tree is not None else Tree()
+        self._relays: dict[PeerKey, tuple[str, float]] = {}
+        self._relay_waits: dict[PeerKey, threading.Condition] = {}
         self._task_of: dict[PeerKey, Any] = {}  # the task id a status update last placed each peer at
         self._prefix = naming.group_id(job) + "/"
         #: called with each batch of the job's status updates (the keeper's ledger reads them too)
@@ -134,6 +132,8 @@ class LeaderRendezvous(Side):
                 missing[p] = held[naming.task_name(*p)]
                 del present[p]
         self.view.update(present, missing)
+        if self._relay_waits:
+            self._wake_relay_waits()
 
     def recheck(self) -> None:
         """The placement looked again: show the view through its new verdict."""
@@ -168,40 +168,79 @@ class LeaderRendezvous(Side):
         return doc
 
     def handle(self, query: Mapping[str, str]) -> tuple:
-        """``GET /rendezvous?job=&after=&leader=&wait=&complete=`` (a long poll).
+        """``GET /rendezvous?job=&after=&leader=&wait=&complete=&me=&serve=&relay=`` (a long poll).
 
         Answers when the version differs from ``after`` (with ``complete=1``: once the view is
         complete), the leader is not ``leader``, or after ``wait`` s. Same leader and ``after``
         within the history: only the changes since (``"delta": true``, removed entries null);
-        else the whole view."""
-        if query.get("job") not in (None, self.job):
-            return 404, {"message": f"this is the leader of job {self.job!r}, not {query.get('job')!r}"}
-        try:
-            after = int(query.get("after", "-1"))
-            wait = min(MAX_WAIT, max(0.0, float(query.get("wait", "0"))))
-        except ValueError:
-            return 400, {"message": "after must be an integer and wait a number of seconds"}
-        leader, complete = query.get("leader", ""), query.get("complete") in ("1", "true")
+        else the whole view. A large job's follower (``me``) whose relay registered is redirected to it
+        (``"redirect"``; not with ``relay=0``); a relay registers with ``serve=<its status port>``
+        (:mod:`.relay`)."""
+        poll = Poll.parse(query, self.job)
+        if not isinstance(poll, Poll):
+            return poll
+        deadline = time.monotonic() + poll.wait
+        if self.tree.relays:
+            redirect = self._relaying(query, poll)
+            if redirect is not None:
+                return 200, redirect
         view = self.view
-        gzip_ok = "gzip" in query.get("_accept_encoding", "")
         with view.cond:
             # complete=1 (a forming follower, even one that knows no leader yet): only the complete view
-            (view.formed if complete else view.cond).wait_for(lambda: self._done() or (
-                (leader != self.leader_id or view.version != after) and (not complete or not view.lacking())),
-                timeout=wait)
-            delta = view.since(after) if leader == self.leader_id else None
-            if delta is None:
-                if self._full[0] != view.version:  # every follower gets the same whole view: encode it once
-                    body = (json.dumps(self._document(None), sort_keys=True) + "\n").encode()
-                    self._full = (view.version, body, _gzip(body) if len(body) >= GZIP_FROM else None)
-                _, body, packed = self._full
+            (view.formed if poll.complete else view.cond).wait_for(lambda: self._done() or (
+                (poll.leader != self.leader_id or view.version != poll.after)
+                and (not poll.complete or not view.lacking())), timeout=max(0.0, deadline - time.monotonic()))
+            delta = view.since(poll.after) if poll.leader == self.leader_id else None
+            if delta is None:  # every follower gets the same whole view: encoded once
+                body, packed = self._whole.get(view.version, self.leader_id, lambda: self._document(None))
             else:
                 body, packed = (json.dumps(self._document(delta), sort_keys=True) + "\n").encode(), None
-        if packed is None and gzip_ok and len(body) >= GZIP_FROM:
-            packed = _gzip(body)  # a large delta (a follower far behind)
-        if packed is not None and gzip_ok:
-            return 200, packed, {"Content-Encoding": "gzip"}  # 10,000 peers: ~5x less for each follower
-        return 200, body
+        return poll.answer(body, packed)
+
+    # -- relays (a large job: :mod:`.relay`) ------------------------------------------------------
+    def _relaying(self, query: Mapping[str, str], poll: Poll) -> dict[str, Any] | None:
+        """A relay's poll registers it; a follower whose relay is registered gets the redirect to it, waiting
+        for that (at most the poll's wait) while the view is not what it asks for. None: answer it here."""
+        me = naming.parse_task_name(query.get("me") or "")
+        serve = query.get("serve") or ""
+        if me is not None and self.tree.serves(me) and serve.isdigit() and query.get("_client"):
+            with self.view.cond:
+                self._relays[me] = (f"{query['_client']}:{serve}", time.monotonic())
+                self._relay_wait(me).notify_all()
+            return None
+        relay = self.tree.relay_of(me)
+        if relay is None or query.get("relay") == "0":
+            return None
+        view = self.view
+        with view.cond:
+            self._relay_wait(relay).wait_for(lambda: self._done() or self._registered(relay) is not None or (
+                (poll.leader != self.leader_id or view.version != poll.after)
+                and (not poll.complete or not view.lacking())), timeout=poll.wait)
+            at = self._registered(relay)
+            if at is None:
+                return None
+            return {"job": self.job, "leader": self.leader_id, "leader_task": naming.task_name(*self.me),
+                    "cluster": self.cluster, "version": view.version,
+                    "redirect": {"task": naming.task_name(*relay), "at": at}}
+
+    def _registered(self, relay: PeerKey) -> str | None:
+        """Where ``relay`` serves, while its registration is fresh (call with the view's lock held)."""
+        at, when = self._relays.get(relay, (None, 0.0))
+        return at if at is not None and time.monotonic() - when < REGISTERED_FOR else None
+
+    def _relay_wait(self, relay: PeerKey) -> threading.Condition:
+        """The condition a relay's followers wait on at the leader (on the view's lock; call with it held)."""
+        wait = self._relay_waits.get(relay)
+        if wait is None:
+            wait = self._relay_waits[relay] = self.view.condition()
+        return wait
+
+    def _wake_relay_waits(self) -> None:
+        """The view is complete: the followers waiting for their relay's registration take it from here."""
+        with self.view.cond:
+            if not self.view.lacking():
+                for wait in self._relay_waits.values():
+                    wait.notify_all()
 
     # -- the loop ---------------------------------------------------------------------------------
     def _loop(self) -> None:

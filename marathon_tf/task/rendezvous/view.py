@@ -13,10 +13,11 @@ plan its leader sends as it is (:meth:`View.adopt`).
 from __future__ import annotations
 
 import collections
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from marathon_tf.contract import naming
@@ -27,14 +28,70 @@ from marathon_tf.contract.taskapi import LEADER, RENDEZVOUS
 from marathon_tf.task.discovery import PeerKey, missing_message
 from marathon_tf.task.rendezvous.base import Progress, Rendezvous
 
-__all__ = ["PATH", "HINT_PATH", "MAX_WAIT", "LONG_POLL", "HISTORY", "View", "Side", "names", "patch", "keys", "diff",
-           "cluster_key"]
+__all__ = ["PATH", "HINT_PATH", "MAX_WAIT", "LONG_POLL", "HISTORY", "GZIP_FROM", "View", "Side", "Poll", "WholeCache",
+           "names", "patch", "keys", "diff", "cluster_key"]
 
 PATH = RENDEZVOUS.path   # (contract/taskapi.py lists every route of the status port)
 HINT_PATH = LEADER.path
 MAX_WAIT = 30.0          # longest long poll the leader holds
 LONG_POLL = 25.0         # what followers ask for
 HISTORY = 1024           # changes the leader keeps to answer with deltas
+GZIP_FROM = 16_384       # answers this large go gzipped to followers that accept it
+
+
+def _gzip(data: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(data, compresslevel=6, mtime=0)
+
+
+@dataclass(frozen=True)
+class Poll:
+    """One long poll of ``GET /rendezvous?job=&after=&leader=&wait=&complete=`` as the leader and a relay read it."""
+
+    after: int
+    wait: float
+    leader: str
+    complete: bool
+    gzip: bool
+
+    @classmethod
+    def parse(cls, query: Mapping[str, str], job: str) -> Poll | tuple[int, dict[str, str]]:
+        """The poll, or the answer to a poll of another job (404) or of another shape (400)."""
+        if query.get("job") not in (None, job):
+            return 404, {"message": f"this is the leader of job {job!r}, not {query.get('job')!r}"}
+        try:
+            after = int(query.get("after", "-1"))
+            wait = min(MAX_WAIT, max(0.0, float(query.get("wait", "0"))))
+        except ValueError:
+            return 400, {"message": "after must be an integer and wait a number of seconds"}
+        return cls(after, wait, query.get("leader", ""), query.get("complete") in ("1", "true"),
+                   "gzip" in query.get("_accept_encoding", ""))
+
+    def answer(self, body: bytes, packed: bytes | None) -> tuple:
+        """The status server's answer: gzipped where the follower accepts it and the body is large."""
+        if packed is None and self.gzip and len(body) >= GZIP_FROM:
+            packed = _gzip(body)  # a large delta (a follower far behind)
+        if packed is not None and self.gzip:
+            return 200, packed, {"Content-Encoding": "gzip"}  # 10,000 peers: ~5x less for each follower
+        return 200, body
+
+
+class WholeCache:
+    """The whole view, encoded (and gzipped when large) once per version: every follower gets the same bytes."""
+
+    def __init__(self) -> None:
+        self._at: tuple[int, str | None] = (-1, None)
+        self._body: bytes = b""
+        self._packed: bytes | None = None
+
+    def get(self, version: int, leader: str | None, document: Callable[[], dict[str, Any]]
+            ) -> tuple[bytes, bytes | None]:
+        if self._at != (version, leader):
+            self._body = (json.dumps(document(), sort_keys=True) + "\n").encode()
+            self._packed = _gzip(self._body) if len(self._body) >= GZIP_FROM else None
+            self._at = (version, leader)
+        return self._body, self._packed
 
 
 def cluster_key(members: Sequence[PeerKey]) -> str:
@@ -89,6 +146,11 @@ class View:
         self.plan = JobPlan()
         #: peers whose absence leaves the view complete: an elastic job's standbys (apps outside its membership)
         self.optional: frozenset[PeerKey] = frozenset()
+        self._lock = lock
+
+    def condition(self) -> threading.Condition:
+        """Another condition on the view's lock (the leader's waits for a relay)."""
+        return threading.Condition(self._lock)
 
     def lacking(self) -> dict[PeerKey, str]:
         """The missing peers the view needs (its standbys left out)."""
