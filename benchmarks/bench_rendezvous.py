@@ -316,9 +316,16 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False, mo
     from marathon_tf.task.bootstrap import DEFAULT_WATCH_INTERVAL
     from marathon_tf.task.discovery import MarathonBackend, watch_interval
     from marathon_tf.task.rendezvous import DirectRendezvous, make_rendezvous
+    from marathon_tf.task.rendezvous.relay import Tree
     from marathon_tf.task.status_server import StatusServer, TaskStatus
 
-    sample = sorted({1 + round(k * (total - 2) / max(1, simulated - 1)) for k in range(simulated)})
+    members = [("worker", i) for i in range(total)]
+    relays = [] if direct else [i for _, i in Tree.of(members, ("worker", 0)).relays]
+    rest = [i for i in range(1, total) if i not in set(relays)]  # followers of the leader, or of a relay
+    picked = sorted({rest[round(k * (len(rest) - 1) / max(1, simulated - 1))] for k in range(simulated)})
+    sample = sorted([*relays, *picked])  # every relay (the leader serves them all), a sample of the others
+    # how many tasks each simulated one stands for: a relay itself, a follower its share of the rest
+    weight = {i: 1.0 for i in relays} | {i: len(rest) / len(picked) for i in picked}
     # the tasks that are not simulated take the leader's hint at one shared endpoint, in another
     # process (as they would be: this process's CPU is the leader's and the simulated tasks')
     sink = subprocess.Popen([sys.executable, "-c", _SINK], stdout=subprocess.PIPE, text=True)
@@ -328,15 +335,18 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False, mo
     fake = _FakeProcess(total, RAMP, sink_port, {i: server.port for i, server in own.items()})
     url = f"http://127.0.0.1:{fake.port}"
     stop = threading.Event()
-    members = [("worker", i) for i in range(total)]
     sides, servers = [], []
     formed_at: dict[int, float] = {}
     errors: list[str] = []
-    from_leader: list[tuple[float, int]] = []  # what the simulated followers got from the leader (bytes on the wire)
+    # what the simulated followers got from the leader: (when, bytes on the wire, how many followers it stands for)
+    from_leader: list[tuple[float, int, float]] = []
+    leader_url = f"http://127.0.0.1:{own[0].port}"
 
     def count_leader(resp, *args, **kwargs):
-        if not resp.url.startswith(url):
-            from_leader.append((time.monotonic(), int(resp.headers.get("Content-Length") or 0)))
+        if resp.url.startswith(leader_url):
+            who = resp.request.headers.get("X-Sim", "")
+            from_leader.append((time.monotonic(), int(resp.headers.get("Content-Length") or 0),
+                                1.0 if who == "relay" else weight.get(int(who.rpartition("-")[2] or 0), 1.0)))
 
     def ctx(i):
         return TaskContext(job=JOB, role="worker", index=i, cluster={"worker": total}, discovery="marathon",
@@ -349,9 +359,10 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False, mo
                 return
             status = own[i].start()  # its port was Marathon's before the task ran (it is in the events)
             session = requests.Session()
-            session.headers["X-Sim"] = who
+            session.headers["X-Sim"] = who if who == "leader" or direct else "relay" if i in relays else f"follower-{i}"
             session.hooks["response"].append(count_leader)
-            backend = MarathonBackend(session, url, job=JOB)
+            # the leader's backend also reads the followers' status ports (its hints), as the bootstrap makes it
+            backend = MarathonBackend(session, url, job=JOB, also_port="status" if i == 0 and not direct else None)
             slow = watch_interval(total, DEFAULT_WATCH_INTERVAL)
             env = {"MTF_RENDEZVOUS": "direct"} if direct else {}
             side = make_rendezvous(ctx(i), env, backend, me=("worker", i), address=f"127.0.0.1:{31000 + i % 30000}",
@@ -394,15 +405,20 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False, mo
     sink.terminate()
     sink.wait(10)
 
-    scale = total / (len(sample) + 1) if direct else (total - 1) / len(sample)
+    scale = total / (len(sample) + 1)  # direct: every simulated task stands for as many
+
+    def stands_for(who: str) -> float:
+        if who == "follower":
+            return scale
+        return weight.get(int(who.rpartition("-")[2]), 1.0) if who.startswith("follower-") else 1.0
 
     def load(t0, t1):
         req = byt = 0.0
         for t, who, what, n in fake.log:
             if t0 <= t < t1:
-                weight = scale if who == "follower" else 1.0
-                byt += n * weight
-                req += weight if what != "events" else 0.0
+                w = stands_for(who)
+                byt += n * w
+                req += w if what != "events" else 0.0
         events_streams = 0 if direct else 1  # the leader's one stream, counted as one request
         return (req + events_streams) / max(1e-9, t1 - t0), byt / max(1e-9, t1 - t0)
 
@@ -417,14 +433,14 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False, mo
             "requests": by_what, "complete": len(formed_at) == len(threads),
             "group_bytes": max([*group_reads, fake.group_bytes]),
             "timeline": timeline.summary(fake, formed_at, formed, cpu, direct),
-            "from_leader": (sum(n for t, n in from_leader if t <= formed) * scale,
-                            sum(1 for t, n in from_leader if t <= formed) * scale),
+            "from_leader": (sum(n * w for t, n, w in from_leader if t <= formed),
+                            sum(w for t, n, w in from_leader if t <= formed)), "relays": len(relays),
             "change": change, "plan": plan,
             "hints": (sum(getattr(x, "hints", 0) for x in sides if hasattr(x, "locates")),
                       sum(getattr(getattr(x, "hints", None), "sent", 0) for x in sides if not hasattr(x, "locates")))}
 
 
-def _move_one(url: str, sides: list, sample: list[int], from_leader: list[tuple[float, int]]) -> dict:
+def _move_one(url: str, sides: list, sample: list[int], from_leader: list[tuple[float, int, float]]) -> dict:
     """The job's one change once formed: a worker that is no simulated task is relaunched elsewhere (a new task, a new
     port; Marathon's ``status_update_event``). Until every simulated follower's view has its new address: the
     seconds, and the bytes the followers got from the leader meanwhile (scaled by the caller)."""
@@ -442,7 +458,8 @@ def _move_one(url: str, sides: list, sample: list[int], from_leader: list[tuple[
                                                  began, from_leader, seen)}
 
 
-def _until_every(followers: list, has: Callable[[Any], bool], began: float, from_leader: list[tuple[float, int]],
+def _until_every(followers: list, has: Callable[[Any], bool], began: float,
+                 from_leader: list[tuple[float, int, float]],
                  seen: int) -> dict[str, Any]:
     """Wait (at most 60 s) until ``has(follower)`` for every follower: the seconds since ``began`` (None: not all),
     the median follower's, and the bytes and answers the followers got from the leader (``from_leader`` from its
@@ -454,13 +471,13 @@ def _until_every(followers: list, has: Callable[[Any], bool], began: float, from
                 done[n] = time.monotonic()
         time.sleep(0.005)
     last = max(done.values()) if len(done) == len(followers) else None
-    sent = [b for t, b in from_leader[seen:] if t <= last + 0.01] if last is not None else []
+    sent = [(b, w) for t, b, w in from_leader[seen:] if t <= last + 0.01] if last is not None else []
     return {"seconds": None if last is None else last - began,
             "median": sorted(done.values())[len(done) // 2] - began if done else None,
-            "bytes": sum(sent), "answers": len(sent), "followers": len(followers)}
+            "bytes": sum(b * w for b, w in sent), "answers": sum(w for _, w in sent), "followers": len(followers)}
 
 
-def _plan_change(sides: list, from_leader: list[tuple[float, int]]) -> dict:
+def _plan_change(sides: list, from_leader: list[tuple[float, int, float]]) -> dict:
     """The job's plan changes once formed: the coordinator starts a group restart round (every member restarts).
     Until every simulated follower has adopted that plan (its generation): the seconds, and the bytes the followers
     got from the leader meanwhile (scaled by the caller)."""
@@ -493,7 +510,9 @@ def bench_leader_load(quick: bool) -> list[Row]:
     for total in (1000, 10000):
         r = _simulate(total, 40 if quick else 100, 30.0 if quick else 60.0, move=True)
         n = f"{total:,}"
-        note = (f"leader rendezvous; {r['simulated']} simulated followers (scaled to {total - 1:,}) + the real leader; "
+        relays = f"; every one of its {r['relays']} relays among them" if r["relays"] else ""
+        note = (f"leader rendezvous; {r['simulated']} simulated followers (scaled to {total - 1:,}{relays}) + the "
+                "real leader; "
                 f"tasks RUNNING over {RAMP:g} s; the fake Marathon runs in a process of its own, the leader and the "
                 f"simulated followers share one (one GIL), the other followers' hint endpoint a third; "
                 "requests while forming: "
@@ -517,17 +536,19 @@ def bench_leader_load(quick: bool) -> list[Row]:
             Row(f"what the leader sends its {total - 1:,} followers while a {n}-task job forms",
                 round(r["from_leader"][0] / 1e6, 1), "MB",
                 f"not Marathon's load: the leader's own; {r['from_leader'][1]:,.0f} answers (scaled from the simulated "
-                f"followers' bytes on the wire; a whole view of {n} peers goes gzipped)"),
+                f"followers' bytes on the wire; a whole view of {n} peers goes gzipped; "
+                + (f"{r['relays']} relays, every one simulated, get whole views, the other followers a redirect "
+                   "to theirs)" if r["relays"] else "every follower asks the leader)")),
         ]
         change = r["change"] or {}
         rows += _change_rows(change,
                              f"a {n}-task job's change (a worker relaunched elsewhere) -> every follower's view",
-                             f"what the leader sends its {total - 1:,} followers for that change", total,
+                             f"what the leader sends its {total - 1:,} followers for that change", r["relays"],
                              f"{change.get('task')} moved (Marathon's status_update_event to the leader)",
                              "each a delta since the version it had, not the whole view")
         rows += _change_rows(r["plan"] or {}, f"a {n}-task job's plan change (a group restart round) -> every "
                              f"follower has it", f"what the leader sends its {total - 1:,} followers for that plan "
-                             f"change", total, "the coordinator starts a round",
+                             f"change", r["relays"], "the coordinator starts a round",
                              "each a delta since the version the follower had, with the whole plan")
         if total == 1000:
             rows.append(Row("leader / direct at 1,000 tasks: requests, bytes while forming; requests once formed",
@@ -536,19 +557,20 @@ def bench_leader_load(quick: bool) -> list[Row]:
     return rows
 
 
-def _change_rows(change: dict, what: str, sent: str, total: int, how: str, answers: str) -> list[Row]:
+def _change_rows(change: dict, what: str, sent: str, relays: int, how: str, answers: str) -> list[Row]:
     """The two rows of one change once a job formed (:func:`_until_every`'s figures): until every follower has it
-    (goal ≤ 2 s at 10,000), and what the leader sends its followers for it (goal ≤ 50 MB at 10,000; scaled from the
-    simulated followers' bytes on the wire)."""
+    (goal ≤ 2 s at 10,000), and what the leader sends its followers for it (goal ≤ 50 MB at 10,000; the simulated
+    followers' bytes on the wire, each weighted by the followers it stands for)."""
     if change.get("seconds") is None:
         return [Row(what, "did not arrive", "", f"within 60 s: {change}")]
-    scale = (total - 1) / max(1, change.get("followers") or 1)
+    through = (f"{relays} relays long-polling the leader, the other simulated followers long-polling them" if relays
+               else "long-polling the leader")
     return [Row(f"{what} (goal ≤ 2 s at 10,000)", round(change["seconds"], 2), "s",
-                f"{how}; median follower {change['median']:.2f} s; {change['followers']} simulated followers "
-                f"long-polling the leader (the time of answering the other followers' polls at once is not in it; "
+                f"{how}; median follower {change['median']:.2f} s; {change['followers']} simulated followers, "
+                f"{through} (the time of answering the other followers' polls at once is not in it; "
                 f"the bytes are scaled)"),
-            Row(f"{sent} (goal ≤ 50 MB at 10,000)", round(change["bytes"] * scale / 1e6, 2), "MB",
-                f"{change['answers'] * scale:,.0f} answers ({answers})")]
+            Row(f"{sent} (goal ≤ 50 MB at 10,000)", round(change["bytes"] / 1e6, 2), "MB",
+                f"{change['answers']:,.0f} answers ({answers})")]
 
 
 def bench_move_latency(quick: bool) -> list[Row]:

@@ -39,6 +39,8 @@ class Hints:
         self._retries: list[tuple[float, int, PeerKey, str, int]] = []  # heap: (when, seq, key, address, try)
         self._seq = 0
         self._retrier: threading.Thread | None = None
+        self._local = threading.local()
+        self._sessions: list = []  # the sender threads' sessions (closed with it)
 
     def send(self, targets: Mapping[PeerKey, str | None]) -> None:
         """Hint every follower at a status address it has not been hinted at yet."""
@@ -58,9 +60,12 @@ class Hints:
         if self.closed.is_set() or self._pending.get(key) != address:
             return  # closed, or a newer address is being hinted
         self.tried += 1
-        with transport.session(max_bytes=1 << 20) as session:  # one bounded GET: 2 s to connect, 2 s to answer
-            reply = TaskClient(session).call(address, LEADER, params={"job": self.job, "task": self.task,
-                                                                      "at": self.at}, timeout=(2.0, 2.0))
+        session = getattr(self._local, "session", None)
+        if session is None:  # one per sender thread, kept: making one costs as much as the hint itself
+            session = self._local.session = transport.session(max_bytes=1 << 20)
+            self._sessions.append(session)
+        reply = TaskClient(session).call(address, LEADER, params={"job": self.job, "task": self.task,
+                                                                  "at": self.at}, timeout=(2.0, 2.0))
         if reply.ok and reply.json() is not None:  # 200 {"ok": true}
             self.sent += 1
             return
@@ -92,3 +97,5 @@ class Hints:
         with self._lock:
             self._due.notify_all()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        for session in list(self._sessions):
+            session.close()
