@@ -195,3 +195,26 @@ def test_a_relay_that_fails_its_followers_sends_them_to_the_leader_until_it_serv
     assert {"worker-3", "worker-5"} <= {who for who, kind, _ in j.answers if kind != "redirect"}
     away.clear()  # back: after the pause (1 s here) the leader sends them to it again
     wait_for(lambda: j.followers[3].relay_address and j.followers[5].relay_address, 10, what="relayed again")
+
+
+@pytest.mark.parametrize("index, network, relays", [(1, "host", True), (11, "host", True), (12, "host", False),
+                                                    (1, "bridge", False)])
+def test_a_task_of_a_large_job_relays_when_the_tree_says_so_and_its_port_is_its_hosts(index, network, relays):
+    """make_rendezvous: in a job of 1,001 followers (11 relays) worker-1 and worker-11 serve the view on their status
+    port; worker-12 does not; nor does a relay on a bridge network (the leader could not reach the port it names)."""
+    from marathon_tf.contract.taskenv import TaskContext
+
+    ctx = TaskContext(job=JOB, role="worker", index=index, cluster={"worker": 1002}, discovery="marathon",
+                      marathon_url="http://127.0.0.1:9", network=network)
+    server = StatusServer(TaskStatus(job=JOB, task=ctx.task, role="worker", index=index), "127.0.0.1", 0).start()
+    stop = threading.Event()
+    side = ld.make_rendezvous(ctx, {}, FakeBackend(), me=("worker", index), address="127.0.0.1:2000", server=server,
+                              stop=stop, slow=60.0, session=requests.Session())
+    try:
+        assert isinstance(side, ld.FollowerRendezvous) and (side.serve == server.port) is relays
+        code = requests.get(f"http://127.0.0.1:{server.port}{ld.PATH}?job={JOB}&wait=0", timeout=5).status_code
+        assert code == (503 if relays else 404)  # a relay with no view yet; no such route on the others
+    finally:
+        stop.set()
+        side.close()
+        server.close()
