@@ -218,3 +218,24 @@ def test_a_task_of_a_large_job_relays_when_the_tree_says_so_and_its_port_is_its_
         stop.set()
         side.close()
         server.close()
+
+
+def test_a_relay_of_a_forming_job_has_a_view_for_its_followers_before_the_job_formed(job):
+    """A follower sent to its relay while the job forms stays there: the relay's own long poll at the leader began
+    first and ends first, so by the time the follower's poll at the relay times out the relay has the leader's
+    (partial) view to answer with, not a 503 sending the follower back to the leader; once the job formed the
+    follower has the complete view from its relay, and the leader sent views to its relays only."""
+    backend = FakeBackend({("worker", i): f"10.0.0.{i}:{i}" for i in range(1, 6)})  # worker-6 not placed yet
+    j = job(backend)
+    wait_for(lambda: j.followers[3].relay_address and j.followers[4].relay_address, 10, what="redirected")
+    for i in (1, 2):
+        wait_for(lambda i=i: j.followers[i].mirror.leader is not None, 10, what=f"worker-{i}'s mirror")
+        assert j.followers[i].mirror.complete is False and "worker-6" in j.followers[i].mirror.missing
+    polls = {i: j.followers[i].long_polls for i in (3, 4)}
+    time.sleep(2.5)  # longer than a follower's long poll here (2 s): its relay answered it, not sent it away
+    assert j.followers[3].relay_address and j.followers[4].relay_address
+    assert all(j.followers[i].long_polls > polls[i] for i in (3, 4))
+    backend.addresses[("worker", 6)] = "10.0.0.6:6"
+    found = _everyone(j, lambda i: i in (3, 4, 5))
+    assert all(f[("worker", 6)] == "10.0.0.6:6" for f in found.values())
+    assert not {who for who, kind, _ in j.answers if kind != "redirect"} - {"worker-1", "worker-2"}, j.answers

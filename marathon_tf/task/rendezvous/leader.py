@@ -205,7 +205,8 @@ class LeaderRendezvous(Side):
         serve = query.get("serve") or ""
         if me is not None and self.tree.serves(me) and serve.isdigit() and query.get("_client"):
             with self.view.cond:
-                self._relays[me] = (f"{query['_client']}:{serve}", time.monotonic())
+                host = query["_client"]
+                self._relays[me] = (f"[{host}]:{serve}" if ":" in host else f"{host}:{serve}", time.monotonic())
                 self._relay_wait(me).notify_all()
             return None
         relay = self.tree.relay_of(me)
