@@ -139,6 +139,7 @@ class Saving:
         #: why the job's logdir has no room now, or None (marathon_tf.task.logdir.space_problem)
         self.space = space
         self._session = session
+        self._fanout: Any = None
         self._lock = threading.Lock()
         self._current: _Round | None = None
         self._last: SaveResult | None = None
@@ -159,6 +160,15 @@ class Saving:
         if self._session is None:
             self._session = transport.session()
         return self._session
+
+    @property
+    def fanout(self) -> Any:
+        """The session of a round's holds, one task reaching every other (:func:`transport.fanout_session`)."""
+        if self._session is not None:  # (given: used for everything)
+            return self._session
+        if self._fanout is None:
+            self._fanout = transport.fanout_session()
+        return self._fanout
 
     # -- the program ------------------------------------------------------------------------------
     def program_started(self, trainer: Trainer) -> None:
@@ -464,7 +474,7 @@ class Saving:
 
     def _hold(self, urls: Mapping[str, str], request: HoldRequest) -> dict[str, dict[str, Any] | None]:
         """``POST /hold`` to every task of ``urls`` at once: their answers (None: no answer, or not 200)."""
-        replies = TaskClient(self.session).hold(urls, request, timeout=HOLD_TIMEOUT)
+        replies = TaskClient(self.fanout).hold(urls, request, timeout=HOLD_TIMEOUT)
         return {t: r.json() if r is not None and r.ok else None for t, r in replies.items()}
 
     def _expire(self, trainer: Trainer, how: str, seconds: float) -> None:

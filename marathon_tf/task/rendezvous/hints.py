@@ -24,7 +24,8 @@ class Hints:
     A try that fails is retried later (0.25 s doubling) from a heap, not by a sender thread
     sleeping: thousands of followers whose endpoints are not up yet must not hold up the
     hints of those that are. Each try is one bounded GET through the task API's client
-    (:class:`marathon_tf.contract.taskapi.TaskClient`: 2 s to connect, 2 s to answer)."""
+    (:class:`marathon_tf.contract.taskapi.TaskClient`: 2 s to connect, 2 s to answer) over the fan-out session
+    (:func:`marathon_tf.marathon.transport.fanout_session`)."""
 
     def __init__(self, job: str, task: str, at: str, *, workers: int = 48, tries: int = 6,
                  closed: threading.Event | None = None, first_retry: float = 0.25):
@@ -39,8 +40,7 @@ class Hints:
         self._retries: list[tuple[float, int, PeerKey, str, int]] = []  # heap: (when, seq, key, address, try)
         self._seq = 0
         self._retrier: threading.Thread | None = None
-        self._local = threading.local()
-        self._sessions: list = []  # the sender threads' sessions (closed with it)
+        self._session = transport.fanout_session()  # one for every sender thread: 9,999 hints cost the leader
 
     def send(self, targets: Mapping[PeerKey, str | None]) -> None:
         """Hint every follower at a status address it has not been hinted at yet."""
@@ -60,11 +60,7 @@ class Hints:
         if self.closed.is_set() or self._pending.get(key) != address:
             return  # closed, or a newer address is being hinted
         self.tried += 1
-        session = getattr(self._local, "session", None)
-        if session is None:  # one per sender thread, kept: making one costs as much as the hint itself
-            session = self._local.session = transport.session(max_bytes=1 << 20)
-            self._sessions.append(session)
-        reply = TaskClient(session).call(address, LEADER, params={"job": self.job, "task": self.task,
+        reply = TaskClient(self._session).call(address, LEADER, params={"job": self.job, "task": self.task,
                                                                   "at": self.at}, timeout=(2.0, 2.0))
         if reply.ok and reply.json() is not None:  # 200 {"ok": true}
             self.sent += 1
@@ -97,5 +93,4 @@ class Hints:
         with self._lock:
             self._due.notify_all()
         self._pool.shutdown(wait=False, cancel_futures=True)
-        for session in list(self._sessions):
-            session.close()
+        self._session.close()
