@@ -20,6 +20,9 @@ to the tasks' status servers, from the user's machine and from inside a task.
 :func:`mount` puts them on one a caller made (a test's); :func:`get_json` is a one-shot GET of a JSON
 object (``None`` on any failure: the Mesos master's agents), :func:`task_json` the same of a task's status port
 through the task API's one client. Nothing here knows Marathon.
+
+Over 600 lines as one piece: the deadline's watch, the pools whose connections it shuts, the size cap and the two
+sessions that apply them (``requests``' and the fan-out's) share private machinery nothing else should reach.
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ class Saving:
         #: why the job's logdir has no room now, or None (marathon_tf.task.logdir.space_problem)
         self.space = space
         self._session = session
-        self._fanout: Any = None
+        self.fanout = session if session is not None else transport.fanout_session()  # a round's holds: to all
         self._lock = threading.Lock()
         self._current: _Round | None = None
         self._last: SaveResult | None = None
@@ -160,15 +160,6 @@ class Saving:
         if self._session is None:
             self._session = transport.session()
         return self._session
-
-    @property
-    def fanout(self) -> Any:
-        """The session of a round's holds, one task reaching every other (:func:`transport.fanout_session`)."""
-        if self._session is not None:  # (given: used for everything)
-            return self._session
-        if self._fanout is None:
-            self._fanout = transport.fanout_session()
-        return self._fanout
 
     # -- the program ------------------------------------------------------------------------------
     def program_started(self, trainer: Trainer) -> None:

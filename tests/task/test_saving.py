@@ -470,7 +470,7 @@ class _Session:
 def test_a_hold_answered_too_late_is_released_when_the_round_fails_and_lasts_no_longer_than_the_round(
         tmp_path, programs):
     saving = make(tmp_path, logdir=True)
-    saving._session = session = _Session()
+    saving.fanout = session = _Session()
     saving.peer_urls = lambda: {"worker-1": "http://127.0.0.1:1", "ps-0": "http://127.0.0.1:2"}
     program = Program(saving, HOOKED, "none")  # says it saved, writes nothing: the round fails
     programs.append(program)
@@ -515,7 +515,7 @@ def test_a_trainer_that_did_not_answer_its_hold_is_asked_again_before_the_save(t
     peer = Program(follower, PLAIN)
     programs.append(peer)
     saving = make(tmp_path)
-    saving._session = session = _SlowPeer(follower)
+    saving.fanout = session = _SlowPeer(follower)
     saving.peer_urls = lambda: {"worker-1": "http://127.0.0.1:1", "ps-0": "http://127.0.0.1:2"}
     program = Program(saving, HOOKED, str(tmp_path / "ckpt"))
     programs.append(program)
@@ -547,15 +547,15 @@ def test_a_relaunched_deciding_task_lets_go_of_what_its_predecessors_round_held_
     assert follower.post_hold({}, {"job": "j", "reason": "worker-0 is stopped", "seconds": 30})[1]["held"]
     assert peer.trainer.held == "outside"  # the predecessor's round, its stop come and gone
     fresh = make(tmp_path)  # a fresh job's deciding task: no checkpoint to resume
-    fresh._session = _Peer(follower)
+    fresh.fanout = _Peer(follower)
     fresh.peer_urls = lambda: {"worker-1": "http://127.0.0.1:1"}
     programs.append(Program(fresh, PLAIN))
     fresh.stepped()
     time.sleep(0.3)
-    assert fresh._session.posts == [] and peer.trainer.held == "outside"
+    assert fresh.fanout.posts == [] and peer.trainer.held == "outside"
     saving = make(tmp_path)
     saving.status.update(resumed_from=916)  # (what the bootstrap's announce_resume says before the start)
-    saving._session = session = _Peer(follower)
+    saving.fanout = session = _Peer(follower)
     saving.peer_urls = lambda: {"worker-1": "http://127.0.0.1:1"}
     programs.append(Program(saving, PLAIN))
     saving.stepped()
