@@ -15,6 +15,7 @@ from task_helpers import FakeBackend, wait_for
 from marathon_tf.contract.plan import Round, RoundCause, RoundKind
 from marathon_tf.task import rendezvous as ld
 from marathon_tf.task.discovery import Observation
+from marathon_tf.task.rendezvous import leader as leader_side
 from marathon_tf.task.rendezvous.relay import Mirror, Tree
 from marathon_tf.task.status_server import StatusServer, TaskStatus
 
@@ -86,7 +87,7 @@ class Job:
     """The leader (worker-0), and the followers worker-1..6 (1 and 2 relays), each on its own status endpoint; what
     the leader answered, by whom and of what kind."""
 
-    def __init__(self, backend):
+    def __init__(self, backend, long_poll=2.0):
         self.stop = threading.Event()
         self.parts: list = []
         self.answers: list[tuple[str, str, int]] = []  # (who asked, redirect/whole/delta, bytes)
@@ -106,7 +107,7 @@ class Job:
             follower = ld.FollowerRendezvous(lambda: Observation(self.lead_at, "ok"), FakeBackend(), MEMBERS,
                                              ("worker", i), job=JOB, session=requests.Session(), stop=self.stop,
                                              rng=random.Random(i), schedule=(0.02, 0.1), fallback=30.0,
-                                             long_poll=2.0, leader_task="worker-0", relay_pause=1.0,
+                                             long_poll=long_poll, leader_task="worker-0", relay_pause=1.0,
                                              serve=status.port if tree.serves(("worker", i)) else None)
             if follower.serve is not None:
                 status.add_route(ld.PATH, follower.handle)
@@ -135,7 +136,7 @@ class Job:
 @pytest.fixture
 def job():
     made: list[Job] = []
-    yield lambda backend: made.append(Job(backend)) or made[-1]
+    yield lambda backend, **kw: made.append(Job(backend, **kw)) or made[-1]
     for j in made:
         j.close()
 
@@ -239,3 +240,32 @@ def test_a_relay_of_a_forming_job_has_a_view_for_its_followers_before_the_job_fo
     found = _everyone(j, lambda i: i in (3, 4, 5))
     assert all(f[("worker", 6)] == "10.0.0.6:6" for f in found.values())
     assert not {who for who, kind, _ in j.answers if kind != "redirect"} - {"worker-1", "worker-2"}, j.answers
+
+
+def test_a_follower_whose_relay_is_gone_hears_of_a_new_plan_at_once_from_the_leader(job, monkeypatch):
+    """A relay that died stays registered for a while; once that lapses, its followers wait at the leader for a new
+    registration — and still hear of every change there at once, a new plan (a round) as well as a move."""
+    monkeypatch.setattr(leader_side, "REGISTERED_FOR", 0.5)
+    backend = FakeBackend({("worker", i): f"10.0.0.{i}:{i}" for i in range(1, 7)})
+    j = job(backend, long_poll=20.0)
+    _everyone(j, lambda i: True)
+    wait_for(lambda: j.followers[3].relay_address and j.followers[5].relay_address, 10, what="relayed")
+    j.followers[1].close()  # worker-1, their relay, is gone
+    j.servers[1].close()
+
+    def move(i, address):
+        backend.addresses[("worker", i)] = address
+        for k in (3, 5):
+            wait_for(lambda k=k: j.followers[k].view.peers.get(("worker", i)) == address, 10,
+                     what=f"the move of worker-{i} at worker-{k}")
+
+    move(4, "10.0.9.4:44")  # their polls at the relay were refused: now at the leader, relay=0 (1 s here)
+    time.sleep(1.5)
+    move(6, "10.0.9.6:66")  # their next polls: at the leader, waiting for worker-1 to register again
+    time.sleep(0.3)
+    round_ = Round(1, RoundKind.RESTART, RoundCause.FAILURE, "worker-2 failed", grace=0.0)
+    began = time.monotonic()
+    j.lead.coordinator.start_round(round_)
+    for k in (3, 5):
+        wait_for(lambda k=k: j.followers[k].restart_round()[1] == round_, 5, what=f"the round at worker-{k}")
+    assert time.monotonic() - began < 5

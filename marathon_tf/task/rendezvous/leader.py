@@ -132,8 +132,6 @@ class LeaderRendezvous(Side):
                 missing[p] = held[naming.task_name(*p)]
                 del present[p]
         self.view.update(present, missing)
-        if self._relay_waits:
-            self._wake_relay_waits()
 
     def recheck(self) -> None:
         """The placement looked again: show the view through its new verdict."""
@@ -235,13 +233,6 @@ class LeaderRendezvous(Side):
         if wait is None:
             wait = self._relay_waits[relay] = self.view.condition()
         return wait
-
-    def _wake_relay_waits(self) -> None:
-        """The view is complete: the followers waiting for their relay's registration take it from here."""
-        with self.view.cond:
-            if not self.view.lacking():
-                for wait in self._relay_waits.values():
-                    wait.notify_all()
 
     # -- the loop ---------------------------------------------------------------------------------
     def _loop(self) -> None:

@@ -147,10 +147,22 @@ class View:
         #: peers whose absence leaves the view complete: an elastic job's standbys (apps outside its membership)
         self.optional: frozenset[PeerKey] = frozenset()
         self._lock = lock
+        self._also: list[threading.Condition] = []  # notified at every change too (condition())
 
     def condition(self) -> threading.Condition:
-        """Another condition on the view's lock (the leader's waits for a relay)."""
-        return threading.Condition(self._lock)
+        """Another condition on the view's lock, notified at every change like ``cond`` (the leader's waits for a
+        relay: a follower waiting there still hears of a new version or plan)."""
+        with self.cond:
+            made = threading.Condition(self._lock)
+            self._also.append(made)
+            return made
+
+    def _notify(self) -> None:
+        self.cond.notify_all()
+        for also in self._also:
+            also.notify_all()
+        if not self.lacking():
+            self.formed.notify_all()
 
     def lacking(self) -> dict[PeerKey, str]:
         """The missing peers the view needs (its standbys left out)."""
@@ -163,9 +175,7 @@ class View:
             self.deltas.append((self.version + 1, diff(self.peers, peers), diff(self.missing, missing)))
             self.peers, self.missing = dict(peers), dict(missing)
             self.version += 1
-            self.cond.notify_all()
-            if not self.lacking():
-                self.formed.notify_all()
+            self._notify()
             return True
 
     @property
@@ -199,9 +209,7 @@ class View:
             self.optional = optional
         self.deltas.append((self.version + 1, {}, {}))
         self.version += 1
-        self.cond.notify_all()
-        if not self.lacking():
-            self.formed.notify_all()
+        self._notify()
         return True
 
     def wake(self) -> None:
