@@ -27,7 +27,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from marathon_tf.contract import naming
 from marathon_tf.task.discovery import PeerKey
 from marathon_tf.task.rendezvous.view import HISTORY, Poll, WholeCache
 
@@ -108,8 +107,8 @@ class Mirror:
             return
         with self.cond:
             same = leader == self.leader
-            if same and version < self.version:
-                return  # an older answer (cannot come from one leader's long polls; kept out anyway)
+            if same and version <= self.version:
+                return  # nothing new (a long poll that timed out), or older (kept out)
             if doc.get("delta") and same:
                 dpeers, dmissing = _names(doc.get("peers")), _names(doc.get("missing"))
                 peers = {k: v for k, v in {**self.peers, **dpeers}.items() if v is not None}
@@ -175,8 +174,3 @@ class Mirror:
                 body, packed = (json.dumps(self.document(delta), sort_keys=True) + "\n").encode(), None
         return poll.answer(body, packed)
 
-
-def relay_task(tree: Tree, me: PeerKey | None) -> str | None:
-    """The task name of ``me``'s relay (None: none)."""
-    relay = tree.relay_of(me)
-    return naming.task_name(*relay) if relay is not None else None
