@@ -342,11 +342,18 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False, mo
     from_leader: list[tuple[float, int, float]] = []
     leader_url = f"http://127.0.0.1:{own[0].port}"
 
+    scale = total / (len(sample) + 1)  # direct: every simulated task stands for as many
+
+    def stands_for(who: str) -> float:
+        """How many tasks a request's sender (its X-Sim) stands for."""
+        if who == "follower":
+            return scale
+        return weight.get(int(who.rpartition("-")[2]), 1.0) if who.startswith("follower-") else 1.0
+
     def count_leader(resp, *args, **kwargs):
         if resp.url.startswith(leader_url):
-            who = resp.request.headers.get("X-Sim", "")
             from_leader.append((time.monotonic(), int(resp.headers.get("Content-Length") or 0),
-                                1.0 if who == "relay" else weight.get(int(who.rpartition("-")[2] or 0), 1.0)))
+                                stands_for(resp.request.headers.get("X-Sim", ""))))
 
     def ctx(i):
         return TaskContext(job=JOB, role="worker", index=i, cluster={"worker": total}, discovery="marathon",
@@ -404,13 +411,6 @@ def _simulate(total: int, simulated: int, watch: float, direct: bool = False, mo
         s.close()
     sink.terminate()
     sink.wait(10)
-
-    scale = total / (len(sample) + 1)  # direct: every simulated task stands for as many
-
-    def stands_for(who: str) -> float:
-        if who == "follower":
-            return scale
-        return weight.get(int(who.rpartition("-")[2]), 1.0) if who.startswith("follower-") else 1.0
 
     def load(t0, t1):
         req = byt = 0.0

@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
-from urllib.parse import quote, urljoin, urlsplit, urlunsplit
+from urllib.parse import quote, urlencode, urljoin, urlsplit, urlunsplit
 
 import requests
 import urllib3
@@ -330,10 +330,6 @@ class FanoutResponse:
     def __init__(self, status_code: int, content: bytes, headers: Mapping[str, str]):
         self.status_code, self.content, self.headers = status_code, content, headers
 
-    @property
-    def ok(self) -> bool:
-        return self.status_code < 400
-
     def json(self) -> Any:
         return json.loads(self.content)
 
@@ -360,8 +356,6 @@ class FanoutSession:
     def request(self, method: str, url: str, *, params: Mapping[str, str] | None = None, json: Any = None,
                 headers: Mapping[str, str] | None = None, timeout: Any = 3.0,
                 allow_redirects: bool = False) -> FanoutResponse:
-        from urllib.parse import urlencode
-
         if params:
             url += ("&" if "?" in url else "?") + urlencode(params)
         head = dict(headers or {})

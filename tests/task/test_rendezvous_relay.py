@@ -109,8 +109,8 @@ class Job:
                                              rng=random.Random(i), schedule=(0.02, 0.1), fallback=30.0,
                                              long_poll=long_poll, leader_task="worker-0", relay_pause=1.0,
                                              serve=status.port if tree.serves(("worker", i)) else None)
-            if follower.serve is not None:
-                status.add_route(ld.PATH, follower.handle)
+            if follower.mirror is not None:
+                status.add_route(ld.PATH, follower.mirror.handle)
             self.followers[i] = follower
             self.parts.append(follower.start())
 
@@ -183,7 +183,7 @@ def test_a_relay_that_fails_its_followers_sends_them_to_the_leader_until_it_serv
     wait_for(lambda: j.followers[3].relay_address and j.followers[5].relay_address, 10, what="relayed")
     away = threading.Event()  # set: worker-1's relay answers 503 (it went away)
     relay = j.followers[1]
-    j.servers[1].add_route(ld.PATH, lambda q: (503, {"message": "gone"}) if away.is_set() else relay.handle(q))
+    j.servers[1].add_route(ld.PATH, lambda q: (503, {"message": "gone"}) if away.is_set() else relay.mirror.handle(q))
     away.set()
     # once their polls in flight at the relay end (2 s long polls here), the next is refused: to the leader
     wait_for(lambda: j.followers[3].relay_address is None and j.followers[5].relay_address is None, 10,

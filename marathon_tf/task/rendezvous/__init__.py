@@ -170,8 +170,8 @@ def make_rendezvous(ctx: TaskContext, environ: Mapping[str, str], backend: Backe
                                   serve=serve)
     if server is not None:
         server.add_route(HINT_PATH, follower.hint)
-    if serve is not None:
-        server.add_route(PATH, follower.handle)
+    if follower.mirror is not None:  # (serve is set: the leader's view as this relay took it)
+        server.add_route(PATH, follower.mirror.handle)
         log(f"relaying the rendezvous view to {len(members) // max(1, len(tree.relays))} follower(s) or so: "
             f"GET {PATH} on the status port")
     log(f"following the rendezvous leader {naming.task_name(*leader)}")

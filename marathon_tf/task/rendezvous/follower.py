@@ -151,12 +151,6 @@ class FollowerRendezvous(Side):
                 return
             delay = min(cap, delay * 2)
 
-    def handle(self, query: Mapping[str, str]) -> tuple:
-        """``GET /rendezvous`` at a relay: the leader's view as this relay took it (:class:`.relay.Mirror`)."""
-        if self.mirror is None:
-            return 404, {"message": "this task is not a relay of the rendezvous"}
-        return self.mirror.handle(query)
-
     def close(self) -> None:
         super().close()
         if self.mirror is not None:

@@ -185,15 +185,20 @@ class LeaderRendezvous(Side):
         view = self.view
         with view.cond:
             # complete=1 (a forming follower, even one that knows no leader yet): only the complete view
-            (view.formed if poll.complete else view.cond).wait_for(lambda: self._done() or (
-                (poll.leader != self.leader_id or view.version != poll.after)
-                and (not poll.complete or not view.lacking())), timeout=max(0.0, deadline - time.monotonic()))
+            (view.formed if poll.complete else view.cond).wait_for(lambda: self._done() or self._news(poll),
+                                                                   timeout=max(0.0, deadline - time.monotonic()))
             delta = view.since(poll.after) if poll.leader == self.leader_id else None
             if delta is None:  # every follower gets the same whole view: encoded once
                 body, packed = self._whole.get(view.version, self.leader_id, lambda: self._document(None))
             else:
                 body, packed = (json.dumps(self._document(delta), sort_keys=True) + "\n").encode(), None
         return poll.answer(body, packed)
+
+    def _news(self, poll: Poll) -> bool:
+        """Whether the view has what ``poll`` waits for: another leader or version (with ``complete=1``: and
+        nothing missing). Call with the view's lock held."""
+        return ((poll.leader != self.leader_id or self.view.version != poll.after)
+                and (not poll.complete or not self.view.lacking()))
 
     # -- relays (a large job: :mod:`.relay`) ------------------------------------------------------
     def _relaying(self, query: Mapping[str, str], poll: Poll) -> dict[str, Any] | None:
@@ -212,9 +217,8 @@ class LeaderRendezvous(Side):
             return None
         view = self.view
         with view.cond:
-            self._relay_wait(relay).wait_for(lambda: self._done() or self._registered(relay) is not None or (
-                (poll.leader != self.leader_id or view.version != poll.after)
-                and (not poll.complete or not view.lacking())), timeout=poll.wait)
+            self._relay_wait(relay).wait_for(
+                lambda: self._done() or self._registered(relay) is not None or self._news(poll), timeout=poll.wait)
             at = self._registered(relay)
             if at is None:
                 return None

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from marathon_tf.task.discovery import PeerKey
-from marathon_tf.task.rendezvous.view import HISTORY, Poll, WholeCache
+from marathon_tf.task.rendezvous.view import HISTORY, Poll, WholeCache, changes
 
 __all__ = ["Tree", "Mirror", "FANOUT", "RELAY_ABOVE", "RELAY_PAUSE", "REGISTERED_FOR"]
 
@@ -73,12 +73,6 @@ def _names(value: Any) -> dict[str, str | None]:
     return {str(k): v for k, v in value.items() if isinstance(v, str) or v is None}
 
 
-def _diff(old: Mapping[str, str], new: Mapping[str, str]) -> dict[str, str | None]:
-    out: dict[str, str | None] = {k: v for k, v in new.items() if old.get(k) != v}
-    out.update({k: None for k in old if k not in new})
-    return out
-
-
 class Mirror:
     """What a relay serves: its leader's view as last taken (:meth:`take`), at the leader's own versions, with the
     changes between them (each a set of final values, so a follower between two of them still patches right), and
@@ -116,7 +110,7 @@ class Mirror:
             else:
                 peers = {k: v for k, v in _names(doc.get("peers")).items() if v is not None}
                 missing = {k: v for k, v in _names(doc.get("missing")).items() if v is not None}
-                dpeers, dmissing = _diff(self.peers, peers), _diff(self.missing, missing)
+                dpeers, dmissing = changes(self.peers, peers), changes(self.missing, missing)
             if same:
                 self.history.append((self.version, version, dpeers, dmissing))
             else:

@@ -29,7 +29,7 @@ from marathon_tf.task.discovery import PeerKey, missing_message
 from marathon_tf.task.rendezvous.base import Progress, Rendezvous
 
 __all__ = ["PATH", "HINT_PATH", "MAX_WAIT", "LONG_POLL", "HISTORY", "GZIP_FROM", "View", "Side", "Poll", "WholeCache",
-           "names", "patch", "keys", "diff", "cluster_key"]
+           "names", "patch", "keys", "changes", "diff", "cluster_key"]
 
 PATH = RENDEZVOUS.path   # (contract/taskapi.py lists every route of the status port)
 HINT_PATH = LEADER.path
@@ -232,10 +232,16 @@ class View:
         return peers, missing
 
 
-def diff(old: Mapping[PeerKey, str], new: Mapping[PeerKey, str]) -> dict[str, str | None]:
-    out: dict[str, str | None] = {naming.task_name(*k): v for k, v in new.items() if old.get(k) != v}
-    out.update({naming.task_name(*k): None for k in old if k not in new})
+def changes(old: Mapping[Any, str], new: Mapping[Any, str]) -> dict[Any, str | None]:
+    """What turns ``old`` into ``new``: each changed or added key's new value, each removed key None."""
+    out: dict[Any, str | None] = {k: v for k, v in new.items() if old.get(k) != v}
+    out.update({k: None for k in old if k not in new})
     return out
+
+
+def diff(old: Mapping[PeerKey, str], new: Mapping[PeerKey, str]) -> dict[str, str | None]:
+    """:func:`changes` by task name (the wire's)."""
+    return {naming.task_name(*k): v for k, v in changes(old, new).items()}
 
 
 class Side(Rendezvous):
