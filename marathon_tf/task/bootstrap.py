@@ -97,6 +97,7 @@ from marathon_tf.task.membership import FixedMembership, Settled
 from marathon_tf.task.observer import TaskObserver
 from marathon_tf.task.policy import Decision, ExitPolicy, decider_task, is_decider, startup_reason
 from marathon_tf.task.prewarm import ForkedProcess, Prewarmer
+from marathon_tf.task.reconcile import Seen, Step, next_step
 from marathon_tf.task.rendezvous import (
     Coordinator,
     DirectRendezvous,
@@ -541,9 +542,9 @@ class Bootstrap:
 
     def _supervise(self) -> int:
         """Run the program until this task's part in the job is over; the bootstrap's exit code.
-        Every tick: the task stopped (:meth:`Restarter.stopped`), the job's group restarting, a hang,
-        a restarted peer, the program's end (the policy's :class:`~marathon_tf.task.policy.Decision`:
-        start it again, or :meth:`_finished`), a peer that moved (:meth:`_watch`)."""
+        The task's reconcile loop (:mod:`marathon_tf.task.reconcile`): every tick, one look (:meth:`_look`: the
+        task stopped, the plan's round it has not followed, its program's end, a hang, a peer restarted under it,
+        a watch due), one :class:`~marathon_tf.task.reconcile.Step` from it, and that step's effects."""
         restarts = self.restarts
         restarts.begin()  # rounds before this program are not ours to follow
         me, _ = self._members()
@@ -557,41 +558,58 @@ class Bootstrap:
             code = trainer.wait(timeout=self.tick)
             self._logdir_step()
             self.observer.tick(code is None, self._peer_addresses)
-            if self._stop.is_set():
+            seen = self._look(code, watching and self.clock() >= next_watch)
+            step = next_step(seen)
+            if step is Step.RUN:
+                continue
+            if step is Step.STOP:
                 return self._stopped(trainer)
-            round_ = restarts.new_round()
-            if round_ is not None:  # the keeper restarts the job's group: not this program's failure
-                trainer = self._again(restarts.stop_for_round(trainer, round_))
-                next_watch = self._next_watch()
-                continue
-            hung = self.watchdog.overdue() if code is None else None
-            if hung:  # the progress watchdog: a hang is a failure like any other
-                hung = self.observer.hang(hung)  # names the peer it waits for, when known
-                _log(f"{hung}: stopping the training program")
-                code = trainer.stop(self.grace)
-            peer = restarts.peer_restarted_under() if code is None else None
-            if peer:
-                trainer = self._again(restarts.stop_for_peer(trainer, peer))
-                next_watch = self._next_watch()
-                continue
-            if code is not None:
-                self.restore_gate.program_back()  # (ended without a step: nothing restores now)
-                decision = restarts.ended(trainer, code, hung)
-                if decision is None:  # the program's 143 came from the task's own stop
-                    return self._stopped(trainer)
-                if decision.space:  # it failed on a full logdir: room first (bounded), then as decided
-                    decision = restarts.await_space(decision)
-                    if decision is None:
-                        return restarts.stop_code()
-                if not decision.restart:
-                    return self._finished(code, decision)
-                trainer = self._again(restarts.prepare(trainer, decision))
-                next_watch = self._next_watch()
-                continue
-            if watching and self.clock() >= next_watch:
+            if step is Step.FOLLOW:  # the keeper restarts the job's group: not this program's failure
+                assert seen.round is not None
+                trainer = self._again(restarts.stop_for_round(trainer, seen.round))
+            elif step is Step.PEER:
+                assert seen.peer_restarted is not None
+                trainer = self._again(restarts.stop_for_peer(trainer, seen.peer_restarted))
+            elif step is Step.WATCH:
                 trainer = self._watch(trainer)
-                next_watch = self._next_watch()
+            else:  # HUNG, ENDED: the program's end, as the policy decides it
+                hung = None
+                if step is Step.HUNG:  # the progress watchdog: a hang is a failure like any other
+                    hung = self.observer.hang(seen.hung or "")  # names the peer it waits for, when known
+                    _log(f"{hung}: stopping the training program")
+                    code = trainer.stop(self.grace)
+                assert code is not None
+                after = self._ended(trainer, code, hung)
+                if isinstance(after, int):
+                    return after
+                trainer = after
+            next_watch = self._next_watch()
         return restarts.stop_code()  # stopped while the program waited to start again
+
+    def _look(self, code: int | None, watch_due: bool) -> Seen:
+        """What the loop sees now, its program's exit code ``code`` given (None: it runs). The plan's round is
+        not read once the task is stopped (its stop reports the round its program ran in)."""
+        stopping = self._stop.is_set()
+        running = code is None
+        return Seen(stopping=stopping, round=None if stopping else self.restarts.new_round(), exit_code=code,
+                    hung=self.watchdog.overdue() if running else None,
+                    peer_restarted=self.restarts.peer_restarted_under() if running else None, watch_due=watch_due)
+
+    def _ended(self, trainer: Trainer, code: int, hung: str | None) -> Trainer | None | int:
+        """The program ended with ``code`` (stopped as ``hung``, or by itself): the program started again
+        (None: the task was stopped meanwhile), or the bootstrap's exit code."""
+        restarts = self.restarts
+        self.restore_gate.program_back()  # (ended without a step: nothing restores now)
+        decision = restarts.ended(trainer, code, hung)
+        if decision is None:  # the program's 143 came from the task's own stop
+            return self._stopped(trainer)
+        if decision.space:  # it failed on a full logdir: room first (bounded), then as decided
+            decision = restarts.await_space(decision)
+            if decision is None:
+                return restarts.stop_code()
+        if not decision.restart:
+            return self._finished(code, decision)
+        return self._again(restarts.prepare(trainer, decision))
 
     def _stopped(self, trainer: Trainer) -> int:
         """The task was stopped while its program ran: the program's stop (a save round first), then the
