@@ -17,6 +17,7 @@ and transitions").
 ``policy``           what a program's end leads to (pure): Action, Decision, the table, the reasons
 ``machine``          the task's state machine: phase × event → phase, the one writer of its phase
 ``reconcile``        the reconcile step (pure): one look each tick (Seen) → the one thing to do (Step)
+``sizing``           an elastic job's size (pure): each change (form, grow, shrink, below min) and who restarts
 ``jobpolicy``        the job-aware exit policy: each end recorded in the job's ledger, then decided
 ``restarts``         the bootstrap's restart half (Restarter): rounds, in place, backoff, the stop
 ``saving``           save rounds: the deciding task's program saves now (on request, before every

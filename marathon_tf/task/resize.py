@@ -3,7 +3,7 @@
 :class:`Resizer` runs in the deciding task's bootstrap beside the rendezvous leader
 (:class:`~marathon_tf.task.rendezvous.LeaderRendezvous`), whose view says which of the elastic role's
 apps run now (a standby that Marathon placed appears there with its address; a member whose task is
-gone disappears). From that it decides, with the pure table :func:`marathon_tf.task.policy.plan_resize`:
+gone disappears). From that it decides, with the pure table :func:`marathon_tf.task.sizing.plan_resize`:
 
 * **form**: the job starts once ``min`` of them run (and the deciding task, when it is one of them),
   taking in any others placed within :data:`BATCH` s;
@@ -43,10 +43,11 @@ from marathon_tf.contract.plan import Round, RoundCause, RoundKind
 from marathon_tf.contract.taskenv import TaskContext
 from marathon_tf.marathon import transport
 from marathon_tf.task.machine import TaskMachine
-from marathon_tf.task.policy import BELOW_MIN, FORM, GROW, Resize, decider_task, plan_resize
+from marathon_tf.task.policy import decider_task
 from marathon_tf.task.rendezvous.coordinator import Coordinator
 from marathon_tf.task.rendezvous.view import View
 from marathon_tf.task.saving import Saving
+from marathon_tf.task.sizing import BELOW_MIN, FORM, GROW, Resize, plan_resize
 from marathon_tf.task.status_server import TaskStatus
 from marathon_tf.task.timeline import TaskEvents
 
