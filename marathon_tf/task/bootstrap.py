@@ -127,6 +127,10 @@ SPEC_FILE = "cluster_spec.json"
 RESTART_BACKOFF = BACKOFF  # repeated failures: in-place restarts wait 1, 2, 4 ... s, at most 30 s (the first: none)
 
 
+#: Seconds a task's first program waits at most for the new address of a peer whose task a deployment replaced.
+ADDRESS_WAIT = 10.0
+
+
 def _log(message: str) -> None:
     stderr.log(message)  # every credential the task holds scrubbed
 
@@ -549,8 +553,8 @@ class Bootstrap:
         restarts.begin()  # rounds before this program are not ours to follow
         me, _ = self._members()
         if me is not None:  # relaunched elsewhere, or a scale: the peers restart for the new spec first
-            restarts.await_peers_took(self.ctx.task, self.endpoints[me])
-            self._take_moves()  # a peer that restarted meanwhile: its new address, before the program has the old
+            relaunched = restarts.await_peers_took(self.ctx.task, self.endpoints[me])
+            self._await_addresses(relaunched)  # a peer that restarted meanwhile: its new address, not the old
         trainer: Trainer | None = self._start_trainer()
         watching = len(self.endpoints) > 1 and self._backend is not None
         next_watch = self._next_watch()
@@ -585,6 +589,28 @@ class Bootstrap:
                 trainer = after
             next_watch = self._next_watch()
         return restarts.stop_code()  # stopped while the program waited to start again
+
+    def _await_addresses(self, relaunched: frozenset[str], timeout: float = ADDRESS_WAIT) -> None:
+        """Before the first program starts: the peers that moved meanwhile, and a new address for each of
+        ``relaunched`` (a deployment replaced its task: the rendezvous may still show the old task's, as Mesos-DNS
+        does until its next refresh), at most ``timeout`` s; the spec rewritten. A program started with the old
+        address would only be restarted at the first watch (a MultiWorkerMirrored group's collectives are fixed
+        at its start)."""
+        waiting = set(relaunched)
+        deadline, said = self.clock() + timeout, False
+        while True:
+            waiting -= {naming.task_name(*peer) for peer in self._take_moves()}
+            if not waiting or self._backend is None or self._stop.is_set():
+                return
+            if self.clock() >= deadline:
+                _log(f"no new address of {', '.join(sorted(waiting))} within {timeout:g} s: starting with the one "
+                     f"the rendezvous has")
+                return
+            if not said:
+                _log(f"waiting for the new address of {', '.join(sorted(waiting))} (its task was replaced; at most "
+                     f"{timeout:g} s)")
+                said = True
+            self._stop.wait(0.1)
 
     def _look(self, code: int | None, watch_due: bool) -> Seen:
         """What the loop sees now, its program's exit code ``code`` given (None: it runs). The plan's round is

@@ -55,6 +55,8 @@ SIGTERM_WAIT = 1.0
 PEER_RESTARTS, PEER_SETTLE, PEER_GRACE = 5, 1.0, 1.0
 #: Seconds a relaunched task's first program waits at most for its peers to take its new address.
 RELAUNCH_SETTLE = 60.0
+#: Why a peer is waited for while a deployment replaces its task (:meth:`Restarter.await_peers_took`).
+RELAUNCHING = "it restarts with the job's new configuration"
 #: Seconds a stopped task waits at most, once its program has ended, for Marathon's word on why it was stopped
 #: (:class:`StopAsked`, asked since the stop began: a new configuration's stop is a planned restart).
 STOP_ASK_WAIT = 2.0
@@ -165,7 +167,7 @@ class Restarter:
         """The first program is about to start: the rounds published before it are not its to follow."""
         self._leader, self._generation = self._current_round()
 
-    def await_peers_took(self, me: str, address: str, timeout: float = RELAUNCH_SETTLE) -> None:
+    def await_peers_took(self, me: str, address: str, timeout: float = RELAUNCH_SETTLE) -> frozenset[str]:
         """Before this task's first program starts: every peer its program would lose state with, whose spec
         still holds another address for this task (it was relaunched elsewhere: the peer restarts with the
         rewritten spec once it sees the move), has taken this one (its ``/status`` ``peers``). A program
@@ -180,29 +182,32 @@ class Restarter:
         elastic worker from the worker's session (TensorFlow's ClusterSpec propagation), not from its spec,
         and does not restart when one moves (:meth:`marathon_tf.task.bootstrap.Bootstrap._take_moves`): a
         relaunched deciding task waited the whole :data:`RELAUNCH_SETTLE` for it. Needs Marathon (to find the
-        peers' status ports)."""
+        peers' status ports). The peers a deployment replaced meanwhile (their new tasks have new addresses, which
+        the rendezvous may not show yet: :meth:`marathon_tf.task.bootstrap.Bootstrap._await_addresses`)."""
         mwms = self.ctx.style == "multi_worker_mirrored"
         held_address = not mwms and self.ctx.role not in self.ctx.elastic  # (a ps's own spec holds this task)
         roles = ("chief", "worker") if mwms else \
             ("ps", "worker") if self.ctx.style == "parameter_server" and self.ctx.role == "chief" else ("ps",)
         if self.control is None or self.ctx.role not in ("chief", "worker") or \
                 not (mwms or self.ctx.cluster.get("ps")):
-            return
-        deadline, stale_seen = self.clock() + timeout, False
+            return frozenset()
+        deadline, stale_seen, relaunched = self.clock() + timeout, False, set()
         while not self._stop.is_set():
             stale = self._stale_peers(me, address, roles, read_status=held_address)
+            relaunched |= {peer for peer, why in stale.items() if why == RELAUNCHING}
             if not stale:
                 if stale_seen:  # they re-rendered: give their programs the moment they take to restart
                     self._stop.wait(0.5)
-                return
+                return frozenset(relaunched)
             if not stale_seen:
                 self.log("waiting before the program starts for "
                          + ", ".join(f"{peer} ({why})" for peer, why in stale.items()))
                 stale_seen = True
             if self.clock() >= deadline:
                 self.log(f"{', '.join(stale)} not settled within {timeout:g} s: starting anyway")
-                return
+                return frozenset(relaunched)
             self._stop.wait(0.25)
+        return frozenset()
 
     def _stale_peers(self, me: str, address: str, roles: tuple[str, ...], read_status: bool = True) -> dict[str, str]:
         """The peers of ``roles`` not settled for ``me`` at ``address``, with why: a deployment is replacing
@@ -225,7 +230,7 @@ class Restarter:
                 app = apps.get(naming.app_id(self.ctx.job, role, index))
                 task = newest_running(app)
                 if app is not None and app.deployments and (task is None or replaced(app, task)):
-                    stale[name] = "it restarts with the job's new configuration"
+                    stale[name] = RELAUNCHING
                     continue
                 url = task_url(app, task, self.ctx.status_port_name, "/status") \
                     if read_status and app and task is not None else None

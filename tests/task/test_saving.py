@@ -745,9 +745,44 @@ def test_a_new_multi_worker_mirrored_worker_waits_for_the_peers_a_scale_is_repla
     boot = Bootstrap(ctx, {}, ["true"], control=Control())
     logs: list[str] = []
     boot.restarts.log = logs.append
-    boot.restarts.await_peers_took("worker-2", "10.0.0.4:3333", timeout=10)
+    assert boot.restarts.await_peers_took("worker-2", "10.0.0.4:3333", timeout=10) == {"worker-1"}  # replaced
     assert len(looks) == 5
     assert logs == ["waiting before the program starts for worker-1 (it restarts with the job's new configuration)"]
+
+
+def test_a_new_worker_starts_with_the_new_address_of_a_peer_a_deployment_replaced(monkeypatch):
+    """The same scale under load (a CI run with three xdist workers): the deployment had replaced worker-1's task
+    when worker-2 looked, but the rendezvous still held the old task's address (Mesos-DNS lists it until its next
+    refresh): worker-2's program started with it and was restarted 0.4 s later at the first watch. The first
+    program now waits (bounded) for the replaced peer's new address; a peer that comes back where it was costs at
+    most the bound, said in one line."""
+    from marathon_tf.task import bootstrap as B
+
+    ctx = TaskContext(job="j", role="worker", index=2, cluster={"worker": 3}, style="multi_worker_mirrored")
+    boot = B.Bootstrap(ctx, {}, ["true"])
+    old, new = "127.0.0.1:56135", "127.0.0.1:50915"
+    boot.endpoints.update({("worker", 0): "127.0.0.1:1", ("worker", 1): old, ("worker", 2): "127.0.0.1:3"})
+    answers = [{}, {}, {("worker", 1): new}]
+
+    class View:
+        def moved(self, current):
+            assert current[("worker", 1)] == boot.endpoints[("worker", 1)]
+            return answers.pop(0) if answers else {}
+
+    boot.rendezvous, boot._backend = View(), object()  # type: ignore[assignment]
+    rendered, logs = [], []
+    monkeypatch.setattr(boot, "_render", lambda: rendered.append(dict(boot.endpoints)))
+    monkeypatch.setattr(B, "_log", logs.append)
+    boot._await_addresses(frozenset({"worker-1"}), timeout=5)
+    assert boot.endpoints[("worker", 1)] == new and len(rendered) == 1 and not answers
+    assert logs[0] == "waiting for the new address of worker-1 (its task was replaced; at most 5 s)"
+    began = time.monotonic()  # back where it was: the bound, then the address the rendezvous has
+    boot._await_addresses(frozenset({"worker-1"}), timeout=0.5)
+    assert 0.5 <= time.monotonic() - began < 2 and boot.endpoints[("worker", 1)] == new
+    assert logs[-1] == "no new address of worker-1 within 0.5 s: starting with the one the rendezvous has"
+    logs.clear()
+    boot._await_addresses(frozenset(), timeout=5)  # nothing replaced: one look, no wait
+    assert logs == [] and len(rendered) == 1
 
 
 def test_a_stopped_task_tells_the_keeper_only_after_its_save_round():
