@@ -44,6 +44,7 @@ stream starts over: ``revive.py``).
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,24 @@ _NOT_FORWARDED = {"connection", "host", "content-length", "transfer-encoding", "
 _NOT_RETURNED = {"connection", "content-length", "transfer-encoding", "keep-alive", "date", "server"}
 
 
+def _reserve(host: str, port: int) -> socket.socket | None:
+    """Hold ``port`` on ``host`` without listening (None: it cannot be held: taken already, or another error)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server's: its closed connections' TIME_WAIT
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def _let_go(inst: Instance) -> None:
+    if inst.reserved is not None:
+        inst.reserved.close()
+        inst.reserved = None
+
+
 def marathon_route(path: str) -> bool:
     """Whether ``path`` is one of Marathon's own routes (which only the leader serves)."""
     return path == "/ping" or path == "/v2" or path.startswith("/v2/")
@@ -94,6 +113,10 @@ class Instance:
     frozen: asyncio.Event | None = field(default=None, repr=False)
     #: dead with its host off the network (it drops every packet): a connect to it times out, none is refused
     unreachable: bool = False
+    #: while dead: its port, bound and not listening (a connect to it is refused, as to a crashed server's), so
+    #: that no other socket of this machine (an outgoing connection's ephemeral port) takes it before it starts
+    #: again — a host's port stays its Marathon's across a crash
+    reserved: socket.socket | None = field(default=None, repr=False)
 
     @property
     def host_port(self) -> str:
@@ -135,6 +158,7 @@ class Leadership:
         self._add_admin_routes(app, inst)
         runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=2.0)
         await runner.setup()
+        _let_go(inst)
         try:
             await self.listen("Marathon API", self.host, inst.port, web.TCPSite(runner, self.host, inst.port).start())
         except BaseException:
@@ -169,6 +193,7 @@ class Leadership:
             if handler.transport is not None:
                 handler.transport.abort()
         await runner.cleanup()
+        inst.reserved = _reserve(self.host, inst.port)
         if inst is self.named and self._election is None:
             self._schedule_election(after=inst)  # standbys name the dead one until its session expires
 
@@ -198,6 +223,7 @@ class Leadership:
             self._election.cancel()
             self._election = None
         for inst in self.instances:
+            _let_go(inst)
             if inst.runner is not None:
                 inst.alive = False
                 await inst.runner.cleanup()

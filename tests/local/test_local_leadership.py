@@ -9,6 +9,8 @@ whose defaults the local cluster has, has the same code for all of it.
 from __future__ import annotations
 
 import base64
+import errno
+import socket
 import time
 
 import pytest
@@ -168,6 +170,31 @@ def test_a_killed_leader_is_replaced_and_the_tasks_run_on(stock_ha):
     ha.start_instance(leader)  # back, as a standby
     assert requests.get(leader + "/v2/leader", timeout=10).json() == {"leader": host_port(a)}
     assert requests.get(leader + "/v2/info", timeout=10).headers["X-Marathon-Via"] == f"1.1 {host_port(leader)}"
+
+
+def test_a_dead_instances_port_stays_its_own_refusing_connections_until_it_starts_again(ha):
+    # A crashed Marathon's host keeps its port: nothing else of this machine may take it meanwhile (an outgoing
+    # connection's ephemeral port did once, and the instance could not start again on it), and a connect to it
+    # is refused as to any port nobody listens on.
+    leader, a, _ = ha.marathon_urls
+    port = int(leader.rsplit(":", 1)[1])
+    assert ha.kill_instance(a) == a
+    assert ha.kill_leader() == leader
+    for url in (leader, a):
+        with pytest.raises(requests.ConnectionError):
+            requests.get(url + "/ping", timeout=5)
+    with socket.socket() as other:
+        with pytest.raises(OSError) as taken:
+            other.bind(("127.0.0.1", port))
+        assert taken.value.errno == errno.EADDRINUSE
+    for url in (leader, a):
+        ha.start_instance(url)
+        assert requests.get(url + "/_local/instances", timeout=10).status_code == 200  # the same port, listening
+    ha.kill_instance(a)
+    ha.stop()  # whatever is dead lets go of its port with the cluster
+    with socket.socket() as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as a server would: TIME_WAIT is free
+        other.bind(("127.0.0.1", int(a.rsplit(":", 1)[1])))
 
 
 def test_the_admin_api_kills_the_leader_even_through_itself(ha):
