@@ -9,7 +9,7 @@ import random
 import socket
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 __all__ = ["PortAllocator", "PortInUse", "busy_ports", "runner_ports"]
 
@@ -133,7 +133,7 @@ class PortAllocator:
         self._recent[port] = (now, claimed)
         return True
 
-    def allocate(self, n: int, candidates: list[int] | None = None, host: str | None = None,
+    def allocate(self, n: int, candidates: Sequence[int] | None = None, host: str | None = None,
                  keep: Iterable[int] = ()) -> list[int]:
         """``n`` distinct free ports: any the kernel hands out, or (``candidates``: an agent's free
         port ranges) chosen at random among those, as Marathon picks dynamic ports from an offer.

@@ -32,14 +32,16 @@ cluster's scheduler places its tasks with :func:`match`; the user's admission ch
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 from .agents import AgentInfo
 from .resources import Resource, Value, attribute_text
 
-__all__ = ["REASON_FUNNEL", "Match", "NoMatch", "match", "funnel", "meets_constraint", "field_value"]
+__all__ = ["REASON_FUNNEL", "FreePorts", "Match", "NoMatch", "match", "funnel", "meets_constraint", "field_value"]
 
 #: ``mesosphere.mesos.NoOfferMatchReason.reasonFunnel`` (Marathon 1.6-1.11; 1.4-1.5 lack
 #: ``AgentMaintenance`` and ``DeclinedScarceResources``).
@@ -50,13 +52,59 @@ _SCALAR_REASON = {"cpus": "InsufficientCpus", "mem": "InsufficientMemory", "disk
                   "gpus": "InsufficientGpus"}
 
 
+class FreePorts(Sequence[int]):
+    """The ports of an offer's ``ranges`` (``(begin, end)``, inclusive, not overlapping) less ``taken``, in
+    order; counted without being listed, and listed only when read by index: an agent's 10,000-port range
+    listed for each app and agent cost ~0.5 ms each, and the admission check, which reads the first few, asks
+    it a dozen times per ``deploy`` or ``scale``. Equal to a list of the same ports."""
+
+    def __init__(self, ranges: Iterable[tuple[int, int]], taken: Iterable[int] = ()) -> None:
+        self._ranges = tuple(ranges)
+        self._taken = frozenset(taken)
+        inside = sum(1 for p in self._taken if any(b <= p <= e for b, e in self._ranges))
+        self._len = sum(e - b + 1 for b, e in self._ranges) - inside
+        self._listed: list[int] | None = None
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[int]:
+        taken = self._taken
+        for b, e in self._ranges:
+            yield from (p for p in range(b, e + 1) if p not in taken) if taken else range(b, e + 1)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice) and index.step in (None, 1) and (index.start or 0) >= 0 \
+                and index.stop is not None and index.stop >= 0:
+            return list(itertools.islice(self, index.start, index.stop))  # the first few: no list of them all
+        if self._listed is None:
+            self._listed = list(self)
+        return self._listed[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (FreePorts, list, tuple)):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # (equal to a list, as mutable as one's value: unhashable)
+
+    def __repr__(self) -> str:
+        return f"FreePorts({list(self._ranges)!r}, {len(self)} free)"
+
+
 @dataclass
 class Match:
     agent: AgentInfo
     #: What the task takes of the agent (scalars by role; ports are added once allocated).
     consumed: list[Resource]
     #: The ports it may take (enforced agents: free ports of its roles' ranges; None: any free port).
-    port_candidates: list[int] | None
+    port_candidates: Sequence[int] | None
     port_role: str = "*"
     gpus: tuple[int, ...] = ()
 
@@ -219,10 +267,7 @@ def match(spec: dict, agent: AgentInfo, offer: list[Resource], placed: Sequence[
     ports_taken = set(taken_ports)
     for r in offer:
         if r.name == "ports" and r.role in roles and isinstance(r.value, tuple):
-            # none taken (every admission check): the ranges as they are, without a test per port (an agent's
-            # 10,000-port range cost ~0.5 ms per app and agent, a dozen times per deploy or scale)
-            candidates = [p for b, e in r.value for p in range(b, e + 1) if p not in ports_taken] if ports_taken \
-                else [p for b, e in r.value for p in range(b, e + 1)]
+            candidates = FreePorts(r.value, ports_taken)
             if len(candidates) >= wanted:
                 return Match(agent, consumed, candidates, port_role=r.role, gpus=gpus)
     return NoMatch(agent, ["InsufficientPorts"], offer)

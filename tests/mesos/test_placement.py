@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from marathon_tf.mesos.agents import AgentInfo, free_resources
-from marathon_tf.mesos.placement import REASON_FUNNEL, Match, NoMatch, funnel, match, meets_constraint
+from marathon_tf.mesos.placement import REASON_FUNNEL, FreePorts, Match, NoMatch, funnel, match, meets_constraint
 from marathon_tf.mesos.resources import Resource, parse_attributes, parse_resources
 
 
@@ -33,6 +33,18 @@ def test_an_offer_that_fits_gives_resources_and_ports():
     assert m.port_candidates == [31000, 31001, 31002]
     m = _match({"cpus": 1, "mem": 512}, taken_ports=[31000, 31001, 31002])
     assert isinstance(m, NoMatch) and m.reasons == ["InsufficientPorts"]
+
+
+def test_the_free_ports_of_an_offer_are_its_ranges_less_those_taken_counted_without_being_listed():
+    listed = [p for p in range(31000, 41000) if p not in {31001, 40999, 50000}] + [45000, 45001]
+    free = FreePorts(((31000, 40999), (45000, 45001)), {31001, 40999, 50000})  # 50000: in no range
+    assert len(free) == len(listed) == 10000 and free._listed is None
+    assert free[:3] == [31000, 31002, 31003] and free[:0] == [] and free._listed is None  # the first few: no list
+    assert free == listed and list(free) == listed and free[-1] == 45001 and free[2:5] == listed[2:5]
+    assert free[::2] == listed[::2] and free[-2:] == [45000, 45001]
+    assert FreePorts([], ()) == [] and not FreePorts([(1, 2)], (1, 2)) and FreePorts([(5, 6)]) == (5, 6)
+    m = _match({"cpus": 1, "mem": 512}, taken_ports=[31001])
+    assert isinstance(m, Match) and m.port_candidates == [31000, 31002]
 
 
 def test_every_failing_check_is_a_reason_and_the_funnel_keeps_the_first():
