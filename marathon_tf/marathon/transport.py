@@ -43,6 +43,8 @@ from urllib.parse import quote, urlencode, urljoin, urlsplit, urlunsplit
 import requests
 import urllib3
 from requests.adapters import HTTPAdapter
+from requests.sessions import merge_setting
+from requests.utils import get_environ_proxies
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
@@ -426,7 +428,34 @@ def mount(target: requests.Session, *, max_bytes: int | None = None, deadline: D
     return target
 
 
-class _Through(requests.Session):
+class _Session(requests.Session):
+    """``requests``' session, reading the environment's proxies (``*_proxy``, ``no_proxy``) and CA bundle
+    (``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE``) once per origin for its life, as ``requests`` itself would for
+    each request (its scan of the whole environment was a fifth of the CPU of a CLI's requests to a local
+    server). Settings are merged as ``requests`` merges them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._environ: dict[tuple[Any, ...], tuple[dict[str, str], str | None]] = {}
+
+    def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any) -> Any:
+        if not self.trust_env:
+            return super().merge_environment_settings(url, proxies, stream, verify, cert)
+        no_proxy = proxies.get("no_proxy") if proxies is not None else None
+        key = (origin(str(url)), no_proxy)
+        if key not in self._environ:
+            self._environ[key] = (get_environ_proxies(url, no_proxy=no_proxy),
+                                  os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE"))
+        env_proxies, bundle = self._environ[key]
+        for k, v in env_proxies.items() if proxies is not None else ():
+            proxies.setdefault(k, v)
+        if (verify is True or verify is None) and bundle:
+            verify = bundle
+        return {"proxies": merge_setting(proxies, self.proxies), "stream": merge_setting(stream, self.stream),
+                "verify": merge_setting(verify, self.verify), "cert": merge_setting(cert, self.cert)}
+
+
+class _Through(_Session):
     """A session that hands the requests to some origins to another session (see :func:`session`)."""
 
     def __init__(self, other: requests.Session, urls: Iterable[str]):
@@ -463,7 +492,7 @@ def session(*, max_bytes: int | None = None, deadline: Deadline = lambda: None, 
     credentials and settings (the agent API that the local runner serves on Marathon's own port). In a
     task whose bootstrap installed its job key (:func:`marathon_tf.contract.taskauth.install`), its
     requests to the control routes of the job's other tasks carry it."""
-    made = mount(requests.Session() if through is None else _Through(*through), max_bytes=max_bytes,
+    made = mount(_Session() if through is None else _Through(*through), max_bytes=max_bytes,
                  deadline=deadline)
     made.verify = verify
     made.headers.update(headers or {})
