@@ -6,6 +6,7 @@ job file.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -65,9 +66,15 @@ def _lower_first(msg: str) -> str:
     return msg
 
 
+@functools.cache
+def _job_schema() -> _JobSchema:
+    """The job's schema, made once (a schema is reusable; making one copies every declared field)."""
+    return _JobSchema()
+
+
 def _schema_at(path: str) -> Schema | None:
     """The schema of the object holding ``path`` (``roles.wokrer`` → the roles schema)."""
-    schema: Schema = _JobSchema()
+    schema: Schema = _job_schema()
     parts = [p for p in re.split(r"\.|\[\d+\]", path) if p][:-1]
     for part in parts:
         f = schema.fields.get(part)
@@ -186,7 +193,7 @@ def _fetch_problems(data: Any, base_dir: Path | None) -> list[tuple[str, str]]:
 def load_dict(data: Any, *, source: str = "job.json", base_dir: Path | None = None) -> JobSpec:
     """Validate an already-parsed job; raises :class:`SpecError` listing every problem."""
     try:
-        spec: JobSpec = _JobSchema().load(data)
+        spec: JobSpec = _job_schema().load(data)
     except ValidationError as e:
         raise SpecError(source, _problems(data, e.messages) + _fetch_problems(data, base_dir)) from None
     spec = replace(spec, source=source)

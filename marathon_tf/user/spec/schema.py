@@ -5,6 +5,7 @@ across keys (roles a style needs, completion, GPUs and the containerizer…), an
 
 from __future__ import annotations
 
+import functools
 import re
 from types import MappingProxyType
 from typing import Any
@@ -104,13 +105,18 @@ class _FetchSchema(_Base):
     dest_path = _Str()
 
 
+@functools.cache
+def _fetch_schema() -> _FetchSchema:
+    return _FetchSchema()  # made once: a schema is reusable
+
+
 class _FetchField(fields.Field):
     def _deserialize(self, value, attr, data, **kwargs):
         if isinstance(value, str):
             value = {"uri": value}
         if not isinstance(value, dict):
             raise ValidationError('must be a URI string or {"uri": ...}')
-        return _FetchSchema().load(value)
+        return _fetch_schema().load(value)
 
 
 class _DiscoverySchema(_Base):
