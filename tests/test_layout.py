@@ -144,8 +144,8 @@ def test_the_users_side_never_imports_the_local_clusters_model_of_mesos():
     assert found == [], "production admission imports the imitation:\n" + "\n".join(found)
 
 
-#: all the Mesos model imports besides itself and ``contract``: no I/O, no threads, no clock
-MESOS_MAY_USE = {"__future__", "collections", "dataclasses", "math", "re", "typing"}  # (collections.abc: its typing)
+#: all the Mesos model imports besides itself and ``contract``: no I/O, no threads, no clock (collections.abc: typing)
+MESOS_MAY_USE = {"__future__", "collections", "dataclasses", "itertools", "math", "re", "typing"}
 
 
 def test_the_mesos_model_is_pure():
