@@ -447,8 +447,9 @@ class _Session(requests.Session):
             self._environ[key] = (get_environ_proxies(url, no_proxy=no_proxy),
                                   os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE"))
         env_proxies, bundle = self._environ[key]
-        for k, v in env_proxies.items() if proxies is not None else ():
-            proxies.setdefault(k, v)
+        if proxies is not None:
+            for k, v in env_proxies.items():
+                proxies.setdefault(k, v)
         if (verify is True or verify is None) and bundle:
             verify = bundle
         return {"proxies": merge_setting(proxies, self.proxies), "stream": merge_setting(stream, self.stream),

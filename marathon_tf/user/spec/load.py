@@ -6,7 +6,6 @@ job file.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -22,7 +21,7 @@ from marshmallow import Schema, ValidationError, fields
 from marathon_tf.contract.errors import SpecError
 from marathon_tf.user.spec.hints import closest
 from marathon_tf.user.spec.model import JobSpec
-from marathon_tf.user.spec.schema import _FetchField, _FetchSchema, _JobSchema
+from marathon_tf.user.spec.schema import _FetchField, fetch_schema, job_schema
 
 __all__ = ["load_job", "load_dict", "parse_json", "with_counts", "MAX_JOB_FILE"]
 
@@ -66,15 +65,9 @@ def _lower_first(msg: str) -> str:
     return msg
 
 
-@functools.cache
-def _job_schema() -> _JobSchema:
-    """The job's schema, made once (a schema is reusable; making one copies every declared field)."""
-    return _JobSchema()
-
-
 def _schema_at(path: str) -> Schema | None:
     """The schema of the object holding ``path`` (``roles.wokrer`` → the roles schema)."""
-    schema: Schema = _job_schema()
+    schema: Schema = job_schema()
     parts = [p for p in re.split(r"\.|\[\d+\]", path) if p][:-1]
     for part in parts:
         f = schema.fields.get(part)
@@ -83,7 +76,7 @@ def _schema_at(path: str) -> Schema | None:
         if isinstance(f, fields.Nested):
             schema = f.schema
         elif isinstance(f, _FetchField):
-            schema = _FetchSchema()
+            schema = fetch_schema()
         else:
             return None
     return schema
@@ -193,7 +186,7 @@ def _fetch_problems(data: Any, base_dir: Path | None) -> list[tuple[str, str]]:
 def load_dict(data: Any, *, source: str = "job.json", base_dir: Path | None = None) -> JobSpec:
     """Validate an already-parsed job; raises :class:`SpecError` listing every problem."""
     try:
-        spec: JobSpec = _job_schema().load(data)
+        spec: JobSpec = job_schema().load(data)
     except ValidationError as e:
         raise SpecError(source, _problems(data, e.messages) + _fetch_problems(data, base_dir)) from None
     spec = replace(spec, source=source)
