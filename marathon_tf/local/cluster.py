@@ -16,6 +16,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,33 @@ from .versions import SCALE_APPS_INTERVAL, played
 ZK_SESSION_TIMEOUT = 10.0
 
 __all__ = ["LocalCluster", "PortInUse", "busy_ports", "serve"]
+
+
+#: How long the caller's thread blocks at a time while it waits on the loop (see :func:`_result`).
+WAKE_SLICE = 0.2
+
+
+def _result(future: Any, timeout: float) -> Any:
+    """``future.result(timeout)``, waited for in slices of :data:`WAKE_SLICE`. A signal the kernel hands
+    to another of the process's threads only sets Python's flag: the main thread runs the handler (a
+    second Ctrl-C's kill of every task) when it next wakes, which in one long wait is when the stop's
+    graces are over."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return future.result(timeout=min(WAKE_SLICE, max(0.0, deadline - time.monotonic())))
+        except TimeoutError:
+            if future.done() or time.monotonic() >= deadline:
+                raise
+
+
+def _wait(event: threading.Event, timeout: float | None = None) -> bool:
+    """``event.wait(timeout)`` in slices of :data:`WAKE_SLICE` (as :func:`_result`)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not event.wait(WAKE_SLICE if deadline is None else min(WAKE_SLICE, max(0.0, deadline - time.monotonic()))):
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+    return True
 
 
 def _url_host(host: str) -> str:
@@ -243,12 +271,12 @@ class LocalCluster:
             self.launcher.kill_all_now()  # interpreters pre-warmed before a start that never came
             return
         if self._stopping:
-            self._done.wait(90)
+            _wait(self._done, 90)
             return
         self._stopping = True
         try:
             if self._thread and self._thread.is_alive():
-                asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(timeout=60)
+                _result(asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop), 60)
         finally:
             if self._rt is not None:
                 self._rt.launcher.kill_all_now()
@@ -281,7 +309,7 @@ class LocalCluster:
 
     def serve_forever(self) -> None:
         """Block until :meth:`stop` has finished (called from another thread)."""
-        self._done.wait()
+        _wait(self._done)
 
     def __enter__(self) -> LocalCluster:
         return self.start()
@@ -294,11 +322,11 @@ class LocalCluster:
         """Run a coroutine, or a plain function, on the cluster's loop and return its result."""
         assert self._loop is not None, "cluster not started"
         if asyncio.iscoroutine(coro_or_fn):
-            return asyncio.run_coroutine_threadsafe(coro_or_fn, self._loop).result(timeout)
+            return _result(asyncio.run_coroutine_threadsafe(coro_or_fn, self._loop), timeout)
 
         async def run() -> Any:
             return coro_or_fn()
-        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)
+        return _result(asyncio.run_coroutine_threadsafe(run(), self._loop), timeout)
 
     @property
     def faults(self) -> FaultInjector:
