@@ -6,7 +6,8 @@ three tasks importing TensorFlow at once take longer than one import. So the loc
 one *fork server* (:mod:`marathon_tf.task.prewarm_child`) per interpreter, options, modules and
 environment (the tasks' environment without its per-task variables,
 :func:`marathon_tf.task.prewarm_child.shared_env`), listening on ``<state>/prewarm/<n>.sock``, and
-gives each task that runs a Python program through the bootstrap its address in
+gives each task that runs a Python program through the bootstrap (``marathon-tf bootstrap`` or
+``python -m marathon_tf.bootstrap``) its address in
 ``MTF_PREWARM_SOCKET``. ``deploy --local`` starts them before anything else (``LocalCluster.prewarm``),
 so the import overlaps the runner's own start-up; ``local serve`` starts one when the first task
 that needs it is launched, and a server with no task for :data:`LINGER` seconds exits.
@@ -41,15 +42,34 @@ from marathon_tf.task.prewarm import SOCKET_VAR, python_command, resolve_interpr
 from marathon_tf.task.prewarm_child import shared_env
 from marathon_tf.task.supervisor import _die_with_parent
 
-__all__ = ["WarmPool", "LINGER", "bootstrap_command"]
+__all__ = ["WarmPool", "LINGER", "BOOTSTRAP_MODULE", "bootstrap_command"]
 
 #: Seconds a shared server with no connected task and no program stays up (``local serve``).
 LINGER = 300.0
 
 
+#: The bootstrap's module, as ``python -m`` names it (the README's other form of ``marathon-tf bootstrap``).
+BOOTSTRAP_MODULE = "marathon_tf.bootstrap"
+
+
+def _bootstrap_args(argv: Sequence[str]) -> Sequence[str] | None:
+    """The bootstrap's own arguments in ``marathon-tf bootstrap ARGS`` or ``python [options] -m
+    marathon_tf.bootstrap ARGS``; None for any other command."""
+    if len(argv) >= 2 and os.path.basename(argv[0]) == "marathon-tf" and argv[1] == "bootstrap":
+        return argv[2:]
+    pc = python_command(argv)
+    if pc is None:
+        return None
+    at = 1 + len(pc.options)  # where ``-m`` is: each option python_command kept is one word of argv
+    if list(argv[at:at + 2]) == ["-m", BOOTSTRAP_MODULE]:
+        return argv[at + 2:]
+    return argv[at + 1:] if argv[at] == "-m" + BOOTSTRAP_MODULE else None
+
+
 def bootstrap_command(app: Mapping) -> list[str] | None:
-    """The training command of an app that runs ``marathon-tf bootstrap [options] -- cmd...``
-    (``cmd`` or ``args``); None for anything else, and for a shell-string command."""
+    """The training command of an app that runs ``marathon-tf bootstrap [options] -- cmd...`` (or
+    ``python -m marathon_tf.bootstrap [options] -- cmd...``; ``cmd`` or ``args``); None for anything
+    else, and for a shell-string command."""
     from marathon_tf.contract.errors import UsageError
     from marathon_tf.task.invocation import parse_args, shell_command
 
@@ -60,10 +80,11 @@ def bootstrap_command(app: Mapping) -> list[str] | None:
             return None
     else:
         argv = [str(a) for a in app.get("args") or []]
-    if len(argv) < 3 or os.path.basename(argv[0]) != "marathon-tf" or argv[1] != "bootstrap":
+    args = _bootstrap_args(argv)
+    if not args:
         return None
     try:
-        _, command = parse_args(argv[2:])
+        _, command = parse_args(list(args))
     except UsageError:
         return None
     return None if shell_command(command) else command

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -309,6 +310,30 @@ def _killing_the_holder_kills(holder: str, cwd: str, what: str) -> None:
 ])
 def test_which_commands_are_python_programs(argv, expected):
     assert python_command(argv) == expected
+
+
+@pytest.mark.parametrize("cmd, expected", [
+    ("marathon-tf bootstrap -- python3 train.py --steps 3", ["python3", "train.py", "--steps", "3"]),
+    ("/venv/bin/marathon-tf bootstrap --grace 5 -- python3 train.py", ["python3", "train.py"]),
+    # the README's other form of the same bootstrap: its tasks share the server too (they imported TensorFlow
+    # each in their own interpreter, the lifecycle tests' jobs included)
+    ("/venv/bin/python3 -m marathon_tf.bootstrap --watch-interval 2 --grace 5 -- python3 train.py",
+     ["python3", "train.py"]),
+    ("python3 -u -X dev -m marathon_tf.bootstrap -- python3 -m trainer", ["python3", "-m", "trainer"]),
+    ("python3 -mmarathon_tf.bootstrap -- python3 train.py", ["python3", "train.py"]),
+    ("python3 -m marathon_tf.bootstrap -- 'python3 train.py && echo done'", None),  # a shell string: sh runs it
+    ("python3 -m marathon_tf.bootstrapper -- python3 train.py", None),
+    ("python3 -m other -m marathon_tf.bootstrap -- python3 train.py", None),
+    ("python3 marathon_tf/bootstrap.py -- python3 train.py", None),
+    ("python3 -m marathon_tf.bootstrap", None),
+    ("marathon-tf deploy -- python3 train.py", None),
+    ("sh -c 'marathon-tf bootstrap -- python3 train.py'", None),
+])
+def test_which_apps_run_a_program_through_the_bootstrap(cmd, expected):
+    from marathon_tf.task.warmpool import bootstrap_command
+
+    assert bootstrap_command({"cmd": cmd}) == expected
+    assert bootstrap_command({"args": shlex.split(cmd)}) == expected  # the same as the app's args
 
 
 class RestartOnce(ExitPolicy):

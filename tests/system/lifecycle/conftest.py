@@ -117,9 +117,12 @@ class LocalJob:
 @pytest.fixture
 def local_cluster(tmp_path, request):
     """A started cluster as :func:`_clusters` makes them (Mesos-DNS refreshed every 0.5 s); a test marked
-    ``stock_revive_interval`` gets Marathon's stock revive interval (5 s) instead of :data:`FAST_OFFERS`."""
+    ``stock_revive_interval`` gets Marathon's stock revive interval (5 s) instead of :data:`FAST_OFFERS`, one marked
+    ``own_prewarm`` no shared pre-warm server (each task pre-warms its own interpreter, as on a cluster)."""
     stock = request.node.get_closest_marker("stock_revive_interval") is not None
-    yield from _one_cluster(tmp_path, dns_refresh=0.5, **({"revive_interval": REVIVE_INTERVAL} if stock else {}))
+    own = request.node.get_closest_marker("own_prewarm") is not None
+    yield from _one_cluster(tmp_path, dns_refresh=0.5, own_prewarm=own,
+                            **({"revive_interval": REVIVE_INTERVAL} if stock else {}))
 
 
 @pytest.fixture
@@ -152,15 +155,19 @@ SMALL = "cpus:1;mem:4096;disk:10000;ports:[31000-32000]"
 
 
 def _clusters(tmp_path):
-    """Yields ``start(**options)``, which starts an in-process LocalCluster (marathon-tf's, with the pre-warm pool;
-    kill grace 2 s, :data:`FAST_OFFERS`) with these options; at the end each job's lines go to
-    ``<name>.lines.txt`` in ``tmp_path``, the clusters stop, and nothing may be left running."""
+    """Yields ``start(own_prewarm=False, **options)``, which starts an in-process LocalCluster (marathon-tf's, with
+    the pre-warm pool: the tasks' Python programs are forks of one import, unless ``own_prewarm``: each task
+    pre-warms its own interpreter, as on a cluster; kill grace 2 s, :data:`FAST_OFFERS`) with these options; at
+    the end each job's lines go to ``<name>.lines.txt`` in ``tmp_path``, the clusters stop, and nothing may be
+    left running."""
+    from marathon_tf.local import LocalCluster
     from marathon_tf.user.localrun import local_cluster
 
     made = []
 
-    def start(**options):
-        cluster = local_cluster(state_dir=tmp_path / "state", kill_grace=2.0, **{**FAST_OFFERS, **options})
+    def start(own_prewarm: bool = False, **options):
+        make = LocalCluster if own_prewarm else local_cluster  # (LocalCluster alone: no pool, as on a cluster)
+        cluster = make(state_dir=tmp_path / "state", kill_grace=2.0, **{**FAST_OFFERS, **options})
         cluster.start()
         cluster.jobs_started = []
         made.append(cluster)

@@ -134,7 +134,10 @@ def test_a_killed_worker_is_relaunched_at_marathons_stock_revive_interval_and_th
 
 
 @pytest.mark.timeout(150)
+@pytest.mark.own_prewarm
 def test_a_killed_ps_restarts_the_job_from_its_checkpoint(tmp_path, local_job):
+    """Also the end-to-end test whose tasks pre-warm each their own interpreter, as on a cluster (the others share
+    the local runner's pre-warm server, as ``deploy --local`` does): every program restarts in a new one."""
     job, killed_at, saved = kill_mid_training(tmp_path, local_job, "ps-0")
     status = job.wait_state(120)
     assert status["state"] == L.SUCCEEDED, status
