@@ -25,7 +25,9 @@ modules import each other, directly or round a longer loop (an import cycle), in
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -330,6 +332,69 @@ def test_no_comment_cites_a_file_outside_the_repository():
 def test_the_citation_check_finds_one():
     assert OUTSIDE.search("(FACTS §1.3)") and OUTSIDE.search("see /work/shared/background/TF_RUNTIME.md")
     assert OUTSIDE.search("``../shared/marathon-ui/build``") and not OUTSIDE.search("docs/restarts.md")
+
+
+#: What a citation of upstream source looks like: a Scala, Go, C/C++, Java, protobuf or RAML file, Marathon's
+#: ``M@1.11:`` / Mesos's ``Mesos@1.11.x:`` shorthand, a branch (``@releases/1.11``, ``releases/1.8``), a tag with a
+#: path or line (``v1.4.3:``), ``owner/repo@ref``, ``name@<commit>``, ``owner/repo#<pull>``, ``src/main/scala``.
+UPSTREAM = re.compile(  # each alternative starts with a character, the boundaries after it: one quick scan a module
+    r"\.(?<=\w\.)(?<!\bself\.)(?<!\bcls\.)(?:scala|go|cpp|hpp|cc|h|java|proto|raml)\b"
+    r"|M(?<!\wM)(?:esos)?@\d"
+    r"|releases/\d|@releases/"
+    r"|v(?<!\wv)\d+\.\d+\.\d+:(?=[\w.:])"
+    r"|/(?<=[\w.-]/)[\w.-]+(?:@[\w.]|#\d)"
+    r"|@(?<=[\w.-]@)[0-9a-f]{7,40}\b"
+    r"|src/main/(?:scala|proto|java)\b")
+
+
+def upstream_citations(source: str) -> list[tuple[int, str]]:
+    """``(line, text)`` of every comment and docstring line of ``source`` that cites upstream source
+    (:data:`UPSTREAM`). String literals that are not docstrings (messages, f-strings) are not looked at."""
+    if not UPSTREAM.search(source):  # most modules: nothing to read closer
+        return []
+    lines: list[tuple[int, str]] = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            lines.append((tok.start[0], tok.string))
+    for node in ast.walk(ast.parse(source)):  # module, class and function docstrings (and attribute ones)
+        for field in ("body", "orelse", "finalbody"):
+            statements = getattr(node, field, None)
+            for statement in statements if isinstance(statements, list) else ():
+                if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
+                        and isinstance(statement.value.value, str):
+                    lines += [(statement.value.lineno + i, text)
+                              for i, text in enumerate(statement.value.value.splitlines())]
+    return sorted({(n, text) for n, text in lines if UPSTREAM.search(text)})
+
+
+def test_no_comment_or_docstring_cites_upstream_source():
+    """The project's rule: the upstream source (repository, tag, file, line) is cited in the test that models its
+    behaviour; the package's comments and docstrings say the behaviour in plain words and cite no path outside this
+    repository (user-facing messages may still name an upstream file: they are not looked at)."""
+    found = [f"{path.relative_to(PACKAGE.parent)}:{n}: {text.strip()[:100]}"
+             for path in modules() for n, text in upstream_citations(path.read_text())]
+    assert found == [], "cite these in the test that models the behaviour, not in the code:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("source", [
+    "# Marathon's default (M@1.11:src/main/scala/mesosphere/marathon/ZookeeperConf.scala)\nX = 1\n",
+    '"""Read as apache/mesos@1.11.x:src/master/readonly_handler.cpp writes it."""\n',
+    'def f():\n    """Records as ``records/generator.go`` (mesosphere/mesos-dns@e888ef4)."""\n',
+    'class A:\n    """The labels.\n\n    kubernetes-sigs/jobset v0.12.0 ``api/jobset/v1alpha2/jobset_types.go``."""\n',
+    "x = 1  # its state/UnreachableStrategy.scala\n",
+    "#: (``.../api/v2/validation/NetworkValidation.scala``)\nY = 2\n",
+    "# ``v1.4.3:169`` the same\n", "# from mesosphere/marathon#7206\n", "# releases/1.8 relaunches it\n",
+    "# Mesos@1.11.x the same\n", "# the code of src/main/scala/mesosphere\n", "# as stout ``posix/os.hpp`` does\n",
+])
+def test_the_upstream_citation_check_finds_one(source):
+    assert upstream_citations(source), source
+
+
+def test_the_upstream_citation_check_leaves_messages_and_plain_words_alone():
+    source = ('def f(c):\n    """Marathon 1.11\'s ``--zk_session_timeout`` default, 10 s (1.6.322-2bf46b341)."""\n'
+              '    raise ValueError(f"{c} refuses (its state/UnreachableStrategy.scala)")  # as Mesos does\n'
+              '# self.go is set by the bootstrap; see docs/restarts.md and tests/local/test_local_stock.py\n')
+    assert upstream_citations(source) == []
 
 
 #: What opens an HTTP connection (or makes what does): only :mod:`marathon_tf.marathon.transport` may, where

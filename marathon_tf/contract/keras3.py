@@ -1,11 +1,10 @@
 """Keras 3 and the multi-worker strategies: what both sides say about it, in the same words.
 
 TensorFlow 2.16+ ships Keras 3 as ``tf.keras``, and Keras 3's ``model.fit`` does not run under
-``MultiWorkerMirroredStrategy`` or ``ParameterServerStrategy`` (keras-team/keras#20585, #18624:
-"Parameter server training is not supported in Keras 3"). The Keras 2 package ``tf_keras`` does,
-and TensorFlow routes ``tf.keras`` to it when ``TF_USE_LEGACY_KERAS`` is ``1``/``true``/``True``
-(read on the first use of ``tf.keras``: ``tensorflow/python/util/lazy_loader.py``,
-``KerasLazyLoader._initialize``). The user's side warns before a job is sent
+``MultiWorkerMirroredStrategy`` or ``ParameterServerStrategy`` (Keras says so itself: "Parameter
+server training is not supported in Keras 3"). The Keras 2 package ``tf_keras`` does, and TensorFlow
+routes ``tf.keras`` to it when ``TF_USE_LEGACY_KERAS`` is ``1``/``true``/``True`` (read on the first
+use of ``tf.keras``). The user's side warns before a job is sent
 (:mod:`marathon_tf.user.spec.lint`); the task side turns the error at run time into one line
 (:func:`runtime_failure`, used by the job's exit policy). Pure.
 """

@@ -1,8 +1,7 @@
 """Job-wide and role-wide placement rules: what ``["hostname", "UNIQUE"]`` means across a job's apps (pure).
 
-Marathon checks an app's constraints among that app's own instances only
-(``M@1.11:src/main/scala/mesosphere/mesos/Constraints.scala``: ``meetsConstraint(allInstances, offer,
-constraint)`` is called with the instances of one run spec). marathon-tf renders one app per task, so a
+Marathon checks an app's constraints among that app's own instances only (its constraint check is
+given the instances of one run spec). marathon-tf renders one app per task, so a
 ``UNIQUE`` copied into every app constrains nothing. The operators that compare a task with its
 siblings — ``UNIQUE``, ``MAX_PER n``, ``GROUP_BY [n]``, ``CLUSTER`` without a value (:func:`relational`)
 — are therefore kept as *rules* of a *scope*: the job's ``constraints`` hold for the tasks of every
@@ -25,8 +24,8 @@ and :data:`LABEL` (what the placement added to the app's constraints, at their e
 app's *base* constraints are its constraints without the added ones (:func:`split`); the deploy
 digest is taken over the base (:func:`strip`), so placement never looks like a change of the job.
 
-Field values follow ``Constraints.scala``: ``hostname`` / ``@hostname`` is the agent's hostname, any
-other field an attribute's text (``getValueString``: scalars with up to three decimals); LIKE / UNLIKE
+Field values follow Marathon's constraints: ``hostname`` / ``@hostname`` is the agent's hostname, any
+other field an attribute's text (scalars with up to three decimals); LIKE / UNLIKE
 match the whole value (Java's ``String.matches``); an agent without the field meets only UNLIKE.
 """
 
@@ -119,8 +118,8 @@ class Rule:
             return 0
 
     def presence(self) -> Constraint | None:
-        """An attribute rule needs the attribute (``Constraints.scala``: an offer without the field meets
-        only UNLIKE, so Marathon's own UNIQUE/MAX_PER/GROUP_BY/CLUSTER never place there)."""
+        """An attribute rule needs the attribute (in Marathon an offer without the field meets only
+        UNLIKE, so its own UNIQUE/MAX_PER/GROUP_BY/CLUSTER never place there)."""
         return None if is_hostname(self.field) else (self.field, "LIKE", ".*")
 
 

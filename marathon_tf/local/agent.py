@@ -11,7 +11,7 @@ Served by the local Marathon on its own port (on a cluster they are on each agen
 port 5051). Only files inside the agents' sandbox directories can be read. Each agent N
 answers as libprocess routes it, ``/slave(N)/state`` (its pid is ``slave(N)@<host:port>``):
 its id, hostname, resources (``resources``, ``reserved_resources``, ``unreserved_resources``,
-their ``*_full`` and ``*_allocated`` forms, as apache/mesos ``src/slave/http.cpp`` writes them)
+their ``*_full`` and ``*_allocated`` forms, as a Mesos agent writes them)
 and attributes, and its own sandboxes; ``/state`` is every agent's sandboxes together (the
 runner's one view, what ``logs`` and the web UI read).
 """

@@ -1,7 +1,6 @@
 """An agent lost and found: its tasks' TASK_UNREACHABLE, the app's ``unreachableStrategy``, the return.
 
-What a Mesos master and Marathon 1.4+ do (Marathon ``docs/docs/unreachable.md``,
-``state/UnreachableStrategy.scala``, ``core/condition/Condition.scala``):
+What a Mesos master and Marathon 1.4+ do (as Marathon documents unreachable tasks):
 
 * the master declares an agent unreachable (a real one after ``--agent_ping_timeout`` ×
   ``--max_agent_ping_timeouts``, 75 s by default; here at once) and sends TASK_UNREACHABLE for

@@ -11,12 +11,11 @@ the model (:class:`marathon_tf.mesos.agents.AgentInfo`: hostname, resources, att
 * has its own sandbox root: ``<state>/sandboxes`` for agent 1 (where it always was),
   ``<state>/agents/agent-N/sandboxes`` for the others;
 * offers the resources it was given in the Mesos agent's ``--resources`` syntax
-  (:mod:`marathon_tf.mesos.resources`); what is not given is detected as a Mesos agent does
-  (``src/slave/containerizer/containerizer.cpp``: every CPU, memory less 1 GiB, the state
-  directory's disk less 5 GiB, ports ``[31000-32000]``, no GPUs). Without any ``--resources``
-  (the default) the agent is this machine as before: it reports the machine's resources, its
-  ports are the kernel's ephemeral range, and no task is declined for its size (only for its
-  constraints and roles);
+  (:mod:`marathon_tf.mesos.resources`); what is not given is detected as a Mesos agent does (every
+  CPU, memory less 1 GiB, the state directory's disk less 5 GiB, ports ``[31000-32000]``, no GPUs).
+  Without any ``--resources`` (the default) the agent is this machine as before: it reports the
+  machine's resources, its ports are the kernel's ephemeral range, and no task is declined for its
+  size (only for its constraints and roles);
 * is ``active``, ``unreachable`` (the master lost contact: its processes run on) or ``down``
   (it died: its processes were killed); the latter two are left out of the master's ``slaves``.
 

@@ -372,8 +372,6 @@ class MarathonApi:
                 continue
             left = max(0.0, app.launch_after - now)  # QueueDelay: overdue = waiting for offers, not backed off
             # role (1.9+): the role its instances are launched with, the app's or --mesos_role's ("*")
-            # (M@1.11:docs/docs/rest-api/public/api/v2/types/queue.raml QueueObject.role;
-            # M@1.11:src/main/scala/mesosphere/marathon/raml/QueueInfoConversion.scala: info.role)
             items.append({"app": self.app_view(app, {"lastTaskFailure"}), "count": count,
                           "role": str(app.run_def.get("role") or "*"),
                           "delay": {"timeLeftSeconds": int(left), "overdue": left <= 0},

@@ -35,8 +35,7 @@ from .server import DEFAULT_FEATURES, FEATURES, Runtime, create_app
 from .taskscope import read_only
 from .versions import SCALE_APPS_INTERVAL, played
 
-#: Marathon's ``--zk_session_timeout`` default (``M@1.11:src/main/scala/mesosphere/marathon/ZookeeperConf.scala``:
-#: 10 s; ``M@1.11:`` = mesosphere/marathon@releases/1.11): how long a crashed leader is still named.
+#: Marathon 1.11's ``--zk_session_timeout`` default, 10 s: how long a crashed leader is still named.
 ZK_SESSION_TIMEOUT = 10.0
 
 __all__ = ["LocalCluster", "PortInUse", "busy_ports", "serve"]

@@ -1,5 +1,4 @@
-"""Deployment plans and their execution (mesosphere/marathon v1.4.3 ``upgrade/DeploymentPlan.scala``,
-``upgrade/DeploymentManager.scala``, ``upgrade/DeploymentActor.scala``).
+"""Deployment plans and their execution, as Marathon 1.4 plans, runs and cancels them.
 
 ``plan_steps`` diffs the current root group against a target: a StopApplication
 step for removed apps, a StartApplication step for new ones, then one step per
@@ -176,7 +175,7 @@ class DeploymentManager:
         if dep.runner is not None:
             dep.runner.cancel()
         self.readiness.forget(set(dep.affected))
-        if self.purge:  # deploymentFailed: v1.4.3 MarathonSchedulerActor.scala:283, v1.7.236:285
+        if self.purge:  # deploymentFailed on 1.4 – 1.7 purges the launch queue of the plan's apps
             self.scheduler.purge(dep.affected)
         self.bus.publish("deployment_failed", id=dep.id, plan=dep.plan_json(), reason=reason)
 

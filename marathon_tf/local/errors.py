@@ -1,5 +1,5 @@
-"""Marathon's API error responses (mesosphere/marathon v1.4.3 and releases/1.11
-``api/MarathonExceptionMapper.scala``, ``api/v2/Validation.scala``) as exceptions the server turns into JSON."""
+"""Marathon's API error responses (1.4 – 1.11: its exception mapper's and validation's bodies) as exceptions
+the server turns into JSON."""
 
 from __future__ import annotations
 

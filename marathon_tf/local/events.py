@@ -1,16 +1,12 @@
 """The event bus behind ``/v2/events``: every published event goes to every subscriber.
 
-Events are plain dicts with Marathon's fields plus ``eventType`` and ``timestamp``
-(mesosphere/marathon releases/1.11
-``core/event/Events.scala``, the case classes' fields). Subscribers are asyncio queues living on the
-server's event loop;
+Events are plain dicts with Marathon's fields plus ``eventType`` and ``timestamp`` (Marathon 1.11's
+event classes' fields). Subscribers are asyncio queues living on the server's event loop;
 ``recent`` keeps the last events for Python-side inspection in tests; ``listeners`` are told of
 every event (the state's change counter).
 
 A subscriber that does not keep up is dropped, as Marathon drops an event stream connection with
-``--event_stream_max_outstanding_messages`` (1024) events waiting for it (``M@1.8:src/main/scala/
-mesosphere/marathon/core/event/EventConf.scala``, ``.../impl/stream/HttpEventStreamHandleActor.scala``:
-``case event if outstanding.size >= maxOutStanding => dropConnection()``): its queue gets
+``--event_stream_max_outstanding_messages`` (1024) events waiting for it: its queue gets
 :data:`DROPPED` and no more events, so a stalled client costs bounded memory.
 """
 

@@ -1,11 +1,10 @@
 """Runs app instances as local processes, the way a Mesos agent would run the command.
 
-Each task gets a sandbox ``<state>/sandboxes/<task id>/`` (``stdout``/``stderr``
-files, fetched URIs, volume links) as its working directory, Marathon's task
-environment (mesosphere/marathon releases/1.11 ``mesos/TaskBuilder.scala``
-``taskContextEnv``), its own process group, and on Linux a parent-death
-signal so it dies with the runner. Killing sends SIGTERM to the task's process tree and
-SIGKILL after the grace period, as Mesos's command executor does (:mod:`.proctree`).
+Each task gets a sandbox ``<state>/sandboxes/<task id>/`` (``stdout``/``stderr`` files, fetched
+URIs, volume links) as its working directory, Marathon 1.11's task environment, its own process
+group, and on Linux a parent-death signal so it dies with the runner. Killing sends SIGTERM to the
+task's process tree and SIGKILL after the grace period, as Mesos's command executor does
+(:mod:`.proctree`).
 
 Nothing outlives the runner, whatever kills it: a simple ``cmd`` is exec'd by its
 ``/bin/sh -c`` wrapper (``exec cmd``: the command itself is the runner's child and
@@ -42,20 +41,16 @@ __all__ = ["PortAllocator", "FetchError", "Launcher", "task_env", "wants_gpus", 
            "exec_form", "volume_problem", "last_line"]
 
 #: What a task gets of the runner's own environment: what an operator passes to every task with the Mesos
-#: agent's ``--executor_environment_variables`` (apache/mesos ``src/slave/flags.cpp``: "passed to the
-#: executor, and thus subsequently task(s). By default this flag is none."). Nothing else: a Mesos
-#: agent builds the executor's environment from its own variables (``src/slave/slave.cpp``
-#: ``executorEnvironment``: that flag's, ``LIBPROCESS_*``, ``MESOS_*``), the containerizer adds
-#: ``MESOS_SANDBOX`` and the task's own (``src/slave/containerizer/mesos/containerizer.cpp``: "1) User
-#: specified environment in CommandInfo. 2) Environment returned by isolators ... 3) Environment passed
-#: from agent"), and ``PATH`` defaults to ``/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin``
-#: (``src/slave/containerizer/mesos/launch.cpp``, stout ``os::host_default_path``); the command
-#: executor hands the task its own environment plus the task's (``src/launcher/executor.cpp``). The
-#: runner's credentials, cloud keys and the rest of a developer's shell never reach a task.
+#: agent's ``--executor_environment_variables`` (none by default). Nothing else: a Mesos agent builds the
+#: executor's environment from that flag's variables, ``LIBPROCESS_*`` and ``MESOS_*``, the containerizer
+#: adds ``MESOS_SANDBOX`` and the task's own (the task's first, then the isolators', then the agent's),
+#: ``PATH`` defaults to ``/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin``, and the command
+#: executor hands the task its own environment plus the task's. The runner's credentials, cloud keys and
+#: the rest of a developer's shell never reach a task.
 PASSED_VARS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH",
                "PYTHONPATH")
 PASSED_PREFIXES = ("LC_",)
-#: ``os::host_default_path()`` (stout ``posix/os.hpp``), the PATH a Mesos task gets when none is passed.
+#: The PATH a Mesos task gets when none is passed (Mesos's host default path).
 HOST_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -108,7 +103,7 @@ def task_env(app: dict, task_id: str, version: str, ports: list[int], sandbox: s
         "MARATHON_APP_RESOURCE_DISK": _fmt_double(app.get("disk", 0)),
         "MARATHON_APP_RESOURCE_GPUS": str(int(app.get("gpus", 0) or 0)),
     })
-    # the command executor's own (src/slave/slave.cpp executorEnvironment; checkpoint: Marathon's framework asks for it)
+    # the command executor's own, as the Mesos agent sets them (checkpoint: Marathon's framework asks for it)
     mesos = {"MESOS_FRAMEWORK_ID": framework_id, "MESOS_EXECUTOR_ID": task_id, "MESOS_SLAVE_ID": agent_id,
              "MESOS_CHECKPOINT": "1" if agent_id else ""}
     env.update({k: v for k, v in mesos.items() if v})

@@ -1,38 +1,33 @@
 """HA Marathon in the local cluster: several API instances over one state, one of them the leader.
 
-Modelled on Marathon 1.11, whose defaults the local cluster has (``M@1.11`` = mesosphere/marathon
-branch ``releases/1.11``; 1.8, whose REST API the runner speaks, has the same code here):
+Modelled on Marathon 1.11, whose defaults the local cluster has (1.8, whose REST API the runner speaks,
+does the same here; tests/local/test_local_leadership.py cites the code):
 
-* Every request passes ``LeaderProxyFilter`` (mounted on ``/*``: ``M@1.11:src/main/scala/mesosphere/
-  marathon/api/HttpBindings.scala``; ``.../api/LeaderProxyFilter.scala``). The leader serves it,
+* Every request passes Marathon's ``LeaderProxyFilter`` (mounted on ``/*``). The leader serves it,
   adding ``X-Marathon-Leader: http://host:port`` (here: ``server.py``). A standby that knows the
   leader redirects ``/v2/events`` to it with a 302 (``shouldBeRedirectedToLeader``) and forwards
-  everything else (``.../api/forwarder/AsyncUrlConnectionRequestForwarder.scala``: the request's
-  headers except ``Connection``/``Host``, plus ``X-Marathon-Via: 1.1 host:port`` to catch loops
-  and ``X-Forwarded-For``; the leader's status, headers and body back, plus ``X-Marathon-Via``);
-  a leader it cannot connect to gives ``sendError(502, "Connection to leader refused.")``
-  (``.../api/forwarder/RequestForwarder.scala`` ``ERROR_STATUS_CONNECTION_REFUSED``; Jetty's HTML error
-  page, no ``X-Marathon-Leader``). With no leader known it waits for one
+  everything else (the request's headers except ``Connection``/``Host``, plus ``X-Marathon-Via: 1.1
+  host:port`` to catch loops and ``X-Forwarded-For``; the leader's status, headers and body back, plus
+  ``X-Marathon-Via``);
+  a leader it cannot connect to gives ``sendError(502, "Connection to leader refused.")`` (Jetty's HTML
+  error page, no ``X-Marathon-Leader``). With no leader known it waits for one
   (``waitForConsistentLeadership``: 11 looks, 250 ms apart), then answers 502 "Could not determine
   the current leader" as a Jetty error page (1.4–1.6: 503).
-* ``/v2/leader`` (``.../api/v2/LeaderResource.scala``): GET ``{"leader": "host:port"}``; DELETE on
-  the leader answers ``{"message": "Leadership abdicated"}`` and abdicates 500 ms later.
-* A killed leader (a crash: :meth:`Leadership.kill`) stops answering at once; for ``election_gap``
-  seconds — ``LocalCluster``'s ``zk_session_timeout``, Marathon's ``--zk_session_timeout``, 10 s by
-  default (``M@1.11:src/main/scala/mesosphere/marathon/ZookeeperConf.scala``): its ZooKeeper session
-  has not expired, so its leader node is still there — the standbys still name it, so every request
-  they forward fails with that 502 and ``/v2/events`` is redirected to the dead port; then the next
-  live instance is elected. After an abdication there is no leader for ``election_gap`` seconds
-  (standbys hold requests, then 502), then the next live instance is elected (a simplification: a real
-  1.11 leader that abdicates closes its leader latch and exits, ``.../core/election/ElectionService.scala``
-  ``abdicateLeadership``, so the next one leads once it has started).
+* ``/v2/leader``: GET ``{"leader": "host:port"}``; DELETE on the leader answers
+  ``{"message": "Leadership abdicated"}`` and abdicates 500 ms later.
+* A killed leader (a crash: :meth:`Leadership.kill`) stops answering at once; for ``election_gap`` seconds —
+  ``LocalCluster``'s ``zk_session_timeout``, Marathon's ``--zk_session_timeout``, 10 s by default: its ZooKeeper
+  session has not expired, so its leader node is still there — the standbys still name it, so every request they
+  forward fails with that 502 and ``/v2/events`` is redirected to the dead port; then the next live instance is
+  elected. After an abdication there is no leader for ``election_gap`` seconds (standbys hold requests, then 502),
+  then the next live instance is elected (a simplification: a real 1.11 leader that abdicates closes its leader
+  latch and exits, so the next one leads once it has started).
 
 Playing an older Marathon (``versions.py``): up to 1.6.392 a standby forwards with ``HttpURLConnection``,
 so a GET or DELETE whose leader refuses the connection gets 502 "Failed to successfully establish a
-connection to the leader." (the failure surfaces while the status is read: v1.4.3
-``api/LeaderProxyFilter.scala:320,325-332``) and only a PUT/POST, which fails writing its body, gets
-"Connection to leader refused." (v1.4.3 ``:286-287``; 503 on 1.4.8 – 1.4.x, v1.4.8 ``:287``); "no leader"
-is a 503 before 1.7.149.
+connection to the leader." (the failure surfaces while the status is read) and only a PUT/POST, which
+fails writing its body, gets "Connection to leader refused." (503 on 1.4.8 – 1.4.x); "no leader" is a 503
+before 1.7.149.
 
 Only Marathon's routes (``/v2/…``, ``/ping``) go through the leader. The admin API (``/_local/``),
 the Mesos master and agent endpoints and the UI are served by every live instance. The state, the
@@ -66,9 +61,9 @@ LEADER_REFUSED = "Connection to leader refused."
 PROXY_LOOP = "Detected proxying loop."
 #: ``waitForConsistentLeadership``: up to 11 looks at the election, 250 ms apart, before a 502.
 HOLD_LOOKS, HOLD_INTERVAL = 11, 0.25
-#: ``LeaderResource.abdicationDelay``
+#: How long after its DELETE ``/v2/leader`` a leader abdicates (Marathon's 500 ms).
 ABDICATION_DELAY = 0.5
-#: ``--leader_proxy_connection_timeout`` 5 s, ``--leader_proxy_read_timeout`` 10 s (``LeaderProxyConf.scala``)
+#: Marathon's ``--leader_proxy_connection_timeout`` 5 s and ``--leader_proxy_read_timeout`` 10 s defaults
 PROXY_TIMEOUT = aiohttp.ClientTimeout(sock_connect=5.0, sock_read=10.0)
 #: Not forwarded: hop-by-hop, recomputed, or already checked by this instance's security (a browser's
 #: same-origin request to a standby would read as cross-origin on the leader's port).

@@ -1,6 +1,6 @@
 """Mesos-DNS for the local Marathon: A/SRV records over DNS (dnslib) and its HTTP API.
 
-Records follow Mesos-DNS's ``records/generator.go`` (mesosphere/mesos-dns@e888ef4) for every TASK_RUNNING
+Records follow Mesos-DNS's (tests/local/test_local_mesos_dns.py cites its source) for every TASK_RUNNING
 task of app ``/g/app`` (label ``app-g``, legacy name ``app.g``; the task's host is its agent's address,
 127.0.0.N, and the canonical name ends in its agent id's tail, ``-s0`` for agent 1):
 ``<label>.marathon.mesos.`` and ``<label>.marathon.slave.mesos.`` (A), the
@@ -9,9 +9,8 @@ canonical ``<label>-<hash5>-s0.marathon[.slave].mesos.`` (A),
 .marathon.mesos.`` (SRV, named ports), ``_<label>._tcp|_udp.marathon.slave.mesos.``
 (SRV, every port); the same again for the legacy dotted name. Records are rebuilt
 from the task state every ``refresh`` seconds only (0: on every query), which
-reproduces Mesos-DNS's propagation lag. Upstream (mesosphere/mesos-dns@e888ef4): the names in
-``records/generator.go`` (``taskRecord``), the reload every ``RefreshSeconds`` and the TTL
-(defaults 60 and 60) in ``records/config.go`` and ``resolver/resolver.go``.
+reproduces Mesos-DNS's propagation lag (it reloads every ``RefreshSeconds``; its defaults: a reload and a
+TTL of 60 s).
 """
 
 from __future__ import annotations
@@ -240,8 +239,8 @@ class MesosDns:
                 "MesosAuthentication": ""}
 
     def http_app(self) -> web.Application:
-        """The ``/v1`` API (every route GET, JSON; not-found shapes as mesos-dns@e888ef4
-        ``resolver/resolver.go``'s ``Rest*`` handlers answer)."""
+        """The ``/v1`` API (every route GET, JSON; not-found shapes as Mesos-DNS's REST handlers answer
+        them)."""
 
         def key(name: str) -> str:
             name = name.lower().replace(".*", "")

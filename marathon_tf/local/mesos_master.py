@@ -6,8 +6,8 @@ and ``/mesos/master/state``, takes the agent's address from the agent's ``pid``
 (``slave(1)@host:port`` = this same server, see ``agent.py``), and reads its
 ``/state`` and ``/files/browse``.
 
-``/mesos/master/state`` and ``/mesos/master/slaves`` list the registered (reachable) agents as
-apache/mesos ``src/master/readonly_handler.cpp`` ``SlaveWriter`` writes them: ``id``,
+``/mesos/master/state`` and ``/mesos/master/slaves`` list the registered (reachable) agents as the
+Mesos master writes them: ``id``,
 ``hostname``, ``port``, ``attributes``, ``pid`` (``slave(N)@<this server>``: its ``/slave(N)/state``),
 ``registered_time``, ``resources`` (the total), ``used_resources``, ``offered_resources`` (none:
 offers are not held), ``reserved_resources`` (per role), ``unreserved_resources`` (the ``*``

@@ -1,13 +1,11 @@
 """Offer statistics per app and ``/v2/queue``'s JSON, as Marathon 1.8 keeps and writes them.
 
-Marathon counts, for each app it is launching (``core/launchqueue/impl/OfferMatchStatistics.scala``):
-processed and unused offers, the last used and unused offer, one reject reason per unused offer
-(the first of the funnel) since the launch attempt began, and the last unused offer of each
-agent; all of it is dropped when the launch is finished (nothing left to launch). ``/v2/queue``
-(``raml/QueueInfoConversion.scala``) writes ``rejectSummaryLastOffers`` from the last unused offer
-of each agent and ``rejectSummaryLaunchAttempt`` from every offer, both as the whole funnel:
-``{"reason", "declined", "processed"}`` where ``processed`` is what was left after the reasons
-before it; ``?embed=lastUnusedOffers`` adds ``lastUnusedOffers`` (``{"offer", "reason", "timestamp"}``,
+Marathon counts, for each app it is launching: processed and unused offers, the last used and unused offer, one
+reject reason per unused offer (the first of the funnel) since the launch attempt began, and the last unused offer
+of each agent; all of it is dropped when the launch is finished (nothing left to launch). ``/v2/queue`` writes
+``rejectSummaryLastOffers`` from the last unused offer of each agent and ``rejectSummaryLaunchAttempt`` from every
+offer, both as the whole funnel: ``{"reason", "declined", "processed"}`` where ``processed`` is what was left after
+the reasons before it; ``?embed=lastUnusedOffers`` adds ``lastUnusedOffers`` (``{"offer", "reason", "timestamp"}``,
 every reason of the offer).
 
 Mesos offers each agent's free resources at most once per allocation interval (1 s by default; at
@@ -51,7 +49,7 @@ class _AppStats:
 
 
 def _offer_json(result: NoMatch) -> dict:
-    """Marathon's ``Offer`` (``raml/OfferConversion.scala``); Mesos offers no resource that is used up."""
+    """Marathon's ``Offer`` as ``lastUnusedOffers`` writes it; Mesos offers no resource that is used up."""
     agent = result.agent
     return {"id": str(uuid.uuid4()), "hostname": agent.hostname, "agentId": agent.id,
             "resources": offer_resources_json(r for r in result.offer if r.value not in (0.0, ())),

@@ -3,11 +3,10 @@
 Killing a task, Mesos's command executor (the one that runs a Marathon app's ``cmd`` under the Mesos
 containerizer) sends SIGTERM to the task's whole *process tree* — every descendant of the command,
 and every process in a process group or session it meets on the way, however deep a program moved
-into a session of its own — and, after the grace period, SIGKILL to the tree the same way
-(``src/launcher/executor.cpp``: ``os::killtree(pid, SIGTERM, true, true)``, ``escalated`` with
-SIGKILL; the walk is stout's ``os/posix/killtree.hpp``: each process is stopped (SIGSTOP) before its
+into a session of its own — and, after the grace period, SIGKILL to the tree the same way (the walk is
+stout's ``killtree``, following groups and sessions: each process is stopped (SIGSTOP) before its
 children are listed, so none escapes by forking, then all get the signal, then SIGCONT; the group
-and session of the root's *parent* are never followed; apache/mesos c1b42f7).
+and session of the root's *parent* are never followed; tests/local/test_proctree.py cites the code).
 
 So on a real agent a training program gets its task's SIGTERM at the same moment as its bootstrap,
 not when the bootstrap passes it on. :func:`killtree` does the same for the local runner's tasks.

@@ -1,5 +1,4 @@
-"""Readiness checks during deployments (Marathon's ``ReadinessBehavior``,
-mesosphere/marathon releases/1.11 ``core/readiness/ReadinessCheckExecutor.scala``).
+"""Readiness checks during deployments, as Marathon 1.11's deployment steps wait for them.
 
 While a deployment step starts, scales or restarts an app with ``readinessChecks``,
 each task it waits for is probed over HTTP(S) on the port named ``portName``

@@ -1,9 +1,9 @@
 """How offers reach the local Marathon: Mesos's filters on declined offers, Marathon 1.11's suppress and revive.
 
 Pure (the time is passed in); the scheduler (``scheduler.py``) asks it which agents offer now.
-``M@1.11:`` = mesosphere/marathon branch ``releases/1.11``, ``Mesos@1.11.x:`` = apache/mesos branch ``1.11.x``.
+tests/local/test_local_stock.py cites the Marathon 1.11 and Mesos 1.11 code of each point.
 
-**Mesos** (``Mesos@1.11.x:src/master/allocator/mesos/hierarchical.cpp``):
+**Mesos 1.11** (its hierarchical allocator):
 
 * an offer the framework declines is *filtered* for the ``refuse_seconds`` it declined it with: that
   agent is not offered again while what it has free is contained in what was declined
@@ -16,20 +16,17 @@ Pure (the time is passed in); the scheduler (``scheduler.py``) asks it which age
 
 **Marathon 1.11**:
 
-* an offer it has no use for is declined with ``refuse_seconds`` = ``--decline_offer_duration``, 120 s
-  (``M@1.11:src/main/scala/mesosphere/marathon/core/launcher/OfferProcessorConfig.scala``;
-  ``.../core/launcher/impl/OfferProcessorImpl.scala`` ``declineOffer``; ``.../impl/TaskLauncherImpl.scala``);
-  what is left of an offer it used gets no filter (``acceptOffer``: ``setRefuseSeconds(0)``);
+* an offer it has no use for is declined with ``refuse_seconds`` = ``--decline_offer_duration``, 120 s;
+  what is left of an offer it used gets no filter (accepted with ``refuse_seconds`` 0);
 * it suppresses and revives offers from the stream of its instance changes and backoff delays
-  (``M@1.11:.../core/launchqueue/impl/ReviveOffersState.scala``, ``ReviveOffersStreamLogic.scala``,
-  ``ReviveOffersActor.scala``; ``--suppress_offers`` is on by default, ``.../launchqueue/ReviveOffersConfig.scala``):
+  (``--suppress_offers`` is on by default):
   every instance change and every delay change is a new state. A state in which no scheduled instance
   outside a backoff wants offers *suppresses* the role; one in which some do, after one in which none
   did, *unsuppresses* it (``UpdateFramework``, which clears the filters); one in which an instance
   began wanting offers since the last (a new instance, a backoff that ended: a higher version)
   *revives* it (``IssueRevive``, which clears them too);
-* the states pass a rate limiter first (``M@1.11:.../stream/RateLimiterFlow.scala``, after
-  ``buffer(1, OverflowStrategy.dropHead)``: the latest state waits), one pull per
+* the states pass a rate limiter first (behind a buffer of one that drops the older state: the latest
+  state waits), one pull per
   ``--min_revive_offers_interval`` (5 s): after a quiet spell two states pass at once, then one per
   interval;
 * every revive (and unsuppress) is repeated at the second tick of a timer of that interval, if the role
@@ -190,7 +187,7 @@ class ReviveOffers:
     def restart(self, now: float) -> list[str]:
         """A new leader: its stream starts over (its first state, the snapshot, takes the first pull and
         makes no call; the next state waits an interval), and it subscribes with no role suppressed
-        (``Mesos@1.11.x:.../hierarchical.cpp`` ``updateFramework``: a role no longer suppressed is revived)."""
+        (Mesos's ``updateFramework``: a role no longer suppressed is revived)."""
         self._last = self._state()
         self._pending = False
         if self.interval:

@@ -1,20 +1,17 @@
 """Which of an app's tasks Marathon kills when it has more than it should: Marathon 1.11's order.
 
-``M@1.11:`` = mesosphere/marathon branch ``releases/1.11``.
-``M@1.11:src/main/scala/mesosphere/marathon/core/deployment/ScalingProposition.scala`` ``propose``
-(called by the deployment's scale step and by the scheduler's scale check,
-``.../core/deployment/impl/DeploymentActor.scala``, ``.../MarathonSchedulerActor.scala`` ``scale``): of the
-instances whose goal is Running and that are not UnreachableInactive, it decommissions
+Marathon's ``ScalingProposition.propose`` (called by the deployment's scale step and by the scheduler's
+scale check; tests/local/test_local_stock.py cites the code): of the instances whose goal is Running and
+that are not UnreachableInactive, it decommissions
 
 1. those already sentenced (none here: an API kill with ``scale=true`` kills its own tasks);
 2. those ``Constraints.selectInstancesToKill`` picks to keep the app's ``GROUP_BY`` constraints even
-   (``M@1.11:src/main/scala/mesosphere/mesos/Constraints.scala``; only ``GROUP_BY`` selects: a task of
-   the fullest group, as long as each kill leaves every distribution off by at most one or more even
-   than before; else any task that does);
+   (only ``GROUP_BY`` selects: a task of the fullest group, as long as each kill leaves every
+   distribution off by at most one or more even than before; else any task that does);
 3. then the rest in ``sortByConditionAndDate`` order: Unreachable, Staging, Starting, Running, then any
    other condition; two staging tasks by their staging time, two running ones by when they started
-   (``activeSince``; none first), per the app's ``killSelection`` (``.../state/KillSelection.scala``:
-   ``YOUNGEST_FIRST``, the default, kills the younger first, ``OLDEST_FIRST`` the older).
+   (``activeSince``; none first), per the app's ``killSelection`` (``YOUNGEST_FIRST``, the default,
+   kills the younger first, ``OLDEST_FIRST`` the older).
 
 Pure: tasks are :class:`~marathon_tf.local.state.Task`; ``agent_of(task)`` gives a task's agent.
 """

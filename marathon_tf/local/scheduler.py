@@ -1,6 +1,6 @@
 """Keeps every app's tasks at its target: launches, relaunches with backoff, kills.
 
-``M@1.11:`` = mesosphere/marathon@releases/1.11, ``Mesos@1.11.x:`` = apache/mesos@1.11.x (paths in them).
+Modelled on Marathon 1.11 and Mesos 1.11 (the tests under tests/local/ cite their code).
 
 Marathon's scheduler in miniature. A reconcile pass per app compares the tasks
 of the current run spec (``AppState.run_def``/``target``, set by deployment
@@ -8,23 +8,19 @@ steps) with the target: it kills tasks of an old config (all at once when the
 upgrade strategy allows no over-capacity, else after the new ones are healthy)
 and surplus tasks (``killSelection``), and launches missing ones once the
 backoff delay has passed. Every exit, even code 0, is relaunched; TASK_FAILED
-and TASK_FINISHED grow the delay, TASK_KILLED does not (mesosphere/marathon releases/1.11
-``core/task/update/impl/steps/NotifyRateLimiterStepImpl.scala``, ``core/launchqueue/impl/RateLimiter.scala``).
+and TASK_FINISHED grow the delay, TASK_KILLED does not (as Marathon 1.11's rate limiter counts them).
 
 A task is launched on the first agent whose offer fits it (:mod:`marathon_tf.mesos.placement`; agents with
-fewer tasks first), or waits in the queue with the offers' reasons counted (``offers.py``). Which agents
-offer is Mesos's and Marathon 1.11's (``revive.py``): an offer nobody used is declined with a filter
-(``offer_filter`` seconds, Marathon's ``--decline_offer_duration``), Marathon suppresses offers while
-nothing wants them and revives them (clearing the filters) when a task is queued, at most once per
-``revive_interval`` (``--min_revive_offers_interval``); the master offers agents with GPUs only to a
-Marathon with ``gpu_resources`` (``filter_gpu_resources``, the Mesos master's ``--filter_gpu_resources``:
-``Mesos@1.11.x:src/master/allocator/mesos/hierarchical.cpp`` ``isCapableOfReceivingAgent``). Surplus tasks
-are killed in Marathon 1.11's order (``scaling.py``), and a kill is a ``TASK_KILLING`` first only with
-the ``task_killing`` feature (Marathon's ``--enable_features task_killing`` gives its framework the
-``TASK_KILLING_STATE`` capability, ``M@1.11:src/main/scala/mesosphere/marathon/MarathonSchedulerDriver.scala``;
-without it Mesos's executor sends none, ``Mesos@1.11.x:src/launcher/executor.cpp`` ``kill``): the task
-stays TASK_RUNNING, in ``/v2/apps`` and Mesos-DNS, until it is TASK_KILLED.
-An agent that is lost (``agentloss.py``) turns its tasks TASK_UNREACHABLE; the app's
+fewer tasks first), or waits in the queue with the offers' reasons counted (``offers.py``). Which agents offer is
+Mesos's and Marathon 1.11's (``revive.py``): an offer nobody used is declined with a filter (``offer_filter``
+seconds, Marathon's ``--decline_offer_duration``), Marathon suppresses offers while nothing wants them and revives
+them (clearing the filters) when a task is queued, at most once per ``revive_interval``
+(``--min_revive_offers_interval``); the master offers agents with GPUs only to a Marathon with ``gpu_resources``
+(``filter_gpu_resources``, the Mesos master's ``--filter_gpu_resources``). Surplus tasks are killed in Marathon
+1.11's order (``scaling.py``), and a kill is a ``TASK_KILLING`` first only with the ``task_killing`` feature
+(Marathon's ``--enable_features task_killing`` gives its framework the ``TASK_KILLING_STATE`` capability; without it
+Mesos's command executor sends none): the task stays TASK_RUNNING, in ``/v2/apps`` and Mesos-DNS, until it is
+TASK_KILLED. An agent that is lost (``agentloss.py``) turns its tasks TASK_UNREACHABLE; the app's
 ``unreachableStrategy`` then decides when they are replaced and forgotten.
 
 Playing Marathon 1.4 – 1.7 (``versions.py``), an app's missing tasks are not always in the launch
@@ -62,9 +58,8 @@ from .versions import SCALE_APPS_INTERVAL
 
 __all__ = ["Scheduler", "ALLOCATION_INTERVAL", "SCALE_APPS_INTERVAL"]
 
-#: The Mesos master's ``--allocation_interval`` (``Mesos@1.11.x:src/master/constants.hpp``
-#: ``DEFAULT_ALLOCATION_INTERVAL``, 1 s): an agent whose offer was used or declined is offered again
-#: at the next batch allocation.
+#: The Mesos master's ``--allocation_interval`` (1 s by default): an agent whose offer was used or declined
+#: is offered again at the next batch allocation.
 ALLOCATION_INTERVAL = 1.0
 
 _CONDITION = {"TASK_STAGING": "Staging", "TASK_RUNNING": "Running", "TASK_KILLING": "Killing",
@@ -157,15 +152,14 @@ class Scheduler:
     def run_pass(self) -> None:
         """Every app: its kills, then Marathon's suppress/revive told what wants offers, then launches on
         this pass's offers; the offers no launch used are declined (filtered), also those made while
-        every waiting app is backed off (Marathon declines an offer no launcher wants:
-        ``M@1.11:.../core/launcher/impl/OfferProcessorImpl.scala``)."""
+        every waiting app is backed off (Marathon declines an offer no launcher wants)."""
         if self.stopping:
             return
         now = time.monotonic()
         queued = {app.id: self.reconcile(app) for app in list(self.state.apps.values())}
         # the instances wanting offers, by app and configuration: a new configuration's are new instances
-        # (M@1.11:.../deployment/impl/TaskReplaceActor.scala decommissions the old scheduled ones and
-        # schedules new ones; ReviveOffersState gives new instances a new version: a revive)
+        # (Marathon's replace step decommissions the old scheduled ones and schedules new ones, which its
+        # revive logic sees as a new version: a revive)
         keys = {a: f"{a}@{getattr(self.state.apps.get(a), 'run_config_version', '')}" for a in queued}
         wanting = {keys[a]: n for a, (n, _) in queued.items() if n > 0}
         changed, self._changed = self._changed, False
@@ -190,7 +184,7 @@ class Scheduler:
 
     def scale_check(self) -> None:
         """Marathon's periodic ``ScaleRunSpecs``: every app no deployment holds gets its missing tasks
-        queued (a locked one is skipped: ``MarathonSchedulerActor.scala`` ``withLockFor``)."""
+        queued (a locked one is skipped, as Marathon's ``withLockFor`` does)."""
         self._next_scale_check = time.monotonic() + self.scale_apps_interval
         for app_id in sorted(self.unqueued):
             if not self.locked(app_id):
@@ -438,9 +432,8 @@ class Scheduler:
 
     def scale_run_spec(self, app_id: str) -> None:
         """A task of ``app_id`` became terminal or UnreachableInactive: Marathon 1.4 – 1.7 send
-        ``ScaleRunSpec`` (v1.4.3 ``core/task/update/impl/steps/ScaleAppUpdateStepImpl.scala:25,44``), which
-        is dropped while a deployment holds the app and no step of it is starting the app (v1.4.3
-        ``MarathonSchedulerActor.scala:169``, v1.7.236 ``:146-159``), else queues every missing task."""
+        ``ScaleRunSpec``, which is dropped while a deployment holds the app and no step of it is starting the
+        app, else queues every missing task."""
         if not self.deployment_lock:
             return
         if self.locked(app_id) and not self.starting(app_id):
@@ -479,9 +472,8 @@ class Scheduler:
         """Kill a task: SIGTERM then SIGKILL after the grace period, TASK_KILLING first only with the
         ``task_killing`` feature (one whose agent is lost cannot be reached: it is expunged).
         ``decommission``: Marathon changed the instance's goal (a scale down, an upgrade), which it
-        publishes as an ``instance_changed_event`` of the unchanged condition
-        (``M@1.11:.../core/instance/update/InstanceChangedEventsGenerator.scala``: a goal change is a
-        state change; ``.../core/deployment/impl/DeploymentActor.scala`` ``decommissionInstances``)."""
+        publishes as an ``instance_changed_event`` of the unchanged condition (a goal change is a state
+        change for Marathon 1.11's event generator)."""
         if task.killing or not task.active:
             return
         if task.unreachable_since is not None:

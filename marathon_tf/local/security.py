@@ -24,10 +24,9 @@ visits must not be able to reach it. One aiohttp middleware checks, in order:
    token of their own in a sandbox file, scoped to their job (:mod:`~marathon_tf.local.taskscope`:
    read the job, record its end; anything else is 403). Refused basic auth is answered
    as Marathon's ``--http_credentials`` does: Jetty's ``BasicAuthenticator``
-   (``ConstraintSecurityHandler`` on ``/*``, ``M@1.8:src/main/scala/mesosphere/
-   marathon/api/HttpModule.scala``) sends 401, ``WWW-Authenticate: basic
-   realm="Mesosphere"`` (``--http_realm``'s default, ``HttpConf.scala``) and its
-   HTML error page; a token is refused with JSON, as DC/OS's auth plugin does.
+   (a ``ConstraintSecurityHandler`` on ``/*``) sends 401, ``WWW-Authenticate: basic
+   realm="Mesosphere"`` (``--http_realm``'s default) and its HTML error page; a token is
+   refused with JSON, as DC/OS's auth plugin does.
 4. Bodies of state-changing requests must be ``application/json``: 415
    ``{"message": "Unsupported Media Type"}`` as Marathon's Jersey resources answer.
 
@@ -58,8 +57,8 @@ _UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 #: Content types a ``<script src>`` runs (what a cross-site page could read through a callback).
 _SCRIPT_TYPES = {"text/javascript", "application/javascript", "application/x-javascript", "text/ecmascript",
                  "application/ecmascript"}
-#: jetty/jetty.project jetty-security/.../authentication/BasicAuthenticator.java (9.4):
-#: ``"basic realm=\"" + _loginService.getName() + "\""`` (a charset only when one is configured)
+#: What Jetty 9.4's ``BasicAuthenticator`` sends: ``basic realm="<realm>"`` (a charset only when one is
+#: configured)
 _REALM = 'basic realm="Mesosphere"'
 _CORS_KEY = web.RequestKey("mtf_cors", str)
 #: The task whose token a request carries (absent: the configured credentials, or no auth).

@@ -48,7 +48,7 @@ __all__ = ["Runtime", "create_app", "MARATHON_VERSION", "DEFAULT_FEATURES", "FEA
 
 #: The Marathon version this runner plays by default (``--marathon-version``: ``versions.py``).
 MARATHON_VERSION = DEFAULT_VERSION
-#: ``--enable_features`` values Marathon 1.8 knows (``mesosphere/marathon/Features.scala``), and ours by default.
+#: ``--enable_features`` values Marathon 1.8 knows, and ours by default.
 FEATURES = ("vips", "task_killing", "external_volumes", "secrets", "gpu_resources")
 DEFAULT_FEATURES = ("gpu_resources",)
 

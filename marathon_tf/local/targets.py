@@ -3,9 +3,8 @@
 A target is ``(apps, groups)``: app id -> normalized definition, and group id ->
 its dependency list (every group, ``/`` included). Every write endpoint builds
 one from the current state and hands it to the deployment manager, which diffs
-it against the current state into a plan. Implements GroupUpdate semantics of mesosphere/marathon v1.4.3
-``api/v2/json/GroupUpdate.scala`` and ``api/v2/GroupsResource.scala`` (replacement rules, relative ids,
-``mkdir -p``, ``scaleBy``).
+it against the current state into a plan. Implements Marathon 1.4's GroupUpdate semantics (replacement
+rules, relative ids, ``mkdir -p``, ``scaleBy``).
 """
 
 from __future__ import annotations
@@ -117,7 +116,7 @@ def group_path(url_id: str, body: dict) -> str:
 
 
 def put_group(state: State, url_id: str, body: Any) -> Target:
-    """PUT /v2/groups[/{id}]: create or update (v1.4.3 ``api/v2/GroupsResource.scala``)."""
+    """PUT /v2/groups[/{id}]: create or update, as Marathon 1.4 does."""
     if not isinstance(body, dict):
         raise invalid_json([{"path": "/", "errors": ["error.expected.jsobject"]}])
     if body.get("version") is not None:

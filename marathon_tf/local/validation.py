@@ -19,7 +19,7 @@ ID_SEGMENT = re.compile(r"^(([a-z0-9]|[a-z0-9][a-z0-9\-]*[a-z0-9])\.)*([a-z0-9]|
                         r"|(\.|\.\.)$")
 _RESERVED = ("restart", "tasks", "versions")
 _CMD_RULE = "AppDefinition must either contain one of 'cmd' or 'args', and/or a 'container'."
-#: ``api/v2/Validation.scala`` ``featureEnabled`` (the unbalanced ")" is Marathon's).
+#: Marathon's text for a feature not enabled (the unbalanced ")" is Marathon's).
 _FEATURE_RULE = "Feature {feature} is not enabled. Enable with --enable_features {feature})"
 _NUMBER_FIELDS = ("instances", "cpus", "mem", "disk", "gpus", "backoffSeconds", "backoffFactor",
                   "maxLaunchDelaySeconds", "taskKillGracePeriodSeconds")

@@ -1,8 +1,7 @@
 """Which Marathon the local cluster plays (``--marathon-version``, ``LocalCluster(marathon_version=...)``).
 
 The local Marathon is 1.11 by default; given an older version it behaves as that one where marathon-tf
-depends on it (``vX.Y.Z:`` = a tag of mesosphere/marathon, ``releases/1.x:`` a branch; paths under
-``src/main/scala/mesosphere/marathon/``):
+depends on it (tests/local/test_local_marathon_versions.py cites the Marathon source of each row):
 
 =====================================  ==============  ===============================================
 what                                   versions        the local cluster
@@ -10,20 +9,15 @@ what                                   versions        the local cluster
 ``/v2/info``'s ``version``             all             the version played
 the deployment lock                    1.4 – 1.7       a task of an app a deployment holds, once that
                                                        app's own step is done, is not relaunched (nor
-                                                       replaced when its agent is lost)
-                                                       (``MarathonSchedulerActor.scala``: a
-                                                       ``ScaleRunSpec`` of a locked app is dropped,
-                                                       v1.4.3:169, v1.7.236:159); 1.8+ relaunches
-                                                       regardless (releases/1.8: ``core/instance/
-                                                       Instance.scala:46``, ``core/launchqueue/impl/
-                                                       LaunchQueueActor.scala:128-133``)
+                                                       replaced when its agent is lost): a
+                                                       ``ScaleRunSpec`` of a locked app is dropped;
+                                                       1.8+ relaunches regardless
 the periodic scale check               all             every ``scale_apps_interval`` s, apps not
                                                        locked get their missing tasks queued again
-                                                       (``MarathonConf.scala`` ``scale_apps_interval``,
-                                                       300 s)
+                                                       (``--scale_apps_interval``, 300 s)
 a forced cancel purges the queue       1.4 – 1.7       every app of the cancelled plan loses its
-                                                       queued tasks (``deploymentFailed``: v1.4.3:283,
-                                                       v1.5.15:290, v1.7.236:285; gone in 1.8)
+                                                       queued tasks (``deploymentFailed``; gone in
+                                                       1.8)
 a standby's failed forward             1.4 – 1.6.392   GET/DELETE: 502 "Failed to successfully
                                                        establish a connection to the leader."; writes:
                                                        "Connection to leader refused." (503 on
@@ -33,24 +27,19 @@ no leader                              < 1.7.149       503 (502 from 1.7.149)
                                                        no such option (tasks may take GPU agents)
 ``GROUP_BY n`` at offer time           1.4 – 1.10.33,  a value no instance of the app has yet always
                                        1.11.0 – 17     fits; a taken one only while it has the fewest,
-                                                       once ``n`` are taken (``Constraints.scala`` of
-                                                       ``src/main/scala/mesosphere/mesos/``,
-                                                       ``checkGroupBy``: v1.4.3:66-80, v1.10.26:119-134)
+                                                       once ``n`` are taken
                                        1.10.34+,       the app's ``instances`` spread evenly over ``n``
                                        1.11.18+        values: ``instances // n`` each, the remainder
                                                        one more; a new value only while fewer than ``n``
                                                        are taken; no value (``n`` 0): nothing fits (a
-                                                       division by zero) (releases/1.11:123-149,
-                                                       releases/1.10 34bb771f2)
+                                                       division by zero)
 no ``unreachableStrategy``             1.4.0 – 1.4.8,  300/600 s: a lost task is replaced after 5 min
-                                       1.5.0           (``state/UnreachableStrategy.scala``
-                                                       ``UnreachableEnabled``, v1.4.3:33-34, v1.5.0:33-34)
-                                       1.4.9+, 1.5.1+  0/0: replaced at once (v1.4.9:33-34,
-                                                       v1.7.236:31-32, releases/1.11:32-33)
+                                       1.5.0           (``UnreachableEnabled``'s default)
+                                       1.4.9+, 1.5.1+  0/0: replaced at once
 ``unreachableStrategy``'s validator    1.4.0 – 1.4.5   ``inactiveAfterSeconds`` >= 1 and <
                                                        ``expungeAfterSeconds``, else 422 (0/0 among
                                                        them), accord's texts under ``…/inactiveAfter``;
-                                                       1.4.6+: >= 0 and <= (sources: the tests)
+                                                       1.4.6+: >= 0 and <=
 a standby's connect to a leader        1.4 – 1.6.392   after the connect timeout: GET/DELETE 502 "Failed
 whose host drops packets                               …" up to 1.5.0, writes a 500 (up to 1.4.7, 1.5.0)
                                                        or 504 "Connection to leader timed out." (1.4.8 –
@@ -77,10 +66,10 @@ __all__ = ["Played", "played", "DEFAULT_VERSION", "SCALE_APPS_INTERVAL", "BAD_CO
 
 #: What the local Marathon is by default: the newest marathon-tf supports.
 DEFAULT_VERSION = "1.11.0"
-#: Marathon's ``--scale_apps_interval`` default, 300 000 ms (``MarathonConf.scala``, v1.4.3:224-228,
-#: v1.7.236:202-206).
+#: Marathon's ``--scale_apps_interval`` default, 300 000 ms (1.4 – 1.11).
 SCALE_APPS_INTERVAL = 300.0
-#: ``JavaUrlConnectionRequestForwarder.ERROR_STATUS_BAD_CONNECTION`` (v1.4.3 ``api/LeaderProxyFilter.scala:320``).
+#: ``JavaUrlConnectionRequestForwarder.ERROR_STATUS_BAD_CONNECTION``: what a 1.4 – 1.6.392 standby answers a
+#: GET/DELETE it cannot forward.
 BAD_CONNECTION = "Failed to successfully establish a connection to the leader."
 LEADER_TIMED_OUT = "Connection to leader timed out."
 
@@ -122,19 +111,17 @@ class Played:
     @property
     def scalars_grouped(self) -> bool:
         """A scalar agent attribute reads ``1,024`` in a constraint up to 1.6.0: ``NumberFormat.getInstance``
-        (v1.4.3 / v1.6.0 ``mesos/Constraints.scala:36-37``, the JVM's locale, English here); from 1.6.322
-        ``DecimalFormat("0.###")``, ``1024`` (releases/1.8 ``mesos/Constraints.scala:39-54``, from the IS operator's
-        commit e891d758f)."""
+        (the JVM's locale, English here); from 1.6.322 ``DecimalFormat("0.###")``, ``1024`` (it came with the
+        IS operator)."""
         return self.version < _v(1, 6, 322)
 
     @property
     def read_timeout_answer(self) -> tuple[int, str] | None:
         """What a standby answers when its leader took the request and gave no status within
         ``--leader_proxy_read_timeout``: up to 1.5.0 the status is read inside a ``Try`` whose every failure is
-        502 "Failed to successfully establish a connection to the leader." (v1.4.3 / v1.5.0
-        ``api/LeaderProxyFilter.scala:325-332``); 1.5.1 – 1.6.392 tell a timeout apart: 504 "Connection to
-        leader timed out." (v1.5.1 ``:341``, v1.6.392 ``:333-335``). None from 1.6.486 (akka-http's idle timeout:
-        not played; the refused answers stand)."""
+        502 "Failed to successfully establish a connection to the leader."; 1.5.1 – 1.6.392 tell a timeout
+        apart: 504 "Connection to leader timed out.". None from 1.6.486 (akka-http's idle timeout: not played;
+        the refused answers stand)."""
         if self.version < _v(1, 5, 1):
             return 502, BAD_CONNECTION
         if self.version < _v(1, 6, 486):
@@ -160,8 +147,7 @@ class Played:
 
     @property
     def write_forward_status(self) -> int:
-        """The status of "Connection to leader refused." (503 on 1.4.8 – 1.4.x: v1.4.8
-        ``api/LeaderProxyFilter.scala:287``)."""
+        """The status of "Connection to leader refused." (503 on 1.4.8 – 1.4.x, else 502)."""
         return 503 if _v(1, 4, 8) <= self.version < _v(1, 5) else 502
 
     @property
@@ -171,16 +157,14 @@ class Played:
 
     @property
     def gpu_scheduling_default(self) -> str:
-        """``--gpu_scheduling_behavior``'s default: ``restricted`` from 1.8 (releases/1.8
-        ``MarathonConf.scala``); ``undefined`` before, which lets tasks without GPUs take GPU agents
-        (played as ``unrestricted``)."""
+        """``--gpu_scheduling_behavior``'s default: ``restricted`` from 1.8; ``undefined`` before, which lets
+        tasks without GPUs take GPU agents (played as ``unrestricted``)."""
         return "restricted" if self.version >= _v(1, 8) else "unrestricted"
 
     @property
     def group_by_even(self) -> bool:
-        """``GROUP_BY n`` spreads an app's instances evenly over at most ``n`` values (1.10.34+ and
-        1.11.18+: ``releases/1.10`` 34bb771f2, ``releases/1.11`` ddd6b19b1); before, a value no
-        instance has yet always fits (:func:`marathon_tf.mesos.placement.meets_constraint`)."""
+        """``GROUP_BY n`` spreads an app's instances evenly over at most ``n`` values (1.10.34+ and 1.11.18+);
+        before, a value no instance has yet always fits (:func:`marathon_tf.mesos.placement.meets_constraint`)."""
         return _v(1, 10, 34) <= self.version < _v(1, 11) or self.version >= _v(1, 11, 18)
 
     @property

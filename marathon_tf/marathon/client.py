@@ -2,7 +2,7 @@
 
 * Base URL(s): a comma-separated list fails over to the next one on a connection error or a
   502/503/504: Marathon 1.7–1.11 answer "Could not determine the current leader" with 502, 1.4–1.6
-  with 503 (``LeaderProxyFilter.scala``); a standby that cannot reach the leader answers 502 (1.7+)
+  with 503 (its leader proxy filter); a standby that cannot reach the leader answers 502 (1.7+)
   or 503/504 (1.4–1.6).
 * Auth: HTTP basic or a DC/OS token (``Authorization: token=<t>``), never in messages. TLS verified
   by default (``verify``: a CA bundle path, or False).
@@ -80,22 +80,21 @@ CLI_TIMEOUT = (2.5, 30.0)
 _RETRY_STATUS = {502, 503, 504}
 _READS = ("GET", "HEAD")
 #: Marathon 1.5+'s 403 for ``TooManyRunningDeploymentsException`` ("Max number (100) of running deployments
-#: is achieved. Wait for existing deployments to complete or cancel one…": M@1.11:src/main/scala/mesosphere/
-#: marathon/Exception.scala, mapped to 403 by .../api/MarathonExceptionMapper.scala).
+#: is achieved. Wait for existing deployments to complete or cancel one…", which its exception mapper answers
+#: with 403).
 _TOO_MANY_DEPLOYMENTS = "of running deployments is achieved"
 #: What Marathon's LeaderProxyFilter says when it forwarded nothing: no leader (502 in 1.7+, 503 in 1.4–1.6),
-#: a proxying loop (502), and 1.4–1.6's 503 for a refused connection to the leader (a ConnectException:
-#: M@1.4:src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala). 1.7+'s 502 "Connection to leader
-#: refused." also covers a leader that took the request and never answered (M@1.8:.../api/forwarder/
-#: AsyncUrlConnectionRequestForwarder.scala, its comment on StreamTcpException): not proof there.
+#: a proxying loop (502), and 1.4–1.6's 503 for a refused connection to the leader (a ConnectException).
+#: 1.7+'s 502 "Connection to leader refused." also covers a leader that took the request and never answered
+#: (as Marathon's own comment on its akka-http forwarder's StreamTcpException says): not proof there.
 _NOT_FORWARDED = re.compile(r"Could not determine the current leader|Detected proxying loop", re.I)
-#: A standby that forwarded to a leader it could not reach (M@1.11:src/main/scala/mesosphere/marathon/api/forwarder/
-#: RequestForwarder.scala ``ERROR_STATUS_CONNECTION_REFUSED``; 502, or 503 in v1.4.8–v1.4.13: versions.py).
+#: A standby that forwarded to a leader it could not reach (Marathon's ``ERROR_STATUS_CONNECTION_REFUSED``;
+#: 502, or 503 in 1.4.8–1.4.13: versions.py).
 _LEADER_REFUSED = re.compile(r"Connection to leader refused", re.I)
 #: What a 1.4 – 1.6.392 standby says when the leader it forwards to gave no status line: a GET or DELETE
 #: (whose ``HttpURLConnection`` first connects when the status is read) to a leader that is gone, or any
-#: request whose leader died before answering (502 ``ERROR_STATUS_BAD_CONNECTION``: M@1.4:src/main/scala/
-#: mesosphere/marathon/api/LeaderProxyFilter.scala ``copyConnectionResponse``; v1.4.3 :286-287, 320-332).
+#: request whose leader died before answering (502 ``ERROR_STATUS_BAD_CONNECTION``, from the standby's
+#: ``copyConnectionResponse``).
 #: An election, as "Connection to leader refused." is; a write so answered is looked for before it is sent
 #: again (the request may have reached the leader), never taken for a proxy's "maybe applied".
 _BAD_CONNECTION = re.compile(r"Failed to successfully establish a connection to the leader", re.I)
@@ -156,8 +155,8 @@ class _Retryable(Exception):
 
 class RedirectNotFollowed(MarathonUnavailable):
     """A standby's redirect of the event stream that cannot be followed from here: ``standby`` is the URL
-    asked, ``target`` where it led (M@1.11:src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala
-    builds it from the leader's ``--hostname`` and, unless ``--disable_http``, ``http://`` and its http port)."""
+    asked, ``target`` where it led (Marathon's leader proxy filter builds it from the leader's ``--hostname``
+    and, unless ``--disable_http``, ``http://`` and its http port)."""
 
     def __init__(self, message: str, *, standby: str, target: str | None):
         super().__init__(message, hint="give the leader's own URL too (--marathon URL,URL…), reachable from here")
@@ -611,8 +610,7 @@ class Client:
 
     def leader(self, *, retry: bool = True) -> str | None:
         """``GET /v2/leader``: the leader's ``host:port`` as Marathon names it (its ``--hostname`` and http
-        port, or https port with ``--disable_http``: M@1.11:src/main/scala/mesosphere/marathon/MarathonModule.scala
-        ``provideHostPort``); None when there is none (404 "There is no leader", api/v2/LeaderResource.scala).
+        port, or https port with ``--disable_http``); None when there is none (404 "There is no leader").
         ``retry`` False: one try (the event stream's thread asks it between its own reconnects)."""
         try:
             body = self._shaped(self.request("GET", "/v2/leader", retry=retry).body, {"leader": str},
@@ -745,7 +743,7 @@ class Client:
 
         ``plan-format=light``: deployment events without the whole original and target groups;
         1.5–1.7 read it, 1.4 and 1.8+ read only ``event_type`` and ignore it (1.8+ always send light
-        plans): ``M@1.x:src/main/scala/mesosphere/marathon/core/event/impl/stream/HttpEventStreamServlet.scala``.
+        plans).
         Asked for unless the version is known not to read it (:attr:`.versions.Capabilities.reads_plan_format_light`).
         A standby's 302 to the leader (1.7.50+) is followed here, with the credentials; a 401/403 from
         where it led is a :class:`MarathonUnavailable` (the leader may change again), not an auth error.

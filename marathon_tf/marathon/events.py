@@ -3,9 +3,8 @@ reconnecting on drops. The user's side follows deployments with it
 (:mod:`marathon_tf.user.watch`); the rendezvous leader inside a task follows its peers' status
 updates (:mod:`marathon_tf.task.rendezvous`).
 
-A standby sends ``/v2/events`` to ``http://<leader --hostname>:<http port>`` (Marathon 1.7.50+,
-``M@1.11:src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala``; ``https`` only with
-``--disable_http``). When that cannot be followed from here (https to http, a name that does not resolve,
+A standby sends ``/v2/events`` to ``http://<leader --hostname>:<http port>`` (Marathon 1.7.50+; ``https``
+only with ``--disable_http``). When that cannot be followed from here (https to http, a name that does not resolve,
 a refused connection) the stream goes to the leader another way, once per standby, and says so once:
 a configured URL that is the leader (``--marathon URL,URL…``: first the one whose host ``/v2/leader``
 names, then the others), else the leader ``/v2/leader`` names at the configured URL's scheme and port

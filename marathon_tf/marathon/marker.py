@@ -6,15 +6,14 @@ Each app of a group we send carries the label ``marathon-tf/digest``: a hash of 
 sent (without that label). It changes only when the app's definition changes — which restarts the app
 anyway — so it never restarts a task by itself (a label that changed on every deploy would: Marathon
 restarts an app whose labels change). Marathon stores labels as given, and a group PUT replaces the
-group's apps at once (the deployment then works towards it: mesosphere/marathon v1.4.3
-``api/v2/GroupsResource.scala`` ``updateOrCreate``), so "every app we sent is there with our digest, and
+group's apps at once (the deployment then works towards it), so "every app we sent is there with our digest, and
 no other app" means the PUT was applied. The job's record (:mod:`marathon_tf.marathon.record`) drops the
 label, since it changes the apps.
 
 The looks return what the write would have answered (``{"deploymentId", "version", "adopted": True}``),
 or None while Marathon shows no sign of it. The deployment is the one in ``/v2/deployments`` that touches
-our apps at the version they now carry (Marathon gives the changed apps and the plan the same version:
-v1.4.3 ``upgrade/DeploymentPlan.scala`` ``apply``); None when it has already finished.
+our apps at the version they now carry (Marathon gives the changed apps and the plan the same version);
+None when it has already finished.
 """
 
 from __future__ import annotations

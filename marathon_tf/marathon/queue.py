@@ -1,15 +1,14 @@
 """Why Marathon has not placed a task, in Marathon's own words (``GET /v2/queue``).
 
-A queue entry (Marathon 1.4–1.11, mesosphere/marathon ``docs/docs/rest-api/public/api/v2/types/queue.raml``
-at v1.4.3 and releases/1.11; recorded answers in ``tests/data/marathon-examples/``) is
+A queue entry (Marathon 1.4–1.11's REST API; recorded answers in ``tests/data/marathon-examples/``) is
 ``{count, delay{timeLeftSeconds, overdue},
 since, app|pod, processedOffersSummary{processedOffersCount, unusedOffersCount,
 rejectSummaryLastOffers?[{reason, declined, processed}], …}, lastUnusedOffers?[{offer, reason[],
 timestamp}]}``. ``rejectSummaryLastOffers`` counts the last offer of every agent, one reason per
 declined offer (the first check that failed: ``UnfulfilledRole``, ``UnfulfilledConstraint``,
 ``NoCorrespondingReservationFound``, ``InsufficientCpus``, ``InsufficientMemory``,
-``InsufficientDisk``, ``InsufficientGpus``, ``InsufficientPorts``, …; Marathon's
-``NoOfferMatchReason.scala``); ``lastUnusedOffers`` (``embed=lastUnusedOffers``) lists each unused
+``InsufficientDisk``, ``InsufficientGpus``, ``InsufficientPorts``, …: Marathon's
+``NoOfferMatchReason``); ``lastUnusedOffers`` (``embed=lastUnusedOffers``) lists each unused
 offer's reasons. Pure, but for :func:`fetch` (one GET through the client).
 
 Every reading of a queue entry is here: :func:`placement` (why a task is not placed, in Marathon's

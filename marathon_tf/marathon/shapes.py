@@ -3,9 +3,8 @@ a server that is not Marathon (or a proxy's page, or a broken answer) is one cle
 answer like Marathon: apps[0].labels is a list, not an object" — and never an ``AttributeError``
 deep in a verb.
 
-A shape names only the fields marathon-tf reads (Marathon 1.4–1.11's JSON: mesosphere/marathon's RAML,
-``docs/docs/rest-api/public/api/v2/`` at v1.4.3 and releases/1.11, and the answers recorded in
-``tests/data/marathon-examples/``); others are not looked at. A field may be absent or
+A shape names only the fields marathon-tf reads (Marathon 1.4–1.11's JSON as its REST API documents it,
+and the answers recorded in ``tests/data/marathon-examples/``); others are not looked at. A field may be absent or
 ``null`` (Marathon 1.4 writes ``null`` for unset options); when present it must have its type.
 Readers may then use ``.get(...) or default`` safely. Pure.
 """
@@ -145,7 +144,7 @@ APP_ONE = {"app": APP}
 DEPLOYMENT = {"id": str, "version": str, "affectedApps": [str], "currentStep": int, "totalSteps": int,
               "steps": [{"actions": [{"action": str, "app": str}]}]}
 DEPLOYMENTS = [DEPLOYMENT]
-#: An offer as ``/v2/queue``'s ``lastUnusedOffers`` writes it (Marathon's ``raml/OfferConversion.scala``).
+#: An offer as ``/v2/queue``'s ``lastUnusedOffers`` writes it.
 OFFER = {"agentId": str, "hostname": str,
          "resources": [{"name": str, "role": str, "scalar": NUMBER, "ranges": [{"begin": int, "end": int}],
                         "set": [str]}]}
@@ -160,8 +159,8 @@ PLAN = {"steps": [{"actions": [{"action": str, "app": str}]}]}
 #: The local runner's agents (``/_local/agents``, marathon-tf's own admin API: ``local/agent_admin.py``).
 LOCAL_AGENTS = [{"id": str, "name": str, "state": str, "enforced": bool}]
 
-# The Mesos master's endpoints we read (Mesos 1.x ``/master/slaves``: ``src/master/http.cpp``; the
-# ``*_full`` lists are the protobuf JSON of ``Resource``).
+# The Mesos master's endpoints we read (Mesos 1.x ``/master/slaves``; the ``*_full`` lists are the protobuf
+# JSON of ``Resource``).
 _MESOS_RESOURCES = NotNull(MapOf((int, float, str)))
 _MESOS_FULL = NotNull([{"name": Required(str), "role": str, "scalar": NotNull({"value": Required(NUMBER)}),
                         "ranges": NotNull({"range": [{"begin": Required(int), "end": Required(int)}]}),
@@ -173,13 +172,13 @@ MESOS_SLAVE = {"id": str, "hostname": str, "active": bool, "deactivated": bool,
                "reserved_resources": NotNull(MapOf(_MESOS_RESOURCES.shape)),
                "reserved_resources_full": NotNull(MapOf(_MESOS_FULL.shape))}
 MESOS_SLAVES = {"slaves": Required([MESOS_SLAVE])}
-#: A Mesos agent's ``/state`` as ``logs`` reads it: where each executor's sandbox is (``src/slave/http.cpp``).
+#: A Mesos agent's ``/state`` as ``logs`` reads it: where each executor's sandbox is.
 _EXECUTOR = {"id": str, "directory": str, "tasks": NotNull([{"id": str}]), "completed_tasks": NotNull([{"id": str}])}
 _AGENT_FRAMEWORK = {"executors": NotNull([_EXECUTOR]), "completed_executors": NotNull([_EXECUTOR])}
 MESOS_AGENT_STATE = {"frameworks": NotNull([_AGENT_FRAMEWORK]), "completed_frameworks": NotNull([_AGENT_FRAMEWORK])}
 MESOS_FRAMEWORKS = {"frameworks": NotNull([{"id": str, "name": str, "active": bool, "offers": NotNull([{
     "slave_id": str, "allocation_info": NotNull({"role": str}), "resources": _MESOS_RESOURCES}])}])}
-#: An event of ``/v2/events`` (mesosphere/marathon releases/1.11 ``core/event/Events.scala``): the fields the
+#: An event of ``/v2/events`` (Marathon 1.11's event classes): the fields the
 #: deployment watch and the task side's rendezvous read; an event without ``eventType`` is left out (the stream
 #: names every event).
 EVENT = {"eventType": Required(str), "id": str, "appId": str, "taskId": str, "taskStatus": str, "host": str,

@@ -5,13 +5,11 @@ Every reader of ``/v2/apps`` or ``/v2/groups?embed=group.apps.tasks`` (the user'
 these few functions, so that "the newest task", "its port named ``status``" and "a Marathon
 timestamp" each mean one thing.
 
-* **Newest** (:meth:`~marathon_tf.marathon.model.App.newest_task`, :func:`newest_running`): an app of ours
-  has one instance, but a relaunch can overlap the task it replaces (Marathon starts the new one while the
-  old is killed, or an unreachable one is replaced):
-  the task with the latest ``startedAt`` wins; one not started yet counts by its ``stagedAt``
-  (``startedAt`` is absent until ``TASK_RUNNING``: Marathon 1.4–1.11 ``raml/Task``
-  ``docs/docs/rest-api/public/api/v2/types/task.raml``), so a running task beats an older staged
-  one and a newer staged one beats an older running one only when asked for every state.
+* **Newest** (:meth:`~marathon_tf.marathon.model.App.newest_task`, :func:`newest_running`): an app of ours has one
+  instance, but a relaunch can overlap the task it replaces (Marathon starts the new one while the old is killed, or
+  an unreachable one is replaced): the task with the latest ``startedAt`` wins; one not started yet counts by its
+  ``stagedAt`` (``startedAt`` is absent until ``TASK_RUNNING`` in Marathon 1.4–1.11's task JSON), so a running task
+  beats an older staged one and a newer staged one beats an older running one only when asked for every state.
 * **Ports** (:func:`port_index`, :func:`task_port`): a port is found by its name in the app's
   ``portDefinitions`` (host networking) or ``container.portMappings`` (container and bridge
   networks); the task's ``ports`` are the host ports in that order. On a container network without

@@ -2,8 +2,8 @@
 
 The version comes from ``/v2/info`` (:meth:`marathon_tf.marathon.client.Client.capabilities`, read once
 per client) or, offline, from ``marathon-tf render --marathon-version X``. :class:`Capabilities` answers
-each question the renderer, the pre-send checks and the client ask, by name; every answer cites the
-Marathon source it was read in (mesosphere/marathon: ``vX.Y.Z:`` a tag, ``releases/1.x:`` a branch tip).
+each question the renderer, the pre-send checks and the client ask, by name; the Marathon source each
+answer was read in is cited in tests/marathon/test_versions.py.
 A Marathon whose version is not known (no ``--marathon-version``, a ``/v2/info`` that cannot be read
 or parsed) is taken for the newest: what marathon-tf renders and does without a version is what it
 renders for 1.11.
@@ -89,8 +89,8 @@ OLDEST_SUPPORTED = _v("1.4.0")
 @dataclass(frozen=True)
 class Capabilities:
     """The answers for one Marathon (``version`` None: not known, taken for the newest). ``features``: the
-    ``--enable_features`` its ``/v2/info`` lists (``marathon_config.features``, ``M@1.4..1.11:src/main/scala/
-    mesosphere/marathon/api/v2/InfoResource.scala``); None when not known (offline, or not listed)."""
+    ``--enable_features`` its ``/v2/info`` lists (``marathon_config.features``, in 1.4 – 1.11 alike); None
+    when not known (offline, or not listed)."""
 
     version: MarathonVersion | None = None
     features: tuple[str, ...] | None = None
@@ -112,9 +112,8 @@ class Capabilities:
     @property
     def accepts_zero_unreachable(self) -> bool:
         """``unreachableStrategy`` 0/0 passes the validator from 1.4.6 (``inactiveAfter >= 0``,
-        ``<= expungeAfter``: ``v1.4.6:src/main/scala/mesosphere/marathon/state/UnreachableStrategy.scala``);
-        1.4.0–1.4.5 require ``inactiveAfter >= 1 second`` and ``< expungeAfter`` (``v1.4.0`` … ``v1.4.5:``
-        the same file), so every app with 0/0 is refused with 422."""
+        ``<= expungeAfter``); 1.4.0–1.4.5 require ``inactiveAfter >= 1 second`` and ``< expungeAfter``, so
+        every app with 0/0 is refused with 422."""
         return self._since("1.4.6")
 
     @property
@@ -122,11 +121,9 @@ class Capabilities:
         """What every TF task's app carries (app_templates/task.json.j2): 0/0 (replace a lost task at once,
         kill the old copy when it returns) where it is accepted; on 1.4.0–1.4.5 1/2, the closest that
         validator accepts (integer seconds, ``inactiveAfter >= 1 < expungeAfter``) and the value Marathon
-        itself treats as 1.4's "instant": its 1.4.6 migration (``MIGRATION_1_4_6_UNREACHABLE_STRATEGY``)
-        turns 1/2 into 0/0 (``v1.4.6:changelog.md``). There the instance becomes inactive (and is replaced)
-        only when a later status update for it is processed (``v1.4.3:src/main/scala/mesosphere/marathon/
-        core/instance/update/InstanceUpdater.scala``): at the latest the next task reconciliation
-        (``--reconciliation_interval``, 10 min by default, ``v1.4.3:.../MarathonConf.scala``)."""
+        itself treats as 1.4's "instant": its 1.4.6 migration turns 1/2 into 0/0. There the instance becomes
+        inactive (and is replaced) only when a later status update for it is processed: at the latest the
+        next task reconciliation (``--reconciliation_interval``, 10 min by default)."""
         if self.accepts_zero_unreachable:
             return {"inactiveAfterSeconds": 0, "expungeAfterSeconds": 0}
         return {"inactiveAfterSeconds": 1, "expungeAfterSeconds": 2}
@@ -148,41 +145,36 @@ class Capabilities:
 
     @property
     def has_networks(self) -> bool:
-        """Top-level ``networks`` and ``container.portMappings`` are read from 1.5 (``v1.5.0:docs/docs/rest-api/
-        public/api/v2/types/app.raml``); 1.4 reads ``portMappings`` only under ``container.docker`` and has
-        no ``networks`` (``v1.4.3:src/main/scala/mesosphere/marathon/api/v2/json/Formats.scala``
-        ``DockerContainerParameters``): it drops both, and the app then fails with a misleading health
-        check ``portIndex`` error."""
+        """Top-level ``networks`` and ``container.portMappings`` are read from 1.5; 1.4 reads ``portMappings``
+        only under ``container.docker`` and has no ``networks``: it drops both, and the app then fails with a
+        misleading health check ``portIndex`` error."""
         return self._since("1.5.0")
 
     @property
     def has_constraint_is(self) -> bool:
-        """The ``IS`` operator exists from 1.6 (``IS = 6`` in ``v1.6.322:src/main/proto/marathon.proto``,
-        absent in ``v1.5.15:``)."""
+        """The ``IS`` operator exists from 1.6 (1.5's constraint operators have no ``IS``)."""
         return self._since("1.6.0")
 
     @property
     def has_pseudo_fields(self) -> bool:
-        """``@hostname`` (and ``@region``, ``@zone``) are constraint fields from 1.6
-        (``v1.6.322:src/main/scala/mesosphere/mesos/Constraints.scala`` ``hostnameField``); 1.4–1.5 know only
-        ``hostname`` (``v1.5.15:`` the same file) and would take ``@hostname`` for an agent attribute no agent
-        has: the task would never be placed."""
+        """``@hostname`` (and ``@region``, ``@zone``) are constraint fields from 1.6; 1.4–1.5 know only
+        ``hostname`` and would take ``@hostname`` for an agent attribute no agent has: the task would never
+        be placed."""
         return self._since("1.6.0")
 
     @property
     def scalars_grouped(self) -> bool:
         """Whether a constraint compares a scalar agent attribute as ``1,024`` (with thousands separators): up to
-        1.6.0 ``Constraints.getValueString`` formats scalars with ``NumberFormat.getInstance`` (v1.4.3 / v1.6.0
-        ``src/main/scala/mesosphere/mesos/Constraints.scala:36-37``), from 1.6.322 with ``DecimalFormat("0.###")``,
-        ``1024`` (releases/1.8 the same file ``:39-54``). Mesos makes every numeric attribute a scalar."""
+        1.6.0 Marathon formats scalars with Java's ``NumberFormat.getInstance``, from 1.6.322 with
+        ``DecimalFormat("0.###")``, ``1024``. Mesos makes every numeric attribute a scalar."""
         return self.version is not None and self.version < _v("1.6.322")
 
     @property
     def group_by_needs_a_count(self) -> bool:
         """``GROUP_BY`` without a value stops an app's tasks from being placed from 1.10.34 and 1.11.18: the offer
-        matcher divides the app's instances by the value, 0 by default (``Constraints.scala`` ``checkGroupBy``,
-        ``desiredInstanceCount / desiredGroupCount``, releases/1.11:123-149, from mesosphere/marathon#7206,
-        backported to releases/1.10); before, a value none of the app's tasks has always fits."""
+        matcher divides the app's instances by the value, 0 by default (the desired instance count over the
+        desired group count; the change came with 1.11 and was backported to 1.10); before, a value none of
+        the app's tasks has always fits."""
         if self.version is not None and _v("1.10.0") <= self.version < _v("1.11.0"):
             return self._since("1.10.34")
         return self._since("1.11.18")
@@ -191,35 +183,31 @@ class Capabilities:
     @property
     def reads_plan_format_light(self) -> bool:
         """``/v2/events?plan-format=light`` (deployment events without the whole original and target
-        groups) is read by 1.5.9–1.7 (``releases/1.5`` … ``releases/1.7:src/main/scala/mesosphere/marathon/
-        core/event/impl/stream/HttpEventStreamServlet.scala``; back-ported in commit ef75f5dd8, first tag
-        v1.5.9); 1.4 does not know it, 1.8+ always send light plans and ignore it."""
+        groups) is read by 1.5.9–1.7 (back-ported to 1.5, first in 1.5.9); 1.4 does not know it, 1.8+ always
+        send light plans and ignore it."""
         return self._since("1.5.9") and not self.light_plans_only
 
     @property
     def light_plans_only(self) -> bool:
-        """1.8+ write ``plan`` as ``{id, steps, version}`` always (``releases/1.8:`` the servlet has no
+        """1.8+ write ``plan`` as ``{id, steps, version}`` always (their event stream has no
         ``plan-format``)."""
         return self._since("1.8.0")
 
     # ------------------------------------------------------------------ a standby's answers
     @property
     def no_leader_status(self) -> int:
-        """What a standby answers when it knows no leader: 503 before 1.7.149, 502 from then
-        (``v1.7.50:`` and ``v1.7.149:src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala``
-        ``ERROR_STATUS_NO_CURRENT_LEADER``). The client fails over on both."""
+        """What a standby answers when it knows no leader: 503 before 1.7.149, 502 from then. The client
+        fails over on both."""
         return 502 if self._since("1.7.149") else 503
 
     @property
     def leader_refused_means_unsent(self) -> bool:
-        """Whether "Connection to leader refused." proves the request never reached a leader. Up to 1.6.392
-        the standby forwards with ``HttpURLConnection`` and says so only for a ``ConnectException`` (no TCP
-        connection: nothing sent; ``v1.4.3:`` / ``v1.6.392:src/main/scala/mesosphere/marathon/api/
-        LeaderProxyFilter.scala``). From 1.6.486 it forwards with akka-http by default and says so for any
+        """Whether "Connection to leader refused." proves the request never reached a leader. Up to 1.6.392 the
+        standby forwards with ``HttpURLConnection`` and says so only for a ``ConnectException`` (no TCP connection:
+        nothing sent). From 1.6.486 it forwards with akka-http by default and says so for any
         ``StreamTcpException``, "if the TCP connection is established, but gives no response, or if the TCP
-        connection is refused outright" (``releases/1.11:src/main/scala/mesosphere/marathon/api/forwarder/
-        AsyncUrlConnectionRequestForwarder.scala``): almost always a dead leader during an election, but a
-        leader that died while handling the request is possible, so a write is looked for before it is sent
+        connection is refused outright" (Marathon's own comment): almost always a dead leader during an election,
+        but a leader that died while handling the request is possible, so a write is looked for before it is sent
         again (:mod:`marathon_tf.marathon.marker`)."""
         return self.version is not None and self.version < _v("1.6.486")
 
@@ -228,11 +216,10 @@ class Capabilities:
         """Whether 504 "Connection to leader timed out." proves the request never reached a leader. On 1.4.8 – 1.4.x
         the standby says so only for a ``SocketTimeoutException`` out of ``copyRequestToConnection``: a write's
         ``getOutputStream`` connecting (``HttpURLConnection`` buffers the body and sends it with the status read,
-        whose failures are 502) — the leader's host took no connection (``v1.4.8:src/main/scala/mesosphere/
-        marathon/api/LeaderProxyFilter.scala:285-289,330-338``). 1.4.0 – 1.4.7 and 1.5.0 have no such case (the
-        exception escapes: a 500). From 1.5.1 ``copyConnectionResponse`` says it too for a status that did not come
-        in time (``v1.5.1:`` the same file ``:285,341``; ``v1.6.392:`` ``:282-284,333-335``): the leader may have
-        taken the write, so it is looked for before it is sent again."""
+        whose failures are 502) — the leader's host took no connection. 1.4.0 – 1.4.7 and 1.5.0 have no such
+        case (the exception escapes: a 500). From 1.5.1 ``copyConnectionResponse`` says it too for a status that
+        did not come in time: the leader may have taken the write, so it is looked for before it is sent
+        again."""
         return self.version is not None and _v("1.4.8") <= self.version < _v("1.5.0")
 
     # ------------------------------------------------------------------ deployments
@@ -240,22 +227,18 @@ class Capabilities:
     def deployment_locks_relaunch(self) -> bool:
         """While a deployment holds an app, a failed task of it is not relaunched once the step's own actor
         for the app has stopped (its app first reached its target): the ``ScaleRunSpec`` a failure sends is
-        dropped for the lock, "Did not try to scale run spec; it is locked" (``v1.4.3:src/main/scala/
-        mesosphere/marathon/MarathonSchedulerActor.scala:169``, ``v1.7.236:`` the same file ``:146-159``), and
-        so is the periodic scale check's. 1.8 reschedules a failed instance whatever locks it
-        (``releases/1.8:src/main/scala/mesosphere/marathon/core/instance/Instance.scala:46`` ``isScheduled``,
-        ``.../core/launchqueue/impl/LaunchQueueActor.scala:128-133``). What may wait is deployed apart
-        there (:mod:`marathon_tf.user.apart`). An unknown version is taken for the newest: False."""
+        dropped for the lock, "Did not try to scale run spec; it is locked", and so is the periodic scale
+        check's. 1.8 reschedules a failed instance whatever locks it (its launch queue takes every scheduled
+        instance). What may wait is deployed apart there (:mod:`marathon_tf.user.apart`). An unknown version
+        is taken for the newest: False."""
         return self.version is not None and self.version < _v("1.8.0")
 
     # ------------------------------------------------------------------ what is read back
     @property
     def gpu_scheduling_default(self) -> str | None:
-        """``--gpu_scheduling_behavior``'s default, or None where the option does not exist (before 1.5.7:
-        ``v1.5.7:src/main/scala/mesosphere/marathon/GpuSchedulingBehavior.scala`` is its first tag): ``undefined``
-        through 1.7 (a task without GPUs may take a GPU agent; ``releases/1.7:src/main/scala/mesosphere/mesos/
-        ResourceMatcher.scala``), ``restricted`` from 1.8 (such a task declines GPU offers,
-        ``DeclinedScarceResources``; ``releases/1.8:src/main/scala/mesosphere/marathon/MarathonConf.scala``).
+        """``--gpu_scheduling_behavior``'s default, or None where the option does not exist (before 1.5.7,
+        its first release): ``undefined`` through 1.7 (a task without GPUs may take a GPU agent),
+        ``restricted`` from 1.8 (such a task declines GPU offers, ``DeclinedScarceResources``).
         An app's ``GPU_SCHEDULING_BEHAVIOR`` label overrides it from 1.5.7. Only a default: ``/v2/info`` does
         not say what the operator chose."""
         if not self._since("1.5.7"):

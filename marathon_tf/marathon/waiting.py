@@ -6,8 +6,7 @@ caller could read the Mesos master, each agent's free resources now (``resources
 ``used_resources`` − ``offered_resources`` of ``/master/slaves``: :mod:`marathon_tf.user.capacity`).
 
 Marathon's offer matcher lists *every* reason an offer did not fit a task (the resources short,
-the role, the constraints, the GPU behaviour; ports only once all of that fit:
-``M@1.8:src/main/scala/mesosphere/mesos/ResourceMatcher.scala`` ``matchResources``), and keeps the
+the role, the constraints, the GPU behaviour; ports only once all of that fit), and keeps the
 last unused offer of each agent with all its reasons and its resources (``lastUnusedOffers``),
 while its summary (``rejectSummaryLastOffers``) counts only the first reason of each offer (the
 funnel). So a role's reasons are those of the newest unused offer of each agent, merged across the
@@ -45,7 +44,7 @@ __all__ = ["Reason", "RoleWait", "role_waits", "summary", "attempt_started", "st
 
 # PLACED_STATES: a task in these states holds its agent's resources (it was placed): tasks.ACTIVE.
 # RESOURCES: Marathon's reason → the resource it names (queue.RESOURCES); wall: model.wall.
-#: ``NoOfferMatchReason.reasonFunnel`` (M@1.8): the order reasons are shown in when counts tie.
+#: Marathon 1.8's ``NoOfferMatchReason.reasonFunnel``: the order reasons are shown in when counts tie.
 _FUNNEL = ("UnfulfilledRole", "UnfulfilledConstraint", "NoCorrespondingReservationFound", "AgentMaintenance",
            "InsufficientCpus", "InsufficientMemory", "InsufficientDisk", "InsufficientGpus", "InsufficientPorts",
            "DeclinedScarceResources")

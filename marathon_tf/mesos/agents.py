@@ -1,11 +1,10 @@
 """A Mesos agent as the offer matcher reads it, and what it has free to offer (pure).
 
-An agent registers with the master with its ``AgentInfo`` (apache/mesos ``include/mesos/v1/mesos.proto``:
-``id``, ``hostname``, ``resources``, ``attributes``); the master offers each framework the agent's
-resources that no task uses and no other framework holds (``src/master/allocator/mesos/hierarchical.cpp``:
-the agent's total less its allocation). :class:`AgentInfo` is that view: its id (what an offer names),
-its total resources (by role), its attributes, how many GPUs it has (numbered ``0 … gpus-1``) and the
-roles its resources carry.
+An agent registers with the master with its ``AgentInfo`` (``id``, ``hostname``, ``resources``, ``attributes``); the
+master's allocator offers each framework the agent's resources that no task uses and no other framework holds (the
+agent's total less its allocation). :class:`AgentInfo` is that view: its id (what an offer names), its total
+resources (by role), its attributes, how many GPUs it has (numbered ``0 … gpus-1``) and the roles its resources
+carry.
 
 ``enforced`` is False only for the local runner's default agent, as large as the machine, whose
 resources are not counted (:mod:`marathon_tf.local.agents`); a real agent's always are.

@@ -1,14 +1,13 @@
 """A Mesos master's JSON read: its agents with their total and free resources, and what it offers a framework (pure).
 
-``GET /master/slaves`` (or ``/master/state``): every registered agent as apache/mesos
-``src/master/readonly_handler.cpp`` ``SlaveWriter``/``SlavesWriter`` write it, the total (``resources``; per
-role in ``unreserved_resources_full`` and ``reserved_resources_full``), what its tasks use
+``GET /master/slaves`` (or ``/master/state``): every registered agent as the Mesos master writes it, the total
+(``resources``; per role in ``unreserved_resources_full`` and ``reserved_resources_full``), what its tasks use
 (``used_resources``) and what is offered to a framework now (``offered_resources``), each with its ``*_full``
-form (roles and reservations). What an agent has free *for Marathon* is ``resources − used_resources −
-offered_resources`` + what of it is offered to Marathon itself (:func:`parse_agents`). ``GET
-/master/frameworks``: each framework's ``offers`` (:func:`marathon_offers`). Unreachable agents are not
-listed; deactivated ones are left out. Where these are read and with which credentials:
-:mod:`marathon_tf.user.capacity`.
+form (roles and reservations). What an agent has free *for Marathon* is
+``resources − used_resources − offered_resources`` + what of it is offered to Marathon itself
+(:func:`parse_agents`). ``GET /master/frameworks``: each framework's ``offers`` (:func:`marathon_offers`).
+Unreachable agents are not listed; deactivated ones are left out. Where these are read and with which
+credentials: :mod:`marathon_tf.user.capacity`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Does an agent's offer fit a task? Marathon 1.8's offer matching, with its reasons.
 
-Modelled on ``mesosphere/mesos/ResourceMatcher.scala`` ``matchResources`` and
-``mesosphere/mesos/Constraints.scala`` of Marathon ``releases/1.8``:
+Modelled on Marathon 1.8's resource matcher and constraint checks:
 
 * the resources of the app's ``acceptedResourceRoles`` are considered (default: the roles Marathon
   is offered, ``default_roles``, as ``--default_accepted_resource_roles`` defaults to); an offer with

@@ -1,17 +1,15 @@
 """Mesos resources and attributes: the agents' text syntax and their arithmetic (pure).
 
-The syntax is the Mesos agent's ``--resources`` and ``--attributes`` (apache/mesos
-``src/common/resources.cpp`` ``Resources::fromSimpleString``, ``src/common/attributes.cpp``
-``Attributes::parse``, ``src/common/values.cpp`` ``parse``):
+The syntax is the Mesos agent's ``--resources`` and ``--attributes``, as Mesos parses them:
 
 * resources ``cpus:4;mem:8192;disk:20000;gpus:2;ports:[31000-32000]``: ``;``-separated
   ``name:value`` or ``name(role):value`` (a static reservation for ``role``; no role: ``*``);
   a value is a scalar (``4``, ``0.5``), ranges (``[31000-31999,32005-32010]``) or a set (``{a,b}``);
 * attributes ``rack:r1;level:2;slots:[1-4]``: the values are text, scalars or ranges.
 
-The arithmetic is Mesos's on ranges (``src/common/values.cpp``: kept sorted and merged, single
-values taken out) and the text Marathon's constraints compare an attribute by
-(``Constraints.getValueString``). Their JSON, Mesos's and Marathon's, is :mod:`marathon_tf.mesos.views`.
+The arithmetic is Mesos's on ranges (kept sorted and merged, single values taken out) and the text Marathon's
+constraints compare an attribute by (``Constraints.getValueString``). Their JSON, Mesos's and Marathon's, is
+:mod:`marathon_tf.mesos.views`.
 """
 
 from __future__ import annotations

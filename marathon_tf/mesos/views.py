@@ -1,13 +1,11 @@
 """Mesos's and Marathon's JSON of resources and attributes: written, and read back (pure).
 
 Written as Mesos writes them: the summary a master's ``/master/state`` and ``/master/slaves`` and an
-agent's ``/state`` write for ``resources``, ``used_resources`` … (apache/mesos ``src/common/http.cpp``
-``json(ObjectWriter*, ResourceIterable)``: ``cpus``, ``gpus``, ``mem``, ``disk`` always present as
-numbers, ranges as ``"[31000-31999, 32005-32010]"``, sets as ``"{a, b}"``), the protobuf form of
-``*_full`` (``convertResourceFormat(..., ENDPOINT)``: ``role`` set, ``reservations`` for reserved
-ones), attributes as ``{"rack": "r1", "level": 2.0}`` (``json(ObjectWriter*, const Attributes&)``);
-and as Marathon writes an offer for ``/v2/queue``'s ``lastUnusedOffers`` (``raml/OfferConversion.scala``:
-``OfferResource``, ``AgentAttribute``).
+agent's ``/state`` write for ``resources``, ``used_resources`` … (``cpus``, ``gpus``, ``mem``, ``disk``
+always present as numbers, ranges as ``"[31000-31999, 32005-32010]"``, sets as ``"{a, b}"``), the protobuf
+form of ``*_full`` (Mesos's ENDPOINT format: ``role`` set, ``reservations`` for reserved ones), attributes
+as ``{"rack": "r1", "level": 2.0}``; and as Marathon writes an offer for ``/v2/queue``'s
+``lastUnusedOffers`` (its ``OfferResource`` and ``AgentAttribute``).
 
 Read back from a master's JSON (what :mod:`marathon_tf.user.capacity` reads of ``/master/slaves``):
 a summary (roles unknown: given), the ``*_full`` protobuf form (the role of the last reservation,

@@ -7,9 +7,8 @@ A task whose app asks for ``gpus`` (``MTF_GPUS``) needs, inside its container:
   containerizer, an agent without the isolator) sees none;
 * the NVIDIA driver's user-space side (``nvidia-smi``, ``libcuda.so``), which no image carries: the agent
   mounts its driver volume at ``/usr/local/nvidia`` only into images that ask for it — Mesos before 1.8
-  only when the image is labelled ``com.nvidia.volumes.needed`` (apache/mesos
-  ``src/slave/containerizer/mesos/isolators/gpu/volume.cpp``, ``NvidiaVolume::shouldInject``; since 1.8
-  also when its environment sets ``NVIDIA_VISIBLE_DEVICES``).
+  only when the image is labelled ``com.nvidia.volumes.needed`` (since 1.8 also when its environment sets
+  ``NVIDIA_VISIBLE_DEVICES``).
 
 When ``nvidia-smi`` is there, ``nvidia-smi -L`` must list the GPUs; else ``libcuda.so`` must be found.
 What cannot work is one line naming the likely cause (:func:`gpu_problem`; on the local runner, which
@@ -30,7 +29,7 @@ from collections.abc import Callable, Mapping
 
 __all__ = ["gpu_problem", "DRIVER_DIR"]
 
-#: Where Mesos's GPU isolator mounts the driver volume (``CONTAINER_VOLUME_PATH`` in volume.cpp).
+#: Where Mesos's GPU isolator mounts the driver volume in the container.
 DRIVER_DIR = "/usr/local/nvidia"
 _DEVICE = re.compile(r"^nvidia\d+$")
 _CONTAINERIZER = ("is it run by the Mesos containerizer with the GPU isolator (agent --isolation=…,gpu/nvidia) "

@@ -330,8 +330,7 @@ class Keeper:
         """One look at the job's apps (tasks, last task failure): ends of the current configuration
         nobody reported, unreachable tasks. Marathon keeps an app's ``lastTaskFailure`` for TASK_FAILED,
         ERROR, LOST, DROPPED, GONE, GONE_BY_OPERATOR, UNKNOWN (and a health check's kill), not for
-        an ordinary TASK_KILLED (mesosphere/marathon ``state/TaskFailure.scala``,
-        ``isFailureState``, 1.4 to 1.11): kills are seen in the events and the bootstraps' reports."""
+        an ordinary TASK_KILLED (1.4 to 1.11): kills are seen in the events and the bootstraps' reports."""
         for app in apps_by_id(group).values():
             key = naming.parse_app_id(self.ctx.job, app.id or "")
             if key is None or key[0] == "tensorboard":

@@ -19,14 +19,13 @@ host (``GET /v2/groups/<job>?embed=group.apps&embed=group.apps.tasks``), runs on
 * only apps that wait (or must move) are written to: a constraint change restarts a running task.
 
 ``force=true``: the deployment that holds a held task's app waits for it and so locks that app; forcing
-cancels it. On 1.8+ that deployment is the group's (a cancelled deployment leaves the launch queue as it
-is: ``M@1.11:.../core/deployment/impl/TaskStartActor.scala``, no purge on stop), and Marathon goes on
-launching the other apps' queued tasks; a follower of the deployment sees it fail and follows the job
-instead (:mod:`marathon_tf.user.watch`). On 1.4 – 1.7 a cancel purges the queue of every app of the
-cancelled plan (``deploymentFailed``, ``M@1.4:.../MarathonSchedulerActor.scala:281-283``), so there a held
-task is deployed apart from the group (:mod:`marathon_tf.user.apart`): the write cancels only its own
-deployment, and queues the app again itself. Each write says it is the leader's (``label_value``
-``written``): it does not move the job's admission deadline (``waiting.attempt_started``).
+cancels it. On 1.8+ that deployment is the group's (a cancelled deployment leaves the launch queue as it is:
+no purge on stop), and Marathon goes on launching the other apps' queued tasks; a follower of the deployment
+sees it fail and follows the job instead (:mod:`marathon_tf.user.watch`). On 1.4 – 1.7 a cancel purges the
+queue of every app of the cancelled plan (``deploymentFailed``), so there a held task is deployed apart from
+the group (:mod:`marathon_tf.user.apart`): the write cancels only its own deployment, and queues the app again
+itself. Each write says it is the leader's (``label_value`` ``written``): it does not move the job's admission
+deadline (``waiting.attempt_started``).
 
 The rendezvous waits for the rules (:meth:`hold`): a peer that breaks a rule, or whose place changed
 since the placer last looked, is missing from the leader's view, so no program starts before the
@@ -256,7 +255,7 @@ class Placer:
 
 
 def _domain(slave: Mapping[str, Any]) -> dict[str, str | None]:
-    """``@region`` / ``@zone`` of an agent's fault domain (Marathon 1.6+'s fields: ``Constraints.scala``
-    reads them from the offer's domain), None where it has none."""
+    """``@region`` / ``@zone`` of an agent's fault domain (Marathon 1.6+'s fields: its constraints read them
+    from the offer's domain), None where it has none."""
     fault = ((slave.get("domain") or {}).get("fault_domain") or {}) if isinstance(slave.get("domain"), dict) else {}
     return {"@region": (fault.get("region") or {}).get("name"), "@zone": (fault.get("zone") or {}).get("name")}

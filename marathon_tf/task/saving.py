@@ -546,8 +546,8 @@ class Saving:
 
     def keep_held(self) -> None:
         """The task is being stopped: a program held for a round stays held. A real agent's kill stops,
-        signals and then *continues* every process of the task's tree (stout's ``killtree``: SIGSTOP,
-        SIGTERM, SIGCONT; :mod:`marathon_tf.local.proctree`), so a held program, which ignores the SIGTERM,
+        signals and then *continues* every process of the task's tree (SIGSTOP, SIGTERM, SIGCONT, as
+        :mod:`marathon_tf.local.proctree` plays it), so a held program, which ignores the SIGTERM,
         would train past the checkpoint to be restored until its bootstrap ends it. Called at once from
         the bootstrap's signal relay, before the stop's round."""
         trainer = self.trainer

@@ -7,20 +7,18 @@ stderr) and remembers, per peer, what TensorFlow last said about it. The texts, 
 TensorFlow 2.21's sources (and its shared libraries' strings):
 
 * ``CreateSession still waiting for response from worker: /job:ps/replica:0/task:0`` — TF1's
-  master, every 10 s while a task of the cluster does not answer
-  (``tensorflow/core/distributed_runtime/master.cc``, ``DeviceFinder::Wait``; ``LOG(INFO)``, so
-  hidden by ``TF_CPP_MIN_LOG_LEVEL`` ≥ 1);
+  master, every 10 s while a task of the cluster does not answer (logged at INFO, so hidden by
+  ``TF_CPP_MIN_LOG_LEVEL`` ≥ 1);
 * gRPC errors naming the remote task: ``Additional GRPC error information from remote target
-  /job:ps/replica:0/task:0`` (``grpc_util.h``, after an ``UnavailableError`` / ``DeadlineExceeded``)
+  /job:ps/replica:0/task:0`` (after an ``UnavailableError`` / ``DeadlineExceeded``)
   and ``Unavailable: From /job:ps/replica:0/task:0:``;
 * MultiWorkerMirroredStrategy's health check: ``/job:worker/replica:0/task:1 seems down, retrying
   1/3`` and ``Cluster check alive failed, /job:worker/replica:0/task:1 is down, aborting
-  collectives`` (``python/distribute/collective_all_reduce_strategy.py``);
+  collectives``;
 * a peer restarted under a program that still holds its old incarnation (a ParameterServerStrategy
   coordinator): ``RecvTensor expects a different device incarnation: … Your worker job
-  ("/job:worker/replica:0/task:1") was probably restarted`` (``tensorflow/core/distributed_runtime/
-  base_rendezvous_mgr.cc``), :data:`RESTARTED`;
-* the coordination service (``xla/tsl/distributed_runtime/coordination/coordination_service.cc``):
+  ("/job:worker/replica:0/task:1") was probably restarted``, :data:`RESTARTED`;
+* the coordination service:
   ``Task /job:worker/replica:0/task:1 heartbeat timeout. This indicates that the remote task has
   failed…``; ``The following tasks are unhealthy (stopped sending heartbeats):`` followed by one
   task name per line; ``Barrier timed out. … Some timed out task names:`` and ``Waiting for N/M

@@ -1,18 +1,15 @@
 """What may wait is deployed apart from what must start, where a deployment locks its apps (Marathon 1.4 – 1.7).
 
 On 1.4 – 1.7 an app a running deployment holds is locked: a task of it that fails is not relaunched (its
-``ScaleRunSpec`` is dropped, "Did not try to scale run spec; it is locked": v1.4.3
-``MarathonSchedulerActor.scala:169``, v1.7.236 ``MarathonSchedulerActor.scala:146-159``), and a step's
+``ScaleRunSpec`` is dropped, "Did not try to scale run spec; it is locked"), and a step's
 actor stops relaunching once its own app has started. A deployment ends only when every app of its plan
 has started, so one app that waits — an elastic role's standby, which waits in the queue by design; a
 task the job's placement holds (:data:`marathon_tf.contract.spread.HOLD`) — would keep the whole job's
 group locked for as long as it waits: a ps or chief lost meanwhile is never relaunched, and the job hangs.
-1.8 relaunches whatever locks the app (releases/1.8 ``core/instance/Instance.scala:46``,
-``core/launchqueue/impl/LaunchQueueActor.scala:128-133``).
+1.8 relaunches whatever locks the app (its launch queue takes every scheduled instance).
 
 A lock covers the apps of the plan only: two deployments conflict when their plans share an app
-(``DeploymentPlan.isAffectedBy``: v1.4.3 ``upgrade/DeploymentPlan.scala:107-109``, v1.7.236
-``core/deployment/DeploymentPlan.scala:129-131``). So on those versions a new app that may wait is left out
+(``DeploymentPlan.isAffectedBy``). So on those versions a new app that may wait is left out
 of the group's PUT and created by a PUT of its own (``PUT /v2/apps/<id>``): its deployment holds that app
 alone, and the group's deployment ends once the apps that must start have. A standby placed later ends its
 own deployment; one removed (``scale``, the job's end) takes its deployment with it.

@@ -1,15 +1,14 @@
 """The cluster's capacity as the Mesos master tells it: every registered agent's total and free resources.
 
 Where the master is: ``--mesos`` / ``MESOS_URL``, else Marathon's ``/v2/info``
-``marathon_config.mesos_leader_ui_url`` (the leading master's URL: ``M@1.8:src/main/scala/mesosphere/
-marathon/api/v2/InfoResource.scala``; read as :class:`marathon_tf.marathon.model.Info`). One ``GET
-<master>/master/slaves`` (its agents, what they use and what is offered now:
-:func:`marathon_tf.mesos.master.parse_agents`); what of those offers is Marathon's own (it declines what it
-cannot use, and a launch takes from it): ``GET <master>/master/frameworks?framework_id=<id>``
-(apache/mesos@1.11.x:src/master/readonly_handler.cpp ``frameworks``), Marathon's framework id from its
-``/v2/info`` ``frameworkId`` (mesosphere/marathon@releases/1.11:src/main/scala/mesosphere/marathon/api/
-v2/InfoResource.scala; 1.4 too), else the framework named ``marathon_config.framework_name``; asked only
-when some agent has resources offered, and when it cannot be read every offer counts as taken.
+``marathon_config.mesos_leader_ui_url`` (the leading master's URL; read as
+:class:`marathon_tf.marathon.model.Info`). One ``GET <master>/master/slaves`` (its agents, what they use and
+what is offered now: :func:`marathon_tf.mesos.master.parse_agents`); what of those offers is Marathon's own
+(it declines what it cannot use, and a launch takes from it):
+``GET <master>/master/frameworks?framework_id=<id>`` (each framework's ``offers``), Marathon's framework id
+from its ``/v2/info`` ``frameworkId`` (1.4 – 1.11), else the framework named
+``marathon_config.framework_name``; asked only when some agent has resources offered, and when it cannot be
+read every offer counts as taken.
 
 Credentials: Marathon's (a token, basic auth) go to the master only when it is at Marathon's own
 origin (DC/OS's admin router serves both); another host gets none, and a master that wants some is

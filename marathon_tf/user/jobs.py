@@ -79,10 +79,10 @@ def check_fetch_paths(client: Client, spec: JobSpec) -> None:
 
 
 def check_volume_paths(client: Client, spec: JobSpec) -> None:
-    """A relative volume ``host_path`` (the examples' ``ckpt``) is kept per run by the local runner;
-    Mesos puts it in each task's own sandbox (relative to the container's work directory: apache/mesos
-    ``include/mesos/mesos.proto`` ``Volume.host_path``), so on a cluster no task would see another's
-    checkpoints and a relaunched task would start from an empty one. Refused, like a local fetch path."""
+    """A relative volume ``host_path`` (the examples' ``ckpt``) is kept per run by the local runner; Mesos
+    puts it in each task's own sandbox (a relative ``Volume.host_path`` is relative to the container's work
+    directory), so on a cluster no task would see another's checkpoints and a relaunched task would start from
+    an empty one. Refused, like a local fetch path."""
     relative = [(i, v) for i, v in enumerate(spec.volumes) if not v.host_path.startswith("/")]
     if not relative or client.is_local():
         return
@@ -95,10 +95,9 @@ def check_volume_paths(client: Client, spec: JobSpec) -> None:
 
 
 def check_gpu_feature(client: Client, spec: JobSpec, source: str) -> None:
-    """GPU apps get 422 unless Marathon runs with ``--enable_features gpu_resources``; its ``/v2/info``
-    lists the enabled ones in ``marathon_config.features`` (``M@1.4..1.11:src/main/scala/mesosphere/
-    marathon/api/v2/InfoResource.scala``). Refused before anything is sent; nothing is said when
-    Marathon does not list its features."""
+    """GPU apps get 422 unless Marathon runs with ``--enable_features gpu_resources``; its ``/v2/info`` lists
+    the enabled ones in ``marathon_config.features`` (1.4 – 1.11). Refused before anything is sent; nothing is
+    said when Marathon does not list its features."""
     asked = [r for r, n in spec.counts().items() if spec.role(r).gpus]
     if not asked:
         return

@@ -28,12 +28,10 @@ __all__ = ["cluster_options", "to_cluster", "OPTION_NAMES", "given", "DEPLOY_DNS
 DEPLOY_DNS_REFRESH = 0.25
 SERVE_DNS_REFRESH = 1.0
 
-#: Stock Marathon 1.11's defaults (mesosphere/marathon@releases/1.11): ``--zk_session_timeout`` 10 s
-#: (src/main/scala/mesosphere/marathon/ZookeeperConf.scala), ``--decline_offer_duration`` 120 s
-#: (.../core/launcher/OfferProcessorConfig.scala), ``--min_revive_offers_interval`` 5 s
-#: (.../core/launchqueue/ReviveOffersConfig.scala).
+#: Stock Marathon 1.11's defaults: ``--zk_session_timeout`` 10 s, ``--decline_offer_duration`` 120 s,
+#: ``--min_revive_offers_interval`` 5 s.
 ZK_SESSION_TIMEOUT, OFFER_FILTER, REVIVE_INTERVAL = 10.0, 120.0, 5.0
-#: Marathon's ``--scale_apps_interval`` default, 300 s (src/main/scala/mesosphere/marathon/MarathonConf.scala).
+#: Marathon's ``--scale_apps_interval`` default, 300 s.
 SCALE_APPS_INTERVAL = 300.0
 
 #: The click parameter names these options fill.

@@ -224,8 +224,8 @@ def _read(session: requests.Session, log: TaskLog, path: str, offset: int, lengt
 
 
 def _file_answer(r: requests.Response, log: TaskLog, shape: dict[str, Any]) -> dict[str, Any]:
-    """The agent's ``/files/read`` answer with ``shape`` (Mesos ``src/files/files.cpp``: ``{"data",
-    "offset"}``), else one :class:`LogError` line."""
+    """The agent's ``/files/read`` answer with ``shape`` (Mesos's ``{"data", "offset"}``), else one
+    :class:`LogError` line."""
     try:
         return shapes.check(r.json(), shape)
     except ValueError as e:  # not JSON, or a wrong shape (shapes.ShapeError)

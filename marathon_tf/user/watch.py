@@ -39,15 +39,13 @@ def wait_deployment(client: Client, deployment_id: str | None, job: str, *, time
     """Wait until the deployment has left ``/v2/deployments`` (every task running and
     healthy). Raises :class:`Timeout` (exit 3) when ``timeout`` passes first.
 
-    Marathon answers with the deployment's id before it lists it: 1.11 sends ``DeploymentStarted``
-    before ``LaunchDeployment`` adds the plan (``M@1.11:src/main/scala/mesosphere/marathon/core/
-    deployment/impl/DeploymentManagerActor.scala``), 1.4 lists a plan only once its first step is
-    reported (``M@1.4:.../upgrade/DeploymentManager.scala``). So an id not listed yet is finished only
-    once it has been listed, or the event stream said ``deployment_success`` for it, or the job's
-    apps show it done (no app names a deployment and each runs its instance count of tasks of its
-    current configuration), or ``grace`` seconds passed. The statuses carry the deployment
-    (``deployment``: as ``/v2/deployments`` lists it, None when it does not). ``mesos``: the Mesos
-    master the user named (``--mesos`` / ``MESOS_URL``), for the job's waits."""
+    Marathon answers with the deployment's id before it lists it: 1.11 sends ``DeploymentStarted`` before
+    ``LaunchDeployment`` adds the plan, 1.4 lists a plan only once its first step is reported. So an id not listed
+    yet is finished only once it has been listed, or the event stream said ``deployment_success`` for it, or the
+    job's apps show it done (no app names a deployment and each runs its instance count of tasks of its current
+    configuration), or ``grace`` seconds passed. The statuses carry the deployment (``deployment``: as
+    ``/v2/deployments`` lists it, None when it does not). ``mesos``: the Mesos master the user named (``--mesos`` /
+    ``MESOS_URL``), for the job's waits."""
     deadline = None if timeout is None else clock() + timeout
     outage = _Outage(clock)
     seen = succeeded = False

@@ -1,5 +1,10 @@
 """Keras 3's failures under the multi-worker strategies become one line with the fix (real stderr:
-tests/data/keras3/SOURCE.md); other failures are left alone."""
+tests/data/keras3/SOURCE.md); other failures are left alone.
+
+Keras 3's ``model.fit`` does not run under ``MultiWorkerMirroredStrategy`` or ``ParameterServerStrategy``
+(keras-team/keras#20585, #18624); ``TF_USE_LEGACY_KERAS`` routes ``tf.keras`` to ``tf_keras``, read on the
+first use of ``tf.keras`` (tensorflow/tensorflow v2.21.0 ``tensorflow/python/util/lazy_loader.py``,
+``KerasLazyLoader._initialize``)."""
 
 from pathlib import Path
 

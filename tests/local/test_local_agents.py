@@ -34,7 +34,8 @@ from marathon_tf.mesos.placement import REASON_FUNNEL
 from marathon_tf.mesos.resources import Resource
 
 SMALL = "cpus:1;mem:512;disk:1000;ports:[33100-33199]"
-# 1.11's own example: the entries carry the 1.9+ ``role`` (M@1.11:docs/docs/rest-api/public/api/v2/types/queue.raml)
+# 1.11's own example: the entries carry the 1.9+ ``role`` (M@1.11:docs/docs/rest-api/public/api/v2/types/queue.raml
+# QueueObject.role; M@1.11:src/main/scala/mesosphere/marathon/raml/QueueInfoConversion.scala: info.role)
 EXAMPLE = json.loads((Path(__file__).parents[1] / "data" / "marathon-examples" / "1.11" / "queue.json").read_text())
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -93,6 +94,7 @@ def test_a_job_that_fits_nowhere_waits_with_the_queues_reasons(cluster_with, wai
         assert o["offer"]["hostname"] in {a["hostname"] for a in agents}
         names = {r["name"] for r in o["offer"]["resources"]}
         assert {"cpus", "mem", "disk", "ports"} <= names and all(r["role"] == "*" for r in o["offer"]["resources"])
+    # each offer as Marathon releases/1.8 src/main/scala/mesosphere/marathon/raml/OfferConversion.scala writes it
     example = EXAMPLE["queue"][1]  # the same keys as Marathon's own example
     assert set(queue(api, embed=True)["/both"]) == set(example)
     assert set(summary) == set(example["processedOffersSummary"]) - {"lastUsedOfferAt"}  # none used yet
@@ -251,6 +253,8 @@ def test_restricted_gpu_scheduling_keeps_tasks_without_gpus_off_gpu_agents(clust
 
 
 def test_features_follow_the_option_and_a_gpu_app_without_them_gets_marathons_422(cluster_with):
+    # the --enable_features values Marathon 1.8 knows: vips, task_killing, external_volumes, secrets, gpu_resources
+    # (M@1.8 = mesosphere/marathon@releases/1.8: src/main/scala/mesosphere/marathon/Features.scala)
     _, api = cluster_with()
     assert api.get("/v2/info").json()["marathon_config"]["features"] == ["gpu_resources"]  # today's default
     _, api = cluster_with(features=())
@@ -324,6 +328,9 @@ def test_values_are_spread_over_the_agents_in_turn():
 
 
 def test_agents_have_their_own_address_sandbox_root_and_id(tmp_path):
+    """What is not given is detected as a Mesos agent does (apache/mesos@1.11.x
+    ``src/slave/containerizer/containerizer.cpp`` ``Containerizer::resources``: every CPU, memory less 1 GiB,
+    the work directory's disk less 5 GiB, ports ``[31000-32000]``, no GPUs)."""
     agents = Agents(tmp_path, "127.0.0.1", 3, ["cpus:2;mem:1024"], ["rack:r1|rack:r2"])
     a1, a2, a3 = agents.all
     assert [a.hostname for a in agents.all] == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]

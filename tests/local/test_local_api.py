@@ -1,4 +1,7 @@
-"""Marathon API shapes of the local runner: status codes, headers, bodies, embeds, errors."""
+"""Marathon API shapes of the local runner: status codes, headers, bodies, embeds, errors.
+
+Error bodies as mesosphere/marathon v1.4.3 and releases/1.11 write them
+(``src/main/scala/mesosphere/marathon/api/MarathonExceptionMapper.scala``, ``api/v2/Validation.scala``)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,9 @@ TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
 def test_put_group_creates_and_runs_apps(api, make_app, wait):
+    """GroupUpdate semantics of mesosphere/marathon v1.4.3 (replacement rules, relative ids, ``mkdir -p``,
+    ``scaleBy``): ``src/main/scala/mesosphere/marathon/api/v2/json/GroupUpdate.scala`` and
+    ``api/v2/GroupsResource.scala``."""
     r = api.put("/v2/groups/job", json={"apps": [make_app("worker-0"), make_app("ps-0")]})
     assert r.status_code == 200
     body = r.json()

@@ -1,4 +1,7 @@
-"""Deployment semantics: idempotent PUT, scale vs restart, locks and force, cancel, crash loops."""
+"""Deployment semantics: idempotent PUT, scale vs restart, locks and force, cancel, crash loops.
+
+Modelled on mesosphere/marathon v1.4.3 ``src/main/scala/mesosphere/marathon/upgrade/DeploymentPlan.scala``,
+``upgrade/DeploymentManager.scala`` and ``upgrade/DeploymentActor.scala``."""
 
 from __future__ import annotations
 

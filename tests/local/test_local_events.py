@@ -1,4 +1,7 @@
-"""/v2/events: Jetty's SSE framing, heartbeat, Accept rule, event_type filter, event contents."""
+"""/v2/events: Jetty's SSE framing, heartbeat, Accept rule, event_type filter, event contents.
+
+Event contents: the case classes' fields of mesosphere/marathon releases/1.11
+``src/main/scala/mesosphere/marathon/core/event/Events.scala``."""
 
 from __future__ import annotations
 
@@ -89,7 +92,8 @@ def test_event_sequence_of_a_deployment(api, make_app, cluster):
 
 def test_a_subscriber_that_falls_behind_is_dropped():
     """Marathon drops an event stream connection with ``--event_stream_max_outstanding_messages`` (1024)
-    events waiting for it (HttpEventStreamHandleActor: ``outstanding.size >= maxOutStanding =>
+    events waiting for it (``M@1.8:src/main/scala/mesosphere/marathon/core/event/EventConf.scala``,
+    ``.../core/event/impl/stream/HttpEventStreamHandleActor.scala``: ``outstanding.size >= maxOutStanding =>
     dropConnection()``): a stalled client costs bounded memory, and others go on receiving."""
     from marathon_tf.local.events import DROPPED, EventBus
 

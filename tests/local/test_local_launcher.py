@@ -30,6 +30,16 @@ def test_a_task_without_gpus_gets_no_cuda_device_unless_its_app_says_otherwise()
 
 
 def test_task_environment(api, make_app, cluster, wait, monkeypatch):
+    """Marathon's task environment (mesosphere/marathon releases/1.11
+    ``src/main/scala/mesosphere/mesos/TaskBuilder.scala`` ``taskContextEnv``) and what a Mesos agent adds
+    (apache/mesos@1.11.x): ``--executor_environment_variables`` ("passed to the executor, and thus subsequently
+    task(s). By default this flag is none.": ``src/slave/flags.cpp``); the executor's environment from that
+    flag's, ``LIBPROCESS_*`` and ``MESOS_*`` (``src/slave/slave.cpp`` ``executorEnvironment``); ``MESOS_SANDBOX``
+    and the task's own ("1) User specified environment in CommandInfo. 2) Environment returned by isolators ...
+    3) Environment passed from agent": ``src/slave/containerizer/mesos/containerizer.cpp``); the default
+    ``PATH`` (``src/slave/containerizer/mesos/launch.cpp``, stout ``3rdparty/stout/include/stout/posix/os.hpp``
+    ``os::host_default_path``); the command executor's own environment plus the task's
+    (``src/launcher/executor.cpp``)."""
     # the runner's own variables (issue 24: credentials and cloud keys seen in a task's /proc/<pid>/environ)
     runner_own = {"MARATHON_TOKEN": "secret-token", "MARATHON_USER": "ml", "MARATHON_PASSWORD": "pw",
                   "AWS_SECRET_ACCESS_KEY": "aws-secret", "MTF_RUNNER_OWN": "x", "SOME_SHELL_VAR": "y"}
@@ -117,6 +127,9 @@ def test_unsupported_fetch_fails_task(api, make_app, cluster, wait):
 
 
 def test_relaunch_with_backoff_and_queue(api, make_app, cluster, wait):
+    """TASK_FAILED and TASK_FINISHED grow the delay, TASK_KILLED does not (mesosphere/marathon releases/1.11
+    ``src/main/scala/mesosphere/marathon/core/task/update/impl/steps/NotifyRateLimiterStepImpl.scala``,
+    ``core/launchqueue/impl/RateLimiter.scala``)."""
     api.put("/v2/apps/crash", json=make_app("crash", cmd="exit 3", backoffSeconds=0.3, backoffFactor=2,
                                             maxLaunchDelaySeconds=5))
     wait(lambda: len([e for e in cluster.events("status_update_event") if e["taskStatus"] == "TASK_FAILED"]) >= 4,
@@ -157,7 +170,10 @@ def test_scale_down_kill_sigterm_then_sigkill(api, make_app, cluster, wait):
     # so Mesos's executor sends no TASK_KILLING (apache/mesos@1.11.x:src/launcher/executor.cpp kill():
     # "Send TASK_KILLING if the framework can handle it"): the task stays TASK_RUNNING in /v2/apps and in
     # Mesos-DNS (records for TASK_RUNNING tasks: mesosphere/mesos-dns@e888ef4:records/generator.go) through
-    # its kill grace, then TASK_KILLED.
+    # its kill grace, then TASK_KILLED. The scale-down changes the instance's goal, published as an
+    # instance_changed_event of the unchanged condition (M@1.11 = mesosphere/marathon@releases/1.11:
+    # M@1.11:src/main/scala/mesosphere/marathon/core/instance/update/InstanceChangedEventsGenerator.scala, a goal
+    # change is a state change; M@1.11:.../core/deployment/impl/DeploymentActor.scala decommissionInstances).
     stubborn = "trap 'echo TERM >> got_term' TERM; while true; do sleep 0.1; done"
     api.put("/v2/apps/s", json=make_app("s", cmd=stubborn, taskKillGracePeriodSeconds=1))
     api.wait_deployed()

@@ -51,9 +51,11 @@ def sleeper(app_id: str) -> dict:
 
 
 def test_three_instances_one_leader_and_standbys_proxy_to_it(ha):
-    # M@1.8:src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala: the leader adds
+    # M@1.8:src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala (mounted on /*:
+    # M@1.8:src/main/scala/mesosphere/marathon/api/HttpBindings.scala): the leader adds
     # X-Marathon-Leader (buildUrl(myHostPort)) and serves; a standby forwards the request
-    # (api/forwarder/AsyncUrlConnectionRequestForwarder.scala: the leader's status, headers and body,
+    # (api/forwarder/AsyncUrlConnectionRequestForwarder.scala: the request's headers except Connection/Host,
+    # plus X-Marathon-Via and X-Forwarded-For; the leader's status, headers and body back,
     # X-Marathon-Via "1.1 <standby host:port>" added).
     leader, a, b = ha.marathon_urls
     assert len({leader, a, b}) == 3 and ha.leader_url == leader
@@ -94,7 +96,10 @@ def test_a_proxy_loop_is_refused(ha):
 
 def test_v2_leader_names_the_leader_and_delete_abdicates(ha):
     # M@1.8:src/main/scala/mesosphere/marathon/api/v2/LeaderResource.scala: GET {"leader": "host:port"};
-    # DELETE on the leader: {"message": "Leadership abdicated"}, abdicateLeadership() 500 ms later.
+    # DELETE on the leader: {"message": "Leadership abdicated"}, abdicateLeadership() 500 ms later
+    # (abdicationDelay). A real 1.11 leader that abdicates closes its leader latch and exits
+    # (M@1.11:src/main/scala/mesosphere/marathon/core/election/ElectionService.scala abdicateLeadership);
+    # here the next live instance is elected after the election gap.
     # During the election LeaderProxyFilter holds a request (waitForConsistentLeadership: 11 looks, 250 ms
     # apart), then sendError(BadGateway, "Could not determine the current leader") (1.7+; 1.4-1.6: 503).
     leader, a, b = ha.marathon_urls

@@ -79,7 +79,8 @@ def test_a_dead_task_of_an_app_an_open_deployment_holds(cluster_with, make_app, 
 def test_a_forced_cancel_purges_the_queue_of_the_cancelled_plans_apps(cluster_with, make_app, version, purged):
     # deploymentFailed purges the launch queue of every app of the cancelled plan: v1.4.3
     # MarathonSchedulerActor.scala:281-283 (launchQueue.purge), v1.5.15:288-291 and v1.7.236:283-287
-    # (asyncPurge / purge in a Future); releases/1.8's deploymentFailed purges nothing. A cancel with
+    # (asyncPurge / purge in a Future); releases/1.8's deploymentFailed purges nothing, nor does a stopped step
+    # (M@1.11:src/main/scala/mesosphere/marathon/core/deployment/impl/TaskStartActor.scala). A cancel with
     # ?force=true is such a failure (v1.7.236 api/v2/DeploymentsResource.scala: cancelDeployment). What was
     # purged waits for the next periodic scale check (--scale_apps_interval, 300 s here: not within the test).
     options = {"agent_resources": (SMALL_AGENT,)}
@@ -101,7 +102,8 @@ def test_a_forced_cancel_purges_the_queue_of_the_cancelled_plans_apps(cluster_wi
 def test_the_scale_check_queues_what_a_purge_dropped(cluster_with, make_app):
     # The same purge (v1.7.236 MarathonSchedulerActor.scala:283-287); the periodic ScaleRunSpecs
     # (v1.7.236 MarathonSchedulerActor.scala:144, 209-212; every --scale_apps_interval, MarathonConf.scala
-    # :202-206) sends ScaleRunSpec for every app, which queues what /g/big lacks: it starts.
+    # :202-206, 300 000 ms as at v1.4.3:224-228) sends ScaleRunSpec for every app, which queues what /g/big
+    # lacks: it starts.
     cluster, api = cluster_with(agent_resources=(SMALL_AGENT,), marathon_version="1.7.236", scale_apps_interval=2.0)
     assert api.put("/v2/groups/g", json=_group(make_app)).status_code in (200, 201)
     wait_for(lambda: api.running("/g/a") and "/g/big" in _queued(api), 15, what="/g/a running, /g/big queued")
@@ -160,7 +162,8 @@ TIMED_OUT = "Connection to leader timed out."
 ])
 def test_a_standby_whose_leader_host_drops_packets_answers_as_its_version(tmp_path, version, read, write):
     # A leader whose host is gone from the network: the standby's connect times out
-    # (--leader_proxy_connection_timeout) instead of being refused. Read in mesosphere/marathon,
+    # (--leader_proxy_connection_timeout, 5 s; --leader_proxy_read_timeout 10 s:
+    # src/main/scala/mesosphere/marathon/LeaderProxyConf.scala) instead of being refused. Read in mesosphere/marathon,
     # src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala: a PUT/POST connects in getOutputStream
     # (copyRequestBodyToConnection, v1.4.3:215-227), a GET/DELETE in getResponseCode inside the Try of
     # cloneResponseStatusAndHeader (v1.4.3:237), whose every failure is 502 ERROR_STATUS_BAD_CONNECTION up to
@@ -299,8 +302,9 @@ def test_a_scalar_attribute_reads_with_thousands_separators_up_to_1_6_0(cluster_
                                                                         plain_placed):
     # Constraints.getValueString: NumberFormat.getInstance.format(scalar) up to 1.6.0 (v1.4.3 / v1.6.0
     # src/main/scala/mesosphere/mesos/Constraints.scala:36-37: "1,024"), DecimalFormat("0.###") from 1.6.322
-    # (releases/1.8 the same file :39-54: "1024"). Mesos makes the numeric attribute rack:1024 a scalar. What
-    # marathon-tf renders for those versions (user/render.for_marathon) is placed on every one of them.
+    # (releases/1.8 the same file :39-54: "1024", from the IS operator's commit e891d758f). Mesos makes the
+    # numeric attribute rack:1024 a scalar. What marathon-tf renders for those versions (user/render.for_marathon)
+    # is placed on every one of them.
     from marathon_tf.marathon import versions
     from marathon_tf.user.versioned import for_marathon
 

@@ -78,6 +78,8 @@ def test_nxdomain(api, cluster):
 
 
 def test_http_api(api, cluster):
+    """The ``/v1`` API's not-found shapes as mesos-dns@e888ef4 ``resolver/resolver.go``'s ``Rest*`` handlers
+    answer them."""
     base = cluster.mesos_dns_http
     assert requests.get(base + "/v1/version").json()["Service"] == "Mesos-DNS"
     config = requests.get(base + "/v1/config").json()

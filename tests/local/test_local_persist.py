@@ -3,7 +3,8 @@ its apps, groups, versions and deployments in flight, and launches the tasks tha
 
 Real Marathon keeps its root group, app versions and deployment plans in ZooKeeper and resumes them after
 a restart or failover (mesosphere/marathon ``storage/repository/GroupRepository``,
-``DeploymentRepository``; ``MarathonSchedulerActor`` reloads the stored deployment plans on election)."""
+``DeploymentRepository``; ``MarathonSchedulerActor`` reloads the stored deployment plans on election;
+``MarathonSchedulerService`` / ``TaskReconciliation`` reconcile the tasks with Mesos)."""
 
 from __future__ import annotations
 

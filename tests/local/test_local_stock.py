@@ -37,7 +37,10 @@ def _offers(api, app_id):
 def test_a_declined_offer_is_filtered_while_what_the_agent_has_free_is_within_it():
     # Mesos@1.11.x:src/master/allocator/mesos/hierarchical.cpp RefusedOfferFilter::filter:
     # "return _resources.contains(resources); // Refused resources are superset." — until refuse_seconds pass
-    # (M@1.11:.../core/launcher/impl/TaskLauncherImpl.scala declineOffer: Filters.setRefuseSeconds).
+    # (M@1.11:.../core/launcher/impl/TaskLauncherImpl.scala declineOffer: Filters.setRefuseSeconds, with
+    # --decline_offer_duration: M@1.11:src/main/scala/mesosphere/marathon/core/launcher/OfferProcessorConfig.scala,
+    # .../core/launcher/impl/OfferProcessorImpl.scala declineOffer; what is left of a used offer: acceptOffer,
+    # setRefuseSeconds(0)). An agent the master removes loses its filters (removeSlave -> removeFilters).
     declined = parse_resources("cpus:2;mem:1024;ports:[31000-31010]")
     filters = OfferFilters()
     filters.decline("S0", declined, now=0.0, seconds=120.0)
@@ -63,8 +66,12 @@ def test_a_declined_offer_is_filtered_while_what_the_agent_has_free_is_within_it
 def test_a_newly_queued_task_revives_offers_at_once_after_a_quiet_spell():
     # M@1.11:.../core/launchqueue/impl/ReviveOffersStreamLogic.scala ReviveDirectiveFlowLogicWithSuppression:
     # offers wanted after none were: UpdateFramework (unsuppress, clearing the filters); none wanted: suppress;
-    # a higher version (a new instance): IssueRevive. RateLimiterFlow (M@1.11:.../stream/RateLimiterFlow.scala):
-    # one pull per --min_revive_offers_interval (5 s, ReviveOffersConfig.scala).
+    # a higher version (a new instance, also a new configuration's:
+    # M@1.11:.../deployment/impl/TaskReplaceActor.scala decommissions the old scheduled instances and schedules
+    # new ones): IssueRevive. RateLimiterFlow (M@1.11:.../stream/RateLimiterFlow.scala): one pull per
+    # --min_revive_offers_interval (5 s, ReviveOffersConfig.scala), after buffer(1, OverflowStrategy.dropHead).
+    # The stream: M@1.11:.../core/launchqueue/impl/ReviveOffersState.scala, ReviveOffersActor.scala;
+    # --suppress_offers on by default (M@1.11:.../core/launchqueue/ReviveOffersConfig.scala).
     r = ReviveOffers(5.0, now=0.0)
     assert r.suppressed
     assert r.observe({"/a": 1}, [], now=100.0) == ["unsuppress"] and not r.suppressed  # at once
@@ -149,7 +156,8 @@ def test_a_task_that_keeps_declining_waits_out_the_filter_but_a_newly_queued_one
 
 def test_with_the_friendly_options_declined_offers_come_back_every_allocation(cluster_with, wait):
     # --offer-filter 0 (no refuse_seconds) and --revive-interval 0: what the local cluster did before issue 28;
-    # the master still offers an agent at most once per --allocation_interval (1 s).
+    # the master still offers an agent at most once per --allocation_interval (1 s:
+    # Mesos@1.11.x:src/master/constants.hpp DEFAULT_ALLOCATION_INTERVAL).
     cluster, api = cluster_with(agents=2, agent_resources=[SMALL], offer_filter=0, revive_interval=0)
     assert api.post("/v2/apps", json=_app("/big", cpus=2)).status_code == 201
     first = wait(lambda: _offers(api, "/big"), what="offers declined")
@@ -223,7 +231,9 @@ def test_surplus_tasks_keep_group_by_even(tmp_path):
 
 
 def test_scale_down_follows_the_apps_kill_selection(cluster_with, wait):
-    # The scheduler's scale-down asks ScalingProposition (marathon_tf/local/scaling.py) which tasks go.
+    # The scheduler's scale-down asks ScalingProposition (marathon_tf/local/scaling.py) which tasks go, as
+    # Marathon's deployment scale step and scale check do (M@1.11:.../core/deployment/impl/DeploymentActor.scala,
+    # M@1.11:.../MarathonSchedulerActor.scala scale; ScalingProposition.propose).
     _, api = cluster_with()
     for selection, kept in (("OLDEST_FIRST", "younger"), ("YOUNGEST_FIRST", "older")):
         app_id = "/" + selection.lower().replace("_", "-")

@@ -104,6 +104,8 @@ def test_mesos_endpoints_lead_the_ui_to_the_sandbox(api, make_app, wait, cluster
 
 
 def test_readiness_checks_hold_the_deployment_and_show_their_results(api, make_app, wait, tmp_path):
+    """Marathon's ``ReadinessBehavior`` (mesosphere/marathon releases/1.11
+    ``src/main/scala/mesosphere/marathon/core/readiness/ReadinessCheckExecutor.scala``)."""
     server = tmp_path / "ready_server.py"
     server.write_text(
         "import http.server, os\n"

@@ -214,7 +214,12 @@ def test_every_request_has_a_timeout_and_tls_is_verified_by_default():
 
 def test_lost_answer_adopts_our_own_deployment_without_sending_again(httpserver):
     """The first PUT was applied but its answer was lost (a reset): Marathon's group carries our digests
-    (Marathon stores labels as sent), so its deployment is adopted and the PUT is not sent again."""
+    (Marathon stores labels as sent), so its deployment is adopted and the PUT is not sent again.
+
+    A group PUT replaces the group's apps at once (mesosphere/marathon v1.4.3
+    ``src/main/scala/mesosphere/marathon/api/v2/GroupsResource.scala`` ``updateOrCreate``), and the changed apps
+    and the plan get the same version (v1.4.3 ``src/main/scala/mesosphere/marathon/upgrade/DeploymentPlan.scala``
+    ``apply``)."""
     calls = {"n": 0}
 
     def put(request):

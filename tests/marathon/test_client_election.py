@@ -251,8 +251,9 @@ def test_a_read_answered_bad_connection_counts_no_try(httpserver):
 
 #: A 1.4.8 - 1.6.392 standby whose leader's host did not answer in time (packets dropped, not a refused port):
 #: v1.4.8 src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala:288-289 (504 ERROR_STATUS_GATEWAY_TIMEOUT,
-#: :325), only out of copyRequestToConnection: a write's connect; v1.5.1 :285 and :341 (copyConnectionResponse)
-#: also for a status that did not come in time; v1.6.392 :282-284, :333-335 the same.
+#: :325; the connect path :285-289, :330-338), only out of copyRequestToConnection: a write's connect; v1.5.1 :285
+#: and :341 (copyConnectionResponse) also for a status that did not come in time; v1.6.392 :282-284, :333-335 the
+#: same.
 TIMED_OUT = "Connection to leader timed out."
 
 

@@ -4,7 +4,8 @@ attached and the events after it arrive. Before, ``data: "a string"`` raised in 
 dropped the connection and reconnected to the same fate: nothing after it ever arrived; and ``"id": [..]``
 reached the readers (a deployment watch compares it, the rendezvous keys on ``taskId``).
 
-Event shapes: Marathon 1.11 ``docs/docs/event-bus.md`` (mesosphere/marathon, releases/1.11), FACTS §4."""
+Event shapes: Marathon 1.11 ``docs/docs/event-bus.md`` and the case classes' fields in
+``src/main/scala/mesosphere/marathon/core/event/Events.scala`` (mesosphere/marathon, releases/1.11), FACTS §4."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 A Marathon standby answers ``/v2/events`` with a 302 to ``http://<leader --hostname>:<http port>`` unless it
 runs with ``--disable_http`` (``M@1.11:src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala``:
 ``scheme``, ``buildUrl``, ``shouldBeRedirectedToLeader``; the host:port is ``MarathonModule.provideHostPort``).
+Without a leader ``/v2/leader`` is 404 "There is no leader" (``M@1.11:.../api/v2/LeaderResource.scala``).
 A client on https will not follow it (its credentials would travel in clear), nor can it follow a name that
 does not resolve where it runs. The stream then attaches to the leader through the configured URLs or the
 one ``/v2/leader`` names, says so once, and does not go back to the standby while the leader holds.

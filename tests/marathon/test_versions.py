@@ -5,16 +5,24 @@ Sources (mesosphere/marathon; ``vX:`` a tag, ``releases/1.x:`` a branch tip; mir
 
 * unreachableStrategy: ``v1.4.5:`` vs ``v1.4.6:src/main/scala/mesosphere/marathon/state/UnreachableStrategy.scala``
   (validator ``>= 1.second``/``<`` → ``>= 0.second``/``<=``); default 5/10 min in ``v1.4.8:``, 0 s in ``v1.4.9:``;
-  ``v1.4.6:changelog.md`` migrates 1/2 to 0/0.
+  ``v1.4.6:changelog.md`` migrates 1/2 to 0/0 (``MIGRATION_1_4_6_UNREACHABLE_STRATEGY``). With 1/2 an instance
+  becomes inactive only when a later status update for it is processed
+  (``v1.4.3:src/main/scala/mesosphere/marathon/core/instance/update/InstanceUpdater.scala``), at the latest the
+  next reconciliation (``--reconciliation_interval``, 10 min: ``v1.4.3:src/main/scala/mesosphere/marathon/
+  MarathonConf.scala``).
 * networks: ``v1.4.3:src/main/scala/mesosphere/marathon/api/v2/json/Formats.scala`` (portMappings only under
   container.docker), ``v1.5.0:docs/docs/rest-api/public/api/v2/types/app.raml`` (``networks?``).
-* IS: ``v1.5.15:`` vs ``v1.6.322:src/main/proto/marathon.proto``; @hostname: ``.../mesos/Constraints.scala``.
-* plan-format=light: ``HttpEventStreamServlet.scala`` on releases/1.5 (from v1.5.9), 1.6, 1.7; gone in 1.8.
+* IS: ``v1.5.15:`` vs ``v1.6.322:src/main/proto/marathon.proto`` (``IS = 6``); @hostname:
+  ``v1.6.322:src/main/scala/mesosphere/mesos/Constraints.scala`` ``hostnameField`` (only ``hostname`` at ``v1.5.15:``).
+* plan-format=light: ``src/main/scala/mesosphere/marathon/core/event/impl/stream/HttpEventStreamServlet.scala`` on
+  releases/1.5 (back-ported in commit ef75f5dd8, first tag v1.5.9), 1.6, 1.7; gone in ``releases/1.8:``.
 * event redirect: ``v1.7.50:src/main/scala/mesosphere/marathon/api/LeaderProxyFilter.scala``; no leader 503 →
   502 between ``v1.7.50:`` and ``v1.7.149:`` (same file).
 * "Connection to leader refused.": 502 in ``v1.4.7:``, 503 in ``v1.4.8:``, 502 in ``v1.5.0:`` (LeaderProxyFilter);
   HttpURLConnection (ConnectException only) through ``v1.6.392:``; akka-http (any StreamTcpException) in
   ``v1.6.486:src/main/scala/mesosphere/marathon/api/forwarder/AsyncUrlConnectionRequestForwarder.scala``.
+* features: ``marathon_config.features`` in 1.4 – 1.11
+  (``src/main/scala/mesosphere/marathon/api/v2/InfoResource.scala``).
 * queue role: ``releases/1.9:docs/docs/rest-api/public/api/v2/types/queue.raml``; GPU scheduling:
   ``v1.5.7:src/main/scala/mesosphere/marathon/GpuSchedulingBehavior.scala``, ``releases/1.8:.../MarathonConf.scala``.
 """

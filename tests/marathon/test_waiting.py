@@ -12,6 +12,9 @@ What the queue looks like (mesosphere/marathon at 90619da70):
 * ``src/main/scala/mesosphere/marathon/raml/OfferConversion.scala``: an offer's resources are
   ``{"name", "role", "scalar"}`` or ``{"name", "role", "ranges": [{"begin", "end"}]}``; the offer's
   agent is ``agentId``.
+* ``src/main/scala/mesosphere/mesos/ResourceMatcher.scala`` ``matchResources`` (``releases/1.8``): every reason
+  an offer does not fit (resources, role, constraints, GPU behaviour; ports only once all of that fit).
+* The entry's fields: ``docs/docs/rest-api/public/api/v2/types/queue.raml`` at v1.4.3 and releases/1.11.
 * The app's tasks: ``group.apps.tasks`` with Mesos task states (``TASK_RUNNING`` …).
 
 The shapes are checked against Marathon's own example (tests/data/marathon-examples/1.8/queue.json).

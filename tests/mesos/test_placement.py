@@ -2,7 +2,7 @@
 per declined offer, and constraints (:mod:`marathon_tf.mesos.placement`; no processes here).
 
 Sources: Marathon ``releases/1.8`` ``src/main/scala/mesosphere/mesos/Constraints.scala``,
-``ResourceMatcher.scala`` and ``NoOfferMatchReason.scala`` (``reasonFunnel``).
+``ResourceMatcher.scala`` (``matchResources``) and ``NoOfferMatchReason.scala`` (``reasonFunnel``).
 """
 
 from __future__ import annotations

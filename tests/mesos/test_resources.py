@@ -1,7 +1,8 @@
 """Agents' resources and attributes in Mesos's syntax, and their arithmetic (:mod:`marathon_tf.mesos.resources`).
 
 Sources: apache/mesos ``src/common/resources.cpp`` (``Resources::fromSimpleString``),
-``src/common/values.cpp`` (``parse``; ranges written ``[a-b, c-d]``), ``src/common/attributes.cpp``,
+``src/common/values.cpp`` (``parse``; ranges written ``[a-b, c-d]``, kept sorted and merged),
+``src/common/attributes.cpp`` (``Attributes::parse``),
 ``src/common/http.cpp`` (``json(ObjectWriter*, ResourceIterable)``: cpus/gpus/mem/disk always);
 Marathon ``releases/1.8`` ``Constraints.getValueString`` (an attribute's text).
 """

@@ -1,9 +1,11 @@
 """Mesos's and Marathon's JSON of resources and attributes, written and read back
 (:mod:`marathon_tf.mesos.views`).
 
-Sources: apache/mesos ``src/common/http.cpp`` (the summary; ``*_full`` in the ENDPOINT format),
-``src/master/readonly_handler.cpp`` (``/master/slaves``); Marathon ``releases/1.8``
-``raml/OfferConversion.scala`` (``lastUnusedOffers``).
+Sources: apache/mesos ``src/common/http.cpp`` (the summary, ``json(ObjectWriter*, ResourceIterable)``;
+``*_full`` in the ENDPOINT format, ``convertResourceFormat``; attributes, ``json(ObjectWriter*, const
+Attributes&)``), ``src/master/readonly_handler.cpp`` (``/master/slaves``, ``SlaveWriter``/``SlavesWriter``);
+Marathon ``releases/1.8`` ``raml/OfferConversion.scala`` (``lastUnusedOffers``: ``OfferResource``,
+``AgentAttribute``).
 """
 
 from __future__ import annotations

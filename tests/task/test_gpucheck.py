@@ -78,7 +78,8 @@ def test_fewer_devices_than_asked(tmp_path):
 def test_devices_without_the_driver_volume_names_the_image_label(tmp_path):
     # apache/mesos src/slave/containerizer/mesos/isolators/gpu/volume.cpp NvidiaVolume::shouldInject: the
     # driver volume (nvidia-smi, libcuda) is mounted only into images labelled com.nvidia.volumes.needed
-    # (before Mesos 1.8; since then also for images setting NVIDIA_VISIBLE_DEVICES).
+    # (before Mesos 1.8; since then also for images setting NVIDIA_VISIBLE_DEVICES), at /usr/local/nvidia
+    # (CONTAINER_VOLUME_PATH in the same file).
     env = {"PATH": str(tmp_path / "empty-bin")}
     problem = gpu_problem(1, env, dev_dir=devices(tmp_path, "nvidia0"), **NO_LIB)
     assert "neither nvidia-smi nor libcuda.so" in problem and "com.nvidia.volumes.needed" in problem

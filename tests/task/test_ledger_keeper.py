@@ -1,7 +1,12 @@
 """The job's restart ledger (task/ledger.py) and its keeper (task/keeper.py): failures counted for the
 whole job across relaunches, preemptions and infrastructure deaths kept out of the failure budget,
 stops marathon-tf asked for not counted (issue 21; issue 24's "infrastructure deaths").
-Pure bookkeeping: no network, an injected clock."""
+Pure bookkeeping: no network, an injected clock.
+
+Marathon keeps an app's ``lastTaskFailure`` (what ``Keeper.observe_group`` reads) for TASK_FAILED, ERROR, LOST,
+DROPPED, GONE, GONE_BY_OPERATOR, UNKNOWN and a health check's kill, not for an ordinary TASK_KILLED
+(mesosphere/marathon ``src/main/scala/mesosphere/marathon/state/TaskFailure.scala`` ``isFailureState``, 1.4 to
+1.11)."""
 
 from __future__ import annotations
 

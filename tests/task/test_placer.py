@@ -168,6 +168,8 @@ def test_the_leaders_view_is_complete_only_once_the_placement_lets_every_peer_co
 
 
 def test_a_rule_on_the_zone_reads_the_agents_fault_domain():
+    """``@region`` / ``@zone`` are Marathon 1.6+'s fields read from the offer's domain
+    (``M@1.11:src/main/scala/mesosphere/mesos/Constraints.scala``)."""
     rules = json.dumps({"scope": "job", "rules": [["@zone", "UNIQUE"]]})
     presence = (("@zone", "LIKE", ".*"),)
     apps = [_app("worker-0", "h1", rules=rules, base=presence),

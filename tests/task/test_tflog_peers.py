@@ -1,6 +1,12 @@
 """TensorFlow's words about a peer (task/tflog) and the peer a stalled task waits for (task/peers).
 
-The lines are TensorFlow 2.21's own texts (sources named in marathon_tf/task/tflog.py); the probe is
+The lines are TensorFlow 2.21's own texts (tensorflow/tensorflow v2.21.0 and its shared libraries' strings):
+``tensorflow/core/distributed_runtime/master.cc`` (``DeviceFinder::Wait``, ``LOG(INFO)``: "CreateSession still
+waiting for response from worker"), ``grpc_util.h`` ("Additional GRPC error information from remote target"),
+``tensorflow/python/distribute/collective_all_reduce_strategy.py`` ("seems down, retrying", "Cluster check
+alive failed"), ``tensorflow/core/distributed_runtime/base_rendezvous_mgr.cc`` ("was probably restarted") and
+``xla/tsl/distributed_runtime/coordination/coordination_service.cc`` (heartbeat timeouts, unhealthy tasks,
+barrier stragglers). The probe is
 checked against sockets that answer like a gRPC server (a SETTINGS frame), accept and stay silent
 (a stopped process: the kernel accepts for it), or refuse."""
 

@@ -179,6 +179,10 @@ def test_resources_offered_to_marathon_count_as_free_those_offered_to_others_do_
 
 
 def test_capacity_asks_the_master_for_marathons_offers_only_when_something_is_offered(httpserver):
+    # /v2/info's frameworkId (1.4 too), marathon_config.framework_name and mesos_leader_ui_url (the leading
+    # master's URL): mesosphere/marathon@releases/1.11 (and M@1.8)
+    # src/main/scala/mesosphere/marathon/api/v2/InfoResource.scala; a framework's offers:
+    # apache/mesos@1.11.x:src/master/readonly_handler.cpp ``frameworks``.
     class _Client:  # /v2/info of Marathon 1.11: frameworkId, marathon_config.framework_name
         urls, session, verify = ["http://marathon:8080"], requests.Session(), True
 

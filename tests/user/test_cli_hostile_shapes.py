@@ -8,6 +8,10 @@ of another shape — a string where an object or a number is, a list where a str
 The verb either does its work (a field it does not read, or one that may be absent) or says one error
 line (a hint may follow), exit 1; never a traceback, never another exit code.
 
+The shapes (marathon_tf/marathon/shapes.py) follow Marathon 1.4–1.11's RAML (mesosphere/marathon
+``docs/docs/rest-api/public/api/v2/`` at v1.4.3 and releases/1.11), the Mesos master's ``/master/slaves``
+(apache/mesos 1.x ``src/master/http.cpp``) and an agent's ``/state`` (``src/slave/http.cpp``).
+
 The writes are not sent on: they get Marathon's answer to a PUT/DELETE of a group (``{"deploymentId",
 "version"}``, FACTS §1.3) from the proxy, so every case starts from the same recorded state.
 """

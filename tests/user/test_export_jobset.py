@@ -12,7 +12,13 @@ them: ``network.enableDNSHostnames`` / ``subdomain`` / ``publishNotReadyAddresse
 (deprecated for ``dependsOn``, ordering only: not used) and ``coordinator`` (an annotation naming one
 pod: not used, TF_CONFIG names the chief) exist there too. A pod's DNS name is
 ``<jobset>-<replicatedJob>-<jobIndex>-<podIndex>.<subdomain>`` (``pkg/util/placement.GenPodName``,
-``pkg/controllers/jobset_controller.go`` ``GetSubdomain``).
+``pkg/controllers/jobset_controller.go`` ``GetSubdomain``). The failure rules match the Job controller's
+messages (jobset KEP 262); the first rule that matches acts (``pkg/controllers/failure_policy.go``).
+
+Kubernetes' vocabulary (:mod:`marathon_tf.user.targets.kube`; Kubernetes 1.3x, kubernetes/kubernetes):
+``k8s.io/apimachinery/pkg/util/validation`` (DNS-1035 / DNS-1123 names, qualified names, label values),
+``third_party/forked/golang/expansion/expand.go`` (``$(VAR)`` in ``command``, ``args`` and ``env[].value``),
+``k8s.io/apimachinery/pkg/api/resource`` (quantities).
 """
 
 from __future__ import annotations

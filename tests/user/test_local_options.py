@@ -105,6 +105,10 @@ def test_deploy_local_no_wait_for_resources_refuses_a_job_its_agents_cannot_hold
 def test_the_stock_options_reach_the_cluster_and_election_gap_is_an_alias(monkeypatch):
     from marathon_tf.user import local_options
 
+    # Stock Marathon 1.11's defaults (mesosphere/marathon@releases/1.11): --zk_session_timeout 10 s
+    # (src/main/scala/mesosphere/marathon/ZookeeperConf.scala), --decline_offer_duration 120 s
+    # (.../core/launcher/OfferProcessorConfig.scala), --min_revive_offers_interval 5 s
+    # (.../core/launchqueue/ReviveOffersConfig.scala).
     kw = local_options.to_cluster(agents=1, agent_resources=(), agent_attributes=(), features="task_killing",
                                   gpu_scheduling_behavior="restricted", dns_refresh=1.0, dns_ttl=5)
     assert (kw["zk_session_timeout"], kw["offer_filter"], kw["revive_interval"], kw["filter_gpu_resources"]) == \

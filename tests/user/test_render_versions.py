@@ -3,7 +3,7 @@ and 1.11, each validated against that version's JSON Schema (tests/marathon_sche
 1.4.x, the 1.7 schema for 1.7, and for 1.11 the 1.7 schema plus the app fields 1.11's RAML adds) and against
 the ``unreachableStrategy`` validator Marathon enforces in code; what a version cannot run is refused naming it.
 
-Marathon sources: see marathon_tf/marathon/versions.py and tests/marathon/test_versions.py.
+Marathon sources: see tests/marathon/test_versions.py (the answers: marathon_tf/marathon/versions.py).
 """
 
 from __future__ import annotations

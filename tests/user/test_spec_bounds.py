@@ -20,7 +20,9 @@ from marathon_tf.user.cli import cli
 from marathon_tf.user.spec import load_dict
 
 MAX_JOB_FILE = 2 ** 20  # docs/job-file.md (user/spec/load.py MAX_JOB_FILE)
-MAX_ARG_BYTES = 32 * 4096  # Linux's MAX_ARG_STRLEN (user/spec/fields.py MAX_ARG_BYTES)
+#: Linux's MAX_ARG_STRLEN, PAGE_SIZE * 32 (torvalds/linux include/uapi/linux/binfmts.h; user/spec/fields.py
+#: MAX_ARG_BYTES).
+MAX_ARG_BYTES = 32 * 4096
 
 
 def _validate_in_a_box(path: str) -> subprocess.CompletedProcess:

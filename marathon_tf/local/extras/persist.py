@@ -1,9 +1,8 @@
 """``local serve`` remembers: the local Marathon's state on disk, reloaded when it starts again.
 
 Real Marathon keeps its root group, app versions, deployment plans and the framework id in ZooKeeper
-(``mesosphere/marathon`` ``storage/repository``, ``--zk``); a restarted or failed-over Marathon reads them
-back, resumes the deployments it finds and reconciles its tasks with Mesos
-(``MarathonSchedulerService``/``TaskReconciliation``). This runner keeps the same in one JSON file,
+(``--zk``); a restarted or failed-over Marathon reads them back, resumes the deployments it finds and
+reconciles its tasks with Mesos. This runner keeps the same in one JSON file,
 ``<state dir>/`` :data:`STATE_FILE`, written atomically (a temporary file in the same folder, fsync,
 ``os.replace``, then fsync of the folder) whenever the state changed (checked every :data:`INTERVAL`
 seconds, after every write request, and at a clean stop).

@@ -15,7 +15,7 @@ from marathon_tf.user.spec.model import CONSTRAINT_OPERATORS, DEFAULT_PREWARM, M
 
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: The most bytes one environment variable (``KEY=value`` and its NUL) or one argument may have: Linux's
-#: ``MAX_ARG_STRLEN`` (``PAGE_SIZE * 32``, include/uapi/linux/binfmts.h), past which ``execve`` fails with
+#: ``MAX_ARG_STRLEN`` (``PAGE_SIZE * 32``), past which ``execve`` fails with
 #: E2BIG and the task never starts (Marathon sends the app's ``env`` and ``cmd`` to the Mesos executor,
 #: which execs ``sh -c cmd`` with them).
 MAX_ARG_BYTES = 32 * 4096

@@ -255,8 +255,8 @@ class _JobSchema(_Base):
         if net.get("name") and net.get("mode", "host") != "container":
             err("network.name", "a network name needs network.mode 'container'", "network.mode")
         if net.get("mode") == "container" and not net.get("name"):
-            # Marathon >= 1.5 takes a nameless container network only with --default_network_name
-            # (M@1.11:.../api/v2/validation/NetworkValidation.scala); 1.4 has no top-level networks.
+            # Marathon >= 1.5 takes a nameless container network only with --default_network_name; 1.4 has
+            # no top-level networks.
             err("network.name", "a container network needs its name (Marathon >= 1.5: the CNI network's name, "
                                 "e.g. \"dcos\")", "network.mode")
         logdir = data.get("logdir")

@@ -1,7 +1,7 @@
 """``JobSpec`` → one Kubernetes JobSet (``jobset.x-k8s.io/v1alpha2``, JobSet v0.12), through the
 templates in ``app_templates/jobset/``. Pure.
 
-The shape (every field name from kubernetes-sigs/jobset v0.12.0 ``api/jobset/v1alpha2/jobset_types.go``):
+The shape (every field name from JobSet v0.12.0's API types, cited in tests/user/test_export_jobset.py):
 
 * one ``replicatedJob`` per role with tasks, named after the role, ``replicas: 1``, an Indexed Job
   of ``count`` pods: pod *i* is task *i* (``JOB_COMPLETION_INDEX``), its host name
@@ -27,7 +27,7 @@ The shape (every field name from kubernetes-sigs/jobset v0.12.0 ``api/jobset/v1a
 * preemptions are never counted: ``podFailurePolicy`` ignores ``DisruptionTarget`` (eviction, node
   drain, preemption) and ``restart.preemption_exit_codes``, or, for a member that needs the whole
   group, fails its Job so that the JobSet restarts without counting (``RestartJobSetAndIgnoreMaxRestarts``,
-  matched by the Job's failure message as JobSet's KEP 262 shows); ``restart.permanent_exit_codes``
+  matched by the Job controller's failure message); ``restart.permanent_exit_codes``
   (and 126, 127) fail the JobSet;
 * cpus / mem / disk / gpus → requests (cpu, memory, ephemeral-storage) and limits (memory,
   ``nvidia.com/gpu``); constraints → affinity (:func:`marathon_tf.user.targets.kube.scheduling`);
@@ -60,11 +60,11 @@ __all__ = ["JobSetOptions", "build", "jobset_name", "pod_host", "per_pod_budget"
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 #: The oldest Kubernetes the export is for: JobSet v0.12 supports the latest three minors and is tested on
-#: 1.32 - 1.34 (kubernetes-sigs/jobset v0.12.0 ``README.md:40-48``); what the manifest uses of ``batch/v1``
+#: 1.32 - 1.34; what the manifest uses of ``batch/v1``
 #: Job is older (``podFailurePolicy`` GA in 1.31, ``successPolicy`` beta and on by default in 1.31,
 #: ``podReplacementPolicy`` beta and on by default in 1.29).
 MIN_KUBERNETES = "1.32"
-#: The labels JobSet gives every pod (kubernetes-sigs/jobset v0.12.0 ``api/jobset/v1alpha2/jobset_types.go:24,32``).
+#: The labels JobSet v0.12 gives every pod.
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 TF_PORT, TENSORBOARD_PORT = 2222, 6006
@@ -118,8 +118,8 @@ def jobset_name(spec: JobSpec, options: JobSetOptions) -> str:
 
 
 def pod_host(name: str, role: str, index: int) -> str:
-    """Task (role, index)'s pod host name: JobSet's ``<jobset>-<replicatedJob>-<jobIndex>-<podIndex>``
-    (``pkg/util/placement.GenPodName``), job index 0."""
+    """Task (role, index)'s pod host name: JobSet's ``<jobset>-<replicatedJob>-<jobIndex>-<podIndex>``,
+    job index 0."""
     return f"{name}-{role}-0-{int(index)}"
 
 
@@ -280,11 +280,10 @@ def _pod_failure_rules(spec: JobSpec, group: bool) -> list[dict[str, Any]]:
 
 
 def _failure_rules(spec: JobSpec, group: list[str], alone: list[str], per_pod: bool = True) -> list[dict[str, Any]]:
-    """The JobSet's rules, first match wins (``pkg/controllers/failure_policy.go``); the Job failure
-    messages matched are the Job controller's (``Pod <ns>/<pod> has condition DisruptionTarget matching
-    FailJob rule at index <i>``, ``Container <c> for pod <ns>/<pod> failed with exit code <n> matching
-    FailJob rule at index <i>``: jobset KEP 262). A failure no rule matches restarts the JobSet,
-    counted (JobSet's default action)."""
+    """The JobSet's rules, first match wins; the Job failure messages matched are the Job controller's
+    (``Pod <ns>/<pod> has condition DisruptionTarget matching FailJob rule at index <i>``, ``Container <c>
+    for pod <ns>/<pod> failed with exit code <n> matching FailJob rule at index <i>``). A failure no rule
+    matches restarts the JobSet, counted (JobSet's default action)."""
     def codes(values: list[int]) -> str:
         return f"failed with exit code ({'|'.join(map(str, values))}) matching FailJob rule"
 
@@ -316,8 +315,7 @@ def _selector(job: _Job, role: str, job_wide: bool) -> dict[str, Any]:
     """The pods a role's rules are held across: with the job's constraints (``job_wide``), every pod of
     the roles that take the job's constraints (the job's placement scope on Marathon:
     :func:`marathon_tf.user.render.placement_scopes`); with its own, the role's pods. JobSet labels every
-    pod with its JobSet's and its replicatedJob's name (``JobSetNameKey``, ``ReplicatedJobNameKey``:
-    kubernetes-sigs/jobset v0.12.0 ``api/jobset/v1alpha2/jobset_types.go:24,32``)."""
+    pod with its JobSet's and its replicatedJob's name (``JobSetNameKey``, ``ReplicatedJobNameKey``)."""
     if not job_wide:
         return {"matchLabels": {JOBSET_NAME_LABEL: job.name, REPLICATED_JOB_LABEL: role}}
     roles = [r for r in naming.ROLES if job.spec.role(r).count and role_facts(job.spec, r).constraints_key
@@ -332,9 +330,8 @@ def per_pod_budget(group: list[str], alone: list[str]) -> bool:
     the group and at most one such role. Otherwise each role's ``backoffLimit`` would be a budget of its
     own, renewed at every JobSet restart (a JobSet restart recreates every Job); so every member's Job
     fails at its first ordinary failure and the JobSet restarts, counted against ``maxRestarts``: the
-    job's ``max_failures`` (kubernetes-sigs/jobset v0.12.0 ``pkg/controllers/failure_policy.go:45``: an
-    unmatched failure is ``RestartJobSet``, which fails the JobSet once ``maxRestarts`` restarts were
-    counted, ``:226``)."""
+    job's ``max_failures`` (in JobSet v0.12 an unmatched failure is ``RestartJobSet``, which fails the
+    JobSet once ``maxRestarts`` restarts were counted)."""
     return not group and len(alone) <= 1
 
 

@@ -1,10 +1,9 @@
 """Kubernetes' vocabulary for the export targets: names, labels, quantities, the ``$(VAR)``
 references of a container's command and env, and Marathon's constraints as pod scheduling. Pure.
 
-Sources (Kubernetes 1.3x): ``k8s.io/apimachinery/pkg/util/validation`` (DNS-1035 / DNS-1123 names,
-qualified names, label values), ``third_party/forked/golang/expansion/expand.go`` (``$(VAR)`` in
-``command``, ``args`` and ``env[].value``: ``$$`` is one ``$``, a defined ``$(NAME)`` its value,
-anything else as written), ``k8s.io/apimachinery/pkg/api/resource`` (quantities).
+Kubernetes 1.3x's rules (their sources are cited in tests/user/test_export_jobset.py): DNS-1035 / DNS-1123
+names, qualified names, label values; ``$(VAR)`` in ``command``, ``args`` and ``env[].value`` (``$$`` is
+one ``$``, a defined ``$(NAME)`` its value, anything else as written); quantities.
 """
 
 from __future__ import annotations
