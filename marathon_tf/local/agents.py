@@ -14,7 +14,9 @@ the model (:class:`marathon_tf.mesos.agents.AgentInfo`: hostname, resources, att
   (:mod:`marathon_tf.mesos.resources`); what is not given is detected as a Mesos agent does (every
   CPU, memory less 1 GiB, the state directory's disk less 5 GiB, ports ``[31000-32000]``, no GPUs).
   Without any ``--resources`` (the default) the agent is this machine as before: it reports the
-  machine's resources, its ports are the kernel's ephemeral range, and no task is declined for its
+  machine's resources, its ports are those just below the kernel's ephemeral range
+  (:func:`marathon_tf.local.ports.dynamic_range`: no outgoing connection takes one before its task binds it),
+  and no task is declined for its
   size (only for its constraints and roles);
 * is ``active``, ``unreachable`` (the master lost contact: its processes run on) or ``down``
   (it died: its processes were killed); the latter two are left out of the master's ``slaves``.
@@ -37,6 +39,7 @@ from marathon_tf.mesos.agents import AgentInfo
 from marathon_tf.mesos.resources import Ranges, Resource, parse_attributes, parse_resources
 from marathon_tf.mesos.views import attributes_json, summary_json
 
+from .ports import dynamic_range, ephemeral_range
 from .state import AGENT_ID
 
 __all__ = ["Agent", "Agents", "per_agent", "MAX_AGENTS"]
@@ -90,14 +93,10 @@ def machine_resources(work_dir: Path) -> list[Resource]:
     return [Resource("cpus", cpus), Resource("mem", float(mem // _MIB)), Resource("disk", float(disk // _MIB))]
 
 
-def ephemeral_ports() -> Ranges:
-    """The kernel's ephemeral port range (where the default agent's dynamic ports come from)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low, high = (int(x) for x in f.read().split())
-        return ((low, high),)
-    except (OSError, ValueError):
-        return ((32768, 60999),)
+def default_ports() -> Ranges:
+    """The default agent's ports: :func:`~marathon_tf.local.ports.dynamic_range`, else the kernel's ephemeral range
+    (where the runner then takes the kernel's choice)."""
+    return (dynamic_range() or ephemeral_range(),)
 
 
 @dataclass
@@ -162,7 +161,7 @@ class Agents:
             _check_address(hostname)
         attrs = parse_attributes(attributes) if attributes else {}
         if resources is None:
-            total = machine_resources(work_dir) + [Resource("ports", ephemeral_ports())]
+            total = machine_resources(work_dir) + [Resource("ports", default_ports())]
             agent = Agent(index, work_dir, hostname=hostname, resources=total, attributes=attrs, enforced=False)
         else:
             given = parse_resources(resources)

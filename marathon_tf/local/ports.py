@@ -11,7 +11,33 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 
-__all__ = ["PortAllocator", "PortInUse", "busy_ports", "runner_ports"]
+__all__ = ["PortAllocator", "PortInUse", "busy_ports", "runner_ports", "ephemeral_range", "dynamic_range"]
+
+#: How many ports below the kernel's ephemeral range the default agent offers (fewer where there is no room).
+DYNAMIC_PORTS = 12000
+#: The fewest ports worth offering below that range; with less room, the ephemeral range itself (the kernel's choice).
+MIN_DYNAMIC_PORTS = 1000
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The kernel's ephemeral port range: where outgoing connections and binds to port 0 take their ports."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def dynamic_range() -> tuple[int, int] | None:
+    """The ports the default agent hands its tasks: up to :data:`DYNAMIC_PORTS` just *below* the ephemeral
+    range. A port inside it, handed out seconds before the task's TensorFlow server binds it, can be taken
+    meanwhile by any outgoing connection or any bind to port 0 of this machine (a task's status server, another
+    program's): the job's server then fails with "Could not start gRPC server". Below it only a program that
+    names the port takes it. None where there is no room for :data:`MIN_DYNAMIC_PORTS` (an unusual range)."""
+    low, _ = ephemeral_range()
+    first = max(1024, low - DYNAMIC_PORTS)
+    return (first, low - 1) if low - first >= MIN_DYNAMIC_PORTS else None
 
 
 class PortInUse(OSError):
@@ -135,14 +161,18 @@ class PortAllocator:
 
     def allocate(self, n: int, candidates: Sequence[int] | None = None, host: str | None = None,
                  keep: Iterable[int] = ()) -> list[int]:
-        """``n`` distinct free ports: any the kernel hands out, or (``candidates``: an agent's free
-        port ranges) chosen at random among those, as Marathon picks dynamic ports from an offer.
+        """``n`` distinct free ports chosen at random among ``candidates`` (an agent's free port ranges), as
+        Marathon picks dynamic ports from an offer; without them (the default agent) among :func:`dynamic_range`'s,
+        else any the kernel hands out.
         ``host``: the address they are tested on (the agent's); ``keep``: the ports this runner's
         tasks hold now, whose claims are kept however old. Raises OSError when none are free."""
         now = time.monotonic()
         self._expire(now, keep)
         ports: list[int] = []
-        if candidates is None:
+        dynamic = dynamic_range() if candidates is None else None
+        if candidates is None and dynamic is not None:
+            candidates = range(dynamic[0], dynamic[1] + 1)
+        if candidates is None:  # no room below the ephemeral range: the kernel's choice
             for _ in range(1000):
                 if len(ports) == n:
                     break

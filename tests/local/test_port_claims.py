@@ -101,7 +101,35 @@ def test_a_runner_killed_lets_go_of_its_claims_with_its_process(runner):
     assert runner().allocate(1, candidates=[port]) == [port]
 
 
-def test_the_kernels_ports_are_claimed_too_and_a_task_binds_its_port_freely(runner):
+def test_the_default_agents_ports_lie_below_the_ephemeral_range_and_none_is_handed_out_twice(runner, tmp_path):
+    """A CI run (tests/system/lifecycle/test_save_e2e.py, the default agent): worker-0's TensorFlow server
+    could not bind the port handed out 5 s before ("Failed to add port to server … '0.0.0.0:47585'", "Could not
+    start gRPC server"; the job failed, its budget 0). The default agent's ports came from the kernel (a bind
+    to port 0), inside its ephemeral range, where any outgoing connection or bind to port 0 of the machine
+    could take it before the task bound it. They now come from below that range, where only a program that
+    names the port takes it (the range is the agent's ``ports`` resource too)."""
+    from marathon_tf.local.agents import Agents
+    from marathon_tf.local.ports import dynamic_range, ephemeral_range
+
+    low, _ = ephemeral_range()
+    first, last = dynamic_range()
+    assert last == low - 1 and last - first + 1 >= 1000
+    ports = runner().allocate(20)
+    assert len(set(ports)) == 20 and all(first <= p <= last for p in ports), ports
+    agent = Agents(tmp_path, "127.0.0.1", 1).all[0]
+    assert next(r.value for r in agent.resources if r.name == "ports") == ((first, last),)
+
+
+def test_with_no_room_below_the_ephemeral_range_a_port_is_the_kernels_choice(runner, monkeypatch):
+    from marathon_tf.local import ports as ports_mod
+
+    monkeypatch.setattr(ports_mod, "ephemeral_range", lambda: (1500, 65000))  # 476 ports below: too few
+    assert ports_mod.dynamic_range() is None
+    port = runner().allocate(1)[0]
+    assert port >= 1500  # the kernel's choice, from its range
+
+
+def test_the_default_agents_ports_are_claimed_too_and_a_task_binds_its_port_freely(runner):
     allocator = runner()
     port = allocator.allocate(1)[0]
     assert not _claimable(port)
