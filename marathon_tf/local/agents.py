@@ -15,9 +15,8 @@ the model (:class:`marathon_tf.mesos.agents.AgentInfo`: hostname, resources, att
   CPU, memory less 1 GiB, the state directory's disk less 5 GiB, ports ``[31000-32000]``, no GPUs).
   Without any ``--resources`` (the default) the agent is this machine as before: it reports the
   machine's resources, its ports are those just below the kernel's ephemeral range
-  (:func:`marathon_tf.local.ports.dynamic_range`: no outgoing connection takes one before its task binds it),
-  and no task is declined for its
-  size (only for its constraints and roles);
+  (:func:`marathon_tf.local.ports.dynamic_range`: no outgoing connection takes one before its task binds
+  it), and no task is declined for its size (only for its constraints and roles);
 * is ``active``, ``unreachable`` (the master lost contact: its processes run on) or ``down``
   (it died: its processes were killed); the latter two are left out of the master's ``slaves``.
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import math
 import shutil
 import signal
 import sys
@@ -61,9 +62,9 @@ def _result(future: Any, timeout: float) -> Any:
 
 def _wait(event: threading.Event, timeout: float | None = None) -> bool:
     """``event.wait(timeout)`` in slices of :data:`WAKE_SLICE` (as :func:`_result`)."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while not event.wait(WAKE_SLICE if deadline is None else min(WAKE_SLICE, max(0.0, deadline - time.monotonic()))):
-        if deadline is not None and time.monotonic() >= deadline:
+    deadline = math.inf if timeout is None else time.monotonic() + timeout
+    while not event.wait(min(WAKE_SLICE, max(0.0, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline:
             return False
     return True
 

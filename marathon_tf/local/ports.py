@@ -128,6 +128,8 @@ class PortAllocator:
     def __init__(self, host: str = "127.0.0.1", quarantine: float = 120.0) -> None:
         self.host = host
         self.quarantine = quarantine
+        #: where the default agent's ports come from (read once: the range its ``ports`` resource says)
+        self.dynamic = dynamic_range()
         #: port -> (when handed out, its claim: the socket, or True where claims cannot be made)
         self._recent: dict[int, tuple[float, socket.socket | bool]] = {}
 
@@ -169,9 +171,8 @@ class PortAllocator:
         now = time.monotonic()
         self._expire(now, keep)
         ports: list[int] = []
-        dynamic = dynamic_range() if candidates is None else None
-        if candidates is None and dynamic is not None:
-            candidates = range(dynamic[0], dynamic[1] + 1)
+        if candidates is None and self.dynamic is not None:
+            candidates = range(self.dynamic[0], self.dynamic[1] + 1)
         if candidates is None:  # no room below the ephemeral range: the kernel's choice
             for _ in range(1000):
                 if len(ports) == n:
